@@ -1,0 +1,143 @@
+"""Load and validate the workflow configuration against ``phenoica/schemas/config.schema.yaml``.
+
+The schema is the single description of every key: its defaults are filled in here, and an
+unknown or mistyped key is an error that names the key's full path (``classify.lightgbm``).
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Mapping
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.yaml"
+
+
+class ConfigError(ValueError):
+    """A configuration value that does not match the schema."""
+
+
+def load_schema(path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
+    """Read the JSON schema (YAML-encoded) of the workflow configuration."""
+    with open(path) as fh:
+        return yaml.safe_load(fh)
+
+
+def _with_defaults(validator_class: type) -> type:
+    """Extend a jsonschema validator so that validating also fills in ``default`` values."""
+    validate_properties = validator_class.VALIDATORS["properties"]
+    validate_additional = validator_class.VALIDATORS["additionalProperties"]
+
+    def set_defaults(validator, properties, instance, schema):  # type: ignore[no-untyped-def]
+        if isinstance(instance, dict):
+            for name, sub in properties.items():
+                if "default" in sub and name not in instance:
+                    instance[name] = copy.deepcopy(sub["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    def additional_with_defaults(validator, additional, instance, schema):  # type: ignore[no-untyped-def]
+        # Fill defaults inside mapping-valued entries (e.g. each model under `models`).
+        if isinstance(instance, dict) and isinstance(additional, dict):
+            known = set(schema.get("properties", {}))
+            for name, value in instance.items():
+                if name in known or not isinstance(value, dict):
+                    continue
+                for key, sub in additional.get("properties", {}).items():
+                    if "default" in sub and key not in value:
+                        value[key] = copy.deepcopy(sub["default"])
+        yield from validate_additional(validator, additional, instance, schema)
+
+    return jsonschema.validators.extend(
+        validator_class,
+        {"properties": set_defaults, "additionalProperties": additional_with_defaults},
+    )
+
+
+def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Return a validated copy of ``config`` with every default filled in.
+
+    Raises ConfigError naming the offending key path and what was expected.
+    """
+    schema = dict(schema) if schema is not None else load_schema()
+    instance = copy.deepcopy(dict(config))
+    validator_class = _with_defaults(jsonschema.validators.validator_for(schema))
+    validator = validator_class(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = []
+        for err in errors:
+            where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
+            lines.append(f"  config key {where}: {err.message}")
+        raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+    _check_consistency(instance)
+    return instance
+
+
+def _check_consistency(config: dict[str, Any]) -> None:
+    """Cross-key rules the schema cannot express."""
+    screen = config["screen"]
+    needs = {
+        "zarr": ["metadata", "plates_dir"],
+        "images": ["plate_map", "images_dir"],
+        "ome_zarr": ["plate_map", "ome_zarr_dir"],
+        "embeddings": ["embeddings"],
+    }.get(screen["source"], [])
+    missing = [k for k in needs if not screen.get(k)]
+    if missing:
+        raise ConfigError(
+            f"invalid configuration: screen.source is {screen['source']!r}, which needs "
+            + ", ".join(f"screen.{k}" for k in missing)
+        )
+    demo = config["demo"]
+    if demo["n_null_genes"] > demo["n_genes"]:
+        raise ConfigError("invalid configuration: demo.n_null_genes exceeds demo.n_genes")
+    for name, model in config["models"].items():
+        if model["img_size"] % model["patch_size"]:
+            raise ConfigError(
+                f"invalid configuration: models.{name}.img_size ({model['img_size']}) is not a "
+                f"multiple of patch_size ({model['patch_size']})"
+            )
+        if model["embed_dim"] % model["num_heads"]:
+            raise ConfigError(
+                f"invalid configuration: models.{name}.embed_dim must be divisible by num_heads"
+            )
+    n = config["transforms"]["n_components"]
+    if isinstance(n, str) and n != "parallel":
+        raise ConfigError(
+            "invalid configuration: transforms.n_components must be an integer, a fraction in "
+            f"(0, 1) or 'parallel', got {n!r}"
+        )
+    if isinstance(n, float) and not 0 < n < 1:
+        raise ConfigError(f"invalid configuration: transforms.n_components fraction {n} not in (0, 1)")
+
+
+def load_config(path: Path | str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """Read a YAML config file, merge ``overrides`` (nested), validate and fill defaults."""
+    with open(path) as fh:
+        raw = yaml.safe_load(fh) or {}
+    if overrides:
+        raw = deep_merge(raw, overrides)
+    return validate_config(raw)
+
+
+def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
+    """Recursively merge ``update`` into a copy of ``base`` (update wins)."""
+    out = copy.deepcopy(dict(base))
+    for key, value in update.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(out[key], value)
+        else:
+            out[key] = copy.deepcopy(value)
+    return out
+
+
+def demo_plates(demo: Mapping[str, Any]) -> list[tuple[str, str]]:
+    """(batch, plate) names of the simulated screen, in order: batch ``B01``, plate ``B01P01``."""
+    return [
+        (f"B{b + 1:02d}", f"B{b + 1:02d}P{p + 1:02d}")
+        for b in range(demo["n_batches"])
+        for p in range(demo["plates_per_batch"])
+    ]

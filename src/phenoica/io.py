@@ -1,0 +1,82 @@
+"""Small file utilities every stage uses: atomic writes and per-step logging.
+
+Every output is written to a temporary sibling and renamed into place, so a crash or a kill
+never leaves a half-written file that looks finished.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import shutil
+import sys
+import uuid
+from pathlib import Path
+from typing import Iterator
+
+import pandas as pd
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path | str) -> Iterator[Path]:
+    """Yield a temporary path beside ``path``; on success rename it onto ``path``.
+
+    Works for files and folders (e.g. a Zarr store). On error the temporary is removed and
+    ``path`` is left as it was.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp-{uuid.uuid4().hex[:8]}")
+    try:
+        yield tmp
+        if path.is_dir() and not path.is_symlink():
+            shutil.rmtree(path)
+        os.replace(tmp, path)
+    finally:
+        if tmp.is_dir():
+            shutil.rmtree(tmp, ignore_errors=True)
+        elif tmp.exists():
+            tmp.unlink()
+
+
+def write_parquet(df: pd.DataFrame, path: Path | str) -> Path:
+    """Write ``df`` to ``path`` atomically (no index)."""
+    with atomic_path(path) as tmp:
+        df.to_parquet(tmp, index=False)
+    return Path(path)
+
+
+def read_table(path: Path | str) -> pd.DataFrame:
+    """Read a parquet or CSV table, chosen by extension; a clear error names the file otherwise."""
+    path = Path(path)
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: file not found")
+    suffix = path.suffix.lower()
+    if suffix in {".parquet", ".pq"}:
+        return pd.read_parquet(path)
+    if suffix in {".csv", ".tsv", ".txt"}:
+        return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
+    raise ValueError(f"{path}: expected a .parquet or .csv table, got {suffix or 'no extension'}")
+
+
+def get_logger(name: str, log_file: Path | str | None = None) -> logging.Logger:
+    """A logger writing timestamped lines to stderr and, if given, to ``log_file``."""
+    logger = logging.getLogger(name)
+    logger.setLevel(logging.INFO)
+    logger.propagate = False
+    fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S")
+    if not any(isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is sys.stderr
+               for h in logger.handlers):
+        stream = logging.StreamHandler(sys.stderr)
+        stream.setFormatter(fmt)
+        logger.addHandler(stream)
+    if log_file is not None:
+        log_file = Path(log_file)
+        log_file.parent.mkdir(parents=True, exist_ok=True)
+        if not any(isinstance(h, logging.FileHandler) and Path(h.baseFilename) == log_file.resolve()
+                   for h in logger.handlers):
+            fh = logging.FileHandler(log_file)
+            fh.setFormatter(fmt)
+            logger.addHandler(fh)
+    return logger
