@@ -69,7 +69,7 @@ def validate_metadata(df: pd.DataFrame, source: str = "metadata") -> pd.DataFram
     for col in REQUIRED_COLUMNS:
         bad = df[col].isna()
         if bad.any():
-            rows = list(np.flatnonzero(bad.to_numpy())[:5])
+            rows = [int(r) for r in np.flatnonzero(bad.to_numpy())[:5]]
             raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
     for col in (BATCH, PLATE, WELL, GENE, GUIDE, PERT_TYPE):
         df[col] = df[col].astype(str)
@@ -86,7 +86,7 @@ def validate_metadata(df: pd.DataFrame, source: str = "metadata") -> pd.DataFram
         )
     dup = df.duplicated([PLATE, WELL, SITE], keep=False)
     if dup.any():
-        rows = list(np.flatnonzero(dup.to_numpy())[:6])
+        rows = [int(r) for r in np.flatnonzero(dup.to_numpy())[:6]]
         first = df.iloc[rows[0]]
         raise ScreenError(
             f"{source}: duplicate (plate, well, site) ({first[PLATE]}, {first[WELL]}, {first[SITE]}) "
@@ -94,7 +94,7 @@ def validate_metadata(df: pd.DataFrame, source: str = "metadata") -> pd.DataFram
         )
     dup = df.duplicated([PLATE, IMAGE_INDEX], keep=False)
     if dup.any():
-        rows = list(np.flatnonzero(dup.to_numpy())[:6])
+        rows = [int(r) for r in np.flatnonzero(dup.to_numpy())[:6]]
         raise ScreenError(f"{source}: duplicate ({PLATE}, {IMAGE_INDEX}) at rows {rows}")
     neg = df[IMAGE_INDEX] < 0
     if neg.any():

@@ -1,0 +1,70 @@
+# LightGBM per guide vs the shared controls, per (model, variant, gene shard); the copairs
+# mAP readout per (model, variant); one gather of all scores.
+
+
+rule classify:
+    input:
+        variant=f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+        folds=f"{RESULTS}/splits/{{model}}.parquet",
+    output:
+        f"{RESULTS}/scores/{{model}}/{{variant}}/shard_{{shard}}.parquet",
+    params:
+        classify=config["classify"],
+        seed=config["seed"],
+        n_shards=config["classify"]["n_shards"],
+    threads: 1
+    log:
+        f"{RESULTS}/logs/classify/{{model}}/{{variant}}/shard_{{shard}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/classify/{{model}}/{{variant}}/shard_{{shard}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/classify.py"
+
+
+rule map_readout:
+    input:
+        f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+    output:
+        f"{RESULTS}/scores/{{model}}/{{variant}}/map.parquet",
+    params:
+        seed=config["seed"],
+    log:
+        f"{RESULTS}/logs/map_readout/{{model}}/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/map_readout/{{model}}/{{variant}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/map_readout.py"
+
+
+def map_files():
+    if not config["classify"]["map_readout"]:
+        return []
+    return [f"{RESULTS}/scores/{m}/{v}/map.parquet" for m in MODELS for v in VARIANTS]
+
+
+rule gather_scores:
+    input:
+        shards=[
+            f"{RESULTS}/scores/{m}/{v}/shard_{s}.parquet"
+            for m in MODELS
+            for v in VARIANTS
+            for s in SHARDS
+        ],
+        maps=map_files(),
+    output:
+        guide_folds=f"{RESULTS}/scores/guide_folds.parquet",
+        guides=f"{RESULTS}/scores/guides.parquet",
+        genes=f"{RESULTS}/scores/genes.parquet",
+        maps=f"{RESULTS}/scores/map.parquet",
+    log:
+        f"{RESULTS}/logs/gather_scores.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/gather_scores.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/gather_scores.py"

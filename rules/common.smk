@@ -1,0 +1,69 @@
+# The single place for helpers and validation: the config is checked against its JSON schema
+# (defaults filled in) before any rule is defined; the screen's plate list is resolved here.
+
+import os
+import sys
+
+# Rules import phenoica from this checkout, whichever environment runs them.
+_SRC = os.path.join(workflow.basedir, "src")
+sys.path.insert(0, _SRC)
+os.environ["PYTHONPATH"] = os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+
+from phenoica.config import validate_config
+from phenoica import workflow as wf
+
+_validated = validate_config(config)
+config.clear()
+config.update(_validated)
+
+RESULTS = config["results"]
+SOURCE = config["screen"]["source"]
+MODELS = list(config["models"])
+VARIANTS = list(config["transforms"]["variants"])
+SHARDS = list(range(config["classify"]["n_shards"]))
+PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings
+TRAIN_PLATES = wf.training_plates(config, PLATES)
+ENVS = "../envs/phenoica.yaml"
+
+
+wildcard_constraints:
+    plate=r"[^/]+",
+    model=r"[^/]+",
+    variant=r"base|pca|pca_ica|pca_rand",
+    shard=r"\d+",
+
+
+def store_path(plate):
+    """The plate's Zarr store: produced by the workflow, or the user's (source zarr)."""
+    if SOURCE == "zarr":
+        return f"{config['screen']['plates_dir']}/{plate}.zarr"
+    return f"{RESULTS}/screen/plates/{plate}.zarr"
+
+
+def plate_digest(plate):
+    """Content digest of one plate's rows in the user's metadata table or plate map, so a
+    plate's jobs rerun only when its own rows change (the table itself is an ancient input)."""
+    return wf.plate_digest(config, plate)
+
+
+def checkpoint_path(model):
+    """The encoder weights of a model: the configured checkpoint, or the one train_mae writes."""
+    given = config["models"][model]["checkpoint"]
+    return given if given else f"{RESULTS}/models/{model}/encoder.safetensors"
+
+
+def embedding_files(model):
+    """Per-plate embedding parquets of a model (or the user's files, source embeddings)."""
+    if SOURCE == "embeddings":
+        return wf.embedding_inputs(config)
+    return [f"{RESULTS}/embeddings/{model}/{plate}.parquet" for plate in PLATES]
+
+
+def transform_dir(model):
+    frozen = config["transforms"]["frozen"]
+    return f"{frozen}/{model}" if frozen else f"{RESULTS}/transforms/{model}"
+
+
+def report_outputs():
+    out = [f"{RESULTS}/report/report.md", f"{RESULTS}/report/index.html"]
+    return out

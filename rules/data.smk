@@ -1,0 +1,102 @@
+# Screen data: one job per plate writes the plate's Zarr store and its metadata rows.
+# Which rule produces them depends on screen.source; source zarr only splits the metadata.
+
+if SOURCE == "demo":
+
+    rule simulate_truth:
+        output:
+            f"{RESULTS}/screen/truth.parquet",
+        params:
+            demo=config["demo"],
+            seed=config["seed"],
+        log:
+            f"{RESULTS}/logs/simulate_truth.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/simulate_truth.tsv"
+        conda:
+            ENVS
+        script:
+            "../scripts/simulate_truth.py"
+
+    rule simulate_plate:
+        output:
+            store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
+            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+            factors=f"{RESULTS}/screen/factors/{{plate}}.parquet",
+        params:
+            demo=config["demo"],
+            seed=config["seed"],
+        log:
+            f"{RESULTS}/logs/simulate_plate/{{plate}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/simulate_plate/{{plate}}.tsv"
+        conda:
+            ENVS
+        script:
+            "../scripts/simulate_plate.py"
+
+
+if SOURCE == "zarr":
+
+    rule plate_metadata:
+        input:
+            table=ancient(config["screen"]["metadata"]),
+            store=lambda w: store_path(w.plate),
+        output:
+            f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+        params:
+            digest=lambda w: plate_digest(w.plate),
+        log:
+            f"{RESULTS}/logs/plate_metadata/{{plate}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/plate_metadata/{{plate}}.tsv"
+        conda:
+            ENVS
+        script:
+            "../scripts/plate_metadata.py"
+
+
+if SOURCE == "images":
+
+    rule ingest_images:
+        input:
+            plate_map=ancient(config["screen"]["plate_map"]),
+        output:
+            store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
+            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+        params:
+            digest=lambda w: plate_digest(w.plate),
+            images_dir=config["screen"]["images_dir"],
+            pattern=config["screen"]["image_pattern"],
+            channels=config["screen"]["channels"],
+            chunk_images=config["screen"]["chunk_images"],
+        log:
+            f"{RESULTS}/logs/ingest_images/{{plate}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/ingest_images/{{plate}}.tsv"
+        conda:
+            ENVS
+        script:
+            "../scripts/ingest_images.py"
+
+
+if SOURCE == "ome_zarr":
+
+    rule ingest_ome_zarr:
+        input:
+            plate_map=ancient(config["screen"]["plate_map"]),
+            hcs=f"{config['screen']['ome_zarr_dir']}/{{plate}}.zarr",
+        output:
+            store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
+            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+        params:
+            digest=lambda w: plate_digest(w.plate),
+            chunk_images=config["screen"]["chunk_images"],
+        log:
+            f"{RESULTS}/logs/ingest_ome_zarr/{{plate}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/ingest_ome_zarr/{{plate}}.tsv"
+        conda:
+            ENVS
+        script:
+            "../scripts/ingest_ome_zarr.py"

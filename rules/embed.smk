@@ -1,0 +1,64 @@
+# MAE pretraining on the screen's own tiles (unless a checkpoint is given) and streaming
+# embedding, one job per (model, plate).
+
+
+rule train_mae:
+    input:
+        stores=[store_path(p) for p in TRAIN_PLATES],
+    output:
+        f"{RESULTS}/models/{{model}}/encoder.safetensors",
+    params:
+        spec=lambda w: config["models"][w.model],
+        train=config["train"],
+        seed=lambda w: config["seed"] + config["models"][w.model]["seed"],
+        device=config["embed"]["device"],
+    threads: 2
+    resources:
+        gpu=0,
+    log:
+        f"{RESULTS}/logs/train_mae/{{model}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/train_mae/{{model}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/train_mae.py"
+
+
+rule embed:
+    input:
+        store=lambda w: store_path(w.plate),
+        metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+        checkpoint=lambda w: checkpoint_path(w.model),
+    output:
+        f"{RESULTS}/embeddings/{{model}}/{{plate}}.parquet",
+    params:
+        spec=lambda w: config["models"][w.model],
+        embed=config["embed"],
+    threads: 2
+    log:
+        f"{RESULTS}/logs/embed/{{model}}/{{plate}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/embed/{{model}}/{{plate}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/embed.py"
+
+
+rule gather_profiles:
+    input:
+        lambda w: embedding_files(w.model),
+    output:
+        f"{RESULTS}/profiles/{{model}}.parquet",
+    params:
+        level=config["profiles"]["level"],
+        embedding_column=config["screen"]["embedding_column"],
+    log:
+        f"{RESULTS}/logs/gather_profiles/{{model}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/gather_profiles/{{model}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/gather_profiles.py"

@@ -1,0 +1,57 @@
+# Post-processing variants (base, pca, pca_ica, pca_rand): fitted once per model, saved, and
+# applied to every profile row; and the batch-effect folds the classifiers use.
+
+if not config["transforms"]["frozen"]:
+
+    rule fit_transforms:
+        input:
+            f"{RESULTS}/profiles/{{model}}.parquet",
+        output:
+            transforms=[f"{RESULTS}/transforms/{{model}}/{v}.npz" for v in VARIANTS],
+            fit_report=f"{RESULTS}/transforms/{{model}}/fit_report.json",
+        params:
+            transforms=config["transforms"],
+            seed=config["seed"],
+        threads: 2
+        log:
+            f"{RESULTS}/logs/fit_transforms/{{model}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/fit_transforms/{{model}}.tsv"
+        conda:
+            ENVS
+        script:
+            "../scripts/fit_transforms.py"
+
+
+rule apply_transform:
+    input:
+        profiles=f"{RESULTS}/profiles/{{model}}.parquet",
+        transform=lambda w: f"{transform_dir(w.model)}/{w.variant}.npz",
+    output:
+        f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+    log:
+        f"{RESULTS}/logs/apply_transform/{{model}}/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/apply_transform/{{model}}/{{variant}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/apply_transform.py"
+
+
+rule splits:
+    input:
+        f"{RESULTS}/profiles/{{model}}.parquet",
+    output:
+        f"{RESULTS}/splits/{{model}}.parquet",
+    params:
+        splits=config["splits"],
+        seed=config["seed"],
+    log:
+        f"{RESULTS}/logs/splits/{{model}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/splits/{{model}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/splits.py"

@@ -1,0 +1,16 @@
+"""Rule ingest_images: per-channel image files of one plate -> plate store + metadata."""
+from phenoica.ingest import ingest_image_plate, read_plate_map
+from phenoica.io import get_logger
+
+log = get_logger("phenoica.ingest_images", snakemake.log[0])
+ingest_image_plate(
+    snakemake.params.images_dir,
+    snakemake.params.pattern,
+    read_plate_map(snakemake.input.plate_map),
+    snakemake.wildcards.plate,
+    store=snakemake.output.store,
+    metadata_out=snakemake.output.metadata,
+    channels=snakemake.params.channels,
+    chunk_images=snakemake.params.chunk_images,
+    log=log,
+)

@@ -1,0 +1,14 @@
+"""Rule ingest_ome_zarr: one OME-Zarr HCS plate -> plate store + metadata."""
+from phenoica.ingest import ingest_ome_zarr_plate, read_plate_map
+from phenoica.io import get_logger
+
+log = get_logger("phenoica.ingest_ome_zarr", snakemake.log[0])
+ingest_ome_zarr_plate(
+    snakemake.input.hcs,
+    read_plate_map(snakemake.input.plate_map),
+    snakemake.wildcards.plate,
+    store=snakemake.output.store,
+    metadata_out=snakemake.output.metadata,
+    chunk_images=snakemake.params.chunk_images,
+    log=log,
+)

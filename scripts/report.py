@@ -1,0 +1,23 @@
+"""Rule report: tables and figures in the paper's shapes."""
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from phenoica.io import get_logger
+from phenoica.report import write_report
+
+log = get_logger("phenoica.report", snakemake.log[0])
+inp = snakemake.input
+maps = pd.read_parquet(inp.maps)
+fit_report = {m: json.loads(Path(p).read_text()) for m, p in zip(snakemake.params.models, inp.fit_reports)}
+paths = write_report(
+    Path(snakemake.output.markdown).parent,
+    pd.read_parquet(inp.guide_folds),
+    pd.read_parquet(inp.guides),
+    pd.read_parquet(inp.genes),
+    map_df=maps if len(maps) else None,
+    truth=pd.read_parquet(inp.truth[0]) if inp.truth else None,
+    fit_report=fit_report,
+)
+log.info("report written: %s", sorted(paths))

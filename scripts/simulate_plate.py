@@ -1,0 +1,15 @@
+"""Rule simulate_plate: one demo plate (tiles, metadata, ground-truth factors)."""
+from phenoica.io import get_logger
+from phenoica.simulate import write_demo_plate
+
+log = get_logger("phenoica.simulate_plate", snakemake.log[0])
+plate = snakemake.wildcards.plate
+write_demo_plate(
+    snakemake.params.demo,
+    snakemake.params.seed,
+    plate,
+    store=snakemake.output.store,
+    metadata_path=snakemake.output.metadata,
+    factors_path=snakemake.output.factors,
+)
+log.info("simulated plate %s", plate)

@@ -1,0 +1,12 @@
+"""Rule splits: the batch-effect folds (leave one batch out, or in-distribution) of a model's profiles."""
+import pandas as pd
+
+from phenoica.io import get_logger, write_parquet
+from phenoica.splits import folds_table, make_folds
+
+log = get_logger("phenoica.splits", snakemake.log[0])
+profiles = pd.read_parquet(snakemake.input[0])
+folds = make_folds(profiles, snakemake.params.splits, snakemake.params.seed)
+write_parquet(folds_table(profiles, folds), snakemake.output[0])
+for fold in folds:
+    log.info("fold %s: %d train rows, %d test rows", fold.name, len(fold.train), len(fold.test))

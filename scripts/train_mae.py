@@ -1,0 +1,18 @@
+"""Rule train_mae: masked-autoencoder pretraining on the screen's own tiles."""
+import torch
+
+from phenoica.io import get_logger
+from phenoica.mae import train_mae
+
+log = get_logger("phenoica.train_mae", snakemake.log[0])
+torch.set_num_threads(snakemake.threads)
+summary = train_mae(
+    list(snakemake.input.stores),
+    snakemake.params.spec,
+    snakemake.params.train,
+    snakemake.params.seed,
+    snakemake.output[0],
+    log=log,
+    device=snakemake.params.device,
+)
+log.info("training summary: %s", summary)

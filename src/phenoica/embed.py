@@ -1,0 +1,409 @@
+"""Streaming, resumable embedding of one plate store: tiles -> one embedding per image.
+
+The plate's ``tiles`` array is read through dask chunk by chunk along images; while the model
+runs on one chunk, a background thread reads and preprocesses the next
+(:func:`phenoica.preprocess.prepare`: scale, per-image per-channel normalization, centred
+non-overlapping crops). Crops go through the model in batches under ``torch.inference_mode``
+(bf16 autocast on CUDA, float32 on the CPU) and an image's embedding is the mean of its crops'.
+
+Resume: every finished chunk is written atomically to ``{out}.parts/chunk_{i:05d}.parquet``
+(``Metadata_ImageIndex`` + features) beside a ``manifest.json`` recording the identity of the
+work (store, shape, dtype, chunking, crop size, intensity_max, model identity, feature dim). A
+rerun after a kill skips chunks already finished; parts written under another identity are
+discarded. The final parquet is assembled part by part (memory bounded by one chunk), renamed
+into place atomically, and the parts folder is removed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import shutil
+import time
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import closing, contextmanager, nullcontext
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterator, Mapping, TypeVar
+
+import dask.array as da
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import torch
+from torch import nn
+
+from phenoica.io import atomic_path, get_logger, write_parquet
+from phenoica.preprocess import prepare
+from phenoica.screen import (
+    IMAGE_INDEX,
+    PLATE,
+    SITE,
+    WELL,
+    ScreenError,
+    check_plate_against_metadata,
+    feature_name,
+    open_plate,
+    read_metadata,
+    validate_metadata,
+)
+
+MANIFEST = "manifest.json"
+PARTS_FORMAT = 1
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One unit of streamed work: store images ``[start, stop)`` and the referenced ones in it."""
+
+    number: int  # position along the store's images (0-based), names the part file
+    start: int
+    stop: int
+    image_indices: np.ndarray  # sorted Metadata_ImageIndex values inside [start, stop)
+    rows: slice  # the matching rows of the plate's metadata, sorted by image index
+
+
+def resolve_device(device: str) -> torch.device:
+    """``auto`` -> CUDA when present, else CPU; ``cpu``; ``cuda`` / ``cuda:N`` (must be present)."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but CUDA is not available; use 'auto' or 'cpu'")
+        return torch.device(device)
+    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
+
+
+def model_in_chans(model: nn.Module) -> int | None:
+    """Channels the model expects: its ``in_chans`` attribute (phenoica FeatureExtractor), else
+    ``model.patch_embed.proj.in_channels`` (a plain timm ViT), else None (unknown: any count,
+    e.g. a channel-agnostic model, which then is checked by a probe forward pass only)."""
+    value = getattr(model, "in_chans", None)
+    if isinstance(value, int):
+        return value
+    proj = getattr(getattr(model, "patch_embed", None), "proj", None)
+    value = getattr(proj, "in_channels", None)
+    return value if isinstance(value, int) else None
+
+
+def model_digest(model: nn.Module) -> str:
+    """SHA-256 over the model's class and state dict (names, dtypes, shapes, bytes)."""
+    h = hashlib.sha256(type(model).__qualname__.encode())
+    for name, tensor in model.state_dict().items():
+        t = tensor.detach().cpu().contiguous()
+        h.update(f"{name}:{t.dtype}:{tuple(t.shape)}".encode())
+        h.update(t.view(torch.uint8).numpy().tobytes() if t.numel() else b"")
+    return h.hexdigest()
+
+
+def plate_rows(metadata: pd.DataFrame | Path | str, store: Path) -> pd.DataFrame:
+    """The validated metadata rows of the plate in ``store``, sorted by ``Metadata_ImageIndex``.
+
+    A table of one plate is taken as is. A table of several plates is filtered to the plate
+    named by the store (``{plate}.zarr``); if that plate is not in the table, ScreenError.
+    """
+    if isinstance(metadata, pd.DataFrame):
+        meta = validate_metadata(metadata, source="metadata")
+    else:
+        meta = read_metadata(metadata)
+    plates = list(dict.fromkeys(meta[PLATE]))
+    if len(plates) > 1:
+        name = store.name.removesuffix(".zarr")
+        if name not in plates:
+            raise ScreenError(
+                f"{store}: metadata holds plates {plates[:5]}{'...' if len(plates) > 5 else ''} but none "
+                f"named {name!r} after the store; pass this plate's rows only or name the store {{plate}}.zarr"
+            )
+        meta = meta[meta[PLATE] == name]
+    if meta.empty:
+        raise ScreenError(f"{store}: metadata has no rows for this plate")
+    return meta.sort_values(IMAGE_INDEX, kind="stable").reset_index(drop=True)
+
+
+def iter_chunks(chunk_lengths: tuple[int, ...], image_indices: np.ndarray) -> Iterator[Chunk]:
+    """The chunks (store chunk lengths along images) holding at least one referenced image.
+
+    ``image_indices`` are the plate's sorted image indices; chunks without any are skipped.
+    """
+    bounds = np.concatenate([[0], np.cumsum(chunk_lengths)]).astype(np.int64)
+    cuts = np.searchsorted(image_indices, bounds)
+    for number in range(len(chunk_lengths)):
+        lo, hi = int(cuts[number]), int(cuts[number + 1])
+        if hi > lo:
+            yield Chunk(number, int(bounds[number]), int(bounds[number + 1]), image_indices[lo:hi], slice(lo, hi))
+
+
+def embed_crops(
+    model: nn.Module, crops: torch.Tensor, batch_size: int, device: torch.device
+) -> torch.Tensor:
+    """Crops (n, k, C, s, s) -> float32 embeddings (n, D): the model on batches of ``batch_size``
+    crops (bf16 autocast on CUDA), then the mean over each image's k crops."""
+    n, k = crops.shape[:2]
+    flat = crops.reshape(n * k, *crops.shape[2:])
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    outs = []
+    with torch.inference_mode(), autocast:
+        for i in range(0, n * k, batch_size):
+            batch = flat[i : i + batch_size].to(device, non_blocking=True)
+            outs.append(model(batch).float())
+    feats = torch.cat(outs)
+    if feats.ndim != 2 or feats.shape[0] != n * k:
+        raise ValueError(f"model returned shape {tuple(feats.shape)} for {n * k} crops; expected (B, D)")
+    return feats.reshape(n, k, -1).mean(dim=1)
+
+
+def probe_feature_dim(model: nn.Module, in_chans: int, crop_size: int, device: torch.device, store: Path) -> int:
+    """Run one zero crop through the model; return D. A model rejecting the crop raises ScreenError."""
+    crop = torch.zeros(1, 1, in_chans, crop_size, crop_size)
+    try:
+        out = embed_crops(model, crop, 1, device)
+    except Exception as exc:  # a model's failure mode is arbitrary; name the inputs it rejected
+        raise ScreenError(
+            f"{store}: the model rejects crops of shape (1, {in_chans}, {crop_size}, {crop_size}) "
+            f"({type(exc).__name__}: {exc}); check embed.crop_size against the model's img_size"
+        ) from exc
+    dim = int(out.shape[1])
+    declared = getattr(model, "feature_dim", None)
+    if isinstance(declared, int) and declared != dim:
+        raise ValueError(f"model.feature_dim is {declared} but its forward pass returns {dim} features")
+    return dim
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """Set torch's CPU intra-op threads for the block (None = leave as is), then restore."""
+    if threads is None:
+        yield
+        return
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
+def parts_dir(out: Path) -> Path:
+    """The folder of finished chunks beside ``out``: ``{out}.parts``."""
+    return out.with_name(out.name + ".parts")
+
+
+def prepare_parts(parts: Path, manifest: Mapping[str, Any], log: logging.Logger) -> None:
+    """Keep ``parts`` if its manifest equals ``manifest``; otherwise discard it and start afresh."""
+    path = parts / MANIFEST
+    if parts.exists():
+        try:
+            old = json.loads(path.read_text())
+        except (OSError, ValueError):
+            old = None
+        if old == manifest:
+            return
+        stale = len(list(parts.glob("chunk_*.parquet")))
+        log.info("discarding %d part(s) in %s: written for other work (manifest differs)", stale, parts)
+        shutil.rmtree(parts)
+    parts.mkdir(parents=True)
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(manifest, indent=1, sort_keys=True))
+
+
+def part_path(parts: Path, chunk: Chunk) -> Path:
+    """File of a finished chunk."""
+    return parts / f"chunk_{chunk.number:05d}.parquet"
+
+
+def part_is_done(parts: Path, chunk: Chunk, dim: int) -> bool:
+    """Whether a part file exists holding exactly this chunk's image indices and D features."""
+    path = part_path(parts, chunk)
+    if not path.exists():
+        return False
+    try:
+        schema = pq.read_schema(path)
+        idx = pq.read_table(path, columns=[IMAGE_INDEX]).column(0).to_numpy()
+    except (OSError, pa.ArrowException, KeyError):
+        return False
+    return len(schema.names) == dim + 1 and np.array_equal(idx, chunk.image_indices)
+
+
+def load_chunk(tiles: da.Array, chunk: Chunk, crop_size: int, intensity_max: float | None, source: str,
+               pin: bool) -> torch.Tensor:
+    """Read one chunk's referenced images through dask and preprocess them into crops."""
+    block = tiles[chunk.start : chunk.stop].compute(scheduler="synchronous")
+    if len(chunk.image_indices) < block.shape[0]:
+        block = block[chunk.image_indices - chunk.start]
+    crops = prepare(block, crop_size, intensity_max, source=source)
+    return crops.pin_memory() if pin else crops
+
+
+def check_finite(emb: np.ndarray, chunk: Chunk, rows: pd.DataFrame, store: Path) -> None:
+    """Raise ScreenError naming the plate and image of the first non-finite embedding."""
+    ok = np.isfinite(emb).all(axis=1)
+    if not ok.all():
+        i = int(np.flatnonzero(~ok)[0])
+        row = rows.iloc[chunk.rows.start + i]
+        raise ScreenError(
+            f"{store}: non-finite embedding for plate {row[PLATE]}, well {row[WELL]}, site {row[SITE]}, "
+            f"{IMAGE_INDEX} {int(chunk.image_indices[i])}"
+        )
+
+
+def assemble(out: Path, parts: Path, chunks: list[Chunk], rows: pd.DataFrame, dim: int) -> Path:
+    """Write ``out`` atomically: metadata rows + float32 features, one chunk at a time."""
+    meta = pa.Table.from_pandas(rows, preserve_index=False).replace_schema_metadata(None)
+    names = [feature_name(j) for j in range(dim)]
+    schema = pa.schema(list(meta.schema) + [pa.field(n, pa.float32()) for n in names])
+    with atomic_path(out) as tmp:
+        with pq.ParquetWriter(tmp, schema) as writer:
+            for chunk in chunks:
+                part = pq.read_table(part_path(parts, chunk))
+                if not np.array_equal(part.column(IMAGE_INDEX).to_numpy(), chunk.image_indices):
+                    raise ValueError(f"{part_path(parts, chunk)}: image indices do not match the metadata")
+                piece = meta.slice(chunk.rows.start, chunk.rows.stop - chunk.rows.start)
+                cols = piece.columns + [part.column(n) for n in names]
+                writer.write_table(pa.Table.from_arrays(cols, schema=schema))
+    return out
+
+
+def embed_plate(
+    store: Path,
+    metadata: pd.DataFrame | Path,
+    model: nn.Module,
+    out: Path,
+    *,
+    crop_size: int,
+    intensity_max: float | None = None,
+    batch_size: int = 128,
+    chunk_images: int | None = None,
+    device: str = "auto",
+    threads: int | None = None,
+    log: logging.Logger | None = None,
+    identity: Mapping[str, Any] | None = None,
+) -> Path:
+    """Embed the images of one plate store referenced by ``metadata``; write ``out`` (parquet).
+
+    ``out`` holds the plate's metadata rows (all ``Metadata_*`` columns, sorted by
+    ``Metadata_ImageIndex``) and float32 ``emb_0000 ... emb_{D-1}``, one row per image (mean of
+    its non-overlapping ``crop_size`` crops). ``metadata`` is a table (or file) of this plate, or
+    of several plates, then filtered to the one named by the store (``{plate}.zarr``).
+    ``model`` maps (B, C, s, s) crops to (B, D); it is put in eval mode and moved to the device.
+    ``batch_size`` counts crops per forward pass; ``chunk_images`` images are streamed (and
+    resumed) at a time, default the store's chunk length. ``identity`` names the model in the
+    resume manifest (a JSON-able dict, e.g. a checkpoint hash; it alone decides whether parts of
+    an earlier run were made by the same model); None = a hash of the model's class and state dict.
+    """
+    store, out = Path(store), Path(out)
+    log = log or get_logger("phenoica.embed")
+    if batch_size < 1:
+        raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+    if chunk_images is not None and chunk_images < 1:
+        raise ValueError(f"chunk_images must be >= 1, got {chunk_images}")
+    tiles_z = open_plate(store)
+    rows = plate_rows(metadata, store)
+    plate = str(rows[PLATE].iloc[0])
+    check_plate_against_metadata(tiles_z, rows, str(store))
+    n_images, n_chans, height, width = (int(v) for v in tiles_z.shape)
+    if height < crop_size or width < crop_size:
+        raise ScreenError(f"{store}: plate {plate} images are {height}x{width}, smaller than the crop size {crop_size}")
+    expected = model_in_chans(model)
+    if expected is not None and expected != n_chans:
+        raise ScreenError(f"{store}: plate {plate} has {n_chans} channels but the model expects {expected}")
+
+    tiles = da.from_zarr(tiles_z)
+    tiles = tiles.rechunk({0: chunk_images or tiles.chunks[0][0], 1: -1, 2: -1, 3: -1})
+    chunks = list(iter_chunks(tiles.chunks[0], rows[IMAGE_INDEX].to_numpy()))
+    dev = resolve_device(device)
+    model_id = dict(identity) if identity is not None else {"state_sha256": model_digest(model)}
+    try:  # as saved: the identity is compared with the manifest read back from JSON
+        model_id = json.loads(json.dumps(model_id))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"identity must be a JSON-serializable dict, got {identity!r} ({exc})") from None
+    model.eval().to(dev)
+
+    with torch_threads(threads):
+        dim = probe_feature_dim(model, n_chans, crop_size, dev, store)
+        manifest = {
+            "format": PARTS_FORMAT,
+            "store": str(store.resolve()),
+            "shape": [n_images, n_chans, height, width],
+            "dtype": str(tiles_z.dtype),
+            "chunks": [int(c) for c in tiles.chunks[0]],
+            "crop_size": int(crop_size),
+            "intensity_max": intensity_max,
+            "model": model_id,
+            "feature_dim": dim,
+        }
+        parts = parts_dir(out)
+        prepare_parts(parts, manifest, log)
+        todo = [c for c in chunks if not part_is_done(parts, c, dim)]
+        if len(todo) < len(chunks):
+            log.info("plate %s: resuming from %s, %d/%d chunk(s) already done", plate, parts,
+                     len(chunks) - len(todo), len(chunks))
+        log.info("plate %s: embedding %d image(s) in %d chunk(s) on %s, D=%d",
+                 plate, sum(len(c.image_indices) for c in todo), len(todo), dev, dim)
+        run_chunks(todo, tiles, model, rows, parts, store, crop_size=crop_size, intensity_max=intensity_max,
+                   batch_size=batch_size, device=dev, plate=plate, log=log)
+    assemble(out, parts, chunks, rows, dim)
+    shutil.rmtree(parts)
+    log.info("plate %s: wrote %s (%d rows x %d features)", plate, out, len(rows), dim)
+    return out
+
+
+def prefetch(items: list[T], load: Callable[[T], R]) -> Iterator[tuple[T, R]]:
+    """Yield ``(item, load(item))`` in order, loading the next item in a background thread
+    while the caller works on the current one (at most two loaded items alive at a time)."""
+    if not items:
+        return
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="phenoica-prefetch") as pool:
+        pending = pool.submit(load, items[0])
+        for i, item in enumerate(items):
+            result = pending.result()
+            if i + 1 < len(items):
+                pending = pool.submit(load, items[i + 1])
+            yield item, result
+            del result
+
+
+def run_chunks(
+    todo: list[Chunk],
+    tiles: da.Array,
+    model: nn.Module,
+    rows: pd.DataFrame,
+    parts: Path,
+    store: Path,
+    *,
+    crop_size: int,
+    intensity_max: float | None,
+    batch_size: int,
+    device: torch.device,
+    plate: str,
+    log: logging.Logger,
+) -> None:
+    """Embed ``todo`` chunk by chunk, reading the next in a background thread; write each part."""
+    total = sum(len(c.image_indices) for c in todo)
+    done, t0 = 0, time.perf_counter()
+    source = f"{store} (plate {plate})"
+
+    def load(chunk: Chunk) -> torch.Tensor:
+        return load_chunk(tiles, chunk, crop_size, intensity_max, source, pin=device.type == "cuda")
+
+    with closing(prefetch(todo, load)) as stream:
+        for i, (chunk, crops) in enumerate(stream):
+            emb = embed_crops(model, crops, batch_size, device).cpu().numpy().astype(np.float32, copy=False)
+            del crops
+            check_finite(emb, chunk, rows, store)
+            table = pd.DataFrame(emb, columns=[feature_name(j) for j in range(emb.shape[1])])
+            table.insert(0, IMAGE_INDEX, chunk.image_indices.astype(np.int64))
+            write_parquet(table, part_path(parts, chunk))
+            done += len(chunk.image_indices)
+            elapsed = time.perf_counter() - t0
+            rate = done / elapsed if elapsed > 0 else float("inf")
+            eta = (total - done) / rate if rate > 0 else float("nan")
+            log.info("plate %s: chunk %d/%d, %d image(s), %.1f images/s, ETA %.0f s",
+                     plate, i + 1, len(todo), len(chunk.image_indices), rate, eta)

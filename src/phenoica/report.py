@@ -1,0 +1,868 @@
+"""The report stage: the paper's Tables 3 and 4, summaries, paired tests, figures, report files.
+
+Inputs are the classification stage's tables (see ``phenoica.classify``):
+
+- guide-fold rows: one row per (model, variant, guide, held-out fold) with ``status`` ok/skipped;
+- guide scores: per (model, variant, guide), means over the ok folds; ``is_null_guide`` marks the
+  pseudo-guides drawn from controls that form the empirical null;
+- gene scores: per (model, variant, gene), real guides only;
+- optionally a mAP table (copairs), a truth table (demo screens) and the transform fit report.
+
+Every variant subset is handled (base, pca, pca_ica, pca_rand, or any other name, which sorts
+after the known ones). Tables are computed by small functions a test can call; ``write_report``
+writes them all, the figures, ``report.md`` and a self-contained ``index.html`` atomically.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from matplotlib.axes import Axes
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from scipy import stats
+
+from phenoica.io import atomic_path
+from phenoica.screen import GENE, GUIDE, ScreenError
+
+VARIANTS: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand")
+VARIANT_LABELS: dict[str, str] = {
+    "base": "Base",
+    "pca": "PCA",
+    "pca_ica": "PCA + ICA",
+    "pca_rand": "PCA + Rand",
+}
+#: (variant, reference) pairs compared by ``paired_tests``: the ICA gain over whitening alone,
+#: over a random rotation (the "any rotation" control), and whitening over the raw embedding.
+PAIRS: tuple[tuple[str, str], ...] = (("pca_ica", "pca"), ("pca_ica", "pca_rand"), ("pca", "base"))
+OK = "ok"
+SKIPPED = "skipped"
+
+ROW_COLUMNS: tuple[str, ...] = (
+    "model", "variant", GENE, GUIDE, "is_null_guide", "fold", "n_train_pos", "n_train_neg",
+    "n_test_pos", "n_test_neg", "auroc", "sparsity", "concentration", "auroc_top", "auroc_rest",
+    "status", "reason",
+)
+GUIDE_COLUMNS: tuple[str, ...] = (
+    "model", "variant", GENE, GUIDE, "is_null_guide", "n_folds_ok", "auroc", "sparsity", "concentration",
+)
+GENE_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
+MAP_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, GUIDE, "mean_average_precision", "p_value", "below_p")
+TRUTH_COLUMNS: tuple[str, ...] = (GENE, GUIDE, "has_effect", "efficacy")
+
+FIGURE_DPI = 120
+AUROC_LABEL = "Held-out AUROC, guide vs controls (unitless; 0.5 = chance)"
+SPARSITY_LABEL = "Sparsity of feature use (unitless; 0 = all features equal)"
+CONCENTRATION_LABEL = "Concentration = AUROC(top-k features) / AUROC(rest) - 1 (unitless)"
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def ordered_variants(values: Iterable[str]) -> list[str]:
+    """The distinct variant names in ``values``: known ones in paper order, then others sorted."""
+    present = {str(v) for v in values}
+    return [v for v in VARIANTS if v in present] + sorted(present - set(VARIANTS))
+
+
+def variant_label(variant: str) -> str:
+    """Display name of a variant as in the paper ("PCA + ICA"); unknown names pass through."""
+    return VARIANT_LABELS.get(variant, variant)
+
+
+def _as_bool(series: pd.Series, column: str, source: str) -> pd.Series:
+    """A boolean column from bools, 0/1 or "true"/"false" strings; anything else is an error."""
+    if series.dtype == bool:
+        return series
+    mapping = {"true": True, "false": False, "1": True, "0": False, "1.0": True, "0.0": False}
+    text = series.astype(str).str.strip().str.lower()
+    bad = ~text.isin(list(mapping))
+    if bad.any():
+        rows = list(np.flatnonzero(bad.to_numpy())[:5])
+        raise ScreenError(f"{source}: column {column} must be boolean (True/False); bad value(s) at row(s) {rows}")
+    return text.map(mapping).astype(bool)
+
+
+def _checked(
+    df: pd.DataFrame,
+    source: str,
+    required: Sequence[str],
+    numeric: Sequence[str] = (),
+    boolean: Sequence[str] = (),
+    key: Sequence[str] = (),
+) -> pd.DataFrame:
+    """Copy of ``df`` with the required columns present, numeric/boolean columns coerced, ``key`` unique.
+
+    Raises ScreenError naming ``source`` and the column or rows at fault.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise ScreenError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ScreenError(f"{source}: missing column(s) {missing}; expected {list(required)}")
+    out = df.reset_index(drop=True).copy()
+    for col in ("model", "variant", GENE, GUIDE):
+        if col in out.columns:
+            if out[col].isna().any():
+                rows = list(np.flatnonzero(out[col].isna().to_numpy())[:5])
+                raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
+            out[col] = out[col].astype(str)
+    for col in numeric:
+        try:
+            out[col] = pd.to_numeric(out[col], errors="raise").astype(float)
+        except (TypeError, ValueError) as exc:
+            raise ScreenError(f"{source}: column {col} must be numeric ({exc})") from None
+    for col in boolean:
+        out[col] = _as_bool(out[col], col, source)
+    if key:
+        dup = out.duplicated(list(key), keep=False)
+        if dup.any():
+            rows = list(np.flatnonzero(dup.to_numpy())[:5])
+            raise ScreenError(f"{source}: duplicate rows for key {list(key)} at row(s) {rows}")
+    return out
+
+
+def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Validate guide-fold rows (status must be ok/skipped); return a normalized copy."""
+    out = _checked(
+        rows, "guide-fold rows", ROW_COLUMNS,
+        numeric=("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg", "auroc", "sparsity",
+                 "concentration", "auroc_top", "auroc_rest"),
+        boolean=("is_null_guide",),
+    )
+    bad = ~out["status"].isin([OK, SKIPPED])
+    if bad.any():
+        rows_at = list(np.flatnonzero(bad.to_numpy())[:5])
+        raise ScreenError(f"guide-fold rows: column status must be 'ok' or 'skipped'; bad at row(s) {rows_at}")
+    out["reason"] = out["reason"].fillna("").astype(str)
+    return out
+
+
+def check_guides(guides: pd.DataFrame) -> pd.DataFrame:
+    """Validate guide scores (unique per model, variant, gene, guide); return a normalized copy."""
+    return _checked(
+        guides, "guide scores", GUIDE_COLUMNS,
+        numeric=("n_folds_ok", "auroc", "sparsity", "concentration"), boolean=("is_null_guide",),
+        key=("model", "variant", GENE, GUIDE),
+    )
+
+
+def check_genes(genes: pd.DataFrame) -> pd.DataFrame:
+    """Validate gene scores (unique per model, variant, gene); return a normalized copy."""
+    return _checked(
+        genes, "gene scores", GENE_COLUMNS,
+        numeric=("n_guides", "auroc", "sparsity", "concentration"), key=("model", "variant", GENE),
+    )
+
+
+def check_truth(truth: pd.DataFrame) -> pd.DataFrame:
+    """Validate the demo truth table (unique per gene, guide); return a normalized copy."""
+    return _checked(truth, "truth table", TRUTH_COLUMNS, numeric=("efficacy",), boolean=("has_effect",),
+                    key=(GENE, GUIDE))
+
+
+def _model_variants(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (model, variant) pairs present, models sorted, variants in paper order."""
+    pairs = []
+    for model in sorted(df["model"].unique()):
+        for variant in ordered_variants(df.loc[df["model"] == model, "variant"]):
+            pairs.append((model, variant))
+    return pairs
+
+
+def _finite(values: pd.Series | np.ndarray) -> np.ndarray:
+    """The finite values of a numeric array, as float."""
+    arr = np.asarray(values, dtype=float)
+    return arr[np.isfinite(arr)]
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(np.mean(values)) if values.size else math.nan
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def table3(genes_df: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 3: one row per (model, gene), mean AUROC and sparsity per variant.
+
+    Columns: ``model``, ``Metadata_Gene``, ``n_guides`` (most guides scored in any variant),
+    then ``auroc_{variant}`` and ``sparsity_{variant}`` in paper order. Each model ends with a
+    ``mean`` row; its means run over the genes scored in every variant of that model (complete
+    cases), so the variants are compared on the same genes; its ``n_guides`` is empty.
+    """
+    genes = check_genes(genes_df)
+    blocks = []
+    for model in sorted(genes["model"].unique()):
+        sub = genes[genes["model"] == model]
+        variants = ordered_variants(sub["variant"])
+        block = pd.DataFrame(index=pd.Index(sorted(sub[GENE].unique()), name=GENE))
+        block["n_guides"] = sub.groupby(GENE)["n_guides"].max()
+        for metric in ("auroc", "sparsity"):
+            wide = sub.pivot(index=GENE, columns="variant", values=metric)
+            for variant in variants:
+                block[f"{metric}_{variant}"] = wide[variant]
+        mean_row: dict[str, Any] = {"n_guides": math.nan}
+        for metric in ("auroc", "sparsity"):
+            cols = [f"{metric}_{v}" for v in variants]
+            complete = block[cols].dropna()
+            for col in cols:
+                mean_row[col] = float(complete[col].mean()) if len(complete) else math.nan
+        block.loc["mean"] = pd.Series(mean_row)
+        block = block.reset_index()
+        block.insert(0, "model", model)
+        blocks.append(block)
+    if not blocks:
+        return pd.DataFrame(columns=["model", GENE, "n_guides"])
+    out = pd.concat(blocks, ignore_index=True)
+    out["n_guides"] = out["n_guides"].astype("Int64")
+    ordered = ["model", GENE, "n_guides"]
+    for metric in ("auroc", "sparsity"):
+        ordered += [f"{metric}_{v}" for v in ordered_variants(genes["variant"]) if f"{metric}_{v}" in out]
+    return out[ordered]
+
+
+def table4(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 4: concentration per (model, variant) over scored real guide-folds.
+
+    Columns: ``model``, ``variant``, ``concentration_mean``, ``concentration_sd`` (ddof 1),
+    ``n`` (ok rows of real guides with a finite concentration), ``auroc_top_mean`` and
+    ``auroc_rest_mean`` (the two AUROCs the ratio is made of). Null pseudo-guides are left out.
+    """
+    rows = check_rows(guide_fold_rows)
+    records = []
+    for model, variant in _model_variants(rows):
+        sel = rows[(rows["model"] == model) & (rows["variant"] == variant) & (rows["status"] == OK)
+                   & ~rows["is_null_guide"]]
+        sel = sel[np.isfinite(sel["concentration"].to_numpy(dtype=float))]
+        conc = sel["concentration"].to_numpy(dtype=float)
+        records.append({
+            "model": model,
+            "variant": variant,
+            "concentration_mean": _mean(conc),
+            "concentration_sd": float(np.std(conc, ddof=1)) if conc.size > 1 else math.nan,
+            "n": int(conc.size),
+            "auroc_top_mean": _mean(_finite(sel["auroc_top"])),
+            "auroc_rest_mean": _mean(_finite(sel["auroc_rest"])),
+        })
+    return pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "concentration_mean", "concentration_sd", "n", "auroc_top_mean", "auroc_rest_mean"])
+
+
+def variant_summary(guides_df: pd.DataFrame, null_quantile: float = 0.95) -> pd.DataFrame:
+    """Per (model, variant): guide-level AUROC, sparsity, concentration and hits against the null.
+
+    A real guide is *scored* when it has at least one ok fold and a finite AUROC, otherwise it
+    counts as skipped. The empirical null is the null pseudo-guides' AUROCs: their mean and
+    their ``null_quantile`` (linear interpolation). A hit is a scored real guide whose AUROC is
+    strictly above that quantile; ``hit_fraction`` = hits / scored real guides. With few null
+    pseudo-guides the quantile is coarse (near their maximum); without any it is NaN.
+    """
+    if not 0.0 < null_quantile < 1.0:
+        raise ValueError(f"null_quantile must lie in (0, 1), got {null_quantile}")
+    guides = check_guides(guides_df)
+    records = []
+    for model, variant in _model_variants(guides):
+        sub = guides[(guides["model"] == model) & (guides["variant"] == variant)]
+        real = sub[~sub["is_null_guide"]]
+        scored_mask = (real["n_folds_ok"].to_numpy() > 0) & np.isfinite(real["auroc"].to_numpy())
+        scored = real[scored_mask]
+        auroc = scored["auroc"].to_numpy(dtype=float)
+        null = sub[sub["is_null_guide"] & (sub["n_folds_ok"] > 0)]
+        null_auroc = _finite(null["auroc"])
+        threshold = float(np.quantile(null_auroc, null_quantile)) if null_auroc.size else math.nan
+        n_hits = int(np.sum(auroc > threshold)) if null_auroc.size else 0
+        records.append({
+            "model": model,
+            "variant": variant,
+            "n_guides_scored": int(len(scored)),
+            "n_guides_skipped": int(len(real) - len(scored)),
+            "auroc_mean": _mean(auroc),
+            "auroc_median": float(np.median(auroc)) if auroc.size else math.nan,
+            "sparsity_mean": _mean(_finite(scored["sparsity"])),
+            "concentration_mean": _mean(_finite(scored["concentration"])),
+            "n_null_guides": int(null_auroc.size),
+            "null_auroc_mean": _mean(null_auroc),
+            "null_auroc_threshold": threshold,
+            "n_hits": n_hits if null_auroc.size else pd.NA,
+            "hit_fraction": (n_hits / auroc.size) if (null_auroc.size and auroc.size) else math.nan,
+        })
+    out = pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "n_guides_scored", "n_guides_skipped", "auroc_mean", "auroc_median",
+        "sparsity_mean", "concentration_mean", "n_null_guides", "null_auroc_mean", "null_auroc_threshold",
+        "n_hits", "hit_fraction"])
+    out["n_hits"] = out["n_hits"].astype("Int64")
+    return out
+
+
+def _wilcoxon_row(diff: np.ndarray, min_pairs: int) -> dict[str, Any]:
+    """Wilcoxon signed-rank (two-sided) on paired differences, or NaN and a note why not."""
+    out: dict[str, Any] = {
+        "n": int(diff.size),
+        "median_diff": float(np.median(diff)) if diff.size else math.nan,
+        "mean_diff": _mean(diff),
+        "statistic": math.nan,
+        "p_value": math.nan,
+        "note": "",
+    }
+    if diff.size < min_pairs:
+        out["note"] = f"fewer than {min_pairs} paired genes; no test"
+        return out
+    nonzero = int(np.count_nonzero(diff))
+    if nonzero == 0:
+        out["p_value"] = 1.0
+        out["note"] = "all differences are zero"
+        return out
+    res = stats.wilcoxon(diff, alternative="two-sided")
+    out["statistic"] = float(res.statistic)
+    out["p_value"] = float(res.pvalue)
+    if nonzero < diff.size:
+        out["note"] = f"{diff.size - nonzero} zero difference(s) dropped (zero_method wilcox)"
+    return out
+
+
+def paired_tests(
+    genes_df: pd.DataFrame,
+    pairs: Sequence[tuple[str, str]] = PAIRS,
+    metrics: Sequence[str] = ("auroc", "sparsity", "concentration"),
+    min_pairs: int = 5,
+) -> pd.DataFrame:
+    """Paired Wilcoxon signed-rank tests over genes, per model, of ``variant`` vs ``reference``.
+
+    Genes are paired on their gene-level score in both variants (genes missing or NaN in
+    either are dropped). Differences are variant - reference: ``median_diff``, ``mean_diff``,
+    the test ``statistic`` and two-sided ``p_value``. With fewer than ``min_pairs`` pairs, or a
+    variant absent, the test is NaN and ``note`` says why. No multiple-testing correction.
+    """
+    if min_pairs < 1:
+        raise ValueError(f"min_pairs must be at least 1, got {min_pairs}")
+    genes = check_genes(genes_df)
+    unknown = [m for m in metrics if m not in GENE_COLUMNS]
+    if unknown:
+        raise ValueError(f"paired_tests: unknown metric(s) {unknown}; expected columns of the gene scores")
+    records = []
+    for model in sorted(genes["model"].unique()):
+        sub = genes[genes["model"] == model]
+        present = set(sub["variant"])
+        for variant, reference in pairs:
+            for metric in metrics:
+                base = {"model": model, "variant": variant, "reference": reference, "metric": metric}
+                absent = [v for v in (variant, reference) if v not in present]
+                if absent:
+                    row = _wilcoxon_row(np.empty(0), min_pairs)
+                    row["note"] = f"variant(s) {absent} not scored"
+                    records.append({**base, **row})
+                    continue
+                a = sub[sub["variant"] == variant].set_index(GENE)[metric]
+                b = sub[sub["variant"] == reference].set_index(GENE)[metric]
+                joined = pd.concat({"a": a, "b": b}, axis=1, join="inner").dropna()
+                diff = (joined["a"] - joined["b"]).to_numpy(dtype=float)
+                records.append({**base, **_wilcoxon_row(diff, min_pairs)})
+    return pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "reference", "metric", "n", "median_diff", "mean_diff", "statistic", "p_value", "note"])
+
+
+def _effect_groups(guides: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
+    """Real guides joined to the truth, with ``group`` = effect / no_effect / other.
+
+    ``effect``: the guide has a true effect. ``no_effect``: no guide of its gene has one.
+    ``other``: a guide without effect of a gene that has an effect elsewhere (left out of both).
+    """
+    real = guides[~guides["is_null_guide"]]
+    known = truth.set_index([GENE, GUIDE])
+    keys = pd.MultiIndex.from_frame(real[[GENE, GUIDE]])
+    missing = keys.difference(known.index)
+    if len(missing):
+        shown = [f"{g}/{s}" for g, s in list(missing)[:5]]
+        raise ScreenError(f"truth table: no row for {len(missing)} scored guide(s), e.g. {shown}")
+    merged = real.merge(truth[[GENE, GUIDE, "has_effect", "efficacy"]], on=[GENE, GUIDE], how="left")
+    gene_effect = truth.groupby(GENE)["has_effect"].any()
+    gene_has = merged[GENE].map(gene_effect).astype(bool)
+    merged["group"] = np.where(merged["has_effect"], "effect", np.where(~gene_has, "no_effect", "other"))
+    return merged
+
+
+def truth_checks(guides_df: pd.DataFrame, truth: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Demo screens: do the scores find the simulated truth? Reported as measured, per (model, variant).
+
+    Over scored real guides (finite AUROC): mean AUROC of guides with a true effect vs guides of
+    genes without any effect, one-sided Mann-Whitney U (effect > no effect) and
+    ``effect_gt_no_effect`` = its p < ``alpha``; whether no-effect guides sit at chance (their
+    mean, a two-sided one-sample t-test against 0.5) and whether they match the empirical null
+    (two-sided Mann-Whitney against the null pseudo-guides); Spearman correlation of AUROC with
+    guide efficacy among effect guides. Too few values for a test give NaN and a ``note``.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    guides = check_guides(guides_df)
+    truth = check_truth(truth)
+    merged = _effect_groups(guides, truth)
+    records = []
+    for model, variant in _model_variants(guides):
+        sel = merged[(merged["model"] == model) & (merged["variant"] == variant)]
+        sel = sel[np.isfinite(sel["auroc"].to_numpy(dtype=float))]
+        eff = sel.loc[sel["group"] == "effect", "auroc"].to_numpy(dtype=float)
+        none = sel.loc[sel["group"] == "no_effect", "auroc"].to_numpy(dtype=float)
+        nulls = guides[(guides["model"] == model) & (guides["variant"] == variant) & guides["is_null_guide"]]
+        null_auroc = _finite(nulls["auroc"])
+        notes = []
+        row: dict[str, Any] = {
+            "model": model, "variant": variant,
+            "n_effect": int(eff.size), "n_no_effect": int(none.size),
+            "auroc_effect_mean": _mean(eff), "auroc_no_effect_mean": _mean(none),
+            "effect_minus_no_effect": _mean(eff) - _mean(none),
+            "mannwhitney_u": math.nan, "mannwhitney_p": math.nan, "effect_gt_no_effect": pd.NA,
+            "no_effect_vs_half_t": math.nan, "no_effect_vs_half_p": math.nan,
+            "null_auroc_mean": _mean(null_auroc), "no_effect_vs_null_p": math.nan,
+            "efficacy_spearman_rho": math.nan, "efficacy_spearman_p": math.nan,
+        }
+        if eff.size and none.size:
+            mw = stats.mannwhitneyu(eff, none, alternative="greater")
+            row["mannwhitney_u"], row["mannwhitney_p"] = float(mw.statistic), float(mw.pvalue)
+            row["effect_gt_no_effect"] = bool(mw.pvalue < alpha)
+        else:
+            notes.append("no effect or no no-effect guides scored")
+        if none.size >= 2 and np.ptp(none) > 0:
+            tt = stats.ttest_1samp(none, 0.5)
+            row["no_effect_vs_half_t"], row["no_effect_vs_half_p"] = float(tt.statistic), float(tt.pvalue)
+        else:
+            notes.append("fewer than 2 distinct no-effect AUROCs; no t-test")
+        if none.size and null_auroc.size:
+            row["no_effect_vs_null_p"] = float(stats.mannwhitneyu(none, null_auroc, alternative="two-sided").pvalue)
+        eff_rows = sel[sel["group"] == "effect"]
+        efficacy = eff_rows["efficacy"].to_numpy(dtype=float)
+        ok = np.isfinite(efficacy)
+        if ok.sum() >= 3 and np.ptp(efficacy[ok]) > 0 and np.ptp(eff[ok]) > 0:
+            sp = stats.spearmanr(efficacy[ok], eff[ok])
+            row["efficacy_spearman_rho"], row["efficacy_spearman_p"] = float(sp.statistic), float(sp.pvalue)
+        else:
+            notes.append("fewer than 3 effect guides with varying efficacy and AUROC; no correlation")
+        row["note"] = "; ".join(notes)
+        records.append(row)
+    return pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "n_effect", "n_no_effect", "auroc_effect_mean", "auroc_no_effect_mean",
+        "effect_minus_no_effect", "mannwhitney_u", "mannwhitney_p", "effect_gt_no_effect",
+        "no_effect_vs_half_t", "no_effect_vs_half_p", "null_auroc_mean", "no_effect_vs_null_p",
+        "efficacy_spearman_rho", "efficacy_spearman_p", "note"])
+
+
+def skipped_rows(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
+    """All skipped guide-fold rows with their reasons, plus ``n_same_reason``: rows sharing the reason."""
+    rows = check_rows(guide_fold_rows)
+    skipped = rows[rows["status"] == SKIPPED]
+    cols = ["model", "variant", GENE, GUIDE, "is_null_guide", "fold", "n_train_pos", "n_train_neg",
+            "n_test_pos", "n_test_neg", "reason"]
+    out = skipped[cols].sort_values(["model", "variant", GENE, GUIDE, "fold"], kind="stable").reset_index(drop=True)
+    out["n_same_reason"] = out.groupby("reason")["reason"].transform("size").astype(int)
+    return out
+
+
+def skip_counts(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
+    """Skipped guide-folds counted per (model, variant, reason): rows and distinct guides."""
+    skipped = skipped_rows(guide_fold_rows)
+    if skipped.empty:
+        return pd.DataFrame(columns=["model", "variant", "reason", "n_rows", "n_guides"])
+    grouped = skipped.groupby(["model", "variant", "reason"], sort=False)
+    out = grouped.agg(n_rows=(GUIDE, "size"), n_guides=(GUIDE, "nunique")).reset_index()
+    order = {v: i for i, v in enumerate(ordered_variants(out["variant"]))}
+    out["_v"] = out["variant"].map(order)
+    return out.sort_values(["model", "_v", "n_rows"], ascending=[True, True, False]).drop(columns="_v").reset_index(drop=True)
+
+
+def map_summary(map_df: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, variant): guides with a mean average precision, its mean and median, and the
+    number and fraction of guides whose mAP is significant (``below_p``)."""
+    mp = _checked(map_df, "mAP table", MAP_COLUMNS, numeric=("mean_average_precision", "p_value"),
+                  boolean=("below_p",))
+    records = []
+    for model, variant in _model_variants(mp):
+        sub = mp[(mp["model"] == model) & (mp["variant"] == variant)]
+        values = _finite(sub["mean_average_precision"])
+        n_sig = int(sub["below_p"].sum())
+        records.append({
+            "model": model, "variant": variant, "n_guides": int(len(sub)),
+            "map_mean": _mean(values), "map_median": float(np.median(values)) if values.size else math.nan,
+            "n_below_p": n_sig, "fraction_below_p": n_sig / len(sub) if len(sub) else math.nan,
+        })
+    return pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "n_guides", "map_mean", "map_median", "n_below_p", "fraction_below_p"])
+
+
+def fit_report_table(fit_report: Mapping[str, Any], max_list: int = 6) -> pd.DataFrame:
+    """Flatten the transform fit report (nested dict from JSON) into ``setting``/``value`` rows.
+
+    Nested keys are joined with "."; lists longer than ``max_list`` are summarized by their
+    length and first values so that the table stays readable.
+    """
+    if not isinstance(fit_report, Mapping):
+        raise ValueError(f"fit report: expected a mapping (JSON object), got {type(fit_report).__name__}")
+    records: list[dict[str, str]] = []
+
+    def walk(node: Any, prefix: str) -> None:
+        if isinstance(node, Mapping):
+            if not node:
+                records.append({"setting": prefix, "value": "{}"})
+            for key, value in node.items():
+                walk(value, f"{prefix}.{key}" if prefix else str(key))
+        elif isinstance(node, (list, tuple)):
+            if len(node) > max_list:
+                head = ", ".join(_format_value(v) for v in node[:3])
+                records.append({"setting": prefix, "value": f"{len(node)} values: {head}, ..."})
+            else:
+                records.append({"setting": prefix, "value": "[" + ", ".join(_format_value(v) for v in node) + "]"})
+        else:
+            records.append({"setting": prefix, "value": _format_value(node)})
+
+    walk(fit_report, "")
+    return pd.DataFrame.from_records(records, columns=["setting", "value"])
+
+
+def _format_value(value: Any) -> str:
+    """A scalar as short text: floats with 4 significant digits, nested things as JSON."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.4g}"
+    if isinstance(value, (Mapping, list, tuple)):
+        return json.dumps(value, default=str)[:80]
+    return str(value)
+
+
+# --------------------------------------------------------------------------- figures
+
+
+def _spread(n: int, width: float) -> np.ndarray:
+    """Deterministic horizontal offsets in [-width/2, width/2] for n points (golden-ratio sequence)."""
+    return ((np.arange(n) * 0.6180339887) % 1.0 - 0.5) * width
+
+
+def _variant_panel(
+    ax: Axes,
+    real: Mapping[str, np.ndarray],
+    null: Mapping[str, np.ndarray] | None,
+    ylabel: str,
+    chance: float | None,
+) -> None:
+    """Box plot + points per variant of real guides; null pseudo-guides as grey crosses beside."""
+    variants = list(real)
+    positions = np.arange(len(variants), dtype=float)
+    data = [real[v] for v in variants]
+    boxed = [i for i, d in enumerate(data) if d.size]
+    if boxed:
+        ax.boxplot([data[i] for i in boxed], positions=positions[boxed], widths=0.45, showfliers=False,
+                   medianprops={"color": "black"}, boxprops={"color": "0.3"})
+    for pos, values in zip(positions, data):
+        ax.scatter(pos + _spread(values.size, 0.35), values, s=14, color="tab:blue", alpha=0.75, zorder=3)
+    handles = [Line2D([], [], marker="o", ls="", color="tab:blue", label="real guides")]
+    if null is not None and any(null[v].size for v in variants if v in null):
+        for pos, v in zip(positions, variants):
+            values = null.get(v, np.empty(0))
+            ax.scatter(pos + 0.34 + _spread(values.size, 0.12), values, s=18, marker="x", color="0.45", zorder=3)
+        handles.append(Line2D([], [], marker="x", ls="", color="0.45", label="null pseudo-guides (controls)"))
+    if chance is not None:
+        ax.axhline(chance, ls="--", lw=1, color="tab:red")
+        handles.append(Line2D([], [], ls="--", color="tab:red", label="chance (0.5)"))
+    ax.set_xticks(positions, [variant_label(v) for v in variants])
+    ax.set_xlim(-0.6, len(variants) - 0.4 + (0.3 if null is not None else 0.0))
+    ax.set_xlabel("Embedding variant")
+    ax.set_ylabel(ylabel)
+    ax.grid(axis="y", alpha=0.3)
+    ax.legend(handles=handles, fontsize=8, loc="best")
+
+
+def _no_data(ax: Axes, message: str) -> None:
+    ax.text(0.5, 0.5, message, ha="center", va="center", transform=ax.transAxes, fontsize=10, wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _save(fig: Figure, path: Path, dpi: int) -> Path:
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
+    return path
+
+
+def _models(df: pd.DataFrame) -> list[str]:
+    models = sorted(df["model"].unique()) if len(df) else []
+    return models or [""]
+
+
+def _per_variant_figure(
+    guides: pd.DataFrame, metric: str, ylabel: str, title: str, path: Path, dpi: int,
+    show_null: bool, chance: float | None,
+) -> Path:
+    """One panel per model: the guide-level ``metric`` per variant."""
+    models = _models(guides)
+    n_var = max((len(ordered_variants(guides.loc[guides["model"] == m, "variant"])) for m in models), default=1)
+    fig = Figure(figsize=(max(5.0, 1.5 * n_var + 1.5) * len(models), 4.8))
+    axes = fig.subplots(1, len(models), squeeze=False)[0]
+    for ax, model in zip(axes, models):
+        sub = guides[guides["model"] == model]
+        variants = ordered_variants(sub["variant"])
+        real = {v: _finite(sub.loc[(sub["variant"] == v) & ~sub["is_null_guide"], metric]) for v in variants}
+        null = {v: _finite(sub.loc[(sub["variant"] == v) & sub["is_null_guide"], metric]) for v in variants}
+        if not any(a.size for a in real.values()):
+            _no_data(ax, f"no guide has a {metric} score")
+        else:
+            _variant_panel(ax, real, null if show_null else None, ylabel, chance)
+        ax.set_title(f"{title}\nmodel: {model}" if model else title, fontsize=10)
+    return _save(fig, path, dpi)
+
+
+def _paired_figure(
+    genes: pd.DataFrame, truth: pd.DataFrame | None, path: Path, dpi: int,
+    variant: str = "pca_ica", reference: str = "pca",
+) -> Path:
+    """Gene-level AUROC, ``variant`` (y) vs ``reference`` (x), one panel per model, diagonal y = x."""
+    models = _models(genes)
+    fig = Figure(figsize=(5.2 * len(models), 5.0))
+    axes = fig.subplots(1, len(models), squeeze=False)[0]
+    gene_effect = truth.groupby(GENE)["has_effect"].any() if truth is not None else None
+    for ax, model in zip(axes, models):
+        sub = genes[genes["model"] == model]
+        a = sub[sub["variant"] == variant].set_index(GENE)["auroc"]
+        b = sub[sub["variant"] == reference].set_index(GENE)["auroc"]
+        joined = pd.concat({"y": a, "x": b}, axis=1, join="inner").dropna()
+        title = f"Gene AUROC: {variant_label(variant)} vs {variant_label(reference)}"
+        ax.set_title(f"{title}\nmodel: {model}" if model else title, fontsize=10)
+        if joined.empty:
+            _no_data(ax, f"no gene scored in both {variant} and {reference}")
+            continue
+        lo = float(min(joined.min().min(), 0.5)) - 0.02
+        hi = float(max(joined.max().max(), 0.5)) + 0.02
+        ax.plot([lo, hi], [lo, hi], ls="--", lw=1, color="0.4", label="y = x (no change)")
+        if gene_effect is not None:
+            effect = joined.index.map(gene_effect).to_series(index=joined.index).fillna(False).astype(bool)
+            for flag, color, label in ((True, "tab:orange", "gene with true effect"),
+                                       (False, "tab:blue", "gene without effect")):
+                pts = joined[effect == flag]
+                if len(pts):
+                    ax.scatter(pts["x"], pts["y"], s=28, color=color, label=label, zorder=3)
+        else:
+            ax.scatter(joined["x"], joined["y"], s=28, color="tab:blue", label="gene", zorder=3)
+        ax.set_xlim(lo, hi)
+        ax.set_ylim(lo, hi)
+        ax.set_aspect("equal")
+        ax.set_xlabel(f"{variant_label(reference)}: mean held-out AUROC (unitless)")
+        ax.set_ylabel(f"{variant_label(variant)}: mean held-out AUROC (unitless)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8, loc="upper left")
+    return _save(fig, path, dpi)
+
+
+def make_figures(
+    out_dir: Path | str,
+    guides: pd.DataFrame,
+    genes: pd.DataFrame,
+    truth: pd.DataFrame | None = None,
+    dpi: int = FIGURE_DPI,
+) -> dict[str, Path]:
+    """Write the report's PNG figures into ``out_dir``; return them by name.
+
+    ``auroc_by_variant`` (guide AUROC per variant, null pseudo-guides beside, chance line),
+    ``paired_pca_ica_vs_pca`` (gene AUROC, coloured by true effect when ``truth`` is given),
+    ``sparsity_by_variant`` and ``concentration_by_variant`` (guide level). Every figure is
+    always written; a panel without data says so, so the set of outputs is fixed.
+    """
+    out_dir = Path(out_dir)
+    guides = check_guides(guides)
+    genes = check_genes(genes)
+    truth = check_truth(truth) if truth is not None else None
+    return {
+        "auroc_by_variant": _per_variant_figure(
+            guides, "auroc", AUROC_LABEL, "Guide AUROC per variant", out_dir / "auroc_by_variant.png", dpi,
+            show_null=True, chance=0.5),
+        "paired_pca_ica_vs_pca": _paired_figure(genes, truth, out_dir / "paired_pca_ica_vs_pca.png", dpi),
+        "sparsity_by_variant": _per_variant_figure(
+            guides, "sparsity", SPARSITY_LABEL, "Classifier sparsity per variant (real guides)",
+            out_dir / "sparsity_by_variant.png", dpi, show_null=False, chance=None),
+        "concentration_by_variant": _per_variant_figure(
+            guides, "concentration", CONCENTRATION_LABEL, "Concentration per variant (real guides)",
+            out_dir / "concentration_by_variant.png", dpi, show_null=False, chance=None),
+    }
+
+
+# --------------------------------------------------------------------------- report files
+
+
+def _display(df: pd.DataFrame) -> pd.DataFrame:
+    """A copy for humans: p-values to 2 significant digits, other floats to 3 decimals, NaN blank."""
+    out = df.copy()
+    for col in out.columns:
+        series = out[col]
+        if pd.api.types.is_float_dtype(series):
+            is_p = col.endswith("_p") or col.endswith("p_value")
+            fmt = "{:.2g}" if is_p else "{:.3f}"
+            out[col] = [("" if pd.isna(x) else fmt.format(x)) for x in series]
+        else:
+            out[col] = ["" if (x is pd.NA or (isinstance(x, float) and math.isnan(x))) else str(x) for x in series]
+    return out
+
+
+def _markdown(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "_(no rows)_"
+    return _display(df).to_markdown(index=False)
+
+
+def _html_table(df: pd.DataFrame) -> str:
+    if df.empty:
+        return "<p><em>(no rows)</em></p>"
+    return _display(df).to_html(index=False, escape=True, border=0, classes="tbl")
+
+
+def _write_text(text: str, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
+    return path
+
+
+def _write_csv(df: pd.DataFrame, path: Path) -> Path:
+    with atomic_path(path) as tmp:
+        df.to_csv(tmp, index=False)
+    return path
+
+
+def headline(summary: pd.DataFrame, tests: pd.DataFrame) -> list[str]:
+    """Short sentences with the numbers a reader wants first, per model."""
+    lines: list[str] = []
+    for model in sorted(summary["model"].unique()):
+        sub = summary[summary["model"] == model]
+        scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
+        if scored.empty:
+            lines.append(f"Model `{model}`: no guide was scored.")
+            continue
+        best = scored.loc[scored["auroc_mean"].idxmax()]
+        lines.append(f"Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
+                     f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides).")
+        for _, r in sub.iterrows():
+            hits = ("no null pseudo-guides, no hit calls" if pd.isna(r["n_hits"]) else
+                    f"{r['n_hits']}/{r['n_guides_scored']} guides above the null's threshold "
+                    f"{r['null_auroc_threshold']:.3f} (null mean {r['null_auroc_mean']:.3f})")
+            lines.append(f"  - `{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
+                         f"{r['n_guides_skipped']} skipped; {hits}.")
+        t = tests[(tests["model"] == model) & (tests["metric"] == "auroc")]
+        for _, r in t.iterrows():
+            if r["n"] == 0:
+                continue
+            p = "no test" if pd.isna(r["p_value"]) else f"Wilcoxon p = {r['p_value']:.2g}"
+            lines.append(f"  - gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
+                         f"mean {r['mean_diff']:+.3f}, median {r['median_diff']:+.3f} ({p}).")
+    return lines
+
+
+def write_report(
+    out_dir: Path | str,
+    rows: pd.DataFrame,
+    guides: pd.DataFrame,
+    genes: pd.DataFrame,
+    map_df: pd.DataFrame | None = None,
+    truth: pd.DataFrame | None = None,
+    fit_report: Mapping[str, Any] | None = None,
+    title: str = "phenoica report",
+) -> dict[str, Path]:
+    """Write every report file into ``out_dir`` (atomically) and return them by name.
+
+    Always: table3.csv, table4.csv, variant_summary.csv, paired_tests.csv, skips.csv,
+    skip_counts.csv, the four figures, report.md and index.html. With ``map_df``:
+    map_summary.csv; with ``truth``: truth_checks.csv; with ``fit_report``: transform_fit.csv.
+    """
+    out_dir = Path(out_dir)
+    rows, guides, genes = check_rows(rows), check_guides(guides), check_genes(genes)
+    tables: dict[str, pd.DataFrame] = {
+        "table3": table3(genes),
+        "table4": table4(rows),
+        "variant_summary": variant_summary(guides),
+        "paired_tests": paired_tests(genes),
+        "skips": skipped_rows(rows),
+        "skip_counts": skip_counts(rows),
+    }
+    if map_df is not None:
+        tables["map_summary"] = map_summary(map_df)
+    if truth is not None:
+        tables["truth_checks"] = truth_checks(guides, truth)
+    if fit_report is not None:
+        tables["transform_fit"] = fit_report_table(fit_report)
+
+    written: dict[str, Path] = {name: _write_csv(df, out_dir / f"{name}.csv") for name, df in tables.items()}
+    figures = make_figures(out_dir, guides, genes, truth=truth)
+    written.update(figures)
+
+    n_ok = int((rows["status"] == OK).sum())
+    variants = ordered_variants(pd.concat([rows["variant"], guides["variant"], genes["variant"]]))
+    intro = (f"Models: {', '.join(f'`{m}`' for m in sorted(set(guides['model']) | set(rows['model'])))}. "
+             f"Variants: {', '.join(f'`{v}` ({variant_label(v)})' for v in variants)}. "
+             f"Guide-folds: {n_ok} scored, {len(rows) - n_ok} skipped. "
+             f"Real guides: {guides.loc[~guides['is_null_guide'], GUIDE].nunique()}; "
+             f"genes: {genes[GENE].nunique()}; null pseudo-guides: "
+             f"{guides.loc[guides['is_null_guide'], GUIDE].nunique()}.")
+    sections: list[tuple[str, str, pd.DataFrame]] = [
+        ("Table 3: mean AUROC and sparsity per gene",
+         "Gene scores are means over the gene's guides; the `mean` row averages the genes scored in "
+         "every variant.", tables["table3"]),
+        ("Table 4: concentration per variant",
+         "Over scored guide-folds of real guides: AUROC(top-k features) / AUROC(rest) - 1.", tables["table4"]),
+        ("Variant summary and hits against the empirical null",
+         "A hit is a real guide whose AUROC exceeds the 95th percentile of the null pseudo-guides "
+         "(control samples scored as if they were a guide).", tables["variant_summary"]),
+        ("Paired tests over genes",
+         "Two-sided Wilcoxon signed-rank tests; differences are variant - reference; no multiple-testing "
+         "correction.", tables["paired_tests"]),
+    ]
+    if "truth_checks" in tables:
+        sections.append(("Checks against the simulated truth (demo)",
+                         "Reported as measured. Effect guides vs guides of genes without effect (one-sided "
+                         "Mann-Whitney); no-effect guides vs 0.5 (t-test) and vs the null pseudo-guides.",
+                         tables["truth_checks"]))
+    if "map_summary" in tables:
+        sections.append(("Mean average precision (copairs)", "", tables["map_summary"]))
+    if "transform_fit" in tables:
+        sections.append(("Transform fit", "", tables["transform_fit"]))
+    sections.append(("Skipped guide-folds", "Counts by reason; every skipped row is in `skips.csv`.",
+                     tables["skip_counts"]))
+    captions = {
+        "auroc_by_variant": "Guide AUROC per variant (null pseudo-guides as grey crosses)",
+        "paired_pca_ica_vs_pca": "Gene AUROC, PCA + ICA vs PCA",
+        "sparsity_by_variant": "Classifier sparsity per variant",
+        "concentration_by_variant": "Concentration per variant",
+    }
+
+    md = [f"# {title}", "", intro, "", "## Headline", ""]
+    md += headline(tables["variant_summary"], tables["paired_tests"]) or ["No scores."]
+    for heading, note, df in sections:
+        md += ["", f"## {heading}", ""] + ([note, ""] if note else []) + [_markdown(df)]
+    md += ["", "## Figures", ""]
+    for name, path in figures.items():
+        md += [f"![{captions[name]}]({path.name})", ""]
+    md += ["## Files", ""] + [f"- [{p.name}]({p.name})" for name, p in written.items() if p.suffix == ".csv"]
+    written["report_md"] = _write_text("\n".join(md) + "\n", out_dir / "report.md")
+
+    esc = html.escape
+    body = [f"<h1>{esc(title)}</h1>", f"<p>{esc(intro).replace('`', '')}</p>", "<h2>Headline</h2>", "<ul>"]
+    body += [f"<li>{esc(line.strip().lstrip('- ')).replace('`', '').replace('**', '')}</li>"
+             for line in headline(tables["variant_summary"], tables["paired_tests"])]
+    body.append("</ul>")
+    for heading, note, df in sections:
+        body += [f"<h2>{esc(heading)}</h2>"] + ([f"<p>{esc(note)}</p>"] if note else []) + [_html_table(df)]
+    body.append("<h2>Figures</h2>")
+    for name, path in figures.items():
+        body.append(f'<figure><img src="{esc(path.name)}" alt="{esc(captions[name])}">'
+                    f"<figcaption>{esc(captions[name])}</figcaption></figure>")
+    body.append("<h2>Files</h2><ul>")
+    body += [f'<li><a href="{esc(p.name)}">{esc(p.name)}</a></li>' for p in written.values() if p.suffix == ".csv"]
+    body.append("</ul>")
+    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
+             "table.tbl{border-collapse:collapse;font-size:0.85em;margin-bottom:1em}"
+             "table.tbl td,table.tbl th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
+             "img{max-width:100%}figure{margin:1em 0}")
+    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<title>{esc(title)}</title><style>{style}</style></head><body>\n"
+            + "\n".join(body) + "\n</body></html>\n")
+    written["index_html"] = _write_text(page, out_dir / "index.html")
+    return written

@@ -1,0 +1,51 @@
+"""Shared fixtures: small real-shaped data the project generates itself."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(autouse=True)
+def _few_threads():
+    """Tests run beside each other on small CI machines: keep torch to one thread."""
+    torch.set_num_threads(1)
+    yield
+
+
+def make_metadata(n_plates: int = 2, wells: int = 4, sites: int = 2, batch_of=lambda p: f"B{p // 2 + 1}") -> pd.DataFrame:
+    """A valid metadata table: plates x wells x sites, half the wells controls."""
+    rows = []
+    for p in range(n_plates):
+        i = 0
+        for w in range(wells):
+            ctrl = w % 2 == 0
+            for s in range(sites):
+                rows.append({
+                    "Metadata_Batch": batch_of(p),
+                    "Metadata_Plate": f"P{p + 1}",
+                    "Metadata_Well": f"A{w + 1:02d}",
+                    "Metadata_Site": s,
+                    "Metadata_Gene": "non-targeting" if ctrl else f"G{w}",
+                    "Metadata_Guide": "NTC" if ctrl else f"G{w}_g1",
+                    "Metadata_PertType": "control" if ctrl else "perturbation",
+                    "Metadata_ImageIndex": i,
+                    "Metadata_Extra": f"x{p}{w}{s}",
+                })
+                i += 1
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture
+def metadata() -> pd.DataFrame:
+    return make_metadata()
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng(0)

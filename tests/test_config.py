@@ -1,0 +1,64 @@
+"""Config validation: defaults filled from the schema, unknown keys named, cross-key rules."""
+from __future__ import annotations
+
+import pytest
+import yaml
+
+from phenoica.config import ConfigError, deep_merge, demo_plates, load_config, validate_config
+from tests.conftest import REPO
+
+
+def test_empty_config_gets_every_default():
+    cfg = validate_config({})
+    assert cfg["screen"]["source"] == "demo"
+    assert cfg["classify"]["lightgbm"]["learning_rate"] == 0.05  # PAPER.md Table 6
+    assert cfg["classify"]["lightgbm"]["feature_fraction"] == 0.6
+    assert cfg["classify"]["concentration_k"] == 0.25
+    assert cfg["models"]["mae"]["patch_size"] == 8  # defaults fill inside named models
+    assert cfg["transforms"]["variants"] == ["base", "pca", "pca_ica", "pca_rand"]
+
+
+def test_shipped_config_is_valid_and_defaults_do_not_leak_between_calls():
+    cfg = load_config(REPO / "config.yaml")
+    cfg["demo"]["channels"].append("extra")
+    assert validate_config({})["demo"]["channels"] == ["nucleus", "er", "actin", "mito", "golgi"]
+
+
+@pytest.mark.parametrize(
+    "raw, needle",
+    [
+        ({"classify": {"n_shard": 3}}, "classify"),
+        ({"clasify": {}}, "clasify"),
+        ({"models": {"a": {"pach_size": 8}}}, "models.a"),
+        ({"demo": {"n_batches": "four"}}, "demo.n_batches"),
+        ({"transforms": {"variants": ["pca", "ica"]}}, "transforms.variants"),
+    ],
+)
+def test_unknown_or_mistyped_key_is_named(raw, needle):
+    with pytest.raises(ConfigError) as err:
+        validate_config(raw)
+    assert needle in str(err.value)
+
+
+def test_cross_key_rules():
+    with pytest.raises(ConfigError, match="screen.metadata"):
+        validate_config({"screen": {"source": "zarr", "plates_dir": "x"}})
+    with pytest.raises(ConfigError, match="patch_size"):
+        validate_config({"models": {"m": {"img_size": 30, "patch_size": 8}}})
+    with pytest.raises(ConfigError, match="n_components"):
+        validate_config({"transforms": {"n_components": "all"}})
+    with pytest.raises(ConfigError, match="n_null_genes"):
+        validate_config({"demo": {"n_genes": 2, "n_null_genes": 3}})
+
+
+def test_overrides_merge_deeply(tmp_path):
+    path = tmp_path / "c.yaml"
+    path.write_text(yaml.safe_dump({"demo": {"n_batches": 3}}))
+    cfg = load_config(path, {"demo": {"sites_per_well": 1}})
+    assert cfg["demo"]["n_batches"] == 3 and cfg["demo"]["sites_per_well"] == 1
+    assert deep_merge({"a": {"b": 1, "c": 2}}, {"a": {"b": 3}}) == {"a": {"b": 3, "c": 2}}
+
+
+def test_demo_plate_names():
+    plates = demo_plates({"n_batches": 2, "plates_per_batch": 3})
+    assert plates[0] == ("B01", "B01P01") and plates[-1] == ("B02", "B02P03") and len(plates) == 6
