@@ -22,7 +22,6 @@ MODELS = list(config["models"])
 VARIANTS = list(config["transforms"]["variants"])
 SHARDS = list(range(config["classify"]["n_shards"]))
 PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings
-TRAIN_PLATES = wf.training_plates(config, PLATES)
 ENVS = "../envs/phenoica.yaml"
 
 

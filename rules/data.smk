@@ -24,7 +24,9 @@ if SOURCE == "demo":
             metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
             factors=f"{RESULTS}/screen/factors/{{plate}}.parquet",
         params:
-            demo=config["demo"],
+            # What a plate depends on (the rerun trigger): not the plate count, so adding
+            # plates or batches leaves existing plates alone. The script reads config["demo"].
+            design=wf.plate_design_params(config["demo"]),
             seed=config["seed"],
         log:
             f"{RESULTS}/logs/simulate_plate/{{plate}}.log",

@@ -4,9 +4,10 @@
 
 rule train_mae:
     input:
-        stores=[store_path(p) for p in TRAIN_PLATES],
+        stores=lambda w: [store_path(p) for p in wf.training_plates(config, PLATES, w.model)],
     output:
-        f"{RESULTS}/models/{{model}}/encoder.safetensors",
+        checkpoint=f"{RESULTS}/models/{{model}}/encoder.safetensors",
+        record=f"{RESULTS}/models/{{model}}/training.json",
     params:
         spec=lambda w: config["models"][w.model],
         train=config["train"],

@@ -5,7 +5,7 @@ from phenoica.simulate import write_demo_plate
 log = get_logger("phenoica.simulate_plate", snakemake.log[0])
 plate = snakemake.wildcards.plate
 write_demo_plate(
-    snakemake.params.demo,
+    snakemake.config["demo"],
     snakemake.params.seed,
     plate,
     store=snakemake.output.store,

@@ -2,6 +2,7 @@
 import torch
 
 from phenoica.io import get_logger
+from phenoica.workflow import record_training
 from phenoica.mae import train_mae
 
 log = get_logger("phenoica.train_mae", snakemake.log[0])
@@ -11,8 +12,9 @@ summary = train_mae(
     snakemake.params.spec,
     snakemake.params.train,
     snakemake.params.seed,
-    snakemake.output[0],
+    snakemake.output.checkpoint,
     log=log,
     device=snakemake.params.device,
 )
 log.info("training summary: %s", summary)
+record_training(snakemake.output.record, list(snakemake.input.stores), summary)

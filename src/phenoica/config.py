@@ -141,3 +141,45 @@ def demo_plates(demo: Mapping[str, Any]) -> list[tuple[str, str]]:
         for b in range(demo["n_batches"])
         for p in range(demo["plates_per_batch"])
     ]
+
+
+def config_reference(schema: Mapping[str, Any] | None = None) -> str:
+    """Every config key as a Markdown table (key, default, meaning), generated from the schema.
+
+    The README embeds this table; a test keeps the two identical. ``python -m phenoica.config``
+    prints it.
+    """
+    schema = schema if schema is not None else load_schema()
+    rows = ["| key | default | meaning |", "|---|---|---|"]
+
+    def fmt(value: Any) -> str:
+        return "`" + (json_default(value)) + "`"
+
+    def walk(props: Mapping[str, Any], prefix: str) -> None:
+        for key, sub in props.items():
+            path = f"{prefix}{key}"
+            extra = sub.get("additionalProperties")
+            if sub.get("type") == "object" and "properties" in sub and key != "lightgbm":
+                walk(sub["properties"], path + ".")
+            elif isinstance(extra, dict) and "properties" in extra:
+                walk(extra["properties"], path + ".NAME.")
+            else:
+                text = " ".join(str(sub.get("description", "")).split()).replace("|", "/")
+                allowed = sub.get("enum") or (sub.get("items") or {}).get("enum")
+                if allowed:
+                    text = (text + " " if text else "") + "One of: " + ", ".join(map(str, allowed)) + "."
+                rows.append(f"| `{path}` | {fmt(sub.get('default'))} | {text} |")
+
+    walk(schema["properties"], "")
+    return "\n".join(rows) + "\n"
+
+
+def json_default(value: Any) -> str:
+    """A default value as it would be written in config.yaml (JSON-style, compact)."""
+    import json
+
+    return json.dumps(value)
+
+
+if __name__ == "__main__":
+    print(config_reference(), end="")

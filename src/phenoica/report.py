@@ -84,7 +84,7 @@ def _as_bool(series: pd.Series, column: str, source: str) -> pd.Series:
     text = series.astype(str).str.strip().str.lower()
     bad = ~text.isin(list(mapping))
     if bad.any():
-        rows = list(np.flatnonzero(bad.to_numpy())[:5])
+        rows = np.flatnonzero(bad.to_numpy())[:5].tolist()
         raise ScreenError(f"{source}: column {column} must be boolean (True/False); bad value(s) at row(s) {rows}")
     return text.map(mapping).astype(bool)
 
@@ -110,7 +110,7 @@ def _checked(
     for col in ("model", "variant", GENE, GUIDE):
         if col in out.columns:
             if out[col].isna().any():
-                rows = list(np.flatnonzero(out[col].isna().to_numpy())[:5])
+                rows = np.flatnonzero(out[col].isna().to_numpy())[:5].tolist()
                 raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
             out[col] = out[col].astype(str)
     for col in numeric:
@@ -123,7 +123,7 @@ def _checked(
     if key:
         dup = out.duplicated(list(key), keep=False)
         if dup.any():
-            rows = list(np.flatnonzero(dup.to_numpy())[:5])
+            rows = np.flatnonzero(dup.to_numpy())[:5].tolist()
             raise ScreenError(f"{source}: duplicate rows for key {list(key)} at row(s) {rows}")
     return out
 
@@ -138,7 +138,7 @@ def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
     )
     bad = ~out["status"].isin([OK, SKIPPED])
     if bad.any():
-        rows_at = list(np.flatnonzero(bad.to_numpy())[:5])
+        rows_at = np.flatnonzero(bad.to_numpy())[:5].tolist()
         raise ScreenError(f"guide-fold rows: column status must be 'ok' or 'skipped'; bad at row(s) {rows_at}")
     out["reason"] = out["reason"].fillna("").astype(str)
     return out

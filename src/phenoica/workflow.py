@@ -7,13 +7,15 @@ from __future__ import annotations
 
 import functools
 import hashlib
+import json
+from pathlib import Path
 from typing import Any, Mapping
 
 import pandas as pd
 
 from phenoica import screen
 from phenoica.config import demo_plates
-from phenoica.io import read_table
+from phenoica.io import atomic_path, read_table
 from phenoica.profiles import expand_glob
 
 
@@ -65,19 +67,49 @@ def plate_digest(config: Mapping[str, Any], plate: str) -> str:
     return hashlib.sha1(payload).hexdigest()
 
 
-def training_plates(config: Mapping[str, Any], plates: Mapping[str, str]) -> list[str]:
-    """Plates the MAE trains on: ``train.plates`` if set, else the first ``train.max_plates``
-    plates by name. Plates added later (later names) do not change the set, so adding plates
-    never retrains the model or re-embeds the plates already done."""
+def training_record(results: str, model: str) -> Path:
+    """Where train_mae records the plates a model was trained on."""
+    return Path(results) / "models" / model / "training.json"
+
+
+def training_plates(config: Mapping[str, Any], plates: Mapping[str, str], model: str) -> list[str]:
+    """Plates the MAE ``model`` trains on.
+
+    ``train.plates`` if set; else, once the model is trained, the plates recorded beside its
+    checkpoint (so plates added later never retrain it or re-embed finished plates); else the
+    first ``train.max_plates`` plates by name. Delete ``results/models/{model}`` to retrain.
+    """
     given = config["train"].get("plates")
+    record = training_record(config["results"], model)
     if given:
-        unknown = [p for p in given if p not in plates]
-        if unknown:
-            raise screen.ScreenError(f"config key train.plates: plate(s) {unknown} are not in the screen")
-        return list(given)
-    return sorted(plates)[: config["train"]["max_plates"]]
+        chosen = list(given)
+    elif record.exists():
+        chosen = list(json.loads(record.read_text())["plates"])
+    else:
+        chosen = sorted(plates)[: config["train"]["max_plates"]]
+    unknown = [p for p in chosen if p not in plates]
+    if unknown:
+        where = "config key train.plates" if given else str(record)
+        raise screen.ScreenError(f"{where}: plate(s) {unknown} are not in the screen")
+    return chosen
 
 
 def embedding_inputs(config: Mapping[str, Any]) -> list[str]:
     """The user's embedding parquets (source embeddings): the files the glob matches."""
     return expand_glob(str(config["screen"]["embeddings"]))
+
+
+def record_training(path: Path | str, stores: list[str], summary: Mapping[str, Any]) -> None:
+    """Write the training record (plates trained on + summary) atomically."""
+    plates = [Path(s).name.removesuffix(".zarr") for s in stores]
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps({"plates": plates, "summary": dict(summary)}, indent=2, default=str))
+
+
+PLATE_COUNT_KEYS = ("n_batches", "plates_per_batch")
+
+
+def plate_design_params(demo: Mapping[str, Any]) -> dict[str, Any]:
+    """The demo keys one simulated plate depends on: all but the plate count, so that adding
+    plates or batches does not re-simulate (and re-embed) the plates already made."""
+    return {k: v for k, v in demo.items() if k not in PLATE_COUNT_KEYS}

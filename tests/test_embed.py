@@ -1,0 +1,304 @@
+"""Streaming plate embedding: known answers, chunk invariance, resume, and bad-input errors."""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+import zarr
+from timm.models.vision_transformer import VisionTransformer
+from torch import nn
+
+from phenoica.embed import embed_plate, iter_chunks, parts_dir, resolve_device
+from phenoica.preprocess import prepare
+from phenoica.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
+
+torch.set_num_threads(1)
+
+CHANNELS = ["dna", "er", "actin"]
+CROP = 8
+DIM = 32
+
+
+def make_model(in_chans: int = 3, seed: int = 0) -> VisionTransformer:
+    torch.manual_seed(seed)
+    return VisionTransformer(
+        img_size=CROP, patch_size=4, in_chans=in_chans, embed_dim=DIM, depth=1, num_heads=2, num_classes=0
+    ).eval()
+
+
+def make_metadata(indices: list[int] | np.ndarray, plate: str = "P1") -> pd.DataFrame:
+    indices = np.asarray(indices)
+    n = len(indices)
+    return pd.DataFrame(
+        {
+            "Metadata_Batch": "B1",
+            "Metadata_Plate": plate,
+            "Metadata_Well": [f"A{i:02d}" for i in indices],
+            "Metadata_Site": 1,
+            "Metadata_Gene": ["NTC" if i % 3 == 0 else f"G{i % 3}" for i in indices],
+            "Metadata_Guide": [f"g{i}" for i in indices],
+            "Metadata_PertType": ["control" if i % 3 == 0 else "perturbation" for i in indices],
+            IMAGE_INDEX: indices,
+            "Metadata_Dose": np.linspace(0.5, 2.0, n),
+        }
+    )
+
+
+def make_store(tmp_path: Path, n: int = 10, size: int = 16, name: str = "P1.zarr", seed: int = 0,
+               chunk_images: int = 4) -> tuple[Path, np.ndarray]:
+    tiles = np.random.default_rng(seed).integers(0, 256, (n, len(CHANNELS), size, size), dtype=np.uint8)
+    path = write_plate(tmp_path / name, tiles, CHANNELS, chunk_images=chunk_images)
+    return path, tiles
+
+
+def embeddings(df: pd.DataFrame) -> np.ndarray:
+    return df[[c for c in df.columns if c.startswith("emb_")]].to_numpy()
+
+
+def direct(model: nn.Module, tiles: np.ndarray, crop: int = CROP) -> np.ndarray:
+    """The known answer: one in-memory forward of all crops, averaged per image."""
+    crops = prepare(tiles, crop)
+    n, k = crops.shape[:2]
+    with torch.inference_mode():
+        out = model(crops.reshape(n * k, *crops.shape[2:]))
+    return out.reshape(n, k, -1).mean(1).numpy()
+
+
+class Counting(nn.Module):
+    """Wraps a model; counts the crops it sees and raises on forward call number ``fail_at``."""
+
+    def __init__(self, inner: nn.Module, fail_at: int | None = None):
+        super().__init__()
+        self.inner, self.fail_at, self.calls, self.crops = inner, fail_at, 0, 0
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if self.fail_at is not None and self.calls == self.fail_at:
+            raise KeyboardInterrupt("simulated kill")
+        self.crops += x.shape[0]
+        return self.inner(x)
+
+
+def run(store, meta, model, out, **kw):
+    kw = {"crop_size": CROP, "device": "cpu", "threads": 1, **kw}
+    return embed_plate(store, meta, model, out, **kw)
+
+
+def test_output_rows_columns_and_known_answer(tmp_path):
+    store, tiles = make_store(tmp_path)
+    idx = [7, 0, 3, 9, 4, 1, 8]  # a subset, shuffled
+    meta = make_metadata(idx)
+    model = make_model()
+    out = run(store, meta, model, tmp_path / "emb" / "P1.parquet", chunk_images=3, batch_size=5)
+    df = pd.read_parquet(out)
+    expected_meta = validate_metadata(meta).sort_values(IMAGE_INDEX).reset_index(drop=True)
+    assert len(df) == len(meta)
+    pd.testing.assert_frame_equal(df[list(meta.columns)], expected_meta)
+    assert [c for c in df.columns if c.startswith("emb_")] == [feature_name(j) for j in range(DIM)]
+    assert all(df[feature_name(j)].dtype == np.float32 for j in range(DIM))
+    np.testing.assert_allclose(embeddings(df), direct(model, tiles[sorted(idx)]), atol=1e-5, rtol=0)
+    assert not parts_dir(out).exists()
+
+
+def test_non_multiple_images_get_centred_crops(tmp_path):
+    store, tiles = make_store(tmp_path, n=5, size=20)  # 20 = 2 crops of 8 + 2 px each side
+    model = make_model()
+    df = pd.read_parquet(run(store, make_metadata(range(5)), model, tmp_path / "o.parquet"))
+    # independent answer in numpy: scale, normalize over the whole image, cut the centre 16x16
+    x = tiles.astype(np.float64) / 255.0
+    x = (x - x.mean(axis=(2, 3), keepdims=True)) / (x.std(axis=(2, 3), keepdims=True) + 1e-6)
+    centre = x[:, :, 2:18, 2:18]
+    crops = [centre[:, :, r : r + 8, c : c + 8] for r in (0, 8) for c in (0, 8)]
+    with torch.inference_mode():
+        feats = [model(torch.from_numpy(c.astype(np.float32))).numpy() for c in crops]
+    np.testing.assert_allclose(embeddings(df), np.mean(feats, axis=0), atol=1e-5, rtol=0)
+
+
+def test_chunk_size_does_not_change_result(tmp_path):
+    store, _ = make_store(tmp_path, n=11)
+    meta, model = make_metadata(range(11)), make_model()
+    a = pd.read_parquet(run(store, meta, model, tmp_path / "a.parquet", chunk_images=3, batch_size=4))
+    b = pd.read_parquet(run(store, meta, model, tmp_path / "b.parquet", chunk_images=64, batch_size=128))
+    pd.testing.assert_frame_equal(a.filter(like="Metadata_"), b.filter(like="Metadata_"))
+    np.testing.assert_allclose(embeddings(a), embeddings(b), atol=1e-5, rtol=0)
+
+
+def test_resume_after_kill_embeds_only_remaining_chunks(tmp_path, caplog):
+    store, _ = make_store(tmp_path, n=10)
+    meta, model = make_metadata(range(10)), make_model()
+    reference = pd.read_parquet(run(store, meta, model, tmp_path / "ref.parquet", chunk_images=3))
+    out = tmp_path / "P1.parquet"
+    ident = {"checkpoint_sha256": "abc"}
+    # forward 1 is the probe; one forward per chunk (batch 128 > 3 images x 4 crops): die in chunk 3
+    killed = Counting(model, fail_at=4)
+    with pytest.raises(KeyboardInterrupt):
+        run(store, meta, killed, out, chunk_images=3, identity=ident)
+    assert not out.exists()
+    assert sorted(p.name for p in parts_dir(out).glob("chunk_*.parquet")) == ["chunk_00000.parquet", "chunk_00001.parquet"]
+
+    counting = Counting(model)
+    with caplog.at_level(logging.INFO, logger="phenoica.embed"):
+        run(store, meta, counting, out, chunk_images=3, identity=ident, log=logging.getLogger("phenoica.embed"))
+    assert "resuming" in caplog.text and "2/4 chunk(s) already done" in caplog.text
+    assert counting.crops == 1 + (10 - 6) * 4  # the probe crop + the last two chunks' crops
+    result = pd.read_parquet(out)
+    pd.testing.assert_frame_equal(result, reference)
+    assert not parts_dir(out).exists()
+
+
+def test_changed_identity_discards_parts(tmp_path, caplog):
+    store, _ = make_store(tmp_path, n=10)
+    meta, model = make_metadata(range(10)), make_model()
+    out = tmp_path / "P1.parquet"
+    with pytest.raises(KeyboardInterrupt):
+        run(store, meta, Counting(model, fail_at=4), out, chunk_images=3, identity={"ckpt": "a"})
+    assert len(list(parts_dir(out).glob("chunk_*.parquet"))) == 2
+    counting = Counting(model)
+    with caplog.at_level(logging.INFO, logger="phenoica.embed"):
+        run(store, meta, counting, out, chunk_images=3, identity={"ckpt": "b"},
+            log=logging.getLogger("phenoica.embed"))
+    assert "discarding 2 part(s)" in caplog.text
+    assert counting.crops == 1 + 10 * 4
+
+
+def test_changed_weights_or_chunking_discard_parts_by_default(tmp_path):
+    store, tiles = make_store(tmp_path, n=6)
+    meta, out = make_metadata(range(6)), tmp_path / "P1.parquet"
+    model = make_model(seed=0)
+    with pytest.raises(KeyboardInterrupt):
+        run(store, meta, Counting(model, fail_at=3), out, chunk_images=3)  # identity = state digest
+    # same weights, other chunking: stale
+    c1 = Counting(model, fail_at=3)
+    with pytest.raises(KeyboardInterrupt):
+        run(store, meta, c1, out, chunk_images=2)
+    assert c1.crops == 1 + 2 * 4  # nothing reused, one chunk of 2 done
+    # other weights, same chunking: stale again; embeds everything
+    other = make_model(seed=1)
+    c2 = Counting(other)
+    run(store, meta, c2, out, chunk_images=2)
+    assert c2.crops == 1 + 6 * 4
+    np.testing.assert_allclose(embeddings(pd.read_parquet(out)), direct(other, tiles), atol=1e-5, rtol=0)
+
+
+def test_iter_chunks_skips_chunks_without_referenced_images():
+    chunks = list(iter_chunks((3, 3, 3, 1), np.array([0, 1, 7, 9])))
+    assert [(c.number, c.start, c.stop, c.image_indices.tolist(), (c.rows.start, c.rows.stop)) for c in chunks] == [
+        (0, 0, 3, [0, 1], (0, 2)),
+        (2, 6, 9, [7], (2, 3)),
+        (3, 9, 10, [9], (3, 4)),
+    ]
+
+
+def test_metadata_of_several_plates_is_filtered_by_store_name(tmp_path):
+    store, tiles = make_store(tmp_path, n=4)
+    meta = pd.concat([make_metadata(range(4), "P1"), make_metadata(range(6), "P2")], ignore_index=True)
+    csv = tmp_path / "meta.csv"
+    meta.to_csv(csv, index=False)
+    model = make_model()
+    df = pd.read_parquet(run(store, csv, model, tmp_path / "o.parquet"))
+    assert df["Metadata_Plate"].unique().tolist() == ["P1"] and len(df) == 4
+    np.testing.assert_allclose(embeddings(df), direct(model, tiles), atol=1e-5, rtol=0)
+    other = write_plate(tmp_path / "X.zarr", tiles, CHANNELS)
+    with pytest.raises(ScreenError, match=r"X.zarr.*'X'"):
+        run(other, meta, model, tmp_path / "x.parquet")
+    assert not (tmp_path / "x.parquet").exists()
+
+
+def _assert_nothing_written(out: Path) -> None:
+    assert not out.exists()
+    assert not parts_dir(out).exists()
+    assert not list(out.parent.glob(f".{out.name}*"))
+
+
+def test_missing_store(tmp_path):
+    out = tmp_path / "o.parquet"
+    with pytest.raises(ScreenError, match="nope.zarr: plate store not found"):
+        run(tmp_path / "nope.zarr", make_metadata(range(3)), make_model(), out)
+    _assert_nothing_written(out)
+
+
+def test_image_index_out_of_range(tmp_path):
+    store, _ = make_store(tmp_path, n=4)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(ScreenError, match=r"P1.zarr: metadata row \(plate P1, well A07, site 1\).*ImageIndex 7"):
+        run(store, make_metadata([0, 7]), make_model(), out)
+    _assert_nothing_written(out)
+
+
+def test_channel_count_mismatch(tmp_path):
+    store, _ = make_store(tmp_path, n=4)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(ScreenError, match="plate P1 has 3 channels but the model expects 4"):
+        run(store, make_metadata(range(4)), make_model(in_chans=4), out)
+    _assert_nothing_written(out)
+
+
+def test_unsupported_dtype(tmp_path):
+    path = tmp_path / "P1.zarr"
+    group = zarr.open_group(str(path), mode="w", zarr_format=3)
+    group.create_array("tiles", data=np.zeros((4, 3, 16, 16), np.float32))
+    out = tmp_path / "o.parquet"
+    with pytest.raises(ScreenError, match="unsupported dtype float32"):
+        run(path, make_metadata(range(4)), make_model(), out)
+    _assert_nothing_written(out)
+
+
+def test_images_smaller_than_crop(tmp_path):
+    store, _ = make_store(tmp_path, n=4, size=6)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(ScreenError, match="plate P1 images are 6x6, smaller than the crop size 8"):
+        run(store, make_metadata(range(4)), make_model(), out)
+    _assert_nothing_written(out)
+
+
+def test_crop_the_model_rejects(tmp_path):
+    store, _ = make_store(tmp_path, n=4, size=32)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(ScreenError, match=r"rejects crops of shape \(1, 3, 16, 16\)"):
+        run(store, make_metadata(range(4)), make_model(), out, crop_size=16)
+    _assert_nothing_written(out)
+
+
+class NanOnBlank(nn.Module):
+    """A model whose features are NaN for a blank (all-zero after normalization) crop."""
+
+    def __init__(self, inner: nn.Module):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.inner(x)
+        blank = x.abs().amax(dim=(1, 2, 3)) == 0
+        return torch.where(blank[:, None], torch.full_like(out, float("nan")), out)
+
+
+def test_non_finite_embedding_names_the_image(tmp_path):
+    tiles = np.random.default_rng(0).integers(0, 256, (6, 3, 16, 16), dtype=np.uint8)
+    tiles[4] = 17  # constant image -> all-zero crops -> NaN features
+    store = write_plate(tmp_path / "P1.zarr", tiles, CHANNELS)
+    out = tmp_path / "o.parquet"
+    with pytest.raises(ScreenError, match=r"non-finite embedding for plate P1, well A04, site 1, Metadata_ImageIndex 4"):
+        run(store, make_metadata(range(6)), NanOnBlank(make_model()), out)
+    assert not out.exists()
+
+
+def test_resolve_device():
+    assert resolve_device("cpu") == torch.device("cpu")
+    assert resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="device must be"):
+        resolve_device("tpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="CUDA is not available"):
+            resolve_device("cuda")
+
+
+def test_threads_are_restored(tmp_path):
+    store, _ = make_store(tmp_path, n=3)
+    before = torch.get_num_threads()
+    run(store, make_metadata(range(3)), make_model(), tmp_path / "o.parquet", threads=2)
+    assert torch.get_num_threads() == before

@@ -1,0 +1,319 @@
+"""Tests of the report stage on small hand-made score tables with known answers."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from phenoica import report
+from phenoica.screen import GENE, GUIDE, ScreenError
+
+VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
+
+
+def make_rows(auroc, variants=VARIANTS, n_genes=8, guides_per_gene=2, n_null=5, folds=(0, 1), model="mae"):
+    """Guide-fold rows; ``auroc(variant, gene_index, guide_index, fold, is_null)`` gives each score.
+
+    Sparsity = auroc / 2 and concentration = auroc - 0.5 so every metric has a known value.
+    """
+    records = []
+    for variant in variants:
+        guides = [(f"G{g}", f"G{g}_{s}", False, g, s) for g in range(n_genes) for s in range(guides_per_gene)]
+        guides += [("NULL", f"null_{k}", True, -1, k) for k in range(n_null)]
+        for gene, guide, is_null, gi, si in guides:
+            for fold in folds:
+                a = auroc(variant, gi, si, fold, is_null)
+                records.append({
+                    "model": model, "variant": variant, GENE: gene, GUIDE: guide, "is_null_guide": is_null,
+                    "fold": fold, "n_train_pos": 12, "n_train_neg": 90, "n_test_pos": 4, "n_test_neg": 30,
+                    "auroc": a, "sparsity": a / 2, "concentration": a - 0.5, "auroc_top": a, "auroc_rest": 0.5,
+                    "status": "ok", "reason": "",
+                })
+    return pd.DataFrame.from_records(records)
+
+
+def aggregate(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Guide and gene tables as the classification stage defines them (means over ok folds)."""
+    ok = rows[rows["status"] == "ok"]
+    keys = ["model", "variant", GENE, GUIDE, "is_null_guide"]
+    guides = ok.groupby(keys, as_index=False).agg(
+        n_folds_ok=("fold", "size"), auroc=("auroc", "mean"), sparsity=("sparsity", "mean"),
+        concentration=("concentration", "mean"))
+    real = guides[~guides["is_null_guide"]]
+    genes = real.groupby(["model", "variant", GENE], as_index=False).agg(
+        n_guides=(GUIDE, "size"), auroc=("auroc", "mean"), sparsity=("sparsity", "mean"),
+        concentration=("concentration", "mean"))
+    return guides, genes
+
+
+def ica_gain(variant, gi, si, fold, is_null):
+    """Base 0.60 + 0.01 * gene; pca +0.02; pca_ica +0.05 over pca; pca_rand = pca. Nulls ~0.5."""
+    if is_null:
+        return 0.45 + 0.02 * si
+    a = 0.60 + 0.01 * gi + 0.002 * si
+    return a + {"base": 0.0, "pca": 0.02, "pca_ica": 0.07, "pca_rand": 0.02}[variant]
+
+
+def gene_table(values: dict[str, list[float]], model: str = "mae") -> pd.DataFrame:
+    records = []
+    for variant, aurocs in values.items():
+        for i, a in enumerate(aurocs):
+            records.append({"model": model, "variant": variant, GENE: f"G{i}", "n_guides": 3, "auroc": a,
+                            "sparsity": 0.1 * i, "concentration": 0.2})
+    return pd.DataFrame.from_records(records)
+
+
+def test_table3_known_means_and_complete_cases():
+    genes = gene_table({"base": [0.6, 0.7, 0.8], "pca_ica": [0.7, 0.8, 0.9], "pca": [0.65, 0.75, math.nan]})
+    t3 = report.table3(genes)
+    assert list(t3[GENE]) == ["G0", "G1", "G2", "mean"]
+    assert [c for c in t3.columns if c.startswith("auroc_")] == ["auroc_base", "auroc_pca", "auroc_pca_ica"]
+    assert "auroc_pca_rand" not in t3
+    mean = t3.set_index(GENE).loc["mean"]
+    # G2 lacks pca, so the mean row averages G0 and G1 only (complete cases).
+    assert mean["auroc_base"] == pytest.approx(0.65)
+    assert mean["auroc_pca"] == pytest.approx(0.70)
+    assert mean["auroc_pca_ica"] == pytest.approx(0.75)
+    assert mean["sparsity_pca_ica"] == pytest.approx(0.1)  # sparsity is complete for all three genes
+    assert t3.set_index(GENE).loc["G1", "auroc_pca_ica"] == pytest.approx(0.8)
+    assert pd.isna(mean["n_guides"]) and t3.set_index(GENE).loc["G0", "n_guides"] == 3
+
+
+def test_table3_one_block_per_model():
+    genes = pd.concat([gene_table({"pca": [0.6, 0.7]}, "a"), gene_table({"pca": [0.8, 0.9]}, "b")])
+    t3 = report.table3(genes)
+    assert list(t3["model"]) == ["a"] * 3 + ["b"] * 3
+    means = t3[t3[GENE] == "mean"].set_index("model")["auroc_pca"]
+    assert means["a"] == pytest.approx(0.65) and means["b"] == pytest.approx(0.85)
+
+
+def test_table4_mean_sd_excludes_nulls_and_skips():
+    rows = make_rows(ica_gain, variants=("pca", "pca_ica"), n_genes=2, guides_per_gene=1, n_null=2, folds=(0,))
+    rows.loc[rows[GUIDE] == "G1_0", "status"] = "skipped"
+    rows.loc[rows[GUIDE] == "G1_0", ["auroc", "concentration"]] = math.nan
+    t4 = report.table4(rows).set_index("variant")
+    # Only G0_0 is an ok real guide-fold: concentration = auroc - 0.5.
+    assert list(t4.index) == ["pca", "pca_ica"]
+    assert t4.loc["pca", "concentration_mean"] == pytest.approx(0.62 - 0.5)
+    assert t4.loc["pca_ica", "concentration_mean"] == pytest.approx(0.67 - 0.5)
+    assert (t4["n"] == 1).all() and t4["concentration_sd"].isna().all()
+
+    rows = make_rows(ica_gain, variants=("pca",), n_genes=3, guides_per_gene=1, n_null=0, folds=(0,))
+    t4 = report.table4(rows)
+    conc = np.array([0.62, 0.63, 0.64]) - 0.5
+    assert t4.loc[0, "concentration_sd"] == pytest.approx(np.std(conc, ddof=1))
+    assert t4.loc[0, "n"] == 3
+
+
+def test_variant_summary_hits_against_constructed_null():
+    null = [0.40, 0.45, 0.50, 0.55, 0.60]  # 95th percentile (linear) = 0.59
+    real = [0.30, 0.58, 0.60, 0.70, 0.80]  # 0.60, 0.70, 0.80 exceed it
+    records = [{"model": "m", "variant": "pca_ica", GENE: "NULL", GUIDE: f"n{i}", "is_null_guide": True,
+                "n_folds_ok": 2, "auroc": a, "sparsity": 0.1, "concentration": 0.1} for i, a in enumerate(null)]
+    records += [{"model": "m", "variant": "pca_ica", GENE: f"G{i}", GUIDE: f"g{i}", "is_null_guide": False,
+                 "n_folds_ok": 2, "auroc": a, "sparsity": 0.2, "concentration": 0.3} for i, a in enumerate(real)]
+    records.append({"model": "m", "variant": "pca_ica", GENE: "G9", GUIDE: "g9", "is_null_guide": False,
+                    "n_folds_ok": 0, "auroc": math.nan, "sparsity": math.nan, "concentration": math.nan})
+    s = report.variant_summary(pd.DataFrame.from_records(records)).iloc[0]
+    assert s["null_auroc_threshold"] == pytest.approx(0.59)
+    assert s["null_auroc_mean"] == pytest.approx(0.50)
+    assert s["n_hits"] == 3 and s["hit_fraction"] == pytest.approx(3 / 5)
+    assert s["n_guides_scored"] == 5 and s["n_guides_skipped"] == 1
+    assert s["auroc_mean"] == pytest.approx(np.mean(real)) and s["auroc_median"] == pytest.approx(0.60)
+    assert s["sparsity_mean"] == pytest.approx(0.2) and s["concentration_mean"] == pytest.approx(0.3)
+
+
+def test_variant_summary_without_null_makes_no_hit_calls():
+    rows = make_rows(ica_gain, variants=("base",), n_genes=2, n_null=0)
+    guides, _ = aggregate(rows)
+    s = report.variant_summary(guides).iloc[0]
+    assert s["n_null_guides"] == 0 and pd.isna(s["n_hits"]) and math.isnan(s["hit_fraction"])
+
+
+def test_paired_tests_known_delta_and_sign_flip():
+    pca = [0.60, 0.62, 0.65, 0.70, 0.71, 0.75, 0.80, 0.66]
+    genes = gene_table({"pca": pca, "pca_ica": [a + 0.03 for a in pca], "base": pca[:4]})
+    t = report.paired_tests(genes, metrics=("auroc",)).set_index(["variant", "reference"])
+    r = t.loc[("pca_ica", "pca")]
+    assert r["n"] == 8
+    assert r["median_diff"] == pytest.approx(0.03) and r["mean_diff"] == pytest.approx(0.03)
+    assert r["p_value"] < 0.05 and r["statistic"] == 0.0
+    # pca_rand absent: reported, not tested.
+    assert t.loc[("pca_ica", "pca_rand"), "n"] == 0 and "not scored" in t.loc[("pca_ica", "pca_rand"), "note"]
+    # base has 4 genes only: below min_pairs.
+    assert t.loc[("pca", "base"), "n"] == 4 and math.isnan(t.loc[("pca", "base"), "p_value"])
+    assert "fewer than 5" in t.loc[("pca", "base"), "note"]
+    # Swapping the comparison negates the differences and leaves the test unchanged.
+    flip = report.paired_tests(genes, pairs=[("pca", "pca_ica")], metrics=("auroc",)).iloc[0]
+    assert flip["mean_diff"] == pytest.approx(-0.03) and flip["p_value"] == pytest.approx(r["p_value"])
+
+
+def test_paired_tests_no_difference():
+    genes = gene_table({"pca": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7], "pca_ica": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7]})
+    r = report.paired_tests(genes, pairs=[("pca_ica", "pca")], metrics=("auroc",)).iloc[0]
+    assert r["p_value"] == 1.0 and r["median_diff"] == 0.0 and "zero" in r["note"]
+    mixed = gene_table({"pca": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7],
+                        "pca_ica": [0.61, 0.69, 0.82, 0.63, 0.76, 0.69]})
+    r = report.paired_tests(mixed, pairs=[("pca_ica", "pca")], metrics=("auroc",)).iloc[0]
+    assert r["p_value"] > 0.5
+
+
+def truth_for(n_genes=8, guides_per_gene=2, null_genes=(5, 6, 7)):
+    records = []
+    for g in range(n_genes):
+        for s in range(guides_per_gene):
+            effect = g not in null_genes
+            records.append({GENE: f"G{g}", GUIDE: f"G{g}_{s}", "Metadata_PertType": "perturbation",
+                            "has_effect": effect, "efficacy": 0.4 + 0.1 * g + 0.05 * s if effect else 0.0,
+                            "affected_factors": "f0,f1" if effect else ""})
+    return pd.DataFrame.from_records(records)
+
+
+def test_truth_checks_detects_effect():
+    def score(variant, gi, si, fold, is_null):
+        if is_null or gi >= 5:
+            return 0.42 + 0.01 * si + 0.005 * gi * (not is_null)
+        return 0.6 + 0.03 * gi + 0.01 * si  # increases with efficacy
+    rows = make_rows(score, variants=("pca", "pca_ica"))
+    guides, _ = aggregate(rows)
+    tc = report.truth_checks(guides, truth_for()).set_index("variant")
+    r = tc.loc["pca_ica"]
+    assert r["n_effect"] == 10 and r["n_no_effect"] == 6
+    assert r["auroc_effect_mean"] > r["auroc_no_effect_mean"]
+    assert r["mannwhitney_p"] < 0.01 and bool(r["effect_gt_no_effect"]) is True
+    assert r["efficacy_spearman_rho"] == pytest.approx(1.0)
+    assert r["auroc_no_effect_mean"] == pytest.approx(np.mean([0.42 + 0.01 * s + 0.005 * g
+                                                               for g in (5, 6, 7) for s in (0, 1)]))
+    assert r["no_effect_vs_half_p"] < 0.05  # they sit below 0.5 here, and the check says so
+
+
+def test_truth_checks_no_difference_when_groups_match():
+    # Effect guides and no-effect guides get the same multiset of AUROCs.
+    values = [0.48, 0.52, 0.50, 0.55, 0.45, 0.51]
+    def score(variant, gi, si, fold, is_null):
+        return 0.5 if is_null else values[(gi % 3) * 2 + si]
+    rows = make_rows(score, variants=("pca_ica",), n_genes=6)
+    guides, _ = aggregate(rows)
+    r = report.truth_checks(guides, truth_for(n_genes=6, null_genes=(3, 4, 5))).iloc[0]
+    assert r["effect_minus_no_effect"] == pytest.approx(0.0)
+    assert r["mannwhitney_p"] > 0.4 and bool(r["effect_gt_no_effect"]) is False
+    assert r["no_effect_vs_half_p"] > 0.5
+
+
+def test_truth_checks_missing_truth_row_is_named():
+    rows = make_rows(ica_gain, variants=("pca",), n_genes=3)
+    guides, _ = aggregate(rows)
+    truth = truth_for(n_genes=3, null_genes=(2,))
+    with pytest.raises(ScreenError, match="G2_1"):
+        report.truth_checks(guides, truth[truth[GUIDE] != "G2_1"])
+
+
+def test_bad_inputs_name_the_problem():
+    rows = make_rows(ica_gain, variants=("pca",), n_genes=2)
+    with pytest.raises(ScreenError, match="missing column.*auroc_top"):
+        report.table4(rows.drop(columns="auroc_top"))
+    bad = rows.copy()
+    bad.loc[3, "status"] = "done"
+    with pytest.raises(ScreenError, match="status.*row\\(s\\) \\[3\\]"):
+        report.table4(bad)
+    guides, genes = aggregate(rows)
+    with pytest.raises(ScreenError, match="duplicate"):
+        report.table3(pd.concat([genes, genes.iloc[:1]]))
+    bad = guides.copy()
+    bad["is_null_guide"] = "maybe"
+    with pytest.raises(ScreenError, match="is_null_guide"):
+        report.variant_summary(bad)
+    with pytest.raises(ScreenError, match="auroc.*numeric"):
+        report.paired_tests(genes.assign(auroc="high"))
+
+
+def test_skips_counted_by_reason():
+    rows = make_rows(ica_gain, variants=("pca", "pca_ica"), n_genes=3, n_null=1)
+    few = rows[GUIDE].isin(["G0_0", "G0_1"]) & (rows["fold"] == 0)
+    rows.loc[few, ["status", "reason"]] = ["skipped", "too few training samples"]
+    one = (rows[GUIDE] == "G2_0") & (rows["variant"] == "pca")
+    rows.loc[one, ["status", "reason"]] = ["skipped", "no test positives"]
+    skipped = report.skipped_rows(rows)
+    assert len(skipped) == 4 + 2
+    assert set(skipped.loc[skipped["reason"] == "too few training samples", "n_same_reason"]) == {4}
+    counts = report.skip_counts(rows).set_index(["variant", "reason"])
+    assert counts.loc[("pca", "too few training samples"), "n_rows"] == 2
+    assert counts.loc[("pca", "no test positives"), "n_guides"] == 1
+    assert report.skip_counts(make_rows(ica_gain, variants=("pca",), n_genes=1)).empty
+
+
+def test_fit_report_flattened():
+    fit = {"pca": {"n_components": 24, "explained_variance": [0.1] * 64},
+           "pca_ica": {"n_components": 24, "ica": {"converged": True, "n_iter": 37}}}
+    t = report.fit_report_table(fit).set_index("setting")["value"]
+    assert t["pca.n_components"] == "24"
+    assert t["pca.explained_variance"].startswith("64 values")
+    assert t["pca_ica.ica.converged"] == "True"
+
+
+def test_figures_are_real_pngs_with_missing_variants(tmp_path):
+    rows = make_rows(ica_gain, variants=("base", "pca_ica"), n_genes=4)
+    guides, genes = aggregate(rows)
+    figs = report.make_figures(tmp_path, guides, genes)
+    assert set(figs) == {"auroc_by_variant", "paired_pca_ica_vs_pca", "sparsity_by_variant",
+                         "concentration_by_variant"}
+    for path in figs.values():
+        assert path.exists() and path.stat().st_size > 0
+        with Image.open(path) as im:
+            assert im.format == "PNG" and im.size[0] > 200 and im.size[1] > 200
+
+
+def test_write_report_full(tmp_path):
+    rows = make_rows(ica_gain)
+    rows.loc[(rows[GUIDE] == "G3_1") & (rows["fold"] == 1), ["status", "reason", "auroc"]] = \
+        ["skipped", "too few test samples", math.nan]
+    guides, genes = aggregate(rows)
+    map_df = guides[~guides["is_null_guide"]][["model", "variant", GENE, GUIDE]].assign(
+        mean_average_precision=0.3, p_value=0.01, below_p=True)
+    fit = {"pca": {"n_components": 24}, "pca_ica": {"n_components": 24, "converged": True}}
+    out = tmp_path / "report"
+    written = report.write_report(out, rows, guides, genes, map_df=map_df, truth=truth_for(), fit_report=fit,
+                                  title="demo <screen>")
+    expected = {"table3", "table4", "variant_summary", "paired_tests", "skips", "skip_counts", "map_summary",
+                "truth_checks", "transform_fit", "auroc_by_variant", "paired_pca_ica_vs_pca",
+                "sparsity_by_variant", "concentration_by_variant", "report_md", "index_html"}
+    assert set(written) == expected
+    for path in written.values():
+        assert path.parent == out and path.exists() and path.stat().st_size > 0
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in written.values())  # no temporaries
+
+    md = written["report_md"].read_text()
+    for variant in VARIANTS:
+        assert f"`{variant}`" in md and f"auroc_{variant}" in md
+    assert "![" in md and "paired_pca_ica_vs_pca.png" in md
+    assert "too few test samples" in md
+    page = written["index_html"].read_text()
+    assert "demo &lt;screen&gt;" in page and "<screen>" not in page
+    for name in ("auroc_by_variant.png", "paired_pca_ica_vs_pca.png"):
+        assert f'<img src="{name}"' in page
+
+    t3 = pd.read_csv(written["table3"])
+    mean = t3.set_index(GENE).loc["mean"]
+    assert mean["auroc_pca_ica"] - mean["auroc_pca"] == pytest.approx(0.05)
+    tests = pd.read_csv(written["paired_tests"])
+    r = tests[(tests["variant"] == "pca_ica") & (tests["reference"] == "pca") & (tests["metric"] == "auroc")].iloc[0]
+    assert r["n"] == 8 and r["median_diff"] == pytest.approx(0.05) and r["p_value"] < 0.05
+    skips = pd.read_csv(written["skips"])
+    assert len(skips) == 4 and set(skips[GUIDE]) == {"G3_1"}
+
+
+def test_write_report_with_only_base(tmp_path):
+    rows = make_rows(ica_gain, variants=("base",), n_genes=3, n_null=0)
+    guides, genes = aggregate(rows)
+    written = report.write_report(tmp_path, rows, guides, genes)
+    assert "truth_checks" not in written and "map_summary" not in written
+    md = written["report_md"].read_text()
+    assert "`base`" in md and "no hit calls" in md
+    with Image.open(written["paired_pca_ica_vs_pca"]) as im:
+        assert im.format == "PNG"
+    assert not list(Path(tmp_path).glob(".*tmp-*"))
