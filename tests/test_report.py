@@ -247,13 +247,17 @@ def test_skips_counted_by_reason():
     assert report.skip_counts(make_rows(ica_gain, variants=("pca",), n_genes=1)).empty
 
 
-def test_fit_report_flattened():
-    fit = {"pca": {"n_components": 24, "explained_variance": [0.1] * 64},
-           "pca_ica": {"n_components": 24, "ica": {"converged": True, "n_iter": 37}}}
-    t = report.fit_report_table(fit).set_index("setting")["value"]
-    assert t["pca.n_components"] == "24"
-    assert t["pca.explained_variance"].startswith("64 values")
-    assert t["pca_ica.ica.converged"] == "True"
+def test_fit_report_one_row_per_model_and_variant():
+    fit = {"mae": {"base": {"variant": "base", "steps": "identity"},
+                   "pca": {"variant": "pca", "n_components": 24, "batches": [f"b{i}" for i in range(64)]},
+                   "pca_ica": {"variant": "pca_ica", "n_components": 24, "ica": {"converged": True, "n_iter": 37}}}}
+    t = report.fit_report_table(fit).set_index(["model", "variant"])
+    assert list(t.index) == [("mae", "base"), ("mae", "pca"), ("mae", "pca_ica")]
+    assert t.loc[("mae", "pca"), "n_components"] == "24"
+    assert t.loc[("mae", "pca"), "batches"].startswith("64 values")
+    assert t.loc[("mae", "pca_ica"), "ica.converged"] == "True" and t.loc[("mae", "base"), "ica.n_iter"] == ""
+    other = report.fit_report_table({"whiten": {"eps": 1e-6, "rule": "parallel"}}).set_index("setting")["value"]
+    assert other["whiten.eps"] == "1e-06" and other["whiten.rule"] == "parallel"
 
 
 def test_figures_are_real_pngs_with_missing_variants(tmp_path):
@@ -273,9 +277,10 @@ def test_write_report_full(tmp_path):
     rows.loc[(rows[GUIDE] == "G3_1") & (rows["fold"] == 1), ["status", "reason", "auroc"]] = \
         ["skipped", "too few test samples", math.nan]
     guides, genes = aggregate(rows)
-    map_df = guides[~guides["is_null_guide"]][["model", "variant", GENE, GUIDE]].assign(
-        mean_average_precision=0.3, p_value=0.01, below_p=True)
-    fit = {"pca": {"n_components": 24}, "pca_ica": {"n_components": 24, "converged": True}}
+    map_df = guides[["model", "variant", GENE, GUIDE, "is_null_guide"]].assign(
+        mean_average_precision=0.3, p_value=0.01, below_p=~guides["is_null_guide"])
+    fit = {"mae": {"pca": {"variant": "pca", "n_components": 24},
+                   "pca_ica": {"variant": "pca_ica", "n_components": 24, "ica": {"converged": True}}}}
     out = tmp_path / "report"
     written = report.write_report(out, rows, guides, genes, map_df=map_df, truth=truth_for(), fit_report=fit,
                                   title="demo <screen>")
@@ -283,19 +288,21 @@ def test_write_report_full(tmp_path):
                 "truth_checks", "transform_fit", "auroc_by_variant", "paired_pca_ica_vs_pca",
                 "sparsity_by_variant", "concentration_by_variant", "report_md", "index_html"}
     assert set(written) == expected
-    for path in written.values():
-        assert path.parent == out and path.exists() and path.stat().st_size > 0
-    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in written.values())  # no temporaries
+    for name, path in written.items():
+        folder = out / "tables" if path.suffix == ".csv" else out / "figures" if path.suffix == ".png" else out
+        assert path.parent == folder and path.exists() and path.stat().st_size > 0
+    on_disk = sorted(p for p in out.rglob("*") if p.is_file())
+    assert on_disk == sorted(written.values())  # no temporaries left behind
 
     md = written["report_md"].read_text()
     for variant in VARIANTS:
         assert f"`{variant}`" in md and f"auroc_{variant}" in md
-    assert "![" in md and "paired_pca_ica_vs_pca.png" in md
-    assert "too few test samples" in md
+    assert "![" in md and "(figures/paired_pca_ica_vs_pca.png)" in md and "(tables/table3.csv)" in md
+    assert "too few test samples" in md and "ica.converged" in md
     page = written["index_html"].read_text()
     assert "demo &lt;screen&gt;" in page and "<screen>" not in page
-    for name in ("auroc_by_variant.png", "paired_pca_ica_vs_pca.png"):
-        assert f'<img src="{name}"' in page
+    for name in ("auroc_by_variant", "paired_pca_ica_vs_pca", "sparsity_by_variant", "concentration_by_variant"):
+        assert f'<img src="figures/{name}.png"' in page
 
     t3 = pd.read_csv(written["table3"])
     mean = t3.set_index(GENE).loc["mean"]
@@ -303,6 +310,9 @@ def test_write_report_full(tmp_path):
     tests = pd.read_csv(written["paired_tests"])
     r = tests[(tests["variant"] == "pca_ica") & (tests["reference"] == "pca") & (tests["metric"] == "auroc")].iloc[0]
     assert r["n"] == 8 and r["median_diff"] == pytest.approx(0.05) and r["p_value"] < 0.05
+    maps = pd.read_csv(written["map_summary"]).set_index("variant")
+    assert (maps["n_guides"] == 16).all() and (maps["fraction_below_p"] == 1.0).all()
+    assert (maps["n_null_guides"] == 5).all() and (maps["null_fraction_below_p"] == 0.0).all()
     skips = pd.read_csv(written["skips"])
     assert len(skips) == 4 and set(skips[GUIDE]) == {"G3_1"}
 
@@ -310,10 +320,23 @@ def test_write_report_full(tmp_path):
 def test_write_report_with_only_base(tmp_path):
     rows = make_rows(ica_gain, variants=("base",), n_genes=3, n_null=0)
     guides, genes = aggregate(rows)
-    written = report.write_report(tmp_path, rows, guides, genes)
+    written = report.write_report(tmp_path, rows, guides, genes, tables_dir="", figures_dir="")
     assert "truth_checks" not in written and "map_summary" not in written
+    assert all(p.parent == tmp_path for p in written.values())
+    assert "(table3.csv)" in written["report_md"].read_text()
     md = written["report_md"].read_text()
     assert "`base`" in md and "no hit calls" in md
     with Image.open(written["paired_pca_ica_vs_pca"]) as im:
         assert im.format == "PNG"
     assert not list(Path(tmp_path).glob(".*tmp-*"))
+
+
+def test_write_report_when_everything_was_skipped(tmp_path):
+    rows = make_rows(ica_gain, variants=("pca",), n_genes=2, n_null=1)
+    rows[["status", "reason"]] = ["skipped", "too few training samples"]
+    rows[["auroc", "concentration"]] = math.nan
+    guides, genes = aggregate(rows)
+    written = report.write_report(tmp_path, rows, guides, genes)
+    assert "No scores." in written["report_md"].read_text()
+    assert report.skip_counts(rows).loc[0, "n_rows"] == len(rows)
+    assert report.table4(rows).loc[0, "n"] == 0

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 import torch
 from torch import nn
 
-from phenoica.io import atomic_path, get_logger, write_parquet
+from phenoica.io import atomic_path, get_logger
 from phenoica.preprocess import prepare
 from phenoica.screen import (
     IMAGE_INDEX,
@@ -232,6 +232,16 @@ def part_is_done(parts: Path, chunk: Chunk, dim: int) -> bool:
     return len(schema.names) == dim + 1 and np.array_equal(idx, chunk.image_indices)
 
 
+def write_part(parts: Path, chunk: Chunk, emb: np.ndarray) -> Path:
+    """Write a finished chunk atomically: ``Metadata_ImageIndex`` + float32 features."""
+    cols = [pa.array(chunk.image_indices.astype(np.int64))] + [pa.array(emb[:, j]) for j in range(emb.shape[1])]
+    names = [IMAGE_INDEX] + [feature_name(j) for j in range(emb.shape[1])]
+    path = part_path(parts, chunk)
+    with atomic_path(path) as tmp:
+        pq.write_table(pa.Table.from_arrays(cols, names=names), tmp)
+    return path
+
+
 def load_chunk(tiles: da.Array, chunk: Chunk, crop_size: int, intensity_max: float | None, source: str,
                pin: bool) -> torch.Tensor:
     """Read one chunk's referenced images through dask and preprocess them into crops."""
@@ -398,9 +408,7 @@ def run_chunks(
             emb = embed_crops(model, crops, batch_size, device).cpu().numpy().astype(np.float32, copy=False)
             del crops
             check_finite(emb, chunk, rows, store)
-            table = pd.DataFrame(emb, columns=[feature_name(j) for j in range(emb.shape[1])])
-            table.insert(0, IMAGE_INDEX, chunk.image_indices.astype(np.int64))
-            write_parquet(table, part_path(parts, chunk))
+            write_part(parts, chunk, emb)
             done += len(chunk.image_indices)
             elapsed = time.perf_counter() - t0
             rate = done / elapsed if elapsed > 0 else float("inf")

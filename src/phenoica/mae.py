@@ -519,7 +519,7 @@ def load_encoder(
     state = read_state_dict(path)
     meta = checkpoint_metadata(path)
     skipped = sorted(k for k in state if k.startswith(_SKIPPED_PREFIXES))
-    state = {k: v for k, v in state.items() if k not in set(skipped)}
+    state = {k: v for k, v in state.items() if not k.startswith(_SKIPPED_PREFIXES)}
     if skipped and log is not None:
         log.info("%s: skipping %d decoder/head key(s) (%s ...)", path.name, len(skipped), skipped[0])
 
@@ -731,8 +731,8 @@ def train_mae(
     in_chans = int(images[0].shape[1])
     n_images = sum(len(a) for a in images)
     load_s = time.perf_counter() - t0
-    log.info("MAE training on %d images (%d channels) from %d store(s), loaded in %.1f s, device %s",
-             n_images, in_chans, len(stores), load_s, dev)
+    log.info("MAE training on %d images (%d channels, %.0f MB in memory) from %d store(s), loaded in %.1f s, "
+             "device %s", n_images, in_chans, sum(a.nbytes for a in images) / 2**20, len(stores), load_s, dev)
 
     model = build_mae(spec, in_chans, seed=seed, norm_pix_loss=bool(train["norm_pix_loss"])).to(dev)
     model.train()

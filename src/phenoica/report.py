@@ -59,7 +59,7 @@ TRUTH_COLUMNS: tuple[str, ...] = (GENE, GUIDE, "has_effect", "efficacy")
 FIGURE_DPI = 120
 AUROC_LABEL = "Held-out AUROC, guide vs controls (unitless; 0.5 = chance)"
 SPARSITY_LABEL = "Sparsity of feature use (unitless; 0 = all features equal)"
-CONCENTRATION_LABEL = "Concentration = AUROC(top-k features) / AUROC(rest) - 1 (unitless)"
+CONCENTRATION_LABEL = "Concentration: AUROC(top k) / AUROC(rest) - 1 (unitless)"
 
 
 # --------------------------------------------------------------------------- input checks
@@ -476,51 +476,76 @@ def skip_counts(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def map_summary(map_df: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, variant): guides with a mean average precision, its mean and median, and the
-    number and fraction of guides whose mAP is significant (``below_p``)."""
+    """Per (model, variant): mean average precision (copairs) of the real guides, and how many are
+    significant (``below_p``). When the table marks null pseudo-guides (``is_null_guide``), they are
+    summarized apart: their fraction below p is the readout's false-positive rate."""
     mp = _checked(map_df, "mAP table", MAP_COLUMNS, numeric=("mean_average_precision", "p_value"),
-                  boolean=("below_p",))
+                  boolean=("below_p",) + (("is_null_guide",) if "is_null_guide" in map_df.columns else ()))
+    if "is_null_guide" not in mp.columns:
+        mp["is_null_guide"] = False
     records = []
     for model, variant in _model_variants(mp):
         sub = mp[(mp["model"] == model) & (mp["variant"] == variant)]
-        values = _finite(sub["mean_average_precision"])
-        n_sig = int(sub["below_p"].sum())
+        real, null = sub[~sub["is_null_guide"]], sub[sub["is_null_guide"]]
+        values = _finite(real["mean_average_precision"])
+        n_sig = int(real["below_p"].sum())
         records.append({
-            "model": model, "variant": variant, "n_guides": int(len(sub)),
+            "model": model, "variant": variant, "n_guides": int(len(real)),
             "map_mean": _mean(values), "map_median": float(np.median(values)) if values.size else math.nan,
-            "n_below_p": n_sig, "fraction_below_p": n_sig / len(sub) if len(sub) else math.nan,
+            "n_below_p": n_sig, "fraction_below_p": n_sig / len(real) if len(real) else math.nan,
+            "n_null_guides": int(len(null)),
+            "null_map_mean": _mean(_finite(null["mean_average_precision"])),
+            "null_fraction_below_p": float(null["below_p"].mean()) if len(null) else math.nan,
         })
     return pd.DataFrame.from_records(records, columns=[
-        "model", "variant", "n_guides", "map_mean", "map_median", "n_below_p", "fraction_below_p"])
+        "model", "variant", "n_guides", "map_mean", "map_median", "n_below_p", "fraction_below_p",
+        "n_null_guides", "null_map_mean", "null_fraction_below_p"])
 
 
 def fit_report_table(fit_report: Mapping[str, Any], max_list: int = 6) -> pd.DataFrame:
-    """Flatten the transform fit report (nested dict from JSON) into ``setting``/``value`` rows.
+    """The transform fit report (nested dict from JSON) as a table.
 
-    Nested keys are joined with "."; lists longer than ``max_list`` are summarized by their
-    length and first values so that the table stays readable.
+    Every mapping with a scalar ``variant`` entry (as ``phenoica.transforms`` writes them, also
+    nested under model names) becomes one row: ``model`` (the keys above it, joined with ".",
+    the variant's own key left out), ``variant``, then its fields, nested ones joined with "."
+    (``ica.converged``). A report without such records is flattened into ``setting``/``value``
+    rows instead. Lists longer than ``max_list`` are summarized by their length and first values.
     """
     if not isinstance(fit_report, Mapping):
         raise ValueError(f"fit report: expected a mapping (JSON object), got {type(fit_report).__name__}")
+
+    def flat(node: Any, prefix: str, out: dict[str, str]) -> dict[str, str]:
+        if isinstance(node, Mapping) and node:
+            for key, value in node.items():
+                flat(value, f"{prefix}.{key}" if prefix else str(key), out)
+        elif isinstance(node, (list, tuple)) and len(node) > max_list:
+            out[prefix] = f"{len(node)} values: " + ", ".join(_format_value(v) for v in node[:3]) + ", ..."
+        elif isinstance(node, (list, tuple)):
+            out[prefix] = "[" + ", ".join(_format_value(v) for v in node) + "]"
+        else:
+            out[prefix] = "{}" if isinstance(node, Mapping) else _format_value(node)
+        return out
+
     records: list[dict[str, str]] = []
 
-    def walk(node: Any, prefix: str) -> None:
-        if isinstance(node, Mapping):
-            if not node:
-                records.append({"setting": prefix, "value": "{}"})
-            for key, value in node.items():
-                walk(value, f"{prefix}.{key}" if prefix else str(key))
-        elif isinstance(node, (list, tuple)):
-            if len(node) > max_list:
-                head = ", ".join(_format_value(v) for v in node[:3])
-                records.append({"setting": prefix, "value": f"{len(node)} values: {head}, ..."})
-            else:
-                records.append({"setting": prefix, "value": "[" + ", ".join(_format_value(v) for v in node) + "]"})
-        else:
-            records.append({"setting": prefix, "value": _format_value(node)})
+    def find(node: Any, path: list[str]) -> None:
+        if not isinstance(node, Mapping):
+            return
+        variant = node.get("variant")
+        if variant is not None and not isinstance(variant, (Mapping, list, tuple)):
+            parents = path[:-1] if path and path[-1] == str(variant) else path
+            fields = flat({k: v for k, v in node.items() if k != "variant"}, "", {})
+            records.append({"model": ".".join(parents), "variant": str(variant), **fields})
+            return
+        for key, value in node.items():
+            find(value, [*path, str(key)])
 
-    walk(fit_report, "")
-    return pd.DataFrame.from_records(records, columns=["setting", "value"])
+    find(fit_report, [])
+    if records:
+        table = pd.DataFrame.from_records(records)
+        return table.fillna("")
+    rows = flat(fit_report, "", {})
+    return pd.DataFrame({"setting": list(rows), "value": list(rows.values())})
 
 
 def _format_value(value: Any) -> str:
@@ -736,10 +761,10 @@ def headline(summary: pd.DataFrame, tests: pd.DataFrame) -> list[str]:
         sub = summary[summary["model"] == model]
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
         if scored.empty:
-            lines.append(f"Model `{model}`: no guide was scored.")
+            lines.append(f"- Model `{model}`: no guide was scored.")
             continue
         best = scored.loc[scored["auroc_mean"].idxmax()]
-        lines.append(f"Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
+        lines.append(f"- Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
                      f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides).")
         for _, r in sub.iterrows():
             hits = ("no null pseudo-guides, no hit calls" if pd.isna(r["n_hits"]) else
@@ -766,12 +791,16 @@ def write_report(
     truth: pd.DataFrame | None = None,
     fit_report: Mapping[str, Any] | None = None,
     title: str = "phenoica report",
+    tables_dir: str = "tables",
+    figures_dir: str = "figures",
 ) -> dict[str, Path]:
-    """Write every report file into ``out_dir`` (atomically) and return them by name.
+    """Write every report file (atomically) and return them by name.
 
-    Always: table3.csv, table4.csv, variant_summary.csv, paired_tests.csv, skips.csv,
-    skip_counts.csv, the four figures, report.md and index.html. With ``map_df``:
-    map_summary.csv; with ``truth``: truth_checks.csv; with ``fit_report``: transform_fit.csv.
+    ``out_dir/report.md`` and ``out_dir/index.html`` link to CSVs in ``out_dir/{tables_dir}``
+    and PNGs in ``out_dir/{figures_dir}`` (empty names put everything in ``out_dir``).
+    Always: table3, table4, variant_summary, paired_tests, skips, skip_counts (.csv) and the
+    four figures of ``make_figures``. With ``map_df``: map_summary; with ``truth``:
+    truth_checks; with ``fit_report``: transform_fit.
     """
     out_dir = Path(out_dir)
     rows, guides, genes = check_rows(rows), check_guides(guides), check_genes(genes)
@@ -790,9 +819,13 @@ def write_report(
     if fit_report is not None:
         tables["transform_fit"] = fit_report_table(fit_report)
 
-    written: dict[str, Path] = {name: _write_csv(df, out_dir / f"{name}.csv") for name, df in tables.items()}
-    figures = make_figures(out_dir, guides, genes, truth=truth)
+    written: dict[str, Path] = {
+        name: _write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()}
+    figures = make_figures(out_dir / figures_dir, guides, genes, truth=truth)
     written.update(figures)
+
+    def rel(path: Path) -> str:
+        return path.relative_to(out_dir).as_posix()
 
     n_ok = int((rows["status"] == OK).sum())
     variants = ordered_variants(pd.concat([rows["variant"], guides["variant"], genes["variant"]]))
@@ -824,7 +857,7 @@ def write_report(
         sections.append(("Mean average precision (copairs)", "", tables["map_summary"]))
     if "transform_fit" in tables:
         sections.append(("Transform fit", "", tables["transform_fit"]))
-    sections.append(("Skipped guide-folds", "Counts by reason; every skipped row is in `skips.csv`.",
+    sections.append(("Skipped guide-folds", f"Counts by reason; every skipped row is in `{rel(written['skips'])}`.",
                      tables["skip_counts"]))
     captions = {
         "auroc_by_variant": "Guide AUROC per variant (null pseudo-guides as grey crosses)",
@@ -839,8 +872,8 @@ def write_report(
         md += ["", f"## {heading}", ""] + ([note, ""] if note else []) + [_markdown(df)]
     md += ["", "## Figures", ""]
     for name, path in figures.items():
-        md += [f"![{captions[name]}]({path.name})", ""]
-    md += ["## Files", ""] + [f"- [{p.name}]({p.name})" for name, p in written.items() if p.suffix == ".csv"]
+        md += [f"![{captions[name]}]({rel(path)})", ""]
+    md += ["## Files", ""] + [f"- [{p.name}]({rel(p)})" for p in written.values() if p.suffix == ".csv"]
     written["report_md"] = _write_text("\n".join(md) + "\n", out_dir / "report.md")
 
     esc = html.escape
@@ -852,10 +885,10 @@ def write_report(
         body += [f"<h2>{esc(heading)}</h2>"] + ([f"<p>{esc(note)}</p>"] if note else []) + [_html_table(df)]
     body.append("<h2>Figures</h2>")
     for name, path in figures.items():
-        body.append(f'<figure><img src="{esc(path.name)}" alt="{esc(captions[name])}">'
+        body.append(f'<figure><img src="{esc(rel(path))}" alt="{esc(captions[name])}">'
                     f"<figcaption>{esc(captions[name])}</figcaption></figure>")
     body.append("<h2>Files</h2><ul>")
-    body += [f'<li><a href="{esc(p.name)}">{esc(p.name)}</a></li>' for p in written.values() if p.suffix == ".csv"]
+    body += [f'<li><a href="{esc(rel(p))}">{esc(p.name)}</a></li>' for p in written.values() if p.suffix == ".csv"]
     body.append("</ul>")
     style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
              "table.tbl{border-collapse:collapse;font-size:0.85em;margin-bottom:1em}"

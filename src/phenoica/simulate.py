@@ -44,7 +44,7 @@ MAX_CONTROL_GUIDES = 4
 FACTOR_PREFIX = "factor_"
 NUISANCE_PREFIX = "nuisance_"
 ROLES: tuple[str, ...] = ("nucleus", "er", "actin", "mito", "golgi")
-RENDER_BLOCK = 32  # images rendered at once (fixed, so outputs do not depend on it varying)
+RENDER_BLOCK = 32  # at most this many images rendered at once (see _render_block)
 
 # What each factor controls, and the non-Gaussian distribution it is drawn from. The first
 # demo.n_factors are used; the others stay at 0 (their typical value) when rendering.
@@ -137,9 +137,8 @@ def check_demo(demo: Mapping[str, Any]) -> None:
         raise ValueError(f"demo.dtype is {demo['dtype']!r}; expected uint8 or uint16")
     if demo["image_size"] < 8:
         raise ValueError(f"demo.image_size ({demo['image_size']}) must be at least 8 pixels")
-    for key in ("cells_per_image",):
-        if not demo[key] > 0:
-            raise ValueError(f"demo.{key} must be positive, got {demo[key]}")
+    if not demo["cells_per_image"] > 0:
+        raise ValueError(f"demo.cells_per_image must be positive, got {demo['cells_per_image']}")
     for key in ("effect_size", "batch_strength", "noise"):
         if demo[key] < 0:
             raise ValueError(f"demo.{key} must be >= 0, got {demo[key]}")
@@ -219,8 +218,7 @@ def _gene_design(demo: Mapping[str, Any], seed: int) -> tuple[pd.DataFrame, np.n
     rows: list[dict[str, Any]] = []
     shifts: list[np.ndarray] = []
     for g, gene in enumerate(_gene_names(n_genes)):
-        order = np.argsort(affected[g])
-        idx, sgn = affected[g][order], signs[g][order]
+        idx, sgn = affected[g], signs[g]
         text = "" if null[g] else ",".join(
             f"{factor_name(j)}{'+' if s > 0 else '-'}" for j, s in zip(idx, sgn))
         text_morph = "" if null[g] else ",".join(
@@ -356,6 +354,13 @@ def _max_cells(cells_per_image: float) -> int:
     return int(math.ceil(top + 4.0 * math.sqrt(top))) + 1
 
 
+def _render_block(image_size: int, cells_per_image: float) -> int:
+    """Images rendered at once: bounded so the (images, cells, H, W) distance array stays
+    ~4M values. A function of the config only, so outputs stay deterministic."""
+    per_image = _max_cells(cells_per_image) * image_size * image_size
+    return max(1, min(RENDER_BLOCK, (1 << 22) // per_image))
+
+
 def _pad_blur(x: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     """Gaussian blur over the last two axes with a per-image SD (x: (n, ..., H, W), sigma: (n,)),
     by FFT on a reflect-padded copy; sigma 0 leaves the image unchanged."""
@@ -469,30 +474,30 @@ def render_cells(
     def nucleus() -> np.ndarray:
         chromatin = _bandpass(noise_chromatin, np.full(n, 0.28))
         contrast = col(0.3 * np.exp(0.4 * F["chromatin_texture"]))
-        return col(0.5 * np.exp(0.25 * F["nucleus_intensity"])) * nuc * np.maximum(1.0 + contrast * chromatin, 0.0)
+        return col(0.42 * np.exp(0.25 * F["nucleus_intensity"])) * nuc * np.maximum(1.0 + contrast * chromatin, 0.0)
 
     def er() -> np.ndarray:
         texture = _bandpass(noise_er, 0.1 * np.exp(0.3 * F["er_texture_scale"]))
         profile = cyto * np.exp(-1.0 * dc)
-        return col(0.75 * np.exp(0.25 * F["er_intensity"])) * profile * np.maximum(1.0 + 0.6 * texture, 0.0)
+        return col(0.5 * np.exp(0.25 * F["er_intensity"])) * profile * np.maximum(1.0 + 0.6 * texture, 0.0)
 
     def actin() -> np.ndarray:
         ring = cell * np.exp(-(((1.0 - dc) * rc_o / 1.3) ** 2))
         fibers = cell * ((1.0 + np.cos(2.0 * math.pi * yr / 3.0 + own(phase))) / 2.0) ** 4
         strength = col(0.45 * np.exp(0.45 * F["actin_fibers"]))
-        return col(0.5 * np.exp(0.25 * F["actin_intensity"])) * (0.7 * ring + 0.15 * cell + strength * fibers)
+        return col(0.65 * np.exp(0.25 * F["actin_intensity"])) * (0.7 * ring + 0.15 * cell + strength * fibers)
 
     def mito() -> np.ndarray:
         prob = col(0.06 * np.exp(0.45 * F["mito_density"])) * cyto * np.clip(1.3 - 0.6 * dc, 0.0, 1.0)
         spots = _puncta(u_mito, prob, 0.75 * np.exp(0.25 * F["mito_size"]))
-        return col(0.6 * np.exp(0.25 * F["mito_intensity"])) * (spots + 0.1 * cyto)
+        return col(0.55 * np.exp(0.25 * F["mito_intensity"])) * (spots + 0.1 * cyto)
 
     def golgi() -> np.ndarray:
         width = col(0.3 * np.exp(0.3 * F["golgi_spread"]))
         toward = (xn * own(np.cos(golgi_dir)) + yn * own(np.sin(golgi_dir))) / (np.sqrt(xn**2 + yn**2) + 1e-3)
         band = np.exp(-(((dn - 1.45) / width) ** 2)) * cyto * special.expit(3.0 * toward)
         spots = _puncta(u_golgi, 0.35 * band, np.full(n, 0.8))
-        return col(0.6 * np.exp(0.3 * F["golgi_intensity"])) * spots
+        return col(0.42 * np.exp(0.3 * F["golgi_intensity"])) * spots
 
     render: dict[str, Callable[[], np.ndarray]] = {
         "nucleus": nucleus, "er": er, "actin": actin, "mito": mito, "golgi": golgi}
@@ -632,8 +637,9 @@ def simulate_plate(demo: dict, seed: int, plate: str) -> tuple[np.ndarray, pd.Da
     channels, size, dtype = list(demo["channels"]), int(demo["image_size"]), np.dtype(demo["dtype"])
     tiles = np.empty((n, len(channels), size, size), dtype=dtype)
     render_rng, noise_rng = rng_for(seed, "render", plate), rng_for(seed, "noise", plate)
-    for start in range(0, n, RENDER_BLOCK):
-        stop = min(n, start + RENDER_BLOCK)
+    block = _render_block(size, float(demo["cells_per_image"]))
+    for start in range(0, n, block):
+        stop = min(n, start + block)
         clean = render_cells(factors[start:stop], channels, size, float(demo["cells_per_image"]), render_rng)
         tiles[start:stop] = apply_nuisance(
             clean, nuisance.iloc[start:stop], channels, float(demo["noise"]), dtype, noise_rng)

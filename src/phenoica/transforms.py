@@ -217,7 +217,7 @@ class CenterScale(TransformerMixin, BaseEstimator):
         is_control = _check_is_control(is_control, X.shape[0])
         names = np.unique(batches)
         means, sds, counts = [], [], []
-        for batch in names:
+        for batch in names.tolist():
             rows = (batches == batch) & is_control
             mean, sd = self._stats(X[rows], batch, feature_names)
             means.append(mean)
@@ -246,7 +246,7 @@ class CenterScale(TransformerMixin, BaseEstimator):
     ) -> np.ndarray:
         out = np.empty(X.shape, dtype=_out_dtype(X))
         known = {b: i for i, b in enumerate(self.batches_.tolist())}
-        for batch in np.unique(batches):
+        for batch in np.unique(batches).tolist():
             rows = np.flatnonzero(batches == batch)
             if batch in known:
                 mean, sd = self.mean_[known[batch]], self.scale_[known[batch]]

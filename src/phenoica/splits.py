@@ -1,0 +1,174 @@
+"""Batch-effect splits: which rows a classifier trains on and which it is scored on.
+
+- ``leave_one_batch_out``: one fold per batch (sorted by name); the fold's test rows are
+  exactly that batch's rows and it never trains on them. Scores then measure how well a
+  phenotype transfers to a batch the classifier has never seen (PAPER.md Tables 3/4).
+- ``in_distribution``: ``n_folds`` independent seeded draws (repeated random holdout, not a
+  partition); each holds out ``holdout_fraction`` of every batch's rows, stratified by batch
+  and guide (every guide of a batch loses its share, rounded so the batch total is exact).
+
+Folds hold positional row indices (``iloc``) of the table they were made from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from phenoica.screen import BATCH, GUIDE, IMAGE_INDEX, PLATE, SITE, WELL, ScreenError
+
+SCHEMES = ("leave_one_batch_out", "in_distribution")
+TRAIN, TEST = "train", "test"
+FOLD_COLUMNS = ("fold", "row", "split", "heldout_batches")
+
+
+@dataclass(frozen=True, eq=False)
+class Fold:
+    """One train/test split: positional row indices (sorted, read-only) and held-out batches.
+
+    ``heldout_batches`` names the batches whose every row is in test (empty for in-distribution
+    folds). Equality is identity (``eq=False``): arrays have no single truth value.
+    """
+
+    name: str
+    train: np.ndarray
+    test: np.ndarray
+    heldout_batches: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        for attr in ("train", "test"):
+            arr = np.sort(np.asarray(getattr(self, attr), dtype=np.int64))
+            arr.setflags(write=False)
+            object.__setattr__(self, attr, arr)
+        if np.intersect1d(self.train, self.test).size:
+            raise ValueError(f"fold {self.name}: rows in both train and test")
+
+
+def _batches(table: pd.DataFrame) -> np.ndarray:
+    """The batch label of every row as str, checked present and complete."""
+    if BATCH not in table.columns:
+        raise ScreenError(f"profiles: missing column {BATCH}, needed for batch-effect splits")
+    missing = table[BATCH].isna().to_numpy()
+    if missing.any():
+        raise ScreenError(f"profiles: column {BATCH} has missing values at row(s) {list(np.flatnonzero(missing)[:5])}")
+    return table[BATCH].astype(str).to_numpy()
+
+
+def leave_one_batch_out(table: pd.DataFrame) -> list[Fold]:
+    """One fold per batch: test = that batch's rows, train = every other batch's rows."""
+    batches = _batches(table)
+    names = np.unique(batches)
+    if names.size < 2:
+        raise ScreenError(
+            f"profiles: leave-one-batch-out needs at least 2 batches in {BATCH}, found {names.tolist()}; "
+            "use splits.scheme in_distribution for a single batch"
+        )
+    folds = []
+    for batch in names.tolist():
+        held = batches == batch
+        folds.append(Fold(batch, np.flatnonzero(~held), np.flatnonzero(held), (batch,)))
+    return folds
+
+
+def _stratified_holdout(strata: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Rows held out from one batch: ``round(fraction * n)`` in total, spread over the strata.
+
+    Each stratum (guide) gets ``floor(fraction * size)`` rows, and the remainder of the batch
+    total goes to the strata with the largest fractional parts (ties broken at random), so
+    every stratum is within one row of its exact share.
+    """
+    labels, inverse, sizes = np.unique(strata, return_inverse=True, return_counts=True)
+    target = int(round(fraction * strata.size))
+    exact = fraction * sizes
+    quota = np.floor(exact).astype(np.int64)
+    extra = target - int(quota.sum())
+    if extra > 0:
+        order = np.lexsort((rng.random(labels.size), -(exact - quota)))
+        quota[order[:extra]] += 1
+    held = []
+    for s in range(labels.size):
+        members = np.flatnonzero(inverse == s)
+        held.append(rng.choice(members, size=int(quota[s]), replace=False))
+    return np.concatenate(held) if held else np.empty(0, dtype=np.int64)
+
+
+def in_distribution(table: pd.DataFrame, holdout_fraction: float, n_folds: int, seed: int) -> list[Fold]:
+    """``n_folds`` seeded random holdouts of ``holdout_fraction`` of each batch, stratified by guide.
+
+    Fold ``f`` draws with ``default_rng([seed, f])``, so a fold does not change when
+    ``n_folds`` grows. Without a guide column the draw is stratified by batch only.
+    """
+    if not 0 < holdout_fraction < 1:
+        raise ValueError(f"holdout_fraction: expected a fraction in (0, 1), got {holdout_fraction}")
+    if n_folds < 1:
+        raise ValueError(f"n_folds: expected >= 1, got {n_folds}")
+    batches = _batches(table)
+    guides = table[GUIDE].astype(str).to_numpy() if GUIDE in table.columns else np.zeros(len(table), dtype=str)
+    groups = [np.flatnonzero(batches == b) for b in np.unique(batches).tolist()]
+    folds = []
+    for f in range(n_folds):
+        rng = np.random.default_rng([int(seed), f])
+        test = np.concatenate([rows[_stratified_holdout(guides[rows], holdout_fraction, rng)] for rows in groups])
+        train = np.setdiff1d(np.arange(len(table)), test)
+        folds.append(Fold(f"fold{f}", train, test, ()))
+    return folds
+
+
+def make_folds(table: pd.DataFrame, cfg_splits: Mapping[str, Any], seed: int) -> list[Fold]:
+    """The folds config["splits"] asks for (``scheme``; ``holdout_fraction``, ``n_folds``)."""
+    scheme = cfg_splits.get("scheme", "leave_one_batch_out")
+    if scheme == "leave_one_batch_out":
+        return leave_one_batch_out(table)
+    if scheme == "in_distribution":
+        return in_distribution(
+            table, float(cfg_splits.get("holdout_fraction", 0.25)), int(cfg_splits.get("n_folds", 4)), seed
+        )
+    raise ValueError(f"splits.scheme: expected one of {SCHEMES}, got {scheme!r}")
+
+
+def folds_table(table: pd.DataFrame, folds: list[Fold]) -> pd.DataFrame:
+    """A long table, one row per (fold, table row in the fold): which rows train and test.
+
+    Columns: ``fold``, ``row`` (positional index in ``table``), ``split`` (train/test),
+    ``heldout_batches`` ("|"-joined), plus the image's identifying Metadata columns
+    (batch, plate, well, site, image index) where the table has them.
+    """
+    keys = [c for c in (BATCH, PLATE, WELL, SITE, IMAGE_INDEX) if c in table.columns]
+    parts = []
+    for fold in folds:
+        for split, rows in ((TRAIN, fold.train), (TEST, fold.test)):
+            if rows.size and rows.max() >= len(table):
+                raise ValueError(f"fold {fold.name}: row {int(rows.max())} beyond the table's {len(table)} rows")
+            part = table.iloc[rows][keys].reset_index(drop=True)
+            part.insert(0, "fold", fold.name)
+            part.insert(1, "row", rows)
+            part.insert(2, "split", split)
+            part.insert(3, "heldout_batches", "|".join(fold.heldout_batches))
+            parts.append(part)
+    if not parts:
+        raise ValueError("folds_table: no folds given")
+    return pd.concat(parts, ignore_index=True)
+
+
+def folds_from_table(long: pd.DataFrame) -> list[Fold]:
+    """The folds back from :func:`folds_table`'s output (in order of first appearance)."""
+    missing = [c for c in FOLD_COLUMNS if c not in long.columns]
+    if missing:
+        raise ValueError(f"folds table: missing column(s) {missing}; expected {list(FOLD_COLUMNS)}")
+    bad = sorted(set(long["split"].astype(str)) - {TRAIN, TEST})
+    if bad:
+        raise ValueError(f"folds table: column split has {bad}; expected {TRAIN!r} or {TEST!r}")
+    folds = []
+    for name, rows in long.groupby("fold", sort=False):
+        split = rows["split"].astype(str).to_numpy()
+        held = str(rows["heldout_batches"].iloc[0])
+        folds.append(Fold(
+            str(name),
+            rows["row"].to_numpy()[split == TRAIN],
+            rows["row"].to_numpy()[split == TEST],
+            tuple(held.split("|")) if held else (),
+        ))
+    return folds

@@ -1,0 +1,390 @@
+"""Per-guide LightGBM classification, shared binning, empirical null, sharding, summaries, mAP."""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import dataclass
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+import pytest
+
+from phenoica import classify as C
+from phenoica import metrics
+from phenoica.screen import (
+    BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL,
+    ScreenError, feature_name,
+)
+
+try:
+    from phenoica.splits import Fold
+except ImportError:  # splits.py is written in parallel; same fields as its Fold
+
+    @dataclass(frozen=True)
+    class Fold:  # type: ignore[no-redef]
+        name: str
+        train: np.ndarray
+        test: np.ndarray
+        heldout_batches: tuple[str, ...]
+
+
+D = 8
+STRONG_FEATURE = 2
+CFG = {"num_boost_round": 20, "n_null_guides": 2, "lightgbm": {"num_threads": 1}}
+# (gene, guide, feature with an effect, shift in SD)
+GUIDES = [("STRONG", "STRONG_1", STRONG_FEATURE, 4.0), ("NONE", "NONE_1", None, 0.0),
+          ("WEAK", "WEAK_1", 5, 1.5), ("WEAK", "WEAK_2", 5, 1.5)]
+
+
+def make_table(seed: int = 0, n_controls: int = 60, n_per_guide: int = 10, guides=GUIDES, n_batches: int = 3) -> pd.DataFrame:
+    """n_batches x (controls + each guide x n_per_guide), D float32 features, per-batch shifts."""
+    rng = np.random.default_rng(seed)
+    meta, feats = [], []
+    for b in range(n_batches):
+        shift = 0.5 * rng.standard_normal(D)
+        for _ in range(n_controls):
+            meta.append(("NTC", "NTC_1", CONTROL, f"B{b}"))
+            feats.append(rng.standard_normal(D) + shift)
+        for gene, guide, feature, effect in guides:
+            for _ in range(n_per_guide):
+                x = rng.standard_normal(D) + shift
+                if feature is not None:
+                    x[feature] += effect
+                meta.append((gene, guide, PERTURBATION, f"B{b}"))
+                feats.append(x)
+    m = pd.DataFrame(meta, columns=[GENE, GUIDE, PERT_TYPE, BATCH])
+    n = len(m)
+    table = pd.DataFrame({
+        BATCH: m[BATCH], PLATE: m[BATCH] + "P01", WELL: [f"W{i:05d}" for i in range(n)], SITE: 1,
+        GENE: m[GENE], GUIDE: m[GUIDE], PERT_TYPE: m[PERT_TYPE], IMAGE_INDEX: np.arange(n),
+    })
+    X = np.asarray(feats, dtype=np.float32)
+    for j in range(D):
+        table[feature_name(j)] = X[:, j]
+    return table
+
+
+def batch_folds(table: pd.DataFrame) -> list:
+    batch = table[BATCH].to_numpy()
+    return [Fold(f"holdout_{b}", np.flatnonzero(batch != b), np.flatnonzero(batch == b), (b,))
+            for b in sorted(set(batch))]
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    return C.null_guides(make_table(), 2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def scores(table) -> pd.DataFrame:
+    return C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m")
+
+
+# ----------------------------------------------------------------------------- the score table
+
+
+def test_one_row_per_guide_and_fold_with_exact_columns(scores, table):
+    assert tuple(scores.columns) == C.SCORE_COLUMNS
+    assert len(scores) == (len(GUIDES) + 2) * 3
+    assert not scores.duplicated([GENE, GUIDE, "fold"]).any()
+    assert set(scores["status"]) == {"ok"} and set(scores["reason"]) == {""}
+    assert scores[["model", "variant"]].drop_duplicates().values.tolist() == [["m", "base"]]
+    for col in ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg"):
+        assert scores[col].dtype == np.int64
+    assert scores["is_null_guide"].dtype == bool
+    # counts: 10 per batch per guide; 60 - 2 x 10 pseudo-guide rows = 40 controls per batch
+    assert set(scores["n_train_pos"]) == {20} and set(scores["n_test_pos"]) == {10}
+    assert set(scores["n_train_neg"]) == {80} and set(scores["n_test_neg"]) == {40}
+    nulls = scores[scores["is_null_guide"]]
+    assert sorted(nulls[GUIDE].unique()) == ["null_01", "null_02"] and set(nulls[GENE]) == {"null"}
+
+
+def test_planted_effect_is_found_and_concentrated(scores):
+    strong = scores[scores[GUIDE] == "STRONG_1"]
+    assert (strong["auroc"] > 0.9).all()
+    # retraining on the top quarter of features keeps the signal, the rest loses most of it
+    assert (strong["auroc_top"] > 0.9).all()
+    assert (strong["concentration"] > 0.2).all()
+    others = scores[scores[GUIDE].isin(["NONE_1", "null_01", "null_02"])]
+    assert strong["sparsity"].mean() > others["sparsity"].mean() + 0.1
+
+
+def test_no_effect_guides_score_near_chance(scores):
+    none = scores[scores[GUIDE] == "NONE_1"]["auroc"].mean()
+    assert 0.25 < none < 0.75
+    null = scores[scores["is_null_guide"]]["auroc"].mean()
+    assert 0.3 < null < 0.7
+    weak = scores[scores[GENE] == "WEAK"]["auroc"].mean()
+    assert weak > null
+
+
+def test_split_feature_of_strong_guide(table):
+    X, _ = C.feature_matrix(table)
+    fold = batch_folds(table)[0]
+    train = np.zeros(len(table), bool)
+    train[fold.train] = True
+    ctrl = np.flatnonzero(train & C.control_mask(table))
+    guide = np.flatnonzero(train & (table[GUIDE] == "STRONG_1").to_numpy())
+    shared = C.SharedFold.build(X, ctrl, guide, np.array([], dtype=np.int64), C.lightgbm_params(CFG, 0))
+    booster = lgb.train(C.lightgbm_params(CFG, 0), shared.guide_dataset(guide), num_boost_round=20)
+    counts = booster.feature_importance(importance_type="split")
+    assert int(np.argmax(counts)) == STRONG_FEATURE
+    top, _ = metrics.top_features(counts, 0.25)
+    assert STRONG_FEATURE in top
+
+
+# ----------------------------------------------------------------------------- shared binning
+
+
+def _fold_parts(table, fold, guide):
+    train = np.zeros(len(table), bool)
+    train[fold.train] = True
+    test = np.zeros(len(table), bool)
+    test[fold.test] = True
+    ctrl = C.control_mask(table)
+    rows = np.flatnonzero((table[GUIDE] == guide).to_numpy())
+    return np.flatnonzero(train & ctrl), rows[train[rows]], np.flatnonzero(test & ctrl), rows[test[rows]]
+
+
+def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, scores):
+    """Subsetting the shared binned dataset == building the guide's dataset anew with the same bins."""
+    X, _ = C.feature_matrix(table)
+    params = C.lightgbm_params(CFG, 0)
+    for fold in batch_folds(table):
+        all_train_guides = np.flatnonzero(np.isin(fold.train, np.flatnonzero(~C.control_mask(table))))
+        for guide in ("WEAK_1", "NONE_1"):
+            tr_ctrl, tr, te_ctrl, te = _fold_parts(table, fold, guide)
+            shared = C.SharedFold.build(X, tr_ctrl, fold.train[all_train_guides], te_ctrl, params)
+            X_test = np.concatenate([X[te_ctrl], X[te]])
+            y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
+            gene = guide.split("_")[0]
+            p = dict(params, seed=C._guide_seed(0, gene, guide, fold.name))
+            via_subset = C.score_guide(shared.guide_dataset(tr), X_test, y_test, p, 20, 0.25)
+            rows = np.r_[tr_ctrl, tr]
+            scratch = lgb.Dataset(X[rows], label=np.r_[np.zeros(len(tr_ctrl)), np.ones(len(tr))],
+                                  reference=shared.reference, params=params)
+            via_scratch = C.score_guide(scratch, X_test, y_test, p, 20, 0.25)
+            assert via_subset == via_scratch  # identical, not merely close
+            row = scores[(scores[GUIDE] == guide) & (scores["fold"] == fold.name)].iloc[0]
+            assert row["auroc"] == via_subset.auroc and row["concentration"] == via_subset.concentration
+
+
+def test_shared_bins_close_to_naive_per_guide_rebuild(table, scores):
+    """A naive rebuild (bins from the guide's own training rows, column-subset datasets for
+    top/rest) differs only in bin edges and feature sampling: AUROC within 0.1 here."""
+    X, _ = C.feature_matrix(table)
+    for fold in batch_folds(table):
+        for guide in ("STRONG_1", "WEAK_1"):
+            tr_ctrl, tr, te_ctrl, te = _fold_parts(table, fold, guide)
+            rows = np.r_[tr_ctrl, tr]
+            y = np.r_[np.zeros(len(tr_ctrl)), np.ones(len(tr))]
+            params = dict(C.lightgbm_params(CFG, 0), seed=C._guide_seed(0, guide.split("_")[0], guide, fold.name))
+            booster = lgb.train(params, lgb.Dataset(X[rows], label=y, params=params), num_boost_round=20)
+            y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
+            naive = metrics.auroc(y_test, booster.predict(np.concatenate([X[te_ctrl], X[te]])))
+            row = scores[(scores[GUIDE] == guide) & (scores["fold"] == fold.name)].iloc[0]
+            assert abs(naive - row["auroc"]) < 0.1
+
+
+def test_deterministic_and_independent_of_other_guides(table, scores):
+    again = C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m")
+    pd.testing.assert_frame_equal(scores, again)
+    alone = C.classify_guides(table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=0, variant="base", model="m")
+    pd.testing.assert_frame_equal(alone, scores[scores[GUIDE] == "WEAK_2"].reset_index(drop=True))
+    other_seed = C.classify_guides(table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=1, variant="base", model="m")
+    assert not np.allclose(other_seed["sparsity"], alone["sparsity"])
+
+
+# ----------------------------------------------------------------------------- skips and bad input
+
+
+def test_skips_are_recorded_with_reasons():
+    guides = GUIDES[:2]
+    t = make_table(n_controls=20, guides=guides)
+    # FEW_1: 3 samples, all in batch B0
+    few = t[t[GUIDE] == "STRONG_1"].iloc[:3].copy()
+    few[GENE], few[GUIDE] = "FEW", "FEW_1"
+    few[WELL] = [f"X{i}" for i in range(3)]
+    few[IMAGE_INDEX] = np.arange(len(t), len(t) + 3)
+    t = pd.concat([t, few], ignore_index=True)
+    folds = batch_folds(t)
+    guide_rows = np.flatnonzero((t[PERT_TYPE] == PERTURBATION).to_numpy())
+    folds.append(Fold("no_controls", np.flatnonzero(t[BATCH] != "B0"),
+                      np.intersect1d(np.flatnonzero(t[BATCH] == "B0"), guide_rows), ("B0",)))
+    out = C.classify_guides(t, None, folds, CFG, seed=0, variant="base")
+    assert len(out) == 3 * 4 and not out.duplicated([GUIDE, "fold"]).any()
+    reason = out.set_index([GUIDE, "fold"])["reason"]
+    assert reason["FEW_1", "holdout_B0"] == "too few training samples (0 < 5)"
+    assert reason["FEW_1", "holdout_B1"] == (
+        "too few training samples (3 < 5); held-out fold has no samples of this guide")
+    assert reason["STRONG_1", "no_controls"] == "held-out fold has no controls"
+    skipped = out[out["status"] == "skipped"]
+    assert len(skipped) == 3 + 3  # FEW_1 in every fold; both real guides in no_controls
+    assert skipped[["auroc", "sparsity", "concentration", "auroc_top", "auroc_rest"]].isna().all().all()
+    assert (skipped["reason"] != "").all()
+    ok = out[out["status"] == "ok"]
+    assert ok["auroc"].notna().all() and (ok["reason"] == "").all()
+
+
+def test_too_few_heldout_samples_is_a_skip():
+    t = make_table(n_controls=20, guides=GUIDES[:1], n_per_guide=3)
+    out = C.classify_guides(t, None, batch_folds(t), dict(CFG, min_train_samples=2, min_test_samples=4),
+                            seed=0, variant="base")
+    assert set(out["reason"]) == {"too few held-out samples (3 < 4)"}
+
+
+def test_non_finite_features_raise_naming_columns():
+    t = make_table(n_controls=10, guides=GUIDES[:1])
+    t.loc[5, feature_name(3)] = np.nan
+    t.loc[7, feature_name(6)] = np.inf
+    with pytest.raises(ValueError, match=r"non-finite.*emb_0003.*emb_0006.*row 5"):
+        C.classify_guides(t, None, batch_folds(t), CFG, seed=0, variant="base")
+
+
+def test_constant_features_are_dropped_with_a_warning(caplog):
+    t = make_table(n_controls=20, guides=GUIDES[:1])
+    t[feature_name(4)] = np.float32(1.5)
+    with caplog.at_level(logging.WARNING, logger="phenoica.classify"):
+        out = C.classify_guides(t, None, batch_folds(t), CFG, seed=0, variant="base")
+    assert "emb_0004" in caplog.text and "constant" in caplog.text
+    assert out["sparsity"].between(0, 1).all() and (out["status"] == "ok").all()
+
+
+def test_gene_under_two_pert_types_is_rejected():
+    t = make_table(n_controls=10, guides=GUIDES[:1])
+    t.loc[0, GENE] = "STRONG"
+    with pytest.raises(ScreenError, match="STRONG.*both PertTypes"):
+        C.classify_guides(t, None, batch_folds(t), CFG, seed=0, variant="base")
+
+
+def test_bad_folds_and_guides_are_rejected():
+    t = make_table(n_controls=10, guides=GUIDES[:1])
+    with pytest.raises(ValueError, match="both train and test"):
+        C.classify_guides(t, None, [Fold("f", np.arange(10), np.arange(5, 20), ())], CFG, 0, "base")
+    with pytest.raises(ValueError, match="out of range"):
+        C.classify_guides(t, None, [Fold("f", np.arange(10), np.array([10**6]), ())], CFG, 0, "base")
+    with pytest.raises(ValueError, match="MISSING"):
+        C.classify_guides(t, [("MISSING", "M_1")], batch_folds(t), CFG, 0, "base")
+
+
+# ----------------------------------------------------------------------------- LightGBM parameters
+
+
+def test_lightgbm_params_table6_defaults_and_overrides():
+    p = C.lightgbm_params({}, seed=7)
+    assert p["is_unbalance"] is True and p["learning_rate"] == 0.05 and p["num_leaves"] == 31
+    assert p["feature_fraction"] == 0.6 and p["lambda_l1"] == 5.0 and p["lambda_l2"] == 1.0
+    assert p["objective"] == "binary" and p["seed"] == 7 and p["deterministic"] is True
+    assert "reg_alpha" not in p  # canonical names only
+    # an alias set explicitly beats the untouched default of the same parameter
+    p = C.lightgbm_params({"lightgbm": {"lambda_l1": 0.5, "bagging_fraction": 0.8}}, seed=0)
+    assert p["lambda_l1"] == 0.5 and p["bagging_fraction"] == 0.8
+    with pytest.raises(ValueError, match="classify.lightgbm.num_leavez"):
+        C.lightgbm_params({"lightgbm": {"num_leavez": 8}}, seed=0)
+    with pytest.raises(ValueError, match="num_boost_round"):
+        C.lightgbm_params({"lightgbm": {"num_rounds": 8}}, seed=0)
+    with pytest.raises(ValueError, match="lambda_l1 and reg_alpha|reg_alpha and lambda_l1"):
+        C.lightgbm_params({"lightgbm": {"reg_alpha": 2.0, "lambda_l1": 3.0}}, seed=0)
+    with pytest.raises(ValueError, match="classify.num_boost_round"):
+        C.lightgbm_params({"num_boost_round": 0}, seed=0)
+
+
+# ----------------------------------------------------------------------------- null guides, shards
+
+
+def test_null_guides_are_drawn_per_batch_from_controls():
+    t = make_table()
+    out = C.null_guides(t, 3, seed=5)
+    flag = out[C.NULL_FLAG].to_numpy()
+    assert flag.sum() == 3 * 10 * 3  # 3 pseudo-guides, median guide size 10 per batch, 3 batches
+    assert (t.loc[flag, PERT_TYPE] == CONTROL).all()
+    per = out[flag].groupby([GUIDE, BATCH]).size()
+    assert set(per) == {10} and len(per) == 9
+    assert set(out.loc[flag, GENE]) == {"null"}
+    assert (C.control_mask(out).sum()) == 3 * (60 - 30)
+    pd.testing.assert_frame_equal(C.null_guides(t, 3, seed=5), out)
+    assert not C.null_guides(t, 3, seed=6)[C.NULL_FLAG].equals(out[C.NULL_FLAG])
+    assert C.null_guides(out, 3, seed=99) is out  # idempotent for the same n
+    with pytest.raises(ValueError, match="already holds 3"):
+        C.null_guides(out, 2, seed=0)
+    with pytest.raises(ValueError, match="more than half"):
+        C.null_guides(t, 4, seed=0)
+    t2 = t.copy()
+    t2.loc[t2[GENE] == "NONE", GENE] = "null"
+    with pytest.raises(ScreenError, match="reserved"):
+        C.null_guides(t2, 1, seed=0)
+
+
+def test_shard_genes_partition():
+    genes = [f"G{i:03d}" for i in range(23)][::-1] + ["G005"]
+    shards = C.shard_genes(genes, 4)
+    flat = [g for s in shards for g in s]
+    assert sorted(flat) == sorted(set(genes)) and len(flat) == len(set(flat))
+    assert max(map(len, shards)) - min(map(len, shards)) <= 1
+    assert C.shard_genes(list(reversed(genes)), 4) == shards
+    assert C.shard_genes(["A"], 3) == [["A"], [], []]
+    with pytest.raises(ValueError):
+        C.shard_genes(genes, 0)
+
+
+def test_shards_cover_every_guide_once_and_match_unsharded(scores):
+    t = make_table()  # raw table: classify_shard draws the same pseudo-guides itself
+    folds = batch_folds(t)
+    parts = [C.classify_shard(t, s, 2, folds, CFG, seed=0, variant="base", model="m") for s in range(2)]
+    assert parts[1]["is_null_guide"].sum() == 0 and parts[0]["is_null_guide"].sum() == 2 * 3
+    assert set(parts[0][GENE]).isdisjoint(set(parts[1][GENE]) - {"null"})
+    both = pd.concat(parts).sort_values([GENE, GUIDE, "fold"]).reset_index(drop=True)
+    pd.testing.assert_frame_equal(both, scores.sort_values([GENE, GUIDE, "fold"]).reset_index(drop=True))
+
+
+# ----------------------------------------------------------------------------- summaries
+
+
+def test_summarize_scores_hand_made():
+    base = {"model": "m", "variant": "pca", "n_train_pos": 5, "n_train_neg": 9, "n_test_pos": 2,
+            "n_test_neg": 3, "auroc_top": 0.5, "auroc_rest": 0.5, "is_null_guide": False}
+    rows = pd.DataFrame([
+        dict(base, **{GENE: "A", GUIDE: "A_1"}, fold="f0", auroc=0.8, sparsity=0.2, concentration=0.1, status="ok", reason=""),
+        dict(base, **{GENE: "A", GUIDE: "A_1"}, fold="f1", auroc=0.6, sparsity=0.4, concentration=0.3, status="ok", reason=""),
+        dict(base, **{GENE: "A", GUIDE: "A_2"}, fold="f0", auroc=0.9, sparsity=0.6, concentration=0.5, status="ok", reason=""),
+        dict(base, **{GENE: "A", GUIDE: "A_2"}, fold="f1", auroc=np.nan, sparsity=np.nan, concentration=np.nan,
+             status="skipped", reason="held-out fold has no controls"),
+        dict(base, **{GENE: "B", GUIDE: "B_1"}, fold="f0", auroc=np.nan, sparsity=np.nan, concentration=np.nan,
+             status="skipped", reason="too few training samples (1 < 5)"),
+        dict(base, **{GENE: "null", GUIDE: "null_01"}, fold="f0", auroc=0.4, sparsity=0.1, concentration=0.0,
+             status="ok", reason="", is_null_guide=True),
+    ])[list(C.SCORE_COLUMNS)]
+    guide, gene = C.summarize_scores(rows)
+    assert tuple(guide.columns) == C.GUIDE_SUMMARY_COLUMNS and tuple(gene.columns) == C.GENE_SUMMARY_COLUMNS
+    g = guide.set_index(GUIDE)
+    assert g.loc["A_1", "n_folds_ok"] == 2 and g.loc["A_1", "auroc"] == pytest.approx(0.7)
+    assert g.loc["A_1", "sparsity"] == pytest.approx(0.3) and g.loc["A_1", "concentration"] == pytest.approx(0.2)
+    assert g.loc["A_2", "n_folds_ok"] == 1 and g.loc["A_2", "auroc"] == pytest.approx(0.9)
+    assert g.loc["B_1", "n_folds_ok"] == 0 and math.isnan(g.loc["B_1", "auroc"])
+    assert bool(g.loc["null_01", "is_null_guide"]) and g.loc["null_01", "auroc"] == pytest.approx(0.4)
+    ge = gene.set_index(GENE)
+    assert "null" not in ge.index
+    assert ge.loc["A", "n_guides"] == 2
+    assert ge.loc["A", "auroc"] == pytest.approx((0.8 + 0.6 + 0.9) / 3)
+    assert ge.loc["A", "sparsity"] == pytest.approx((0.2 + 0.4 + 0.6) / 3)
+    assert ge.loc["B", "n_guides"] == 0 and math.isnan(ge.loc["B", "auroc"])
+
+
+# ----------------------------------------------------------------------------- mAP readout
+
+
+def test_guide_map_separates_strong_from_null(tmp_path):
+    guides = [("STRONG", "STRONG_1", STRONG_FEATURE, 8.0), ("NONE", "NONE_1", None, 0.0)]
+    t = C.null_guides(make_table(seed=1, n_controls=40, guides=guides), 1, seed=0)
+    out = C.guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
+    assert tuple(out.columns) == C.MAP_COLUMNS
+    assert len(out) == 3 and set(out["model"]) == {"m"}
+    res = out.set_index(GUIDE)
+    assert res.loc["STRONG_1", "mean_average_precision"] > 0.9
+    assert res.loc["STRONG_1", "p_value"] < 0.01 and bool(res.loc["STRONG_1", "below_p"])
+    for g in ("NONE_1", "null_01"):
+        assert res.loc[g, "mean_average_precision"] < 0.6
+        assert res.loc[g, "p_value"] > 5 * res.loc["STRONG_1", "p_value"]
+    assert bool(res.loc["null_01", "is_null_guide"])

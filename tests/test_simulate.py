@@ -1,0 +1,275 @@
+"""The demo screen generator: layout, ground truth, factor statistics, rendering, batch effects."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from phenoica import screen, simulate
+from phenoica.config import demo_plates, validate_config
+
+SEED = 7
+
+
+def tiny_demo(**overrides) -> dict:
+    """2 batches x 1 plate, 3 genes (1 null) x 2 guides, 32x32 images: fast to render."""
+    demo = {
+        "n_batches": 2, "plates_per_batch": 1, "n_genes": 3, "n_null_genes": 1, "guides_per_gene": 2,
+        "control_wells_per_plate": 8, "wells_per_guide_per_plate": 1, "sites_per_well": 2,
+        "image_size": 32, "cells_per_image": 4, "chunk_images": 8,
+    }
+    demo.update(overrides)
+    return validate_config({"demo": demo})["demo"]
+
+
+@pytest.fixture(scope="module")
+def demo() -> dict:
+    return tiny_demo()
+
+
+@pytest.fixture(scope="module")
+def plates(demo) -> dict[str, tuple[np.ndarray, pd.DataFrame, pd.DataFrame]]:
+    return {plate: simulate.simulate_plate(demo, SEED, plate) for _, plate in demo_plates(demo)}
+
+
+# ------------------------------------------------------------------ truth and layout
+
+
+def test_gene_truth_rows_and_effects(demo):
+    truth = simulate.gene_truth(demo, SEED)
+    pert = truth[truth[screen.PERT_TYPE] == screen.PERTURBATION]
+    ctrl = truth[truth[screen.PERT_TYPE] == screen.CONTROL]
+    assert len(pert) == 3 * 2 and pert[screen.GUIDE].is_unique
+    assert list(pert[screen.GUIDE][:2]) == ["G01_g1", "G01_g2"]
+    assert len(ctrl) == simulate.MAX_CONTROL_GUIDES and set(ctrl[screen.GENE]) == {simulate.CONTROL_GENE}
+    assert pert.groupby(screen.GENE)["has_effect"].first().sum() == 3 - 1
+    lo, hi = demo["guide_efficacy"]
+    assert pert["efficacy"].between(lo, hi).all() and (ctrl["efficacy"] == 0).all()
+    assert pert["efficacy"].nunique() == len(pert)  # guides of a gene differ in efficacy
+    for _, row in pert.iterrows():
+        items = [s for s in row["affected_factors"].split(",") if s]
+        assert len(items) == (demo["factors_per_gene"] if row["has_effect"] else 0)
+    assert not ctrl["has_effect"].any() and (ctrl["affected_factors"] == "").all()
+    assert not simulate.gene_truth(demo, SEED + 1).equals(truth)
+
+
+def test_metadata_contract_counts_and_shuffled_wells(demo, plates):
+    n_guides = 3 * 2
+    wells = n_guides * demo["wells_per_guide_per_plate"] + demo["control_wells_per_plate"]
+    layouts = []
+    for (batch, plate), (tiles, metadata, factors) in zip(demo_plates(demo), plates.values()):
+        checked = screen.validate_metadata(metadata, source=plate)
+        assert list(checked.columns[:8]) == list(screen.REQUIRED_COLUMNS)
+        assert len(metadata) == wells * demo["sites_per_well"] == tiles.shape[0] == len(factors)
+        assert (metadata[screen.BATCH] == batch).all() and (metadata[screen.PLATE] == plate).all()
+        assert (metadata[screen.IMAGE_INDEX].to_numpy() == np.arange(len(metadata))).all()
+        per_guide = metadata[metadata[screen.PERT_TYPE] == screen.PERTURBATION].groupby(screen.GUIDE).size()
+        assert len(per_guide) == n_guides and (per_guide == demo["sites_per_well"]).all()
+        ctrl = metadata[metadata[screen.PERT_TYPE] == screen.CONTROL]
+        assert len(ctrl) == demo["control_wells_per_plate"] * demo["sites_per_well"]
+        assert ctrl[screen.GUIDE].nunique() == 4 and (ctrl[screen.GENE] == simulate.CONTROL_GENE).all()
+        assert metadata.groupby(screen.WELL)[screen.GUIDE].nunique().max() == 1
+        assert (metadata[screen.WELL] == metadata["Metadata_Row"] + metadata["Metadata_Col"].map("{:02d}".format)).all()
+        assert (factors[screen.IMAGE_INDEX] == metadata[screen.IMAGE_INDEX]).all()
+        layouts.append(metadata.drop_duplicates(screen.WELL).set_index(screen.GUIDE)[screen.WELL])
+    pert_guides = [g for g in layouts[0].index if not g.startswith("NTC")]
+    assert (layouts[0][pert_guides] != layouts[1][pert_guides]).any()  # positions shuffled per plate
+
+
+def test_unknown_plate_and_bad_config_are_clear_errors(demo):
+    with pytest.raises(ValueError, match="B09P01.*B01P01"):
+        simulate.simulate_plate(demo, SEED, "B09P01")
+    with pytest.raises(ValueError, match="demo.factors_per_gene"):
+        simulate.gene_truth({**demo, "factors_per_gene": demo["n_factors"] + 1}, SEED)
+    with pytest.raises(ValueError, match="demo.n_factors"):
+        simulate.gene_truth({**demo, "n_factors": len(simulate.FACTORS) + 1, "factors_per_gene": 1}, SEED)
+    with pytest.raises(ValueError, match="wells per plate"):
+        simulate.plate_layout({**demo, "control_wells_per_plate": 2000}, SEED, "B01P01")
+
+
+# ------------------------------------------------------------------ determinism
+
+
+def test_same_seed_same_bytes_other_seed_differs(demo, plates):
+    tiles, metadata, factors = simulate.simulate_plate(demo, SEED, "B01P01")
+    ref_tiles, ref_metadata, ref_factors = plates["B01P01"]
+    assert tiles.tobytes() == ref_tiles.tobytes()
+    pd.testing.assert_frame_equal(metadata, ref_metadata)
+    pd.testing.assert_frame_equal(factors, ref_factors)
+    other, other_md, other_factors = simulate.simulate_plate(demo, SEED + 1, "B01P01")
+    assert other.tobytes() != tiles.tobytes()
+    assert not np.allclose(other_factors.filter(like="factor_").to_numpy(), factors.filter(like="factor_").to_numpy())
+
+
+def test_plate_does_not_depend_on_screen_size(demo, plates):
+    bigger = tiny_demo(n_batches=3)
+    tiles, metadata, factors = simulate.simulate_plate(bigger, SEED, "B02P01")
+    assert tiles.tobytes() == plates["B02P01"][0].tobytes()
+    pd.testing.assert_frame_equal(factors, plates["B02P01"][2])
+
+
+# ------------------------------------------------------------------ factors
+
+
+def test_factor_distributions_are_standardized_non_gaussian_and_independent():
+    n = len(simulate.FACTORS)
+    x = simulate.draw_factors(20000, n, simulate.rng_for(0, "test"))
+    assert np.abs(x.mean(axis=0)).max() < 0.04
+    assert np.abs(x.std(axis=0) - 1).max() < 0.05
+    skew, kurt = stats.skew(x, axis=0), stats.kurtosis(x, axis=0)
+    assert ((np.abs(skew) > 0.5) | (np.abs(kurt) > 0.8)).all(), (skew, kurt)
+    gauss = simulate.rng_for(0, "gauss").standard_normal((20000, 1))  # the same check rejects a Gaussian
+    assert not (abs(stats.skew(gauss)[0]) > 0.5 or abs(stats.kurtosis(gauss)[0]) > 0.8)
+    corr = np.corrcoef(x, rowvar=False)
+    assert np.abs(corr - np.eye(n)).max() < 0.05
+
+
+def test_control_factors_on_a_plate_are_centred_non_gaussian_and_uncorrelated():
+    demo = tiny_demo(control_wells_per_plate=96, sites_per_well=4, image_size=16, cells_per_image=2)
+    _, metadata, factors = simulate.simulate_plate(demo, SEED, "B01P01")
+    ctrl = factors.loc[metadata[screen.PERT_TYPE] == screen.CONTROL].filter(like="factor_").to_numpy()
+    n = len(ctrl)
+    assert n == 384 and ctrl.shape[1] == demo["n_factors"]
+    assert np.abs(ctrl.mean(axis=0)).max() < 4 / np.sqrt(n)
+    non_gaussian = (np.abs(stats.skew(ctrl, axis=0)) > 0.4) | (np.abs(stats.kurtosis(ctrl, axis=0)) > 0.6)
+    assert non_gaussian.mean() >= 0.8
+    corr = np.corrcoef(ctrl, rowvar=False)
+    assert np.abs(corr - np.eye(ctrl.shape[1])).max() < 0.2
+
+
+def test_gene_shifts_exactly_its_affected_factors_on_every_plate():
+    on, off = tiny_demo(effect_size=1.5), tiny_demo(effect_size=0.0)
+    truth = simulate.gene_truth(on, SEED)
+    pd.testing.assert_frame_equal(truth, simulate.gene_truth(off, SEED))  # effect_size only scales
+    truth = truth.set_index(screen.GUIDE)
+    for _, plate in demo_plates(on):
+        _, metadata, with_effect = simulate.simulate_plate(on, SEED, plate)
+        _, _, without = simulate.simulate_plate(off, SEED, plate)
+        cols = [simulate.factor_name(j) for j in range(on["n_factors"])]
+        diff = with_effect[cols].to_numpy() - without[cols].to_numpy()
+        for guide, rows in metadata.groupby(screen.GUIDE).groups.items():
+            expected = np.zeros(len(cols))
+            row = truth.loc[guide]
+            for item in filter(None, row["affected_factors"].split(",")):
+                sign = 1.0 if item[-1] == "+" else -1.0
+                expected[cols.index(item[:-1])] = sign * 1.5 * row["efficacy"]
+            np.testing.assert_allclose(diff[rows], np.tile(expected, (len(rows), 1)), atol=1e-12)
+            assert (np.count_nonzero(expected) == on["factors_per_gene"]) == bool(row["has_effect"])
+
+
+def test_gene_images_differ_from_controls_only_in_affected_factors():
+    demo = tiny_demo(effect_size=2.0, n_null_genes=1, sites_per_well=16, wells_per_guide_per_plate=2,
+                     control_wells_per_plate=16, image_size=16, cells_per_image=2)
+    _, metadata, factors = simulate.simulate_plate(demo, SEED, "B01P01")
+    shifts = simulate.guide_shifts(demo, SEED)
+    truth = simulate.gene_truth(demo, SEED)
+    cols = list(shifts.columns)
+    ctrl = factors.loc[metadata[screen.PERT_TYPE] == screen.CONTROL, cols]
+    for gene, rows in metadata[metadata[screen.PERT_TYPE] == screen.PERTURBATION].groupby(screen.GENE):
+        observed = factors.loc[rows.index, cols].mean() - ctrl.mean()
+        expected = shifts.loc[rows[screen.GUIDE]].mean()
+        se = np.sqrt(1 / len(rows) + 1 / len(ctrl))
+        assert (np.abs(observed - expected) < 4 * se).all(), gene
+        if truth.loc[truth[screen.GENE] == gene, "has_effect"].iloc[0]:
+            hit = expected != 0
+            assert (np.sign(observed[hit]) == np.sign(expected[hit])).all()
+            assert (np.abs(observed[hit]) > 4 * se).all()
+        else:
+            assert (expected == 0).all()
+
+
+# ------------------------------------------------------------------ images
+
+
+def test_images_shape_dtype_and_dynamic_range(demo, plates):
+    for tiles, metadata, _ in plates.values():
+        assert tiles.shape == (len(metadata), 5, 32, 32) and tiles.dtype == np.uint8
+        for c in range(tiles.shape[1]):
+            channel = tiles[:, c]
+            assert np.percentile(channel, 99.5) > 0.2 * 255, c
+            assert (channel == 255).mean() < 0.01, c
+            assert np.median(channel) > 0, c  # background offset + noise, not a black frame
+    tiles16, _, _ = simulate.simulate_plate(tiny_demo(dtype="uint16", channels=["dna", "actin", "x"]), SEED, "B01P01")
+    assert tiles16.dtype == np.uint16 and tiles16.shape[1] == 3 and tiles16.max() > 255
+
+
+def test_channel_roles_by_name_then_position():
+    assert simulate.channel_roles(["nucleus", "er", "actin", "mito", "golgi"]) == list(simulate.ROLES)
+    assert simulate.channel_roles(["dna", "Mito", "c2", "c3", "c4", "c5"]) == [
+        "nucleus", "mito", "actin", "mito", "golgi", "er"]
+
+
+def test_nucleus_area_grows_with_nucleus_size_factor():
+    size_col = [name for name, _ in simulate.FACTORS].index("nucleus_size")
+    areas = []
+    for value in (-2.0, -1.0, 0.0, 1.0, 2.0):
+        factors = np.zeros((16, 10))
+        factors[:, size_col] = value
+        clean = simulate.render_cells(factors, ["nucleus", "er"], 48, 4, simulate.rng_for(0, "layout"))
+        areas.append(float((clean[:, 0] > 0.15).mean()))
+    assert np.all(np.diff(areas) > 0), areas
+    assert areas[-1] > 1.8 * areas[0]
+
+
+def test_nucleus_area_tracks_factor_in_simulated_plate():
+    demo = tiny_demo(control_wells_per_plate=48, image_size=32)
+    tiles, _, factors = simulate.simulate_plate(demo, SEED, "B01P01")
+    area = (tiles[:, 0] > 0.3 * 255).mean(axis=(1, 2))
+    assert stats.spearmanr(area, factors["factor_01"]).statistic > 0.25
+
+
+def test_batch_effects_change_pixels_of_the_same_cells():
+    demo = tiny_demo(n_batches=3, plates_per_batch=2)
+    factors = simulate.draw_factors(12, demo["n_factors"], simulate.rng_for(0, "f"))
+    clean = simulate.render_cells(factors, demo["channels"], 32, 4, simulate.rng_for(0, "r"))
+
+    def image(d: dict, plate: str) -> np.ndarray:
+        nuisance = simulate.nuisance_table(d, SEED, plate, len(clean))
+        return simulate.apply_nuisance(clean, nuisance, d["channels"], d["noise"], "uint8",
+                                       simulate.rng_for(0, "noise")).astype(float)
+
+    a, b = image(demo, "B01P01"), image(demo, "B02P01")
+    means_a, means_b = a.mean(axis=(0, 2, 3)), b.mean(axis=(0, 2, 3))
+    assert np.max(np.abs(np.log(means_a / means_b))) > 0.1
+    # Batch effects outweigh plate effects: plates of one batch look more alike.
+    gains = {p: np.log(simulate.nuisance_table(demo, SEED, p, 1).filter(like="gain_").to_numpy()[0])
+             for _, p in demo_plates(demo)}
+    within = np.mean([np.linalg.norm(gains[f"B0{b}P01"] - gains[f"B0{b}P02"]) for b in (1, 2, 3)])
+    between = np.mean([np.linalg.norm(gains[f"B0{b}P01"] - gains[f"B0{c}P01"]) for b, c in ((1, 2), (1, 3), (2, 3))])
+    assert within < between
+    # Without batch strength every plate sees the same microscope.
+    flat = {**demo, "batch_strength": 0.0}
+    assert np.array_equal(image(flat, "B01P01"), image(flat, "B03P02"))
+    assert not np.array_equal(image(flat, "B01P01"), a)
+
+
+# ------------------------------------------------------------------ writing
+
+
+def test_write_demo_plate_round_trip(demo, plates, tmp_path):
+    store = tmp_path / "plates" / "B01P01.zarr"
+    simulate.write_demo_plate(demo, SEED, "B01P01", store, tmp_path / "md.parquet", tmp_path / "f.parquet")
+    tiles, metadata, factors = plates["B01P01"]
+    stored = screen.open_plate(store)
+    assert stored.chunks[0] == demo["chunk_images"]
+    np.testing.assert_array_equal(stored[:], tiles)
+    assert screen.plate_channels(store) == demo["channels"]
+    pd.testing.assert_frame_equal(screen.read_metadata(tmp_path / "md.parquet"), screen.validate_metadata(metadata))
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "f.parquet"), factors)
+    assert not [p for p in tmp_path.rglob("*") if ".tmp-" in p.name]
+
+
+def test_simulate_screen_writes_every_plate(demo, tmp_path):
+    metadata = simulate.simulate_screen(demo, SEED, tmp_path)
+    plates = [p for _, p in demo_plates(demo)]
+    assert screen.plates_of(metadata) == plates
+    pd.testing.assert_frame_equal(screen.read_metadata(tmp_path / "metadata.parquet"), metadata)
+    for plate in plates:
+        rows = metadata[metadata[screen.PLATE] == plate]
+        tiles = screen.open_plate(tmp_path / "plates" / f"{plate}.zarr")
+        screen.check_plate_against_metadata(tiles, rows, plate)
+        assert tiles.shape[0] == len(rows) == len(pd.read_parquet(tmp_path / "factors" / f"{plate}.parquet"))
+    guides = metadata.groupby(screen.BATCH)[screen.GUIDE].apply(set)
+    assert all(g == guides.iloc[0] for g in guides)  # every batch has every guide

@@ -1,0 +1,106 @@
+"""Batch-effect splits: leave-one-batch-out and stratified in-distribution holdouts."""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phenoica.io import write_parquet
+from phenoica.screen import BATCH, GUIDE, ScreenError
+from phenoica.splits import (
+    Fold,
+    folds_from_table,
+    folds_table,
+    in_distribution,
+    leave_one_batch_out,
+    make_folds,
+)
+from tests.conftest import make_metadata
+
+
+def screen(n_batches: int = 4, seed: int = 0) -> pd.DataFrame:
+    """Uneven batches and guides, rows shuffled so batches interleave."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for b in range(n_batches):
+        for g in range(7):
+            rows += [{BATCH: f"B{b}", GUIDE: f"g{g}", "emb_0000": 0.0}] * int(rng.integers(3, 30))
+    return pd.DataFrame(rows).sample(frac=1.0, random_state=seed).reset_index(drop=True)
+
+
+def test_leave_one_batch_out_tests_each_batch_once():
+    table = screen()
+    folds = leave_one_batch_out(table)
+    batches = table[BATCH].to_numpy()
+    assert [f.name for f in folds] == ["B0", "B1", "B2", "B3"]
+    tested = np.concatenate([f.test for f in folds])
+    assert np.array_equal(np.sort(tested), np.arange(len(table)))  # every row tested exactly once
+    for fold in folds:
+        assert set(batches[fold.test]) == {fold.name} and fold.heldout_batches == (fold.name,)
+        assert fold.name not in set(batches[fold.train])
+        assert np.intersect1d(fold.train, fold.test).size == 0
+        assert fold.train.size + fold.test.size == len(table)
+
+
+def test_leave_one_batch_out_needs_two_batches(metadata):
+    one = metadata.assign(**{BATCH: "B1"})
+    with pytest.raises(ScreenError, match="at least 2 batches"):
+        leave_one_batch_out(one)
+    with pytest.raises(ScreenError, match="missing column Metadata_Batch"):
+        leave_one_batch_out(metadata.drop(columns=BATCH))
+
+
+def test_in_distribution_fractions_stratification_and_seed():
+    table = screen()
+    folds = in_distribution(table, 0.25, 3, seed=11)
+    assert len(folds) == 3
+    for fold in folds:
+        assert np.intersect1d(fold.train, fold.test).size == 0
+        assert fold.train.size + fold.test.size == len(table)
+        assert fold.heldout_batches == ()
+        held = np.zeros(len(table), dtype=bool)
+        held[fold.test] = True
+        per_batch = pd.Series(held).groupby(table[BATCH]).agg(["sum", "size"])
+        assert ((per_batch["sum"] - 0.25 * per_batch["size"]).abs() <= 0.5).all()
+        per_guide = pd.Series(held).groupby([table[BATCH], table[GUIDE]]).agg(["sum", "size"])
+        assert ((per_guide["sum"] - 0.25 * per_guide["size"]).abs() < 1).all()
+    assert not np.array_equal(folds[0].test, folds[1].test)  # repeats draw different images
+    again = in_distribution(table, 0.25, 3, seed=11)
+    assert all(np.array_equal(a.test, b.test) for a, b in zip(folds, again))
+    other = in_distribution(table, 0.25, 3, seed=12)
+    assert not np.array_equal(folds[0].test, other[0].test)
+    with pytest.raises(ValueError, match="holdout_fraction"):
+        in_distribution(table, 1.5, 3, seed=0)
+
+
+def test_make_folds_dispatches():
+    table = screen(n_batches=3)
+    assert len(make_folds(table, {"scheme": "leave_one_batch_out"}, 0)) == 3
+    folds = make_folds(table, {"scheme": "in_distribution", "holdout_fraction": 0.5, "n_folds": 2}, 0)
+    assert len(folds) == 2 and abs(folds[0].test.size - len(table) / 2) <= 3
+    with pytest.raises(ValueError, match="scheme"):
+        make_folds(table, {"scheme": "k_fold"}, 0)
+
+
+def test_folds_table_round_trip(tmp_path):
+    table = make_metadata(n_plates=4)
+    folds = leave_one_batch_out(table)
+    long = folds_table(table, folds)
+    assert len(long) == len(folds) * len(table)
+    assert set(long["split"]) == {"train", "test"}
+    test_rows = long[long["split"] == "test"]
+    assert (test_rows["Metadata_Batch"] == test_rows["fold"]).all()
+    write_parquet(long, tmp_path / "splits.parquet")
+    back = folds_from_table(pd.read_parquet(tmp_path / "splits.parquet"))
+    for a, b in zip(folds, back):
+        assert a.name == b.name and a.heldout_batches == b.heldout_batches
+        assert np.array_equal(a.train, b.train) and np.array_equal(a.test, b.test)
+
+
+def test_fold_is_read_only_and_disjoint():
+    fold = Fold("x", np.array([3, 1]), np.array([2]))
+    assert fold.train.tolist() == [1, 3]
+    with pytest.raises(ValueError):
+        fold.train[0] = 5
+    with pytest.raises(ValueError, match="both train and test"):
+        Fold("y", np.array([1, 2]), np.array([2]))

@@ -1,0 +1,308 @@
+"""Known answers for the embedding variants: whitening, ICA, random rotation, center-scale, I/O."""
+from __future__ import annotations
+
+import json
+import logging
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy.optimize import linear_sum_assignment
+from scipy.stats import ortho_group
+
+from phenoica.screen import BATCH, PERT_TYPE, ScreenError, feature_name
+from phenoica.transforms import (
+    CenterScale,
+    ICARotation,
+    PCAWhitener,
+    RandomRotation,
+    VariantTransform,
+    apply_transform,
+    fit_transforms,
+    fit_variant,
+    fit_variants,
+    parallel_analysis,
+)
+
+
+def independent_sources(n: int, rng: np.random.Generator) -> np.ndarray:
+    """Six standardized non-Gaussian sources: Laplace (super-) and uniform (sub-Gaussian)."""
+    S = np.column_stack([
+        rng.laplace(size=n), rng.uniform(-1, 1, n), rng.laplace(size=n),
+        rng.uniform(-1, 1, n), rng.laplace(size=n), rng.uniform(-1, 1, n),
+    ])
+    return (S - S.mean(axis=0)) / S.std(axis=0)
+
+
+def planted(n: int, d: int, strong: int, rng: np.random.Generator, strength: float = 3.0) -> np.ndarray:
+    """``strong`` independent sources of SD ``strength`` mixed into ``d`` dims + unit Gaussian noise."""
+    S = rng.laplace(size=(n, strong)) / np.sqrt(2)
+    A = ortho_group.rvs(d, random_state=1)[:strong]
+    return strength * S @ A + rng.normal(size=(n, d))
+
+
+def make_profiles(n_batches: int = 3, per_batch: int = 240, d: int = 12, seed: int = 0) -> pd.DataFrame:
+    """A profile table: batches with their own offset/scale, 1/3 controls, 4 planted sources."""
+    rng = np.random.default_rng(seed)
+    frames = []
+    for b in range(n_batches):
+        X = planted(per_batch, d, 4, rng) * rng.uniform(0.5, 2.0, d) + rng.normal(0, 3, d)
+        ctrl = np.arange(per_batch) % 3 == 0
+        meta = pd.DataFrame({
+            BATCH: f"B{b + 1}",
+            "Metadata_Plate": f"B{b + 1}P1",
+            "Metadata_Guide": np.where(ctrl, "NTC", [f"g{i % 5}" for i in range(per_batch)]),
+            PERT_TYPE: np.where(ctrl, "control", "perturbation"),
+            "Metadata_Extra": np.arange(per_batch),
+        })
+        feats = pd.DataFrame(X.astype(np.float32), columns=[feature_name(i) for i in range(d)])
+        frames.append(pd.concat([meta, feats], axis=1))
+    return pd.concat(frames, ignore_index=True)
+
+
+def split(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]]:
+    feats = [c for c in table.columns if c.startswith("emb_")]
+    return table[feats].to_numpy(), table[BATCH].to_numpy(), (table[PERT_TYPE] == "control").to_numpy(), feats
+
+
+CFG = {"n_components": 4, "center_scale": True, "fit_on": "all", "ica": "picard"}
+
+
+# ---------------------------------------------------------------- whitening
+
+
+def test_whitening_gives_identity_covariance(rng):
+    X = rng.normal(size=(3000, 8)) @ rng.normal(size=(8, 8)) + 5.0
+    w = PCAWhitener(n_components=8, eps=1e-6).fit(X)
+    Z = w.transform(X)
+    lam = w.explained_variance_
+    np.testing.assert_allclose(Z.mean(axis=0), 0.0, atol=1e-10)
+    np.testing.assert_allclose(np.cov(Z.T), np.diag(lam / (lam + 1e-6)), atol=1e-9)
+    Z0 = PCAWhitener(n_components=8, eps=0.0).fit(X).transform(X)
+    np.testing.assert_allclose(np.cov(Z0.T), np.eye(8), atol=1e-9)
+    assert np.all(np.diff(lam) <= 0)
+
+
+def test_float32_in_float32_out(rng):
+    X = rng.normal(size=(500, 6)).astype(np.float32)
+    w = PCAWhitener(n_components=3).fit(X)
+    assert w.transform(X).dtype == np.float32
+    assert w.transform(X.astype(np.float64)).dtype == np.float64
+
+
+def test_component_count_by_integer_and_fraction(rng):
+    sd = np.sqrt([10, 8, 6, 4] + [0.02] * 16)  # top 3 explain 0.85, top 4 explain 0.99
+    X = (rng.normal(size=(6000, 20)) * sd) @ ortho_group.rvs(20, random_state=3)
+    assert PCAWhitener(n_components=7).fit(X).n_components_ == 7
+    fit = PCAWhitener(n_components=0.9).fit(X)
+    assert fit.n_components_ == 4
+    assert fit.explained_variance_ratio_.sum() >= 0.9
+    assert PCAWhitener(n_components=0.8).fit(X).n_components_ == 3
+    assert PCAWhitener(n_components="parallel", seed=0).fit(X).n_components_ == 4
+
+
+def test_parallel_analysis_finds_planted_components(rng):
+    X = planted(3000, 30, 6, rng)
+    k, observed, threshold = parallel_analysis(X, seed=0)
+    assert k == 6
+    assert np.all(observed[:6] > threshold[:6]) and observed[6] <= threshold[6]
+    assert parallel_analysis(X, seed=0)[0] == k  # seeded
+    # a smaller subsample than the data still finds them
+    assert parallel_analysis(X, seed=1, max_samples=1500)[0] == 6
+    noise = rng.normal(size=(2000, 15))
+    assert parallel_analysis(noise, seed=0)[0] == 1  # nothing above the floor: at least one
+
+
+def test_too_few_samples_or_features_for_components(rng):
+    with pytest.raises(ValueError, match="at most min"):
+        PCAWhitener(n_components=8).fit(rng.normal(size=(100, 5)))
+    with pytest.raises(ValueError, match="5 samples"):
+        PCAWhitener(n_components=6).fit(rng.normal(size=(5, 20)))
+    with pytest.raises(ValueError, match="fraction"):
+        PCAWhitener(n_components=1.5).fit(rng.normal(size=(50, 5)))
+    with pytest.raises(ValueError, match="parallel"):
+        PCAWhitener(n_components="all").fit(rng.normal(size=(50, 5)))
+
+
+def test_non_finite_features_are_named(rng):
+    X = rng.normal(size=(50, 5))
+    X[7, 3] = np.nan
+    with pytest.raises(ScreenError, match=r"feature 3"):
+        PCAWhitener(n_components=2).fit(X)
+
+
+# ---------------------------------------------------------------- rotations
+
+
+@pytest.mark.parametrize("method", ["picard", "fastica"])
+def test_ica_recovers_orthogonally_mixed_sources(method, rng):
+    S = independent_sources(4000, rng)
+    X = S @ ortho_group.rvs(6, random_state=7).T * 2.0 + 1.0
+    Z = PCAWhitener(n_components=6).fit(X).transform(X)
+    ica = ICARotation(method=method, seed=0).fit(Z)
+    assert ica.converged_ and ica.n_iter_ > 0
+    Y = ica.transform(Z)
+    corr = np.abs(np.corrcoef(Y.T, S.T)[:6, 6:])
+    rows, cols = linear_sum_assignment(-corr)
+    assert corr[rows, cols].min() > 0.95
+    # orthogonal: the whitened covariance stays the identity
+    np.testing.assert_allclose(ica.rotation_ @ ica.rotation_.T, np.eye(6), atol=1e-12)
+    np.testing.assert_allclose(np.cov(Y.T), np.eye(6), atol=1e-5)  # identity within eps
+
+
+@pytest.mark.parametrize("method", ["picard", "fastica"])
+def test_ica_non_convergence_is_reported(method, rng, caplog):
+    Z = PCAWhitener(n_components=6).fit_transform(independent_sources(2000, rng) @ rng.normal(size=(6, 6)))
+    with caplog.at_level(logging.WARNING, logger="phenoica.transforms"):
+        ica = ICARotation(method=method, max_iter=1, tol=1e-12, seed=0).fit(Z)
+    assert ica.converged_ is False
+    assert any("did not converge" in r.getMessage() for r in caplog.records)
+    np.testing.assert_allclose(ica.rotation_ @ ica.rotation_.T, np.eye(6), atol=1e-12)
+
+
+def test_ica_subsample_is_seeded(rng):
+    Z = PCAWhitener(n_components=6).fit_transform(independent_sources(3000, rng) @ rng.normal(size=(6, 6)))
+    a = ICARotation(seed=3, max_samples=1000).fit(Z)
+    b = ICARotation(seed=3, max_samples=1000).fit(Z)
+    assert a.n_samples_fit_ == 1000
+    np.testing.assert_array_equal(a.rotation_, b.rotation_)
+
+
+def test_random_rotation_orthogonal_and_seeded(rng):
+    Z = rng.normal(size=(10, 9))
+    r1, r2, r3 = (RandomRotation(seed=s).fit(Z) for s in (4, 4, 5))
+    np.testing.assert_allclose(r1.rotation_ @ r1.rotation_.T, np.eye(9), atol=1e-12)
+    np.testing.assert_array_equal(r1.rotation_, r2.rotation_)
+    assert not np.allclose(r1.rotation_, r3.rotation_)
+    np.testing.assert_allclose(r1.transform(Z), Z @ r1.rotation_.T)
+
+
+# ---------------------------------------------------------------- center-scale
+
+
+def test_center_scale_uses_each_batch_controls(rng):
+    X = np.vstack([rng.normal(3, 2, (40, 4)), rng.normal(-1, 0.5, (30, 4))])
+    batches = np.array(["A"] * 40 + ["B"] * 30)
+    ctrl = np.arange(70) % 2 == 0
+    cs = CenterScale().fit(X, batches, ctrl)
+    out = cs.transform(X, batches)
+    for b in "AB":
+        rows = (batches == b) & ctrl
+        np.testing.assert_allclose(out[rows].mean(axis=0), 0, atol=1e-12)
+        np.testing.assert_allclose(out[rows].std(axis=0, ddof=1), 1, atol=1e-12)
+    assert cs.n_controls_.tolist() == [20, 15]
+
+
+def test_center_scale_unseen_batch_uses_its_own_controls_without_refit(rng):
+    X = rng.normal(size=(40, 3))
+    batches, ctrl = np.array(["A"] * 20 + ["B"] * 20), np.arange(40) % 2 == 0
+    cs = CenterScale().fit(X, batches, ctrl)
+    mean_before = cs.mean_.copy()
+    Xn = rng.normal(10, 4, size=(12, 3))
+    cn = np.arange(12) < 6
+    out = cs.transform(Xn, np.array(["C"] * 12), cn)
+    expected = (Xn - Xn[cn].mean(axis=0)) / Xn[cn].std(axis=0, ddof=1)
+    np.testing.assert_allclose(out, expected)
+    assert cs.batches_.tolist() == ["A", "B"]
+    np.testing.assert_array_equal(cs.mean_, mean_before)
+    with pytest.raises(ValueError, match="'C' was not seen"):
+        cs.transform(Xn, np.array(["C"] * 12))
+
+
+def test_center_scale_errors_name_batch_and_columns(rng):
+    X = rng.normal(size=(20, 3))
+    batches = np.array(["A"] * 10 + ["B"] * 10)
+    with pytest.raises(ScreenError, match=r"batch 'B': 1 control"):
+        CenterScale().fit(X, batches, np.arange(20) < 11)
+    with pytest.raises(ScreenError, match=r"batch 'B': 0 control"):
+        CenterScale().fit(X, batches, np.arange(20) < 10)
+    X[:, 1] = 2.0
+    with pytest.raises(ScreenError, match=r"\['emb_0001'\] are constant"):
+        CenterScale().fit(X, batches, np.arange(20) % 2 == 0, feature_names=["emb_0000", "emb_0001", "emb_0002"])
+
+
+# ---------------------------------------------------------------- variants and I/O
+
+
+def test_variants_share_whitening_and_round_trip(tmp_path):
+    X, b, c, names = split(make_profiles())
+    fitted = fit_variants(["base", "pca", "pca_ica", "pca_rand"], X, b, c, CFG, seed=0, feature_names=names)
+    pca = fitted["pca"].transform(X, b, c)
+    np.testing.assert_array_equal(fitted["base"].transform(X), X)
+    np.testing.assert_allclose(fitted["pca_rand"].transform(X, b, c), pca @ fitted["pca_rand"].rotation.rotation_.T)
+    np.testing.assert_allclose(fitted["pca_ica"].transform(X, b, c), pca @ fitted["pca_ica"].rotation.rotation_.T)
+    for variant, vt in fitted.items():
+        path = vt.save(tmp_path / f"{variant}.npz")
+        again = VariantTransform.load(path)
+        np.testing.assert_array_equal(again.transform(X, b, c), vt.transform(X, b, c))
+        assert again.feature_names_out == vt.feature_names_out
+        assert again.fit_report == vt.fit_report
+        assert json.loads(path.with_suffix(".json").read_text())["variant"] == variant
+    assert fitted["pca"].feature_names_out == ["comp_0000", "comp_0001", "comp_0002", "comp_0003"]
+    assert fitted["pca_ica"].fit_report["ica"]["converged"]
+
+
+def test_new_batch_is_not_refitted(tmp_path):
+    table = make_profiles(n_batches=3)
+    train, new = table[table[BATCH] != "B3"], table[table[BATCH] == "B3"]
+    X, b, c, names = split(train)
+    vt = fit_variant("pca_ica", X, b, c, CFG, seed=0, feature_names=names)
+    steps = (vt.center_scale, vt.whitener, vt.rotation)
+    before = [{k: np.copy(v) for k, v in vars(s).items() if k.endswith("_")} for s in steps]
+    Xn, bn, cn, _ = split(new)
+    out = vt.transform(Xn, bn, cn)
+    for s, snap in zip(steps, before):
+        for k, v in snap.items():
+            np.testing.assert_array_equal(getattr(s, k), v)
+    scaled = (Xn - Xn[cn].mean(axis=0)) / Xn[cn].std(axis=0, ddof=1)
+    expected = vt.rotation.transform(vt.whitener.transform(scaled))
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
+
+
+def test_fit_on_controls_and_seed(rng):
+    X, b, c, names = split(make_profiles())
+    on_ctrl = fit_variant("pca_rand", X, b, c, {**CFG, "fit_on": "controls"}, seed=0, feature_names=names)
+    assert on_ctrl.fit_report["n_samples_fit"] == int(c.sum())
+    other = fit_variant("pca_rand", X, b, c, {**CFG, "fit_on": "controls"}, seed=1, feature_names=names)
+    assert not np.allclose(on_ctrl.rotation.rotation_, other.rotation.rotation_)
+
+
+def test_fit_transforms_and_apply_on_tables(tmp_path):
+    table = make_profiles()
+    cfg = {"variants": ["base", "pca", "pca_ica", "pca_rand"], "n_components": "parallel", "ica": "fastica"}
+    paths = fit_transforms(table, cfg, seed=0, out_dir=tmp_path)
+    assert sorted(paths) == ["base", "pca", "pca_ica", "pca_rand"]
+    report = json.loads((tmp_path / "fit_report.json").read_text())
+    assert report["pca"]["n_components"] == 4  # the 4 planted sources, by parallel analysis
+    assert report["pca_ica"]["ica"]["method"] == "fastica"
+    new = make_profiles(n_batches=1, seed=5)  # batch "B1" of another screen: known name, fitted stats
+    for variant, path in paths.items():
+        out = apply_transform(table, path)
+        assert list(out.columns[:5]) == list(table.columns[:5])
+        pd.testing.assert_frame_equal(out.iloc[:, :5], table.iloc[:, :5])
+        feats = out.columns[5:]
+        assert all(out[f].dtype == np.float32 for f in feats)
+        assert feats[0] == ("emb_0000" if variant == "base" else "comp_0000")
+        assert len(apply_transform(new, path)) == len(new)
+    pca = apply_transform(table, paths["pca"]).iloc[:, 5:].to_numpy(np.float64)
+    np.testing.assert_allclose(np.cov(pca.T), np.eye(4), atol=1e-3)
+
+
+def test_table_errors_name_columns(tmp_path):
+    table = make_profiles()
+    bad = table.copy()
+    bad.loc[5, "emb_0003"] = np.inf
+    with pytest.raises(ScreenError, match="emb_0003"):
+        fit_transforms(bad, CFG, 0, tmp_path)
+    flat = table.copy()
+    flat["emb_0007"] = np.float32(1.0)
+    with pytest.raises(ScreenError, match=r"emb_0007.*constant"):
+        fit_transforms(flat, CFG, 0, tmp_path)
+    paths = fit_transforms(table, {**CFG, "variants": ["pca"]}, 0, tmp_path)
+    with pytest.raises(ScreenError, match="missing \\['emb_0002'\\]"):
+        apply_transform(table.drop(columns="emb_0002"), paths["pca"])
+    no_ctrl = make_profiles(n_batches=1, seed=3).assign(**{BATCH: "B9", PERT_TYPE: "perturbation"})
+    with pytest.raises(ScreenError, match="batch 'B9': 0 control"):
+        apply_transform(no_ctrl, paths["pca"])
+    with pytest.raises(ValueError, match="unknown key"):
+        fit_transforms(table, {"n_component": 3}, 0, tmp_path)
