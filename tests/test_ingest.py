@@ -143,6 +143,20 @@ def test_discover_images_default_pattern(rxrx: tuple[Path, dict]) -> None:
     assert all(Path(p).parent == root / "P1" for p in found["path"])
 
 
+def test_default_pattern_matches_config_schema() -> None:
+    from phenoica.config import load_schema
+
+    screen = load_schema()["properties"]["screen"]["properties"]
+    assert screen["image_pattern"]["default"] == ingest.DEFAULT_PATTERN
+
+
+def test_two_files_for_one_image_are_an_error(rxrx: tuple[Path, dict]) -> None:
+    root, pixels = rxrx
+    write_png(root / "P1" / "A1_s1_w1.png", pixels[("A01", 1, "1")])  # same image as A01_s1_w1.png
+    with pytest.raises(ScreenError, match=r"well A01 site 1 channel '1' matches more than one file"):
+        ingest.discover_images(root, ingest.DEFAULT_PATTERN, "P1")
+
+
 def test_ingest_png_uint8_round_trip(rxrx: tuple[Path, dict], tmp_path: Path, caplog) -> None:
     root, pixels = rxrx
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
@@ -342,6 +356,7 @@ def write_hcs_by_hand_v3(path: Path, pixels: dict, wells: list[tuple[str, str]] 
             field.create_array("0", shape=data.shape, dtype=data.dtype, chunks=data.shape)[:] = data
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # ome-zarr's own Scaler default
 @pytest.mark.parametrize("version", ["0.4", "0.5"])
 def test_ome_zarr_writer_plate_round_trip(tmp_path: Path, version: str, caplog) -> None:
     pixels = hcs_pixels("uint8", (3, 2, H, W), seed=2)  # (c, z, y, x), z = 2

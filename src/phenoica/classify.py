@@ -8,21 +8,20 @@ its split counts, and concentration (retrained on the top ``concentration_k`` fr
 features by split count and on the rest).
 
 Shared work. The controls dominate every training set (tens of thousands of rows against a
-guide's handful), so everything about them is done once per fold, not once per guide:
+guide's handful), so everything about them is done once per fold, not once per guide
+(``SharedFold``):
 
-1. bin boundaries are found once, on the fold's training controls (``SharedFold.reference``,
-   a constructed ``lightgbm.Dataset``); a guide's score therefore does not depend on which
-   other guides share its table or shard;
-2. the training controls and the training rows of every guide to be scored are binned once
-   into one ``lightgbm.Dataset`` with those boundaries (``SharedFold.dataset``);
-3. a guide's training set is a row subset of it (``Dataset.subset``: a copy of already-binned
-   rows, no re-binning), so the per-guide cost is training, not dataset construction;
-4. the concentration models reuse that same binned subset: "retrain on the top features" is a
-   model allowed to split only on them (a single LightGBM interaction-constraint set; features
-   outside every set are never split on), so no column-subset dataset is ever built. Feature
-   fraction sampling then draws 60% of all D features per tree and keeps those in the allowed
-   set, which includes each allowed feature with the same probability as retraining on the
-   column subset would; the exact count per tree can differ by a few features.
+1. bin boundaries are found once per feature, on the fold's training controls; a guide's score
+   therefore does not depend on which other guides share its table or shard;
+2. the training controls and the training rows of every guide to be scored are binned once,
+   one LightGBM Dataset per feature column, and merged into one all-feature Dataset;
+3. a guide's training set is a row subset of that (``Dataset.subset``: a copy of binned rows,
+   no re-binning); the concentration models' column subsets are merged from the per-feature
+   Datasets (``Dataset.add_features_from``: a copy of binned columns) and then row-subset.
+
+So the per-guide cost is training the three models, not building their datasets; the result
+is identical to building each guide's datasets from raw floats with the same bin boundaries
+(tested).
 
 A feature constant across a fold's training controls gets a single bin and is never split on
 in that fold (bins come from the controls); for continuous embeddings this does not occur.
@@ -46,9 +45,10 @@ import logging
 import math
 import tempfile
 import time
+import warnings
 import zlib
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 import jsonschema
 import lightgbm as lgb
@@ -95,7 +95,6 @@ MAP_COLUMNS: tuple[str, ...] = (
 _RESERVED = {
     "num_iterations": "set classify.num_boost_round instead",
     "seed": "every seed derives from the workflow seed",
-    "interaction_constraints": "phenoica uses it to restrict the concentration models to feature subsets",
 }
 
 
@@ -153,8 +152,7 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
     with different values are an error, unless one of them is a schema default left untouched
     (then the other, explicitly set, wins). Adds ``objective=binary``, ``seed``,
     ``deterministic=True`` and ``force_col_wise=True`` (unless row-wise was asked for), so a
-    fixed seed gives identical models. ``num_iterations``, ``seed`` and
-    ``interaction_constraints`` may not be set here.
+    fixed seed gives identical models. ``num_iterations`` and ``seed`` may not be set here.
     """
     cfg = resolve_classify_config(cfg_classify)
     given = dict(cfg["lightgbm"])
@@ -387,15 +385,17 @@ def _fold_arrays(folds: Sequence[Any], n_rows: int) -> list[tuple[str, np.ndarra
 
 @dataclass
 class SharedFold:
-    """What every guide of one fold shares: bins, binned training rows, held-out controls.
+    """What every guide of one fold shares: binned training rows and the held-out controls.
 
-    ``reference`` holds the bin boundaries (found on the training controls); ``dataset`` holds
-    the training controls (first ``n_controls`` rows) and the training rows of the guides to
-    be scored, binned with them; ``local`` maps a table row to its row in ``dataset`` (-1 when
-    absent); ``X_test_controls`` are the held-out controls' raw features.
+    ``columns[j]`` is feature ``j`` of the fold's training rows as a constructed one-feature
+    ``lightgbm.Dataset``, binned with boundaries found on the training controls; its first
+    ``n_controls`` rows are the training controls (label 0), then the training rows of the
+    guides to be scored (label 1). ``dataset`` is all features merged. ``local`` maps a table
+    row to its row in these datasets (-1 when absent). ``X_test_controls`` are the held-out
+    controls' raw features.
     """
 
-    reference: lgb.Dataset
+    columns: list[lgb.Dataset]
     dataset: lgb.Dataset
     n_controls: int
     local: np.ndarray
@@ -406,23 +406,44 @@ class SharedFold:
         cls, X: np.ndarray, train_controls: np.ndarray, train_guide_rows: np.ndarray,
         test_controls: np.ndarray, params: Mapping[str, Any],
     ) -> "SharedFold":
-        """Find bins on ``X[train_controls]`` and bin those rows plus ``X[train_guide_rows]`` once."""
-        reference = lgb.Dataset(X[train_controls], params=dict(params), free_raw_data=True).construct()
+        """Find bins on ``X[train_controls]``; bin those rows plus ``X[train_guide_rows]`` once."""
+        params = dict(params)
         rows = np.concatenate([train_controls, train_guide_rows]).astype(np.int64)
         label = np.concatenate([np.zeros(len(train_controls)), np.ones(len(train_guide_rows))])
-        dataset = lgb.Dataset(
-            X[rows], label=label, reference=reference, params=dict(params), free_raw_data=True
-        ).construct()
+        columns = []
+        for j in range(X.shape[1]):
+            name = [f"f{j:04d}"]
+            bins = lgb.Dataset(X[train_controls, j : j + 1], feature_name=name, params=params).construct()
+            columns.append(
+                lgb.Dataset(X[rows, j : j + 1], label=label, reference=bins, feature_name=name, params=params).construct()
+            )
         local = np.full(len(X), -1, dtype=np.int64)
         local[rows] = np.arange(len(rows))
-        return cls(reference, dataset, len(train_controls), local, X[test_controls])
+        shared = cls(columns, columns[0], len(train_controls), local, X[test_controls])
+        shared.dataset = shared._merge(range(X.shape[1]))
+        return shared
 
-    def guide_dataset(self, train_positions: np.ndarray) -> lgb.Dataset:
-        """The training set of one guide: all training controls + its rows, already binned."""
+    def _merge(self, features: Iterable[int]) -> lgb.Dataset:
+        """The given feature columns as one Dataset over all fold rows (bins copied, not redone)."""
+        features = [int(f) for f in features]
+        merged = self.columns[features[0]].subset(list(range(self.columns[0].num_data()))).construct()
+        with warnings.catch_warnings():
+            # LightGBM warns that raw data was freed and categorical features reset: both intended
+            warnings.simplefilter("ignore", UserWarning)
+            for f in features[1:]:
+                merged.add_features_from(self.columns[f])
+        return merged
+
+    def guide_dataset(self, train_positions: np.ndarray, features: np.ndarray | None = None) -> lgb.Dataset:
+        """The training set of one guide: all training controls + its rows, already binned.
+
+        ``features`` (sorted column indices) restricts it to those columns; None = all.
+        """
         loc = self.local[train_positions]
         if (loc < 0).any():
             raise ValueError("SharedFold.guide_dataset: some rows were not binned with this fold")
-        return self.dataset.subset(np.concatenate([np.arange(self.n_controls), loc]).astype(np.int32))
+        source = self.dataset if features is None else self._merge(features)
+        return source.subset(np.concatenate([np.arange(self.n_controls), loc]).astype(np.int32))
 
 
 @dataclass(frozen=True)
@@ -437,26 +458,27 @@ class GuideScore:
 
 
 def score_guide(
-    train_set: lgb.Dataset, X_test: np.ndarray, y_test: np.ndarray, params: Mapping[str, Any],
-    num_boost_round: int, concentration_k: float,
+    dataset_for: Callable[[np.ndarray | None], lgb.Dataset], X_test: np.ndarray, y_test: np.ndarray,
+    params: Mapping[str, Any], num_boost_round: int, concentration_k: float,
 ) -> GuideScore:
-    """Train the full model and the top-/rest-feature models on ``train_set``; score on the test rows.
+    """Train the full model and the top-/rest-feature models; score each on the test rows.
 
-    Sparsity from the full model's split fractions; top features = top ``concentration_k``
-    fraction by its split counts; the top and rest models may split only on their features.
-    Raises ValueError when the full model makes no split (fractions undefined).
+    ``dataset_for(features)`` returns the guide's training Dataset restricted to the sorted
+    column indices ``features`` (None = all columns); ``X_test`` holds all columns. Sparsity
+    comes from the full model's split fractions; the top features are the top
+    ``concentration_k`` fraction by its split counts, the rest are the others; both are
+    retrained from scratch with the same parameters and rounds. Raises ValueError when the full
+    model makes no split (fractions undefined).
     """
-    full = lgb.train(dict(params), train_set, num_boost_round=num_boost_round)
-    n_features = full.num_feature()
+    full = lgb.train(dict(params), dataset_for(None), num_boost_round=num_boost_round)
     counts = full.feature_importance(importance_type="split")
     auc = metrics.auroc(y_test, full.predict(X_test))
-    c = metrics.split_fractions(counts, n_features)
+    c = metrics.split_fractions(counts, full.num_feature())
     top, rest = metrics.top_features(counts, concentration_k)
     aucs = []
     for subset in (top, rest):
-        sub_params = dict(params, interaction_constraints=[subset.tolist()])
-        booster = lgb.train(sub_params, train_set, num_boost_round=num_boost_round)
-        aucs.append(metrics.auroc(y_test, booster.predict(X_test)))
+        booster = lgb.train(dict(params), dataset_for(subset), num_boost_round=num_boost_round)
+        aucs.append(metrics.auroc(y_test, booster.predict(X_test[:, subset])))
     return GuideScore(auc, metrics.sparsity(c), metrics.concentration(aucs[0], aucs[1]), aucs[0], aucs[1])
 
 
@@ -582,7 +604,9 @@ def classify_guides(
                 y_test = np.concatenate([np.zeros(len(test_ctrl)), np.ones(len(te))])
                 guide_params = dict(params, seed=_guide_seed(seed, gene, guide, fold_name))
                 try:
-                    score = score_guide(shared.guide_dataset(tr), X_test, y_test, guide_params, rounds, k)
+                    score = score_guide(
+                        functools.partial(shared.guide_dataset, tr), X_test, y_test, guide_params, rounds, k
+                    )
                 except ValueError as exc:
                     row["reason"] = f"classifier could not be scored: {exc}"
                 else:

@@ -48,7 +48,7 @@ import shutil
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -92,7 +92,7 @@ def natural_key(text: str) -> list[Any]:
     return [int(p) if i % 2 else p.lower() for i, p in enumerate(parts)]
 
 
-def natural_sorted(values: Sequence[str]) -> list[str]:
+def natural_sorted(values: Iterable[str]) -> list[str]:
     """``values`` sorted naturally (see ``natural_key``)."""
     return sorted(values, key=natural_key)
 
@@ -237,7 +237,7 @@ def _glob_escape(text: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", text)
 
 
-def _scan_images(images_dir: Path | str, pattern: str, plate: str) -> tuple[pd.DataFrame, _Pattern]:
+def _scan_images(images_dir: Path | str, pattern: str, plate: str) -> pd.DataFrame:
     """Files of ``plate`` that match ``pattern``: raw and parsed fields, one row per file."""
     root = Path(images_dir)
     if not root.is_dir():
@@ -274,7 +274,7 @@ def _scan_images(images_dir: Path | str, pattern: str, plate: str) -> tuple[pd.D
             f"{same[0]}: well {first['well']} site {first['site']} channel {first['channel']!r} matches "
             f"more than one file {same} (wells compared after normalizing A1 -> A01)"
         )
-    return found, compiled
+    return found
 
 
 def discover_images(images_dir: Path | str, pattern: str, plate: str) -> pd.DataFrame:
@@ -284,7 +284,7 @@ def discover_images(images_dir: Path | str, pattern: str, plate: str) -> pd.Data
     files that do not match it are ignored. Rows are sorted by path. Two files for the same
     (well, site, channel) raise ScreenError naming both.
     """
-    found, _ = _scan_images(images_dir, pattern, plate)
+    found = _scan_images(images_dir, pattern, plate)
     return found[["plate", "well", "site", "channel", "path"]].reset_index(drop=True)
 
 
@@ -344,10 +344,10 @@ def _resolve_channels(found: pd.DataFrame, channels: Sequence[str] | None, sourc
             raise ScreenError(f"{source}: no image files found")
         return values
     out = [str(c) for c in channels]
-    if len(set(out)) != len(out):
-        raise ValueError(f"channels {out}: each channel may be listed once")
     if not out:
         raise ValueError("channels: empty list; give the channel values or null for all")
+    if len(set(out)) != len(out):
+        raise ValueError(f"channels {out}: each channel may be listed once")
     return out
 
 
@@ -381,7 +381,7 @@ def ingest_image_plate(
     plate = str(plate)
     rows = _plate_rows(plate_map, plate)
     source = f"{images_dir / pattern} (plate {plate})"
-    found, _ = _scan_images(images_dir, pattern, plate)
+    found = _scan_images(images_dir, pattern, plate)
     if found.empty:
         raise ScreenError(f"{source}: no image files match the pattern")
     chans = _resolve_channels(found, channels, source)
@@ -391,7 +391,7 @@ def ingest_image_plate(
     found = found[found["channel"].isin(chans)]
 
     mapped = set(rows[WELL])
-    unmapped = natural_sorted(sorted(set(found["well"]) - mapped))
+    unmapped = natural_sorted(set(found["well"]) - mapped)
     if unmapped:
         log.warning(
             "plate %s: skipping images of %d well(s) absent from the plate map: %s",
@@ -423,7 +423,7 @@ def ingest_image_plate(
     paths = grid.to_numpy(dtype=object)
 
     first = read_image(paths[0, 0])
-    shape = (len(paths), len(chans), *first.shape)
+    shape = (len(paths), len(chans), int(first.shape[0]), int(first.shape[1]))
     log.info("plate %s: %d images x %d channels %s of %s %s", plate, shape[0], shape[1], chans, first.shape, first.dtype)
 
     def blocks() -> Iterator[np.ndarray]:
@@ -562,7 +562,7 @@ def _hcs_field(well_group: zarr.Group, well: str, site: int, where: str, path: s
     return _Field(well, site, array, f"{where}/{dataset}", axes, channels)
 
 
-def read_hcs_field(field: _Field) -> np.ndarray:
+def _read_hcs_field(field: _Field) -> np.ndarray:
     """A field's image as (C, Y, X): t = 0, maximum projection over z."""
     index = tuple(0 if a == "t" else slice(None) for a in field.axes)
     data = np.asarray(field.array[index])
@@ -601,7 +601,7 @@ def ingest_ome_zarr_plate(
     if not fields:
         raise ScreenError(f"{plate_path}: the HCS plate has no fields")
     mapped = set(rows[WELL])
-    unmapped = natural_sorted(sorted({f.well for f in fields} - mapped))
+    unmapped = natural_sorted({f.well for f in fields} - mapped)
     if unmapped:
         raise ScreenError(
             f"{plate_path}: well(s) {unmapped[:20]} of the HCS plate are not in the plate map "
@@ -628,7 +628,8 @@ def ingest_ome_zarr_plate(
     metadata = _metadata(rows, sites, str(metadata_out))
     channels = list(first.channels)
     dtype = np.dtype(first.array.dtype)
-    shape = (len(fields), *first.size_cyx)
+    n_channels, height, width = first.size_cyx
+    shape = (len(fields), n_channels, height, width)
     log.info("plate %s: %d fields x %d channels %s of %s %s", plate, shape[0], shape[1], channels, shape[2:], dtype)
 
     def blocks() -> Iterator[np.ndarray]:
@@ -636,7 +637,7 @@ def ingest_ome_zarr_plate(
             part = fields[start : start + chunk_images]
             block = np.empty((len(part), *shape[1:]), dtype=dtype)
             for i, f in enumerate(part):
-                block[i] = read_hcs_field(f)
+                block[i] = _read_hcs_field(f)
             yield block
 
     _write(store, metadata_out, metadata, blocks(), channels, shape, dtype, chunk_images)
@@ -670,14 +671,14 @@ def _write(
     metadata: pd.DataFrame,
     blocks: Iterator[np.ndarray],
     channels: list[str],
-    shape: tuple[int, ...],
+    shape: tuple[int, int, int, int],
     dtype: np.dtype,
     chunk_images: int,
 ) -> None:
     """Stream the tiles into the store, then write the metadata; neither is left on failure."""
     if chunk_images < 1:
         raise ValueError(f"chunk_images must be >= 1, got {chunk_images}")
-    write_plate(store, blocks, channels, shape=tuple(shape), dtype=dtype, chunk_images=chunk_images)  # type: ignore[arg-type]
+    write_plate(store, blocks, channels, shape=shape, dtype=dtype, chunk_images=chunk_images)
     try:
         write_parquet(metadata, metadata_out)
     except BaseException:

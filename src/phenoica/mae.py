@@ -151,9 +151,13 @@ def _check_spec(spec: Mapping[str, Any]) -> None:
     if missing:
         raise ValueError(f"model spec is missing key(s) {missing}; expected {list(ARCH_KEYS)}")
     if spec["img_size"] % spec["patch_size"]:
-        raise ValueError(f"model spec: img_size {spec['img_size']} is not a multiple of patch_size {spec['patch_size']}")
+        raise ValueError(
+            f"model spec: img_size {spec['img_size']} is not a multiple of patch_size {spec['patch_size']}"
+        )
     if spec["embed_dim"] % spec["num_heads"]:
-        raise ValueError(f"model spec: embed_dim {spec['embed_dim']} is not divisible by num_heads {spec['num_heads']}")
+        raise ValueError(
+            f"model spec: embed_dim {spec['embed_dim']} is not divisible by num_heads {spec['num_heads']}"
+        )
 
 
 def build_encoder(spec: Mapping[str, Any], in_chans: int, seed: int = 0) -> VisionTransformer:
@@ -419,10 +423,14 @@ def save_checkpoint(
     elif isinstance(model, VisionTransformer):
         encoder, decoder = model, None
     else:
-        raise TypeError(f"save_checkpoint: expected an MAE, a VisionTransformer or a FeatureExtractor, got {type(model).__name__}")
-    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in encoder.state_dict().items()}
+        raise TypeError(
+            "save_checkpoint: expected an MAE, a VisionTransformer or a FeatureExtractor, "
+            f"got {type(model).__name__}"
+        )
+    named = dict(encoder.state_dict())
     if decoder is not None:
-        tensors.update({f"decoder.{k}": v.detach().to("cpu").contiguous().clone() for k, v in decoder.state_dict().items()})
+        named.update({f"decoder.{k}": v for k, v in decoder.state_dict().items()})
+    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in named.items()}
     metadata = {
         METADATA_SPEC: json.dumps(_arch_of(spec), sort_keys=True),
         METADATA_IN_CHANS: str(int(encoder.in_chans)),
@@ -500,7 +508,9 @@ def read_state_dict(path: Path | str) -> dict[str, torch.Tensor]:
             raise CheckpointError(f"{path}: cannot read torch checkpoint ({exc})") from None
         state = _unwrap_state_dict(obj, path)
     else:
-        raise CheckpointError(f"{path}: expected a .safetensors, .pth, .pt or .bin checkpoint, got {suffix or 'no extension'}")
+        raise CheckpointError(
+            f"{path}: expected a .safetensors, .pth, .pt or .bin checkpoint, got {suffix or 'no extension'}"
+        )
     return _strip_prefixes(state)
 
 
