@@ -128,8 +128,8 @@ def test_split_feature_of_strong_guide(table):
     train[fold.train] = True
     ctrl = np.flatnonzero(train & C.control_mask(table))
     guide = np.flatnonzero(train & (table[GUIDE] == "STRONG_1").to_numpy())
-    shared = C.SharedFold.build(X, ctrl, guide, np.array([], dtype=np.int64), C.lightgbm_params(CFG, 0))
-    booster = lgb.train(C.lightgbm_params(CFG, 0), shared.guide_dataset(guide), num_boost_round=20)
+    bins = C.FoldBins.build(X, ctrl, np.array([], dtype=np.int64), C.lightgbm_params(CFG, 0))
+    booster = lgb.train(C.lightgbm_params(CFG, 0), bins.block(guide).guide_dataset(guide), num_boost_round=20)
     counts = booster.feature_importance(importance_type="split")
     assert int(np.argmax(counts)) == STRONG_FEATURE
     top, _ = metrics.top_features(counts, 0.25)
@@ -158,7 +158,7 @@ def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, s
     for fold in batch_folds(table):
         for guide in ("WEAK_1", "NONE_1"):
             tr_ctrl, tr, te_ctrl, te = _fold_parts(table, fold, guide)
-            shared = C.SharedFold.build(X, tr_ctrl, np.intersect1d(fold.train, perturbed), te_ctrl, params)
+            block = C.FoldBins.build(X, tr_ctrl, te_ctrl, params).block(np.intersect1d(fold.train, perturbed))
             X_test = np.concatenate([X[te_ctrl], X[te]])
             y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
             rows, y = np.r_[tr_ctrl, tr], np.r_[np.zeros(len(tr_ctrl)), np.ones(len(tr))]
@@ -169,7 +169,7 @@ def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, s
                 return lgb.Dataset(X[np.ix_(rows, cols)], label=y, reference=bins, params=params)
 
             p = dict(params, seed=C._guide_seed(0, guide.split("_")[0], guide, fold.name))
-            via_shared = C.score_guide(functools.partial(shared.guide_dataset, tr), X_test, y_test, p, 20, 0.25)
+            via_shared = C.score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, 0.25)
             via_scratch = C.score_guide(scratch, X_test, y_test, p, 20, 0.25)
             assert via_shared == via_scratch  # identical, not merely close
             row = scores[(scores[GUIDE] == guide) & (scores["fold"] == fold.name)].iloc[0]
@@ -198,6 +198,9 @@ def test_deterministic_and_independent_of_other_guides(table, scores):
     again = C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m")
     pd.testing.assert_frame_equal(scores, again)
     alone = C.classify_guides(table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=0, variant="base", model="m")
+    blocks_of_two = C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m",
+                                      block_size=2)
+    pd.testing.assert_frame_equal(scores, blocks_of_two)
     pd.testing.assert_frame_equal(alone, scores[scores[GUIDE] == "WEAK_2"].reset_index(drop=True))
     other_seed = C.classify_guides(table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=1, variant="base", model="m")
     assert not np.allclose(other_seed["sparsity"], alone["sparsity"])

@@ -122,7 +122,8 @@ def test_mean_and_cls_pooling():
     x = torch.randn(4, 3, 16, 16)
     mean, cls = FeatureExtractor(enc, "mean"), FeatureExtractor(enc, "cls")
     fm, fc = features(mean, x), features(cls, x)
-    assert fm.shape == fc.shape == (4, 32) and mean.feature_dim == 32
+    assert fm.shape == fc.shape == (4, 32) and mean.feature_dim == 32 and mean.in_chans == 3
+    assert FeatureExtractor(build_encoder(CA_SPEC, 3)).in_chans is None  # any channel count
     assert fm.dtype == torch.float32
     with torch.no_grad():
         tokens = enc.forward_features(x)

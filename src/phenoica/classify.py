@@ -8,13 +8,14 @@ its split counts, and concentration (retrained on the top ``concentration_k`` fr
 features by split count and on the rest).
 
 Shared work. The controls dominate every training set (tens of thousands of rows against a
-guide's handful), so everything about them is done once per fold, not once per guide
-(``SharedFold``):
+guide's handful), so everything about them is done once per fold or block, not per guide:
 
-1. bin boundaries are found once per feature, on the fold's training controls; a guide's score
-   therefore does not depend on which other guides share its table or shard;
-2. the training controls and the training rows of every guide to be scored are binned once,
-   one LightGBM Dataset per feature column, and merged into one all-feature Dataset;
+1. bin boundaries are found once per fold and feature, on the fold's training controls
+   (``FoldBins``); a guide's score therefore does not depend on which other guides share its
+   table or shard;
+2. the training controls and the training rows of a block of guides (``GUIDES_PER_BLOCK``) are
+   binned once (``GuideBlock``), one LightGBM Dataset per feature column, and merged into one
+   all-feature Dataset;
 3. a guide's training set is a row subset of that (``Dataset.subset``: a copy of binned rows,
    no re-binning); the concentration models' column subsets are merged from the per-feature
    Datasets (``Dataset.add_features_from``: a copy of binned columns) and then row-subset.
@@ -383,48 +384,72 @@ def _fold_arrays(folds: Sequence[Any], n_rows: int) -> list[tuple[str, np.ndarra
     return out
 
 
-@dataclass
-class SharedFold:
-    """What every guide of one fold shares: binned training rows and the held-out controls.
+GUIDES_PER_BLOCK = 64
 
-    ``columns[j]`` is feature ``j`` of the fold's training rows as a constructed one-feature
-    ``lightgbm.Dataset``, binned with boundaries found on the training controls; its first
-    ``n_controls`` rows are the training controls (label 0), then the training rows of the
-    guides to be scored (label 1). ``dataset`` is all features merged. ``local`` maps a table
-    row to its row in these datasets (-1 when absent). ``X_test_controls`` are the held-out
-    controls' raw features.
+
+@dataclass
+class FoldBins:
+    """What every guide of one fold shares: bin boundaries and the held-out controls.
+
+    ``bins[j]`` is a constructed one-feature ``lightgbm.Dataset`` of the fold's training
+    controls: it fixes feature ``j``'s bin boundaries for every guide of the fold.
+    ``X_test_controls`` are the held-out controls' raw features.
+    """
+
+    bins: list[lgb.Dataset]
+    X: np.ndarray
+    train_controls: np.ndarray
+    X_test_controls: np.ndarray
+    params: dict[str, Any]
+
+    @classmethod
+    def build(
+        cls, X: np.ndarray, train_controls: np.ndarray, test_controls: np.ndarray, params: Mapping[str, Any]
+    ) -> "FoldBins":
+        """Find each feature's bin boundaries on ``X[train_controls]``."""
+        params = dict(params)
+        bins = [
+            lgb.Dataset(X[train_controls, j : j + 1], feature_name=[f"f{j:04d}"], params=params).construct()
+            for j in range(X.shape[1])
+        ]
+        return cls(bins, X, np.asarray(train_controls, dtype=np.int64), X[test_controls], params)
+
+    def block(self, train_guide_rows: np.ndarray) -> "GuideBlock":
+        """Bin the training controls plus ``train_guide_rows`` (a block of guides) once."""
+        rows = np.concatenate([self.train_controls, np.asarray(train_guide_rows, dtype=np.int64)])
+        label = np.concatenate([np.zeros(len(self.train_controls)), np.ones(len(train_guide_rows))])
+        columns = [
+            lgb.Dataset(
+                self.X[rows, j : j + 1], label=label, reference=ref, feature_name=ref.feature_name,
+                params=self.params,
+            ).construct()
+            for j, ref in enumerate(self.bins)
+        ]
+        local = np.full(len(self.X), -1, dtype=np.int64)
+        local[rows] = np.arange(len(rows))
+        block = GuideBlock(columns, columns[0], len(self.train_controls), local)
+        block.dataset = block.merge(range(len(columns)))
+        return block
+
+
+@dataclass
+class GuideBlock:
+    """Binned training rows of one fold for a block of guides.
+
+    ``columns[j]`` is feature ``j`` as a one-feature Dataset over the fold's training controls
+    (first ``n_controls`` rows, label 0) and the block's guides' training rows (label 1),
+    binned with the fold's ``FoldBins``; ``dataset`` is all features merged; ``local`` maps a
+    table row to its row in them (-1 when absent). Blocks keep the per-guide copying
+    proportional to the controls, however many guides a shard holds.
     """
 
     columns: list[lgb.Dataset]
     dataset: lgb.Dataset
     n_controls: int
     local: np.ndarray
-    X_test_controls: np.ndarray
 
-    @classmethod
-    def build(
-        cls, X: np.ndarray, train_controls: np.ndarray, train_guide_rows: np.ndarray,
-        test_controls: np.ndarray, params: Mapping[str, Any],
-    ) -> "SharedFold":
-        """Find bins on ``X[train_controls]``; bin those rows plus ``X[train_guide_rows]`` once."""
-        params = dict(params)
-        rows = np.concatenate([train_controls, train_guide_rows]).astype(np.int64)
-        label = np.concatenate([np.zeros(len(train_controls)), np.ones(len(train_guide_rows))])
-        columns = []
-        for j in range(X.shape[1]):
-            name = [f"f{j:04d}"]
-            bins = lgb.Dataset(X[train_controls, j : j + 1], feature_name=name, params=params).construct()
-            columns.append(
-                lgb.Dataset(X[rows, j : j + 1], label=label, reference=bins, feature_name=name, params=params).construct()
-            )
-        local = np.full(len(X), -1, dtype=np.int64)
-        local[rows] = np.arange(len(rows))
-        shared = cls(columns, columns[0], len(train_controls), local, X[test_controls])
-        shared.dataset = shared._merge(range(X.shape[1]))
-        return shared
-
-    def _merge(self, features: Iterable[int]) -> lgb.Dataset:
-        """The given feature columns as one Dataset over all fold rows (bins copied, not redone)."""
+    def merge(self, features: Iterable[int]) -> lgb.Dataset:
+        """The given feature columns as one Dataset over all block rows (bins copied, not redone)."""
         features = [int(f) for f in features]
         merged = self.columns[features[0]].subset(list(range(self.columns[0].num_data()))).construct()
         with warnings.catch_warnings():
@@ -441,8 +466,8 @@ class SharedFold:
         """
         loc = self.local[train_positions]
         if (loc < 0).any():
-            raise ValueError("SharedFold.guide_dataset: some rows were not binned with this fold")
-        source = self.dataset if features is None else self._merge(features)
+            raise ValueError("GuideBlock.guide_dataset: some rows were not binned in this block")
+        source = self.dataset if features is None else self.merge(features)
         return source.subset(np.concatenate([np.arange(self.n_controls), loc]).astype(np.int32))
 
 
@@ -528,6 +553,8 @@ def classify_guides(
     variant: str,
     model: str = "",
     log: logging.Logger | None = None,
+    *,
+    block_size: int = GUIDES_PER_BLOCK,
 ) -> pd.DataFrame:
     """Score each (guide, fold): one row per pair with exactly ``SCORE_COLUMNS``.
 
@@ -535,9 +562,12 @@ def classify_guides(
     pseudo-guide in the table). ``folds`` carry positional ``train``/``test`` row indices.
     Pairs that cannot be scored get status ``skipped`` with the reason and NaN scores; nothing
     is dropped silently. Results are deterministic for a fixed ``seed`` and independent of
-    which other guides are scored alongside.
+    which other guides are scored alongside. ``block_size`` guides share one binned block of
+    training rows (a memory/speed trade-off only; results do not depend on it).
     """
     log = log or logging.getLogger(__name__)
+    if block_size < 1:
+        raise ValueError(f"classify_guides: block_size must be >= 1, got {block_size}")
     cfg = resolve_classify_config(cfg_classify)
     source = f"classification table ({model or 'model'}/{variant})"
     _check_table(table, source)
@@ -580,17 +610,20 @@ def classify_guides(
             reasons = _skip_reasons(len(tr), len(train_ctrl), len(te), len(test_ctrl), cfg)
             plans.append((gene, guide, is_null, tr, te, reasons))
         to_train = [p for p in plans if not p[5]]
-        shared = None
+        fold_bins = None
         if to_train:
-            shared = SharedFold.build(
-                X, train_ctrl, np.concatenate([p[3] for p in to_train]), test_ctrl, params
-            )
+            fold_bins = FoldBins.build(X, train_ctrl, test_ctrl, params)
             log.info(
-                "fold %s (%d/%d): bins and %d training rows shared by %d guide(s) in %.1fs",
-                fold_name, f_i + 1, len(fold_arrays), shared.dataset.num_data(), len(to_train),
-                time.perf_counter() - t0,
+                "fold %s (%d/%d): bins of %d features on %d training controls in %.1fs; %d guide(s) to score",
+                fold_name, f_i + 1, len(fold_arrays), X.shape[1], len(train_ctrl), time.perf_counter() - t0,
+                len(to_train),
             )
         every = max(1, min(50, len(to_train) // 10))
+        block, block_of = None, {}
+        for start in range(0, len(to_train), block_size):
+            for p in to_train[start : start + block_size]:
+                block_of[(p[0], p[1])] = start
+        current = -1
         for gene, guide, is_null, tr, te, reasons in plans:
             row: dict[str, Any] = {
                 "model": model, "variant": variant, GENE: gene, GUIDE: guide, "is_null_guide": is_null,
@@ -599,13 +632,19 @@ def classify_guides(
                 **{c: math.nan for c in _FLOAT_COLUMNS}, "status": SKIPPED, "reason": "; ".join(reasons),
             }
             if not reasons:
-                assert shared is not None
-                X_test = np.concatenate([shared.X_test_controls, X[te]])
+                assert fold_bins is not None
+                start = block_of[(gene, guide)]
+                if start != current:
+                    members = to_train[start : start + block_size]
+                    block = fold_bins.block(np.concatenate([p[3] for p in members]))
+                    current = start
+                assert block is not None
+                X_test = np.concatenate([fold_bins.X_test_controls, X[te]])
                 y_test = np.concatenate([np.zeros(len(test_ctrl)), np.ones(len(te))])
                 guide_params = dict(params, seed=_guide_seed(seed, gene, guide, fold_name))
                 try:
                     score = score_guide(
-                        functools.partial(shared.guide_dataset, tr), X_test, y_test, guide_params, rounds, k
+                        functools.partial(block.guide_dataset, tr), X_test, y_test, guide_params, rounds, k
                     )
                 except ValueError as exc:
                     row["reason"] = f"classifier could not be scored: {exc}"
@@ -622,7 +661,7 @@ def classify_guides(
         n_skip = len(plans) - len(to_train)
         if n_skip:
             log.info("fold %s: %d guide(s) skipped (reasons in the score table)", fold_name, n_skip)
-        del shared
+        del fold_bins, block
     out = _typed_scores(pd.DataFrame(rows))
     order = {g: i for i, g in enumerate(guides)}
     fold_order = {name: i for i, (name, _, _) in enumerate(fold_arrays)}

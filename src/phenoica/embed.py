@@ -21,11 +21,11 @@ import json
 import logging
 import shutil
 import time
-from concurrent.futures import ThreadPoolExecutor
-from contextlib import closing, contextmanager, nullcontext
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, TypeVar
+from typing import Any, Iterator, Mapping
 
 import dask.array as da
 import numpy as np
@@ -52,8 +52,6 @@ from phenoica.screen import (
 
 MANIFEST = "manifest.json"
 PARTS_FORMAT = 1
-T = TypeVar("T")
-R = TypeVar("R")
 
 
 @dataclass(frozen=True)
@@ -365,21 +363,6 @@ def embed_plate(
     return out
 
 
-def prefetch(items: list[T], load: Callable[[T], R]) -> Iterator[tuple[T, R]]:
-    """Yield ``(item, load(item))`` in order, loading the next item in a background thread
-    while the caller works on the current one (at most two loaded items alive at a time)."""
-    if not items:
-        return
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="phenoica-prefetch") as pool:
-        pending = pool.submit(load, items[0])
-        for i, item in enumerate(items):
-            result = pending.result()
-            if i + 1 < len(items):
-                pending = pool.submit(load, items[i + 1])
-            yield item, result
-            del result
-
-
 def run_chunks(
     todo: list[Chunk],
     tiles: da.Array,
@@ -395,23 +378,31 @@ def run_chunks(
     plate: str,
     log: logging.Logger,
 ) -> None:
-    """Embed ``todo`` chunk by chunk, reading the next in a background thread; write each part."""
+    """Embed ``todo`` chunk by chunk. One background thread reads and preprocesses the next chunk
+    while the model runs on the current one, and writes each finished part; at most two chunks
+    of crops are alive at a time."""
+    if not todo:
+        return
     total = sum(len(c.image_indices) for c in todo)
     done, t0 = 0, time.perf_counter()
     source = f"{store} (plate {plate})"
-
-    def load(chunk: Chunk) -> torch.Tensor:
-        return load_chunk(tiles, chunk, crop_size, intensity_max, source, pin=device.type == "cuda")
-
-    with closing(prefetch(todo, load)) as stream:
-        for i, (chunk, crops) in enumerate(stream):
+    pin = device.type == "cuda"
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="phenoica-embed") as worker:
+        writes: list[Future[Path]] = []
+        next_load = worker.submit(load_chunk, tiles, todo[0], crop_size, intensity_max, source, pin)
+        for i, chunk in enumerate(todo):
+            crops = next_load.result()
+            if i + 1 < len(todo):
+                next_load = worker.submit(load_chunk, tiles, todo[i + 1], crop_size, intensity_max, source, pin)
             emb = embed_crops(model, crops, batch_size, device).cpu().numpy().astype(np.float32, copy=False)
             del crops
             check_finite(emb, chunk, rows, store)
-            write_part(parts, chunk, emb)
+            writes.append(worker.submit(write_part, parts, chunk, emb))
             done += len(chunk.image_indices)
             elapsed = time.perf_counter() - t0
             rate = done / elapsed if elapsed > 0 else float("inf")
             eta = (total - done) / rate if rate > 0 else float("nan")
             log.info("plate %s: chunk %d/%d, %d image(s), %.1f images/s, ETA %.0f s",
                      plate, i + 1, len(todo), len(chunk.image_indices), rate, eta)
+        for write in writes:
+            write.result()  # surface a failed write before the parts are assembled

@@ -509,7 +509,7 @@ def read_state_dict(path: Path | str) -> dict[str, torch.Tensor]:
         state = _unwrap_state_dict(obj, path)
     else:
         raise CheckpointError(
-            f"{path}: expected a .safetensors, .pth, .pt or .bin checkpoint, got {suffix or 'no extension'}"
+            f"{path}: expected a .safetensors, .pth, .pt, .bin or .ckpt checkpoint, got {suffix or 'no extension'}"
         )
     return _strip_prefixes(state)
 
@@ -601,6 +601,8 @@ class FeatureExtractor(nn.Module):
         self.encoder = encoder
         self.pool = pool
         self.feature_dim = int(encoder.embed_dim)
+        # Channels the extractor takes; None = any count up to MAX_CHANNELS (channel-agnostic).
+        self.in_chans: int | None = None if is_channel_agnostic(encoder) else int(encoder.in_chans)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         check_input(self.encoder, x, "FeatureExtractor input")
@@ -626,14 +628,16 @@ def build_feature_extractor(
 
 
 def resolve_device(device: str = "auto") -> torch.device:
-    """'auto' = CUDA when available else CPU; 'cuda' without a GPU is an error."""
+    """'auto' = CUDA when available else CPU; 'cuda' (or 'cuda:N') without a GPU is an error."""
     if device == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cuda" and not torch.cuda.is_available():
-        raise ValueError("device 'cuda' requested but no CUDA device is available")
-    if device not in ("cpu", "cuda"):
-        raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
-    return torch.device(device)
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda" or device.startswith("cuda:"):
+        if not torch.cuda.is_available():
+            raise ValueError(f"device {device!r} requested but no CUDA device is available")
+        return torch.device(device)
+    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
 def sample_training_images(stores: list[Path], max_images: int, seed: int) -> list[np.ndarray]:
