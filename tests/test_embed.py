@@ -7,13 +7,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 import torch
 import zarr
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from phenoica.embed import embed_plate, iter_chunks, parts_dir, resolve_device
+from phenoica.embed import assemble, embed_plate, iter_chunks, parts_dir, resolve_device, write_part
 from phenoica.preprocess import prepare
 from phenoica.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
 
@@ -94,8 +95,10 @@ def test_output_rows_columns_and_known_answer(tmp_path):
     idx = [7, 0, 3, 9, 4, 1, 8]  # a subset, shuffled
     meta = make_metadata(idx)
     model = make_model()
-    out = run(store, meta, model, tmp_path / "emb" / "P1.parquet", chunk_images=3, batch_size=5)
+    out = run(store, meta.assign(notes="not a Metadata_ column"), model, tmp_path / "emb" / "P1.parquet",
+              chunk_images=3, batch_size=5)
     df = pd.read_parquet(out)
+    assert "notes" not in df.columns
     expected_meta = validate_metadata(meta).sort_values(IMAGE_INDEX).reset_index(drop=True)
     assert len(df) == len(meta)
     pd.testing.assert_frame_equal(df[list(meta.columns)], expected_meta)
@@ -302,3 +305,80 @@ def test_threads_are_restored(tmp_path):
     before = torch.get_num_threads()
     run(store, make_metadata(range(3)), make_model(), tmp_path / "o.parquet", threads=2)
     assert torch.get_num_threads() == before
+
+
+def test_assemble_streams_parts_into_row_groups(tmp_path):
+    rows = validate_metadata(make_metadata(range(10)))
+    chunks = list(iter_chunks((3, 3, 3, 1), rows[IMAGE_INDEX].to_numpy()))
+    parts = tmp_path / "parts"
+    parts.mkdir()
+    emb = np.arange(10 * 5, dtype=np.float32).reshape(10, 5)
+    for c in chunks:
+        write_part(parts, c, emb[c.start : c.stop])
+    out = assemble(tmp_path / "o.parquet", parts, chunks, rows, 5, row_group_rows=4)
+    assert pq.ParquetFile(out).metadata.num_row_groups == 2  # parts of 3+3 rows, then 3+1
+    df = pd.read_parquet(out)
+    pd.testing.assert_frame_equal(df[list(rows.columns)], rows)
+    np.testing.assert_array_equal(embeddings(df), emb)
+
+
+class Declared(nn.Module):
+    """A FeatureExtractor-shaped wrapper: declares in_chans and feature_dim."""
+
+    def __init__(self, inner: nn.Module, in_chans: int, feature_dim: int):
+        super().__init__()
+        self.inner, self.in_chans, self.feature_dim = inner, in_chans, feature_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.inner(x)
+
+
+def test_declared_attributes_are_checked(tmp_path):
+    store, tiles = make_store(tmp_path, n=3)
+    meta, inner = make_metadata(range(3)), make_model()
+    df = pd.read_parquet(run(store, meta, Declared(inner, 3, DIM), tmp_path / "ok.parquet"))
+    np.testing.assert_allclose(embeddings(df), direct(inner, tiles), atol=1e-5, rtol=0)
+    with pytest.raises(ScreenError, match="has 3 channels but the model expects 5"):
+        run(store, meta, Declared(inner, 5, DIM), tmp_path / "a.parquet")
+    with pytest.raises(ValueError, match="feature_dim is 16 but its forward pass returns 32"):
+        run(store, meta, Declared(inner, 3, 16), tmp_path / "b.parquet")
+    with pytest.raises(ValueError, match="identity must be a JSON-serializable dict"):
+        run(store, meta, inner, tmp_path / "c.parquet", identity={"ckpt": object()})
+    assert not list(tmp_path.glob("[abc].parquet*"))
+
+
+SPEC = {"img_size": CROP, "patch_size": 4, "embed_dim": DIM, "depth": 1, "num_heads": 2, "mlp_ratio": 2.0,
+        "channel_agnostic": False, "pool": "mean", "seed": 0}
+
+
+@pytest.mark.parametrize("agnostic", [False, True])
+def test_phenoica_feature_extractor(tmp_path, agnostic):
+    from phenoica.mae import build_encoder, build_feature_extractor
+
+    store, tiles = make_store(tmp_path, n=5)
+    spec = {**SPEC, "channel_agnostic": agnostic}
+    extractor = build_feature_extractor(spec, in_chans=3)
+    df = pd.read_parquet(run(store, make_metadata(range(5)), extractor, tmp_path / "o.parquet"))
+    np.testing.assert_allclose(embeddings(df), direct(extractor, tiles), atol=1e-5, rtol=0)
+    # built for 4 channels: a fixed model refuses the 3-channel plate, a channel-agnostic one takes it
+    for model in (build_feature_extractor(spec, in_chans=4), build_encoder(spec, in_chans=4)):
+        if agnostic:
+            run(store, make_metadata(range(5)), model, tmp_path / "a.parquet")
+        else:
+            with pytest.raises(ScreenError, match="has 3 channels but the model expects 4"):
+                run(store, make_metadata(range(5)), model, tmp_path / "a.parquet")
+
+
+def test_model_identity_follows_checkpoint_bytes_and_spec(tmp_path):
+    from phenoica.embed import model_identity
+
+    ckpt = tmp_path / "enc.pt"
+    ckpt.write_bytes(b"weights-1")
+    a = model_identity(ckpt, SPEC)
+    assert a == model_identity(str(ckpt), dict(SPEC)) and len(a["checkpoint_sha256"]) == 64
+    ckpt.write_bytes(b"weights-2")
+    assert model_identity(ckpt, SPEC) != a
+    assert model_identity(None, SPEC) == {"checkpoint_sha256": None, "spec": SPEC}
+    assert model_identity(None, {**SPEC, "seed": 1}) != model_identity(None, SPEC)
+    with pytest.raises(FileNotFoundError, match="nope.pt: checkpoint not found"):
+        model_identity(tmp_path / "nope.pt", SPEC)

@@ -10,8 +10,8 @@ Resume: every finished chunk is written atomically to ``{out}.parts/chunk_{i:05d
 (``Metadata_ImageIndex`` + features) beside a ``manifest.json`` recording the identity of the
 work (store, shape, dtype, chunking, crop size, intensity_max, model identity, feature dim). A
 rerun after a kill skips chunks already finished; parts written under another identity are
-discarded. The final parquet is assembled part by part (memory bounded by one chunk), renamed
-into place atomically, and the parts folder is removed.
+discarded. The final parquet is assembled from the parts in row groups (memory bounded by one
+row group, not the plate), renamed into place atomically, and the parts folder is removed.
 """
 
 from __future__ import annotations
@@ -36,6 +36,7 @@ import torch
 from torch import nn
 
 from phenoica.io import atomic_path, get_logger
+from phenoica.mae import ChannelAgnosticPatchEmbed
 from phenoica.preprocess import prepare
 from phenoica.screen import (
     IMAGE_INDEX,
@@ -45,6 +46,7 @@ from phenoica.screen import (
     ScreenError,
     check_plate_against_metadata,
     feature_name,
+    metadata_columns,
     open_plate,
     read_metadata,
     validate_metadata,
@@ -52,9 +54,10 @@ from phenoica.screen import (
 
 MANIFEST = "manifest.json"
 PARTS_FORMAT = 1
+ROW_GROUP_ROWS = 16384  # rows per row group of the final parquet
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Chunk:
     """One unit of streamed work: store images ``[start, stop)`` and the referenced ones in it."""
 
@@ -79,12 +82,17 @@ def resolve_device(device: str) -> torch.device:
 
 
 def model_in_chans(model: nn.Module) -> int | None:
-    """Channels the model expects: its ``in_chans`` attribute (phenoica FeatureExtractor), else
-    ``model.patch_embed.proj.in_channels`` (a plain timm ViT), else None (unknown: any count,
-    e.g. a channel-agnostic model, which then is checked by a probe forward pass only)."""
-    value = getattr(model, "in_chans", None)
-    if isinstance(value, int):
-        return value
+    """Channels the model expects, or None for any count (checked then by the probe pass only).
+
+    In order: a channel-agnostic patch embedding (phenoica.mae) -> None; the model's
+    ``in_chans`` attribute (phenoica FeatureExtractor: an int, or None when channel-agnostic;
+    a timm ViT: an int); else ``model.patch_embed.proj.in_channels``; else None.
+    """
+    if isinstance(getattr(model, "patch_embed", None), ChannelAgnosticPatchEmbed):
+        return None
+    if hasattr(model, "in_chans"):
+        value = getattr(model, "in_chans")
+        return value if isinstance(value, int) else None
     proj = getattr(getattr(model, "patch_embed", None), "proj", None)
     value = getattr(proj, "in_channels", None)
     return value if isinstance(value, int) else None
@@ -100,11 +108,29 @@ def model_digest(model: nn.Module) -> str:
     return h.hexdigest()
 
 
+def model_identity(checkpoint: Path | str | None, spec: Mapping[str, Any]) -> dict[str, Any]:
+    """Resume identity of a model built from ``spec`` with weights from ``checkpoint``:
+    the SHA-256 of the checkpoint file (None = seeded random init, decided by the spec) and
+    the spec itself. Pass it as ``embed_plate(identity=...)``."""
+    digest = None
+    if checkpoint is not None:
+        path = Path(checkpoint)
+        if not path.is_file():
+            raise FileNotFoundError(f"{path}: checkpoint not found")
+        h = hashlib.sha256()
+        with open(path, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                h.update(block)
+        digest = h.hexdigest()
+    return {"checkpoint_sha256": digest, "spec": dict(spec)}
+
+
 def plate_rows(metadata: pd.DataFrame | Path | str, store: Path) -> pd.DataFrame:
     """The validated metadata rows of the plate in ``store``, sorted by ``Metadata_ImageIndex``.
 
     A table of one plate is taken as is. A table of several plates is filtered to the plate
     named by the store (``{plate}.zarr``); if that plate is not in the table, ScreenError.
+    Only ``Metadata_*`` columns are kept (any other column would read as a feature).
     """
     if isinstance(metadata, pd.DataFrame):
         meta = validate_metadata(metadata, source="metadata")
@@ -121,6 +147,7 @@ def plate_rows(metadata: pd.DataFrame | Path | str, store: Path) -> pd.DataFrame
         meta = meta[meta[PLATE] == name]
     if meta.empty:
         raise ScreenError(f"{store}: metadata has no rows for this plate")
+    meta = meta[metadata_columns(meta)]  # anything else would read as a feature downstream
     return meta.sort_values(IMAGE_INDEX, kind="stable").reset_index(drop=True)
 
 
@@ -223,11 +250,11 @@ def part_is_done(parts: Path, chunk: Chunk, dim: int) -> bool:
     if not path.exists():
         return False
     try:
-        schema = pq.read_schema(path)
-        idx = pq.read_table(path, columns=[IMAGE_INDEX]).column(0).to_numpy()
+        part = pq.ParquetFile(path)
+        idx = part.read(columns=[IMAGE_INDEX], use_threads=False).column(0).to_numpy()
     except (OSError, pa.ArrowException, KeyError):
         return False
-    return len(schema.names) == dim + 1 and np.array_equal(idx, chunk.image_indices)
+    return len(part.schema_arrow.names) == dim + 1 and np.array_equal(idx, chunk.image_indices)
 
 
 def write_part(parts: Path, chunk: Chunk, emb: np.ndarray) -> Path:
@@ -262,20 +289,26 @@ def check_finite(emb: np.ndarray, chunk: Chunk, rows: pd.DataFrame, store: Path)
         )
 
 
-def assemble(out: Path, parts: Path, chunks: list[Chunk], rows: pd.DataFrame, dim: int) -> Path:
-    """Write ``out`` atomically: metadata rows + float32 features, one chunk at a time."""
+def assemble(out: Path, parts: Path, chunks: list[Chunk], rows: pd.DataFrame, dim: int,
+             row_group_rows: int = ROW_GROUP_ROWS) -> Path:
+    """Write ``out`` atomically: metadata rows + float32 features, streamed from the parts; whole
+    parts are gathered into row groups of at least ``row_group_rows`` rows (the last may be
+    smaller), so memory is bounded by one row group, not by the plate."""
     meta = pa.Table.from_pandas(rows, preserve_index=False).replace_schema_metadata(None)
     names = [feature_name(j) for j in range(dim)]
     schema = pa.schema(list(meta.schema) + [pa.field(n, pa.float32()) for n in names])
-    with atomic_path(out) as tmp:
-        with pq.ParquetWriter(tmp, schema) as writer:
-            for chunk in chunks:
-                part = pq.read_table(part_path(parts, chunk))
-                if not np.array_equal(part.column(IMAGE_INDEX).to_numpy(), chunk.image_indices):
-                    raise ValueError(f"{part_path(parts, chunk)}: image indices do not match the metadata")
-                piece = meta.slice(chunk.rows.start, chunk.rows.stop - chunk.rows.start)
-                cols = piece.columns + [part.column(n) for n in names]
-                writer.write_table(pa.Table.from_arrays(cols, schema=schema))
+    with atomic_path(out) as tmp, pq.ParquetWriter(tmp, schema) as writer:
+        buffered: list[pa.Table] = []
+        for chunk in chunks:
+            path = part_path(parts, chunk)
+            part = pq.ParquetFile(path).read(use_threads=False)
+            if not np.array_equal(part.column(IMAGE_INDEX).to_numpy(), chunk.image_indices):
+                raise ValueError(f"{path}: image indices do not match the metadata")
+            piece = meta.slice(chunk.rows.start, chunk.rows.stop - chunk.rows.start)
+            buffered.append(pa.Table.from_arrays(piece.columns + [part.column(n) for n in names], schema=schema))
+            if sum(t.num_rows for t in buffered) >= row_group_rows or chunk is chunks[-1]:
+                writer.write_table(pa.concat_tables(buffered).combine_chunks())  # one row group
+                buffered = []
     return out
 
 
@@ -398,6 +431,8 @@ def run_chunks(
             del crops
             check_finite(emb, chunk, rows, store)
             writes.append(worker.submit(write_part, parts, chunk, emb))
+            while writes and writes[0].done():
+                writes.pop(0).result()  # a failed write stops the run here, not at the end
             done += len(chunk.image_indices)
             elapsed = time.perf_counter() - t0
             rate = done / elapsed if elapsed > 0 else float("inf")

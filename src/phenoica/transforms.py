@@ -58,7 +58,7 @@ WHITENED_VARIANTS: tuple[str, ...] = ("pca", "pca_ica", "pca_rand")
 COMPONENT_PREFIX = "comp_"
 FORMAT = "phenoica.transform"
 FORMAT_VERSION = 1
-CHUNK_ROWS = 65_536
+CHUNK_ROWS = 32_768
 ICA_METHODS = ("picard", "fastica")
 #: Defaults of config["transforms"] when a key is absent (the schema's defaults, plus the
 #: proposed ``ica_max_samples``: rows ICA is fitted on, a seeded subsample; None = all rows).
@@ -118,6 +118,9 @@ def _check_matrix(
         arr = arr.astype(np.float64)
     if n_features is not None and arr.shape[1] != n_features:
         raise ValueError(f"{what}: has {arr.shape[1]} features, the transform was fitted on {n_features}")
+    # A float64 column sum is finite iff every value is (no temporary the size of the data).
+    if np.isfinite(arr.sum(axis=0, dtype=np.float64)).all():
+        return arr
     bad = np.zeros(arr.shape[1], dtype=bool)
     for rows in _chunks(arr.shape[0]):
         bad |= ~np.isfinite(arr[rows]).all(axis=0)
@@ -159,6 +162,19 @@ def _mean(X: np.ndarray) -> np.ndarray:
     return total / X.shape[0]
 
 
+def _centered_blocks(X: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+    """(rows, float64 X[rows] - mean) over row chunks, reusing one buffer.
+
+    One preallocated buffer instead of fresh temporaries per chunk: freshly mapped memory
+    costs page faults that, on small VMs, took longer than the arithmetic.
+    """
+    buf = np.empty((min(CHUNK_ROWS, X.shape[0]), X.shape[1]))
+    for rows in _chunks(X.shape[0]):
+        block = buf[: rows.stop - rows.start]
+        np.subtract(X[rows], mean, out=block)
+        yield rows, block
+
+
 def covariance(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Column means and covariance (ddof=1) in float64, accumulated over row chunks."""
     n, d = X.shape
@@ -166,8 +182,7 @@ def covariance(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         raise ValueError(f"covariance needs at least 2 samples, got {n}")
     mean = _mean(X)
     cov = np.zeros((d, d))
-    for rows in _chunks(n):
-        block = X[rows].astype(np.float64) - mean
+    for _, block in _centered_blocks(X, mean):
         cov += block.T @ block
     return mean, cov / (n - 1)
 
@@ -298,13 +313,14 @@ def parallel_analysis(
         sample = np.asarray(X[np.sort(rng.choice(n, size=max_samples, replace=False))], dtype=np.float64)
     else:
         sample = np.asarray(X, dtype=np.float64)
-    sample = sample - sample.mean(axis=0)
     m = sample.shape[0]
-    observed = linalg.eigvalsh(sample.T @ sample / (m - 1))[::-1]
+    columns = np.ascontiguousarray((sample - sample.mean(axis=0)).T)  # d x m: each column contiguous
+    observed = linalg.eigvalsh(columns @ columns.T / (m - 1))[::-1]
     null = np.empty((n_permutations, d))
+    permuted = np.empty_like(columns)
     for i in range(n_permutations):
-        permuted = rng.permuted(sample, axis=0)
-        null[i] = linalg.eigvalsh(permuted.T @ permuted / (m - 1))[::-1]
+        rng.permuted(columns, axis=1, out=permuted)
+        null[i] = linalg.eigvalsh(permuted @ permuted.T / (m - 1))[::-1]
     threshold = np.quantile(null, quantile, axis=0)
     above = observed > threshold
     k = d if above.all() else int(np.argmin(above))
@@ -416,8 +432,8 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
 
     def _transform(self, X: np.ndarray) -> np.ndarray:
         out = np.empty((X.shape[0], self.n_components_), dtype=_out_dtype(X))
-        for rows in _chunks(X.shape[0]):
-            out[rows] = (X[rows].astype(np.float64) - self.mean_) @ self.whitening_.T
+        for rows, block in _centered_blocks(X, self.mean_):
+            out[rows] = block @ self.whitening_.T
         return out
 
 
@@ -440,8 +456,8 @@ class _Rotation(TransformerMixin, BaseEstimator):
 
     def _transform(self, Z: np.ndarray) -> np.ndarray:
         out = np.empty(Z.shape, dtype=_out_dtype(Z))
-        for rows in _chunks(Z.shape[0]):
-            out[rows] = Z[rows].astype(np.float64) @ self.rotation_.T
+        for rows, block in _centered_blocks(Z, np.zeros(Z.shape[1])):
+            out[rows] = block @ self.rotation_.T
         return out
 
 
