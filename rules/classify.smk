@@ -30,6 +30,7 @@ rule map_readout:
         f"{RESULTS}/scores/{{model}}/{{variant}}/map.parquet",
     params:
         seed=config["seed"],
+        n_null_guides=config["classify"]["n_null_guides"],
     log:
         f"{RESULTS}/logs/map_readout/{{model}}/{{variant}}.log",
     benchmark:

@@ -262,7 +262,9 @@ def feature_matrix(
     return X, names
 
 
-def guides_of(table: pd.DataFrame, genes: Iterable[str] | None = None, include_null: bool = True) -> list[tuple[str, str]]:
+def guides_of(
+    table: pd.DataFrame, genes: Iterable[str] | None = None, include_null: bool = True
+) -> list[tuple[str, str]]:
     """(gene, guide) pairs of the table's perturbations (of ``genes`` if given), then its null
     pseudo-guides (if ``include_null``), each group sorted."""
     pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
@@ -378,7 +380,8 @@ def _fold_arrays(folds: Sequence[Any], n_rows: int) -> list[tuple[str, np.ndarra
         overlap = masks[0] & masks[1]
         if overlap.any():
             raise ValueError(
-                f"fold {name!r}: {int(overlap.sum())} row(s) in both train and test (first: row {int(np.flatnonzero(overlap)[0])})"
+                f"fold {name!r}: {int(overlap.sum())} row(s) in both train and test "
+                f"(first: row {int(np.flatnonzero(overlap)[0])})"
             )
         out.append((name, masks[0], masks[1]))
     return out
@@ -526,7 +529,10 @@ def _typed_scores(df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _skip_reasons(n_train_pos: int, n_train_neg: int, n_test_pos: int, n_test_neg: int, cfg: Mapping[str, Any]) -> list[str]:
+def _skip_reasons(
+    n_train_pos: int, n_train_neg: int, n_test_pos: int, n_test_neg: int, cfg: Mapping[str, Any]
+) -> list[str]:
+    """Why a (guide, fold) cannot be scored; empty when it can."""
     reasons = []
     lo_train, lo_test = int(cfg["min_train_samples"]), int(cfg["min_test_samples"])
     if n_train_pos < lo_train:
