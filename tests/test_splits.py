@@ -12,6 +12,7 @@ from phenoica.splits import (
     folds_from_table,
     folds_table,
     in_distribution,
+    read_folds,
     leave_one_batch_out,
     make_folds,
 )
@@ -92,9 +93,15 @@ def test_folds_table_round_trip(tmp_path):
     assert (test_rows["Metadata_Batch"] == test_rows["fold"]).all()
     write_parquet(long, tmp_path / "splits.parquet")
     back = folds_from_table(pd.read_parquet(tmp_path / "splits.parquet"))
-    for a, b in zip(folds, back):
-        assert a.name == b.name and a.heldout_batches == b.heldout_batches
+    read = read_folds(tmp_path / "splits.parquet", table)
+    for a, b, c in zip(folds, back, read):
+        assert a.name == b.name == c.name and a.heldout_batches == b.heldout_batches == c.heldout_batches
         assert np.array_equal(a.train, b.train) and np.array_equal(a.test, b.test)
+        assert np.array_equal(a.test, c.test)
+    with pytest.raises(ScreenError, match="different table"):
+        read_folds(tmp_path / "splits.parquet", table.iloc[::-1].reset_index(drop=True))
+    with pytest.raises(ScreenError, match="out of range"):
+        read_folds(tmp_path / "splits.parquet", table.iloc[:5])
 
 
 def test_fold_is_read_only_and_disjoint():

@@ -15,9 +15,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Mapping
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
+from phenoica.io import read_table
 from phenoica.screen import BATCH, GUIDE, IMAGE_INDEX, PLATE, SITE, WELL, ScreenError
 
 SCHEMES = ("leave_one_batch_out", "in_distribution")
@@ -153,14 +156,14 @@ def folds_table(table: pd.DataFrame, folds: list[Fold]) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)
 
 
-def folds_from_table(long: pd.DataFrame) -> list[Fold]:
+def folds_from_table(long: pd.DataFrame, source: str = "folds table") -> list[Fold]:
     """The folds back from :func:`folds_table`'s output (in order of first appearance)."""
     missing = [c for c in FOLD_COLUMNS if c not in long.columns]
     if missing:
-        raise ValueError(f"folds table: missing column(s) {missing}; expected {list(FOLD_COLUMNS)}")
+        raise ValueError(f"{source}: missing column(s) {missing}; expected {list(FOLD_COLUMNS)}")
     bad = sorted(set(long["split"].astype(str)) - {TRAIN, TEST})
     if bad:
-        raise ValueError(f"folds table: column split has {bad}; expected {TRAIN!r} or {TEST!r}")
+        raise ValueError(f"{source}: column split has {bad}; expected {TRAIN!r} or {TEST!r}")
     folds = []
     for name, rows in long.groupby("fold", sort=False):
         split = rows["split"].astype(str).to_numpy()
@@ -171,4 +174,31 @@ def folds_from_table(long: pd.DataFrame) -> list[Fold]:
             rows["row"].to_numpy()[split == TEST],
             tuple(held.split("|")) if held else (),
         ))
+    return folds
+
+
+def read_folds(path: Path | str, table: pd.DataFrame) -> list[Fold]:
+    """Folds saved by :func:`folds_table`, checked against the table they will index.
+
+    Every row index must exist in ``table``, and the identifying Metadata columns saved with
+    the folds (batch, plate, well, site, image index) must match ``table`` at those rows, so
+    folds made from one table are never applied to a reordered or different one.
+    """
+    source = str(path)
+    long = read_table(path)
+    folds = folds_from_table(long, source)
+    rows = long["row"].to_numpy()
+    if rows.size and (rows.min() < 0 or rows.max() >= len(table)):
+        raise ScreenError(f"{source}: row index {int(rows.max())} out of range for a table of {len(table)} rows")
+    for col in (BATCH, PLATE, WELL, SITE, IMAGE_INDEX):
+        if col in long.columns and col in table.columns:
+            saved = long[col].astype(str).to_numpy()
+            actual = table[col].astype(str).to_numpy()[rows]
+            wrong = np.flatnonzero(saved != actual)
+            if wrong.size:
+                i = int(wrong[0])
+                raise ScreenError(
+                    f"{source}: fold {long['fold'].iloc[i]!r} row {int(rows[i])} has {col} {saved[i]!r} in the "
+                    f"folds but {actual[i]!r} in the table; the folds were made from a different table"
+                )
     return folds
