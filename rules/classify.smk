@@ -41,12 +41,6 @@ rule map_readout:
         "../scripts/map_readout.py"
 
 
-def map_files():
-    if not config["classify"]["map_readout"]:
-        return []
-    return [f"{RESULTS}/scores/{m}/{v}/map.parquet" for m in MODELS for v in VARIANTS]
-
-
 rule gather_scores:
     input:
         shards=[

@@ -7,7 +7,8 @@ import sys
 # Rules import phenoica from this checkout, whichever environment runs them.
 _SRC = os.path.join(workflow.basedir, "src")
 sys.path.insert(0, _SRC)
-os.environ["PYTHONPATH"] = os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+# (Set, not required from the user: scripts and cluster jobs inherit it.)
+os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
 
 from phenoica.config import validate_config
 from phenoica import workflow as wf
@@ -61,6 +62,18 @@ def embedding_files(model):
 def transform_dir(model):
     frozen = config["transforms"]["frozen"]
     return f"{frozen}/{model}" if frozen else f"{RESULTS}/transforms/{model}"
+
+
+def map_files():
+    """copairs mAP tables, one per (model, variant), when the readout is on."""
+    if not config["classify"]["map_readout"]:
+        return []
+    return [f"{RESULTS}/scores/{m}/{v}/map.parquet" for m in MODELS for v in VARIANTS]
+
+
+def truth_file():
+    """The demo's per-guide ground truth (only the demo has one)."""
+    return [f"{RESULTS}/screen/truth.parquet"] if SOURCE == "demo" else []
 
 
 def report_outputs():

@@ -1,10 +1,6 @@
 # Tables and figures in the paper's shapes, plus a Snakemake HTML report (`snakemake --report`).
 
 
-def truth_file():
-    return [f"{RESULTS}/screen/truth.parquet"] if SOURCE == "demo" else []
-
-
 rule report:
     input:
         guide_folds=f"{RESULTS}/scores/guide_folds.parquet",
