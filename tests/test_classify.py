@@ -5,7 +5,6 @@ from __future__ import annotations
 import functools
 import logging
 import math
-from dataclasses import dataclass
 
 import lightgbm as lgb
 import numpy as np
@@ -19,16 +18,7 @@ from phenoica.screen import (
     ScreenError, feature_name,
 )
 
-try:
-    from phenoica.splits import Fold
-except ImportError:  # splits.py is written in parallel; same fields as its Fold
-
-    @dataclass(frozen=True)
-    class Fold:  # type: ignore[no-redef]
-        name: str
-        train: np.ndarray
-        test: np.ndarray
-        heldout_batches: tuple[str, ...]
+from phenoica.splits import Fold
 
 
 D = 8

@@ -296,7 +296,7 @@ def test_resolve_device():
     with pytest.raises(ValueError, match="device must be"):
         resolve_device("tpu")
     if not torch.cuda.is_available():
-        with pytest.raises(ValueError, match="CUDA is not available"):
+        with pytest.raises(ValueError, match="no CUDA device is available"):
             resolve_device("cuda")
 
 

@@ -36,7 +36,7 @@ import torch
 from torch import nn
 
 from phenoica.io import atomic_path, get_logger
-from phenoica.mae import ChannelAgnosticPatchEmbed
+from phenoica.mae import ChannelAgnosticPatchEmbed, resolve_device
 from phenoica.preprocess import prepare
 from phenoica.screen import (
     IMAGE_INDEX,
@@ -66,19 +66,6 @@ class Chunk:
     stop: int
     image_indices: np.ndarray  # sorted Metadata_ImageIndex values inside [start, stop)
     rows: slice  # the matching rows of the plate's metadata, sorted by image index
-
-
-def resolve_device(device: str) -> torch.device:
-    """``auto`` -> CUDA when present, else CPU; ``cpu``; ``cuda`` / ``cuda:N`` (must be present)."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device == "cuda" or device.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} requested but CUDA is not available; use 'auto' or 'cpu'")
-        return torch.device(device)
-    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
 
 
 def model_in_chans(model: nn.Module) -> int | None:
