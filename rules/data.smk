@@ -69,7 +69,7 @@ if SOURCE == "images":
         params:
             digest=lambda w: plate_digest(w.plate),
             images_dir=config["screen"]["images_dir"],
-            pattern=config["screen"]["image_pattern"],
+            pattern=lambda w: config["screen"]["image_pattern"],  # braces are not wildcards
             channels=config["screen"]["channels"],
             chunk_images=config["screen"]["chunk_images"],
         log:

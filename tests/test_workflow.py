@@ -88,3 +88,109 @@ def test_tiny_workflow_end_to_end_and_incremental(tmp_path):
     jobs = planned_jobs(tmp_path)
     assert "embed" not in jobs and "train_mae" not in jobs and "fit_transforms" not in jobs, jobs
     assert jobs.get("classify") == 8 and jobs.get("report") == 1
+
+
+def _tiny_screen(tmp_path: Path):
+    """A small simulated screen written in the data contract (stores + one metadata table)."""
+    from phenoica.simulate import simulate_screen
+
+    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
+    from phenoica.config import validate_config
+
+    demo = validate_config(cfg)["demo"]
+    meta = simulate_screen(demo, 0, tmp_path / "screen")
+    return cfg, meta
+
+
+def test_zarr_source_plans_one_job_per_plate_and_new_plates_alone(tmp_path):
+    cfg, meta = _tiny_screen(tmp_path)
+    table = tmp_path / "screen" / "metadata.parquet"
+    cfg["screen"] = {"source": "zarr", "metadata": str(table), "plates_dir": str(tmp_path / "screen" / "plates")}
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    jobs = planned_jobs(work)
+    assert jobs["plate_metadata"] == 3 and jobs["embed"] == 3 and "simulate_plate" not in jobs
+    # The per-plate digest changes only for the plate whose rows change.
+    from phenoica.config import validate_config
+    from phenoica.workflow import plate_digest
+
+    full = validate_config(cfg)
+    before = {p: plate_digest(full, p) for p in ("B01P01", "B02P01", "B03P01")}
+    edited = meta.copy()
+    edited.loc[edited["Metadata_Plate"] == "B02P01", "Metadata_Site"] += 10
+    edited.to_parquet(table)
+    from phenoica import workflow
+
+    workflow._table.cache_clear()
+    after = {p: plate_digest(full, p) for p in before}
+    assert [p for p in before if before[p] != after[p]] == ["B02P01"]
+
+
+def _write_images(tmp_path: Path, meta: pd.DataFrame) -> Path:
+    """The tiny screen's tiles as RxRx-style per-channel PNGs plus a plate map."""
+    import numpy as np
+    from PIL import Image
+
+    from phenoica.screen import open_plate
+
+    root = tmp_path / "images"
+    for plate, rows in meta.groupby("Metadata_Plate"):
+        tiles = open_plate(tmp_path / "screen" / "plates" / f"{plate}.zarr")[:]
+        (root / plate).mkdir(parents=True)
+        for _, r in rows.iterrows():
+            for c in range(tiles.shape[1]):
+                img = np.ascontiguousarray(tiles[r["Metadata_ImageIndex"], c])
+                Image.fromarray(img).save(root / plate / f"{r['Metadata_Well']}_s{r['Metadata_Site']}_w{c + 1}.png")
+    wells = meta.drop(columns=["Metadata_Site", "Metadata_ImageIndex"]).drop_duplicates(["Metadata_Plate", "Metadata_Well"])
+    wells.to_csv(tmp_path / "plate_map.csv", index=False)
+    return root
+
+
+@pytest.mark.slow
+def test_images_source_ingests_and_embeds(tmp_path):
+    cfg, meta = _tiny_screen(tmp_path)
+    root = _write_images(tmp_path, meta)
+    cfg["screen"] = {"source": "images", "images_dir": str(root), "plate_map": str(tmp_path / "plate_map.csv")}
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    snakemake(work, "results/embeddings/mae/B02P01.parquet")
+    emb = pd.read_parquet(work / "results" / "embeddings" / "mae" / "B02P01.parquet")
+    plate_rows = meta[meta["Metadata_Plate"] == "B02P01"]
+    assert len(emb) == len(plate_rows)
+    assert set(emb["Metadata_Guide"]) == set(plate_rows["Metadata_Guide"])
+
+
+@pytest.mark.slow
+def test_embeddings_source_runs_from_profiles_on(tmp_path):
+    """Embeddings computed elsewhere (one list-valued column) are a complete entry point."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for b in range(3):
+        for guide, gene, kind in [("NTC", "non-targeting", "control")] * 60 + [("G1_a", "G1", "perturbation")] * 10 \
+                + [("G2_a", "G2", "perturbation")] * 10:
+            rows.append({"Metadata_Batch": f"B{b}", "Metadata_Plate": f"P{b}", "Metadata_Gene": gene,
+                         "Metadata_Guide": guide, "Metadata_PertType": kind})
+    df = pd.DataFrame(rows)
+    df["Metadata_Well"] = [f"W{i:03d}" for i in range(len(df))]
+    x = rng.laplace(size=(len(df), 12)).astype("float32")
+    x[df["Metadata_Gene"] == "G1", 0] += 6.0  # G1 has a strong effect, G2 none
+    x += (df["Metadata_Batch"].str[1:].astype(int).to_numpy()[:, None] * rng.normal(size=12)).astype("float32")
+    df["vector"] = list(x)
+    (tmp_path / "emb").mkdir()
+    for b, part in df.groupby("Metadata_Batch"):
+        part.to_parquet(tmp_path / "emb" / f"{b}.parquet")
+    cfg = {"screen": {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "*.parquet"),
+                      "embedding_column": "vector"},
+           "transforms": {"n_components": 6},
+           "classify": {"n_shards": 1, "num_boost_round": 20, "n_null_guides": 2, "min_train_samples": 3}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    jobs = planned_jobs(tmp_path)
+    assert "embed" not in jobs and "train_mae" not in jobs and jobs["gather_profiles"] == 1
+    snakemake(tmp_path)
+    guides = pd.read_parquet(tmp_path / "results" / "scores" / "guides.parquet")
+    base = guides[(guides["variant"] == "base") & ~guides["is_null_guide"]].set_index("Metadata_Guide")["auroc"]
+    assert base["G1_a"] > 0.9 and base["G1_a"] > base["G2_a"]

@@ -68,7 +68,7 @@ from phenoica.screen import (
     ScreenError,
     feature_columns,
     metadata_columns,
-    validate_metadata,
+    validate_profile_metadata,
 )
 
 NULL_FLAG = "Metadata_NullGuide"
@@ -218,10 +218,7 @@ def control_mask(table: pd.DataFrame) -> np.ndarray:
 
 
 def _check_table(table: pd.DataFrame, source: str) -> None:
-    for col in (GENE, GUIDE, PERT_TYPE):
-        if col not in table.columns:
-            raise ScreenError(f"{source}: missing required column {col}")
-    validate_metadata(table[metadata_columns(table)], source=source)
+    validate_profile_metadata(table, source=source)
 
 
 def feature_matrix(

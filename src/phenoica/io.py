@@ -61,7 +61,11 @@ def read_table(path: Path | str) -> pd.DataFrame:
 
 
 def get_logger(name: str, log_file: Path | str | None = None) -> logging.Logger:
-    """A logger writing timestamped lines to stderr and, if given, to ``log_file``."""
+    """A logger writing timestamped lines to stderr and, if given, to ``log_file``.
+
+    With a ``log_file`` (a rule's log), an uncaught exception is also written there with its
+    traceback, so the rule's log says why the job failed.
+    """
     logger = logging.getLogger(name)
     logger.setLevel(logging.INFO)
     logger.propagate = False
@@ -79,4 +83,9 @@ def get_logger(name: str, log_file: Path | str | None = None) -> logging.Logger:
             fh = logging.FileHandler(log_file)
             fh.setFormatter(fmt)
             logger.addHandler(fh)
+
+        def log_uncaught(exc_type, exc, tb):  # type: ignore[no-untyped-def]
+            logger.error("failed: %s", exc, exc_info=(exc_type, exc, tb))
+
+        sys.excepthook = log_uncaught
     return logger

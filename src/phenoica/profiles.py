@@ -17,9 +17,6 @@ import pandas as pd
 from phenoica import screen
 from phenoica.screen import ScreenError, feature_columns, feature_name, metadata_columns
 
-ANALYSIS_COLUMNS = (screen.BATCH, screen.PLATE, screen.GENE, screen.GUIDE, screen.PERT_TYPE)
-
-
 def expand_embedding_column(df: pd.DataFrame, column: str, source: str = "embeddings") -> pd.DataFrame:
     """Replace one list-valued embedding column by float32 ``emb_*`` columns."""
     if column not in df.columns:
@@ -66,9 +63,7 @@ def read_embeddings(paths: Sequence[Path | str], embedding_column: str | None = 
         df = pd.read_parquet(path)
         if embedding_column is not None:
             df = expand_embedding_column(df, embedding_column, source=str(path))
-        missing = [c for c in ANALYSIS_COLUMNS if c not in df.columns]
-        if missing:
-            raise ScreenError(f"{path}: missing metadata column(s) {missing}")
+        screen.validate_profile_metadata(df, source=str(path))
         features = check_features(df, source=str(path))
         if reference is None:
             reference = features
@@ -78,11 +73,9 @@ def read_embeddings(paths: Sequence[Path | str], embedding_column: str | None = 
             )
         frames.append(df)
     out = pd.concat(frames, ignore_index=True)
-    for col in ANALYSIS_COLUMNS:
+    for col in screen.PROFILE_COLUMNS:
         out[col] = out[col].astype(str)
-    types = out.groupby(screen.GENE)[screen.PERT_TYPE].nunique()
-    if (types > 1).any():
-        raise ScreenError(f"embeddings: gene {types[types > 1].index[0]!r} is listed under both PertTypes")
+    screen.validate_profile_metadata(out, source="embeddings (all files)")
     return out
 
 

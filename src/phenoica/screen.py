@@ -111,6 +111,33 @@ def validate_metadata(df: pd.DataFrame, source: str = "metadata") -> pd.DataFram
     return df
 
 
+PROFILE_COLUMNS: tuple[str, ...] = (BATCH, PLATE, GENE, GUIDE, PERT_TYPE)
+
+
+def validate_profile_metadata(df: pd.DataFrame, source: str = "profiles") -> None:
+    """Check what the analysis stages need of a profile table (image- or well-level, or
+    embeddings from elsewhere): the batch/plate/gene/guide/PertType columns, without missing
+    values, PertTypes control/perturbation, and no gene under two PertTypes."""
+    missing = [c for c in PROFILE_COLUMNS if c not in df.columns]
+    if missing:
+        raise ScreenError(f"{source}: missing metadata column(s) {missing}; expected {list(PROFILE_COLUMNS)}")
+    for col in PROFILE_COLUMNS:
+        bad = df[col].isna()
+        if bad.any():
+            rows = [int(r) for r in np.flatnonzero(bad.to_numpy())[:5]]
+            raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
+    bad_type = ~df[PERT_TYPE].astype(str).isin(PERT_TYPES)
+    if bad_type.any():
+        row = int(np.flatnonzero(bad_type.to_numpy())[0])
+        raise ScreenError(
+            f"{source}: column {PERT_TYPE} row {row} is {df[PERT_TYPE].iloc[row]!r}; expected one of {PERT_TYPES}"
+        )
+    types_per_gene = df.groupby(GENE)[PERT_TYPE].nunique()
+    if (types_per_gene > 1).any():
+        gene = types_per_gene[types_per_gene > 1].index[0]
+        raise ScreenError(f"{source}: gene {gene!r} is listed under both PertTypes (control and perturbation)")
+
+
 def read_metadata(path: Path | str) -> pd.DataFrame:
     """Read and validate a metadata table (parquet or CSV)."""
     return validate_metadata(read_table(path), source=str(path))
