@@ -14,6 +14,7 @@ include: "rules/data.smk"
 include: "rules/embed.smk"
 include: "rules/transform.smk"
 include: "rules/classify.smk"
+include: "rules/identifiability.smk"
 include: "rules/report.smk"
 
 

@@ -76,6 +76,20 @@ def truth_file():
     return [f"{RESULTS}/screen/truth.parquet"] if SOURCE == "demo" else []
 
 
+def align_files():
+    """Table 1 per variant, when there are two or more models to align."""
+    if not (config["identifiability"]["align"] and len(MODELS) >= 2):
+        return []
+    return [f"{RESULTS}/identifiability/align/{v}.parquet" for v in VARIANTS]
+
+
+def structural_files():
+    """Factor-recovery scores per (model, variant), where ground-truth factors exist (demo)."""
+    if not (config["identifiability"]["structural"] and SOURCE == "demo"):
+        return []
+    return [f"{RESULTS}/identifiability/structural/{m}/{v}.parquet" for m in MODELS for v in VARIANTS]
+
+
 def report_outputs():
     out = [f"{RESULTS}/report/report.md", f"{RESULTS}/report/index.html"]
     return out

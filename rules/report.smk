@@ -9,6 +9,8 @@ rule report:
         maps=f"{RESULTS}/scores/map.parquet",
         fit_reports=[f"{transform_dir(m)}/fit_report.json" for m in MODELS],
         truth=truth_file(),
+        table1=f"{RESULTS}/identifiability/table1.parquet",
+        structural=f"{RESULTS}/identifiability/structural.parquet",
     output:
         markdown=f"{RESULTS}/report/report.md",
         html=f"{RESULTS}/report/index.html",

@@ -19,5 +19,7 @@ paths = write_report(
     map_df=maps if len(maps) else None,
     truth=pd.read_parquet(inp.truth[0]) if inp.truth else None,
     fit_report=fit_report,
+    table1=pd.read_parquet(inp.table1),
+    structural=pd.read_parquet(inp.structural),
 )
 log.info("report written: %s", sorted(paths))

@@ -48,8 +48,9 @@ def write_config(workdir: Path, **changes) -> dict:
 def test_default_config_dry_run_plans_every_stage(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     jobs = planned_jobs(tmp_path)
-    assert jobs["simulate_plate"] == 8 and jobs["embed"] == 8 and jobs["train_mae"] == 1
-    assert jobs["classify"] == 4 * 2 and jobs["apply_transform"] == 4 and jobs["report"] == 1
+    assert jobs["simulate_plate"] == 8 and jobs["embed"] == 2 * 8 and jobs["train_mae"] == 2
+    assert jobs["classify"] == 2 * 4 * 2 and jobs["apply_transform"] == 2 * 4 and jobs["report"] == 1
+    assert jobs["align"] == 4 and jobs["structural"] == 2 * 4
 
 
 def test_lint_is_clean(tmp_path):
@@ -70,6 +71,13 @@ def test_tiny_workflow_end_to_end_and_incremental(tmp_path):
     emb = pd.read_parquet(res / "embeddings" / "mae" / "B01P01.parquet")
     assert emb.filter(like="emb_").shape[1] == 32 and emb["Metadata_ImageIndex"].is_monotonic_increasing
     assert (res / "report" / "index.html").exists() and (res / "report" / "report.md").exists()
+    table1 = pd.read_parquet(res / "identifiability" / "table1.parquet")
+    assert len(table1) == 4 * 2 and set(table1["model_a"]) == {"mae", "mae_seed1"}
+    assert table1[["perm", "rigid", "linear", "ica"]].notna().all().all()
+    assert (table1["rms_train_linear"] <= table1["rms_train_rigid"] + 1e-9).all()
+    structural = pd.read_parquet(res / "identifiability" / "structural.parquet")
+    assert len(structural) == 2 * 4 and structural["mcc"].between(0, 1).all()
+    assert (res / "report" / "figures" / "identifiability.png").exists()
     for rule in ("embed", "classify", "train_mae"):
         assert any((res / "logs").rglob("*.log")), rule
     assert any((res / "benchmarks" / "embed").rglob("*.tsv"))
@@ -80,14 +88,14 @@ def test_tiny_workflow_end_to_end_and_incremental(tmp_path):
     # Adding plates (a new batch) re-runs only their simulation and embedding + what gathers them.
     write_config(tmp_path, demo={"n_batches": 4})
     jobs = planned_jobs(tmp_path)
-    assert jobs.get("simulate_plate") == 1 and jobs.get("embed") == 1, jobs
-    assert "train_mae" not in jobs and jobs.get("gather_profiles") == 1
+    assert jobs.get("simulate_plate") == 1 and jobs.get("embed") == 2, jobs
+    assert "train_mae" not in jobs and jobs.get("gather_profiles") == 2
 
     # Changing a classification parameter re-runs classification and report, not embedding.
     write_config(tmp_path, classify={"num_boost_round": 12})
     jobs = planned_jobs(tmp_path)
     assert "embed" not in jobs and "train_mae" not in jobs and "fit_transforms" not in jobs, jobs
-    assert jobs.get("classify") == 8 and jobs.get("report") == 1
+    assert jobs.get("classify") == 2 * 4 * 2 and jobs.get("report") == 1 and "align" not in jobs
 
 
 def _tiny_screen(tmp_path: Path):
@@ -110,7 +118,7 @@ def test_zarr_source_plans_one_job_per_plate_and_new_plates_alone(tmp_path):
     work.mkdir()
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     jobs = planned_jobs(work)
-    assert jobs["plate_metadata"] == 3 and jobs["embed"] == 3 and "simulate_plate" not in jobs
+    assert jobs["plate_metadata"] == 3 and jobs["embed"] == 2 * 3 and "simulate_plate" not in jobs
     # The per-plate digest changes only for the plate whose rows change.
     from phenoica.config import validate_config
     from phenoica.workflow import plate_digest

@@ -681,6 +681,57 @@ def _paired_figure(
     return _save(fig, path, dpi)
 
 
+def table1_summary(table1: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 rows (one per variant and ordered model pair) with the paper's columns first."""
+    first = [c for c in ("variant", "model_a", "model_b", "perm", "rigid", "linear", "ica", "ica_efficiency",
+                         "cka", "mutual_knn") if c in table1.columns]
+    out = table1[first + [c for c in table1.columns if c not in first]].copy()
+    order = {v: i for i, v in enumerate(ordered_variants(out["variant"]))} if "variant" in out else {}
+    if order:
+        out = out.sort_values(["variant", "model_a", "model_b"], key=lambda c: c.map(order) if c.name == "variant" else c)
+    return out.reset_index(drop=True)
+
+
+def identifiability_figure(
+    table1: pd.DataFrame | None, structural: pd.DataFrame | None, path: Path, dpi: int = FIGURE_DPI
+) -> Path:
+    """Left: Table 1 errors (mean over model pairs) per variant and map; right: MCC and InfoM
+    of factor recovery per variant (mean over models). A missing side says so."""
+    fig = Figure(figsize=(11.0, 4.6))
+    left, right = fig.subplots(1, 2)
+    maps = [("perm", "permutation"), ("rigid", "rigid"), ("linear", "linear"), ("ica", "ICA")]
+    if table1 is not None and len(table1):
+        variants = ordered_variants(table1["variant"])
+        means = table1.groupby("variant")[[m for m, _ in maps]].mean()
+        width = 0.8 / len(maps)
+        for i, (col, label) in enumerate(maps):
+            left.bar(np.arange(len(variants)) + (i - 1.5) * width, [means.loc[v, col] for v in variants],
+                     width, label=label)
+        left.set_xticks(np.arange(len(variants)), [variant_label(v) for v in variants])
+        left.set_ylabel("held-out mean l2 error / diameter of B")
+        left.set_title("Alignment between models (Table 1)")
+        left.legend(title="map", fontsize=8)
+    else:
+        left.text(0.5, 0.5, "one model only: no alignment", ha="center", va="center", transform=left.transAxes)
+        left.set_axis_off()
+    if structural is not None and len(structural):
+        variants = ordered_variants(structural["variant"])
+        means = structural.groupby("variant")[["mcc", "infom", "infoe"]].mean()
+        width = 0.8 / 3
+        for i, (col, label) in enumerate([("mcc", "MCC"), ("infom", "InfoM"), ("infoe", "InfoE")]):
+            right.bar(np.arange(len(variants)) + (i - 1) * width, [means.loc[v, col] for v in variants], width,
+                      label=label)
+        right.set_xticks(np.arange(len(variants)), [variant_label(v) for v in variants])
+        right.set_ylim(0, 1)
+        right.set_ylabel("score (1 = factors recovered one-to-one)")
+        right.set_title("Recovery of the simulated factors")
+        right.legend(fontsize=8)
+    else:
+        right.text(0.5, 0.5, "no ground-truth factors", ha="center", va="center", transform=right.transAxes)
+        right.set_axis_off()
+    return _save(fig, path, dpi)
+
+
 def make_figures(
     out_dir: Path | str,
     guides: pd.DataFrame,
@@ -790,6 +841,8 @@ def write_report(
     map_df: pd.DataFrame | None = None,
     truth: pd.DataFrame | None = None,
     fit_report: Mapping[str, Any] | None = None,
+    table1: pd.DataFrame | None = None,
+    structural: pd.DataFrame | None = None,
     title: str = "phenoica report",
     tables_dir: str = "tables",
     figures_dir: str = "figures",
@@ -800,7 +853,9 @@ def write_report(
     and PNGs in ``out_dir/{figures_dir}`` (empty names put everything in ``out_dir``).
     Always: table3, table4, variant_summary, paired_tests, skips, skip_counts (.csv) and the
     four figures of ``make_figures``. With ``map_df``: map_summary; with ``truth``:
-    truth_checks; with ``fit_report``: transform_fit.
+    truth_checks; with ``fit_report``: transform_fit; with ``table1`` (model-to-model
+    alignment) and/or ``structural`` (factor recovery): those tables and the
+    ``identifiability`` figure.
     """
     out_dir = Path(out_dir)
     rows, guides, genes = check_rows(rows), check_guides(guides), check_genes(genes)
@@ -818,10 +873,17 @@ def write_report(
         tables["truth_checks"] = truth_checks(guides, truth)
     if fit_report is not None:
         tables["transform_fit"] = fit_report_table(fit_report)
+    if table1 is not None and len(table1):
+        tables["table1_alignment"] = table1_summary(table1)
+    if structural is not None and len(structural):
+        tables["structural"] = structural.copy()
 
     written: dict[str, Path] = {
         name: _write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()}
     figures = make_figures(out_dir / figures_dir, guides, genes, truth=truth)
+    if "table1_alignment" in tables or "structural" in tables:
+        figures["identifiability"] = identifiability_figure(
+            tables.get("table1_alignment"), tables.get("structural"), out_dir / figures_dir / "identifiability.png")
     written.update(figures)
 
     def rel(path: Path) -> str:
@@ -857,6 +919,17 @@ def write_report(
         sections.append(("Mean average precision (copairs)", "", tables["map_summary"]))
     if "transform_fit" in tables:
         sections.append(("Transform fit", "", tables["transform_fit"]))
+    if "table1_alignment" in tables:
+        sections.append(("Table 1: alignment between models",
+                         "Held-out mean l2 error of A's embeddings mapped onto B's, divided by the diameter of "
+                         "B's; ICA efficiency = (perm - ica) / (perm - rigid). Expected on a real pair: "
+                         "linear <= rigid <= ICA <= permutation.", tables["table1_alignment"]))
+    if "structural" in tables:
+        sections.append(("Structural identifiability: recovery of the simulated factors",
+                         "MCC = mean |correlation| after Hungarian matching; R^2 of a linear map latents -> "
+                         "factors; InfoM/InfoE/InfoC of Hsu et al. (read InfoM/InfoC only beside a high InfoE).",
+                         tables["structural"][[c for c in tables["structural"].columns
+                                               if not str(c).startswith("r2_factor")]]))
     sections.append(("Skipped guide-folds", f"Counts by reason; every skipped row is in `{rel(written['skips'])}`.",
                      tables["skip_counts"]))
     captions = {
@@ -864,6 +937,7 @@ def write_report(
         "paired_pca_ica_vs_pca": "Gene AUROC, PCA + ICA vs PCA",
         "sparsity_by_variant": "Classifier sparsity per variant",
         "concentration_by_variant": "Concentration per variant",
+        "identifiability": "Identifiability: model-to-model alignment error and factor recovery per variant",
     }
 
     md = [f"# {title}", "", intro, "", "## Headline", ""]

@@ -1,0 +1,59 @@
+# Identifiability: how well two models' embeddings of the same images align under
+# permutation, rigid, linear and ICA maps (PAPER.md Table 1), per variant; and, where the
+# screen has ground-truth factors (the demo), how well each variant recovers them.
+
+
+rule align:
+    input:
+        lambda w: [f"{RESULTS}/variants/{m}/{w.variant}.parquet" for m in MODELS],
+    output:
+        f"{RESULTS}/identifiability/align/{{variant}}.parquet",
+    params:
+        models=MODELS,
+        settings=config["identifiability"],
+        seed=config["seed"],
+    threads: 2
+    log:
+        f"{RESULTS}/logs/align/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/align/{{variant}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/align.py"
+
+
+rule structural:
+    input:
+        variant=f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+        factors=[f"{RESULTS}/screen/factors/{p}.parquet" for p in PLATES],
+    output:
+        f"{RESULTS}/identifiability/structural/{{model}}/{{variant}}.parquet",
+    params:
+        settings=config["identifiability"],
+        seed=config["seed"],
+    log:
+        f"{RESULTS}/logs/structural/{{model}}/{{variant}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/structural/{{model}}/{{variant}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/structural.py"
+
+
+rule gather_identifiability:
+    input:
+        align=align_files(),
+        structural=structural_files(),
+    output:
+        align=f"{RESULTS}/identifiability/table1.parquet",
+        structural=f"{RESULTS}/identifiability/structural.parquet",
+    log:
+        f"{RESULTS}/logs/gather_identifiability.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/gather_identifiability.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/gather_identifiability.py"

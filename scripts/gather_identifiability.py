@@ -1,0 +1,11 @@
+"""Rule gather_identifiability: Table 1 rows of every variant, factor recovery of every model."""
+import pandas as pd
+
+from phenoica.io import get_logger, write_parquet
+
+log = get_logger("phenoica.gather_identifiability", snakemake.log[0])
+for name in ("align", "structural"):
+    paths = list(getattr(snakemake.input, name))
+    table = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else pd.DataFrame()
+    write_parquet(table, getattr(snakemake.output, name))
+    log.info("%s: %d rows from %d files", name, len(table), len(paths))

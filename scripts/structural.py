@@ -1,0 +1,15 @@
+"""Rule structural: how well one (model, variant) recovers the demo's ground-truth factors."""
+import pandas as pd
+
+from phenoica.identifiability import structural_scores
+from phenoica.io import get_logger, write_parquet
+
+log = get_logger("phenoica.structural", snakemake.log[0])
+w, s = snakemake.wildcards, snakemake.params.settings
+factors = pd.concat([pd.read_parquet(p) for p in snakemake.input.factors], ignore_index=True)
+scores = structural_scores(
+    pd.read_parquet(snakemake.input.variant), factors, seed=snakemake.params.seed,
+    max_samples=s["max_samples"], n_bins=s["factor_bins"], infoe_max_iter=s["infoe_max_iter"],
+)
+write_parquet(pd.DataFrame([{"model": w.model, "variant": w.variant, **scores}]), snakemake.output[0])
+log.info("%s/%s: %s", w.model, w.variant, {k: scores[k] for k in ("mcc", "r2_mean", "infom", "infoe", "infoc")})

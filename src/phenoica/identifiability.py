@@ -1,0 +1,147 @@
+"""The workflow's identifiability branch: model-to-model alignment (PAPER.md Table 1) and
+recovery of known generative factors (structural identifiability), on profile tables.
+
+Row matching between tables is by the image's identity (plate + image index, or plate + well
+for well-level profiles), never by row order.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from phenoica import metrics, screen
+from phenoica.screen import ScreenError, feature_columns
+
+FACTOR_PREFIX = "factor_"
+
+
+def row_keys(table: pd.DataFrame) -> list[str]:
+    """Columns that identify a profile row: (plate, image index) per image, (plate, well) per well."""
+    if screen.IMAGE_INDEX in table.columns:
+        return [screen.PLATE, screen.IMAGE_INDEX]
+    if screen.WELL in table.columns:
+        return [screen.PLATE, screen.WELL]
+    raise ScreenError(f"profiles need {screen.IMAGE_INDEX} or {screen.WELL} to be matched across tables")
+
+
+def matched_features(tables: Mapping[str, pd.DataFrame]) -> tuple[pd.DataFrame, dict[str, np.ndarray]]:
+    """Inner-join several profile tables on their row keys; return the shared keys and each
+    table's feature matrix in that common row order."""
+    names = list(tables)
+    if not names:
+        raise ValueError("no tables to match")
+    keys = row_keys(tables[names[0]])
+    index: pd.DataFrame | None = None
+    for name in names:
+        t = tables[name]
+        if t.duplicated(keys).any():
+            raise ScreenError(f"{name}: duplicate rows for keys {keys}")
+        k = t[keys].astype(str)
+        index = k if index is None else index.merge(k, on=keys)
+    assert index is not None
+    if len(index) == 0:
+        raise ScreenError(f"tables {names} share no rows (keys {keys})")
+    out = {}
+    for name in names:
+        t = tables[name].copy()
+        t[keys] = t[keys].astype(str)
+        aligned = index.merge(t, on=keys, how="left")
+        out[name] = aligned[feature_columns(tables[name])].to_numpy(dtype=np.float64)
+    return index, out
+
+
+def attach_factors(table: pd.DataFrame, factors: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Latents of ``table`` and the ground-truth factors of the same images, row-matched.
+
+    Well-level profiles get each factor's mean over the well's images.
+    """
+    names = [c for c in factors.columns if str(c).startswith(FACTOR_PREFIX)]
+    if not names:
+        raise ScreenError(f"factors table has no {FACTOR_PREFIX}* columns")
+    keys = row_keys(table)
+    f = factors.copy()
+    if keys[1] == screen.WELL and screen.WELL not in f.columns:
+        raise ScreenError("well-level profiles need Metadata_Well in the factors table")
+    f[keys] = f[keys].astype(str)
+    f = f.groupby(keys, as_index=False)[names].mean()
+    t = table.copy()
+    t[keys] = t[keys].astype(str)
+    joined = t.merge(f, on=keys, how="inner")
+    if len(joined) < len(t):
+        raise ScreenError(f"{len(t) - len(joined)} profile rows have no ground-truth factors")
+    return joined[feature_columns(table)].to_numpy(np.float64), joined[names].to_numpy(np.float64), names
+
+
+def structural_scores(
+    table: pd.DataFrame,
+    factors: pd.DataFrame,
+    *,
+    seed: int = 0,
+    max_samples: int | None = 20000,
+    n_bins: int = 20,
+    n_neighbors: int = 10,
+    infoe_max_iter: int = 1000,
+) -> dict[str, Any]:
+    """How well the table's latents recover the known factors: MCC, mean linear R^2 (and per
+    factor), InfoM/InfoE/InfoC (factors discretized into ``n_bins`` quantile bins).
+
+    At most ``max_samples`` rows (seeded subsample) enter the kNN mutual information and the
+    logistic regressions of InfoMEC; MCC and R^2 use every row.
+    """
+    latents, truth, names = attach_factors(table, factors)
+    r2 = metrics.linear_r2(latents, truth)
+    rows = np.arange(len(latents))
+    if max_samples is not None and len(rows) > max_samples:
+        rows = np.sort(np.random.default_rng(seed).choice(rows, size=max_samples, replace=False))
+    info = metrics.infomec(
+        truth[rows], latents[rows], n_neighbors=n_neighbors, seed=seed, n_bins=n_bins, infoe_max_iter=infoe_max_iter
+    )
+    out: dict[str, Any] = {
+        "n_samples": len(latents),
+        "n_latents": latents.shape[1],
+        "n_factors": truth.shape[1],
+        "mcc": metrics.mcc(latents, truth),
+        "r2_mean": float(np.mean(r2)),
+        "infom": info["infom"],
+        "infoe": info["infoe"],
+        "infoc": info["infoc"],
+    }
+    out.update({f"r2_{name}": float(v) for name, v in zip(names, r2)})
+    return out
+
+
+def alignment_for_variant(
+    tables: Mapping[str, pd.DataFrame],
+    variant: str,
+    settings: Mapping[str, Any],
+    seed: int,
+    log: Any = None,
+) -> pd.DataFrame:
+    """Table 1 for one variant: every ordered pair of models' profiles, row-matched by image.
+
+    ``settings`` is config["identifiability"]: train_fraction, ica, knn_k, max_samples (a
+    seeded subsample of the matched rows keeps large screens tractable).
+    """
+    from phenoica.align import alignment_table
+
+    keys, features = matched_features(tables)
+    n = len(keys)
+    rows = np.arange(n)
+    if n > settings["max_samples"]:
+        rows = np.sort(np.random.default_rng(seed).choice(n, size=settings["max_samples"], replace=False))
+    if log is not None:
+        log.info("variant %s: %d matched rows, %d used; models %s", variant, n, len(rows), list(tables))
+    table = alignment_table(
+        {name: x[rows] for name, x in features.items()},
+        train_fraction=settings["train_fraction"],
+        seed=seed,
+        ica_method=settings["ica"],
+        knn_k=settings["knn_k"],
+    )
+    table.insert(0, "variant", variant)
+    if log is not None:
+        log.info("\n%s", table.to_string())
+    return table
