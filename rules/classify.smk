@@ -12,7 +12,9 @@ rule classify:
         classify=config["classify"],
         seed=config["seed"],
         n_shards=config["classify"]["n_shards"],
-    threads: 1
+    threads: rule_threads("classify", 1)
+    resources:
+        **rule_resources("classify"),
     log:
         f"{RESULTS}/logs/classify/{{model}}/{{variant}}/shard_{{shard}}.log",
     benchmark:
@@ -31,6 +33,8 @@ rule map_readout:
     params:
         seed=config["seed"],
         n_null_guides=config["classify"]["n_null_guides"],
+    resources:
+        **rule_resources("map_readout"),
     log:
         f"{RESULTS}/logs/map_readout/{{model}}/{{variant}}.log",
     benchmark:
@@ -55,6 +59,8 @@ rule gather_scores:
         guides=f"{RESULTS}/scores/guides.parquet",
         genes=f"{RESULTS}/scores/genes.parquet",
         maps=f"{RESULTS}/scores/map.parquet",
+    resources:
+        **rule_resources("gather_scores"),
     log:
         f"{RESULTS}/logs/gather_scores.log",
     benchmark:

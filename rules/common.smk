@@ -33,6 +33,26 @@ wildcard_constraints:
     shard=r"\d+",
 
 
+def rule_threads(rule, fallback):
+    """Threads: config resources.<name>.cpus, else resources.default.cpus, else fallback."""
+    res = config["resources"]
+    return (res.get(rule) or {}).get("cpus") or res["default"]["cpus"] or fallback
+
+
+def rule_resources(rule):
+    """Resources from config resources.<name> (over resources.default): mem_mb,
+    runtime (minutes) and, when GPUs are asked for, gpu (count) and gpu_model, the names the
+    SLURM executor plugin turns into --mem, --time and --gpus."""
+    merged = dict(config["resources"]["default"])
+    merged.update({k: v for k, v in (config["resources"].get(rule) or {}).items() if v not in (None, 0)})
+    out = {k: merged[k] for k in ("mem_mb", "runtime") if merged.get(k)}
+    if merged.get("gpus"):
+        out["gpu"] = merged["gpus"]
+        if merged.get("gpu_model"):
+            out["gpu_model"] = merged["gpu_model"]
+    return out
+
+
 def store_path(plate):
     """The plate's Zarr store: produced by the workflow, or the user's (source zarr)."""
     if SOURCE == "zarr":

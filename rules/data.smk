@@ -9,6 +9,8 @@ if SOURCE == "demo":
         params:
             demo=config["demo"],
             seed=config["seed"],
+        resources:
+            **rule_resources("simulate_truth"),
         log:
             f"{RESULTS}/logs/simulate_truth.log",
         benchmark:
@@ -28,6 +30,8 @@ if SOURCE == "demo":
             # plates or batches leaves existing plates alone. The script reads config["demo"].
             design=wf.plate_design_params(config["demo"]),
             seed=config["seed"],
+        resources:
+            **rule_resources("simulate_plate"),
         log:
             f"{RESULTS}/logs/simulate_plate/{{plate}}.log",
         benchmark:
@@ -48,6 +52,8 @@ if SOURCE == "zarr":
             f"{RESULTS}/screen/metadata/{{plate}}.parquet",
         params:
             digest=lambda w: plate_digest(w.plate),
+        resources:
+            **rule_resources("plate_metadata"),
         log:
             f"{RESULTS}/logs/plate_metadata/{{plate}}.log",
         benchmark:
@@ -72,6 +78,8 @@ if SOURCE == "images":
             pattern=lambda w: config["screen"]["image_pattern"],  # braces are not wildcards
             channels=config["screen"]["channels"],
             chunk_images=config["screen"]["chunk_images"],
+        resources:
+            **rule_resources("ingest_images"),
         log:
             f"{RESULTS}/logs/ingest_images/{{plate}}.log",
         benchmark:
@@ -94,6 +102,8 @@ if SOURCE == "ome_zarr":
         params:
             digest=lambda w: plate_digest(w.plate),
             chunk_images=config["screen"]["chunk_images"],
+        resources:
+            **rule_resources("ingest_ome_zarr"),
         log:
             f"{RESULTS}/logs/ingest_ome_zarr/{{plate}}.log",
         benchmark:

@@ -13,9 +13,9 @@ rule train_mae:
         train=config["train"],
         seed=lambda w: config["seed"] + config["models"][w.model]["seed"],
         device=config["embed"]["device"],
-    threads: 2
+    threads: rule_threads("train_mae", 2)
     resources:
-        gpu=0,
+        **rule_resources("train_mae"),
     log:
         f"{RESULTS}/logs/train_mae/{{model}}.log",
     benchmark:
@@ -36,7 +36,9 @@ rule embed:
     params:
         spec=lambda w: config["models"][w.model],
         embed=config["embed"],
-    threads: 2
+    threads: rule_threads("embed", 2)
+    resources:
+        **rule_resources("embed"),
     log:
         f"{RESULTS}/logs/embed/{{model}}/{{plate}}.log",
     benchmark:
@@ -55,6 +57,8 @@ rule gather_profiles:
     params:
         level=config["profiles"]["level"],
         embedding_column=config["screen"]["embedding_column"],
+    resources:
+        **rule_resources("gather_profiles"),
     log:
         f"{RESULTS}/logs/gather_profiles/{{model}}.log",
     benchmark:

@@ -12,7 +12,9 @@ rule align:
         models=MODELS,
         settings=config["identifiability"],
         seed=config["seed"],
-    threads: 2
+    threads: rule_threads("align", 2)
+    resources:
+        **rule_resources("align"),
     log:
         f"{RESULTS}/logs/align/{{variant}}.log",
     benchmark:
@@ -32,6 +34,8 @@ rule structural:
     params:
         settings=config["identifiability"],
         seed=config["seed"],
+    resources:
+        **rule_resources("structural"),
     log:
         f"{RESULTS}/logs/structural/{{model}}/{{variant}}.log",
     benchmark:
@@ -49,6 +53,8 @@ rule gather_identifiability:
     output:
         align=f"{RESULTS}/identifiability/table1.parquet",
         structural=f"{RESULTS}/identifiability/structural.parquet",
+    resources:
+        **rule_resources("gather_identifiability"),
     log:
         f"{RESULTS}/logs/gather_identifiability.log",
     benchmark:

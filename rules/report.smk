@@ -28,6 +28,8 @@ rule report:
         ),
     params:
         models=MODELS,
+    resources:
+        **rule_resources("report"),
     log:
         f"{RESULTS}/logs/report.log",
     benchmark:

@@ -12,7 +12,9 @@ if not config["transforms"]["frozen"]:
         params:
             transforms=config["transforms"],
             seed=config["seed"],
-        threads: 2
+        threads: rule_threads("fit_transforms", 2)
+        resources:
+            **rule_resources("fit_transforms"),
         log:
             f"{RESULTS}/logs/fit_transforms/{{model}}.log",
         benchmark:
@@ -29,6 +31,8 @@ rule apply_transform:
         transform=lambda w: f"{transform_dir(w.model)}/{w.variant}.npz",
     output:
         f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+    resources:
+        **rule_resources("apply_transform"),
     log:
         f"{RESULTS}/logs/apply_transform/{{model}}/{{variant}}.log",
     benchmark:
@@ -47,6 +51,8 @@ rule splits:
     params:
         splits=config["splits"],
         seed=config["seed"],
+    resources:
+        **rule_resources("splits"),
     log:
         f"{RESULTS}/logs/splits/{{model}}.log",
     benchmark:
