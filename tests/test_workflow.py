@@ -131,6 +131,7 @@ def test_zarr_source_plans_one_job_per_plate_and_new_plates_alone(tmp_path):
     from phenoica import workflow
 
     workflow._table.cache_clear()
+    workflow._plate_digests.cache_clear()
     after = {p: plate_digest(full, p) for p in before}
     assert [p for p in before if before[p] != after[p]] == ["B02P01"]
 
@@ -202,3 +203,24 @@ def test_embeddings_source_runs_from_profiles_on(tmp_path):
     guides = pd.read_parquet(tmp_path / "results" / "scores" / "guides.parquet")
     base = guides[(guides["variant"] == "base") & ~guides["is_null_guide"]].set_index("Metadata_Guide")["auroc"]
     assert base["G1_a"] > 0.9 and base["G1_a"] > base["G2_a"]
+
+
+def test_genome_scale_dag_stays_in_the_low_thousands(tmp_path):
+    """17,000 genes x 6 guides, 40 batches, 400 plates, 4 variants: one embed job per plate,
+    classification sharded, so the DAG stays small (timings: benchmarks/genome_dag.py)."""
+    shutil.copy(REPO / "benchmarks" / "genome_scale.yaml", tmp_path / "config.yaml")
+    jobs = planned_jobs(tmp_path)
+    assert jobs["embed"] == 400 and jobs["classify"] == 4 * 250
+    assert 1000 <= sum(jobs.values()) <= 3000, jobs
+
+
+def test_frozen_transforms_are_applied_not_refitted(tmp_path):
+    """transforms.frozen points at earlier fits: no fit job is planned, apply reads the frozen files."""
+    frozen = tmp_path / "frozen"
+    for model in ("mae", "mae_seed1"):
+        (frozen / model).mkdir(parents=True)
+        for name in ("base.npz", "pca.npz", "pca_ica.npz", "pca_rand.npz", "fit_report.json"):
+            (frozen / model / name).write_text("")
+    write_config(tmp_path, transforms={"frozen": str(frozen)})
+    jobs = planned_jobs(tmp_path)
+    assert "fit_transforms" not in jobs and jobs["apply_transform"] == 2 * 4

@@ -32,8 +32,10 @@ intercept chosen so that the map sends A's training mean to B's training mean:
   of the two source sets, maps A's sources to B's sources, and the error is measured back in
   B's space through the inverse of B's ICA rotation and whitening. If B's whitening keeps
   k_B < Db components, the prediction lies in B's top-k_B principal subspace: the best that
-  B's kept components can reconstruct, so the discarded variance counts as error.
-  Unmatched B sources (k_A < k_B) are predicted by their training mean, 0.
+  B's kept components can reconstruct, so the discarded variance counts as error. (Fewer
+  components also drop A's noise directions, so on noisy data ICA can then beat the rigid
+  map and its efficiency exceed 1.) Unmatched B sources (k_A < k_B) are predicted by their
+  training mean, 0.
 
 ``ICA efficiency = (perm - ica) / (perm - rigid)``: the share of the permutation-to-rigid gap
 that unsupervised ICA closes (NaN when perm == rigid).
@@ -88,6 +90,7 @@ CHUNK_ROWS = 16_384
 TABLE_COLUMNS: tuple[str, ...] = (
     "model_a", "model_b", "perm", "rigid", "linear", "ica", "ica_efficiency", "cka", "mutual_knn",
     "n_train", "n_test", "diameter", "rms_train_permutation", "rms_train_rigid", "rms_train_linear",
+    "ica_converged",
 )
 _SEED_PURPOSES: tuple[str, ...] = ("split", "ica", "knn", "diameter", "ica_a", "ica_b", "whiten_a", "whiten_b")
 
@@ -787,7 +790,7 @@ def alignment_table(
     distinct models (maps are directional and scored on B's diameter, so a -> b and b -> a
     differ). ``kw`` go to :func:`align_errors`; the same seed gives every pair the same split.
     Each model's diameter is computed once. Columns: :data:`TABLE_COLUMNS` (``perm`` is the
-    permutation error; ``diameter`` is model_b's).
+    permutation error; ``diameter`` is model_b's; ``ica_converged`` is None when ICA did not run).
     """
     names = list(embeddings)
     if pairs is None:
@@ -812,5 +815,5 @@ def alignment_table(
         LOG.info("alignment %s -> %s", a, b)
         res = align_errors(arrays[a], arrays[b], diameter=diameters[b], **kw)
         rows.append({"model_a": a, "model_b": b, "perm": res["permutation"],
-                     **{k: res[k] for k in TABLE_COLUMNS[3:]}})
+                     **{k: res.get(k) for k in TABLE_COLUMNS[3:]}})
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))

@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 from typing import Any, Mapping
 
+import numpy as np
 import pandas as pd
 
 from phenoica import screen
@@ -53,18 +54,31 @@ def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
     return dict(zip(pairs[screen.PLATE], pairs[screen.BATCH]))
 
 
+@functools.lru_cache(maxsize=4)
+def _plate_digests(path: str) -> dict[str, str]:
+    """SHA-1 of each plate's rows of the table at ``path`` (one pass over the table)."""
+    table = _table(path)
+    plates = table[screen.PLATE].astype(str)
+    hashes = pd.util.hash_pandas_object(table, index=False).to_numpy()
+    out = {}
+    for plate, rows in pd.Series(np.arange(len(table))).groupby(plates.to_numpy(), sort=False):
+        out[str(plate)] = hashlib.sha1(hashes[rows.to_numpy()].tobytes()).hexdigest()
+    return out
+
+
 def plate_digest(config: Mapping[str, Any], plate: str) -> str:
     """SHA-1 of one plate's rows in the user's table ('' for sources without one).
 
     Rules take the table as an ``ancient`` input and this digest as a param: adding a plate
-    to the table changes no other plate's digest, so only the new plate's jobs run.
+    to the table changes no other plate's digest, so only the new plate's jobs run. All
+    plates' digests come from one pass over the table (cached), so a screen of hundreds of
+    plates and millions of rows builds its DAG quickly.
     """
-    table = _plate_rows(config)
-    if table is None:
+    source = config["screen"]["source"]
+    if source not in ("zarr", "images", "ome_zarr"):
         return ""
-    rows = table[table[screen.PLATE].astype(str) == plate]
-    payload = pd.util.hash_pandas_object(rows.reset_index(drop=True), index=True).to_numpy().tobytes()
-    return hashlib.sha1(payload).hexdigest()
+    path = config["screen"]["metadata"] if source == "zarr" else config["screen"]["plate_map"]
+    return _plate_digests(str(path)).get(plate, "")
 
 
 def training_record(results: str, model: str) -> Path:
