@@ -122,8 +122,9 @@ def alignment_for_variant(
 ) -> pd.DataFrame:
     """Table 1 for one variant: every ordered pair of models' profiles, row-matched by image.
 
-    ``settings`` is config["identifiability"]: train_fraction, ica, knn_k, max_samples (a
-    seeded subsample of the matched rows keeps large screens tractable).
+    ``settings`` is config["identifiability"]: train_fraction, ica, ica_components,
+    ica_max_samples, knn_k, max_samples (a seeded subsample of the matched rows keeps large
+    screens tractable).
     """
     from phenoica.align import alignment_table
 
@@ -139,6 +140,8 @@ def alignment_for_variant(
         train_fraction=settings["train_fraction"],
         seed=seed,
         ica_method=settings["ica"],
+        n_components=settings["ica_components"],
+        ica_max_samples=settings["ica_max_samples"],
         knn_k=settings["knn_k"],
     )
     table.insert(0, "variant", variant)

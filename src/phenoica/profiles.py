@@ -1,111 +1,631 @@
-"""Gather per-plate embeddings into one profile table, from phenoica or from elsewhere.
+"""Gather per-plate embeddings into one profile table, from phenoica or from elsewhere; read
+profile tables back row batch by row batch.
 
 Entry points: the embed rule's parquet files, or any parquet in the data contract's shape
-(``Metadata_*`` columns + float feature columns, or one list-valued embedding column).
+(``Metadata_*`` columns + numeric feature columns, or one list-valued embedding column).
 Analysis level: per image, or per well (mean of the well's images).
+
+Everything streams, so a screen of tens of millions of images needs no large node:
+
+- :func:`write_profiles` reads each embedding file in row batches (``pyarrow`` ``iter_batches``)
+  and writes the profile parquet with a ``ParquetWriter`` (row groups of ``batch_rows`` rows),
+  atomically. Every batch is validated as it passes (profile metadata, finite numeric
+  features, the same feature columns in every file); the "gene under two PertTypes" check holds
+  across files through a running gene -> PertType map.
+- Well level: wells never span plates, so each input file (a plate) is averaged on its own
+  before it is written; a first, metadata-only pass over the files decides which metadata
+  columns are constant within every well (those are kept, as in :func:`aggregate_wells`).
+  Memory then holds one file's wells at a time: give one file per plate (or a few).
+- :class:`ProfileSource` yields row batches of a profile parquet (or of an in-memory table)
+  for the transform stages, pass after pass.
+
+Memory is bounded by ``batch_rows`` rows (default :data:`DEFAULT_BATCH_ROWS`), not by the
+screen. The output has the metadata columns first (the union over the files, in order of
+appearance; a column a file lacks is null there), then the float32 features.
 """
 
 from __future__ import annotations
 
 import glob
+import itertools
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Iterable, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from scipy import sparse
 
 from phenoica import screen
-from phenoica.screen import ScreenError, feature_columns, feature_name, metadata_columns
+from phenoica.io import atomic_path
+from phenoica.screen import GENE, PERT_TYPE, PLATE, WELL, ScreenError, feature_columns, feature_name, metadata_columns
+
+#: Rows per streamed batch (and per written row group) when the config does not say.
+DEFAULT_BATCH_ROWS = 65_536
+#: The per-well image count a well-level table carries.
+N_IMAGES = "Metadata_NImages"
+LEVELS = ("image", "well")
+
+
+# --------------------------------------------------------------------------- arrow helpers
+
+
+def data_columns(schema: pa.Schema) -> list[str]:
+    """Column names of an arrow/parquet schema, less the index columns pandas stored."""
+    pandas_meta = schema.pandas_metadata or {}
+    index = {c for c in pandas_meta.get("index_columns", []) if isinstance(c, str)}
+    return [name for name in schema.names if name not in index]
+
+
+def split_columns(names: Sequence[str]) -> tuple[list[str], list[str]]:
+    """(metadata columns, feature columns) of a list of column names, by the contract's prefix."""
+    frame = pd.DataFrame(columns=list(names))
+    return metadata_columns(frame), feature_columns(frame)
+
+
+def _numeric(dtype: pa.DataType) -> bool:
+    return pa.types.is_integer(dtype) or pa.types.is_floating(dtype)
+
+
+def check_numeric_features(schema: pa.Schema, features: Sequence[str], source: str) -> None:
+    """A ScreenError naming the feature columns of ``schema`` that are not integer or float."""
+    if not features:
+        raise ScreenError(f"{source}: no feature columns (every column is Metadata_*)")
+    bad = [c for c in features if not _numeric(schema.field(c).type)]
+    if bad:
+        raise ScreenError(
+            f"{source}: non-numeric feature column(s) {bad[:10]} "
+            f"({schema.field(bad[0]).type}); prefix metadata with Metadata_"
+        )
+
+
+def feature_matrix(batch: pa.RecordBatch | pa.Table, features: Sequence[str]) -> np.ndarray:
+    """The feature columns of a row batch as one (rows x features) array.
+
+    float32 when every column is float32, else float64 (nulls become NaN). Column-major, so
+    each column is one contiguous copy.
+    """
+    columns = [batch.column(c) for c in features]
+    dtype = np.float32 if all(c.type == pa.float32() for c in columns) else np.float64
+    out = np.empty((len(features), batch.num_rows), dtype=dtype)
+    for j, col in enumerate(columns):
+        out[j] = col.to_numpy(zero_copy_only=False)
+    return out.T
+
+
+def nonfinite_columns(X: np.ndarray, names: Sequence[str]) -> list[str]:
+    """Names of the columns of ``X`` holding NaN or inf."""
+    if np.isfinite(X.sum(axis=0, dtype=np.float64)).all():
+        return []
+    return [names[j] for j in np.flatnonzero(~np.isfinite(X).all(axis=0))]
+
+
+class ProfileSource:
+    """A profile table read in row batches, as often as asked: a parquet file (streamed from
+    disk with ``ParquetFile.iter_batches``) or an in-memory arrow table / DataFrame.
+
+    ``columns`` are the data columns (pandas index columns left out); ``num_rows`` comes from
+    the parquet metadata without reading data.
+    """
+
+    def __init__(self, data: pa.Table | pd.DataFrame | Path | str, batch_rows: int = DEFAULT_BATCH_ROWS,
+                 label: str | None = None) -> None:
+        if int(batch_rows) < 1:
+            raise ValueError(f"batch_rows: expected a positive row count, got {batch_rows}")
+        self.batch_rows = int(batch_rows)
+        self._table: pa.Table | None = None
+        self._path: Path | None = None
+        if isinstance(data, pd.DataFrame):
+            data = pa.Table.from_pandas(data, preserve_index=False)
+        if isinstance(data, pa.Table):
+            self._table = data
+            self.schema = data.schema
+            self.num_rows = data.num_rows
+            self.label = label or "profiles"
+        else:
+            self._path = Path(data)
+            if not self._path.exists():
+                raise FileNotFoundError(f"{self._path}: profile table not found")
+            with pq.ParquetFile(self._path) as pf:
+                self.schema = pf.schema_arrow
+                self.num_rows = pf.metadata.num_rows
+            self.label = label or str(self._path)
+        self.columns = data_columns(self.schema)
+
+    def batches(self, columns: Sequence[str] | None = None) -> Iterator[pa.RecordBatch]:
+        """Row batches of at most ``batch_rows`` rows holding ``columns`` (default: all data columns)."""
+        columns = list(self.columns if columns is None else columns)
+        missing = [c for c in columns if c not in self.columns]
+        if missing:
+            raise ScreenError(f"{self.label}: missing column(s) {missing}")
+        if self._table is not None:
+            yield from self._table.select(columns).to_batches(max_chunksize=self.batch_rows)
+            return
+        with pq.ParquetFile(self._path) as pf:  # type: ignore[arg-type]
+            yield from pf.iter_batches(batch_size=self.batch_rows, columns=columns)
+
+
+class RowGroupWriter:
+    """Record batches -> a parquet file in row groups of ``batch_rows`` rows (small batches are
+    buffered until a row group is full). Use inside :func:`phenoica.io.atomic_path`."""
+
+    def __init__(self, path: Path | str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
+        self.schema = schema.remove_metadata()
+        self.batch_rows = int(batch_rows)
+        self._writer = pq.ParquetWriter(str(path), self.schema)
+        self._pending: list[pa.RecordBatch] = []
+        self._pending_rows = 0
+        self.rows = 0
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        """Queue one batch (of this writer's schema); full row groups are written at once."""
+        if batch.num_rows == 0:
+            return
+        self._pending.append(batch)
+        self._pending_rows += batch.num_rows
+        if self._pending_rows >= self.batch_rows:
+            self._flush(final=False)
+
+    def _flush(self, final: bool) -> None:
+        table = pa.Table.from_batches(self._pending, schema=self.schema)
+        full = table.num_rows if final else table.num_rows - table.num_rows % self.batch_rows
+        if full:
+            self._writer.write_table(table.slice(0, full), row_group_size=self.batch_rows)
+            self.rows += full
+        rest = table.slice(full)
+        self._pending = rest.to_batches()
+        self._pending_rows = rest.num_rows
+
+    def close(self) -> None:
+        """Write what is left and the footer."""
+        if self._pending_rows:
+            self._flush(final=True)
+        self._writer.close()
+
+    def __enter__(self) -> "RowGroupWriter":
+        return self
+
+    def __exit__(self, exc_type, exc, tb) -> None:  # type: ignore[no-untyped-def]
+        if exc_type is None:
+            self.close()
+        else:
+            self._writer.close()
+
+
+# --------------------------------------------------------------------------- embedding columns
+
+
+def _list_matrix(values: pa.Array | pa.ChunkedArray, column: str, source: str, expected: int | None = None,
+                 row_offset: int = 0) -> np.ndarray:
+    """A list-valued column (one embedding per row) -> float32 (rows x D).
+
+    Every row must hold ``expected`` values (default: as many as the first row).
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)
+            or pa.types.is_fixed_size_list(values.type)) or not _numeric(values.type.value_type):
+        raise ScreenError(f"{source}: embedding column {column!r} must hold lists of numbers, got {values.type}")
+    n = len(values)
+    if values.null_count:
+        row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
+        raise ScreenError(f"{source}: column {column!r} row {row + row_offset} is empty")
+    if n == 0:
+        return np.empty((0, expected or 0), dtype=np.float32)
+    lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
+    expected = int(lengths[0]) if expected is None else expected
+    if (lengths != expected).any():
+        row = int(np.flatnonzero(lengths != expected)[0])
+        raise ScreenError(f"{source}: column {column!r} row {row + row_offset} has length {lengths[row]}, expected {expected}")
+    flat = values.flatten().to_numpy(zero_copy_only=False)
+    return np.asarray(flat, dtype=np.float32).reshape(n, expected)
+
 
 def expand_embedding_column(df: pd.DataFrame, column: str, source: str = "embeddings") -> pd.DataFrame:
     """Replace one list-valued embedding column by float32 ``emb_*`` columns."""
     if column not in df.columns:
         raise ScreenError(f"{source}: embedding column {column!r} not found; columns are {list(df.columns)[:12]}")
-    lengths = df[column].map(lambda v: -1 if v is None else len(v))
-    if (lengths < 0).any():
-        raise ScreenError(f"{source}: column {column!r} row {int(np.flatnonzero(lengths < 0)[0])} is empty")
-    if lengths.nunique() != 1:
-        row = int(np.flatnonzero(lengths != lengths.iloc[0])[0])
-        raise ScreenError(
-            f"{source}: column {column!r} row {row} has length {lengths.iloc[row]}, expected {lengths.iloc[0]}"
-        )
-    values = np.stack(df[column].to_numpy()).astype(np.float32)
+    values = _list_matrix(pa.array(df[column], from_pandas=True), column, source)
     features = pd.DataFrame(values, columns=[feature_name(i) for i in range(values.shape[1])], index=df.index)
     return pd.concat([df.drop(columns=[column]), features], axis=1)
 
 
-def check_features(df: pd.DataFrame, source: str = "embeddings") -> list[str]:
-    """Feature columns of ``df``: numeric and finite, else a ScreenError naming the columns."""
-    features = feature_columns(df)
-    if not features:
-        raise ScreenError(f"{source}: no feature columns (everything is Metadata_*)")
-    non_numeric = [c for c in features if not pd.api.types.is_numeric_dtype(df[c])]
-    if non_numeric:
-        raise ScreenError(f"{source}: non-numeric feature column(s) {non_numeric[:10]}; prefix metadata with Metadata_")
-    values = df[features].to_numpy(dtype=np.float64)
-    bad = ~np.isfinite(values).all(axis=0)
-    if bad.any():
-        cols = [features[i] for i in np.flatnonzero(bad)]
-        raise ScreenError(f"{source}: non-finite values (NaN/inf) in feature column(s) {cols[:10]}")
-    return features
+# --------------------------------------------------------------------------- the files
+
+
+@dataclass
+class _File:
+    """What the footer of one embedding file says: its data columns, metadata and features."""
+
+    path: str
+    columns: list[str]
+    metadata: list[str]
+    features: list[str]  # numeric feature columns read as they are (besides the embedding column)
+
+
+@dataclass
+class _Plan:
+    """The files, the output's metadata schema and (when known from the footers) feature names."""
+
+    files: list[_File]
+    metadata: pa.Schema
+    embedding_column: str | None
+
+
+def _plain_type(dtype: pa.DataType) -> pa.DataType:
+    """Dictionary-encoded columns are written as their values."""
+    return dtype.value_type if pa.types.is_dictionary(dtype) else dtype
+
+
+def _plan(paths: Sequence[Path | str], embedding_column: str | None) -> _Plan:
+    """Read every file's footer: columns, feature checks, and one metadata schema for all files."""
+    files: list[_File] = []
+    fields: dict[str, list[tuple[str, pa.Field]]] = {}
+    reference: _File | None = None
+    for path in paths:
+        path = str(path)
+        if not Path(path).exists():
+            raise FileNotFoundError(f"{path}: embedding file not found")
+        schema = pq.read_schema(path)
+        columns = data_columns(schema)
+        meta, features = split_columns(columns)
+        if embedding_column is not None:
+            if embedding_column not in columns:
+                raise ScreenError(f"{path}: embedding column {embedding_column!r} not found; columns are {columns[:12]}")
+            features = [c for c in features if c != embedding_column]
+            if features:
+                check_numeric_features(schema, features, path)
+        else:
+            check_numeric_features(schema, features, path)
+        info = _File(path, columns, meta, features)
+        if reference is None:
+            reference = info
+        elif features != reference.features:
+            raise ScreenError(
+                f"{path}: feature columns differ from {reference.path} ({len(features)} vs "
+                f"{len(reference.features)} columns{_first_difference(features, reference.features)})"
+            )
+        for name in meta:
+            fields.setdefault(name, []).append((path, schema.field(name)))
+        files.append(info)
+    out = []
+    for name, seen in fields.items():
+        if name in screen.PROFILE_COLUMNS:
+            out.append(pa.field(name, pa.string()))
+            continue
+        try:
+            unified = pa.unify_schemas(
+                [pa.schema([pa.field(name, _plain_type(f.type))]) for _, f in seen], promote_options="permissive"
+            )
+        except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError):
+            kinds = {}
+            for path, f in seen:
+                kinds.setdefault(str(_plain_type(f.type)), path)
+            raise ScreenError(
+                f"column {name} has incompatible types across files: "
+                + ", ".join(f"{t} in {p}" for t, p in kinds.items())
+            ) from None
+        out.append(unified.field(name))
+    return _Plan(files, pa.schema(out), embedding_column)
+
+
+def _first_difference(a: Sequence[str], b: Sequence[str]) -> str:
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return f"; column {i} is {x!r}, expected {y!r}"
+    return ""
+
+
+@dataclass
+class _Block:
+    """One validated row batch of an embedding file."""
+
+    batch: pa.RecordBatch  # the file's columns
+    features: np.ndarray  # float32 (rows x D)
+    names: list[str]  # feature names
+    start: int  # first row, counted in the file
+
+
+def _batch_source(path: str, start: int, rows: int, total: int) -> str:
+    """How errors name a row batch: the file, and where the batch starts when it is not row 0."""
+    if start == 0 and rows == total:
+        return path
+    return f"{path} (row numbers count from file row {start})"
+
+
+class _GeneTypes:
+    """The running gene -> PertType map: no gene may be a control in one file and a perturbation
+    in another."""
+
+    def __init__(self) -> None:
+        self.seen: dict[str, tuple[str, str]] = {}
+
+    def update(self, meta: pd.DataFrame, source: str) -> None:
+        pairs = meta[[GENE, PERT_TYPE]].astype(str).drop_duplicates()
+        for gene, kind in zip(pairs[GENE].tolist(), pairs[PERT_TYPE].tolist()):
+            known = self.seen.setdefault(gene, (kind, source))
+            if known[0] != kind:
+                raise ScreenError(
+                    f"gene {gene!r} is listed under both PertTypes: {known[0]} in {known[1]}, {kind} in {source}"
+                )
+
+
+def _read_blocks(file: _File, plan: _Plan, batch_rows: int, reference: list[str] | None,
+                 genes: _GeneTypes | None) -> Iterator[_Block]:
+    """Row batches of one embedding file, validated: profile metadata (if ``genes`` is given),
+    the embedding column expanded, finite features, feature names equal to ``reference``."""
+    with pq.ParquetFile(file.path) as pf:
+        total = pf.metadata.num_rows
+        start = 0
+        for batch in pf.iter_batches(batch_size=batch_rows, columns=file.columns):
+            if batch.num_rows == 0:
+                continue
+            source = _batch_source(file.path, start, batch.num_rows, total)
+            if genes is not None:
+                present = [c for c in screen.PROFILE_COLUMNS if c in file.columns]
+                meta = batch.select(present).to_pandas()
+                screen.validate_profile_metadata(meta, source=source)
+                genes.update(meta, file.path)
+            X, names = _block_features(batch, file, plan, reference, start)
+            bad = nonfinite_columns(X, names)
+            if bad:
+                raise ScreenError(f"{file.path}: non-finite values (NaN/inf) in feature column(s) {bad[:10]}")
+            reference = names
+            yield _Block(batch, X, names, start)
+            start += batch.num_rows
+
+
+def _block_features(batch: pa.RecordBatch, file: _File, plan: _Plan, reference: list[str] | None,
+                    start: int) -> tuple[np.ndarray, list[str]]:
+    """float32 features of a row batch and their names (the embedding column expanded)."""
+    parts, names = [], list(file.features)
+    if file.features:
+        parts.append(feature_matrix(batch, file.features).astype(np.float32, copy=False))
+    if plan.embedding_column is not None:
+        expected = None if reference is None else len(reference) - len(file.features)
+        values = _list_matrix(batch.column(plan.embedding_column), plan.embedding_column, file.path, expected, start)
+        parts.append(values)
+        names += [feature_name(i) for i in range(values.shape[1])]
+    if reference is not None and names != reference:
+        raise ScreenError(f"{file.path}: feature columns differ from the first file's ({len(names)} vs {len(reference)} columns)")
+    X = parts[0] if len(parts) == 1 else np.hstack(parts)
+    return X, names
+
+
+def _metadata_arrays(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.Array]:
+    """The batch's metadata columns in ``schema``'s order and types; absent ones null."""
+    arrays = []
+    for field in schema:
+        if field.name in batch.schema.names:
+            arrays.append(batch.column(field.name).cast(field.type))
+        else:
+            arrays.append(pa.nulls(batch.num_rows, field.type))
+    return arrays
+
+
+def _feature_arrays(X: np.ndarray) -> list[pa.Array]:
+    """float32 arrow columns of a (rows x features) array."""
+    columns = np.ascontiguousarray(np.asarray(X, dtype=np.float32).T)
+    return [pa.array(col) for col in columns]
+
+
+def _output_schema(metadata: pa.Schema, names: Sequence[str]) -> pa.Schema:
+    return pa.schema(list(metadata) + [pa.field(n, pa.float32()) for n in names])
+
+
+# --------------------------------------------------------------------------- well level
+
+
+def constant_within_wells(meta: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """Those of ``columns`` whose value never changes within a (plate, well) of ``meta``."""
+    if meta.empty:
+        return list(columns)
+    nunique = meta.groupby([PLATE, WELL], sort=False, observed=True)[list(columns)].nunique(dropna=False)
+    return [c for c in columns if (nunique[c] <= 1).all()]
+
+
+class WellMeans:
+    """Running per-well feature sums (float64) over the row batches of one plate's file.
+
+    ``update(meta, X)`` adds rows (``meta``: an arrow batch with the plate, well and kept
+    metadata columns); ``result()`` returns the wells sorted by (plate, well): their first
+    row's metadata, the image count and the float32 mean features.
+    """
+
+    def __init__(self, kept: Sequence[str], n_features: int) -> None:
+        self.kept = [PLATE, WELL, *[c for c in kept if c not in (PLATE, WELL)]]
+        self.ids: dict[tuple, int] = {}
+        self.first: list[pa.Table] = []
+        self.sums = np.zeros((0, n_features))
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def update(self, meta: pa.RecordBatch | pa.Table, X: np.ndarray) -> None:
+        """Add the rows of ``meta`` with features ``X``."""
+        keys = pd.DataFrame({PLATE: meta.column(PLATE).to_pandas(), WELL: meta.column(WELL).to_pandas()})
+        local = keys.groupby([PLATE, WELL], sort=False, dropna=False).ngroup().to_numpy()
+        firsts = np.unique(local, return_index=True)[1]
+        ids = np.empty(firsts.size, dtype=np.int64)
+        new = []
+        for g, row in enumerate(firsts):
+            key = (keys[PLATE].iat[row], keys[WELL].iat[row])
+            if key not in self.ids:
+                self.ids[key] = len(self.ids)
+                new.append(row)
+            ids[g] = self.ids[key]
+        if new:
+            table = meta if isinstance(meta, pa.Table) else pa.Table.from_batches([meta])
+            self.first.append(table.select(self.kept).take(pa.array(new)))
+            grow = len(self.ids) - self.counts.size
+            self.sums = np.vstack([self.sums, np.zeros((grow, self.sums.shape[1]))])
+            self.counts = np.concatenate([self.counts, np.zeros(grow, dtype=np.int64)])
+        self.counts[ids] += np.bincount(local, minlength=firsts.size)
+        step = 8192
+        for lo in range(0, len(local), step):
+            part = local[lo : lo + step]
+            indicator = sparse.csr_matrix(
+                (np.ones(part.size), (part, np.arange(part.size))), shape=(firsts.size, part.size)
+            )
+            self.sums[ids] += indicator @ np.asarray(X[lo : lo + step], dtype=np.float64)
+
+    def result(self) -> tuple[pa.Table, np.ndarray]:
+        """(metadata of every well + ``Metadata_NImages``, float32 mean features), sorted by (plate, well)."""
+        if not self.first:
+            raise ScreenError("well-level aggregation: no rows")
+        meta = pa.concat_tables(self.first)
+        meta = meta.append_column(N_IMAGES, pa.array(self.counts))
+        means = (self.sums / self.counts[:, None]).astype(np.float32)
+        keys = pd.DataFrame({"p": meta.column(PLATE).to_pandas(), "w": meta.column(WELL).to_pandas()})
+        order = keys.sort_values(["p", "w"], kind="stable").index.to_numpy()
+        return meta.take(pa.array(order)), means[order]
+
+
+def _well_plan(plan: _Plan, genes: _GeneTypes) -> list[str]:
+    """The metadata-only first pass of well-level gathering, one file at a time: validates
+    every file's profile metadata, checks that no well spans two files, and returns the
+    metadata columns constant within every well of every file (the ones kept)."""
+    candidates = [c for c in plan.metadata.names if c not in (PLATE, WELL)]
+    kept = set(candidates)
+    wells: dict[tuple, str] = {}
+    for file in plan.files:
+        if WELL not in file.metadata:
+            raise ScreenError(f"{file.path}: well-level analysis needs the {WELL} column")
+        meta = pq.read_table(file.path, columns=file.metadata).to_pandas()
+        screen.validate_profile_metadata(meta, source=file.path)
+        missing = meta[WELL].isna().to_numpy()
+        if missing.any():
+            raise ScreenError(f"{file.path}: column {WELL} has missing values at row(s) {list(np.flatnonzero(missing)[:5])}")
+        genes.update(meta, file.path)
+        present = [c for c in candidates if c in meta.columns]
+        kept -= set(present) - set(constant_within_wells(meta, present))
+        for key in meta[[PLATE, WELL]].drop_duplicates().itertuples(index=False, name=None):
+            other = wells.setdefault(key, file.path)
+            if other != file.path:
+                raise ScreenError(
+                    f"{file.path}: well (plate {key[0]!r}, well {key[1]!r}) also appears in {other}; well-level "
+                    "analysis averages each file on its own, so a well's images must be in one file"
+                )
+    return [c for c in candidates if c in kept]
+
+
+# --------------------------------------------------------------------------- gather
+
+
+def iter_profiles(
+    paths: Sequence[Path | str],
+    level: str = "image",
+    embedding_column: str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> Iterator[pa.RecordBatch]:
+    """Embedding files -> profile row batches at the requested level (image or well), validated.
+
+    All batches share one schema: metadata columns (the union over the files; a profile
+    column as string), then float32 features. Image level: at most ``batch_rows`` rows per
+    batch. Well level: one batch per file (its wells, sorted by plate and well).
+    """
+    if level not in LEVELS:
+        raise ValueError(f"profiles.level must be 'image' or 'well', got {level!r}")
+    if int(batch_rows) < 1:
+        raise ValueError(f"batch_rows: expected a positive row count, got {batch_rows}")
+    if not paths:
+        raise ScreenError("no embedding files given")
+    plan = _plan(paths, embedding_column)
+    genes = _GeneTypes()
+    reference: list[str] | None = None
+    schema: pa.Schema | None = None
+    if level == "image":
+        for file in plan.files:
+            for block in _read_blocks(file, plan, batch_rows, reference, genes):
+                reference = block.names
+                schema = schema or _output_schema(plan.metadata, block.names)
+                arrays = _metadata_arrays(block.batch, plan.metadata) + _feature_arrays(block.features)
+                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+        return
+    kept = _well_plan(plan, genes)
+    meta_schema = pa.schema([plan.metadata.field(PLATE), plan.metadata.field(WELL)]
+                            + [plan.metadata.field(c) for c in kept] + [pa.field(N_IMAGES, pa.int64())])
+    for file in plan.files:
+        wells: WellMeans | None = None
+        for block in _read_blocks(file, plan, batch_rows, reference, None):
+            reference = block.names
+            wells = wells or WellMeans(kept, len(block.names))
+            wells.update(_with_columns(block.batch, [PLATE, WELL, *kept], plan.metadata), block.features)
+        if wells is None:
+            continue
+        meta, means = wells.result()
+        schema = schema or _output_schema(meta_schema, reference)  # type: ignore[arg-type]
+        arrays = _metadata_arrays(meta.combine_chunks().to_batches()[0], meta_schema) + _feature_arrays(means)
+        yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+
+def _with_columns(batch: pa.RecordBatch, columns: Sequence[str], schema: pa.Schema) -> pa.RecordBatch:
+    """``batch`` restricted to ``columns`` in the output types, absent ones as nulls."""
+    sub = pa.schema([schema.field(c) for c in columns])
+    return pa.RecordBatch.from_arrays(_metadata_arrays(batch, sub), schema=sub)
+
+
+def write_batches(batches: Iterable[pa.RecordBatch], path: Path | str, schema: pa.Schema,
+                  batch_rows: int = DEFAULT_BATCH_ROWS) -> int:
+    """Write record batches of ``schema`` to a parquet file atomically, in row groups of
+    ``batch_rows`` rows; returns the rows written."""
+    with atomic_path(path) as tmp, RowGroupWriter(tmp, schema, batch_rows) as writer:
+        for batch in batches:
+            writer.write(batch)
+    return writer.rows
+
+
+def write_profiles(
+    paths: Sequence[Path | str],
+    out: Path | str,
+    level: str = "image",
+    embedding_column: str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> int:
+    """Stream embedding files into one profile parquet at ``out`` (atomic; row groups of
+    ``batch_rows`` rows); returns the number of profile rows written."""
+    batches = iter_profiles(paths, level, embedding_column, batch_rows)
+    first = next(batches, None)
+    if first is None:
+        raise ScreenError(f"no rows in any of the {len(paths)} embedding file(s) (first: {paths[0]})")
+    return write_batches(itertools.chain([first], batches), out, first.schema, batch_rows)
+
+
+def gather_profiles(
+    paths: Sequence[Path | str],
+    level: str = "image",
+    embedding_column: str | None = None,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> pd.DataFrame:
+    """Embedding files -> one profile table in memory (see :func:`iter_profiles`; for large
+    screens write it with :func:`write_profiles` instead)."""
+    batches = list(iter_profiles(paths, level, embedding_column, batch_rows))
+    if not batches:
+        raise ScreenError(f"no rows in any of the {len(paths)} embedding file(s) (first: {paths[0]})")
+    return pa.Table.from_batches(batches).to_pandas()
 
 
 def read_embeddings(paths: Sequence[Path | str], embedding_column: str | None = None) -> pd.DataFrame:
-    """Read and concatenate embedding parquets; expand a list-valued column if named.
-
-    Every file must have the analysis metadata columns and the same feature columns.
-    """
-    if not paths:
-        raise ScreenError("no embedding files given")
-    frames = []
-    reference: list[str] | None = None
-    for path in paths:
-        df = pd.read_parquet(path)
-        if embedding_column is not None:
-            df = expand_embedding_column(df, embedding_column, source=str(path))
-        screen.validate_profile_metadata(df, source=str(path))
-        features = check_features(df, source=str(path))
-        if reference is None:
-            reference = features
-        elif features != reference:
-            raise ScreenError(
-                f"{path}: feature columns differ from {paths[0]} ({len(features)} vs {len(reference)} columns)"
-            )
-        frames.append(df)
-    out = pd.concat(frames, ignore_index=True)
-    for col in screen.PROFILE_COLUMNS:
-        out[col] = out[col].astype(str)
-    screen.validate_profile_metadata(out, source="embeddings (all files)")
-    return out
+    """Read and concatenate embedding parquets (image level), validated; expand a list-valued
+    column if named. Every file must have the analysis metadata columns and the same features."""
+    return gather_profiles(paths, "image", embedding_column)
 
 
 def aggregate_wells(df: pd.DataFrame) -> pd.DataFrame:
     """Mean profile per (plate, well); metadata constant within a well is kept, the rest dropped."""
-    if screen.WELL not in df.columns:
-        raise ScreenError(f"well-level analysis needs the {screen.WELL} column")
-    keys = [screen.PLATE, screen.WELL]
+    if WELL not in df.columns:
+        raise ScreenError(f"well-level analysis needs the {WELL} column")
     meta = metadata_columns(df)
     features = feature_columns(df)
-    grouped = df.groupby(keys, sort=True, observed=True)
-    constant = [c for c in meta if c not in keys and (grouped[c].nunique(dropna=False) <= 1).all()]
-    out_meta = grouped[constant].first().reset_index()
-    out_feat = grouped[features].mean().reset_index(drop=True).astype(np.float32)
-    out = pd.concat([out_meta, out_feat], axis=1)
-    out["Metadata_NImages"] = grouped.size().to_numpy()
-    return out[[*metadata_columns(out), *features]]
-
-
-def gather_profiles(
-    paths: Sequence[Path | str], level: str = "image", embedding_column: str | None = None
-) -> pd.DataFrame:
-    """Embedding files -> one profile table at the requested analysis level (image or well)."""
-    df = read_embeddings(paths, embedding_column)
-    if level == "well":
-        df = aggregate_wells(df)
-    elif level != "image":
-        raise ValueError(f"profiles.level must be 'image' or 'well', got {level!r}")
-    df[feature_columns(df)] = df[feature_columns(df)].astype(np.float32)
-    return df.reset_index(drop=True)
+    kept = constant_within_wells(df, [c for c in meta if c not in (PLATE, WELL)])
+    table = pa.Table.from_pandas(df[[PLATE, WELL, *kept]], preserve_index=False)
+    wells = WellMeans(kept, len(features))
+    wells.update(table, df[features].to_numpy())
+    out_meta, means = wells.result()
+    out = out_meta.to_pandas()
+    values = pd.DataFrame(means, columns=features, index=out.index)
+    return pd.concat([out, values], axis=1)
 
 
 def expand_glob(pattern: str) -> list[str]:

@@ -15,6 +15,15 @@ end in ``_`` and are set by ``fit``; ``transform`` never refits. Arithmetic is f
 chunks; float32 input gives float32 output (sklearn's convention), so a million-row table is
 never copied whole in float64.
 
+Streaming (screens of tens of millions of rows): the fits are built on accumulators that take
+rows block by block - :class:`Moments` (count, mean, scatter, merged pairwise in float64),
+:class:`BatchMoments` (per-batch control moments) and :class:`RowSample` (a seeded subsample
+drawn up front, collected as the rows stream past). :func:`fit_variants_streaming` fits every
+variant from row blocks in two passes; the in-memory fits (``fit`` of each estimator,
+:func:`fit_variants`, :func:`fit_transforms` on a DataFrame) are the same code over row chunks,
+so a profile parquet streamed in row batches gives the in-memory result.
+:func:`apply_transform_file` writes the transformed rows batch by batch.
+
 Fitted transforms are saved as one ``.npz`` (arrays + the JSON description, no pickled code),
 written atomically, with a human-readable ``.json`` sidecar beside it; loading needs only the
 ``.npz``.
@@ -36,10 +45,12 @@ import numbers
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Container, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 from picard import picard
 from scipy import linalg
 from scipy.stats import ortho_group
@@ -49,6 +60,14 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from phenoica.io import atomic_path
+from phenoica.profiles import (
+    DEFAULT_BATCH_ROWS,
+    ProfileSource,
+    check_numeric_features,
+    feature_matrix,
+    split_columns,
+    write_batches,
+)
 from phenoica.screen import BATCH, CONTROL, PERT_TYPE, ScreenError, feature_columns, metadata_columns
 
 LOG = logging.getLogger(__name__)
@@ -60,8 +79,9 @@ FORMAT = "phenoica.transform"
 FORMAT_VERSION = 1
 CHUNK_ROWS = 32_768
 ICA_METHODS = ("picard", "fastica")
-#: Defaults of config["transforms"] when a key is absent (the schema's defaults, plus the
-#: proposed ``ica_max_samples``: rows ICA is fitted on, a seeded subsample; None = all rows).
+#: Defaults of config["transforms"] when a key is absent: the schema's defaults, plus the
+#: proposed ``batch_rows`` (rows per streamed row batch of the profile parquet) and
+#: ``parallel_max_samples`` (rows parallel analysis runs on, a seeded subsample).
 TRANSFORM_DEFAULTS: dict[str, Any] = {
     "variants": list(VARIANTS),
     "fit_on": "all",
@@ -72,7 +92,9 @@ TRANSFORM_DEFAULTS: dict[str, Any] = {
     "ica_max_iter": 500,
     "ica_tol": 1.0e-7,
     "frozen": None,
-    "ica_max_samples": None,
+    "ica_max_samples": 200_000,
+    "parallel_max_samples": 20_000,
+    "batch_rows": DEFAULT_BATCH_ROWS,
 }
 
 
@@ -154,12 +176,6 @@ def _check_is_control(is_control: Any, n: int) -> np.ndarray:
     return arr
 
 
-def _mean(X: np.ndarray) -> np.ndarray:
-    """Column means in float64, chunked."""
-    total = np.zeros(X.shape[1])
-    for rows in _chunks(X.shape[0]):
-        total += X[rows].sum(axis=0, dtype=np.float64)
-    return total / X.shape[0]
 
 
 def _centered_blocks(X: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
@@ -175,16 +191,129 @@ def _centered_blocks(X: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, n
         yield rows, block
 
 
+# --------------------------------------------------------------------------- streaming accumulators
+
+
+class Moments:
+    """Running row count, column means and scatter (sum of squared deviations) in float64.
+
+    ``update`` takes rows block by block, in any number of blocks; each block's own mean and
+    scatter are merged into the running ones (Chan, Golub & LeVeque's pairwise update), so no
+    sum of raw squares is ever formed and data far from zero loses no precision. ``full``
+    keeps the whole (features x features) scatter (for the covariance), else its diagonal
+    only (for per-feature SDs).
+    """
+
+    def __init__(self, n_features: int, full: bool = True) -> None:
+        self.n = 0
+        self.mean = np.zeros(n_features)
+        self.scatter = np.zeros((n_features, n_features) if full else n_features)
+        self.full = full
+        self._buf: np.ndarray | None = None
+
+    def update(self, X: np.ndarray) -> "Moments":
+        """Add the rows of ``X`` (rows x features, any float dtype)."""
+        for rows in _chunks(X.shape[0]):
+            block = X[rows]
+            m = block.shape[0]
+            mean = block.mean(axis=0, dtype=np.float64)
+            if self.full:
+                if self._buf is None or self._buf.shape[0] < m:
+                    self._buf = np.empty((min(CHUNK_ROWS, max(m, X.shape[0])), self.mean.size))
+                centered = self._buf[:m]
+                np.subtract(block, mean, out=centered)
+                scatter = centered.T @ centered
+            else:
+                centered = block - mean
+                scatter = np.einsum("ij,ij->j", centered, centered)
+            delta = mean - self.mean
+            n = self.n + m
+            if self.full:
+                self.scatter += scatter + np.outer(delta, delta) * (self.n * m / n)
+            else:
+                self.scatter += scatter + delta * delta * (self.n * m / n)
+            self.mean += delta * (m / n)
+            self.n = n
+        return self
+
+    def covariance(self) -> np.ndarray:
+        """The sample covariance (ddof=1): the full matrix, or the variances when not ``full``."""
+        if self.n < 2:
+            raise ValueError(f"covariance needs at least 2 samples, got {self.n}")
+        return self.scatter / (self.n - 1)
+
+
+class BatchMoments:
+    """Per-batch :class:`Moments` (diagonal) of control rows, accumulated block by block.
+
+    Every batch label passed to ``update`` is registered, even one without control rows (its
+    count stays 0), so a batch with too few controls is named, not skipped. ``only`` limits the
+    accumulation to some batches (those unseen at fit, when applying a transform).
+    """
+
+    def __init__(self, n_features: int) -> None:
+        self.n_features = n_features
+        self.batches: dict[str, Moments] = {}
+
+    def update(self, X: np.ndarray, batches: np.ndarray, is_control: np.ndarray,
+               only: Container[str] | None = None) -> "BatchMoments":
+        """Add block rows ``X`` with their batch labels (str) and control flags."""
+        for batch in np.unique(batches).tolist():
+            if only is not None and batch not in only:
+                continue
+            stats = self.batches.setdefault(batch, Moments(self.n_features, full=False))
+            rows = (batches == batch) & is_control
+            if rows.any():
+                stats.update(X[rows])
+        return self
+
+
+class RowSample:
+    """A seeded subsample of at most ``max_samples`` of ``n`` rows, collected from row blocks.
+
+    The row indices are drawn up front (``rng.choice(n, max_samples)``, sorted), so blocks can
+    stream past in order and only the chosen rows are kept. ``rng`` is left where the draw left
+    it, for callers that continue with it (parallel analysis permutes with the same generator).
+    With ``max_samples`` None or >= ``n`` every row is kept.
+    """
+
+    def __init__(self, n: int, max_samples: int | None, seed: int) -> None:
+        self.n = int(n)
+        self.rng = np.random.default_rng(seed)
+        self.indices: np.ndarray | None = None
+        if max_samples is not None and self.n > max_samples:
+            self.indices = np.sort(self.rng.choice(self.n, size=int(max_samples), replace=False))
+        self._parts: list[np.ndarray] = []
+        self._seen = 0
+
+    def add(self, block: np.ndarray) -> None:
+        """Offer the next block of rows (blocks in row order, covering all ``n`` rows once)."""
+        lo, hi = self._seen, self._seen + block.shape[0]
+        if hi > self.n:
+            raise ValueError(f"row sample: {hi} rows offered, the sample was drawn from {self.n}")
+        if self.indices is None:
+            self._parts.append(block)
+        else:
+            chosen = self.indices[np.searchsorted(self.indices, lo) : np.searchsorted(self.indices, hi)]
+            if chosen.size:
+                self._parts.append(block[chosen - lo])
+        self._seen = hi
+
+    def rows(self) -> np.ndarray:
+        """The sampled rows, in row order."""
+        if self._seen != self.n:
+            raise ValueError(f"row sample: saw {self._seen} of the {self.n} rows it was drawn from")
+        if len(self._parts) == 1:
+            return self._parts[0]
+        return np.concatenate(self._parts, axis=0)
+
+
 def covariance(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Column means and covariance (ddof=1) in float64, accumulated over row chunks."""
-    n, d = X.shape
-    if n < 2:
-        raise ValueError(f"covariance needs at least 2 samples, got {n}")
-    mean = _mean(X)
-    cov = np.zeros((d, d))
-    for _, block in _centered_blocks(X, mean):
-        cov += block.T @ block
-    return mean, cov / (n - 1)
+    if X.shape[0] < 2:
+        raise ValueError(f"covariance needs at least 2 samples, got {X.shape[0]}")
+    moments = Moments(X.shape[1]).update(X)
+    return moments.mean, moments.covariance()
 
 
 # --------------------------------------------------------------------------- center-scale
@@ -202,47 +331,48 @@ class CenterScale(TransformerMixin, BaseEstimator):
     Zero-SD features: an error naming the batch and the feature columns (a feature constant
     over a batch's controls cannot be scaled; it is usually a dead embedding dimension that
     should be removed upstream), rather than a silent epsilon that would blow it up.
+
+    The statistics are :class:`BatchMoments`, so the same fit streams over row blocks
+    (:func:`fit_variants_streaming`).
     """
 
     def __init__(self, min_controls: int = 2, min_sd: float = 1e-8) -> None:
         self.min_controls = min_controls
         self.min_sd = min_sd
 
-    def _stats(self, Xb: np.ndarray, batch: str, names: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray]:
-        """Mean and SD of one batch's control rows, with the contract's checks."""
-        if Xb.shape[0] < max(2, self.min_controls):
+    def _stats(self, moments: Moments | None, batch: str, names: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray, int]:
+        """Mean, SD and count of one batch's control rows, with the contract's checks."""
+        count = 0 if moments is None else moments.n
+        if count < max(2, self.min_controls):
             raise ScreenError(
-                f"batch {batch!r}: {Xb.shape[0]} control row(s); center-scale needs at least "
+                f"batch {batch!r}: {count} control row(s); center-scale needs at least "
                 f"{max(2, self.min_controls)} controls ({PERT_TYPE} == {CONTROL!r}) per batch"
             )
-        mean = Xb.mean(axis=0, dtype=np.float64)
-        sd = Xb.astype(np.float64).std(axis=0, ddof=1)
+        sd = np.sqrt(moments.covariance())  # type: ignore[union-attr]
         flat = np.flatnonzero(sd <= self.min_sd)
         if flat.size:
             raise ScreenError(
                 f"batch {batch!r}: feature column(s) {_labels(flat, names)} are constant over the batch's "
-                f"{Xb.shape[0]} controls (SD <= {self.min_sd}); remove them before center-scale"
+                f"{count} controls (SD <= {self.min_sd}); remove them before center-scale"
             )
-        return mean, sd
+        return moments.mean.copy(), sd, count  # type: ignore[union-attr]
 
     def fit(self, X: Any, batches: Any, is_control: Any, feature_names: Sequence[str] | None = None) -> "CenterScale":
         """Record each batch's control mean and SD."""
         X = _check_matrix(X, "CenterScale.fit X", names=feature_names)
         batches = _check_batches(batches, X.shape[0])
         is_control = _check_is_control(is_control, X.shape[0])
-        names = np.unique(batches)
-        means, sds, counts = [], [], []
-        for batch in names.tolist():
-            rows = (batches == batch) & is_control
-            mean, sd = self._stats(X[rows], batch, feature_names)
-            means.append(mean)
-            sds.append(sd)
-            counts.append(int(rows.sum()))
-        self.batches_ = names
-        self.mean_ = np.vstack(means)
-        self.scale_ = np.vstack(sds)
-        self.n_controls_ = np.asarray(counts, dtype=np.int64)
-        self.n_features_in_ = X.shape[1]
+        return self._fit_moments(BatchMoments(X.shape[1]).update(X, batches, is_control), feature_names)
+
+    def _fit_moments(self, moments: BatchMoments, feature_names: Sequence[str] | None) -> "CenterScale":
+        """Fit from accumulated per-batch control moments (every batch registered in them)."""
+        names = sorted(moments.batches)
+        stats = [self._stats(moments.batches[b], b, feature_names) for b in names]
+        self.batches_ = np.asarray(names)
+        self.mean_ = np.vstack([s[0] for s in stats])
+        self.scale_ = np.vstack([s[1] for s in stats])
+        self.n_controls_ = np.asarray([s[2] for s in stats], dtype=np.int64)
+        self.n_features_in_ = moments.n_features
         return self
 
     def transform(
@@ -259,23 +389,51 @@ class CenterScale(TransformerMixin, BaseEstimator):
     def _transform(
         self, X: np.ndarray, batches: np.ndarray, is_control: np.ndarray | None, feature_names: Sequence[str] | None
     ) -> np.ndarray:
+        return self._for_rows(X, batches, is_control, feature_names)._scale(X, batches)
+
+    def _for_rows(
+        self, X: np.ndarray, batches: np.ndarray, is_control: np.ndarray | None, feature_names: Sequence[str] | None
+    ) -> "CenterScale":
+        """``self`` if every batch of the rows was seen at fit, else a copy that also knows the
+        unseen batches, from their own controls among these rows."""
+        unseen = self._unseen(batches)
+        if not unseen:
+            return self
+        if is_control is None:
+            raise ValueError(f"batch {unseen[0]!r} was not seen at fit; its own controls are needed: pass is_control")
+        own = BatchMoments(X.shape[1]).update(X, batches, is_control, only=set(unseen))
+        return self._with_batches(own, unseen, feature_names)
+
+    def _unseen(self, batches: np.ndarray) -> list[str]:
+        """The batch labels among ``batches`` that were not seen at fit, sorted."""
+        return sorted(set(np.unique(batches).tolist()) - set(self.batches_.tolist()))
+
+    def _with_batches(self, moments: BatchMoments, batches: Sequence[str], feature_names: Sequence[str] | None) -> "CenterScale":
+        """A copy that also knows ``batches`` (unseen at fit), from their own control moments;
+        the fitted state of ``self`` is left as it is."""
+        stats = [self._stats(moments.batches.get(b), b, feature_names) for b in batches]
+        for batch, (_, _, count) in zip(batches, stats):
+            LOG.info("center-scale: batch %r unseen at fit, scaled on its own %d controls", batch, count)
+        out = CenterScale(self.min_controls, self.min_sd)
+        out.batches_ = np.concatenate([self.batches_.astype(str), np.asarray(list(batches), dtype=str)])
+        out.mean_ = np.vstack([self.mean_, *[s[0] for s in stats]])
+        out.scale_ = np.vstack([self.scale_, *[s[1] for s in stats]])
+        out.n_controls_ = np.concatenate([self.n_controls_, np.asarray([s[2] for s in stats], dtype=np.int64)])
+        out.n_features_in_ = self.n_features_in_
+        return out
+
+    def _scale(self, X: np.ndarray, batches: np.ndarray) -> np.ndarray:
+        """(X - mean) / SD with the statistics of each row's batch (all of them known)."""
         out = np.empty(X.shape, dtype=_out_dtype(X))
         known = {b: i for i, b in enumerate(self.batches_.tolist())}
         for batch in np.unique(batches).tolist():
+            if batch not in known:
+                raise ValueError(f"batch {batch!r} was not seen at fit and has no statistics")
+            i = known[batch]
             rows = np.flatnonzero(batches == batch)
-            if batch in known:
-                mean, sd = self.mean_[known[batch]], self.scale_[known[batch]]
-            else:
-                if is_control is None:
-                    raise ValueError(
-                        f"batch {batch!r} was not seen at fit; its own controls are needed: pass is_control"
-                    )
-                mean, sd = self._stats(X[rows[is_control[rows]]], batch, feature_names)
-                LOG.info("center-scale: batch %r unseen at fit, scaled on its own %d controls",
-                         batch, int(is_control[rows].sum()))
             for part in _chunks(rows.size):
                 r = rows[part]
-                out[r] = (X[r] - mean) / sd
+                out[r] = (X[r] - self.mean_[i]) / self.scale_[i]
         return out
 
     def fit_transform(self, X: Any, batches: Any, is_control: Any, feature_names: Sequence[str] | None = None) -> np.ndarray:  # type: ignore[override]
@@ -284,6 +442,13 @@ class CenterScale(TransformerMixin, BaseEstimator):
 
 
 # --------------------------------------------------------------------------- PCA whitening
+
+
+def _check_parallel(n_permutations: int, quantile: float) -> None:
+    if n_permutations < 1:
+        raise ValueError(f"parallel analysis: n_permutations must be >= 1, got {n_permutations}")
+    if not 0 < quantile < 1:
+        raise ValueError(f"parallel analysis: quantile must be in (0, 1), got {quantile}")
 
 
 def parallel_analysis(
@@ -301,20 +466,23 @@ def parallel_analysis(
     threshold for rank i is the ``quantile`` of the permuted data's i-th eigenvalue. The count
     kept is the number of leading eigenvalues above their threshold (at least 1).
     """
-    if n_permutations < 1:
-        raise ValueError(f"parallel analysis: n_permutations must be >= 1, got {n_permutations}")
-    if not 0 < quantile < 1:
-        raise ValueError(f"parallel analysis: quantile must be in (0, 1), got {quantile}")
-    rng = np.random.default_rng(seed)
-    n, d = X.shape
-    if n < 3:
-        raise ValueError(f"parallel analysis needs at least 3 samples, got {n}")
-    if max_samples is not None and n > max_samples:
-        sample = np.asarray(X[np.sort(rng.choice(n, size=max_samples, replace=False))], dtype=np.float64)
-    else:
-        sample = np.asarray(X, dtype=np.float64)
-    m = sample.shape[0]
-    columns = np.ascontiguousarray((sample - sample.mean(axis=0)).T)  # d x m: each column contiguous
+    _check_parallel(n_permutations, quantile)
+    if X.shape[0] < 3:
+        raise ValueError(f"parallel analysis needs at least 3 samples, got {X.shape[0]}")
+    sample = RowSample(X.shape[0], max_samples, seed)
+    sample.add(X)
+    return _parallel_analysis(sample, n_permutations, quantile)
+
+
+def _parallel_analysis(sample: RowSample, n_permutations: int, quantile: float) -> tuple[int, np.ndarray, np.ndarray]:
+    """Parallel analysis on collected sample rows, permuting with the sample's generator."""
+    _check_parallel(n_permutations, quantile)
+    rng = sample.rng
+    rows = np.asarray(sample.rows(), dtype=np.float64)
+    m, d = rows.shape
+    if m < 3:
+        raise ValueError(f"parallel analysis needs at least 3 samples, got {m}")
+    columns = np.ascontiguousarray((rows - rows.mean(axis=0)).T)  # d x m: each column contiguous
     observed = linalg.eigvalsh(columns @ columns.T / (m - 1))[::-1]
     null = np.empty((n_permutations, d))
     permuted = np.empty_like(columns)
@@ -332,11 +500,12 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
 
     ``n_components``: an integer count, a fraction in (0, 1) of explained variance (smallest k
     reaching it), or ``"parallel"`` (default; Horn's parallel analysis, see
-    :func:`parallel_analysis`, seeded by ``seed``). Eigen-decomposition of the float64
-    covariance (scipy ``eigh``); ``eps`` (absolute, in the data's variance units) is added to
-    each kept eigenvalue, so the whitened covariance on the fit data is
-    ``diag(lambda / (lambda + eps))``, the identity within eps. Signs are fixed so that each
-    component's largest-magnitude loading is positive.
+    :func:`parallel_analysis`, seeded by ``seed``, on at most ``parallel_max_samples`` rows).
+    Eigen-decomposition of the float64 covariance (scipy ``eigh``) accumulated as
+    :class:`Moments`, so the same fit streams over row blocks; ``eps`` (absolute, in the
+    data's variance units) is added to each kept eigenvalue, so the whitened covariance on the
+    fit data is ``diag(lambda / (lambda + eps))``, the identity within eps. Signs are fixed so
+    that each component's largest-magnitude loading is positive.
 
     At most ``min(n_samples - 1, n_features)`` components exist; asking for more is an error.
     """
@@ -372,13 +541,30 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
             return "parallel"
         raise ValueError(f"n_components: expected an integer, a fraction in (0, 1) or 'parallel', got {n!r}")
 
-    def fit(self, X: Any, y: Any = None) -> "PCAWhitener":
-        """Estimate mean, eigenvectors and the number of components kept."""
+    def _check_params(self) -> str:
         rule = self._rule()
         if self.eps < 0:
             raise ValueError(f"eps: expected >= 0, got {self.eps}")
+        return rule
+
+    def _parallel_sample(self, n: int) -> RowSample | None:
+        """The row sample parallel analysis needs from ``n`` fit rows (None for other rules)."""
+        return RowSample(n, self.parallel_max_samples, self.seed) if self._rule() == "parallel" else None
+
+    def fit(self, X: Any, y: Any = None) -> "PCAWhitener":
+        """Estimate mean, eigenvectors and the number of components kept."""
+        self._check_params()
         X = _check_matrix(X, "PCAWhitener.fit X")
-        n, d = X.shape
+        moments = Moments(X.shape[1]).update(X)
+        sample = self._parallel_sample(X.shape[0])
+        if sample is not None:
+            sample.add(X)
+        return self._fit_moments(moments, sample)
+
+    def _fit_moments(self, moments: Moments, sample: RowSample | None) -> "PCAWhitener":
+        """Fit from the fit rows' accumulated moments (+ their parallel-analysis sample)."""
+        rule = self._check_params()
+        n, d = moments.n, moments.mean.size
         limit = min(n - 1, d)
         if isinstance(self.n_components, numbers.Integral) and self.n_components > limit:
             raise ValueError(
@@ -387,8 +573,7 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
             )
         if n < 3:
             raise ValueError(f"PCA whitening needs at least 3 samples, got {n}")
-        mean, cov = covariance(X)
-        evals, evecs = linalg.eigh(cov)
+        evals, evecs = linalg.eigh(moments.covariance())
         evals, evecs = np.clip(evals[::-1], 0.0, None), evecs[:, ::-1]
         total = float(evals.sum())
         if total <= 0:
@@ -400,9 +585,9 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
         elif rule.startswith("fraction"):
             k = int(np.searchsorted(np.cumsum(ratio), float(self.n_components) - 1e-12) + 1)
         else:
-            k, _, threshold = parallel_analysis(
-                X, n_permutations=self.n_permutations, max_samples=self.parallel_max_samples, seed=self.seed
-            )
+            if sample is None:
+                raise ValueError("PCA whitening with parallel analysis needs the sample rows")
+            k, _, threshold = _parallel_analysis(sample, self.n_permutations, 0.95)
             self.parallel_threshold_ = threshold
         k = min(k, limit)
         rank = int((evals > evals[0] * 1e-10).sum())
@@ -414,7 +599,7 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
         components = evecs[:, :k].T.copy()
         flip = np.sign(components[np.arange(k), np.abs(components).argmax(axis=1)])
         components *= flip[:, None]
-        self.mean_ = mean
+        self.mean_ = moments.mean.copy()
         self.components_ = components
         self.eigenvalues_ = evals
         self.explained_variance_ = evals[:k].copy()
@@ -490,17 +675,28 @@ class ICARotation(_Rotation):
         self.seed = seed
         self.max_samples = max_samples
 
-    def fit(self, Z: Any, y: Any = None) -> "ICARotation":
-        """Learn the rotation on whitened rows ``Z``."""
+    def _check_params(self) -> None:
         if self.method not in ICA_METHODS:
             raise ValueError(f"ICA method: expected one of {ICA_METHODS}, got {self.method!r}")
         if self.max_iter < 1 or self.tol <= 0:
             raise ValueError(f"ICA: max_iter must be >= 1 and tol > 0, got {self.max_iter}, {self.tol}")
+
+    def _row_sample(self, n: int) -> RowSample:
+        """The seeded subsample of ``n`` whitened rows the rotation is fitted on."""
+        return RowSample(n, self.max_samples, self.seed)
+
+    def fit(self, Z: Any, y: Any = None) -> "ICARotation":
+        """Learn the rotation on whitened rows ``Z`` (a seeded subsample if ``max_samples``)."""
+        self._check_params()
         Z = _check_matrix(Z, "ICARotation.fit Z")
-        n, k = Z.shape
-        if self.max_samples is not None and n > self.max_samples:
-            rng = np.random.default_rng(self.seed)
-            Z = Z[np.sort(rng.choice(n, size=self.max_samples, replace=False))]
+        sample = self._row_sample(Z.shape[0])
+        sample.add(Z)
+        return self._fit_sample(sample.rows())
+
+    def _fit_sample(self, Z: np.ndarray) -> "ICARotation":
+        """Learn the rotation on the (already subsampled) whitened rows ``Z``."""
+        self._check_params()
+        k = Z.shape[1]
         if Z.shape[0] <= k:
             raise ValueError(f"ICA: {Z.shape[0]} samples are too few for {k} components (need more samples than components)")
         self.n_features_in_ = k
@@ -552,7 +748,10 @@ class RandomRotation(_Rotation):
 
     def fit(self, Z: Any, y: Any = None) -> "RandomRotation":
         """Draw a rotation of the dimension of ``Z`` (only its width is used)."""
-        k = _check_matrix(Z, "RandomRotation.fit Z").shape[1]
+        return self._draw(_check_matrix(Z, "RandomRotation.fit Z").shape[1])
+
+    def _draw(self, k: int) -> "RandomRotation":
+        """Draw a seeded Haar-random rotation of dimension ``k``."""
         self.rotation_ = np.atleast_2d(ortho_group.rvs(k, random_state=self.seed)).astype(np.float64)
         self.n_features_in_ = k
         return self
@@ -629,12 +828,20 @@ class VariantTransform:
         """Apply the fitted steps to rows ``X`` (n x features_in) -> (n x features_out)."""
         names = self.feature_names_in
         X = _check_matrix(X, f"variant {self.variant} X", len(names), names)
+        scaler, b = None, None
         if self.center_scale is not None:
             if batches is None:
                 raise ValueError(f"variant {self.variant}: center-scale needs the batch of every row")
             b = _check_batches(batches, X.shape[0])
             c = None if is_control is None else _check_is_control(is_control, X.shape[0])
-            X = self.center_scale._transform(X, b, c, names)
+            scaler = self.center_scale._for_rows(X, b, c, names)
+        return self._steps(X, b, scaler)
+
+    def _steps(self, X: np.ndarray, batches: np.ndarray | None, scaler: CenterScale | None) -> np.ndarray:
+        """The fitted steps on checked rows; ``scaler`` is the center-scale knowing every batch
+        of ``batches`` (the fitted one, or a copy extended with unseen batches' own controls)."""
+        if scaler is not None:
+            X = scaler._scale(X, batches)  # type: ignore[arg-type]
         if self.whitener is not None:
             X = self.whitener._transform(X)
         if self.rotation is not None:
@@ -708,6 +915,8 @@ def load_transform(path: Path | str) -> VariantTransform:
     return VariantTransform.load(path)
 
 
+
+
 def transform_config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     """config["transforms"] with absent keys defaulted; unknown keys and bad values are errors."""
     cfg = dict(cfg or {})
@@ -722,6 +931,12 @@ def transform_config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
         raise ValueError(f"transforms.fit_on: expected 'all' or 'controls', got {out['fit_on']!r}")
     if out["ica"] not in ICA_METHODS:
         raise ValueError(f"transforms.ica: expected one of {ICA_METHODS}, got {out['ica']!r}")
+    for key, least in (("batch_rows", 1), ("parallel_max_samples", 3), ("ica_max_samples", 1)):
+        value = out[key]
+        if value is None and key != "batch_rows":
+            continue
+        if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < least:
+            raise ValueError(f"transforms.{key}: expected an integer >= {least}, got {value!r}")
     PCAWhitener(n_components=out["n_components"])._rule()
     return out
 
@@ -732,57 +947,128 @@ def derive_seed(seed: int, purpose: str) -> int:
     return int(np.random.SeedSequence([int(seed), purposes.index(purpose)]).generate_state(1)[0])
 
 
-def fit_variants(
+#: One block of rows: features (rows x features), batch labels and control flags (None when
+#: the table has no such columns).
+RowBlock = tuple[np.ndarray, "np.ndarray | None", "np.ndarray | None"]
+
+
+def fit_variants_streaming(
     variants: Sequence[str],
-    X: Any,
-    batches: Any,
-    is_control: Any,
+    blocks: Callable[[], Iterable[RowBlock]],
     cfg: Mapping[str, Any] | None,
     seed: int,
-    feature_names: Sequence[str] | None = None,
+    feature_names: Sequence[str],
+    source: str = "profiles",
 ) -> dict[str, VariantTransform]:
-    """Fit several variants at once, sharing one center-scale and one whitening between them.
+    """Fit several variants from row blocks, sharing one center-scale and one whitening.
 
-    ``cfg`` is config["transforms"]. Center-scale (if ``center_scale``) is fitted on each
-    batch's controls; whitening and ICA on the rows chosen by ``fit_on`` (all rows, or the
-    controls), after center-scale. Seeds for the parallel analysis, ICA initialisation and
-    the random rotation derive from ``seed`` (:func:`derive_seed`).
+    ``blocks()`` returns a fresh iterator over the rows in the same order each time (it is
+    called once or twice). ``cfg`` is config["transforms"]. Memory holds one block, the
+    (features x features) scatter and the seeded row samples, never the table:
+
+    - pass 1: rows are checked (finite, numeric; features constant over the fit rows are an
+      error naming them), the fit rows (``fit_on``: all rows, or the controls) counted, and
+      each batch's control moments accumulated for center-scale (:class:`BatchMoments`);
+    - pass 2 (whitened variants only): rows are center-scaled; the fit rows' mean and scatter
+      are accumulated (:class:`Moments`, float64) and two seeded samples of fit rows collected,
+      drawn up front from the fit-row count: one for parallel analysis
+      (``parallel_max_samples``) and one for ICA (``ica_max_samples``).
+
+    The whitening is the eigendecomposition of that covariance; ICA is fitted on the whitened
+    ICA sample. Seeds for the parallel analysis, ICA and the random rotation derive from
+    ``seed`` (:func:`derive_seed`), so the fit equals the in-memory one on the same rows.
     """
     cfg = transform_config(cfg)
     variants = list(variants)
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
         raise ValueError(f"unknown variant(s) {unknown}; expected some of {list(VARIANTS)}")
-    names = list(feature_names) if feature_names is not None else [f"feature_{i}" for i in range(np.shape(X)[1])]
-    X = _check_matrix(X, "fit X", len(names), names)
-    n = X.shape[0]
-    controls = None if is_control is None else _check_is_control(is_control, n)
+    names = list(feature_names)
+    d = len(names)
+    whitened = [v for v in variants if v in WHITENED_VARIANTS]
+    on_controls = cfg["fit_on"] == "controls"
+    center = bool(whitened) and bool(cfg["center_scale"])
+
+    def checked(block: RowBlock) -> tuple[np.ndarray, np.ndarray | None, np.ndarray | None]:
+        X, batches, is_control = block
+        X = _check_matrix(X, source, d, names)
+        m = X.shape[0]
+        b = None if batches is None or not center else _check_batches(batches, m)
+        c = None if is_control is None else _check_is_control(is_control, m)
+        if center and (b is None or c is None):
+            raise ValueError("center_scale is on: the batch and control flag of every row are needed")
+        if on_controls and whitened and c is None:
+            raise ValueError("fit_on is 'controls': the control flag of every row is needed")
+        return X, b, c
+
+    def fit_rows(X: np.ndarray, c: np.ndarray | None) -> np.ndarray:
+        return X[c] if on_controls and c is not None else X
+
+    # pass 1: checks, fit-row count, constant features, per-batch control moments
+    n = n_fit = 0
+    lo, hi = np.full(d, np.inf), np.full(d, -np.inf)
+    control_moments = BatchMoments(d) if center else None
+    for block in blocks():
+        if np.shape(block[0])[0] == 0:
+            continue
+        X, b, c = checked(block)
+        n += X.shape[0]
+        Xf = fit_rows(X, c)
+        if Xf.shape[0]:
+            n_fit += Xf.shape[0]
+            lo = np.minimum(lo, Xf.min(axis=0))
+            hi = np.maximum(hi, Xf.max(axis=0))
+        if control_moments is not None:
+            control_moments.update(X, b, c)  # type: ignore[arg-type]
+    if n == 0:
+        raise ScreenError(f"{source}: no rows to fit the transforms on")
+    if n_fit == 0:
+        raise ScreenError(f"{source}: fit_on is 'controls' but no row has {PERT_TYPE} == {CONTROL!r}")
+    flat = np.flatnonzero(lo == hi)
+    if flat.size:
+        raise ScreenError(
+            f"{source}: feature column(s) {_labels(flat, names)} are constant over the {n_fit} "
+            f"fit rows (fit_on {cfg['fit_on']!r}); remove them before fitting transforms"
+        )
     fitted: dict[str, VariantTransform] = {}
     if "base" in variants:
-        fitted["base"] = VariantTransform(
-            "base", names, fit_report={"variant": "base", "n_features_in": len(names), "steps": "identity"}
-        )
-    whitened = [v for v in variants if v in WHITENED_VARIANTS]
+        fitted["base"] = VariantTransform("base", names, fit_report={"variant": "base", "n_features_in": d, "steps": "identity"})
     if not whitened:
         return fitted
-    center_scale = None
-    Xw = X
-    if cfg["center_scale"]:
-        if batches is None or controls is None:
-            raise ValueError("center_scale is on: the batch and control flag of every row are needed")
-        b = _check_batches(batches, n)
-        center_scale = CenterScale().fit(X, b, controls, names)
-        Xw = center_scale._transform(X, b, controls, names)
-    if cfg["fit_on"] == "controls":
-        if controls is None:
-            raise ValueError("fit_on is 'controls': the control flag of every row is needed")
-        Xw = Xw[controls]
-    whitener = PCAWhitener(cfg["n_components"], cfg["whiten_eps"], derive_seed(seed, "whiten")).fit(Xw)
-    Z = whitener._transform(Xw)
+    center_scale = CenterScale()._fit_moments(control_moments, names) if control_moments is not None else None
+    whitener = PCAWhitener(
+        cfg["n_components"], cfg["whiten_eps"], derive_seed(seed, "whiten"),
+        parallel_max_samples=cfg["parallel_max_samples"],
+    )
+    whitener._check_params()
+    ica = None
+    if "pca_ica" in whitened:
+        ica = ICARotation(cfg["ica"], cfg["ica_max_iter"], cfg["ica_tol"], derive_seed(seed, "ica"), cfg["ica_max_samples"])
+        ica._check_params()
+
+    # pass 2: center-scaled fit rows -> moments + the seeded samples for parallel analysis and ICA
+    moments = Moments(d)
+    parallel_sample = whitener._parallel_sample(n_fit)
+    ica_sample = None if ica is None else ica._row_sample(n_fit)
+    for block in blocks():
+        if np.shape(block[0])[0] == 0:
+            continue
+        X, b, c = checked(block)
+        Xw = X if center_scale is None else center_scale._scale(X, b)  # type: ignore[arg-type]
+        Xw = fit_rows(Xw, c)
+        if Xw.shape[0] == 0:
+            continue
+        moments.update(Xw)
+        for sample in (parallel_sample, ica_sample):
+            if sample is not None:
+                sample.add(Xw)
+    if moments.n != n_fit:
+        raise ValueError(f"{source}: the second pass saw {moments.n} fit rows, the first {n_fit}; the rows changed")
+    whitener._fit_moments(moments, parallel_sample)
     base_report: dict[str, Any] = {
-        "n_features_in": len(names),
+        "n_features_in": d,
         "fit_on": cfg["fit_on"],
-        "n_samples_fit": int(Xw.shape[0]),
+        "n_samples_fit": int(n_fit),
         "center_scale": bool(cfg["center_scale"]),
         "batches": [] if center_scale is None else center_scale.batches_.tolist(),
         "controls_per_batch": [] if center_scale is None else center_scale.n_controls_.tolist(),
@@ -795,9 +1081,7 @@ def fit_variants(
         rotation: ICARotation | RandomRotation | None = None
         report = {"variant": variant, **base_report}
         if variant == "pca_ica":
-            rotation = ICARotation(
-                cfg["ica"], cfg["ica_max_iter"], cfg["ica_tol"], derive_seed(seed, "ica"), cfg["ica_max_samples"]
-            ).fit(Z)
+            rotation = ica._fit_sample(whitener._transform(ica_sample.rows()))  # type: ignore[union-attr]
             report["ica"] = {
                 "method": cfg["ica"],
                 "converged": bool(rotation.converged_),
@@ -808,10 +1092,39 @@ def fit_variants(
                 "orthogonality_error": float(rotation.orthogonality_error_),
             }
         elif variant == "pca_rand":
-            rotation = RandomRotation(derive_seed(seed, "rand")).fit(Z)
+            rotation = RandomRotation(derive_seed(seed, "rand"))._draw(whitener.n_components_)
             report["rotation"] = "haar-random"
         fitted[variant] = VariantTransform(variant, names, center_scale, whitener, rotation, report)
     return fitted
+
+
+def fit_variants(
+    variants: Sequence[str],
+    X: Any,
+    batches: Any,
+    is_control: Any,
+    cfg: Mapping[str, Any] | None,
+    seed: int,
+    feature_names: Sequence[str] | None = None,
+) -> dict[str, VariantTransform]:
+    """Fit several variants on in-memory rows (see :func:`fit_variants_streaming`, which this
+    runs over row chunks of ``X``).
+
+    Center-scale (if ``center_scale``) is fitted on each batch's controls; whitening and ICA
+    on the rows chosen by ``fit_on`` (all rows, or the controls), after center-scale.
+    """
+    cfg = transform_config(cfg)
+    names = list(feature_names) if feature_names is not None else [f"feature_{i}" for i in range(np.shape(X)[1])]
+    X = _check_matrix(X, "fit X", len(names), names)
+    n = X.shape[0]
+    b = None if batches is None else _check_rows(batches, n, "batches")
+    c = None if is_control is None else _check_rows(is_control, n, "is_control")
+
+    def blocks() -> Iterator[RowBlock]:
+        for rows in _chunks(n, cfg["batch_rows"]):
+            yield X[rows], None if b is None else b[rows], None if c is None else c[rows]
+
+    return fit_variants_streaming(variants, blocks, cfg, seed, names, source="fit X")
 
 
 def fit_variant(
@@ -829,48 +1142,73 @@ def fit_variant(
 
 # --------------------------------------------------------------------------- table level
 
+#: What the table-level functions take: a profile parquet (streamed from disk), an in-memory
+#: table, or a :class:`phenoica.profiles.ProfileSource`.
+Profiles = pd.DataFrame | pa.Table | ProfileSource | Path | str
 
-def _table_features(table: pd.DataFrame, source: str) -> list[str]:
-    """Feature columns of a profile table, checked numeric."""
-    features = feature_columns(table)
-    if not features:
-        raise ScreenError(f"{source}: no feature columns (every column is Metadata_*)")
-    non_numeric = [c for c in features if not pd.api.types.is_numeric_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c])]
-    if non_numeric:
-        raise ScreenError(f"{source}: feature column(s) {non_numeric[:10]} are not numeric")
+
+def _source(profiles: Profiles, batch_rows: int, label: str = "profiles") -> ProfileSource:
+    """A :class:`ProfileSource` over ``profiles``; a DataFrame's features are checked numeric first."""
+    if isinstance(profiles, ProfileSource):
+        return profiles
+    if isinstance(profiles, pd.DataFrame):
+        features = feature_columns(profiles)
+        non_numeric = [c for c in features if not pd.api.types.is_numeric_dtype(profiles[c])
+                       or pd.api.types.is_bool_dtype(profiles[c])]
+        if non_numeric:
+            raise ScreenError(f"{label}: feature column(s) {non_numeric[:10]} are not numeric")
+        rows = [c for c in (BATCH, PERT_TYPE) if c in profiles.columns]
+        return ProfileSource(profiles[features + rows], batch_rows, label)
+    if isinstance(profiles, pa.Table):
+        return ProfileSource(profiles, batch_rows, label)
+    return ProfileSource(profiles, batch_rows)
+
+
+def _source_features(src: ProfileSource, label: str) -> list[str]:
+    """The feature columns of a profile source, checked numeric."""
+    features = split_columns(src.columns)[1]
+    check_numeric_features(src.schema, features, label)
     return features
 
 
-def _table_rows(table: pd.DataFrame, source: str, need: bool) -> tuple[np.ndarray | None, np.ndarray | None]:
-    """Batch labels and control mask of a profile table (None when not needed and absent)."""
-    missing = [c for c in (BATCH, PERT_TYPE) if c not in table.columns]
+def _row_columns(src: ProfileSource, label: str, need: bool) -> list[str]:
+    """[batch, PertType] columns when the source has them (an error when ``need`` and absent)."""
+    missing = [c for c in (BATCH, PERT_TYPE) if c not in src.columns]
     if missing:
         if need:
-            raise ScreenError(f"{source}: missing column(s) {missing}, needed for center-scale / fit_on controls")
-        return None, None
-    return table[BATCH].to_numpy(), (table[PERT_TYPE].astype(str) == CONTROL).to_numpy()
+            raise ScreenError(f"{label}: missing column(s) {missing}, needed for center-scale / fit_on controls")
+        return []
+    return [BATCH, PERT_TYPE]
 
 
-def _constant_columns(X: np.ndarray, rows: np.ndarray) -> np.ndarray:
-    """Indices of columns whose value never changes over the selected rows (chunked)."""
-    idx = np.flatnonzero(rows)
-    lo = np.full(X.shape[1], np.inf)
-    hi = np.full(X.shape[1], -np.inf)
-    for part in _chunks(idx.size):
-        block = X[idx[part]]
-        lo = np.minimum(lo, block.min(axis=0))
-        hi = np.maximum(hi, block.max(axis=0))
-    return np.flatnonzero(lo == hi)
+def _labels_of(batch: pa.RecordBatch, name: str) -> np.ndarray:
+    """One column of a record batch as a numpy array (dictionary columns decoded)."""
+    col = batch.column(name)
+    if pa.types.is_dictionary(col.type):
+        col = col.dictionary_decode()
+    return col.to_numpy(zero_copy_only=False)
+
+
+def _row_block(batch: pa.RecordBatch, features: Sequence[str], rows: bool) -> RowBlock:
+    """(features, batch labels, control flags) of a record batch."""
+    X = feature_matrix(batch, features)
+    if not rows:
+        return X, None, None
+    return X, _labels_of(batch, BATCH), np.asarray(_labels_of(batch, PERT_TYPE) == CONTROL, dtype=bool)
 
 
 def fit_transforms(
-    table: pd.DataFrame,
+    profiles: Profiles,
     cfg: Mapping[str, Any] | None,
     seed: int,
     out_dir: Path | str,
     log: logging.Logger | None = None,
 ) -> dict[str, Path]:
     """Fit every variant in ``cfg["variants"]`` on a profile table and save it.
+
+    ``profiles`` is the profile parquet (read in row batches of ``cfg["batch_rows"]``, two
+    passes, memory independent of its length) or an in-memory table, which goes through the
+    same streaming fit (:func:`fit_variants_streaming`).
 
     Writes ``{out_dir}/{variant}.npz`` (+ ``.json`` sidecar) and ``{out_dir}/fit_report.json``
     (variant -> fit report). Non-finite features and features constant over the fit rows are
@@ -879,23 +1217,18 @@ def fit_transforms(
     log = log or LOG
     cfg = transform_config(cfg)
     out_dir = Path(out_dir)
-    source = "profiles"
-    features = _table_features(table, source)
+    src = _source(profiles, cfg["batch_rows"])
+    features = _source_features(src, src.label)
     needs_rows = bool(cfg["center_scale"] or cfg["fit_on"] == "controls") and any(
         v in WHITENED_VARIANTS for v in cfg["variants"]
     )
-    batches, controls = _table_rows(table, source, needs_rows)
-    X = _check_matrix(table[features].to_numpy(), source, names=features)
-    fit_rows = controls if cfg["fit_on"] == "controls" and controls is not None else np.ones(len(X), dtype=bool)
-    if not fit_rows.any():
-        raise ScreenError(f"{source}: fit_on is 'controls' but no row has {PERT_TYPE} == {CONTROL!r}")
-    flat = _constant_columns(X, fit_rows)
-    if flat.size:
-        raise ScreenError(
-            f"{source}: feature column(s) {_labels(flat, features)} are constant over the {int(fit_rows.sum())} "
-            f"fit rows (fit_on {cfg['fit_on']!r}); remove them before fitting transforms"
-        )
-    fitted = fit_variants(cfg["variants"], X, batches, controls, cfg, seed, features)
+    row_columns = _row_columns(src, src.label, needs_rows)
+
+    def blocks() -> Iterator[RowBlock]:
+        for batch in src.batches(features + row_columns):
+            yield _row_block(batch, features, bool(row_columns))
+
+    fitted = fit_variants_streaming(cfg["variants"], blocks, cfg, seed, features, source=src.label)
     paths: dict[str, Path] = {}
     reports: dict[str, Any] = {}
     for variant, transform in fitted.items():
@@ -920,25 +1253,84 @@ def fit_transforms(
     return paths
 
 
-def apply_transform(table: pd.DataFrame, transform_path: Path | str) -> pd.DataFrame:
-    """A profile table through one fitted variant: Metadata_* untouched + float32 features.
-
-    The table's feature columns must be exactly the fitted ones (any order). Batches unseen
-    at fit are center-scaled on their own controls; nothing is refitted.
-    """
-    transform = load_transform(transform_path)
-    source = f"profiles (transform {transform_path})"
-    features = _table_features(table, source)
+def _apply_plan(transform: VariantTransform, src: ProfileSource, label: str) -> tuple[list[str], list[str], CenterScale | None]:
+    """Checks before applying: (fitted feature columns, row columns read, center-scale knowing
+    every batch of the table). A batch unseen at fit gets its own controls' statistics, over
+    the whole table (one extra pass over its rows); the saved transform is not changed."""
+    features = _source_features(src, label)
     expected = transform.feature_names_in
-    missing = [c for c in expected if c not in table.columns]
+    missing = [c for c in expected if c not in src.columns]
     extra = sorted(set(features) - set(expected))
     if missing or extra:
         raise ScreenError(
-            f"{source}: feature columns differ from the fitted ones: missing {missing[:10]}, unexpected {extra[:10]}"
+            f"{label}: feature columns differ from the fitted ones: missing {missing[:10]}, unexpected {extra[:10]}"
         )
-    batches, controls = _table_rows(table, source, transform.center_scale is not None)
-    X = _check_matrix(table[expected].to_numpy(), source, names=expected)
-    out = transform.transform(X, batches, controls)
+    cs = transform.center_scale
+    row_columns = _row_columns(src, label, cs is not None)
+    if cs is None:
+        return expected, row_columns, None
+    seen: set[str] = set()
+    for batch in src.batches([BATCH]):
+        seen.update(str(v) for v in pc.unique(batch.column(BATCH)).to_pylist() if v is not None)
+    unseen = cs._unseen(np.asarray(sorted(seen), dtype=str)) if seen else []
+    if not unseen:
+        return expected, row_columns, cs
+    own = BatchMoments(len(expected))
+    for batch in src.batches(expected + row_columns):
+        X, b, c = _row_block(batch, expected, True)
+        X = _check_matrix(X, label, len(expected), expected)
+        own.update(X, _check_batches(b, X.shape[0]), c, only=set(unseen))
+    return expected, row_columns, cs._with_batches(own, unseen, expected)
+
+
+def _transformed_batches(transform: VariantTransform, src: ProfileSource, label: str,
+                         columns: Sequence[str] | None = None) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """(record batch, its rows through the fitted variant) for every row batch of ``src``;
+    the record batches hold ``columns`` (default: the features and row columns read)."""
+    expected, row_columns, scaler = _apply_plan(transform, src, label)
+    read = list(dict.fromkeys([*(columns or []), *expected, *row_columns]))
+    for batch in src.batches(read):
+        X, b, _ = _row_block(batch, expected, bool(row_columns))
+        X = _check_matrix(X, label, len(expected), expected) if batch.num_rows else X
+        if scaler is not None and batch.num_rows:
+            b = _check_batches(b, X.shape[0])
+        yield batch, transform._steps(X, b, scaler) if batch.num_rows else np.empty((0, len(transform.feature_names_out)))
+
+
+def apply_transform(table: pd.DataFrame, transform_path: Path | str, batch_rows: int = DEFAULT_BATCH_ROWS) -> pd.DataFrame:
+    """A profile table through one fitted variant: Metadata_* untouched + float32 features.
+
+    The table's feature columns must be exactly the fitted ones (any order). Batches unseen
+    at fit are center-scaled on their own controls; nothing is refitted. Row batch by row
+    batch, as :func:`apply_transform_file` streams a parquet.
+    """
+    transform = load_transform(transform_path)
+    label = f"profiles (transform {transform_path})"
+    src = _source(table, batch_rows, label)
+    parts = [out.astype(np.float32, copy=False) for _, out in _transformed_batches(transform, src, label)]
+    values = np.concatenate(parts) if parts else np.empty((0, len(transform.feature_names_out)), np.float32)
     meta = table[metadata_columns(table)]
-    values = pd.DataFrame(out.astype(np.float32, copy=False), columns=transform.feature_names_out, index=table.index)
-    return pd.concat([meta, values], axis=1)
+    return pd.concat([meta, pd.DataFrame(values, columns=transform.feature_names_out, index=table.index)], axis=1)
+
+
+def apply_transform_file(
+    profiles_path: Path | str,
+    transform_path: Path | str,
+    out_path: Path | str,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> int:
+    """Stream a profile parquet through one fitted variant into ``out_path`` (atomic; row
+    groups of ``batch_rows`` rows): the metadata columns as they are, then float32 features.
+    Memory holds one row batch. Returns the rows written."""
+    transform = load_transform(transform_path)
+    src = ProfileSource(profiles_path, batch_rows)
+    label = f"{profiles_path} (transform {transform_path})"
+    meta = split_columns(src.columns)[0]
+    schema = pa.schema([src.schema.field(c) for c in meta] + [pa.field(n, pa.float32()) for n in transform.feature_names_out])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch, values in _transformed_batches(transform, src, label, meta):
+            arrays = [batch.column(c) for c in meta] + [pa.array(col) for col in np.ascontiguousarray(values.T, dtype=np.float32)]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return write_batches(batches(), out_path, schema, batch_rows)
