@@ -8,6 +8,9 @@
 #   .ci/slurm-local.sh status   exit 0 when the node answers and is usable, else 1
 #   .ci/slurm-local.sh stop     cancel this cluster's jobs, stop the daemons this script started
 #
+# Exit status: 0 done; 1 failed; 2 usage; 3 cannot work on this machine (not root, or SLURM and
+# munge are missing and cannot be installed) - the tests skip on 3 and fail on 1.
+#
 # No accounting database (slurmdbd): `sacct` cannot report jobs, so job status must come from
 # `squeue` (MinJobAge keeps finished jobs visible there for 10 minutes). No cgroups (containers):
 # proctrack/linuxproc and task/none. The config must live at /etc/slurm/slurm.conf: the SLURM
@@ -24,7 +27,9 @@ WAIT_S=${SLURM_LOCAL_WAIT_S:-90}
 log() { echo "slurm-local: $*" >&2; }
 die() { log "$*"; exit 1; }
 
-need_root() { [ "$(id -u)" -eq 0 ] || die "must run as root (installs packages, starts daemons)"; }
+unable() { log "$*"; exit 3; }
+
+need_root() { [ "$(id -u)" -eq 0 ] || unable "must run as root (installs packages, starts daemons)"; }
 
 install_packages() {
     local missing=()
@@ -33,11 +38,12 @@ install_packages() {
     done
     command -v munged >/dev/null 2>&1 || missing+=(munged)
     [ ${#missing[@]} -eq 0 ] && return 0
-    command -v apt-get >/dev/null 2>&1 || die "missing ${missing[*]} and no apt-get to install them"
+    command -v apt-get >/dev/null 2>&1 || unable "missing ${missing[*]} and no apt-get to install them"
     log "installing slurm-wlm and munge (missing: ${missing[*]})"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq
-    apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null
+    apt-get update -qq || unable "apt-get update failed (no package mirror reachable?)"
+    apt-get install -y -qq --no-install-recommends slurm-wlm munge >/dev/null \
+        || unable "apt-get install slurm-wlm munge failed"
 }
 
 node_name() { hostname -s; }
