@@ -51,7 +51,7 @@ from scipy import stats
 from torch import nn
 
 from phenoica.align import align_errors
-from phenoica.io import atomic_path, write_parquet
+from phenoica.io import atomic_path
 from phenoica.mae import resolve_device
 
 LOG = logging.getLogger(__name__)
@@ -498,10 +498,10 @@ def _alpha_colors(alphas: Sequence[float]) -> dict[float, Any]:
 
 
 def figure_distributions(samples: pd.DataFrame, path: Path) -> Path:
-    """B(z) distributions per alpha (box plots, log scale), one panel per dataset (group all)."""
+    """B(z) distributions per alpha (box plots), one panel per dataset (group all)."""
     s = samples[(samples["group"] == ALL_GROUP) & np.isfinite(samples["bilipschitz"])]
     datasets = sorted(s["dataset"].unique()) or ["(none)"]
-    fig = Figure(figsize=(5 * len(datasets), 4))
+    fig = Figure(figsize=(5 * len(datasets), 4), layout="constrained")
     for i, ds in enumerate(datasets):
         ax = fig.add_subplot(1, len(datasets), i + 1)
         t = s[s["dataset"] == ds]
@@ -509,7 +509,6 @@ def figure_distributions(samples: pd.DataFrame, path: Path) -> Path:
         if alphas:
             ax.boxplot([t.loc[t["alpha"] == a, "bilipschitz"].to_numpy() for a in alphas], showfliers=True)
             ax.set_xticks(range(1, len(alphas) + 1), [f"{a:g}" for a in alphas])
-            ax.set_yscale("log")
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
         ax.set(title=f"{ds}: per-sample B(z)", xlabel="alpha (leaky-ReLU slope 1 - alpha)", ylabel="B(z) = s_max / s_min")
     return _save(fig, path)
@@ -520,7 +519,7 @@ def figure_identifiability(pairs: pd.DataFrame, path: Path, per_digit: bool = Fa
     p = pairs[(pairs["group"] != ALL_GROUP) if per_digit else (pairs["group"] == ALL_GROUP)]
     datasets = sorted(p["dataset"].unique()) or ["(none)"]
     colors = _alpha_colors(p["alpha"].unique()) if not p.empty else {}
-    fig = Figure(figsize=(10, 4 * len(datasets)))
+    fig = Figure(figsize=(11, 4.5 * len(datasets)), layout="constrained")
     for i, ds in enumerate(datasets):
         t = p[p["dataset"] == ds]
         for j, stat in enumerate(("b_mean", "b_max")):
@@ -531,7 +530,6 @@ def figure_identifiability(pairs: pd.DataFrame, path: Path, per_digit: bool = Fa
                     continue
                 ax.scatter(u[stat], u["rigid"], color=c, marker="o", label=f"rigid, alpha={a:g}")
                 ax.scatter(u[stat], u["linear"], color=c, marker="x", label=f"linear, alpha={a:g}")
-            ax.set_xscale("log")
             what = "mean" if stat == "b_mean" else "max"
             kind = "digit-specific models" if per_digit else "all samples"
             ax.set(title=f"{ds} ({kind}): error vs {what} B", xlabel=f"{what} bi-Lipschitz estimate of the pair",
@@ -544,7 +542,7 @@ def figure_identifiability(pairs: pd.DataFrame, path: Path, per_digit: bool = Fa
 def figure_reconstruction(models: pd.DataFrame, path: Path) -> Path:
     """Reconstruction error vs alpha and vs mean B (group all), one line per dataset."""
     m = models[models["group"] == ALL_GROUP]
-    fig = Figure(figsize=(10, 4))
+    fig = Figure(figsize=(10, 4), layout="constrained")
     ax1, ax2 = fig.add_subplot(1, 2, 1), fig.add_subplot(1, 2, 2)
     for ds, t in m.groupby("dataset", sort=True):
         g = t.groupby("alpha").agg(recon=("recon_error", "mean"), b=("b_mean", "mean")).reset_index()
@@ -552,7 +550,6 @@ def figure_reconstruction(models: pd.DataFrame, path: Path) -> Path:
         ax2.scatter(t["b_mean"], t["recon_error"], label=ds)
     ax1.set(title="Reconstruction error vs alpha", xlabel="alpha (leaky-ReLU slope 1 - alpha)", ylabel="mean squared error")
     ax2.set(title="Reconstruction error vs mean B", xlabel="mean bi-Lipschitz estimate of the model", ylabel="mean squared error")
-    ax2.set_xscale("log")
     for ax in (ax1, ax2):
         ax.set_yscale("log")
         if not m.empty:

@@ -20,7 +20,7 @@ Standard files (paths from config ``disentangle``):
 ``max_images`` (all loaders) keeps a seeded random subset of that many images, read into memory.
 
 The procedural dataset (:func:`procedural_dataset`) is drawn by phenoica itself: one coloured
-shape on a coloured background per image, with six independent factors drawn uniformly
+shape on a coloured background per image, with seven independent factors drawn uniformly
 (``PROCEDURAL_FACTORS``); :func:`render_shapes` is deterministic, so the factors are exactly
 recoverable from the generator.
 """
@@ -56,7 +56,8 @@ PROCEDURAL_FACTORS: dict[str, int] = {
     "orientation": 6,  # 0, 30, ..., 150 degrees (all distinct for the three shapes)
     "pos_x": 5,
     "pos_y": 5,
-    "hue": 6,          # object hue; the background hue is fixed
+    "hue": 6,          # object hue
+    "bg_hue": 4,       # background hue (darker, less saturated)
 }
 SHAPE_NAMES: tuple[str, ...] = ("ellipse", "triangle", "tee")
 
@@ -270,9 +271,9 @@ def _hsv_to_rgb(h: np.ndarray, s: float, v: float) -> np.ndarray:
 
 
 def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 2) -> np.ndarray:
-    """Render procedural images ``(n, S, S, 3)`` uint8 from factor codes ``(n, 6)`` (``PROCEDURAL_FACTORS`` order).
+    """Render procedural images ``(n, S, S, 3)`` uint8 from factor codes ``(n, 7)`` (``PROCEDURAL_FACTORS`` order).
 
-    One shape (ellipse 2:1, isosceles triangle, or T) on a grey background; its scale, rotation
+    One shape (ellipse 2:1, isosceles triangle, or T) on a plain background of one of 4 hues; its scale, rotation
     (multiples of 30 degrees below 180), centre on a 5 x 5 grid and hue are set by the codes.
     Anti-aliased by ``supersample`` x ``supersample`` subpixels. Deterministic.
     """
@@ -284,13 +285,13 @@ def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 
         raise ValueError(f"render_shapes: codes must lie in [0, size) for sizes {sizes.tolist()}")
     n, s = f.shape[0], int(image_size)
     g = ((np.arange(s * supersample) + 0.5) / (s * supersample)).astype(np.float32)  # subpixel centres
-    shape, scale, rot, px, py, hue = f.T
+    shape, scale, rot, px, py, hue, bg = f.T
     cover = np.empty((n, s, s, 1), dtype=np.float32)
     for k in range(len(SHAPE_NAMES)):
         rows = np.flatnonzero(shape == k)
         if rows.size == 0:
             continue
-        radius = (0.13 + 0.035 * scale[rows]).astype(np.float32)[:, None, None]
+        radius = (0.16 + 0.05 * scale[rows]).astype(np.float32)[:, None, None]
         theta = (np.pi / 6 * rot[rows]).astype(np.float32)[:, None, None]
         dx = g[None, None, :] - (0.3 + 0.1 * px[rows]).astype(np.float32)[:, None, None]
         dy = g[None, :, None] - (0.3 + 0.1 * py[rows]).astype(np.float32)[:, None, None]
@@ -305,7 +306,7 @@ def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 
             mask = ((np.abs(u) <= 1.0) & (v >= 0.5) & (v <= 1.0)) | ((np.abs(u) <= 0.28) & (v >= -1.0) & (v < 0.5))
         cover[rows, :, :, 0] = mask.reshape(rows.size, s, supersample, s, supersample).mean(axis=(2, 4), dtype=np.float32)
     colour = _hsv_to_rgb(hue / PROCEDURAL_FACTORS["hue"], 0.85, 0.95)[:, None, None, :]
-    background = np.array([0.35, 0.35, 0.35])
+    background = _hsv_to_rgb(bg / PROCEDURAL_FACTORS["bg_hue"] + 0.125, 0.4, 0.45)[:, None, None, :]
     img = cover * colour + (1.0 - cover) * background
     return np.round(img * 255).astype(np.uint8)
 

@@ -1,0 +1,94 @@
+# Study `bilipschitz` (PAPER.md Figure 2, A.3-A.6): leaky-ReLU autoencoders (negative-side slope
+# 1 - alpha) swept over alpha and seeds; per-sample bi-Lipschitz estimates B(z) from the encoder's
+# Jacobian; cross-seed identifiability error (rigid and linear maps). One job per
+# (dataset, group, alpha, seed), one gather per dataset, one report. Target: `snakemake bilipschitz`.
+# Logic: phenoica.studies.bilipschitz.
+
+from phenoica.studies.bilipschitz import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
+
+BL = config["bilipschitz"]
+BL_DIR = f"{RESULTS}/studies/bilipschitz"
+BL_RUNS = {
+    ds: [
+        f"{BL_DIR}/runs/{ds}/{g}/alpha{bl_alpha_label(a)}_seed{s}.parquet"
+        for g in bl_dataset_groups(ds, BL["per_digit"])
+        for a in BL["alphas"]
+        for s in BL["seeds"]
+    ]
+    for ds in BL["datasets"]
+}
+
+
+rule bilipschitz_train:
+    output:
+        f"{BL_DIR}/runs/{{dataset}}/{{group}}/alpha{{alpha}}_seed{{seed}}.parquet",
+    wildcard_constraints:
+        dataset=r"isometric|digits|mnist",
+        group=r"all|digit\d",
+        alpha=r"[0-9.eE+-]+",
+        seed=r"\d+",
+    params:
+        settings=BL,
+        data_seed=config["seed"],
+    threads: rule_threads("bilipschitz_train", 1)
+    resources:
+        **rule_resources("bilipschitz_train"),
+    log:
+        f"{RESULTS}/logs/bilipschitz/train/{{dataset}}/{{group}}/alpha{{alpha}}_seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/bilipschitz/train/{{dataset}}/{{group}}/alpha{{alpha}}_seed{{seed}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/bilipschitz_train.py"
+
+
+rule bilipschitz_gather:
+    input:
+        lambda w: BL_RUNS[w.dataset],
+    output:
+        models=f"{BL_DIR}/{{dataset}}/models.parquet",
+        pairs=f"{BL_DIR}/{{dataset}}/pairs.parquet",
+        samples=f"{BL_DIR}/{{dataset}}/samples.parquet",
+    wildcard_constraints:
+        dataset=r"isometric|digits|mnist",
+    params:
+        train_fraction=BL["train_fraction"],
+        seed=config["seed"],
+    threads: rule_threads("bilipschitz_gather", 1)
+    resources:
+        **rule_resources("bilipschitz_gather"),
+    log:
+        f"{RESULTS}/logs/bilipschitz/gather/{{dataset}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/bilipschitz/gather/{{dataset}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/bilipschitz_gather.py"
+
+
+rule bilipschitz_report:
+    input:
+        models=[f"{BL_DIR}/{ds}/models.parquet" for ds in BL["datasets"]],
+        pairs=[f"{BL_DIR}/{ds}/pairs.parquet" for ds in BL["datasets"]],
+        samples=[f"{BL_DIR}/{ds}/samples.parquet" for ds in BL["datasets"]],
+    output:
+        markdown=f"{BL_DIR}/report.md",
+        html=f"{BL_DIR}/index.html",
+    threads: rule_threads("bilipschitz_report", 1)
+    resources:
+        **rule_resources("bilipschitz_report"),
+    log:
+        f"{RESULTS}/logs/bilipschitz/report.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/bilipschitz/report.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/bilipschitz_report.py"
+
+
+rule bilipschitz:
+    input:
+        rules.bilipschitz_report.output,

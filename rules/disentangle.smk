@@ -1,0 +1,82 @@
+# Study "disentangle": PAPER.md Table 2. One training job per (dataset, model, seed) writes the
+# evaluation set's latents and the weights; one evaluation job per (dataset, model, seed), where
+# ae_ica is scored from the AE's latents; a gather + report job; target `disentangle`.
+
+DIS = f"{RESULTS}/studies/disentangle"
+DIS_DATASETS = list(config["disentangle"]["datasets"])
+DIS_TRAINED = list(config["disentangle"]["models"])
+DIS_EVALUATED = DIS_TRAINED + (["ae_ica"] if "ae" in DIS_TRAINED else [])
+DIS_SEEDS = list(config["disentangle"]["seeds"])
+
+
+wildcard_constraints:
+    dis_dataset=r"procedural|shapes3d|mpi3d|falcor3d|isaac3d",
+    dis_model=r"ae|beta_vae|beta_tcvae|bioae|ae_ica",
+    dis_seed=r"\d+",
+
+
+rule disentangle_train:
+    output:
+        latents=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/latents.npz",
+        checkpoint=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/model.safetensors",
+    params:
+        settings=config["disentangle"],
+    threads: rule_threads("disentangle_train", 1)
+    resources:
+        **rule_resources("disentangle_train"),
+    log:
+        f"{RESULTS}/logs/disentangle/train/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/disentangle/train/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/disentangle_train.py"
+
+
+rule disentangle_evaluate:
+    input:
+        lambda w: f"{DIS}/{w.dis_dataset}/{'ae' if w.dis_model == 'ae_ica' else w.dis_model}/seed{w.dis_seed}/latents.npz",
+    output:
+        f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/scores.parquet",
+    params:
+        settings=config["disentangle"],
+    threads: rule_threads("disentangle_evaluate", 1)
+    resources:
+        **rule_resources("disentangle_evaluate"),
+    log:
+        f"{RESULTS}/logs/disentangle/evaluate/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/disentangle/evaluate/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/disentangle_evaluate.py"
+
+
+rule disentangle_report:
+    input:
+        [f"{DIS}/{d}/{m}/seed{s}/scores.parquet" for d in DIS_DATASETS for m in DIS_EVALUATED for s in DIS_SEEDS],
+    output:
+        md=f"{DIS}/report.md",
+        html=f"{DIS}/index.html",
+        table=f"{DIS}/table2.csv",
+        scores=f"{DIS}/scores.csv",
+    params:
+        settings=config["disentangle"],
+    threads: rule_threads("disentangle_report", 1)
+    resources:
+        **rule_resources("disentangle_report"),
+    log:
+        f"{RESULTS}/logs/disentangle/report.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/disentangle/report.tsv"
+    conda:
+        ENVS
+    script:
+        "../scripts/disentangle_report.py"
+
+
+rule disentangle:
+    input:
+        rules.disentangle_report.output,

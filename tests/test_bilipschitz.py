@@ -1,0 +1,234 @@
+"""Study bilipschitz (Figure 2): B(z) from Jacobians, the alpha parametrization, the isometric
+data-generating process, MNIST loading, cross-seed alignment and a tiny end-to-end sweep."""
+
+import gzip
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from phenoica.studies import bilipschitz as bl
+
+torch.set_num_threads(1)
+
+
+def _linear(W: np.ndarray):
+    Wt = torch.tensor(W, dtype=torch.float32)
+    return lambda x: Wt @ x
+
+
+def test_bilipschitz_of_orthogonal_map_is_one():
+    Q = bl.orthonormal_columns(5, 5, seed=3)
+    x = np.random.default_rng(0).standard_normal((7, 5))
+    b = bl.bilipschitz(_linear(Q.T), x)
+    np.testing.assert_allclose(b, 1.0, atol=1e-5)
+
+
+def test_bilipschitz_of_diagonal_map_is_ratio_of_extremes():
+    x = np.random.default_rng(1).standard_normal((6, 3))
+    np.testing.assert_allclose(bl.bilipschitz(_linear(np.diag([1.0, 2.0, 4.0])), x), 4.0, rtol=1e-5)
+    # a rectangular (encoder-shaped) map: singular values of the 2 x 3 Jacobian are 3 and 0.5
+    W = np.array([[3.0, 0.0, 0.0], [0.0, 0.5, 0.0]])
+    np.testing.assert_allclose(bl.bilipschitz(_linear(W), x), 6.0, rtol=1e-5)
+
+
+def test_bilipschitz_singular_jacobian_is_infinite_and_nonlinear_varies():
+    x = np.random.default_rng(2).standard_normal((4, 2))
+    assert np.all(np.isinf(bl.bilipschitz(_linear(np.array([[1.0, 0.0], [2.0, 0.0]])), x)))
+    # f(x) = (x0, x1^3 + x1): B depends on x1 as (3 x1^2 + 1) for |.| >= 1
+    f = lambda v: torch.stack([v[0], v[1] ** 3 + v[1]])
+    pts = np.array([[0.0, 0.0], [0.0, 1.0], [5.0, 2.0]])
+    np.testing.assert_allclose(bl.bilipschitz(f, pts), [1.0, 4.0, 13.0], rtol=1e-5)
+
+
+def test_negative_slope_parametrization():
+    assert bl.negative_slope(0.0) == 1.0 and bl.negative_slope(1.0) == 0.0
+    assert bl.negative_slope(0.25) == pytest.approx(0.75)
+    for bad in (-0.1, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="alpha"):
+            bl.negative_slope(bad)
+
+
+def test_alpha_zero_network_is_exactly_linear():
+    torch.manual_seed(0)
+    ae = bl.Autoencoder(6, 3, [16, 16], alpha=0.0)
+    x = np.random.default_rng(0).standard_normal((50, 6)).astype(np.float32)
+    b = bl.bilipschitz(ae.encoder, x)
+    assert np.all(np.isfinite(b)) and b.max() > 1.0
+    np.testing.assert_allclose(b, b[0], rtol=1e-5)  # one constant Jacobian
+    xt = torch.from_numpy(x)
+    with torch.no_grad():  # affine: f(a + b) - f(0) = (f(a) - f(0)) + (f(b) - f(0))
+        f0 = ae(torch.zeros(1, 6))
+        lhs = ae(xt[:25] + xt[25:]) - f0
+        rhs = (ae(xt[:25]) - f0) + (ae(xt[25:]) - f0)
+    torch.testing.assert_close(lhs, rhs, atol=1e-5, rtol=1e-5)
+    # a nonlinear alpha gives sample-dependent B(z)
+    torch.manual_seed(0)
+    b_nl = bl.bilipschitz(bl.Autoencoder(6, 3, [16, 16], alpha=0.9).encoder, x)
+    assert np.ptp(b_nl) > 1e-2
+
+
+def test_isometric_dgp_preserves_distances():
+    r, curv = 2.0, 0.5
+    data = bl.isometric_data(200, latent_dim=3, ambient_dim=9, curvature=curv, seed=4)
+    x, z, emb = data["x"].astype(np.float64), data["z"].astype(np.float64), data["embedding"]
+    np.testing.assert_allclose(emb.T @ emb, np.eye(6), atol=1e-12)
+    # chordal distances follow the arc formula exactly: each coordinate moves along a circle of radius r
+    i, j = np.triu_indices(200, 1)
+    dz = np.abs(z[i] - z[j])
+    chord = np.sqrt(np.sum((2 * r * np.sin(dz / (2 * r))) ** 2, axis=1))
+    np.testing.assert_allclose(np.linalg.norm(x[i] - x[j], axis=1), chord, rtol=1e-4, atol=1e-5)
+    # local isometry: the generator's Jacobian has orthonormal columns everywhere (B = 1, all s = 1)
+    e = torch.from_numpy(emb)
+    J = bl.jacobians(lambda v: bl.isometric_embed(v, curv, e), torch.from_numpy(z[:20]))
+    np.testing.assert_allclose(torch.linalg.svdvals(J).numpy(), 1.0, atol=1e-10)
+    # so the length of the image of a straight latent path (the geodesic) equals ||z - z'||
+    t = torch.linspace(0, 1, 2001, dtype=torch.float64)[:, None]
+    za, zb = torch.from_numpy(z[0]), torch.from_numpy(z[1])
+    path = bl.isometric_embed(za + t * (zb - za), curv, e)
+    length = torch.linalg.norm(path[1:] - path[:-1], dim=1).sum().item()
+    assert length == pytest.approx(float(np.linalg.norm(z[0] - z[1])), rel=1e-5)
+    # curvature 0 is a global linear isometry
+    flat = bl.isometric_data(50, 2, 5, 0.0, seed=1)
+    d_x = np.linalg.norm(flat["x"][:, None] - flat["x"][None], axis=-1)
+    d_z = np.linalg.norm(flat["z"][:, None] - flat["z"][None], axis=-1)
+    np.testing.assert_allclose(d_x, d_z, atol=1e-5)
+
+
+def test_isometric_dgp_rejects_bad_parameters():
+    with pytest.raises(ValueError, match="ambient_dim"):
+        bl.isometric_data(10, 3, 5, 0.5, seed=0)
+    with pytest.raises(ValueError, match="curvature"):
+        bl.isometric_data(10, 2, 4, 3.5, seed=0)
+
+
+def _idx_bytes(arr: np.ndarray) -> bytes:
+    head = bytes([0, 0, 8, arr.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in arr.shape)
+    return head + arr.astype(np.uint8).tobytes()
+
+
+def test_load_mnist_npz_and_idx(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, size=(5, 28, 28), dtype=np.uint8)
+    y = np.array([0, 1, 2, 3, 4], dtype=np.uint8)
+    np.savez(tmp_path / "mnist.npz", x_train=x, y_train=y)
+    xs, ys = bl.load_mnist(tmp_path / "mnist.npz")
+    assert xs.shape == (5, 784) and xs.max() <= 1.0
+    np.testing.assert_allclose(xs[2], x[2].reshape(-1) / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(ys, y)
+    idx = tmp_path / "idx"
+    idx.mkdir()
+    (idx / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(_idx_bytes(x)))
+    (idx / "train-labels-idx1-ubyte").write_bytes(_idx_bytes(y))
+    xi, yi = bl.load_mnist(idx)
+    np.testing.assert_array_equal(xi, xs)
+    np.testing.assert_array_equal(yi, ys)
+
+
+def test_load_mnist_malformed(tmp_path):
+    np.savez(tmp_path / "bad.npz", images=np.zeros((2, 28, 28)))
+    with pytest.raises(ValueError, match="x_train"):
+        bl.load_mnist(tmp_path / "bad.npz")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte"):
+        bl.load_mnist(tmp_path / "empty")
+    folder = tmp_path / "corrupt"
+    folder.mkdir()
+    (folder / "train-images-idx3-ubyte").write_bytes(b"\x00\x00\x09\x03" + bytes(12))
+    (folder / "train-labels-idx1-ubyte").write_bytes(_idx_bytes(np.zeros(2)))
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte.*IDX"):
+        bl.load_mnist(folder)
+    with pytest.raises(FileNotFoundError, match="nothing is downloaded"):
+        bl.load_mnist(tmp_path / "missing.npz")
+
+
+def test_groups_and_labels():
+    assert bl.dataset_groups("isometric", [3]) == ["all"]
+    assert bl.dataset_groups("digits", [3, 8]) == ["all", "digit3", "digit8"]
+    assert bl.parse_group("digit7") == 7 and bl.parse_group("all") is None
+    with pytest.raises(ValueError, match="group"):
+        bl.parse_group("seven")
+    for a in (0.0, 0.3, 0.6, 0.9, 1.0, 0.125):
+        assert float(bl.alpha_label(a)) == a
+
+
+def _runs(latents: dict[int, np.ndarray]) -> pd.DataFrame:
+    tables = []
+    for seed, lat in latents.items():
+        t = pd.DataFrame({"dataset": "isometric", "group": "all", "alpha": 0.5, "slope": 0.5, "seed": seed,
+                          "final_loss": 0.1, "sample": np.arange(len(lat)), "recon_error": 0.1,
+                          "bilipschitz": np.linspace(1, 2, len(lat))})
+        for j in range(lat.shape[1]):
+            t[f"z_{j}"] = lat[:, j]
+        tables.append(t)
+    return pd.concat(tables, ignore_index=True)
+
+
+def test_pair_alignment_known_answers():
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((200, 3))
+    rotated = a @ bl.orthonormal_columns(3, 3, seed=5) + 2.0
+    sheared = a @ np.array([[3.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.2]])
+    pairs = bl.pair_alignment(_runs({0: a, 1: rotated, 2: sheared}), train_fraction=0.8, seed=0)
+    assert list(zip(pairs["seed_a"], pairs["seed_b"])) == [(0, 1), (0, 2), (1, 2)]
+    first = pairs.iloc[0]
+    assert first["rigid"] < 1e-10 and first["linear"] < 1e-10
+    assert first["b_mean"] == pytest.approx(1.5) and first["b_max"] == pytest.approx(2.0)
+    second = pairs.iloc[1]  # a linear but not rigid map: linear exact, rigid not
+    assert second["linear"] < 1e-10 and second["rigid"] > 0.01
+
+
+def test_spearman_table_reports_measured_sign():
+    pairs = pd.DataFrame({"dataset": "digits", "group": "all", "alpha": [0.0, 0.3, 0.6, 0.9],
+                          "b_mean": [1.0, 2.0, 3.0, 4.0], "b_max": [4.0, 3.0, 2.0, 1.0],
+                          "rigid": [0.1, 0.2, 0.3, 0.4], "linear": [0.1, 0.2, 0.3, 0.4]})
+    t = bl.spearman_table(pairs).set_index(["map", "statistic"])
+    assert t.loc[("rigid", "b_mean"), "spearman_rho"] == pytest.approx(1.0)
+    assert t.loc[("linear", "b_max"), "spearman_rho"] == pytest.approx(-1.0)
+    assert set(t["n_pairs"]) == {4}
+
+
+def test_training_is_seeded():
+    x = np.random.default_rng(0).random((40, 6)).astype(np.float32)
+    kw = dict(latent_dim=2, hidden=[8], epochs=3, batch_size=16, lr=1e-2, device="cpu")
+    m1, h1 = bl.train_autoencoder(x, 0.5, 7, **kw)
+    m2, h2 = bl.train_autoencoder(x, 0.5, 7, **kw)
+    m3, _ = bl.train_autoencoder(x, 0.5, 8, **kw)
+    assert h1 == h2 and h1[-1] < h1[0]
+    xt = torch.from_numpy(x)
+    with torch.no_grad():
+        torch.testing.assert_close(m1.encoder(xt), m2.encoder(xt))
+        assert not torch.allclose(m1.encoder(xt), m3.encoder(xt))
+
+
+TINY = dict(datasets=["isometric", "digits"], alphas=[0.0, 0.9], seeds=[0, 1], per_digit=[0], n_samples=60,
+            latent_dim=3, hidden=[8], epochs=3, batch_size=32, lr=1e-2, max_jacobian_samples=20,
+            train_fraction=0.8, device="cpu", mnist_path=None,
+            isometric=dict(latent_dim=2, ambient_dim=6, curvature=0.5))
+
+
+def test_tiny_sweep_end_to_end(tmp_path):
+    files = bl.run_sweep(TINY, tmp_path / "study", data_seed=0)
+    for key in ("report.md", "index.html", "distributions", "identifiability", "reconstruction", "per_digit"):
+        assert files[key].exists() and files[key].stat().st_size > 0, key
+    pairs = pd.read_csv(tmp_path / "study/tables/pairs.csv")
+    # one pair of seeds per (dataset, group, alpha): isometric/all, digits/all, digits/digit0 x 2 alphas
+    assert len(pairs) == 6
+    assert set(pairs["group"]) == {"all", "digit0"}
+    assert np.all((pairs[["rigid", "linear"]].to_numpy() >= 0) & (pairs[["rigid", "linear"]].to_numpy() < 2))
+    models = pd.read_csv(tmp_path / "study/tables/models.csv")
+    assert len(models) == 12 and np.all(models["b_mean"] >= 1.0)
+    assert set(models["n_jacobians"]) == {20}
+    # alpha = 0 digits models: exactly linear encoders, so B(z) is one value per model (max == mean)
+    lin = models[(models["alpha"] == 0.0) & (models["dataset"] == "digits")]
+    np.testing.assert_allclose(lin["b_max"], lin["b_mean"], rtol=1e-4)
+    text = files["report.md"].read_text()
+    assert "Spearman" in text and "figures/identifiability_vs_bilipschitz.png" in text
+
+
+def test_run_model_requires_mnist_path():
+    with pytest.raises(ValueError, match="mnist_path"):
+        bl.run_model("mnist", "all", 0.5, 0, TINY)
+    with pytest.raises(ValueError, match="isometric"):
+        bl.load_dataset("isometric", "digit3", TINY, 0)
