@@ -16,6 +16,7 @@ include: "rules/transform.smk"
 include: "rules/classify.smk"
 include: "rules/identifiability.smk"
 include: "rules/report.smk"
+include: "rules/disentangle.smk"
 include: "rules/bilipschitz.smk"
 
 

@@ -1,10 +1,8 @@
-"""Rule apply_transform: a model's profiles through one fitted variant transform."""
-import pandas as pd
-
-from phenoica.io import get_logger, write_parquet
-from phenoica.transforms import apply_transform
+"""Rule apply_transform: a model's profiles through one fitted variant transform, row batch by row batch."""
+from phenoica.io import get_logger
+from phenoica.transforms import TRANSFORM_DEFAULTS, apply_transform_file
 
 log = get_logger("phenoica.apply_transform", snakemake.log[0])
-out = apply_transform(pd.read_parquet(snakemake.input.profiles), snakemake.input.transform)
-write_parquet(out, snakemake.output[0])
-log.info("variant %s: %d rows x %d features", snakemake.wildcards.variant, len(out), out.shape[1])
+batch_rows = snakemake.config.get("transforms", {}).get("batch_rows", TRANSFORM_DEFAULTS["batch_rows"])
+rows = apply_transform_file(snakemake.input.profiles, snakemake.input.transform, snakemake.output[0], batch_rows)
+log.info("variant %s: %d rows", snakemake.wildcards.variant, rows)

@@ -29,11 +29,12 @@ SLURM_ARGS = [
     "--profile", str(PROFILE), "--workflow-profile", "none",
     "--default-resources", "slurm_partition=debug",
     "--slurm-status-command", "squeue",
-    "--slurm-init-seconds-before-status-checks", "2",
+    "--slurm-init-seconds-before-status-checks", "5",
     "--seconds-between-status-checks", "2",
     "--slurm-keep-successful-logs",
     "--latency-wait", "5",
 ]
+SCORES = ["results/scores/genes.parquet", "results/scores/guides.parquet"]
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")
 
 
@@ -53,11 +54,13 @@ def slurm_cluster():
 
 
 def tiny_config(workdir: Path, resources: dict) -> None:
-    """tests/data/tiny.yaml cut to one model and two variants (the SLURM run's 25 jobs take a
-    few minutes on 2 cores), with the given per-rule resources."""
+    """tests/data/tiny.yaml cut to one model, two variants and one classification shard, without
+    the mAP readout (up to the scores: 15 SLURM jobs in about 10 waves on a 2-CPU node; every job
+    starts Snakemake twice, and each wave waits for a status poll), with the given resources."""
     cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
     cfg["models"] = {"mae": cfg["models"]["mae"]}
     cfg["transforms"]["variants"] = ["base", "pca_ica"]
+    cfg["classify"].update(n_shards=1, map_readout=False)
     cfg["resources"] = resources
     workdir.mkdir(parents=True, exist_ok=True)
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -117,11 +120,12 @@ def test_tiny_workflow_on_slurm_equals_local_run(tmp_path, slurm_cluster):
     tiny_config(local, resources)
 
     # The local run goes alongside: SLURM jobs spend most of their time waiting on polls.
-    local_proc = subprocess.Popen(snakemake_cmd("--cores", "2"), cwd=local, text=True,
+    # (Timeouts guard against hangs; on an idle 2-core machine the SLURM run takes ~3-4 minutes.)
+    local_proc = subprocess.Popen(snakemake_cmd("--cores", "2", *SCORES), cwd=local, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        proc = run(snakemake_cmd(*SLURM_ARGS), on_slurm, timeout=540)
-        local_out, _ = local_proc.communicate(timeout=540)
+        proc = run(snakemake_cmd(*SLURM_ARGS, *SCORES), on_slurm, timeout=900)
+        local_out, _ = local_proc.communicate(timeout=900)
     finally:
         if local_proc.poll() is None:
             local_proc.kill()
@@ -134,17 +138,16 @@ def test_tiny_workflow_on_slurm_equals_local_run(tmp_path, slurm_cluster):
         a = pd.read_parquet(on_slurm / "results" / table)
         b = pd.read_parquet(local / "results" / table)
         pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=0, atol=1e-9, obj=table)
-    assert (on_slurm / "results" / "report" / "index.html").exists()
 
     # Every job went through SLURM: one submission per planned job, each with its own log.
     submitted = {m[2]: Path(m[3]) for m in SUBMITTED.finditer(text)}
     planned = sum(int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", text, re.M)
                   if rule not in ("total", "all"))
-    assert planned >= 20 and len(submitted) == planned, (planned, sorted(submitted))
+    assert planned >= 15 and len(submitted) == planned, (planned, sorted(submitted))
     assert all(log.exists() and log.is_relative_to(on_slurm / ".snakemake" / "slurm_logs")
                for log in submitted.values())
     rules = {log.relative_to(on_slurm / ".snakemake" / "slurm_logs").parts[0] for log in submitted.values()}
-    assert {"rule_simulate_plate", "rule_train_mae", "rule_embed", "rule_classify", "rule_report"} <= rules
+    assert {"rule_simulate_plate", "rule_train_mae", "rule_embed", "rule_classify", "rule_gather_scores"} <= rules
 
     # ... and SLURM ran them all to completion (squeue keeps finished jobs for MinJobAge).
     run_id = re.search(r"SLURM run ID: (\S+)", text)[1]

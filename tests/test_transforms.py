@@ -1,4 +1,5 @@
-"""Known answers for the embedding variants: whitening, ICA, random rotation, center-scale, I/O."""
+"""Known answers for the embedding variants: whitening, ICA, random rotation, center-scale, I/O,
+and the streaming fit / apply over row batches of a profile parquet."""
 from __future__ import annotations
 
 import json
@@ -6,6 +7,7 @@ import logging
 
 import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
 import pytest
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
@@ -14,13 +16,17 @@ from phenoica.screen import BATCH, PERT_TYPE, ScreenError, feature_name
 from phenoica.transforms import (
     CenterScale,
     ICARotation,
+    Moments,
     PCAWhitener,
     RandomRotation,
+    RowSample,
     VariantTransform,
     apply_transform,
+    apply_transform_file,
     fit_transforms,
     fit_variant,
     fit_variants,
+    load_transform,
     parallel_analysis,
 )
 
@@ -306,3 +312,107 @@ def test_table_errors_name_columns(tmp_path):
         apply_transform(no_ctrl, paths["pca"])
     with pytest.raises(ValueError, match="unknown key"):
         fit_transforms(table, {"n_component": 3}, 0, tmp_path)
+
+
+# ---------------------------------------------------------------- streaming
+
+
+def saved(folder) -> dict[str, dict[str, np.ndarray]]:
+    """variant -> saved arrays (the fitted matrices) of a fit_transforms output folder."""
+    out = {}
+    for path in sorted(folder.glob("*.npz")):
+        with np.load(path) as npz:
+            out[path.stem] = {k: npz[k] for k in npz.files if k != "__meta__"}
+    return out
+
+
+@pytest.mark.parametrize("fit_on", ["all", "controls"])
+def test_fit_streamed_from_parquet_equals_the_in_memory_fit(tmp_path, fit_on):
+    table = make_profiles(n_batches=3, per_batch=300)
+    table.to_parquet(tmp_path / "profiles.parquet")
+    # subsamples smaller than the fit rows, so both are collected across row batches
+    cfg = {"n_components": "parallel", "fit_on": fit_on, "parallel_max_samples": 250, "ica_max_samples": 200}
+    fit_transforms(table, cfg, seed=0, out_dir=tmp_path / "memory")
+    fit_transforms(tmp_path / "profiles.parquet", {**cfg, "batch_rows": 97}, seed=0, out_dir=tmp_path / "streamed")
+    memory, streamed = saved(tmp_path / "memory"), saved(tmp_path / "streamed")
+    assert sorted(memory) == ["base", "pca", "pca_ica", "pca_rand"]
+    for variant, arrays in memory.items():
+        assert sorted(arrays) == sorted(streamed[variant])
+        for key, value in arrays.items():
+            if value.dtype.kind == "f":
+                np.testing.assert_allclose(streamed[variant][key], value, rtol=1e-8, atol=1e-12, err_msg=f"{variant} {key}")
+            else:
+                np.testing.assert_array_equal(streamed[variant][key], value)
+    reports = [json.loads((tmp_path / d / "fit_report.json").read_text()) for d in ("memory", "streamed")]
+    assert reports[0]["pca"]["n_components"] == reports[1]["pca"]["n_components"] == 4
+    assert reports[0]["pca_ica"]["ica"]["n_samples"] == reports[1]["pca_ica"]["ica"]["n_samples"] == 200
+    assert reports[1]["pca"]["n_samples_fit"] == (300 if fit_on == "controls" else 900)
+
+
+def test_moments_merge_blocks_without_losing_precision(rng):
+    X = rng.normal(size=(5000, 6)) @ rng.normal(size=(6, 6)) + 1e6  # far from zero
+    moments = Moments(6)
+    for lo, hi in [(0, 1), (1, 700), (700, 701), (701, 5000)]:  # uneven blocks
+        moments.update(X[lo:hi])
+    np.testing.assert_allclose(moments.mean, X.mean(axis=0), rtol=1e-14)
+    np.testing.assert_allclose(moments.covariance(), np.cov(X.T), rtol=1e-9)
+    naive = (X.T @ X - len(X) * np.outer(X.mean(axis=0), X.mean(axis=0))) / (len(X) - 1)  # raw sums of squares
+    assert not np.allclose(naive, np.cov(X.T), rtol=1e-6)  # what the pairwise merge avoids
+    diagonal = Moments(6, full=False).update(X[:2500]).update(X[2500:])
+    np.testing.assert_allclose(diagonal.covariance(), X.var(axis=0, ddof=1), rtol=1e-9)
+
+
+def test_row_sample_collects_the_rows_drawn_up_front(rng):
+    X = rng.normal(size=(1000, 3))
+    sample = RowSample(1000, 120, seed=7)
+    for lo in range(0, 1000, 333):
+        sample.add(X[lo : lo + 333])
+    expected = np.sort(np.random.default_rng(7).choice(1000, size=120, replace=False))
+    np.testing.assert_array_equal(sample.rows(), X[expected])
+    everything = RowSample(50, 120, seed=7)
+    everything.add(X[:50])
+    np.testing.assert_array_equal(everything.rows(), X[:50])
+    short = RowSample(1000, 120, seed=7)
+    short.add(X[:10])
+    with pytest.raises(ValueError, match="saw 10 of the 1000 rows"):
+        short.rows()
+
+
+def test_apply_streams_a_parquet_and_scales_an_unseen_batch_on_all_its_controls(tmp_path):
+    table = make_profiles(n_batches=2)
+    paths = fit_transforms(table, {**CFG, "variants": ["base", "pca_ica"]}, seed=0, out_dir=tmp_path)
+    new = make_profiles(n_batches=1, per_batch=400, seed=8).assign(**{BATCH: "B7"})  # unseen at fit
+    profiles = pd.concat([table, new], ignore_index=True)
+    profiles.to_parquet(tmp_path / "profiles.parquet")
+    for variant, path in paths.items():
+        out = tmp_path / f"{variant}.parquet"
+        assert apply_transform_file(tmp_path / "profiles.parquet", path, out, batch_rows=64) == len(profiles)
+        meta = pq.ParquetFile(out).metadata
+        assert max(meta.row_group(i).num_rows for i in range(meta.num_row_groups)) == 64
+        got = pd.read_parquet(out)
+        pd.testing.assert_frame_equal(got, apply_transform(profiles, path))
+        pd.testing.assert_frame_equal(got.iloc[:, :5], profiles.iloc[:, :5])
+    # B7's 134 controls span three row batches; its statistics are those of all of them
+    X, b, c, _ = split(new)
+    vt = load_transform(paths["pca_ica"])
+    scaled = (X - X[c].mean(axis=0)) / X[c].std(axis=0, ddof=1)
+    expected = vt.rotation.transform(vt.whitener.transform(scaled))
+    got = pd.read_parquet(tmp_path / "pca_ica.parquet").iloc[len(table):, 5:].to_numpy()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
+    saved_state = saved(tmp_path)["pca_ica"]
+    assert saved_state["center_scale.batches_"].tolist() == ["B1", "B2"]  # nothing refitted
+
+
+def test_streamed_fit_errors_name_the_file_and_columns(tmp_path):
+    table = make_profiles()
+    bad = table.copy()
+    bad.loc[650, "emb_0004"] = np.nan  # in the last row batch
+    bad.to_parquet(tmp_path / "bad.parquet")
+    with pytest.raises(ScreenError, match=r"bad.parquet: non-finite.*\['emb_0004'\]"):
+        fit_transforms(tmp_path / "bad.parquet", {**CFG, "batch_rows": 100}, 0, tmp_path / "t")
+    table.drop(columns=[PERT_TYPE]).to_parquet(tmp_path / "noctrl.parquet")
+    with pytest.raises(ScreenError, match=r"noctrl.parquet: missing column\(s\) \['Metadata_PertType'\]"):
+        fit_transforms(tmp_path / "noctrl.parquet", CFG, 0, tmp_path / "t")
+    with pytest.raises(ValueError, match=r"transforms.batch_rows: expected an integer >= 1"):
+        fit_transforms(table, {**CFG, "batch_rows": 0}, 0, tmp_path / "t")
+    assert not (tmp_path / "t").exists()

@@ -283,7 +283,10 @@ def _plan(paths: Sequence[Path | str], embedding_column: str | None) -> _Plan:
         path = str(path)
         if not Path(path).exists():
             raise FileNotFoundError(f"{path}: embedding file not found")
-        schema = pq.read_schema(path)
+        try:
+            schema = pq.read_schema(path)
+        except (pa.ArrowInvalid, OSError) as exc:
+            raise ScreenError(f"{path}: not a readable parquet file ({exc})") from None
         columns = data_columns(schema)
         meta, features = split_columns(columns)
         if embedding_column is not None:
