@@ -6,7 +6,8 @@
 #                               (one node: this host, its CPUs and memory; partition `debug`),
 #                               start munged, slurmctld and slurmd, wait until the node is idle
 #   .ci/slurm-local.sh status   exit 0 when the node answers and is usable, else 1
-#   .ci/slurm-local.sh stop     cancel this cluster's jobs, stop the daemons this script started
+#   .ci/slurm-local.sh stop     cancel this cluster's jobs, stop the daemons this script started,
+#                               remove the slurm.conf it wrote
 #
 # Exit status: 0 done; 1 failed; 2 usage; 3 cannot work on this machine (not root, or SLURM and
 # munge are missing and cannot be installed) - the tests skip on 3 and fail on 1.
@@ -202,6 +203,9 @@ cmd_stop() {
     grep -qx slurmctld "$STATE/started" && stop_daemon slurmctld /run/slurmctld.pid
     grep -qx munged "$STATE/started" && stop_daemon munged /run/munge/munged.pid
     rm -f "$STATE/started"
+    # Without a config SLURM's clients fail at once; with one and no controller, each waits ~10 s
+    # (the executor plugin runs `scontrol show config` whenever Snakemake starts, even locally).
+    if grep -qsF "$MARK" "$CONF"; then rm -f "$CONF"; fi
     log "stopped"
 }
 

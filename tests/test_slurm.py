@@ -29,7 +29,7 @@ SLURM_ARGS = [
     "--profile", str(PROFILE), "--workflow-profile", "none",
     "--default-resources", "slurm_partition=debug",
     "--slurm-status-command", "squeue",
-    "--slurm-init-seconds-before-status-checks", "5",
+    "--slurm-init-seconds-before-status-checks", "2",
     "--seconds-between-status-checks", "2",
     "--slurm-keep-successful-logs",
     "--latency-wait", "5",

@@ -262,7 +262,7 @@ class _File:
 
 @dataclass
 class _Plan:
-    """The files, the output's metadata schema and (when known from the footers) feature names."""
+    """The files and the output's metadata schema (the union over the files, types unified)."""
 
     files: list[_File]
     metadata: pa.Schema

@@ -284,7 +284,9 @@ class RowSample:
         self.indices: np.ndarray | None = None
         if max_samples is not None and self.n > max_samples:
             self.indices = np.sort(self.rng.choice(self.n, size=int(max_samples), replace=False))
-        self._parts: list[np.ndarray] = []
+        self.size = self.n if self.indices is None else self.indices.size
+        self._rows: np.ndarray | None = None  # filled in place: no list of parts to concatenate
+        self._filled = 0
         self._seen = 0
 
     def add(self, block: np.ndarray) -> None:
@@ -292,21 +294,28 @@ class RowSample:
         lo, hi = self._seen, self._seen + block.shape[0]
         if hi > self.n:
             raise ValueError(f"row sample: {hi} rows offered, the sample was drawn from {self.n}")
-        if self.indices is None:
-            self._parts.append(block)
-        else:
-            chosen = self.indices[np.searchsorted(self.indices, lo) : np.searchsorted(self.indices, hi)]
-            if chosen.size:
-                self._parts.append(block[chosen - lo])
+        chosen = None if self.indices is None else (
+            self.indices[np.searchsorted(self.indices, lo) : np.searchsorted(self.indices, hi)] - lo
+        )
         self._seen = hi
+        m = block.shape[0] if chosen is None else chosen.size
+        if self._rows is None:
+            if m == self.size:  # everything in one block (in-memory callers): no second copy
+                self._rows, self._filled = (block if chosen is None else block[chosen]), m
+                return
+            self._rows = np.empty((self.size, *block.shape[1:]), dtype=block.dtype)
+        dest = self._rows[self._filled : self._filled + m]
+        if chosen is None:
+            dest[...] = block
+        else:
+            np.take(block, chosen, axis=0, out=dest, mode="clip")  # in range; "clip" writes in place, unbuffered
+        self._filled += m
 
     def rows(self) -> np.ndarray:
         """The sampled rows, in row order."""
-        if self._seen != self.n:
+        if self._seen != self.n or self._rows is None:
             raise ValueError(f"row sample: saw {self._seen} of the {self.n} rows it was drawn from")
-        if len(self._parts) == 1:
-            return self._parts[0]
-        return np.concatenate(self._parts, axis=0)
+        return self._rows
 
 
 def covariance(X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -1009,22 +1018,27 @@ def fit_variants_streaming(
     def fit_rows(X: np.ndarray, c: np.ndarray | None) -> np.ndarray:
         return X[c] if on_controls and c is not None else X
 
-    # pass 1: checks, fit-row count, constant features, per-batch control moments
-    n = n_fit = 0
-    lo, hi = np.full(d, np.inf), np.full(d, -np.inf)
-    control_moments = BatchMoments(d) if center else None
-    for block in blocks():
-        if np.shape(block[0])[0] == 0:
-            continue
-        X, b, c = checked(block)
-        n += X.shape[0]
-        Xf = fit_rows(X, c)
-        if Xf.shape[0]:
-            n_fit += Xf.shape[0]
-            lo = np.minimum(lo, Xf.min(axis=0))
-            hi = np.maximum(hi, Xf.max(axis=0))
-        if control_moments is not None:
-            control_moments.update(X, b, c)  # type: ignore[arg-type]
+    def first_pass() -> tuple[int, int, np.ndarray, np.ndarray, BatchMoments | None]:
+        """Checks, fit-row count, per-feature range over the fit rows, per-batch control moments
+        (a function, so that the last block is freed when it returns)."""
+        n = n_fit = 0
+        lo, hi = np.full(d, np.inf), np.full(d, -np.inf)
+        control_moments = BatchMoments(d) if center else None
+        for block in blocks():
+            if np.shape(block[0])[0] == 0:
+                continue
+            X, b, c = checked(block)
+            n += X.shape[0]
+            Xf = fit_rows(X, c)
+            if Xf.shape[0]:
+                n_fit += Xf.shape[0]
+                lo = np.minimum(lo, Xf.min(axis=0))
+                hi = np.maximum(hi, Xf.max(axis=0))
+            if control_moments is not None:
+                control_moments.update(X, b, c)  # type: ignore[arg-type]
+        return n, n_fit, lo, hi, control_moments
+
+    n, n_fit, lo, hi, control_moments = first_pass()
     if n == 0:
         raise ScreenError(f"{source}: no rows to fit the transforms on")
     if n_fit == 0:
@@ -1051,22 +1065,24 @@ def fit_variants_streaming(
         ica = ICARotation(cfg["ica"], cfg["ica_max_iter"], cfg["ica_tol"], derive_seed(seed, "ica"), cfg["ica_max_samples"])
         ica._check_params()
 
-    # pass 2: center-scaled fit rows -> moments + the seeded samples for parallel analysis and ICA
+    def second_pass(moments: Moments, samples: Sequence[RowSample]) -> None:
+        """Center-scaled fit rows -> their moments and the seeded samples (parallel analysis, ICA)."""
+        for block in blocks():
+            if np.shape(block[0])[0] == 0:
+                continue
+            X, b, c = checked(block)
+            Xw = X if center_scale is None else center_scale._scale(X, b)  # type: ignore[arg-type]
+            Xw = fit_rows(Xw, c)
+            if Xw.shape[0] == 0:
+                continue
+            moments.update(Xw)
+            for sample in samples:
+                sample.add(Xw)
+
     moments = Moments(d)
     parallel_sample = whitener._parallel_sample(n_fit)
     ica_sample = None if ica is None else ica._row_sample(n_fit)
-    for block in blocks():
-        if np.shape(block[0])[0] == 0:
-            continue
-        X, b, c = checked(block)
-        Xw = X if center_scale is None else center_scale._scale(X, b)  # type: ignore[arg-type]
-        Xw = fit_rows(Xw, c)
-        if Xw.shape[0] == 0:
-            continue
-        moments.update(Xw)
-        for sample in (parallel_sample, ica_sample):
-            if sample is not None:
-                sample.add(Xw)
+    second_pass(moments, [s for s in (parallel_sample, ica_sample) if s is not None])
     if moments.n != n_fit:
         raise ValueError(f"{source}: the second pass saw {moments.n} fit rows, the first {n_fit}; the rows changed")
     whitener._fit_moments(moments, parallel_sample)
