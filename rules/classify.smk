@@ -33,6 +33,7 @@ rule map_readout:
     params:
         seed=config["seed"],
         n_null_guides=config["classify"]["n_null_guides"],
+    threads: rule_threads("map_readout", 1)
     resources:
         **rule_resources("map_readout"),
     log:
@@ -59,6 +60,7 @@ rule gather_scores:
         guides=f"{RESULTS}/scores/guides.parquet",
         genes=f"{RESULTS}/scores/genes.parquet",
         maps=f"{RESULTS}/scores/map.parquet",
+    threads: rule_threads("gather_scores", 1)
     resources:
         **rule_resources("gather_scores"),
     log:

@@ -9,6 +9,7 @@ if SOURCE == "demo":
         params:
             demo=config["demo"],
             seed=config["seed"],
+        threads: rule_threads("simulate_truth", 1)
         resources:
             **rule_resources("simulate_truth"),
         log:
@@ -30,6 +31,7 @@ if SOURCE == "demo":
             # plates or batches leaves existing plates alone. The script reads config["demo"].
             design=wf.plate_design_params(config["demo"]),
             seed=config["seed"],
+        threads: rule_threads("simulate_plate", 1)
         resources:
             **rule_resources("simulate_plate"),
         log:
@@ -52,6 +54,7 @@ if SOURCE == "zarr":
             f"{RESULTS}/screen/metadata/{{plate}}.parquet",
         params:
             digest=lambda w: plate_digest(w.plate),
+        threads: rule_threads("plate_metadata", 1)
         resources:
             **rule_resources("plate_metadata"),
         log:
@@ -78,6 +81,7 @@ if SOURCE == "images":
             pattern=lambda w: config["screen"]["image_pattern"],  # braces are not wildcards
             channels=config["screen"]["channels"],
             chunk_images=config["screen"]["chunk_images"],
+        threads: rule_threads("ingest_images", 1)
         resources:
             **rule_resources("ingest_images"),
         log:
@@ -102,6 +106,7 @@ if SOURCE == "ome_zarr":
         params:
             digest=lambda w: plate_digest(w.plate),
             chunk_images=config["screen"]["chunk_images"],
+        threads: rule_threads("ingest_ome_zarr", 1)
         resources:
             **rule_resources("ingest_ome_zarr"),
         log:

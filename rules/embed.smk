@@ -57,6 +57,7 @@ rule gather_profiles:
     params:
         level=config["profiles"]["level"],
         embedding_column=config["screen"]["embedding_column"],
+    threads: rule_threads("gather_profiles", 1)
     resources:
         **rule_resources("gather_profiles"),
     log:

@@ -34,6 +34,7 @@ rule structural:
     params:
         settings=config["identifiability"],
         seed=config["seed"],
+    threads: rule_threads("structural", 1)
     resources:
         **rule_resources("structural"),
     log:
@@ -53,6 +54,7 @@ rule gather_identifiability:
     output:
         align=f"{RESULTS}/identifiability/table1.parquet",
         structural=f"{RESULTS}/identifiability/structural.parquet",
+    threads: rule_threads("gather_identifiability", 1)
     resources:
         **rule_resources("gather_identifiability"),
     log:

@@ -31,6 +31,7 @@ rule apply_transform:
         transform=lambda w: f"{transform_dir(w.model)}/{w.variant}.npz",
     output:
         f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+    threads: rule_threads("apply_transform", 1)
     resources:
         **rule_resources("apply_transform"),
     log:
@@ -51,6 +52,7 @@ rule splits:
     params:
         splits=config["splits"],
         seed=config["seed"],
+    threads: rule_threads("splits", 1)
     resources:
         **rule_resources("splits"),
     log:

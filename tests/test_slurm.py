@@ -110,6 +110,8 @@ def test_gpu_and_memory_requests_reach_sbatch(tmp_path, slurm_cluster):
 
 @pytest.mark.slow
 def test_tiny_workflow_on_slurm_equals_local_run(tmp_path, slurm_cluster):
+    """The tiny screen scored through SLURM gives the local run's numbers, every job was a SLURM
+    job that completed, and each job got the CPUs, memory and time limit its rule asked for."""
     resources = {
         # Small jobs so several share the node; train_mae asks for more to show per-rule requests.
         "default": {"cpus": 1, "mem_mb": 1500, "runtime": 20},
@@ -119,8 +121,8 @@ def test_tiny_workflow_on_slurm_equals_local_run(tmp_path, slurm_cluster):
     tiny_config(on_slurm, resources)
     tiny_config(local, resources)
 
-    # The local run goes alongside: SLURM jobs spend most of their time waiting on polls.
-    # (Timeouts guard against hangs; on an idle 2-core machine the SLURM run takes ~3-4 minutes.)
+    # The local run goes alongside: the SLURM run's time is mostly job start-up and status polls
+    # (4-8 minutes on a busy 2-core machine; the timeouts only catch hangs).
     local_proc = subprocess.Popen(snakemake_cmd("--cores", "2", *SCORES), cwd=local, text=True,
                                   stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
