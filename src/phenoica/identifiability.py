@@ -140,7 +140,9 @@ def alignment_for_variant(
         train_fraction=settings["train_fraction"],
         seed=seed,
         ica_method=settings["ica"],
-        n_components=settings["ica_components"],
+        # Whitened variants have identity covariance: a variance rule (parallel analysis)
+        # cannot tell signal from noise there, so their ICA keeps every dimension.
+        n_components=settings["ica_components"] if variant == "base" else None,
         ica_max_samples=settings["ica_max_samples"],
         knn_k=settings["knn_k"],
     )
