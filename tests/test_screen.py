@@ -130,3 +130,15 @@ def test_profiles_reject_nonfinite_and_ragged(tmp_path, metadata, rng):
     ragged["vec"] = [np.zeros(3)] * 5 + [np.zeros(2)] + [np.zeros(3)] * (len(ragged) - 6)
     with pytest.raises(ScreenError, match="row 5 has length 2"):
         expand_embedding_column(ragged, "vec")
+
+
+def test_read_plate_metadata_reads_one_plate(tmp_path, metadata):
+    from phenoica.screen import read_plate_metadata
+
+    shuffled = metadata.sample(frac=1.0, random_state=0)
+    shuffled.to_parquet(tmp_path / "m.parquet")
+    shuffled.to_csv(tmp_path / "m.csv", index=False)
+    for name in ("m.parquet", "m.csv"):
+        rows = read_plate_metadata(tmp_path / name, "P2")
+        assert set(rows["Metadata_Plate"]) == {"P2"} and len(rows) == (metadata["Metadata_Plate"] == "P2").sum()
+        assert rows["Metadata_ImageIndex"].is_monotonic_increasing

@@ -58,6 +58,7 @@ import pandas as pd
 
 from phenoica import metrics
 from phenoica.config import deep_merge, load_schema
+from phenoica.profiles import nonfinite_columns
 from phenoica.screen import (
     BATCH,
     CONTROL,
@@ -217,10 +218,6 @@ def control_mask(table: pd.DataFrame) -> np.ndarray:
     return (table[PERT_TYPE].astype(str).to_numpy() == CONTROL) & ~_null_flag(table)
 
 
-def _check_table(table: pd.DataFrame, source: str) -> None:
-    validate_profile_metadata(table, source=source)
-
-
 def feature_matrix(
     table: pd.DataFrame, source: str = "table", log: logging.Logger | None = None
 ) -> tuple[np.ndarray, list[str]]:
@@ -237,10 +234,9 @@ def feature_matrix(
         raise ValueError(f"{source}: feature column(s) {bad[:10]} are not numeric")
     dtype = np.float32 if all(table[c].dtype == np.float32 for c in names) else np.float64
     X = table[names].to_numpy(dtype=dtype)
-    finite = np.isfinite(X)
-    if not finite.all():
-        cols = [names[j] for j in np.flatnonzero(~finite.all(axis=0))]
-        row = int(np.flatnonzero(~finite.all(axis=1))[0])
+    cols = nonfinite_columns(X, names)
+    if cols:
+        row = int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0])
         raise ValueError(
             f"{source}: non-finite values (NaN/inf) in feature column(s) {cols[:10]}"
             f"{' ...' if len(cols) > 10 else ''} ({len(cols)} in all; first at row {row})"
@@ -573,7 +569,7 @@ def classify_guides(
         raise ValueError(f"classify_guides: block_size must be >= 1, got {block_size}")
     cfg = resolve_classify_config(cfg_classify)
     source = f"classification table ({model or 'model'}/{variant})"
-    _check_table(table, source)
+    validate_profile_metadata(table, source=source)
     X, _names = feature_matrix(table, source, log)
     table_guides = guides_of(table)
     if guides is None:
@@ -766,7 +762,7 @@ def guide_map(
 
     log = log or logging.getLogger(__name__)
     source = f"mAP table ({model or 'model'}/{variant})"
-    _check_table(table, source)
+    validate_profile_metadata(table, source=source)
     X, _ = feature_matrix(table, source, log)
     is_control = control_mask(table)
     if not is_control.any():

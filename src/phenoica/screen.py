@@ -143,6 +143,30 @@ def read_metadata(path: Path | str) -> pd.DataFrame:
     return validate_metadata(read_table(path), source=str(path))
 
 
+def read_plate_metadata(path: Path | str, plate: str) -> pd.DataFrame:
+    """One plate's validated rows of a metadata table, ordered by image index.
+
+    Parquet tables are read with a row filter, so each per-plate job reads its own rows, not
+    the whole screen's (cross-plate rules - a plate in one batch, a gene under one PertType -
+    are checked when the DAG is built and when profiles are gathered).
+    """
+    path = Path(path)
+    if path.suffix.lower() in {".parquet", ".pq"}:
+        if not path.exists():
+            raise FileNotFoundError(f"{path}: file not found")
+        table = pd.read_parquet(path, filters=[(PLATE, "==", plate)])
+        if table.empty:  # plate names stored as non-strings: filter after reading
+            table = read_table(path)
+            table = table[table[PLATE].astype(str) == plate]
+    else:
+        table = read_table(path)
+        table = table[table[PLATE].astype(str) == plate]
+    if table.empty:
+        raise ScreenError(f"{path}: no rows for plate {plate!r}")
+    rows = validate_metadata(table.reset_index(drop=True), source=f"{path} (plate {plate})")
+    return rows.sort_values(IMAGE_INDEX).reset_index(drop=True)
+
+
 def plates_of(metadata: pd.DataFrame) -> list[str]:
     """Plate names in order of first appearance."""
     return list(dict.fromkeys(metadata[PLATE].astype(str)))

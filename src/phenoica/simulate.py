@@ -87,12 +87,6 @@ def factor_name(i: int) -> str:
     return f"{FACTOR_PREFIX}{i:02d}"
 
 
-def factor_morphology(n_factors: int) -> dict[str, str]:
-    """``{factor_00: "cell_count", ...}`` for the first ``n_factors`` factors."""
-    _check_n_factors(n_factors)
-    return {factor_name(i): FACTORS[i][0] for i in range(n_factors)}
-
-
 def rng_for(seed: int, *keys: str | int) -> np.random.Generator:
     """A generator seeded from the global seed and stable keys (names hash the same everywhere)."""
     words = [int(seed)]
