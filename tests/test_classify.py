@@ -65,12 +65,17 @@ def batch_folds(table: pd.DataFrame) -> list:
 
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
-    return C.null_guides(make_table(), 2, seed=0)
+    return make_table()
 
 
 @pytest.fixture(scope="module")
-def scores(table) -> pd.DataFrame:
-    return C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m")
+def nulls(table) -> list:
+    return C.null_guide_design(table, 2, seed=0)
+
+
+@pytest.fixture(scope="module")
+def scores(table, nulls) -> pd.DataFrame:
+    return C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m", nulls=nulls)
 
 
 # ----------------------------------------------------------------------------- the score table
@@ -85,11 +90,25 @@ def test_one_row_per_guide_and_fold_with_exact_columns(scores, table):
     for col in ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg"):
         assert scores[col].dtype == np.int64
     assert scores["is_null_guide"].dtype == bool
-    # counts: 10 per batch per guide; 60 - 2 x 10 pseudo-guide rows = 40 controls per batch
+    # counts: 10 per batch per guide; every real guide trains against all 60 controls per batch
     assert set(scores["n_train_pos"]) == {20} and set(scores["n_test_pos"]) == {10}
-    assert set(scores["n_train_neg"]) == {80} and set(scores["n_test_neg"]) == {40}
-    nulls = scores[scores["is_null_guide"]]
-    assert sorted(nulls[GUIDE].unique()) == ["null_01", "null_02"] and set(nulls[GENE]) == {"null"}
+    real, nulls = scores[~scores["is_null_guide"]], scores[scores["is_null_guide"]]
+    assert set(real["n_train_neg"]) == {120} and set(real["n_test_neg"]) == {60}
+    # a pseudo-guide's own 10 wells per batch leave the controls for its classifier only
+    assert set(nulls["n_train_neg"]) == {100} and set(nulls["n_test_neg"]) == {50}
+    assert sorted(nulls[GUIDE].unique()) == ["null_0001", "null_0002"] and set(nulls[GENE]) == {"null"}
+    # pseudo-guides train the full model only: AUROC and sparsity, no concentration models
+    assert nulls["auroc"].notna().all() and nulls["sparsity"].notna().all()
+    assert nulls[["concentration", "auroc_top", "auroc_rest"]].isna().all().all()
+    assert real["concentration"].notna().all()
+
+
+def test_concentration_switch_trains_the_full_model_only(table, scores):
+    off = C.classify_guides(table, [("WEAK", "WEAK_1")], batch_folds(table), dict(CFG, concentration=False),
+                            seed=0, variant="base", model="m")
+    on = scores[scores[GUIDE] == "WEAK_1"].reset_index(drop=True)
+    assert off["auroc"].tolist() == on["auroc"].tolist() and off["sparsity"].tolist() == on["sparsity"].tolist()
+    assert off[["concentration", "auroc_top", "auroc_rest"]].isna().all().all()
 
 
 def test_planted_effect_is_found_and_concentrated(scores):
@@ -98,7 +117,7 @@ def test_planted_effect_is_found_and_concentrated(scores):
     # retraining on the top quarter of features keeps the signal, the rest loses most of it
     assert (strong["auroc_top"] > 0.9).all()
     assert (strong["concentration"] > 0.2).all()
-    others = scores[scores[GUIDE].isin(["NONE_1", "null_01", "null_02"])]
+    others = scores[scores[GUIDE].isin(["NONE_1", "null_0001", "null_0002"])]
     assert strong["sparsity"].mean() > others["sparsity"].mean() + 0.1
 
 
@@ -167,6 +186,37 @@ def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, s
             assert row["sparsity"] == via_shared.sparsity
 
 
+def test_pseudo_guide_dataset_equals_scratch_without_its_own_wells(table, nulls, scores):
+    """A pseudo-guide trains against the controls minus its own wells and is scored against
+    the held-out controls minus its own wells: the shared path equals that built from scratch."""
+    X, _ = C.feature_matrix(table)
+    params = C.lightgbm_params(CFG, 0)
+    ctrl = C.control_mask(table)
+    target = nulls[0]
+    for fold in batch_folds(table):
+        train = np.zeros(len(table), bool)
+        train[fold.train] = True
+        tr_ctrl, te_ctrl = np.flatnonzero(train & ctrl), np.flatnonzero(~train & ctrl)
+        tr, te = target.rows[train[target.rows]], target.rows[~train[target.rows]]
+        assert ctrl[tr].all() and ctrl[te].all()
+        block = C.FoldBins.build(X, tr_ctrl, te_ctrl, params).block(np.r_[tr, nulls[1].rows[train[nulls[1].rows]]])
+        neg_tr, neg_te = np.setdiff1d(tr_ctrl, tr), np.setdiff1d(te_ctrl, te)
+        X_test = np.concatenate([X[neg_te], X[te]])
+        y_test = np.r_[np.zeros(len(neg_te)), np.ones(len(te))]
+        rows, y = np.r_[neg_tr, tr], np.r_[np.zeros(len(neg_tr)), np.ones(len(tr))]
+
+        def scratch(features, rows=rows, y=y, tr_ctrl=tr_ctrl):
+            bins = lgb.Dataset(X[tr_ctrl], params=params).construct()
+            return lgb.Dataset(X[rows], label=y, reference=bins, params=params)
+
+        p = dict(params, seed=C._guide_seed(0, target.gene, target.guide, fold.name))
+        via_shared = C.score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, None)
+        via_scratch = C.score_guide(scratch, X_test, y_test, p, 20, None)
+        assert via_shared == via_scratch
+        row = scores[(scores[GUIDE] == target.guide) & (scores["fold"] == fold.name)].iloc[0]
+        assert row["auroc"] == via_shared.auroc and row["n_train_neg"] == len(neg_tr)
+
+
 def test_shared_bins_close_to_naive_per_guide_rebuild(table, scores):
     """A naive rebuild (bins from the guide's own training rows, column-subset datasets for
     top/rest) differs only in bin edges and feature sampling: AUROC within 0.1 here."""
@@ -184,12 +234,12 @@ def test_shared_bins_close_to_naive_per_guide_rebuild(table, scores):
             assert abs(naive - row["auroc"]) < 0.1
 
 
-def test_deterministic_and_independent_of_other_guides(table, scores):
-    again = C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m")
+def test_deterministic_and_independent_of_other_guides(table, nulls, scores):
+    again = C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m", nulls=nulls)
     pd.testing.assert_frame_equal(scores, again)
     alone = C.classify_guides(table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=0, variant="base", model="m")
     blocks_of_two = C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m",
-                                      block_size=2)
+                                      nulls=nulls, block_size=2)
     pd.testing.assert_frame_equal(scores, blocks_of_two)
     pd.testing.assert_frame_equal(alone, scores[scores[GUIDE] == "WEAK_2"].reset_index(drop=True))
     other_seed = C.classify_guides(table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=1, variant="base", model="m")
@@ -209,22 +259,30 @@ def test_skips_are_recorded_with_reasons():
     few[IMAGE_INDEX] = np.arange(len(t), len(t) + 3)
     t = pd.concat([t, few], ignore_index=True)
     folds = batch_folds(t)
-    guide_rows = np.flatnonzero((t[PERT_TYPE] == PERTURBATION).to_numpy())
-    folds.append(Fold("no_controls", np.flatnonzero(t[BATCH] != "B0"),
-                      np.intersect1d(np.flatnonzero(t[BATCH] == "B0"), guide_rows), ("B0",)))
     out = C.classify_guides(t, None, folds, CFG, seed=0, variant="base")
-    assert len(out) == 3 * 4 and not out.duplicated([GUIDE, "fold"]).any()
+    assert len(out) == 3 * 3 and not out.duplicated([GUIDE, "fold"]).any()
     reason = out.set_index([GUIDE, "fold"])["reason"]
     assert reason["FEW_1", "holdout_B0"] == "too few training samples (0 < 5)"
     assert reason["FEW_1", "holdout_B1"] == (
         "too few training samples (3 < 5); held-out fold has no samples of this guide")
-    assert reason["STRONG_1", "no_controls"] == "held-out fold has no controls"
     skipped = out[out["status"] == "skipped"]
-    assert len(skipped) == 3 + 3  # FEW_1 in every fold; both real guides in no_controls
+    assert len(skipped) == 3  # FEW_1 in every fold
     assert skipped[["auroc", "sparsity", "concentration", "auroc_top", "auroc_rest"]].isna().all().all()
     assert (skipped["reason"] != "").all()
     ok = out[out["status"] == "ok"]
     assert ok["auroc"].notna().all() and (ok["reason"] == "").all()
+
+
+def test_a_fold_without_controls_is_an_error_naming_the_counts():
+    t = make_table(n_controls=20, guides=GUIDES[:2])
+    guide_rows = np.flatnonzero((t[PERT_TYPE] == PERTURBATION).to_numpy())
+    no_test_controls = Fold("no_controls", np.flatnonzero(t[BATCH] != "B0"),
+                            np.intersect1d(np.flatnonzero(t[BATCH] == "B0"), guide_rows), ("B0",))
+    with pytest.raises(ScreenError, match=r"fold 'no_controls' has 40 training control.*and 0 held-out control"):
+        C.classify_guides(t, None, [no_test_controls], CFG, seed=0, variant="base")
+    few = Fold("few", np.r_[np.arange(3), guide_rows[:30]], np.flatnonzero(t[BATCH] == "B2"), ())
+    with pytest.raises(ScreenError, match=r"has 3 training control.*min_train_samples = 5"):
+        C.classify_guides(t, None, [few], CFG, seed=0, variant="base")
 
 
 def test_too_few_heldout_samples_is_a_skip():
@@ -250,7 +308,11 @@ def test_constant_features_are_dropped_with_a_warning(caplog):
     with caplog.at_level(logging.WARNING, logger="phenoica.classify"):
         out = C.classify_guides(t, None, batch_folds(t), CFG, seed=0, variant="base")
     assert "emb_0004" in caplog.text and "constant" in caplog.text
-    assert out["sparsity"].between(0, 1).all() and (out["status"] == "ok").all()
+    assert (out["status"] == "ok").all() and out["auroc"].between(0, 1).all()
+    # a model that makes no split (LightGBM's default min_data_in_leaf of 20 on 60 rows) is
+    # scored at AUROC 0.5 with sparsity undefined, not skipped
+    no_split = out["sparsity"].isna()
+    assert (out.loc[no_split, "auroc"] == 0.5).all() and out.loc[~no_split, "sparsity"].between(0, 1).all()
 
 
 def test_gene_under_two_pert_types_is_rejected():
@@ -268,6 +330,8 @@ def test_bad_folds_and_guides_are_rejected():
         C.classify_guides(t, None, [Fold("f", np.arange(10), np.array([10**6]), ())], CFG, 0, "base")
     with pytest.raises(ValueError, match="MISSING"):
         C.classify_guides(t, [("MISSING", "M_1")], batch_folds(t), CFG, 0, "base")
+    with pytest.raises(ValueError, match="NTC_1.*not perturbation guides"):  # controls are not guides
+        C.classify_guides(t, [("NTC", "NTC_1")], batch_folds(t), CFG, 0, "base", nulls=[])
 
 
 # ----------------------------------------------------------------------------- LightGBM parameters
@@ -279,6 +343,9 @@ def test_lightgbm_params_table6_defaults_and_overrides():
     assert p["feature_fraction"] == 0.6 and p["lambda_l1"] == 5.0 and p["lambda_l2"] == 1.0
     assert p["objective"] == "binary" and p["seed"] == 7 and p["deterministic"] is True
     assert "reg_alpha" not in p  # canonical names only
+    # every parameter Table 6 does not name keeps LightGBM's own default: none is set here
+    model_keys = set(p) - {"seed", "deterministic", "force_col_wise", "verbosity", "num_threads", "objective"}
+    assert model_keys == {"is_unbalance", "learning_rate", "num_leaves", "feature_fraction", "lambda_l1", "lambda_l2"}
     # an alias set explicitly beats the untouched default of the same parameter
     p = C.lightgbm_params({"lightgbm": {"lambda_l1": 0.5, "bagging_fraction": 0.8}}, seed=0)
     assert p["lambda_l1"] == 0.5 and p["bagging_fraction"] == 0.8
@@ -295,27 +362,83 @@ def test_lightgbm_params_table6_defaults_and_overrides():
 # ----------------------------------------------------------------------------- null guides, shards
 
 
-def test_null_guides_are_drawn_per_batch_from_controls():
-    t = make_table()
-    out = C.null_guides(t, 3, seed=5)
-    flag = out[C.NULL_FLAG].to_numpy()
-    assert flag.sum() == 3 * 10 * 3  # 3 pseudo-guides, median guide size 10 per batch, 3 batches
-    assert (t.loc[flag, PERT_TYPE] == CONTROL).all()
-    per = out[flag].groupby([GUIDE, BATCH]).size()
-    assert set(per) == {10} and len(per) == 9
-    assert set(out.loc[flag, GENE]) == {"null"}
-    assert (C.control_mask(out).sum()) == 3 * (60 - 30)
-    pd.testing.assert_frame_equal(C.null_guides(t, 3, seed=5), out)
-    assert not C.null_guides(t, 3, seed=6)[C.NULL_FLAG].equals(out[C.NULL_FLAG])
-    assert C.null_guides(out, 3, seed=99) is out  # idempotent for the same n
-    with pytest.raises(ValueError, match="already holds 3"):
-        C.null_guides(out, 2, seed=0)
-    with pytest.raises(ValueError, match="more than half"):
-        C.null_guides(t, 4, seed=0)
-    t2 = t.copy()
-    t2.loc[t2[GENE] == "NONE", GENE] = "null"
+def _layout(table, rows):
+    """Wells per plate of a set of rows."""
+    sub = table.iloc[rows]
+    return sub.drop_duplicates([PLATE, WELL]).groupby(PLATE).size().to_dict()
+
+
+def make_well_table(seed: int = 0, control_wells: int = 12, sites: int = 3) -> pd.DataFrame:
+    """2 batches x 2 plates; per plate ``control_wells`` control wells and guides of 1 or 2 wells,
+    ``sites`` images per well."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for b in range(2):
+        for p in range(2):
+            plate = f"B{b}P{p}"
+            wells = [("NTC", "NTC_1", CONTROL)] * control_wells
+            wells += [("G1", "G1_a", PERTURBATION)] + [("G2", "G2_a", PERTURBATION)] * 2
+            for w, (gene, guide, ptype) in enumerate(wells):
+                for s in range(sites):
+                    rows.append({BATCH: f"B{b}", PLATE: plate, WELL: f"W{w:02d}", SITE: s, GENE: gene, GUIDE: guide,
+                                 PERT_TYPE: ptype})
+    t = pd.DataFrame(rows)
+    t[IMAGE_INDEX] = t.groupby(PLATE).cumcount()
+    for j in range(D):
+        t[feature_name(j)] = rng.standard_normal(len(t)).astype(np.float32)
+    return t
+
+
+def test_null_guides_are_whole_control_wells_laid_out_like_real_guides():
+    t = make_well_table()
+    design = C.null_guide_design(t, 40, seed=5)
+    assert [g.guide for g in design[:2]] == ["null_0001", "null_0002"] and len(design) == 40
+    ctrl = C.control_mask(t)
+    real_layouts = {tuple(sorted(_layout(t, np.flatnonzero((t[GUIDE] == g).to_numpy())).items()))
+                    for g in ("G1_a", "G2_a")}
+    seen = set()
+    for g in design:
+        assert g.is_null and g.gene == "null" and ctrl[g.rows].all()
+        sub = t.iloc[g.rows]
+        # whole wells: every site of each chosen well
+        assert (sub.groupby([PLATE, WELL]).size() == 3).all()
+        layout = tuple(sorted(_layout(t, g.rows).items()))
+        assert layout in real_layouts  # wells per plate copied from a real guide
+        seen.add(layout)
+    assert seen == real_layouts  # both templates occur over 40 draws
+    # deterministic, seed-dependent, and pseudo-guide j does not change when more are drawn
+    again = C.null_guide_design(t, 40, seed=5)
+    assert all(np.array_equal(a.rows, b.rows) for a, b in zip(design, again))
+    more = C.null_guide_design(t, 60, seed=5)
+    assert all(np.array_equal(a.rows, b.rows) for a, b in zip(design, more[:40]))
+    other = C.null_guide_design(t, 40, seed=6)
+    assert not all(np.array_equal(a.rows, b.rows) for a, b in zip(design, other))
+    assert C.null_guide_design(t, 0, seed=5) == []
+
+
+def test_null_guides_with_few_control_wells_and_bad_input():
+    # plate B0P0 keeps 1 control well: a 2-well guide's layout there takes wells of batch B0
+    t = make_well_table()
+    drop = (t[PLATE] == "B0P0") & (t[PERT_TYPE] == CONTROL) & (t[WELL] != "W00")
+    t = t[~drop].reset_index(drop=True)
+    design = C.null_guide_design(t, 30, seed=0)
+    assert all(C.control_mask(t)[g.rows].all() for g in design)
+    two_well = [g for g in design if sum(_layout(t, g.rows).values()) == 8]  # G2's layout: 2 wells x 4 plates
+    assert two_well and all(sum(_layout(t, g.rows).values()) in (4, 8) for g in design)
+    for g in two_well:
+        wells = t.iloc[g.rows].drop_duplicates([PLATE, WELL])
+        assert wells[BATCH].value_counts().to_dict() == {"B0": 4, "B1": 4}  # batch totals kept
+        assert (wells[PLATE] == "B0P0").sum() <= 1  # the short plate gave what it has, B0P1 the rest
+    # 1 control well per plate = 2 per batch: a 2-well-per-plate guide (4 per batch) cannot be copied
+    t1 = make_well_table(control_wells=1)
+    with pytest.raises(ScreenError, match=r"batch 'B0' has 2 control well\(s\).*needs up to 4"):
+        C.null_guide_design(t1, 5, seed=0)
+    t2 = make_well_table()
+    t2.loc[t2[GENE] == "G1", GENE] = "null"
     with pytest.raises(ScreenError, match="reserved"):
-        C.null_guides(t2, 1, seed=0)
+        C.null_guide_design(t2, 1, seed=0)
+    with pytest.raises(ValueError, match="n_null_guides"):
+        C.null_guide_design(t, -1, seed=0)
 
 
 def test_shard_genes_partition():
@@ -331,10 +454,12 @@ def test_shard_genes_partition():
 
 
 def test_shards_cover_every_guide_once_and_match_unsharded(scores):
-    t = make_table()  # raw table: classify_shard draws the same pseudo-guides itself
+    t = make_table()  # classify_shard draws the same pseudo-guides itself, in every shard
     folds = batch_folds(t)
     parts = [C.classify_shard(t, s, 2, folds, CFG, seed=0, variant="base", model="m") for s in range(2)]
-    assert parts[1]["is_null_guide"].sum() == 0 and parts[0]["is_null_guide"].sum() == 2 * 3
+    # pseudo-guide j is scored in shard j % 2
+    assert set(parts[0].loc[parts[0]["is_null_guide"], GUIDE]) == {"null_0001"}
+    assert set(parts[1].loc[parts[1]["is_null_guide"], GUIDE]) == {"null_0002"}
     assert set(parts[0][GENE]).isdisjoint(set(parts[1][GENE]) - {"null"})
     both = pd.concat(parts).sort_values([GENE, GUIDE, "fold"]).reset_index(drop=True)
     pd.testing.assert_frame_equal(both, scores.sort_values([GENE, GUIDE, "fold"]).reset_index(drop=True))
@@ -354,7 +479,7 @@ def test_summarize_scores_hand_made():
              status="skipped", reason="held-out fold has no controls"),
         dict(base, **{GENE: "B", GUIDE: "B_1"}, fold="f0", auroc=np.nan, sparsity=np.nan, concentration=np.nan,
              status="skipped", reason="too few training samples (1 < 5)"),
-        dict(base, **{GENE: "null", GUIDE: "null_01"}, fold="f0", auroc=0.4, sparsity=0.1, concentration=0.0,
+        dict(base, **{GENE: "null", GUIDE: "null_0001"}, fold="f0", auroc=0.4, sparsity=0.1, concentration=0.0,
              status="ok", reason="", is_null_guide=True),
     ])[list(C.SCORE_COLUMNS)]
     guide, gene = C.summarize_scores(rows)
@@ -364,7 +489,7 @@ def test_summarize_scores_hand_made():
     assert g.loc["A_1", "sparsity"] == pytest.approx(0.3) and g.loc["A_1", "concentration"] == pytest.approx(0.2)
     assert g.loc["A_2", "n_folds_ok"] == 1 and g.loc["A_2", "auroc"] == pytest.approx(0.9)
     assert g.loc["B_1", "n_folds_ok"] == 0 and math.isnan(g.loc["B_1", "auroc"])
-    assert bool(g.loc["null_01", "is_null_guide"]) and g.loc["null_01", "auroc"] == pytest.approx(0.4)
+    assert bool(g.loc["null_0001", "is_null_guide"]) and g.loc["null_0001", "auroc"] == pytest.approx(0.4)
     ge = gene.set_index(GENE)
     assert "null" not in ge.index
     assert ge.loc["A", "n_guides"] == 2
@@ -376,16 +501,18 @@ def test_summarize_scores_hand_made():
 # ----------------------------------------------------------------------------- mAP readout
 
 
-def test_guide_map_separates_strong_from_null(tmp_path):
+def test_guide_map_separates_strong_from_no_effect_on_wells(tmp_path):
     guides = [("STRONG", "STRONG_1", STRONG_FEATURE, 8.0), ("NONE", "NONE_1", None, 0.0)]
-    t = C.null_guides(make_table(seed=1, n_controls=40, guides=guides), 1, seed=0)
+    t = make_table(seed=1, n_controls=40, guides=guides, n_per_guide=6)
+    # two sites per well: mAP runs on well means
+    t = pd.concat([t, t.assign(**{SITE: 2, IMAGE_INDEX: t[IMAGE_INDEX] + len(t)})], ignore_index=True)
     out = C.guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
     assert tuple(out.columns) == C.MAP_COLUMNS
-    assert len(out) == 3 and set(out["model"]) == {"m"}
+    assert len(out) == 2 and set(out["model"]) == {"m"}
     res = out.set_index(GUIDE)
+    assert (res["n_wells"] == 18).all()  # 6 wells per batch x 3 batches, sites averaged
     assert res.loc["STRONG_1", "mean_average_precision"] > 0.9
-    assert res.loc["STRONG_1", "p_value"] < 0.01 and bool(res.loc["STRONG_1", "below_p"])
-    for g in ("NONE_1", "null_01"):
-        assert res.loc[g, "mean_average_precision"] < 0.6
-        assert res.loc[g, "p_value"] > 5 * res.loc["STRONG_1", "p_value"]
-    assert bool(res.loc["null_01", "is_null_guide"])
+    assert res.loc["STRONG_1", "map_p_value"] < 0.01 and res.loc["STRONG_1", "map_q_value"] < 0.05
+    assert res.loc["NONE_1", "mean_average_precision"] < 0.6 and res.loc["NONE_1", "map_p_value"] > 0.05
+    again = C.guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
+    pd.testing.assert_frame_equal(out, again)

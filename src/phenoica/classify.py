@@ -1,11 +1,11 @@
 """Per-guide classification against the shared controls (PAPER.md, Tables 3, 4 and 6).
 
 For every (guide, fold) a LightGBM binary classifier separates the guide's samples (label 1)
-from the shared control set (label 0: every ``Metadata_PertType == "control"`` row that is not
-an empirical-null pseudo-guide). It trains on the fold's training rows and is scored on the
-fold's held-out rows (held-out samples of the guide + held-out controls): AUROC, sparsity of
-its split counts, and concentration (retrained on the top ``concentration_k`` fraction of
-features by split count and on the rest).
+from the shared control set (label 0: every ``Metadata_PertType == "control"`` row). It trains on
+the fold's training rows and is scored on the fold's held-out rows (held-out samples of the
+guide + held-out controls): AUROC, sparsity of its split counts and, when ``classify.concentration``
+is on, concentration (retrained on the top ``concentration_k`` fraction of features by split
+count and on the rest: two more models per guide).
 
 Shared work. The controls dominate every training set (tens of thousands of rows against a
 guide's handful), so everything about them is done once per fold or block, not per guide:
@@ -20,19 +20,22 @@ guide's handful), so everything about them is done once per fold or block, not p
    no re-binning); the concentration models' column subsets are merged from the per-feature
    Datasets (``Dataset.add_features_from``: a copy of binned columns) and then row-subset.
 
-So the per-guide cost is training the three models, not building their datasets; the result
-is identical to building each guide's datasets from raw floats with the same bin boundaries
+So the per-guide cost is training its models, not building their datasets; the result is
+identical to building each guide's datasets from raw floats with the same bin boundaries
 (tested).
 
 A feature constant across a fold's training controls gets a single bin and is never split on
 in that fold (bins come from the controls); for continuous embeddings this does not occur.
 
-Empirical null (PAPER.md, practical notes): ``null_guides`` relabels seeded draws of control
-samples as pseudo-guides (gene ``"null"``, guides ``null_01``...; flagged in the
-``Metadata_NullGuide`` column). They leave the control set and are scored exactly like real
-guides. ``classify_shard`` applies it itself (deterministic, so every shard removes the same
-control rows) and scores the pseudo-guides in shard 0 only; calling ``null_guides`` once
-before sharding is equivalent (it is idempotent for the same ``n``).
+The empirical null (``null_guide_design``): pseudo-guides made of whole control wells, laid out
+like real guides (wells per plate and batch copied from a randomly drawn real guide), scored by
+the same classifier. A pseudo-guide's wells leave the control set only for its own classifier
+(training and held-out negatives); every real guide trains against the full control set.
+Pseudo-guides need only their AUROC (``phenoica.hits`` turns the null into p-values), so they
+never train the concentration models. Pseudo-guide ``j`` is scored in shard ``j % n_shards``.
+
+Bins are found on all training controls, a pseudo-guide's own wells included (a few wells of
+the fold's control set); everything else a pseudo-guide sees is what a real guide sees.
 
 Constant feature columns (one value over the whole table) are dropped with a logged warning
 naming them; sparsity's D counts the remaining features. Non-finite feature values raise.
@@ -47,7 +50,6 @@ import math
 import tempfile
 import time
 import warnings
-import zlib
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
@@ -58,7 +60,7 @@ import pandas as pd
 
 from phenoica import metrics
 from phenoica.config import deep_merge, load_schema
-from phenoica.profiles import nonfinite_columns
+from phenoica.profiles import aggregate_wells, nonfinite_columns
 from phenoica.screen import (
     BATCH,
     CONTROL,
@@ -66,13 +68,15 @@ from phenoica.screen import (
     GUIDE,
     PERT_TYPE,
     PERTURBATION,
+    PLATE,
+    WELL,
     ScreenError,
     feature_columns,
-    metadata_columns,
     validate_profile_metadata,
 )
+from phenoica.seeding import derive_seed, rng_for
+from phenoica.stats import bh_qvalues
 
-NULL_FLAG = "Metadata_NullGuide"
 NULL_GENE = "null"
 OK = "ok"
 SKIPPED = "skipped"
@@ -90,7 +94,7 @@ GUIDE_SUMMARY_COLUMNS: tuple[str, ...] = (
 )
 GENE_SUMMARY_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
 MAP_COLUMNS: tuple[str, ...] = (
-    "model", "variant", GENE, GUIDE, "is_null_guide", "mean_average_precision", "p_value", "below_p",
+    "model", "variant", GENE, GUIDE, "n_wells", "mean_average_precision", "map_p_value", "map_q_value",
 )
 
 # LightGBM keys phenoica sets itself and a user may not override through classify.lightgbm.
@@ -200,22 +204,38 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
 
 def _guide_seed(seed: int, gene: str, guide: str, fold: str) -> int:
     """A seed for one (guide, fold) model: independent of order, shard and the other guides."""
-    key = zlib.crc32(f"{gene}\x1f{guide}\x1f{fold}".encode())
-    return int(np.random.SeedSequence([int(seed), key]).generate_state(1)[0] & 0x7FFFFFFF)
+    return derive_seed(seed, "classify", gene, guide, fold)
 
 
-# ----------------------------------------------------------------------------- table helpers
+# ----------------------------------------------------------------------------- guides and the null
 
 
-def _null_flag(table: pd.DataFrame) -> np.ndarray:
-    if NULL_FLAG not in table.columns:
-        return np.zeros(len(table), dtype=bool)
-    return table[NULL_FLAG].fillna(False).astype(bool).to_numpy()
+@dataclass(frozen=True, eq=False)
+class GuideSamples:
+    """One classification target: a real guide's perturbation rows, or a pseudo-guide's rows.
+
+    ``rows`` are positional row indices of the table. A real guide's rows are never controls; a
+    pseudo-guide's rows are control rows that leave the control set for its own classifier only.
+    """
+
+    gene: str
+    guide: str
+    rows: np.ndarray
+    is_null: bool = False
 
 
 def control_mask(table: pd.DataFrame) -> np.ndarray:
-    """Rows of the shared control set: PertType control, not an empirical-null pseudo-guide."""
-    return (table[PERT_TYPE].astype(str).to_numpy() == CONTROL) & ~_null_flag(table)
+    """Rows of the shared control set: ``Metadata_PertType == "control"``."""
+    return table[PERT_TYPE].astype(str).to_numpy() == CONTROL
+
+
+def well_units(table: pd.DataFrame) -> np.ndarray:
+    """An integer code per row naming its (plate, well); each row is its own unit without a
+    ``Metadata_Well`` column (e.g. embeddings computed elsewhere without wells)."""
+    if WELL not in table.columns:
+        return np.arange(len(table), dtype=np.int64)
+    keys = table[PLATE].astype(str) + "\x1f" + table[WELL].astype(str)
+    return pd.factorize(keys, sort=True)[0].astype(np.int64)
 
 
 def feature_matrix(
@@ -255,79 +275,118 @@ def feature_matrix(
     return X, names
 
 
-def guides_of(
-    table: pd.DataFrame, genes: Iterable[str] | None = None, include_null: bool = True
-) -> list[tuple[str, str]]:
-    """(gene, guide) pairs of the table's perturbations (of ``genes`` if given), then its null
-    pseudo-guides (if ``include_null``), each group sorted."""
+def guides_of(table: pd.DataFrame, genes: Iterable[str] | None = None) -> list[tuple[str, str]]:
+    """Sorted (gene, guide) pairs of the table's perturbations (of ``genes`` if given)."""
     pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
     pairs = table.loc[pert, [GENE, GUIDE]].astype(str).drop_duplicates()
     if genes is not None:
         pairs = pairs[pairs[GENE].isin(list(genes))]
-    out = sorted(map(tuple, pairs.to_numpy().tolist()))
-    if include_null:
-        flag = _null_flag(table)
-        nulls = table.loc[flag, [GENE, GUIDE]].astype(str).drop_duplicates()
-        out += sorted(map(tuple, nulls.to_numpy().tolist()))
-    return out  # type: ignore[return-value]
+    return sorted(map(tuple, pairs.to_numpy().tolist()))  # type: ignore[arg-type]
 
 
-def null_guides(table: pd.DataFrame, n: int, seed: int) -> pd.DataFrame:
-    """The table with ``n`` empirical-null pseudo-guides carved out of its controls.
+def guide_samples(table: pd.DataFrame, guides: Sequence[tuple[str, str]]) -> list[GuideSamples]:
+    """The perturbation rows of each (gene, guide); an error names any pair the table lacks."""
+    pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
+    keys = table[GENE].astype(str) + "\x1f" + table[GUIDE].astype(str)
+    positions = keys[pert].groupby(keys[pert], sort=False).indices
+    index = np.flatnonzero(pert)
+    missing = [g for g in guides if f"{g[0]}\x1f{g[1]}" not in positions]
+    if missing:
+        raise ValueError(f"requested guide(s) {missing[:5]} are not perturbation guides of the table")
+    return [GuideSamples(g, s, index[positions[f"{g}\x1f{s}"]]) for g, s in guides]
 
-    In each batch that holds perturbations, ``n`` disjoint sets of control rows are drawn
-    (seeded) of the median size of a guide in that batch, so every held-out batch has samples of
-    every pseudo-guide. Chosen rows get gene ``"null"``, guide ``null_01``... and
-    ``Metadata_NullGuide = True`` (a new column, False elsewhere); their PertType stays
-    ``control``, but they leave the shared control set (``control_mask``). At most half of a
-    batch's controls are used. Idempotent: a table that already holds exactly ``n`` pseudo-guides
-    is returned unchanged. ``n = 0`` returns the table unchanged.
+
+def null_guide_name(j: int, n: int) -> str:
+    """Name of pseudo-guide ``j`` (0-based) of ``n``: ``null_0001``..."""
+    return f"null_{j + 1:0{max(4, len(str(n)))}d}"
+
+
+def null_guide_design(
+    table: pd.DataFrame, n: int, seed: int, log: logging.Logger | None = None
+) -> list[GuideSamples]:
+    """``n`` pseudo-guides, each a set of whole control wells laid out like a real guide.
+
+    Pseudo-guide ``j`` copies the layout of one real guide drawn at random (its template): for
+    every plate where the template has ``k`` wells, ``k`` control wells of that plate, all their
+    sites (rows). So pseudo-guides have the screen's own distribution of wells per plate and
+    batch, and are spread over batches as real guides are. When a plate holds too few control
+    wells (fewer than ``k + 1``: one must stay a control), the wells come from the controls of
+    the template's batch on any plate. Draws are independent between pseudo-guides (two may
+    share a well): each is scored by its own classifier, against every control except its own
+    wells. Seeds: ``derive_seed(seed, "null_guide", j)``, so pseudo-guide ``j`` does not change
+    when ``n`` grows.
+
+    Raises ScreenError naming the batch and counts when a batch holds too few control wells to
+    build even one pseudo-guide, or when the table has no perturbation guides to copy.
     """
+    log = log or logging.getLogger(__name__)
     if n < 0:
-        raise ValueError(f"null_guides: n must be >= 0, got {n}")
-    if NULL_FLAG in table.columns and _null_flag(table).any():
-        have = table.loc[_null_flag(table), GUIDE].nunique()
-        if have != n:
-            raise ValueError(f"null_guides: table already holds {have} null pseudo-guides, asked for {n}")
-        return table
+        raise ValueError(f"classify.n_null_guides: must be >= 0, got {n}")
     if n == 0:
-        return table
-    for col in (GENE, GUIDE, PERT_TYPE, BATCH):
+        return []
+    for col in (GENE, GUIDE, PERT_TYPE, BATCH, PLATE):
         if col not in table.columns:
-            raise ScreenError(f"null_guides: missing required column {col}")
+            raise ScreenError(f"null guides: missing required column {col}")
     if (table[GENE].astype(str) == NULL_GENE).any():
-        raise ScreenError(f"null_guides: column {GENE} already uses the name {NULL_GENE!r} reserved for pseudo-guides")
-    ptype = table[PERT_TYPE].astype(str).to_numpy()
-    batch = table[BATCH].astype(str).to_numpy()
-    pert = ptype == PERTURBATION
+        raise ScreenError(f"null guides: column {GENE} already uses the name {NULL_GENE!r} reserved for pseudo-guides")
+    units = well_units(table)
+    is_control = control_mask(table)
+    pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
     if not pert.any():
-        raise ValueError("null_guides: the table has no perturbations to size pseudo-guides on")
-    counts = (
-        table.loc[pert, [BATCH, GENE, GUIDE]].astype(str).value_counts().rename("n").reset_index()
-    )
-    sizes = counts.groupby(BATCH)["n"].median()
-    rng = np.random.default_rng(seed)
-    width = max(2, len(str(n)))
-    gene = table[GENE].astype(str).to_numpy(dtype=object).copy()
-    guide = table[GUIDE].astype(str).to_numpy(dtype=object).copy()
-    flag = np.zeros(len(table), dtype=bool)
-    for b in sorted(sizes.index):
-        size = max(1, int(round(float(sizes[b]))))
-        pool = np.flatnonzero((batch == b) & (ptype == CONTROL))
-        if n * size > len(pool) // 2:
-            raise ValueError(
-                f"null_guides: batch {b!r} has {len(pool)} controls; {n} pseudo-guides of {size} samples "
-                f"would take more than half of them (lower classify.n_null_guides)"
+        raise ScreenError("null guides: the table has no perturbation guides whose layout pseudo-guides could copy")
+    plate = table[PLATE].astype(str).to_numpy()
+    batch = table[BATCH].astype(str).to_numpy()
+    unit_plate = pd.Series(plate, index=units).groupby(level=0).first()
+    unit_batch = pd.Series(batch, index=units).groupby(level=0).first()
+    rows_of_unit = pd.Series(np.arange(len(table)), index=units).groupby(level=0).indices
+    ctrl_units = np.unique(units[is_control])
+    ctrl_by_plate = {p: u for p, u in pd.Series(ctrl_units, index=unit_plate[ctrl_units].to_numpy()).groupby(level=0)}
+    ctrl_by_plate = {p: np.sort(u.to_numpy()) for p, u in ctrl_by_plate.items()}
+    ctrl_by_batch = {b: np.sort(u.to_numpy()) for b, u in
+                     pd.Series(ctrl_units, index=unit_batch[ctrl_units].to_numpy()).groupby(level=0)}
+    # templates: each real guide's wells per plate
+    layout = pd.DataFrame({"guide": (table[GENE].astype(str) + "\x1f" + table[GUIDE].astype(str)).to_numpy()[pert],
+                           "plate": plate[pert], "batch": batch[pert], "unit": units[pert]})
+    per_plate = layout.drop_duplicates("unit").groupby(["guide", "plate", "batch"], sort=True).size()
+    templates: list[list[tuple[str, str, int]]] = [
+        [(p, b, int(k)) for (_, p, b), k in grp.items()] for _, grp in per_plate.groupby(level=0, sort=True)
+    ]
+    # a batch must hold enough control wells for the largest need any template has there
+    need = per_plate.groupby(["guide", "batch"]).sum().groupby(level="batch").max()
+    for b, k in need.items():
+        have = len(ctrl_by_batch.get(b, ()))
+        if have < int(k) + 1:
+            raise ScreenError(
+                f"null guides: batch {b!r} has {have} control well(s); a pseudo-guide laid out like the real guides "
+                f"needs up to {int(k)} there, and at least one more must stay a control. Too few control wells to "
+                "build the empirical null (add control wells, or set classify.n_null_guides: 0 to score without "
+                "hit calls)"
             )
-        chosen = rng.permutation(pool)[: n * size].reshape(n, size)
-        for j in range(n):
-            gene[chosen[j]] = NULL_GENE
-            guide[chosen[j]] = f"null_{j + 1:0{width}d}"
-            flag[chosen[j]] = True
-    out = table.copy()
-    out[GENE] = gene
-    out[GUIDE] = guide
-    out[NULL_FLAG] = flag
+    fallback_plates: set[str] = set()
+    out = []
+    for j in range(n):
+        rng = rng_for(seed, "null_guide", j)
+        template = templates[int(rng.integers(len(templates)))]
+        chosen: list[np.ndarray] = []
+        used: set[int] = set()
+        for p, b, k in template:
+            pool = ctrl_by_plate.get(p, np.empty(0, dtype=np.int64))
+            if len(pool) < k + 1:
+                fallback_plates.add(p)
+                pool = ctrl_by_batch[b]
+            pool = np.asarray([u for u in pool if u not in used], dtype=np.int64)
+            pick = rng.choice(pool, size=min(k, len(pool) - 1), replace=False)
+            used.update(int(u) for u in pick)
+            chosen.append(pick)
+        units_j = np.sort(np.concatenate(chosen))
+        rows = np.sort(np.concatenate([rows_of_unit[u] for u in units_j]))
+        out.append(GuideSamples(NULL_GENE, null_guide_name(j, n), rows, True))
+    if fallback_plates:
+        log.info(
+            "null guides: %d plate(s) hold too few control wells for a guide's layout (%s%s); their pseudo-guide "
+            "wells come from the controls of the same batch", len(fallback_plates), sorted(fallback_plates)[:5],
+            " ..." if len(fallback_plates) > 5 else "",
+        )
     return out
 
 
@@ -411,9 +470,14 @@ class FoldBins:
         return cls(bins, X, np.asarray(train_controls, dtype=np.int64), X[test_controls], params)
 
     def block(self, train_guide_rows: np.ndarray) -> "GuideBlock":
-        """Bin the training controls plus ``train_guide_rows`` (a block of guides) once."""
-        rows = np.concatenate([self.train_controls, np.asarray(train_guide_rows, dtype=np.int64)])
-        label = np.concatenate([np.zeros(len(self.train_controls)), np.ones(len(train_guide_rows))])
+        """Bin the training controls plus ``train_guide_rows`` (a block of guides) once.
+
+        ``train_guide_rows`` may hold control rows (pseudo-guides): they are binned a second
+        time with label 1, beside their label-0 copy among the controls.
+        """
+        guide_rows = np.asarray(train_guide_rows, dtype=np.int64)
+        rows = np.concatenate([self.train_controls, guide_rows])
+        label = np.concatenate([np.zeros(len(self.train_controls)), np.ones(len(guide_rows))])
         columns = [
             lgb.Dataset(
                 self.X[rows, j : j + 1], label=label, reference=ref, feature_name=ref.feature_name,
@@ -421,9 +485,12 @@ class FoldBins:
             ).construct()
             for j, ref in enumerate(self.bins)
         ]
-        local = np.full(len(self.X), -1, dtype=np.int64)
-        local[rows] = np.arange(len(rows))
-        block = GuideBlock(columns, columns[0], len(self.train_controls), local)
+        n_ctrl = len(self.train_controls)
+        control_local = np.full(len(self.X), -1, dtype=np.int64)
+        control_local[self.train_controls] = np.arange(n_ctrl)
+        guide_local = np.full(len(self.X), -1, dtype=np.int64)
+        guide_local[guide_rows] = n_ctrl + np.arange(len(guide_rows))
+        block = GuideBlock(columns, columns[0], n_ctrl, control_local, guide_local)
         block.dataset = block.merge(range(len(columns)))
         return block
 
@@ -434,15 +501,17 @@ class GuideBlock:
 
     ``columns[j]`` is feature ``j`` as a one-feature Dataset over the fold's training controls
     (first ``n_controls`` rows, label 0) and the block's guides' training rows (label 1),
-    binned with the fold's ``FoldBins``; ``dataset`` is all features merged; ``local`` maps a
-    table row to its row in them (-1 when absent). Blocks keep the per-guide copying
-    proportional to the controls, however many guides a shard holds.
+    binned with the fold's ``FoldBins``; ``dataset`` is all features merged. ``control_local``
+    and ``guide_local`` map a table row to its label-0 and label-1 row in them (-1 when
+    absent). Blocks keep the per-guide copying proportional to the controls, however many
+    guides a shard holds.
     """
 
     columns: list[lgb.Dataset]
     dataset: lgb.Dataset
     n_controls: int
-    local: np.ndarray
+    control_local: np.ndarray
+    guide_local: np.ndarray
 
     def merge(self, features: Iterable[int]) -> lgb.Dataset:
         """The given feature columns as one Dataset over all block rows (bins copied, not redone)."""
@@ -456,15 +525,19 @@ class GuideBlock:
         return merged
 
     def guide_dataset(self, train_positions: np.ndarray, features: np.ndarray | None = None) -> lgb.Dataset:
-        """The training set of one guide: all training controls + its rows, already binned.
+        """The training set of one guide: the training controls except its own rows (which only
+        a pseudo-guide has among them) + its rows as positives, already binned.
 
         ``features`` (sorted column indices) restricts it to those columns; None = all.
         """
-        loc = self.local[train_positions]
+        loc = self.guide_local[train_positions]
         if (loc < 0).any():
             raise ValueError("GuideBlock.guide_dataset: some rows were not binned in this block")
+        keep = np.ones(self.n_controls, dtype=bool)
+        own = self.control_local[train_positions]
+        keep[own[own >= 0]] = False
         source = self.dataset if features is None else self.merge(features)
-        return source.subset(np.concatenate([np.arange(self.n_controls), loc]).astype(np.int32))
+        return source.subset(np.concatenate([np.flatnonzero(keep), np.sort(loc)]).astype(np.int32))
 
 
 @dataclass(frozen=True)
@@ -480,21 +553,31 @@ class GuideScore:
 
 def score_guide(
     dataset_for: Callable[[np.ndarray | None], lgb.Dataset], X_test: np.ndarray, y_test: np.ndarray,
-    params: Mapping[str, Any], num_boost_round: int, concentration_k: float,
+    params: Mapping[str, Any], num_boost_round: int, concentration_k: float | None,
 ) -> GuideScore:
-    """Train the full model and the top-/rest-feature models; score each on the test rows.
+    """Train the full model (and, unless ``concentration_k`` is None, the top-/rest-feature
+    models); score each on the test rows.
 
     ``dataset_for(features)`` returns the guide's training Dataset restricted to the sorted
     column indices ``features`` (None = all columns); ``X_test`` holds all columns. Sparsity
     comes from the full model's split fractions; the top features are the top
     ``concentration_k`` fraction by its split counts, the rest are the others; both are
-    retrained from scratch with the same parameters and rounds. Raises ValueError when the full
-    model makes no split (fractions undefined).
+    retrained from scratch with the same parameters and rounds. Without them concentration,
+    ``auroc_top`` and ``auroc_rest`` are NaN.
+
+    A full model that makes no split at all (nothing in the guide's training rows beats
+    LightGBM's regularization) predicts one value for every sample: its AUROC is 0.5, as
+    measured, and sparsity and concentration are undefined (NaN). Such a guide is scored, not
+    skipped: dropping it would remove the low end of the real guides and of the null alike.
     """
     full = lgb.train(dict(params), dataset_for(None), num_boost_round=num_boost_round)
     counts = full.feature_importance(importance_type="split")
     auc = metrics.auroc(y_test, full.predict(X_test))
+    if counts.sum() == 0:
+        return GuideScore(auc, math.nan, math.nan, math.nan, math.nan)
     c = metrics.split_fractions(counts, full.num_feature())
+    if concentration_k is None:
+        return GuideScore(auc, metrics.sparsity(c), math.nan, math.nan, math.nan)
     top, rest = metrics.top_features(counts, concentration_k)
     aucs = []
     for subset in (top, rest):
@@ -522,25 +605,28 @@ def _typed_scores(df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _skip_reasons(
-    n_train_pos: int, n_train_neg: int, n_test_pos: int, n_test_neg: int, cfg: Mapping[str, Any]
-) -> list[str]:
+def _skip_reasons(n_train_pos: int, n_test_pos: int, cfg: Mapping[str, Any]) -> list[str]:
     """Why a (guide, fold) cannot be scored; empty when it can."""
     reasons = []
     lo_train, lo_test = int(cfg["min_train_samples"]), int(cfg["min_test_samples"])
     if n_train_pos < lo_train:
         reasons.append(f"too few training samples ({n_train_pos} < {lo_train})")
-    if n_train_neg == 0:
-        reasons.append("training rows have no controls")
-    elif n_train_neg < lo_train:
-        reasons.append(f"too few training controls ({n_train_neg} < {lo_train})")
     if n_test_pos == 0:
         reasons.append("held-out fold has no samples of this guide")
     elif n_test_pos < lo_test:
         reasons.append(f"too few held-out samples ({n_test_pos} < {lo_test})")
-    if n_test_neg == 0:
-        reasons.append("held-out fold has no controls")
     return reasons
+
+
+def _check_fold_controls(fold: str, n_train: int, n_test: int, cfg: Mapping[str, Any], source: str) -> None:
+    """A fold without enough controls to train or score any classifier is an error, with counts."""
+    lo = int(cfg["min_train_samples"])
+    if n_train < lo or n_test < 1:
+        raise ScreenError(
+            f"{source}: fold {fold!r} has {n_train} training control sample(s) and {n_test} held-out control "
+            f"sample(s); every guide needs at least classify.min_train_samples = {lo} training controls and one "
+            "held-out control. Each batch must hold control wells"
+        )
 
 
 def classify_guides(
@@ -553,15 +639,17 @@ def classify_guides(
     model: str = "",
     log: logging.Logger | None = None,
     *,
+    nulls: Sequence[GuideSamples] = (),
     block_size: int = GUIDES_PER_BLOCK,
 ) -> pd.DataFrame:
     """Score each (guide, fold): one row per pair with exactly ``SCORE_COLUMNS``.
 
-    ``guides`` are (gene, guide) pairs (None = every perturbation guide, then every null
-    pseudo-guide in the table). ``folds`` carry positional ``train``/``test`` row indices.
-    Pairs that cannot be scored get status ``skipped`` with the reason and NaN scores; nothing
-    is dropped silently. Results are deterministic for a fixed ``seed`` and independent of
-    which other guides are scored alongside. ``block_size`` guides share one binned block of
+    ``guides`` are (gene, guide) pairs of the table's perturbations (None = all of them);
+    ``nulls`` are pseudo-guides (``null_guide_design``), scored after them the same way but
+    without the concentration models. ``folds`` carry positional ``train``/``test`` row
+    indices. Pairs that cannot be scored get status ``skipped`` with the reason and NaN scores;
+    nothing is dropped silently. Results are deterministic for a fixed ``seed`` and independent
+    of which other guides are scored alongside. ``block_size`` guides share one binned block of
     training rows (a memory/speed trade-off only; results do not depend on it).
     """
     log = log or logging.getLogger(__name__)
@@ -571,79 +659,79 @@ def classify_guides(
     source = f"classification table ({model or 'model'}/{variant})"
     validate_profile_metadata(table, source=source)
     X, _names = feature_matrix(table, source, log)
-    table_guides = guides_of(table)
     if guides is None:
-        guides = table_guides
+        guides = guides_of(table)
     guides = [(str(g), str(s)) for g, s in guides]
-    known = set(table_guides)
-    missing = [g for g in guides if g not in known]
-    if missing:
-        raise ValueError(f"{source}: requested guide(s) {missing[:5]} are not perturbation or null guides of the table")
     if len(set(guides)) != len(guides):
         raise ValueError(f"{source}: the guide list has duplicates")
+    try:
+        targets = guide_samples(table, guides) + list(nulls)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
     fold_arrays = _fold_arrays(folds, len(table))
-    if not guides or not fold_arrays:
+    if not targets or not fold_arrays:
         return _empty_scores()
     if X.shape[1] < 2:
         raise ValueError(f"{source}: needs at least 2 non-constant feature columns, has {X.shape[1]}")
 
     params = lightgbm_params(cfg, seed)
     rounds, k = int(cfg["num_boost_round"]), float(cfg["concentration_k"])
+    with_concentration = bool(cfg["concentration"])
     is_control = control_mask(table)
-    null_flag = _null_flag(table)
-    keys = table[GENE].astype(str) + "\x1f" + table[GUIDE].astype(str)
-    positions = {key: np.asarray(idx, dtype=np.int64) for key, idx in keys.groupby(keys, sort=False).indices.items()}
-    guide_rows = [positions[f"{g}\x1f{s}"] for g, s in guides]
-    # a guide's rows: its perturbation rows, or its pseudo-guide rows; never shared controls
-    guide_rows = [r[~is_control[r]] for r in guide_rows]
-    guide_null = [bool(null_flag[r].any()) for r in guide_rows]
 
     rows: list[dict[str, Any]] = []
     for f_i, (fold_name, train, test) in enumerate(fold_arrays):
         t0, done = time.perf_counter(), 0
         train_ctrl = np.flatnonzero(train & is_control)
         test_ctrl = np.flatnonzero(test & is_control)
+        _check_fold_controls(fold_name, len(train_ctrl), len(test_ctrl), cfg, source)
         plans = []
-        for (gene, guide), r, is_null in zip(guides, guide_rows, guide_null):
+        for target in targets:
+            r = target.rows
             tr, te = r[train[r]], r[test[r]]
-            reasons = _skip_reasons(len(tr), len(train_ctrl), len(te), len(test_ctrl), cfg)
-            plans.append((gene, guide, is_null, tr, te, reasons))
+            # a pseudo-guide's own wells leave the controls, for its classifier only
+            n_train_neg = len(train_ctrl) - int(is_control[tr].sum())
+            test_neg = test_ctrl[~np.isin(test_ctrl, te)] if target.is_null else test_ctrl
+            plans.append((target, tr, te, n_train_neg, test_neg, _skip_reasons(len(tr), len(te), cfg)))
         to_train = [p for p in plans if not p[5]]
         fold_bins = None
         if to_train:
             fold_bins = FoldBins.build(X, train_ctrl, test_ctrl, params)
             log.info(
-                "fold %s (%d/%d): bins of %d features on %d training controls in %.1fs; %d guide(s) to score",
-                fold_name, f_i + 1, len(fold_arrays), X.shape[1], len(train_ctrl), time.perf_counter() - t0,
-                len(to_train),
+                "fold %s (%d/%d): bins of %d features on %d training controls in %.1fs; %d guide(s) to score "
+                "(%d pseudo-guides)", fold_name, f_i + 1, len(fold_arrays), X.shape[1], len(train_ctrl),
+                time.perf_counter() - t0, len(to_train), sum(p[0].is_null for p in to_train),
             )
         every = max(1, min(50, len(to_train) // 10))
         block, block_of = None, {}
         for start in range(0, len(to_train), block_size):
             for p in to_train[start : start + block_size]:
-                block_of[(p[0], p[1])] = start
+                block_of[id(p[0])] = start
         current = -1
-        for gene, guide, is_null, tr, te, reasons in plans:
+        for target, tr, te, n_train_neg, test_neg, reasons in plans:
             row: dict[str, Any] = {
-                "model": model, "variant": variant, GENE: gene, GUIDE: guide, "is_null_guide": is_null,
-                "fold": fold_name, "n_train_pos": len(tr), "n_train_neg": len(train_ctrl),
-                "n_test_pos": len(te), "n_test_neg": len(test_ctrl),
+                "model": model, "variant": variant, GENE: target.gene, GUIDE: target.guide,
+                "is_null_guide": target.is_null, "fold": fold_name, "n_train_pos": len(tr),
+                "n_train_neg": n_train_neg, "n_test_pos": len(te), "n_test_neg": len(test_neg),
                 **{c: math.nan for c in _FLOAT_COLUMNS}, "status": SKIPPED, "reason": "; ".join(reasons),
             }
             if not reasons:
                 assert fold_bins is not None
-                start = block_of[(gene, guide)]
+                start = block_of[id(target)]
                 if start != current:
                     members = to_train[start : start + block_size]
-                    block = fold_bins.block(np.concatenate([p[3] for p in members]))
+                    block = fold_bins.block(np.concatenate([p[1] for p in members]))
                     current = start
                 assert block is not None
-                X_test = np.concatenate([fold_bins.X_test_controls, X[te]])
-                y_test = np.concatenate([np.zeros(len(test_ctrl)), np.ones(len(te))])
-                guide_params = dict(params, seed=_guide_seed(seed, gene, guide, fold_name))
+                X_test_neg = (fold_bins.X_test_controls if len(test_neg) == len(test_ctrl)
+                              else X[test_neg])
+                X_test = np.concatenate([X_test_neg, X[te]])
+                y_test = np.concatenate([np.zeros(len(test_neg)), np.ones(len(te))])
+                guide_params = dict(params, seed=_guide_seed(seed, target.gene, target.guide, fold_name))
                 try:
                     score = score_guide(
-                        functools.partial(block.guide_dataset, tr), X_test, y_test, guide_params, rounds, k
+                        functools.partial(block.guide_dataset, tr), X_test, y_test, guide_params, rounds,
+                        k if with_concentration and not target.is_null else None,
                     )
                 except ValueError as exc:
                     row["reason"] = f"classifier could not be scored: {exc}"
@@ -662,7 +750,7 @@ def classify_guides(
             log.info("fold %s: %d guide(s) skipped (reasons in the score table)", fold_name, n_skip)
         del fold_bins, block
     out = _typed_scores(pd.DataFrame(rows))
-    order = {g: i for i, g in enumerate(guides)}
+    order = {(t.gene, t.guide): i for i, t in enumerate(targets)}
     fold_order = {name: i for i, (name, _, _) in enumerate(fold_arrays)}
     sort_key = [order[(g, s)] * len(fold_order) + fold_order[f] for g, s, f in zip(out[GENE], out[GUIDE], out["fold"])]
     return out.iloc[np.argsort(sort_key, kind="stable")].reset_index(drop=True)
@@ -679,24 +767,23 @@ def classify_shard(
     model: str = "",
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
-    """Classify every guide of shard ``shard`` (of ``n_shards``) of the table's perturbed genes.
-
-    Applies ``null_guides(table, classify.n_null_guides, seed)`` first (the same draw in every
-    shard, so all shards share one control set); shard 0 also scores the pseudo-guides.
-    Folds index the table's rows, which ``null_guides`` leaves in place.
-    """
+    """Classify every guide of shard ``shard`` (of ``n_shards``) of the table's perturbed genes,
+    and the pseudo-guides ``j`` with ``j % n_shards == shard`` of the null
+    (``null_guide_design(table, classify.n_null_guides, seed)``: the same draw in every shard)."""
     if not 0 <= shard < n_shards:
         raise ValueError(f"classify_shard: shard {shard} is not in 0..{n_shards - 1}")
     cfg = resolve_classify_config(cfg_classify)
-    table = null_guides(table, int(cfg["n_null_guides"]), seed)
+    log = log or logging.getLogger(__name__)
+    design = null_guide_design(table, int(cfg["n_null_guides"]), seed, log)
+    nulls = design[shard::n_shards]
     pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
     genes = shard_genes(table.loc[pert, GENE].astype(str).unique().tolist(), n_shards)[shard]
-    guides = guides_of(table, genes, include_null=(shard == 0))
-    (log or logging.getLogger(__name__)).info(
-        "shard %d/%d of %s/%s: %d gene(s), %d guide(s)", shard + 1, n_shards, model or "model", variant,
-        len(genes), len(guides),
+    guides = guides_of(table, genes)
+    log.info(
+        "shard %d/%d of %s/%s: %d gene(s), %d guide(s), %d of %d pseudo-guides", shard + 1, n_shards,
+        model or "model", variant, len(genes), len(guides), len(nulls), len(design),
     )
-    return classify_guides(table, guides, folds, cfg, seed, variant, model, log)
+    return classify_guides(table, guides, folds, cfg, seed, variant, model, log, nulls=nulls)
 
 
 # ----------------------------------------------------------------------------- summaries
@@ -737,74 +824,87 @@ def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 # ----------------------------------------------------------------------------- mAP readout
 
 
+def well_profiles(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean profile per (plate, well) (``profiles.aggregate_wells``); a table that is already
+    one row per well, or has no ``Metadata_Well`` column, is returned as it is."""
+    if WELL not in table.columns or not table.duplicated([PLATE, WELL]).any():
+        return table
+    return aggregate_wells(table)
+
+
 def guide_map(
     table: pd.DataFrame,
     variant: str,
     model: str,
     seed: int,
-    null_size: int = 1000,
-    threshold: float = 0.05,
+    null_size: int = 10000,
     cache_dir: str | None = None,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
-    """Phenotypic activity per guide: copairs mean average precision of the guide vs controls.
+    """Phenotypic activity per guide: copairs mean average precision of its wells vs controls.
 
-    Each guide sample ranks all other samples of its guide (positives) among the shared control
-    samples (negatives) by cosine similarity; mAP averages its samples' AP. p-values come from
-    copairs' permutation null (``null_size`` draws, ``seed``), Benjamini-Hochberg corrected
-    over the guides: ``p_value`` is the corrected one and ``below_p`` is ``p_value < threshold``.
-    Null pseudo-guides (if the table holds them) are scored like guides. A guide with a single
-    sample has no positive pair: it gets NaN and below_p False (logged). copairs caches null
-    distributions on disk: in ``cache_dir`` if given, else in a temporary folder removed after.
-    Cost grows as (guide samples) x (controls); run it per shard for genome-wide screens.
+    As the field's recipes do it (jump-profiling-recipe, Kalinin et al. 2025): on well-level
+    profiles (sites averaged), each well of a guide ranks the guide's other wells (positives)
+    among the control wells of its own plate (negatives) by cosine similarity; the guide's
+    mAP averages its wells' average precision. Controls are never positives of each other.
+    p-values come from copairs' null of random rank lists (``null_size`` draws per
+    configuration, seeded by ``derive_seed(seed, "map", model, variant)``); ``map_q_value`` is
+    the Benjamini-Hochberg correction over the guides of this (model, variant). A guide with a
+    single well has no positive pair: NaN (logged). copairs caches null distributions on disk:
+    in ``cache_dir`` if given, else in a temporary folder removed after. Returns
+    ``MAP_COLUMNS``.
     """
     from copairs.map import average_precision, mean_average_precision
 
     log = log or logging.getLogger(__name__)
     source = f"mAP table ({model or 'model'}/{variant})"
     validate_profile_metadata(table, source=source)
-    X, _ = feature_matrix(table, source, log)
-    is_control = control_mask(table)
+    wells = well_profiles(table).reset_index(drop=True)
+    X, _ = feature_matrix(wells, source, log)
+    is_control = control_mask(wells)
     if not is_control.any():
         raise ScreenError(f"{source}: no control rows ({PERT_TYPE} == {CONTROL!r}) to compare guides against")
-    null_flag = _null_flag(table)
-    group_col, ref_col = "Metadata_MapGroup", "Metadata_MapReference"
-    gene = table[GENE].astype(str).to_numpy()
-    guide = table[GUIDE].astype(str).to_numpy()
-    group = np.where(is_control, "\x1econtrols", np.char.add(np.char.add(gene.astype(str), "\x1f"), guide.astype(str)))
+    group_col, ctrl_col = "Metadata_MapGroup", "Metadata_MapIsControl"
+    gene = wells[GENE].astype(str).to_numpy()
+    guide = wells[GUIDE].astype(str).to_numpy()
+    key = np.char.add(np.char.add(gene.astype(str), "\x1f"), guide.astype(str))
     meta = pd.DataFrame({
-        group_col: group,
-        ref_col: np.where(is_control, np.arange(len(table)), -1),
+        # every control well is its own group, so controls never pair up as positives
+        group_col: np.where(is_control, np.char.add("\x1econtrol", np.arange(len(wells)).astype(str)), key),
+        PLATE: wells[PLATE].astype(str).to_numpy(),
+        ctrl_col: is_control,
     })
-    pairs = pd.DataFrame({GENE: gene[~is_control], GUIDE: guide[~is_control],
-                          "is_null_guide": null_flag[~is_control], group_col: group[~is_control]})
-    pairs = pairs.drop_duplicates(group_col).sort_values([ "is_null_guide", GENE, GUIDE]).reset_index(drop=True)
+    pairs = pd.DataFrame({GENE: gene[~is_control], GUIDE: guide[~is_control], group_col: key[~is_control]})
+    n_wells = pairs.groupby(group_col).size().rename("n_wells")
+    pairs = pairs.drop_duplicates(group_col).merge(n_wells.reset_index(), on=group_col)
+    pairs = pairs.sort_values([GENE, GUIDE]).reset_index(drop=True)
     if pairs.empty:
         return pd.DataFrame({c: [] for c in MAP_COLUMNS})
-    # Positives: same guide (controls each get their own reference, so none pair up).
-    # Negatives: a guide sample vs a control (guides share reference -1, controls share a group).
     ap = average_precision(
-        meta, X.astype(np.float64, copy=False), pos_sameby=[group_col, ref_col], pos_diffby=[],
-        neg_sameby=[], neg_diffby=[group_col, ref_col], distance="cosine", progress_bar=False,
+        meta, X.astype(np.float64, copy=False), pos_sameby=[group_col], pos_diffby=[],
+        neg_sameby=[PLATE], neg_diffby=[ctrl_col], distance="cosine", progress_bar=False,
     )
-    ap = ap[ap[group_col] != "\x1econtrols"]
-    with tempfile.TemporaryDirectory(prefix="phenoica-copairs-") as tmp:
-        result = mean_average_precision(
-            ap, sameby=[group_col], null_size=null_size, threshold=threshold, seed=seed,
-            progress_bar=False, max_workers=1, cache_dir=cache_dir or tmp,
-        )
-    result = result[[group_col, "mean_average_precision", "corrected_p_value"]]
+    ap = ap[~ap[ctrl_col].astype(bool)]
+    ap = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float))]
+    result = pd.DataFrame({group_col: [], "mean_average_precision": [], "p_value": []})
+    if len(ap):
+        with tempfile.TemporaryDirectory(prefix="phenoica-copairs-") as tmp:
+            result = mean_average_precision(
+                ap, sameby=[group_col], null_size=null_size, threshold=0.05,
+                seed=derive_seed(seed, "map", model, variant), progress_bar=False, max_workers=1,
+                cache_dir=cache_dir or tmp,
+            )[[group_col, "mean_average_precision", "p_value"]]
     out = pairs.merge(result, on=group_col, how="left")
     unscored = out["mean_average_precision"].isna()
     if unscored.any():
         log.warning(
-            "%s: %d guide(s) have no positive pair (single sample) and get no mAP: %s",
-            source, int(unscored.sum()), out.loc[unscored, GUIDE].tolist()[:10],
+            "%s: %d guide(s) have no positive pair (a single well, or no control well on their plates) and get "
+            "no mAP: %s", source, int(unscored.sum()), out.loc[unscored, GUIDE].tolist()[:10],
         )
-    out = out.rename(columns={"corrected_p_value": "p_value"})
-    out["p_value"] = out["p_value"].astype(np.float64)
+    out = out.rename(columns={"p_value": "map_p_value"})
+    out["map_p_value"] = out["map_p_value"].astype(np.float64)
+    out["map_q_value"] = bh_qvalues(out["map_p_value"].to_numpy())
     out["mean_average_precision"] = out["mean_average_precision"].astype(np.float64)
-    out["below_p"] = (out["p_value"] < threshold).fillna(False).astype(bool)
+    out["n_wells"] = out["n_wells"].astype(np.int64)
     out["model"], out["variant"] = model, variant
-    out["is_null_guide"] = out["is_null_guide"].astype(bool)
     return out[list(MAP_COLUMNS)].reset_index(drop=True)

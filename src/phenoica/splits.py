@@ -4,8 +4,9 @@
   exactly that batch's rows and it never trains on them. Scores then measure how well a
   phenotype transfers to a batch the classifier has never seen (PAPER.md Tables 3/4).
 - ``in_distribution``: ``n_folds`` independent seeded draws (repeated random holdout, not a
-  partition); each holds out ``holdout_fraction`` of every batch's rows, stratified by batch
-  and guide (every guide of a batch loses its share, rounded so the batch total is exact).
+  partition); each holds out ``holdout_fraction`` of every batch's wells, stratified by batch
+  and guide (every guide of a batch loses its share of wells, rounded so the batch total is
+  exact). Whole wells move: the sites of one well are never split between train and test.
 
 Folds hold positional row indices (``iloc``) of the table they were made from.
 """
@@ -21,7 +22,8 @@ import numpy as np
 import pandas as pd
 
 from phenoica.io import read_table
-from phenoica.screen import BATCH, GUIDE, IMAGE_INDEX, PLATE, SITE, WELL, ScreenError
+from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL, ScreenError
+from phenoica.seeding import rng_for
 
 SCHEMES = ("leave_one_batch_out", "in_distribution")
 TRAIN, TEST = "train", "test"
@@ -61,7 +63,12 @@ def _batches(table: pd.DataFrame) -> np.ndarray:
 
 
 def leave_one_batch_out(table: pd.DataFrame) -> list[Fold]:
-    """One fold per batch: test = that batch's rows, train = every other batch's rows."""
+    """One fold per batch: test = that batch's rows, train = every other batch's rows.
+
+    Raises ScreenError for a single batch (suggesting in_distribution), for a batch without
+    controls (its fold could score nothing), and for guides present in only one batch (no fold
+    could both train and score them), naming them and their batch.
+    """
     batches = _batches(table)
     names = np.unique(batches)
     if names.size < 2:
@@ -69,6 +76,27 @@ def leave_one_batch_out(table: pd.DataFrame) -> list[Fold]:
             f"profiles: leave-one-batch-out needs at least 2 batches in {BATCH}, found {names.tolist()}; "
             "use splits.scheme in_distribution for a single batch"
         )
+    if PERT_TYPE in table.columns:
+        ptype = table[PERT_TYPE].astype(str).to_numpy()
+        lacking = sorted(set(names.tolist()) - set(batches[ptype == CONTROL].tolist()))
+        if lacking:
+            raise ScreenError(
+                f"profiles: batch(es) {lacking} hold no control samples ({PERT_TYPE} == {CONTROL!r}); under "
+                "leave-one-batch-out every held-out batch needs controls to score guides against"
+            )
+        if GUIDE in table.columns:
+            pert = ptype == PERTURBATION
+            cols = [c for c in (GENE, GUIDE) if c in table.columns]
+            guide_batches = pd.DataFrame({"g": table.loc[pert, cols].astype(str).agg(" / ".join, axis=1).to_numpy(),
+                                          "b": batches[pert]}).groupby("g")["b"].unique()
+            single = guide_batches[guide_batches.map(len) == 1]
+            if len(single):
+                listed = ", ".join(f"{g} (only in {b[0]})" for g, b in single.head(10).items())
+                raise ScreenError(
+                    f"profiles: {len(single)} of {len(guide_batches)} guide(s) are present in only one batch: "
+                    f"{listed}{' ...' if len(single) > 10 else ''}. Leave-one-batch-out can never train and score "
+                    "such a guide; remove it from the screen, or use splits.scheme in_distribution"
+                )
     folds = []
     for batch in names.tolist():
         held = batches == batch
@@ -98,11 +126,21 @@ def _stratified_holdout(strata: np.ndarray, fraction: float, rng: np.random.Gene
     return np.concatenate(held) if held else np.empty(0, dtype=np.int64)
 
 
-def in_distribution(table: pd.DataFrame, holdout_fraction: float, n_folds: int, seed: int) -> list[Fold]:
-    """``n_folds`` seeded random holdouts of ``holdout_fraction`` of each batch, stratified by guide.
+def _well_codes(table: pd.DataFrame) -> np.ndarray:
+    """An integer per row naming its (plate, well); each row its own unit without well columns."""
+    if WELL not in table.columns or PLATE not in table.columns:
+        return np.arange(len(table), dtype=np.int64)
+    keys = table[PLATE].astype(str) + "\x1f" + table[WELL].astype(str)
+    return pd.factorize(keys, sort=True)[0].astype(np.int64)
 
-    Fold ``f`` draws with ``default_rng([seed, f])``, so a fold does not change when
-    ``n_folds`` grows. Without a guide column the draw is stratified by batch only.
+
+def in_distribution(table: pd.DataFrame, holdout_fraction: float, n_folds: int, seed: int) -> list[Fold]:
+    """``n_folds`` seeded random holdouts of ``holdout_fraction`` of each batch's wells,
+    stratified by guide; every site of a held-out well is held out.
+
+    Fold ``f`` draws with ``rng_for(seed, "in_distribution", f)``, so a fold does not change
+    when ``n_folds`` grows. Without a guide column the draw is stratified by batch only; without
+    plate/well columns every row is its own well.
     """
     if not 0 < holdout_fraction < 1:
         raise ValueError(f"holdout_fraction: expected a fraction in (0, 1), got {holdout_fraction}")
@@ -110,11 +148,15 @@ def in_distribution(table: pd.DataFrame, holdout_fraction: float, n_folds: int, 
         raise ValueError(f"n_folds: expected >= 1, got {n_folds}")
     batches = _batches(table)
     guides = table[GUIDE].astype(str).to_numpy() if GUIDE in table.columns else np.zeros(len(table), dtype=str)
-    groups = [np.flatnonzero(batches == b) for b in np.unique(batches).tolist()]
+    wells = _well_codes(table)
+    first = pd.Series(np.arange(len(table))).groupby(wells).first().to_numpy()  # one row per well
+    well_batch, well_guide = batches[first], guides[first]
+    groups = [np.flatnonzero(well_batch == b) for b in np.unique(well_batch).tolist()]
     folds = []
     for f in range(n_folds):
-        rng = np.random.default_rng([int(seed), f])
-        test = np.concatenate([rows[_stratified_holdout(guides[rows], holdout_fraction, rng)] for rows in groups])
+        rng = rng_for(seed, "in_distribution", f)
+        held_wells = np.concatenate([w[_stratified_holdout(well_guide[w], holdout_fraction, rng)] for w in groups])
+        test = np.flatnonzero(np.isin(wells, held_wells))
         train = np.setdiff1d(np.arange(len(table)), test)
         folds.append(Fold(f"fold{f}", train, test, ()))
     return folds
