@@ -1,5 +1,6 @@
-# LightGBM per guide vs the shared controls, per (model, variant, gene shard); the copairs
-# mAP readout per (model, variant); one gather of all scores.
+# LightGBM per guide (and per null pseudo-guide) vs the shared controls, per (model, variant,
+# gene shard); the copairs mAP readout per (model, variant); one gather of all scores that also
+# calls hits (p- and q-values per guide and gene).
 
 
 rule classify:
@@ -9,7 +10,8 @@ rule classify:
     output:
         f"{RESULTS}/scores/{{model}}/{{variant}}/shard_{{shard}}.parquet",
     params:
-        classify=config["classify"],
+        # only the keys that change a shard's scores (hit-call and mAP settings rerun nothing here)
+        classify=classify_params(),
         seed=config["seed"],
         n_shards=config["classify"]["n_shards"],
     threads: rule_threads("classify", 1)
@@ -32,7 +34,7 @@ rule map_readout:
         f"{RESULTS}/scores/{{model}}/{{variant}}/map.parquet",
     params:
         seed=config["seed"],
-        n_null_guides=config["classify"]["n_null_guides"],
+        null_size=config["classify"]["map_null_size"],
     threads: rule_threads("map_readout", 1)
     resources:
         **rule_resources("map_readout"),
@@ -60,6 +62,12 @@ rule gather_scores:
         guides=f"{RESULTS}/scores/guides.parquet",
         genes=f"{RESULTS}/scores/genes.parquet",
         maps=f"{RESULTS}/scores/map.parquet",
+        hits=f"{RESULTS}/scores/hits.parquet",
+        null=f"{RESULTS}/scores/null.parquet",
+    params:
+        null_model=config["classify"]["null_model"],
+        q_threshold=config["classify"]["q_threshold"],
+        n_null_guides=config["classify"]["n_null_guides"],
     threads: rule_threads("gather_scores", 1)
     resources:
         **rule_resources("gather_scores"),

@@ -84,6 +84,22 @@ def transform_dir(model):
     return f"{frozen}/{model}" if frozen else f"{RESULTS}/transforms/{model}"
 
 
+#: classify keys that only the gather (hit calls) or the mAP readout read: not classify's params.
+_NOT_CLASSIFY_KEYS = ("map_readout", "map_null_size", "null_model", "q_threshold")
+
+
+def classify_params():
+    """The classify section without the keys that cannot change a shard's scores."""
+    return {k: v for k, v in config["classify"].items() if k not in _NOT_CLASSIFY_KEYS}
+
+
+def lightgbm_report_params():
+    """The LightGBM parameters every classifier used (Table 6 + overrides), for the report."""
+    from phenoica.classify import lightgbm_params
+
+    return {k: v for k, v in lightgbm_params(config["classify"], config["seed"]).items() if k != "seed"}
+
+
 def map_files():
     """copairs mAP tables, one per (model, variant), when the readout is on."""
     if not config["classify"]["map_readout"]:

@@ -7,6 +7,8 @@ rule report:
         guides=f"{RESULTS}/scores/guides.parquet",
         genes=f"{RESULTS}/scores/genes.parquet",
         maps=f"{RESULTS}/scores/map.parquet",
+        hits=f"{RESULTS}/scores/hits.parquet",
+        null=f"{RESULTS}/scores/null.parquet",
         fit_reports=[f"{transform_dir(m)}/fit_report.json" for m in MODELS],
         truth=truth_file(),
         table1=f"{RESULTS}/identifiability/table1.parquet",
@@ -28,6 +30,9 @@ rule report:
         ),
     params:
         models=MODELS,
+        lightgbm=lightgbm_report_params(),
+        q_threshold=config["classify"]["q_threshold"],
+        seed=config["seed"],
     threads: rule_threads("report", 1)
     resources:
         **rule_resources("report"),

@@ -1,15 +1,22 @@
-"""Rule gather_scores: all shards -> guide-fold, guide-level and gene-level score tables."""
+"""Rule gather_scores: all shards -> guide-fold rows, guide and gene scores with hit calls, the
+hit table beside the mAP readout, and the null's calibration summary."""
 import pandas as pd
 
-from phenoica.classify import summarize_scores
+from phenoica.hits import screen_calls
 from phenoica.io import get_logger, write_parquet
 
 log = get_logger("phenoica.gather_scores", snakemake.log[0])
-rows = pd.concat([pd.read_parquet(p) for p in snakemake.input.shards], ignore_index=True)
-guides, genes = summarize_scores(rows)
-maps = pd.concat([pd.read_parquet(p) for p in snakemake.input.maps], ignore_index=True) if snakemake.input.maps else pd.DataFrame()
+p = snakemake.params
+rows = pd.concat([pd.read_parquet(f) for f in snakemake.input.shards], ignore_index=True)
+maps = pd.concat([pd.read_parquet(f) for f in snakemake.input.maps], ignore_index=True) if snakemake.input.maps else None
+if p.n_null_guides == 0:
+    log.warning("classify.n_null_guides is 0: no null, so no p-values, q-values or hit calls")
+out = screen_calls(rows, maps, p.null_model, p.q_threshold, with_null=p.n_null_guides > 0)
 write_parquet(rows, snakemake.output.guide_folds)
-write_parquet(guides, snakemake.output.guides)
-write_parquet(genes, snakemake.output.genes)
-write_parquet(maps, snakemake.output.maps)
-log.info("%d guide-fold rows, %d skipped", len(rows), int((rows["status"] != "ok").sum()))
+for name in ("guides", "genes", "hits", "null"):
+    write_parquet(out[name], snakemake.output[name])
+write_parquet(maps if maps is not None else pd.DataFrame(), snakemake.output.maps)
+real = out["guides"][~out["guides"]["is_null_guide"]]
+log.info("%d guide-fold rows, %d skipped; %d guide hit(s) at q < %g over %d (model, variant) pairs",
+         len(rows), int((rows["status"] != "ok").sum()), int(real["hit"].sum()), p.q_threshold,
+         len(real.groupby(["model", "variant"])))

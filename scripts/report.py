@@ -1,4 +1,4 @@
-"""Rule report: tables and figures in the paper's shapes."""
+"""Rule report: tables and figures in the paper's shapes, hit calls, calibration."""
 import json
 from pathlib import Path
 
@@ -21,5 +21,10 @@ paths = write_report(
     fit_report=fit_report,
     table1=pd.read_parquet(inp.table1),
     structural=pd.read_parquet(inp.structural),
+    hits=pd.read_parquet(inp.hits),
+    null=pd.read_parquet(inp.null),
+    lightgbm=snakemake.params.lightgbm,
+    q_threshold=snakemake.params.q_threshold,
+    seed=snakemake.params.seed,
 )
 log.info("report written: %s", sorted(paths))

@@ -49,6 +49,9 @@ def test_cross_key_rules():
         validate_config({"transforms": {"n_components": "all"}})
     with pytest.raises(ConfigError, match="n_null_genes"):
         validate_config({"demo": {"n_genes": 2, "n_null_genes": 3}})
+    with pytest.raises(ConfigError, match="n_null_guides is 2.*at least 3"):
+        validate_config({"classify": {"n_null_guides": 2}})
+    assert validate_config({"classify": {"n_null_guides": 2, "null_model": "empirical"}})["classify"]["n_null_guides"] == 2
 
 
 def test_overrides_merge_deeply(tmp_path):

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from phenoica import report
+from phenoica import hits, report
 from phenoica.screen import GENE, GUIDE, ScreenError
 
 VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
@@ -110,19 +110,21 @@ def test_table4_mean_sd_excludes_nulls_and_skips():
     assert t4.loc[0, "n"] == 3
 
 
-def test_variant_summary_hits_against_constructed_null():
-    null = [0.40, 0.45, 0.50, 0.55, 0.60]  # 95th percentile (linear) = 0.59
-    real = [0.30, 0.58, 0.60, 0.70, 0.80]  # 0.60, 0.70, 0.80 exceed it
+def test_variant_summary_counts_bh_hits_against_the_null():
+    null = [0.40, 0.45, 0.50, 0.55, 0.60, 0.48, 0.52, 0.47, 0.53, 0.50]
+    real = [0.30, 0.58, 0.60, 0.90, 0.95]
     records = [{"model": "m", "variant": "pca_ica", GENE: "NULL", GUIDE: f"n{i}", "is_null_guide": True,
                 "n_folds_ok": 2, "auroc": a, "sparsity": 0.1, "concentration": 0.1} for i, a in enumerate(null)]
     records += [{"model": "m", "variant": "pca_ica", GENE: f"G{i}", GUIDE: f"g{i}", "is_null_guide": False,
                  "n_folds_ok": 2, "auroc": a, "sparsity": 0.2, "concentration": 0.3} for i, a in enumerate(real)]
     records.append({"model": "m", "variant": "pca_ica", GENE: "G9", GUIDE: "g9", "is_null_guide": False,
                     "n_folds_ok": 0, "auroc": math.nan, "sparsity": math.nan, "concentration": math.nan})
-    s = report.variant_summary(pd.DataFrame.from_records(records)).iloc[0]
-    assert s["null_auroc_threshold"] == pytest.approx(0.59)
-    assert s["null_auroc_mean"] == pytest.approx(0.50)
-    assert s["n_hits"] == 3 and s["hit_fraction"] == pytest.approx(3 / 5)
+    calls = hits.call_guides(pd.DataFrame.from_records(records), "parametric", 0.05)
+    s = report.variant_summary(calls).iloc[0]
+    q = calls.loc[~calls["is_null_guide"], "q_value"]
+    assert s["hits_q<0.05"] == (q < 0.05).sum() == 2  # the two strong guides
+    assert s["hits_q<0.1"] == (q < 0.1).sum()
+    assert s["null_auroc_mean"] == pytest.approx(np.mean(null)) and s["n_null_guides"] == 10
     assert s["n_guides_scored"] == 5 and s["n_guides_skipped"] == 1
     assert s["auroc_mean"] == pytest.approx(np.mean(real)) and s["auroc_median"] == pytest.approx(0.60)
     assert s["sparsity_mean"] == pytest.approx(0.2) and s["concentration_mean"] == pytest.approx(0.3)
@@ -132,7 +134,7 @@ def test_variant_summary_without_null_makes_no_hit_calls():
     rows = make_rows(ica_gain, variants=("base",), n_genes=2, n_null=0)
     guides, _ = aggregate(rows)
     s = report.variant_summary(guides).iloc[0]
-    assert s["n_null_guides"] == 0 and pd.isna(s["n_hits"]) and math.isnan(s["hit_fraction"])
+    assert s["n_null_guides"] == 0 and pd.isna(s["hits_q<0.05"]) and pd.isna(s["hits_q<0.1"])
 
 
 def test_paired_tests_known_delta_and_sign_flip():
@@ -143,6 +145,7 @@ def test_paired_tests_known_delta_and_sign_flip():
     assert r["n"] == 8
     assert r["median_diff"] == pytest.approx(0.03) and r["mean_diff"] == pytest.approx(0.03)
     assert r["p_value"] < 0.05 and r["statistic"] == 0.0
+    assert r["ci_low"] == pytest.approx(0.03) and r["ci_high"] == pytest.approx(0.03)  # every gene gains 0.03
     # pca_rand absent: reported, not tested.
     assert t.loc[("pca_ica", "pca_rand"), "n"] == 0 and "not scored" in t.loc[("pca_ica", "pca_rand"), "note"]
     # base has 4 genes only: below min_pairs.
@@ -161,6 +164,7 @@ def test_paired_tests_no_difference():
                         "pca_ica": [0.61, 0.69, 0.82, 0.63, 0.76, 0.69]})
     r = report.paired_tests(mixed, pairs=[("pca_ica", "pca")], metrics=("auroc",)).iloc[0]
     assert r["p_value"] > 0.5
+    assert r["ci_low"] < 0 < r["ci_high"] and r["ci_low"] <= r["mean_diff"] <= r["ci_high"]
 
 
 def truth_for(n_genes=8, guides_per_gene=2, null_genes=(5, 6, 7)):
@@ -264,7 +268,7 @@ def test_figures_are_real_pngs_with_missing_variants(tmp_path):
     rows = make_rows(ica_gain, variants=("base", "pca_ica"), n_genes=4)
     guides, genes = aggregate(rows)
     figs = report.make_figures(tmp_path, guides, genes)
-    assert set(figs) == {"auroc_by_variant", "paired_pca_ica_vs_pca", "sparsity_by_variant",
+    assert set(figs) == {"auroc_by_variant", "volcano", "null_qq", "paired_pca_ica_vs_pca", "sparsity_by_variant",
                          "concentration_by_variant"}
     for path in figs.values():
         assert path.exists() and path.stat().st_size > 0
@@ -277,16 +281,26 @@ def test_write_report_full(tmp_path):
     rows.loc[(rows[GUIDE] == "G3_1") & (rows["fold"] == 1), ["status", "reason", "auroc"]] = \
         ["skipped", "too few test samples", math.nan]
     guides, genes = aggregate(rows)
-    map_df = guides[["model", "variant", GENE, GUIDE, "is_null_guide"]].assign(
-        mean_average_precision=0.3, p_value=0.01, below_p=~guides["is_null_guide"])
+    guides = hits.call_guides(guides, "parametric", 0.05)
+    gene_calls = hits.call_genes(guides)
+    genes = genes.merge(gene_calls[["model", "variant", GENE, "n_guides_hit", "p_value", "q_value", "hit"]],
+                        on=["model", "variant", GENE])
+    real = guides[~guides["is_null_guide"]]
+    map_df = real[["model", "variant", GENE, GUIDE]].assign(
+        n_wells=8, mean_average_precision=0.3, map_p_value=0.01, map_q_value=0.02)
+    hit_table = hits.hit_table(guides, map_df)
+    null = hits.null_summary(guides)
     fit = {"mae": {"pca": {"variant": "pca", "n_components": 24},
                    "pca_ica": {"variant": "pca_ica", "n_components": 24, "ica": {"converged": True}}}}
     out = tmp_path / "report"
     written = report.write_report(out, rows, guides, genes, map_df=map_df, truth=truth_for(), fit_report=fit,
+                                  hits=hit_table, null=null, lightgbm={"learning_rate": 0.05, "seed": 3},
                                   title="demo <screen>")
-    expected = {"table3", "table4", "variant_summary", "paired_tests", "skips", "skip_counts", "map_summary",
-                "truth_checks", "transform_fit", "auroc_by_variant", "paired_pca_ica_vs_pca",
-                "sparsity_by_variant", "concentration_by_variant", "report_md", "index_html"}
+    expected = {"table3", "table4", "variant_summary", "paired_tests", "classifier_cost", "skips", "skip_counts",
+                "map_summary", "hit_counts", "gene_hits", "hits", "readout_agreement", "null_calibration",
+                "recall_fdr", "lightgbm_parameters", "truth_checks", "transform_fit", "auroc_by_variant",
+                "volcano", "null_qq", "paired_pca_ica_vs_pca", "sparsity_by_variant", "concentration_by_variant",
+                "report_md", "index_html"}
     assert set(written) == expected
     for name, path in written.items():
         folder = out / "tables" if path.suffix == ".csv" else out / "figures" if path.suffix == ".png" else out
@@ -301,8 +315,10 @@ def test_write_report_full(tmp_path):
     assert "too few test samples" in md and "ica.converged" in md
     page = written["index_html"].read_text()
     assert "demo &lt;screen&gt;" in page and "<screen>" not in page
-    for name in ("auroc_by_variant", "paired_pca_ica_vs_pca", "sparsity_by_variant", "concentration_by_variant"):
+    for name in ("auroc_by_variant", "volcano", "null_qq", "paired_pca_ica_vs_pca", "sparsity_by_variant",
+                 "concentration_by_variant"):
         assert f'<img src="figures/{name}.png"' in page
+    assert "Hit calls" in md and "guides are hits at q < 0.05" in md
 
     t3 = pd.read_csv(written["table3"])
     mean = t3.set_index(GENE).loc["mean"]
@@ -310,9 +326,17 @@ def test_write_report_full(tmp_path):
     tests = pd.read_csv(written["paired_tests"])
     r = tests[(tests["variant"] == "pca_ica") & (tests["reference"] == "pca") & (tests["metric"] == "auroc")].iloc[0]
     assert r["n"] == 8 and r["median_diff"] == pytest.approx(0.05) and r["p_value"] < 0.05
+    assert r["ci_low"] == pytest.approx(0.05) and r["ci_high"] == pytest.approx(0.05)
     maps = pd.read_csv(written["map_summary"]).set_index("variant")
-    assert (maps["n_guides"] == 16).all() and (maps["fraction_below_p"] == 1.0).all()
-    assert (maps["n_null_guides"] == 5).all() and (maps["null_fraction_below_p"] == 0.0).all()
+    assert (maps["n_guides"] == 16).all() and (maps["fraction_active"] == 1.0).all()
+    cost = pd.read_csv(written["classifier_cost"]).set_index("variant")
+    # per variant: 16 real guides x 2 folds x 3 models (one guide-fold skipped) and 5 x 2 pseudo-guide models
+    assert (cost["models_null"] == 10).all() and cost.loc["pca", "models_real_guides"] == 31 * 3
+    assert cost.loc["pca", "null_share"] == pytest.approx(10 / (93 + 10))
+    recall = pd.read_csv(written["recall_fdr"])
+    assert set(recall["level"]) == {"guide", "gene"} and recall["recall"].between(0, 1).all()
+    lgbm = pd.read_csv(written["lightgbm_parameters"]).set_index("parameter")
+    assert lgbm.loc["learning_rate", "source"] == "Table 6"
     skips = pd.read_csv(written["skips"])
     assert len(skips) == 4 and set(skips[GUIDE]) == {"G3_1"}
 

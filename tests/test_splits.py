@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 
 from phenoica.io import write_parquet
-from phenoica.screen import BATCH, GUIDE, ScreenError
+from phenoica.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 from phenoica.splits import (
     Fold,
     folds_from_table,
@@ -72,6 +72,34 @@ def test_in_distribution_fractions_stratification_and_seed():
     assert not np.array_equal(folds[0].test, other[0].test)
     with pytest.raises(ValueError, match="holdout_fraction"):
         in_distribution(table, 1.5, 3, seed=0)
+
+
+def test_leave_one_batch_out_rejects_guides_in_one_batch_and_batches_without_controls():
+    table = make_metadata(n_plates=6)  # batches B1, B2, B3; guides G1 and G3 on every plate
+    assert len(leave_one_batch_out(table)) == 3
+    lonely = table.copy()
+    lonely.loc[(lonely[GUIDE] == "G3_g1") & (lonely[BATCH] != "B2"), GUIDE] = "G3_g2"
+    lonely.loc[(lonely[GUIDE] == "G1_g1") & (lonely[BATCH] != "B1"), GUIDE] = "G1_g2"
+    with pytest.raises(ScreenError, match=r"2 of 4 guide\(s\) are present in only one batch: "
+                                          r"G1 / G1_g1 \(only in B1\), G3 / G3_g1 \(only in B2\).*in_distribution"):
+        leave_one_batch_out(lonely)
+    no_ctrl = table[~((table[BATCH] == "B3") & (table[PERT_TYPE] == "control"))]
+    with pytest.raises(ScreenError, match=r"batch\(es\) \['B3'\] hold no control samples"):
+        leave_one_batch_out(no_ctrl)
+
+
+def test_in_distribution_holds_out_whole_wells():
+    table = make_metadata(n_plates=4, wells=16, sites=3)
+    for fold in in_distribution(table, 0.25, 4, seed=3):
+        held = np.zeros(len(table), dtype=bool)
+        held[fold.test] = True
+        per_well = pd.Series(held).groupby([table[PLATE], table[WELL]]).agg(["min", "max"])
+        assert (per_well["min"] == per_well["max"]).all()  # no well straddles train and test
+        wells = table.assign(held=held).drop_duplicates([PLATE, WELL])
+        per_batch = wells.groupby(BATCH)["held"].agg(["sum", "size"])
+        assert ((per_batch["sum"] - 0.25 * per_batch["size"]).abs() <= 0.5).all()
+        per_guide = wells.groupby([BATCH, GENE])["held"].agg(["sum", "size"])
+        assert ((per_guide["sum"] - 0.25 * per_guide["size"]).abs() < 1).all()
 
 
 def test_make_folds_dispatches():

@@ -195,7 +195,7 @@ def test_embeddings_source_runs_from_profiles_on(tmp_path):
     cfg = {"screen": {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "*.parquet"),
                       "embedding_column": "vector"},
            "transforms": {"n_components": 6},
-           "classify": {"n_shards": 1, "num_boost_round": 20, "n_null_guides": 2, "min_train_samples": 3}}
+           "classify": {"n_shards": 1, "num_boost_round": 20, "n_null_guides": 20, "min_train_samples": 3}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     jobs = planned_jobs(tmp_path)
     assert "embed" not in jobs and "train_mae" not in jobs and jobs["gather_profiles"] == 1

@@ -94,6 +94,13 @@ def _check_consistency(config: dict[str, Any]) -> None:
     demo = config["demo"]
     if demo["n_null_genes"] > demo["n_genes"]:
         raise ConfigError("invalid configuration: demo.n_null_genes exceeds demo.n_genes")
+    classify = config["classify"]
+    if classify["null_model"] == "parametric" and 0 < classify["n_null_guides"] < 3:
+        raise ConfigError(
+            f"invalid configuration: classify.n_null_guides is {classify['n_null_guides']}; the parametric null "
+            "fits a mean and a spread and needs at least 3 pseudo-guides (100 or more for calibrated calls), "
+            "or 0 for no hit calls"
+        )
     for name, model in config["models"].items():
         if model["img_size"] % model["patch_size"]:
             raise ConfigError(

@@ -337,6 +337,30 @@ def recall_fdr(
     return pd.DataFrame(rows)
 
 
-def calls_config(cfg_classify: Mapping[str, object]) -> tuple[str, float]:
-    """(null_model, q_threshold) from a resolved classify config section."""
-    return str(cfg_classify["null_model"]), float(cfg_classify["q_threshold"])  # type: ignore[arg-type]
+def screen_calls(
+    rows: pd.DataFrame, map_df: pd.DataFrame | None, null_model: str, q_threshold: float, with_null: bool = True,
+) -> dict[str, pd.DataFrame]:
+    """Everything the gather step writes, from the guide-fold rows of every shard.
+
+    Returns ``guides`` (per-guide means, plus ``p_value``, ``q_value``, ``hit``), ``genes``
+    (per-gene means, plus the gene calls ``p_value``, ``q_value``, ``n_guides_hit``, ``hit``),
+    ``hits`` (``hit_table``, beside the mAP readout) and ``null`` (``null_summary``). Without a
+    null (``with_null`` False: ``classify.n_null_guides: 0``) the calls are NaN/False and
+    ``null`` is empty.
+    """
+    from phenoica.classify import summarize_scores
+
+    guides, genes = summarize_scores(rows)
+    keys = ["model", "variant", GENE]
+    if with_null:
+        guides = call_guides(guides, null_model, q_threshold)
+        gene_calls = call_genes(guides, q_threshold)
+        genes = genes.merge(gene_calls[keys + ["n_guides_hit", "p_value", "q_value", "hit"]], on=keys, how="left")
+        null = null_summary(guides, null_model)
+    else:
+        guides = guides.assign(p_value=math.nan, q_value=math.nan, hit=False)
+        genes = genes.assign(n_guides_hit=0, p_value=math.nan, q_value=math.nan, hit=False)
+        null = pd.DataFrame(columns=list(NULL_COLUMNS))
+    genes["hit"] = genes["hit"].fillna(False).astype(bool)
+    genes["n_guides_hit"] = genes["n_guides_hit"].fillna(0).astype(np.int64)
+    return {"guides": guides, "genes": genes, "hits": hit_table(guides, map_df, q_threshold), "null": null}

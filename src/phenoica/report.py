@@ -6,6 +6,8 @@ Inputs are the classification stage's tables (see ``phenoica.classify``):
 - guide scores: per (model, variant, guide), means over the ok folds; ``is_null_guide`` marks the
   pseudo-guides drawn from controls that form the empirical null;
 - gene scores: per (model, variant, gene), real guides only;
+- the hit calls of ``phenoica.hits`` (p, q and call per guide and gene; the hit table beside the
+  mAP readout; the null's calibration summary);
 - optionally a mAP table (copairs), a truth table (demo screens) and the transform fit report.
 
 Every variant subset is handled (base, pca, pca_ica, pca_rand, or any other name, which sorts
@@ -28,8 +30,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from scipy import stats
 
+from phenoica import hits as H
 from phenoica.io import atomic_path
 from phenoica.screen import GENE, GUIDE, ScreenError
+from phenoica.stats import bootstrap_mean
 
 VARIANTS: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand")
 VARIANT_LABELS: dict[str, str] = {
@@ -53,7 +57,7 @@ GUIDE_COLUMNS: tuple[str, ...] = (
     "model", "variant", GENE, GUIDE, "is_null_guide", "n_folds_ok", "auroc", "sparsity", "concentration",
 )
 GENE_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
-MAP_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, GUIDE, "mean_average_precision", "p_value", "below_p")
+MAP_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, GUIDE, "mean_average_precision", "map_p_value", "map_q_value")
 TRUTH_COLUMNS: tuple[str, ...] = (GENE, GUIDE, "has_effect", "efficacy")
 
 FIGURE_DPI = 120
@@ -255,18 +259,16 @@ def table4(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
         "model", "variant", "concentration_mean", "concentration_sd", "n", "auroc_top_mean", "auroc_rest_mean"])
 
 
-def variant_summary(guides_df: pd.DataFrame, null_quantile: float = 0.95) -> pd.DataFrame:
-    """Per (model, variant): guide-level AUROC, sparsity, concentration and hits against the null.
+def variant_summary(guides_df: pd.DataFrame, thresholds: tuple[float, ...] = (0.05, 0.1)) -> pd.DataFrame:
+    """Per (model, variant): guide-level AUROC, sparsity, concentration, the null, and hits.
 
     A real guide is *scored* when it has at least one ok fold and a finite AUROC, otherwise it
-    counts as skipped. The empirical null is the null pseudo-guides' AUROCs: their mean and
-    their ``null_quantile`` (linear interpolation). A hit is a scored real guide whose AUROC is
-    strictly above that quantile; ``hit_fraction`` = hits / scored real guides. With few null
-    pseudo-guides the quantile is coarse (near their maximum); without any it is NaN.
+    counts as skipped. The null is the pseudo-guides' AUROCs (their count and mean). Hits are
+    real guides with a BH q-value (``phenoica.hits``) below each of ``thresholds``; without q-values
+    (no null) the counts are empty.
     """
-    if not 0.0 < null_quantile < 1.0:
-        raise ValueError(f"null_quantile must lie in (0, 1), got {null_quantile}")
     guides = check_guides(guides_df)
+    has_q = "q_value" in guides.columns
     records = []
     for model, variant in _model_variants(guides):
         sub = guides[(guides["model"] == model) & (guides["variant"] == variant)]
@@ -274,11 +276,8 @@ def variant_summary(guides_df: pd.DataFrame, null_quantile: float = 0.95) -> pd.
         scored_mask = (real["n_folds_ok"].to_numpy() > 0) & np.isfinite(real["auroc"].to_numpy())
         scored = real[scored_mask]
         auroc = scored["auroc"].to_numpy(dtype=float)
-        null = sub[sub["is_null_guide"] & (sub["n_folds_ok"] > 0)]
-        null_auroc = _finite(null["auroc"])
-        threshold = float(np.quantile(null_auroc, null_quantile)) if null_auroc.size else math.nan
-        n_hits = int(np.sum(auroc > threshold)) if null_auroc.size else 0
-        records.append({
+        null_auroc = _finite(sub.loc[sub["is_null_guide"] & (sub["n_folds_ok"] > 0), "auroc"])
+        row: dict[str, Any] = {
             "model": model,
             "variant": variant,
             "n_guides_scored": int(len(scored)),
@@ -289,15 +288,17 @@ def variant_summary(guides_df: pd.DataFrame, null_quantile: float = 0.95) -> pd.
             "concentration_mean": _mean(_finite(scored["concentration"])),
             "n_null_guides": int(null_auroc.size),
             "null_auroc_mean": _mean(null_auroc),
-            "null_auroc_threshold": threshold,
-            "n_hits": n_hits if null_auroc.size else pd.NA,
-            "hit_fraction": (n_hits / auroc.size) if (null_auroc.size and auroc.size) else math.nan,
-        })
+        }
+        for t in thresholds:
+            q = pd.to_numeric(real["q_value"], errors="coerce").to_numpy(dtype=float) if has_q else np.empty(0)
+            row[f"hits_q<{t:g}"] = int(np.sum(q < t)) if (has_q and np.isfinite(q).any()) else pd.NA
+        records.append(row)
     out = pd.DataFrame.from_records(records, columns=[
         "model", "variant", "n_guides_scored", "n_guides_skipped", "auroc_mean", "auroc_median",
-        "sparsity_mean", "concentration_mean", "n_null_guides", "null_auroc_mean", "null_auroc_threshold",
-        "n_hits", "hit_fraction"])
-    out["n_hits"] = out["n_hits"].astype("Int64")
+        "sparsity_mean", "concentration_mean", "n_null_guides", "null_auroc_mean",
+        *[f"hits_q<{t:g}" for t in thresholds]])
+    for t in thresholds:
+        out[f"hits_q<{t:g}"] = out[f"hits_q<{t:g}"].astype("Int64")
     return out
 
 
@@ -332,13 +333,17 @@ def paired_tests(
     pairs: Sequence[tuple[str, str]] = PAIRS,
     metrics: Sequence[str] = ("auroc", "sparsity", "concentration"),
     min_pairs: int = 5,
+    seed: int = 0,
 ) -> pd.DataFrame:
-    """Paired Wilcoxon signed-rank tests over genes, per model, of ``variant`` vs ``reference``.
+    """Paired comparisons over genes, per model, of ``variant`` vs ``reference``: effect size,
+    bootstrap interval and Wilcoxon signed-rank test.
 
     Genes are paired on their gene-level score in both variants (genes missing or NaN in
-    either are dropped). Differences are variant - reference: ``median_diff``, ``mean_diff``,
-    the test ``statistic`` and two-sided ``p_value``. With fewer than ``min_pairs`` pairs, or a
-    variant absent, the test is NaN and ``note`` says why. No multiple-testing correction.
+    either are dropped). Differences are variant - reference: the effect size ``mean_diff``
+    with its 95% percentile-bootstrap interval over genes (``ci_low``, ``ci_high``; seeded by
+    ``seed`` and the comparison), ``median_diff``, the test ``statistic`` and two-sided
+    ``p_value``. With fewer than ``min_pairs`` pairs, or a variant absent, the test is NaN and
+    ``note`` says why. No multiple-testing correction.
     """
     if min_pairs < 1:
         raise ValueError(f"min_pairs must be at least 1, got {min_pairs}")
@@ -357,15 +362,18 @@ def paired_tests(
                 if absent:
                     row = _wilcoxon_row(np.empty(0), min_pairs)
                     row["note"] = f"variant(s) {absent} not scored"
-                    records.append({**base, **row})
+                    records.append({**base, **row, "ci_low": math.nan, "ci_high": math.nan})
                     continue
                 a = sub[sub["variant"] == variant].set_index(GENE)[metric]
                 b = sub[sub["variant"] == reference].set_index(GENE)[metric]
                 joined = pd.concat({"a": a, "b": b}, axis=1, join="inner").dropna()
                 diff = (joined["a"] - joined["b"]).to_numpy(dtype=float)
-                records.append({**base, **_wilcoxon_row(diff, min_pairs)})
-    return pd.DataFrame.from_records(records, columns=[
-        "model", "variant", "reference", "metric", "n", "median_diff", "mean_diff", "statistic", "p_value", "note"])
+                ci = bootstrap_mean(diff, seed, "paired", model, variant, reference, metric)
+                records.append({**base, **_wilcoxon_row(diff, min_pairs), "ci_low": ci.low, "ci_high": ci.high})
+    out = pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "reference", "metric", "n", "mean_diff", "ci_low", "ci_high", "median_diff",
+        "statistic", "p_value", "note"])
+    return out
 
 
 def _effect_groups(guides: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
@@ -475,31 +483,45 @@ def skip_counts(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
     return out.sort_values(["model", "_v", "n_rows"], ascending=[True, True, False]).drop(columns="_v").reset_index(drop=True)
 
 
-def map_summary(map_df: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, variant): mean average precision (copairs) of the real guides, and how many are
-    significant (``below_p``). When the table marks null pseudo-guides (``is_null_guide``), they are
-    summarized apart: their fraction below p is the readout's false-positive rate."""
-    mp = _checked(map_df, "mAP table", MAP_COLUMNS, numeric=("mean_average_precision", "p_value"),
-                  boolean=("below_p",) + (("is_null_guide",) if "is_null_guide" in map_df.columns else ()))
-    if "is_null_guide" not in mp.columns:
-        mp["is_null_guide"] = False
+def map_summary(map_df: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataFrame:
+    """Per (model, variant): the guides' mean average precision (copairs phenotypic activity) and
+    how many are active at BH q < ``q_threshold``."""
+    mp = _checked(map_df, "mAP table", MAP_COLUMNS,
+                  numeric=("mean_average_precision", "map_p_value", "map_q_value"))
     records = []
     for model, variant in _model_variants(mp):
         sub = mp[(mp["model"] == model) & (mp["variant"] == variant)]
-        real, null = sub[~sub["is_null_guide"]], sub[sub["is_null_guide"]]
-        values = _finite(real["mean_average_precision"])
-        n_sig = int(real["below_p"].sum())
+        values = _finite(sub["mean_average_precision"])
+        n_sig = int((sub["map_q_value"] < q_threshold).sum())
         records.append({
-            "model": model, "variant": variant, "n_guides": int(len(real)),
+            "model": model, "variant": variant, "n_guides": int(len(sub)), "n_scored": int(values.size),
             "map_mean": _mean(values), "map_median": float(np.median(values)) if values.size else math.nan,
-            "n_below_p": n_sig, "fraction_below_p": n_sig / len(real) if len(real) else math.nan,
-            "n_null_guides": int(len(null)),
-            "null_map_mean": _mean(_finite(null["mean_average_precision"])),
-            "null_fraction_below_p": float(null["below_p"].mean()) if len(null) else math.nan,
+            f"active_q<{q_threshold:g}": n_sig,
+            "fraction_active": n_sig / values.size if values.size else math.nan,
         })
     return pd.DataFrame.from_records(records, columns=[
-        "model", "variant", "n_guides", "map_mean", "map_median", "n_below_p", "fraction_below_p",
-        "n_null_guides", "null_map_mean", "null_fraction_below_p"])
+        "model", "variant", "n_guides", "n_scored", "map_mean", "map_median", f"active_q<{q_threshold:g}",
+        "fraction_active"])
+
+
+def classifier_cost(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, variant): LightGBM models trained for real guides (3 per scored guide-fold with
+    concentration, else 1) and for the null (1 per scored pseudo-guide-fold), and the null's share.
+
+    Model trainings of the same rows and rounds cost about the same, so the share is the null's
+    share of the classification time."""
+    rows = check_rows(guide_fold_rows)
+    ok = rows[rows["status"] == OK]
+    records = []
+    for model, variant in _model_variants(rows):
+        sub = ok[(ok["model"] == model) & (ok["variant"] == variant)]
+        real, null = sub[~sub["is_null_guide"]], sub[sub["is_null_guide"]]
+        n_real = int(len(real) + 2 * np.isfinite(real["concentration"].to_numpy(dtype=float)).sum())
+        total = n_real + len(null)
+        records.append({"model": model, "variant": variant, "models_real_guides": n_real,
+                        "models_null": int(len(null)), "null_share": len(null) / total if total else math.nan})
+    return pd.DataFrame.from_records(records, columns=["model", "variant", "models_real_guides", "models_null",
+                                                       "null_share"])
 
 
 def fit_report_table(fit_report: Mapping[str, Any], max_list: int = 6) -> pd.DataFrame:
@@ -732,19 +754,115 @@ def identifiability_figure(
     return _save(fig, path, dpi)
 
 
+VARIANT_COLORS: dict[str, str] = {"base": "tab:gray", "pca": "tab:blue", "pca_ica": "tab:red", "pca_rand": "tab:green"}
+
+
+def _has_calls(guides: pd.DataFrame) -> bool:
+    return "q_value" in guides.columns and np.isfinite(pd.to_numeric(guides["q_value"], errors="coerce")).any()
+
+
+def _volcano_figure(
+    guides: pd.DataFrame, truth: pd.DataFrame | None, path: Path, dpi: int, q_threshold: float
+) -> Path:
+    """Per model (rows) and variant (columns): AUROC above the null's median vs -log10 q."""
+    models = _models(guides)
+    variants = ordered_variants(guides["variant"])
+    fig = Figure(figsize=(3.6 * max(1, len(variants)), 3.4 * len(models)))
+    axes = fig.subplots(len(models), max(1, len(variants)), squeeze=False)
+    effect = (truth.set_index([GENE, GUIDE])["has_effect"].astype(bool) if truth is not None else None)
+    for r, model in enumerate(models):
+        for c, variant in enumerate(variants):
+            ax = axes[r][c]
+            ax.set_title(f"{variant_label(variant)}" + (f" - {model}" if model else ""), fontsize=9)
+            sub = guides[(guides["model"] == model) & (guides["variant"] == variant)]
+            real = sub[~sub["is_null_guide"]]
+            null = _finite(sub.loc[sub["is_null_guide"], "auroc"])
+            q = pd.to_numeric(real.get("q_value", pd.Series(np.nan, index=real.index)), errors="coerce")
+            ok = np.isfinite(q.to_numpy(dtype=float)) & np.isfinite(real["auroc"].to_numpy(dtype=float))
+            if not ok.any() or not null.size:
+                _no_data(ax, "no q-values (no null)")
+                continue
+            pts = real[ok]
+            x = pts["auroc"].to_numpy(dtype=float) - float(np.median(null))
+            y = -np.log10(np.maximum(q.to_numpy(dtype=float)[ok], 1e-300))
+            hit = y > -math.log10(q_threshold)
+            if effect is not None:
+                truth_flag = np.array([bool(effect.get((g, s), False)) for g, s in zip(pts[GENE], pts[GUIDE])])
+                for flag, marker, label in ((True, "o", "true effect"), (False, "X", "no true effect")):
+                    m = truth_flag == flag
+                    ax.scatter(x[m & hit], y[m & hit], s=22, marker=marker, color="tab:red",
+                               label=f"hit, {label}", zorder=3)
+                    ax.scatter(x[m & ~hit], y[m & ~hit], s=22, marker=marker, color="0.6",
+                               label=f"not called, {label}", zorder=2)
+            else:
+                ax.scatter(x[hit], y[hit], s=22, color="tab:red", label="hit", zorder=3)
+                ax.scatter(x[~hit], y[~hit], s=22, color="0.6", label="not called", zorder=2)
+            ax.axhline(-math.log10(q_threshold), ls="--", lw=1, color="0.3", label=f"q = {q_threshold:g}")
+            ax.axvline(0.0, ls=":", lw=1, color="0.5")
+            ax.set_xlabel("AUROC - null median AUROC (unitless)", fontsize=8)
+            ax.set_ylabel("-log10 q (BH)", fontsize=8)
+            ax.grid(alpha=0.3)
+            if r == 0 and c == 0:
+                ax.legend(fontsize=6, loc="upper left")
+    return _save(fig, path, dpi)
+
+
+def _null_qq_figure(guides: pd.DataFrame, path: Path, dpi: int) -> Path:
+    """Per model: QQ plot of the pseudo-guides' leave-one-out p-values (observed vs uniform),
+    one line per variant, with the 95% band of uniform order statistics."""
+    models = _models(guides)
+    fig = Figure(figsize=(4.8 * len(models), 4.6))
+    axes = fig.subplots(1, len(models), squeeze=False)[0]
+    for ax, model in zip(axes, models):
+        sub = guides[(guides["model"] == model) & guides["is_null_guide"]]
+        ax.set_title("Null calibration: pseudo-guides' p-values" + (f"\nmodel: {model}" if model else ""),
+                     fontsize=10)
+        drawn = False
+        n_max = 0
+        for variant in ordered_variants(sub["variant"]):
+            p = _finite(pd.to_numeric(sub.loc[sub["variant"] == variant].get("p_value", pd.Series(dtype=float)),
+                                      errors="coerce"))
+            if not p.size:
+                continue
+            n = p.size
+            n_max = max(n_max, n)
+            expected = -np.log10((np.arange(1, n + 1) - 0.5) / n)
+            observed = -np.log10(np.sort(np.maximum(p, 1e-300)))
+            ax.plot(expected, observed, marker="o", ms=3, lw=1, color=VARIANT_COLORS.get(variant),
+                    label=f"{variant_label(variant)} (n = {n})")
+            drawn = True
+        if not drawn:
+            _no_data(ax, "no pseudo-guide p-values")
+            continue
+        k = np.arange(1, n_max + 1)
+        lo, hi = stats.beta.ppf(0.975, k, n_max - k + 1), stats.beta.ppf(0.025, k, n_max - k + 1)
+        ex = -np.log10((k - 0.5) / n_max)
+        ax.fill_between(ex, -np.log10(lo), -np.log10(hi), color="0.85", label="95% band (uniform)")
+        top = float(ex.max()) * 1.05
+        ax.plot([0, top], [0, top], ls="--", lw=1, color="0.3", label="y = x (calibrated)")
+        ax.set_xlabel("expected -log10 p (uniform)")
+        ax.set_ylabel("observed -log10 p (leave-one-out)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=7, loc="upper left")
+    return _save(fig, path, dpi)
+
+
 def make_figures(
     out_dir: Path | str,
     guides: pd.DataFrame,
     genes: pd.DataFrame,
     truth: pd.DataFrame | None = None,
     dpi: int = FIGURE_DPI,
+    q_threshold: float = 0.05,
 ) -> dict[str, Path]:
     """Write the report's PNG figures into ``out_dir``; return them by name.
 
     ``auroc_by_variant`` (guide AUROC per variant, null pseudo-guides beside, chance line),
     ``paired_pca_ica_vs_pca`` (gene AUROC, coloured by true effect when ``truth`` is given),
-    ``sparsity_by_variant`` and ``concentration_by_variant`` (guide level). Every figure is
-    always written; a panel without data says so, so the set of outputs is fixed.
+    ``sparsity_by_variant`` and ``concentration_by_variant`` (guide level), ``volcano`` (AUROC
+    above the null vs -log10 q per variant, hits in red, true effects by marker when ``truth``
+    is given) and ``null_qq`` (calibration of the null). Every figure is always written; a
+    panel without data says so, so the set of outputs is fixed.
     """
     out_dir = Path(out_dir)
     guides = check_guides(guides)
@@ -754,6 +872,8 @@ def make_figures(
         "auroc_by_variant": _per_variant_figure(
             guides, "auroc", AUROC_LABEL, "Guide AUROC per variant", out_dir / "auroc_by_variant.png", dpi,
             show_null=True, chance=0.5),
+        "volcano": _volcano_figure(guides, truth, out_dir / "volcano.png", dpi, q_threshold),
+        "null_qq": _null_qq_figure(guides, out_dir / "null_qq.png", dpi),
         "paired_pca_ica_vs_pca": _paired_figure(genes, truth, out_dir / "paired_pca_ica_vs_pca.png", dpi),
         "sparsity_by_variant": _per_variant_figure(
             guides, "sparsity", SPARSITY_LABEL, "Classifier sparsity per variant (real guides)",
@@ -805,9 +925,10 @@ def _write_csv(df: pd.DataFrame, path: Path) -> Path:
     return path
 
 
-def headline(summary: pd.DataFrame, tests: pd.DataFrame) -> list[str]:
+def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.05) -> list[str]:
     """Short sentences with the numbers a reader wants first, per model."""
     lines: list[str] = []
+    hit_col = f"hits_q<{q_threshold:g}"
     for model in sorted(summary["model"].unique()):
         sub = summary[summary["model"] == model]
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
@@ -818,9 +939,10 @@ def headline(summary: pd.DataFrame, tests: pd.DataFrame) -> list[str]:
         lines.append(f"- Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
                      f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides).")
         for _, r in sub.iterrows():
-            hits = ("no null pseudo-guides, no hit calls" if pd.isna(r["n_hits"]) else
-                    f"{r['n_hits']}/{r['n_guides_scored']} guides above the null's threshold "
-                    f"{r['null_auroc_threshold']:.3f} (null mean {r['null_auroc_mean']:.3f})")
+            n_hits = r[hit_col] if hit_col in r.index else pd.NA
+            hits = ("no null pseudo-guides, no hit calls" if pd.isna(n_hits) else
+                    f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
+                    f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})")
             lines.append(f"  - `{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
                          f"{r['n_guides_skipped']} skipped; {hits}.")
         t = tests[(tests["model"] == model) & (tests["metric"] == "auroc")]
@@ -828,9 +950,20 @@ def headline(summary: pd.DataFrame, tests: pd.DataFrame) -> list[str]:
             if r["n"] == 0:
                 continue
             p = "no test" if pd.isna(r["p_value"]) else f"Wilcoxon p = {r['p_value']:.2g}"
+            ci = ("" if pd.isna(r["ci_low"]) else f", 95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]")
             lines.append(f"  - gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
-                         f"mean {r['mean_diff']:+.3f}, median {r['median_diff']:+.3f} ({p}).")
+                         f"mean {r['mean_diff']:+.3f}{ci} ({p}).")
     return lines
+
+
+def lightgbm_table(params: Mapping[str, Any]) -> pd.DataFrame:
+    """The LightGBM parameters every classifier used, one row each, marking Table 6's."""
+    table6 = {"is_unbalance", "learning_rate", "num_leaves", "feature_fraction", "lambda_l1", "lambda_l2"}
+    return pd.DataFrame({"parameter": list(params), "value": [_format_value(v) for v in params.values()],
+                         "source": ["Table 6" if k in table6 else "phenoica (determinism, threads, objective)"
+                                    if k in ("deterministic", "force_col_wise", "num_threads", "verbosity",
+                                             "objective", "seed") else "override"
+                                    for k in params]})
 
 
 def write_report(
@@ -843,6 +976,11 @@ def write_report(
     fit_report: Mapping[str, Any] | None = None,
     table1: pd.DataFrame | None = None,
     structural: pd.DataFrame | None = None,
+    hits: pd.DataFrame | None = None,
+    null: pd.DataFrame | None = None,
+    lightgbm: Mapping[str, Any] | None = None,
+    q_threshold: float = 0.05,
+    seed: int = 0,
     title: str = "phenoica report",
     tables_dir: str = "tables",
     figures_dir: str = "figures",
@@ -851,26 +989,46 @@ def write_report(
 
     ``out_dir/report.md`` and ``out_dir/index.html`` link to CSVs in ``out_dir/{tables_dir}``
     and PNGs in ``out_dir/{figures_dir}`` (empty names put everything in ``out_dir``).
-    Always: table3, table4, variant_summary, paired_tests, skips, skip_counts (.csv) and the
-    four figures of ``make_figures``. With ``map_df``: map_summary; with ``truth``:
-    truth_checks; with ``fit_report``: transform_fit; with ``table1`` (model-to-model
-    alignment) and/or ``structural`` (factor recovery): those tables and the
+    Always: table3, table4, variant_summary, paired_tests, classifier_cost, skips, skip_counts
+    (.csv) and the figures of ``make_figures``. When ``guides`` carry hit calls (``q_value``):
+    hit_counts and gene_hits; with ``hits`` (``phenoica.hits.hit_table``): the hit table and,
+    with ``map_df``, readout_agreement; with ``null``: null_calibration; with ``truth``:
+    truth_checks and (with calls) recall_fdr; with ``map_df``: map_summary; with
+    ``lightgbm``: the parameters used; with ``fit_report``: transform_fit; with ``table1``
+    (model-to-model alignment) and/or ``structural`` (factor recovery): those tables and the
     ``identifiability`` figure.
     """
     out_dir = Path(out_dir)
     rows, guides, genes = check_rows(rows), check_guides(guides), check_genes(genes)
+    calls = _has_calls(guides)
     tables: dict[str, pd.DataFrame] = {
+        "variant_summary": variant_summary(guides, (q_threshold, 0.1) if q_threshold != 0.1 else (0.05, 0.1)),
         "table3": table3(genes),
         "table4": table4(rows),
-        "variant_summary": variant_summary(guides),
-        "paired_tests": paired_tests(genes),
+        "paired_tests": paired_tests(genes, seed=seed),
+        "classifier_cost": classifier_cost(rows),
         "skips": skipped_rows(rows),
         "skip_counts": skip_counts(rows),
     }
-    if map_df is not None:
-        tables["map_summary"] = map_summary(map_df)
+    if calls:
+        tables["hit_counts"] = H.hit_counts(guides, genes, tuple(sorted({q_threshold, 0.05, 0.1})))
+        gene_cols = ["model", "variant", GENE, "n_guides", "n_guides_hit", "auroc", "p_value", "q_value", "hit"]
+        tables["gene_hits"] = genes[[c for c in gene_cols if c in genes.columns]].sort_values(
+            ["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
+    if hits is not None and len(hits):
+        tables["hits"] = hits.sort_values(["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
+        if map_df is not None and len(map_df):
+            tables["readout_agreement"] = H.readout_agreement(hits)
+    if null is not None and len(null):
+        tables["null_calibration"] = null.copy()
+    if map_df is not None and len(map_df):
+        tables["map_summary"] = map_summary(map_df, q_threshold)
     if truth is not None:
         tables["truth_checks"] = truth_checks(guides, truth)
+        if calls:
+            tables["recall_fdr"] = H.recall_fdr(guides, check_truth(truth), tuple(sorted({q_threshold, 0.05, 0.1})))
+    if lightgbm is not None:
+        tables["lightgbm_parameters"] = lightgbm_table(lightgbm)
     if fit_report is not None:
         tables["transform_fit"] = fit_report_table(fit_report)
     if table1 is not None and len(table1):
@@ -880,7 +1038,7 @@ def write_report(
 
     written: dict[str, Path] = {
         name: _write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()}
-    figures = make_figures(out_dir / figures_dir, guides, genes, truth=truth)
+    figures = make_figures(out_dir / figures_dir, guides, genes, truth=truth, q_threshold=q_threshold)
     if "table1_alignment" in tables or "structural" in tables:
         figures["identifiability"] = identifiability_figure(
             tables.get("table1_alignment"), tables.get("structural"), out_dir / figures_dir / "identifiability.png")
@@ -897,18 +1055,47 @@ def write_report(
              f"Real guides: {guides.loc[~guides['is_null_guide'], GUIDE].nunique()}; "
              f"genes: {genes[GENE].nunique()}; null pseudo-guides: "
              f"{guides.loc[guides['is_null_guide'], GUIDE].nunique()}.")
-    sections: list[tuple[str, str, pd.DataFrame]] = [
+    sections: list[tuple[str, str, pd.DataFrame]] = []
+    if calls:
+        sections.append(("Hit calls", (
+            f"A guide's p-value is its held-out AUROC against the AUROCs of the null pseudo-guides (whole control "
+            f"wells laid out like real guides, scored by the same classifier) of the same model and variant; "
+            f"q-values are Benjamini-Hochberg over guides. A gene's p-value combines its guides' (Cauchy "
+            f"combination, ACAT); `n_guides_hit` counts its guides with q < {q_threshold:g}."), tables["hit_counts"]))
+        shown = tables.get("hits", pd.DataFrame())
+        if len(shown):
+            called = shown[shown["hit"] | shown["map_hit"]]
+            sections.append(("Hit table (guides called by either readout)",
+                             f"Every guide with both readouts is in `{rel(written['hits'])}`; "
+                             f"`agreement` compares the classifier's call with the mAP readout's.",
+                             called.head(200)))
+        sections.append(("Gene calls", f"All genes: `{rel(written['gene_hits'])}`.",
+                         tables["gene_hits"][tables["gene_hits"]["hit"]].head(200)))
+    if "recall_fdr" in tables:
+        sections.append(("Hit calls against the simulated truth (demo)",
+                         "Recall of the guides (genes) with a true effect and the observed false discovery rate "
+                         "among the calls, at each q threshold. Reported as measured.", tables["recall_fdr"]))
+    if "null_calibration" in tables:
+        sections.append(("Null calibration",
+                         "The null per model and variant: pseudo-guides scored and skipped, their logit-AUROC fit, "
+                         "Shapiro-Wilk normality of the logit AUROCs, and the uniformity (Kolmogorov-Smirnov) of "
+                         "their leave-one-out p-values; see the QQ figure.", tables["null_calibration"]))
+    if "readout_agreement" in tables:
+        sections.append(("Agreement between the readouts",
+                         "Guides called by the classifier (AUROC q) and by phenotypic activity (mAP q), Cohen's "
+                         "kappa of the two calls and the Spearman correlation of AUROC with mAP.",
+                         tables["readout_agreement"]))
+    sections += [
+        ("Variant summary", "Guide-level means per variant, the null's size and mean, and hits per q threshold.",
+         tables["variant_summary"]),
         ("Table 3: mean AUROC and sparsity per gene",
          "Gene scores are means over the gene's guides; the `mean` row averages the genes scored in "
          "every variant.", tables["table3"]),
         ("Table 4: concentration per variant",
          "Over scored guide-folds of real guides: AUROC(top-k features) / AUROC(rest) - 1.", tables["table4"]),
-        ("Variant summary and hits against the empirical null",
-         "A hit is a real guide whose AUROC exceeds the 95th percentile of the null pseudo-guides "
-         "(control samples scored as if they were a guide).", tables["variant_summary"]),
-        ("Paired tests over genes",
-         "Two-sided Wilcoxon signed-rank tests; differences are variant - reference; no multiple-testing "
-         "correction.", tables["paired_tests"]),
+        ("Comparisons between variants (over genes)",
+         "Effect size = mean gene-level difference (variant - reference) with a 95% percentile-bootstrap interval "
+         "over genes; two-sided Wilcoxon signed-rank p; no multiple-testing correction.", tables["paired_tests"]),
     ]
     if "truth_checks" in tables:
         sections.append(("Checks against the simulated truth (demo)",
@@ -916,7 +1103,17 @@ def write_report(
                          "Mann-Whitney); no-effect guides vs 0.5 (t-test) and vs the null pseudo-guides.",
                          tables["truth_checks"]))
     if "map_summary" in tables:
-        sections.append(("Mean average precision (copairs)", "", tables["map_summary"]))
+        sections.append(("Phenotypic activity (copairs mAP)",
+                         "Mean average precision of each guide's wells against the control wells of their plates; "
+                         "p-values from copairs' null, BH q-values over guides.", tables["map_summary"]))
+    sections.append(("Classification cost",
+                     "LightGBM models trained per model and variant: 3 per scored guide-fold with concentration "
+                     "(full, top-k, rest), 1 otherwise; the null's pseudo-guides train 1. `null_share` is the null's "
+                     "share of the classification work.", tables["classifier_cost"]))
+    if "lightgbm_parameters" in tables:
+        sections.append(("LightGBM parameters used",
+                         "PAPER.md Table 6; every parameter not listed is at LightGBM's own default.",
+                         tables["lightgbm_parameters"]))
     if "transform_fit" in tables:
         sections.append(("Transform fit", "", tables["transform_fit"]))
     if "table1_alignment" in tables:
@@ -934,14 +1131,17 @@ def write_report(
                      tables["skip_counts"]))
     captions = {
         "auroc_by_variant": "Guide AUROC per variant (null pseudo-guides as grey crosses)",
+        "volcano": f"Hits per variant: AUROC above the null's median vs -log10 q (dashed: q = {q_threshold:g})",
+        "null_qq": "Calibration: the pseudo-guides' leave-one-out p-values against the uniform",
         "paired_pca_ica_vs_pca": "Gene AUROC, PCA + ICA vs PCA",
         "sparsity_by_variant": "Classifier sparsity per variant",
         "concentration_by_variant": "Concentration per variant",
         "identifiability": "Identifiability: model-to-model alignment error and factor recovery per variant",
     }
+    lines = headline(tables["variant_summary"], tables["paired_tests"], q_threshold)
 
     md = [f"# {title}", "", intro, "", "## Headline", ""]
-    md += headline(tables["variant_summary"], tables["paired_tests"]) or ["No scores."]
+    md += lines or ["No scores."]
     for heading, note, df in sections:
         md += ["", f"## {heading}", ""] + ([note, ""] if note else []) + [_markdown(df)]
     md += ["", "## Figures", ""]
@@ -952,11 +1152,10 @@ def write_report(
 
     esc = html.escape
     body = [f"<h1>{esc(title)}</h1>", f"<p>{esc(intro).replace('`', '')}</p>", "<h2>Headline</h2>", "<ul>"]
-    body += [f"<li>{esc(line.strip().lstrip('- ')).replace('`', '').replace('**', '')}</li>"
-             for line in headline(tables["variant_summary"], tables["paired_tests"])]
+    body += [f"<li>{esc(line.strip().lstrip('- ')).replace('`', '').replace('**', '')}</li>" for line in lines]
     body.append("</ul>")
     for heading, note, df in sections:
-        body += [f"<h2>{esc(heading)}</h2>"] + ([f"<p>{esc(note)}</p>"] if note else []) + [_html_table(df)]
+        body += [f"<h2>{esc(heading)}</h2>"] + ([f"<p>{esc(note).replace('`', '')}</p>"] if note else []) + [_html_table(df)]
     body.append("<h2>Figures</h2>")
     for name, path in figures.items():
         body.append(f'<figure><img src="{esc(rel(path))}" alt="{esc(captions[name])}">'

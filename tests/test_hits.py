@@ -1,0 +1,196 @@
+"""Hit calls: null fits, p- and q-values, gene combination, readout agreement, truth checks."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from phenoica import hits as H
+from phenoica.screen import GENE, GUIDE, ScreenError
+from phenoica.stats import acat, bh_qvalues, bootstrap_mean
+
+
+def _expit(z):
+    return 1.0 / (1.0 + np.exp(-z))
+
+
+def guide_table(real_auroc, null_auroc, model="m", variant="pca", genes=None) -> pd.DataFrame:
+    real_auroc = np.asarray(real_auroc, dtype=float)
+    genes = genes if genes is not None else [f"G{i // 2:05d}" for i in range(len(real_auroc))]
+    real = pd.DataFrame({"model": model, "variant": variant, GENE: genes,
+                         GUIDE: [f"g{i:05d}" for i in range(len(real_auroc))], "is_null_guide": False,
+                         "n_folds_ok": 4, "auroc": real_auroc, "sparsity": 0.1, "concentration": 0.1})
+    null = pd.DataFrame({"model": model, "variant": variant, GENE: "null",
+                         GUIDE: [f"null_{i + 1:04d}" for i in range(len(null_auroc))], "is_null_guide": True,
+                         "n_folds_ok": 4, "auroc": np.asarray(null_auroc, dtype=float), "sparsity": 0.1,
+                         "concentration": np.nan})
+    return pd.concat([real, null], ignore_index=True)
+
+
+# ----------------------------------------------------------------------------- small statistics
+
+
+def test_bh_matches_hand_computation_and_keeps_nan():
+    p = np.array([0.01, 0.04, np.nan, 0.03, 0.5])
+    q = bh_qvalues(p)
+    # sorted finite p: 0.01, 0.03, 0.04, 0.5 (m = 4): q = min over k>=i of p_k m / k
+    assert q[0] == pytest.approx(0.04) and q[3] == pytest.approx(0.04 * 4 / 3)
+    assert q[1] == pytest.approx(0.04 * 4 / 3) and q[4] == pytest.approx(0.5) and math.isnan(q[2])
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        bh_qvalues(np.array([0.2, 1.5]))
+
+
+def test_acat_known_answers():
+    assert acat(np.array([0.2])) == pytest.approx(0.2)
+    assert acat(np.array([0.3, 0.3, 0.3])) == pytest.approx(0.3)  # equal p-values combine to themselves
+    t = (math.tan((0.5 - 0.01) * math.pi) + math.tan((0.5 - 0.5) * math.pi)) / 2
+    assert acat(np.array([0.01, 0.5, np.nan])) == pytest.approx(0.5 - math.atan(t) / math.pi)
+    assert math.isnan(acat(np.array([np.nan])))
+    # under the null, ACAT of independent uniforms is uniform
+    rng = np.random.default_rng(0)
+    combined = [acat(rng.uniform(size=3)) for _ in range(3000)]
+    assert stats.kstest(combined, "uniform").pvalue > 0.01
+
+
+def test_bootstrap_mean_interval_covers_and_is_seeded():
+    x = np.random.default_rng(1).normal(0.3, 1.0, size=200)
+    iv = bootstrap_mean(x, 0, "test")
+    assert iv.low < x.mean() < iv.high and iv.estimate == pytest.approx(x.mean())
+    assert bootstrap_mean(x, 0, "test") == iv and bootstrap_mean(x, 1, "test") != iv
+    assert math.isnan(bootstrap_mean(np.array([1.0]), 0).low)
+    assert bootstrap_mean(np.array([2.0, 2.0]), 0).low == 2.0
+
+
+# ----------------------------------------------------------------------------- the null and p-values
+
+
+@pytest.mark.parametrize("model", H.NULL_MODELS)
+def test_guides_drawn_from_the_null_get_uniform_p_values(model):
+    rng = np.random.default_rng(3)
+    null = _expit(rng.normal(-0.1, 0.25, size=100))
+    fit = H.NullFit(null, model)
+    draws = _expit(rng.normal(-0.1, 0.25, size=5000))
+    p = fit.p_values(draws)
+    assert ((p > 0) & (p <= 1)).all()
+    # marginally over many null fits the p-values are uniform; for one fit, close to it
+    assert abs(np.mean(p < 0.05) - 0.05) < 0.03 and abs(np.mean(p < 0.5) - 0.5) < 0.1
+    loo = fit.leave_one_out_p()
+    assert loo.shape == (100,) and stats.kstest(loo, "uniform").pvalue > 0.01
+
+
+def test_parametric_p_values_average_to_uniform_over_null_draws():
+    """The Student-t predictive p of a fresh draw is exactly uniform over repeated nulls."""
+    rng = np.random.default_rng(7)
+    p = []
+    for _ in range(2000):
+        null = _expit(rng.normal(0.2, 0.4, size=20))
+        p.append(H.NullFit(null, "parametric").p_values(_expit(rng.normal(0.2, 0.4, size=1)))[0])
+    assert stats.kstest(p, "uniform").pvalue > 0.01
+
+
+def test_strong_guide_passes_bh_in_a_10000_guide_screen_only_with_the_parametric_null():
+    rng = np.random.default_rng(11)
+    null = _expit(rng.normal(0.0, 0.2, size=100))            # 100 pseudo-guides around AUROC 0.5
+    real = _expit(rng.normal(0.0, 0.2, size=10_000))         # 9,999 guides without effect ...
+    real[0] = 0.9                                            # ... and one strong guide
+    table = guide_table(real, null)
+    calls = H.call_guides(table, "parametric", 0.05)
+    strong = calls[calls[GUIDE] == "g00000"].iloc[0]
+    assert strong["q_value"] < 0.01 and bool(strong["hit"])
+    real_calls = calls[~calls["is_null_guide"]]
+    assert real_calls["hit"].sum() <= 1 + 0.05 * len(real_calls)
+    # an empirical p cannot go below 1 / 101: BH over 10,000 guides can never pass
+    empirical = H.call_guides(table, "empirical", 0.05)
+    e = empirical[empirical[GUIDE] == "g00000"].iloc[0]
+    assert e["p_value"] == pytest.approx(1 / 101) and e["q_value"] > 0.1
+
+
+def test_call_guides_per_model_variant_with_pseudo_guides_left_out_of_bh():
+    rng = np.random.default_rng(2)
+    a = guide_table(np.r_[0.95, 0.5, np.nan], _expit(rng.normal(0, 0.2, 50)), variant="pca")
+    b = guide_table(np.r_[0.95, 0.5, 0.6], _expit(rng.normal(2.5, 0.3, 50)), variant="pca_ica")  # a high null
+    calls = H.call_guides(pd.concat([a, b], ignore_index=True), "parametric", 0.05)
+    pca = calls[calls["variant"] == "pca"].set_index(GUIDE)
+    ica = calls[calls["variant"] == "pca_ica"].set_index(GUIDE)
+    assert pca.loc["g00000", "hit"] and not ica.loc["g00000", "hit"]  # same AUROC, different null
+    assert math.isnan(pca.loc["g00002", "p_value"]) and not pca.loc["g00002", "hit"]  # never scored
+    nulls = calls[calls["is_null_guide"]]
+    assert nulls["p_value"].notna().all() and nulls["q_value"].isna().all() and not nulls["hit"].any()
+    # BH ran over the 2 scored real guides of pca only
+    p = pca.loc[["g00000", "g00001"], "p_value"].to_numpy()
+    assert np.allclose(pca.loc[["g00000", "g00001"], "q_value"], bh_qvalues(p))
+
+
+def test_a_null_without_finite_auroc_is_an_error_naming_the_counts():
+    table = guide_table([0.7, 0.6], [np.nan, np.nan, np.nan])
+    with pytest.raises(ScreenError, match=r"m/pca: the null has 0 pseudo-guide.*3 drawn, 3 skipped"):
+        H.call_guides(table)
+    with pytest.raises(ScreenError, match="n_null_guides"):
+        H.call_guides(guide_table([0.7], []))
+
+
+def test_call_genes_combine_guides_with_acat_and_count_agreeing_guides():
+    rng = np.random.default_rng(5)
+    real = [0.95, 0.93, 0.52, 0.47, 0.9, 0.5]
+    genes = ["A", "A", "B", "B", "C", "C"]
+    calls = H.call_guides(guide_table(real, _expit(rng.normal(0, 0.15, 80)), genes=genes))
+    genes_df = H.call_genes(calls)
+    assert tuple(genes_df.columns) == H.GENE_CALL_COLUMNS
+    g = genes_df.set_index(GENE)
+    for gene in "ABC":
+        p = calls[(calls[GENE] == gene)]["p_value"].to_numpy()
+        assert g.loc[gene, "p_value"] == pytest.approx(acat(p))
+    assert g.loc["A", "n_guides_hit"] == 2 and g.loc["C", "n_guides_hit"] == 1 and g.loc["B", "n_guides_hit"] == 0
+    assert g.loc["A", "hit"] and g.loc["C", "hit"] and not g.loc["B", "hit"]
+    assert np.allclose(g["q_value"], bh_qvalues(g["p_value"].to_numpy()))
+
+
+def test_null_summary_reports_size_fit_and_calibration():
+    rng = np.random.default_rng(8)
+    null = _expit(rng.normal(0.1, 0.3, 120))
+    calls = H.call_guides(guide_table([0.8], np.r_[null, np.nan]))
+    s = H.null_summary(calls).iloc[0]
+    assert s["n_null"] == 120 and s["n_null_skipped"] == 1
+    assert s["logit_mean"] == pytest.approx(H.logit_auroc(null).mean())
+    assert s["loo_uniform_ks_p"] > 0.01 and s["normality_p"] > 0.01
+
+
+# ----------------------------------------------------------------------------- readouts and truth
+
+
+def test_hit_table_and_readout_agreement():
+    rng = np.random.default_rng(4)
+    calls = H.call_guides(guide_table([0.97, 0.96, 0.5, 0.45], _expit(rng.normal(0, 0.1, 60)),
+                                      genes=["A", "B", "C", "D"]))
+    map_df = pd.DataFrame({"model": "m", "variant": "pca", GENE: ["A", "B", "C", "D"],
+                           GUIDE: ["g00000", "g00001", "g00002", "g00003"], "n_wells": 8,
+                           "mean_average_precision": [0.9, 0.2, 0.8, 0.1],
+                           "map_p_value": [0.001, 0.6, 0.002, 0.9], "map_q_value": [0.002, 0.6, 0.004, 0.9]})
+    table = H.hit_table(calls, map_df, 0.05)
+    assert table.set_index(GUIDE)["agreement"].to_dict() == {
+        "g00000": "both", "g00001": "classifier_only", "g00002": "map_only", "g00003": "neither"}
+    agree = H.readout_agreement(table).iloc[0]
+    assert (agree["both"], agree["classifier_only"], agree["map_only"], agree["neither"]) == (1, 1, 1, 1)
+    assert agree["kappa"] == pytest.approx(0.0)
+    no_map = H.hit_table(calls, None)
+    assert (no_map["agreement"].isin(["classifier_only", "neither"])).all() and no_map["map_q_value"].isna().all()
+
+
+def test_recall_and_observed_fdr_against_truth():
+    rng = np.random.default_rng(6)
+    real = [0.97, 0.96, 0.95, 0.5, 0.94, 0.45]
+    genes = ["A", "A", "B", "B", "N", "N"]
+    calls = H.call_guides(guide_table(real, _expit(rng.normal(0, 0.1, 60)), genes=genes))
+    truth = pd.DataFrame({GENE: genes, GUIDE: [f"g{i:05d}" for i in range(6)],
+                          "has_effect": [True, True, True, True, False, False], "efficacy": 1.0})
+    out = H.recall_fdr(calls, truth, thresholds=(0.05,)).set_index("level")
+    guide = out.loc["guide"]
+    # called: g0, g1, g2, g4 (AUROC far above the null); true effects: g0-g3
+    assert guide["true_positives"] == 3 and guide["false_positives"] == 1
+    assert guide["recall"] == pytest.approx(3 / 4) and guide["observed_fdr"] == pytest.approx(1 / 4)
+    gene = out.loc["gene"]
+    assert gene["n_true_effects"] == 2 and gene["true_positives"] == 2 and gene["false_positives"] == 1
