@@ -73,10 +73,16 @@ def test_guides_without_effect_get_uniform_p_values_and_no_calls(seed):
 
 @pytest.mark.slow
 def test_known_effects_are_called_at_the_nominal_fdr():
-    table = null_screen(2, n_guides=200, effect_every=5)
-    calls = screen_calls(table, 2)
-    truth = table[table[PERT_TYPE] == PERTURBATION][[GENE, GUIDE]].drop_duplicates()
-    truth["has_effect"] = truth[GUIDE].map(lambda g: (int(g[1:5]) * 2 + int(g[-1])) % 5 == 0)
-    out = H.recall_fdr(calls, truth, (0.1,)).set_index("level").loc["guide"]
-    assert out["n_true_effects"] == 40
-    assert out["recall"] >= 0.6 and out["observed_fdr"] <= 0.2
+    """40 of 200 guides shift 3 features by 1.5 SD; at q < 0.1 BH bounds the FDR by 0.1 x 160/200.
+    Pooled over three screens (the null fit is shared by a screen's guides, so one screen's
+    false calls move together): recall >= 0.6 and observed FDR <= 0.15."""
+    tp = fp = n_effects = 0
+    for seed in (0, 1, 2):
+        table = null_screen(seed, n_guides=200, effect_every=5)
+        calls = screen_calls(table, seed)
+        truth = table[table[PERT_TYPE] == PERTURBATION][[GENE, GUIDE]].drop_duplicates()
+        truth["has_effect"] = truth[GUIDE].map(lambda g: (int(g[1:5]) * 2 + int(g[-1])) % 5 == 0)
+        out = H.recall_fdr(calls, truth, (0.1,)).set_index("level").loc["guide"]
+        assert out["n_true_effects"] == 40
+        tp, fp, n_effects = tp + out["true_positives"], fp + out["false_positives"], n_effects + 40
+    assert tp / n_effects >= 0.6 and fp / (tp + fp) <= 0.15, (tp, fp)

@@ -767,7 +767,7 @@ def _volcano_figure(
     """Per model (rows) and variant (columns): AUROC above the null's median vs -log10 q."""
     models = _models(guides)
     variants = ordered_variants(guides["variant"])
-    fig = Figure(figsize=(3.6 * max(1, len(variants)), 3.4 * len(models)))
+    fig = Figure(figsize=(3.6 * max(1, len(variants)), 3.4 * len(models)), layout="constrained")
     axes = fig.subplots(len(models), max(1, len(variants)), squeeze=False)
     effect = (truth.set_index([GENE, GUIDE])["has_effect"].astype(bool) if truth is not None else None)
     for r, model in enumerate(models):
