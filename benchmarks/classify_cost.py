@@ -14,10 +14,15 @@ leave-one-batch-out fold, PAPER.md Table 6 parameters, ``num_threads`` 1. In one
   feature-subset before the clock starts), same rows, rounds, threads and seeds: only
   ``lightgbm.train`` is timed.
 
-Prints seconds per guide on each path, the library / floor ratios, and, with the cost per
-guide-fold measured here, the CPU-hours of classification for a screen config (default
-``benchmarks/genome_scale.yaml``: guides x folds x variants, folds = batches under
-leave-one-batch-out) with concentration on and off, and the null's share of each.
+- setup: what the library does once per fold and block of guides (bin boundaries on the
+  training controls, the block's binned columns), timed alone.
+
+Prints seconds per guide on each path, the per-guide ratio library / floor (the library's time
+less the once-per-fold setup, over the floor) and the ratio with the setup spread over the guides
+of one classify job of the screen config; and, with the cost per guide-fold measured here, the
+CPU-hours of classification for that config (default ``benchmarks/genome_scale.yaml``: guides x
+folds x variants, folds = batches under leave-one-batch-out) with concentration on and off, and
+the null's share of each.
 
     python benchmarks/classify_cost.py [--guides 8] [--nulls 8] [--rounds 100] [--config benchmarks/genome_scale.yaml]
 """
@@ -136,22 +141,37 @@ def main() -> None:
     f_off = floor_seconds(table, real_targets, fold, off, args.seed, concentration=False)
     f_null = floor_seconds(table, nulls, fold, on, args.seed, concentration=False)
 
-    n, m = len(guides), len(nulls)
-    print(f"{'path':34s} {'library s/guide':>16s} {'floor s/guide':>14s} {'ratio':>6s}")
-    for name, t, f, k in (("real guides, concentration on", t_on, f_on, n), ("real guides, concentration off", t_off, f_off, n),
-                          ("null pseudo-guides (1 model)", t_null, f_null, m)):
-        print(f"{name:34s} {t / k:16.3f} {f / k:14.3f} {t / f:6.2f}x")
+    X, _ = C.feature_matrix(table)
+    train = np.zeros(len(table), bool)
+    train[fold.train] = True
+    tr_ctrl = np.flatnonzero(train & C.control_mask(table))
+    te_ctrl = np.flatnonzero(~train & C.control_mask(table))
+    guide_rows = np.concatenate([t.rows[train[t.rows]] for t in C.guide_samples(table, guides)])
+    t_setup, _ = timed(lambda: C.FoldBins.build(X, tr_ctrl, te_ctrl, C.lightgbm_params(on, args.seed)).block(guide_rows))
 
     cfg = validate_config(yaml.safe_load(args.config.read_text()))
     demo = cfg["demo"]
     n_guides = demo["n_genes"] * demo["guides_per_gene"]
+    per_job = n_guides / cfg["classify"]["n_shards"]
+    n, m = len(guides), len(nulls)
+    print(f"once per fold and block (bins + binned block): {t_setup:.1f} s")
+    print(f"{'path':34s} {'library s/guide':>16s} {'floor s/guide':>14s} {'per-guide ratio':>16s} "
+          f"{f'ratio at {per_job:.0f} guides/job':>24s}")
+    for name, t, f, k in (("real guides, concentration on", t_on, f_on, n), ("real guides, concentration off", t_off, f_off, n),
+                          ("null pseudo-guides (1 model)", t_null, f_null, m)):
+        marginal = (t - t_setup) / k
+        print(f"{name:34s} {t / k:16.3f} {f / k:14.3f} {marginal / (f / k):15.2f}x "
+              f"{(marginal + t_setup / per_job) / (f / k):23.2f}x")
+
     n_folds = demo["n_batches"] if cfg["splits"]["scheme"] == "leave_one_batch_out" else cfg["splits"]["n_folds"]
     n_var = len(cfg["transforms"]["variants"]) * len(cfg["models"])
     n_null = cfg["classify"]["n_null_guides"]
     print(f"\n{args.config.name}: {n_guides} guides x {n_folds} folds x {n_var} (model, variant) pairs, "
           f"{n_null} pseudo-guides per pair (cost per guide-fold as measured above at {args.controls} controls)")
-    null_h = t_null / m * n_null * n_folds * n_var / 3600
-    for name, per in (("concentration on", t_on / n), ("concentration off", t_off / n)):
+    # per guide-fold: the marginal cost plus the setup spread over one job's guides
+    null_h = ((t_null - t_setup) / m + t_setup / per_job) * n_null * n_folds * n_var / 3600
+    for name, t in (("concentration on", t_on), ("concentration off", t_off)):
+        per = (t - t_setup) / n + t_setup / per_job
         real_h = per * n_guides * n_folds * n_var / 3600
         print(f"  {name:18s}: {real_h + null_h:10.1f} CPU-hours, of which the null {null_h:.1f} "
               f"({100 * null_h / (real_h + null_h):.2f}%)")
