@@ -17,7 +17,9 @@ leave-one-batch-out fold, PAPER.md Table 6 parameters, ``num_threads`` 1. In one
 - setup: what the library does once per fold and block of guides (bin boundaries on the
   training controls, the block's binned columns), timed alone.
 
-Prints seconds per guide on each path, the per-guide ratio library / floor (the library's time
+Times are CPU seconds of this process (``time.process_time``; every path runs on one
+thread), so other work on the machine does not bias the ratios. Prints seconds per guide on
+each path, the per-guide ratio library / floor (the library's time
 less the once-per-fold setup, over the floor) and the ratio with the setup spread over the guides
 of one classify job of the screen config; and, with the cost per guide-fold measured here, the
 CPU-hours of classification for that config (default ``benchmarks/genome_scale.yaml``: guides x
@@ -93,17 +95,18 @@ def floor_seconds(table: pd.DataFrame, targets: list[C.GuideSamples], fold: Fold
             full = lgb.train(dict(p), datasets[0], num_boost_round=rounds)
             top, rest = metrics.top_features(full.feature_importance(importance_type="split"), k)
             datasets += [block.guide_dataset(tr, top).construct(), block.guide_dataset(tr, rest).construct()]
-        t0 = time.perf_counter()
+        t0 = time.process_time()
         for ds in datasets:
             lgb.train(dict(p), ds, num_boost_round=rounds)
-        total += time.perf_counter() - t0
+        total += time.process_time() - t0
     return total
 
 
 def timed(fn) -> tuple[float, object]:
-    t0 = time.perf_counter()
+    """CPU seconds of this process (LightGBM runs on 1 thread): steady on a shared machine."""
+    t0 = time.process_time()
     out = fn()
-    return time.perf_counter() - t0, out
+    return time.process_time() - t0, out
 
 
 def main() -> None:

@@ -516,3 +516,25 @@ def test_guide_map_separates_strong_from_no_effect_on_wells(tmp_path):
     assert res.loc["NONE_1", "mean_average_precision"] < 0.6 and res.loc["NONE_1", "map_p_value"] > 0.05
     again = C.guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
     pd.testing.assert_frame_equal(out, again)
+
+
+def test_a_small_screen_runs_with_the_default_null():
+    """3 batches, 16 control wells x 2 sites per plate (the size that failed with the old null):
+    the default 100 pseudo-guides are drawn and scored, every real guide keeps all controls."""
+    rng = np.random.default_rng(0)
+    rows = []
+    for b in range(3):
+        wells = [("NTC", "NTC_1", CONTROL)] * 16 + [(f"G{g}", f"G{g}_a", PERTURBATION) for g in range(4)]
+        for w, (gene, guide, ptype) in enumerate(wells):
+            rows += [{BATCH: f"B{b}", PLATE: f"P{b}", WELL: f"W{w:02d}", SITE: s, GENE: gene, GUIDE: guide,
+                      PERT_TYPE: ptype} for s in range(2)]
+    t = pd.DataFrame(rows)
+    t[IMAGE_INDEX] = t.groupby(PLATE).cumcount()
+    for j in range(D):
+        t[feature_name(j)] = rng.standard_normal(len(t)).astype(np.float32)
+    cfg = C.resolve_classify_config({"num_boost_round": 5, "concentration": False, "min_train_samples": 2})
+    assert cfg["n_null_guides"] == 100
+    out = C.classify_shard(t, 0, 1, batch_folds(t), cfg, seed=0, variant="base", model="m")
+    nulls, real = out[out["is_null_guide"]], out[~out["is_null_guide"]]
+    assert nulls[GUIDE].nunique() == 100 and (nulls["status"] == "ok").all()
+    assert set(real["n_train_neg"]) == {2 * 16 * 2} and set(nulls["n_train_neg"]) == {2 * 15 * 2}
