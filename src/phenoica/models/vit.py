@@ -39,15 +39,11 @@ from phenoica.models.checkpoint import (
     read_checkpoint,
     strip_prefixes,
 )
+from phenoica.models.spec import ARCH_KEYS
 from phenoica.screen import ScreenError
 
 MAX_CHANNELS = 16
 """Channels a channel-agnostic encoder can embed (size of its learned channel table)."""
-
-ARCH_KEYS: tuple[str, ...] = (
-    "img_size", "patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "channel_agnostic",
-)
-"""Spec keys that decide the encoder's architecture (stored in checkpoint metadata)."""
 
 METADATA_SPEC = "phenoica.spec"
 METADATA_IN_CHANS = "phenoica.in_chans"
