@@ -282,13 +282,15 @@ def load_chunk(tiles: da.Array, chunk: Chunk, crop_size: int, intensity_max: flo
     return crops.pin_memory() if pin else crops
 
 
-def load_raw_chunk(tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = None) -> torch.Tensor:
-    """Read one chunk as a pinned integer tensor for preprocessing on the GPU (uint16 widened to
-    int32, which CUDA converts; uint8 kept, a quarter of float32's bytes)."""
+def load_raw_chunk(tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = None,
+                   pin: bool = False) -> torch.Tensor:
+    """Read one chunk as an integer tensor for preprocessing on the model's device (uint16
+    widened to int32, which CUDA converts; uint8 kept, a quarter of float32's bytes)."""
     block = read_chunk(tiles, chunk, channels)
     if block.dtype == np.uint16:
         block = block.astype(np.int32)
-    return torch.from_numpy(np.ascontiguousarray(block)).pin_memory()
+    raw = torch.from_numpy(np.ascontiguousarray(block))
+    return raw.pin_memory() if pin else raw
 
 
 def channel_indices(store: Path, channels: Sequence[str] | None, key: str = "channels") -> tuple[list[int] | None, list[str]]:
@@ -385,6 +387,7 @@ def embed_plate(
     feature_names: Sequence[str] | None = None,
     options: Mapping[str, Any] | None = None,
     loader_threads: int = 1,
+    preprocess_on_device: bool | None = None,
 ) -> Path:
     """Embed the images of one plate store referenced by ``metadata``; write ``out`` (parquet).
 
@@ -398,7 +401,8 @@ def embed_plate(
     (None = all, as stored; ``channels_key`` names the config key in errors); ``normalize`` is
     the model's preprocessing (:mod:`phenoica.preprocess`). ``batch_size`` counts crops per
     forward pass; ``chunk_images`` images are streamed (and resumed) at a time, default the
-    store's chunk length; ``loader_threads`` chunks are read ahead. ``identity`` names the model
+    store's chunk length; ``loader_threads`` chunks are read ahead. ``preprocess_on_device``
+    ships raw tiles to the device and prepares them there (None = on CUDA only). ``identity`` names the model
     in the resume manifest (a JSON-able dict, e.g. a checkpoint hash; it alone decides whether
     parts of an earlier run were made by the same model); None = a hash of the model's class
     and state dict. ``options`` (JSON-able) is recorded with the identity in the output's
@@ -474,7 +478,8 @@ def embed_plate(
                  plate, sum(len(c.image_indices) for c in todo), len(todo), dev, fed, normalize, dim)
         run_chunks(todo, tiles, model, rows, parts, store, crop_size=crop_size, intensity_max=intensity_max,
                    batch_size=batch_size, device=dev, plate=plate, log=log, channels=selected,
-                   normalize=normalize, names=names, loader_threads=loader_threads)
+                   normalize=normalize, names=names, loader_threads=loader_threads,
+                   on_device=dev.type == "cuda" if preprocess_on_device is None else preprocess_on_device)
     record = {"model": model_id, **opts, "channels": fed, "crop_size": int(crop_size), "normalize": normalize,
               "intensity_max": intensity_max, "feature_dim": dim}
     assemble(out, parts, chunks, rows, dim, names=names, metadata=record)
@@ -501,17 +506,18 @@ def run_chunks(
     normalize: str = NORMALIZE_IMAGE,
     names: Sequence[str] | None = None,
     loader_threads: int = 1,
+    on_device: bool = False,
 ) -> None:
     """Embed ``todo`` chunk by chunk. ``loader_threads`` threads read (and, on the CPU,
     preprocess) the next chunks while the model runs on the current one; a separate thread
     writes each finished part. At most ``loader_threads + 1`` chunks are alive at a time.
-    On CUDA the chunks are prepared on the GPU from their raw integer tiles."""
+    With ``on_device`` the chunks are prepared on ``device`` from their raw integer tiles."""
     if not todo:
         return
     total = sum(len(c.image_indices) for c in todo)
     done, t0 = 0, time.perf_counter()
     source = f"{store} (plate {plate})"
-    on_gpu = device.type == "cuda"
+    pin = device.type == "cuda"
     top = intensity_max if intensity_max is not None else dtype_max(tiles.dtype)
     queue = iter(todo)
     pending: deque[Future[torch.Tensor]] = deque()
@@ -522,10 +528,10 @@ def run_chunks(
             chunk = next(queue, None)
             if chunk is None:
                 return
-            if on_gpu:
-                pending.append(loader.submit(load_raw_chunk, tiles, chunk, channels))
+            if on_device:
+                pending.append(loader.submit(load_raw_chunk, tiles, chunk, channels, pin))
             else:
-                pending.append(loader.submit(load_chunk, tiles, chunk, crop_size, intensity_max, source, False,
+                pending.append(loader.submit(load_chunk, tiles, chunk, crop_size, intensity_max, source, pin,
                                              channels, normalize))
 
         for _ in range(loader_threads):
@@ -534,7 +540,7 @@ def run_chunks(
         for i, chunk in enumerate(todo):
             crops = pending.popleft().result()
             load_next()
-            if on_gpu:
+            if on_device:
                 crops = prepare(crops.to(device, non_blocking=True), crop_size, top, source=source,
                                 normalize=normalize)
             emb = embed_crops(model, crops, batch_size, device).cpu().numpy().astype(np.float32, copy=False)

@@ -88,8 +88,9 @@ def read_checkpoint(path: Path | str, log: logging.Logger | None = None) -> dict
                 state = {k[len(prefix):]: v for k, v in state.items()}
                 break
         return state
-    try:
-        obj = torch.load(path, map_location="cpu", weights_only=True)
+    try:  # from an open file: given a path named .safetensors, torch would hand it to safetensors
+        with open(path, "rb") as fh:
+            obj = torch.load(fh, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for unreadable files
         raise CheckpointError(f"{path}: cannot read torch checkpoint ({exc})") from None
     return _unwrap(obj, path)
