@@ -433,3 +433,19 @@ def test_feature_names_and_options_are_written(tmp_path):
     assert meta_["block"] == 2 and meta_["feature_dim"] == DIM and meta_["normalize"] == "image"
     with pytest.raises(ValueError, match="3 feature names given, but the model returns 32 features"):
         run(store, meta, model, tmp_path / "bad.parquet", feature_names=["a", "b", "c"])
+
+
+def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tmp_path):
+    from phenoica.mae import build_feature_extractor
+
+    store, tiles = make_store(tmp_path, n=5)
+    extractor = build_feature_extractor(SPEC, in_chans=3)
+    seen = []
+    extractor.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0].shape[0]))
+    df = pd.read_parquet(run(store, make_metadata(range(5)), extractor, tmp_path / "o.parquet"))
+    assert sum(seen) == 5 * 4  # the images' crops only: no probe crop
+    np.testing.assert_allclose(embeddings(df), direct(extractor, tiles), atol=1e-5, rtol=0)
+    with pytest.raises(ScreenError, match=r"rejects crops of shape \(1, 3, 16, 16\).*crops are 16x16, but the encoder takes 8x8"):
+        run(store, make_metadata(range(5)), extractor, tmp_path / "a.parquet", crop_size=16)
+    with pytest.raises(ScreenError, match=r"plate P1 has 2 channels but the model expects 3"):
+        run(store, make_metadata(range(5)), extractor, tmp_path / "b.parquet", channels=["dna", "er"])

@@ -160,6 +160,15 @@ def iter_chunks(chunk_lengths: tuple[int, ...], image_indices: np.ndarray) -> It
             yield Chunk(number, int(bounds[number]), int(bounds[number + 1]), image_indices[lo:hi], slice(lo, hi))
 
 
+@contextmanager
+def inference_context(device: torch.device) -> Iterator[None]:
+    """How the model runs when embedding: ``torch.inference_mode``, plus bf16 autocast on CUDA
+    (float32 on the CPU)."""
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    with torch.inference_mode(), autocast:
+        yield
+
+
 def embed_crops(
     model: nn.Module, crops: torch.Tensor, batch_size: int, device: torch.device
 ) -> torch.Tensor:
@@ -167,9 +176,8 @@ def embed_crops(
     crops (bf16 autocast on CUDA), then the mean over each image's k crops."""
     n, k = crops.shape[:2]
     flat = crops.reshape(n * k, *crops.shape[2:])
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
     outs = []
-    with torch.inference_mode(), autocast:
+    with inference_context(device):
         for i in range(0, n * k, batch_size):
             batch = flat[i : i + batch_size].to(device, non_blocking=True)
             outs.append(model(batch).float())
@@ -180,13 +188,22 @@ def embed_crops(
 
 
 def probe_feature_dim(model: nn.Module, in_chans: int, crop_size: int, device: torch.device, store: Path) -> int:
-    """Run one zero crop through the model; return D. A model rejecting the crop raises ScreenError."""
-    crop = torch.zeros(1, 1, in_chans, crop_size, crop_size)
+    """D, the model's features per crop; a model rejecting the crop raises ScreenError.
+
+    A phenoica FeatureExtractor says both without a forward pass (``check`` on the crop's shape,
+    ``output_dim``), which saves a foundation model's first forward (and, compiled, a
+    compilation for batch 1); any other model runs one zero crop.
+    """
+    shape = (1, in_chans, crop_size, crop_size)
+    declared_dim, check = getattr(model, "output_dim", None), getattr(model, "check", None)
     try:
-        out = embed_crops(model, crop, 1, device)
+        if callable(declared_dim) and callable(check):
+            check(torch.empty(shape, device="meta"))
+            return int(declared_dim(in_chans))
+        out = embed_crops(model, torch.zeros(1, *shape), 1, device)
     except Exception as exc:  # a model's failure mode is arbitrary; name the inputs it rejected
         raise ScreenError(
-            f"{store}: the model rejects crops of shape (1, {in_chans}, {crop_size}, {crop_size}) "
+            f"{store}: the model rejects crops of shape {shape} "
             f"({type(exc).__name__}: {exc}); check embed.crop_size against the model's img_size"
         ) from exc
     dim = int(out.shape[1])

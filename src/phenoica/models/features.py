@@ -109,11 +109,19 @@ class FeatureExtractor(nn.Module):
             return torch.cat([prefix_tokens, spatial], dim=1)
         return out
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
+    def check(self, x: torch.Tensor) -> None:
+        """ScreenError unless ``x`` (only its shape is read: a meta tensor will do) fits the encoder."""
         if hasattr(getattr(self.encoder, "patch_embed", None), "img_size"):
             check_input(self.encoder, x, "FeatureExtractor input")
         elif x.ndim != 4 or x.shape[1] != self.in_chans:
             raise ScreenError(f"FeatureExtractor input: shape {tuple(x.shape)}, expected (B, {self.in_chans}, H, W)")
+
+    def output_dim(self, n_chans: int) -> int:
+        """Features per crop of ``n_chans`` channels (C x D when per_channel), without a forward pass."""
+        return self.embed_dim * n_chans if self.per_channel else self.embed_dim
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.check(x)
         tokens = self.tokens(x)
         if tokens.ndim == 4:  # a convolutional feature map (B, D, h, w)
             return tokens.mean(dim=(-2, -1)).float()
