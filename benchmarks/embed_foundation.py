@@ -24,11 +24,13 @@ import resource
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import psutil
 import torch
 
 from phenoica.embed import embed_crops, embed_plate
@@ -78,18 +80,38 @@ def run_embed(store: Path, n: int, model: FeatureExtractor, out: Path, args: arg
 
 
 def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
-    """Runs in a subprocess: embed one store (or only set up) and print the peak RSS in MiB."""
+    """Runs in a subprocess: embed one store (or only set up); print the process's peak RSS and
+    the peak RSS sampled (every 5 ms) while embedding, and the RSS before it, in MiB.
+
+    torch's import alone leaves a high-water mark above 1 GiB, which would hide the embedding's
+    own memory in the process peak; the sampled peak above the pre-embedding RSS shows it."""
     torch.set_num_threads(args.threads)
     model = openphenom_extractor(args.seed)
+    proc = psutil.Process()
+    before = sampled = proc.memory_info().rss
     if embed:
+        stop = threading.Event()
+
+        def sample() -> None:
+            nonlocal sampled
+            while not stop.wait(0.005):
+                sampled = max(sampled, proc.memory_info().rss)
+
+        sampler = threading.Thread(target=sample, daemon=True)
+        sampler.start()
         run_embed(Path(store), n, model, Path(store).with_suffix(".parquet"), args)
-    print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # Linux: KiB -> MiB
+        stop.set()
+        sampler.join()
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # Linux: KiB -> MiB
+    print(f"{peak} {sampled / 2**20} {before / 2**20}")
 
 
-def peak_mib(store: Path, n: int, embed: bool = True) -> float:
+def peak_mib(store: Path, n: int, embed: bool = True) -> tuple[float, float, float]:
+    """(process peak RSS, sampled peak while embedding, RSS before embedding) of one child, MiB."""
     cmd = [sys.executable, __file__, *sys.argv[1:], "--child", str(store), str(n), "1" if embed else "0"]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return float(out.stdout.strip().splitlines()[-1])
+    peak, sampled, before = (float(v) for v in out.stdout.strip().splitlines()[-1].split())
+    return peak, sampled, before
 
 
 def throughput(args: argparse.Namespace, tmp: Path) -> None:
@@ -133,15 +155,18 @@ def memory(args: argparse.Namespace, tmp: Path) -> None:
     n = args.rss_images
     small = write_store(tmp / "small" / "P01.zarr", n, args)
     large = write_store(tmp / "large" / "P01.zarr", 4 * n, args)
-    floor = peak_mib(small, n, embed=False)
-    p_small, p_large = peak_mib(small, n), peak_mib(large, 4 * n)
+    floor = peak_mib(small, n, embed=False)[0]
+    (p_small, s_small, b_small), (p_large, s_large, b_large) = peak_mib(small, n), peak_mib(large, 4 * n)
     mib = args.channels * args.size * args.size * n / 2**20
     print(f"memory: N = {n} images ({mib:.1f} MiB of tiles), 4N = {4 * n}; chunk {args.chunk_images}, "
           f"batch {args.batch_size}, each in a fresh process")
-    print(f"floor (imports + model + metadata, no embedding): {floor:8.1f} MiB peak RSS")
-    print(f"embed_plate on N  = {n:5d} images            : {p_small:8.1f} MiB peak RSS")
-    print(f"embed_plate on 4N = {4 * n:5d} images            : {p_large:8.1f} MiB peak RSS")
-    print(f"growth N -> 4N                                  : {100 * (p_large - p_small) / p_small:8.1f} %  (goal: flat)")
+    print(f"floor (imports + model, no embedding)      : {floor:8.1f} MiB process peak RSS")
+    print(f"embed_plate on N  = {n:5d} images       : {p_small:8.1f} MiB process peak RSS; while embedding "
+          f"{s_small:8.1f} MiB ({s_small - b_small:+.1f} over the {b_small:.1f} before)")
+    print(f"embed_plate on 4N = {4 * n:5d} images       : {p_large:8.1f} MiB process peak RSS; while embedding "
+          f"{s_large:8.1f} MiB ({s_large - b_large:+.1f} over the {b_large:.1f} before)")
+    print(f"growth N -> 4N: process peak {100 * (p_large - p_small) / p_small:+.1f} %, peak while embedding "
+          f"{100 * (s_large - s_small) / s_small:+.1f} %  (goal: flat)")
 
 
 def main() -> None:
