@@ -312,3 +312,43 @@ def test_published_size_vit_s16_at_256px_on_a_512px_image(tmp_path):
                           embed=validate_config({})["embed"] | {"device": "cpu", "batch_size": 4}, threads=1)
         got = pd.read_parquet(out).filter(like="emb_").to_numpy()
         assert got.shape == (1, 384) and np.abs(got - want).max() < 1e-4, (fmt, np.abs(got - want).max())
+
+
+# ----------------------------------------------------------------- through the workflow
+
+
+@pytest.mark.slow
+def test_workflow_embeds_with_an_openphenom_checkpoint(tmp_path):
+    """The tiny demo screen (32 px, 5 channels) through the embed rule with a checkpoint of the
+    layout (16 px crops: four per image), three channels chosen by name, per-channel embeddings."""
+    import subprocess
+    import sys
+
+    import yaml
+
+    from tests.conftest import REPO
+
+    geo = dict(TINY, img_size=16, patch_size=8)
+    vit = reference_encoder(geo)
+    files = save_all_ways(published_state(vit), tmp_path / "ckpt")
+    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
+    cfg["models"] = {"op": {"checkpoint": str(files["pickle_named_safetensors"]), "channels": ["mito", "nucleus", "er"],
+                            "per_channel": True}}
+    cfg["identifiability"] = {"align": False}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
+           "--configfile", str(tmp_path / "config.yaml"), "--cores", "2"]
+    dry = subprocess.run([*cmd, "-n", "--quiet", "rules"], capture_output=True, text=True, cwd=tmp_path)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    assert "train_mae" not in dry.stdout and "embed" in dry.stdout  # weights come from the checkpoint
+    run = subprocess.run([*cmd, "results/embeddings/op/B01P01.parquet"], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = tmp_path / "results" / "embeddings" / "op" / "B01P01.parquet"
+    df = pd.read_parquet(out)
+    features = [c for c in df.columns if not c.startswith("Metadata_")]
+    assert len(features) == 3 * 48 and features[0] == "emb_mito_0000" and features[-1] == "emb_er_0047"
+    meta = embedding_metadata(out)
+    assert meta["architecture"] == "openphenom" and meta["per_channel"] and meta["crop_size"] == 16
+    assert meta["model_name"] == "op" and meta["channels"] == ["mito", "nucleus", "er"]
+    log = (tmp_path / "results" / "logs" / "embed" / "op" / "B01P01.log").read_text()
+    assert "ignoring 7 MAE decoder key(s)" in log and "despite its .safetensors name" in log
