@@ -37,8 +37,6 @@ from phenoica.preprocess import NORMALIZE_IMAGE
 from phenoica.screen import ScreenError, feature_name
 
 POOLS = ("mean", "cls")
-EMBEDDING_OPTIONS = ("pool", "block", "per_channel")
-"""Config keys of a model entry that decide what the embedding is (recorded with it)."""
 
 
 class FeatureExtractor(nn.Module):
@@ -196,7 +194,7 @@ def build_feature_extractor(
             if checkpoint is None:
                 encoder = build_encoder(spec, in_chans, seed=int(spec.get("seed", 0)))
             else:
-                encoder = load_encoder(Path(checkpoint), spec, in_chans, log)
+                encoder = load_encoder(Path(checkpoint), spec, in_chans, log, state=state)
         elif arch == OPENPHENOM:
             if checkpoint is None:
                 raise ConfigError("architecture openphenom needs a checkpoint (models.NAME.checkpoint)")

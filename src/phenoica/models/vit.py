@@ -277,7 +277,11 @@ def read_state_dict(path: Path | str, log: logging.Logger | None = None) -> dict
 
 
 def load_encoder(
-    path: Path | str, spec: Mapping[str, Any], in_chans: int, log: logging.Logger | None = None
+    path: Path | str,
+    spec: Mapping[str, Any],
+    in_chans: int,
+    log: logging.Logger | None = None,
+    state: Mapping[str, torch.Tensor] | None = None,
 ) -> VisionTransformer:
     """Load a checkpoint into ``build_encoder(spec, in_chans)``, strictly.
 
@@ -285,10 +289,11 @@ def load_encoder(
     ``model``/``state_dict`` and with ``module.``/``encoder.`` prefixes. MAE decoder keys
     (``decoder*``, ``mask_token``) and a classifier ``head.*`` are skipped. Any missing key,
     unexpected key or shape mismatch raises CheckpointError listing them with the file name;
-    a checkpoint trained on another channel count says so.
+    a checkpoint trained on another channel count says so. ``state`` is the file's tensors
+    when already read (:func:`phenoica.models.checkpoint.read_checkpoint`).
     """
     path = Path(path)
-    state = read_state_dict(path, log)
+    state = read_state_dict(path, log) if state is None else strip_prefixes(state, _WRAPPER_PREFIXES)
     meta = checkpoint_metadata(path)
     skipped = sorted(k for k in state if k.startswith(_SKIPPED_PREFIXES))
     state = {k: v for k, v in state.items() if not k.startswith(_SKIPPED_PREFIXES)}
