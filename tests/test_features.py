@@ -98,7 +98,8 @@ def test_tensor_tiles_prepare_exactly_like_arrays():
 
 def test_training_depends_on_training_keys_only():
     cfg = validate_config({})["models"]["mae"]
-    changed = dict(cfg, pool="cls", block=2, channels=["a"], per_channel=False, checkpoint=None)
+    changed = dict(cfg, pool="cls", block=2, per_channel=False, checkpoint=None)
     assert training_spec(changed) == training_spec(cfg)
     assert training_spec(dict(cfg, embed_dim=64)) != training_spec(cfg)
+    assert training_spec(dict(cfg, channels=["a", "b"])) != training_spec(cfg)  # trained on those channels
     assert set(training_spec(cfg)) >= {"img_size", "patch_size", "decoder_depth", "in_chans", "channel_agnostic"}

@@ -346,3 +346,15 @@ def test_checkpoint_format_comes_from_the_bytes(tmp_path):
     (tmp_path / "c.pth").write_text("not weights")
     with pytest.raises(CheckpointError, match="c.pth: neither a safetensors file nor a torch checkpoint"):
         load_encoder(tmp_path / "c.pth", SPEC, 3)
+
+
+def test_training_images_keep_the_models_channels_in_its_order(tmp_path, plate):
+    full = sample_training_images([plate], 10, seed=2)
+    chosen = sample_training_images([plate], 10, seed=2, channels=["actin", "dna"])
+    assert all(np.array_equal(c, f[:, [2, 0]]) for c, f in zip(chosen, full))
+    with pytest.raises(ScreenError, match=r"\['rna'\] named by config key models.m.channels"):
+        sample_training_images([plate], 10, seed=2, channels=["rna"], channels_key="models.m.channels")
+    # stores of different channel counts train one model when the chosen channels exist in both
+    four = write_plate(tmp_path / "P4.zarr", cell_tiles(4, channels=4), ["actin", "x", "dna", "y"])
+    both = sample_training_images([plate, four], 40, seed=0, channels=["dna", "actin"])
+    assert {a.shape[1] for a in both} == {2}

@@ -16,7 +16,7 @@ import logging
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -224,17 +224,25 @@ def build_mae(spec: Mapping[str, Any], in_chans: int, seed: int = 0, norm_pix_lo
 # --------------------------------------------------------------------------------------------
 
 
-def sample_training_images(stores: list[Path], max_images: int, seed: int) -> list[np.ndarray]:
+def sample_training_images(
+    stores: list[Path], max_images: int, seed: int, channels: Sequence[str] | None = None,
+    channels_key: str = "channels",
+) -> list[np.ndarray]:
     """Up to ``max_images`` images drawn (seeded, without replacement) across plate stores.
 
-    Returns one uint array (n_p, C, H, W) per store that contributed images. All stores must
-    have the same channel count.
+    Returns one uint array (n_p, C, H, W) per store that contributed images. ``channels``
+    names the stores' channels to keep, in the model's order (None = all, as stored; a name a
+    store lacks raises ScreenError naming ``channels_key``). All stores must give the same
+    channel count.
     """
+    from phenoica.embed import channel_indices  # the embedding stage's channel mapping, shared
+
     if not stores:
         raise ValueError("train_mae: no plate stores given")
     tiles = [open_plate(s) for s in stores]
+    selected = [channel_indices(Path(s), channels, channels_key)[0] for s in stores] if channels else [None] * len(stores)
     chans = {int(t.shape[1]) for t in tiles}
-    if len(chans) > 1:
+    if len(chans) > 1 and not channels:
         detail = ", ".join(f"{s}: {t.shape[1]}" for s, t in zip(stores, tiles))
         raise ScreenError(f"plate stores differ in channel count ({detail}); one model needs one channel count")
     counts = np.array([t.shape[0] for t in tiles], dtype=np.int64)
@@ -248,7 +256,8 @@ def sample_training_images(stores: list[Path], max_images: int, seed: int) -> li
     for i, t in enumerate(tiles):
         idx = chosen[(chosen >= bounds[i]) & (chosen < bounds[i + 1])] - bounds[i]
         if len(idx):
-            out.append(np.asarray(t.get_orthogonal_selection((idx,))))
+            keep = selected[i]
+            out.append(np.asarray(t.get_orthogonal_selection((idx,) if keep is None else (idx, keep))))
     return out
 
 
@@ -325,7 +334,8 @@ def train_mae(
     log = log or get_logger("phenoica.mae")
     dev = resolve_device(device)
     t0 = time.perf_counter()
-    images = sample_training_images([Path(s) for s in stores], int(train["max_images"]), seed)
+    images = sample_training_images([Path(s) for s in stores], int(train["max_images"]), seed,
+                                    channels=spec.get("channels"))
     in_chans = int(images[0].shape[1])
     n_images = sum(len(a) for a in images)
     load_s = time.perf_counter() - t0

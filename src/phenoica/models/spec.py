@@ -12,11 +12,14 @@ ARCH_KEYS: tuple[str, ...] = (
 )
 """Spec keys that decide the encoder's architecture (stored in checkpoint metadata)."""
 
-TRAINING_KEYS: tuple[str, ...] = ARCH_KEYS + ("in_chans", "decoder_embed_dim", "decoder_depth", "decoder_num_heads")
-"""Spec keys MAE pretraining reads (the seed is passed on its own)."""
+TRAINING_KEYS: tuple[str, ...] = ARCH_KEYS + (
+    "in_chans", "channels", "decoder_embed_dim", "decoder_depth", "decoder_num_heads",
+)
+"""Spec keys MAE pretraining reads (the seed is passed on its own): the model's shape and the
+channels it is trained on."""
 
 
 def training_spec(spec: Mapping[str, Any]) -> dict[str, Any]:
     """The part of a model entry that ``train_mae`` depends on: embedding options (pool, block,
-    channels, ...) are left out, so changing them re-embeds but never retrains."""
+    per_channel) and the checkpoint are left out, so changing them re-embeds but never retrains."""
     return {k: spec[k] for k in TRAINING_KEYS if k in spec}
