@@ -449,3 +449,20 @@ def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tm
         run(store, make_metadata(range(5)), extractor, tmp_path / "a.parquet", crop_size=16)
     with pytest.raises(ScreenError, match=r"plate P1 has 2 channels but the model expects 3"):
         run(store, make_metadata(range(5)), extractor, tmp_path / "b.parquet", channels=["dna", "er"])
+
+
+@pytest.mark.slow
+def test_compiled_model_embeds_like_the_eager_one(tmp_path):
+    """embed.compile: the rule's function runs the model through torch.compile (here on the CPU)."""
+    from phenoica.config import validate_config
+    from phenoica.embed import embed_model_plate
+
+    store, _ = make_store(tmp_path, n=6)
+    spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]
+    frames = []
+    for compile_ in (False, True):
+        out = tmp_path / f"{compile_}.parquet"
+        embed_model_plate(store, make_metadata(range(6)), out, model_name="m", spec=spec, checkpoint=None,
+                          embed=validate_config({})["embed"] | {"device": "cpu", "compile": compile_}, threads=1)
+        frames.append(pd.read_parquet(out))
+    np.testing.assert_allclose(embeddings(frames[1]), embeddings(frames[0]), atol=1e-5, rtol=0)
