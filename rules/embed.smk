@@ -1,6 +1,8 @@
 # MAE pretraining on the screen's own tiles (unless a checkpoint is given) and streaming
 # embedding, one job per (model, plate).
 
+from phenoica.models.spec import training_spec
+
 
 rule train_mae:
     input:
@@ -9,7 +11,7 @@ rule train_mae:
         checkpoint=f"{RESULTS}/models/{{model}}/encoder.safetensors",
         record=f"{RESULTS}/models/{{model}}/training.json",
     params:
-        spec=lambda w: config["models"][w.model],
+        spec=lambda w: training_spec(config["models"][w.model]),
         train=config["train"],
         seed=lambda w: config["seed"] + config["models"][w.model]["seed"],
         device=config["embed"]["device"],

@@ -382,3 +382,87 @@ def test_model_identity_follows_checkpoint_bytes_and_spec(tmp_path):
     assert model_identity(None, {**SPEC, "seed": 1}) != model_identity(None, SPEC)
     with pytest.raises(FileNotFoundError, match="nope.pt: checkpoint not found"):
         model_identity(tmp_path / "nope.pt", SPEC)
+
+
+# ------------------------------------------------------------------ channels, read-ahead, device-side preprocessing
+
+
+def test_device_side_preprocessing_and_read_ahead_give_the_same_embeddings(tmp_path):
+    """The CUDA path (raw integer tiles prepared on the model's device) runs here on the CPU."""
+    store, _ = make_store(tmp_path, n=11, size=20)
+    meta, model = make_metadata(range(11)), make_model()
+    ref = pd.read_parquet(run(store, meta, model, tmp_path / "ref.parquet", chunk_images=3))
+    on_device = pd.read_parquet(run(store, meta, model, tmp_path / "dev.parquet", chunk_images=3,
+                                    preprocess_on_device=True))
+    ahead = pd.read_parquet(run(store, meta, model, tmp_path / "ahead.parquet", chunk_images=3, loader_threads=3))
+    pd.testing.assert_frame_equal(on_device, ref)
+    pd.testing.assert_frame_equal(ahead, ref)
+    for normalize in ("crop",):
+        a = pd.read_parquet(run(store, meta, model, tmp_path / "a.parquet", normalize=normalize))
+        b = pd.read_parquet(run(store, meta, model, tmp_path / "b.parquet", normalize=normalize,
+                                preprocess_on_device=True))
+        pd.testing.assert_frame_equal(a, b)
+        assert not np.allclose(embeddings(a), embeddings(ref), atol=1e-4)
+
+
+def test_channels_are_chosen_and_ordered_by_name(tmp_path):
+    store, tiles = make_store(tmp_path, n=5)  # channels dna, er, actin
+    meta = make_metadata(range(5))
+    model = make_model(in_chans=2)
+    df = pd.read_parquet(run(store, meta, model, tmp_path / "o.parquet", channels=["actin", "dna"]))
+    np.testing.assert_allclose(embeddings(df), direct(model, tiles[:, [2, 0]]), atol=1e-5, rtol=0)
+    from phenoica.embed import embedding_metadata
+
+    assert embedding_metadata(tmp_path / "o.parquet")["channels"] == ["actin", "dna"]
+    with pytest.raises(ScreenError, match=r"channel\(s\) \['mito'\] named by config key models.m.channels"):
+        run(store, meta, model, tmp_path / "x.parquet", channels=["actin", "mito"], channels_key="models.m.channels")
+    with pytest.raises(ScreenError, match=r"channel\(s\) \['dna'\] listed more than once"):
+        run(store, meta, model, tmp_path / "x.parquet", channels=["dna", "dna"])
+
+
+def test_feature_names_and_options_are_written(tmp_path):
+    store, _ = make_store(tmp_path, n=3)
+    meta, model = make_metadata(range(3)), make_model()
+    names = [f"f{j}" for j in range(DIM)]
+    out = run(store, meta, model, tmp_path / "o.parquet", feature_names=names, options={"pool": "mean", "block": 2})
+    df = pd.read_parquet(out)
+    assert [c for c in df.columns if not c.startswith("Metadata_")] == names
+    from phenoica.embed import embedding_metadata
+
+    meta_ = embedding_metadata(out)
+    assert meta_["block"] == 2 and meta_["feature_dim"] == DIM and meta_["normalize"] == "image"
+    with pytest.raises(ValueError, match="3 feature names given, but the model returns 32 features"):
+        run(store, meta, model, tmp_path / "bad.parquet", feature_names=["a", "b", "c"])
+
+
+def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tmp_path):
+    from phenoica.mae import build_feature_extractor
+
+    store, tiles = make_store(tmp_path, n=5)
+    extractor = build_feature_extractor(SPEC, in_chans=3)
+    seen = []
+    extractor.register_forward_hook(lambda module, inputs, output: seen.append(inputs[0].shape[0]))
+    df = pd.read_parquet(run(store, make_metadata(range(5)), extractor, tmp_path / "o.parquet"))
+    assert sum(seen) == 5 * 4  # the images' crops only: no probe crop
+    np.testing.assert_allclose(embeddings(df), direct(extractor, tiles), atol=1e-5, rtol=0)
+    with pytest.raises(ScreenError, match=r"rejects crops of shape \(1, 3, 16, 16\).*crops are 16x16, but the encoder takes 8x8"):
+        run(store, make_metadata(range(5)), extractor, tmp_path / "a.parquet", crop_size=16)
+    with pytest.raises(ScreenError, match=r"plate P1 has 2 channels but the model expects 3"):
+        run(store, make_metadata(range(5)), extractor, tmp_path / "b.parquet", channels=["dna", "er"])
+
+
+@pytest.mark.slow
+def test_compiled_model_embeds_like_the_eager_one(tmp_path):
+    """embed.compile: the rule's function runs the model through torch.compile (here on the CPU)."""
+    from phenoica.config import validate_config
+    from phenoica.embed import embed_model_plate
+
+    store, _ = make_store(tmp_path, n=6)
+    spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]
+    frames = []
+    for compile_ in (False, True):
+        out = tmp_path / f"{compile_}.parquet"
+        embed_model_plate(store, make_metadata(range(6)), out, model_name="m", spec=spec, checkpoint=None,
+                          embed=validate_config({})["embed"] | {"device": "cpu", "compile": compile_}, threads=1)
+        frames.append(pd.read_parquet(out))
+    np.testing.assert_allclose(embeddings(frames[1]), embeddings(frames[0]), atol=1e-5, rtol=0)

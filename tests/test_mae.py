@@ -328,3 +328,33 @@ def test_channel_agnostic_checkpoint_loads_for_other_channel_counts(tmp_path):
     x = torch.randn(2, 5, 16, 16)
     assert torch.equal(features(fx3, x), features(fx5, x))
     assert features(fx3, x[:, :3]).shape == (2, 32)
+
+
+def test_checkpoint_format_comes_from_the_bytes(tmp_path):
+    from phenoica.models.checkpoint import file_format, read_checkpoint
+
+    enc = build_encoder(SPEC, 3, seed=5)
+    save_checkpoint(enc, SPEC, tmp_path / "a.safetensors")
+    (tmp_path / "a.safetensors").rename(tmp_path / "a.bin")  # safetensors bytes under a torch name
+    torch.save({"model": enc.state_dict()}, tmp_path / "b.safetensors")  # a pickle under a safetensors name
+    assert file_format(tmp_path / "a.bin") == "safetensors" and file_format(tmp_path / "b.safetensors") == "torch"
+    a, b = read_checkpoint(tmp_path / "a.bin"), read_checkpoint(tmp_path / "b.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    x = torch.randn(2, 3, 16, 16)
+    assert torch.equal(features(build_feature_extractor(SPEC, 3, tmp_path / "b.safetensors"), x),
+                       features(FeatureExtractor(enc).eval(), x))
+    (tmp_path / "c.pth").write_text("not weights")
+    with pytest.raises(CheckpointError, match="c.pth: neither a safetensors file nor a torch checkpoint"):
+        load_encoder(tmp_path / "c.pth", SPEC, 3)
+
+
+def test_training_images_keep_the_models_channels_in_its_order(tmp_path, plate):
+    full = sample_training_images([plate], 10, seed=2)
+    chosen = sample_training_images([plate], 10, seed=2, channels=["actin", "dna"])
+    assert all(np.array_equal(c, f[:, [2, 0]]) for c, f in zip(chosen, full))
+    with pytest.raises(ScreenError, match=r"\['rna'\] named by config key models.m.channels"):
+        sample_training_images([plate], 10, seed=2, channels=["rna"], channels_key="models.m.channels")
+    # stores of different channel counts train one model when the chosen channels exist in both
+    four = write_plate(tmp_path / "P4.zarr", cell_tiles(4, channels=4), ["actin", "x", "dna", "y"])
+    both = sample_training_images([plate, four], 40, seed=0, channels=["dna", "actin"])
+    assert {a.shape[1] for a in both} == {2}

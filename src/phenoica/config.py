@@ -111,6 +111,7 @@ def _check_consistency(config: dict[str, Any]) -> None:
             raise ConfigError(
                 f"invalid configuration: models.{name}.embed_dim must be divisible by num_heads"
             )
+        _check_model_entry(name, model)
     n = config["transforms"]["n_components"]
     if isinstance(n, str) and n != "parallel":
         raise ConfigError(
@@ -119,6 +120,32 @@ def _check_consistency(config: dict[str, Any]) -> None:
         )
     if isinstance(n, float) and not 0 < n < 1:
         raise ConfigError(f"invalid configuration: transforms.n_components fraction {n} not in (0, 1)")
+
+
+def _check_model_entry(name: str, model: Mapping[str, Any]) -> None:
+    """Cross-key rules of one ``models`` entry: architecture, timm_name, checkpoint, embedding options."""
+    where = f"invalid configuration: models.{name}"
+    arch, timm_name, checkpoint = model.get("architecture"), model.get("timm_name"), model.get("checkpoint")
+    if timm_name and arch not in (None, "timm"):
+        raise ConfigError(f"{where}.timm_name is set, so architecture must be null or timm, not {arch!r}")
+    if arch == "timm" and not timm_name:
+        raise ConfigError(f"{where}.architecture is timm, which needs timm_name (a timm model name)")
+    if timm_name:
+        from phenoica.models.timm_models import check_timm_name  # imports torch: only when asked for
+
+        check_timm_name(timm_name, key=f"models.{name}.timm_name")
+    if (timm_name or arch == "openphenom") and not checkpoint:
+        what = f"timm_name {timm_name!r}" if timm_name else "architecture openphenom"
+        raise ConfigError(f"{where}: {what} needs checkpoint (a local weights file; nothing is downloaded)")
+    if model.get("per_channel") and model.get("pool") != "mean":
+        raise ConfigError(f"{where}.per_channel pools each channel's patch tokens: it needs pool mean")
+    own = arch == "phenoica" or (arch is None and not timm_name and not checkpoint)
+    if model.get("per_channel") and own and not model.get("channel_agnostic"):
+        raise ConfigError(f"{where}.per_channel needs channel_agnostic: true (tokens per channel)")
+    channels = model.get("channels") or []
+    twice = sorted({c for c in channels if channels.count(c) > 1})
+    if twice:
+        raise ConfigError(f"{where}.channels lists {twice} more than once")
 
 
 def load_config(path: Path | str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:

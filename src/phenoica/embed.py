@@ -1,17 +1,24 @@
 """Streaming, resumable embedding of one plate store: tiles -> one embedding per image.
 
-The plate's ``tiles`` array is read through dask chunk by chunk along images; while the model
-runs on one chunk, a background thread reads and preprocesses the next
-(:func:`phenoica.preprocess.prepare`: scale, per-image per-channel normalization, centred
-non-overlapping crops). Crops go through the model in batches under ``torch.inference_mode``
-(bf16 autocast on CUDA, float32 on the CPU) and an image's embedding is the mean of its crops'.
+The plate's ``tiles`` array is read through dask chunk by chunk along images, keeping the
+channels the model takes in the model's order (``channels``: names of the store's channels);
+while the model runs on one chunk, ``loader_threads`` background threads read the next ones.
+Preprocessing (:func:`phenoica.preprocess.prepare`: scale, per-channel normalization of each
+image or each crop as the model's recipe says, centred non-overlapping crops) runs in those
+threads on the CPU; on CUDA the raw integer tiles travel to the GPU (a quarter of the bytes of
+float32 for uint8) and are prepared there. Crops go through the model in batches under
+``torch.inference_mode`` (bf16 autocast on CUDA, float32 on the CPU) and an image's embedding
+is the mean of its crops'.
 
 Resume: every finished chunk is written atomically to ``{out}.parts/chunk_{i:05d}.parquet``
 (``Metadata_ImageIndex`` + features) beside a ``manifest.json`` recording the identity of the
-work (store, shape, dtype, chunking, crop size, intensity_max, model identity, feature dim). A
-rerun after a kill skips chunks already finished; parts written under another identity are
-discarded. The final parquet is assembled from the parts in row groups (memory bounded by one
-row group, not the plate), renamed into place atomically, and the parts folder is removed.
+work (store, shape, dtype, chunking, channels, crop size, normalization, intensity_max, model
+identity and options, feature names). A rerun after a kill skips chunks already finished; parts
+written under another identity are discarded. The final parquet is assembled from the parts in
+row groups (memory bounded by one row group, not the plate), renamed into place atomically, and
+the parts folder is removed. Its schema metadata (key ``phenoica.embedding``, JSON) records how
+the embedding was made: model identity, channels, crop size, normalization and the embedding
+options (architecture, pool, block, per_channel); :func:`embedding_metadata` reads it back.
 """
 
 from __future__ import annotations
@@ -21,11 +28,12 @@ import json
 import logging
 import shutil
 import time
+from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, Sequence
 
 import dask.array as da
 import numpy as np
@@ -36,8 +44,10 @@ import torch
 from torch import nn
 
 from phenoica.io import atomic_path, get_logger
-from phenoica.mae import ChannelAgnosticPatchEmbed, resolve_device
-from phenoica.preprocess import prepare
+from phenoica.models.checkpoint import file_sha256
+from phenoica.models.device import resolve_device
+from phenoica.models.vit import shares_channels
+from phenoica.preprocess import NORMALIZATIONS, NORMALIZE_IMAGE, dtype_max, prepare
 from phenoica.screen import (
     IMAGE_INDEX,
     PLATE,
@@ -48,12 +58,15 @@ from phenoica.screen import (
     feature_name,
     metadata_columns,
     open_plate,
+    plate_channels,
     read_metadata,
     validate_metadata,
 )
 
 MANIFEST = "manifest.json"
-PARTS_FORMAT = 1
+PARTS_FORMAT = 2
+METADATA_KEY = "phenoica.embedding"
+"""Schema-metadata key of the embeddings parquet: JSON of how the embedding was made."""
 ROW_GROUP_ROWS = 16384  # rows per row group of the final parquet
 
 
@@ -71,11 +84,11 @@ class Chunk:
 def model_in_chans(model: nn.Module) -> int | None:
     """Channels the model expects, or None for any count (checked then by the probe pass only).
 
-    In order: a channel-agnostic patch embedding (phenoica.mae) -> None; the model's
+    In order: a patch embedding shared by all channels (phenoica.models) -> None; the model's
     ``in_chans`` attribute (phenoica FeatureExtractor: an int, or None when channel-agnostic;
     a timm ViT: an int); else ``model.patch_embed.proj.in_channels``; else None.
     """
-    if isinstance(getattr(model, "patch_embed", None), ChannelAgnosticPatchEmbed):
+    if shares_channels(model):
         return None
     if hasattr(model, "in_chans"):
         value = getattr(model, "in_chans")
@@ -104,11 +117,7 @@ def model_identity(checkpoint: Path | str | None, spec: Mapping[str, Any]) -> di
         path = Path(checkpoint)
         if not path.is_file():
             raise FileNotFoundError(f"{path}: checkpoint not found")
-        h = hashlib.sha256()
-        with open(path, "rb") as fh:
-            for block in iter(lambda: fh.read(1 << 20), b""):
-                h.update(block)
-        digest = h.hexdigest()
+        digest = file_sha256(path)
     return {"checkpoint_sha256": digest, "spec": dict(spec)}
 
 
@@ -151,6 +160,15 @@ def iter_chunks(chunk_lengths: tuple[int, ...], image_indices: np.ndarray) -> It
             yield Chunk(number, int(bounds[number]), int(bounds[number + 1]), image_indices[lo:hi], slice(lo, hi))
 
 
+@contextmanager
+def inference_context(device: torch.device) -> Iterator[None]:
+    """How the model runs when embedding: ``torch.inference_mode``, plus bf16 autocast on CUDA
+    (float32 on the CPU)."""
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
+    with torch.inference_mode(), autocast:
+        yield
+
+
 def embed_crops(
     model: nn.Module, crops: torch.Tensor, batch_size: int, device: torch.device
 ) -> torch.Tensor:
@@ -158,9 +176,8 @@ def embed_crops(
     crops (bf16 autocast on CUDA), then the mean over each image's k crops."""
     n, k = crops.shape[:2]
     flat = crops.reshape(n * k, *crops.shape[2:])
-    autocast = torch.autocast("cuda", dtype=torch.bfloat16) if device.type == "cuda" else nullcontext()
     outs = []
-    with torch.inference_mode(), autocast:
+    with inference_context(device):
         for i in range(0, n * k, batch_size):
             batch = flat[i : i + batch_size].to(device, non_blocking=True)
             outs.append(model(batch).float())
@@ -171,13 +188,22 @@ def embed_crops(
 
 
 def probe_feature_dim(model: nn.Module, in_chans: int, crop_size: int, device: torch.device, store: Path) -> int:
-    """Run one zero crop through the model; return D. A model rejecting the crop raises ScreenError."""
-    crop = torch.zeros(1, 1, in_chans, crop_size, crop_size)
+    """D, the model's features per crop; a model rejecting the crop raises ScreenError.
+
+    A phenoica FeatureExtractor says both without a forward pass (``check`` on the crop's shape,
+    ``output_dim``), which saves a foundation model's first forward (and, compiled, a
+    compilation for batch 1); any other model runs one zero crop.
+    """
+    shape = (1, in_chans, crop_size, crop_size)
+    declared_dim, check = getattr(model, "output_dim", None), getattr(model, "check", None)
     try:
-        out = embed_crops(model, crop, 1, device)
+        if callable(declared_dim) and callable(check):
+            check(torch.empty(shape, device="meta"))
+            return int(declared_dim(in_chans))
+        out = embed_crops(model, torch.zeros(1, *shape), 1, device)
     except Exception as exc:  # a model's failure mode is arbitrary; name the inputs it rejected
         raise ScreenError(
-            f"{store}: the model rejects crops of shape (1, {in_chans}, {crop_size}, {crop_size}) "
+            f"{store}: the model rejects crops of shape {shape} "
             f"({type(exc).__name__}: {exc}); check embed.crop_size against the model's img_size"
         ) from exc
     dim = int(out.shape[1])
@@ -232,7 +258,8 @@ def part_path(parts: Path, chunk: Chunk) -> Path:
 
 
 def part_is_done(parts: Path, chunk: Chunk, dim: int) -> bool:
-    """Whether a part file exists holding exactly this chunk's image indices and D features."""
+    """Whether a part file exists holding exactly this chunk's image indices and D features
+    (their names are in the manifest, which the parts folder was kept for)."""
     path = part_path(parts, chunk)
     if not path.exists():
         return False
@@ -244,24 +271,68 @@ def part_is_done(parts: Path, chunk: Chunk, dim: int) -> bool:
     return len(part.schema_arrow.names) == dim + 1 and np.array_equal(idx, chunk.image_indices)
 
 
-def write_part(parts: Path, chunk: Chunk, emb: np.ndarray) -> Path:
-    """Write a finished chunk atomically: ``Metadata_ImageIndex`` + float32 features."""
+def write_part(parts: Path, chunk: Chunk, emb: np.ndarray, names: Sequence[str] | None = None) -> Path:
+    """Write a finished chunk atomically: ``Metadata_ImageIndex`` + float32 features ``names``
+    (default ``emb_0000 ...``)."""
     cols = [pa.array(chunk.image_indices.astype(np.int64))] + [pa.array(emb[:, j]) for j in range(emb.shape[1])]
-    names = [IMAGE_INDEX] + [feature_name(j) for j in range(emb.shape[1])]
+    names = [IMAGE_INDEX] + (list(names) if names is not None else [feature_name(j) for j in range(emb.shape[1])])
     path = part_path(parts, chunk)
     with atomic_path(path) as tmp:
         pq.write_table(pa.Table.from_arrays(cols, names=names), tmp)
     return path
 
 
-def load_chunk(tiles: da.Array, chunk: Chunk, crop_size: int, intensity_max: float | None, source: str,
-               pin: bool) -> torch.Tensor:
-    """Read one chunk's referenced images through dask and preprocess them into crops."""
+def read_chunk(tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = None) -> np.ndarray:
+    """One chunk's referenced images (n, C, H, W) through dask, channels selected in model order."""
     block = tiles[chunk.start : chunk.stop].compute(scheduler="synchronous")
     if len(chunk.image_indices) < block.shape[0]:
         block = block[chunk.image_indices - chunk.start]
-    crops = prepare(block, crop_size, intensity_max, source=source)
+    if channels is not None:
+        block = block[:, list(channels)]
+    return block
+
+
+def load_chunk(tiles: da.Array, chunk: Chunk, crop_size: int, intensity_max: float | None, source: str,
+               pin: bool, channels: Sequence[int] | None = None, normalize: str = NORMALIZE_IMAGE) -> torch.Tensor:
+    """Read one chunk and preprocess it into crops (n, k, C, s, s) on the CPU."""
+    crops = prepare(read_chunk(tiles, chunk, channels), crop_size, intensity_max, source=source, normalize=normalize)
     return crops.pin_memory() if pin else crops
+
+
+def load_raw_chunk(tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = None,
+                   pin: bool = False) -> torch.Tensor:
+    """Read one chunk as an integer tensor for preprocessing on the model's device (uint16
+    widened to int32, which CUDA converts; uint8 kept, a quarter of float32's bytes)."""
+    block = read_chunk(tiles, chunk, channels)
+    if block.dtype == np.uint16:
+        block = block.astype(np.int32)
+    raw = torch.from_numpy(np.ascontiguousarray(block))
+    return raw.pin_memory() if pin else raw
+
+
+def channel_indices(store: Path, channels: Sequence[str] | None, key: str = "channels") -> tuple[list[int] | None, list[str]]:
+    """(indices into the store's channels, names fed to the model) for ``channels``, the store's
+    channel names in the model's order (None = all, in the store's order). A name the store
+    lacks, or a name given twice, raises ScreenError naming ``key`` and the store's channels."""
+    names = plate_channels(store)
+    if channels is None:
+        return None, names
+    missing = [c for c in channels if c not in names]
+    if missing:
+        raise ScreenError(
+            f"{store}: channel(s) {missing} named by config key {key} are not in the plate's channels {names}"
+        )
+    twice = sorted({c for c in channels if list(channels).count(c) > 1})
+    if twice:
+        raise ScreenError(f"config key {key}: channel(s) {twice} listed more than once")
+    idx = [names.index(c) for c in channels]
+    return (None if idx == list(range(len(names))) else idx), list(channels)
+
+
+def embedding_metadata(path: Path | str) -> dict[str, Any]:
+    """How an embeddings parquet was made (its ``phenoica.embedding`` schema metadata); {} if absent."""
+    raw = (pq.read_schema(path).metadata or {}).get(METADATA_KEY.encode())
+    return json.loads(raw) if raw else {}
 
 
 def check_finite(emb: np.ndarray, chunk: Chunk, rows: pd.DataFrame, store: Path) -> None:
@@ -277,13 +348,19 @@ def check_finite(emb: np.ndarray, chunk: Chunk, rows: pd.DataFrame, store: Path)
 
 
 def assemble(out: Path, parts: Path, chunks: list[Chunk], rows: pd.DataFrame, dim: int,
-             row_group_rows: int = ROW_GROUP_ROWS) -> Path:
-    """Write ``out`` atomically: metadata rows + float32 features, streamed from the parts; whole
-    parts are gathered into row groups of at least ``row_group_rows`` rows (the last may be
-    smaller), so memory is bounded by one row group, not by the plate."""
+             row_group_rows: int = ROW_GROUP_ROWS, names: Sequence[str] | None = None,
+             metadata: Mapping[str, Any] | None = None) -> Path:
+    """Write ``out`` atomically: metadata rows + float32 features ``names`` (default
+    ``emb_0000 ...``), streamed from the parts; whole parts are gathered into row groups of at
+    least ``row_group_rows`` rows (the last may be smaller), so memory is bounded by one row
+    group, not by the plate. ``metadata`` goes into the schema metadata as JSON (``METADATA_KEY``)."""
     meta = pa.Table.from_pandas(rows, preserve_index=False).replace_schema_metadata(None)
-    names = [feature_name(j) for j in range(dim)]
+    names = list(names) if names is not None else [feature_name(j) for j in range(dim)]
+    if len(names) != dim:
+        raise ValueError(f"{len(names)} feature names for {dim} features")
     schema = pa.schema(list(meta.schema) + [pa.field(n, pa.float32()) for n in names])
+    if metadata is not None:
+        schema = schema.with_metadata({METADATA_KEY: json.dumps(dict(metadata), sort_keys=True)})
     with atomic_path(out) as tmp, pq.ParquetWriter(tmp, schema) as writer:
         buffered: list[pa.Table] = []
         for chunk in chunks:
@@ -297,6 +374,14 @@ def assemble(out: Path, parts: Path, chunks: list[Chunk], rows: pd.DataFrame, di
                 writer.write_table(pa.concat_tables(buffered).combine_chunks())  # one row group
                 buffered = []
     return out
+
+
+def _as_json(value: dict[str, Any], what: str) -> dict[str, Any]:
+    """``value`` after a JSON round trip; ValueError naming ``what`` if it does not survive one."""
+    try:
+        return json.loads(json.dumps(value))
+    except (TypeError, ValueError) as exc:
+        raise ValueError(f"{what} must be a JSON-serializable dict, got {value!r} ({exc})") from None
 
 
 def embed_plate(
@@ -313,18 +398,32 @@ def embed_plate(
     threads: int | None = None,
     log: logging.Logger | None = None,
     identity: Mapping[str, Any] | None = None,
+    channels: Sequence[str] | None = None,
+    channels_key: str = "channels",
+    normalize: str = NORMALIZE_IMAGE,
+    feature_names: Sequence[str] | None = None,
+    options: Mapping[str, Any] | None = None,
+    loader_threads: int = 1,
+    preprocess_on_device: bool | None = None,
 ) -> Path:
     """Embed the images of one plate store referenced by ``metadata``; write ``out`` (parquet).
 
     ``out`` holds the plate's metadata rows (all ``Metadata_*`` columns, sorted by
-    ``Metadata_ImageIndex``) and float32 ``emb_0000 ... emb_{D-1}``, one row per image (mean of
-    its non-overlapping ``crop_size`` crops). ``metadata`` is a table (or file) of this plate, or
-    of several plates, then filtered to the one named by the store (``{plate}.zarr``).
-    ``model`` maps (B, C, s, s) crops to (B, D); it is put in eval mode and moved to the device.
-    ``batch_size`` counts crops per forward pass; ``chunk_images`` images are streamed (and
-    resumed) at a time, default the store's chunk length. ``identity`` names the model in the
-    resume manifest (a JSON-able dict, e.g. a checkpoint hash; it alone decides whether parts of
-    an earlier run were made by the same model); None = a hash of the model's class and state dict.
+    ``Metadata_ImageIndex``) and float32 features, one row per image (mean of its
+    non-overlapping ``crop_size`` crops): ``feature_names`` when given (their count must be the
+    model's output width), else ``emb_0000 ... emb_{D-1}``. ``metadata`` is a table (or file)
+    of this plate, or of several plates, then filtered to the one named by the store
+    (``{plate}.zarr``). ``model`` maps (B, C, s, s) crops to (B, D); it is put in eval mode and
+    moved to the device. ``channels`` names the store's channels the model takes, in its order
+    (None = all, as stored; ``channels_key`` names the config key in errors); ``normalize`` is
+    the model's preprocessing (:mod:`phenoica.preprocess`). ``batch_size`` counts crops per
+    forward pass; ``chunk_images`` images are streamed (and resumed) at a time, default the
+    store's chunk length; ``loader_threads`` chunks are read ahead. ``preprocess_on_device``
+    ships raw tiles to the device and prepares them there (None = on CUDA only). ``identity`` names the model
+    in the resume manifest (a JSON-able dict, e.g. a checkpoint hash; it alone decides whether
+    parts of an earlier run were made by the same model); None = a hash of the model's class
+    and state dict. ``options`` (JSON-able) is recorded with the identity in the output's
+    schema metadata.
     """
     store, out = Path(store), Path(out)
     log = log or get_logger("phenoica.embed")
@@ -332,40 +431,59 @@ def embed_plate(
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
     if chunk_images is not None and chunk_images < 1:
         raise ValueError(f"chunk_images must be >= 1, got {chunk_images}")
+    if loader_threads < 1:
+        raise ValueError(f"loader_threads must be >= 1, got {loader_threads}")
+    if normalize not in NORMALIZATIONS:
+        raise ValueError(f"normalize must be one of {NORMALIZATIONS}, got {normalize!r}")
     tiles_z = open_plate(store)
     rows = plate_rows(metadata, store)
     plate = str(rows[PLATE].iloc[0])
     check_plate_against_metadata(tiles_z, rows, str(store))
-    n_images, n_chans, height, width = (int(v) for v in tiles_z.shape)
+    n_images, _, height, width = (int(v) for v in tiles_z.shape)
+    selected, fed = channel_indices(store, channels, channels_key)
+    n_chans = len(fed)
     if height < crop_size or width < crop_size:
-        raise ScreenError(f"{store}: plate {plate} images are {height}x{width}, smaller than the crop size {crop_size}")
+        raise ScreenError(
+            f"{store}: plate {plate} images are {height}x{width}, smaller than the crop size {crop_size} "
+            "(the model's img_size, or embed.crop_size)"
+        )
     expected = model_in_chans(model)
     if expected is not None and expected != n_chans:
         raise ScreenError(f"{store}: plate {plate} has {n_chans} channels but the model expects {expected}")
+    most = getattr(model, "max_in_chans", None)
+    if isinstance(most, int) and n_chans > most:
+        raise ScreenError(
+            f"{store}: plate {plate} gives {n_chans} channels {fed} but the model embeds at most {most} "
+            f"(max_in_chans); choose up to {most} with config key {channels_key}"
+        )
 
     tiles = da.from_zarr(tiles_z)
     tiles = tiles.rechunk({0: chunk_images or tiles.chunks[0][0], 1: -1, 2: -1, 3: -1})
     chunks = list(iter_chunks(tiles.chunks[0], rows[IMAGE_INDEX].to_numpy()))
     dev = resolve_device(device)
     model_id = dict(identity) if identity is not None else {"state_sha256": model_digest(model)}
-    try:  # as saved: the identity is compared with the manifest read back from JSON
-        model_id = json.loads(json.dumps(model_id))
-    except (TypeError, ValueError) as exc:
-        raise ValueError(f"identity must be a JSON-serializable dict, got {identity!r} ({exc})") from None
+    model_id = _as_json(model_id, "identity")  # as saved: compared with the manifest read back from JSON
+    opts = _as_json(dict(options or {}), "options")
     model.eval().to(dev)
 
     with torch_threads(threads):
         dim = probe_feature_dim(model, n_chans, crop_size, dev, store)
+        names = list(feature_names) if feature_names is not None else [feature_name(j) for j in range(dim)]
+        if len(names) != dim:
+            raise ValueError(f"{len(names)} feature names given, but the model returns {dim} features")
         manifest = {
             "format": PARTS_FORMAT,
             "store": str(store.resolve()),
             "shape": [n_images, n_chans, height, width],
             "dtype": str(tiles_z.dtype),
             "chunks": [int(c) for c in tiles.chunks[0]],
+            "channels": fed,
             "crop_size": int(crop_size),
+            "normalize": normalize,
             "intensity_max": intensity_max,
             "model": model_id,
-            "feature_dim": dim,
+            "options": opts,
+            "feature_names": names,
         }
         parts = parts_dir(out)
         prepare_parts(parts, manifest, log)
@@ -373,11 +491,15 @@ def embed_plate(
         if len(todo) < len(chunks):
             log.info("plate %s: resuming from %s, %d/%d chunk(s) already done", plate, parts,
                      len(chunks) - len(todo), len(chunks))
-        log.info("plate %s: embedding %d image(s) in %d chunk(s) on %s, D=%d",
-                 plate, sum(len(c.image_indices) for c in todo), len(todo), dev, dim)
+        log.info("plate %s: embedding %d image(s) in %d chunk(s) on %s, channels %s, %s normalization, D=%d",
+                 plate, sum(len(c.image_indices) for c in todo), len(todo), dev, fed, normalize, dim)
         run_chunks(todo, tiles, model, rows, parts, store, crop_size=crop_size, intensity_max=intensity_max,
-                   batch_size=batch_size, device=dev, plate=plate, log=log)
-    assemble(out, parts, chunks, rows, dim)
+                   batch_size=batch_size, device=dev, plate=plate, log=log, channels=selected,
+                   normalize=normalize, names=names, loader_threads=loader_threads,
+                   on_device=dev.type == "cuda" if preprocess_on_device is None else preprocess_on_device)
+    record = {"model": model_id, **opts, "channels": fed, "crop_size": int(crop_size), "normalize": normalize,
+              "intensity_max": intensity_max, "feature_dim": dim}
+    assemble(out, parts, chunks, rows, dim, names=names, metadata=record)
     shutil.rmtree(parts)
     log.info("plate %s: wrote %s (%d rows x %d features)", plate, out, len(rows), dim)
     return out
@@ -397,27 +519,51 @@ def run_chunks(
     device: torch.device,
     plate: str,
     log: logging.Logger,
+    channels: Sequence[int] | None = None,
+    normalize: str = NORMALIZE_IMAGE,
+    names: Sequence[str] | None = None,
+    loader_threads: int = 1,
+    on_device: bool = False,
 ) -> None:
-    """Embed ``todo`` chunk by chunk. One background thread reads and preprocesses the next chunk
-    while the model runs on the current one, and writes each finished part; at most two chunks
-    of crops are alive at a time."""
+    """Embed ``todo`` chunk by chunk. ``loader_threads`` threads read (and, on the CPU,
+    preprocess) the next chunks while the model runs on the current one; a separate thread
+    writes each finished part. At most ``loader_threads + 1`` chunks are alive at a time.
+    With ``on_device`` the chunks are prepared on ``device`` from their raw integer tiles."""
     if not todo:
         return
     total = sum(len(c.image_indices) for c in todo)
     done, t0 = 0, time.perf_counter()
     source = f"{store} (plate {plate})"
     pin = device.type == "cuda"
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="phenoica-embed") as worker:
+    top = intensity_max if intensity_max is not None else dtype_max(tiles.dtype)
+    queue = iter(todo)
+    pending: deque[Future[torch.Tensor]] = deque()
+    with ThreadPoolExecutor(max_workers=loader_threads, thread_name_prefix="phenoica-load") as loader, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="phenoica-write") as writer:
+
+        def load_next() -> None:
+            chunk = next(queue, None)
+            if chunk is None:
+                return
+            if on_device:
+                pending.append(loader.submit(load_raw_chunk, tiles, chunk, channels, pin))
+            else:
+                pending.append(loader.submit(load_chunk, tiles, chunk, crop_size, intensity_max, source, pin,
+                                             channels, normalize))
+
+        for _ in range(loader_threads):
+            load_next()
         writes: list[Future[Path]] = []
-        next_load = worker.submit(load_chunk, tiles, todo[0], crop_size, intensity_max, source, pin)
         for i, chunk in enumerate(todo):
-            crops = next_load.result()
-            if i + 1 < len(todo):
-                next_load = worker.submit(load_chunk, tiles, todo[i + 1], crop_size, intensity_max, source, pin)
+            crops = pending.popleft().result()
+            load_next()
+            if on_device:
+                crops = prepare(crops.to(device, non_blocking=True), crop_size, top, source=source,
+                                normalize=normalize)
             emb = embed_crops(model, crops, batch_size, device).cpu().numpy().astype(np.float32, copy=False)
             del crops
             check_finite(emb, chunk, rows, store)
-            writes.append(worker.submit(write_part, parts, chunk, emb))
+            writes.append(writer.submit(write_part, parts, chunk, emb, names))
             while writes and writes[0].done():
                 writes.pop(0).result()  # a failed write stops the run here, not at the end
             done += len(chunk.image_indices)
@@ -428,3 +574,53 @@ def run_chunks(
                      plate, i + 1, len(todo), len(chunk.image_indices), rate, eta)
         for write in writes:
             write.result()  # surface a failed write before the parts are assembled
+
+
+def embed_model_plate(
+    store: Path | str,
+    metadata: pd.DataFrame | Path | str,
+    out: Path | str,
+    *,
+    model_name: str,
+    spec: Mapping[str, Any],
+    checkpoint: Path | str | None,
+    embed: Mapping[str, Any],
+    threads: int | None = None,
+    log: logging.Logger | None = None,
+) -> Path:
+    """The ``embed`` rule: build model ``model_name`` from its config entry ``spec`` (weights
+    from ``checkpoint``) and embed one plate with the config's ``embed`` section.
+
+    The model's channels (``spec["channels"]``, else the store's), its crop size (``embed.crop_size``,
+    else the model's), its preprocessing and its feature names come from the model; its
+    embedding options are recorded in the output's metadata.
+    """
+    from phenoica.models.features import build_feature_extractor  # imports timm
+
+    store = Path(store)
+    log = log or get_logger("phenoica.embed")
+    channels = spec.get("channels")
+    fed = list(channels) if channels else plate_channels(store)
+    with torch_threads(threads):
+        model = build_feature_extractor(spec, len(fed), checkpoint, log=log)
+    runner: nn.Module = model
+    if embed.get("compile"):
+        runner = torch.compile(model)
+        log.info("model %s: compiled with torch.compile (the first batches include compilation)", model_name)
+    return embed_plate(
+        store, metadata, runner, Path(out),
+        crop_size=embed.get("crop_size") or model.img_size,
+        intensity_max=embed.get("intensity_max"),
+        batch_size=int(embed.get("batch_size", 128)),
+        chunk_images=embed.get("chunk_images"),
+        device=str(embed.get("device", "auto")),
+        threads=embed.get("threads") or threads,
+        log=log,
+        identity=model_identity(checkpoint, spec),
+        channels=channels,
+        channels_key=f"models.{model_name}.channels",
+        normalize=model.normalize,
+        feature_names=model.feature_names(fed),
+        options={"model_name": model_name, **model.options()},
+        loader_threads=int(embed.get("loader_threads", 1)),
+    )

@@ -1,230 +1,51 @@
-"""ViT encoder (timm), masked-autoencoder pretraining on the screen's tiles, checkpoints.
-
-The encoder is always a ``timm.models.vision_transformer.VisionTransformer`` built by
-:func:`build_encoder`, so a timm state dict and a phenoica checkpoint are interchangeable
-(same key names: ``patch_embed.proj.weight``, ``blocks.0.attn.qkv.weight``, ...).
-
-Two patch embeddings:
-
-* standard: timm's ``PatchEmbed`` (Conv2d C -> D); (img/patch)^2 tokens plus the class token;
-  the learned ``pos_embed`` starts as a 2-D sin-cos table and is kept fixed during MAE training.
-* channel-agnostic (``channel_agnostic: true``): :class:`ChannelAgnosticPatchEmbed`, one
-  Conv2d 1 -> D shared by every channel, so a C-channel crop gives C x (img/patch)^2 tokens
-  (channel-major: token ``c * N + n`` is patch ``n`` of channel ``c``); each token gets a fixed
-  2-D sin-cos spatial position plus a learned embedding of its channel. The same weights
-  serve any channel count up to :data:`MAX_CHANNELS`.
+"""Masked-autoencoder pretraining of phenoica's ViT on the screen's own tiles.
 
 The MAE (:class:`MaskedAutoencoder`) masks a seeded random ``mask_ratio`` of the tokens, runs
-the encoder on the visible ones, and a light timm-``Block`` decoder predicts the pixels of every
-token; the loss is the MSE over masked tokens only, on per-patch normalized pixels when
-``norm_pix_loss``. :class:`FeatureExtractor` is what the embedding stage uses.
+the encoder (:func:`phenoica.models.vit.build_encoder`) on the visible ones, and a light
+timm-``Block`` decoder predicts the pixels of every token; the loss is the MSE over masked
+tokens only, on per-patch normalized pixels when ``norm_pix_loss``. :func:`train_mae` writes
+a safetensors checkpoint (encoder keys in timm's names, decoder under ``decoder.*``).
+
+Encoders, checkpoints and feature extraction live in :mod:`phenoica.models`; the names other
+modules import from here (``resolve_device``, ``build_feature_extractor``, ...) are kept.
 """
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
-from safetensors import safe_open
-from safetensors.torch import load_file, save_file
-from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import nn
 
-from phenoica.io import atomic_path, get_logger
+from phenoica.io import get_logger
+from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
+from phenoica.models.device import resolve_device
+from phenoica.models.features import FeatureExtractor, build_feature_extractor
+from phenoica.models.vit import (
+    MAX_CHANNELS,
+    ChannelAgnosticPatchEmbed,
+    build_encoder,
+    check_input,
+    is_channel_agnostic,
+    load_encoder,
+    save_checkpoint,
+    sincos_grid,
+)
 from phenoica.preprocess import normalize_per_channel, scale_intensity
 from phenoica.screen import ScreenError, open_plate
 
-MAX_CHANNELS = 16
-"""Channels a channel-agnostic encoder can embed (size of its learned channel table)."""
-
-ARCH_KEYS: tuple[str, ...] = (
-    "img_size", "patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "channel_agnostic",
-)
-"""Spec keys that decide the encoder's architecture (stored in checkpoint metadata)."""
-
-METADATA_SPEC = "phenoica.spec"
-METADATA_IN_CHANS = "phenoica.in_chans"
-POOLS = ("mean", "cls")
-
-# Keys of MAE checkpoints (phenoica's and the original MAE's) and of classifier heads that an
-# encoder does not use; load_encoder skips them and logs that it did.
-_SKIPPED_PREFIXES = ("decoder", "mask_token", "head.")
-
-
-class CheckpointError(ValueError):
-    """A checkpoint that does not fit the requested encoder; the message names the file."""
-
-
-# --------------------------------------------------------------------------------------------
-# Encoder
-# --------------------------------------------------------------------------------------------
-
-
-def sincos_grid(grid: int, dim: int) -> torch.Tensor:
-    """Fixed 2-D sin-cos position table (grid*grid, dim), rows in row-major patch order."""
-    if dim % 4:
-        raise ValueError(f"2-D sin-cos position embeddings need a dimension divisible by 4, got {dim}")
-    return build_sincos2d_pos_embed([grid, grid], dim=dim)
-
-
-class ChannelAgnosticPatchEmbed(nn.Module):
-    """timm-compatible patch embedding shared across channels.
-
-    Called by ``VisionTransformer(embed_layer=ChannelAgnosticPatchEmbed, pos_embed='none')``
-    with timm's keyword arguments. ``forward`` maps (B, C, H, W) with any C <= ``max_chans``
-    to (B, C * N, D), N = (img/patch)^2, and adds spatial + channel position embeddings.
-    """
-
-    def __init__(
-        self,
-        img_size: int = 224,
-        patch_size: int = 16,
-        in_chans: int = 3,
-        embed_dim: int = 768,
-        bias: bool = True,
-        dynamic_img_pad: bool = False,
-        max_chans: int = MAX_CHANNELS,
-        device: Any = None,
-        dtype: Any = None,
-        **unsupported: Any,
-    ) -> None:
-        super().__init__()
-        if unsupported:
-            raise ValueError(f"ChannelAgnosticPatchEmbed: unsupported options {sorted(unsupported)}")
-        if dynamic_img_pad:
-            raise ValueError("ChannelAgnosticPatchEmbed: dynamic_img_pad is not supported")
-        if img_size % patch_size:
-            raise ValueError(f"img_size {img_size} is not a multiple of patch_size {patch_size}")
-        if not 1 <= in_chans <= max_chans:
-            raise ValueError(f"channel-agnostic encoder supports 1..{max_chans} channels, got {in_chans}")
-        self.img_size = (img_size, img_size)
-        self.patch_size = (patch_size, patch_size)
-        self.grid_size = (img_size // patch_size, img_size // patch_size)
-        self.num_spatial = self.grid_size[0] * self.grid_size[1]
-        self.in_chans = in_chans
-        self.max_chans = max_chans
-        # Nominal token count (for the in_chans the model was built with); any C works.
-        self.num_patches = in_chans * self.num_spatial
-        self.proj = nn.Conv2d(1, embed_dim, patch_size, patch_size, bias=bias, device=device, dtype=dtype)
-        self.channel_embed = nn.Parameter(torch.zeros(max_chans, embed_dim, device=device, dtype=dtype))
-        self.register_buffer(
-            "spatial_embed", sincos_grid(self.grid_size[0], embed_dim).to(device=device), persistent=False
-        )
-        self.init_weights()
-
-    def init_weights(self) -> None:
-        """Channel table ~ N(0, 0.02); called by timm's ViT initialisation too."""
-        nn.init.trunc_normal_(self.channel_embed, std=0.02)
-
-    def feat_ratio(self, as_scalar: bool = True) -> int | tuple[int, int]:
-        """Spatial reduction (the patch size), as timm's PatchEmbed reports it."""
-        return self.patch_size[0] if as_scalar else self.patch_size
-
-    def position_embedding(self, n_chans: int) -> torch.Tensor:
-        """(n_chans * N, D) position of every token: spatial sin-cos + learned channel embedding."""
-        spatial = self.spatial_embed.to(self.channel_embed.dtype).repeat(n_chans, 1)
-        channel = self.channel_embed[:n_chans].repeat_interleave(self.num_spatial, dim=0)
-        return spatial + channel
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, c, h, w = x.shape
-        if c > self.max_chans:
-            raise ScreenError(
-                f"channel-agnostic encoder supports at most {self.max_chans} channels, got {c}"
-            )
-        if (h, w) != self.img_size:
-            raise ScreenError(f"encoder expects {self.img_size[0]}x{self.img_size[1]} crops, got {h}x{w}")
-        tokens = self.proj(x.reshape(b * c, 1, h, w)).flatten(2).transpose(1, 2)  # (B*C, N, D)
-        tokens = tokens.reshape(b, c * self.num_spatial, -1)
-        return tokens + self.position_embedding(c).unsqueeze(0)
-
-
-def _check_spec(spec: Mapping[str, Any]) -> None:
-    missing = [k for k in ARCH_KEYS if k not in spec]
-    if missing:
-        raise ValueError(f"model spec is missing key(s) {missing}; expected {list(ARCH_KEYS)}")
-    if spec["img_size"] % spec["patch_size"]:
-        raise ValueError(
-            f"model spec: img_size {spec['img_size']} is not a multiple of patch_size {spec['patch_size']}"
-        )
-    if spec["embed_dim"] % spec["num_heads"]:
-        raise ValueError(
-            f"model spec: embed_dim {spec['embed_dim']} is not divisible by num_heads {spec['num_heads']}"
-        )
-
-
-def build_encoder(spec: Mapping[str, Any], in_chans: int, seed: int = 0) -> VisionTransformer:
-    """The timm ViT of a model spec (``config["models"][name]``) for ``in_chans`` channels.
-
-    Weights are randomly initialised from ``seed`` (the global RNG is left untouched). A spec
-    with ``in_chans`` set must agree with ``in_chans`` unless the model is channel-agnostic.
-    """
-    _check_spec(spec)
-    fixed = spec.get("in_chans")
-    agnostic = bool(spec["channel_agnostic"])
-    if fixed is not None and fixed != in_chans and not agnostic:
-        raise ScreenError(
-            f"model spec takes in_chans={fixed} channels but the screen has {in_chans}; "
-            "set in_chans to null or use a channel-agnostic model"
-        )
-    if in_chans < 1 or (agnostic and in_chans > MAX_CHANNELS):
-        raise ScreenError(f"cannot build an encoder for {in_chans} channels (channel-agnostic max {MAX_CHANNELS})")
-    grid = spec["img_size"] // spec["patch_size"]
-    kwargs: dict[str, Any] = dict(
-        img_size=spec["img_size"],
-        patch_size=spec["patch_size"],
-        in_chans=in_chans,
-        num_classes=0,
-        embed_dim=spec["embed_dim"],
-        depth=spec["depth"],
-        num_heads=spec["num_heads"],
-        mlp_ratio=float(spec["mlp_ratio"]),
-        class_token=True,
-        global_pool="token",
-    )
-    if agnostic:
-        kwargs.update(embed_layer=ChannelAgnosticPatchEmbed, pos_embed="none")
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        encoder = VisionTransformer(**kwargs)
-    if not agnostic:
-        table = sincos_grid(grid, spec["embed_dim"])
-        with torch.no_grad():  # class token position 0, patches sin-cos (as in MAE)
-            encoder.pos_embed.zero_()
-            encoder.pos_embed[0, 1:] = table
-    return encoder
-
-
-def is_channel_agnostic(encoder: VisionTransformer) -> bool:
-    """True when the encoder embeds channels with one shared projection."""
-    return isinstance(encoder.patch_embed, ChannelAgnosticPatchEmbed)
-
-
-def check_input(encoder: VisionTransformer, x: torch.Tensor, source: str = "input") -> None:
-    """Raise ScreenError unless ``x`` is (B, C, img, img) with a channel count the encoder takes."""
-    if x.ndim != 4:
-        raise ScreenError(f"{source}: expected a (batch, channels, height, width) tensor, got shape {tuple(x.shape)}")
-    c, h, w = x.shape[1:]
-    size = tuple(encoder.patch_embed.img_size)
-    if is_channel_agnostic(encoder):
-        limit = encoder.patch_embed.max_chans
-        if c > limit:
-            raise ScreenError(f"{source}: {c} channels, but the channel-agnostic encoder takes at most {limit}")
-    elif c != encoder.in_chans:
-        raise ScreenError(
-            f"{source}: {c} channels, but the encoder was built for {encoder.in_chans}; "
-            "a checkpoint trained on another channel count needs a channel-agnostic model"
-        )
-    if (h, w) != size:
-        raise ScreenError(f"{source}: crops are {h}x{w}, but the encoder takes {size[0]}x{size[1]}")
-
+__all__ = [  # also importable from here, as before the models package existed
+    "MAX_CHANNELS", "ChannelAgnosticPatchEmbed", "CheckpointError", "FeatureExtractor", "MaskedAutoencoder",
+    "build_encoder", "build_feature_extractor", "build_mae", "checkpoint_metadata", "load_encoder", "patchify",
+    "random_crops", "random_masking", "reconstruction_loss", "resolve_device", "sample_training_images",
+    "save_checkpoint", "train_mae", "warmup_cosine",
+]
 
 # --------------------------------------------------------------------------------------------
 # Masked autoencoder
@@ -399,258 +220,29 @@ def build_mae(spec: Mapping[str, Any], in_chans: int, seed: int = 0, norm_pix_lo
 
 
 # --------------------------------------------------------------------------------------------
-# Checkpoints
-# --------------------------------------------------------------------------------------------
-
-
-def _arch_of(spec: Mapping[str, Any]) -> dict[str, Any]:
-    return {k: spec[k] for k in ARCH_KEYS if k in spec}
-
-
-def save_checkpoint(
-    model: nn.Module, spec: Mapping[str, Any], path: Path | str, extra: Mapping[str, Any] | None = None
-) -> Path:
-    """Write encoder weights (timm key names) and, for an MAE, ``decoder.*`` weights as safetensors.
-
-    ``model`` is a MaskedAutoencoder, a VisionTransformer or a FeatureExtractor. The
-    architecture spec and input channel count go into the file's metadata, with ``extra``
-    (JSON-encoded values) under ``phenoica.<key>``. Written atomically.
-    """
-    if isinstance(model, MaskedAutoencoder):
-        encoder, decoder = model.encoder, model.decoder
-    elif isinstance(model, FeatureExtractor):
-        encoder, decoder = model.encoder, None
-    elif isinstance(model, VisionTransformer):
-        encoder, decoder = model, None
-    else:
-        raise TypeError(
-            "save_checkpoint: expected an MAE, a VisionTransformer or a FeatureExtractor, "
-            f"got {type(model).__name__}"
-        )
-    named = dict(encoder.state_dict())
-    if decoder is not None:
-        named.update({f"decoder.{k}": v for k, v in decoder.state_dict().items()})
-    tensors = {k: v.detach().to("cpu").contiguous().clone() for k, v in named.items()}
-    metadata = {
-        METADATA_SPEC: json.dumps(_arch_of(spec), sort_keys=True),
-        METADATA_IN_CHANS: str(int(encoder.in_chans)),
-        "format": "pt",
-    }
-    for key, value in (extra or {}).items():
-        metadata[f"phenoica.{key}"] = json.dumps(value)
-    path = Path(path)
-    if path.suffix != ".safetensors":
-        raise ValueError(f"{path}: checkpoints are written as .safetensors")
-    with atomic_path(path) as tmp:
-        save_file(tensors, str(tmp), metadata=metadata)
-    return path
-
-
-def checkpoint_metadata(path: Path | str) -> dict[str, Any]:
-    """Decoded phenoica metadata of a .safetensors checkpoint ({} for other files or none)."""
-    path = Path(path)
-    if path.suffix != ".safetensors":
-        return {}
-    with safe_open(str(path), framework="pt") as fh:
-        raw = fh.metadata() or {}
-    out: dict[str, Any] = {}
-    for key, value in raw.items():
-        if key.startswith("phenoica."):
-            try:
-                out[key[len("phenoica."):]] = json.loads(value)
-            except json.JSONDecodeError:
-                out[key[len("phenoica."):]] = value
-    return out
-
-
-def _unwrap_state_dict(obj: Any, path: Path) -> dict[str, torch.Tensor]:
-    """A flat {name: tensor} from a torch-saved object, descending into 'model'/'state_dict'."""
-    for _ in range(4):
-        if isinstance(obj, Mapping) and obj and all(isinstance(v, torch.Tensor) for v in obj.values()):
-            return dict(obj)
-        if isinstance(obj, Mapping):
-            inner = next((obj[k] for k in ("model", "state_dict", "module") if isinstance(obj.get(k), Mapping)), None)
-            if inner is not None:
-                obj = inner
-                continue
-        break
-    keys = list(obj)[:8] if isinstance(obj, Mapping) else type(obj).__name__
-    raise CheckpointError(
-        f"{path}: not a state dict of tensors (also looked under 'model' / 'state_dict'); found {keys}"
-    )
-
-
-def _strip_prefixes(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    out = {}
-    for key, value in state.items():
-        changed = True
-        while changed:
-            changed = False
-            for prefix in ("module.", "encoder."):
-                if key.startswith(prefix):
-                    key, changed = key[len(prefix):], True
-        out[key] = value
-    return out
-
-
-def read_state_dict(path: Path | str) -> dict[str, torch.Tensor]:
-    """Tensors of a .safetensors or torch (.pth/.pt/.bin) checkpoint, prefixes stripped."""
-    path = Path(path)
-    if not path.exists():
-        raise CheckpointError(f"{path}: checkpoint not found")
-    suffix = path.suffix.lower()
-    if suffix == ".safetensors":
-        state = load_file(str(path))
-    elif suffix in {".pth", ".pt", ".bin", ".ckpt"}:
-        try:
-            obj = torch.load(path, map_location="cpu", weights_only=True)
-        except Exception as exc:  # torch raises several types for unreadable files
-            raise CheckpointError(f"{path}: cannot read torch checkpoint ({exc})") from None
-        state = _unwrap_state_dict(obj, path)
-    else:
-        raise CheckpointError(
-            f"{path}: expected a .safetensors, .pth, .pt, .bin or .ckpt checkpoint, got {suffix or 'no extension'}"
-        )
-    return _strip_prefixes(state)
-
-
-def load_encoder(
-    path: Path | str, spec: Mapping[str, Any], in_chans: int, log: logging.Logger | None = None
-) -> VisionTransformer:
-    """Load a checkpoint into ``build_encoder(spec, in_chans)``, strictly.
-
-    Accepts .safetensors (phenoica or timm) and torch state dicts, possibly nested under
-    ``model``/``state_dict`` and with ``module.``/``encoder.`` prefixes. MAE decoder keys
-    (``decoder*``, ``mask_token``) and a classifier ``head.*`` are skipped. Any missing key,
-    unexpected key or shape mismatch raises CheckpointError listing them with the file name;
-    a checkpoint trained on another channel count says so.
-    """
-    path = Path(path)
-    state = read_state_dict(path)
-    meta = checkpoint_metadata(path)
-    skipped = sorted(k for k in state if k.startswith(_SKIPPED_PREFIXES))
-    state = {k: v for k, v in state.items() if not k.startswith(_SKIPPED_PREFIXES)}
-    if skipped and log is not None:
-        log.info("%s: skipping %d decoder/head key(s) (%s ...)", path.name, len(skipped), skipped[0])
-
-    saved_arch = meta.get("spec") if isinstance(meta.get("spec"), dict) else None
-    arch_diff = [
-        f"{k}: checkpoint {saved_arch[k]!r} vs spec {spec[k]!r}"
-        for k in ARCH_KEYS
-        if saved_arch is not None and k in saved_arch and k in spec and saved_arch[k] != spec[k]
-    ]
-    if arch_diff:
-        raise CheckpointError(f"{path}: architecture differs from the model spec: " + "; ".join(arch_diff))
-
-    proj = state.get("patch_embed.proj.weight")
-    agnostic = bool(spec["channel_agnostic"])
-    if proj is not None and proj.ndim == 4:
-        trained = int(proj.shape[1])
-        if agnostic and trained != 1:
-            raise CheckpointError(
-                f"{path}: spec says channel_agnostic, but the checkpoint's patch projection takes "
-                f"{trained} channels (a standard ViT trained on {trained}-channel images)"
-            )
-        if not agnostic and trained != in_chans:
-            hint = " (its projection takes 1 channel: set channel_agnostic: true)" if trained == 1 else ""
-            raise CheckpointError(
-                f"{path}: checkpoint was trained on {trained}-channel images but the screen has "
-                f"{in_chans} channels{hint}"
-            )
-
-    encoder = build_encoder(spec, in_chans)
-    expected = encoder.state_dict()
-    missing = sorted(set(expected) - set(state))
-    unexpected = sorted(set(state) - set(expected))
-    mismatched = [
-        f"{k} checkpoint {tuple(state[k].shape)} vs model {tuple(expected[k].shape)}"
-        for k in sorted(set(state) & set(expected))
-        if tuple(state[k].shape) != tuple(expected[k].shape)
-    ]
-    if missing or unexpected or mismatched:
-        parts = []
-        if missing:
-            parts.append(f"missing keys {missing}")
-        if unexpected:
-            parts.append(f"unexpected keys {unexpected}")
-        if mismatched:
-            parts.append(f"shape mismatches [{'; '.join(mismatched)}]")
-        raise CheckpointError(f"{path}: checkpoint does not fit the model spec: " + ", ".join(parts))
-    encoder.load_state_dict(state, strict=True)
-    return encoder
-
-
-# --------------------------------------------------------------------------------------------
-# Feature extraction
-# --------------------------------------------------------------------------------------------
-
-
-class FeatureExtractor(nn.Module):
-    """Encoder + pooling: normalized crops (B, C, img, img) -> features (B, D) float32.
-
-    ``pool="mean"`` averages the patch tokens (class token excluded); ``"cls"`` takes the class
-    token. Both after the encoder's final norm.
-    """
-
-    def __init__(self, encoder: VisionTransformer, pool: str = "mean") -> None:
-        super().__init__()
-        if pool not in POOLS:
-            raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
-        if pool == "cls" and encoder.cls_token is None:
-            raise ValueError("pool 'cls' needs an encoder with a class token")
-        self.encoder = encoder
-        self.pool = pool
-        self.feature_dim = int(encoder.embed_dim)
-        # Channels the extractor takes; None = any count up to MAX_CHANNELS (channel-agnostic).
-        self.in_chans: int | None = None if is_channel_agnostic(encoder) else int(encoder.in_chans)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        check_input(self.encoder, x, "FeatureExtractor input")
-        tokens = self.encoder.forward_features(x)
-        pooled = self.encoder.pool(tokens, pool_type="avg" if self.pool == "mean" else "token")
-        return pooled.float()
-
-
-def build_feature_extractor(
-    spec: Mapping[str, Any], in_chans: int, checkpoint: Path | str | None = None
-) -> FeatureExtractor:
-    """Feature extractor of a spec, weights from ``checkpoint`` (or seeded random init), eval mode."""
-    if checkpoint is None:
-        encoder = build_encoder(spec, in_chans, seed=int(spec.get("seed", 0)))
-    else:
-        encoder = load_encoder(Path(checkpoint), spec, in_chans)
-    return FeatureExtractor(encoder, pool=spec.get("pool", "mean")).eval()
-
-
-# --------------------------------------------------------------------------------------------
 # Training
 # --------------------------------------------------------------------------------------------
 
 
-def resolve_device(device: str = "auto") -> torch.device:
-    """'auto' = CUDA when available else CPU; 'cuda' (or 'cuda:N') without a GPU is an error."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if device == "cpu":
-        return torch.device("cpu")
-    if device == "cuda" or device.startswith("cuda:"):
-        if not torch.cuda.is_available():
-            raise ValueError(f"device {device!r} requested but no CUDA device is available")
-        return torch.device(device)
-    raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or 'cuda:N', got {device!r}")
-
-
-def sample_training_images(stores: list[Path], max_images: int, seed: int) -> list[np.ndarray]:
+def sample_training_images(
+    stores: list[Path], max_images: int, seed: int, channels: Sequence[str] | None = None,
+    channels_key: str = "channels",
+) -> list[np.ndarray]:
     """Up to ``max_images`` images drawn (seeded, without replacement) across plate stores.
 
-    Returns one uint array (n_p, C, H, W) per store that contributed images. All stores must
-    have the same channel count.
+    Returns one uint array (n_p, C, H, W) per store that contributed images. ``channels``
+    names the stores' channels to keep, in the model's order (None = all, as stored; a name a
+    store lacks raises ScreenError naming ``channels_key``). All stores must give the same
+    channel count.
     """
+    from phenoica.embed import channel_indices  # the embedding stage's channel mapping, shared
+
     if not stores:
         raise ValueError("train_mae: no plate stores given")
     tiles = [open_plate(s) for s in stores]
+    selected = [channel_indices(Path(s), channels, channels_key)[0] for s in stores] if channels else [None] * len(stores)
     chans = {int(t.shape[1]) for t in tiles}
-    if len(chans) > 1:
+    if len(chans) > 1 and not channels:
         detail = ", ".join(f"{s}: {t.shape[1]}" for s, t in zip(stores, tiles))
         raise ScreenError(f"plate stores differ in channel count ({detail}); one model needs one channel count")
     counts = np.array([t.shape[0] for t in tiles], dtype=np.int64)
@@ -664,7 +256,8 @@ def sample_training_images(stores: list[Path], max_images: int, seed: int) -> li
     for i, t in enumerate(tiles):
         idx = chosen[(chosen >= bounds[i]) & (chosen < bounds[i + 1])] - bounds[i]
         if len(idx):
-            out.append(np.asarray(t.get_orthogonal_selection((idx,))))
+            keep = selected[i]
+            out.append(np.asarray(t.get_orthogonal_selection((idx,) if keep is None else (idx, keep))))
     return out
 
 
@@ -741,7 +334,8 @@ def train_mae(
     log = log or get_logger("phenoica.mae")
     dev = resolve_device(device)
     t0 = time.perf_counter()
-    images = sample_training_images([Path(s) for s in stores], int(train["max_images"]), seed)
+    images = sample_training_images([Path(s) for s in stores], int(train["max_images"]), seed,
+                                    channels=spec.get("channels"))
     in_chans = int(images[0].shape[1])
     n_images = sum(len(a) for a in images)
     load_s = time.perf_counter() - t0

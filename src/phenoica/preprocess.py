@@ -1,18 +1,32 @@
 """Image preprocessing shared by MAE training and embedding, as microscopy MAEs do it.
 
-Tiles (n, C, H, W) of uint8/uint16 are scaled to [0, 1] (``intensity_max`` -> 1.0), then each
-image's channels are instance-normalized (zero mean, unit SD over the whole image), then cut
-into non-overlapping square crops whose embeddings the caller averages.
+Tiles (n, C, H, W) of uint8/uint16 are scaled to [0, 1] (``intensity_max`` -> 1.0), normalized
+per channel and cut into non-overlapping square crops whose embeddings the caller averages.
+Two normalizations, chosen by the model (``normalize``):
+
+* ``"image"`` (phenoica's encoders, stock timm models): each image's channels to zero mean and
+  unit SD over the whole image, ``(x - mean) / (sd + 1e-6)``, then cropped;
+* ``"crop"`` (the OpenPhenom recipe): cropped first, then each crop's channels through torch's
+  instance norm (no affine), ``(x - mean) / sqrt(var + 1e-5)``: the published model normalizes
+  whatever it is given, and a 512 px image is given to it as four 256 px crops.
+
+For uint8 tiles the scaling is the recipe's ``pixels / 255``. Everything runs on the tensor's
+device, so the embedding stage can ship raw integer tiles to the GPU and prepare them there.
 """
 
 from __future__ import annotations
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 
 from phenoica.screen import ScreenError
 
 EPS = 1e-6
+INSTANCE_NORM_EPS = 1e-5  # torch.nn.InstanceNorm2d's default, as the OpenPhenom recipe uses it
+NORMALIZE_IMAGE = "image"
+NORMALIZE_CROP = "crop"
+NORMALIZATIONS = (NORMALIZE_IMAGE, NORMALIZE_CROP)
 
 
 def dtype_max(dtype: np.dtype | str) -> float:
@@ -23,22 +37,35 @@ def dtype_max(dtype: np.dtype | str) -> float:
     return float(np.iinfo(dtype).max)
 
 
-def scale_intensity(tiles: np.ndarray, intensity_max: float | None = None, source: str = "tiles") -> torch.Tensor:
-    """uint tiles (n, C, H, W) -> float32 tensor in [0, 1] (values above ``intensity_max`` clip).
+def scale_intensity(
+    tiles: np.ndarray | torch.Tensor, intensity_max: float | None = None, source: str = "tiles"
+) -> torch.Tensor:
+    """Integer tiles (n, C, H, W) -> float32 tensor in [0, 1] (values above ``intensity_max`` clip).
 
-    Non-finite values cannot occur in integer tiles; a float array is checked and rejected
-    with the index of its first bad image.
+    A numpy array comes back on the CPU, a tensor stays on its device. Without
+    ``intensity_max`` the dtype's maximum maps to 1.0. Non-finite values cannot occur in
+    integer tiles; a float array is checked and rejected with the index of its first bad image.
     """
+    if isinstance(tiles, torch.Tensor):
+        if tiles.is_floating_point():
+            _check_finite(tiles.reshape(tiles.shape[0], -1).isfinite().all(dim=1).cpu().numpy(), source)
+            top = intensity_max if intensity_max is not None else 1.0
+        else:
+            top = intensity_max if intensity_max is not None else dtype_max(str(tiles.dtype).removeprefix("torch."))
+        return (tiles.to(torch.float32) / float(top)).clamp_(0.0, 1.0)
     arr = np.asarray(tiles)
     if arr.dtype.kind == "f":
-        finite = np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1)
-        if not finite.all():
-            raise ScreenError(f"{source}: non-finite pixels in image {int(np.flatnonzero(~finite)[0])}")
+        _check_finite(np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1), source)
         top = intensity_max if intensity_max is not None else 1.0
     else:
         top = intensity_max if intensity_max is not None else dtype_max(arr.dtype)
     x = torch.from_numpy(arr.astype(np.float32, copy=False))
     return (x / float(top)).clamp_(0.0, 1.0)
+
+
+def _check_finite(finite: np.ndarray, source: str) -> None:
+    if not finite.all():
+        raise ScreenError(f"{source}: non-finite pixels in image {int(np.flatnonzero(~finite)[0])}")
 
 
 def normalize_per_channel(x: torch.Tensor, eps: float = EPS) -> torch.Tensor:
@@ -64,6 +91,27 @@ def crop_grid(x: torch.Tensor, crop: int, source: str = "tiles") -> torch.Tensor
     return x.reshape(n, gh * gw, c, crop, crop)
 
 
-def prepare(tiles: np.ndarray, crop: int, intensity_max: float | None = None, source: str = "tiles") -> torch.Tensor:
-    """Scale, normalize and crop: uint tiles (n, C, H, W) -> float32 crops (n, k, C, crop, crop)."""
-    return crop_grid(normalize_per_channel(scale_intensity(tiles, intensity_max, source)), crop, source)
+def normalize_crops(crops: torch.Tensor, eps: float = INSTANCE_NORM_EPS) -> torch.Tensor:
+    """Crops (n, k, C, s, s) through torch's instance norm (per crop and channel, no affine)."""
+    n, k = crops.shape[:2]
+    flat = crops.reshape(n * k, *crops.shape[2:])
+    return F.instance_norm(flat, eps=eps).reshape(crops.shape)
+
+
+def prepare(
+    tiles: np.ndarray | torch.Tensor,
+    crop: int,
+    intensity_max: float | None = None,
+    source: str = "tiles",
+    normalize: str = NORMALIZE_IMAGE,
+) -> torch.Tensor:
+    """Scale, normalize and crop: integer tiles (n, C, H, W) -> float32 crops (n, k, C, crop, crop).
+
+    ``normalize`` is ``"image"`` (per image, then crop) or ``"crop"`` (crop, then per crop);
+    see the module docstring. The result is on the tiles' device.
+    """
+    if normalize == NORMALIZE_IMAGE:
+        return crop_grid(normalize_per_channel(scale_intensity(tiles, intensity_max, source)), crop, source)
+    if normalize == NORMALIZE_CROP:
+        return normalize_crops(crop_grid(scale_intensity(tiles, intensity_max, source), crop, source))
+    raise ValueError(f"normalize must be one of {NORMALIZATIONS}, got {normalize!r}")

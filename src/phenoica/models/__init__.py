@@ -1,0 +1,14 @@
+"""Encoders the embedding stage can use, one module per job.
+
+* :mod:`~phenoica.models.vit`: phenoica's own timm ViT (standard or channel-agnostic), its
+  checkpoints and strict loading;
+* :mod:`~phenoica.models.openphenom`: the published OpenPhenom (channel-agnostic MAE) layout;
+* :mod:`~phenoica.models.timm_models`: stock timm models from a local checkpoint;
+* :mod:`~phenoica.models.layouts`: which layout a checkpoint's keys are;
+* :mod:`~phenoica.models.checkpoint`: reading checkpoint files (safetensors or torch pickles);
+* :mod:`~phenoica.models.features`: config entry -> :class:`FeatureExtractor` (pooling, block,
+  per-channel embeddings);
+* :mod:`~phenoica.models.device`: the torch device of a job.
+
+MAE pretraining is :mod:`phenoica.mae`.
+"""

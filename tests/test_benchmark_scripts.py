@@ -1,0 +1,28 @@
+"""The prepared GPU benchmark runs end to end on a CPU with its tiny setting (a check that the
+script works where no GPU is lent; its numbers are not measurements)."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import REPO
+
+
+@pytest.mark.slow
+def test_embed_gpu_script_runs_on_cpu_with_the_tiny_setting(tmp_path):
+    out = tmp_path / "gpu.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "embed_gpu.py"), "--tiny", "--device", "cpu",
+           "--batch-sizes", "2,4", "--iters", "2", "--warmup", "1", "--images", "16", "--chunk-images", "8",
+           "--loader-threads", "2", "--embed-repeats", "1", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    assert result["device"] == "cpu" and result["tokens"] == 1 + 6 * 16 and result["flops_per_crop"] > 0
+    assert [r["batch"] for r in result["sweep"]] == [2, 4] and all(r["images_per_s"] > 0 for r in result["sweep"])
+    assert result["embed_path"]["images"] == 16 and result["embed_path"]["ratio"] > 0
+    assert "ratio embed path / bare forward" in proc.stdout
