@@ -99,8 +99,9 @@ def apply(config: dict[str, Any], overrides: dict[str, Any], model: str) -> dict
 
 
 def simulated(demo: dict[str, Any], seed: int, cache: Path, log: logging.Logger) -> Path:
-    """The demo screen under ``cache`` (simulated once per demo section and seed)."""
-    digest = hashlib.sha256(json.dumps([demo, seed], sort_keys=True).encode()).hexdigest()[:12]
+    """The demo screen under ``cache`` (simulated once per demo section, seed and simulator code)."""
+    code = Path(simulate.__file__).read_text()
+    digest = hashlib.sha256(json.dumps([demo, seed, code], sort_keys=True).encode()).hexdigest()[:12]
     out = cache / f"screen-{digest}"
     if not (out / "metadata.parquet").exists():
         t0 = time.perf_counter()

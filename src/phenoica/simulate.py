@@ -517,7 +517,7 @@ def render_cells(
         """DNA: the nucleus, each cell's own DNA content, chromatin texture of varying contrast."""
         chromatin = _bandpass(noise_chromatin, 0.22 / s)
         contrast = col(0.14 * np.exp(0.6 * F["chromatin_texture"]))
-        return 0.75 * own(np.exp(0.1 * z_dna)) * nuc * np.maximum(1.0 + contrast * chromatin, 0.0)
+        return 0.5 * own(np.exp(0.1 * z_dna)) * nuc * np.maximum(1.0 + contrast * chromatin, 0.0)
 
     def er() -> np.ndarray:
         """ER-resident marker: textured perinuclear cytoplasm; translocation moves it into the
