@@ -28,6 +28,7 @@ rule report:
         ),
     params:
         models=MODELS,
+        seed=config["seed"],
     threads: rule_threads("report", 1)
     resources:
         **rule_resources("report"),

@@ -21,5 +21,6 @@ paths = write_report(
     fit_report=fit_report,
     table1=pd.read_parquet(inp.table1),
     structural=pd.read_parquet(inp.structural),
+    seed=snakemake.params.seed,
 )
 log.info("report written: %s", sorted(paths))

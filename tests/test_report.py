@@ -285,7 +285,7 @@ def test_write_report_full(tmp_path):
     written = report.write_report(out, rows, guides, genes, map_df=map_df, truth=truth_for(), fit_report=fit,
                                   title="demo <screen>")
     expected = {"table3", "table4", "variant_summary", "paired_tests", "skips", "skip_counts", "map_summary",
-                "truth_checks", "transform_fit", "auroc_by_variant", "paired_pca_ica_vs_pca",
+                "truth_checks", "truth_recovery", "variant_contrasts", "transform_fit", "auroc_by_variant", "paired_pca_ica_vs_pca",
                 "sparsity_by_variant", "concentration_by_variant", "report_md", "index_html"}
     assert set(written) == expected
     for name, path in written.items():
