@@ -53,18 +53,19 @@ SETTINGS: dict[str, dict[str, Any]] = {
     "base": {},
     "steps500": {"train.steps": 500},
     "steps2000": {"train.steps": 2000},
+    "steps4000": {"train.steps": 4000},
     "mask50": {"train.mask_ratio": 0.5},
     "mask90": {"train.mask_ratio": 0.9},
     "lr0.5x": {"train.lr": 0.00075},
     "lr2x": {"train.lr": 0.003},
-    "patch4": {"models.patch_size": 4},
-    "crop16": {"models.img_size": 16, "models.patch_size": 4},
-    "crop64": {"models.img_size": 64},
+    "batch128": {"train.batch_size": 128},
+    "patch2": {"models.patch_size": 2},
+    "patch8_crop32": {"models.img_size": 32, "models.patch_size": 8},
+    "crop32": {"models.img_size": 32},
     "width192": {"models.embed_dim": 192, "models.num_heads": 6},
     "depth2": {"models.depth": 2},
     "depth6": {"models.depth": 6},
     "image96": {"demo.image_size": 96},
-    "image128": {"demo.image_size": 128, "models.img_size": 64},
 }
 
 

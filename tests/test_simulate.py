@@ -244,8 +244,8 @@ def torch_tensor(x: np.ndarray):
 # What each factor may change (channels by role); a factor must change its channels after
 # per-image per-channel normalization and leave the others exactly alone.
 CHANNELS_OF = {
-    "er_translocation": {"er"}, "chromatin_texture": {"nucleus"}, "actin_fibers": {"actin"},
-    "mito_density": {"mito"}, "golgi_punctate": {"golgi"}, "er_texture_scale": {"er"},
+    "er_translocation": {"er"}, "chromatin_condensation": {"nucleus"}, "actin_fibers": {"actin"},
+    "mito_density": {"mito"}, "golgi_punctate": {"golgi"}, "er_network_scale": {"er"},
     "mito_perinuclear": {"mito"}, "golgi_spread": {"golgi"}, "mito_size": {"mito"},
 }
 

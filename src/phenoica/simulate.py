@@ -62,11 +62,11 @@ FACTORS: tuple[tuple[str, str], ...] = (
     ("cell_size", "gamma"),               # cell radius
     ("elongation", "bimodal"),            # cell (and nucleus) aspect ratio
     ("er_translocation", "exponential"),  # ER-channel marker moving cytoplasm -> nucleus
-    ("chromatin_texture", "uniform"),     # contrast of the DNA texture
+    ("chromatin_condensation", "uniform"),  # DNA texture: diffuse vs granular heterochromatin foci
     ("actin_fibers", "laplace"),          # stress fibres vs cortical ring (one channel's compartments)
     ("mito_density", "neg_gamma"),        # mitochondrial puncta per cytoplasm area
     ("golgi_punctate", "bimodal"),        # Golgi marker moving from diffuse cytoplasm into puncta
-    ("er_texture_scale", "exponential"),  # spatial frequency of the ER texture
+    ("er_network_scale", "exponential"),  # ER texture: mesh size of the tubular network
     ("nucleus_irregularity", "uniform"),  # lobed / blebbed nuclear outline
     ("mito_perinuclear", "gamma"),        # mitochondria clustered around the nucleus vs spread out
     ("golgi_spread", "laplace"),          # compact vs dispersed Golgi band
@@ -460,7 +460,7 @@ def render_cells(
     z_size, z_asp, z_nuc, z_dna, off_x, off_y = rng.standard_normal((6, n, kmax))
     phase, golgi_dir, lobe_1, lobe_2 = rng.uniform(0.0, 2.0 * math.pi, (4, n, kmax))
     noise_chromatin, noise_er = rng.standard_normal((2, n, size, size))
-    u_mito, u_golgi = rng.random((2, n, size, size)).astype(f32)
+    u_mito, u_golgi, u_chromatin = rng.random((3, n, size, size)).astype(f32)
 
     # Geometry: how many cells, where, how big and what shape (all in px at this zoom).
     rate = cells_per_image * np.exp(_COUNT_GAIN * F["cell_count"] + _COUNT_JITTER * z_count) / s**2
@@ -474,7 +474,8 @@ def render_cells(
     cx, cy = pos[..., 0].astype(f32), pos[..., 1].astype(f32)
 
     rc = base_rc[:, None] * np.exp(0.08 * z_size)
-    sqrt_asp = np.exp(0.5 * (0.35 + 0.3 * F["elongation"][:, None] + 0.1 * z_asp))
+    # Aspect ratio >= 1 and monotone in the factor (1 at the round end, ~3.5 at the elongated end).
+    sqrt_asp = np.exp(0.5 * np.abs(0.25 * (F["elongation"][:, None] + 2.5) + 0.08 * z_asp))
     rn = 0.42 * rc * np.exp(0.22 * F["nucleus_size"][:, None] + 0.05 * z_nuc)
     lobes = 0.08 * np.exp(0.55 * F["nucleus_irregularity"])[:, None] * np.ones((1, kmax))
     cos_t, sin_t = np.cos(theta), np.sin(theta)
@@ -514,16 +515,20 @@ def render_cells(
     del xo, yo, co, so
 
     def nucleus() -> np.ndarray:
-        """DNA: the nucleus, each cell's own DNA content, chromatin texture of varying contrast."""
-        chromatin = _bandpass(noise_chromatin, 0.22 / s)
-        contrast = col(0.14 * np.exp(0.6 * F["chromatin_texture"]))
-        return 0.5 * own(np.exp(0.1 * z_dna)) * nuc * np.maximum(1.0 + contrast * chromatin, 0.0)
+        """DNA: the nucleus with each cell's own DNA content and a fine grain; condensation moves
+        DNA signal from the diffuse nucleoplasm into bright heterochromatin foci."""
+        grain = nuc * np.maximum(1.0 + 0.15 * _bandpass(noise_chromatin, 0.25 / s), 0.0)
+        foci = _puncta(u_chromatin, 0.06 * nuc, 0.9 * s) * nuc
+        condensed = col(special.expit(1.3 * F["chromatin_condensation"]))
+        return 0.5 * own(np.exp(0.1 * z_dna)) * ((1.0 - 0.65 * condensed) * grain + condensed * foci)
 
     def er() -> np.ndarray:
-        """ER-resident marker: textured perinuclear cytoplasm; translocation moves it into the
+        """ER-resident marker: a tubular network (zero crossings of band-passed noise) in the
+        perinuclear cytoplasm, its mesh size a factor; translocation moves the marker into the
         nucleus (the nuclear : cytoplasmic ratio of one channel)."""
-        texture = _bandpass(noise_er, 0.1 * np.exp(0.3 * F["er_texture_scale"]) / s)
-        cytoplasm = cyto * np.exp(-1.2 * dc) * np.maximum(1.0 + 0.6 * texture, 0.0)
+        field = _bandpass(noise_er, 0.05 * np.exp(0.3 * F["er_network_scale"]) / s)
+        tubules = np.exp(-((field / 0.5) ** 2))
+        cytoplasm = cyto * np.exp(-1.2 * dc) * (0.2 + tubules)
         nuclear = col(0.3 * np.exp(0.7 * F["er_translocation"])) * nuc
         return 0.5 * (cytoplasm + nuclear)
 
