@@ -526,7 +526,7 @@ def render_cells(
         """ER-resident marker: a tubular network (zero crossings of band-passed noise) in the
         perinuclear cytoplasm, its mesh size a factor; translocation moves the marker into the
         nucleus (the nuclear : cytoplasmic ratio of one channel)."""
-        field = _bandpass(noise_er, 0.05 * np.exp(0.3 * F["er_network_scale"]) / s)
+        field = _bandpass(noise_er, 0.05 * np.exp(0.5 * F["er_network_scale"]) / s)
         tubules = np.exp(-((field / 0.5) ** 2))
         cytoplasm = cyto * np.exp(-1.2 * dc) * (0.2 + tubules)
         nuclear = col(0.3 * np.exp(0.7 * F["er_translocation"])) * nuc
