@@ -96,6 +96,9 @@ def effect_groups(guides: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     missing = [c for c in needed if c not in guides.columns]
     if missing:
         raise ScreenError(f"guide scores: missing column(s) {missing}")
+    missing = [c for c in (GENE, GUIDE, "has_effect") if c not in truth.columns]
+    if missing:
+        raise ScreenError(f"truth table: missing column(s) {missing}")
     real = guides.loc[~guides["is_null_guide"].astype(bool), needed]
     real = real[np.isfinite(real["auroc"].to_numpy(dtype=float))]
     known = truth[[GENE, GUIDE, "has_effect"]].drop_duplicates([GENE, GUIDE])
