@@ -14,7 +14,7 @@ def test_empty_config_gets_every_default():
     assert cfg["classify"]["lightgbm"]["learning_rate"] == 0.05  # PAPER.md Table 6
     assert cfg["classify"]["lightgbm"]["feature_fraction"] == 0.6
     assert cfg["classify"]["concentration_k"] == 0.25
-    assert cfg["models"]["mae"]["patch_size"] == 8  # defaults fill inside named models
+    assert cfg["models"]["mae"]["patch_size"] == 2  # defaults fill inside named models
     assert cfg["transforms"]["variants"] == ["base", "pca", "pca_ica", "pca_rand"]
 
 

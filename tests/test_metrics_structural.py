@@ -323,3 +323,24 @@ def test_dci_is_seeded(rng):
     with pytest.warns(RuntimeWarning, match="completeness undefined"):
         one = dci(z[:, :1], f, seed=0)
     assert math.isnan(one["completeness"]) and 0.0 <= one["disentanglement"] <= 1.0
+
+
+def test_probe_r2_known_answers():
+    from phenoica import metrics
+
+    rng = np.random.default_rng(0)
+    factors = rng.standard_normal((600, 3))
+    mix = rng.standard_normal((3, 12))
+    latents = factors @ mix + 0.01 * rng.standard_normal((600, 12))
+    r2 = metrics.probe_r2(latents, factors)
+    assert r2.shape == (3,) and (r2 > 0.99).all()
+    # Latent scale does not matter (z-scored in each fold); a factor with half its variance seen:
+    half = np.column_stack([1e4 * factors[:, 0] + 1e4 * rng.standard_normal(600), rng.standard_normal(600)])
+    assert metrics.probe_r2(half, factors[:, 0]) == pytest.approx([0.5], abs=0.08)
+    noise = metrics.probe_r2(rng.standard_normal((600, 20)), factors)
+    assert (np.abs(noise) < 0.05).all()  # held out: no optimism from 20 noise latents
+    np.testing.assert_array_equal(metrics.probe_r2(latents, factors, seed=3), metrics.probe_r2(latents, factors, seed=3))
+    with pytest.raises(ValueError, match="constant"):
+        metrics.probe_r2(latents, np.ones(600))
+    with pytest.raises(ValueError, match="rows"):
+        metrics.probe_r2(latents[:50], factors)

@@ -298,7 +298,7 @@ def test_write_report_full(tmp_path):
                                   title="demo <screen>")
     expected = {"table3", "table4", "variant_summary", "paired_tests", "classifier_cost", "skips", "skip_counts",
                 "map_summary", "hit_counts", "gene_hits", "hits", "readout_agreement", "null_calibration",
-                "recall_fdr", "lightgbm_parameters", "truth_checks", "transform_fit", "auroc_by_variant",
+                "recall_fdr", "lightgbm_parameters", "truth_checks", "truth_recovery", "variant_contrasts", "transform_fit", "auroc_by_variant",
                 "volcano", "null_qq", "paired_pca_ica_vs_pca", "sparsity_by_variant", "concentration_by_variant",
                 "report_md", "index_html"}
     assert set(written) == expected

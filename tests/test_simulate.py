@@ -5,9 +5,11 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+import torch
 from scipy import stats
+from skimage import feature, measure
 
-from phenoica import screen, simulate
+from phenoica import metrics, preprocess, screen, simulate
 from phenoica.config import demo_plates, validate_config
 
 SEED = 7
@@ -218,6 +220,163 @@ def test_nucleus_area_tracks_factor_in_simulated_plate():
     tiles, _, factors = simulate.simulate_plate(demo, SEED, "B01P01")
     area = (tiles[:, 0] > 0.3 * 255).mean(axis=(1, 2))
     assert stats.spearmanr(area, factors["factor_01"]).statistic > 0.25
+
+
+FACTOR_NAMES = [name for name, _ in simulate.FACTORS]
+CHANNELS = list(simulate.ROLES)
+
+
+def render_one(name: str, value: float, n: int = 8, size: int = 48, **kwargs) -> np.ndarray:
+    """n images with one factor at ``value`` and every other factor at 0, the same layout draws."""
+    factors = np.zeros((n, len(simulate.FACTORS)))
+    factors[:, FACTOR_NAMES.index(name)] = value
+    return simulate.render_cells(factors, CHANNELS, size, 5, simulate.rng_for(0, "layout"), **kwargs)
+
+
+def normalized(images: np.ndarray) -> np.ndarray:
+    """The MAE's per-image, per-channel instance normalization (phenoica.preprocess)."""
+    return preprocess.normalize_per_channel(torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))).numpy()
+
+
+# What each factor may change (channels by role); a factor must change its channels after
+# per-image per-channel normalization and leave the others exactly alone.
+CHANNELS_OF = {
+    "er_translocation": {"er"}, "chromatin_condensation": {"nucleus"}, "actin_fibers": {"actin"},
+    "mito_density": {"mito"}, "golgi_punctate": {"golgi"}, "er_network_scale": {"er"},
+    "mito_perinuclear": {"mito"}, "golgi_spread": {"golgi"}, "mito_size": {"mito"},
+}
+
+
+@pytest.mark.parametrize("name", FACTOR_NAMES)
+def test_every_factor_survives_instance_normalization(name):
+    low, high = normalized(render_one(name, -2.0)), normalized(render_one(name, 2.0))
+    change = np.sqrt(((high - low) ** 2).mean(axis=(0, 2, 3)))  # per channel; normalized SD is 1
+    allowed = CHANNELS_OF.get(name, set(CHANNELS))
+    touched = {c for c, v in zip(CHANNELS, change) if v > 0.25}
+    assert touched and touched <= allowed, (name, dict(zip(CHANNELS, change.round(3))))
+    untouched = [v for c, v in zip(CHANNELS, change) if c not in allowed]
+    assert np.allclose(untouched, 0.0, atol=1e-5), (name, dict(zip(CHANNELS, change.round(3))))
+
+
+def test_a_pure_intensity_change_is_erased_by_normalization():
+    """The control for the test above: what the MAE's preprocessing removes, no factor does."""
+    images = render_one("cell_size", 0.0)
+    brighter = images * np.array([1.7, 0.6, 1.0, 2.0, 1.3], dtype=np.float32)[None, :, None, None]
+    np.testing.assert_allclose(normalized(brighter), normalized(images), atol=1e-4)
+
+
+def nuclear_fraction(images: np.ndarray, channel: int) -> np.ndarray:
+    """Share of a channel's signal inside nuclei (the DNA channel's mask), per image."""
+    nuclei = images[:, 0] > 0.5 * images[:, 0].max(axis=(1, 2), keepdims=True)
+    signal = images[:, channel]
+    return (signal * nuclei).sum(axis=(1, 2)) / signal.sum(axis=(1, 2))
+
+
+def test_translocation_moves_the_er_marker_into_nuclei():
+    fractions = [nuclear_fraction(render_one("er_translocation", v), 1).mean() for v in (-2, -1, 0, 1, 2)]
+    assert np.all(np.diff(fractions) > 0), fractions
+    assert fractions[-1] > 3 * fractions[0]
+
+
+def test_golgi_marker_moves_from_diffuse_cytoplasm_into_puncta():
+    def peak_share(images):  # share of the channel's signal in its brightest 5% of pixels
+        x = images[:, 4].reshape(len(images), -1)
+        top = np.sort(x, axis=1)[:, -x.shape[1] // 20:]
+        return (top.sum(axis=1) / x.sum(axis=1)).mean()
+
+    shares = [peak_share(render_one("golgi_punctate", v)) for v in (-2, 0, 2)]
+    assert shares[0] < shares[1] < shares[2] and shares[2] > 1.5 * shares[0], shares
+
+
+def test_actin_fibres_gain_on_the_cortex():
+    def interior_share(images):  # actin signal away from cell borders / all actin signal
+        x = images[:, 2]
+        cells = images[:, 1] + images[:, 0] > 0.05  # cytoplasm (ER) or nucleus
+        return (x * cells).sum() / x.sum()
+
+    def fibre_share(images):
+        return np.percentile(images[:, 2][images[:, 2] > 0.02], 90) / np.median(images[:, 2][images[:, 2] > 0.02])
+
+    low, high = render_one("actin_fibers", -2.0), render_one("actin_fibers", 2.0)
+    assert fibre_share(high) > fibre_share(low) * 1.2
+    assert interior_share(high) > interior_share(low)
+
+
+def nuclei_counts(images: np.ndarray) -> np.ndarray:
+    return np.array([measure.label(img[0] > 0.25).max() for img in images])
+
+
+def test_cell_count_factor_sets_the_number_of_nuclei():
+    values = np.linspace(-2.5, 2.5, 24)
+    factors = np.zeros((24, 10))
+    factors[:, 0] = values
+    images = simulate.render_cells(factors, CHANNELS, 64, 6, simulate.rng_for(0, "count"))
+    counts = nuclei_counts(images)
+    assert stats.spearmanr(values, counts).statistic > 0.85, counts
+    assert counts[-4:].mean() > 3 * counts[:4].mean(), counts
+
+
+def test_zoom_nuisance_changes_apparent_size_and_count():
+    factors = np.zeros((16, 10))
+    near = simulate.render_cells(factors, CHANNELS, 64, 6, simulate.rng_for(0, "z"), zoom=np.full(16, 1.25))
+    far = simulate.render_cells(factors, CHANNELS, 64, 6, simulate.rng_for(0, "z"), zoom=np.full(16, 0.8))
+
+    def area(images: np.ndarray) -> np.ndarray:  # mean nucleus area per image, px
+        return (images[:, 0] > 0.25).sum(axis=(1, 2)) / np.maximum(nuclei_counts(images), 1)
+
+    assert area(near).mean() > 1.8 * area(far).mean()
+    assert nuclei_counts(near).mean() < nuclei_counts(far).mean()
+    with pytest.raises(ValueError, match="zoom"):
+        simulate.render_cells(factors, CHANNELS, 64, 6, simulate.rng_for(0, "z"), zoom=np.full(16, 3.0))
+
+
+def test_zoom_is_a_batch_nuisance():
+    demo = tiny_demo(n_batches=4, plates_per_batch=2)
+    zoom = {p: simulate.nuisance_table(demo, SEED, p, 50)["nuisance_zoom"] for _, p in demo_plates(demo)}
+    lo, hi = simulate._ZOOM_RANGE
+    assert all(z.between(lo, hi).all() for z in zoom.values())
+    per_batch = [np.log(zoom[f"B0{b}P01"].mean()) for b in range(1, 5)]
+    within = np.mean([abs(np.log(zoom[f"B0{b}P01"].mean() / zoom[f"B0{b}P02"].mean())) for b in range(1, 5)])
+    assert np.std(per_batch) > 2 * within > 0
+    flat = simulate.nuisance_table({**demo, "batch_strength": 0.0}, SEED, "B02P01", 5)
+    assert (flat["nuisance_zoom"] == 1.0).all()
+
+
+def handcrafted_features(tiles: np.ndarray) -> np.ndarray:
+    """Simple per-image features of *normalized* images, per channel: intensity quantiles,
+    radial power spectrum bands, channel correlations and the mean structure-tensor
+    anisotropy (coherence). An ideal observer would do better."""
+    x = preprocess.normalize_per_channel(preprocess.scale_intensity(tiles)).numpy()
+    n, c, h, w = x.shape
+    flat = x.reshape(n, c, -1)
+    quantiles = np.quantile(flat, [0.25, 0.5, 0.75, 0.9, 0.95, 0.99], axis=2).transpose(1, 2, 0).reshape(n, -1)
+    power = np.abs(np.fft.rfft2(x)) ** 2
+    k = np.sqrt(np.fft.fftfreq(h)[:, None] ** 2 + np.fft.rfftfreq(w)[None, :] ** 2)
+    edges = np.linspace(0.0, 0.5, 9)
+    bands = [np.log(power[..., (k >= a) & (k < b)].mean(-1) + 1e-9) for a, b in zip(edges[:-1], edges[1:])]
+    corr = np.einsum("ncp,ndp->ncd", flat, flat)[:, *np.triu_indices(c, 1)] / flat.shape[2]
+    coherence = np.empty((n, c))
+    for i in range(n):
+        for j in range(c):
+            a_rr, a_rc, a_cc = feature.structure_tensor(x[i, j], sigma=2.0, order="rc")
+            spread = np.sqrt(np.maximum((a_rr - a_cc) ** 2 / 4 + a_rc**2, 0.0))
+            coherence[i, j] = 2 * spread.mean() / ((a_rr + a_cc).mean() + 1e-9)
+    return np.concatenate([quantiles, *bands, corr, coherence], axis=1)
+
+
+def test_factors_are_recoverable_from_normalized_images_despite_batch_effects():
+    """Hand-made features of normalized images (not the MAE) predict every factor held-out:
+    the simulator's phenotypes survive the MAE's preprocessing and the nuisances."""
+    demo = tiny_demo(n_batches=2, control_wells_per_plate=60, sites_per_well=4, image_size=48, cells_per_image=5)
+    tiles, factors = [], []
+    for _, plate in demo_plates(demo):
+        t, _, f = simulate.simulate_plate(demo, SEED, plate)
+        tiles.append(t)
+        factors.append(f)
+    names = [simulate.factor_name(j) for j in range(demo["n_factors"])]
+    table = pd.concat(factors)
+    r2 = metrics.probe_r2(handcrafted_features(np.concatenate(tiles)), table[names].to_numpy())
+    assert r2.mean() > 0.6 and r2.min() > 0.3, dict(zip(FACTOR_NAMES, r2.round(2)))
 
 
 def test_batch_effects_change_pixels_of_the_same_cells():

@@ -86,13 +86,15 @@ def structural_scores(
     infoe_max_iter: int = 1000,
 ) -> dict[str, Any]:
     """How well the table's latents recover the known factors: MCC, mean linear R^2 (and per
-    factor), InfoM/InfoE/InfoC (factors discretized into ``n_bins`` quantile bins).
+    factor), held-out ridge-probe R^2 (``metrics.probe_r2``, 5-fold; mean and per factor as
+    ``probe_r2_factor_XX``), InfoM/InfoE/InfoC (factors discretized into ``n_bins`` quantile bins).
 
     At most ``max_samples`` rows (seeded subsample) enter the kNN mutual information and the
     logistic regressions of InfoMEC; MCC and R^2 use every row.
     """
     latents, truth, names = attach_factors(table, factors)
     r2 = metrics.linear_r2(latents, truth)
+    probe = metrics.probe_r2(latents, truth, seed=seed)
     rows = np.arange(len(latents))
     if max_samples is not None and len(rows) > max_samples:
         rows = np.sort(np.random.default_rng(seed).choice(rows, size=max_samples, replace=False))
@@ -105,11 +107,13 @@ def structural_scores(
         "n_factors": truth.shape[1],
         "mcc": metrics.mcc(latents, truth),
         "r2_mean": float(np.mean(r2)),
+        "probe_r2_mean": float(np.mean(probe)),
         "infom": info["infom"],
         "infoe": info["infoe"],
         "infoc": info["infoc"],
     }
     out.update({f"r2_{name}": float(v) for name, v in zip(names, r2)})
+    out.update({f"probe_r2_{name}": float(v) for name, v in zip(names, probe)})
     return out
 
 

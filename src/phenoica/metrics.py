@@ -16,6 +16,7 @@ disentangle study): how well latents recover known generative factors.
 
 - ``mcc``: mean |Pearson correlation| of latent/factor pairs after Hungarian matching.
 - ``linear_r2``: R^2 of a linear regression from all latents to each factor.
+- ``probe_r2``: held-out R^2 of a ridge linear probe (z-scored latents, k-fold cross-validation).
 - InfoMEC (Hsu et al. 2023): ``nmi_matrix``, ``active_latents``, ``infom``, ``infoc``,
   ``infoe`` and ``infomec`` (all three at once).
 - ``dci``: disentanglement, completeness, informativeness (Eastwood & Williams 2018) from
@@ -42,9 +43,11 @@ from scipy.stats import entropy
 from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.feature_selection import mutual_info_classif
-from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.metrics import log_loss, r2_score, roc_auc_score
-from sklearn.model_selection import train_test_split
+from sklearn.model_selection import KFold, cross_val_predict, train_test_split
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
 from sklearn.utils.class_weight import compute_class_weight
 
 LOG = logging.getLogger(__name__)
@@ -266,6 +269,38 @@ def linear_r2(latents: Any, factors: Any, *, train_fraction: float | None = None
         raise ValueError(f"linear_r2: factor column {int(constant[0])} is constant on the scored samples; R^2 is undefined")
     model = LinearRegression().fit(z_fit, f_fit)
     return np.asarray(r2_score(f_eval, model.predict(z_eval), multioutput="raw_values"), dtype=np.float64)
+
+
+#: Ridge penalties the probe chooses from (per factor, inside each training fold).
+PROBE_ALPHAS: tuple[float, ...] = tuple(float(a) for a in np.logspace(-2, 4, 13))
+
+
+def probe_r2(
+    latents: Any,
+    factors: Any,
+    *,
+    n_splits: int = 5,
+    seed: int = 0,
+    alphas: tuple[float, ...] = PROBE_ALPHAS,
+) -> np.ndarray:
+    """Per-factor held-out R^2 of a linear probe: ridge regression on z-scored latents.
+
+    ``n_splits``-fold cross-validation over rows (shuffled with ``seed``): in each training
+    fold the latents are z-scored and a ridge penalty is chosen per factor from ``alphas``
+    (efficient leave-one-out, ``RidgeCV``); the held-out fold is predicted. R^2 is computed on
+    the pooled out-of-fold predictions, so it may be negative (worse than predicting the
+    mean); 1 = the factor is a linear function of the latents. Constant latents are allowed.
+    """
+    if n_splits < 2:
+        raise ValueError(f"probe_r2: n_splits must be at least 2, got {n_splits}")
+    z, f = _paired(latents, factors, min_rows=2 * n_splits)
+    constant = np.flatnonzero(f.std(axis=0) == 0)
+    if constant.size:
+        raise ValueError(f"probe_r2: factor column {int(constant[0])} is constant; R^2 is undefined")
+    probe = make_pipeline(StandardScaler(), RidgeCV(alphas=alphas, alpha_per_target=True))
+    folds = KFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    predicted = cross_val_predict(probe, z, f, cv=folds)
+    return np.asarray(r2_score(f, predicted, multioutput="raw_values"), dtype=np.float64)
 
 
 def active_latents(latents: Any) -> np.ndarray:

@@ -9,13 +9,19 @@ Generative model, per image:
    gene's ``factors_per_gene`` affected factors; null genes and controls add nothing. Gene and
    guide effects derive from the global seed only, so they are identical on every plate.
 3. Cells are rendered from the factors into multi-channel images (nucleus, ER, actin,
-   mitochondria, Golgi roles; see ``channel_roles``) with vectorized numpy: cells partition
-   the field like a weighted Voronoi diagram of ellipses, nuclei sit inside them, textures
-   are band-passed noise and organelles are blurred point processes.
-4. Nuisance (batch) effects follow the microscope: channel bleed-through, defocus blur,
-   illumination gradient and vignetting, per-channel gamma, gain and background offset, then
-   pixel noise; drawn per batch (seed, batch), per plate (seed, plate) and per image (seed,
-   plate), all scaled by ``batch_strength``.
+   mitochondria, Golgi roles; see ``channel_roles``): cells partition the field like a
+   weighted Voronoi diagram of ellipses, nuclei (lobed ellipses) sit inside them, textures are
+   band-passed noise (``skimage.filters.difference_of_gaussians``) and organelles are blurred
+   point processes. The factors are phenotypes as real perturbations show them, chosen to
+   survive the MAE's per-image, per-channel instance normalization: cell count and density,
+   cell and nucleus size and shape, texture, subcellular localization (a marker moving from
+   cytoplasm to nucleus, or from diffuse to puncta) and the balance between compartments of
+   one channel. None of them only scales a channel's intensity (normalization erases that).
+4. Nuisance (batch) effects follow the microscope: magnification (apparent cell size and
+   count), channel bleed-through, defocus blur, illumination gradient and vignetting,
+   per-channel gamma, gain and background offset, then pixel noise; drawn per batch (seed,
+   batch), per plate (seed, plate) and per image (seed, plate), all scaled by
+   ``batch_strength``.
 
 The saved factors are the values used to render (after gene shifts, before nuisance);
 ``nuisance_*`` columns hold each image's nuisance parameters. Everything is deterministic
@@ -32,7 +38,8 @@ from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import special, stats
+from scipy import special
+from skimage import filters
 
 from phenoica import screen
 from phenoica.config import demo_plates
@@ -47,23 +54,24 @@ ROLES: tuple[str, ...] = ("nucleus", "er", "actin", "mito", "golgi")
 RENDER_BLOCK = 32  # at most this many images rendered at once (see _render_block)
 
 # What each factor controls, and the non-Gaussian distribution it is drawn from. The first
-# demo.n_factors are used; the others stay at 0 (their typical value) when rendering.
+# demo.n_factors are used; the others stay at 0 (their typical value) when rendering. Each
+# one survives per-image, per-channel instance normalization: none only scales a channel.
 FACTORS: tuple[tuple[str, str], ...] = (
-    ("cell_count", "uniform"),
-    ("nucleus_size", "laplace"),
-    ("cell_size", "gamma"),
-    ("elongation", "bimodal"),
-    ("nucleus_intensity", "exponential"),
-    ("er_intensity", "uniform"),
-    ("actin_fibers", "laplace"),
-    ("mito_density", "neg_gamma"),
-    ("er_texture_scale", "bimodal"),
-    ("golgi_intensity", "exponential"),
-    ("mito_size", "uniform"),
-    ("chromatin_texture", "laplace"),
-    ("actin_intensity", "gamma"),
-    ("mito_intensity", "bimodal"),
-    ("golgi_spread", "uniform"),
+    ("cell_count", "uniform"),            # cells in the field (density)
+    ("nucleus_size", "laplace"),          # nucleus : cell size ratio
+    ("cell_size", "gamma"),               # cell radius
+    ("elongation", "bimodal"),            # cell (and nucleus) aspect ratio
+    ("er_translocation", "exponential"),  # ER-channel marker moving cytoplasm -> nucleus
+    ("chromatin_condensation", "uniform"),  # DNA texture: diffuse vs granular heterochromatin foci
+    ("actin_fibers", "laplace"),          # stress fibres vs cortical ring (one channel's compartments)
+    ("mito_density", "neg_gamma"),        # mitochondrial puncta per cytoplasm area
+    ("golgi_punctate", "bimodal"),        # Golgi marker moving from diffuse cytoplasm into puncta
+    ("er_network_scale", "exponential"),  # ER texture: mesh size of the tubular network
+    ("nucleus_irregularity", "uniform"),  # lobed / blebbed nuclear outline
+    ("mito_perinuclear", "gamma"),        # mitochondria clustered around the nucleus vs spread out
+    ("golgi_spread", "laplace"),          # compact vs dispersed Golgi band
+    ("mito_size", "bimodal"),             # size of the mitochondrial puncta
+    ("cell_clustering", "neg_gamma"),     # cells gathered in a colony vs scattered
 )
 
 _BIMODAL_MEAN = 0.9  # +/- mode of the bimodal mixture; its SD is sqrt(1 - 0.9**2)
@@ -76,6 +84,13 @@ _DEMO_KEYS = (
 # Standard plate formats (rows, columns), smallest first.
 _PLATE_FORMATS: tuple[tuple[int, int], ...] = ((8, 12), (16, 24), (32, 48))
 _SOFT_EDGE = 0.7  # px, width of the sigmoid at cell and nucleus borders
+_COUNT_GAIN = 0.4  # log cell count per unit of the (bounded) cell_count factor
+_COUNT_JITTER = 0.08  # SD of the image-to-image log cell count at a fixed factor value
+_ZOOM_RANGE = (0.8, 1.25)  # magnification nuisance is clipped to this range
+# Difference-of-Gaussians band-pass: high SD = _DOG_RATIO x low SD; the transfer function
+# peaks at f0 when low SD = _DOG_PEAK / f0 (f0 in cycles/px).
+_DOG_RATIO = 1.6
+_DOG_PEAK = math.sqrt(math.log(_DOG_RATIO) / (_DOG_RATIO**2 - 1.0)) / math.pi
 
 
 # ---------------------------------------------------------------------------------------------
@@ -344,8 +359,9 @@ def _base_cell_radius(image_size: int, cells_per_image: float) -> float:
 
 
 def _max_cells(cells_per_image: float) -> int:
-    top = cells_per_image * math.exp(0.3 * 2.5)
-    return int(math.ceil(top + 4.0 * math.sqrt(top))) + 1
+    """Largest cell count an image can get: the densest factor value, count jitter and zoom."""
+    top = cells_per_image * math.exp(_COUNT_GAIN * 2.5 + _COUNT_JITTER * 4.0) / _ZOOM_RANGE[0] ** 2
+    return int(math.ceil(top)) + 1
 
 
 def _render_block(image_size: int, cells_per_image: float) -> int:
@@ -355,41 +371,51 @@ def _render_block(image_size: int, cells_per_image: float) -> int:
     return max(1, min(RENDER_BLOCK, (1 << 22) // per_image))
 
 
-def _pad_blur(x: np.ndarray, sigma: np.ndarray) -> np.ndarray:
-    """Gaussian blur over the last two axes with a per-image SD (x: (n, ..., H, W), sigma: (n,)),
-    by FFT on a reflect-padded copy; sigma 0 leaves the image unchanged."""
-    sigma = np.asarray(sigma, dtype=np.float64)
-    h, w = x.shape[-2:]
-    pad = int(min(math.ceil(3.0 * float(sigma.max(initial=0.0))), h - 1, w - 1))
-    if pad <= 0:
-        return x
-    widths = [(0, 0)] * (x.ndim - 2) + [(pad, pad), (pad, pad)]
-    xp = np.pad(x, widths, mode="reflect")
-    hp, wp = xp.shape[-2:]
-    k2 = np.fft.fftfreq(hp)[:, None] ** 2 + np.fft.rfftfreq(wp)[None, :] ** 2
-    s = sigma.reshape((-1,) + (1,) * (x.ndim - 1))
-    transfer = np.exp(-2.0 * math.pi**2 * s**2 * k2).astype(np.float32)
-    out = np.fft.irfft2(np.fft.rfft2(xp) * transfer, s=(hp, wp))
-    return out[..., pad:pad + h, pad:pad + w].astype(np.float32)
+def _blur(x: np.ndarray, sigma: np.ndarray) -> np.ndarray:
+    """Gaussian blur of each image's last two axes with its own SD (x: (n, ..., H, W), sigma:
+    (n,) px; 0 leaves an image unchanged), by ``skimage.filters.gaussian`` (reflect borders)."""
+    sigma = np.broadcast_to(np.asarray(sigma, dtype=np.float64), (x.shape[0],))
+    out = np.array(x, dtype=np.float32, copy=True)
+    lead = (0.0,) * (x.ndim - 3)
+    for i, s in enumerate(sigma):
+        if s > 0:
+            out[i] = filters.gaussian(x[i], sigma=lead + (float(s), float(s)), mode="reflect", preserve_range=True)
+    return out
 
 
-def _bandpass(noise: np.ndarray, f0: np.ndarray, rel_width: float = 0.35) -> np.ndarray:
-    """Band-passed white noise (n, H, W) around ``f0`` cycles/px per image, unit SD per image."""
-    n, h, w = noise.shape
-    k = np.sqrt(np.fft.fftfreq(h)[:, None] ** 2 + np.fft.rfftfreq(w)[None, :] ** 2)
-    f0 = np.asarray(f0, dtype=np.float64).reshape(n, 1, 1)
-    transfer = np.exp(-0.5 * ((k - f0) / (rel_width * f0)) ** 2)
-    out = np.fft.irfft2(np.fft.rfft2(noise) * transfer, s=(h, w))
-    out -= out.mean(axis=(1, 2), keepdims=True)
-    out /= out.std(axis=(1, 2), keepdims=True) + 1e-12
-    return out.astype(np.float32)
+def _bandpass(noise: np.ndarray, f0: np.ndarray) -> np.ndarray:
+    """Band-passed white noise (n, H, W) peaking near ``f0`` cycles/px per image, unit SD per
+    image: a difference of Gaussians (``skimage.filters.difference_of_gaussians``) whose
+    SDs put the transfer function's peak at ``f0``."""
+    f0 = np.broadcast_to(np.asarray(f0, dtype=np.float64), (noise.shape[0],))
+    out = np.empty(noise.shape, dtype=np.float32)
+    for i, f in enumerate(f0):
+        low = _DOG_PEAK / max(float(f), 1e-3)
+        band = filters.difference_of_gaussians(noise[i], low, _DOG_RATIO * low, mode="reflect")
+        band -= band.mean()
+        out[i] = band / (band.std() + 1e-12)
+    return out
 
 
 def _puncta(uniform: np.ndarray, prob: np.ndarray, sigma: np.ndarray) -> np.ndarray:
     """A point process (pixel on where ``uniform < prob``) blurred to spots of peak ~1."""
     points = (uniform < prob).astype(np.float32)
-    spots = _pad_blur(points, sigma) * (2.0 * math.pi * np.asarray(sigma).reshape(-1, 1, 1) ** 2)
+    spots = _blur(points, sigma) * (2.0 * math.pi * np.asarray(sigma).reshape(-1, 1, 1) ** 2)
     return np.minimum(spots, 1.5).astype(np.float32)
+
+
+def _spread_out(pos: np.ndarray, active: np.ndarray, spacing: np.ndarray, size: int) -> np.ndarray:
+    """Push cell centres (n, K, 2) apart where closer than ``spacing`` (n,): a few rounds of
+    pairwise repulsion between active cells, so cells touch rather than pile up."""
+    pos = pos.copy()
+    pair = active[:, :, None] & active[:, None, :] & ~np.eye(pos.shape[1], dtype=bool)[None]
+    for _ in range(4):
+        diff = pos[:, :, None, :] - pos[:, None, :, :]
+        dist = np.sqrt((diff**2).sum(-1)) + 1e-6
+        push = np.where(pair, np.clip(spacing[:, None, None] - dist, 0.0, None) / (2.0 * dist), 0.0)
+        pos += (push[..., None] * diff).sum(axis=2)
+        np.clip(pos, 0.0, size, out=pos)
+    return pos
 
 
 def render_cells(
@@ -398,100 +424,139 @@ def render_cells(
     image_size: int,
     cells_per_image: float,
     rng: np.random.Generator,
+    zoom: np.ndarray | None = None,
 ) -> np.ndarray:
     """Render clean images (n, C, H, W) float32, roughly in [0, 1], from factors (n, n_factors).
 
-    Random draws (cell positions, shapes, textures, organelle points) have fixed shapes, so
-    the same generator state renders the same layout whatever the factor values: changing one
-    factor changes only what that factor controls.
+    Every factor changes how an image looks *after* per-image, per-channel instance
+    normalization (the MAE's preprocessing): geometry (cell count, cell and nucleus size and
+    shape), texture, where a channel's signal sits (cytoplasm vs nucleus, diffuse vs puncta,
+    near vs far from the nucleus) and the balance between compartments of one channel. No
+    factor only scales a whole channel, which normalization would erase.
+
+    ``zoom`` (n,) is the microscope's magnification relative to nominal (a nuisance: the
+    same cells look bigger and fewer fit in the field); None = 1. Random draws (cell
+    positions, shapes, textures, organelle points) have fixed shapes, so the same generator
+    state renders the same layout whatever the factor values.
     """
     f = np.asarray(factors, dtype=np.float64)
     if f.ndim != 2 or f.shape[1] > len(FACTORS):
         raise ValueError(f"factors must be (n_images, n_factors<= {len(FACTORS)}), got shape {f.shape}")
     n, size = f.shape[0], int(image_size)
+    s = np.ones(n) if zoom is None else np.asarray(zoom, dtype=np.float64).reshape(n)
+    if not (np.all(s >= _ZOOM_RANGE[0] - 1e-9) and np.all(s <= _ZOOM_RANGE[1] + 1e-9)):
+        raise ValueError(f"zoom must lie in {list(_ZOOM_RANGE)}, got {float(s.min())}..{float(s.max())}")
     b = np.zeros((n, len(FACTORS)))
     b[:, : f.shape[1]] = _bounded(f)
     F = {name: b[:, i] for i, (name, _) in enumerate(FACTORS)}
     kmax = _max_cells(cells_per_image)
-    base_rc = _base_cell_radius(size, cells_per_image)
     f32 = np.float32
 
     # Fixed-shape draws, in a fixed order.
-    count_u = rng.random(n)
-    cx, cy = rng.uniform(0.0, size, (2, n, kmax)).astype(f32)
+    z_count = rng.standard_normal(n)
+    pos = rng.uniform(0.0, size, (n, kmax, 2))
+    cluster = rng.uniform(0.25 * size, 0.75 * size, (n, 1, 2))
     theta = rng.uniform(0.0, math.pi, (n, kmax))
-    z_size, z_asp, z_nuc, off_x, off_y = rng.standard_normal((5, n, kmax))
-    phase, golgi_dir = rng.uniform(0.0, 2.0 * math.pi, (2, n, kmax))
+    z_size, z_asp, z_nuc, z_dna, off_x, off_y = rng.standard_normal((6, n, kmax))
+    phase, golgi_dir, lobe_1, lobe_2 = rng.uniform(0.0, 2.0 * math.pi, (4, n, kmax))
     noise_chromatin, noise_er = rng.standard_normal((2, n, size, size))
-    u_mito, u_golgi = rng.random((2, n, size, size)).astype(f32)
+    u_mito, u_golgi, u_chromatin = rng.random((3, n, size, size)).astype(f32)
 
-    rate = cells_per_image * np.exp(0.3 * F["cell_count"])
-    counts = np.clip(stats.poisson.ppf(count_u, rate), 1, kmax).astype(np.int64)
+    # Geometry: how many cells, where, how big and what shape (all in px at this zoom).
+    rate = cells_per_image * np.exp(_COUNT_GAIN * F["cell_count"] + _COUNT_JITTER * z_count) / s**2
+    counts = np.clip(np.rint(rate), 1, kmax).astype(np.int64)
     K = int(counts.max())
+    active = np.arange(kmax)[None, :] < counts[:, None]
+    base_rc = _base_cell_radius(size, cells_per_image) * s * np.exp(0.2 * F["cell_size"])
+    pull = 0.6 * special.expit(1.5 * F["cell_clustering"])[:, None, None]
+    pos = (1.0 - pull) * pos + pull * cluster
+    pos = _spread_out(pos, active, 1.2 * base_rc, size)
+    cx, cy = pos[..., 0].astype(f32), pos[..., 1].astype(f32)
 
-    rc = base_rc * np.exp(0.15 * F["cell_size"][:, None] + 0.1 * z_size)
-    sqrt_asp = np.exp(0.5 * (0.3 + 0.2 * F["elongation"][:, None] + 0.1 * z_asp))
-    rn = 0.45 * base_rc * np.exp(0.2 * F["nucleus_size"][:, None] + 0.06 * z_nuc)
+    rc = base_rc[:, None] * np.exp(0.08 * z_size)
+    # Aspect ratio >= 1 and monotone in the factor (1 at the round end, ~3.5 at the elongated end).
+    sqrt_asp = np.exp(0.5 * np.abs(0.25 * (F["elongation"][:, None] + 2.5) + 0.08 * z_asp))
+    rn = 0.42 * rc * np.exp(0.22 * F["nucleus_size"][:, None] + 0.05 * z_nuc)
+    lobes = 0.08 * np.exp(0.55 * F["nucleus_irregularity"])[:, None] * np.ones((1, kmax))
     cos_t, sin_t = np.cos(theta), np.sin(theta)
 
     # Which cell owns each pixel: the smallest normalized elliptical distance.
-    coord = (np.arange(size, dtype=f32) + f32(0.5))
+    coord = np.arange(size, dtype=f32) + f32(0.5)
     sl = (slice(None), slice(0, K), None, None)
     dx = coord[None, None, None, :] - cx[sl]
     dy = coord[None, None, :, None] - cy[sl]
     ct, st = cos_t[sl].astype(f32), sin_t[sl].astype(f32)
     a, bb = (rc * sqrt_asp)[sl].astype(f32), (rc / sqrt_asp)[sl].astype(f32)
     d2 = ((dx * ct + dy * st) / a) ** 2 + ((dy * ct - dx * st) / bb) ** 2
-    d2[~(np.arange(K)[None, :] < counts[:, None])] = np.inf
+    d2[~active[:, :K]] = np.inf
     owner = np.argmin(d2, axis=1).reshape(n, -1)
     del d2, dx, dy
 
     def own(p: np.ndarray) -> np.ndarray:
         return np.take_along_axis(np.asarray(p)[:, :K], owner, axis=1).reshape(n, size, size).astype(f32)
 
+    def col(x: np.ndarray) -> np.ndarray:
+        return np.asarray(x, dtype=f32).reshape(n, 1, 1)
+
     xo = coord[None, None, :] - own(cx)
     yo = coord[None, :, None] - own(cy)
     co, so = own(cos_t), own(sin_t)
-    xr, yr = xo * co + yo * so, yo * co - xo * so  # pixel in its cell's frame
+    xr, yr = xo * co + yo * so, yo * co - xo * so  # pixel in its cell's frame (x along the long axis)
     rc_o, sa_o = own(rc), own(sqrt_asp)
     dc = np.sqrt((xr / (rc_o * sa_o)) ** 2 + (yr * sa_o / rc_o) ** 2)
     cell = special.expit((1.0 - dc) * rc_o / _SOFT_EDGE).astype(f32)
     rn_o, san_o = own(rn), np.sqrt(sa_o)
     xn, yn = xr - own(0.12 * rc * off_x), yr - own(0.12 * rc * off_y)
-    dn = np.sqrt((xn / (rn_o * san_o)) ** 2 + (yn * san_o / rn_o) ** 2)
+    angle = np.arctan2(yn, xn)
+    outline = 1.0 + own(lobes) * (np.cos(3.0 * angle + own(lobe_1)) + 0.7 * np.cos(5.0 * angle + own(lobe_2)))
+    dn = np.sqrt((xn / (rn_o * san_o)) ** 2 + (yn * san_o / rn_o) ** 2) / outline
     nuc = (special.expit((1.0 - dn) * rn_o / _SOFT_EDGE) * cell).astype(f32)
-    cyto = cell - nuc
-
-    def col(x: np.ndarray) -> np.ndarray:
-        return np.asarray(x, dtype=f32).reshape(n, 1, 1)
+    cyto = np.clip(cell - nuc, 0.0, None)
+    del xo, yo, co, so
 
     def nucleus() -> np.ndarray:
-        chromatin = _bandpass(noise_chromatin, np.full(n, 0.28))
-        contrast = col(0.3 * np.exp(0.4 * F["chromatin_texture"]))
-        return col(0.42 * np.exp(0.25 * F["nucleus_intensity"])) * nuc * np.maximum(1.0 + contrast * chromatin, 0.0)
+        """DNA: the nucleus with each cell's own DNA content and a fine grain; condensation moves
+        DNA signal from the diffuse nucleoplasm into bright heterochromatin foci."""
+        grain = nuc * np.maximum(1.0 + 0.15 * _bandpass(noise_chromatin, 0.25 / s), 0.0)
+        foci = _puncta(u_chromatin, 0.06 * nuc, 0.9 * s) * nuc
+        condensed = col(special.expit(1.3 * F["chromatin_condensation"]))
+        return 0.5 * own(np.exp(0.1 * z_dna)) * ((1.0 - 0.65 * condensed) * grain + condensed * foci)
 
     def er() -> np.ndarray:
-        texture = _bandpass(noise_er, 0.1 * np.exp(0.3 * F["er_texture_scale"]))
-        profile = cyto * np.exp(-1.0 * dc)
-        return col(0.5 * np.exp(0.25 * F["er_intensity"])) * profile * np.maximum(1.0 + 0.6 * texture, 0.0)
+        """ER-resident marker: a tubular network (zero crossings of band-passed noise) in the
+        perinuclear cytoplasm, its mesh size a factor; translocation moves the marker into the
+        nucleus (the nuclear : cytoplasmic ratio of one channel)."""
+        field = _bandpass(noise_er, 0.05 * np.exp(0.5 * F["er_network_scale"]) / s)
+        tubules = np.exp(-((field / 0.5) ** 2))
+        cytoplasm = cyto * np.exp(-1.2 * dc) * (0.2 + tubules)
+        nuclear = col(0.3 * np.exp(0.7 * F["er_translocation"])) * nuc
+        return 0.5 * (cytoplasm + nuclear)
 
     def actin() -> np.ndarray:
-        ring = cell * np.exp(-(((1.0 - dc) * rc_o / 1.3) ** 2))
-        fibers = cell * ((1.0 + np.cos(2.0 * math.pi * yr / 3.0 + own(phase))) / 2.0) ** 4
-        strength = col(0.45 * np.exp(0.45 * F["actin_fibers"]))
-        return col(0.65 * np.exp(0.25 * F["actin_intensity"])) * (0.7 * ring + 0.15 * cell + strength * fibers)
+        """Actin: cortical ring plus stress fibres along the cell's long axis; the factor sets
+        fibres against cortex (relative intensity of two compartments of one channel)."""
+        ring = cell * np.exp(-(((1.0 - dc) * rc_o / (1.3 * col(s))) ** 2))
+        fibers = cell * ((1.0 + np.cos(2.0 * math.pi * yr / (3.0 * col(s)) + own(phase))) / 2.0) ** 4
+        strength = col(0.45 * np.exp(0.6 * F["actin_fibers"]))
+        return 0.45 * (0.8 * ring + 0.1 * cell + strength * fibers)
 
     def mito() -> np.ndarray:
-        prob = col(0.06 * np.exp(0.45 * F["mito_density"])) * cyto * np.clip(1.3 - 0.6 * dc, 0.0, 1.0)
-        spots = _puncta(u_mito, prob, 0.75 * np.exp(0.25 * F["mito_size"]))
-        return col(0.55 * np.exp(0.25 * F["mito_intensity"])) * (spots + 0.1 * cyto)
+        """Mitochondria: puncta in the cytoplasm; density, size and how tightly they cluster
+        around the nucleus are factors."""
+        reach = col(1.2 * np.exp(0.5 * F["mito_perinuclear"]))
+        prob = col(0.07 * np.exp(0.5 * F["mito_density"])) * cyto * np.exp(-reach * np.maximum(dn - 1.0, 0.0) / 2.0)
+        spots = _puncta(u_mito, prob, 0.7 * s * np.exp(0.25 * F["mito_size"]))
+        return 0.5 * (spots + 0.08 * cyto)
 
     def golgi() -> np.ndarray:
-        width = col(0.3 * np.exp(0.3 * F["golgi_spread"]))
+        """Golgi marker: a perinuclear band on one side of the nucleus; the factor moves the
+        marker from diffuse cytoplasm into puncta, another spreads the band."""
+        width = col(0.3 * np.exp(0.35 * F["golgi_spread"]))
         toward = (xn * own(np.cos(golgi_dir)) + yn * own(np.sin(golgi_dir))) / (np.sqrt(xn**2 + yn**2) + 1e-3)
-        band = np.exp(-(((dn - 1.45) / width) ** 2)) * cyto * special.expit(3.0 * toward)
-        spots = _puncta(u_golgi, 0.35 * band, np.full(n, 0.8))
-        return col(0.42 * np.exp(0.3 * F["golgi_intensity"])) * spots
+        band = np.exp(-(((dn - 1.4) / width) ** 2)) * cyto * special.expit(3.0 * toward)
+        punctate = col(special.expit(1.3 * F["golgi_punctate"]))
+        spots = _puncta(u_golgi, 0.35 * band, 0.8 * s)
+        return 0.45 * (punctate * spots + (1.0 - punctate) * 0.35 * cyto)
 
     render: dict[str, Callable[[], np.ndarray]] = {
         "nucleus": nucleus, "er": er, "actin": actin, "mito": mito, "golgi": golgi}
@@ -513,8 +578,10 @@ def nuisance_table(demo: dict, seed: int, plate: str, n_images: int) -> pd.DataF
     from (seed, plate), small per-image jitter from (seed, plate); all scaled by batch_strength.
 
     Columns ``nuisance_{gain,offset,gamma,crosstalk}_{channel}`` and ``nuisance_gradient_x``,
-    ``nuisance_gradient_y``, ``nuisance_vignette``, ``nuisance_blur`` (px), ``nuisance_noise``
-    (multiplier of demo.noise). With batch_strength 0 every image gets the neutral values.
+    ``nuisance_gradient_y``, ``nuisance_vignette``, ``nuisance_blur`` (px, defocus),
+    ``nuisance_noise`` (multiplier of demo.noise) and ``nuisance_zoom`` (magnification relative
+    to nominal: the same cells look bigger and fewer fit in the field, so apparent morphology
+    shifts with the batch). With batch_strength 0 every image gets the neutral values.
     """
     check_demo(demo)
     batch = _batch_of(demo, plate)
@@ -536,6 +603,7 @@ def nuisance_table(demo: dict, seed: int, plate: str, n_images: int) -> pd.DataF
             "vignette": np.array(scale * s * 0.3 * rng.uniform(0.0, 1.0)),
             "blur": np.array(scale * s * 0.9 * px * rng.uniform(0.0, 1.0)),
             "log_noise": np.array(scale * s * 0.3 * rng.standard_normal()),
+            "log_zoom": np.array(scale * s * 0.08 * rng.standard_normal()),
         }
 
     bat = level(rng_for(seed, "batch", batch), 1.0)
@@ -544,6 +612,7 @@ def nuisance_table(demo: dict, seed: int, plate: str, n_images: int) -> pd.DataF
     jit_gain = s * 0.05 * rng.standard_normal((n_images, n_ch))
     jit_blur = s * 0.25 * px * np.abs(rng.standard_normal(n_images))
     jit_grad = s * 0.03 * rng.standard_normal((n_images, 2))
+    jit_zoom = s * 0.01 * rng.standard_normal(n_images)
 
     table: dict[str, Any] = {}
     for c, name in enumerate(channels):
@@ -560,6 +629,8 @@ def nuisance_table(demo: dict, seed: int, plate: str, n_images: int) -> pd.DataF
     table[f"{NUISANCE_PREFIX}vignette"] = np.full(n_images, float(bat["vignette"] + pla["vignette"]))
     table[f"{NUISANCE_PREFIX}blur"] = float(bat["blur"] + pla["blur"]) + jit_blur
     table[f"{NUISANCE_PREFIX}noise"] = np.full(n_images, math.exp(float(bat["log_noise"] + pla["log_noise"])))
+    zoom = np.exp(float(bat["log_zoom"] + pla["log_zoom"]) + jit_zoom)
+    table[f"{NUISANCE_PREFIX}zoom"] = np.clip(zoom, *_ZOOM_RANGE)
     out = pd.DataFrame(table)
     offsets = out[[f"{NUISANCE_PREFIX}offset_{c}" for c in channels]]
     out[offsets.columns] = offsets.clip(lower=0.0)
@@ -596,7 +667,7 @@ def apply_nuisance(
     if n_ch > 1:
         x = x.copy()
         x[:, 1:] += per("crosstalk")[:, 1:] * x[:, :-1]
-    x = _pad_blur(x, one("blur"))
+    x = _blur(x, one("blur"))
     yy = np.linspace(-1.0, 1.0, h, dtype=np.float32)[:, None]
     xx = np.linspace(-1.0, 1.0, w, dtype=np.float32)[None, :]
     field = (1.0 + one("gradient_x")[:, None, None] * xx + one("gradient_y")[:, None, None] * yy
@@ -634,7 +705,8 @@ def simulate_plate(demo: dict, seed: int, plate: str) -> tuple[np.ndarray, pd.Da
     block = _render_block(size, float(demo["cells_per_image"]))
     for start in range(0, n, block):
         stop = min(n, start + block)
-        clean = render_cells(factors[start:stop], channels, size, float(demo["cells_per_image"]), render_rng)
+        clean = render_cells(factors[start:stop], channels, size, float(demo["cells_per_image"]), render_rng,
+                             zoom=nuisance[f"{NUISANCE_PREFIX}zoom"].to_numpy()[start:stop])
         tiles[start:stop] = apply_nuisance(
             clean, nuisance.iloc[start:stop], channels, float(demo["noise"]), dtype, noise_rng)
 
