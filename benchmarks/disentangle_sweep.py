@@ -1,4 +1,4 @@
-"""Training-length x model-size sweep of the disentangle study's AE on the procedural dataset.
+"""Training-length x model-size sweep of the disentangle study's AE on the procedural datasets.
 
 Where do InfoM, InfoE, InfoC and MCC of AE, AE + ICA (and the AE + random rotation control)
 stop changing? One AE is trained per (n_images, width, seed) for the largest step count; at
@@ -32,11 +32,11 @@ import pandas as pd
 import torch
 
 from phenoica.studies import disentangle as dis
-from phenoica.studies.factor_data import eval_index, procedural_dataset
+from phenoica.studies.factor_data import eval_index, procedural_dataset, scenes_dataset
 
 SCORES = ("infom", "infoe", "infoc", "mcc", "r2")
 VARIANTS = ("ae", "ae_ica", "ae_rand")
-KEYS = ["n_images", "lr", "width", "seed"]
+KEYS = ["dataset", "image_size", "object_scale", "n_images", "lr", "width", "seed"]
 
 
 def settings_for(args: argparse.Namespace, width: float, lr: float) -> dict:
@@ -45,8 +45,12 @@ def settings_for(args: argparse.Namespace, width: float, lr: float) -> dict:
             "metrics": {"n_neighbors": 10, "infoe_max_iter": 1000}}
 
 
-def run_setting(args: argparse.Namespace, n_images: int, lr: float, width: float, seed: int) -> list[dict]:
-    data = procedural_dataset(n_images, args.image_size, seed=0)
+def run_setting(args: argparse.Namespace, dataset: str, image_size: int, object_scale: float, n_images: int,
+                lr: float, width: float, seed: int) -> list[dict]:
+    if dataset == "scenes":
+        data = scenes_dataset(n_images, image_size, seed=0)
+    else:
+        data = procedural_dataset(n_images, image_size, seed=0, object_scale=object_scale)
     index = eval_index(len(data), args.n_eval, args.eval_seed)
     factors = data.factors[index]
     settings = settings_for(args, width, lr)
@@ -60,7 +64,7 @@ def run_setting(args: argparse.Namespace, n_images: int, lr: float, width: float
         for variant in VARIANTS:
             lat = z if variant == "ae" else dis.derived_latents(variant, z, settings, seed)
             s = dis.score_latents(lat, factors, settings, seed, with_dci=False)
-            row = {"n_images": n_images, "lr": lr, "width": width, "seed": seed, "step": step, "variant": variant,
+            row = {"dataset": dataset, "image_size": image_size, "object_scale": object_scale, "n_images": n_images, "lr": lr, "width": width, "seed": seed, "step": step, "variant": variant,
                    **{k: float(s[k]) for k in SCORES}, "train_seconds": clock["train"],
                    "load1": os.getloadavg()[0]}
             rows.append(row)
@@ -70,8 +74,9 @@ def run_setting(args: argparse.Namespace, n_images: int, lr: float, width: float
             print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)
         clock["last"] = time.perf_counter()
 
-    n_params = sum(p.numel() for p in dis.build_model("ae", args.image_size, args.latent_dim, width).parameters())
-    print(f"# setting n_images={n_images} lr={lr} width={width} seed={seed}: {n_params} parameters", flush=True)
+    n_params = sum(p.numel() for p in dis.build_model("ae", image_size, args.latent_dim, width).parameters())
+    print(f"# setting dataset={dataset} image_size={image_size} object_scale={object_scale} n_images={n_images} lr={lr} width={width} seed={seed}: {n_params} parameters",
+          flush=True)
     _, summary = dis.train_model("ae", data, settings, seed, device="cpu", on_milestone=on_milestone,
                                  milestones=args.milestones)
     loss = np.asarray(summary["loss"])
@@ -82,8 +87,8 @@ def run_setting(args: argparse.Namespace, n_images: int, lr: float, width: float
 
 
 def curve_table(df: pd.DataFrame) -> pd.DataFrame:
-    """Mean (and SD) over seeds per (n_images, lr, width, step, variant), scores as columns."""
-    g = df.groupby(["n_images", "lr", "width", "step", "variant"])
+    """Mean (and SD) over seeds per setting, step and variant, scores as columns."""
+    g = df.groupby(KEYS[:-1] + ["step", "variant"])
     out = g[list(SCORES) + ["train_seconds", "recon_loss"]].mean()
     sd = g[list(SCORES)].std(ddof=1).add_suffix("_sd")
     return pd.concat([out, sd, g.size().rename("n_seeds")], axis=1).reset_index()
@@ -95,7 +100,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--milestones", type=int, nargs="+", default=[500, 1000, 2000, 4000, 8000])
     ap.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     ap.add_argument("--n-images", type=int, nargs="+", default=[4096])
-    ap.add_argument("--image-size", type=int, default=32)
+    ap.add_argument("--datasets", nargs="+", default=["procedural"], choices=["procedural", "scenes"])
+    ap.add_argument("--image-sizes", type=int, nargs="+", default=[32])
+    ap.add_argument("--object-scales", type=float, nargs="+", default=[1.0])
     ap.add_argument("--latent-dim", type=int, default=10)
     ap.add_argument("--batch-size", type=int, default=64)
     ap.add_argument("--lrs", type=float, nargs="+", default=[1e-3])
@@ -106,30 +113,32 @@ def main(argv: list[str] | None = None) -> int:
     args.milestones = sorted(set(args.milestones))
     torch.set_num_threads(1)
     done = pd.read_csv(args.out) if args.out.exists() else pd.DataFrame(columns=KEYS + ["step"])
-    if "lr" not in done:
-        done.insert(1, "lr", 1e-3)  # files written before lr was a sweep dimension
-    for n_images in args.n_images:
-        for lr in args.lrs:
-            for width in args.widths:
-                for seed in args.seeds:
-                    key = dict(n_images=n_images, lr=lr, width=width, seed=seed)
-                    mine = np.logical_and.reduce([np.isclose(done[k].astype(float), v) for k, v in key.items()])
-                    if mine.any() and done.loc[mine, "step"].max() >= max(args.milestones):
-                        print(f"# skip {key}: in {args.out}", flush=True)
-                        continue
-                    rows = pd.DataFrame(run_setting(args, n_images, lr, width, seed))
-                    done = pd.concat([done[~mine], rows], ignore_index=True)
-                    args.out.parent.mkdir(parents=True, exist_ok=True)
-                    tmp = args.out.with_suffix(".tmp")
-                    done.to_csv(tmp, index=False)
-                    os.replace(tmp, args.out)
+    for column, value in (("dataset", "procedural"), ("image_size", 32), ("object_scale", 1.0), ("lr", 1e-3)):  # files written before these were sweep dimensions
+        if column not in done:
+            done.insert(0, column, value)
+    grid = [(d, i, o, n, lr, w, s) for d in args.datasets for i in args.image_sizes for o in args.object_scales
+            for n in args.n_images for lr in args.lrs for w in args.widths for s in args.seeds]
+    for dataset, image_size, object_scale, n_images, lr, width, seed in grid:
+        key = dict(image_size=image_size, object_scale=object_scale, n_images=n_images, lr=lr, width=width, seed=seed)
+        mine = np.logical_and.reduce([done["dataset"] == dataset]
+                                     + [np.isclose(done[k].astype(float), v) for k, v in key.items()])
+        if mine.any() and done.loc[mine, "step"].max() >= max(args.milestones):
+            print(f"# skip {key}: in {args.out}", flush=True)
+            continue
+        rows = pd.DataFrame(run_setting(args, dataset, image_size, object_scale, n_images, lr, width, seed))
+        done = pd.concat([done[~mine], rows], ignore_index=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_suffix(".tmp")
+        done.to_csv(tmp, index=False)
+        os.replace(tmp, args.out)
     curves = curve_table(done)
     pd.set_option("display.width", 200)
     print("\n# curves: mean over seeds (AE training wall seconds on 1 thread, cumulative)")
     print(curves.round(3).to_string(index=False))
-    base = curves[(curves["width"] == 1.0) & (curves["variant"] == "ae")].set_index(["n_images", "lr", "step"])["train_seconds"]
+    index = ["dataset", "image_size", "object_scale", "n_images", "lr", "step"]
+    base = curves[(curves["width"] == 1.0) & (curves["variant"] == "ae")].set_index(index)["train_seconds"]
     if not base.empty:
-        ae = curves[curves["variant"] == "ae"].set_index(["n_images", "lr", "step"])
+        ae = curves[curves["variant"] == "ae"].set_index(index)
         ratio = (ae["train_seconds"] / base.reindex(ae.index)).rename("train_time_vs_width1")
         print("\n# training time relative to width 1, same run")
         print(pd.concat([ae["width"], ratio], axis=1).reset_index().round(2).to_string(index=False))

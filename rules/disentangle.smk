@@ -11,7 +11,7 @@ DIS_SEEDS = list(config["disentangle"]["seeds"])
 
 
 wildcard_constraints:
-    dis_dataset=r"procedural|shapes3d|mpi3d|falcor3d|isaac3d",
+    dis_dataset=r"procedural|scenes|shapes3d|mpi3d|falcor3d|isaac3d",
     dis_model=r"ae|beta_vae|beta_tcvae|bioae|ae_ica|ae_rand|ae_oracle",
     dis_seed=r"\d+",
 
