@@ -16,7 +16,9 @@ average at each milestone is recorded beside them, since the machine may be shar
 
     OMP_NUM_THREADS=1 python benchmarks/disentangle_sweep.py \
         --widths 0.5 1 2 --lrs 0.001 --milestones 500 1000 2000 4000 8000 --seeds 0 1 \
-        --out results/benchmarks/disentangle_sweep.csv
+        --out results/benchmarks/disentangle_sweep.csv --figure results/benchmarks/disentangle_sweep.png
+
+With ``--milestones`` all already measured (``--out`` complete), it only prints (and plots) the curves.
 """
 
 from __future__ import annotations
@@ -94,6 +96,30 @@ def curve_table(df: pd.DataFrame) -> pd.DataFrame:
     return pd.concat([out, sd, g.size().rename("n_seeds")], axis=1).reset_index()
 
 
+def curve_figure(curves: pd.DataFrame, path: Path) -> None:
+    """InfoE, InfoM, InfoC and MCC against training steps, one line per (dataset, width, variant)."""
+    from matplotlib.figure import Figure
+
+    from phenoica.render import save_figure
+
+    shown = ("infoe", "infom", "infoc", "mcc")
+    fig = Figure(figsize=(4.2 * len(shown), 3.6), layout="constrained")
+    axes = fig.subplots(1, len(shown))
+    styles = {"ae": "-", "ae_ica": "--", "ae_rand": ":"}
+    settings = curves.groupby(KEYS[:-1], sort=True)
+    for i, (key, t) in enumerate(settings):
+        label = ", ".join(f"{k}={v}" for k, v in zip(KEYS[:-1], key) if k in ("dataset", "width", "image_size", "lr"))
+        for variant, u in t.groupby("variant"):
+            for ax, c in zip(axes, shown):
+                ax.plot(u["step"], u[c], styles.get(variant, "-"), color=f"C{i % 10}", marker="o", ms=3,
+                        label=f"{label} {variant}" if c == "infoe" else None)
+    for ax, c in zip(axes, shown):
+        ax.set(xscale="log", xlabel="training steps", title=c)
+    axes[0].axhline(0.76, color="grey", lw=0.8, ls="--")
+    fig.legend(fontsize=6, loc="outside lower center", ncols=3)
+    save_figure(fig, path)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--widths", type=float, nargs="+", default=[0.5, 1.0, 2.0])
@@ -109,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--n-eval", type=int, default=1000)
     ap.add_argument("--eval-seed", type=int, default=0)
     ap.add_argument("--out", type=Path, default=Path("results/benchmarks/disentangle_sweep.csv"))
+    ap.add_argument("--figure", type=Path, default=None, help="also plot the curves to this PNG")
     args = ap.parse_args(argv)
     args.milestones = sorted(set(args.milestones))
     torch.set_num_threads(1)
@@ -132,16 +159,19 @@ def main(argv: list[str] | None = None) -> int:
         done.to_csv(tmp, index=False)
         os.replace(tmp, args.out)
     curves = curve_table(done)
+    if args.figure is not None:
+        curve_figure(curves, args.figure)
     pd.set_option("display.width", 200)
     print("\n# curves: mean over seeds (AE training wall seconds on 1 thread, cumulative)")
-    print(curves.round(3).to_string(index=False))
+    print(curves.astype({"lr": str}).round(3).to_string(index=False))
     index = ["dataset", "image_size", "object_scale", "n_images", "lr", "step"]
     base = curves[(curves["width"] == 1.0) & (curves["variant"] == "ae")].set_index(index)["train_seconds"]
     if not base.empty:
         ae = curves[curves["variant"] == "ae"].set_index(index)
         ratio = (ae["train_seconds"] / base.reindex(ae.index)).rename("train_time_vs_width1")
         print("\n# training time relative to width 1, same run")
-        print(pd.concat([ae["width"], ratio], axis=1).reset_index().round(2).to_string(index=False))
+        table = pd.concat([ae["width"], ratio], axis=1).reset_index()
+        print(table.astype({"lr": str}).round(2).to_string(index=False))
     return 0
 
 
