@@ -713,8 +713,9 @@ def verdict(models: pd.DataFrame, pairs: pd.DataFrame, rho: pd.DataFrame) -> str
                      f"[95% CI {r['ci_low']:+.2f}, {r['ci_high']:+.2f}] over {int(r['n_pairs'])} seed pairs, "
                      f"{_direction(r['ci_low'], r['ci_high'])}")
         if "late_improvement" in m:
-            worst = float(m["late_improvement"].max())
-            text += f"; worst late loss improvement {100 * worst:.2g}% (last 10% of epochs)"
+            late = m["late_improvement"].to_numpy(float)
+            text += (f"; loss change over the last 10% of epochs: median {100 * np.median(np.abs(late)):.2g}%, "
+                     f"largest {100 * np.max(np.abs(late)):.2g}% ({int(m['epochs_run'].min())}-{int(m['epochs_run'].max())} epochs)")
         parts.append(text + ".")
     near = models[(models["alpha"] == models["alpha"].min()) & (models["group"] == ALL_GROUP)]
     head = (f"At the near-linear end (alpha = {float(models['alpha'].min()):g}) the encoders' mean B(z) is "
