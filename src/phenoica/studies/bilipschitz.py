@@ -306,15 +306,17 @@ def train_autoencoder(
     lr: float,
     parametrization: str = "orthogonal",
     converge_tol: float = 0.0,
-    converge_window: int = 25,
+    converge_window: int = 200,
     device: str = "auto",
 ) -> tuple[Autoencoder, list[float]]:
     """Train an :class:`Autoencoder` with Adam on mean squared reconstruction error.
 
     ``seed`` fixes the initialization and the minibatch order. Training runs at most ``epochs``
-    epochs and stops early once converged: after every ``converge_window`` epochs, when the mean
-    loss of the last window fell by less than ``converge_tol`` (relative) from the window before
-    (``converge_tol=0`` never stops early). Returns the model (on CPU, eval mode,
+    epochs and stops early once converged (:func:`converged` on the per-step losses, checked at
+    the end of each epoch): when the mean loss of the last ``converge_window`` optimizer steps
+    fell by less than ``converge_tol`` (relative) from the window before (``converge_tol=0``
+    never stops early). The window counts steps, not epochs, so small datasets (few steps per
+    epoch) train as many updates per check as large ones. Returns the model (on CPU, eval mode,
     parametrizations frozen into plain weights) and the mean training loss of each epoch run.
     """
     if x.ndim != 2 or x.shape[0] < 2:
@@ -330,6 +332,8 @@ def train_autoencoder(
     data = torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev)
     gen = torch.Generator().manual_seed(seed)
     history: list[float] = []
+    steps: list[float] = []
+    next_check = 2 * converge_window
     model.train()
     for epoch in range(epochs):
         order = torch.randperm(data.shape[0], generator=gen).to(dev)
@@ -341,19 +345,21 @@ def train_autoencoder(
             loss.backward()
             opt.step()
             total += float(loss.detach()) * xb.shape[0]
+            steps.append(float(loss.detach()))
         history.append(total / data.shape[0])
-        if converge_tol > 0 and converged(history, converge_window, converge_tol):
-            break
+        if converge_tol > 0 and len(steps) >= next_check:
+            if converged(steps, converge_window, converge_tol):
+                break
+            next_check = len(steps) + converge_window
     model.eval()
     return model.cpu().freeze(), history
 
 
 def converged(history: Sequence[float], window: int, tol: float) -> bool:
-    """True at a window boundary (``len(history)`` a multiple of ``window``, two windows or more)
-    when the mean loss of the last ``window`` epochs is less than ``tol`` (relative) below the
-    mean of the window before it."""
+    """True when ``history`` holds two windows or more and the mean loss of its last ``window``
+    entries is less than ``tol`` (relative) below the mean of the ``window`` entries before."""
     n = len(history)
-    if n < 2 * window or n % window:
+    if n < 2 * window:
         return False
     last, before = float(np.mean(history[-window:])), float(np.mean(history[-2 * window:-window]))
     return (before - last) < tol * abs(before)
@@ -445,7 +451,7 @@ def run_model(dataset: str, group: str, alpha: float, seed: int, settings: Mappi
     model, hist = train_autoencoder(
         data["x"], alpha, seed, latent_dim=latent, hidden=list(settings["hidden"]), epochs=int(settings["epochs"]),
         batch_size=int(settings["batch_size"]), lr=float(settings["lr"]), parametrization=param,
-        converge_tol=float(settings.get("converge_tol", 0.0)), converge_window=int(settings.get("converge_window", 25)),
+        converge_tol=float(settings.get("converge_tol", 0.0)), converge_window=int(settings.get("converge_window", 200)),
         device=str(settings.get("device", "auto")))
     improvement = late_improvement(hist)
     log.info("%s/%s alpha=%s seed=%d (%s): %d samples, %d epochs in %.1f s, final loss %.5f, late improvement %.2g%%",
