@@ -3,10 +3,12 @@
 # ae_ica, ae_rand and ae_oracle are scored from the AE's latents; a gather + report job; target
 # `disentangle`.
 
+from phenoica.studies.disentangle import AE_DERIVED as DIS_AE_DERIVED
+
 DIS = f"{RESULTS}/studies/disentangle"
 DIS_DATASETS = list(config["disentangle"]["datasets"])
 DIS_TRAINED = list(config["disentangle"]["models"])
-DIS_EVALUATED = DIS_TRAINED + (["ae_ica", "ae_rand", "ae_oracle"] if "ae" in DIS_TRAINED else [])
+DIS_EVALUATED = DIS_TRAINED + (list(DIS_AE_DERIVED) if "ae" in DIS_TRAINED else [])
 DIS_SEEDS = list(config["disentangle"]["seeds"])
 
 
@@ -37,7 +39,7 @@ rule disentangle_train:
 
 rule disentangle_evaluate:
     input:
-        lambda w: f"{DIS}/{w.dis_dataset}/{'ae' if w.dis_model.startswith('ae_') else w.dis_model}/seed{w.dis_seed}/latents.npz",
+        lambda w: f"{DIS}/{w.dis_dataset}/{'ae' if w.dis_model in DIS_AE_DERIVED else w.dis_model}/seed{w.dis_seed}/latents.npz",
     output:
         f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/scores.parquet",
     params:
