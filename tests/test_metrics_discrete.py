@@ -40,3 +40,18 @@ def test_infomec_scores_all_40_classes_of_a_discrete_factor():
     # NMI is normalized by the entropy of the 40 classes (log 40), not of 20 merged bins
     binned = infomec(sources, latents, n_bins=20, infoe_max_iter=300)
     assert not np.allclose(binned["nmi"][0], info["nmi"][0])
+
+
+@pytest.mark.filterwarnings("ignore:InfoC undefined")  # one active latent: InfoC is 0/0 by definition
+def test_infoe_on_all_latents_counts_an_inactive_informative_latent():
+    # latent 1 has a tiny range (inactive: below 1/20 of the largest) but carries the second factor
+    rng = np.random.default_rng(2)
+    n = 1500
+    sources = np.column_stack([rng.integers(0, 4, n), rng.integers(0, 3, n)]).astype(float)
+    latents = np.column_stack([sources[:, 0] * 10 + rng.normal(0, 0.1, n), sources[:, 1] * 0.01 + rng.normal(0, 1e-4, n)])
+    active = infomec(sources, latents, n_bins=None, infoe_max_iter=300)
+    everything = infomec(sources, latents, n_bins=None, infoe_max_iter=300, infoe_all_latents=True)
+    assert active["active"].tolist() == [True, False]
+    assert active["infoe_sources"][1] < 0.05 < 0.9 < everything["infoe_sources"][1]
+    assert everything["infoe_sources"][0] == pytest.approx(active["infoe_sources"][0], abs=1e-3)
+    assert everything["infom"] == active["infom"] and everything["nmi"].shape == (2, 1)  # InfoM/C: active only

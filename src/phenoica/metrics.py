@@ -410,12 +410,15 @@ def infoe(sources: Any, latents: Any, seed: int = 0, *, n_bins: int | None = 20,
 
 
 def infomec(
-    sources: Any, latents: Any, n_neighbors: int = 10, seed: int = 0, *, n_bins: int | None = 20, infoe_max_iter: int = 10_000
+    sources: Any, latents: Any, n_neighbors: int = 10, seed: int = 0, *, n_bins: int | None = 20,
+    infoe_max_iter: int = 10_000, infoe_all_latents: bool = False,
 ) -> dict[str, Any]:
     """InfoM, InfoE and InfoC of Hsu et al. (PAPER.md "Table 2") on the active latents.
 
     Sources are discretized (:func:`discretize`, ``n_bins``), latents restricted to
-    :func:`active_latents` and z-scored; returns ``{"infom", "infoe", "infoc"}`` (floats),
+    :func:`active_latents` and z-scored. InfoE regresses each source on the active latents, or
+    with ``infoe_all_latents=True`` on all latents as PAPER.md and Hsu et al.'s code define it
+    (the two differ only when an inactive latent carries information); returns ``{"infom", "infoe", "infoc"}`` (floats),
     ``"infoe_sources"`` (each source's explicitness, ``(K,)``), ``"nmi"`` (``K x L_active``) and
     ``"active"`` (the boolean mask over all latents).
 
@@ -430,7 +433,7 @@ def infomec(
         raise ValueError("infomec: every latent is constant; no active latents to score")
     z_active = z[:, active]
     nmi = nmi_matrix(s, z_active, n_neighbors=n_neighbors, seed=seed, n_bins=n_bins)
-    per_source = infoe_sources(s, z_active, seed=seed, n_bins=n_bins, max_iter=infoe_max_iter)
+    per_source = infoe_sources(s, z if infoe_all_latents else z_active, seed=seed, n_bins=n_bins, max_iter=infoe_max_iter)
     return {
         "infom": infom(nmi),
         "infoe": float(per_source.mean()),

@@ -378,13 +378,13 @@ def score_latents(latents: np.ndarray, factors: np.ndarray, settings: Mapping[st
 
     Factors are class codes by construction (:class:`FactorDataset`), so InfoMEC and DCI
     label-encode every factor with all its values (``n_bins=None``; MPI3D's 40-valued factors
-    keep 40 classes, as in Hsu et al.). Returns the :data:`SCORE_COLUMNS` as floats (DCI NaN
+    keep 40 classes, as in Hsu et al.); InfoE regresses on all latents, as PAPER.md defines it. Returns the :data:`SCORE_COLUMNS` as floats (DCI NaN
     when ``with_dci`` is false), ``nmi`` (sources x all latents; inactive latents get 0),
     ``active`` (mask) and ``infoe_sources`` (each factor's explicitness).
     """
     m = settings["metrics"]
     info = metrics.infomec(factors, latents, n_neighbors=m["n_neighbors"], seed=seed, n_bins=None,
-                           infoe_max_iter=m["infoe_max_iter"])
+                           infoe_max_iter=m["infoe_max_iter"], infoe_all_latents=True)
     nmi_full = np.zeros((factors.shape[1], latents.shape[1]))
     nmi_full[:, info["active"]] = info["nmi"]
     if with_dci:
