@@ -338,11 +338,11 @@ def oracle_rotation_latents(latents: np.ndarray, factors: np.ndarray, n_componen
     """AE + factor-fitted rotation (a reference, not a method: it uses the factors).
 
     PCA-whiten as :func:`ica_latents`, then the rotation that best maps the whitened latents
-    onto the z-scored factor codes (orthogonal Procrustes, ``scipy.linalg.orthogonal_procrustes``;
-    factors padded with zero columns to the latent count). No rotation of the whitened latents
-    correlates them with the factors much better, so AE + ICA near this row means ICA found the
-    factors' axes as far as a rotation can, and this row near AE + random rotation means no
-    rotation can make the latents disentangled.
+    onto the z-scored factor codes (orthogonal Procrustes, ``scipy.linalg.orthogonal_procrustes``,
+    factors padded with zero columns to the latent count): it maximizes the summed correlation of
+    rotated latent k with factor k. AE + ICA near this row means ICA found the factors' axes about
+    as well as a label-guided rotation; this row near the AE means rotating the AE's whitened
+    latents cannot align them much better with the factors.
     """
     k = latents.shape[1] if n_components is None else int(n_components)
     white = PCAWhitener(n_components=k, seed=seed).fit_transform(latents)
@@ -378,9 +378,10 @@ def score_latents(latents: np.ndarray, factors: np.ndarray, settings: Mapping[st
 
     Factors are class codes by construction (:class:`FactorDataset`), so InfoMEC and DCI
     label-encode every factor with all its values (``n_bins=None``; MPI3D's 40-valued factors
-    keep 40 classes, as in Hsu et al.); InfoE regresses on all latents, as PAPER.md defines it. Returns the :data:`SCORE_COLUMNS` as floats (DCI NaN
-    when ``with_dci`` is false), ``nmi`` (sources x all latents; inactive latents get 0),
-    ``active`` (mask) and ``infoe_sources`` (each factor's explicitness).
+    keep 40 classes, as in Hsu et al.); InfoE regresses on all latents, as PAPER.md defines it.
+    Returns the :data:`SCORE_COLUMNS` as floats (DCI NaN when ``with_dci`` is false), ``nmi``
+    (sources x all latents; inactive latents get 0), ``active`` (mask) and ``infoe_sources``
+    (each factor's explicitness).
     """
     m = settings["metrics"]
     info = metrics.infomec(factors, latents, n_neighbors=m["n_neighbors"], seed=seed, n_bins=None,
