@@ -1,17 +1,20 @@
 # Study "disentangle": PAPER.md Table 2. One training job per (dataset, model, seed) writes the
 # evaluation set's latents and the weights; one evaluation job per (dataset, model, seed), where
-# ae_ica is scored from the AE's latents; a gather + report job; target `disentangle`.
+# ae_ica, ae_rand and ae_oracle are scored from the AE's latents; a gather + report job; target
+# `disentangle`.
+
+from phenoica.studies.disentangle import AE_DERIVED as DIS_AE_DERIVED
 
 DIS = f"{RESULTS}/studies/disentangle"
 DIS_DATASETS = list(config["disentangle"]["datasets"])
 DIS_TRAINED = list(config["disentangle"]["models"])
-DIS_EVALUATED = DIS_TRAINED + (["ae_ica"] if "ae" in DIS_TRAINED else [])
+DIS_EVALUATED = DIS_TRAINED + (list(DIS_AE_DERIVED) if "ae" in DIS_TRAINED else [])
 DIS_SEEDS = list(config["disentangle"]["seeds"])
 
 
 wildcard_constraints:
-    dis_dataset=r"procedural|shapes3d|mpi3d|falcor3d|isaac3d",
-    dis_model=r"ae|beta_vae|beta_tcvae|bioae|ae_ica",
+    dis_dataset=r"procedural|scenes|shapes3d|mpi3d|falcor3d|isaac3d",
+    dis_model=r"ae|beta_vae|beta_tcvae|bioae|ae_ica|ae_rand|ae_oracle",
     dis_seed=r"\d+",
 
 
@@ -36,7 +39,7 @@ rule disentangle_train:
 
 rule disentangle_evaluate:
     input:
-        lambda w: f"{DIS}/{w.dis_dataset}/{'ae' if w.dis_model == 'ae_ica' else w.dis_model}/seed{w.dis_seed}/latents.npz",
+        lambda w: f"{DIS}/{w.dis_dataset}/{'ae' if w.dis_model in DIS_AE_DERIVED else w.dis_model}/seed{w.dis_seed}/latents.npz",
     output:
         f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/scores.parquet",
     params:
@@ -61,6 +64,7 @@ rule disentangle_report:
         md=f"{DIS}/report.md",
         html=f"{DIS}/index.html",
         table=f"{DIS}/table2.csv",
+        differences=f"{DIS}/differences.csv",
         scores=f"{DIS}/scores.csv",
     params:
         settings=config["disentangle"],

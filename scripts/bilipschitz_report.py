@@ -1,4 +1,4 @@
-"""Rule bilipschitz_report: figures, Spearman table, Markdown and HTML report of the study."""
+"""Rule bilipschitz_report: figures, Spearman table (bootstrap intervals), verdict, Markdown and HTML page."""
 from pathlib import Path
 
 import pandas as pd
@@ -13,5 +13,7 @@ files = write_report(
     pd.concat([pd.read_parquet(p) for p in inp.models], ignore_index=True),
     pd.concat([pd.read_parquet(p) for p in inp.pairs], ignore_index=True),
     pd.concat([pd.read_parquet(p) for p in inp.samples], ignore_index=True),
+    n_boot=snakemake.params.n_bootstrap,
+    seed=snakemake.params.seed,
 )
 log.info("wrote %s", ", ".join(str(p) for p in files.values()))

@@ -21,7 +21,7 @@ SETTINGS = {
     "device": "cpu", "latent_dim": 6, "steps": 40, "batch_size": 32, "lr": 1e-3, "n_eval": 200, "eval_seed": 0,
     "beta_vae_beta": 4.0, "beta_tcvae_beta": 6.0, "bioae_nonneg": 1.0, "bioae_activity": 0.01, "bioae_weight": 1e-4,
     "ica": {"method": "picard", "n_components": None},
-    "metrics": {"n_neighbors": 10, "n_bins": 20, "infoe_max_iter": 300},
+    "metrics": {"n_neighbors": 10, "infoe_max_iter": 300},
 }
 
 
@@ -62,6 +62,33 @@ def test_procedural_factors_are_independent():
         assert chi2_contingency(table).pvalue > 1e-4, (ds.factor_names[i], ds.factor_names[j])
     for k, size in enumerate(ds.sizes):
         assert set(np.unique(ds.factors[:, k])) == set(range(size))
+
+
+def test_scenes_are_seeded_independent_and_every_factor_changes_many_pixels():
+    a = fd.scenes_dataset(300, 32, seed=1)
+    assert np.array_equal(a.images, fd.scenes_dataset(300, 32, seed=1).images)
+    assert np.array_equal(fd.render_scenes(a.factors, 32), a.images)
+    assert a.images.shape == (300, 32, 32, 3) and a.sizes == tuple(fd.SCENE_FACTORS.values())
+    base = np.array([[3, 5, 1, 2, 1, 3]])
+    ref = fd.render_scenes(base, 32).astype(int)
+    for k, size in enumerate(fd.SCENE_FACTORS.values()):
+        for level in range(size):
+            if level == base[0, k]:
+                continue
+            other = base.copy()
+            other[0, k] = level
+            changed = (np.abs(fd.render_scenes(other, 32).astype(int) - ref).sum(-1) > 30).mean()
+            assert changed > 0.01, (list(fd.SCENE_FACTORS)[k], level, changed)  # at least ~10 pixels
+    # the colour factors repaint whole regions
+    other = base.copy()
+    other[0, 0] = 7
+    assert (np.abs(fd.render_scenes(other, 32).astype(int) - ref).sum(-1) > 30).mean() > 0.2
+    for i, j in itertools.combinations(range(6), 2):
+        table = pd.crosstab(a.factors[:, i], a.factors[:, j]).to_numpy()
+        assert table.shape == (a.sizes[i], a.sizes[j])
+    with pytest.raises(ValueError, match="codes must lie"):
+        fd.render_scenes(np.array([[8, 0, 0, 0, 0, 0]]))
+    assert fd.load_dataset("scenes", {"scenes": {"n_images": 20, "image_size": 16, "seed": 0}}).name == "scenes"
 
 
 def test_render_rejects_out_of_range_codes():
@@ -170,6 +197,36 @@ def test_noise_latents_score_near_zero_on_infoe():
     assert s["infoe"] < 0.05 and s["mcc"] < 0.15
 
 
+def test_forty_valued_factor_keeps_its_forty_classes():
+    # MPI3D has two 40-valued factors: scored as 40 classes (label-encoded), not 20 quantile bins
+    rng = np.random.default_rng(0)
+    f = np.column_stack([rng.integers(0, 40, 600), rng.integers(0, 4, 600)]).astype(float)
+    z = f + rng.normal(0, 0.01, f.shape)
+    s = dis.score_latents(z, f, SETTINGS, seed=0, with_dci=False)
+    assert s["infoe_sources"].shape == (2,) and s["infoe_sources"][1] > 0.9
+    assert np.isnan(s["dci_d"])
+    from phenoica.metrics import infomec
+    direct = infomec(f, z, seed=0, n_bins=None, infoe_max_iter=300)
+    assert s["infoe"] == pytest.approx(direct["infoe"]) and s["infom"] == pytest.approx(direct["infom"])
+
+
+def test_controls_random_and_factor_fitted_rotation():
+    f = _discrete_factors()
+    noisy = f + np.random.default_rng(5).normal(0, 0.05, f.shape)
+    rotated = (noisy - noisy.mean(0)) @ ortho_group.rvs(3, random_state=4)
+    settings = {**SETTINGS, "ica": {"method": "picard", "n_components": None}}
+    oracle = dis.derived_latents("ae_oracle", rotated, settings, seed=0, factors=f)
+    rand = dis.derived_latents("ae_rand", rotated, settings, seed=0)
+    from phenoica.metrics import mcc
+    assert mcc(oracle, f) > 0.98  # the factor-fitted rotation undoes the mixing
+    assert mcc(rand, f) < 0.9
+    np.testing.assert_allclose(np.cov(rand.T), np.eye(3), atol=1e-2)  # whitened, then rotated
+    with pytest.raises(ValueError, match="needs the factors"):
+        dis.derived_latents("ae_oracle", rotated, settings, seed=0)
+    with pytest.raises(ValueError, match="model must be one of"):
+        dis.derived_latents("vqvae", rotated, settings, seed=0)
+
+
 def test_rotation_lowers_infom_and_ica_restores_it():
     f = _discrete_factors()
     noisy = f + np.random.default_rng(5).normal(0, 0.05, f.shape)  # latents are never exactly tied
@@ -192,6 +249,28 @@ def test_training_lowers_the_loss(tiny, model):
     assert summary["images_per_s"] > 0
     z = dis.encode(net, tiny, np.arange(10))
     assert z.shape == (10, SETTINGS["latent_dim"])
+
+
+def test_milestones_give_the_networks_of_shorter_runs(tiny):
+    seen = {}
+    idx = np.arange(20)
+    settings = {**SETTINGS, "steps": 12}
+    _, summary = dis.train_model("ae", tiny, settings, seed=1, device="cpu", milestones=[5, 12],
+                                 on_milestone=lambda step, net: seen.setdefault(step, dis.encode(net, tiny, idx)))
+    assert sorted(seen) == [5, 12] and len(summary["loss"]) == 12
+    short, _ = dis.train_model("ae", tiny, {**SETTINGS, "steps": 5}, seed=1, device="cpu")
+    np.testing.assert_allclose(seen[5], dis.encode(short, tiny, idx), atol=1e-5)
+    with pytest.raises(ValueError, match="milestones"):
+        dis.train_model("ae", tiny, settings, seed=1, device="cpu", milestones=[13])
+
+
+def test_width_scales_the_network():
+    def count(width):
+        return sum(p.numel() for p in dis.build_model("ae", 32, 10, width).parameters())
+    assert count(0.5) < count(1.0) < count(2.0)
+    assert dis.build_model("ae", 32, 10, 2.0).encoder.net[0].out_channels == 64
+    with pytest.raises(ValueError, match="width"):
+        dis.build_model("ae", 32, 10, 0.0)
 
 
 def test_tc_decomposition_sums_to_the_minibatch_kl():
@@ -221,20 +300,64 @@ def test_summary_table_known_answer():
     assert list(t["dataset"]) == ["a", "b", "all"]
     assert np.allclose(t["infom_mean"], [0.2, 0.4, 0.3]) and np.allclose(t["infom_sd"], 0.1)
     assert (t["n_seeds"] == 3).all()
+    half = 4.302652729911275 * 0.1 / np.sqrt(3)  # t(0.975, 2 df) x SD / sqrt(n)
+    assert np.allclose(t["infom_hi"] - t["infom_mean"], half) and np.allclose(t["infom_mean"] - t["infom_lo"], half)
+
+
+def test_mean_interval_and_paired_differences_known_answers():
+    mean, lo, hi = dis.mean_interval([1.0, 2.0, 3.0, np.nan])
+    assert mean == 2.0 and hi - mean == pytest.approx(4.302652729911275 / np.sqrt(3))
+    assert np.isnan(dis.mean_interval([1.0])[1])
+    rows = [{"dataset": "p", "model": m, "seed": s, "infom": v, "infoe": 0.5, "infoc": 0.2, "mcc": 0.3}
+            for s, (a, b) in enumerate([(0.3, 0.5), (0.4, 0.5), (0.2, 0.6)]) for m, v in (("ae", a), ("ae_ica", b))]
+    d = dis.paired_differences(pd.DataFrame(rows), "ae_ica", "ae").set_index("score")
+    assert d.loc["InfoM", "mean_diff"] == pytest.approx(0.2333333) and d.loc["InfoM", "seeds_higher"] == 3
+    assert d.loc["InfoE", "mean_diff"] == 0.0 and d.loc["InfoM", "n_seeds"] == 3
+    assert d.loc["InfoM", "ci_low"] < 0.2333333 < d.loc["InfoM", "ci_high"]
+
+
+def _scores_for_verdict(ica_gain: float, infoe: float) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = []
+    for seed in range(3):
+        base = 0.3 + 0.01 * seed
+        for model, infom_value, mcc_value in (("ae", base, 0.4), ("ae_ica", base + ica_gain + rng.normal(0, 0.01), 0.5),
+                                              ("ae_rand", base - 0.1, 0.3), ("ae_oracle", base, 0.45)):
+            rows.append({"dataset": "procedural", "model": model, "seed": seed, "infom": infom_value, "infoe": infoe,
+                         "infoc": 0.2, "mcc": mcc_value, "r2": 0.5, "dci_d": 0.1, "dci_c": 0.1, "dci_i": 0.5,
+                         "factor_names": json.dumps(["shape", "hue"]),
+                         "infoe_sources": json.dumps([infoe - 0.3, infoe + 0.3])})
+    return pd.DataFrame(rows)
+
+
+def test_verdict_is_computed_from_the_scores():
+    win = dis.verdict(_scores_for_verdict(0.3, 0.7))
+    assert "above the AE on InfoM, as the paper reports" in win and "not a test" not in win
+    assert "InfoE is 0.70 [0.70, 0.70]" in win and "linearly (per-factor InfoE >= 0.5): hue; not: shape" in win
+    loss = dis.verdict(_scores_for_verdict(-0.2, 0.3))
+    assert "below the AE on InfoM, the opposite of the paper's result" in loss
+    assert "do not measure disentanglement" in loss  # InfoE 0.3 < 0.5: InfoM is not readable
+    assert "already partly axis-aligned" in loss  # AE beats the random-rotation control by 0.1 in every seed
+    assert "MCC 0.45 against 0.50 for ICA and 0.40 for the AE" in loss
 
 
 def test_tiny_end_to_end(tiny, tmp_path):
     summary = dis.train_and_encode(tiny, "ae", SETTINGS, 0, tmp_path / "ae" / "latents.npz", tmp_path / "ae" / "model.safetensors")
     assert summary["images_per_s"] > 0
     frames = [dis.evaluate(tmp_path / "ae" / "latents.npz", m, SETTINGS, 0, "procedural", tmp_path / f"{m}.parquet")
-              for m in ("ae", "ae_ica")]
+              for m in ("ae", "ae_ica", "ae_rand", "ae_oracle")]
     scores = pd.concat(frames, ignore_index=True)
     assert scores[list(dis.SCORE_COLUMNS)].notna().all().all()
     assert np.array(json.loads(scores["nmi"][0])).shape == (7, SETTINGS["latent_dim"])
+    assert len(json.loads(scores["infoe_sources"][0])) == 7
+    # InfoE is invariant to the invertible linear maps that derive the AE + ... rows
+    assert scores["infoe"].to_numpy() == pytest.approx(scores["infoe"][0], abs=0.02)
     written = dis.write_report(scores, tmp_path / "report", SETTINGS)
-    for key in ("report_md", "index_html", "table2.csv", "nmi_procedural"):
+    for key in ("report_md", "index_html", "table2.csv", "differences.csv", "nmi_procedural", "scores_procedural"):
         assert written[key].exists() and written[key].stat().st_size > 0
-    assert "AE + ICA" in written["report_md"].read_text()
+    md = written["report_md"].read_text()
+    assert "AE + ICA" in md and "## Verdict (measured)" in md and "paper (agg.) M/E/C" in md
+    assert "0.39 / 0.76 / 0.25" in md  # the paper's AE row beside ours
     from safetensors.torch import load_file
 
     weights = load_file(str(tmp_path / "ae" / "model.safetensors"))

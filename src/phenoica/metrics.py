@@ -18,13 +18,14 @@ disentangle study): how well latents recover known generative factors.
 - ``linear_r2``: R^2 of a linear regression from all latents to each factor.
 - ``probe_r2``: held-out R^2 of a ridge linear probe (z-scored latents, k-fold cross-validation).
 - InfoMEC (Hsu et al. 2023): ``nmi_matrix``, ``active_latents``, ``infom``, ``infoc``,
-  ``infoe`` and ``infomec`` (all three at once).
+  ``infoe`` (``infoe_sources`` per source) and ``infomec`` (all three at once).
 - ``dci``: disentanglement, completeness, informativeness (Eastwood & Williams 2018) from
   gradient-boosted tree importances.
 
 InfoMEC and DCI treat factors ("sources") as discrete classes. ``discretize`` label-encodes a
 factor with at most ``n_bins`` distinct values and puts a continuous one (e.g. the demo
-screen's ``factor_XX`` columns) into ``n_bins`` quantile bins; ``nmi_matrix``, ``infoe``,
+screen's ``factor_XX`` columns) into ``n_bins`` quantile bins; ``n_bins=None`` label-encodes
+every factor with all its values (discrete factors of any size, as Hsu et al.); ``nmi_matrix``, ``infoe``,
 ``infomec`` and ``dci`` call it on their factors, so continuous factors may be passed as they are.
 Arrays are ``(n_samples, n_columns)``; a 1-D array is one column.
 """
@@ -206,24 +207,27 @@ def _require_classes(codes: np.ndarray, name: str) -> None:
             raise ValueError(f"{name} column {i} is constant (one class): it carries no information to score")
 
 
-def discretize(factors: Any, n_bins: int = 20) -> np.ndarray:
+def discretize(factors: Any, n_bins: int | None = 20) -> np.ndarray:
     """Factors as integer class codes ``0 .. n_classes - 1``, column by column, shape ``(n, K)``.
 
-    A column with at most ``n_bins`` distinct values is label-encoded (its sorted distinct
-    values become 0, 1, ...), so already-discrete factors pass unchanged in meaning. A column
-    with more distinct values is continuous: it is cut into ``n_bins`` equal-count quantile
-    bins (``pandas.qcut``); bins that collapse on tied values are merged and the codes
-    renumbered consecutively. InfoMEC (``nmi_matrix``, ``infoe``, ``infomec``) and ``dci`` use
-    this on their factors.
+    ``n_bins=None``: every column is label-encoded with all its values (its sorted distinct
+    values become 0, 1, ...), as Hsu et al. process discrete sources; use this for factors that
+    are discrete by construction (e.g. MPI3D's two 40-valued factors keep their 40 classes).
+    An integer ``n_bins``: a column with at most ``n_bins`` distinct values is label-encoded
+    likewise; a column with more distinct values is treated as continuous (e.g. the demo
+    screen's ``factor_XX`` columns) and cut into ``n_bins`` equal-count quantile bins
+    (``pandas.qcut``); bins that collapse on tied values are merged and the codes renumbered
+    consecutively. InfoMEC (``nmi_matrix``, ``infoe``, ``infomec``) and ``dci`` use this on
+    their factors.
     """
-    if isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 2:
-        raise ValueError(f"discretize: n_bins must be an integer >= 2, got {n_bins!r}")
+    if n_bins is not None and (isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 2):
+        raise ValueError(f"discretize: n_bins must be None (label-encode all values) or an integer >= 2, got {n_bins!r}")
     f = _columns(factors, "factors", min_rows=1)
     codes = np.empty(f.shape, dtype=np.int64)
     for i in range(f.shape[1]):
         column = f[:, i]
         distinct, inverse = np.unique(column, return_inverse=True)
-        if distinct.size > n_bins:
+        if n_bins is not None and distinct.size > n_bins:
             binned = pd.qcut(column, int(n_bins), labels=False, duplicates="drop")
             _, inverse = np.unique(np.asarray(binned), return_inverse=True)
         codes[:, i] = inverse.ravel()
@@ -312,7 +316,7 @@ def active_latents(latents: Any) -> np.ndarray:
     return ranges > ranges.max() / 20.0
 
 
-def nmi_matrix(sources: Any, latents: Any, n_neighbors: int = 10, seed: int = 0, *, n_bins: int = 20) -> np.ndarray:
+def nmi_matrix(sources: Any, latents: Any, n_neighbors: int = 10, seed: int = 0, *, n_bins: int | None = 20) -> np.ndarray:
     """Normalized mutual information, ``K x L``: ``NMI[i, j] = I(s_i; z_j) / H(s_i)``.
 
     Sources are made discrete by :func:`discretize` (``n_bins``); latents are z-scored.
@@ -391,8 +395,9 @@ def infoc(nmi: Any, active: Any = None) -> float:
     return float((_peak_share(m, axis=1).mean() - 1.0 / n_latents) / (1.0 - 1.0 / n_latents))
 
 
-def infoe(sources: Any, latents: Any, seed: int = 0, *, n_bins: int = 20, max_iter: int = 10_000) -> float:
-    """InfoE (explicitness): mean over sources of ``(H0 - CE) / H0``.
+def infoe_sources(sources: Any, latents: Any, seed: int = 0, *, n_bins: int | None = 20,
+                  max_iter: int = 10_000) -> np.ndarray:
+    """Explicitness of each source, ``(H0 - CE) / H0`` (shape ``(K,)``); :func:`infoe` is their mean.
 
     For each source (made discrete by :func:`discretize`), CE is the log-loss of an
     unregularized multinomial logistic regression (``LogisticRegression(C=inf,
@@ -431,17 +436,26 @@ def infoe(sources: Any, latents: Any, seed: int = 0, *, n_bins: int = 20, max_it
         ce = log_loss(y, model.predict_proba(zs), sample_weight=weight, labels=model.classes_)
         h0 = math.log(classes.size)
         scores.append((h0 - ce) / h0)
-    return float(np.mean(scores))
+    return np.asarray(scores, dtype=np.float64)
+
+
+def infoe(sources: Any, latents: Any, seed: int = 0, *, n_bins: int | None = 20, max_iter: int = 10_000) -> float:
+    """InfoE (explicitness): mean over sources of ``(H0 - CE) / H0`` (:func:`infoe_sources`)."""
+    return float(np.mean(infoe_sources(sources, latents, seed, n_bins=n_bins, max_iter=max_iter)))
 
 
 def infomec(
-    sources: Any, latents: Any, n_neighbors: int = 10, seed: int = 0, *, n_bins: int = 20, infoe_max_iter: int = 10_000
+    sources: Any, latents: Any, n_neighbors: int = 10, seed: int = 0, *, n_bins: int | None = 20,
+    infoe_max_iter: int = 10_000, infoe_all_latents: bool = False,
 ) -> dict[str, Any]:
     """InfoM, InfoE and InfoC of Hsu et al. (PAPER.md "Table 2") on the active latents.
 
     Sources are discretized (:func:`discretize`, ``n_bins``), latents restricted to
-    :func:`active_latents` and z-scored; returns ``{"infom", "infoe", "infoc"}`` (floats),
-    ``"nmi"`` (``K x L_active``) and ``"active"`` (the boolean mask over all latents).
+    :func:`active_latents` and z-scored. InfoE regresses each source on the active latents, or
+    with ``infoe_all_latents=True`` on all latents as PAPER.md and Hsu et al.'s code define it
+    (the two differ only when an inactive latent carries information); returns ``{"infom", "infoe", "infoc"}`` (floats),
+    ``"infoe_sources"`` (each source's explicitness, ``(K,)``), ``"nmi"`` (``K x L_active``) and
+    ``"active"`` (the boolean mask over all latents).
 
     Quirk (PAPER.md): InfoM and InfoC are ratios of NMIs, so latents of pure noise, whose NMIs
     are all near 0, can still score high on both; only InfoE falls to about 0 for noise.
@@ -454,16 +468,18 @@ def infomec(
         raise ValueError("infomec: every latent is constant; no active latents to score")
     z_active = z[:, active]
     nmi = nmi_matrix(s, z_active, n_neighbors=n_neighbors, seed=seed, n_bins=n_bins)
+    per_source = infoe_sources(s, z if infoe_all_latents else z_active, seed=seed, n_bins=n_bins, max_iter=infoe_max_iter)
     return {
         "infom": infom(nmi),
-        "infoe": infoe(s, z_active, seed=seed, n_bins=n_bins, max_iter=infoe_max_iter),
+        "infoe": float(per_source.mean()),
+        "infoe_sources": per_source,
         "infoc": infoc(nmi),
         "nmi": nmi,
         "active": active,
     }
 
 
-def dci(latents: Any, factors: Any, seed: int = 0, *, n_bins: int = 20, train_fraction: float = 0.8) -> dict[str, Any]:
+def dci(latents: Any, factors: Any, seed: int = 0, *, n_bins: int | None = 20, train_fraction: float = 0.8) -> dict[str, Any]:
     """DCI of Eastwood & Williams (2018): disentanglement, completeness, informativeness.
 
     Factors are discretized (:func:`discretize`). A seeded split (``train_fraction`` for

@@ -40,6 +40,7 @@ import gzip
 import itertools
 import logging
 import math
+import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -49,14 +50,17 @@ import torch
 from matplotlib.figure import Figure
 from scipy import stats
 from torch import nn
+from torch.nn.utils import parametrize
+from torch.nn.utils.parametrizations import orthogonal
 
+from phenoica import render
 from phenoica.align import align_errors
-from phenoica.io import atomic_path
 from phenoica.mae import resolve_device
 
 LOG = logging.getLogger(__name__)
 
 DATASETS: tuple[str, ...] = ("isometric", "digits", "mnist")
+PARAMETRIZATIONS: tuple[str, ...] = ("orthogonal", "none")
 ALIGN_MAPS: tuple[str, ...] = ("rigid", "linear")
 ALL_GROUP = "all"
 MNIST_NPZ_KEYS: tuple[str, ...] = ("x_train", "y_train")
@@ -72,31 +76,53 @@ def negative_slope(alpha: float) -> float:
     return 1.0 - float(alpha)
 
 
-def mlp(sizes: Sequence[int], alpha: float) -> nn.Sequential:
-    """Linear layers through ``sizes`` with the alpha leaky ReLU between them (none after the last)."""
+def mlp(sizes: Sequence[int], alpha: float, parametrization: str = "orthogonal") -> nn.Sequential:
+    """Linear layers through ``sizes`` with the alpha leaky ReLU between them (none after the last).
+
+    ``parametrization="orthogonal"`` makes every weight matrix semi-orthogonal during training
+    (``torch.nn.utils.parametrizations.orthogonal`` with the Cayley map: orthonormal rows when
+    the layer narrows, orthonormal columns when it widens); ``"none"`` leaves the layers
+    unconstrained.
+    """
     if len(sizes) < 2 or any(int(s) < 1 for s in sizes):
         raise ValueError(f"an MLP needs two or more positive layer sizes, got {list(sizes)}")
+    if parametrization not in PARAMETRIZATIONS:
+        raise ValueError(f"parametrization must be one of {PARAMETRIZATIONS}, got {parametrization!r}")
     layers: list[nn.Module] = []
     for i, (a, b) in enumerate(zip(sizes[:-1], sizes[1:])):
-        layers.append(nn.Linear(int(a), int(b)))
+        linear = nn.Linear(int(a), int(b))
+        if parametrization == "orthogonal":
+            linear = orthogonal(linear, orthogonal_map="cayley")
+        layers.append(linear)
         if i < len(sizes) - 2:
             layers.append(nn.LeakyReLU(negative_slope(alpha)))
     return nn.Sequential(*layers)
 
 
 class Autoencoder(nn.Module):
-    """MLP encoder R^D -> R^d and mirrored decoder, leaky-ReLU slope ``1 - alpha``."""
+    """MLP encoder R^D -> R^d and mirrored decoder, leaky-ReLU slope ``1 - alpha``, layers as ``parametrization``."""
 
-    def __init__(self, in_dim: int, latent_dim: int, hidden: Sequence[int], alpha: float) -> None:
+    def __init__(self, in_dim: int, latent_dim: int, hidden: Sequence[int], alpha: float,
+                 parametrization: str = "orthogonal") -> None:
         super().__init__()
         if latent_dim < 1 or in_dim < 1:
             raise ValueError(f"in_dim and latent_dim must be positive, got {in_dim}, {latent_dim}")
         self.alpha = float(alpha)
-        self.encoder = mlp([in_dim, *hidden, latent_dim], alpha)
-        self.decoder = mlp([latent_dim, *reversed(list(hidden)), in_dim], alpha)
+        self.parametrization = parametrization
+        self.encoder = mlp([in_dim, *hidden, latent_dim], alpha, parametrization)
+        self.decoder = mlp([latent_dim, *reversed(list(hidden)), in_dim], alpha, parametrization)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.decoder(self.encoder(x))
+
+    def freeze(self) -> "Autoencoder":
+        """Replace each parametrized weight by its current (orthogonal) value: plain linear
+        layers computing the same function, cheaper to differentiate through."""
+        for module in self.modules():
+            if parametrize.is_parametrized(module):
+                for name in list(module.parametrizations.keys()):
+                    parametrize.remove_parametrizations(module, name, leave_parametrized=True)
+        return self
 
 
 # ----------------------------------------------------------------------------- data
@@ -278,26 +304,38 @@ def train_autoencoder(
     epochs: int,
     batch_size: int,
     lr: float,
+    parametrization: str = "orthogonal",
+    converge_tol: float = 0.0,
+    converge_window: int = 200,
     device: str = "auto",
 ) -> tuple[Autoencoder, list[float]]:
     """Train an :class:`Autoencoder` with Adam on mean squared reconstruction error.
 
-    ``seed`` fixes the initialization and the minibatch order. Returns the model (on CPU, eval
-    mode) and the mean training loss of each epoch.
+    ``seed`` fixes the initialization and the minibatch order. Training runs at most ``epochs``
+    epochs and stops early once converged (:func:`converged` on the per-step losses, checked at
+    the end of each epoch): when the mean loss of the last ``converge_window`` optimizer steps
+    fell by less than ``converge_tol`` (relative) from the window before (``converge_tol=0``
+    never stops early). The window counts steps, not epochs, so small datasets (few steps per
+    epoch) train as many updates per check as large ones. Returns the model (on CPU, eval mode,
+    parametrizations frozen into plain weights) and the mean training loss of each epoch run.
     """
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"training data must be (n >= 2, D), got {x.shape}")
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise ValueError(f"epochs and batch_size must be >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
+    if converge_tol < 0 or converge_window < 1:
+        raise ValueError(f"converge_tol must be >= 0 and converge_window >= 1, got {converge_tol}, {converge_window}")
     dev = resolve_device(device)
     torch.manual_seed(seed)
-    model = Autoencoder(x.shape[1], latent_dim, hidden, alpha).to(dev)
+    model = Autoencoder(x.shape[1], latent_dim, hidden, alpha, parametrization).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     data = torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev)
     gen = torch.Generator().manual_seed(seed)
     history: list[float] = []
+    steps: list[float] = []
+    next_check = 2 * converge_window
     model.train()
-    for _ in range(epochs):
+    for epoch in range(epochs):
         order = torch.randperm(data.shape[0], generator=gen).to(dev)
         total = 0.0
         for start in range(0, data.shape[0], batch_size):
@@ -307,9 +345,36 @@ def train_autoencoder(
             loss.backward()
             opt.step()
             total += float(loss.detach()) * xb.shape[0]
+            steps.append(float(loss.detach()))
         history.append(total / data.shape[0])
+        if converge_tol > 0 and len(steps) >= next_check:
+            if converged(steps, converge_window, converge_tol):
+                break
+            next_check = len(steps) + converge_window
     model.eval()
-    return model.cpu(), history
+    return model.cpu().freeze(), history
+
+
+def converged(history: Sequence[float], window: int, tol: float) -> bool:
+    """True when ``history`` holds two windows or more and the mean loss of its last ``window``
+    entries is less than ``tol`` (relative) below the mean of the ``window`` entries before."""
+    n = len(history)
+    if n < 2 * window:
+        return False
+    last, before = float(np.mean(history[-window:])), float(np.mean(history[-2 * window:-window]))
+    return (before - last) < tol * abs(before)
+
+
+def late_improvement(history: Sequence[float], fraction: float = 0.1) -> float:
+    """Relative fall of the epoch loss over the last ``fraction`` of training:
+    ``(loss[-k-1] - loss[-1]) / loss[-1]``, ``k = max(1, round(fraction * epochs))``; NaN for one epoch.
+
+    A converged run has a value near 0 (the study reports it per model)."""
+    h = np.asarray(history, dtype=float)
+    if h.size < 2:
+        return math.nan
+    k = min(h.size - 1, max(1, int(round(fraction * h.size))))
+    return float((h[-k - 1] - h[-1]) / max(abs(h[-1]), 1e-300))
 
 
 # ----------------------------------------------------------------------------- measurements
@@ -369,23 +434,42 @@ def measure_model(model: Autoencoder, data: Mapping[str, Any], max_jacobian_samp
 
 
 def run_model(dataset: str, group: str, alpha: float, seed: int, settings: Mapping[str, Any],
-              data_seed: int = 0, log: logging.Logger | None = None) -> pd.DataFrame:
-    """Train one autoencoder of (dataset, group, alpha, seed) and measure it (a job of the DAG).
+              data_seed: int = 0, log: logging.Logger | None = None,
+              data: Mapping[str, Any] | None = None) -> pd.DataFrame:
+    """Train one autoencoder of (dataset, group, alpha, seed) and measure it.
 
     Returns :func:`measure_model`'s table with ``dataset``, ``group``, ``alpha``, ``slope``,
-    ``seed`` and ``final_loss`` columns in front.
+    ``seed``, ``parametrization``, ``final_loss`` and ``late_improvement`` (relative loss fall
+    over the last 10% of epochs, :func:`late_improvement`) in front. ``data`` (as
+    :func:`load_dataset` returns it) saves reloading when several models share it.
     """
     log = log or LOG
-    data = load_dataset(dataset, group, settings, data_seed)
+    data = data if data is not None else load_dataset(dataset, group, settings, data_seed)
     latent = int(settings["isometric"]["latent_dim"]) if dataset == "isometric" else int(settings["latent_dim"])
+    param = str(settings.get("parametrization", "orthogonal"))
+    start = time.perf_counter()
     model, hist = train_autoencoder(
         data["x"], alpha, seed, latent_dim=latent, hidden=list(settings["hidden"]), epochs=int(settings["epochs"]),
-        batch_size=int(settings["batch_size"]), lr=float(settings["lr"]), device=str(settings.get("device", "auto")))
-    log.info("%s/%s alpha=%s seed=%d: %d samples, final loss %.5f", dataset, group, alpha, seed, data["x"].shape[0], hist[-1])
+        batch_size=int(settings["batch_size"]), lr=float(settings["lr"]), parametrization=param,
+        converge_tol=float(settings.get("converge_tol", 0.0)), converge_window=int(settings.get("converge_window", 200)),
+        device=str(settings.get("device", "auto")))
+    improvement = late_improvement(hist)
+    log.info("%s/%s alpha=%s seed=%d (%s): %d samples, %d epochs in %.1f s, final loss %.5f, late improvement %.2g%%",
+             dataset, group, alpha, seed, param, data["x"].shape[0], len(hist), time.perf_counter() - start,
+             hist[-1], 100 * improvement)
     table = measure_model(model, data, int(settings["max_jacobian_samples"]), seed)
     head = pd.DataFrame({"dataset": dataset, "group": group, "alpha": float(alpha), "slope": negative_slope(alpha),
-                         "seed": int(seed), "final_loss": hist[-1]}, index=table.index)
+                         "seed": int(seed), "parametrization": param, "final_loss": hist[-1],
+                         "epochs_run": len(hist), "late_improvement": improvement}, index=table.index)
     return pd.concat([head, table], axis=1)
+
+
+def run_alpha(dataset: str, group: str, alpha: float, settings: Mapping[str, Any], data_seed: int = 0,
+              log: logging.Logger | None = None) -> pd.DataFrame:
+    """Every seed of (dataset, group, alpha): :func:`run_model` per ``settings["seeds"]``, one table (a job of the DAG)."""
+    data = load_dataset(dataset, group, settings, data_seed)
+    return pd.concat([run_model(dataset, group, alpha, int(s), settings, data_seed, log, data=data)
+                      for s in settings["seeds"]], ignore_index=True)
 
 
 # ----------------------------------------------------------------------------- gather
@@ -408,7 +492,8 @@ def model_summary(runs: pd.DataFrame) -> pd.DataFrame:
                          b_median=float(np.median(fin)) if fin.size else math.nan,
                          b_max=float(b.max()) if b.size else math.nan,
                          frac_singular=float(np.mean(~np.isfinite(b))) if b.size else math.nan,
-                         recon_error=float(t["recon_error"].mean()), final_loss=float(t["final_loss"].iloc[0])))
+                         recon_error=float(t["recon_error"].mean()), final_loss=float(t["final_loss"].iloc[0]),
+                         **{c: t[c].iloc[0] for c in ("parametrization", "epochs_run", "late_improvement") if c in t}))
     return pd.DataFrame(rows)
 
 
@@ -438,33 +523,79 @@ def pair_alignment(runs: pd.DataFrame, train_fraction: float, seed: int) -> pd.D
     return pd.DataFrame(rows)
 
 
-def spearman_table(pairs: pd.DataFrame) -> pd.DataFrame:
+def _spearman(x: np.ndarray, y: np.ndarray) -> float:
+    """Spearman's rho, NaN with fewer than 3 points or a constant side."""
+    if x.size < 3 or np.ptp(x) == 0 or np.ptp(y) == 0:
+        return math.nan
+    return float(stats.spearmanr(x, y).statistic)
+
+
+def spearman_interval(t: pd.DataFrame, statistic: str, error: str, n_boot: int, seed: int,
+                      level: float = 0.95) -> tuple[float, float]:
+    """Percentile bootstrap interval of Spearman's rho(``statistic``, ``error``) over the pairs ``t``.
+
+    Pairs that share a model are not independent, so the bootstrap resamples models, not pairs:
+    in every (group, alpha) cell the seeds are drawn with replacement, and each drawn pair of
+    distinct seeds contributes its pair row (as often as it is drawn). (NaN, NaN) when fewer
+    than half of the ``n_boot`` replicates give a defined rho.
+    """
+    if not 0 < level < 1 or n_boot < 1:
+        raise ValueError(f"level must lie in (0, 1) and n_boot >= 1, got {level}, {n_boot}")
+    cells = []
+    for _, u in t.groupby(["group", "alpha"], sort=True):
+        seeds = np.array(sorted(set(u["seed_a"]) | set(u["seed_b"])))
+        values = {(int(a), int(b)): (x, y) for a, b, x, y in
+                  zip(u["seed_a"], u["seed_b"], u[statistic].to_numpy(float), u[error].to_numpy(float))}
+        cells.append((seeds, values))
+    rng = np.random.default_rng(seed)
+    rhos = []
+    for _ in range(int(n_boot)):
+        xs, ys = [], []
+        for seeds, values in cells:
+            draw = rng.choice(seeds, size=seeds.size, replace=True)
+            for a, b in itertools.combinations(draw.tolist(), 2):
+                pair = values.get((min(a, b), max(a, b)))
+                if a != b and pair is not None:
+                    xs.append(pair[0])
+                    ys.append(pair[1])
+        rho = _spearman(np.asarray(xs), np.asarray(ys))
+        if np.isfinite(rho):
+            rhos.append(rho)
+    if len(rhos) < n_boot / 2:
+        return math.nan, math.nan
+    lo, hi = np.quantile(rhos, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+def spearman_table(pairs: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
     """Spearman rank correlation of identifiability error (rigid, linear) with the pair's mean
-    and max B, per dataset and model kind (``all`` or ``per-digit``), as measured."""
+    and max B, per dataset and model kind (``all`` or ``per-digit``, the digits pooled), as
+    measured, with a 95% model-resampling bootstrap interval (:func:`spearman_interval`). The
+    p-value is scipy's, which treats pairs as independent (they are not: read the interval)."""
+    columns = ["dataset", "models", "map", "statistic", "n_pairs", "spearman_rho", "ci_low", "ci_high", "p_value"]
     rows = []
     if pairs.empty:
-        return pd.DataFrame(columns=["dataset", "models", "map", "statistic", "n_pairs", "spearman_rho", "p_value"])
+        return pd.DataFrame(columns=columns)
     kinds = np.where(pairs["group"] == ALL_GROUP, "all", "per-digit")
     for (dataset, kind), t in pairs.assign(models=kinds).groupby(["dataset", "models"], sort=True):
         for m in ALIGN_MAPS:
             for stat in ("b_mean", "b_max"):
-                ok = np.isfinite(t[m].to_numpy(float)) & ~np.isnan(t[stat].to_numpy(float))
+                ok = np.isfinite(t[m].to_numpy(float)) & np.isfinite(t[stat].to_numpy(float))
                 x, y = t.loc[ok, stat].to_numpy(float), t.loc[ok, m].to_numpy(float)
-                if ok.sum() >= 3 and np.ptp(x) > 0 and np.ptp(y) > 0:
-                    r = stats.spearmanr(x, y)
-                    rho, p = float(r.statistic), float(r.pvalue)
-                else:
-                    rho = p = math.nan
+                rho = _spearman(x, y)
+                p = float(stats.spearmanr(x, y).pvalue) if np.isfinite(rho) else math.nan
+                lo, hi = spearman_interval(t[ok], stat, m, n_boot, seed) if np.isfinite(rho) else (math.nan, math.nan)
                 rows.append(dict(dataset=dataset, models=kind, map=m, statistic=stat, n_pairs=int(ok.sum()),
-                                 spearman_rho=rho, p_value=p))
-    return pd.DataFrame(rows)
+                                 spearman_rho=rho, ci_low=lo, ci_high=hi, p_value=p))
+    return pd.DataFrame(rows, columns=columns)
 
 
 def alpha_summary(models: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """Per (dataset, group, alpha): mean B statistics, reconstruction and identifiability errors."""
+    extra = {"epochs_run": ("epochs_run", "mean"), "late_improvement": ("late_improvement", "max")}
     m = models.groupby(["dataset", "group", "alpha"], sort=True).agg(
         slope=("slope", "first"), n_models=("seed", "size"), b_mean=("b_mean", "mean"), b_max=("b_max", "max"),
-        recon_error=("recon_error", "mean")).reset_index()
+        recon_error=("recon_error", "mean"), **{k: v for k, v in extra.items() if v[0] in models}).reset_index()
     if pairs.empty:
         return m.assign(rigid=math.nan, linear=math.nan, n_pairs=0)
     p = pairs.groupby(["dataset", "group", "alpha"], sort=True).agg(
@@ -484,9 +615,7 @@ def gather_dataset(run_tables: Sequence[pd.DataFrame], train_fraction: float, se
 # ----------------------------------------------------------------------------- report
 
 def _save(fig: Figure, path: Path) -> Path:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110, bbox_inches="tight")
-    return path
+    return render.save_figure(fig, path)
 
 
 def _alpha_colors(alphas: Sequence[float]) -> dict[float, Any]:
@@ -557,16 +686,53 @@ def figure_reconstruction(models: pd.DataFrame, path: Path) -> Path:
     return _save(fig, path)
 
 
-def _md(df: pd.DataFrame) -> str:
-    return "_(no rows)_" if df.empty else df.to_markdown(index=False, floatfmt=".4g")
+def _direction(lo: float, hi: float) -> str:
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        return "undetermined (too few pairs)"
+    if lo > 0:
+        return "positive: error rises with B, as the paper claims"
+    if hi < 0:
+        return "negative: error falls as B rises, the opposite of the paper's claim"
+    return "not distinguishable from zero: the interval includes 0"
 
 
-def _html(df: pd.DataFrame) -> str:
-    return "<p><em>(no rows)</em></p>" if df.empty else df.to_html(index=False, border=0, float_format=lambda v: f"{v:.4g}")
+def verdict(models: pd.DataFrame, pairs: pd.DataFrame, rho: pd.DataFrame) -> str:
+    """One paragraph, computed from the results: per dataset, B at the near-linear and the
+    nonlinear end, and the rank correlation of the rigid error with the pair's mean B."""
+    if models.empty:
+        return "No models were trained."
+    parts = []
+    for ds, m in models.groupby("dataset", sort=True):
+        a = m[m["group"] == ALL_GROUP].groupby("alpha")
+        b = a["b_mean"].mean()
+        rec = a["recon_error"].mean()
+        lo_a, hi_a = float(b.index.min()), float(b.index.max())
+        text = (f"{ds}: mean B(z) {b.loc[lo_a]:.3f} at alpha = {lo_a:g} and {b.loc[hi_a]:.3f} at alpha = {hi_a:g} "
+                f"(reconstruction error {rec.loc[lo_a]:.3g} -> {rec.loc[hi_a]:.3g})")
+        for kind in ("all", "per-digit"):
+            r = rho[(rho["dataset"] == ds) & (rho["models"] == kind) & (rho["map"] == "rigid") & (rho["statistic"] == "b_mean")]
+            if r.empty:
+                continue
+            r = r.iloc[0]
+            what = "models of all samples" if kind == "all" else "digit-specific models (pooled)"
+            text += (f"; {what}: Spearman rho(mean B, rigid error) = {r['spearman_rho']:+.2f} "
+                     f"[95% CI {r['ci_low']:+.2f}, {r['ci_high']:+.2f}] over {int(r['n_pairs'])} seed pairs, "
+                     f"{_direction(r['ci_low'], r['ci_high'])}")
+        if "late_improvement" in m:
+            late = m["late_improvement"].to_numpy(float)
+            text += (f"; loss change over the last 10% of epochs: median {100 * np.median(np.abs(late)):.2g}%, "
+                     f"largest {100 * np.max(np.abs(late)):.2g}% ({int(m['epochs_run'].min())}-{int(m['epochs_run'].max())} epochs)")
+        parts.append(text + ".")
+    near = models[(models["alpha"] == models["alpha"].min()) & (models["group"] == ALL_GROUP)]
+    head = (f"At the near-linear end (alpha = {float(models['alpha'].min()):g}) the encoders' mean B(z) is "
+            f"{near['b_mean'].min():.3f}-{near['b_mean'].max():.3f} across datasets and seeds. ")
+    return head + " ".join(parts)
 
 
-def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame, samples: pd.DataFrame) -> dict[str, Path]:
-    """Figures, CSV tables, ``report.md`` and ``index.html`` of the study under ``out_dir``."""
+def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame, samples: pd.DataFrame,
+                 n_boot: int = 1000, seed: int = 0) -> dict[str, Path]:
+    """Figures, CSV tables, ``report.md`` and ``index.html`` of the study under ``out_dir``
+    (one page through :mod:`phenoica.render`)."""
     out = Path(out_dir)
     fig_dir, tab_dir = out / "figures", out / "tables"
     files: dict[str, Path] = {
@@ -578,31 +744,38 @@ def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame,
     if has_digits:
         files["per_digit"] = figure_identifiability(pairs, fig_dir / "identifiability_per_digit.png", per_digit=True)
     summary = alpha_summary(models, pairs)
-    rho = spearman_table(pairs)
+    rho = spearman_table(pairs, n_boot=n_boot, seed=seed)
     for name, df in (("alpha_summary", summary), ("spearman", rho), ("pairs", pairs), ("models", models)):
-        with atomic_path(tab_dir / f"{name}.csv") as tmp:
-            df.to_csv(tmp, index=False)
-        files[f"table_{name}"] = tab_dir / f"{name}.csv"
-    intro = ("Leaky-ReLU autoencoders with negative-side slope 1 - alpha (alpha = 0: exactly linear; "
-             "alpha = 1: ReLU). B(z) = ratio of the largest to the smallest singular value of the "
-             "encoder's Jacobian at each sample (for the isometric data, through the generator). "
-             "Identifiability error: held-out mean l2 error / diameter of rigid and linear maps between "
-             "two seeds' latents (phenoica.align). Spearman correlations are reported as measured.")
-    figs = [(k, p) for k, p in files.items() if not k.startswith("table_")]
-    md = ["# Bi-Lipschitz control and identifiability (Figure 2)", "", intro, "",
-          "## Spearman rank correlation: B vs identifiability error", "", _md(rho), "",
-          "## Per alpha", "", _md(summary), ""]
-    md += [f"![{k}](figures/{p.name})\n" for k, p in figs]
-    html = ["<!doctype html><html><head><meta charset='utf-8'><title>Bi-Lipschitz study</title></head><body>",
-            "<h1>Bi-Lipschitz control and identifiability (Figure 2)</h1>", f"<p>{intro}</p>",
-            "<h2>Spearman rank correlation: B vs identifiability error</h2>", _html(rho),
-            "<h2>Per alpha</h2>", _html(summary)]
-    html += [f"<h3>{k}</h3><img src='figures/{p.name}' alt='{k}' style='max-width:100%'>" for k, p in figs]
-    html.append("</body></html>")
-    for name, text in (("report.md", "\n".join(md)), ("index.html", "\n".join(html))):
-        with atomic_path(out / name) as tmp:
-            tmp.write_text(text, encoding="utf-8")
-        files[name] = out / name
+        files[f"table_{name}"] = render.write_csv(df, tab_dir / f"{name}.csv")
+    params = sorted(set(models["parametrization"])) if "parametrization" in models else ["none"]
+    intro = ("Leaky-ReLU MLP autoencoders with negative-side slope 1 - alpha (alpha = 0: exactly linear; "
+             f"alpha = 1: ReLU); weight matrices parametrized as: {', '.join(params)} "
+             "(orthogonal = torch.nn.utils.parametrizations.orthogonal, Cayley map: every layer semi-orthogonal, "
+             "so at alpha = 0 the encoder is a product of semi-orthogonal maps and B(z) = 1 where the row spaces "
+             "line up; each leaky ReLU scales directions by 1 or 1 - alpha). B(z) = ratio of the largest to the "
+             "smallest singular value of the encoder's Jacobian at each sample (for the isometric data, through "
+             "the generator). Identifiability error: held-out mean l2 error / diameter of rigid and linear maps "
+             "between two seeds' latents (phenoica.align). Spearman intervals resample models (seeds), not pairs.")
+    shown_rho = rho.rename(columns={"spearman_rho": "rho", "ci_low": "CI low", "ci_high": "CI high"})
+    figure_blocks = [render.Figure(f"figures/{files[k].name}", cap) for k, cap in (
+        ("distributions", "Per-sample B(z) per alpha (models of all samples)."),
+        ("identifiability", "Cross-seed alignment error against the pair's mean and max B."),
+        ("per_digit", "The same for digit-specific models."),
+        ("reconstruction", "Reconstruction error against alpha and against mean B.")) if k in files]
+    page = render.Page(
+        "Bi-Lipschitz control and identifiability (PAPER.md Figure 2)",
+        lead=[intro],
+        sections=[
+            render.Section("Verdict (measured)", [verdict(models, pairs, rho)]),
+            render.Section("Spearman rank correlation: B vs identifiability error",
+                           [render.Table(shown_rho, float_format="{:.3g}")]),
+            render.Section("Per alpha", [render.Table(summary, float_format="{:.4g}")]),
+            render.Section("Figures", figure_blocks),
+            render.Section("Tables", [render.Links([(f"{n}.csv", f"tables/{n}.csv") for n in
+                                                   ("alpha_summary", "spearman", "pairs", "models")])]),
+        ])
+    written = render.write_page(page, out)
+    files["report.md"], files["index.html"] = written["report.md"], written["index.html"]
     return files
 
 
@@ -612,9 +785,10 @@ def run_sweep(settings: Mapping[str, Any], out_dir: Path | str, data_seed: int =
     (dataset, group, alpha, seed), gather per dataset, write the report."""
     models, pairs, samples = [], [], []
     for ds in settings["datasets"]:
-        runs = [run_model(ds, g, float(a), int(s), settings, data_seed, log)
-                for g in dataset_groups(ds, settings["per_digit"]) for a in settings["alphas"] for s in settings["seeds"]]
+        runs = [run_alpha(ds, g, float(a), settings, data_seed, log)
+                for g in dataset_groups(ds, settings["per_digit"]) for a in settings["alphas"]]
         m, p, smp = gather_dataset(runs, float(settings["train_fraction"]), data_seed)
         models.append(m), pairs.append(p), samples.append(smp)
     return write_report(out_dir, pd.concat(models, ignore_index=True), pd.concat(pairs, ignore_index=True),
-                        pd.concat(samples, ignore_index=True))
+                        pd.concat(samples, ignore_index=True), n_boot=int(settings.get("n_bootstrap", 1000)),
+                        seed=data_seed)

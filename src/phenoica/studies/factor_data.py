@@ -61,6 +61,17 @@ PROCEDURAL_FACTORS: dict[str, int] = {
 }
 SHAPE_NAMES: tuple[str, ...] = ("ellipse", "triangle", "tee")
 
+# Scenes dataset (Shapes3D-like: every factor changes a large part of the image): name -> levels.
+SCENE_FACTORS: dict[str, int] = {
+    "floor_hue": 8,
+    "wall_hue": 8,
+    "object_hue": 8,
+    "scale": 5,
+    "shape": 3,        # disc, square, triangle
+    "orientation": 7,  # view tilt -30 ... +30 degrees: the horizon and the object turn together
+}
+SCENE_SHAPES: tuple[str, ...] = ("disc", "square", "triangle")
+
 
 @dataclass
 class FactorDataset:
@@ -270,12 +281,14 @@ def _hsv_to_rgb(h: np.ndarray, s: float, v: float) -> np.ndarray:
     return table[i, np.arange(h.size)]
 
 
-def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 2) -> np.ndarray:
+def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 2, object_scale: float = 1.0) -> np.ndarray:
     """Render procedural images ``(n, S, S, 3)`` uint8 from factor codes ``(n, 7)`` (``PROCEDURAL_FACTORS`` order).
 
     One shape (ellipse 2:1, isosceles triangle, or T) on a plain background of one of 4 hues; its scale, rotation
     (multiples of 30 degrees below 180), centre on a 5 x 5 grid and hue are set by the codes.
-    Anti-aliased by ``supersample`` x ``supersample`` subpixels. Deterministic.
+    Anti-aliased by ``supersample`` x ``supersample`` subpixels. ``object_scale`` multiplies every
+    shape's radius (1: radii 0.16, 0.21, 0.26 of the image side; shapes may then reach past the
+    border and are clipped). Deterministic.
     """
     f = np.asarray(factors, dtype=np.int64)
     sizes = np.array(list(PROCEDURAL_FACTORS.values()))
@@ -283,6 +296,8 @@ def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 
         raise ValueError(f"render_shapes: factors must be (n, {sizes.size}), got {f.shape}")
     if (f < 0).any() or (f >= sizes).any():
         raise ValueError(f"render_shapes: codes must lie in [0, size) for sizes {sizes.tolist()}")
+    if not object_scale > 0:
+        raise ValueError(f"render_shapes: object_scale must be > 0, got {object_scale}")
     n, s = f.shape[0], int(image_size)
     g = ((np.arange(s * supersample) + 0.5) / (s * supersample)).astype(np.float32)  # subpixel centres
     shape, scale, rot, px, py, hue, bg = f.T
@@ -291,7 +306,7 @@ def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 
         rows = np.flatnonzero(shape == k)
         if rows.size == 0:
             continue
-        radius = (0.16 + 0.05 * scale[rows]).astype(np.float32)[:, None, None]
+        radius = (object_scale * (0.16 + 0.05 * scale[rows])).astype(np.float32)[:, None, None]
         theta = (np.pi / 6 * rot[rows]).astype(np.float32)[:, None, None]
         dx = g[None, None, :] - (0.3 + 0.1 * px[rows]).astype(np.float32)[:, None, None]
         dy = g[None, :, None] - (0.3 + 0.1 * py[rows]).astype(np.float32)[:, None, None]
@@ -311,8 +326,70 @@ def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 
     return np.round(img * 255).astype(np.uint8)
 
 
-def procedural_dataset(n_images: int = 4096, image_size: int = 32, seed: int = 0) -> FactorDataset:
-    """``n_images`` procedural images with each factor drawn independently and uniformly (seeded)."""
+def render_scenes(factors: np.ndarray, image_size: int = 32, supersample: int = 2) -> np.ndarray:
+    """Render Shapes3D-like scenes ``(n, S, S, 3)`` uint8 from factor codes ``(n, 6)`` (``SCENE_FACTORS`` order).
+
+    A wall (upper part) and a floor (lower part) split by a horizon through (0.5, 0.6) tilted by the
+    orientation angle (-30 ... +30 degrees in 7 steps); a centred object (disc, square or triangle)
+    of radius 0.14 ... 0.28 of the side (5 steps), turned by the same angle, standing on the
+    horizon's centre. Wall, floor and object take hues on 8-step circles (wall lighter, floor
+    darker, object saturated), so every factor changes many pixels, as in Shapes3D. Anti-aliased
+    by ``supersample`` x ``supersample`` subpixels; deterministic.
+    """
+    f = np.asarray(factors, dtype=np.int64)
+    sizes = np.array(list(SCENE_FACTORS.values()))
+    if f.ndim != 2 or f.shape[1] != sizes.size:
+        raise ValueError(f"render_scenes: factors must be (n, {sizes.size}), got {f.shape}")
+    if (f < 0).any() or (f >= sizes).any():
+        raise ValueError(f"render_scenes: codes must lie in [0, size) for sizes {sizes.tolist()}")
+    n, s = f.shape[0], int(image_size)
+    g = ((np.arange(s * supersample) + 0.5) / (s * supersample)).astype(np.float32)
+    floor, wall, obj, scale, shape, orient = f.T
+    theta = np.deg2rad(-30.0 + 10.0 * orient).astype(np.float32)[:, None, None]
+    dx = g[None, None, :] - np.float32(0.5)
+    dy = g[None, :, None] - np.float32(0.6)
+    # below the tilted horizon: floor (y grows downwards)
+    below = (np.cos(theta) * dy - np.sin(theta) * dx) > 0
+    radius = (0.14 + 0.035 * scale).astype(np.float32)[:, None, None]
+    cy = 0.6 - radius[:, :, :]  # the object stands on the horizon's centre
+    ox, oy = dx, g[None, :, None] - cy
+    u = (np.cos(theta) * ox + np.sin(theta) * oy) / radius
+    v = (-np.sin(theta) * ox + np.cos(theta) * oy) / radius
+    disc = u * u + v * v <= 1.0
+    square = (np.abs(u) <= 0.85) & (np.abs(v) <= 0.85)
+    triangle = (v <= 0.9) & (v >= -1.0) & (np.abs(u) <= 0.55 * (v + 1.0))
+    inside = np.where((shape == 0)[:, None, None], disc, np.where((shape == 1)[:, None, None], square, triangle))
+
+    def pool(mask: np.ndarray) -> np.ndarray:
+        return mask.reshape(n, s, supersample, s, supersample).mean(axis=(2, 4), dtype=np.float32)[..., None]
+
+    cover, ground = pool(inside), pool(below)
+    k = SCENE_FACTORS["floor_hue"]
+    floor_rgb = _hsv_to_rgb(floor / k, 0.75, 0.45)[:, None, None, :]
+    wall_rgb = _hsv_to_rgb(wall / SCENE_FACTORS["wall_hue"] + 0.5 / k, 0.45, 0.85)[:, None, None, :]
+    obj_rgb = _hsv_to_rgb(obj / SCENE_FACTORS["object_hue"] + 0.25 / k, 0.9, 0.95)[:, None, None, :]
+    scene = ground * floor_rgb + (1.0 - ground) * wall_rgb
+    img = cover * obj_rgb + (1.0 - cover) * scene
+    return np.round(img * 255).astype(np.uint8)
+
+
+def scenes_dataset(n_images: int = 4096, image_size: int = 32, seed: int = 0) -> FactorDataset:
+    """``n_images`` scenes (:func:`render_scenes`) with each factor drawn independently and uniformly (seeded)."""
+    if n_images < 2:
+        raise ValueError(f"scenes: n_images must be >= 2, got {n_images}")
+    if image_size < 16 or image_size & (image_size - 1):
+        raise ValueError(f"scenes: image_size must be a power of two >= 16, got {image_size}")
+    rng = np.random.default_rng(seed)
+    sizes = tuple(SCENE_FACTORS.values())
+    factors = np.stack([rng.integers(0, k, size=n_images) for k in sizes], axis=1)
+    images = np.concatenate([render_scenes(factors[i:i + 512], image_size) for i in range(0, n_images, 512)])
+    return FactorDataset("scenes", images, factors, tuple(SCENE_FACTORS), sizes)
+
+
+def procedural_dataset(n_images: int = 4096, image_size: int = 32, seed: int = 0,
+                       object_scale: float = 1.0) -> FactorDataset:
+    """``n_images`` procedural images with each factor drawn independently and uniformly (seeded);
+    ``object_scale`` as in :func:`render_shapes`."""
     if n_images < 2:
         raise ValueError(f"procedural: n_images must be >= 2, got {n_images}")
     if image_size < 16 or image_size & (image_size - 1):
@@ -320,7 +397,8 @@ def procedural_dataset(n_images: int = 4096, image_size: int = 32, seed: int = 0
     rng = np.random.default_rng(seed)
     sizes = tuple(PROCEDURAL_FACTORS.values())
     factors = np.stack([rng.integers(0, k, size=n_images) for k in sizes], axis=1)
-    images = np.concatenate([render_shapes(factors[i:i + 512], image_size) for i in range(0, n_images, 512)])
+    images = np.concatenate([render_shapes(factors[i:i + 512], image_size, object_scale=object_scale)
+                             for i in range(0, n_images, 512)])
     return FactorDataset("procedural", images, factors, tuple(PROCEDURAL_FACTORS), sizes)
 
 
@@ -329,7 +407,10 @@ def load_dataset(name: str, settings: dict[str, Any], seed: int = 0) -> FactorDa
     max_images = settings.get("max_images")
     if name == "procedural":
         p = settings["procedural"]
-        return procedural_dataset(p["n_images"], p["image_size"], seed=p["seed"])
+        return procedural_dataset(p["n_images"], p["image_size"], seed=p["seed"], object_scale=p.get("object_scale", 1.0))
+    if name == "scenes":
+        p = settings["scenes"]
+        return scenes_dataset(p["n_images"], p["image_size"], seed=p["seed"])
     if name == "shapes3d":
         return load_shapes3d(settings["shapes3d"]["path"], max_images, seed)
     if name == "mpi3d":
@@ -338,4 +419,4 @@ def load_dataset(name: str, settings: dict[str, Any], seed: int = 0) -> FactorDa
     if name in FOLDER_DATASETS:
         d = settings[name]
         return load_image_folder(name, d["images_dir"], d["labels"], d["image_size"], max_images, seed)
-    raise ValueError(f"unknown dataset {name!r}; expected procedural, shapes3d, mpi3d, falcor3d or isaac3d")
+    raise ValueError(f"unknown dataset {name!r}; expected procedural, scenes, shapes3d, mpi3d, falcor3d or isaac3d")
