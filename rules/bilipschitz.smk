@@ -28,7 +28,7 @@ rule bilipschitz_train:
         alpha=r"[0-9.eE+-]+",
         seed=r"\d+",
     params:
-        settings=BL,
+        settings=wf.job_params(config, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS),
         data_seed=config["seed"],
     threads: rule_threads("bilipschitz_train", 1)
     resources:

@@ -85,19 +85,16 @@ def transform_dir(model):
 
 
 #: classify keys that only the gather (hit calls) or the mAP readout read: not classify's params.
-_NOT_CLASSIFY_KEYS = ("map_readout", "map_null_size", "null_model", "q_threshold")
-
-
-def classify_params():
-    """The classify section without the keys that cannot change a shard's scores."""
-    return {k: v for k, v in config["classify"].items() if k not in _NOT_CLASSIFY_KEYS}
+GATHER_ONLY_CLASSIFY_KEYS = ("map_readout", "map_null_size", "null_model", "q_threshold")
 
 
 def lightgbm_report_params():
-    """The LightGBM parameters every classifier used (Table 6 + overrides), for the report."""
+    """The LightGBM parameters every classifier used (Table 6 + overrides), for the report;
+    the thread count and log level are left out (they change no model)."""
     from phenoica.classify import lightgbm_params
 
-    return {k: v for k, v in lightgbm_params(config["classify"], config["seed"]).items() if k != "seed"}
+    params = lightgbm_params(config["classify"], config["seed"])
+    return wf.lightgbm_params_shown({k: v for k, v in params.items() if k != "seed"})
 
 
 def map_files():

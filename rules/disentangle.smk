@@ -20,7 +20,7 @@ rule disentangle_train:
         latents=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/latents.npz",
         checkpoint=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/model.safetensors",
     params:
-        settings=config["disentangle"],
+        settings=wf.job_params(config, "disentangle", drop=wf.DISENTANGLE_NOT_TRAINING_KEYS),
     threads: rule_threads("disentangle_train", 1)
     resources:
         **rule_resources("disentangle_train"),
@@ -40,7 +40,7 @@ rule disentangle_evaluate:
     output:
         f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/scores.parquet",
     params:
-        settings=config["disentangle"],
+        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_EVALUATION_KEYS),
     threads: rule_threads("disentangle_evaluate", 1)
     resources:
         **rule_resources("disentangle_evaluate"),
@@ -63,7 +63,7 @@ rule disentangle_report:
         table=f"{DIS}/table2.csv",
         scores=f"{DIS}/scores.csv",
     params:
-        settings=config["disentangle"],
+        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_REPORT_KEYS),
     threads: rule_threads("disentangle_report", 1)
     resources:
         **rule_resources("disentangle_report"),
