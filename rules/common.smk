@@ -66,6 +66,28 @@ def plate_digest(plate):
     return wf.plate_digest(config, plate)
 
 
+SCREEN_VALIDATED = f"{RESULTS}/screen/validated.json"
+
+
+def screen_validated():
+    """The validate_screen output, as every plate job's and train_mae's input: ancient, so a
+    rerun of the (cheap) validation reruns nothing else, yet a failed one stops them all."""
+    return [] if SOURCE == "embeddings" else [ancient(SCREEN_VALIDATED)]
+
+
+def validation_inputs():
+    """What validate_screen reads: the user's table and plates, and the models' checkpoints."""
+    screen = config["screen"]
+    files = [m["checkpoint"] for m in config["models"].values() if m.get("checkpoint")]
+    if SOURCE == "zarr":
+        files += [screen["metadata"]] + [store_path(p) for p in PLATES]
+    elif SOURCE == "images":
+        files += [screen["plate_map"]]
+    elif SOURCE == "ome_zarr":
+        files += [screen["plate_map"]] + [f"{screen['ome_zarr_dir']}/{p}.zarr" for p in PLATES]
+    return files
+
+
 def checkpoint_path(model):
     """The encoder weights of a model: the configured checkpoint, or the one train_mae writes."""
     given = config["models"][model]["checkpoint"]

@@ -357,6 +357,34 @@ def _resolve_channels(found: pd.DataFrame, channels: Sequence[str] | None, sourc
     return out
 
 
+def image_plate_geometry(
+    images_dir: Path | str, pattern: str, plate: str, channels: Sequence[str] | None = None
+) -> tuple[list[str], tuple[int, int]]:
+    """(channel names, (height, width)) that ingesting this plate's image files would give,
+    from the file names and one image's header, without reading the plate: what the
+    ``validate_screen`` job checks against the models before any plate is ingested."""
+    source = f"{Path(images_dir) / pattern} (plate {plate})"
+    found = _scan_images(images_dir, pattern, str(plate))
+    if found.empty:
+        raise ScreenError(f"{source}: no image files match the pattern")
+    chans = _resolve_channels(found, channels, source)
+    present = found[found["channel"].isin(chans)]
+    if present.empty:
+        raise ScreenError(f"{source}: no image of channels {chans}")
+    first = read_image(present["path"].iloc[0])
+    return chans, (int(first.shape[0]), int(first.shape[1]))
+
+
+def hcs_plate_geometry(plate_path: Path | str) -> tuple[list[str], tuple[int, int]]:
+    """(channel names, (height, width)) of an OME-Zarr HCS plate's first field, from its
+    metadata alone (no pixels read)."""
+    fields = _hcs_fields(Path(plate_path), logging.getLogger("phenoica.ingest"))
+    if not fields:
+        raise ScreenError(f"{plate_path}: the HCS plate has no fields")
+    _, height, width = fields[0].size_cyx
+    return list(fields[0].channels), (int(height), int(width))
+
+
 def _expected_path(images_dir: Path, pattern: str, plate: str, sibling: pd.Series, channel: str) -> Path:
     """The file name a missing channel would have, from a sibling file's raw field values."""
     values = {"plate": plate, "well": sibling["raw_well"], "site": sibling["raw_site"] or "", "channel": channel}
