@@ -1,34 +1,43 @@
-"""The whole workflow through Snakemake on the tiny config: a real run, lint, and the jobs a
-dry run plans after adding plates or changing a parameter."""
+"""The whole workflow through Snakemake on the tiny config: a real run, lint, the jobs a dry
+run plans after adding plates or changing a parameter (speed-only keys plan none), a bad screen
+stopped before any plate work, and the resume promise after kill -9 during embed and classify."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 import pytest
 import yaml
 
+from phenoica import workflow as wf
 from tests.conftest import REPO
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
+def _command(workdir: Path, args: tuple[str, ...], configfile: str) -> list[str]:
+    return [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+            "--configfile", str(workdir / configfile), "--cores", "2", *args]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, configfile: str = "config.yaml") -> subprocess.CompletedProcess:
+    proc = subprocess.run(_command(workdir, args, configfile), capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
 
 
-def planned_jobs(workdir: Path, *args: str) -> dict[str, int]:
+def planned_jobs(workdir: Path, *args: str, configfile: str = "config.yaml") -> dict[str, int]:
     """Rule -> job count of a dry run (the 'Job stats' table)."""
-    out = snakemake(workdir, "-n", "--quiet", "rules", *args).stdout
+    out = snakemake(workdir, "-n", "--quiet", "rules", *args, configfile=configfile).stdout
     counts = {}
     for line in out.splitlines():
         m = re.match(r"^\s*([A-Za-z_]\w*)\s+(\d+)\s*$", line)
@@ -43,6 +52,29 @@ def write_config(workdir: Path, **changes) -> dict:
         cfg.setdefault(section, {}).update(values)
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     return cfg
+
+
+def nested(dotted: str, value: Any) -> dict:
+    """{"a": {"b": value}} for "a.b"."""
+    out: Any = value
+    for part in reversed(dotted.split(".")):
+        out = {part: out}
+    return out
+
+
+def probe(workdir: Path, changes: dict, name: str = "probe.yaml") -> str:
+    """A config file holding only ``changes``: Snakemake merges it over the workdir's config."""
+    (workdir / name).write_text(yaml.safe_dump(changes))
+    return name
+
+
+@pytest.fixture(scope="module")
+def finished_tiny(tmp_path_factory) -> Path:
+    """The tiny workflow, run once to the end (the uninterrupted reference of the module)."""
+    work = tmp_path_factory.mktemp("finished_tiny")
+    write_config(work)
+    snakemake(work)
+    return work
 
 
 def test_default_config_dry_run_plans_every_stage(tmp_path):
@@ -61,10 +93,8 @@ def test_lint_is_clean(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_workflow_end_to_end_and_incremental(tmp_path):
-    write_config(tmp_path)
-    snakemake(tmp_path)
-    res = tmp_path / "results"
+def test_tiny_workflow_end_to_end_and_incremental(finished_tiny):
+    res = finished_tiny / "results"
     genes = pd.read_parquet(res / "scores" / "genes.parquet")
     assert set(genes["variant"]) == {"base", "pca", "pca_ica", "pca_rand"}
     assert genes["auroc"].between(0, 1).all()
@@ -78,24 +108,113 @@ def test_tiny_workflow_end_to_end_and_incremental(tmp_path):
     structural = pd.read_parquet(res / "identifiability" / "structural.parquet")
     assert len(structural) == 2 * 4 and structural["mcc"].between(0, 1).all()
     assert (res / "report" / "figures" / "identifiability.png").exists()
-    for rule in ("embed", "classify", "train_mae"):
+    for rule in ("embed", "classify", "train_mae", "validate_screen"):
         assert any((res / "logs").rglob("*.log")), rule
     assert any((res / "benchmarks" / "embed").rglob("*.tsv"))
 
     # Nothing to do on a rerun.
-    assert planned_jobs(tmp_path) == {}
+    assert planned_jobs(finished_tiny) == {}
 
-    # Adding plates (a new batch) re-runs only their simulation and embedding + what gathers them.
-    write_config(tmp_path, demo={"n_batches": 4})
-    jobs = planned_jobs(tmp_path)
+    # Adding plates (a new batch) re-runs only their simulation and embedding + what gathers
+    # them (and the cheap whole-screen check, which reruns nothing else).
+    jobs = planned_jobs(finished_tiny, configfile=probe(finished_tiny, {"demo": {"n_batches": 4}}))
     assert jobs.get("simulate_plate") == 1 and jobs.get("embed") == 2, jobs
-    assert "train_mae" not in jobs and jobs.get("gather_profiles") == 2
+    assert jobs.get("validate_screen") == 1 and "train_mae" not in jobs and jobs.get("gather_profiles") == 2
 
     # Changing a classification parameter re-runs classification and report, not embedding.
-    write_config(tmp_path, classify={"num_boost_round": 12})
-    jobs = planned_jobs(tmp_path)
+    jobs = planned_jobs(finished_tiny, configfile=probe(finished_tiny, {"classify": {"num_boost_round": 12}}))
     assert "embed" not in jobs and "train_mae" not in jobs and "fit_transforms" not in jobs, jobs
     assert jobs.get("classify") == 2 * 4 * 2 and jobs.get("report") == 1 and "align" not in jobs
+
+
+#: A different valid value for every key that changes only speed, memory, layout or logs.
+SPEED_ONLY_CHANGES: dict[str, Any] = {
+    "demo.chunk_images": 8,
+    "screen.chunk_images": 8,
+    "train.log_every": 3,
+    "embed.batch_size": 7,
+    "embed.chunk_images": 5,
+    "embed.threads": 1,
+    "embed.loader_threads": 2,
+    "embed.compile": True,
+    "profiles.batch_rows": 50,
+    "transforms.batch_rows": 50,
+    "classify.lightgbm.num_threads": 2,
+    "classify.lightgbm.num_thread": 2,
+    "classify.lightgbm.nthread": 2,
+    "classify.lightgbm.nthreads": 2,
+    "classify.lightgbm.n_jobs": 2,
+    "classify.lightgbm.verbosity": 1,
+    "classify.lightgbm.verbose": 1,
+}
+
+#: Keys that do change results, and exactly the jobs a change must rerun (tiny config:
+#: 2 models x 3 plates, 4 variants, 2 shards).
+RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
+    "classify.num_boost_round": (12, {"classify": 16, "gather_scores": 1, "report": 1, "all": 1}),
+    "classify.lightgbm.num_leaves": (7, {"classify": 16, "gather_scores": 1, "report": 1, "all": 1}),
+    "classify.q_threshold": (0.1, {"gather_scores": 1, "report": 1, "all": 1}),
+    "classify.map_readout": (False, {"gather_scores": 1, "report": 1, "all": 1}),
+    "classify.map_null_size": (500, {"map_readout": 8, "gather_scores": 1, "report": 1, "all": 1}),
+    "identifiability.knn_k": (5, {"align": 4, "gather_identifiability": 1, "report": 1, "all": 1}),
+    "identifiability.factor_bins": (10, {"structural": 8, "gather_identifiability": 1, "report": 1, "all": 1}),
+    "splits.holdout_fraction": (0.3, {}),  # leave-one-batch-out does not read it
+    "transforms.ica_max_iter": (300, {"fit_transforms": 2, "apply_transform": 8, "classify": 16, "map_readout": 8,
+                                      "align": 4, "structural": 8, "gather_identifiability": 1,
+                                      "gather_scores": 1, "report": 1, "all": 1}),
+    "embed.intensity_max": (200.0, {"embed": 6, "gather_profiles": 2, "fit_transforms": 2, "splits": 2,
+                                    "apply_transform": 8, "classify": 16, "map_readout": 8, "align": 4,
+                                    "structural": 8, "gather_identifiability": 1, "gather_scores": 1,
+                                    "report": 1, "all": 1}),
+}
+
+
+def test_every_speed_only_key_has_a_dry_run_case():
+    assert set(SPEED_ONLY_CHANGES) == set(wf.SPEED_ONLY_KEYS)
+
+
+@pytest.mark.slow
+def test_speed_only_keys_and_key_order_plan_no_job(finished_tiny):
+    """A key that changes only speed, memory, storage layout or logs reruns nothing; nor does
+    a per-rule resource, nor the order of the keys in the config file."""
+    planned = {key: planned_jobs(finished_tiny, configfile=probe(finished_tiny, nested(key, value)))
+               for key, value in SPEED_ONLY_CHANGES.items()}
+    planned["resources"] = planned_jobs(finished_tiny, configfile=probe(
+        finished_tiny, {"resources": {"default": {"runtime": 30}, "classify": {"cpus": 2, "mem_mb": 1000},
+                                      "embed": {"cpus": 1}}}))
+    original = (finished_tiny / "config.yaml").read_text()
+    cfg = yaml.safe_load(original)
+    reordered = {k: (dict(reversed(list(v.items()))) if isinstance(v, dict) else v) for k, v in reversed(list(cfg.items()))}
+    try:
+        (finished_tiny / "config.yaml").write_text(yaml.safe_dump(reordered, sort_keys=False))
+        planned["key order"] = planned_jobs(finished_tiny)
+    finally:
+        (finished_tiny / "config.yaml").write_text(original)
+    assert planned == {key: {} for key in planned}, {k: v for k, v in planned.items() if v}
+
+
+@pytest.mark.slow
+def test_result_changing_keys_rerun_exactly_the_jobs_that_read_them(finished_tiny):
+    planned = {key: planned_jobs(finished_tiny, configfile=probe(finished_tiny, nested(key, value)))
+               for key, (value, _) in RESULT_CHANGES.items()}
+    expected = {key: jobs for key, (_, jobs) in RESULT_CHANGES.items()}
+    assert planned == expected
+
+
+def test_a_bad_screen_stops_before_any_plate_work(tmp_path):
+    """validate_screen checks the whole screen against the models first: a crop larger than
+    the images fails there, and no plate is simulated, no model trained, nothing embedded."""
+    write_config(tmp_path, models={"mae": {"img_size": 64, "patch_size": 8, "embed_dim": 32, "depth": 1,
+                                           "num_heads": 2, "decoder_embed_dim": 32, "decoder_depth": 1,
+                                           "decoder_num_heads": 2}})
+    proc = snakemake(tmp_path, check=False)
+    assert proc.returncode != 0
+    log = (tmp_path / "results" / "logs" / "validate_screen.log").read_text()
+    assert "smaller than model mae's crop size 64" in log
+    assert "snakemake --unlock" in proc.stdout + proc.stderr  # the on-error message names the recovery
+    res = tmp_path / "results"
+    assert not list(res.rglob("*.zarr")) and not (res / "embeddings").exists() and not (res / "models").exists()
+    assert not list(res.rglob("*.parts"))
 
 
 def _tiny_screen(tmp_path: Path):
@@ -224,3 +343,136 @@ def test_frozen_transforms_are_applied_not_refitted(tmp_path):
     write_config(tmp_path, transforms={"frozen": str(frozen)})
     jobs = planned_jobs(tmp_path)
     assert "fit_transforms" not in jobs and jobs["apply_transform"] == 2 * 4
+
+
+@pytest.mark.slow
+def test_zarr_screen_with_a_cross_plate_error_fails_before_any_plate_job(tmp_path):
+    """A gene that is a control on one plate and a perturbation on another (each plate's rows
+    alone are fine) stops the run in validate_screen: no plate metadata split, no model
+    trained, no embedding file."""
+    cfg, meta = _tiny_screen(tmp_path)
+    table = tmp_path / "screen" / "metadata.parquet"
+    bad = meta.copy()
+    on_b02 = (bad["Metadata_Plate"] == "B02P01") & (bad["Metadata_PertType"] == "control")
+    bad.loc[on_b02, "Metadata_PertType"] = "perturbation"
+    bad.to_parquet(table)
+    cfg["screen"] = {"source": "zarr", "metadata": str(table), "plates_dir": str(tmp_path / "screen" / "plates")}
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(work, check=False)
+    assert proc.returncode != 0
+    log = (work / "results" / "logs" / "validate_screen.log").read_text()
+    assert "is listed under both PertTypes" in log and "metadata.parquet" in log
+    res = work / "results"
+    assert not (res / "embeddings").exists() and not (res / "models").exists()
+    assert not (res / "screen" / "metadata").exists()
+
+
+# --------------------------------------------------------------------------- kill -9 and resume
+
+
+def start_snakemake(workdir: Path, log: Path, *args: str) -> subprocess.Popen:
+    """Snakemake in the background, in a process group of its own (jobs included)."""
+    with open(log, "a") as fh:
+        return subprocess.Popen(_command(workdir, args, "config.yaml"), cwd=workdir, stdout=fh,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_group_when(proc: subprocess.Popen, ready: Callable[[], bool], what: str, timeout: float = 900) -> None:
+    """SIGKILL Snakemake's whole process group as soon as ``ready()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"snakemake ended (rc {proc.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.002)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def parquet_bytes(results: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(results)): p.read_bytes() for p in sorted(results.rglob("*.parquet"))}
+
+
+@pytest.mark.slow
+def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_path):
+    """The resume promise: SIGKILL to Snakemake's process group while plates are embedded and
+    again while shards are classified; the rerun (after `snakemake --unlock`) finishes with every
+    parquet byte-identical to an uninterrupted run, embeds only the chunks a killed plate had
+    left, and does not redo the shards that had finished."""
+    work = tmp_path / "killed"
+    work.mkdir()
+    shutil.copy(finished_tiny / "config.yaml", work / "config.yaml")
+    res, out = work / "results", tmp_path / "snakemake.out"
+
+    def finished_chunks() -> dict[Path, int]:
+        """Plates interrupted mid-way: {final parquet: finished chunks}."""
+        found = {}
+        for parts in res.glob("embeddings/*/*.parquet.parts"):
+            final = parts.with_name(parts.name.removesuffix(".parts"))
+            done = len(list(parts.glob("chunk_*.parquet")))
+            if done and not final.exists():
+                found[final] = done
+        return found
+
+    # 1. Killed while embedding: as soon as a plate has a finished chunk (a few tries, since a
+    #    plate of the tiny screen embeds in well under a second).
+    interrupted: dict[Path, int] = {}
+    for _ in range(6):
+        proc = start_snakemake(work, out)
+        kill_group_when(proc, lambda: any(res.glob("embeddings/*/*.parquet.parts/chunk_*.parquet")), "embedded chunk")
+        interrupted = finished_chunks()
+        if interrupted:
+            break
+        snakemake(work, "--unlock")
+    assert interrupted, "never caught a plate between its chunks"
+
+    # A killed run leaves Snakemake's lock: the rerun is refused until `snakemake --unlock`.
+    refused = snakemake(work, check=False)
+    assert refused.returncode != 0 and "--unlock" in refused.stdout + refused.stderr
+    snakemake(work, "--unlock")
+
+    # 2. Rerun, killed again as soon as a classification shard is finished.
+    proc = start_snakemake(work, out)
+    kill_group_when(proc, lambda: any(res.glob("scores/*/*/shard_*.parquet")), "classified shard")
+    shards = sorted(res.glob("scores/*/*/shard_*.parquet"))
+    assert 0 < len(shards) < 16
+    done_before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in shards}
+    logs_before = {p: (res / "logs" / "classify" / p.relative_to(res / "scores").with_suffix(".log")).read_bytes()
+                   for p in shards}
+
+    # 3. Unlock and finish.
+    snakemake(work, "--unlock")
+    final = snakemake(work)
+    text = final.stdout + final.stderr
+
+    # Byte-identical to the uninterrupted run, and nothing half-written anywhere.
+    ours, reference = parquet_bytes(res), parquet_bytes(finished_tiny / "results")
+    assert sorted(ours) == sorted(reference) and len(ours) > 60
+    assert [name for name in ours if ours[name] != reference[name]] == []
+    assert not list(res.rglob("*.tmp-*")) and not list(res.rglob("*.parts"))
+
+    # Finished chunks are not embedded again: the resumed job embeds exactly the rest.
+    for final_path, done in interrupted.items():
+        model, plate = final_path.parent.name, final_path.stem
+        lines = (res / "logs" / "embed" / model / f"{plate}.log").read_text().splitlines()
+        resumed = [i for i, line in enumerate(lines) if "resuming from" in line]
+        assert resumed, f"{model}/{plate} was not resumed"
+        already, total = map(int, re.search(r"(\d+)/(\d+) chunk\(s\) already done", lines[resumed[-1]]).groups())
+        assert already >= done and already < total
+        after = lines[resumed[-1]:]
+        todo = int(re.search(r"in (\d+) chunk\(s\)", next(line for line in after if "embedding" in line)).group(1))
+        assert todo == total - already
+        assert sum(bool(re.search(r"plate \S+: chunk \d+/\d+", line)) for line in after) == todo
+
+    # Finished shards are not classified again: untouched outputs and logs, not in the rerun's jobs.
+    for shard, (mtime, data) in done_before.items():
+        assert shard.stat().st_mtime_ns == mtime and shard.read_bytes() == data
+        log = res / "logs" / "classify" / shard.relative_to(res / "scores").with_suffix(".log")
+        assert log.read_bytes() == logs_before[shard]
+        assert str(shard.relative_to(work)) not in text
+    rest = set(res.glob("scores/*/*/shard_*.parquet")) - set(done_before)
+    assert rest and all(str(p.relative_to(work)) in text for p in rest)

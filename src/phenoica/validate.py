@@ -98,18 +98,22 @@ def plate_geometry(
     raise ValueError(f"validate_screen: source {source!r} has no plates")
 
 
-def _fed_channels(name: str, spec: Mapping[str, Any], plate: str, geometry: PlateGeometry) -> list[str]:
-    """The channels a plate feeds the model: ``models.NAME.channels`` (all present) or all."""
+def _fed_channels(spec: Mapping[str, Any], geometry: PlateGeometry) -> tuple[list[str], list[str]]:
+    """(the channels a plate feeds the model, the names of ``models.NAME.channels`` it lacks):
+    ``models.NAME.channels`` when set, else every channel of the plate."""
     chosen = spec.get("channels")
     if not chosen:
-        return list(geometry.channels)
-    missing = [c for c in chosen if c not in geometry.channels]
-    if missing:
-        raise ScreenError(
-            f"plate {plate}: channel(s) {missing} named by config key models.{name}.channels are not in the "
-            f"plate's channels {geometry.channels}"
-        )
-    return list(chosen)
+        return list(geometry.channels), []
+    return list(chosen), [c for c in chosen if c not in geometry.channels]
+
+
+def _grouped(failed: Mapping[str, list[str]]) -> list[str]:
+    """One problem per kind, naming its plates (five, then a count)."""
+    out = []
+    for why, plates in failed.items():
+        more = f" and {len(plates) - 5} more" if len(plates) > 5 else ""
+        out.append(f"plate(s) {plates[:5]}{more}: {why}")
+    return out
 
 
 def check_models(
@@ -133,11 +137,15 @@ def check_models(
     summary: dict[str, dict[str, Any]] = {}
     for name, spec in models.items():
         fed: dict[str, list[str]] = {}
+        absent: dict[str, list[str]] = {}
         for plate, geo in geometry.items():
-            try:
-                fed[plate] = _fed_channels(name, spec, plate, geo)
-            except ScreenError as exc:
-                problems.append(str(exc))
+            channels, missing = _fed_channels(spec, geo)
+            if missing:
+                why = f"channel(s) {missing} named by config key models.{name}.channels are not in the plate's channels {geo.channels}"
+                absent.setdefault(why, []).append(plate)
+            else:
+                fed[plate] = channels
+        problems += _grouped(absent)
         built: dict[int, Any] = {}
         for n in sorted({len(c) for c in fed.values()}):
             try:
@@ -177,9 +185,7 @@ def check_models(
                 except ScreenError as exc:
                     why = f"{what}: {exc}"
             failed.setdefault(why, []).append(plate)
-        for why, plates in failed.items():
-            more = f" and {len(plates) - 5} more" if len(plates) > 5 else ""
-            problems.append(f"plate(s) {plates[:5]}{more}: {why}")
+        problems += _grouped(failed)
         summary[name] = {"checkpoint": spec.get("checkpoint"), "crop_size": sorted(set(crops.values())),
                          "channels_fed": sorted(set(counts.values()))}
     return summary

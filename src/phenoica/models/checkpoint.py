@@ -138,8 +138,11 @@ def checkpoint_metadata(path: Path | str) -> dict[str, Any]:
     path = Path(path)
     if file_format(path) != SAFETENSORS:
         return {}
-    with safe_open(str(path), framework="pt") as fh:
-        raw = fh.metadata() or {}
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            raw = fh.metadata() or {}
+    except (SafetensorError, OSError) as exc:  # e.g. a truncated file
+        raise CheckpointError(f"{path}: cannot read safetensors checkpoint ({exc})") from None
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key.startswith("phenoica."):
