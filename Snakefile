@@ -34,8 +34,8 @@ onerror:
         "wildcards). Fix the cause and rerun the same command: finished jobs, embedded chunks and classified "
         "shards are kept and not redone. If a run was killed (kill -9, a lost node, a closed terminal) the next "
         "one stops with 'Directory cannot be locked' (LockException): make sure no other Snakemake runs here, "
-        "then `snakemake --unlock` with the same options (--configfile ...), and rerun. See the README's "
-        "Troubleshooting section."
+        "then `snakemake --unlock` with the same options (--configfile ...), and rerun with --rerun-incomplete. "
+        "See the README's Troubleshooting section."
     )
 
 

@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import time
+from base64 import urlsafe_b64encode
 from pathlib import Path
 from typing import Any, Callable
 
@@ -393,6 +394,15 @@ def kill_group_when(proc: subprocess.Popen, ready: Callable[[], bool], what: str
     proc.wait()
 
 
+def finished_by_snakemake(workdir: Path, output: Path) -> bool:
+    """Whether Snakemake recorded the job of ``output`` as finished (its metadata record written,
+    its incomplete marker gone); an output renamed into place by a job killed before that counts
+    as incomplete and is redone by ``--rerun-incomplete``."""
+    key = urlsafe_b64encode(str(output.relative_to(workdir)).encode()).decode()
+    meta = workdir / ".snakemake"
+    return output.exists() and (meta / "metadata" / key).exists() and not (meta / "incomplete" / key).exists()
+
+
 def parquet_bytes(results: Path) -> dict[str, bytes]:
     return {str(p.relative_to(results)): p.read_bytes() for p in sorted(results.rglob("*.parquet"))}
 
@@ -400,9 +410,10 @@ def parquet_bytes(results: Path) -> dict[str, bytes]:
 @pytest.mark.slow
 def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_path):
     """The resume promise: SIGKILL to Snakemake's process group while plates are embedded and
-    again while shards are classified; the rerun (after `snakemake --unlock`) finishes with every
-    parquet byte-identical to an uninterrupted run, embeds only the chunks a killed plate had
-    left, and does not redo the shards that had finished."""
+    again while shards are classified; the rerun (the README's recovery: `snakemake --unlock`,
+    then the command with --rerun-incomplete) finishes with every parquet byte-identical to an
+    uninterrupted run, embeds only the chunks a killed plate had left, and does not redo the
+    shards that had finished."""
     work = tmp_path / "killed"
     work.mkdir()
     shutil.copy(finished_tiny / "config.yaml", work / "config.yaml")
@@ -422,7 +433,7 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
     #    plate of the tiny screen embeds in well under a second).
     interrupted: dict[Path, int] = {}
     for _ in range(6):
-        proc = start_snakemake(work, out)
+        proc = start_snakemake(work, out, "--rerun-incomplete")
         kill_group_when(proc, lambda: any(res.glob("embeddings/*/*.parquet.parts/chunk_*.parquet")), "embedded chunk")
         interrupted = finished_chunks()
         if interrupted:
@@ -431,14 +442,17 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
     assert interrupted, "never caught a plate between its chunks"
 
     # A killed run leaves Snakemake's lock: the rerun is refused until `snakemake --unlock`.
-    refused = snakemake(work, check=False)
+    refused = snakemake(work, "--rerun-incomplete", check=False)
     assert refused.returncode != 0 and "--unlock" in refused.stdout + refused.stderr
     snakemake(work, "--unlock")
 
-    # 2. Rerun, killed again as soon as a classification shard is finished.
-    proc = start_snakemake(work, out)
-    kill_group_when(proc, lambda: any(res.glob("scores/*/*/shard_*.parquet")), "classified shard")
-    shards = sorted(res.glob("scores/*/*/shard_*.parquet"))
+    # 2. Rerun, killed again as soon as Snakemake has recorded a classification shard as finished.
+    def shards_done() -> list[Path]:
+        return [p for p in sorted(res.glob("scores/*/*/shard_*.parquet")) if finished_by_snakemake(work, p)]
+
+    proc = start_snakemake(work, out, "--rerun-incomplete")
+    kill_group_when(proc, lambda: bool(shards_done()), "finished shard")
+    shards = shards_done()
     assert 0 < len(shards) < 16
     done_before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in shards}
     logs_before = {p: (res / "logs" / "classify" / p.relative_to(res / "scores").with_suffix(".log")).read_bytes()
@@ -446,7 +460,7 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
 
     # 3. Unlock and finish.
     snakemake(work, "--unlock")
-    final = snakemake(work)
+    final = snakemake(work, "--rerun-incomplete")
     text = final.stdout + final.stderr
 
     # Byte-identical to the uninterrupted run, and nothing half-written anywhere.
