@@ -25,6 +25,14 @@ SHARDS = list(range(config["classify"]["n_shards"]))
 PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings
 ENVS = "../envs/phenoica.yaml"
 
+if PLATES:
+    # The whole screen against the data contract and every model, before any job runs (a dry
+    # run too); a passed check is recorded under a key of all it read, so it runs again only
+    # when the screen, the tables, the stores or the models change.
+    from phenoica.validate import check_screen_once
+
+    check_screen_once(config, PLATES, f"{RESULTS}/screen/validated.json")
+
 
 wildcard_constraints:
     plate=r"[^/]+",
@@ -64,28 +72,6 @@ def plate_digest(plate):
     """Content digest of one plate's rows in the user's metadata table or plate map, so a
     plate's jobs rerun only when its own rows change (the table itself is an ancient input)."""
     return wf.plate_digest(config, plate)
-
-
-SCREEN_VALIDATED = f"{RESULTS}/screen/validated.json"
-
-
-def screen_validated():
-    """The validate_screen output, as every plate job's and train_mae's input: ancient, so a
-    rerun of the (cheap) validation reruns nothing else, yet a failed one stops them all."""
-    return [] if SOURCE == "embeddings" else [ancient(SCREEN_VALIDATED)]
-
-
-def validation_inputs():
-    """What validate_screen reads: the user's table and plates, and the models' checkpoints."""
-    screen = config["screen"]
-    files = [m["checkpoint"] for m in config["models"].values() if m.get("checkpoint")]
-    if SOURCE == "zarr":
-        files += [screen["metadata"]] + [store_path(p) for p in PLATES]
-    elif SOURCE == "images":
-        files += [screen["plate_map"]]
-    elif SOURCE == "ome_zarr":
-        files += [screen["plate_map"]] + [f"{screen['ome_zarr_dir']}/{p}.zarr" for p in PLATES]
-    return files
 
 
 def checkpoint_path(model):

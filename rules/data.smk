@@ -1,32 +1,6 @@
 # Screen data: one job per plate writes the plate's Zarr store and its metadata rows.
 # Which rule produces them depends on screen.source; source zarr only splits the metadata.
-# validate_screen checks the whole screen once, before any of them (and before MAE training).
-
-if SOURCE != "embeddings":
-
-    rule validate_screen:
-        input:
-            validation_inputs(),
-        output:
-            SCREEN_VALIDATED,
-        params:
-            screen=wf.job_params(config, "screen"),
-            plates=PLATES,
-            models=wf.canonical(config["models"]),
-            crop_size=config["embed"]["crop_size"],
-            demo=wf.job_params(config, "demo", keys=("image_size", "channels")),
-        threads: rule_threads("validate_screen", 1)
-        resources:
-            **rule_resources("validate_screen"),
-        log:
-            f"{RESULTS}/logs/validate_screen.log",
-        benchmark:
-            f"{RESULTS}/benchmarks/validate_screen.tsv"
-        conda:
-            ENVS
-        script:
-            "../scripts/validate_screen.py"
-
+# The whole screen was checked against the contract and the models when the DAG was built.
 
 if SOURCE == "demo":
 
@@ -49,8 +23,6 @@ if SOURCE == "demo":
             "../scripts/simulate_truth.py"
 
     rule simulate_plate:
-        input:
-            screen_validated(),
         output:
             store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
             metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
@@ -79,7 +51,6 @@ if SOURCE == "zarr":
         input:
             table=ancient(config["screen"]["metadata"]),
             store=lambda w: store_path(w.plate),
-            validated=screen_validated(),
         output:
             f"{RESULTS}/screen/metadata/{{plate}}.parquet",
         params:
@@ -102,7 +73,6 @@ if SOURCE == "images":
     rule ingest_images:
         input:
             plate_map=ancient(config["screen"]["plate_map"]),
-            validated=screen_validated(),
         output:
             store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
             metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
@@ -130,7 +100,6 @@ if SOURCE == "ome_zarr":
         input:
             plate_map=ancient(config["screen"]["plate_map"]),
             hcs=f"{config['screen']['ome_zarr_dir']}/{{plate}}.zarr",
-            validated=screen_validated(),
         output:
             store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
             metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",

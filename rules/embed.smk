@@ -7,7 +7,6 @@ from phenoica.models.spec import training_spec
 rule train_mae:
     input:
         stores=lambda w: [store_path(p) for p in wf.training_plates(config, PLATES, w.model)],
-        validated=screen_validated(),
     output:
         checkpoint=f"{RESULTS}/models/{{model}}/encoder.safetensors",
         record=f"{RESULTS}/models/{{model}}/training.json",
@@ -34,7 +33,6 @@ rule embed:
         store=lambda w: store_path(w.plate),
         metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
         checkpoint=lambda w: checkpoint_path(w.model),
-        validated=screen_validated(),
     output:
         f"{RESULTS}/embeddings/{{model}}/{{plate}}.parquet",
     params:

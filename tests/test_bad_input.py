@@ -110,7 +110,7 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
     spaced.to_parquet(path)
     cfg = validate_config({"screen": {"source": "zarr", "metadata": str(path), "plates_dir": str(tmp_path)}})
     wf._table.cache_clear()
-    wf._plate_digests.cache_clear()
+    wf.plate_digests.cache_clear()
     assert wf.screen_plates(cfg) == {"P1": "B1", "P2": "B1"}
     assert wf.plate_digest(cfg, "P1") and wf.plate_digest(cfg, "P1") != wf.plate_digest(cfg, "P2")
     rows = read_plate_metadata(path, "P1")
@@ -252,8 +252,33 @@ def test_zarr_screen_store_problems_are_found_before_any_plate_job(tmp_path):
     bad = meta.copy()
     bad.loc[bad.index[bad["Metadata_Plate"] == "B02P01"][0], "Metadata_ImageIndex"] = 500
     bad.to_parquet(table)
+    wf._table.cache_clear()  # a new process would read the edited table
     with pytest.raises(ScreenError) as err:
         validate_screen(cfg["screen"], plates, cfg["models"], None)
     text = str(err.value)
     assert "B03P01.zarr: plate store not found" in text
     assert "B02P01.zarr: metadata row (plate B02P01" in text and "out of range for 72 images" in text
+
+
+def test_a_screen_that_passed_is_not_checked_again_until_it_changes(tmp_path, monkeypatch):
+    from phenoica import validate
+
+    cfg, meta, table = _zarr_screen(tmp_path)
+    plates = wf.screen_plates(cfg)
+    record = tmp_path / "validated.json"
+    first = validate.check_screen_once(cfg, plates, record)
+    assert record.exists() and first["plates"]["B01P01"]["images"] == 72
+
+    def must_not_run(*args, **kwargs):
+        raise AssertionError("checked again")
+
+    monkeypatch.setattr(validate, "validate_screen", must_not_run)
+    assert validate.check_screen_once(cfg, plates, record)["key"] == first["key"]
+    # another crop size, or edited rows of a plate, are another screen: checked again
+    with pytest.raises(AssertionError, match="checked again"):
+        validate.check_screen_once({**cfg, "embed": {**cfg["embed"], "crop_size": 8}}, plates, record)
+    meta.assign(Metadata_Extra=1).to_parquet(table)
+    wf._table.cache_clear()
+    wf.plate_digests.cache_clear()
+    with pytest.raises(AssertionError, match="checked again"):
+        validate.check_screen_once(cfg, plates, record)

@@ -109,18 +109,17 @@ def test_tiny_workflow_end_to_end_and_incremental(finished_tiny):
     structural = pd.read_parquet(res / "identifiability" / "structural.parquet")
     assert len(structural) == 2 * 4 and structural["mcc"].between(0, 1).all()
     assert (res / "report" / "figures" / "identifiability.png").exists()
-    for rule in ("embed", "classify", "train_mae", "validate_screen"):
+    for rule in ("embed", "classify", "train_mae"):
         assert any((res / "logs").rglob("*.log")), rule
     assert any((res / "benchmarks" / "embed").rglob("*.tsv"))
 
     # Nothing to do on a rerun.
     assert planned_jobs(finished_tiny) == {}
 
-    # Adding plates (a new batch) re-runs only their simulation and embedding + what gathers
-    # them (and the cheap whole-screen check, which reruns nothing else).
+    # Adding plates (a new batch) re-runs only their simulation and embedding + what gathers them.
     jobs = planned_jobs(finished_tiny, configfile=probe(finished_tiny, {"demo": {"n_batches": 4}}))
     assert jobs.get("simulate_plate") == 1 and jobs.get("embed") == 2, jobs
-    assert jobs.get("validate_screen") == 1 and "train_mae" not in jobs and jobs.get("gather_profiles") == 2
+    assert "train_mae" not in jobs and jobs.get("gather_profiles") == 2
 
     # Changing a classification parameter re-runs classification and report, not embedding.
     jobs = planned_jobs(finished_tiny, configfile=probe(finished_tiny, {"classify": {"num_boost_round": 12}}))
@@ -202,20 +201,22 @@ def test_result_changing_keys_rerun_exactly_the_jobs_that_read_them(finished_tin
     assert planned == expected
 
 
-def test_a_bad_screen_stops_before_any_plate_work(tmp_path):
-    """validate_screen checks the whole screen against the models first: a crop larger than
-    the images fails there, and no plate is simulated, no model trained, nothing embedded."""
+def test_a_bad_screen_stops_before_any_job(tmp_path):
+    """The whole screen is checked against the models when the DAG is built: a crop larger than
+    the images stops a dry run and a run before any job, so no plate is simulated, no model
+    trained, nothing embedded. A passed check is recorded and not redone."""
     write_config(tmp_path, models={"mae": {"img_size": 64, "patch_size": 8, "embed_dim": 32, "depth": 1,
                                            "num_heads": 2, "decoder_embed_dim": 32, "decoder_depth": 1,
                                            "decoder_num_heads": 2}})
-    proc = snakemake(tmp_path, check=False)
-    assert proc.returncode != 0
-    log = (tmp_path / "results" / "logs" / "validate_screen.log").read_text()
-    assert "smaller than model mae's crop size 64" in log
-    assert "snakemake --unlock" in proc.stdout + proc.stderr  # the on-error message names the recovery
+    for args in (("-n",), ()):
+        proc = snakemake(tmp_path, *args, check=False)
+        assert proc.returncode != 0
+        assert "smaller than model mae's crop size 64" in proc.stdout + proc.stderr
     res = tmp_path / "results"
-    assert not list(res.rglob("*.zarr")) and not (res / "embeddings").exists() and not (res / "models").exists()
-    assert not list(res.rglob("*.parts"))
+    assert not res.exists() or not any(res.rglob("*.parquet")) and not list(res.rglob("*.zarr"))
+    write_config(tmp_path)
+    assert planned_jobs(tmp_path)["embed"] == 6
+    assert '"crop_size": [' in (res / "screen" / "validated.json").read_text()
 
 
 def _tiny_screen(tmp_path: Path):
@@ -251,7 +252,7 @@ def test_zarr_source_plans_one_job_per_plate_and_new_plates_alone(tmp_path):
     from phenoica import workflow
 
     workflow._table.cache_clear()
-    workflow._plate_digests.cache_clear()
+    workflow.plate_digests.cache_clear()
     after = {p: plate_digest(full, p) for p in before}
     assert [p for p in before if before[p] != after[p]] == ["B02P01"]
 
@@ -349,8 +350,8 @@ def test_frozen_transforms_are_applied_not_refitted(tmp_path):
 @pytest.mark.slow
 def test_zarr_screen_with_a_cross_plate_error_fails_before_any_plate_job(tmp_path):
     """A gene that is a control on one plate and a perturbation on another (each plate's rows
-    alone are fine) stops the run in validate_screen: no plate metadata split, no model
-    trained, no embedding file."""
+    alone are fine) stops the run before any job: no plate metadata split, no model trained,
+    no embedding file."""
     cfg, meta = _tiny_screen(tmp_path)
     table = tmp_path / "screen" / "metadata.parquet"
     bad = meta.copy()
@@ -363,8 +364,8 @@ def test_zarr_screen_with_a_cross_plate_error_fails_before_any_plate_job(tmp_pat
     (work / "config.yaml").write_text(yaml.safe_dump(cfg))
     proc = snakemake(work, check=False)
     assert proc.returncode != 0
-    log = (work / "results" / "logs" / "validate_screen.log").read_text()
-    assert "is listed under both PertTypes" in log and "metadata.parquet" in log
+    text = proc.stdout + proc.stderr
+    assert "is listed under both PertTypes" in text and "metadata.parquet" in text
     res = work / "results"
     assert not (res / "embeddings").exists() and not (res / "models").exists()
     assert not (res / "screen" / "metadata").exists()

@@ -80,7 +80,7 @@ def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
 #: The workflow's job rules (target rules all / disentangle / bilipschitz run nothing): the
 #: names the ``resources`` section may hold besides ``default``. A test keeps it equal to rules/.
 RULE_NAMES: tuple[str, ...] = (
-    "validate_screen", "simulate_truth", "simulate_plate", "plate_metadata", "ingest_images", "ingest_ome_zarr",
+    "simulate_truth", "simulate_plate", "plate_metadata", "ingest_images", "ingest_ome_zarr",
     "train_mae", "embed", "gather_profiles", "fit_transforms", "apply_transform", "splits", "classify",
     "map_readout", "gather_scores", "align", "structural", "gather_identifiability", "report",
     "disentangle_train", "disentangle_evaluate", "disentangle_report",

@@ -1,20 +1,29 @@
-"""The ``validate_screen`` job: the whole screen checked once, before any plate is worked on.
+"""The whole screen checked once, when the DAG is built, before any job runs.
 
 Per-plate jobs see one plate; rules that span plates (a plate in one batch, a guide under one
 gene, a gene under one PertType, controls in every batch) and the fit between the plates and
 the models (channel counts, image size against the crop) would otherwise surface late: after
-other plates were ingested, a model trained, or other plates embedded. This job reads the
-user's table (metadata or plate map) whole and only the geometry of each plate (store
+other plates were ingested, a model trained, or other plates embedded. :func:`validate_screen`
+reads the user's table (metadata or plate map) whole and only the geometry of each plate (store
 metadata, file names and one image header, or HCS metadata), builds each model once (weights
-read, no forward pass on data) and applies the checks the embed stage applies, so that every
-such error stops the run before the first embedding. Every plate job and MAE training depend
-on its output (an ``ancient`` input: a rerun of this cheap job reruns nothing else).
+read, no forward pass on data) and applies the checks the embed stage applies.
+
+The workflow calls :func:`check_screen_once` when it builds the DAG (``rules/common.smk``), so
+that every such error stops ``snakemake`` (a dry run too) before the first job. A passed check
+is recorded (``results/screen/validated.json``) under a key of everything it read (the config
+keys, the tables' per-plate digests, the sizes and times of store metadata and checkpoints):
+later invocations, and cluster jobs, check only the key. Why not a ``validate_screen`` job that
+plate jobs depend on: Snakemake (9.27) skips the jobs downstream of a job it must rerun when
+they depend on it through an ``ancient`` input, so a rerun of the check (a plate added) would
+hide the new plate's jobs until the next invocation; without ``ancient``, every plate would rerun.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping
@@ -22,8 +31,11 @@ from typing import Any, Mapping
 import pandas as pd
 
 from phenoica import screen
-from phenoica.io import atomic_path, get_logger, read_table
+from phenoica.io import atomic_path, get_logger
 from phenoica.screen import ScreenError, raise_problems
+
+#: Raise when the checks change, so that screens recorded as valid are checked again.
+CHECKS_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -42,8 +54,10 @@ def _by_plate(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def _zarr_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: list[str]) -> dict[str, PlateGeometry]:
+    from phenoica.workflow import user_table
+
     path = str(cfg["metadata"])
-    table = screen.validate_screen_metadata(read_table(path), source=path)
+    table = screen.validate_screen_metadata(user_table(path), source=path)
     rows = _by_plate(table)
     out = {}
     for plate, batch in plates.items():
@@ -60,8 +74,9 @@ def _zarr_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: 
 
 def _plate_map_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: list[str]) -> dict[str, PlateGeometry]:
     from phenoica import ingest
+    from phenoica.workflow import user_table
 
-    plate_map = ingest.read_plate_map(cfg["plate_map"])
+    plate_map = ingest.validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
     raise_problems(str(cfg["plate_map"]), screen.control_problems(plate_map))
     out = {}
     for plate, batch in plates.items():
@@ -226,4 +241,71 @@ def validate_screen(
     if out is not None:
         with atomic_path(out) as tmp:
             tmp.write_text(json.dumps(report, indent=1, sort_keys=True))
+    return report
+
+
+def _stat(path: Path | str) -> list[int] | None:
+    """(size, modification time in ns) of a file, None if absent."""
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return [int(st.st_size), int(st.st_mtime_ns)]
+
+
+def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
+    """SHA-256 of everything :func:`validate_screen` reads for this config: the screen, demo
+    geometry, model and crop keys, the plates, the per-plate digests of the user's table, and
+    the size and time of each plate store's metadata, HCS plate's metadata and checkpoint.
+    Cheap: no table is read beyond what building the DAG reads anyway."""
+    from phenoica import workflow as wf
+
+    cfg = config["screen"]
+    source = cfg["source"]
+    files: list[str] = [str(m["checkpoint"]) for m in config["models"].values() if m.get("checkpoint")]
+    digests: dict[str, str] = {}
+    if source == "zarr":
+        digests = wf.plate_digests(str(cfg["metadata"]))
+        for plate in plates:
+            store = Path(cfg["plates_dir"]) / f"{plate}.zarr"
+            files += [str(store / "zarr.json"), str(store / screen.TILES / "zarr.json")]
+    elif source in ("images", "ome_zarr"):
+        digests = wf.plate_digests(str(cfg["plate_map"]))
+        if source == "ome_zarr":
+            for plate in plates:
+                store = Path(cfg["ome_zarr_dir"]) / f"{plate}.zarr"
+                files += [str(store / name) for name in ("zarr.json", ".zattrs", ".zgroup")]
+    parts = {
+        "checks": CHECKS_VERSION,
+        "screen": wf.job_params(config, "screen"),
+        "demo": wf.job_params(config, "demo", keys=("image_size", "channels")) if source == "demo" else None,
+        "models": wf.canonical(config["models"]),
+        "crop_size": config["embed"]["crop_size"],
+        "plates": dict(plates),
+        "digests": digests,
+        "files": {f: _stat(f) for f in files},
+    }
+    return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
+
+
+def check_screen_once(
+    config: Mapping[str, Any], plates: Mapping[str, str], record: Path | str, log: logging.Logger | None = None,
+) -> dict[str, Any]:
+    """:func:`validate_screen` for a validated workflow config, unless ``record`` says this very
+    screen (same :func:`screen_key`) passed before. Raises ScreenError listing every problem;
+    on success writes ``record`` (JSON: the key, the plates' geometry, the models' crops)."""
+    key = screen_key(config, plates)
+    record = Path(record)
+    try:
+        known = json.loads(record.read_text())
+    except (OSError, ValueError):
+        known = {}
+    if known.get("key") == key:
+        return known
+    log = log or logging.getLogger("phenoica.validate")
+    report = validate_screen(config["screen"], plates, config["models"], config["embed"]["crop_size"],
+                             config["demo"], log=log)
+    report = {"key": key, **report}
+    with atomic_path(record) as tmp:
+        tmp.write_text(json.dumps(report, indent=1, sort_keys=True))
     return report

@@ -32,6 +32,12 @@ def _table(path: str) -> pd.DataFrame:
     return read_table(path)
 
 
+def user_table(path: Path | str) -> pd.DataFrame:
+    """The user's metadata table or plate map, read once per process (DAG building reads it for
+    the plate list, the per-plate digests and the screen check). Do not modify it."""
+    return _table(str(path))
+
+
 def _plate_rows(config: Mapping[str, Any]) -> pd.DataFrame | None:
     """The user's table that lists plates: the metadata (zarr) or the plate map (images, ome_zarr)."""
     source = config["screen"]["source"]
@@ -68,7 +74,7 @@ def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _plate_digests(path: str) -> dict[str, str]:
+def plate_digests(path: str) -> dict[str, str]:
     """SHA-1 of each plate's rows of the table at ``path`` (one pass over the table), by
     normalized plate name."""
     table = _table(path)
@@ -92,7 +98,7 @@ def plate_digest(config: Mapping[str, Any], plate: str) -> str:
     if source not in ("zarr", "images", "ome_zarr"):
         return ""
     path = config["screen"]["metadata"] if source == "zarr" else config["screen"]["plate_map"]
-    return _plate_digests(str(path)).get(plate, "")
+    return plate_digests(str(path)).get(plate, "")
 
 
 def training_record(results: str, model: str) -> Path:
