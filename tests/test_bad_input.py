@@ -282,3 +282,21 @@ def test_a_screen_that_passed_is_not_checked_again_until_it_changes(tmp_path, mo
     wf.plate_digests.cache_clear()
     with pytest.raises(AssertionError, match="checked again"):
         validate.check_screen_once(cfg, plates, record)
+
+
+def test_image_and_hcs_plate_geometry_without_reading_the_plates(tmp_path):
+    """The screen check reads a plate's channels and image size from file names and one header
+    (images) or from NGFF metadata (OME-Zarr), as ingest would find them."""
+    from phenoica import ingest
+    from tests.test_ingest import H, W, hcs_pixels, make_pixels, write_hcs_by_hand_v3, write_png
+
+    root = tmp_path / "images"
+    for (well, site, ch), arr in make_pixels("uint8", 0, ["1", "2", "3"]).items():
+        write_png(root / "P1" / f"{well}_s{site}_w{ch}.png", arr)
+    pattern = "{plate}/{well}_s{site}_w{channel}.png"
+    assert ingest.image_plate_geometry(root, pattern, "P1") == (["1", "2", "3"], (H, W))
+    assert ingest.image_plate_geometry(root, pattern, "P1", ["3", "1"]) == (["3", "1"], (H, W))
+    with pytest.raises(ScreenError, match=r"\(plate P9\): no image files match the pattern"):
+        ingest.image_plate_geometry(root, pattern, "P9")
+    write_hcs_by_hand_v3(tmp_path / "P1.zarr", hcs_pixels("uint16", (1, 2, 1, H, W), seed=0))
+    assert ingest.hcs_plate_geometry(tmp_path / "P1.zarr") == (["c0", "c1"], (H, W))
