@@ -53,7 +53,8 @@ def test_well_with_two_perturbations_and_plate_in_two_batches(metadata):
     with pytest.raises(ScreenError) as err:
         validate_metadata(bad, source="meta.csv")
     text = str(err.value)
-    assert "well (P1, A01) holds more than one Metadata_Guide: 'G1_g1' (e.g. row 1), 'NTC' (e.g. row 0)" in text
+    assert ("well (P1, A01) holds more than one perturbation: Metadata_Gene 'G1' (e.g. row 1), 'non-targeting' "
+            "(e.g. row 0); Metadata_Guide 'G1_g1' (e.g. row 1), 'NTC' (e.g. row 0); Metadata_PertType") in text
     assert "plate 'P2' is in 2 batches: 'B1' (e.g. row 8), 'B9' (e.g. row 15); a plate belongs to one batch" in text
     assert text.startswith("meta.csv: ") and "problems:" in text  # every problem at once
 

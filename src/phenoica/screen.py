@@ -153,17 +153,21 @@ def relation_problems(df: pd.DataFrame) -> list[str]:
     one_to_one(GENE, PERT_TYPE, "gene {k!r} is listed under both PertTypes", "a gene is a control or a perturbation")
     one_to_one(PLATE, BATCH, "plate {k!r} is in {n} batches", "a plate belongs to one batch")
     if PLATE in df.columns and WELL in df.columns:
-        for col in [c for c in WELL_COLUMNS if c in df.columns]:
+        cols = [c for c in WELL_COLUMNS if c in df.columns]
+        changing: dict[tuple, list[str]] = {}  # well -> its columns that change
+        for col in cols:
             pairs = df[[PLATE, WELL, col]].drop_duplicates()
-            bad = list(pairs[pairs.duplicated([PLATE, WELL])][[PLATE, WELL]].drop_duplicates().itertuples(index=False, name=None))
-            for plate, well in bad[:EXAMPLES]:
-                where = (df[PLATE] == plate) & (df[WELL] == well)
-                problems.append(
-                    f"well ({plate}, {well}) holds more than one {col}: {_values_with_rows(df, where, col)}; "
-                    f"{', '.join(WELL_COLUMNS)} describe a well and are constant within it"
-                )
-            if len(bad) > EXAMPLES:
-                problems.append(f"... and {len(bad) - EXAMPLES} more wells with more than one {col}")
+            for well in pairs[pairs.duplicated([PLATE, WELL])][[PLATE, WELL]].drop_duplicates().itertuples(index=False, name=None):
+                changing.setdefault(well, []).append(col)
+        for (plate, well), which in list(changing.items())[:EXAMPLES]:
+            where = (df[PLATE] == plate) & (df[WELL] == well)
+            values = "; ".join(f"{col} {_values_with_rows(df, where, col)}" for col in which)
+            problems.append(
+                f"well ({plate}, {well}) holds more than one perturbation: {values}; "
+                f"{', '.join(cols)} describe a well and are constant within it"
+            )
+        if len(changing) > EXAMPLES:
+            problems.append(f"... and {len(changing) - EXAMPLES} more wells like it: {list(changing)[EXAMPLES:2 * EXAMPLES]}")
     return problems
 
 
