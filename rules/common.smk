@@ -19,7 +19,7 @@ config.update(_validated)
 
 RESULTS = config["results"]
 SOURCE = config["screen"]["source"]
-MODELS = list(config["models"])
+MODELS = sorted(config["models"])  # by name: the order of keys in a config file counts for nothing
 VARIANTS = list(config["transforms"]["variants"])
 SHARDS = list(range(config["classify"]["n_shards"]))
 PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings

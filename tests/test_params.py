@@ -75,3 +75,17 @@ def test_a_demo_plate_does_not_depend_on_the_screen_size():
     large = simulate_plate({**demo, "n_batches": 5, "plates_per_batch": 3}, 0, "B02P01")
     np.testing.assert_array_equal(small[0], large[0])
     pd.testing.assert_frame_equal(small[1], large[1])
+
+
+def test_the_same_training_writes_the_same_checkpoint_bytes(tmp_path):
+    """Downstream files record the checkpoint's SHA-256, so a rerun is byte-identical only if
+    the checkpoint is: it holds what training made, not how long it took."""
+    from phenoica.mae import train_mae
+    from phenoica.screen import write_plate
+    from tests.test_mae import SPEC, TRAIN, cell_tiles
+
+    store = write_plate(tmp_path / "p.zarr", cell_tiles(16), ["dna", "er", "actin"], chunk_images=8)
+    paths = [tmp_path / f"m{i}.safetensors" for i in range(2)]
+    for path in paths:
+        train_mae([store], SPEC, TRAIN, seed=3, out=path, device="cpu")
+    assert paths[0].read_bytes() == paths[1].read_bytes()
