@@ -23,6 +23,9 @@ def test_params_leave_out_speed_only_keys_and_scripts_get_them_back():
         assert wf.with_speed_settings(params, cfg, section) == cfg[section], section
     assert "batch_size" not in wf.job_params(cfg, "embed") and "crop_size" in wf.job_params(cfg, "embed")
     assert "n_jobs" not in wf.job_params(cfg, "classify")["lightgbm"]
+    for alias in ("num_thread", "nthread", "nthreads", "n_jobs", "verbose"):
+        aliased = validate_config({"classify": {"lightgbm": {alias: 3}}})
+        assert wf.job_params(aliased, "classify") == wf.job_params(validate_config({}), "classify"), alias
     assert wf.job_params(cfg, "identifiability", keys=wf.ALIGN_KEYS) == {k: cfg["identifiability"][k] for k in sorted(wf.ALIGN_KEYS)}
     assert wf.job_params(cfg, "classify", drop=("q_threshold",)).get("q_threshold") is None
 
