@@ -478,7 +478,7 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
         already, total = map(int, re.search(r"(\d+)/(\d+) chunk\(s\) already done", lines[resumed[-1]]).groups())
         assert already >= done and already < total
         after = lines[resumed[-1]:]
-        todo = int(re.search(r"in (\d+) chunk\(s\)", next(line for line in after if "embedding" in line)).group(1))
+        todo = int(next(m for line in after if (m := re.search(r"embedding \d+ image\(s\) in (\d+) chunk\(s\)", line)))[1])
         assert todo == total - already
         assert sum(bool(re.search(r"plate \S+: chunk \d+/\d+", line)) for line in after) == todo
 
