@@ -29,7 +29,14 @@ onsuccess:
 
 
 onerror:
-    print(f"phenoica: a job failed; its log is under {RESULTS}/logs/. Rerunning resumes from finished work.")
+    print(
+        f"phenoica: a job failed; the error is at the end of its log under {RESULTS}/logs/ (named by rule and "
+        "wildcards). Fix the cause and rerun the same command: finished jobs, embedded chunks and classified "
+        "shards are kept and not redone. If a run was killed (kill -9, a lost node, a closed terminal) the next "
+        "one stops with 'Directory cannot be locked' (LockException): make sure no other Snakemake runs here, "
+        "then `snakemake --unlock` with the same options (--configfile ...), and rerun with --rerun-incomplete. "
+        "See the README's Troubleshooting section."
+    )
 
 
 rule all:

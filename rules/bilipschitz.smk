@@ -27,7 +27,7 @@ rule bilipschitz_train:
         group=r"all|digit\d",
         alpha=r"[0-9.eE+-]+",
     params:
-        settings=BL,
+        settings=wf.job_params(config, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS),
         data_seed=config["seed"],
     threads: rule_threads("bilipschitz_train", 1)
     resources:

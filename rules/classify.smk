@@ -11,7 +11,7 @@ rule classify:
         f"{RESULTS}/scores/{{model}}/{{variant}}/shard_{{shard}}.parquet",
     params:
         # only the keys that change a shard's scores (hit-call and mAP settings rerun nothing here)
-        classify=classify_params(),
+        classify=wf.job_params(config, "classify", drop=GATHER_ONLY_CLASSIFY_KEYS),
         seed=config["seed"],
         n_shards=config["classify"]["n_shards"],
     threads: rule_threads("classify", 1)

@@ -19,11 +19,19 @@ config.update(_validated)
 
 RESULTS = config["results"]
 SOURCE = config["screen"]["source"]
-MODELS = list(config["models"])
+MODELS = sorted(config["models"])  # by name: the order of keys in a config file counts for nothing
 VARIANTS = list(config["transforms"]["variants"])
 SHARDS = list(range(config["classify"]["n_shards"]))
 PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings
 ENVS = "../envs/phenoica.yaml"
+
+if PLATES:
+    # The whole screen against the data contract and every model, before any job runs (a dry
+    # run too); a passed check is recorded under a key of all it read, so it runs again only
+    # when the screen, the tables, the stores or the models change.
+    from phenoica.validate import check_screen_once
+
+    check_screen_once(config, PLATES, f"{RESULTS}/screen/validated.json")
 
 
 wildcard_constraints:
@@ -85,19 +93,16 @@ def transform_dir(model):
 
 
 #: classify keys that only the gather (hit calls) or the mAP readout read: not classify's params.
-_NOT_CLASSIFY_KEYS = ("map_readout", "map_null_size", "null_model", "q_threshold")
-
-
-def classify_params():
-    """The classify section without the keys that cannot change a shard's scores."""
-    return {k: v for k, v in config["classify"].items() if k not in _NOT_CLASSIFY_KEYS}
+GATHER_ONLY_CLASSIFY_KEYS = ("map_readout", "map_null_size", "null_model", "q_threshold")
 
 
 def lightgbm_report_params():
-    """The LightGBM parameters every classifier used (Table 6 + overrides), for the report."""
+    """The LightGBM parameters every classifier used (Table 6 + overrides), for the report;
+    the thread count and log level are left out (they change no model)."""
     from phenoica.classify import lightgbm_params
 
-    return {k: v for k, v in lightgbm_params(config["classify"], config["seed"]).items() if k != "seed"}
+    params = lightgbm_params(config["classify"], config["seed"])
+    return wf.lightgbm_params_shown({k: v for k, v in params.items() if k != "seed"})
 
 
 def map_files():

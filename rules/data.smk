@@ -1,5 +1,6 @@
 # Screen data: one job per plate writes the plate's Zarr store and its metadata rows.
 # Which rule produces them depends on screen.source; source zarr only splits the metadata.
+# The whole screen was checked against the contract and the models when the DAG was built.
 
 if SOURCE == "demo":
 
@@ -7,7 +8,7 @@ if SOURCE == "demo":
         output:
             f"{RESULTS}/screen/truth.parquet",
         params:
-            demo=config["demo"],
+            demo=wf.job_params(config, "demo"),
             seed=config["seed"],
         threads: rule_threads("simulate_truth", 1)
         resources:
@@ -28,8 +29,8 @@ if SOURCE == "demo":
             factors=f"{RESULTS}/screen/factors/{{plate}}.parquet",
         params:
             # What a plate depends on (the rerun trigger): not the plate count, so adding
-            # plates or batches leaves existing plates alone. The script reads config["demo"].
-            design=wf.plate_design_params(config["demo"]),
+            # plates or batches leaves existing plates alone.
+            demo=wf.job_params(config, "demo"),
             seed=config["seed"],
         threads: rule_threads("simulate_plate", 1)
         resources:
@@ -80,7 +81,6 @@ if SOURCE == "images":
             images_dir=config["screen"]["images_dir"],
             pattern=lambda w: config["screen"]["image_pattern"],  # braces are not wildcards
             channels=config["screen"]["channels"],
-            chunk_images=config["screen"]["chunk_images"],
         threads: rule_threads("ingest_images", 1)
         resources:
             **rule_resources("ingest_images"),
@@ -105,7 +105,6 @@ if SOURCE == "ome_zarr":
             metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
         params:
             digest=lambda w: plate_digest(w.plate),
-            chunk_images=config["screen"]["chunk_images"],
         threads: rule_threads("ingest_ome_zarr", 1)
         resources:
             **rule_resources("ingest_ome_zarr"),

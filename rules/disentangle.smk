@@ -23,7 +23,7 @@ rule disentangle_train:
         latents=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/latents.npz",
         checkpoint=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/model.safetensors",
     params:
-        settings=config["disentangle"],
+        settings=wf.job_params(config, "disentangle", drop=wf.DISENTANGLE_NOT_TRAINING_KEYS),
     threads: rule_threads("disentangle_train", 1)
     resources:
         **rule_resources("disentangle_train"),
@@ -43,7 +43,7 @@ rule disentangle_evaluate:
     output:
         f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/scores.parquet",
     params:
-        settings=config["disentangle"],
+        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_EVALUATION_KEYS),
     threads: rule_threads("disentangle_evaluate", 1)
     resources:
         **rule_resources("disentangle_evaluate"),
@@ -67,7 +67,7 @@ rule disentangle_report:
         differences=f"{DIS}/differences.csv",
         scores=f"{DIS}/scores.csv",
     params:
-        settings=config["disentangle"],
+        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_REPORT_KEYS),
     threads: rule_threads("disentangle_report", 1)
     resources:
         **rule_resources("disentangle_report"),

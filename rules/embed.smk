@@ -12,7 +12,7 @@ rule train_mae:
         record=f"{RESULTS}/models/{{model}}/training.json",
     params:
         spec=lambda w: training_spec(config["models"][w.model]),
-        train=config["train"],
+        train=wf.job_params(config, "train", drop=("plates", "max_plates")),  # the plates are the inputs
         seed=lambda w: config["seed"] + config["models"][w.model]["seed"],
         device=config["embed"]["device"],
     threads: rule_threads("train_mae", 2)
@@ -36,8 +36,8 @@ rule embed:
     output:
         f"{RESULTS}/embeddings/{{model}}/{{plate}}.parquet",
     params:
-        spec=lambda w: config["models"][w.model],
-        embed=config["embed"],
+        spec=lambda w: wf.canonical(config["models"][w.model]),
+        embed=wf.job_params(config, "embed"),
     threads: rule_threads("embed", 2)
     resources:
         **rule_resources("embed"),

@@ -10,7 +10,7 @@ rule align:
         f"{RESULTS}/identifiability/align/{{variant}}.parquet",
     params:
         models=MODELS,
-        settings=config["identifiability"],
+        settings=wf.job_params(config, "identifiability", keys=wf.ALIGN_KEYS),
         seed=config["seed"],
     threads: rule_threads("align", 2)
     resources:
@@ -32,7 +32,7 @@ rule structural:
     output:
         f"{RESULTS}/identifiability/structural/{{model}}/{{variant}}.parquet",
     params:
-        settings=config["identifiability"],
+        settings=wf.job_params(config, "identifiability", keys=wf.STRUCTURAL_KEYS),
         seed=config["seed"],
     threads: rule_threads("structural", 1)
     resources:

@@ -10,7 +10,7 @@ if not config["transforms"]["frozen"]:
             transforms=[f"{RESULTS}/transforms/{{model}}/{v}.npz" for v in VARIANTS],
             fit_report=f"{RESULTS}/transforms/{{model}}/fit_report.json",
         params:
-            transforms=config["transforms"],
+            transforms=wf.job_params(config, "transforms", drop=("frozen",)),
             seed=config["seed"],
         threads: rule_threads("fit_transforms", 2)
         resources:
@@ -50,8 +50,7 @@ rule splits:
     output:
         f"{RESULTS}/splits/{{model}}.parquet",
     params:
-        splits=config["splits"],
-        seed=config["seed"],
+        splits=wf.splits_params(config),
     threads: rule_threads("splits", 1)
     resources:
         **rule_resources("splits"),

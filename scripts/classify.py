@@ -4,13 +4,15 @@ import pandas as pd
 from phenoica.classify import classify_shard
 from phenoica.io import get_logger, write_parquet
 from phenoica.splits import read_folds
+from phenoica.workflow import with_speed_settings
 
 log = get_logger("phenoica.classify", snakemake.log[0])
 w = snakemake.wildcards
 table = pd.read_parquet(snakemake.input.variant)
 folds = read_folds(snakemake.input.folds, table)
+cfg = with_speed_settings(snakemake.params.classify, snakemake.config, "classify")
 rows = classify_shard(
-    table, int(w.shard), snakemake.params.n_shards, folds, snakemake.params.classify,
+    table, int(w.shard), snakemake.params.n_shards, folds, cfg,
     snakemake.params.seed, variant=w.variant, model=w.model, log=log,
 )
 write_parquet(rows, snakemake.output[0])

@@ -1,6 +1,7 @@
 """Rule embed: stream one plate's tiles through the model's encoder into its embeddings parquet."""
 from phenoica.embed import embed_model_plate
 from phenoica.io import get_logger
+from phenoica.workflow import with_speed_settings
 
 log = get_logger("phenoica.embed", snakemake.log[0])
 embed_model_plate(
@@ -10,7 +11,7 @@ embed_model_plate(
     model_name=snakemake.wildcards.model,
     spec=snakemake.params.spec,
     checkpoint=snakemake.input.checkpoint,
-    embed=snakemake.params.embed,
+    embed=with_speed_settings(snakemake.params.embed, snakemake.config, "embed"),
     threads=snakemake.threads,
     log=log,
 )

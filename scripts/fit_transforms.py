@@ -4,7 +4,9 @@ from pathlib import Path
 
 from phenoica.io import get_logger
 from phenoica.transforms import fit_transforms
+from phenoica.workflow import with_speed_settings
 
 log = get_logger("phenoica.fit_transforms", snakemake.log[0])
-fit_transforms(snakemake.input[0], snakemake.params.transforms, snakemake.params.seed,
+cfg = with_speed_settings(snakemake.params.transforms, snakemake.config, "transforms")
+fit_transforms(snakemake.input[0], cfg, snakemake.params.seed,
                Path(snakemake.output.fit_report).parent, log=log)

@@ -1,6 +1,7 @@
 """Rule ingest_images: per-channel image files of one plate -> plate store + metadata."""
 from phenoica.ingest import ingest_image_plate, read_plate_map
 from phenoica.io import get_logger
+from phenoica.workflow import speed_settings
 
 log = get_logger("phenoica.ingest_images", snakemake.log[0])
 ingest_image_plate(
@@ -11,6 +12,6 @@ ingest_image_plate(
     store=snakemake.output.store,
     metadata_out=snakemake.output.metadata,
     channels=snakemake.params.channels,
-    chunk_images=snakemake.params.chunk_images,
+    chunk_images=speed_settings(snakemake.config, "screen")["chunk_images"],
     log=log,
 )

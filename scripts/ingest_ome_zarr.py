@@ -1,6 +1,7 @@
 """Rule ingest_ome_zarr: one OME-Zarr HCS plate -> plate store + metadata."""
 from phenoica.ingest import ingest_ome_zarr_plate, read_plate_map
 from phenoica.io import get_logger
+from phenoica.workflow import speed_settings
 
 log = get_logger("phenoica.ingest_ome_zarr", snakemake.log[0])
 ingest_ome_zarr_plate(
@@ -9,6 +10,6 @@ ingest_ome_zarr_plate(
     snakemake.wildcards.plate,
     store=snakemake.output.store,
     metadata_out=snakemake.output.metadata,
-    chunk_images=snakemake.params.chunk_images,
+    chunk_images=speed_settings(snakemake.config, "screen")["chunk_images"],
     log=log,
 )

@@ -1,8 +1,9 @@
 """Rule simulate_truth: the demo screen's per-guide ground truth."""
 from phenoica.io import get_logger, write_parquet
 from phenoica.simulate import gene_truth
+from phenoica.workflow import with_speed_settings
 
 log = get_logger("phenoica.simulate_truth", snakemake.log[0])
-truth = gene_truth(snakemake.params.demo, snakemake.params.seed)
+truth = gene_truth(with_speed_settings(snakemake.params.demo, snakemake.config, "demo"), snakemake.params.seed)
 write_parquet(truth, snakemake.output[0])
 log.info("wrote %d guides (%d with an effect)", len(truth), int(truth["has_effect"].sum()))

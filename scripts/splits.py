@@ -6,7 +6,7 @@ from phenoica.splits import folds_table, make_folds
 
 log = get_logger("phenoica.splits", snakemake.log[0])
 profiles = pd.read_parquet(snakemake.input[0])
-folds = make_folds(profiles, snakemake.params.splits, snakemake.params.seed)
+folds = make_folds(profiles, snakemake.params.splits, snakemake.params.splits.get("seed", 0))
 write_parquet(folds_table(profiles, folds), snakemake.output[0])
 for fold in folds:
     log.info("fold %s: %d train rows, %d test rows", fold.name, len(fold.train), len(fold.test))

@@ -2,7 +2,7 @@
 import torch
 
 from phenoica.io import get_logger
-from phenoica.workflow import record_training
+from phenoica.workflow import record_training, with_speed_settings
 from phenoica.mae import train_mae
 
 log = get_logger("phenoica.train_mae", snakemake.log[0])
@@ -10,7 +10,7 @@ torch.set_num_threads(snakemake.threads)
 summary = train_mae(
     list(snakemake.input.stores),
     snakemake.params.spec,
-    snakemake.params.train,
+    with_speed_settings(snakemake.params.train, snakemake.config, "train"),
     snakemake.params.seed,
     snakemake.output.checkpoint,
     log=log,

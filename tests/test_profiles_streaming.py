@@ -110,7 +110,7 @@ def test_bad_files_are_named(tmp_path, rng):
     rows = pd.read_parquet(paths[0])
     rows.loc[rows.index[13], "Metadata_PertType"] = "treated"
     rows.to_parquet(paths[0])
-    with pytest.raises(ScreenError, match=r"P1.parquet \(row numbers count from file row 12\).*row 1 is 'treated'"):
+    with pytest.raises(ScreenError, match=r"P1.parquet: column Metadata_PertType row 13 is 'treated'"):  # a row of the file
         write_profiles(paths, tmp_path / "o.parquet", batch_rows=6)
     with pytest.raises(ValueError, match="profiles.level"):
         write_profiles(paths, tmp_path / "o.parquet", level="plate")

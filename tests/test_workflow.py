@@ -1,34 +1,44 @@
-"""The whole workflow through Snakemake on the tiny config: a real run, lint, and the jobs a
-dry run plans after adding plates or changing a parameter."""
+"""The whole workflow through Snakemake on the tiny config: a real run, lint, the jobs a dry
+run plans after adding plates or changing a parameter (speed-only keys plan none), a bad screen
+stopped before any plate work, and the resume promise after kill -9 during embed and classify."""
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
+from base64 import urlsafe_b64encode
 from pathlib import Path
+from typing import Any, Callable
 
 import pandas as pd
 import pytest
 import yaml
 
+from phenoica import workflow as wf
 from tests.conftest import REPO
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    cmd = [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-           "--configfile", str(workdir / "config.yaml"), "--cores", "2", *args]
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=workdir)
+def _command(workdir: Path, args: tuple[str, ...], configfile: str) -> list[str]:
+    return [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
+            "--configfile", str(workdir / configfile), "--cores", "2", *args]
+
+
+def snakemake(workdir: Path, *args: str, check: bool = True, configfile: str = "config.yaml") -> subprocess.CompletedProcess:
+    proc = subprocess.run(_command(workdir, args, configfile), capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
     return proc
 
 
-def planned_jobs(workdir: Path, *args: str) -> dict[str, int]:
+def planned_jobs(workdir: Path, *args: str, configfile: str = "config.yaml") -> dict[str, int]:
     """Rule -> job count of a dry run (the 'Job stats' table)."""
-    out = snakemake(workdir, "-n", "--quiet", "rules", *args).stdout
+    out = snakemake(workdir, "-n", "--quiet", "rules", *args, configfile=configfile).stdout
     counts = {}
     for line in out.splitlines():
         m = re.match(r"^\s*([A-Za-z_]\w*)\s+(\d+)\s*$", line)
@@ -43,6 +53,29 @@ def write_config(workdir: Path, **changes) -> dict:
         cfg.setdefault(section, {}).update(values)
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
     return cfg
+
+
+def nested(dotted: str, value: Any) -> dict:
+    """{"a": {"b": value}} for "a.b"."""
+    out: Any = value
+    for part in reversed(dotted.split(".")):
+        out = {part: out}
+    return out
+
+
+def probe(workdir: Path, changes: dict, name: str = "probe.yaml") -> str:
+    """A config file holding only ``changes``: Snakemake merges it over the workdir's config."""
+    (workdir / name).write_text(yaml.safe_dump(changes))
+    return name
+
+
+@pytest.fixture(scope="module")
+def finished_tiny(tmp_path_factory) -> Path:
+    """The tiny workflow, run once to the end (the uninterrupted reference of the module)."""
+    work = tmp_path_factory.mktemp("finished_tiny")
+    write_config(work)
+    snakemake(work)
+    return work
 
 
 def test_default_config_dry_run_plans_every_stage(tmp_path):
@@ -61,10 +94,8 @@ def test_lint_is_clean(tmp_path):
 
 
 @pytest.mark.slow
-def test_tiny_workflow_end_to_end_and_incremental(tmp_path):
-    write_config(tmp_path)
-    snakemake(tmp_path)
-    res = tmp_path / "results"
+def test_tiny_workflow_end_to_end_and_incremental(finished_tiny):
+    res = finished_tiny / "results"
     genes = pd.read_parquet(res / "scores" / "genes.parquet")
     assert set(genes["variant"]) == {"base", "pca", "pca_ica", "pca_rand"}
     assert genes["auroc"].between(0, 1).all()
@@ -83,19 +114,108 @@ def test_tiny_workflow_end_to_end_and_incremental(tmp_path):
     assert any((res / "benchmarks" / "embed").rglob("*.tsv"))
 
     # Nothing to do on a rerun.
-    assert planned_jobs(tmp_path) == {}
+    assert planned_jobs(finished_tiny) == {}
 
     # Adding plates (a new batch) re-runs only their simulation and embedding + what gathers them.
-    write_config(tmp_path, demo={"n_batches": 4})
-    jobs = planned_jobs(tmp_path)
+    jobs = planned_jobs(finished_tiny, configfile=probe(finished_tiny, {"demo": {"n_batches": 4}}))
     assert jobs.get("simulate_plate") == 1 and jobs.get("embed") == 2, jobs
     assert "train_mae" not in jobs and jobs.get("gather_profiles") == 2
 
     # Changing a classification parameter re-runs classification and report, not embedding.
-    write_config(tmp_path, classify={"num_boost_round": 12})
-    jobs = planned_jobs(tmp_path)
+    jobs = planned_jobs(finished_tiny, configfile=probe(finished_tiny, {"classify": {"num_boost_round": 12}}))
     assert "embed" not in jobs and "train_mae" not in jobs and "fit_transforms" not in jobs, jobs
     assert jobs.get("classify") == 2 * 4 * 2 and jobs.get("report") == 1 and "align" not in jobs
+
+
+#: A different valid value for every key that changes only speed, memory, layout or logs.
+SPEED_ONLY_CHANGES: dict[str, Any] = {
+    "demo.chunk_images": 8,
+    "screen.chunk_images": 8,
+    "train.log_every": 3,
+    "embed.batch_size": 7,
+    "embed.chunk_images": 5,
+    "embed.threads": 1,
+    "embed.loader_threads": 2,
+    "embed.compile": True,
+    "profiles.batch_rows": 50,
+    "transforms.batch_rows": 50,
+    "classify.lightgbm.num_threads": 2,
+    "classify.lightgbm.n_jobs": 2,  # LightGBM's aliases of a speed-only key are dropped alike
+    "classify.lightgbm.verbosity": 1,
+}
+#: The other aliases (their params are checked in tests/test_params.py, without a dry run).
+LIGHTGBM_ALIASES = {"classify.lightgbm.num_thread", "classify.lightgbm.nthread", "classify.lightgbm.nthreads",
+                    "classify.lightgbm.verbose"}
+
+#: Keys that do change results, and exactly the jobs a change must rerun (tiny config:
+#: 2 models x 3 plates, 4 variants, 2 shards).
+RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
+    "classify.num_boost_round": (12, {"classify": 16, "gather_scores": 1, "report": 1, "all": 1}),
+    "classify.lightgbm.num_leaves": (7, {"classify": 16, "gather_scores": 1, "report": 1, "all": 1}),
+    "classify.q_threshold": (0.1, {"gather_scores": 1, "report": 1, "all": 1}),
+    "classify.map_readout": (False, {"gather_scores": 1, "report": 1, "all": 1}),
+    "classify.map_null_size": (500, {"map_readout": 8, "gather_scores": 1, "report": 1, "all": 1}),
+    "identifiability.knn_k": (5, {"align": 4, "gather_identifiability": 1, "report": 1, "all": 1}),
+    "identifiability.factor_bins": (10, {"structural": 8, "gather_identifiability": 1, "report": 1, "all": 1}),
+    "splits.holdout_fraction": (0.3, {}),  # leave-one-batch-out does not read it
+    "transforms.ica_max_iter": (300, {"fit_transforms": 2, "apply_transform": 8, "classify": 16, "map_readout": 8,
+                                      "align": 4, "structural": 8, "gather_identifiability": 1,
+                                      "gather_scores": 1, "report": 1, "all": 1}),
+    "embed.intensity_max": (200.0, {"embed": 6, "gather_profiles": 2, "fit_transforms": 2, "splits": 2,
+                                    "apply_transform": 8, "classify": 16, "map_readout": 8, "align": 4,
+                                    "structural": 8, "gather_identifiability": 1, "gather_scores": 1,
+                                    "report": 1, "all": 1}),
+}
+
+
+def test_every_speed_only_key_has_a_dry_run_case():
+    assert set(SPEED_ONLY_CHANGES) | LIGHTGBM_ALIASES == set(wf.SPEED_ONLY_KEYS)
+
+
+@pytest.mark.slow
+def test_speed_only_keys_and_key_order_plan_no_job(finished_tiny):
+    """A key that changes only speed, memory, storage layout or logs reruns nothing; nor does
+    a per-rule resource, nor the order of the keys in the config file."""
+    planned = {key: planned_jobs(finished_tiny, configfile=probe(finished_tiny, nested(key, value)))
+               for key, value in SPEED_ONLY_CHANGES.items()}
+    planned["resources"] = planned_jobs(finished_tiny, configfile=probe(
+        finished_tiny, {"resources": {"default": {"runtime": 30}, "classify": {"cpus": 2, "mem_mb": 1000},
+                                      "embed": {"cpus": 1}}}))
+    original = (finished_tiny / "config.yaml").read_text()
+    cfg = yaml.safe_load(original)
+    reordered = {k: (dict(reversed(list(v.items()))) if isinstance(v, dict) else v) for k, v in reversed(list(cfg.items()))}
+    try:
+        (finished_tiny / "config.yaml").write_text(yaml.safe_dump(reordered, sort_keys=False))
+        planned["key order"] = planned_jobs(finished_tiny)
+    finally:
+        (finished_tiny / "config.yaml").write_text(original)
+    assert planned == {key: {} for key in planned}, {k: v for k, v in planned.items() if v}
+
+
+@pytest.mark.slow
+def test_result_changing_keys_rerun_exactly_the_jobs_that_read_them(finished_tiny):
+    planned = {key: planned_jobs(finished_tiny, configfile=probe(finished_tiny, nested(key, value)))
+               for key, (value, _) in RESULT_CHANGES.items()}
+    expected = {key: jobs for key, (_, jobs) in RESULT_CHANGES.items()}
+    assert planned == expected
+
+
+def test_a_bad_screen_stops_before_any_job(tmp_path):
+    """The whole screen is checked against the models when the DAG is built: a crop larger than
+    the images stops a dry run and a run before any job, so no plate is simulated, no model
+    trained, nothing embedded. A passed check is recorded and not redone."""
+    write_config(tmp_path, models={"mae": {"img_size": 64, "patch_size": 8, "embed_dim": 32, "depth": 1,
+                                           "num_heads": 2, "decoder_embed_dim": 32, "decoder_depth": 1,
+                                           "decoder_num_heads": 2}})
+    for args in (("-n",), ()):
+        proc = snakemake(tmp_path, *args, check=False)
+        assert proc.returncode != 0
+        assert "smaller than model mae's crop size 64" in proc.stdout + proc.stderr
+    res = tmp_path / "results"
+    assert not res.exists() or not any(res.rglob("*.parquet")) and not list(res.rglob("*.zarr"))
+    write_config(tmp_path)
+    assert planned_jobs(tmp_path)["embed"] == 6
+    assert '"crop_size": [' in (res / "screen" / "validated.json").read_text()
 
 
 def _tiny_screen(tmp_path: Path):
@@ -131,7 +251,7 @@ def test_zarr_source_plans_one_job_per_plate_and_new_plates_alone(tmp_path):
     from phenoica import workflow
 
     workflow._table.cache_clear()
-    workflow._plate_digests.cache_clear()
+    workflow.plate_digests.cache_clear()
     after = {p: plate_digest(full, p) for p in before}
     assert [p for p in before if before[p] != after[p]] == ["B02P01"]
 
@@ -224,3 +344,158 @@ def test_frozen_transforms_are_applied_not_refitted(tmp_path):
     write_config(tmp_path, transforms={"frozen": str(frozen)})
     jobs = planned_jobs(tmp_path)
     assert "fit_transforms" not in jobs and jobs["apply_transform"] == 2 * 4
+
+
+@pytest.mark.slow
+def test_zarr_screen_with_a_cross_plate_error_fails_before_any_plate_job(tmp_path):
+    """A gene that is a control on one plate and a perturbation on another (each plate's rows
+    alone are fine) stops the run before any job: no plate metadata split, no model trained,
+    no embedding file."""
+    cfg, meta = _tiny_screen(tmp_path)
+    table = tmp_path / "screen" / "metadata.parquet"
+    bad = meta.copy()
+    on_b02 = (bad["Metadata_Plate"] == "B02P01") & (bad["Metadata_PertType"] == "control")
+    bad.loc[on_b02, "Metadata_PertType"] = "perturbation"
+    bad.to_parquet(table)
+    cfg["screen"] = {"source": "zarr", "metadata": str(table), "plates_dir": str(tmp_path / "screen" / "plates")}
+    work = tmp_path / "work"
+    work.mkdir()
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
+    proc = snakemake(work, check=False)
+    assert proc.returncode != 0
+    text = proc.stdout + proc.stderr
+    assert "is listed under both PertTypes" in text and "metadata.parquet" in text
+    res = work / "results"
+    assert not (res / "embeddings").exists() and not (res / "models").exists()
+    assert not (res / "screen" / "metadata").exists()
+
+
+# --------------------------------------------------------------------------- kill -9 and resume
+
+
+def start_snakemake(workdir: Path, log: Path, *args: str) -> subprocess.Popen:
+    """Snakemake in the background, in a process group of its own (jobs included)."""
+    with open(log, "a") as fh:
+        return subprocess.Popen(_command(workdir, args, "config.yaml"), cwd=workdir, stdout=fh,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+
+
+def kill_group_when(proc: subprocess.Popen, ready: Callable[[], bool], what: str, timeout: float = 900) -> None:
+    """SIGKILL Snakemake's whole process group as soon as ``ready()`` holds."""
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if proc.poll() is not None:
+            raise AssertionError(f"snakemake ended (rc {proc.returncode}) before {what}")
+        if time.monotonic() > deadline:
+            os.killpg(proc.pid, signal.SIGKILL)
+            raise AssertionError(f"no {what} within {timeout} s")
+        time.sleep(0.002)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+
+
+def finished_by_snakemake(workdir: Path, output: Path) -> bool:
+    """Whether Snakemake recorded the job of ``output`` as finished (its metadata record written,
+    its incomplete marker gone); an output renamed into place by a job killed before that counts
+    as incomplete and is redone by ``--rerun-incomplete``."""
+    key = urlsafe_b64encode(str(output.relative_to(workdir)).encode()).decode()
+    meta = workdir / ".snakemake"
+    return output.exists() and (meta / "metadata" / key).exists() and not (meta / "incomplete" / key).exists()
+
+
+def jobs_run(text: str) -> dict[str, set[str]]:
+    """Rule -> outputs of the jobs a Snakemake run printed (its ``rule NAME:`` blocks)."""
+    jobs: dict[str, set[str]] = {}
+    for rule, block in re.findall(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n)+)", text, re.M):
+        out = re.search(r"^\s+output: (.+)$", block, re.M)
+        jobs.setdefault(rule, set()).update(out[1].split(", ") if out else [])
+    return jobs
+
+
+def parquet_bytes(results: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(results)): p.read_bytes() for p in sorted(results.rglob("*.parquet"))}
+
+
+@pytest.mark.slow
+def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_path):
+    """The resume promise: SIGKILL to Snakemake's process group while plates are embedded and
+    again while shards are classified; the rerun (the README's recovery: `snakemake --unlock`,
+    then the command with --rerun-incomplete) finishes with every parquet byte-identical to an
+    uninterrupted run, embeds only the chunks a killed plate had left, and does not redo the
+    shards that had finished."""
+    work = tmp_path / "killed"
+    work.mkdir()
+    shutil.copy(finished_tiny / "config.yaml", work / "config.yaml")
+    res, out = work / "results", tmp_path / "snakemake.out"
+
+    def finished_chunks() -> dict[Path, int]:
+        """Plates interrupted mid-way: {final parquet: finished chunks}."""
+        found = {}
+        for parts in res.glob("embeddings/*/*.parquet.parts"):
+            final = parts.with_name(parts.name.removesuffix(".parts"))
+            done = len(list(parts.glob("chunk_*.parquet")))
+            if done and not final.exists():
+                found[final] = done
+        return found
+
+    # 1. Killed while embedding: as soon as a plate has a finished chunk (a few tries, since a
+    #    plate of the tiny screen embeds in well under a second).
+    interrupted: dict[Path, int] = {}
+    for _ in range(6):
+        proc = start_snakemake(work, out, "--rerun-incomplete")
+        kill_group_when(proc, lambda: any(res.glob("embeddings/*/*.parquet.parts/chunk_*.parquet")), "embedded chunk")
+        interrupted = finished_chunks()
+        if interrupted:
+            break
+        snakemake(work, "--unlock")
+    assert interrupted, "never caught a plate between its chunks"
+
+    # A killed run leaves Snakemake's lock: the rerun is refused until `snakemake --unlock`.
+    refused = snakemake(work, "--rerun-incomplete", check=False)
+    assert refused.returncode != 0 and "--unlock" in refused.stdout + refused.stderr
+    snakemake(work, "--unlock")
+
+    # 2. Rerun, killed again as soon as Snakemake has recorded a classification shard as finished.
+    def shards_done() -> list[Path]:
+        return [p for p in sorted(res.glob("scores/*/*/shard_*.parquet")) if finished_by_snakemake(work, p)]
+
+    proc = start_snakemake(work, out, "--rerun-incomplete")
+    kill_group_when(proc, lambda: bool(shards_done()), "finished shard")
+    shards = shards_done()
+    assert 0 < len(shards) < 16
+    done_before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in shards}
+    logs_before = {p: (res / "logs" / "classify" / p.relative_to(res / "scores").with_suffix(".log")).read_bytes()
+                   for p in shards}
+
+    # 3. Unlock and finish.
+    snakemake(work, "--unlock")
+    final = snakemake(work, "--rerun-incomplete")
+    text = final.stdout + final.stderr
+
+    # Byte-identical to the uninterrupted run, and nothing half-written anywhere.
+    ours, reference = parquet_bytes(res), parquet_bytes(finished_tiny / "results")
+    assert sorted(ours) == sorted(reference) and len(ours) > 60
+    assert [name for name in ours if ours[name] != reference[name]] == []
+    assert not list(res.rglob("*.tmp-*")) and not list(res.rglob("*.parts"))
+
+    # Finished chunks are not embedded again: the resumed job embeds exactly the rest.
+    for final_path, done in interrupted.items():
+        model, plate = final_path.parent.name, final_path.stem
+        lines = (res / "logs" / "embed" / model / f"{plate}.log").read_text().splitlines()
+        resumed = [i for i, line in enumerate(lines) if "resuming from" in line]
+        assert resumed, f"{model}/{plate} was not resumed"
+        already, total = map(int, re.search(r"(\d+)/(\d+) chunk\(s\) already done", lines[resumed[-1]]).groups())
+        assert already >= done and already < total
+        after = lines[resumed[-1]:]
+        todo = int(next(m for line in after if (m := re.search(r"embedding \d+ image\(s\) in (\d+) chunk\(s\)", line)))[1])
+        assert todo == total - already
+        assert sum(bool(re.search(r"plate \S+: chunk \d+/\d+", line)) for line in after) == todo
+
+    # Finished shards are not classified again: untouched outputs and logs, not in the rerun's jobs.
+    classified = jobs_run(text)["classify"]
+    for shard, (mtime, data) in done_before.items():
+        assert shard.stat().st_mtime_ns == mtime and shard.read_bytes() == data
+        log = res / "logs" / "classify" / shard.relative_to(res / "scores").with_suffix(".log")
+        assert log.read_bytes() == logs_before[shard]
+    rest = set(res.glob("scores/*/*/shard_*.parquet")) - set(done_before)
+    assert classified == {str(p.relative_to(work)) for p in rest} and len(classified) == 16 - len(done_before)

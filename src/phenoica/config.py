@@ -7,6 +7,7 @@ unknown or mistyped key is an error that names the key's full path (``classify.l
 from __future__ import annotations
 
 import copy
+import difflib
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -76,8 +77,35 @@ def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
     return instance
 
 
+#: The workflow's job rules (target rules all / disentangle / bilipschitz run nothing): the
+#: names the ``resources`` section may hold besides ``default``. A test keeps it equal to rules/.
+RULE_NAMES: tuple[str, ...] = (
+    "simulate_truth", "simulate_plate", "plate_metadata", "ingest_images", "ingest_ome_zarr",
+    "train_mae", "embed", "gather_profiles", "fit_transforms", "apply_transform", "splits", "classify",
+    "map_readout", "gather_scores", "align", "structural", "gather_identifiability", "report",
+    "disentangle_train", "disentangle_evaluate", "disentangle_report",
+    "bilipschitz_train", "bilipschitz_gather", "bilipschitz_report",
+)
+
+
+def _check_resources(resources: Mapping[str, Any]) -> None:
+    """Every name under ``resources`` is ``default`` or a rule: a misspelt rule would silently
+    fall back to ``default``."""
+    unknown = [name for name in resources if name != "default" and name not in RULE_NAMES]
+    if unknown:
+        hints = []
+        for name in unknown:
+            close = difflib.get_close_matches(name, RULE_NAMES, n=1, cutoff=0.6)
+            hints.append(f"resources.{name}" + (f" (did you mean {close[0]}?)" if close else ""))
+        raise ConfigError(
+            f"invalid configuration: {', '.join(hints)}: no rule of that name; resources takes default "
+            f"or a rule: {', '.join(RULE_NAMES)}"
+        )
+
+
 def _check_consistency(config: dict[str, Any]) -> None:
     """Cross-key rules the schema cannot express."""
+    _check_resources(config["resources"])
     screen = config["screen"]
     needs = {
         "zarr": ["metadata", "plates_dir"],

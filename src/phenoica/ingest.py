@@ -70,6 +70,10 @@ from phenoica.screen import (
     SUPPORTED_DTYPES,
     WELL,
     ScreenError,
+    check_columns,
+    normalize_names,
+    raise_problems,
+    relation_problems,
     validate_metadata,
     write_plate,
 )
@@ -119,16 +123,18 @@ def validate_plate_map(df: pd.DataFrame, source: str | None = None) -> pd.DataFr
     """Check a per-well plate map and return a copy with string keys and normalized wells.
 
     Raises ScreenError naming ``source`` (default: ``df.attrs["source"]`` or "plate map") and
-    the column or rows at fault for: a missing required column, a column that is not
-    ``Metadata_*``, a ``Metadata_Site``/``Metadata_ImageIndex`` column (ingest sets those),
-    missing values, a PertType other than control/perturbation, duplicate (plate, well).
+    the column or rows at fault for: no rows, missing required columns (all of them, with the
+    column probably meant), a column that is not ``Metadata_*``, a ``Metadata_Site``/
+    ``Metadata_ImageIndex`` column (ingest sets those), missing values, a PertType other than
+    control/perturbation, duplicate (plate, well), and the data contract's relations
+    (:func:`phenoica.screen.relation_problems`: a guide under two genes, a gene under both
+    PertTypes, a plate in two batches). Names lose surrounding whitespace
+    (:func:`phenoica.screen.normalize_names`).
     """
     source = source or str(df.attrs.get("source", "plate map"))
-    for col in PLATE_MAP_COLUMNS:
-        if col not in df.columns:
-            raise ScreenError(
-                f"{source}: missing required column {col}; a plate map needs {list(PLATE_MAP_COLUMNS)}"
-            )
+    if len(df) == 0:
+        raise ScreenError(f"{source}: the plate map has no rows; expected one row per well")
+    check_columns(df.columns, PLATE_MAP_COLUMNS, source, "a plate map needs")
     other = [c for c in df.columns if not str(c).startswith("Metadata_")]
     if other:
         raise ScreenError(
@@ -141,14 +147,13 @@ def validate_plate_map(df: pd.DataFrame, source: str | None = None) -> pd.DataFr
             f"{source}: column(s) {per_image} are per image; a plate map has one row per well and "
             "ingest sets them"
         )
-    out = df.copy()
+    out = normalize_names(df)
     out.attrs["source"] = source
     for col in PLATE_MAP_COLUMNS:
         bad = out[col].isna()
         if bad.any():
             rows = [int(r) for r in np.flatnonzero(bad.to_numpy())[:5]]
             raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
-        out[col] = out[col].astype(str).str.strip()
     out[WELL] = out[WELL].map(normalize_well).astype(str)
     bad_type = ~out[PERT_TYPE].isin(PERT_TYPES)
     if bad_type.any():
@@ -164,6 +169,7 @@ def validate_plate_map(df: pd.DataFrame, source: str | None = None) -> pd.DataFr
             f"{source}: duplicate (plate, well) ({first[PLATE]}, {first[WELL]}) at rows {rows} "
             "(wells compared after normalizing A1 -> A01); a plate map has one row per well"
         )
+    raise_problems(source, relation_problems(out))
     return out
 
 
@@ -349,6 +355,34 @@ def _resolve_channels(found: pd.DataFrame, channels: Sequence[str] | None, sourc
     if len(set(out)) != len(out):
         raise ValueError(f"channels {out}: each channel may be listed once")
     return out
+
+
+def image_plate_geometry(
+    images_dir: Path | str, pattern: str, plate: str, channels: Sequence[str] | None = None
+) -> tuple[list[str], tuple[int, int]]:
+    """(channel names, (height, width)) that ingesting this plate's image files would give,
+    from the file names and one image's header, without reading the plate: what the
+    screen check (:mod:`phenoica.validate`) holds against the models before any plate is ingested."""
+    source = f"{Path(images_dir) / pattern} (plate {plate})"
+    found = _scan_images(images_dir, pattern, str(plate))
+    if found.empty:
+        raise ScreenError(f"{source}: no image files match the pattern")
+    chans = _resolve_channels(found, channels, source)
+    present = found[found["channel"].isin(chans)]
+    if present.empty:
+        raise ScreenError(f"{source}: no image of channels {chans}")
+    first = read_image(present["path"].iloc[0])
+    return chans, (int(first.shape[0]), int(first.shape[1]))
+
+
+def hcs_plate_geometry(plate_path: Path | str) -> tuple[list[str], tuple[int, int]]:
+    """(channel names, (height, width)) of an OME-Zarr HCS plate's first field, from its
+    metadata alone (no pixels read)."""
+    fields = _hcs_fields(Path(plate_path), logging.getLogger("phenoica.ingest"))
+    if not fields:
+        raise ScreenError(f"{plate_path}: the HCS plate has no fields")
+    _, height, width = fields[0].size_cyx
+    return list(fields[0].channels), (int(height), int(width))
 
 
 def _expected_path(images_dir: Path, pattern: str, plate: str, sibling: pd.Series, channel: str) -> Path:

@@ -393,7 +393,9 @@ def train_mae(
         "device": str(dev),
         "seed": seed,
     }
-    save_checkpoint(model, spec, out, extra={"train_summary": summary})
+    # The file holds what training made, not how fast: the same run gives the same bytes.
+    made = {k: v for k, v in summary.items() if k not in ("images_per_s", "train_seconds", "load_seconds")}
+    save_checkpoint(model, spec, out, extra={"train_summary": made})
     summary["checkpoint"] = str(out)
     log.info("MAE training done: loss %.4f -> %.4f, %.0f img/s, checkpoint %s",
              summary["initial_loss"], summary["final_loss"], summary["images_per_s"], out)

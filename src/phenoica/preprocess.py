@@ -20,7 +20,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from phenoica.screen import ScreenError
+from phenoica.screen import SUPPORTED_DTYPES, ScreenError
 
 EPS = 1e-6
 INSTANCE_NORM_EPS = 1e-5  # torch.nn.InstanceNorm2d's default, as the OpenPhenom recipe uses it
@@ -32,7 +32,7 @@ NORMALIZATIONS = (NORMALIZE_IMAGE, NORMALIZE_CROP)
 def dtype_max(dtype: np.dtype | str) -> float:
     """The largest value of an integer dtype (255 for uint8, 65535 for uint16)."""
     dtype = np.dtype(dtype)
-    if dtype.kind not in "ui":
+    if dtype not in SUPPORTED_DTYPES:  # as strict as the plate stores
         raise ScreenError(f"unsupported dtype {dtype}; expected uint8 or uint16")
     return float(np.iinfo(dtype).max)
 
@@ -54,6 +54,8 @@ def scale_intensity(
             top = intensity_max if intensity_max is not None else dtype_max(str(tiles.dtype).removeprefix("torch."))
         return (tiles.to(torch.float32) / float(top)).clamp_(0.0, 1.0)
     arr = np.asarray(tiles)
+    if arr.dtype.kind != "f" and arr.dtype not in SUPPORTED_DTYPES:
+        raise ScreenError(f"{source}: unsupported dtype {arr.dtype}; expected uint8 or uint16")
     if arr.dtype.kind == "f":
         _check_finite(np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1), source)
         top = intensity_max if intensity_max is not None else 1.0

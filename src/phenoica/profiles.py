@@ -41,7 +41,10 @@ from scipy import sparse
 
 from phenoica import screen
 from phenoica.io import atomic_path
-from phenoica.screen import GENE, PERT_TYPE, PLATE, WELL, ScreenError, feature_columns, feature_name, metadata_columns
+from phenoica.screen import (
+    BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, feature_columns, feature_name,
+    metadata_columns,
+)
 
 #: Rows per streamed batch (and per written row group) when the config does not say.
 DEFAULT_BATCH_ROWS = 65_536
@@ -346,19 +349,15 @@ class _Block:
     start: int  # first row, counted in the file
 
 
-def _batch_source(path: str, start: int, rows: int, total: int) -> str:
-    """How errors name a row batch: the file, and where the batch starts when it is not row 0."""
-    if start == 0 and rows == total:
-        return path
-    return f"{path} (row numbers count from file row {start})"
-
-
 class _GeneTypes:
-    """The running gene -> PertType map: no gene may be a control in one file and a perturbation
-    in another."""
+    """The data contract across files, kept as the files stream by: no gene a control in one
+    file and a perturbation in another, no guide under two genes, and (:meth:`finish`) controls
+    in every batch."""
 
     def __init__(self) -> None:
         self.seen: dict[str, tuple[str, str]] = {}
+        self.guides: dict[str, tuple[str, str]] = {}
+        self.batches: dict[str, bool] = {}
 
     def update(self, meta: pd.DataFrame, source: str) -> None:
         pairs = meta[[GENE, PERT_TYPE]].astype(str).drop_duplicates()
@@ -368,6 +367,27 @@ class _GeneTypes:
                 raise ScreenError(
                     f"gene {gene!r} is listed under both PertTypes: {known[0]} in {known[1]}, {kind} in {source}"
                 )
+        pairs = meta[[GUIDE, GENE]].astype(str).drop_duplicates()
+        for guide, gene in zip(pairs[GUIDE].tolist(), pairs[GENE].tolist()):
+            known = self.guides.setdefault(guide, (gene, source))
+            if known[0] != gene:
+                raise ScreenError(
+                    f"guide {guide!r} is listed under 2 genes: {known[0]!r} in {known[1]}, {gene!r} in {source}; "
+                    "a guide targets one gene"
+                )
+        controls = meta[PERT_TYPE].astype(str) == CONTROL
+        for batch, has in pd.Series(controls.to_numpy()).groupby(meta[BATCH].astype(str).to_numpy()).any().items():
+            self.batches[str(batch)] = self.batches.get(str(batch), False) or bool(has)
+
+    def finish(self, sources: Sequence[str]) -> None:
+        """Raise ScreenError if a batch of the files has no control row."""
+        missing = sorted(b for b, has in self.batches.items() if not has)
+        if missing:
+            shown = ", ".join(map(str, sources[:3])) + (" ..." if len(sources) > 3 else "")
+            raise ScreenError(
+                f"{shown}: batch(es) {missing[:10]} have no control rows ({PERT_TYPE} == {CONTROL!r}); every "
+                "batch needs controls: they are the reference its profiles are centred on and classified against"
+            )
 
 
 def _read_blocks(file: _File, plan: _Plan, batch_rows: int, reference: list[str] | None,
@@ -380,11 +400,11 @@ def _read_blocks(file: _File, plan: _Plan, batch_rows: int, reference: list[str]
         for batch in pf.iter_batches(batch_size=batch_rows, columns=file.columns):
             if batch.num_rows == 0:
                 continue
-            source = _batch_source(file.path, start, batch.num_rows, total)
             if genes is not None:
                 present = [c for c in screen.PROFILE_COLUMNS if c in file.columns]
                 meta = batch.select(present).to_pandas()
-                screen.validate_profile_metadata(meta, source=source)
+                meta.index = pd.RangeIndex(start, start + len(meta))  # errors name rows of the file
+                screen.validate_profile_metadata(meta, source=file.path)
                 genes.update(meta, file.path)
             X, names = _block_features(batch, file, plan, reference, start)
             bad = nonfinite_columns(X, names)
@@ -559,8 +579,10 @@ def iter_profiles(
                 schema = schema or _output_schema(plan.metadata, block.names)
                 arrays = _metadata_arrays(block.batch, plan.metadata) + _feature_arrays(block.features)
                 yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+        genes.finish([f.path for f in plan.files])
         return
     kept = _well_plan(plan, genes)
+    genes.finish([f.path for f in plan.files])
     meta_schema = pa.schema([plan.metadata.field(PLATE), plan.metadata.field(WELL)]
                             + [plan.metadata.field(c) for c in kept] + [pa.field(N_IMAGES, pa.int64())])
     for file in plan.files:

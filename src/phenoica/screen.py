@@ -8,11 +8,14 @@ Embeddings: all ``Metadata_*`` columns plus float32 ``emb_0000 ... emb_{D-1}``.
 
 from __future__ import annotations
 
+import difflib
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import zarr
 
 from phenoica.io import atomic_path, read_table
@@ -54,60 +57,212 @@ def feature_columns(df: pd.DataFrame) -> list[str]:
     return [c for c in df.columns if not str(c).startswith("Metadata_")]
 
 
-def validate_metadata(df: pd.DataFrame, source: str = "metadata") -> pd.DataFrame:
-    """Check a metadata table against the contract and return it with normalized dtypes.
+#: Identifier columns: strings, compared after removing surrounding whitespace.
+KEY_COLUMNS: tuple[str, ...] = (BATCH, PLATE, WELL, GENE, GUIDE, PERT_TYPE)
+#: Columns that describe a well (its perturbation): constant within a (plate, well).
+WELL_COLUMNS: tuple[str, ...] = (GENE, GUIDE, PERT_TYPE)
+#: Examples named per problem in an error message.
+EXAMPLES = 5
 
-    Raises ScreenError naming ``source`` and the column or rows at fault for: a missing
-    required column, missing values, a PertType other than control/perturbation, duplicate
-    (plate, well, site), duplicate (plate, image index), a negative image index, a plate in
-    two batches, and a gene listed under two PertTypes.
+
+def normalize_names(df: pd.DataFrame, columns: Sequence[str] = KEY_COLUMNS) -> pd.DataFrame:
+    """A copy of ``df`` with its identifier columns (those of ``columns`` present) as strings
+    without surrounding whitespace, so that ``"B01P01 "`` and ``"B01P01"`` name one plate.
+
+    The one place names are normalized: every reader of a user's table (metadata, plate map,
+    the plate list of the DAG, embeddings) goes through it. Missing values stay missing.
     """
-    missing = [c for c in REQUIRED_COLUMNS if c not in df.columns]
-    if missing:
-        raise ScreenError(f"{source}: missing required column(s) {missing}; expected {list(REQUIRED_COLUMNS)}")
-    df = df.copy()
+    out = df.copy()
+    for col in columns:
+        if col in out.columns:
+            values = out[col]
+            out[col] = values.where(values.isna(), values.astype(str).str.strip())
+    return out
+
+
+def _key(name: str) -> str:
+    return "".join(str(name).split()).casefold().replace("-", "_")
+
+
+def near_miss(name: str, candidates: Iterable[str], exclude: Iterable[str] = ()) -> str | None:
+    """The column of ``candidates`` that was probably meant for ``name``: equal up to case,
+    spaces and dashes (``metadata_plate``, ``"Metadata_Gene "``), else a close spelling."""
+    pool = [str(c) for c in candidates if str(c) not in set(exclude)]
+    same = [c for c in pool if _key(c) == _key(name)]
+    if same:
+        return same[0]
+    keyed = {_key(c): c for c in pool}
+    close = difflib.get_close_matches(_key(name), list(keyed), n=1, cutoff=0.85)
+    return keyed[close[0]] if close else None
+
+
+def check_columns(columns: Iterable[str], required: Sequence[str], source: str, what: str = "expected") -> None:
+    """Raise ScreenError listing every required column that is missing (not the first only),
+    each with the present column that was probably meant (see :func:`near_miss`)."""
+    present = [str(c) for c in columns]
+    missing = [c for c in required if c not in present]
+    if not missing:
+        return
+    hints = []
+    for col in missing:
+        meant = near_miss(col, present, exclude=required)
+        if meant is not None:
+            hints.append(f"column {meant!r} is probably {col}")
+    hint = f" ({'; '.join(hints)}: names are case- and space-sensitive)" if hints else ""
+    raise ScreenError(f"{source}: missing required column(s) {missing}{hint}; {what} {list(required)}")
+
+
+def _labels(df: pd.DataFrame, mask: Any, limit: int = EXAMPLES) -> list:
+    """Row labels (the table's index: a file's 0-based data rows) where ``mask`` holds."""
+    labels = df.index[np.asarray(mask, dtype=bool)][:limit]
+    return [int(x) if isinstance(x, (int, np.integer)) else x for x in labels]
+
+
+def _values_with_rows(df: pd.DataFrame, where: Any, col: str) -> str:
+    """``'a' (e.g. row 3), 'b' (e.g. row 40)``: the distinct values of ``col`` among the rows
+    selected by ``where``, each with its first row."""
+    part = df.loc[np.asarray(where, dtype=bool), [col]]
+    first = part[~part[col].duplicated()]
+    return ", ".join(f"{v!r} (e.g. row {_labels(first, first[col] == v, 1)[0]})" for v in sorted(first[col]))
+
+
+def relation_problems(df: pd.DataFrame) -> list[str]:
+    """Breaches of the data contract between columns, each naming values and example rows:
+
+    - a guide listed under two genes (a guide targets one gene);
+    - a gene listed under both PertTypes;
+    - a plate in two batches;
+    - a well whose gene, guide or PertType changes between its rows (needs ``Metadata_Well``).
+
+    Columns absent from ``df`` are skipped; names are compared as they are (normalize first).
+    """
+    problems: list[str] = []
+
+    def one_to_one(key: str, value: str, listed: str, rule: str) -> None:
+        if key not in df.columns or value not in df.columns:
+            return
+        pairs = df[[key, value]].drop_duplicates()
+        bad = sorted(pairs.loc[pairs[key].duplicated(), key].unique().tolist())
+        for k in bad[:EXAMPLES]:
+            n = int((pairs[key] == k).sum())
+            problems.append(f"{listed.format(k=k, n=n)}: {_values_with_rows(df, df[key] == k, value)}; {rule}")
+        if len(bad) > EXAMPLES:
+            problems.append(f"... and {len(bad) - EXAMPLES} more like it: {bad[EXAMPLES:2 * EXAMPLES]}")
+
+    one_to_one(GUIDE, GENE, "guide {k!r} is listed under {n} genes", "a guide targets one gene")
+    one_to_one(GENE, PERT_TYPE, "gene {k!r} is listed under both PertTypes", "a gene is a control or a perturbation")
+    one_to_one(PLATE, BATCH, "plate {k!r} is in {n} batches", "a plate belongs to one batch")
+    if PLATE in df.columns and WELL in df.columns:
+        cols = [c for c in WELL_COLUMNS if c in df.columns]
+        changing: dict[tuple, list[str]] = {}  # well -> its columns that change
+        for col in cols:
+            pairs = df[[PLATE, WELL, col]].drop_duplicates()
+            for well in pairs[pairs.duplicated([PLATE, WELL])][[PLATE, WELL]].drop_duplicates().itertuples(index=False, name=None):
+                changing.setdefault(well, []).append(col)
+        for (plate, well), which in list(changing.items())[:EXAMPLES]:
+            where = (df[PLATE] == plate) & (df[WELL] == well)
+            values = "; ".join(f"{col} {_values_with_rows(df, where, col)}" for col in which)
+            problems.append(
+                f"well ({plate}, {well}) holds more than one perturbation: {values}; "
+                f"{', '.join(cols)} describe a well and are constant within it"
+            )
+        if len(changing) > EXAMPLES:
+            problems.append(f"... and {len(changing) - EXAMPLES} more wells like it: {list(changing)[EXAMPLES:2 * EXAMPLES]}")
+    return problems
+
+
+def pert_type_problems(df: pd.DataFrame) -> list[str]:
+    """Rows whose PertType is neither control nor perturbation (the first named, then others)."""
+    bad = ~df[PERT_TYPE].isin(PERT_TYPES)
+    if not bad.any():
+        return []
+    rows = _labels(df, bad)
+    more = f" (also row(s) {rows[1:]})" if len(rows) > 1 else ""
+    return [f"column {PERT_TYPE} row {rows[0]} is {df.loc[rows[0], PERT_TYPE]!r}{more}; expected one of {PERT_TYPES}"]
+
+
+def control_problems(df: pd.DataFrame) -> list[str]:
+    """Batches without a control row: each batch's controls are the reference its profiles are
+    centred on and classified against. A whole screen's check (a plate's rows alone may lack
+    controls that other plates of its batch hold)."""
+    batches = df[BATCH].unique().tolist()
+    with_controls = set(df.loc[df[PERT_TYPE] == CONTROL, BATCH].unique().tolist())
+    missing = sorted(b for b in batches if b not in with_controls)
+    if not missing:
+        return []
+    return [
+        f"batch(es) {missing[:2 * EXAMPLES]} have no control rows ({PERT_TYPE} == {CONTROL!r}); every batch needs "
+        "controls: they are the reference its profiles are centred on and classified against"
+    ]
+
+
+def raise_problems(source: str, problems: Sequence[str]) -> None:
+    """Raise one ScreenError naming ``source`` and every problem (one line each), if any."""
+    if len(problems) == 1:
+        raise ScreenError(f"{source}: {problems[0]}")
+    if problems:
+        raise ScreenError(f"{source}: {len(problems)} problems:\n" + "\n".join(f"  - {p}" for p in problems))
+
+
+def validate_metadata(df: pd.DataFrame, source: str = "metadata") -> pd.DataFrame:
+    """Check a metadata table against the contract and return it with normalized names and dtypes.
+
+    Raises one ScreenError naming ``source`` and, at once, every problem found with the
+    columns or rows at fault: no rows; missing required columns (with the column probably
+    meant, e.g. ``Metadata_gene``); missing values; non-integer sites or image indices; a
+    PertType other than control/perturbation; duplicate (plate, well, site); duplicate (plate,
+    image index); a negative image index; and the relations of :func:`relation_problems` (a
+    guide under two genes, a gene under two PertTypes, a plate in two batches, a well whose
+    perturbation changes). Rows are the table's index labels: a file's 0-based data rows when
+    read by :func:`read_metadata` or :func:`read_plate_metadata`. Identifier columns are
+    stripped of surrounding whitespace (:func:`normalize_names`).
+    """
+    if len(df) == 0:
+        raise ScreenError(f"{source}: the table has no rows; expected one row per image")
+    check_columns(df.columns, REQUIRED_COLUMNS, source)
+    df = normalize_names(df)
+    problems: list[str] = []
     for col in REQUIRED_COLUMNS:
         bad = df[col].isna()
         if bad.any():
-            rows = [int(r) for r in np.flatnonzero(bad.to_numpy())[:5]]
-            raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
-    for col in (BATCH, PLATE, WELL, GENE, GUIDE, PERT_TYPE):
-        df[col] = df[col].astype(str)
+            problems.append(f"column {col} has missing values at row(s) {_labels(df, bad)}")
     for col in (SITE, IMAGE_INDEX):
-        try:
-            df[col] = df[col].astype(np.int64)
-        except (TypeError, ValueError) as exc:
-            raise ScreenError(f"{source}: column {col} must hold integers ({exc})") from None
-    bad_type = ~df[PERT_TYPE].isin(PERT_TYPES)
-    if bad_type.any():
-        row = int(np.flatnonzero(bad_type.to_numpy())[0])
-        raise ScreenError(
-            f"{source}: column {PERT_TYPE} row {row} is {df[PERT_TYPE].iloc[row]!r}; expected one of {PERT_TYPES}"
-        )
+        if df[col].isna().any():
+            continue
+        numbers = pd.to_numeric(df[col], errors="coerce")
+        bad = numbers.isna() | (numbers != np.floor(numbers))
+        if bad.any():
+            problems.append(
+                f"column {col} must hold integers; row(s) {_labels(df, bad)} hold {df[col][bad].head(3).tolist()}"
+            )
+        else:
+            df[col] = numbers.astype(np.int64)
+    problems += pert_type_problems(df)
+    raise_problems(source, problems)
     dup = df.duplicated([PLATE, WELL, SITE], keep=False)
     if dup.any():
-        rows = [int(r) for r in np.flatnonzero(dup.to_numpy())[:6]]
-        first = df.iloc[rows[0]]
-        raise ScreenError(
-            f"{source}: duplicate (plate, well, site) ({first[PLATE]}, {first[WELL]}, {first[SITE]}) "
+        rows = _labels(df, dup, 6)
+        first = df.loc[rows[0]]
+        problems.append(
+            f"duplicate (plate, well, site) ({first[PLATE]}, {first[WELL]}, {first[SITE]}) "
             f"at rows {rows}; each image must appear once"
         )
     dup = df.duplicated([PLATE, IMAGE_INDEX], keep=False)
     if dup.any():
-        rows = [int(r) for r in np.flatnonzero(dup.to_numpy())[:6]]
-        raise ScreenError(f"{source}: duplicate ({PLATE}, {IMAGE_INDEX}) at rows {rows}")
+        problems.append(f"duplicate ({PLATE}, {IMAGE_INDEX}) at rows {_labels(df, dup, 6)}")
     neg = df[IMAGE_INDEX] < 0
     if neg.any():
-        row = int(np.flatnonzero(neg.to_numpy())[0])
-        raise ScreenError(f"{source}: column {IMAGE_INDEX} row {row} is negative")
-    batches_per_plate = df.groupby(PLATE)[BATCH].nunique()
-    if (batches_per_plate > 1).any():
-        plate = batches_per_plate[batches_per_plate > 1].index[0]
-        raise ScreenError(f"{source}: plate {plate!r} appears in more than one {BATCH}")
-    types_per_gene = df.groupby(GENE)[PERT_TYPE].nunique()
-    if (types_per_gene > 1).any():
-        gene = types_per_gene[types_per_gene > 1].index[0]
-        raise ScreenError(f"{source}: gene {gene!r} is listed under both PertTypes (control and perturbation)")
+        problems.append(f"column {IMAGE_INDEX} is negative at row(s) {_labels(df, neg)}")
+    problems += relation_problems(df)
+    raise_problems(source, problems)
+    return df
+
+
+def validate_screen_metadata(df: pd.DataFrame, source: str = "metadata") -> pd.DataFrame:
+    """:func:`validate_metadata` for a whole screen's table, plus the screen-level rule that
+    every batch has controls."""
+    df = validate_metadata(df, source)
+    raise_problems(source, control_problems(df))
     return df
 
 
@@ -117,53 +272,63 @@ PROFILE_COLUMNS: tuple[str, ...] = (BATCH, PLATE, GENE, GUIDE, PERT_TYPE)
 def validate_profile_metadata(df: pd.DataFrame, source: str = "profiles") -> None:
     """Check what the analysis stages need of a profile table (image- or well-level, or
     embeddings from elsewhere): the batch/plate/gene/guide/PertType columns, without missing
-    values, PertTypes control/perturbation, and no gene under two PertTypes."""
-    missing = [c for c in PROFILE_COLUMNS if c not in df.columns]
-    if missing:
-        raise ScreenError(f"{source}: missing metadata column(s) {missing}; expected {list(PROFILE_COLUMNS)}")
+    values, PertTypes control/perturbation, and the relations of :func:`relation_problems`
+    within the table (no guide under two genes, no gene under two PertTypes, ...). Names are
+    compared as they are: a profile table's names travel through the analysis untouched.
+    Rows are named by the table's index labels."""
+    check_columns(df.columns, PROFILE_COLUMNS, source)
+    problems = []
     for col in PROFILE_COLUMNS:
         bad = df[col].isna()
         if bad.any():
-            rows = [int(r) for r in np.flatnonzero(bad.to_numpy())[:5]]
-            raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
-    bad_type = ~df[PERT_TYPE].astype(str).isin(PERT_TYPES)
-    if bad_type.any():
-        row = int(np.flatnonzero(bad_type.to_numpy())[0])
-        raise ScreenError(
-            f"{source}: column {PERT_TYPE} row {row} is {df[PERT_TYPE].iloc[row]!r}; expected one of {PERT_TYPES}"
-        )
-    types_per_gene = df.groupby(GENE)[PERT_TYPE].nunique()
-    if (types_per_gene > 1).any():
-        gene = types_per_gene[types_per_gene > 1].index[0]
-        raise ScreenError(f"{source}: gene {gene!r} is listed under both PertTypes (control and perturbation)")
+            problems.append(f"column {col} has missing values at row(s) {_labels(df, bad)}")
+    raise_problems(source, problems)
+    df = df.astype({c: str for c in PROFILE_COLUMNS})
+    problems += pert_type_problems(df)
+    raise_problems(source, problems)
+    problems += relation_problems(df)
+    raise_problems(source, problems)
 
 
 def read_metadata(path: Path | str) -> pd.DataFrame:
-    """Read and validate a metadata table (parquet or CSV)."""
+    """Read and validate a metadata table (parquet or CSV); rows are named by their 0-based
+    position in the file."""
     return validate_metadata(read_table(path), source=str(path))
 
 
 def read_plate_metadata(path: Path | str, plate: str) -> pd.DataFrame:
     """One plate's validated rows of a metadata table, ordered by image index.
 
-    Parquet tables are read with a row filter, so each per-plate job reads its own rows, not
-    the whole screen's (cross-plate rules - a plate in one batch, a gene under one PertType -
-    are checked when the DAG is built and when profiles are gathered).
+    Parquet tables are read with a row filter (the plate column is read first to find the
+    plate's rows and the names that mean it, e.g. ``"B01P01 "``), so each per-plate job reads
+    its own rows, not the whole screen's. Errors name rows by their position in the file
+    (0-based data rows), not within the plate. Cross-plate rules (a plate in one batch, a guide
+    under one gene, controls in every batch) are checked once for the whole table, up front,
+    by the ``validate_screen`` job (:func:`validate_screen_metadata`).
     """
     path = Path(path)
     if path.suffix.lower() in {".parquet", ".pq"}:
         if not path.exists():
             raise FileNotFoundError(f"{path}: file not found")
-        table = pd.read_parquet(path, filters=[(PLATE, "==", plate)])
-        if table.empty:  # plate names stored as non-strings: filter after reading
-            table = read_table(path)
-            table = table[table[PLATE].astype(str) == plate]
+        schema = pq.read_schema(path)
+        if PLATE not in schema.names:
+            check_columns(schema.names, REQUIRED_COLUMNS, str(path))
+        names = pq.read_table(path, columns=[PLATE]).column(0).to_pandas()
+        mask = (names.astype(str).str.strip() == plate).to_numpy() & names.notna().to_numpy()
+        if pa.types.is_string(schema.field(PLATE).type) or pa.types.is_large_string(schema.field(PLATE).type):
+            raw = sorted(set(names[mask]))
+            table = pd.read_parquet(path, filters=[(PLATE, "in", raw)]) if raw else pd.DataFrame(columns=schema.names)
+        else:  # plate names stored as numbers: select after reading
+            table = read_table(path)[mask]
+        table.index = np.flatnonzero(mask)
     else:
         table = read_table(path)
-        table = table[table[PLATE].astype(str) == plate]
+        if PLATE not in table.columns:
+            check_columns(table.columns, REQUIRED_COLUMNS, str(path))
+        table = table[(table[PLATE].astype(str).str.strip() == plate).to_numpy() & table[PLATE].notna().to_numpy()]
     if table.empty:
         raise ScreenError(f"{path}: no rows for plate {plate!r}")
-    rows = validate_metadata(table.reset_index(drop=True), source=f"{path} (plate {plate})")
+    rows = validate_metadata(table, source=f"{path} (plate {plate})")
     return rows.sort_values(IMAGE_INDEX).reset_index(drop=True)
 
 

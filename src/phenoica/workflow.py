@@ -1,4 +1,11 @@
-"""What the Snakemake DAG needs to know before any job runs: plates, digests, input lists.
+"""What the Snakemake DAG needs to know before any job runs: plates, digests, input lists, and
+the params of every rule.
+
+Rule params are what Snakemake reruns a job for, so a rule passes exactly the values its
+output depends on (:func:`job_params`), never a whole config section: a key that changes only
+speed, memory, storage layout or log output (:data:`SPEED_ONLY_KEYS`) is never a param, and
+scripts read those at run time (:func:`with_speed_settings`). Params are canonical (mapping keys
+sorted), so reordering the keys of a config file reruns nothing.
 
 Kept here (not in the .smk files) so that tests can call it without Snakemake.
 """
@@ -9,13 +16,13 @@ import functools
 import hashlib
 import json
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import pandas as pd
 
 from phenoica import screen
-from phenoica.config import demo_plates
+from phenoica.config import deep_merge, demo_plates
 from phenoica.io import atomic_path, read_table
 from phenoica.profiles import expand_glob
 
@@ -23,6 +30,12 @@ from phenoica.profiles import expand_glob
 @functools.lru_cache(maxsize=4)
 def _table(path: str) -> pd.DataFrame:
     return read_table(path)
+
+
+def user_table(path: Path | str) -> pd.DataFrame:
+    """The user's metadata table or plate map, read once per process (DAG building reads it for
+    the plate list, the per-plate digests and the screen check). Do not modify it."""
+    return _table(str(path))
 
 
 def _plate_rows(config: Mapping[str, Any]) -> pd.DataFrame | None:
@@ -36,7 +49,12 @@ def _plate_rows(config: Mapping[str, Any]) -> pd.DataFrame | None:
 
 
 def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
-    """{plate: batch} of the screen, in order; empty when the workflow starts from embeddings."""
+    """{plate: batch} of the screen, in order; empty when the workflow starts from embeddings.
+
+    Names are normalized as everywhere else (:func:`phenoica.screen.normalize_names`: surrounding
+    whitespace removed). An empty table, a missing plate or batch column (with the column
+    probably meant) and a plate in two batches are errors naming the file.
+    """
     source = config["screen"]["source"]
     if source == "demo":
         return {plate: batch for batch, plate in demo_plates(config["demo"])}
@@ -44,10 +62,11 @@ def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
         return {}
     table = _plate_rows(config)
     name = config["screen"]["metadata"] if source == "zarr" else config["screen"]["plate_map"]
-    for col in (screen.PLATE, screen.BATCH):
-        if col not in table.columns:
-            raise screen.ScreenError(f"{name}: missing required column {col}")
-    pairs = table[[screen.PLATE, screen.BATCH]].astype(str).drop_duplicates()
+    per = "image" if source == "zarr" else "well"
+    if len(table) == 0:
+        raise screen.ScreenError(f"{name}: the table has no rows; expected one row per {per}")
+    screen.check_columns(table.columns, (screen.PLATE, screen.BATCH), str(name), "the plate list needs")
+    pairs = screen.normalize_names(table[[screen.PLATE, screen.BATCH]]).dropna().drop_duplicates()
     twice = pairs[pairs.duplicated(screen.PLATE, keep=False)]
     if len(twice):
         raise screen.ScreenError(f"{name}: plate {twice[screen.PLATE].iloc[0]!r} appears in more than one batch")
@@ -55,10 +74,11 @@ def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 @functools.lru_cache(maxsize=4)
-def _plate_digests(path: str) -> dict[str, str]:
-    """SHA-1 of each plate's rows of the table at ``path`` (one pass over the table)."""
+def plate_digests(path: str) -> dict[str, str]:
+    """SHA-1 of each plate's rows of the table at ``path`` (one pass over the table), by
+    normalized plate name."""
     table = _table(path)
-    plates = table[screen.PLATE].astype(str)
+    plates = screen.normalize_names(table[[screen.PLATE]])[screen.PLATE].astype(str)
     hashes = pd.util.hash_pandas_object(table, index=False).to_numpy()
     out = {}
     for plate, rows in pd.Series(np.arange(len(table))).groupby(plates.to_numpy(), sort=False):
@@ -78,7 +98,7 @@ def plate_digest(config: Mapping[str, Any], plate: str) -> str:
     if source not in ("zarr", "images", "ome_zarr"):
         return ""
     path = config["screen"]["metadata"] if source == "zarr" else config["screen"]["plate_map"]
-    return _plate_digests(str(path)).get(plate, "")
+    return plate_digests(str(path)).get(plate, "")
 
 
 def training_record(results: str, model: str) -> Path:
@@ -120,10 +140,131 @@ def record_training(path: Path | str, stores: list[str], summary: Mapping[str, A
         tmp.write_text(json.dumps({"plates": plates, "summary": dict(summary)}, indent=2, default=str))
 
 
-PLATE_COUNT_KEYS = ("n_batches", "plates_per_batch")
+# --------------------------------------------------------------------------- rule params
+
+#: LightGBM's names for its thread count and log level (canonical name first, then its
+#: documented aliases): speed and log output only, never a model.
+LIGHTGBM_SPEED_ONLY: tuple[str, ...] = (
+    "num_threads", "num_thread", "nthread", "nthreads", "n_jobs", "verbosity", "verbose",
+)
+
+#: Config keys that change only speed, memory, storage layout or log output, never what a job
+#: computes (outputs agree up to floating-point summation order). They are never a job's params,
+#: so changing one plans no job; scripts read them at run time (:func:`with_speed_settings`).
+#: The ``resources`` section is of the same kind: it reaches jobs as threads and resources,
+#: which Snakemake never reruns for.
+SPEED_ONLY_KEYS: tuple[str, ...] = (
+    "demo.chunk_images",  # Zarr chunk length of the simulated plate stores
+    "screen.chunk_images",  # Zarr chunk length of the ingested plate stores
+    "train.log_every",  # how often training logs (and the window of the logged loss means)
+    "embed.batch_size",
+    "embed.chunk_images",
+    "embed.threads",
+    "embed.loader_threads",
+    "embed.compile",
+    "profiles.batch_rows",
+    "transforms.batch_rows",
+    *(f"classify.lightgbm.{key}" for key in LIGHTGBM_SPEED_ONLY),
+)
+
+#: Keys that decide which jobs exist (how many plates the demo screen has), never what one job
+#: computes: a plate's tiles depend on its name, not on how many other plates there are. Not
+#: params either (adding a batch re-simulates nothing); the simulator reads them at run time.
+SCREEN_SIZE_KEYS: tuple[str, ...] = ("demo.n_batches", "demo.plates_per_batch")
+
+_RUN_TIME_KEYS = SPEED_ONLY_KEYS + SCREEN_SIZE_KEYS
 
 
-def plate_design_params(demo: Mapping[str, Any]) -> dict[str, Any]:
-    """The demo keys one simulated plate depends on: all but the plate count, so that adding
-    plates or batches does not re-simulate (and re-embed) the plates already made."""
-    return {k: v for k, v in demo.items() if k not in PLATE_COUNT_KEYS}
+def canonical(value: Any) -> Any:
+    """``value`` with every mapping's keys sorted (recursively): the params Snakemake records
+    are compared as text, so key order must not count."""
+    if isinstance(value, Mapping):
+        return {str(k): canonical(value[k]) for k in sorted(value, key=str)}
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    return value
+
+
+def _without(section: Mapping[str, Any], dotted: set[str], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        path = f"{prefix}.{key}"
+        if path in dotted:
+            continue
+        out[key] = _without(value, dotted, path) if isinstance(value, Mapping) else value
+    return out
+
+
+def _only(section: Mapping[str, Any], dotted: set[str], prefix: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in section.items():
+        path = f"{prefix}.{key}"
+        if path in dotted:
+            out[key] = value
+        elif isinstance(value, Mapping):
+            inner = _only(value, dotted, path)
+            if inner:
+                out[key] = inner
+    return out
+
+
+def job_params(
+    config: Mapping[str, Any],
+    section: str,
+    keys: Iterable[str] | None = None,
+    drop: Iterable[str] = (),
+) -> dict[str, Any]:
+    """The values of ``config[section]`` a job's output depends on: the keys in ``keys`` (all
+    by default) except those in ``drop``, the speed-only keys (:data:`SPEED_ONLY_KEYS`) and the
+    screen-size keys (:data:`SCREEN_SIZE_KEYS`), with mapping keys sorted (:func:`canonical`).
+
+    Rules pass this (or single values) as params, so that Snakemake reruns a job only when a
+    value it reads changes.
+    """
+    values = config[section]
+    if keys is not None:
+        keys = list(keys)
+        unknown = [k for k in keys if k not in values]
+        if unknown:
+            raise KeyError(f"config section {section!r} has no key(s) {unknown}")
+        values = {k: values[k] for k in keys}
+    skip = {f"{section}.{k}" for k in drop} | set(_RUN_TIME_KEYS)
+    return canonical(_without(values, skip, section))
+
+
+def speed_settings(config: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """The run-time-only keys of ``config[section]`` that are set (speed-only and screen-size
+    keys, nested as in the config): what a script adds to its params at run time."""
+    return _only(config.get(section) or {}, set(_RUN_TIME_KEYS), section)
+
+
+def with_speed_settings(params: Mapping[str, Any], config: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """A job's params for ``config[section]`` completed with the section's run-time-only keys:
+    what a script hands the library. The only way a script reads ``snakemake.config``."""
+    return deep_merge(params, speed_settings(config, section))
+
+
+def lightgbm_params_shown(params: Mapping[str, Any]) -> dict[str, Any]:
+    """LightGBM parameters (canonical names) without those that change only speed or logs."""
+    return canonical({k: v for k, v in params.items() if k not in LIGHTGBM_SPEED_ONLY})
+
+
+def splits_params(config: Mapping[str, Any]) -> dict[str, Any]:
+    """What the folds depend on: the scheme, and for ``in_distribution`` its share, repeats and
+    the seed (leave-one-batch-out draws nothing)."""
+    splits = config["splits"]
+    if splits["scheme"] == "leave_one_batch_out":
+        return {"scheme": splits["scheme"]}
+    return canonical({**job_params(config, "splits"), "seed": config["seed"]})
+
+
+#: identifiability keys ``alignment_for_variant`` reads (align) and ``structural_scores`` reads.
+ALIGN_KEYS: tuple[str, ...] = ("train_fraction", "ica", "ica_components", "ica_max_samples", "knn_k", "max_samples")
+STRUCTURAL_KEYS: tuple[str, ...] = ("max_samples", "factor_bins", "infoe_max_iter")
+#: bilipschitz keys that choose which models are trained (the wildcards), not what one model is.
+BILIPSCHITZ_SWEEP_KEYS: tuple[str, ...] = ("datasets", "alphas", "seeds", "per_digit", "train_fraction")
+#: disentangle keys a training job never reads (which jobs exist; evaluation settings) ...
+DISENTANGLE_NOT_TRAINING_KEYS: tuple[str, ...] = ("datasets", "models", "seeds", "metrics", "ica")
+#: ... the keys ``studies.disentangle.evaluate`` reads, and those the report prints.
+DISENTANGLE_EVALUATION_KEYS: tuple[str, ...] = ("metrics", "ica")
+DISENTANGLE_REPORT_KEYS: tuple[str, ...] = ("latent_dim", "steps", "batch_size", "lr", "n_eval")

@@ -138,8 +138,11 @@ def checkpoint_metadata(path: Path | str) -> dict[str, Any]:
     path = Path(path)
     if file_format(path) != SAFETENSORS:
         return {}
-    with safe_open(str(path), framework="pt") as fh:
-        raw = fh.metadata() or {}
+    try:
+        with safe_open(str(path), framework="pt") as fh:
+            raw = fh.metadata() or {}
+    except (SafetensorError, OSError) as exc:  # e.g. a truncated file
+        raise CheckpointError(f"{path}: cannot read safetensors checkpoint ({exc})") from None
     out: dict[str, Any] = {}
     for key, value in raw.items():
         if key.startswith("phenoica."):
@@ -148,6 +151,24 @@ def checkpoint_metadata(path: Path | str) -> dict[str, Any]:
             except json.JSONDecodeError:
                 out[key[len("phenoica."):]] = value
     return out
+
+
+def sort_safetensors_header(path: Path | str) -> None:
+    """Rewrite a safetensors file's JSON header in place with its keys sorted.
+
+    safetensors writes the ``__metadata__`` entries in hash-map order, which changes from call
+    to call, so the same tensors and metadata gave files with different bytes (and a different
+    SHA-256, which the embeddings record). The sorted header has the same length (padded with
+    spaces, as the format allows), so the tensor data does not move.
+    """
+    with open(path, "r+b") as fh:
+        size = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(size))
+        text = json.dumps(header, sort_keys=True, separators=(",", ":")).encode()
+        if len(text) > size:
+            raise CheckpointError(f"{path}: sorted safetensors header longer than the original")
+        fh.seek(8)
+        fh.write(text.ljust(size, b" "))
 
 
 def file_sha256(path: Path | str) -> str:

@@ -37,6 +37,7 @@ from phenoica.models.checkpoint import (
     check_keys,
     checkpoint_metadata,
     read_checkpoint,
+    sort_safetensors_header,
     strip_prefixes,
 )
 from phenoica.models.spec import ARCH_KEYS
@@ -268,6 +269,7 @@ def save_checkpoint(
         raise ValueError(f"{path}: checkpoints are written as .safetensors")
     with atomic_path(path) as tmp:
         save_file(tensors, str(tmp), metadata=metadata)
+        sort_safetensors_header(tmp)  # same model, same bytes
     return path
 
 
