@@ -13,7 +13,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
 
 from phenoica.screen import BATCH, PERT_TYPE, ScreenError, feature_name
-from phenoica.transforms import (
+from phenoica.variants import (
     CenterScale,
     ICARotation,
     Moments,
@@ -159,7 +159,7 @@ def test_ica_recovers_orthogonally_mixed_sources(method, rng):
 @pytest.mark.parametrize("method", ["picard", "fastica"])
 def test_ica_non_convergence_is_reported(method, rng, caplog):
     Z = PCAWhitener(n_components=6).fit_transform(independent_sources(2000, rng) @ rng.normal(size=(6, 6)))
-    with caplog.at_level(logging.WARNING, logger="phenoica.transforms"):
+    with caplog.at_level(logging.WARNING, logger="phenoica.variants"):
         ica = ICARotation(method=method, max_iter=1, tol=1e-12, seed=0).fit(Z)
     assert ica.converged_ is False
     assert any("did not converge" in r.getMessage() for r in caplog.records)

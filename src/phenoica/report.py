@@ -31,6 +31,7 @@ from matplotlib.lines import Line2D
 from scipy import stats
 
 from phenoica import hits as H
+from phenoica.contract import OK, SKIPPED
 from phenoica.io import atomic_path
 from phenoica.screen import GENE, GUIDE, ScreenError
 from phenoica.stats import bootstrap_mean
@@ -45,8 +46,6 @@ VARIANT_LABELS: dict[str, str] = {
 #: (variant, reference) pairs compared by ``paired_tests``: the ICA gain over whitening alone,
 #: over a random rotation (the "any rotation" control), and whitening over the raw embedding.
 PAIRS: tuple[tuple[str, str], ...] = (("pca_ica", "pca"), ("pca_ica", "pca_rand"), ("pca", "base"))
-OK = "ok"
-SKIPPED = "skipped"
 
 ROW_COLUMNS: tuple[str, ...] = (
     "model", "variant", GENE, GUIDE, "is_null_guide", "fold", "n_train_pos", "n_train_neg",
