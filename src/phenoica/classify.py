@@ -236,7 +236,8 @@ def lightgbm_parameter_names(params: Mapping[str, Any]) -> dict[str, str | None]
     name, so an alias of any of them is named; a key aliasing another parameter keeps its own
     name unless two keys set that parameter. A probe key that LightGBM must call unknown and
     an alias it must resolve guard the check: if LightGBM's messages change, this raises
-    instead of passing every key. Results are cached per set of params.
+    instead of passing every key. Values are LightGBM's to check when it trains (some, such as
+    ``max_bin_by_feature``, depend on the data). Results are cached per set of params.
     """
     frozen = json.dumps(dict(params), sort_keys=True, default=repr)
     return dict(_lightgbm_names(frozen))
