@@ -35,7 +35,7 @@ from scipy.stats import ortho_group
 
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from phenoica.transforms import ICARotation, PCAWhitener, parallel_analysis
+from phenoica.variants import ICARotation, PCAWhitener, parallel_analysis
 
 
 def synthetic(n: int, d: int, sources: int, seed: int, chunk: int = 100_000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

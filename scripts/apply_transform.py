@@ -1,6 +1,6 @@
 """Rule apply_transform: a model's profiles through one fitted variant transform, row batch by row batch."""
 from phenoica.io import get_logger
-from phenoica.transforms import apply_transform_file
+from phenoica.variants import apply_transform_file
 from phenoica.workflow import speed_settings
 
 log = get_logger("phenoica.apply_transform", snakemake.log[0])

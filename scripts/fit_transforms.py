@@ -3,7 +3,7 @@
 from pathlib import Path
 
 from phenoica.io import get_logger
-from phenoica.transforms import fit_transforms
+from phenoica.variants import fit_transforms
 from phenoica.workflow import with_speed_settings
 
 log = get_logger("phenoica.fit_transforms", snakemake.log[0])

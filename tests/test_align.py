@@ -28,6 +28,7 @@ from phenoica.align import (
     split_rows,
 )
 from phenoica.screen import ScreenError
+from phenoica.seeding import rng_for
 
 FAST = dict(maps=("permutation", "rigid", "linear"), knn_k=None)
 
@@ -404,3 +405,10 @@ def test_bad_input_is_named() -> None:
         alignment_table({"a": A, "b": B}, pairs=[("a", "c")])
     with pytest.raises(ValueError, match="expected a 2-D array"):
         linear_cka(A[:, 0], B)
+
+
+def test_split_takes_its_seed_from_the_one_seed_helper():
+    train, test = split_rows(50, 0.8, seed=4)
+    order = rng_for(4, "align", "split").permutation(50)
+    np.testing.assert_array_equal(train, np.sort(order[:40]))
+    np.testing.assert_array_equal(test, np.sort(order[40:]))

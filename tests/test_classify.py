@@ -359,6 +359,30 @@ def test_lightgbm_params_table6_defaults_and_overrides():
         C.lightgbm_params({"num_boost_round": 0}, seed=0)
 
 
+def test_lightgbm_reads_the_parameter_names_itself():
+    names = C.lightgbm_parameter_names({"reg_alpha": 1.0, "l1_regularization": 2.0, "lambda": 3.0, "num_leavez": 4,
+                                        "max_bin_by_feature": [3, 4, 5]})
+    assert names == {"reg_alpha": "lambda_l1", "l1_regularization": "lambda_l1", "lambda": "lambda_l2",
+                     "num_leavez": None, "max_bin_by_feature": "max_bin_by_feature"}  # data-dependent keys pass
+    with pytest.raises(ValueError, match="reg_alpha and l1_regularization|l1_regularization and reg_alpha"):
+        C.lightgbm_params({"lightgbm": {"reg_alpha": 2.0, "l1_regularization": 3.0}}, seed=0)
+    with pytest.raises(ValueError, match="classify.lightgbm.random_state: may not be set here"):
+        C.lightgbm_params({"lightgbm": {"random_state": 3}}, seed=0)
+    # outside a check LightGBM's log behaves as its default logger: warnings stay Python warnings
+    with pytest.warns(UserWarning, match="categorical_feature keyword"):
+        lgb.Dataset(np.ones((10, 2)), label=np.arange(10) % 2, params={"categorical_feature": [0], "verbosity": -1}).construct()
+
+
+def test_lightgbm_parameter_check_never_switches_off_silently(monkeypatch):
+    monkeypatch.setattr(C, "_lightgbm_messages", lambda params: ([], None))  # a LightGBM that logs nothing
+    C._lightgbm_names.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match="cannot check classify.lightgbm"):
+            C.lightgbm_params({"lightgbm": {"num_leaves": 15}}, seed=0)
+    finally:
+        C._lightgbm_names.cache_clear()
+
+
 # ----------------------------------------------------------------------------- null guides, shards
 
 

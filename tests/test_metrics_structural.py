@@ -26,7 +26,7 @@ from phenoica.metrics import (
     mcc,
     nmi_matrix,
 )
-from phenoica.transforms import ICARotation, PCAWhitener
+from phenoica.variants import ICARotation, PCAWhitener
 
 N = 2000
 LEVELS = (4, 6, 10)

@@ -12,8 +12,10 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
 
+from phenoica.config import load_schema
 from phenoica.screen import BATCH, PERT_TYPE, ScreenError, feature_name
-from phenoica.transforms import (
+from phenoica.seeding import derive_seed
+from phenoica.variants import (
     CenterScale,
     ICARotation,
     Moments,
@@ -28,6 +30,8 @@ from phenoica.transforms import (
     fit_variants,
     load_transform,
     parallel_analysis,
+    transform_config,
+    variant_seeds,
 )
 
 
@@ -159,7 +163,7 @@ def test_ica_recovers_orthogonally_mixed_sources(method, rng):
 @pytest.mark.parametrize("method", ["picard", "fastica"])
 def test_ica_non_convergence_is_reported(method, rng, caplog):
     Z = PCAWhitener(n_components=6).fit_transform(independent_sources(2000, rng) @ rng.normal(size=(6, 6)))
-    with caplog.at_level(logging.WARNING, logger="phenoica.transforms"):
+    with caplog.at_level(logging.WARNING, logger="phenoica.variants"):
         ica = ICARotation(method=method, max_iter=1, tol=1e-12, seed=0).fit(Z)
     assert ica.converged_ is False
     assert any("did not converge" in r.getMessage() for r in caplog.records)
@@ -416,3 +420,86 @@ def test_streamed_fit_errors_name_the_file_and_columns(tmp_path):
     with pytest.raises(ValueError, match=r"transforms.batch_rows: expected an integer >= 1"):
         fit_transforms(table, {**CFG, "batch_rows": 0}, 0, tmp_path / "t")
     assert not (tmp_path / "t").exists()
+
+
+# ---------------------------------------------------------------- public streaming API
+
+
+def test_partial_fit_and_finalize_equal_fit(rng):
+    X, b, c, names = split(make_profiles(n_batches=3, per_batch=300))
+    blocks = [slice(lo, lo + 131) for lo in range(0, len(X), 131)]  # blocks that straddle batches
+    scaler = CenterScale()
+    for rows in blocks:
+        scaler.partial_fit(X[rows], b[rows], c[rows], names)
+    scaler.finalize(names)
+    whole = CenterScale().fit(X, b, c, names)
+    for attr in ("batches_", "n_controls_"):
+        np.testing.assert_array_equal(getattr(scaler, attr), getattr(whole, attr))
+    for attr in ("mean_", "scale_"):  # blocks merged pairwise: equal up to float64 rounding
+        np.testing.assert_allclose(getattr(scaler, attr), getattr(whole, attr), rtol=1e-13, atol=1e-13)
+    Xs = whole.transform(X, b)
+    for rule in (3, 0.8, "parallel"):
+        streamed = PCAWhitener(n_components=rule, seed=4, parallel_max_samples=400)
+        for rows in blocks:
+            streamed.partial_fit(Xs[rows], n_total=len(Xs))
+        streamed.finalize()
+        fitted = PCAWhitener(n_components=rule, seed=4, parallel_max_samples=400).fit(Xs)
+        assert streamed.n_components_ == fitted.n_components_
+        np.testing.assert_allclose(streamed.whitening_, fitted.whitening_, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(streamed.mean_, fitted.mean_, rtol=1e-12, atol=1e-12)
+    # the fitted attributes are public; the accumulated state is dropped by finalize
+    assert not any(k.startswith("_") and v is not None for k, v in vars(streamed).items())
+
+
+def test_streaming_api_errors_say_what_is_missing(rng):
+    X = rng.normal(size=(60, 4))
+    with pytest.raises(ValueError, match="pass n_total"):
+        PCAWhitener(n_components="parallel").partial_fit(X)
+    w = PCAWhitener(n_components="parallel").partial_fit(X[:30], n_total=60)
+    with pytest.raises(ValueError, match="saw 30 of the 60 rows|30 rows were added, n_total announced 60"):
+        w.finalize()
+    with pytest.raises(ValueError, match="no rows were added"):
+        PCAWhitener(n_components=2).finalize()
+    with pytest.raises(ValueError, match="no rows were added"):
+        CenterScale().finalize()
+    w = PCAWhitener(n_components=2).partial_fit(X)
+    with pytest.raises(ValueError, match="has 3 features"):
+        w.partial_fit(X[:, :3])
+
+
+def test_unseen_batches_extend_a_copy_of_center_scale(rng):
+    X = rng.normal(size=(40, 3))
+    batches, ctrl = np.array(["A"] * 20 + ["B"] * 20), np.arange(40) % 2 == 0
+    cs = CenterScale().fit(X, batches, ctrl)
+    assert cs.unseen(np.array(["B", "C", "A", "C"])) == ["C"]
+    from phenoica.variants import BatchMoments
+
+    Xn = rng.normal(5, 2, size=(10, 3))
+    own = BatchMoments(3).update(Xn, np.array(["C"] * 10), np.arange(10) < 5, only={"C"})
+    wider = cs.with_batches(own, ["C"])
+    assert wider.batches_.tolist() == ["A", "B", "C"] and cs.batches_.tolist() == ["A", "B"]
+    np.testing.assert_allclose(wider.transform(Xn, np.array(["C"] * 10)), cs.transform(Xn, np.array(["C"] * 10), np.arange(10) < 5))
+
+
+def test_transform_config_takes_its_defaults_from_the_schema():
+    props = load_schema()["properties"]["transforms"]["properties"]
+    assert transform_config({}) == {k: v["default"] for k, v in props.items()}
+    assert transform_config({"n_components": 8})["n_components"] == 8
+    with pytest.raises(ValueError, match=r"transforms.ica: expected one of \['picard', 'fastica'\], got 'jade'"):
+        transform_config({"ica": "jade"})
+    with pytest.raises(ValueError, match=r"transforms.parallel_max_samples: expected an integer >= 3 or null, got 2"):
+        transform_config({"parallel_max_samples": 2})
+    with pytest.raises(ValueError, match="transforms.center_scale: expected true or false"):
+        transform_config({"center_scale": "yes"})
+    with pytest.raises(ValueError, match="'parallel'"):
+        transform_config({"n_components": "all"})
+
+
+def test_every_random_choice_of_a_fit_has_its_derived_seed():
+    X, b, c, names = split(make_profiles())
+    seeds = variant_seeds(3)
+    assert seeds == {p: derive_seed(3, "variants", p) for p in ("whiten", "ica_rows", "ica", "rand")}
+    fitted = fit_variants(["pca_ica", "pca_rand"], X, b, c, {**CFG, "n_components": "parallel"}, seed=3, feature_names=names)
+    k = fitted["pca_rand"].whitener.n_components_
+    np.testing.assert_array_equal(fitted["pca_rand"].rotation.rotation_, RandomRotation(seeds["rand"]).draw(k).rotation_)
+    assert fitted["pca_ica"].whitener.seed == seeds["whiten"] and fitted["pca_ica"].rotation.seed == seeds["ica"]

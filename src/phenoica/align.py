@@ -27,7 +27,7 @@ intercept chosen so that the map sends A's training mean to B's training mean:
   ``ridge * ||W||_F^2`` (scikit-learn's ``Ridge(alpha=ridge)`` convention). Solved from the
   training cross-products in float64 (one pass over the data).
 - ``ica`` (:class:`ICAMap`): ICA is fitted on A and on B separately, without the pairing
-  (:class:`phenoica.transforms.PCAWhitener` + :class:`phenoica.transforms.ICARotation`);
+  (:class:`phenoica.variants.PCAWhitener` + :class:`phenoica.variants.ICARotation`);
   then only a signed permutation, matched on the training split by the absolute correlation
   of the two source sets, maps A's sources to B's sources, and the error is measured back in
   B's space through the inverse of B's ICA rotation and whitening. If B's whitening keeps
@@ -66,7 +66,7 @@ import itertools
 import logging
 import math
 from dataclasses import dataclass
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -76,7 +76,9 @@ from sklearn.base import BaseEstimator
 from sklearn.neighbors import NearestNeighbors
 from sklearn.utils.validation import check_is_fitted
 
-from phenoica.transforms import ICARotation, PCAWhitener, _check_matrix
+from phenoica.arrays import check_matrix, row_chunks
+from phenoica.seeding import derive_seed
+from phenoica.variants import ICARotation, PCAWhitener
 
 LOG = logging.getLogger(__name__)
 
@@ -85,40 +87,21 @@ PERMUTATION_MATCHES: tuple[str, ...] = ("correlation", "least_squares")
 DIAMETER_METHODS: tuple[str, ...] = ("auto", "exact", "estimate")
 #: Up to this many rows ``diameter="auto"`` computes the exact diameter (O(N^2 D) BLAS work).
 EXACT_DIAMETER_MAX_ROWS = 10_000
-CHUNK_ROWS = 16_384
 #: Columns of :func:`alignment_table`, in order (Table 1 first, then supporting numbers).
 TABLE_COLUMNS: tuple[str, ...] = (
     "model_a", "model_b", "perm", "rigid", "linear", "ica", "ica_efficiency", "cka", "mutual_knn",
     "n_train", "n_test", "diameter", "rms_train_permutation", "rms_train_rigid", "rms_train_linear",
     "ica_converged",
 )
-_SEED_PURPOSES: tuple[str, ...] = ("split", "ica", "knn", "diameter", "ica_a", "ica_b", "whiten_a", "whiten_b")
-
-
-def derive_seed(seed: int, purpose: str) -> int:
-    """An independent 32-bit seed for one purpose of this module from the base ``seed``."""
-    if purpose not in _SEED_PURPOSES:
-        raise ValueError(f"derive_seed: unknown purpose {purpose!r}; expected one of {_SEED_PURPOSES}")
-    return int(np.random.SeedSequence([int(seed), 101, _SEED_PURPOSES.index(purpose)]).generate_state(1)[0])
 
 
 # --------------------------------------------------------------------------- helpers
 
 
-def _row_chunks(rows: np.ndarray | int, size: int = CHUNK_ROWS) -> Iterator[np.ndarray | slice]:
-    """Row selections of at most ``size`` rows: slices of ``range(rows)`` or pieces of an index array."""
-    if isinstance(rows, (int, np.integer)):
-        for start in range(0, int(rows), size):
-            yield slice(start, min(start + size, int(rows)))
-    else:
-        for start in range(0, rows.size, size):
-            yield rows[start:start + size]
-
-
 def _check_pair(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
     """Two finite numeric 2-D arrays with the same number of rows (the same images)."""
-    A = _check_matrix(A, "A (embeddings of model A)")
-    B = _check_matrix(B, "B (embeddings of model B)")
+    A = check_matrix(A, "A (embeddings of model A)")
+    B = check_matrix(B, "B (embeddings of model B)")
     if A.shape[0] != B.shape[0]:
         raise ValueError(
             f"A and B must embed the same images row for row: A has {A.shape[0]} rows, B has {B.shape[0]}"
@@ -158,14 +141,14 @@ class CrossProducts:
         if n < 1:
             raise ValueError("cross-products need at least one row")
         sum_a, sum_b = np.zeros(A.shape[1]), np.zeros(B.shape[1])
-        for part in _row_chunks(sel):
+        for part in row_chunks(sel):
             sum_a += A[part].sum(axis=0, dtype=np.float64)
             sum_b += B[part].sum(axis=0, dtype=np.float64)
         mean_a, mean_b = sum_a / n, sum_b / n
         aa = np.zeros((A.shape[1], A.shape[1]))
         ab = np.zeros((A.shape[1], B.shape[1]))
         bb = np.zeros((B.shape[1], B.shape[1]))
-        for part in _row_chunks(sel):
+        for part in row_chunks(sel):
             a = A[part] - mean_a
             b = B[part] - mean_b
             aa += a.T @ a
@@ -210,9 +193,9 @@ class _AffineMap(BaseEstimator):
     def predict(self, A: Any) -> np.ndarray:
         """Map rows of A into B's space (float64, n x Db)."""
         check_is_fitted(self, "coef_")
-        A = _check_matrix(A, f"{type(self).__name__}.predict A", self.n_features_in_)
+        A = check_matrix(A, f"{type(self).__name__}.predict A", self.n_features_in_)
         out = np.empty((A.shape[0], self.n_features_out_))
-        for part in _row_chunks(A.shape[0]):
+        for part in row_chunks(A.shape[0]):
             out[part] = A[part] @ self.coef_ + self.intercept_
         return out
 
@@ -226,7 +209,7 @@ class _AffineMap(BaseEstimator):
         sel: np.ndarray | int = A.shape[0] if rows is None else np.asarray(rows)
         out = np.empty(sel if isinstance(sel, int) else sel.size)
         start = 0
-        for part in _row_chunks(sel):
+        for part in row_chunks(sel):
             diff = A[part] @ self.coef_ + self.intercept_ - B[part]
             stop = start + diff.shape[0]
             out[start:stop] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
@@ -389,9 +372,9 @@ def _numerical_rank(scatter: np.ndarray) -> int:
 class ICAMap(_AffineMap):
     """ICA on each model separately, then a signed permutation of sources, back in B's space.
 
-    ``fit`` whitens A and B separately (:class:`~phenoica.transforms.PCAWhitener` with
+    ``fit`` whitens A and B separately (:class:`~phenoica.variants.PCAWhitener` with
     ``n_components``) and learns an ICA rotation on each
-    (:class:`~phenoica.transforms.ICARotation`, ``method``/``max_iter``/``tol``/
+    (:class:`~phenoica.variants.ICARotation`, ``method``/``max_iter``/``tol``/
     ``max_samples``) - neither sees the pairing. The pairing is used only to match the two
     source sets: Hungarian on the absolute correlation of A's and B's training sources, with
     signs. The composed map is affine: ``a -> sources_A -> signed permutation -> B's sources ->
@@ -399,7 +382,7 @@ class ICAMap(_AffineMap):
 
     ``n_components``: None = every component up to the numerical rank of the training data
     (at most n_train - 1), per model; an integer (capped likewise per model), a fraction of
-    explained variance, or ``"parallel"`` as in :class:`~phenoica.transforms.PCAWhitener`.
+    explained variance, or ``"parallel"`` as in :class:`~phenoica.variants.PCAWhitener`.
     Attributes: ``whitener_a_``, ``whitener_b_``, ``rotation_a_``, ``rotation_b_``,
     ``a_sources_``, ``b_sources_``, ``signs_``, ``source_correlation_`` (|corr| of each
     matched pair), ``converged_`` (both ICA fits).
@@ -436,9 +419,9 @@ class ICAMap(_AffineMap):
 
     def _sources(self, X: np.ndarray, scatter: np.ndarray, which: str) -> tuple[PCAWhitener, ICARotation, np.ndarray]:
         """Whitener, ICA rotation and training sources of one model."""
-        whitener = PCAWhitener(self._components(X, scatter), self.eps, derive_seed(self.seed, f"whiten_{which}")).fit(X)
+        whitener = PCAWhitener(self._components(X, scatter), self.eps, derive_seed(self.seed, "align", f"whiten_{which}")).fit(X)
         Z = whitener.transform(X)
-        rotation = ICARotation(self.method, self.max_iter, self.tol, derive_seed(self.seed, f"ica_{which}"),
+        rotation = ICARotation(self.method, self.max_iter, self.tol, derive_seed(self.seed, "align", f"ica_{which}"),
                                self.max_samples).fit(Z)
         return whitener, rotation, np.asarray(rotation.transform(Z), dtype=np.float64)
 
@@ -548,7 +531,7 @@ def diameter_exact(X: Any, block_rows: int = 2048) -> float:
     Blocks of the pairwise distance matrix from Gram products (BLAS), O(N^2 D) time and
     O(block_rows^2) memory; the distance of the winning pair is recomputed directly. 0 for one row.
     """
-    X = _check_matrix(X, "diameter X")
+    X = check_matrix(X, "diameter X")
     return _exact_pair(X, block_rows)[2]
 
 
@@ -556,7 +539,7 @@ def _distances_from(X: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Euclidean distance of every row of ``X`` to the point ``x``, chunked."""
     out = np.empty(X.shape[0])
     x = np.asarray(x, dtype=np.float64)
-    for part in _row_chunks(X.shape[0]):
+    for part in row_chunks(X.shape[0]):
         diff = X[part] - x
         out[part] = np.sqrt(np.einsum("ij,ij->i", diff, diff))
     return out
@@ -582,7 +565,7 @@ def diameter_estimate(X: Any, *, n_candidates: int = 2000, n_extreme: int = 200,
     150 candidates (Gaussian, uniform, Laplace, Student-t, anisotropic, clustered): within a few
     percent of exact (tests/test_align.py). With at most ``n_candidates`` rows it is exact.
     """
-    X = _check_matrix(X, "diameter X")
+    X = check_matrix(X, "diameter X")
     if n_candidates < 2 or min(n_extreme, n_directions, max_sweeps, exact_rows) < 0:
         raise ValueError(f"diameter_estimate: need n_candidates >= 2 and n_extreme, n_directions, max_sweeps, "
                          f"exact_rows >= 0; got {n_candidates}, {n_extreme}, {n_directions}, {max_sweeps}, {exact_rows}")
@@ -597,7 +580,7 @@ def diameter_estimate(X: Any, *, n_candidates: int = 2000, n_extreme: int = 200,
         U = rng.standard_normal((X.shape[1], n_directions))
         lo, hi = np.full(n_directions, np.inf), np.full(n_directions, -np.inf)
         arg_lo, arg_hi = np.zeros(n_directions, dtype=np.int64), np.zeros(n_directions, dtype=np.int64)
-        for part in _row_chunks(n):
+        for part in row_chunks(n):
             proj = (X[part] - mean) @ U
             offset = part.start
             i_lo, i_hi = proj.argmin(axis=0), proj.argmax(axis=0)
@@ -635,7 +618,7 @@ def latent_diameter(X: Any, method: str = "auto", seed: int = 0) -> float:
     :data:`EXACT_DIAMETER_MAX_ROWS` rows, else :func:`diameter_estimate`)."""
     if method not in DIAMETER_METHODS:
         raise ValueError(f"diameter: expected a positive number or one of {DIAMETER_METHODS}, got {method!r}")
-    X = _check_matrix(X, "diameter X")
+    X = check_matrix(X, "diameter X")
     if method == "exact" or (method == "auto" and X.shape[0] <= EXACT_DIAMETER_MAX_ROWS):
         return _exact_pair(X)[2]
     return diameter_estimate(X, seed=seed)
@@ -667,14 +650,14 @@ def split_rows(n: int, train_fraction: float, seed: int) -> tuple[np.ndarray, np
             f"{n} images with train_fraction={train_fraction} give {n_train} training and {n - n_train} "
             f"held-out rows; alignment needs at least 3 training and 2 held-out rows"
         )
-    order = np.random.default_rng(derive_seed(seed, "split")).permutation(n)
+    order = np.random.default_rng(derive_seed(seed, "align", "split")).permutation(n)
     return np.sort(order[:n_train]), np.sort(order[n_train:])
 
 
 def _resolve_diameter(B: np.ndarray, diameter: str | float, seed: int) -> float:
     """A given positive number, or the diameter of all of B by ``diameter`` method."""
     if isinstance(diameter, str):
-        value = latent_diameter(B, diameter, derive_seed(seed, "diameter"))
+        value = latent_diameter(B, diameter, derive_seed(seed, "align", "diameter"))
     elif isinstance(diameter, (int, float, np.number)) and not isinstance(diameter, bool):
         value = float(diameter)
     else:
@@ -760,7 +743,7 @@ def align_errors(
         out["rms_train_linear"] = rms_train(linear)
     if "ica" in maps:
         ica = ICAMap(n_components, ica_method, ica_max_iter, ica_tol, ica_max_samples,
-                     seed=derive_seed(seed, "ica")).fit(A[train], B[train], cross_train)
+                     seed=derive_seed(seed, "align", "ica")).fit(A[train], B[train], cross_train)
         out["ica"] = heldout(ica)
         out["ica_converged"] = ica.converged_
         out["ica_components_a"] = int(ica.whitener_a_.n_components_)
@@ -772,7 +755,7 @@ def align_errors(
     if knn_k is not None:
         rows = np.arange(n)
         if knn_max_samples is not None and n > knn_max_samples:
-            rows = np.sort(np.random.default_rng(derive_seed(seed, "knn")).choice(n, knn_max_samples, replace=False))
+            rows = np.sort(np.random.default_rng(derive_seed(seed, "align", "knn")).choice(n, knn_max_samples, replace=False))
         out["mutual_knn"] = mutual_knn(A[rows], B[rows], knn_k)
     return out
 
@@ -800,7 +783,7 @@ def alignment_table(
     for p in pairs:
         if len(p) != 2 or any(m not in embeddings for m in p):
             raise ValueError(f"alignment_table: pair {p!r} must name two models among {names}")
-    arrays = {m: _check_matrix(embeddings[m], f"embeddings of model {m!r}") for m in {m for p in pairs for m in p}}
+    arrays = {m: check_matrix(embeddings[m], f"embeddings of model {m!r}") for m in {m for p in pairs for m in p}}
     sizes = {m: a.shape[0] for m, a in arrays.items()}
     if len(set(sizes.values())) > 1:
         raise ValueError(f"alignment_table: every model must embed the same images; rows per model: {sizes}")

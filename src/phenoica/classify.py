@@ -45,9 +45,12 @@ from __future__ import annotations
 
 import copy
 import functools
+import json
 import logging
 import math
+import re
 import tempfile
+import threading
 import time
 import warnings
 from dataclasses import dataclass
@@ -59,8 +62,10 @@ import numpy as np
 import pandas as pd
 
 from phenoica import metrics
+from phenoica.arrays import check_finite
 from phenoica.config import deep_merge, load_schema
-from phenoica.profiles import aggregate_wells, nonfinite_columns
+from phenoica.contract import OK, SKIPPED
+from phenoica.profiles import aggregate_wells
 from phenoica.screen import (
     BATCH,
     CONTROL,
@@ -78,8 +83,6 @@ from phenoica.seeding import derive_seed, rng_for
 from phenoica.stats import bh_qvalues
 
 NULL_GENE = "null"
-OK = "ok"
-SKIPPED = "skipped"
 
 SCORE_COLUMNS: tuple[str, ...] = (
     "model", "variant", GENE, GUIDE, "is_null_guide", "fold",
@@ -134,27 +137,118 @@ def resolve_classify_config(cfg_classify: Mapping[str, Any] | None) -> dict[str,
     return merged
 
 
-@functools.lru_cache(maxsize=1)
-def _lightgbm_aliases() -> dict[str, str] | None:
-    """alias -> canonical name of every LightGBM parameter, or None if LightGBM does not say.
+#: Canonical names of the LightGBM parameters phenoica sets, defaults or checks itself, each with
+#: a valid value. The parameter check sets them in its probe so that LightGBM names the
+#: parameter behind any alias of them ("lambda_l1 is set=..., reg_alpha=... will be ignored").
+_PROBE_CANONICAL: dict[str, Any] = {
+    "objective": "binary", "num_iterations": 1, "seed": 0, "deterministic": False, "force_col_wise": False,
+    "force_row_wise": False, "verbosity": 1, "num_threads": 1, "is_unbalance": False, "learning_rate": 0.1,
+    "num_leaves": 31, "feature_fraction": 1.0, "lambda_l1": 0.0, "lambda_l2": 0.0,
+}
+#: A key LightGBM must call unknown, and an alias it must resolve, in every probe: if its
+#: messages ever stop saying so, the check fails loudly instead of passing everything.
+_PROBE_UNKNOWN = "phenoica_probe_unknown_key"
+_PROBE_ALIAS = ("reg_alpha", "lambda_l1")
+_LIGHTGBM_LOCK = threading.Lock()
 
-    LightGBM publishes the table through its C API (``LGBM_DumpParamAliases``); the Python
-    package reads it in ``lightgbm.basic._ConfigAliases``. Without it no key is checked.
+
+class _LightGBMLog:
+    """The logger phenoica registers with LightGBM (``lightgbm.register_logger``).
+
+    Outside a parameter check it does what LightGBM's default logger does (info lines are
+    printed, warnings become Python warnings); during a check it records the messages instead.
+    LightGBM has no public way to read back a logger registered earlier, so one registered by
+    the caller is replaced by this one (register it again after calling the check).
     """
-    try:
-        from lightgbm.basic import _ConfigAliases
 
-        table = _ConfigAliases._get_all_param_aliases()
-    except (ImportError, AttributeError):  # pragma: no cover - depends on the LightGBM build
-        return None
-    return {alias: canon for canon, names in table.items() for alias in names}
+    def __init__(self) -> None:
+        self.record: list[str] | None = None
+
+    def info(self, msg: str) -> None:
+        if self.record is not None:
+            self.record.append(msg)
+        else:
+            print(msg)
+
+    def warning(self, msg: str) -> None:
+        if self.record is not None:
+            self.record.append(msg)
+        else:
+            warnings.warn(msg, stacklevel=3)
+
+
+_LIGHTGBM_LOG = _LightGBMLog()
+
+
+def _lightgbm_messages(params: Mapping[str, Any]) -> tuple[list[str], Exception | None]:
+    """LightGBM's log while it reads ``params`` (a Dataset built on 20 x 2 rows), and the
+    error it raised, if any."""
+    X = np.column_stack([np.arange(20.0), np.arange(20.0) % 7])
+    y = np.arange(20) % 2
+    with _LIGHTGBM_LOCK:
+        lgb.register_logger(_LIGHTGBM_LOG)
+        _LIGHTGBM_LOG.record = []
+        error: Exception | None = None
+        try:
+            lgb.Dataset(X, label=y, params=dict(params)).construct()
+        except Exception as exc:  # LightGBM rejects a value: reported below, with its message
+            error = exc
+        finally:
+            messages, _LIGHTGBM_LOG.record = _LIGHTGBM_LOG.record, None
+    return messages, error
+
+
+@functools.lru_cache(maxsize=32)
+def _lightgbm_names(frozen: str) -> tuple[tuple[str, str | None], ...]:
+    given = json.loads(frozen)
+    probe = {**_PROBE_CANONICAL, **given, "verbosity": 1, _PROBE_UNKNOWN: 1}
+    probe.setdefault(_PROBE_ALIAS[0], 0.0)
+    messages, error = _lightgbm_messages(probe)
+    unknown: set[str] = set()
+    canonical: dict[str, str] = {}
+    for msg in messages:
+        found = re.search(r"Unknown parameter: (\S+)", msg)
+        if found:
+            unknown.add(found.group(1))
+            continue
+        found = re.search(r"(\w+) is set\b", msg)  # "C is set=..., K=... will be ignored", "C is set with K=..."
+        if found:
+            for key in probe:
+                if re.search(rf"(?<![\w.]){re.escape(key)}=", msg[found.end():]):
+                    canonical[key] = found.group(1)
+    if _PROBE_UNKNOWN not in unknown or canonical.get(_PROBE_ALIAS[0]) != _PROBE_ALIAS[1]:
+        if error is not None:
+            raise ValueError(f"config key classify.lightgbm: LightGBM {lgb.__version__} rejects these parameters: {error}")
+        raise RuntimeError(
+            f"LightGBM {lgb.__version__} did not report unknown and aliased parameters as expected "
+            f"(messages: {messages[:5]}); phenoica cannot check classify.lightgbm with this version"
+        )
+    return tuple((key, None if key in unknown else canonical.get(key, key)) for key in given)
+
+
+def lightgbm_parameter_names(params: Mapping[str, Any]) -> dict[str, str | None]:
+    """LightGBM's own reading of parameter keys: key -> the parameter it sets, None if unknown.
+
+    LightGBM reads ``params`` (on a tiny Dataset) and its messages are recorded: "Unknown
+    parameter: KEY", and "CANONICAL is set ... KEY=..." for every key of a parameter set
+    twice. The probe sets every parameter phenoica itself sets, defaults or
+    checks (``objective``, ``seed``, ``num_iterations``, ``lambda_l1``...) under its canonical
+    name, so an alias of any of them is named; a key aliasing another parameter keeps its own
+    name unless two keys set that parameter. A probe key that LightGBM must call unknown and
+    an alias it must resolve guard the check: if LightGBM's messages change, this raises
+    instead of passing every key. Values are LightGBM's to check when it trains (some, such as
+    ``max_bin_by_feature``, depend on the data). Results are cached per set of params.
+    """
+    frozen = json.dumps(dict(params), sort_keys=True, default=repr)
+    return dict(_lightgbm_names(frozen))
 
 
 def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
     """LightGBM parameters: PAPER.md Table 6 (schema defaults) merged with classify.lightgbm.
 
-    Keys are checked against LightGBM's own parameter names and aliases and returned under
-    their canonical names (``reg_alpha`` -> ``lambda_l1``). Two keys naming the same parameter
+    Keys are checked by LightGBM itself (:func:`lightgbm_parameter_names`): an unknown key is an
+    error naming it, and keys are returned under their canonical names (``reg_alpha`` ->
+    ``lambda_l1``) wherever LightGBM names them. Two keys naming the same parameter
     with different values are an error, unless one of them is a schema default left untouched
     (then the other, explicitly set, wins). Adds ``objective=binary``, ``seed``,
     ``deterministic=True`` and ``force_col_wise=True`` (unless row-wise was asked for), so a
@@ -163,14 +257,11 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
     cfg = resolve_classify_config(cfg_classify)
     given = dict(cfg["lightgbm"])
     defaults = _schema_defaults()["lightgbm"]
-    aliases = _lightgbm_aliases()
+    canonical = lightgbm_parameter_names(given)
     groups: dict[str, list[str]] = {}
     for key in given:
-        if aliases is None:
-            canon = key
-        elif key in aliases:
-            canon = aliases[key]
-        else:
+        canon = canonical[key]
+        if canon is None:
             raise ValueError(
                 f"config key classify.lightgbm.{key}: not a LightGBM {lgb.__version__} parameter or alias"
             )
@@ -254,13 +345,7 @@ def feature_matrix(
         raise ValueError(f"{source}: feature column(s) {bad[:10]} are not numeric")
     dtype = np.float32 if all(table[c].dtype == np.float32 for c in names) else np.float64
     X = table[names].to_numpy(dtype=dtype)
-    cols = nonfinite_columns(X, names)
-    if cols:
-        row = int(np.flatnonzero(~np.isfinite(X).all(axis=1))[0])
-        raise ValueError(
-            f"{source}: non-finite values (NaN/inf) in feature column(s) {cols[:10]}"
-            f"{' ...' if len(cols) > 10 else ''} ({len(cols)} in all; first at row {row})"
-        )
+    check_finite(X, source, names)
     if len(X):
         constant = (X.max(axis=0) == X.min(axis=0))
         if constant.any():

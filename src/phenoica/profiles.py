@@ -40,6 +40,7 @@ import pyarrow.parquet as pq
 from scipy import sparse
 
 from phenoica import screen
+from phenoica.arrays import nonfinite_columns, row_chunks
 from phenoica.io import atomic_path
 from phenoica.screen import (
     BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, feature_columns, feature_name,
@@ -104,13 +105,6 @@ def feature_matrix(batch: pa.RecordBatch | pa.Table, features: Sequence[str]) ->
     for j, col in enumerate(columns):
         out[j] = col.to_numpy(zero_copy_only=False)
     return out.T
-
-
-def nonfinite_columns(X: np.ndarray, names: Sequence[str]) -> list[str]:
-    """Names of the columns of ``X`` holding NaN or inf."""
-    if np.isfinite(X.sum(axis=0, dtype=np.float64)).all():
-        return []
-    return [names[j] for j in np.flatnonzero(~np.isfinite(X).all(axis=0))]
 
 
 class ProfileSource:
@@ -499,13 +493,12 @@ class WellMeans:
             self.sums = np.vstack([self.sums, np.zeros((grow, self.sums.shape[1]))])
             self.counts = np.concatenate([self.counts, np.zeros(grow, dtype=np.int64)])
         self.counts[ids] += np.bincount(local, minlength=firsts.size)
-        step = 8192
-        for lo in range(0, len(local), step):
-            part = local[lo : lo + step]
+        for rows in row_chunks(len(local)):
+            part = local[rows]
             indicator = sparse.csr_matrix(
                 (np.ones(part.size), (part, np.arange(part.size))), shape=(firsts.size, part.size)
             )
-            self.sums[ids] += indicator @ np.asarray(X[lo : lo + step], dtype=np.float64)
+            self.sums[ids] += indicator @ np.asarray(X[rows], dtype=np.float64)
 
     def result(self) -> tuple[pa.Table, np.ndarray]:
         """(metadata of every well + ``Metadata_NImages``, float32 mean features), sorted by (plate, well)."""

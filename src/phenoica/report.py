@@ -32,6 +32,7 @@ from scipy import stats
 
 from phenoica import hits as H
 from phenoica import truth as demo_truth
+from phenoica.contract import OK, SKIPPED
 from phenoica.io import atomic_path
 from phenoica.screen import GENE, GUIDE, ScreenError
 from phenoica.stats import bootstrap_mean
@@ -46,8 +47,6 @@ VARIANT_LABELS: dict[str, str] = {
 #: (variant, reference) pairs compared by ``paired_tests``: the ICA gain over whitening alone,
 #: over a random rotation (the "any rotation" control), and whitening over the raw embedding.
 PAIRS: tuple[tuple[str, str], ...] = (("pca_ica", "pca"), ("pca_ica", "pca_rand"), ("pca", "base"))
-OK = "ok"
-SKIPPED = "skipped"
 
 ROW_COLUMNS: tuple[str, ...] = (
     "model", "variant", GENE, GUIDE, "is_null_guide", "fold", "n_train_pos", "n_train_neg",
@@ -554,7 +553,7 @@ def classifier_cost(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
 def fit_report_table(fit_report: Mapping[str, Any], max_list: int = 6) -> pd.DataFrame:
     """The transform fit report (nested dict from JSON) as a table.
 
-    Every mapping with a scalar ``variant`` entry (as ``phenoica.transforms`` writes them, also
+    Every mapping with a scalar ``variant`` entry (as ``phenoica.variants`` writes them, also
     nested under model names) becomes one row: ``model`` (the keys above it, joined with ".",
     the variant's own key left out), ``variant``, then its fields, nested ones joined with "."
     (``ica.converged``). A report without such records is flattened into ``setting``/``value``

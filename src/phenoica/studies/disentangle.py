@@ -17,9 +17,9 @@ data, seeds, steps, batch size, Adam learning rate):
   each with its own coefficient; nonnegativity is the soft penalty (not a ReLU), so a latent
   can still be read as a signed value and no unit dies at initialization.
 
-``ae_ica`` is not trained: the AE's latents are whitened with :class:`phenoica.transforms.PCAWhitener`
+``ae_ica`` is not trained: the AE's latents are whitened with :class:`phenoica.variants.PCAWhitener`
 (``n_components`` = latent size unless configured) and rotated with
-:class:`phenoica.transforms.ICARotation`, the same code as the screen's pca_ica variant. The
+:class:`phenoica.variants.ICARotation`, the same code as the screen's pca_ica variant. The
 transform is unsupervised and is fitted on the evaluation latents themselves (no factor is used).
 
 Scores per (dataset, model, seed) on a fixed seeded evaluation subset: InfoM, InfoE, InfoC
@@ -49,7 +49,7 @@ from phenoica import metrics, render
 from phenoica.io import atomic_path, write_parquet
 from phenoica.mae import resolve_device
 from phenoica.studies.factor_data import FactorDataset, eval_index
-from phenoica.transforms import ICARotation, PCAWhitener, RandomRotation
+from phenoica.variants import ICARotation, PCAWhitener, RandomRotation
 
 MODELS: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae")
 EVALUATED: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica", "ae_rand", "ae_oracle")
@@ -667,7 +667,7 @@ def write_report(scores: pd.DataFrame, out_dir: str | Path, settings: Mapping[st
     setup = ", ".join(f"{k} = {cfg[k]}" for k in ("latent_dim", "width", "steps", "batch_size", "lr", "n_eval") if k in cfg)
     intro = ("Disentanglement on factor datasets (PAPER.md Table 2), every model trained in the same harness "
              "(same encoder/decoder, data, seeds and budget). AE + ICA = the AE's latents PCA-whitened and ICA-rotated "
-             "with phenoica.transforms (the screen's pca_ica); AE + random rotation = whitened and Haar-rotated (the "
+             "with phenoica.variants (the screen's pca_ica); AE + random rotation = whitened and Haar-rotated (the "
              "control for 'any rotation'); AE + factor-fitted rotation = whitened and rotated onto the factors by "
              "orthogonal Procrustes (uses the labels: a reference, not a method). Factors are label-encoded with all "
              "their values. Intervals: 95% Student-t over seeds; differences are paired by seed. InfoM and InfoC are "

@@ -1,0 +1,134 @@
+"""Feature matrices as numpy arrays: the checks every stage runs at its boundary, and row chunks.
+
+One helper per job, shared by the transforms (:mod:`phenoica.variants`), the alignment
+(:mod:`phenoica.align`), the profile tables (:mod:`phenoica.profiles`) and the classifiers
+(:mod:`phenoica.classify`):
+
+- :func:`row_chunks`: row selections of at most :data:`CHUNK_ROWS` rows, so float64 work on a
+  table of millions of rows never copies it whole;
+- :func:`nonfinite_columns` / :func:`check_finite`: which feature columns hold NaN or inf,
+  without a temporary the size of the data;
+- :func:`check_matrix`: a finite, numeric, 2-D array with rows, or an error that says what was
+  expected (and names the columns);
+- :func:`centered_chunks`: ``X - mean`` in float64, one row chunk at a time.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+
+from phenoica.screen import ScreenError
+
+#: Rows per float64 work chunk (a 8192 x 384 chunk is 25 MB; BLAS is as fast as on larger ones).
+CHUNK_ROWS = 8_192
+
+
+def row_chunks(rows: int | np.ndarray, size: int = CHUNK_ROWS) -> Iterator[slice | np.ndarray]:
+    """Row selections of at most ``size`` rows: slices covering ``range(rows)`` for a row
+    count, or consecutive pieces of an index array."""
+    if size < 1:
+        raise ValueError(f"row_chunks: size must be >= 1, got {size}")
+    if isinstance(rows, (int, np.integer)):
+        n = int(rows)
+        for start in range(0, n, size):
+            yield slice(start, min(start + size, n))
+    else:
+        for start in range(0, rows.size, size):
+            yield rows[start : start + size]
+
+
+def out_dtype(X: np.ndarray) -> np.dtype:
+    """float32 input stays float32; everything else becomes float64 (scikit-learn's convention)."""
+    return np.dtype(np.float32) if X.dtype == np.float32 else np.dtype(np.float64)
+
+
+def column_labels(idx: Sequence[int] | np.ndarray, names: Sequence[str] | None, limit: int = 10) -> str:
+    """Readable list of feature columns by name (if known) or index: ``['emb_0001', ...] (+3 more)``."""
+    idx = [int(i) for i in idx]
+    shown = [names[i] for i in idx[:limit]] if names is not None else [f"feature {i}" for i in idx[:limit]]
+    more = f" (+{len(idx) - limit} more)" if len(idx) > limit else ""
+    return f"{shown}{more}"
+
+
+def nonfinite_mask(X: np.ndarray) -> np.ndarray:
+    """One bool per column of the 2-D array ``X``: does it hold NaN or inf?
+
+    A float64 column sum is finite iff every value is, so finite data costs one pass and no
+    temporary; otherwise the columns are found row chunk by row chunk.
+    """
+    bad = np.zeros(X.shape[1], dtype=bool)
+    if X.dtype.kind != "f" or np.isfinite(X.sum(axis=0, dtype=np.float64)).all():
+        return bad
+    for rows in row_chunks(X.shape[0]):
+        bad |= ~np.isfinite(X[rows]).all(axis=0)
+    return bad
+
+
+def nonfinite_columns(X: np.ndarray, names: Sequence[str]) -> list[str]:
+    """Names of the columns of ``X`` holding NaN or inf."""
+    return [names[j] for j in np.flatnonzero(nonfinite_mask(X))]
+
+
+def check_finite(X: np.ndarray, what: str, names: Sequence[str] | None = None) -> None:
+    """A ScreenError naming the feature columns of ``X`` with NaN or inf (how many, and the
+    first row holding one); nothing when every value is finite."""
+    bad = np.flatnonzero(nonfinite_mask(X))
+    if not bad.size:
+        return
+    row = -1
+    for rows in row_chunks(X.shape[0]):
+        hit = np.flatnonzero(~np.isfinite(X[rows][:, bad]).all(axis=1))
+        if hit.size:
+            row = rows.start + int(hit[0])  # type: ignore[union-attr]
+            break
+    raise ScreenError(
+        f"{what}: non-finite values (NaN or inf) in feature column(s) {column_labels(bad, names)} "
+        f"({bad.size} in all; first at row {row})"
+    )
+
+
+def check_matrix(
+    X: Any, what: str = "X", n_features: int | None = None, names: Sequence[str] | None = None
+) -> np.ndarray:
+    """A finite, numeric, 2-D array with rows; errors say what was expected.
+
+    Integer and bool input becomes float64; float input is returned as is (no copy).
+    ``n_features``: the width the array must have (a fitted estimator's input width).
+    """
+    arr = np.asarray(X)
+    if arr.ndim != 2:
+        raise ValueError(f"{what}: expected a 2-D array (samples x features), got shape {arr.shape}")
+    if arr.shape[0] == 0 or arr.shape[1] == 0:
+        raise ValueError(f"{what}: expected at least one row and one feature, got shape {arr.shape}")
+    if arr.dtype.kind not in "fiub":
+        raise ValueError(f"{what}: expected numeric features, got dtype {arr.dtype}")
+    if arr.dtype.kind != "f":
+        arr = arr.astype(np.float64)
+    if n_features is not None and arr.shape[1] != n_features:
+        raise ValueError(f"{what}: has {arr.shape[1]} features, the transform was fitted on {n_features}")
+    check_finite(arr, what, names)
+    return arr
+
+
+def check_rows(values: Any, n: int, what: str) -> np.ndarray:
+    """A 1-D per-row array of length ``n``."""
+    arr = np.asarray(values)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{what}: expected one value per row ({n}), got shape {arr.shape}")
+    return arr
+
+
+def centered_chunks(X: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, np.ndarray]]:
+    """(rows, float64 ``X[rows] - mean``) over row chunks of ``X``, reusing one buffer.
+
+    One preallocated buffer instead of fresh temporaries per chunk: freshly mapped memory
+    costs page faults that, on small VMs, took longer than the arithmetic. The yielded block
+    is overwritten by the next one.
+    """
+    buf = np.empty((min(CHUNK_ROWS, X.shape[0]), X.shape[1]))
+    for rows in row_chunks(X.shape[0]):
+        block = buf[: rows.stop - rows.start]  # type: ignore[union-attr]
+        np.subtract(X[rows], mean, out=block)
+        yield rows, block  # type: ignore[misc]

@@ -1,0 +1,113 @@
+"""Apply a fitted variant to a profile table, row batch by row batch; nothing is refitted.
+
+A batch unseen at fit (a new plate) is center-scaled on its own controls over the whole table
+(one extra pass over its rows); the saved transform is not changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from phenoica.arrays import check_matrix
+from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, split_columns, write_batches
+from phenoica.screen import BATCH, ScreenError, metadata_columns
+from phenoica.variants.accumulators import BatchMoments
+from phenoica.variants.estimators import check_batches
+from phenoica.variants.rows import profile_source, row_block, row_columns, source_features
+from phenoica.variants.variant import VariantTransform, load_transform
+
+
+def table_batches(src: ProfileSource) -> list[str]:
+    """The batch labels of a profile table, sorted (one pass over its batch column)."""
+    seen: set[str] = set()
+    for batch in src.batches([BATCH]):
+        seen.update(str(v) for v in pc.unique(batch.column(BATCH)).to_pylist() if v is not None)
+    return sorted(seen)
+
+
+def prepare_apply(transform: VariantTransform, src: ProfileSource, label: str) -> tuple[VariantTransform, list[str]]:
+    """Checks before applying: (the transform, its center-scale knowing every batch of the
+    table; the row columns to read). The table's feature columns must be exactly the fitted
+    ones (any order). A batch unseen at fit gets its own controls' statistics over the whole
+    table; the saved transform is not changed."""
+    features = source_features(src, label)
+    expected = transform.feature_names_in
+    missing = [c for c in expected if c not in src.columns]
+    extra = sorted(set(features) - set(expected))
+    if missing or extra:
+        raise ScreenError(
+            f"{label}: feature columns differ from the fitted ones: missing {missing[:10]}, unexpected {extra[:10]}"
+        )
+    cs = transform.center_scale
+    read_rows = row_columns(src, label, cs is not None)
+    if cs is None:
+        return transform, read_rows
+    unseen = cs.unseen(np.asarray(table_batches(src), dtype=str))
+    if not unseen:
+        return transform, read_rows
+    own = BatchMoments(len(expected))
+    for batch in src.batches(expected + read_rows):
+        X, b, c = row_block(batch, expected, True)
+        X = check_matrix(X, label, len(expected), expected)
+        own.update(X, check_batches(b, X.shape[0]), c, only=set(unseen))  # type: ignore[arg-type]
+    return transform.with_center_scale(cs.with_batches(own, unseen, expected)), read_rows
+
+
+def transformed_batches(transform: VariantTransform, src: ProfileSource, label: str,
+                        columns: Sequence[str] | None = None) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+    """(record batch, its rows through the fitted variant) for every row batch of ``src``;
+    the record batches hold ``columns`` (default: the features and row columns read)."""
+    transform, read_rows = prepare_apply(transform, src, label)
+    expected = transform.feature_names_in
+    read = list(dict.fromkeys([*(columns or []), *expected, *read_rows]))
+    for batch in src.batches(read):
+        if not batch.num_rows:
+            yield batch, np.empty((0, len(transform.feature_names_out)))
+            continue
+        X, b, _ = row_block(batch, expected, bool(read_rows))
+        yield batch, transform.transform(check_matrix(X, label, len(expected), expected), b)
+
+
+def apply_transform(table: pd.DataFrame, transform_path: Path | str, batch_rows: int = DEFAULT_BATCH_ROWS) -> pd.DataFrame:
+    """A profile table through one fitted variant: Metadata_* untouched + float32 features.
+
+    The table's feature columns must be exactly the fitted ones (any order). Batches unseen
+    at fit are center-scaled on their own controls; nothing is refitted. Row batch by row
+    batch, as :func:`apply_transform_file` streams a parquet.
+    """
+    transform = load_transform(transform_path)
+    label = f"profiles (transform {transform_path})"
+    src = profile_source(table, batch_rows, label)
+    parts = [out.astype(np.float32, copy=False) for _, out in transformed_batches(transform, src, label)]
+    values = np.concatenate(parts) if parts else np.empty((0, len(transform.feature_names_out)), np.float32)
+    meta = table[metadata_columns(table)]
+    return pd.concat([meta, pd.DataFrame(values, columns=transform.feature_names_out, index=table.index)], axis=1)
+
+
+def apply_transform_file(
+    profiles_path: Path | str,
+    transform_path: Path | str,
+    out_path: Path | str,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+) -> int:
+    """Stream a profile parquet through one fitted variant into ``out_path`` (atomic; row
+    groups of ``batch_rows`` rows): the metadata columns as they are, then float32 features.
+    Memory holds one row batch. Returns the rows written."""
+    transform = load_transform(transform_path)
+    src = ProfileSource(profiles_path, batch_rows)
+    label = f"{profiles_path} (transform {transform_path})"
+    meta = split_columns(src.columns)[0]
+    schema = pa.schema([src.schema.field(c) for c in meta] + [pa.field(n, pa.float32()) for n in transform.feature_names_out])
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        for batch, values in transformed_batches(transform, src, label, meta):
+            arrays = [batch.column(c) for c in meta] + [pa.array(col) for col in np.ascontiguousarray(values.T, dtype=np.float32)]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    return write_batches(batches(), out_path, schema, batch_rows)
