@@ -16,12 +16,15 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from phenoica import truth
+from phenoica import hits, truth
 from tests.conftest import REPO
 from tests.test_workflow import snakemake
 
 PROBE_R2_FLOOR = 0.4  # held-out ridge probe of the gene-shifted factors from the raw embedding
 SEPARATION_P = 0.01  # one-sided Mann-Whitney, effect guides > guides of genes without effect
+HIT_Q = 0.1  # q-value threshold of the hit calls checked against the truth
+HIT_RECALL_FLOOR = 0.5  # pooled recall of effect guides (measured 0.66)
+HIT_FDR_CEILING = 0.2  # pooled observed FDR (measured 0.0; nominal 0.1)
 
 
 @pytest.fixture(scope="module")
@@ -54,9 +57,15 @@ def test_default_demo_recovers_the_simulated_truth(demo_run: Path) -> None:
             assert row["mannwhitney_p"] < SEPARATION_P, separation
             assert row["separation_lo"] > 0, separation
 
-    # 3. Hit calling against the truth (issue 10, guide p/q-values): here goes the check that
-    #    hits at q < 0.1 recover effect guides (recall >= 0.6) at an observed FDR near the
-    #    nominal level, once the classification stage writes calibrated q-values.
+    # 3. Hit calling against the truth: the calibrated q-values (issue 10) call effect guides
+    #    and not the guides of genes without effect. Pooled over both models, pca and pca_ica,
+    #    at q < 0.1 (measured on the default run: recall 63/96 = 0.66, observed FDR 0).
+    calls = hits.recall_fdr(guides, truth_table, (HIT_Q,))
+    pooled = calls[(calls["level"] == "guide") & calls["variant"].isin(["pca", "pca_ica"])]
+    assert len(pooled) == 4, calls
+    recall = pooled["true_positives"].sum() / pooled["n_true_effects"].sum()
+    fdr = pooled["false_positives"].sum() / max(int(pooled["n_called"].sum()), 1)
+    assert recall >= HIT_RECALL_FLOOR and fdr <= HIT_FDR_CEILING, pooled
 
     # The report carries the same numbers.
     recovery = pd.read_csv(res / "report" / "tables" / "truth_recovery.csv").set_index(["model", "variant"])
