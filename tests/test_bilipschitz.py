@@ -120,6 +120,102 @@ def test_convergence_rule_and_early_stop():
     assert early == full[:len(early)]  # the same run, stopped once converged
 
 
+def test_isometric_dgp_preserves_distances():
+    r, curv = 2.0, 0.5
+    data = bl.isometric_data(200, latent_dim=3, ambient_dim=9, curvature=curv, seed=4)
+    x, z, emb = data["x"].astype(np.float64), data["z"].astype(np.float64), data["embedding"]
+    np.testing.assert_allclose(emb.T @ emb, np.eye(6), atol=1e-12)
+    # chordal distances follow the arc formula exactly: each coordinate moves along a circle of radius r
+    i, j = np.triu_indices(200, 1)
+    dz = np.abs(z[i] - z[j])
+    chord = np.sqrt(np.sum((2 * r * np.sin(dz / (2 * r))) ** 2, axis=1))
+    np.testing.assert_allclose(np.linalg.norm(x[i] - x[j], axis=1), chord, rtol=1e-4, atol=1e-5)
+    # local isometry: the generator's Jacobian has orthonormal columns everywhere (B = 1, all s = 1)
+    e = torch.from_numpy(emb)
+    J = bl.jacobians(lambda v: bl.isometric_embed(v, curv, e), torch.from_numpy(z[:20]))
+    np.testing.assert_allclose(torch.linalg.svdvals(J).numpy(), 1.0, atol=1e-10)
+    # so the length of the image of a straight latent path (the geodesic) equals ||z - z'||
+    t = torch.linspace(0, 1, 2001, dtype=torch.float64)[:, None]
+    za, zb = torch.from_numpy(z[0]), torch.from_numpy(z[1])
+    path = bl.isometric_embed(za + t * (zb - za), curv, e)
+    length = torch.linalg.norm(path[1:] - path[:-1], dim=1).sum().item()
+    assert length == pytest.approx(float(np.linalg.norm(z[0] - z[1])), rel=1e-5)
+    # curvature 0 is a global linear isometry
+    flat = bl.isometric_data(50, 2, 5, 0.0, seed=1)
+    d_x = np.linalg.norm(flat["x"][:, None] - flat["x"][None], axis=-1)
+    d_z = np.linalg.norm(flat["z"][:, None] - flat["z"][None], axis=-1)
+    np.testing.assert_allclose(d_x, d_z, atol=1e-5)
+
+
+def test_isometric_dgp_rejects_bad_parameters():
+    with pytest.raises(ValueError, match="ambient_dim"):
+        bl.isometric_data(10, 3, 5, 0.5, seed=0)
+    with pytest.raises(ValueError, match="curvature"):
+        bl.isometric_data(10, 2, 4, 3.5, seed=0)
+
+
+def _idx_bytes(arr: np.ndarray) -> bytes:
+    head = bytes([0, 0, 8, arr.ndim]) + b"".join(int(s).to_bytes(4, "big") for s in arr.shape)
+    return head + arr.astype(np.uint8).tobytes()
+
+
+def test_load_mnist_npz_and_idx(tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, size=(5, 28, 28), dtype=np.uint8)
+    y = np.array([0, 1, 2, 3, 4], dtype=np.uint8)
+    np.savez(tmp_path / "mnist.npz", x_train=x, y_train=y)
+    xs, ys = bl.load_mnist(tmp_path / "mnist.npz")
+    assert xs.shape == (5, 784) and xs.max() <= 1.0
+    np.testing.assert_allclose(xs[2], x[2].reshape(-1) / 255.0, rtol=1e-6)
+    np.testing.assert_array_equal(ys, y)
+    idx = tmp_path / "idx"
+    idx.mkdir()
+    (idx / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(_idx_bytes(x)))
+    (idx / "train-labels-idx1-ubyte").write_bytes(_idx_bytes(y))
+    xi, yi = bl.load_mnist(idx)
+    np.testing.assert_array_equal(xi, xs)
+    np.testing.assert_array_equal(yi, ys)
+
+
+def test_load_mnist_malformed(tmp_path):
+    np.savez(tmp_path / "bad.npz", images=np.zeros((2, 28, 28)))
+    with pytest.raises(ValueError, match="x_train"):
+        bl.load_mnist(tmp_path / "bad.npz")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte"):
+        bl.load_mnist(tmp_path / "empty")
+    folder = tmp_path / "corrupt"
+    folder.mkdir()
+    (folder / "train-images-idx3-ubyte").write_bytes(b"\x00\x00\x09\x03" + bytes(12))
+    (folder / "train-labels-idx1-ubyte").write_bytes(_idx_bytes(np.zeros(2)))
+    with pytest.raises(ValueError, match="train-images-idx3-ubyte.*IDX"):
+        bl.load_mnist(folder)
+    with pytest.raises(FileNotFoundError, match="nothing is downloaded"):
+        bl.load_mnist(tmp_path / "missing.npz")
+
+
+def test_groups_and_labels():
+    assert bl.dataset_groups("isometric", [3]) == ["all"]
+    assert bl.dataset_groups("digits", [3, 8]) == ["all", "digit3", "digit8"]
+    assert bl.parse_group("digit7") == 7 and bl.parse_group("all") is None
+    with pytest.raises(ValueError, match="group"):
+        bl.parse_group("seven")
+    for a in (0.0, 0.3, 0.6, 0.9, 1.0, 0.125):
+        assert float(bl.alpha_label(a)) == a
+
+
+def _runs(latents: dict[int, np.ndarray]) -> pd.DataFrame:
+    tables = []
+    for seed, lat in latents.items():
+        t = pd.DataFrame({"dataset": "isometric", "group": "all", "alpha": 0.5, "slope": 0.5, "seed": seed,
+                          "final_loss": 0.1, "sample": np.arange(len(lat)), "recon_error": 0.1,
+                          "bilipschitz": np.linspace(1, 2, len(lat))})
+        for j in range(lat.shape[1]):
+            t[f"z_{j}"] = lat[:, j]
+        tables.append(t)
+    return pd.concat(tables, ignore_index=True)
+
+
 def test_pair_alignment_known_answers():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((200, 3))

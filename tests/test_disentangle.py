@@ -301,7 +301,21 @@ def test_summary_table_known_answer():
     assert np.allclose(t["infom_mean"], [0.2, 0.4, 0.3]) and np.allclose(t["infom_sd"], 0.1)
     assert (t["n_seeds"] == 3).all()
     half = 4.302652729911275 * 0.1 / np.sqrt(3)  # t(0.975, 2 df) x SD / sqrt(n)
-    assert np.allclose(t["infom_hi"] - t["infom_mean"], half) and np.allclose(t["infom_mean"] - t["infom_lo"], half)
+    assert np.allclose(t["infom_hi"] - t["infom_mean"], half)
+    assert np.allclose((t["infom_mean"] - t["infom_lo"])[1:], half) and t["infom_lo"][0] == 0.0  # 0.2 - 0.248 truncated at 0
+
+
+def test_summary_interval_stays_inside_the_scores_range():
+    rows = [{"dataset": "a", "model": "beta_tcvae", "seed": seed, **{c: v for c in dis.SCORE_COLUMNS}}
+            for seed, v in enumerate((0.48, 0.86, 0.50))]  # measured InfoC of beta-TCVAE: the t interval reaches 1.14
+    t = dis.summary_table(pd.DataFrame(rows)).iloc[0]
+    mean, lo, hi = dis.mean_interval([0.48, 0.86, 0.50])
+    assert hi > 1.0 and t["infoc_hi"] == 1.0 and t["infoc_lo"] == pytest.approx(lo) and t["infoc_mean"] == pytest.approx(mean)
+    rows = [{"dataset": "a", "model": "ae", "seed": seed, **{c: v for c in dis.SCORE_COLUMNS}}
+            for seed, v in enumerate((0.02, 0.30, 0.03))]
+    assert dis.summary_table(pd.DataFrame(rows))["mcc_lo"].iloc[0] == 0.0
+    one = dis.summary_table(pd.DataFrame(rows[:1])).iloc[0]
+    assert np.isnan(one["mcc_lo"]) and np.isnan(one["mcc_hi"])  # one seed: no interval, not a clipped one
 
 
 def test_mean_interval_and_paired_differences_known_answers():
@@ -316,13 +330,13 @@ def test_mean_interval_and_paired_differences_known_answers():
     assert d.loc["InfoM", "ci_low"] < 0.2333333 < d.loc["InfoM", "ci_high"]
 
 
-def _scores_for_verdict(ica_gain: float, infoe: float) -> pd.DataFrame:
+def _scores_for_verdict(ica_gain: float, infoe: float, ica_mcc: float = 0.5, oracle_mcc: float = 0.45) -> pd.DataFrame:
     rng = np.random.default_rng(0)
     rows = []
     for seed in range(3):
         base = 0.3 + 0.01 * seed
-        for model, infom_value, mcc_value in (("ae", base, 0.4), ("ae_ica", base + ica_gain + rng.normal(0, 0.01), 0.5),
-                                              ("ae_rand", base - 0.1, 0.3), ("ae_oracle", base, 0.45)):
+        for model, infom_value, mcc_value in (("ae", base, 0.4), ("ae_ica", base + ica_gain + rng.normal(0, 0.01), ica_mcc),
+                                              ("ae_rand", base - 0.1, 0.3), ("ae_oracle", base, oracle_mcc)):
             rows.append({"dataset": "procedural", "model": model, "seed": seed, "infom": infom_value, "infoe": infoe,
                          "infoc": 0.2, "mcc": mcc_value, "r2": 0.5, "dci_d": 0.1, "dci_c": 0.1, "dci_i": 0.5,
                          "factor_names": json.dumps(["shape", "hue"]),
@@ -338,7 +352,20 @@ def test_verdict_is_computed_from_the_scores():
     assert "below the AE on InfoM, the opposite of the paper's result" in loss
     assert "do not measure disentanglement" in loss  # InfoE 0.3 < 0.5: InfoM is not readable
     assert "already partly axis-aligned" in loss  # AE beats the random-rotation control by 0.1 in every seed
-    assert "MCC 0.45 against 0.50 for ICA and 0.40 for the AE" in loss
+    assert "MCC 0.45 and InfoM 0.31, against 0.50 and 0.11 for ICA and 0.40 and 0.31 for the AE" in loss
+    assert "so ICA has little to find" in loss  # the labelled rotation gains 0.05 MCC over the AE's axes
+    assert "Per seed, the AE's InfoM spans 0.30-0.32" in loss
+    assert "AE + ICA against a random rotation of the same whitened latents: InfoM -0.10" in loss
+
+
+def test_verdict_why_compares_ica_with_the_factor_fitted_rotation():
+    # ICA's InfoM gain unresolved; labelled rotation far above the AE on MCC. Whether ICA found
+    # such a rotation is read from ICA's own MCC, not from the AE's.
+    near = dis.verdict(_scores_for_verdict(0.0, 0.7, ica_mcc=0.65, oracle_mcc=0.72))
+    assert "not distinguishable from the AE on InfoM" in near
+    assert "ICA gets within 0.1 MCC of the rotation fitted with the labels" in near and "that ICA does not find" not in near
+    far = dis.verdict(_scores_for_verdict(0.0, 0.7, ica_mcc=0.45, oracle_mcc=0.72))
+    assert "a better rotation exists that ICA does not find" in far and "ICA gets within" not in far
 
 
 def test_tiny_end_to_end(tiny, tmp_path):

@@ -33,6 +33,19 @@ TINY_STUDIES = {
 }
 
 
+def test_bilipschitz_job_params_carry_what_a_training_job_reads(tmp_path):
+    # the rule's params are all the script hands run_alpha: one job trains every configured seed
+    from phenoica import workflow as wf
+    from phenoica.config import load_config
+    from phenoica.studies.bilipschitz import run_alpha
+
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    cfg = load_config(tmp_path / "config.yaml", {"bilipschitz": TINY_STUDIES["bilipschitz"]})
+    params = wf.job_params(cfg, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS)
+    table = run_alpha("isometric", "all", 0.0, params, data_seed=cfg["seed"])
+    assert sorted(table["seed"].unique()) == [0, 1] and (table["alpha"] == 0.0).all()
+
+
 def test_default_study_plan(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     jobs = planned_jobs(tmp_path, "disentangle", "bilipschitz")
