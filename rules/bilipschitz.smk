@@ -75,6 +75,7 @@ rule bilipschitz_report:
     output:
         markdown=f"{BL_DIR}/report.md",
         html=f"{BL_DIR}/index.html",
+        verdict=f"{BL_DIR}/verdict.json",
     params:
         n_bootstrap=BL["n_bootstrap"],
         seed=config["seed"],

@@ -66,6 +66,7 @@ rule disentangle_report:
         table=f"{DIS}/table2.csv",
         differences=f"{DIS}/differences.csv",
         scores=f"{DIS}/scores.csv",
+        verdict=f"{DIS}/verdict.json",
     params:
         settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_REPORT_KEYS),
     threads: rule_threads("disentangle_report", 1)

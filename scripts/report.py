@@ -5,7 +5,7 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.io import get_logger
-from phenoica.report import write_report
+from phenoica.report import StudyLink, write_report
 
 log = get_logger("phenoica.report", snakemake.log[0])
 inp = snakemake.input
@@ -26,5 +26,6 @@ paths = write_report(
     lightgbm=snakemake.params.lightgbm,
     q_threshold=snakemake.params.q_threshold,
     seed=snakemake.params.seed,
+    studies=[StudyLink(**page) for page in snakemake.params.studies],
 )
 log.info("report written: %s", sorted(paths))

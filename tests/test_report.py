@@ -364,3 +364,32 @@ def test_write_report_when_everything_was_skipped(tmp_path):
     assert "No scores." in written["report_md"].read_text()
     assert report.skip_counts(rows).loc[0, "n_rows"] == len(rows)
     assert report.table4(rows).loc[0, "n"] == 0
+
+
+def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
+    """The main page links each study page that exists (path relative to the report) with its
+    one-line verdict; the tables do not change."""
+    from phenoica import render, workflow
+
+    rows = make_rows(ica_gain, variants=("pca", "pca_ica"), n_genes=3)
+    guides, genes = aggregate(rows)
+    results = tmp_path / "results"
+    assert workflow.study_pages(str(results)) == []
+    study = results / "studies" / "bilipschitz"
+    study.mkdir(parents=True)
+    (study / "index.html").write_text("<html></html>")
+    render.write_verdict(study, "Bi-Lipschitz <study>", "digits: rho +0.40 [+0.10, +0.70].")
+    pages = workflow.study_pages(str(results))
+    assert pages == [{"title": "Bi-Lipschitz <study>", "verdict": "digits: rho +0.40 [+0.10, +0.70].",
+                      "page": str(study / "index.html")}]
+    plain = report.write_report(tmp_path / "plain", rows, guides, genes)
+    linked = report.write_report(results / "report", rows, guides, genes,
+                                 studies=[report.StudyLink(**p) for p in pages])
+    md = linked["report_md"].read_text()
+    assert "## Studies" in md and "[Bi-Lipschitz <study>](../studies/bilipschitz/index.html): digits: rho" in md
+    assert "## Studies" not in plain["report_md"].read_text()
+    page = linked["index_html"].read_text()
+    assert '<a href="../studies/bilipschitz/index.html">Bi-Lipschitz &lt;study&gt;</a>: digits: rho +0.40' in page
+    for name, path in plain.items():
+        if path.suffix == ".csv":
+            assert path.read_bytes() == linked[name].read_bytes(), name

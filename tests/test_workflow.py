@@ -127,6 +127,27 @@ def test_tiny_workflow_end_to_end_and_incremental(finished_tiny):
     assert jobs.get("classify") == 2 * 4 * 2 and jobs.get("report") == 1 and "align" not in jobs
 
 
+@pytest.mark.slow
+def test_report_links_a_finished_study_page(finished_tiny, tmp_path):
+    """A study page that appears after the report reruns the report alone, which then links it
+    with its verdict; the report's tables do not change."""
+    from phenoica import render
+
+    work = tmp_path / "work"
+    shutil.copytree(finished_tiny, work, symlinks=True)
+    study = work / "results" / "studies" / "disentangle"
+    study.mkdir(parents=True)
+    (study / "index.html").write_text("<html></html>")
+    render.write_verdict(study, "Disentanglement benchmark", "scenes: AE + ICA - AE InfoM +0.10 [+0.02, +0.18].")
+    assert planned_jobs(work) == {"report": 1, "all": 1}
+    snakemake(work)
+    page = (work / "results" / "report" / "index.html").read_text()
+    assert '<a href="../studies/disentangle/index.html">Disentanglement benchmark</a>: scenes: AE + ICA' in page
+    tables = sorted((finished_tiny / "results" / "report" / "tables").glob("*.csv"))
+    assert tables and all((work / "results" / "report" / "tables" / t.name).read_bytes() == t.read_bytes()
+                          for t in tables)
+
+
 #: A different valid value for every key that changes only speed, memory, layout or logs.
 SPEED_ONLY_CHANGES: dict[str, Any] = {
     "demo.chunk_images": 8,

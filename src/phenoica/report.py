@@ -17,9 +17,10 @@ writes them all, the figures, ``report.md`` and a self-contained ``index.html`` 
 
 from __future__ import annotations
 
-import html
 import json
 import math
+import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -31,9 +32,9 @@ from matplotlib.lines import Line2D
 from scipy import stats
 
 from phenoica import hits as H
+from phenoica import render
 from phenoica import truth as demo_truth
 from phenoica.contract import OK, SKIPPED
-from phenoica.io import atomic_path
 from phenoica.screen import GENE, GUIDE, ScreenError
 from phenoica.stats import bootstrap_mean
 
@@ -655,12 +656,6 @@ def _no_data(ax: Axes, message: str) -> None:
     ax.set_yticks([])
 
 
-def _save(fig: Figure, path: Path, dpi: int) -> Path:
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
-    return path
-
-
 def _models(df: pd.DataFrame) -> list[str]:
     models = sorted(df["model"].unique()) if len(df) else []
     return models or [""]
@@ -685,7 +680,7 @@ def _per_variant_figure(
         else:
             _variant_panel(ax, real, null if show_null else None, ylabel, chance)
         ax.set_title(f"{title}\nmodel: {model}" if model else title, fontsize=10)
-    return _save(fig, path, dpi)
+    return render.save_figure(fig, path, dpi)
 
 
 def _paired_figure(
@@ -726,7 +721,7 @@ def _paired_figure(
         ax.set_ylabel(f"{variant_label(variant)}: mean held-out AUROC (unitless)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=8, loc="upper left")
-    return _save(fig, path, dpi)
+    return render.save_figure(fig, path, dpi)
 
 
 def table1_summary(table1: pd.DataFrame) -> pd.DataFrame:
@@ -777,7 +772,7 @@ def identifiability_figure(
     else:
         right.text(0.5, 0.5, "no ground-truth factors", ha="center", va="center", transform=right.transAxes)
         right.set_axis_off()
-    return _save(fig, path, dpi)
+    return render.save_figure(fig, path, dpi)
 
 
 VARIANT_COLORS: dict[str, str] = {"base": "tab:gray", "pca": "tab:blue", "pca_ica": "tab:red", "pca_rand": "tab:green"}
@@ -830,7 +825,7 @@ def _volcano_figure(
             ax.grid(alpha=0.3)
             if r == 0 and c == 0:
                 ax.legend(fontsize=6, loc="upper left")
-    return _save(fig, path, dpi)
+    return render.save_figure(fig, path, dpi)
 
 
 def _null_qq_figure(guides: pd.DataFrame, path: Path, dpi: int) -> Path:
@@ -870,7 +865,7 @@ def _null_qq_figure(guides: pd.DataFrame, path: Path, dpi: int) -> Path:
         ax.set_ylabel("observed -log10 p (leave-one-out)")
         ax.grid(alpha=0.3)
         ax.legend(fontsize=7, loc="upper left")
-    return _save(fig, path, dpi)
+    return render.save_figure(fig, path, dpi)
 
 
 def make_figures(
@@ -913,73 +908,59 @@ def make_figures(
 # --------------------------------------------------------------------------- report files
 
 
-def _display(df: pd.DataFrame) -> pd.DataFrame:
-    """A copy for humans: p-values to 2 significant digits, other floats to 3 decimals, NaN blank."""
-    out = df.copy()
-    for col in out.columns:
-        series = out[col]
-        if pd.api.types.is_float_dtype(series):
-            is_p = col.endswith("_p") or col.endswith("p_value")
-            fmt = "{:.2g}" if is_p else "{:.3f}"
-            out[col] = [("" if pd.isna(x) else fmt.format(x)) for x in series]
-        else:
-            out[col] = ["" if (x is pd.NA or (isinstance(x, float) and math.isnan(x))) else str(x) for x in series]
-    return out
-
-
-def _markdown(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "_(no rows)_"
-    return _display(df).to_markdown(index=False)
-
-
-def _html_table(df: pd.DataFrame) -> str:
-    if df.empty:
-        return "<p><em>(no rows)</em></p>"
-    return _display(df).to_html(index=False, escape=True, border=0, classes="tbl")
-
-
-def _write_text(text: str, path: Path) -> Path:
-    with atomic_path(path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
-    return path
-
-
-def _write_csv(df: pd.DataFrame, path: Path) -> Path:
-    with atomic_path(path) as tmp:
-        df.to_csv(tmp, index=False)
-    return path
-
-
-def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.05) -> list[str]:
-    """Short sentences with the numbers a reader wants first, per model."""
-    lines: list[str] = []
+def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.05) -> list[str | render.Bullets]:
+    """Short sentences with the numbers a reader wants first: one bullet per model, its variants
+    and comparisons nested under it (a list for :class:`phenoica.render.Bullets`)."""
+    items: list[str | render.Bullets] = []
     hit_col = f"hits_q<{q_threshold:g}"
     for model in sorted(summary["model"].unique()):
         sub = summary[summary["model"] == model]
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
         if scored.empty:
-            lines.append(f"- Model `{model}`: no guide was scored.")
+            items.append(f"Model `{model}`: no guide was scored.")
             continue
         best = scored.loc[scored["auroc_mean"].idxmax()]
-        lines.append(f"- Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
+        items.append(f"Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
                      f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides).")
+        nested: list[str | render.Bullets] = []
         for _, r in sub.iterrows():
             n_hits = r[hit_col] if hit_col in r.index else pd.NA
             hits = ("no null pseudo-guides, no hit calls" if pd.isna(n_hits) else
                     f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
                     f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})")
-            lines.append(f"  - `{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
-                         f"{r['n_guides_skipped']} skipped; {hits}.")
+            nested.append(f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
+                          f"{r['n_guides_skipped']} skipped; {hits}.")
         t = tests[(tests["model"] == model) & (tests["metric"] == "auroc")]
         for _, r in t.iterrows():
             if r["n"] == 0:
                 continue
             p = "no test" if pd.isna(r["p_value"]) else f"Wilcoxon p = {r['p_value']:.2g}"
             ci = ("" if pd.isna(r["ci_low"]) else f", 95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]")
-            lines.append(f"  - gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
-                         f"mean {r['mean_diff']:+.3f}{ci} ({p}).")
-    return lines
+            nested.append(f"gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
+                          f"mean {r['mean_diff']:+.3f}{ci} ({p}).")
+        items.append(render.Bullets(nested))
+    return items
+
+
+def p_value_formats(df: pd.DataFrame) -> dict[str, str]:
+    """Display formats of a report table: p-values (columns ending ``_p`` or ``p_value``) to 2
+    significant digits (the other floats are shown to 3 decimals)."""
+    return {str(c): "{:.2g}" for c in df.columns if str(c).endswith("_p") or str(c).endswith("p_value")}
+
+
+@dataclass(frozen=True)
+class StudyLink:
+    """A study page the report links to: its title, its one-line verdict and where it is."""
+
+    title: str
+    verdict: str
+    page: str
+
+
+def study_blocks(studies: Sequence[StudyLink], out_dir: Path) -> list[render.Block]:
+    """One line per study: a link to its page (relative to the report's folder) and its verdict."""
+    return [f"[{s.title}]({Path(os.path.relpath(Path(s.page).absolute(), out_dir.absolute())).as_posix()}): "
+            f"{s.verdict}" for s in studies]
 
 
 def lightgbm_table(params: Mapping[str, Any]) -> pd.DataFrame:
@@ -1010,6 +991,7 @@ def write_report(
     title: str = "phenoica report",
     tables_dir: str = "tables",
     figures_dir: str = "figures",
+    studies: Sequence[StudyLink] = (),
 ) -> dict[str, Path]:
     """Write every report file (atomically) and return them by name.
 
@@ -1022,7 +1004,8 @@ def write_report(
     truth_checks and (with calls) recall_fdr; with ``map_df``: map_summary; with
     ``lightgbm``: the parameters used; with ``fit_report``: transform_fit; with ``table1``
     (model-to-model alignment) and/or ``structural`` (factor recovery): those tables and the
-    ``identifiability`` figure.
+    ``identifiability`` figure. ``studies`` (pages of the studies that exist) are linked near the
+    top, each with its one-line verdict. The page goes through :mod:`phenoica.render`.
     """
     out_dir = Path(out_dir)
     rows, guides, genes = check_rows(rows), check_guides(guides), check_genes(genes)
@@ -1064,7 +1047,7 @@ def write_report(
         tables["structural"] = structural.copy()
 
     written: dict[str, Path] = {
-        name: _write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()}
+        name: render.write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()}
     figures = make_figures(out_dir / figures_dir, guides, genes, truth=truth, q_threshold=q_threshold)
     if "table1_alignment" in tables or "structural" in tables:
         figures["identifiability"] = identifiability_figure(
@@ -1177,37 +1160,18 @@ def write_report(
         "concentration_by_variant": "Concentration per variant",
         "identifiability": "Identifiability: model-to-model alignment error and factor recovery per variant",
     }
-    lines = headline(tables["variant_summary"], tables["paired_tests"], q_threshold)
-
-    md = [f"# {title}", "", intro, "", "## Headline", ""]
-    md += lines or ["No scores."]
+    items = headline(tables["variant_summary"], tables["paired_tests"], q_threshold)
+    page = render.Page(title, lead=[intro], sections=[
+        render.Section("Headline", [render.Bullets(items) if items else "No scores."])])
+    if studies:
+        page.sections.append(render.Section("Studies", study_blocks(studies, out_dir)))
     for heading, note, df in sections:
-        md += ["", f"## {heading}", ""] + ([note, ""] if note else []) + [_markdown(df)]
-    md += ["", "## Figures", ""]
-    for name, path in figures.items():
-        md += [f"![{captions[name]}]({rel(path)})", ""]
-    md += ["## Files", ""] + [f"- [{p.name}]({rel(p)})" for p in written.values() if p.suffix == ".csv"]
-    written["report_md"] = _write_text("\n".join(md) + "\n", out_dir / "report.md")
-
-    esc = html.escape
-    body = [f"<h1>{esc(title)}</h1>", f"<p>{esc(intro).replace('`', '')}</p>", "<h2>Headline</h2>", "<ul>"]
-    body += [f"<li>{esc(line.strip().lstrip('- ')).replace('`', '').replace('**', '')}</li>" for line in lines]
-    body.append("</ul>")
-    for heading, note, df in sections:
-        body += [f"<h2>{esc(heading)}</h2>"] + ([f"<p>{esc(note).replace('`', '')}</p>"] if note else []) + [_html_table(df)]
-    body.append("<h2>Figures</h2>")
-    for name, path in figures.items():
-        body.append(f'<figure><img src="{esc(rel(path))}" alt="{esc(captions[name])}">'
-                    f"<figcaption>{esc(captions[name])}</figcaption></figure>")
-    body.append("<h2>Files</h2><ul>")
-    body += [f'<li><a href="{esc(rel(p))}">{esc(p.name)}</a></li>' for p in written.values() if p.suffix == ".csv"]
-    body.append("</ul>")
-    style = ("body{font-family:sans-serif;max-width:1100px;margin:2em auto;padding:0 1em}"
-             "table.tbl{border-collapse:collapse;font-size:0.85em;margin-bottom:1em}"
-             "table.tbl td,table.tbl th{border:1px solid #ccc;padding:2px 6px;text-align:right}"
-             "img{max-width:100%}figure{margin:1em 0}")
-    page = ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
-            f"<title>{esc(title)}</title><style>{style}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
-    written["index_html"] = _write_text(page, out_dir / "index.html")
+        page.sections.append(render.Section(heading, ([note] if note else []) + [
+            render.Table(df, float_format="{:.3f}", formats=p_value_formats(df))]))
+    page.sections.append(render.Section("Figures", [
+        render.Figure(rel(path), captions[name]) for name, path in figures.items()]))
+    page.sections.append(render.Section("Files", [
+        render.Links([(p.name, rel(p)) for p in written.values() if p.suffix == ".csv"], label="Tables:")]))
+    pages = render.write_page(page, out_dir)
+    written["report_md"], written["index_html"] = pages["report.md"], pages["index.html"]
     return written

@@ -21,7 +21,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica import screen
+from phenoica import render, screen
 from phenoica.config import deep_merge, demo_plates
 from phenoica.io import atomic_path, read_table
 from phenoica.profiles import expand_glob
@@ -126,6 +126,19 @@ def training_plates(config: Mapping[str, Any], plates: Mapping[str, str], model:
         where = "config key train.plates" if given else str(record)
         raise screen.ScreenError(f"{where}: plate(s) {unknown} are not in the screen")
     return chosen
+
+
+#: The studies with pages of their own (``{results}/studies/{name}/``), in the report's order.
+STUDIES: tuple[str, ...] = ("disentangle", "bilipschitz")
+
+
+def study_pages(results: str) -> list[dict[str, str]]:
+    """The study pages that exist under ``results`` (each with a verdict file beside it, as
+    :func:`phenoica.render.write_verdict` writes it): ``{"title", "verdict", "page"}`` each, for
+    the main report to link. Read when the DAG is built, so the report reruns when a study's
+    verdict appears or changes, and never makes the default target run a study."""
+    pages = (render.read_verdict(Path(results) / "studies" / name) for name in STUDIES)
+    return [page for page in pages if page is not None]
 
 
 def embedding_inputs(config: Mapping[str, Any]) -> list[str]:

@@ -59,6 +59,7 @@ from phenoica.mae import resolve_device
 
 LOG = logging.getLogger(__name__)
 
+TITLE = "Bi-Lipschitz control and identifiability (PAPER.md Figure 2)"
 DATASETS: tuple[str, ...] = ("isometric", "digits", "mnist")
 PARAMETRIZATIONS: tuple[str, ...] = ("orthogonal", "none")
 ALIGN_MAPS: tuple[str, ...] = ("rigid", "linear")
@@ -729,6 +730,17 @@ def verdict(models: pd.DataFrame, pairs: pd.DataFrame, rho: pd.DataFrame) -> str
     return head + " ".join(parts)
 
 
+def verdict_line(rho: pd.DataFrame) -> str:
+    """The verdict in one line (for pages that link to the study): per dataset, the Spearman
+    correlation of the rigid error with the pair's mean B (models of all samples), its interval
+    and what it means."""
+    r = rho[(rho["models"] == "all") & (rho["map"] == "rigid") & (rho["statistic"] == "b_mean")]
+    parts = [f"{row['dataset']}: Spearman rho(mean B, rigid error) {row['spearman_rho']:+.2f} "
+             f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] over {int(row['n_pairs'])} seed pairs, "
+             f"{_direction(row['ci_low'], row['ci_high'])}" for _, row in r.iterrows()]
+    return "; ".join(parts) + "." if parts else "No models were trained."
+
+
 def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame, samples: pd.DataFrame,
                  n_boot: int = 1000, seed: int = 0) -> dict[str, Path]:
     """Figures, CSV tables, ``report.md`` and ``index.html`` of the study under ``out_dir``
@@ -763,7 +775,7 @@ def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame,
         ("per_digit", "The same for digit-specific models."),
         ("reconstruction", "Reconstruction error against alpha and against mean B.")) if k in files]
     page = render.Page(
-        "Bi-Lipschitz control and identifiability (PAPER.md Figure 2)",
+        TITLE,
         lead=[intro],
         sections=[
             render.Section("Verdict (measured)", [verdict(models, pairs, rho)]),
@@ -776,6 +788,7 @@ def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame,
         ])
     written = render.write_page(page, out)
     files["report.md"], files["index.html"] = written["report.md"], written["index.html"]
+    files["verdict"] = render.write_verdict(out, page.title, verdict_line(rho))
     return files
 
 
