@@ -2,8 +2,8 @@
 import torch
 
 from phenoica.io import get_logger
-from phenoica.workflow import record_training, with_speed_settings
-from phenoica.mae import train_mae
+from phenoica.mae import record_training, train_mae
+from phenoica.workflow import with_speed_settings
 
 log = get_logger("phenoica.train_mae", snakemake.log[0])
 torch.set_num_threads(snakemake.threads)

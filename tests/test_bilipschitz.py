@@ -120,6 +120,18 @@ def test_convergence_rule_and_early_stop():
     assert early == full[:len(early)]  # the same run, stopped once converged
 
 
+def _runs(latents: dict[int, np.ndarray]) -> pd.DataFrame:
+    tables = []
+    for seed, lat in latents.items():
+        t = pd.DataFrame({"dataset": "isometric", "group": "all", "alpha": 0.5, "slope": 0.5, "seed": seed,
+                          "final_loss": 0.1, "sample": np.arange(len(lat)), "recon_error": 0.1,
+                          "bilipschitz": np.linspace(1, 2, len(lat))})
+        for j in range(lat.shape[1]):
+            t[f"z_{j}"] = lat[:, j]
+        tables.append(t)
+    return pd.concat(tables, ignore_index=True)
+
+
 def test_pair_alignment_known_answers():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((200, 3))
@@ -224,4 +236,4 @@ def test_run_model_requires_mnist_path():
     with pytest.raises(ValueError, match="mnist_path"):
         bl.run_model("mnist", "all", 0.5, 0, TINY)
     with pytest.raises(ValueError, match="isometric"):
-        bl.load_dataset("isometric", "digit3", TINY, 0)
+        bl.load_group_data("isometric", "digit3", TINY, 0)

@@ -7,13 +7,14 @@ never leaves a half-written file that looks finished.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
 import sys
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pandas as pd
 
@@ -44,6 +45,13 @@ def write_parquet(df: pd.DataFrame, path: Path | str) -> Path:
     """Write ``df`` to ``path`` atomically (no index)."""
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
+    return Path(path)
+
+
+def write_json(value: Any, path: Path | str, indent: int = 2) -> Path:
+    """Write ``value`` as JSON (non-JSON values as their ``str``) to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(value, indent=indent, default=str) + "\n", encoding="utf-8")
     return Path(path)
 
 

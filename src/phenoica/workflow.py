@@ -1,5 +1,6 @@
-"""What the Snakemake DAG needs to know before any job runs: plates, digests, input lists, and
-the params of every rule.
+"""What the Snakemake DAG needs to know before any job runs: plates, digests, input lists, the
+study pages to link, and the params of every rule. Nothing here writes a job's output: jobs
+write through the library (e.g. :func:`phenoica.mae.record_training`).
 
 Rule params are what Snakemake reruns a job for, so a rule passes exactly the values its
 output depends on (:func:`job_params`), never a whole config section: a key that changes only
@@ -23,7 +24,7 @@ import pandas as pd
 
 from phenoica import render, screen
 from phenoica.config import deep_merge, demo_plates
-from phenoica.io import atomic_path, read_table
+from phenoica.io import read_table
 from phenoica.profiles import expand_glob
 
 
@@ -102,7 +103,8 @@ def plate_digest(config: Mapping[str, Any], plate: str) -> str:
 
 
 def training_record(results: str, model: str) -> Path:
-    """Where train_mae records the plates a model was trained on."""
+    """Where train_mae records the plates a model was trained on (written by
+    :func:`phenoica.mae.record_training`)."""
     return Path(results) / "models" / model / "training.json"
 
 
@@ -144,13 +146,6 @@ def study_pages(results: str) -> list[dict[str, str]]:
 def embedding_inputs(config: Mapping[str, Any]) -> list[str]:
     """The user's embedding parquets (source embeddings): the files the glob matches."""
     return expand_glob(str(config["screen"]["embeddings"]))
-
-
-def record_training(path: Path | str, stores: list[str], summary: Mapping[str, Any]) -> None:
-    """Write the training record (plates trained on + summary) atomically."""
-    plates = [Path(s).name.removesuffix(".zarr") for s in stores]
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps({"plates": plates, "summary": dict(summary)}, indent=2, default=str))
 
 
 # --------------------------------------------------------------------------- rule params

@@ -55,7 +55,7 @@ from torch.nn.utils.parametrizations import orthogonal
 
 from phenoica import render
 from phenoica.align import align_errors
-from phenoica.mae import resolve_device
+from phenoica.models.device import resolve_device
 
 LOG = logging.getLogger(__name__)
 
@@ -258,7 +258,7 @@ def alpha_label(alpha: float) -> str:
     return f"{float(alpha):g}"
 
 
-def load_dataset(dataset: str, group: str, settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
+def load_group_data(dataset: str, group: str, settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """The samples one model of (dataset, group) is trained and measured on.
 
     Returns ``x`` (float32 n x D), ``labels`` (or None), and for the isometric dataset
@@ -442,10 +442,10 @@ def run_model(dataset: str, group: str, alpha: float, seed: int, settings: Mappi
     Returns :func:`measure_model`'s table with ``dataset``, ``group``, ``alpha``, ``slope``,
     ``seed``, ``parametrization``, ``final_loss`` and ``late_improvement`` (relative loss fall
     over the last 10% of epochs, :func:`late_improvement`) in front. ``data`` (as
-    :func:`load_dataset` returns it) saves reloading when several models share it.
+    :func:`load_group_data` returns it) saves reloading when several models share it.
     """
     log = log or LOG
-    data = data if data is not None else load_dataset(dataset, group, settings, data_seed)
+    data = data if data is not None else load_group_data(dataset, group, settings, data_seed)
     latent = int(settings["isometric"]["latent_dim"]) if dataset == "isometric" else int(settings["latent_dim"])
     param = str(settings.get("parametrization", "orthogonal"))
     start = time.perf_counter()
@@ -468,7 +468,7 @@ def run_model(dataset: str, group: str, alpha: float, seed: int, settings: Mappi
 def run_alpha(dataset: str, group: str, alpha: float, settings: Mapping[str, Any], data_seed: int = 0,
               log: logging.Logger | None = None) -> pd.DataFrame:
     """Every seed of (dataset, group, alpha): :func:`run_model` per ``settings["seeds"]``, one table (a job of the DAG)."""
-    data = load_dataset(dataset, group, settings, data_seed)
+    data = load_group_data(dataset, group, settings, data_seed)
     return pd.concat([run_model(dataset, group, alpha, int(s), settings, data_seed, log, data=data)
                       for s in settings["seeds"]], ignore_index=True)
 

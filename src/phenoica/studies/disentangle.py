@@ -47,7 +47,7 @@ from torch.nn import functional as F
 
 from phenoica import metrics, render
 from phenoica.io import atomic_path, write_parquet
-from phenoica.mae import resolve_device
+from phenoica.models.device import resolve_device
 from phenoica.studies.factor_data import FactorDataset, eval_index
 from phenoica.variants import ICARotation, PCAWhitener, RandomRotation
 

@@ -309,19 +309,6 @@ def fit_variants(
     return fit_variants_streaming(variants, blocks, cfg, seed, names, source="fit X")
 
 
-def fit_variant(
-    variant: str,
-    X: Any,
-    batches: Any,
-    is_control: Any,
-    cfg: Mapping[str, Any] | None,
-    seed: int,
-    feature_names: Sequence[str] | None = None,
-) -> VariantTransform:
-    """Fit one variant (see :func:`fit_variants`)."""
-    return fit_variants([variant], X, batches, is_control, cfg, seed, feature_names)[variant]
-
-
 def fit_transforms(
     profiles: Profiles,
     cfg: Mapping[str, Any] | None,
