@@ -89,3 +89,31 @@ def test_resolve_section_fills_defaults_validates_once_and_names_the_key(monkeyp
         C.resolve_section("classify", dict(resolved))
     with pytest.raises(C.ConfigError, match=r"models.m.embed_dim \(30\) is not divisible by num_heads \(4\)"):
         C.check_model_geometry({"img_size": 16, "patch_size": 4, "embed_dim": 30, "num_heads": 4}, "models.m")
+
+
+def test_run_models_replaces_the_models_the_user_names():
+    from phenoica.config import EMBEDDINGS_MODEL, run_models
+
+    repo = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert set(repo["models"]) == {"mae", "mae_seed1"}
+    user = {"models": {"ext": {"checkpoint": "/w.safetensors"}}}
+    merged = deep_merge(repo, user)  # what Snakemake hands the workflow: dictionaries merged
+    assert set(merged["models"]) == {"ext", "mae", "mae_seed1"}
+    assert run_models(merged, user)["models"] == {"ext": {"checkpoint": "/w.safetensors"}}
+    assert run_models(repo, {})["models"] == repo["models"]  # no command-line config: config.yaml is the user's
+    assert run_models(merged, {"classify": {"n_shards": 4}})["models"] == merged["models"]  # names no models
+
+    emb = {"screen": {"source": "embeddings", "embeddings": "/e/*.parquet"}}
+    assert run_models(deep_merge(repo, emb), emb)["models"] == {EMBEDDINGS_MODEL: {}}
+    assert list(run_models(deep_merge(repo, {**emb, **user}), {**emb, **user})["models"]) == ["ext"]
+    with pytest.raises(ConfigError, match=r"reads one embedding set .* names \['a', 'b'\]"):
+        run_models(repo | emb | {"models": {"a": {}, "b": {}}}, {})
+    sets = {"screen": {"source": "embeddings", "embeddings": {"a": "/a/*.parquet", "b": "/b/*.parquet"}}}
+    got = run_models(deep_merge(repo, sets), sets)
+    assert got["models"] == {"a": {}, "b": {}}
+    cfg = validate_config(got)
+    from phenoica.config import embedding_globs
+
+    assert embedding_globs(cfg) == {"a": "/a/*.parquet", "b": "/b/*.parquet"}
+    with pytest.raises(ConfigError, match=r"models \['c'\] have no embedding set"):
+        run_models(deep_merge(repo, sets), {**sets, "models": {"c": {}}})

@@ -520,3 +520,72 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
         assert log.read_bytes() == logs_before[shard]
     rest = set(res.glob("scores/*/*/shard_*.parquet")) - set(done_before)
     assert classified == {str(p.relative_to(work)) for p in rest} and len(classified) == 16 - len(done_before)
+
+
+# --------------------------------------------------------------------------- the user's models
+
+
+def _embedding_sets(root: Path, names: tuple[str, ...]) -> None:
+    """Small parquet files in the embeddings contract, one folder per embedding set."""
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    for name in names:
+        (root / name).mkdir(parents=True)
+        for b in range(3):
+            df = pd.DataFrame({"Metadata_Batch": f"B{b}", "Metadata_Plate": f"P{b}", "Metadata_Well": ["A01", "A02"],
+                               "Metadata_Gene": ["non-targeting", "G1"], "Metadata_Guide": ["NTC", "G1_a"],
+                               "Metadata_PertType": ["control", "perturbation"]})
+            for j in range(4):
+                df[f"emb_{j:04d}"] = rng.normal(size=2).astype("float32")
+            df.to_parquet(root / name / f"B{b}.parquet")
+
+
+def dry_run(workdir: Path, configfile: str) -> tuple[dict[str, int], set[str]]:
+    """Rule -> job count and the output files of one dry run."""
+    out = snakemake(workdir, "-n", configfile=configfile).stdout
+    jobs = {m.group(1): int(m.group(2)) for line in out.splitlines()
+            if (m := re.match(r"^\s*([A-Za-z_]\w*)\s+(\d+)\s*$", line)) and m.group(1) != "total"}
+    outputs = {f for line in out.splitlines() if line.strip().startswith("output:")
+               for f in line.split(":", 1)[1].strip().split(", ")}
+    return jobs, outputs
+
+
+def test_a_users_config_replaces_the_demo_models(tmp_path):
+    """Run from a folder whose config.yaml is the repository's (the demo's mae and mae_seed1),
+    `--configfile user.yaml` naming one model runs exactly that model."""
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    (tmp_path / "user.yaml").write_text(yaml.safe_dump({"models": {"solo": {
+        "img_size": 16, "patch_size": 2, "embed_dim": 192, "depth": 4, "num_heads": 6}}}))
+    jobs, outputs = dry_run(tmp_path, "user.yaml")
+    assert jobs["train_mae"] == 1 and jobs["embed"] == 8 and jobs["gather_profiles"] == 1, jobs
+    assert "align" not in jobs  # one model: no model pairs to align
+    assert "results/profiles/solo.parquet" in outputs and not any("/mae" in f for f in outputs)
+
+
+def test_source_embeddings_means_exactly_the_models_named(tmp_path):
+    """One glob is one model (named, or `embeddings`); a {model: glob} mapping is one model per
+    set; naming several models for one glob is an error before any job."""
+    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    _embedding_sets(tmp_path / "emb", ("a", "b"))
+    one_glob = {"screen": {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "a" / "*.parquet")},
+                "transforms": {"n_components": 2}}
+    (tmp_path / "named.yaml").write_text(yaml.safe_dump({**one_glob, "models": {"ext": {}}}))
+    jobs, outputs = dry_run(tmp_path, "named.yaml")
+    assert jobs["gather_profiles"] == 1 and jobs["classify"] == 4 * 2 and "embed" not in jobs, jobs
+    assert "align" not in jobs and "train_mae" not in jobs
+    assert "results/profiles/ext.parquet" in outputs
+
+    (tmp_path / "unnamed.yaml").write_text(yaml.safe_dump(one_glob))
+    assert "results/profiles/embeddings.parquet" in dry_run(tmp_path, "unnamed.yaml")[1]
+
+    two_sets = {**one_glob, "screen": {"source": "embeddings", "embeddings": {
+        m: str(tmp_path / "emb" / m / "*.parquet") for m in ("a", "b")}}}
+    (tmp_path / "sets.yaml").write_text(yaml.safe_dump(two_sets))
+    jobs = planned_jobs(tmp_path, configfile="sets.yaml")
+    assert jobs["gather_profiles"] == 2 and jobs["align"] == 4 and jobs["classify"] == 2 * 4 * 2, jobs
+
+    (tmp_path / "twice.yaml").write_text(yaml.safe_dump({**one_glob, "models": {"x": {}, "y": {}}}))
+    proc = snakemake(tmp_path, "-n", check=False, configfile="twice.yaml")
+    assert proc.returncode != 0
+    assert "reads one embedding set" in proc.stdout + proc.stderr and "['x', 'y']" in proc.stdout + proc.stderr

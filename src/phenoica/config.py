@@ -267,6 +267,63 @@ def load_config(path: Path | str, overrides: Mapping[str, Any] | None = None) ->
     return validate_config(raw)
 
 
+#: The model name of a run that starts from one embedding set and names no model.
+EMBEDDINGS_MODEL = "embeddings"
+
+
+def run_models(config: Mapping[str, Any], given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``config`` with the models a run uses: exactly those the user names.
+
+    ``config`` is Snakemake's merged config: the workflow's ``config.yaml`` with the user's
+    ``--configfile`` files and ``--config`` merged over it dictionary by dictionary. ``given`` is
+    what the user gave on the command line alone (those files and ``--config``, merged); when it
+    is empty the run uses ``config.yaml`` as it stands, which is then the user's.
+
+    - ``models`` is replaced, not merged: when ``given`` names models, they are the run's models
+      (the repository's demo ``mae`` and ``mae_seed1`` are not added to them).
+    - ``screen.source: embeddings`` with one glob is one model: the single model named, or
+      ``embeddings`` when none is named; naming several is an error (they would score identical
+      copies of one embedding set). With ``screen.embeddings`` a mapping ``{model: glob}``, the
+      models are its keys (a ``models`` entry of the same name is used for its options); a model
+      named besides them is an error.
+    """
+    out = copy.deepcopy(dict(config))
+    user = given if given else config
+    named = user.get("models")
+    if given and "models" in given:
+        out["models"] = copy.deepcopy(dict(given["models"] or {}))
+    screen = out.get("screen") or {}
+    if screen.get("source") != "embeddings":
+        return out
+    sets = screen.get("embeddings")
+    named = dict(named or {})
+    if isinstance(sets, Mapping):
+        extra = sorted(set(named) - set(sets))
+        if extra:
+            raise ConfigError(
+                f"invalid configuration: models {extra} have no embedding set: with screen.embeddings a mapping "
+                f"{{model: glob}}, the models are its keys {sorted(sets)}"
+            )
+        out["models"] = {name: copy.deepcopy(named.get(name) or {}) for name in sets}
+    elif len(named) > 1:
+        raise ConfigError(
+            f"invalid configuration: screen.source embeddings reads one embedding set (screen.embeddings is one "
+            f"glob), but models names {sorted(named)}: they would score identical copies. Name one model, or give "
+            "screen.embeddings as {model: glob} for several sets"
+        )
+    else:
+        out["models"] = copy.deepcopy(named) if named else {EMBEDDINGS_MODEL: {}}
+    return out
+
+
+def embedding_globs(config: Mapping[str, Any]) -> dict[str, str]:
+    """{model: glob} of a run that starts from embeddings (validated, after :func:`run_models`)."""
+    sets = config["screen"]["embeddings"]
+    if isinstance(sets, Mapping):
+        return {str(k): str(v) for k, v in sets.items()}
+    return {name: str(sets) for name in config["models"]}
+
+
 def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:
     """Recursively merge ``update`` into a copy of ``base`` (update wins)."""
     out = copy.deepcopy(dict(base))

@@ -23,7 +23,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica import render, screen
-from phenoica.config import deep_merge, demo_plates
+from phenoica.config import deep_merge, demo_plates, embedding_globs
 from phenoica.io import read_table
 from phenoica.profiles import expand_glob
 
@@ -143,9 +143,9 @@ def study_pages(results: str) -> list[dict[str, str]]:
     return [page for page in pages if page is not None]
 
 
-def embedding_inputs(config: Mapping[str, Any]) -> list[str]:
-    """The user's embedding parquets (source embeddings): the files the glob matches."""
-    return expand_glob(str(config["screen"]["embeddings"]))
+def embedding_inputs(config: Mapping[str, Any], model: str) -> list[str]:
+    """The user's embedding parquets of ``model`` (source embeddings): the files its glob matches."""
+    return expand_glob(embedding_globs(config)[model])
 
 
 # --------------------------------------------------------------------------- rule params
