@@ -45,7 +45,7 @@ def test_default_study_plan(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_studies_end_to_end(tmp_path):
-    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "config" / "scenarios" / "demo.yaml").read_text())
     cfg.update(TINY_STUDIES)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     snakemake(tmp_path, "disentangle", "bilipschitz")

@@ -1,4 +1,4 @@
-"""The whole workflow through Snakemake on the tiny config: a real run, lint, the jobs a dry
+"""The whole workflow through Snakemake on the scenario configs (config/scenarios/; demo = the tiny screen): a real run, lint, the jobs a dry
 run plans after adding plates or changing a parameter (speed-only keys plan none), a bad screen
 stopped before any plate work, and the resume promise after kill -9 during embed and classify."""
 from __future__ import annotations
@@ -22,6 +22,7 @@ from phenoica import workflow as wf
 from tests.conftest import REPO
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+SCENARIOS = REPO / "config" / "scenarios"
 
 
 def _command(workdir: Path, args: tuple[str, ...], configfile: str) -> list[str]:
@@ -48,7 +49,8 @@ def planned_jobs(workdir: Path, *args: str, configfile: str = "config.yaml") -> 
 
 
 def write_config(workdir: Path, **changes) -> dict:
-    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
+    """The demo scenario (config/scenarios/demo.yaml) as the folder's config.yaml, sections updated."""
+    cfg = yaml.safe_load((SCENARIOS / "demo.yaml").read_text())
     for section, values in changes.items():
         cfg.setdefault(section, {}).update(values)
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -239,109 +241,125 @@ def test_a_bad_screen_stops_before_any_job(tmp_path):
     assert '"crop_size": [' in (res / "screen" / "validated.json").read_text()
 
 
-def _tiny_screen(tmp_path: Path):
-    """A small simulated screen written in the data contract (stores + one metadata table)."""
-    from phenoica.simulate import simulate_screen
+# --------------------------------------------------------------------------- scenarios
+# The checked-in scenario configs (config/scenarios/), run as they are from a folder holding the
+# inputs `python -m phenoica.scenarios` writes (scenario_data/).
 
-    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
+
+@pytest.fixture(scope="module")
+def scenario_data(tmp_path_factory) -> Path:
+    """The inputs of every scenario (phenoica.scenarios.prepare), written once per module."""
+    from phenoica.scenarios import prepare_from_config
+
+    data = tmp_path_factory.mktemp("scenario_inputs") / "scenario_data"
+    prepare_from_config(SCENARIOS / "demo.yaml", data)
+    return data
+
+
+def scenario(name: str, workdir: Path, data: Path, own_metadata: bool = False) -> dict:
+    """A working folder for ``config/scenarios/{name}.yaml`` as it is (its config.yaml) with
+    ``scenario_data`` linked in; ``own_metadata`` copies the screen's metadata table so that a
+    test may edit it. Returns the validated config."""
     from phenoica.config import validate_config
 
-    demo = validate_config(cfg)["demo"]
-    meta = simulate_screen(demo, 0, tmp_path / "screen")
-    return cfg, meta
+    workdir.mkdir(parents=True, exist_ok=True)
+    shutil.copy(SCENARIOS / f"{name}.yaml", workdir / "config.yaml")
+    if own_metadata:
+        (workdir / "scenario_data" / "screen").mkdir(parents=True)
+        shutil.copy(data / "screen" / "metadata.parquet", workdir / "scenario_data" / "screen" / "metadata.parquet")
+        (workdir / "scenario_data" / "screen" / "plates").symlink_to(data / "screen" / "plates")
+    else:
+        (workdir / "scenario_data").symlink_to(data)
+    return validate_config(yaml.safe_load((workdir / "config.yaml").read_text()))
 
 
-def test_zarr_source_plans_one_job_per_plate_and_new_plates_alone(tmp_path):
-    cfg, meta = _tiny_screen(tmp_path)
-    table = tmp_path / "screen" / "metadata.parquet"
-    cfg["screen"] = {"source": "zarr", "metadata": str(table), "plates_dir": str(tmp_path / "screen" / "plates")}
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    jobs = planned_jobs(work)
-    assert jobs["plate_metadata"] == 3 and jobs["embed"] == 2 * 3 and "simulate_plate" not in jobs
-    # The per-plate digest changes only for the plate whose rows change.
+def test_scenario_configs_are_valid_and_share_the_demo_settings():
+    """Every scenario is a complete config; those that embed images use the demo scenario's
+    models, training and classification settings, so they differ only in where the screen comes from."""
     from phenoica.config import validate_config
-    from phenoica.workflow import plate_digest
+    from phenoica.scenarios import SCENARIOS as NAMES
 
-    full = validate_config(cfg)
-    before = {p: plate_digest(full, p) for p in ("B01P01", "B02P01", "B03P01")}
-    edited = meta.copy()
-    edited.loc[edited["Metadata_Plate"] == "B02P01", "Metadata_Site"] += 10
-    edited.to_parquet(table)
+    assert sorted(p.stem for p in SCENARIOS.glob("*.yaml")) == sorted(NAMES)
+    configs = {name: yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text()) for name in NAMES}
+    for name, cfg in configs.items():
+        assert validate_config(cfg)["screen"]["source"] == ("demo" if name in ("demo", "frozen") else name), name
+    shared = ("models", "train", "embed", "classify")
+    for name in ("zarr", "images", "ome_zarr", "frozen"):
+        assert {k: configs[name][k] for k in shared} == {k: configs["demo"][k] for k in shared}, name
+    assert len({cfg["results"] for cfg in configs.values()}) == len(configs)  # no scenario overwrites another
+
+
+def test_zarr_ome_zarr_and_frozen_scenarios_plan_their_jobs(scenario_data, tmp_path, monkeypatch):
+    """Dry runs of the scenarios: one job per plate for the user's stores (zarr) and HCS plates
+    (ome_zarr); frozen transforms are applied, not refitted. For zarr, the per-plate digest
+    changes only for the plate whose rows change, so only its jobs rerun."""
+    cfg = scenario("zarr", tmp_path / "zarr", scenario_data, own_metadata=True)
+    jobs = planned_jobs(tmp_path / "zarr")
+    assert jobs["plate_metadata"] == 3 and jobs["embed"] == 2 * 3 and "simulate_plate" not in jobs, jobs
     from phenoica import workflow
 
+    monkeypatch.chdir(tmp_path / "zarr")  # the scenario's paths are relative to its folder
+    before = {p: workflow.plate_digest(cfg, p) for p in ("B01P01", "B02P01", "B03P01")}
+    table = Path(cfg["screen"]["metadata"])
+    edited = pd.read_parquet(table)
+    edited.loc[edited["Metadata_Plate"] == "B02P01", "Metadata_Site"] += 10
+    edited.to_parquet(table)
     workflow._table.cache_clear()
     workflow.plate_digests.cache_clear()
-    after = {p: plate_digest(full, p) for p in before}
+    after = {p: workflow.plate_digest(cfg, p) for p in before}
     assert [p for p in before if before[p] != after[p]] == ["B02P01"]
+    monkeypatch.undo()
 
+    scenario("ome_zarr", tmp_path / "ome", scenario_data)
+    jobs = planned_jobs(tmp_path / "ome")
+    assert jobs["ingest_ome_zarr"] == 3 and jobs["embed"] == 2 * 3 and "simulate_plate" not in jobs, jobs
 
-def _write_images(tmp_path: Path, meta: pd.DataFrame) -> Path:
-    """The tiny screen's tiles as RxRx-style per-channel PNGs plus a plate map."""
-    import numpy as np
-    from PIL import Image
-
-    from phenoica.screen import open_plate
-
-    root = tmp_path / "images"
-    for plate, rows in meta.groupby("Metadata_Plate"):
-        tiles = open_plate(tmp_path / "screen" / "plates" / f"{plate}.zarr")[:]
-        (root / plate).mkdir(parents=True)
-        for _, r in rows.iterrows():
-            for c in range(tiles.shape[1]):
-                img = np.ascontiguousarray(tiles[r["Metadata_ImageIndex"], c])
-                Image.fromarray(img).save(root / plate / f"{r['Metadata_Well']}_s{r['Metadata_Site']}_w{c + 1}.png")
-    wells = meta.drop(columns=["Metadata_Site", "Metadata_ImageIndex"]).drop_duplicates(["Metadata_Plate", "Metadata_Well"])
-    wells.to_csv(tmp_path / "plate_map.csv", index=False)
-    return root
+    cfg = scenario("frozen", tmp_path / "frozen", scenario_data)
+    frozen = tmp_path / "frozen" / cfg["transforms"]["frozen"]  # what a demo scenario run fitted
+    for model in ("mae", "mae_seed1"):
+        (frozen / model).mkdir(parents=True)
+        for name in ("base.npz", "pca.npz", "pca_ica.npz", "pca_rand.npz", "fit_report.json"):
+            (frozen / model / name).write_text("")
+    jobs = planned_jobs(tmp_path / "frozen")
+    assert "fit_transforms" not in jobs and jobs["apply_transform"] == 2 * 4, jobs
 
 
 @pytest.mark.slow
-def test_images_source_ingests_and_embeds(tmp_path):
-    cfg, meta = _tiny_screen(tmp_path)
-    root = _write_images(tmp_path, meta)
-    cfg["screen"] = {"source": "images", "images_dir": str(root), "plate_map": str(tmp_path / "plate_map.csv")}
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    snakemake(work, "results/embeddings/mae/B02P01.parquet")
-    emb = pd.read_parquet(work / "results" / "embeddings" / "mae" / "B02P01.parquet")
+def test_images_and_ome_zarr_scenarios_ingest_the_screens_tiles(scenario_data, tmp_path):
+    """The images scenario ingests and embeds a plate; the ome_zarr scenario's ingested plate
+    holds exactly the tiles of the screen it was written from (per well, in site order)."""
+    from phenoica.screen import open_plate
+
+    meta = pd.read_parquet(scenario_data / "screen" / "metadata.parquet")
     plate_rows = meta[meta["Metadata_Plate"] == "B02P01"]
+    cfg = scenario("images", tmp_path / "images", scenario_data)
+    snakemake(tmp_path / "images", f"{cfg['results']}/embeddings/mae/B02P01.parquet")
+    emb = pd.read_parquet(tmp_path / "images" / cfg["results"] / "embeddings" / "mae" / "B02P01.parquet")
     assert len(emb) == len(plate_rows)
     assert set(emb["Metadata_Guide"]) == set(plate_rows["Metadata_Guide"])
 
+    cfg = scenario("ome_zarr", tmp_path / "ome", scenario_data)
+    res = tmp_path / "ome" / cfg["results"] / "screen"
+    snakemake(tmp_path / "ome", f"{cfg['results']}/screen/metadata/B02P01.parquet")
+    ingested = pd.read_parquet(res / "metadata" / "B02P01.parquet").sort_values(["Metadata_Well", "Metadata_Site"])
+    original = plate_rows.sort_values(["Metadata_Well", "Metadata_Site"])
+    assert list(ingested["Metadata_Well"]) == list(original["Metadata_Well"])
+    assert list(ingested["Metadata_Guide"]) == list(original["Metadata_Guide"])
+    new_tiles = open_plate(res / "plates" / "B02P01.zarr")[:][ingested["Metadata_ImageIndex"].to_numpy()]
+    old_tiles = open_plate(scenario_data / "screen" / "plates" / "B02P01.zarr")[:][original["Metadata_ImageIndex"].to_numpy()]
+    assert (new_tiles == old_tiles).all() and new_tiles.shape == old_tiles.shape
+
 
 @pytest.mark.slow
-def test_embeddings_source_runs_from_profiles_on(tmp_path):
-    """Embeddings computed elsewhere (one list-valued column) are a complete entry point."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    rows = []
-    for b in range(3):
-        for guide, gene, kind in [("NTC", "non-targeting", "control")] * 60 + [("G1_a", "G1", "perturbation")] * 10 \
-                + [("G2_a", "G2", "perturbation")] * 10:
-            rows.append({"Metadata_Batch": f"B{b}", "Metadata_Plate": f"P{b}", "Metadata_Gene": gene,
-                         "Metadata_Guide": guide, "Metadata_PertType": kind})
-    df = pd.DataFrame(rows)
-    df["Metadata_Well"] = [f"W{i:03d}" for i in range(len(df))]
-    x = rng.laplace(size=(len(df), 12)).astype("float32")
-    x[df["Metadata_Gene"] == "G1", 0] += 6.0  # G1 has a strong effect, G2 none
-    x += (df["Metadata_Batch"].str[1:].astype(int).to_numpy()[:, None] * rng.normal(size=12)).astype("float32")
-    df["vector"] = list(x)
-    (tmp_path / "emb").mkdir()
-    for b, part in df.groupby("Metadata_Batch"):
-        part.to_parquet(tmp_path / "emb" / f"{b}.parquet")
-    cfg = {"screen": {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "*.parquet"),
-                      "embedding_column": "vector"},
-           "transforms": {"n_components": 6},
-           "classify": {"n_shards": 1, "num_boost_round": 20, "n_null_guides": 20, "min_train_samples": 3}}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+def test_embeddings_scenario_runs_from_profiles_on(scenario_data, tmp_path):
+    """Embeddings computed elsewhere (one list-valued column) are a complete entry point; the
+    scenario's gene G1 has a strong effect, G2 none."""
+    cfg = scenario("embeddings", tmp_path, scenario_data)
     jobs = planned_jobs(tmp_path)
     assert "embed" not in jobs and "train_mae" not in jobs and jobs["gather_profiles"] == 1
     snakemake(tmp_path)
-    guides = pd.read_parquet(tmp_path / "results" / "scores" / "guides.parquet")
+    guides = pd.read_parquet(tmp_path / cfg["results"] / "scores" / "guides.parquet")
+    assert set(guides["model"]) == {"ext"}
     base = guides[(guides["variant"] == "base") & ~guides["is_null_guide"]].set_index("Metadata_Guide")["auroc"]
     assert base["G1_a"] > 0.9 and base["G1_a"] > base["G2_a"]
 
@@ -355,38 +373,22 @@ def test_genome_scale_dag_stays_in_the_low_thousands(tmp_path):
     assert 1000 <= sum(jobs.values()) <= 3000, jobs
 
 
-def test_frozen_transforms_are_applied_not_refitted(tmp_path):
-    """transforms.frozen points at earlier fits: no fit job is planned, apply reads the frozen files."""
-    frozen = tmp_path / "frozen"
-    for model in ("mae", "mae_seed1"):
-        (frozen / model).mkdir(parents=True)
-        for name in ("base.npz", "pca.npz", "pca_ica.npz", "pca_rand.npz", "fit_report.json"):
-            (frozen / model / name).write_text("")
-    write_config(tmp_path, transforms={"frozen": str(frozen)})
-    jobs = planned_jobs(tmp_path)
-    assert "fit_transforms" not in jobs and jobs["apply_transform"] == 2 * 4
-
-
 @pytest.mark.slow
-def test_zarr_screen_with_a_cross_plate_error_fails_before_any_plate_job(tmp_path):
+def test_zarr_screen_with_a_cross_plate_error_fails_before_any_plate_job(scenario_data, tmp_path):
     """A gene that is a control on one plate and a perturbation on another (each plate's rows
     alone are fine) stops the run before any job: no plate metadata split, no model trained,
     no embedding file."""
-    cfg, meta = _tiny_screen(tmp_path)
-    table = tmp_path / "screen" / "metadata.parquet"
-    bad = meta.copy()
+    cfg = scenario("zarr", tmp_path, scenario_data, own_metadata=True)
+    table = tmp_path / cfg["screen"]["metadata"]
+    bad = pd.read_parquet(table)
     on_b02 = (bad["Metadata_Plate"] == "B02P01") & (bad["Metadata_PertType"] == "control")
     bad.loc[on_b02, "Metadata_PertType"] = "perturbation"
     bad.to_parquet(table)
-    cfg["screen"] = {"source": "zarr", "metadata": str(table), "plates_dir": str(tmp_path / "screen" / "plates")}
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    proc = snakemake(work, check=False)
+    proc = snakemake(tmp_path, check=False)
     assert proc.returncode != 0
     text = proc.stdout + proc.stderr
     assert "is listed under both PertTypes" in text and "metadata.parquet" in text
-    res = work / "results"
+    res = tmp_path / cfg["results"]
     assert not (res / "embeddings").exists() and not (res / "models").exists()
     assert not (res / "screen" / "metadata").exists()
 
