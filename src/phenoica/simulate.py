@@ -42,13 +42,13 @@ from skimage import filters
 
 from phenoica import screen
 from phenoica.config import demo_plates
+from phenoica.contract import FACTOR_PREFIX
 from phenoica.io import write_parquet
 from phenoica.seeding import seed_sequence
 
 CONTROL_GENE = "non-targeting"
 CONTROL_GUIDE_PREFIX = "NTC_"
 MAX_CONTROL_GUIDES = 4
-FACTOR_PREFIX = "factor_"
 NUISANCE_PREFIX = "nuisance_"
 ROLES: tuple[str, ...] = ("nucleus", "er", "actin", "mito", "golgi")
 RENDER_BLOCK = 32  # at most this many images rendered at once (see _render_block)
