@@ -554,13 +554,15 @@ def dry_run(workdir: Path, configfile: str) -> tuple[dict[str, int], set[str]]:
 
 
 def test_a_users_config_replaces_the_demo_models(tmp_path):
-    """Run from a folder whose config.yaml is the repository's (the demo's mae and mae_seed1),
-    `--configfile user.yaml` naming one model runs exactly that model."""
-    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    """Run from a folder whose workflow config names the demo's models mae and mae_seed1 (the
+    demo scenario, as the repository's config.yaml does), `--configfile user.yaml` naming one
+    model runs exactly that model."""
+    write_config(tmp_path)
+    assert set(yaml.safe_load((tmp_path / "config.yaml").read_text())["models"]) == {"mae", "mae_seed1"}
     (tmp_path / "user.yaml").write_text(yaml.safe_dump({"models": {"solo": {
-        "img_size": 16, "patch_size": 2, "embed_dim": 192, "depth": 4, "num_heads": 6}}}))
+        "img_size": 16, "patch_size": 8, "embed_dim": 32, "depth": 1, "num_heads": 2}}}))
     jobs, outputs = dry_run(tmp_path, "user.yaml")
-    assert jobs["train_mae"] == 1 and jobs["embed"] == 8 and jobs["gather_profiles"] == 1, jobs
+    assert jobs["train_mae"] == 1 and jobs["embed"] == 3 and jobs["gather_profiles"] == 1, jobs
     assert "align" not in jobs  # one model: no model pairs to align
     assert "results/profiles/solo.parquet" in outputs and not any("/mae" in f for f in outputs)
 
@@ -568,7 +570,7 @@ def test_a_users_config_replaces_the_demo_models(tmp_path):
 def test_source_embeddings_means_exactly_the_models_named(tmp_path):
     """One glob is one model (named, or `embeddings`); a {model: glob} mapping is one model per
     set; naming several models for one glob is an error before any job."""
-    shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
+    write_config(tmp_path)  # a workflow config naming the demo's two models
     _embedding_sets(tmp_path / "emb", ("a", "b"))
     one_glob = {"screen": {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "a" / "*.parquet")},
                 "transforms": {"n_components": 2}}
