@@ -19,8 +19,8 @@ from matplotlib.lines import Line2D
 from scipy import stats
 
 from phenoica import render
-from phenoica.screen import GENE, GUIDE
 from phenoica.arrays import finite_values
+from phenoica.screen import GENE, GUIDE
 from phenoica.summaries import check_genes, check_guides, check_truth, ordered_variants, variant_label
 
 FIGURE_DPI = 120

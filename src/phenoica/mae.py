@@ -37,7 +37,6 @@ from phenoica.models.vit import (
 from phenoica.preprocess import normalize_per_channel, scale_intensity
 from phenoica.screen import ScreenError, open_plate
 
-
 # --------------------------------------------------------------------------------------------
 # Masked autoencoder
 # --------------------------------------------------------------------------------------------

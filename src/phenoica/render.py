@@ -17,13 +17,11 @@ the project (the screen's report and the studies') is written by this module.
 from __future__ import annotations
 
 import html
+import json
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping, Sequence, Union
-
-import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 import pandas as pd
 

@@ -21,10 +21,29 @@ from phenoica import render
 from phenoica.contract import OK
 from phenoica.figures import identifiability_figure, make_figures
 from phenoica.screen import GENE, GUIDE
-from phenoica.summaries import (check_genes, check_guides, check_rows, check_truth, classifier_cost,
-                                fit_report_table, has_calls, lightgbm_table, map_summary, ordered_variants,
-                                paired_tests, skip_counts, skipped_rows, table1_summary, table3, table4,
-                                truth_checks, truth_recovery, variant_label, variant_summary)
+from phenoica.summaries import (
+    check_genes,
+    check_guides,
+    check_rows,
+    check_truth,
+    classifier_cost,
+    fit_report_table,
+    has_calls,
+    lightgbm_table,
+    map_summary,
+    ordered_variants,
+    paired_tests,
+    skip_counts,
+    skipped_rows,
+    table1_summary,
+    table3,
+    table4,
+    truth_checks,
+    truth_recovery,
+    variant_label,
+    variant_summary,
+)
+
 
 def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.05) -> list[str | render.Bullets]:
     """Short sentences with the numbers a reader wants first: one bullet per model, its variants

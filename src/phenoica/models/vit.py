@@ -31,8 +31,8 @@ from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from phenoica.io import atomic_path
 from phenoica.config import check_model_geometry
+from phenoica.io import atomic_path
 from phenoica.models.checkpoint import (
     CheckpointError,
     check_keys,
