@@ -5,7 +5,7 @@
 # one report. Target: `snakemake bilipschitz`.
 # Logic: phenoica.studies.bilipschitz.
 
-from phenoica.studies.bilipschitz import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
+from phenoica.studies.plan import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
 
 BL = config["bilipschitz"]
 BL_DIR = f"{RESULTS}/studies/bilipschitz"

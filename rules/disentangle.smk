@@ -3,7 +3,7 @@
 # ae_ica, ae_rand and ae_oracle are scored from the AE's latents; a gather + report job; target
 # `disentangle`.
 
-from phenoica.studies.disentangle import AE_DERIVED as DIS_AE_DERIVED
+from phenoica.studies.plan import AE_DERIVED as DIS_AE_DERIVED
 
 DIS = f"{RESULTS}/studies/disentangle"
 DIS_DATASETS = list(config["disentangle"]["datasets"])

@@ -56,14 +56,13 @@ from torch.nn.utils.parametrizations import orthogonal
 from phenoica import render
 from phenoica.align import align_errors
 from phenoica.models.device import resolve_device
+from phenoica.studies.plan import ALL_GROUP, DATASETS, dataset_groups, parse_group
 
 LOG = logging.getLogger(__name__)
 
 TITLE = "Bi-Lipschitz control and identifiability (PAPER.md Figure 2)"
-DATASETS: tuple[str, ...] = ("isometric", "digits", "mnist")
 PARAMETRIZATIONS: tuple[str, ...] = ("orthogonal", "none")
 ALIGN_MAPS: tuple[str, ...] = ("rigid", "linear")
-ALL_GROUP = "all"
 MNIST_NPZ_KEYS: tuple[str, ...] = ("x_train", "y_train")
 MNIST_IDX_FILES: tuple[str, ...] = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
 
@@ -234,28 +233,6 @@ def load_mnist(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
     if x.size and (x.min() < 0 or x.max() > 255):
         raise ValueError(f"{path}: x_train values must lie in 0..255, got {x.min()}..{x.max()}")
     return x / 255.0, y.astype(np.int64)
-
-
-def parse_group(group: str) -> int | None:
-    """``"all"`` -> None; ``"digit{k}"`` -> k (a digit-specific model)."""
-    if group == ALL_GROUP:
-        return None
-    if group.startswith("digit") and group[5:].isdigit():
-        return int(group[5:])
-    raise ValueError(f"group must be 'all' or 'digit<k>', got {group!r}")
-
-
-def dataset_groups(dataset: str, per_digit: Sequence[int]) -> list[str]:
-    """Model groups of a dataset: ``all``, plus ``digit{k}`` for labelled datasets."""
-    if dataset not in DATASETS:
-        raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
-    extra = [f"digit{int(k)}" for k in per_digit] if dataset != "isometric" else []
-    return [ALL_GROUP, *extra]
-
-
-def alpha_label(alpha: float) -> str:
-    """The file-name form of an alpha (``f"{alpha:g}"``); ``float(alpha_label(a)) == a``."""
-    return f"{float(alpha):g}"
 
 
 def load_group_data(dataset: str, group: str, settings: Mapping[str, Any], seed: int) -> dict[str, Any]:

@@ -54,7 +54,6 @@ from phenoica.variants import ICARotation, PCAWhitener, RandomRotation
 TITLE = "Disentanglement benchmark (PAPER.md Table 2)"
 MODELS: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae")
 EVALUATED: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica", "ae_rand", "ae_oracle")
-AE_DERIVED: tuple[str, ...] = ("ae_ica", "ae_rand", "ae_oracle")
 MODEL_LABELS: dict[str, str] = {"ae": "AE", "beta_vae": "beta-VAE", "beta_tcvae": "beta-TCVAE",
                                 "bioae": "BioAE", "ae_ica": "AE + ICA", "ae_rand": "AE + random rotation (control)",
                                 "ae_oracle": "AE + factor-fitted rotation (uses labels)"}
