@@ -269,8 +269,10 @@ def splits_params(config: Mapping[str, Any]) -> dict[str, Any]:
 #: identifiability keys ``alignment_for_variant`` reads (align) and ``structural_scores`` reads.
 ALIGN_KEYS: tuple[str, ...] = ("train_fraction", "ica", "ica_components", "ica_max_samples", "knn_k", "max_samples")
 STRUCTURAL_KEYS: tuple[str, ...] = ("max_samples", "factor_bins", "infoe_max_iter")
-#: bilipschitz keys that choose which models are trained (the wildcards), not what one model is.
-BILIPSCHITZ_SWEEP_KEYS: tuple[str, ...] = ("datasets", "alphas", "seeds", "per_digit", "train_fraction")
+#: bilipschitz keys that choose which jobs exist (the wildcards: datasets, alphas, digit groups)
+#: or that only the gather reads, not what one job computes. ``seeds`` is not among them: one
+#: job trains every seed of its (dataset, group, alpha).
+BILIPSCHITZ_SWEEP_KEYS: tuple[str, ...] = ("datasets", "alphas", "per_digit", "train_fraction")
 #: disentangle keys a training job never reads (which jobs exist; evaluation settings) ...
 DISENTANGLE_NOT_TRAINING_KEYS: tuple[str, ...] = ("datasets", "models", "seeds", "metrics", "ica")
 #: ... the keys ``studies.disentangle.evaluate`` reads, and those the report prints.
