@@ -97,9 +97,6 @@ def test_the_same_training_writes_the_same_checkpoint_bytes(tmp_path):
 def test_bilipschitz_train_params_hold_every_key_one_job_reads():
     """One bilipschitz_train job trains every seed of its (dataset, group, alpha): the seeds are
     its params (a change reruns it), the sweep's wildcard keys are not."""
-    from phenoica import workflow as wf
-    from phenoica.config import validate_config
-
     cfg = validate_config({})
     params = wf.job_params(cfg, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS)
     assert params["seeds"] == cfg["bilipschitz"]["seeds"]
