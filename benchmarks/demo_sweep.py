@@ -42,7 +42,8 @@ import yaml
 from phenoica import metrics, screen, simulate, truth
 from phenoica.config import demo_plates, validate_config
 from phenoica.embed import embed_crops
-from phenoica.mae import build_feature_extractor, train_mae
+from phenoica.mae import train_mae
+from phenoica.models.features import build_feature_extractor
 from phenoica.preprocess import prepare
 
 REPO = Path(__file__).resolve().parents[1]

@@ -1,6 +1,6 @@
 """Dry run of a genome-scale screen: job count and DAG build time.
 
-Baseline in the same run: the dry run of the tiny test config (tests/data/tiny.yaml), so the
+Baseline in the same run: the dry run of the tiny test config (config/scenarios/demo.yaml), so the
 printed ratio says how much the DAG cost grows from a toy screen to a genome-wide one.
 
     python benchmarks/genome_dag.py [--config benchmarks/genome_scale.yaml]
@@ -41,7 +41,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", type=Path, default=REPO / "benchmarks" / "genome_scale.yaml")
     args = parser.parse_args()
-    tiny_s, tiny = dry_run(REPO / "tests" / "data" / "tiny.yaml")
+    tiny_s, tiny = dry_run(REPO / "config" / "scenarios" / "demo.yaml")
     big_s, big = dry_run(args.config)
     print(f"tiny screen   : {tiny.get('total', 0):6d} jobs, dry run {tiny_s:6.1f} s")
     print(f"genome screen : {big.get('total', 0):6d} jobs, dry run {big_s:6.1f} s  (goal: low thousands of jobs, < 60 s)")

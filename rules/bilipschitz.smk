@@ -5,7 +5,7 @@
 # one report. Target: `snakemake bilipschitz`.
 # Logic: phenoica.studies.bilipschitz.
 
-from phenoica.studies.bilipschitz import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
+from phenoica.studies.plan import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
 
 BL = config["bilipschitz"]
 BL_DIR = f"{RESULTS}/studies/bilipschitz"
@@ -75,6 +75,7 @@ rule bilipschitz_report:
     output:
         markdown=f"{BL_DIR}/report.md",
         html=f"{BL_DIR}/index.html",
+        verdict=f"{BL_DIR}/verdict.json",
     params:
         n_bootstrap=BL["n_bootstrap"],
         seed=config["seed"],

@@ -10,10 +10,13 @@ sys.path.insert(0, _SRC)
 # (Set, not required from the user: scripts and cluster jobs inherit it.)
 os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
 
-from phenoica.config import validate_config
+from phenoica.config import run_models, validate_config
 from phenoica import workflow as wf
 
-_validated = validate_config(config)
+# The models are exactly those the user names: Snakemake merges --configfile dictionaries over
+# config.yaml, which would keep the demo's models beside the user's (phenoica.config.run_models).
+_given = getattr(getattr(workflow, "config_settings", None), "overwrite_config", None) or {}
+_validated = validate_config(run_models(config, _given))
 config.clear()
 config.update(_validated)
 
@@ -83,7 +86,7 @@ def checkpoint_path(model):
 def embedding_files(model):
     """Per-plate embedding parquets of a model (or the user's files, source embeddings)."""
     if SOURCE == "embeddings":
-        return wf.embedding_inputs(config)
+        return wf.embedding_inputs(config, model)
     return [f"{RESULTS}/embeddings/{model}/{plate}.parquet" for plate in PLATES]
 
 

@@ -3,7 +3,7 @@
 # ae_ica, ae_rand and ae_oracle are scored from the AE's latents; a gather + report job; target
 # `disentangle`.
 
-from phenoica.studies.disentangle import AE_DERIVED as DIS_AE_DERIVED
+from phenoica.studies.plan import AE_DERIVED as DIS_AE_DERIVED
 
 DIS = f"{RESULTS}/studies/disentangle"
 DIS_DATASETS = list(config["disentangle"]["datasets"])
@@ -66,6 +66,7 @@ rule disentangle_report:
         table=f"{DIS}/table2.csv",
         differences=f"{DIS}/differences.csv",
         scores=f"{DIS}/scores.csv",
+        verdict=f"{DIS}/verdict.json",
     params:
         settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_REPORT_KEYS),
     threads: rule_threads("disentangle_report", 1)

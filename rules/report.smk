@@ -33,6 +33,9 @@ rule report:
         lightgbm=lightgbm_report_params(),
         q_threshold=config["classify"]["q_threshold"],
         seed=config["seed"],
+        # The study pages that exist when the DAG is built, with their one-line verdicts: a
+        # study finished since the last report reruns it; the default target never runs a study.
+        studies=wf.study_pages(RESULTS),
     threads: rule_threads("report", 1)
     resources:
         **rule_resources("report"),

@@ -1,10 +1,13 @@
 """Rule align: Table 1 (model-to-model alignment errors) for every pair of models, one variant."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.align", snakemake.log[0])  # first: the log holds everything the job prints
+
 import pandas as pd
 
 from phenoica.identifiability import alignment_for_variant
-from phenoica.io import get_logger, write_parquet
+from phenoica.io import write_parquet
 
-log = get_logger("phenoica.align", snakemake.log[0])
 tables = {m: pd.read_parquet(p) for m, p in zip(snakemake.params.models, snakemake.input)}
 out = alignment_for_variant(tables, snakemake.wildcards.variant, snakemake.params.settings, snakemake.params.seed, log=log)
 write_parquet(out, snakemake.output[0])

@@ -1,12 +1,14 @@
 """Rule bilipschitz_report: figures, Spearman table (bootstrap intervals), verdict, Markdown and HTML page."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.bilipschitz_report", snakemake.log[0])  # first: the log holds everything the job prints
+
 from pathlib import Path
 
 import pandas as pd
 
-from phenoica.io import get_logger
 from phenoica.studies.bilipschitz import write_report
 
-log = get_logger("phenoica.bilipschitz_report", snakemake.log[0])
 inp = snakemake.input
 files = write_report(
     Path(snakemake.output.markdown).parent,

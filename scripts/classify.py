@@ -1,12 +1,15 @@
 """Rule classify: LightGBM per guide vs controls for one gene shard of one (model, variant)."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.classify", snakemake.log[0])  # first: the log holds everything the job prints
+
 import pandas as pd
 
 from phenoica.classify import classify_shard
-from phenoica.io import get_logger, write_parquet
+from phenoica.io import write_parquet
 from phenoica.splits import read_folds
 from phenoica.workflow import with_speed_settings
 
-log = get_logger("phenoica.classify", snakemake.log[0])
 w = snakemake.wildcards
 table = pd.read_parquet(snakemake.input.variant)
 folds = read_folds(snakemake.input.folds, table)

@@ -1,12 +1,14 @@
 """Rule disentangle_report: gather every (dataset, model, seed) score, write Table 2, NMI figures, report.md, index.html."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.disentangle_report", snakemake.log[0])  # first: the log holds everything the job prints
+
 from pathlib import Path
 
 import pandas as pd
 
-from phenoica.io import get_logger
 from phenoica.studies.disentangle import write_report
 
-log = get_logger("phenoica.disentangle_report", snakemake.log[0])
 scores = pd.concat([pd.read_parquet(p) for p in snakemake.input], ignore_index=True)
 written = write_report(scores, Path(snakemake.output.md).parent, snakemake.params.settings)
 log.info("wrote %s", ", ".join(str(p) for p in written.values()))

@@ -1,11 +1,13 @@
 """Rule disentangle_train: train one (dataset, model, seed), write eval-set latents + weights."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.disentangle_train", snakemake.log[0])  # first: the log holds everything the job prints
+
 import torch
 
-from phenoica.io import get_logger
 from phenoica.studies.disentangle import train_and_encode
 from phenoica.studies.factor_data import load_dataset
 
-log = get_logger("phenoica.disentangle_train", snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 w, settings = snakemake.wildcards, snakemake.params.settings
 data = load_dataset(w.dis_dataset, settings, seed=settings["data_seed"])

@@ -1,9 +1,11 @@
 """Rule embed: stream one plate's tiles through the model's encoder into its embeddings parquet."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.embed", snakemake.log[0])  # first: the log holds everything the job prints
+
 from phenoica.embed import embed_model_plate
-from phenoica.io import get_logger
 from phenoica.workflow import with_speed_settings
 
-log = get_logger("phenoica.embed", snakemake.log[0])
 embed_model_plate(
     snakemake.input.store,
     snakemake.input.metadata,

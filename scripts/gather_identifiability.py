@@ -1,9 +1,12 @@
 """Rule gather_identifiability: Table 1 rows of every variant, factor recovery of every model."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.gather_identifiability", snakemake.log[0])  # first: the log holds everything the job prints
+
 import pandas as pd
 
-from phenoica.io import get_logger, write_parquet
+from phenoica.io import write_parquet
 
-log = get_logger("phenoica.gather_identifiability", snakemake.log[0])
 for name in ("align", "structural"):
     paths = list(getattr(snakemake.input, name))
     table = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else pd.DataFrame()

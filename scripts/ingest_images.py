@@ -1,9 +1,11 @@
 """Rule ingest_images: per-channel image files of one plate -> plate store + metadata."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log holds everything the job prints
+
 from phenoica.ingest import ingest_image_plate, read_plate_map
-from phenoica.io import get_logger
 from phenoica.workflow import speed_settings
 
-log = get_logger("phenoica.ingest_images", snakemake.log[0])
 ingest_image_plate(
     snakemake.params.images_dir,
     snakemake.params.pattern,

@@ -1,9 +1,11 @@
 """Rule ingest_ome_zarr: one OME-Zarr HCS plate -> plate store + metadata."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.ingest_ome_zarr", snakemake.log[0])  # first: the log holds everything the job prints
+
 from phenoica.ingest import ingest_ome_zarr_plate, read_plate_map
-from phenoica.io import get_logger
 from phenoica.workflow import speed_settings
 
-log = get_logger("phenoica.ingest_ome_zarr", snakemake.log[0])
 ingest_ome_zarr_plate(
     snakemake.input.hcs,
     read_plate_map(snakemake.input.plate_map),

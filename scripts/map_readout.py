@@ -1,11 +1,14 @@
 """Rule map_readout: copairs phenotypic activity (mAP of a guide's wells vs same-plate control
 wells) with p- and q-values, per (model, variant)."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.map_readout", snakemake.log[0])  # first: the log holds everything the job prints
+
 import pandas as pd
 
 from phenoica.classify import guide_map
-from phenoica.io import get_logger, write_parquet
+from phenoica.io import write_parquet
 
-log = get_logger("phenoica.map_readout", snakemake.log[0])
 w = snakemake.wildcards
 out = guide_map(pd.read_parquet(snakemake.input[0]), variant=w.variant, model=w.model, seed=snakemake.params.seed,
                 null_size=snakemake.params.null_size, log=log)

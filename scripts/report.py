@@ -1,13 +1,15 @@
 """Rule report: tables and figures in the paper's shapes, hit calls, calibration."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.report", snakemake.log[0])  # first: the log holds everything the job prints
+
 import json
 from pathlib import Path
 
 import pandas as pd
 
-from phenoica.io import get_logger
-from phenoica.report import write_report
+from phenoica.report import StudyLink, write_report
 
-log = get_logger("phenoica.report", snakemake.log[0])
 inp = snakemake.input
 maps = pd.read_parquet(inp.maps)
 fit_report = {m: json.loads(Path(p).read_text()) for m, p in zip(snakemake.params.models, inp.fit_reports)}
@@ -26,5 +28,6 @@ paths = write_report(
     lightgbm=snakemake.params.lightgbm,
     q_threshold=snakemake.params.q_threshold,
     seed=snakemake.params.seed,
+    studies=[StudyLink(**page) for page in snakemake.params.studies],
 )
 log.info("report written: %s", sorted(paths))

@@ -1,9 +1,11 @@
 """Rule simulate_plate: one demo plate (tiles, metadata, ground-truth factors)."""
-from phenoica.io import get_logger
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.simulate_plate", snakemake.log[0])  # first: the log holds everything the job prints
+
 from phenoica.simulate import write_demo_plate
 from phenoica.workflow import with_speed_settings
 
-log = get_logger("phenoica.simulate_plate", snakemake.log[0])
 plate = snakemake.wildcards.plate
 write_demo_plate(
     with_speed_settings(snakemake.params.demo, snakemake.config, "demo"),

@@ -1,11 +1,13 @@
 """Rule train_mae: masked-autoencoder pretraining on the screen's own tiles."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log holds everything the job prints
+
 import torch
 
-from phenoica.io import get_logger
-from phenoica.workflow import record_training, with_speed_settings
-from phenoica.mae import train_mae
+from phenoica.mae import record_training, train_mae
+from phenoica.workflow import with_speed_settings
 
-log = get_logger("phenoica.train_mae", snakemake.log[0])
 torch.set_num_threads(snakemake.threads)
 summary = train_mae(
     list(snakemake.input.stores),

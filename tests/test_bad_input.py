@@ -202,7 +202,7 @@ def test_rule_names_of_the_config_are_the_workflows_rules():
 
 
 def _tiny() -> dict:
-    return validate_config(yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text()))
+    return validate_config(yaml.safe_load((REPO / "config" / "scenarios" / "demo.yaml").read_text()))
 
 
 def test_valid_demo_screen_passes_and_reports_its_geometry(tmp_path):

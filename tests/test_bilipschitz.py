@@ -309,10 +309,33 @@ def test_tiny_sweep_end_to_end(tmp_path):
     for ds, value in b0.items():
         assert f"{ds}: mean B(z) {value:.3f} at alpha = 0" in verdict
     assert "<h2>Verdict (measured)</h2>" in files["index.html"].read_text()
+    from phenoica import render
+
+    linked = render.read_verdict(tmp_path / "study")
+    assert linked["title"] == bl.TITLE and linked["page"] == str(files["index.html"])
+    assert linked["verdict"].startswith("digits: Spearman rho(mean B, rigid error) ") and "over 2 seed pairs" in linked["verdict"]
 
 
 def test_run_model_requires_mnist_path():
     with pytest.raises(ValueError, match="mnist_path"):
         bl.run_model("mnist", "all", 0.5, 0, TINY)
     with pytest.raises(ValueError, match="isometric"):
-        bl.load_dataset("isometric", "digit3", TINY, 0)
+        bl.load_group_data("isometric", "digit3", TINY, 0)
+
+
+def test_groups_and_labels_the_dag_plans_without_torch():
+    import subprocess
+    import sys
+
+    from phenoica.studies import plan
+
+    assert plan.dataset_groups("isometric", [3]) == ["all"]
+    assert plan.dataset_groups("digits", [3, 8]) == ["all", "digit3", "digit8"]
+    assert plan.parse_group("digit7") == 7 and plan.parse_group("all") is None
+    with pytest.raises(ValueError, match="group"):
+        plan.parse_group("seven")
+    for a in (0.0, 0.3, 0.6, 0.9, 1.0, 0.125):
+        assert float(plan.alpha_label(a)) == a
+    # building the DAG imports the plan, not the training code
+    code = "import sys, phenoica.studies.plan; assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules"
+    subprocess.run([sys.executable, "-c", code], check=True)

@@ -65,3 +65,55 @@ def test_overrides_merge_deeply(tmp_path):
 def test_demo_plate_names():
     plates = demo_plates({"n_batches": 2, "plates_per_batch": 3})
     assert plates[0] == ("B01", "B01P01") and plates[-1] == ("B02", "B02P03") and len(plates) == 6
+
+
+def test_resolve_section_fills_defaults_validates_once_and_names_the_key(monkeypatch):
+    """One place for a section's defaults and validation: what classify and the variants use."""
+    from phenoica import config as C
+
+    full = C.validate_config({})
+    resolved = C.resolve_section("classify", {"num_boost_round": 5})
+    assert resolved == {**full["classify"], "num_boost_round": 5}
+    assert C.resolve_section("transforms", None) == full["transforms"]
+    with pytest.raises(C.ConfigError, match=r"config key transforms.batch_rows: expected an integer >= 1, got 0"):
+        C.resolve_section("transforms", {"batch_rows": 0})
+    with pytest.raises(C.ConfigError, match=r"config key classify: unknown key\(s\) \['num_boost_rounds'\]"):
+        C.resolve_section("classify", {"num_boost_rounds": 5})
+    def no_validation(cls):
+        raise AssertionError("validated twice")
+
+    monkeypatch.setattr(C, "_with_defaults", no_validation)
+    again = C.resolve_section("classify", resolved)  # already resolved: a copy, not validated again
+    assert again == resolved and again is not resolved
+    with pytest.raises(AssertionError, match="validated twice"):
+        C.resolve_section("classify", dict(resolved))
+    with pytest.raises(C.ConfigError, match=r"models.m.embed_dim \(30\) is not divisible by num_heads \(4\)"):
+        C.check_model_geometry({"img_size": 16, "patch_size": 4, "embed_dim": 30, "num_heads": 4}, "models.m")
+
+
+def test_run_models_replaces_the_models_the_user_names():
+    from phenoica.config import EMBEDDINGS_MODEL, run_models
+
+    repo = yaml.safe_load((REPO / "config.yaml").read_text())
+    assert set(repo["models"]) == {"mae", "mae_seed1"}
+    user = {"models": {"ext": {"checkpoint": "/w.safetensors"}}}
+    merged = deep_merge(repo, user)  # what Snakemake hands the workflow: dictionaries merged
+    assert set(merged["models"]) == {"ext", "mae", "mae_seed1"}
+    assert run_models(merged, user)["models"] == {"ext": {"checkpoint": "/w.safetensors"}}
+    assert run_models(repo, {})["models"] == repo["models"]  # no command-line config: config.yaml is the user's
+    assert run_models(merged, {"classify": {"n_shards": 4}})["models"] == merged["models"]  # names no models
+
+    emb = {"screen": {"source": "embeddings", "embeddings": "/e/*.parquet"}}
+    assert run_models(deep_merge(repo, emb), emb)["models"] == {EMBEDDINGS_MODEL: {}}
+    assert list(run_models(deep_merge(repo, {**emb, **user}), {**emb, **user})["models"]) == ["ext"]
+    with pytest.raises(ConfigError, match=r"reads one embedding set .* names \['a', 'b'\]"):
+        run_models(repo | emb | {"models": {"a": {}, "b": {}}}, {})
+    sets = {"screen": {"source": "embeddings", "embeddings": {"a": "/a/*.parquet", "b": "/b/*.parquet"}}}
+    got = run_models(deep_merge(repo, sets), sets)
+    assert got["models"] == {"a": {}, "b": {}}
+    cfg = validate_config(got)
+    from phenoica.config import embedding_globs
+
+    assert embedding_globs(cfg) == {"a": "/a/*.parquet", "b": "/b/*.parquet"}
+    with pytest.raises(ConfigError, match=r"models \['c'\] have no embedding set"):
+        run_models(deep_merge(repo, sets), {**sets, "models": {"c": {}}})

@@ -368,6 +368,14 @@ def test_verdict_why_compares_ica_with_the_factor_fitted_rotation():
     assert "a better rotation exists that ICA does not find" in far and "ICA gets within" not in far
 
 
+def test_verdict_line_is_one_line_from_the_scores():
+    win = dis.verdict_line(_scores_for_verdict(0.3, 0.7))
+    assert win.startswith("procedural: AE + ICA - AE InfoM +0.30 [") and "over 3 seeds" in win
+    assert "ICA above the AE (as the paper reports) (AE InfoE 0.70)" in win and "\n" not in win
+    loss = dis.verdict_line(_scores_for_verdict(-0.2, 0.3))
+    assert "ICA below the AE (the opposite of the paper) (AE InfoE 0.30, too low to read InfoM)" in loss
+
+
 def test_tiny_end_to_end(tiny, tmp_path):
     summary = dis.train_and_encode(tiny, "ae", SETTINGS, 0, tmp_path / "ae" / "latents.npz", tmp_path / "ae" / "model.safetensors")
     assert summary["images_per_s"] > 0
@@ -385,6 +393,10 @@ def test_tiny_end_to_end(tiny, tmp_path):
     md = written["report_md"].read_text()
     assert "AE + ICA" in md and "## Verdict (measured)" in md and "paper (agg.) M/E/C" in md
     assert "0.39 / 0.76 / 0.25" in md  # the paper's AE row beside ours
+    from phenoica import render
+
+    linked = render.read_verdict(tmp_path / "report")
+    assert linked["title"] == dis.TITLE and linked["verdict"] == dis.verdict_line(scores)
     from safetensors.torch import load_file
 
     weights = load_file(str(tmp_path / "ae" / "model.safetensors"))

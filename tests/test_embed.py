@@ -353,7 +353,8 @@ SPEC = {"img_size": CROP, "patch_size": 4, "embed_dim": DIM, "depth": 1, "num_he
 
 @pytest.mark.parametrize("agnostic", [False, True])
 def test_phenoica_feature_extractor(tmp_path, agnostic):
-    from phenoica.mae import build_encoder, build_feature_extractor
+    from phenoica.models.features import build_feature_extractor
+    from phenoica.models.vit import build_encoder
 
     store, tiles = make_store(tmp_path, n=5)
     spec = {**SPEC, "channel_agnostic": agnostic}
@@ -436,7 +437,7 @@ def test_feature_names_and_options_are_written(tmp_path):
 
 
 def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tmp_path):
-    from phenoica.mae import build_feature_extractor
+    from phenoica.models.features import build_feature_extractor
 
     store, tiles = make_store(tmp_path, n=5)
     extractor = build_feature_extractor(SPEC, in_chans=3)

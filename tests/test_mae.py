@@ -12,23 +12,18 @@ from skimage import data
 from timm.models.vision_transformer import VisionTransformer
 
 from phenoica.mae import (
-    MAX_CHANNELS,
-    CheckpointError,
-    FeatureExtractor,
-    build_encoder,
-    build_feature_extractor,
     build_mae,
-    checkpoint_metadata,
-    load_encoder,
     patchify,
     random_crops,
     random_masking,
     reconstruction_loss,
     sample_training_images,
-    save_checkpoint,
     train_mae,
     warmup_cosine,
 )
+from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
+from phenoica.models.features import FeatureExtractor, build_feature_extractor
+from phenoica.models.vit import MAX_CHANNELS, build_encoder, load_encoder, save_checkpoint
 from phenoica.screen import ScreenError, write_plate
 
 torch.set_num_threads(1)

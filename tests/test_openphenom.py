@@ -331,7 +331,7 @@ def test_workflow_embeds_with_an_openphenom_checkpoint(tmp_path):
     geo = dict(TINY, img_size=16, patch_size=8)
     vit = reference_encoder(geo)
     files = save_all_ways(published_state(vit), tmp_path / "ckpt")
-    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "config" / "scenarios" / "demo.yaml").read_text())
     cfg["models"] = {"op": {"checkpoint": str(files["pickle_named_safetensors"]), "channels": ["mito", "nucleus", "er"],
                             "per_channel": True}}
     cfg["identifiability"] = {"align": False}

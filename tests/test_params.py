@@ -92,3 +92,12 @@ def test_the_same_training_writes_the_same_checkpoint_bytes(tmp_path):
     for path in paths:
         train_mae([store], SPEC, TRAIN, seed=3, out=path, device="cpu")
     assert paths[0].read_bytes() == paths[1].read_bytes()
+
+
+def test_bilipschitz_train_params_hold_every_key_one_job_reads():
+    """One bilipschitz_train job trains every seed of its (dataset, group, alpha): the seeds are
+    its params (a change reruns it), the sweep's wildcard keys are not."""
+    cfg = validate_config({})
+    params = wf.job_params(cfg, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS)
+    assert params["seeds"] == cfg["bilipschitz"]["seeds"]
+    assert not {"datasets", "alphas", "per_digit", "train_fraction"} & set(params)

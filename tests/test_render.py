@@ -67,3 +67,31 @@ def test_empty_table_and_bad_block():
 def test_write_csv_round_trips(tmp_path):
     df = pd.DataFrame({"a": [1, 2], "b": [0.5, np.nan]})
     pd.testing.assert_frame_equal(pd.read_csv(render.write_csv(df, tmp_path / "t" / "x.csv")), df)
+
+
+def test_bullets_inline_markup_and_column_formats():
+    table = pd.DataFrame({"auroc": [0.71234, math.nan], "p_value": [0.0012345, 0.5], "n": pd.array([3, pd.NA], "Int64")})
+    page = render.Page("t", sections=[render.Section("s", [
+        render.Bullets(["Model `mae`: **best** <x>", render.Bullets(["see [page](../b/index.html)"]), "two"]),
+        render.Table(table, float_format="{:.3f}", formats={"p_value": "{:.2g}"})])])
+    md = render.render_markdown(page)
+    assert "- Model `mae`: **best** <x>\n  - see [page](../b/index.html)\n- two" in md
+    assert "| 0.712 | 0.0012 | 3 |" in md and "|  | 0.5 |  |" in md  # NaN and NA are empty cells
+    text = render.render_html(page)
+    assert ("<ul><li>Model <code>mae</code>: <strong>best</strong> &lt;x&gt;"
+            '<ul><li>see <a href="../b/index.html">page</a></li></ul></li><li>two</li></ul>') in text
+    assert "<td>0.0012</td>" in text and "&lt;NA&gt;" not in text
+
+
+def test_verdict_round_trip_and_bad_files(tmp_path):
+    assert render.read_verdict(tmp_path) is None
+    render.write_verdict(tmp_path, "Study", "rho +0.5 [0.1, 0.8].")
+    assert render.read_verdict(tmp_path) is None  # no page beside it yet: nothing to link
+    (tmp_path / "index.html").write_text("<html></html>")
+    assert render.read_verdict(tmp_path) == {"title": "Study", "verdict": "rho +0.5 [0.1, 0.8].",
+                                             "page": str(tmp_path / "index.html")}
+    with pytest.raises(ValueError, match="one non-empty line"):
+        render.write_verdict(tmp_path, "Study", "two\nlines")
+    (tmp_path / "verdict.json").write_text('{"title": "Study"}')
+    with pytest.raises(ValueError, match="verdict.json: expected a JSON object with title, verdict and page"):
+        render.read_verdict(tmp_path)

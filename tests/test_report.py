@@ -1,4 +1,4 @@
-"""Tests of the report stage on small hand-made score tables with known answers."""
+"""Tests of the report stage (phenoica.summaries tables, phenoica.figures, the report page) on small hand-made score tables with known answers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from phenoica import hits, report
+from phenoica import figures, hits, report, summaries
 from phenoica.screen import GENE, GUIDE, ScreenError
 
 VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
@@ -70,7 +70,7 @@ def gene_table(values: dict[str, list[float]], model: str = "mae") -> pd.DataFra
 
 def test_table3_known_means_and_complete_cases():
     genes = gene_table({"base": [0.6, 0.7, 0.8], "pca_ica": [0.7, 0.8, 0.9], "pca": [0.65, 0.75, math.nan]})
-    t3 = report.table3(genes)
+    t3 = summaries.table3(genes)
     assert list(t3[GENE]) == ["G0", "G1", "G2", "mean"]
     assert [c for c in t3.columns if c.startswith("auroc_")] == ["auroc_base", "auroc_pca", "auroc_pca_ica"]
     assert "auroc_pca_rand" not in t3
@@ -86,7 +86,7 @@ def test_table3_known_means_and_complete_cases():
 
 def test_table3_one_block_per_model():
     genes = pd.concat([gene_table({"pca": [0.6, 0.7]}, "a"), gene_table({"pca": [0.8, 0.9]}, "b")])
-    t3 = report.table3(genes)
+    t3 = summaries.table3(genes)
     assert list(t3["model"]) == ["a"] * 3 + ["b"] * 3
     means = t3[t3[GENE] == "mean"].set_index("model")["auroc_pca"]
     assert means["a"] == pytest.approx(0.65) and means["b"] == pytest.approx(0.85)
@@ -96,7 +96,7 @@ def test_table4_mean_sd_excludes_nulls_and_skips():
     rows = make_rows(ica_gain, variants=("pca", "pca_ica"), n_genes=2, guides_per_gene=1, n_null=2, folds=(0,))
     rows.loc[rows[GUIDE] == "G1_0", "status"] = "skipped"
     rows.loc[rows[GUIDE] == "G1_0", ["auroc", "concentration"]] = math.nan
-    t4 = report.table4(rows).set_index("variant")
+    t4 = summaries.table4(rows).set_index("variant")
     # Only G0_0 is an ok real guide-fold: concentration = auroc - 0.5.
     assert list(t4.index) == ["pca", "pca_ica"]
     assert t4.loc["pca", "concentration_mean"] == pytest.approx(0.62 - 0.5)
@@ -104,7 +104,7 @@ def test_table4_mean_sd_excludes_nulls_and_skips():
     assert (t4["n"] == 1).all() and t4["concentration_sd"].isna().all()
 
     rows = make_rows(ica_gain, variants=("pca",), n_genes=3, guides_per_gene=1, n_null=0, folds=(0,))
-    t4 = report.table4(rows)
+    t4 = summaries.table4(rows)
     conc = np.array([0.62, 0.63, 0.64]) - 0.5
     assert t4.loc[0, "concentration_sd"] == pytest.approx(np.std(conc, ddof=1))
     assert t4.loc[0, "n"] == 3
@@ -120,7 +120,7 @@ def test_variant_summary_counts_bh_hits_against_the_null():
     records.append({"model": "m", "variant": "pca_ica", GENE: "G9", GUIDE: "g9", "is_null_guide": False,
                     "n_folds_ok": 0, "auroc": math.nan, "sparsity": math.nan, "concentration": math.nan})
     calls = hits.call_guides(pd.DataFrame.from_records(records), "parametric", 0.05)
-    s = report.variant_summary(calls).iloc[0]
+    s = summaries.variant_summary(calls).iloc[0]
     q = calls.loc[~calls["is_null_guide"], "q_value"]
     assert s["hits_q<0.05"] == (q < 0.05).sum() == 2  # the two strong guides
     assert s["hits_q<0.1"] == (q < 0.1).sum()
@@ -133,14 +133,14 @@ def test_variant_summary_counts_bh_hits_against_the_null():
 def test_variant_summary_without_null_makes_no_hit_calls():
     rows = make_rows(ica_gain, variants=("base",), n_genes=2, n_null=0)
     guides, _ = aggregate(rows)
-    s = report.variant_summary(guides).iloc[0]
+    s = summaries.variant_summary(guides).iloc[0]
     assert s["n_null_guides"] == 0 and pd.isna(s["hits_q<0.05"]) and pd.isna(s["hits_q<0.1"])
 
 
 def test_paired_tests_known_delta_and_sign_flip():
     pca = [0.60, 0.62, 0.65, 0.70, 0.71, 0.75, 0.80, 0.66]
     genes = gene_table({"pca": pca, "pca_ica": [a + 0.03 for a in pca], "base": pca[:4]})
-    t = report.paired_tests(genes, metrics=("auroc",)).set_index(["variant", "reference"])
+    t = summaries.paired_tests(genes, metrics=("auroc",)).set_index(["variant", "reference"])
     r = t.loc[("pca_ica", "pca")]
     assert r["n"] == 8
     assert r["median_diff"] == pytest.approx(0.03) and r["mean_diff"] == pytest.approx(0.03)
@@ -152,17 +152,17 @@ def test_paired_tests_known_delta_and_sign_flip():
     assert t.loc[("pca", "base"), "n"] == 4 and math.isnan(t.loc[("pca", "base"), "p_value"])
     assert "fewer than 5" in t.loc[("pca", "base"), "note"]
     # Swapping the comparison negates the differences and leaves the test unchanged.
-    flip = report.paired_tests(genes, pairs=[("pca", "pca_ica")], metrics=("auroc",)).iloc[0]
+    flip = summaries.paired_tests(genes, pairs=[("pca", "pca_ica")], metrics=("auroc",)).iloc[0]
     assert flip["mean_diff"] == pytest.approx(-0.03) and flip["p_value"] == pytest.approx(r["p_value"])
 
 
 def test_paired_tests_no_difference():
     genes = gene_table({"pca": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7], "pca_ica": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7]})
-    r = report.paired_tests(genes, pairs=[("pca_ica", "pca")], metrics=("auroc",)).iloc[0]
+    r = summaries.paired_tests(genes, pairs=[("pca_ica", "pca")], metrics=("auroc",)).iloc[0]
     assert r["p_value"] == 1.0 and r["median_diff"] == 0.0 and "zero" in r["note"]
     mixed = gene_table({"pca": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7],
                         "pca_ica": [0.61, 0.69, 0.82, 0.63, 0.76, 0.69]})
-    r = report.paired_tests(mixed, pairs=[("pca_ica", "pca")], metrics=("auroc",)).iloc[0]
+    r = summaries.paired_tests(mixed, pairs=[("pca_ica", "pca")], metrics=("auroc",)).iloc[0]
     assert r["p_value"] > 0.5
     assert r["ci_low"] < 0 < r["ci_high"] and r["ci_low"] <= r["mean_diff"] <= r["ci_high"]
 
@@ -185,7 +185,7 @@ def test_truth_checks_detects_effect():
         return 0.6 + 0.03 * gi + 0.01 * si  # increases with efficacy
     rows = make_rows(score, variants=("pca", "pca_ica"))
     guides, _ = aggregate(rows)
-    tc = report.truth_checks(guides, truth_for()).set_index("variant")
+    tc = summaries.truth_checks(guides, truth_for()).set_index("variant")
     r = tc.loc["pca_ica"]
     assert r["n_effect"] == 10 and r["n_no_effect"] == 6
     assert r["auroc_effect_mean"] > r["auroc_no_effect_mean"]
@@ -203,7 +203,7 @@ def test_truth_checks_no_difference_when_groups_match():
         return 0.5 if is_null else values[(gi % 3) * 2 + si]
     rows = make_rows(score, variants=("pca_ica",), n_genes=6)
     guides, _ = aggregate(rows)
-    r = report.truth_checks(guides, truth_for(n_genes=6, null_genes=(3, 4, 5))).iloc[0]
+    r = summaries.truth_checks(guides, truth_for(n_genes=6, null_genes=(3, 4, 5))).iloc[0]
     assert r["effect_minus_no_effect"] == pytest.approx(0.0)
     assert r["mannwhitney_p"] > 0.4 and bool(r["effect_gt_no_effect"]) is False
     assert r["no_effect_vs_half_p"] > 0.5
@@ -214,26 +214,26 @@ def test_truth_checks_missing_truth_row_is_named():
     guides, _ = aggregate(rows)
     truth = truth_for(n_genes=3, null_genes=(2,))
     with pytest.raises(ScreenError, match="G2_1"):
-        report.truth_checks(guides, truth[truth[GUIDE] != "G2_1"])
+        summaries.truth_checks(guides, truth[truth[GUIDE] != "G2_1"])
 
 
 def test_bad_inputs_name_the_problem():
     rows = make_rows(ica_gain, variants=("pca",), n_genes=2)
     with pytest.raises(ScreenError, match="missing column.*auroc_top"):
-        report.table4(rows.drop(columns="auroc_top"))
+        summaries.table4(rows.drop(columns="auroc_top"))
     bad = rows.copy()
     bad.loc[3, "status"] = "done"
     with pytest.raises(ScreenError, match="status.*row\\(s\\) \\[3\\]"):
-        report.table4(bad)
+        summaries.table4(bad)
     guides, genes = aggregate(rows)
     with pytest.raises(ScreenError, match="duplicate"):
-        report.table3(pd.concat([genes, genes.iloc[:1]]))
+        summaries.table3(pd.concat([genes, genes.iloc[:1]]))
     bad = guides.copy()
     bad["is_null_guide"] = "maybe"
     with pytest.raises(ScreenError, match="is_null_guide"):
-        report.variant_summary(bad)
+        summaries.variant_summary(bad)
     with pytest.raises(ScreenError, match="auroc.*numeric"):
-        report.paired_tests(genes.assign(auroc="high"))
+        summaries.paired_tests(genes.assign(auroc="high"))
 
 
 def test_skips_counted_by_reason():
@@ -242,32 +242,32 @@ def test_skips_counted_by_reason():
     rows.loc[few, ["status", "reason"]] = ["skipped", "too few training samples"]
     one = (rows[GUIDE] == "G2_0") & (rows["variant"] == "pca")
     rows.loc[one, ["status", "reason"]] = ["skipped", "no test positives"]
-    skipped = report.skipped_rows(rows)
+    skipped = summaries.skipped_rows(rows)
     assert len(skipped) == 4 + 2
     assert set(skipped.loc[skipped["reason"] == "too few training samples", "n_same_reason"]) == {4}
-    counts = report.skip_counts(rows).set_index(["variant", "reason"])
+    counts = summaries.skip_counts(rows).set_index(["variant", "reason"])
     assert counts.loc[("pca", "too few training samples"), "n_rows"] == 2
     assert counts.loc[("pca", "no test positives"), "n_guides"] == 1
-    assert report.skip_counts(make_rows(ica_gain, variants=("pca",), n_genes=1)).empty
+    assert summaries.skip_counts(make_rows(ica_gain, variants=("pca",), n_genes=1)).empty
 
 
 def test_fit_report_one_row_per_model_and_variant():
     fit = {"mae": {"base": {"variant": "base", "steps": "identity"},
                    "pca": {"variant": "pca", "n_components": 24, "batches": [f"b{i}" for i in range(64)]},
                    "pca_ica": {"variant": "pca_ica", "n_components": 24, "ica": {"converged": True, "n_iter": 37}}}}
-    t = report.fit_report_table(fit).set_index(["model", "variant"])
+    t = summaries.fit_report_table(fit).set_index(["model", "variant"])
     assert list(t.index) == [("mae", "base"), ("mae", "pca"), ("mae", "pca_ica")]
     assert t.loc[("mae", "pca"), "n_components"] == "24"
     assert t.loc[("mae", "pca"), "batches"].startswith("64 values")
     assert t.loc[("mae", "pca_ica"), "ica.converged"] == "True" and t.loc[("mae", "base"), "ica.n_iter"] == ""
-    other = report.fit_report_table({"whiten": {"eps": 1e-6, "rule": "parallel"}}).set_index("setting")["value"]
+    other = summaries.fit_report_table({"whiten": {"eps": 1e-6, "rule": "parallel"}}).set_index("setting")["value"]
     assert other["whiten.eps"] == "1e-06" and other["whiten.rule"] == "parallel"
 
 
 def test_figures_are_real_pngs_with_missing_variants(tmp_path):
     rows = make_rows(ica_gain, variants=("base", "pca_ica"), n_genes=4)
     guides, genes = aggregate(rows)
-    figs = report.make_figures(tmp_path, guides, genes)
+    figs = figures.make_figures(tmp_path, guides, genes)
     assert set(figs) == {"auroc_by_variant", "volcano", "null_qq", "paired_pca_ica_vs_pca", "sparsity_by_variant",
                          "concentration_by_variant"}
     for path in figs.values():
@@ -362,5 +362,34 @@ def test_write_report_when_everything_was_skipped(tmp_path):
     guides, genes = aggregate(rows)
     written = report.write_report(tmp_path, rows, guides, genes)
     assert "No scores." in written["report_md"].read_text()
-    assert report.skip_counts(rows).loc[0, "n_rows"] == len(rows)
-    assert report.table4(rows).loc[0, "n"] == 0
+    assert summaries.skip_counts(rows).loc[0, "n_rows"] == len(rows)
+    assert summaries.table4(rows).loc[0, "n"] == 0
+
+
+def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
+    """The main page links each study page that exists (path relative to the report) with its
+    one-line verdict; the tables do not change."""
+    from phenoica import render, workflow
+
+    rows = make_rows(ica_gain, variants=("pca", "pca_ica"), n_genes=3)
+    guides, genes = aggregate(rows)
+    results = tmp_path / "results"
+    assert workflow.study_pages(str(results)) == []
+    study = results / "studies" / "bilipschitz"
+    study.mkdir(parents=True)
+    (study / "index.html").write_text("<html></html>")
+    render.write_verdict(study, "Bi-Lipschitz <study>", "digits: rho +0.40 [+0.10, +0.70].")
+    pages = workflow.study_pages(str(results))
+    assert pages == [{"title": "Bi-Lipschitz <study>", "verdict": "digits: rho +0.40 [+0.10, +0.70].",
+                      "page": str(study / "index.html")}]
+    plain = report.write_report(tmp_path / "plain", rows, guides, genes)
+    linked = report.write_report(results / "report", rows, guides, genes,
+                                 studies=[report.StudyLink(**p) for p in pages])
+    md = linked["report_md"].read_text()
+    assert "## Studies" in md and "[Bi-Lipschitz <study>](../studies/bilipschitz/index.html): digits: rho" in md
+    assert "## Studies" not in plain["report_md"].read_text()
+    page = linked["index_html"].read_text()
+    assert '<a href="../studies/bilipschitz/index.html">Bi-Lipschitz &lt;study&gt;</a>: digits: rho +0.40' in page
+    for name, path in plain.items():
+        if path.suffix == ".csv":
+            assert path.read_bytes() == linked[name].read_bytes(), name

@@ -8,7 +8,7 @@ import torch
 
 from phenoica import screen
 from phenoica.preprocess import crop_grid, normalize_per_channel, prepare, scale_intensity
-from phenoica.profiles import aggregate_wells, expand_embedding_column, gather_profiles, read_embeddings
+from phenoica.profiles import aggregate_wells, expand_embedding_column, gather_profiles
 from phenoica.screen import ScreenError, check_plate_against_metadata, open_plate, validate_metadata, write_plate
 
 
@@ -110,7 +110,7 @@ def test_profiles_gather_list_column_and_well_mean(tmp_path, metadata, rng):
     listed = df[screen.metadata_columns(df)].copy()
     listed["vec"] = list(df[["emb_0000", "emb_0001", "emb_0002"]].to_numpy())
     listed.to_parquet(tmp_path / "l.parquet")
-    expanded = read_embeddings([tmp_path / "l.parquet"], embedding_column="vec")
+    expanded = gather_profiles([tmp_path / "l.parquet"], embedding_column="vec")
     np.testing.assert_allclose(expanded["emb_0002"], df["emb_0002"])
     wells = aggregate_wells(df)
     assert len(wells) == df.groupby(["Metadata_Plate", "Metadata_Well"]).ngroups
@@ -125,7 +125,7 @@ def test_profiles_reject_nonfinite_and_ragged(tmp_path, metadata, rng):
     df.loc[2, "emb_0001"] = np.nan
     df.to_parquet(tmp_path / "n.parquet")
     with pytest.raises(ScreenError, match=r"n.parquet: non-finite.*emb_0001"):
-        read_embeddings([tmp_path / "n.parquet"])
+        gather_profiles([tmp_path / "n.parquet"])
     ragged = metadata.copy()
     ragged["vec"] = [np.zeros(3)] * 5 + [np.zeros(2)] + [np.zeros(3)] * (len(ragged) - 6)
     with pytest.raises(ScreenError, match="row 5 has length 2"):

@@ -54,10 +54,10 @@ def slurm_cluster():
 
 
 def tiny_config(workdir: Path, resources: dict) -> None:
-    """tests/data/tiny.yaml cut to one model, two variants and one classification shard, without
+    """config/scenarios/demo.yaml cut to one model, two variants and one classification shard, without
     the mAP readout (up to the scores: 15 SLURM jobs in about 10 waves on a 2-CPU node; every job
     starts Snakemake twice, and each wave waits for a status poll), with the given resources."""
-    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "config" / "scenarios" / "demo.yaml").read_text())
     cfg["models"] = {"mae": cfg["models"]["mae"]}
     cfg["transforms"]["variants"] = ["base", "pca_ica"]
     cfg["classify"].update(n_shards=1, map_readout=False)

@@ -58,7 +58,7 @@ def test_default_study_plan(tmp_path):
 
 @pytest.mark.slow
 def test_tiny_studies_end_to_end(tmp_path):
-    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
+    cfg = yaml.safe_load((REPO / "config" / "scenarios" / "demo.yaml").read_text())
     cfg.update(TINY_STUDIES)
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
     snakemake(tmp_path, "disentangle", "bilipschitz")
@@ -75,5 +75,12 @@ def test_tiny_studies_end_to_end(tmp_path):
     assert (table2["n_seeds"] == 2).all() and table2["infom_lo"].notna().all()
     rho = pd.read_csv(tmp_path / "results" / "studies" / "bilipschitz" / "tables" / "spearman.csv")
     assert set(rho["dataset"]) == {"isometric", "digits"} and {"ci_low", "ci_high"} <= set(rho.columns)
+    # each page leaves its one-line verdict for the main report to link (read when the DAG is built)
+    from phenoica import workflow
+
+    pages = workflow.study_pages(str(tmp_path / "results"))
+    assert [p["page"] for p in pages] == [str(tmp_path / "results" / "studies" / s / "index.html")
+                                          for s in ("disentangle", "bilipschitz")]
+    assert pages[0]["verdict"].startswith("scenes: AE + ICA - AE InfoM") and "isometric: Spearman" in pages[1]["verdict"]
     # a rerun does nothing
     assert "Nothing to be done" in snakemake(tmp_path, "disentangle", "bilipschitz").stderr

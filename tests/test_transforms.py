@@ -26,7 +26,6 @@ from phenoica.variants import (
     apply_transform,
     apply_transform_file,
     fit_transforms,
-    fit_variant,
     fit_variants,
     load_transform,
     parallel_analysis,
@@ -256,7 +255,7 @@ def test_new_batch_is_not_refitted(tmp_path):
     table = make_profiles(n_batches=3)
     train, new = table[table[BATCH] != "B3"], table[table[BATCH] == "B3"]
     X, b, c, names = split(train)
-    vt = fit_variant("pca_ica", X, b, c, CFG, seed=0, feature_names=names)
+    vt = fit_variants(["pca_ica"], X, b, c, CFG, seed=0, feature_names=names)["pca_ica"]
     steps = (vt.center_scale, vt.whitener, vt.rotation)
     before = [{k: np.copy(v) for k, v in vars(s).items() if k.endswith("_")} for s in steps]
     Xn, bn, cn, _ = split(new)
@@ -271,9 +270,9 @@ def test_new_batch_is_not_refitted(tmp_path):
 
 def test_fit_on_controls_and_seed(rng):
     X, b, c, names = split(make_profiles())
-    on_ctrl = fit_variant("pca_rand", X, b, c, {**CFG, "fit_on": "controls"}, seed=0, feature_names=names)
+    on_ctrl = fit_variants(["pca_rand"], X, b, c, {**CFG, "fit_on": "controls"}, seed=0, feature_names=names)["pca_rand"]
     assert on_ctrl.fit_report["n_samples_fit"] == int(c.sum())
-    other = fit_variant("pca_rand", X, b, c, {**CFG, "fit_on": "controls"}, seed=1, feature_names=names)
+    other = fit_variants(["pca_rand"], X, b, c, {**CFG, "fit_on": "controls"}, seed=1, feature_names=names)["pca_rand"]
     assert not np.allclose(on_ctrl.rotation.rotation_, other.rotation.rotation_)
 
 

@@ -1,4 +1,4 @@
-"""The whole workflow through Snakemake on the tiny config: a real run, lint, the jobs a dry
+"""The whole workflow through Snakemake on the scenario configs (config/scenarios/; demo = the tiny screen): a real run, lint, the jobs a dry
 run plans after adding plates or changing a parameter (speed-only keys plan none), a bad screen
 stopped before any plate work, and the resume promise after kill -9 during embed and classify."""
 from __future__ import annotations
@@ -22,6 +22,7 @@ from phenoica import workflow as wf
 from tests.conftest import REPO
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
+SCENARIOS = REPO / "config" / "scenarios"
 
 
 def _command(workdir: Path, args: tuple[str, ...], configfile: str) -> list[str]:
@@ -48,7 +49,8 @@ def planned_jobs(workdir: Path, *args: str, configfile: str = "config.yaml") -> 
 
 
 def write_config(workdir: Path, **changes) -> dict:
-    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
+    """The demo scenario (config/scenarios/demo.yaml) as the folder's config.yaml, sections updated."""
+    cfg = yaml.safe_load((SCENARIOS / "demo.yaml").read_text())
     for section, values in changes.items():
         cfg.setdefault(section, {}).update(values)
     (workdir / "config.yaml").write_text(yaml.safe_dump(cfg))
@@ -125,6 +127,27 @@ def test_tiny_workflow_end_to_end_and_incremental(finished_tiny):
     jobs = planned_jobs(finished_tiny, configfile=probe(finished_tiny, {"classify": {"num_boost_round": 12}}))
     assert "embed" not in jobs and "train_mae" not in jobs and "fit_transforms" not in jobs, jobs
     assert jobs.get("classify") == 2 * 4 * 2 and jobs.get("report") == 1 and "align" not in jobs
+
+
+@pytest.mark.slow
+def test_report_links_a_finished_study_page(finished_tiny, tmp_path):
+    """A study page that appears after the report reruns the report alone, which then links it
+    with its verdict; the report's tables do not change."""
+    from phenoica import render
+
+    work = tmp_path / "work"
+    shutil.copytree(finished_tiny, work, symlinks=True)
+    study = work / "results" / "studies" / "disentangle"
+    study.mkdir(parents=True)
+    (study / "index.html").write_text("<html></html>")
+    render.write_verdict(study, "Disentanglement benchmark", "scenes: AE + ICA - AE InfoM +0.10 [+0.02, +0.18].")
+    assert planned_jobs(work) == {"report": 1, "all": 1}
+    snakemake(work)
+    page = (work / "results" / "report" / "index.html").read_text()
+    assert '<a href="../studies/disentangle/index.html">Disentanglement benchmark</a>: scenes: AE + ICA' in page
+    tables = sorted((finished_tiny / "results" / "report" / "tables").glob("*.csv"))
+    assert tables and all((work / "results" / "report" / "tables" / t.name).read_bytes() == t.read_bytes()
+                          for t in tables)
 
 
 #: A different valid value for every key that changes only speed, memory, layout or logs.
@@ -218,113 +241,6 @@ def test_a_bad_screen_stops_before_any_job(tmp_path):
     assert '"crop_size": [' in (res / "screen" / "validated.json").read_text()
 
 
-def _tiny_screen(tmp_path: Path):
-    """A small simulated screen written in the data contract (stores + one metadata table)."""
-    from phenoica.simulate import simulate_screen
-
-    cfg = yaml.safe_load((REPO / "tests" / "data" / "tiny.yaml").read_text())
-    from phenoica.config import validate_config
-
-    demo = validate_config(cfg)["demo"]
-    meta = simulate_screen(demo, 0, tmp_path / "screen")
-    return cfg, meta
-
-
-def test_zarr_source_plans_one_job_per_plate_and_new_plates_alone(tmp_path):
-    cfg, meta = _tiny_screen(tmp_path)
-    table = tmp_path / "screen" / "metadata.parquet"
-    cfg["screen"] = {"source": "zarr", "metadata": str(table), "plates_dir": str(tmp_path / "screen" / "plates")}
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    jobs = planned_jobs(work)
-    assert jobs["plate_metadata"] == 3 and jobs["embed"] == 2 * 3 and "simulate_plate" not in jobs
-    # The per-plate digest changes only for the plate whose rows change.
-    from phenoica.config import validate_config
-    from phenoica.workflow import plate_digest
-
-    full = validate_config(cfg)
-    before = {p: plate_digest(full, p) for p in ("B01P01", "B02P01", "B03P01")}
-    edited = meta.copy()
-    edited.loc[edited["Metadata_Plate"] == "B02P01", "Metadata_Site"] += 10
-    edited.to_parquet(table)
-    from phenoica import workflow
-
-    workflow._table.cache_clear()
-    workflow.plate_digests.cache_clear()
-    after = {p: plate_digest(full, p) for p in before}
-    assert [p for p in before if before[p] != after[p]] == ["B02P01"]
-
-
-def _write_images(tmp_path: Path, meta: pd.DataFrame) -> Path:
-    """The tiny screen's tiles as RxRx-style per-channel PNGs plus a plate map."""
-    import numpy as np
-    from PIL import Image
-
-    from phenoica.screen import open_plate
-
-    root = tmp_path / "images"
-    for plate, rows in meta.groupby("Metadata_Plate"):
-        tiles = open_plate(tmp_path / "screen" / "plates" / f"{plate}.zarr")[:]
-        (root / plate).mkdir(parents=True)
-        for _, r in rows.iterrows():
-            for c in range(tiles.shape[1]):
-                img = np.ascontiguousarray(tiles[r["Metadata_ImageIndex"], c])
-                Image.fromarray(img).save(root / plate / f"{r['Metadata_Well']}_s{r['Metadata_Site']}_w{c + 1}.png")
-    wells = meta.drop(columns=["Metadata_Site", "Metadata_ImageIndex"]).drop_duplicates(["Metadata_Plate", "Metadata_Well"])
-    wells.to_csv(tmp_path / "plate_map.csv", index=False)
-    return root
-
-
-@pytest.mark.slow
-def test_images_source_ingests_and_embeds(tmp_path):
-    cfg, meta = _tiny_screen(tmp_path)
-    root = _write_images(tmp_path, meta)
-    cfg["screen"] = {"source": "images", "images_dir": str(root), "plate_map": str(tmp_path / "plate_map.csv")}
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    snakemake(work, "results/embeddings/mae/B02P01.parquet")
-    emb = pd.read_parquet(work / "results" / "embeddings" / "mae" / "B02P01.parquet")
-    plate_rows = meta[meta["Metadata_Plate"] == "B02P01"]
-    assert len(emb) == len(plate_rows)
-    assert set(emb["Metadata_Guide"]) == set(plate_rows["Metadata_Guide"])
-
-
-@pytest.mark.slow
-def test_embeddings_source_runs_from_profiles_on(tmp_path):
-    """Embeddings computed elsewhere (one list-valued column) are a complete entry point."""
-    import numpy as np
-
-    rng = np.random.default_rng(0)
-    rows = []
-    for b in range(3):
-        for guide, gene, kind in [("NTC", "non-targeting", "control")] * 60 + [("G1_a", "G1", "perturbation")] * 10 \
-                + [("G2_a", "G2", "perturbation")] * 10:
-            rows.append({"Metadata_Batch": f"B{b}", "Metadata_Plate": f"P{b}", "Metadata_Gene": gene,
-                         "Metadata_Guide": guide, "Metadata_PertType": kind})
-    df = pd.DataFrame(rows)
-    df["Metadata_Well"] = [f"W{i:03d}" for i in range(len(df))]
-    x = rng.laplace(size=(len(df), 12)).astype("float32")
-    x[df["Metadata_Gene"] == "G1", 0] += 6.0  # G1 has a strong effect, G2 none
-    x += (df["Metadata_Batch"].str[1:].astype(int).to_numpy()[:, None] * rng.normal(size=12)).astype("float32")
-    df["vector"] = list(x)
-    (tmp_path / "emb").mkdir()
-    for b, part in df.groupby("Metadata_Batch"):
-        part.to_parquet(tmp_path / "emb" / f"{b}.parquet")
-    cfg = {"screen": {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "*.parquet"),
-                      "embedding_column": "vector"},
-           "transforms": {"n_components": 6},
-           "classify": {"n_shards": 1, "num_boost_round": 20, "n_null_guides": 20, "min_train_samples": 3}}
-    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    jobs = planned_jobs(tmp_path)
-    assert "embed" not in jobs and "train_mae" not in jobs and jobs["gather_profiles"] == 1
-    snakemake(tmp_path)
-    guides = pd.read_parquet(tmp_path / "results" / "scores" / "guides.parquet")
-    base = guides[(guides["variant"] == "base") & ~guides["is_null_guide"]].set_index("Metadata_Guide")["auroc"]
-    assert base["G1_a"] > 0.9 and base["G1_a"] > base["G2_a"]
-
-
 def test_genome_scale_dag_stays_in_the_low_thousands(tmp_path):
     """17,000 genes x 6 guides, 40 batches, 400 plates, 4 variants: one embed job per plate,
     classification sharded, so the DAG stays small (timings: benchmarks/genome_dag.py)."""
@@ -332,42 +248,6 @@ def test_genome_scale_dag_stays_in_the_low_thousands(tmp_path):
     jobs = planned_jobs(tmp_path)
     assert jobs["embed"] == 400 and jobs["classify"] == 4 * 250
     assert 1000 <= sum(jobs.values()) <= 3000, jobs
-
-
-def test_frozen_transforms_are_applied_not_refitted(tmp_path):
-    """transforms.frozen points at earlier fits: no fit job is planned, apply reads the frozen files."""
-    frozen = tmp_path / "frozen"
-    for model in ("mae", "mae_seed1"):
-        (frozen / model).mkdir(parents=True)
-        for name in ("base.npz", "pca.npz", "pca_ica.npz", "pca_rand.npz", "fit_report.json"):
-            (frozen / model / name).write_text("")
-    write_config(tmp_path, transforms={"frozen": str(frozen)})
-    jobs = planned_jobs(tmp_path)
-    assert "fit_transforms" not in jobs and jobs["apply_transform"] == 2 * 4
-
-
-@pytest.mark.slow
-def test_zarr_screen_with_a_cross_plate_error_fails_before_any_plate_job(tmp_path):
-    """A gene that is a control on one plate and a perturbation on another (each plate's rows
-    alone are fine) stops the run before any job: no plate metadata split, no model trained,
-    no embedding file."""
-    cfg, meta = _tiny_screen(tmp_path)
-    table = tmp_path / "screen" / "metadata.parquet"
-    bad = meta.copy()
-    on_b02 = (bad["Metadata_Plate"] == "B02P01") & (bad["Metadata_PertType"] == "control")
-    bad.loc[on_b02, "Metadata_PertType"] = "perturbation"
-    bad.to_parquet(table)
-    cfg["screen"] = {"source": "zarr", "metadata": str(table), "plates_dir": str(tmp_path / "screen" / "plates")}
-    work = tmp_path / "work"
-    work.mkdir()
-    (work / "config.yaml").write_text(yaml.safe_dump(cfg))
-    proc = snakemake(work, check=False)
-    assert proc.returncode != 0
-    text = proc.stdout + proc.stderr
-    assert "is listed under both PertTypes" in text and "metadata.parquet" in text
-    res = work / "results"
-    assert not (res / "embeddings").exists() and not (res / "models").exists()
-    assert not (res / "screen" / "metadata").exists()
 
 
 # --------------------------------------------------------------------------- kill -9 and resume

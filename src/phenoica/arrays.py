@@ -10,7 +10,8 @@ One helper per job, shared by the transforms (:mod:`phenoica.variants`), the ali
   without a temporary the size of the data;
 - :func:`check_matrix`: a finite, numeric, 2-D array with rows, or an error that says what was
   expected (and names the columns);
-- :func:`centered_chunks`: ``X - mean`` in float64, one row chunk at a time.
+- :func:`centered_chunks`: ``X - mean`` in float64, one row chunk at a time;
+- :func:`finite_values`: the finite entries of a score column (summaries and figures).
 """
 
 from __future__ import annotations
@@ -132,3 +133,9 @@ def centered_chunks(X: np.ndarray, mean: np.ndarray) -> Iterator[tuple[slice, np
         block = buf[: rows.stop - rows.start]  # type: ignore[union-attr]
         np.subtract(X[rows], mean, out=block)
         yield rows, block  # type: ignore[misc]
+
+
+def finite_values(values: Any) -> np.ndarray:
+    """The finite entries of ``values`` (a score column: Series, list or array) as a flat float array."""
+    arr = np.asarray(values, dtype=float).ravel()
+    return arr[np.isfinite(arr)]

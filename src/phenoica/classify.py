@@ -43,7 +43,6 @@ naming them; sparsity's D counts the remaining features. Non-finite feature valu
 
 from __future__ import annotations
 
-import copy
 import functools
 import json
 import logging
@@ -56,14 +55,13 @@ import warnings
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-import jsonschema
 import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
 from phenoica import metrics
 from phenoica.arrays import check_finite
-from phenoica.config import deep_merge, load_schema
+from phenoica.config import resolve_section
 from phenoica.contract import OK, SKIPPED
 from phenoica.profiles import aggregate_wells
 from phenoica.screen import (
@@ -110,31 +108,13 @@ _RESERVED = {
 # ----------------------------------------------------------------------------- configuration
 
 
-@functools.lru_cache(maxsize=1)
-def _schema_defaults() -> dict[str, Any]:
-    props = load_schema()["properties"]["classify"]["properties"]
-    out = {k: v["default"] for k, v in props.items() if "default" in v and k != "lightgbm"}
-    out["lightgbm"] = {k: v["default"] for k, v in props["lightgbm"]["properties"].items() if "default" in v}
-    return out
-
-
-@functools.lru_cache(maxsize=1)
-def _classify_schema() -> dict[str, Any]:
-    return load_schema()["properties"]["classify"]
-
-
 def resolve_classify_config(cfg_classify: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``cfg_classify`` (config["classify"], possibly partial) with the schema's defaults filled in.
+    """``cfg_classify`` (config["classify"], possibly partial) with the schema's defaults filled in
+    (:func:`phenoica.config.resolve_section`; a section resolved once is not validated again).
 
     Raises ValueError naming the key when a value breaks the schema.
     """
-    merged = deep_merge(copy.deepcopy(_schema_defaults()), dict(cfg_classify or {}))
-    errors = sorted(jsonschema.Draft202012Validator(_classify_schema()).iter_errors(merged), key=lambda e: list(e.path))
-    if errors:
-        err = errors[0]
-        where = ".".join(str(p) for p in err.absolute_path) or "(section)"
-        raise ValueError(f"config key classify.{where}: {err.message}")
-    return merged
+    return resolve_section("classify", cfg_classify)
 
 
 #: Canonical names of the LightGBM parameters phenoica sets, defaults or checks itself, each with
@@ -256,7 +236,7 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
     """
     cfg = resolve_classify_config(cfg_classify)
     given = dict(cfg["lightgbm"])
-    defaults = _schema_defaults()["lightgbm"]
+    defaults = resolve_section("classify", {})["lightgbm"]
     canonical = lightgbm_parameter_names(given)
     groups: dict[str, list[str]] = {}
     for key in given:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -25,6 +26,12 @@ def load_schema(path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
     """Read the JSON schema (YAML-encoded) of the workflow configuration."""
     with open(path) as fh:
         return yaml.safe_load(fh)
+
+
+@functools.lru_cache(maxsize=1)
+def _package_schema() -> dict[str, Any]:
+    """The package's schema, read once per process (do not modify it)."""
+    return load_schema()
 
 
 def _with_defaults(validator_class: type) -> type:
@@ -62,7 +69,7 @@ def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
 
     Raises ConfigError naming the offending key path and what was expected.
     """
-    schema = dict(schema) if schema is not None else load_schema()
+    schema = dict(schema) if schema is not None else _package_schema()
     instance = copy.deepcopy(dict(config))
     validator_class = _with_defaults(jsonschema.validators.validator_for(schema))
     validator = validator_class(schema)
@@ -75,6 +82,79 @@ def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
         raise ConfigError("invalid configuration:\n" + "\n".join(lines))
     _check_consistency(instance)
     return instance
+
+
+def describe_schema(schema: Mapping[str, Any]) -> str:
+    """What a config schema entry accepts, in words (for error messages)."""
+    if "enum" in schema:
+        return f"one of {schema['enum']}"
+    types = schema.get("type", [])
+    types = [types] if isinstance(types, str) else list(types)
+    if "array" in types:
+        allowed = (schema.get("items") or {}).get("enum")
+        return f"a list of distinct values from {allowed}" if allowed else "a list"
+    words = []
+    for kind in types:
+        if kind in ("integer", "number"):
+            word = "an integer" if kind == "integer" else "a number"
+            if "minimum" in schema:
+                word += f" >= {schema['minimum']}"
+            elif "exclusiveMinimum" in schema:
+                word += f" > {schema['exclusiveMinimum']}"
+            words.append(word)
+        elif kind == "boolean":
+            words.append("true or false")
+        elif kind == "string":
+            words.append("a string")
+        elif kind == "null":
+            words.append("null")
+        elif kind == "object":
+            words.append("a mapping")
+    return " or ".join(words) or "a value the schema accepts"
+
+
+class ResolvedSection(dict):
+    """A config section with its defaults filled in and validated (:func:`resolve_section`);
+    resolving it again returns a copy without validating twice."""
+
+    section: str = ""
+
+
+def resolve_section(section: str, values: Mapping[str, Any] | None) -> ResolvedSection:
+    """``config[section]`` (possibly partial: a test, a notebook) with the schema's defaults filled
+    in and validated by the same rules as :func:`validate_config`.
+
+    Raises ConfigError naming the key (``transforms.batch_rows``), what it expects and the value.
+    """
+    if isinstance(values, ResolvedSection) and values.section == section:
+        return _resolved(section, copy.deepcopy(dict(values)))
+    properties = _package_schema()["properties"]
+    if section not in properties:
+        raise KeyError(f"the config schema has no section {section!r}")
+    schema = properties[section]
+    instance = copy.deepcopy(dict(values or {}))
+    validator = _with_defaults(jsonschema.validators.validator_for(schema))(schema)
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        err = errors[0]
+        path = [str(p) for p in err.absolute_path]
+        entry: Mapping[str, Any] = schema
+        for part in path:
+            entry = (entry.get("properties") or {}).get(part) or entry.get("additionalProperties") or {}
+        if err.validator == "additionalProperties":
+            unknown = sorted(set(err.instance) - set(err.schema.get("properties", {})))
+            raise ConfigError(f"config key {'.'.join([section, *path])}: unknown key(s) {unknown}; "
+                              f"expected keys {sorted(err.schema.get('properties', {}))}")
+        what = describe_schema(entry) if path else "a mapping"
+        raise ConfigError(f"config key {'.'.join([section, *path])}: expected {what}, got {err.instance!r} "
+                          f"({err.message})")
+    return _resolved(section, instance)
+
+
+def _resolved(section: str, values: dict[str, Any]) -> ResolvedSection:
+    out = ResolvedSection(values)
+    out.section = section
+    return out
 
 
 #: The workflow's job rules (target rules all / disentangle / bilipschitz run nothing): the
@@ -130,15 +210,7 @@ def _check_consistency(config: dict[str, Any]) -> None:
             "or 0 for no hit calls"
         )
     for name, model in config["models"].items():
-        if model["img_size"] % model["patch_size"]:
-            raise ConfigError(
-                f"invalid configuration: models.{name}.img_size ({model['img_size']}) is not a "
-                f"multiple of patch_size ({model['patch_size']})"
-            )
-        if model["embed_dim"] % model["num_heads"]:
-            raise ConfigError(
-                f"invalid configuration: models.{name}.embed_dim must be divisible by num_heads"
-            )
+        check_model_geometry(model, f"invalid configuration: models.{name}")
         _check_model_entry(name, model)
     n = config["transforms"]["n_components"]
     if isinstance(n, str) and n != "parallel":
@@ -148,6 +220,16 @@ def _check_consistency(config: dict[str, Any]) -> None:
         )
     if isinstance(n, float) and not 0 < n < 1:
         raise ConfigError(f"invalid configuration: transforms.n_components fraction {n} not in (0, 1)")
+
+
+def check_model_geometry(spec: Mapping[str, Any], where: str = "model spec") -> None:
+    """The ViT geometry of a model entry (a ``models`` entry, or a spec built in Python):
+    ``img_size`` a multiple of ``patch_size``, ``embed_dim`` divisible by ``num_heads``.
+    Raises ConfigError naming ``where`` and the keys."""
+    if spec["img_size"] % spec["patch_size"]:
+        raise ConfigError(f"{where}.img_size ({spec['img_size']}) is not a multiple of patch_size ({spec['patch_size']})")
+    if spec["embed_dim"] % spec["num_heads"]:
+        raise ConfigError(f"{where}.embed_dim ({spec['embed_dim']}) is not divisible by num_heads ({spec['num_heads']})")
 
 
 def _check_model_entry(name: str, model: Mapping[str, Any]) -> None:
@@ -183,6 +265,63 @@ def load_config(path: Path | str, overrides: Mapping[str, Any] | None = None) ->
     if overrides:
         raw = deep_merge(raw, overrides)
     return validate_config(raw)
+
+
+#: The model name of a run that starts from one embedding set and names no model.
+EMBEDDINGS_MODEL = "embeddings"
+
+
+def run_models(config: Mapping[str, Any], given: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``config`` with the models a run uses: exactly those the user names.
+
+    ``config`` is Snakemake's merged config: the workflow's ``config.yaml`` with the user's
+    ``--configfile`` files and ``--config`` merged over it dictionary by dictionary. ``given`` is
+    what the user gave on the command line alone (those files and ``--config``, merged); when it
+    is empty the run uses ``config.yaml`` as it stands, which is then the user's.
+
+    - ``models`` is replaced, not merged: when ``given`` names models, they are the run's models
+      (the repository's demo ``mae`` and ``mae_seed1`` are not added to them).
+    - ``screen.source: embeddings`` with one glob is one model: the single model named, or
+      ``embeddings`` when none is named; naming several is an error (they would score identical
+      copies of one embedding set). With ``screen.embeddings`` a mapping ``{model: glob}``, the
+      models are its keys (a ``models`` entry of the same name is used for its options); a model
+      named besides them is an error.
+    """
+    out = copy.deepcopy(dict(config))
+    user = given if given else config
+    named = user.get("models")
+    if given and "models" in given:
+        out["models"] = copy.deepcopy(dict(given["models"] or {}))
+    screen = out.get("screen") or {}
+    if screen.get("source") != "embeddings":
+        return out
+    sets = screen.get("embeddings")
+    named = dict(named or {})
+    if isinstance(sets, Mapping):
+        extra = sorted(set(named) - set(sets))
+        if extra:
+            raise ConfigError(
+                f"invalid configuration: models {extra} have no embedding set: with screen.embeddings a mapping "
+                f"{{model: glob}}, the models are its keys {sorted(sets)}"
+            )
+        out["models"] = {name: copy.deepcopy(named.get(name) or {}) for name in sets}
+    elif len(named) > 1:
+        raise ConfigError(
+            f"invalid configuration: screen.source embeddings reads one embedding set (screen.embeddings is one "
+            f"glob), but models names {sorted(named)}: they would score identical copies. Name one model, or give "
+            "screen.embeddings as {model: glob} for several sets"
+        )
+    else:
+        out["models"] = copy.deepcopy(named) if named else {EMBEDDINGS_MODEL: {}}
+    return out
+
+
+def embedding_globs(config: Mapping[str, Any]) -> dict[str, str]:
+    """{model: glob} of a run that starts from embeddings (validated, after :func:`run_models`)."""
+    sets = config["screen"]["embeddings"]
+    if isinstance(sets, Mapping):
+        return {str(k): str(v) for k, v in sets.items()}
+    return {name: str(sets) for name in config["models"]}
 
 
 def deep_merge(base: Mapping[str, Any], update: Mapping[str, Any]) -> dict[str, Any]:

@@ -1,7 +1,9 @@
 """Values of the data contract that several stages write and read, defined once.
 
 - :data:`OK` / :data:`SKIPPED`: the ``status`` of a row of the classifier scores (written by
-  :mod:`phenoica.classify`, read by :mod:`phenoica.report`); a skipped row says why in ``reason``.
+  :mod:`phenoica.classify`, read by :mod:`phenoica.summaries`); a skipped row says why in ``reason``.
+- :data:`FACTOR_PREFIX`: the columns of a screen's ground-truth factors (``factor_00``...),
+  written by :mod:`phenoica.simulate`, read by :mod:`phenoica.identifiability`.
 """
 
 from __future__ import annotations
@@ -10,3 +12,5 @@ from __future__ import annotations
 OK = "ok"
 #: A (guide, fold) row that could not be scored (too few samples...); ``reason`` says why.
 SKIPPED = "skipped"
+#: Prefix of the ground-truth factor columns of a simulated screen (``factor_00``, ...).
+FACTOR_PREFIX = "factor_"

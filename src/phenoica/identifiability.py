@@ -13,9 +13,8 @@ import numpy as np
 import pandas as pd
 
 from phenoica import metrics, screen
+from phenoica.contract import FACTOR_PREFIX
 from phenoica.screen import ScreenError, feature_columns
-
-FACTOR_PREFIX = "factor_"
 
 
 def row_keys(table: pd.DataFrame) -> list[str]:

@@ -1,19 +1,22 @@
 """Small file utilities every stage uses: atomic writes and per-step logging.
 
 Every output is written to a temporary sibling and renamed into place, so a crash or a kill
-never leaves a half-written file that looks finished.
+never leaves a half-written file that looks finished. A rule's script logs through
+:func:`rule_logger`, so its log holds everything the job printed: log lines, Python warnings,
+what native libraries write to standard error, and the traceback of a failure.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import shutil
 import sys
 import uuid
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator
 
 import pandas as pd
 
@@ -47,6 +50,13 @@ def write_parquet(df: pd.DataFrame, path: Path | str) -> Path:
     return Path(path)
 
 
+def write_json(value: Any, path: Path | str, indent: int = 2) -> Path:
+    """Write ``value`` as JSON (non-JSON values as their ``str``) to ``path`` atomically."""
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps(value, indent=indent, default=str) + "\n", encoding="utf-8")
+    return Path(path)
+
+
 def read_table(path: Path | str) -> pd.DataFrame:
     """Read a parquet or CSV table, chosen by extension; a clear error names the file otherwise."""
     path = Path(path)
@@ -60,16 +70,61 @@ def read_table(path: Path | str) -> pd.DataFrame:
     raise ValueError(f"{path}: expected a .parquet or .csv table, got {suffix or 'no extension'}")
 
 
-def get_logger(name: str, log_file: Path | str | None = None) -> logging.Logger:
-    """A logger writing timestamped lines to stderr and, if given, to ``log_file``.
+LOG_FORMAT = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S")
 
-    With a ``log_file`` (a rule's log), an uncaught exception is also written there with its
-    traceback, so the rule's log says why the job failed.
+
+def rule_logger(name: str, log_file: Path | str) -> logging.Logger:
+    """The logger of a rule's script, and everything else the job prints, into the rule's log.
+
+    The process's standard error and standard output (file descriptors 2 and 1: Python's
+    ``sys.stderr`` / ``sys.stdout`` and what C/C++ code such as LightGBM, PyTorch or BLAS writes)
+    are redirected into ``log_file`` (appended, so a resumed job's log keeps the earlier run);
+    Python warnings (``logging.captureWarnings``: ICA non-convergence, undefined metrics, ...)
+    and the library's own loggers (``phenoica.*``) are logged there with a timestamp; an uncaught
+    exception is logged with its traceback. Call it first in a script, before the imports that
+    may warn. Meant for a process that is one job: it changes the process's standard streams.
+    """
+    path = Path(log_file)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    finally:
+        os.close(fd)
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(line_buffering=True)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(LOG_FORMAT)
+    logging.captureWarnings(True)
+    for logger_name in (name, "phenoica", "py.warnings"):
+        target = logging.getLogger(logger_name)
+        target.handlers = [handler]
+        target.setLevel(logging.INFO)
+        target.propagate = False
+    logger = logging.getLogger(name)
+
+    def log_uncaught(exc_type, exc, tb):  # type: ignore[no-untyped-def]
+        logger.error("failed: %s", exc, exc_info=(exc_type, exc, tb))
+
+    sys.excepthook = log_uncaught
+    return logger
+
+
+def get_logger(name: str, log_file: Path | str | None = None) -> logging.Logger:
+    """A logger writing timestamped lines to stderr and, if given, to ``log_file`` (for library
+    code and Python use; a rule's script uses :func:`rule_logger`, which also captures warnings
+    and the process's standard streams).
+
+    With a ``log_file``, an uncaught exception is also written there with its traceback.
     """
     logger = logging.getLogger(name)
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    fmt = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S")
+    fmt = LOG_FORMAT
     if not any(isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is sys.stderr
                for h in logger.handlers):
         stream = logging.StreamHandler(sys.stderr)

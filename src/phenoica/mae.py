@@ -6,8 +6,9 @@ timm-``Block`` decoder predicts the pixels of every token; the loss is the MSE o
 tokens only, on per-patch normalized pixels when ``norm_pix_loss``. :func:`train_mae` writes
 a safetensors checkpoint (encoder keys in timm's names, decoder under ``decoder.*``).
 
-Encoders, checkpoints and feature extraction live in :mod:`phenoica.models`; the names other
-modules import from here (``resolve_device``, ``build_feature_extractor``, ...) are kept.
+Encoders, checkpoints, feature extraction and device choice live in :mod:`phenoica.models`;
+this module is the training only. :func:`record_training` writes the record of the plates a
+model was trained on, which :func:`phenoica.workflow.training_plates` reads when the DAG is built.
 """
 
 from __future__ import annotations
@@ -23,29 +24,18 @@ import torch
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import nn
 
-from phenoica.io import get_logger
-from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
+from phenoica.io import get_logger, write_json
 from phenoica.models.device import resolve_device
-from phenoica.models.features import FeatureExtractor, build_feature_extractor
 from phenoica.models.vit import (
     MAX_CHANNELS,
-    ChannelAgnosticPatchEmbed,
     build_encoder,
     check_input,
     is_channel_agnostic,
-    load_encoder,
     save_checkpoint,
     sincos_grid,
 )
 from phenoica.preprocess import normalize_per_channel, scale_intensity
 from phenoica.screen import ScreenError, open_plate
-
-__all__ = [  # also importable from here, as before the models package existed
-    "MAX_CHANNELS", "ChannelAgnosticPatchEmbed", "CheckpointError", "FeatureExtractor", "MaskedAutoencoder",
-    "build_encoder", "build_feature_extractor", "build_mae", "checkpoint_metadata", "load_encoder", "patchify",
-    "random_crops", "random_masking", "reconstruction_loss", "resolve_device", "sample_training_images",
-    "save_checkpoint", "train_mae", "warmup_cosine",
-]
 
 # --------------------------------------------------------------------------------------------
 # Masked autoencoder
@@ -400,3 +390,11 @@ def train_mae(
     log.info("MAE training done: loss %.4f -> %.4f, %.0f img/s, checkpoint %s",
              summary["initial_loss"], summary["final_loss"], summary["images_per_s"], out)
     return summary
+
+
+def record_training(path: Path | str, stores: Sequence[Path | str], summary: Mapping[str, Any]) -> Path:
+    """Write the training record atomically: ``{"plates": [...], "summary": {...}}``, the plates
+    (store names without ``.zarr``) a model was trained on, which later DAGs read
+    (:func:`phenoica.workflow.training_plates`) so that adding plates never retrains it."""
+    plates = [Path(s).name.removesuffix(".zarr") for s in stores]
+    return write_json({"plates": plates, "summary": dict(summary)}, path)

@@ -93,7 +93,7 @@ def check_numeric_features(schema: pa.Schema, features: Sequence[str], source: s
         )
 
 
-def feature_matrix(batch: pa.RecordBatch | pa.Table, features: Sequence[str]) -> np.ndarray:
+def batch_features(batch: pa.RecordBatch | pa.Table, features: Sequence[str]) -> np.ndarray:
     """The feature columns of a row batch as one (rows x features) array.
 
     float32 when every column is float32, else float64 (nulls become NaN). Column-major, so
@@ -414,7 +414,7 @@ def _block_features(batch: pa.RecordBatch, file: _File, plan: _Plan, reference: 
     """float32 features of a row batch and their names (the embedding column expanded)."""
     parts, names = [], list(file.features)
     if file.features:
-        parts.append(feature_matrix(batch, file.features).astype(np.float32, copy=False))
+        parts.append(batch_features(batch, file.features).astype(np.float32, copy=False))
     if plan.embedding_column is not None:
         expected = None if reference is None else len(reference) - len(file.features)
         values = _list_matrix(batch.column(plan.embedding_column), plan.embedding_column, file.path, expected, start)
@@ -630,18 +630,14 @@ def gather_profiles(
     embedding_column: str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
 ) -> pd.DataFrame:
-    """Embedding files -> one profile table in memory (see :func:`iter_profiles`; for large
-    screens write it with :func:`write_profiles` instead)."""
+    """Embedding files -> one profile table in memory, for use in Python (see
+    :func:`iter_profiles`; ``level="image"`` reads the embeddings as they are, validated, with a
+    list-valued ``embedding_column`` expanded). For large screens write the table with
+    :func:`write_profiles` instead (what the ``gather_profiles`` rule does)."""
     batches = list(iter_profiles(paths, level, embedding_column, batch_rows))
     if not batches:
         raise ScreenError(f"no rows in any of the {len(paths)} embedding file(s) (first: {paths[0]})")
     return pa.Table.from_batches(batches).to_pandas()
-
-
-def read_embeddings(paths: Sequence[Path | str], embedding_column: str | None = None) -> pd.DataFrame:
-    """Read and concatenate embedding parquets (image level), validated; expand a list-valued
-    column if named. Every file must have the analysis metadata columns and the same features."""
-    return gather_profiles(paths, "image", embedding_column)
 
 
 def aggregate_wells(df: pd.DataFrame) -> pd.DataFrame:

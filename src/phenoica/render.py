@@ -1,26 +1,37 @@
 """One renderer for every report page: a page of sections -> ``report.md`` + ``index.html``.
 
 A :class:`Page` is a title, an optional lead paragraph list and :class:`Section` s; a section
-holds blocks in order: paragraphs (``str``), :class:`Table` (a pandas DataFrame), :class:`Figure`
-(a PNG beside the page) and :class:`Links`. :func:`render_markdown` and :func:`render_html`
-turn the same page into GitHub-flavoured Markdown and a self-contained HTML page (text is
-escaped; tables come from pandas); :func:`write_page` writes both atomically into a folder, and
+holds blocks in order: paragraphs (``str``), :class:`Bullets` (a bullet list, nestable),
+:class:`Table` (a pandas DataFrame), :class:`Figure` (a PNG beside the page) and :class:`Links`.
+:func:`render_markdown` and :func:`render_html` turn the same page into GitHub-flavoured Markdown
+and a self-contained HTML page; :func:`write_page` writes both atomically into a folder, and
 :func:`save_figure` writes a matplotlib figure atomically. Paths of figures and links are
 relative to the page's folder, so a page can be linked from another page or moved with its
 folder.
+
+Text (paragraphs, bullet items) is Markdown with three inline forms, which the HTML page renders
+too: ```code```, ``**bold**`` and ``[text](href)``; everything else is escaped. Every page of
+the project (the screen's report and the studies') is written by this module.
 """
 
 from __future__ import annotations
 
 import html
+import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence, Union
+from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 import pandas as pd
-from matplotlib.figure import Figure as MplFigure
 
 from phenoica.io import atomic_path
+
+if TYPE_CHECKING:  # matplotlib is imported by whoever draws the figure, not by every page reader
+    from matplotlib.figure import Figure as MplFigure
+
+#: Beside a page that other pages link to: its title and one-line verdict (:func:`write_verdict`).
+VERDICT_FILE = "verdict.json"
 
 STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 1em;line-height:1.4}"
          "table.tbl{border-collapse:collapse;margin:0.5em 0}"
@@ -31,11 +42,13 @@ STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 1em
 
 @dataclass
 class Table:
-    """A table block: ``df`` rendered without its index; floats with ``float_format``."""
+    """A table block: ``df`` rendered without its index; floats with ``float_format``, or with
+    ``formats[column]`` for the columns named there; missing values (NaN, NA, None) are empty."""
 
     df: pd.DataFrame
     caption: str = ""
     float_format: str = "{:.3g}"
+    formats: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -54,7 +67,14 @@ class Links:
     label: str = ""
 
 
-Block = Union[str, Table, Figure, Links]
+@dataclass
+class Bullets:
+    """A bullet list; an item that is itself ``Bullets`` nests under the item before it."""
+
+    items: Sequence[Union[str, "Bullets"]]
+
+
+Block = Union[str, Bullets, Table, Figure, Links]
 
 
 @dataclass
@@ -76,18 +96,69 @@ class Page:
 
 
 def _check_block(block: object) -> None:
-    if not isinstance(block, (str, Table, Figure, Links)):
-        raise TypeError(f"render: a block must be str, Table, Figure or Links, got {type(block).__name__}")
+    if not isinstance(block, (str, Bullets, Table, Figure, Links)):
+        raise TypeError(f"render: a block must be str, Bullets, Table, Figure or Links, got {type(block).__name__}")
+
+
+def _cell(value: object, fmt: str) -> str:
+    if value is None or value is pd.NA or (isinstance(value, float) and value != value):
+        return ""
+    return fmt.format(value) if isinstance(value, float) else str(value)
 
 
 def _formatted(table: Table) -> pd.DataFrame:
-    """The table's values as strings: floats with its format (NaN as empty), the rest as ``str``."""
+    """The table's values as strings: floats with their column's format, missing values empty,
+    the rest as ``str``."""
     out = pd.DataFrame(index=range(len(table.df)))
     for col in table.df.columns:
-        values = table.df[col].tolist()
-        out[str(col)] = ["" if isinstance(v, float) and v != v else
-                         table.float_format.format(v) if isinstance(v, float) else str(v) for v in values]
+        fmt = table.formats.get(str(col), table.float_format)
+        out[str(col)] = [_cell(v, fmt) for v in table.df[col].tolist()]
     return out
+
+
+_INLINE = re.compile(r"`([^`]+)`|\*\*(.+?)\*\*|\[([^\]]+)\]\(([^)\s]+)\)")
+
+
+def inline_html(text: str) -> str:
+    """``text`` (Markdown with inline code, bold and links) as escaped HTML."""
+    esc = html.escape
+    parts, last = [], 0
+    for m in _INLINE.finditer(text):
+        parts.append(esc(text[last:m.start()]))
+        code, bold, label, href = m.groups()
+        if code is not None:
+            parts.append(f"<code>{esc(code)}</code>")
+        elif bold is not None:
+            parts.append(f"<strong>{inline_html(bold)}</strong>")
+        else:
+            parts.append(f'<a href="{esc(href, quote=True)}">{inline_html(label)}</a>')
+        last = m.end()
+    parts.append(esc(text[last:]))
+    return "".join(parts)
+
+
+def _md_bullets(bullets: Bullets, depth: int = 0) -> list[str]:
+    lines = []
+    for item in bullets.items:
+        if isinstance(item, Bullets):
+            lines += _md_bullets(item, depth + 1)
+        else:
+            lines.append("  " * depth + f"- {item}")
+    return lines
+
+
+def _html_bullets(bullets: Bullets) -> str:
+    items: list[str] = []
+    for item in bullets.items:
+        if isinstance(item, Bullets):
+            if not items:
+                items.append("<li>")
+            else:
+                items[-1] = items[-1].removesuffix("</li>")
+            items[-1] += _html_bullets(item) + "</li>"
+        else:
+            items.append(f"<li>{inline_html(item)}</li>")
+    return "<ul>" + "".join(items) + "</ul>"
 
 
 def _md_cell(text: str) -> str:
@@ -98,6 +169,8 @@ def _md_block(block: Block) -> str:
     _check_block(block)
     if isinstance(block, str):
         return block
+    if isinstance(block, Bullets):
+        return "\n".join(_md_bullets(block))
     if isinstance(block, Table):
         if block.df.empty:
             body = "_(no rows)_"
@@ -127,19 +200,21 @@ def _html_block(block: Block) -> str:
     _check_block(block)
     esc = html.escape
     if isinstance(block, str):
-        return f"<p>{esc(block)}</p>"
+        return f"<p>{inline_html(block)}</p>"
+    if isinstance(block, Bullets):
+        return _html_bullets(block)
     if isinstance(block, Table):
         if block.df.empty:
             table = "<p><em>(no rows)</em></p>"
         else:
             table = _formatted(block).to_html(index=False, border=0, classes="tbl", escape=True)
-        return table + (f'<p class="note">{esc(block.caption)}</p>' if block.caption else "")
+        return table + (f'<p class="note">{inline_html(block.caption)}</p>' if block.caption else "")
     if isinstance(block, Figure):
         cap = f"<figcaption>{esc(block.caption)}</figcaption>" if block.caption else ""
         return (f'<figure><img src="{esc(block.path, quote=True)}" alt="{esc(block.caption or block.path, quote=True)}"'
                 f' style="max-width:100%">{cap}</figure>')
     links = ", ".join(f'<a href="{esc(href, quote=True)}">{esc(text)}</a>' for text, href in block.items)
-    return f"<p>{esc(block.label)} {links}</p>" if block.label else f"<p>{links}</p>"
+    return f"<p>{inline_html(block.label)} {links}</p>" if block.label else f"<p>{links}</p>"
 
 
 def render_html(page: Page) -> str:
@@ -173,7 +248,7 @@ def write_page(page: Page, out_dir: Path | str, markdown_name: str = "report.md"
     return written
 
 
-def save_figure(fig: MplFigure, path: Path | str, dpi: int = 110) -> Path:
+def save_figure(fig: "MplFigure", path: Path | str, dpi: int = 110) -> Path:
     """Save a matplotlib figure as PNG at ``path`` atomically (tight bounding box)."""
     path = Path(path)
     with atomic_path(path) as tmp:
@@ -187,3 +262,32 @@ def write_csv(df: pd.DataFrame, path: Path | str) -> Path:
     with atomic_path(path) as tmp:
         df.to_csv(tmp, index=False)
     return path
+
+
+def write_verdict(out_dir: Path | str, title: str, verdict: str, page: str = "index.html") -> Path:
+    """Write ``out_dir/verdict.json``: the title of the page in ``out_dir``, its file name and a
+    one-line verdict (no line breaks), for other pages to link to it (:func:`read_verdict`)."""
+    if not verdict.strip() or "\n" in verdict:
+        raise ValueError(f"{out_dir}: a page's verdict must be one non-empty line, got {verdict!r}")
+    path = Path(out_dir) / VERDICT_FILE
+    with atomic_path(path) as tmp:
+        tmp.write_text(json.dumps({"title": title, "verdict": verdict, "page": page}, indent=2) + "\n",
+                       encoding="utf-8")
+    return path
+
+
+def read_verdict(out_dir: Path | str) -> dict[str, Any] | None:
+    """The page in ``out_dir`` as another page links to it: ``{"title", "verdict", "page"}`` with
+    ``page`` the page's path (``out_dir`` joined), or None when the folder has no written page
+    and verdict. A verdict file that is not as :func:`write_verdict` writes it is an error naming it."""
+    path = Path(out_dir) / VERDICT_FILE
+    if not path.is_file():
+        return None
+    try:
+        record = json.loads(path.read_text(encoding="utf-8"))
+        title, verdict, page = (str(record[k]) for k in ("title", "verdict", "page"))
+    except (ValueError, KeyError, TypeError) as exc:
+        raise ValueError(f"{path}: expected a JSON object with title, verdict and page ({exc})") from None
+    if not (Path(out_dir) / page).is_file():
+        return None
+    return {"title": title, "verdict": verdict, "page": str(Path(out_dir) / page)}

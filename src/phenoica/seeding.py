@@ -30,12 +30,18 @@ def _words(seed: int, keys: tuple[str | int, ...]) -> list[int]:
     return words
 
 
-def derive_seed(seed: int, *keys: str | int) -> int:
-    """An independent seed in ``[0, 2**31 - 1]`` for the purpose named by ``keys``."""
+def seed_sequence(seed: int, *keys: str | int) -> np.random.SeedSequence:
+    """The numpy ``SeedSequence`` of the purpose named by ``keys``: what :func:`derive_seed`
+    draws its integer from. A generator seeded with it directly (``default_rng(seed_sequence(...))``,
+    as the demo simulator does) keeps the sequence's full entropy."""
     if int(seed) < 0:
         raise ValueError(f"derive_seed: seed must be >= 0, got {seed}")
-    state = np.random.SeedSequence(_words(seed, keys)).generate_state(1)[0]
-    return int(state) & SEED_MAX
+    return np.random.SeedSequence(_words(seed, keys))
+
+
+def derive_seed(seed: int, *keys: str | int) -> int:
+    """An independent seed in ``[0, 2**31 - 1]`` for the purpose named by ``keys``."""
+    return int(seed_sequence(seed, *keys).generate_state(1)[0]) & SEED_MAX
 
 
 def rng_for(seed: int, *keys: str | int) -> np.random.Generator:

@@ -31,7 +31,6 @@ other plates the screen has.
 
 from __future__ import annotations
 
-import hashlib
 import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -43,12 +42,13 @@ from skimage import filters
 
 from phenoica import screen
 from phenoica.config import demo_plates
+from phenoica.contract import FACTOR_PREFIX
 from phenoica.io import write_parquet
+from phenoica.seeding import seed_sequence
 
 CONTROL_GENE = "non-targeting"
 CONTROL_GUIDE_PREFIX = "NTC_"
 MAX_CONTROL_GUIDES = 4
-FACTOR_PREFIX = "factor_"
 NUISANCE_PREFIX = "nuisance_"
 ROLES: tuple[str, ...] = ("nucleus", "er", "actin", "mito", "golgi")
 RENDER_BLOCK = 32  # at most this many images rendered at once (see _render_block)
@@ -103,14 +103,9 @@ def factor_name(i: int) -> str:
 
 
 def rng_for(seed: int, *keys: str | int) -> np.random.Generator:
-    """A generator seeded from the global seed and stable keys (names hash the same everywhere)."""
-    words = [int(seed)]
-    for key in keys:
-        if isinstance(key, str):
-            words.append(int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "little"))
-        else:
-            words.append(int(key))
-    return np.random.default_rng(np.random.SeedSequence(words))
+    """The simulator's generator for one purpose: seeded with the keys' ``SeedSequence``
+    (:func:`phenoica.seeding.seed_sequence`, the same words ``derive_seed`` uses)."""
+    return np.random.default_rng(seed_sequence(seed, *keys))
 
 
 def _check_n_factors(n_factors: int) -> None:

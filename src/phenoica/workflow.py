@@ -1,5 +1,6 @@
-"""What the Snakemake DAG needs to know before any job runs: plates, digests, input lists, and
-the params of every rule.
+"""What the Snakemake DAG needs to know before any job runs: plates, digests, input lists, the
+study pages to link, and the params of every rule. Nothing here writes a job's output: jobs
+write through the library (e.g. :func:`phenoica.mae.record_training`).
 
 Rule params are what Snakemake reruns a job for, so a rule passes exactly the values its
 output depends on (:func:`job_params`), never a whole config section: a key that changes only
@@ -21,9 +22,9 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica import screen
-from phenoica.config import deep_merge, demo_plates
-from phenoica.io import atomic_path, read_table
+from phenoica import render, screen
+from phenoica.config import deep_merge, demo_plates, embedding_globs
+from phenoica.io import read_table
 from phenoica.profiles import expand_glob
 
 
@@ -102,7 +103,8 @@ def plate_digest(config: Mapping[str, Any], plate: str) -> str:
 
 
 def training_record(results: str, model: str) -> Path:
-    """Where train_mae records the plates a model was trained on."""
+    """Where train_mae records the plates a model was trained on (written by
+    :func:`phenoica.mae.record_training`)."""
     return Path(results) / "models" / model / "training.json"
 
 
@@ -128,16 +130,22 @@ def training_plates(config: Mapping[str, Any], plates: Mapping[str, str], model:
     return chosen
 
 
-def embedding_inputs(config: Mapping[str, Any]) -> list[str]:
-    """The user's embedding parquets (source embeddings): the files the glob matches."""
-    return expand_glob(str(config["screen"]["embeddings"]))
+#: The studies with pages of their own (``{results}/studies/{name}/``), in the report's order.
+STUDIES: tuple[str, ...] = ("disentangle", "bilipschitz")
 
 
-def record_training(path: Path | str, stores: list[str], summary: Mapping[str, Any]) -> None:
-    """Write the training record (plates trained on + summary) atomically."""
-    plates = [Path(s).name.removesuffix(".zarr") for s in stores]
-    with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps({"plates": plates, "summary": dict(summary)}, indent=2, default=str))
+def study_pages(results: str) -> list[dict[str, str]]:
+    """The study pages that exist under ``results`` (each with a verdict file beside it, as
+    :func:`phenoica.render.write_verdict` writes it): ``{"title", "verdict", "page"}`` each, for
+    the main report to link. Read when the DAG is built, so the report reruns when a study's
+    verdict appears or changes, and never makes the default target run a study."""
+    pages = (render.read_verdict(Path(results) / "studies" / name) for name in STUDIES)
+    return [page for page in pages if page is not None]
+
+
+def embedding_inputs(config: Mapping[str, Any], model: str) -> list[str]:
+    """The user's embedding parquets of ``model`` (source embeddings): the files its glob matches."""
+    return expand_glob(embedding_globs(config)[model])
 
 
 # --------------------------------------------------------------------------- rule params
@@ -261,8 +269,9 @@ def splits_params(config: Mapping[str, Any]) -> dict[str, Any]:
 #: identifiability keys ``alignment_for_variant`` reads (align) and ``structural_scores`` reads.
 ALIGN_KEYS: tuple[str, ...] = ("train_fraction", "ica", "ica_components", "ica_max_samples", "knn_k", "max_samples")
 STRUCTURAL_KEYS: tuple[str, ...] = ("max_samples", "factor_bins", "infoe_max_iter")
-#: bilipschitz keys that choose which models are trained (the wildcards), not what one model is.
-#: ``seeds`` is not among them: one training job trains every seed of its (dataset, group, alpha).
+#: bilipschitz keys that choose which jobs exist (the wildcards: datasets, alphas, digit groups)
+#: or that only the gather reads, not what one job computes. ``seeds`` is not among them: one
+#: job trains every seed of its (dataset, group, alpha).
 BILIPSCHITZ_SWEEP_KEYS: tuple[str, ...] = ("datasets", "alphas", "per_digit", "train_fraction")
 #: disentangle keys a training job never reads (which jobs exist; evaluation settings) ...
 DISENTANGLE_NOT_TRAINING_KEYS: tuple[str, ...] = ("datasets", "models", "seeds", "metrics", "ica")

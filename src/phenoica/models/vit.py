@@ -31,6 +31,7 @@ from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
+from phenoica.config import check_model_geometry
 from phenoica.io import atomic_path
 from phenoica.models.checkpoint import (
     CheckpointError,
@@ -142,17 +143,11 @@ class ChannelAgnosticPatchEmbed(nn.Module):
 
 
 def _check_spec(spec: Mapping[str, Any]) -> None:
+    """A spec built in Python has every architecture key and the config's geometry rules."""
     missing = [k for k in ARCH_KEYS if k not in spec]
     if missing:
         raise ValueError(f"model spec is missing key(s) {missing}; expected {list(ARCH_KEYS)}")
-    if spec["img_size"] % spec["patch_size"]:
-        raise ValueError(
-            f"model spec: img_size {spec['img_size']} is not a multiple of patch_size {spec['patch_size']}"
-        )
-    if spec["embed_dim"] % spec["num_heads"]:
-        raise ValueError(
-            f"model spec: embed_dim {spec['embed_dim']} is not divisible by num_heads {spec['num_heads']}"
-        )
+    check_model_geometry(spec)
 
 
 def build_encoder(spec: Mapping[str, Any], in_chans: int, seed: int = 0) -> VisionTransformer:

@@ -55,14 +55,14 @@ from torch.nn.utils.parametrizations import orthogonal
 
 from phenoica import render
 from phenoica.align import align_errors
-from phenoica.mae import resolve_device
+from phenoica.models.device import resolve_device
+from phenoica.studies.plan import ALL_GROUP, DATASETS, dataset_groups, parse_group
 
 LOG = logging.getLogger(__name__)
 
-DATASETS: tuple[str, ...] = ("isometric", "digits", "mnist")
+TITLE = "Bi-Lipschitz control and identifiability (PAPER.md Figure 2)"
 PARAMETRIZATIONS: tuple[str, ...] = ("orthogonal", "none")
 ALIGN_MAPS: tuple[str, ...] = ("rigid", "linear")
-ALL_GROUP = "all"
 MNIST_NPZ_KEYS: tuple[str, ...] = ("x_train", "y_train")
 MNIST_IDX_FILES: tuple[str, ...] = ("train-images-idx3-ubyte", "train-labels-idx1-ubyte")
 
@@ -235,29 +235,7 @@ def load_mnist(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
     return x / 255.0, y.astype(np.int64)
 
 
-def parse_group(group: str) -> int | None:
-    """``"all"`` -> None; ``"digit{k}"`` -> k (a digit-specific model)."""
-    if group == ALL_GROUP:
-        return None
-    if group.startswith("digit") and group[5:].isdigit():
-        return int(group[5:])
-    raise ValueError(f"group must be 'all' or 'digit<k>', got {group!r}")
-
-
-def dataset_groups(dataset: str, per_digit: Sequence[int]) -> list[str]:
-    """Model groups of a dataset: ``all``, plus ``digit{k}`` for labelled datasets."""
-    if dataset not in DATASETS:
-        raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
-    extra = [f"digit{int(k)}" for k in per_digit] if dataset != "isometric" else []
-    return [ALL_GROUP, *extra]
-
-
-def alpha_label(alpha: float) -> str:
-    """The file-name form of an alpha (``f"{alpha:g}"``); ``float(alpha_label(a)) == a``."""
-    return f"{float(alpha):g}"
-
-
-def load_dataset(dataset: str, group: str, settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
+def load_group_data(dataset: str, group: str, settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
     """The samples one model of (dataset, group) is trained and measured on.
 
     Returns ``x`` (float32 n x D), ``labels`` (or None), and for the isometric dataset
@@ -441,10 +419,10 @@ def run_model(dataset: str, group: str, alpha: float, seed: int, settings: Mappi
     Returns :func:`measure_model`'s table with ``dataset``, ``group``, ``alpha``, ``slope``,
     ``seed``, ``parametrization``, ``final_loss`` and ``late_improvement`` (relative loss fall
     over the last 10% of epochs, :func:`late_improvement`) in front. ``data`` (as
-    :func:`load_dataset` returns it) saves reloading when several models share it.
+    :func:`load_group_data` returns it) saves reloading when several models share it.
     """
     log = log or LOG
-    data = data if data is not None else load_dataset(dataset, group, settings, data_seed)
+    data = data if data is not None else load_group_data(dataset, group, settings, data_seed)
     latent = int(settings["isometric"]["latent_dim"]) if dataset == "isometric" else int(settings["latent_dim"])
     param = str(settings.get("parametrization", "orthogonal"))
     start = time.perf_counter()
@@ -467,7 +445,7 @@ def run_model(dataset: str, group: str, alpha: float, seed: int, settings: Mappi
 def run_alpha(dataset: str, group: str, alpha: float, settings: Mapping[str, Any], data_seed: int = 0,
               log: logging.Logger | None = None) -> pd.DataFrame:
     """Every seed of (dataset, group, alpha): :func:`run_model` per ``settings["seeds"]``, one table (a job of the DAG)."""
-    data = load_dataset(dataset, group, settings, data_seed)
+    data = load_group_data(dataset, group, settings, data_seed)
     return pd.concat([run_model(dataset, group, alpha, int(s), settings, data_seed, log, data=data)
                       for s in settings["seeds"]], ignore_index=True)
 
@@ -729,6 +707,17 @@ def verdict(models: pd.DataFrame, pairs: pd.DataFrame, rho: pd.DataFrame) -> str
     return head + " ".join(parts)
 
 
+def verdict_line(rho: pd.DataFrame) -> str:
+    """The verdict in one line (for pages that link to the study): per dataset, the Spearman
+    correlation of the rigid error with the pair's mean B (models of all samples), its interval
+    and what it means."""
+    r = rho[(rho["models"] == "all") & (rho["map"] == "rigid") & (rho["statistic"] == "b_mean")]
+    parts = [f"{row['dataset']}: Spearman rho(mean B, rigid error) {row['spearman_rho']:+.2f} "
+             f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] over {int(row['n_pairs'])} seed pairs, "
+             f"{_direction(row['ci_low'], row['ci_high'])}" for _, row in r.iterrows()]
+    return "; ".join(parts) + "." if parts else "No models were trained."
+
+
 def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame, samples: pd.DataFrame,
                  n_boot: int = 1000, seed: int = 0) -> dict[str, Path]:
     """Figures, CSV tables, ``report.md`` and ``index.html`` of the study under ``out_dir``
@@ -763,7 +752,7 @@ def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame,
         ("per_digit", "The same for digit-specific models."),
         ("reconstruction", "Reconstruction error against alpha and against mean B.")) if k in files]
     page = render.Page(
-        "Bi-Lipschitz control and identifiability (PAPER.md Figure 2)",
+        TITLE,
         lead=[intro],
         sections=[
             render.Section("Verdict (measured)", [verdict(models, pairs, rho)]),
@@ -776,6 +765,7 @@ def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame,
         ])
     written = render.write_page(page, out)
     files["report.md"], files["index.html"] = written["report.md"], written["index.html"]
+    files["verdict"] = render.write_verdict(out, page.title, verdict_line(rho))
     return files
 
 

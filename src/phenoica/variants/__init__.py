@@ -36,7 +36,6 @@ from phenoica.variants.estimators import (
 )
 from phenoica.variants.fit import (
     fit_transforms,
-    fit_variant,
     fit_variants,
     fit_variants_streaming,
     transform_config,
@@ -59,7 +58,7 @@ __all__ = [
     "apply_transform", "apply_transform_file",
     "ICA_METHODS", "CenterScale", "ICARotation", "PCAWhitener", "RandomRotation", "nearest_orthogonal",
     "parallel_analysis",
-    "fit_transforms", "fit_variant", "fit_variants", "fit_variants_streaming", "transform_config",
+    "fit_transforms", "fit_variants", "fit_variants_streaming", "transform_config",
     "transform_defaults", "variant_seeds",
     "Profiles", "RowBlock",
     "FORMAT", "FORMAT_VERSION",

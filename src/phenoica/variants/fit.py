@@ -12,19 +12,16 @@ the final rotation. Every random choice takes its seed from the workflow seed
 
 from __future__ import annotations
 
-import copy
-import functools
 import json
 import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
-import jsonschema
 import numpy as np
 
 from phenoica.arrays import check_matrix, check_rows, column_labels, row_chunks
-from phenoica.config import load_schema
+from phenoica.config import resolve_section
 from phenoica.io import atomic_path
 from phenoica.screen import CONTROL, PERT_TYPE, ScreenError
 from phenoica.seeding import derive_seed
@@ -51,55 +48,16 @@ SEED_PURPOSES: tuple[str, ...] = ("whiten", "ica_rows", "ica", "rand")
 # --------------------------------------------------------------------------- configuration
 
 
-@functools.lru_cache(maxsize=1)
-def _transforms_schema() -> dict[str, Any]:
-    return load_schema()["properties"]["transforms"]
-
-
-def _expected(schema: Mapping[str, Any]) -> str:
-    """What a config schema entry accepts, in words (for error messages)."""
-    if "enum" in schema:
-        return f"one of {schema['enum']}"
-    types = schema.get("type", [])
-    types = [types] if isinstance(types, str) else list(types)
-    if "array" in types:
-        allowed = (schema.get("items") or {}).get("enum")
-        return f"a list of distinct values from {allowed}" if allowed else "a list"
-    words = []
-    for kind in types:
-        if kind in ("integer", "number"):
-            word = "an integer" if kind == "integer" else "a number"
-            if "minimum" in schema:
-                word += f" >= {schema['minimum']}"
-            elif "exclusiveMinimum" in schema:
-                word += f" > {schema['exclusiveMinimum']}"
-            words.append(word)
-        elif kind == "boolean":
-            words.append("true or false")
-        elif kind == "string":
-            words.append("a string")
-        elif kind == "null":
-            words.append("null")
-    return " or ".join(words) or "a value the schema accepts"
-
-
 def transform_defaults() -> dict[str, Any]:
     """config["transforms"] when nothing is set: the defaults of the config schema."""
-    return {k: copy.deepcopy(v["default"]) for k, v in _transforms_schema()["properties"].items()}
+    return dict(resolve_section("transforms", {}))
 
 
 def transform_config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """config["transforms"] with absent keys defaulted from the config schema; unknown keys and
-    values the schema rejects are errors naming the key and what it expects."""
-    props = _transforms_schema()["properties"]
-    cfg = dict(cfg or {})
-    unknown = sorted(set(cfg) - set(props))
-    if unknown:
-        raise ValueError(f"transforms config: unknown key(s) {unknown}; expected keys {sorted(props)}")
-    out = {**transform_defaults(), **cfg}
-    for key, value in out.items():
-        if next(jsonschema.Draft202012Validator(props[key]).iter_errors(value), None) is not None:
-            raise ValueError(f"transforms.{key}: expected {_expected(props[key])}, got {value!r}")
+    """config["transforms"] with absent keys defaulted from the config schema
+    (:func:`phenoica.config.resolve_section`); unknown keys and values the schema rejects are
+    errors naming the key and what it expects."""
+    out = resolve_section("transforms", cfg)
     PCAWhitener(n_components=out["n_components"]).component_rule()
     return out
 
@@ -307,19 +265,6 @@ def fit_variants(
             yield X[rows], None if b is None else b[rows], None if c is None else c[rows]
 
     return fit_variants_streaming(variants, blocks, cfg, seed, names, source="fit X")
-
-
-def fit_variant(
-    variant: str,
-    X: Any,
-    batches: Any,
-    is_control: Any,
-    cfg: Mapping[str, Any] | None,
-    seed: int,
-    feature_names: Sequence[str] | None = None,
-) -> VariantTransform:
-    """Fit one variant (see :func:`fit_variants`)."""
-    return fit_variants([variant], X, batches, is_control, cfg, seed, feature_names)[variant]
 
 
 def fit_transforms(

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from phenoica.profiles import ProfileSource, check_numeric_features, feature_matrix, split_columns
+from phenoica.profiles import ProfileSource, batch_features, check_numeric_features, split_columns
 from phenoica.screen import BATCH, CONTROL, PERT_TYPE, ScreenError, feature_columns
 
 #: One block of rows: features (rows x features), batch labels and control flags (None when
@@ -70,7 +70,7 @@ def column_values(batch: pa.RecordBatch, name: str) -> np.ndarray:
 
 def row_block(batch: pa.RecordBatch, features: Sequence[str], rows: bool) -> RowBlock:
     """(features, batch labels, control flags) of a record batch; the labels only with ``rows``."""
-    X = feature_matrix(batch, features)
+    X = batch_features(batch, features)
     if not rows:
         return X, None, None
     return X, column_values(batch, BATCH), np.asarray(column_values(batch, PERT_TYPE) == CONTROL, dtype=bool)

@@ -1,0 +1,617 @@
+"""Statistics of the screen's scores: the paper's Tables 3 and 4, per-variant summaries, paired
+tests between variants, checks against a simulated truth, skips and costs.
+
+Inputs are the classification stage's tables (see ``phenoica.classify``):
+
+- guide-fold rows: one row per (model, variant, guide, held-out fold) with ``status`` ok/skipped;
+- guide scores: per (model, variant, guide), means over the ok folds; ``is_null_guide`` marks the
+  pseudo-guides drawn from controls that form the empirical null;
+- gene scores: per (model, variant, gene), real guides only;
+- optionally a mAP table (copairs), a truth table (demo screens), the transform fit report and
+  the identifiability tables.
+
+Every variant subset is handled (base, pca, pca_ica, pca_rand, or any other name, which sorts
+after the known ones). Each table is a small function a test can call; the inputs are checked
+at the boundary (``check_rows``, ``check_guides``, ...) with errors that name the table and the
+column or rows at fault. Drawing is in ``phenoica.figures``, the page in ``phenoica.report``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any, Iterable, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from phenoica import truth as demo_truth
+from phenoica.arrays import finite_values
+from phenoica.contract import OK, SKIPPED
+from phenoica.screen import GENE, GUIDE, ScreenError
+from phenoica.stats import bootstrap_mean
+
+VARIANTS: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand")
+VARIANT_LABELS: dict[str, str] = {
+    "base": "Base",
+    "pca": "PCA",
+    "pca_ica": "PCA + ICA",
+    "pca_rand": "PCA + Rand",
+}
+#: (variant, reference) pairs compared by ``paired_tests``: the ICA gain over whitening alone,
+#: over a random rotation (the "any rotation" control), and whitening over the raw embedding.
+PAIRS: tuple[tuple[str, str], ...] = (("pca_ica", "pca"), ("pca_ica", "pca_rand"), ("pca", "base"))
+
+ROW_COLUMNS: tuple[str, ...] = (
+    "model", "variant", GENE, GUIDE, "is_null_guide", "fold", "n_train_pos", "n_train_neg",
+    "n_test_pos", "n_test_neg", "auroc", "sparsity", "concentration", "auroc_top", "auroc_rest",
+    "status", "reason",
+)
+GUIDE_COLUMNS: tuple[str, ...] = (
+    "model", "variant", GENE, GUIDE, "is_null_guide", "n_folds_ok", "auroc", "sparsity", "concentration",
+)
+GENE_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
+MAP_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, GUIDE, "mean_average_precision", "map_p_value", "map_q_value")
+TRUTH_COLUMNS: tuple[str, ...] = (GENE, GUIDE, "has_effect", "efficacy")
+
+
+# --------------------------------------------------------------------------- input checks
+
+
+def ordered_variants(values: Iterable[str]) -> list[str]:
+    """The distinct variant names in ``values``: known ones in paper order, then others sorted."""
+    present = {str(v) for v in values}
+    return [v for v in VARIANTS if v in present] + sorted(present - set(VARIANTS))
+
+
+def variant_label(variant: str) -> str:
+    """Display name of a variant as in the paper ("PCA + ICA"); unknown names pass through."""
+    return VARIANT_LABELS.get(variant, variant)
+
+
+def _as_bool(series: pd.Series, column: str, source: str) -> pd.Series:
+    """A boolean column from bools, 0/1 or "true"/"false" strings; anything else is an error."""
+    if series.dtype == bool:
+        return series
+    mapping = {"true": True, "false": False, "1": True, "0": False, "1.0": True, "0.0": False}
+    text = series.astype(str).str.strip().str.lower()
+    bad = ~text.isin(list(mapping))
+    if bad.any():
+        rows = np.flatnonzero(bad.to_numpy())[:5].tolist()
+        raise ScreenError(f"{source}: column {column} must be boolean (True/False); bad value(s) at row(s) {rows}")
+    return text.map(mapping).astype(bool)
+
+
+def _checked(
+    df: pd.DataFrame,
+    source: str,
+    required: Sequence[str],
+    numeric: Sequence[str] = (),
+    boolean: Sequence[str] = (),
+    key: Sequence[str] = (),
+) -> pd.DataFrame:
+    """Copy of ``df`` with the required columns present, numeric/boolean columns coerced, ``key`` unique.
+
+    Raises ScreenError naming ``source`` and the column or rows at fault.
+    """
+    if not isinstance(df, pd.DataFrame):
+        raise ScreenError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}")
+    missing = [c for c in required if c not in df.columns]
+    if missing:
+        raise ScreenError(f"{source}: missing column(s) {missing}; expected {list(required)}")
+    out = df.reset_index(drop=True).copy()
+    for col in ("model", "variant", GENE, GUIDE):
+        if col in out.columns:
+            if out[col].isna().any():
+                rows = np.flatnonzero(out[col].isna().to_numpy())[:5].tolist()
+                raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
+            out[col] = out[col].astype(str)
+    for col in numeric:
+        try:
+            out[col] = pd.to_numeric(out[col], errors="raise").astype(float)
+        except (TypeError, ValueError) as exc:
+            raise ScreenError(f"{source}: column {col} must be numeric ({exc})") from None
+    for col in boolean:
+        out[col] = _as_bool(out[col], col, source)
+    if key:
+        dup = out.duplicated(list(key), keep=False)
+        if dup.any():
+            rows = np.flatnonzero(dup.to_numpy())[:5].tolist()
+            raise ScreenError(f"{source}: duplicate rows for key {list(key)} at row(s) {rows}")
+    return out
+
+
+def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Validate guide-fold rows (status must be ok/skipped); return a normalized copy."""
+    out = _checked(
+        rows, "guide-fold rows", ROW_COLUMNS,
+        numeric=("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg", "auroc", "sparsity",
+                 "concentration", "auroc_top", "auroc_rest"),
+        boolean=("is_null_guide",),
+    )
+    bad = ~out["status"].isin([OK, SKIPPED])
+    if bad.any():
+        rows_at = np.flatnonzero(bad.to_numpy())[:5].tolist()
+        raise ScreenError(f"guide-fold rows: column status must be 'ok' or 'skipped'; bad at row(s) {rows_at}")
+    out["reason"] = out["reason"].fillna("").astype(str)
+    return out
+
+
+def check_guides(guides: pd.DataFrame) -> pd.DataFrame:
+    """Validate guide scores (unique per model, variant, gene, guide); return a normalized copy."""
+    return _checked(
+        guides, "guide scores", GUIDE_COLUMNS,
+        numeric=("n_folds_ok", "auroc", "sparsity", "concentration"), boolean=("is_null_guide",),
+        key=("model", "variant", GENE, GUIDE),
+    )
+
+
+def check_genes(genes: pd.DataFrame) -> pd.DataFrame:
+    """Validate gene scores (unique per model, variant, gene); return a normalized copy."""
+    return _checked(
+        genes, "gene scores", GENE_COLUMNS,
+        numeric=("n_guides", "auroc", "sparsity", "concentration"), key=("model", "variant", GENE),
+    )
+
+
+def check_truth(truth: pd.DataFrame) -> pd.DataFrame:
+    """Validate the demo truth table (unique per gene, guide); return a normalized copy."""
+    return _checked(truth, "truth table", TRUTH_COLUMNS, numeric=("efficacy",), boolean=("has_effect",),
+                    key=(GENE, GUIDE))
+
+
+def _model_variants(df: pd.DataFrame) -> list[tuple[str, str]]:
+    """The (model, variant) pairs present, models sorted, variants in paper order."""
+    pairs = []
+    for model in sorted(df["model"].unique()):
+        for variant in ordered_variants(df.loc[df["model"] == model, "variant"]):
+            pairs.append((model, variant))
+    return pairs
+
+
+def _mean(values: np.ndarray) -> float:
+    return float(np.mean(values)) if values.size else math.nan
+
+
+# --------------------------------------------------------------------------- tables
+
+
+def table3(genes_df: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 3: one row per (model, gene), mean AUROC and sparsity per variant.
+
+    Columns: ``model``, ``Metadata_Gene``, ``n_guides`` (most guides scored in any variant),
+    then ``auroc_{variant}`` and ``sparsity_{variant}`` in paper order. Each model ends with a
+    ``mean`` row; its means run over the genes scored in every variant of that model (complete
+    cases), so the variants are compared on the same genes; its ``n_guides`` is empty.
+    """
+    genes = check_genes(genes_df)
+    blocks = []
+    for model in sorted(genes["model"].unique()):
+        sub = genes[genes["model"] == model]
+        variants = ordered_variants(sub["variant"])
+        block = pd.DataFrame(index=pd.Index(sorted(sub[GENE].unique()), name=GENE))
+        block["n_guides"] = sub.groupby(GENE)["n_guides"].max()
+        for metric in ("auroc", "sparsity"):
+            wide = sub.pivot(index=GENE, columns="variant", values=metric)
+            for variant in variants:
+                block[f"{metric}_{variant}"] = wide[variant]
+        mean_row: dict[str, Any] = {"n_guides": math.nan}
+        for metric in ("auroc", "sparsity"):
+            cols = [f"{metric}_{v}" for v in variants]
+            complete = block[cols].dropna()
+            for col in cols:
+                mean_row[col] = float(complete[col].mean()) if len(complete) else math.nan
+        block.loc["mean"] = pd.Series(mean_row)
+        block = block.reset_index()
+        block.insert(0, "model", model)
+        blocks.append(block)
+    if not blocks:
+        return pd.DataFrame(columns=["model", GENE, "n_guides"])
+    out = pd.concat(blocks, ignore_index=True)
+    out["n_guides"] = out["n_guides"].astype("Int64")
+    ordered = ["model", GENE, "n_guides"]
+    for metric in ("auroc", "sparsity"):
+        ordered += [f"{metric}_{v}" for v in ordered_variants(genes["variant"]) if f"{metric}_{v}" in out]
+    return out[ordered]
+
+
+def table4(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
+    """The paper's Table 4: concentration per (model, variant) over scored real guide-folds.
+
+    Columns: ``model``, ``variant``, ``concentration_mean``, ``concentration_sd`` (ddof 1),
+    ``n`` (ok rows of real guides with a finite concentration), ``auroc_top_mean`` and
+    ``auroc_rest_mean`` (the two AUROCs the ratio is made of). Null pseudo-guides are left out.
+    """
+    rows = check_rows(guide_fold_rows)
+    records = []
+    for model, variant in _model_variants(rows):
+        sel = rows[(rows["model"] == model) & (rows["variant"] == variant) & (rows["status"] == OK)
+                   & ~rows["is_null_guide"]]
+        sel = sel[np.isfinite(sel["concentration"].to_numpy(dtype=float))]
+        conc = sel["concentration"].to_numpy(dtype=float)
+        records.append({
+            "model": model,
+            "variant": variant,
+            "concentration_mean": _mean(conc),
+            "concentration_sd": float(np.std(conc, ddof=1)) if conc.size > 1 else math.nan,
+            "n": int(conc.size),
+            "auroc_top_mean": _mean(finite_values(sel["auroc_top"])),
+            "auroc_rest_mean": _mean(finite_values(sel["auroc_rest"])),
+        })
+    return pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "concentration_mean", "concentration_sd", "n", "auroc_top_mean", "auroc_rest_mean"])
+
+
+def variant_summary(guides_df: pd.DataFrame, thresholds: tuple[float, ...] = (0.05, 0.1)) -> pd.DataFrame:
+    """Per (model, variant): guide-level AUROC, sparsity, concentration, the null, and hits.
+
+    A real guide is *scored* when it has at least one ok fold and a finite AUROC, otherwise it
+    counts as skipped. The null is the pseudo-guides' AUROCs (their count and mean). Hits are
+    real guides with a BH q-value (``phenoica.hits``) below each of ``thresholds``; without q-values
+    (no null) the counts are empty.
+    """
+    guides = check_guides(guides_df)
+    has_q = "q_value" in guides.columns
+    records = []
+    for model, variant in _model_variants(guides):
+        sub = guides[(guides["model"] == model) & (guides["variant"] == variant)]
+        real = sub[~sub["is_null_guide"]]
+        scored_mask = (real["n_folds_ok"].to_numpy() > 0) & np.isfinite(real["auroc"].to_numpy())
+        scored = real[scored_mask]
+        auroc = scored["auroc"].to_numpy(dtype=float)
+        null_auroc = finite_values(sub.loc[sub["is_null_guide"] & (sub["n_folds_ok"] > 0), "auroc"])
+        row: dict[str, Any] = {
+            "model": model,
+            "variant": variant,
+            "n_guides_scored": int(len(scored)),
+            "n_guides_skipped": int(len(real) - len(scored)),
+            "auroc_mean": _mean(auroc),
+            "auroc_median": float(np.median(auroc)) if auroc.size else math.nan,
+            "sparsity_mean": _mean(finite_values(scored["sparsity"])),
+            "concentration_mean": _mean(finite_values(scored["concentration"])),
+            "n_null_guides": int(null_auroc.size),
+            "null_auroc_mean": _mean(null_auroc),
+        }
+        for t in thresholds:
+            q = pd.to_numeric(real["q_value"], errors="coerce").to_numpy(dtype=float) if has_q else np.empty(0)
+            row[f"hits_q<{t:g}"] = int(np.sum(q < t)) if (has_q and np.isfinite(q).any()) else pd.NA
+        records.append(row)
+    out = pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "n_guides_scored", "n_guides_skipped", "auroc_mean", "auroc_median",
+        "sparsity_mean", "concentration_mean", "n_null_guides", "null_auroc_mean",
+        *[f"hits_q<{t:g}" for t in thresholds]])
+    for t in thresholds:
+        out[f"hits_q<{t:g}"] = out[f"hits_q<{t:g}"].astype("Int64")
+    return out
+
+
+def _wilcoxon_row(diff: np.ndarray, min_pairs: int) -> dict[str, Any]:
+    """Wilcoxon signed-rank (two-sided) on paired differences, or NaN and a note why not."""
+    out: dict[str, Any] = {
+        "n": int(diff.size),
+        "median_diff": float(np.median(diff)) if diff.size else math.nan,
+        "mean_diff": _mean(diff),
+        "statistic": math.nan,
+        "p_value": math.nan,
+        "note": "",
+    }
+    if diff.size < min_pairs:
+        out["note"] = f"fewer than {min_pairs} paired genes; no test"
+        return out
+    nonzero = int(np.count_nonzero(diff))
+    if nonzero == 0:
+        out["p_value"] = 1.0
+        out["note"] = "all differences are zero"
+        return out
+    res = stats.wilcoxon(diff, alternative="two-sided")
+    out["statistic"] = float(res.statistic)
+    out["p_value"] = float(res.pvalue)
+    if nonzero < diff.size:
+        out["note"] = f"{diff.size - nonzero} zero difference(s) dropped (zero_method wilcox)"
+    return out
+
+
+def paired_tests(
+    genes_df: pd.DataFrame,
+    pairs: Sequence[tuple[str, str]] = PAIRS,
+    metrics: Sequence[str] = ("auroc", "sparsity", "concentration"),
+    min_pairs: int = 5,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Paired comparisons over genes, per model, of ``variant`` vs ``reference``: effect size,
+    bootstrap interval and Wilcoxon signed-rank test.
+
+    Genes are paired on their gene-level score in both variants (genes missing or NaN in
+    either are dropped). Differences are variant - reference: the effect size ``mean_diff``
+    with its 95% percentile-bootstrap interval over genes (``ci_low``, ``ci_high``; seeded by
+    ``seed`` and the comparison), ``median_diff``, the test ``statistic`` and two-sided
+    ``p_value``. With fewer than ``min_pairs`` pairs, or a variant absent, the test is NaN and
+    ``note`` says why. No multiple-testing correction.
+    """
+    if min_pairs < 1:
+        raise ValueError(f"min_pairs must be at least 1, got {min_pairs}")
+    genes = check_genes(genes_df)
+    unknown = [m for m in metrics if m not in GENE_COLUMNS]
+    if unknown:
+        raise ValueError(f"paired_tests: unknown metric(s) {unknown}; expected columns of the gene scores")
+    records = []
+    for model in sorted(genes["model"].unique()):
+        sub = genes[genes["model"] == model]
+        present = set(sub["variant"])
+        for variant, reference in pairs:
+            for metric in metrics:
+                base = {"model": model, "variant": variant, "reference": reference, "metric": metric}
+                absent = [v for v in (variant, reference) if v not in present]
+                if absent:
+                    row = _wilcoxon_row(np.empty(0), min_pairs)
+                    row["note"] = f"variant(s) {absent} not scored"
+                    records.append({**base, **row, "ci_low": math.nan, "ci_high": math.nan})
+                    continue
+                a = sub[sub["variant"] == variant].set_index(GENE)[metric]
+                b = sub[sub["variant"] == reference].set_index(GENE)[metric]
+                joined = pd.concat({"a": a, "b": b}, axis=1, join="inner").dropna()
+                diff = (joined["a"] - joined["b"]).to_numpy(dtype=float)
+                ci = bootstrap_mean(diff, seed, "paired", model, variant, reference, metric)
+                records.append({**base, **_wilcoxon_row(diff, min_pairs), "ci_low": ci.low, "ci_high": ci.high})
+    out = pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "reference", "metric", "n", "mean_diff", "ci_low", "ci_high", "median_diff",
+        "statistic", "p_value", "note"])
+    return out
+
+
+def _effect_groups(guides: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
+    """Real guides joined to the truth, with ``group`` = effect / no_effect / other.
+
+    ``effect``: the guide has a true effect. ``no_effect``: no guide of its gene has one.
+    ``other``: a guide without effect of a gene that has an effect elsewhere (left out of both).
+    """
+    real = guides[~guides["is_null_guide"]]
+    known = truth.set_index([GENE, GUIDE])
+    keys = pd.MultiIndex.from_frame(real[[GENE, GUIDE]])
+    missing = keys.difference(known.index)
+    if len(missing):
+        shown = [f"{g}/{s}" for g, s in list(missing)[:5]]
+        raise ScreenError(f"truth table: no row for {len(missing)} scored guide(s), e.g. {shown}")
+    merged = real.merge(truth[[GENE, GUIDE, "has_effect", "efficacy"]], on=[GENE, GUIDE], how="left")
+    gene_effect = truth.groupby(GENE)["has_effect"].any()
+    gene_has = merged[GENE].map(gene_effect).astype(bool)
+    merged["group"] = np.where(merged["has_effect"], "effect", np.where(~gene_has, "no_effect", "other"))
+    return merged
+
+
+def truth_checks(guides_df: pd.DataFrame, truth: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
+    """Demo screens: do the scores find the simulated truth? Reported as measured, per (model, variant).
+
+    Over scored real guides (finite AUROC): mean AUROC of guides with a true effect vs guides of
+    genes without any effect, one-sided Mann-Whitney U (effect > no effect) and
+    ``effect_gt_no_effect`` = its p < ``alpha``; whether no-effect guides sit at chance (their
+    mean, a two-sided one-sample t-test against 0.5) and whether they match the empirical null
+    (two-sided Mann-Whitney against the null pseudo-guides); Spearman correlation of AUROC with
+    guide efficacy among effect guides. Too few values for a test give NaN and a ``note``.
+    """
+    if not 0.0 < alpha < 1.0:
+        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
+    guides = check_guides(guides_df)
+    truth = check_truth(truth)
+    merged = _effect_groups(guides, truth)
+    records = []
+    for model, variant in _model_variants(guides):
+        sel = merged[(merged["model"] == model) & (merged["variant"] == variant)]
+        sel = sel[np.isfinite(sel["auroc"].to_numpy(dtype=float))]
+        eff = sel.loc[sel["group"] == "effect", "auroc"].to_numpy(dtype=float)
+        none = sel.loc[sel["group"] == "no_effect", "auroc"].to_numpy(dtype=float)
+        nulls = guides[(guides["model"] == model) & (guides["variant"] == variant) & guides["is_null_guide"]]
+        null_auroc = finite_values(nulls["auroc"])
+        notes = []
+        row: dict[str, Any] = {
+            "model": model, "variant": variant,
+            "n_effect": int(eff.size), "n_no_effect": int(none.size),
+            "auroc_effect_mean": _mean(eff), "auroc_no_effect_mean": _mean(none),
+            "effect_minus_no_effect": _mean(eff) - _mean(none),
+            "mannwhitney_u": math.nan, "mannwhitney_p": math.nan, "effect_gt_no_effect": pd.NA,
+            "no_effect_vs_half_t": math.nan, "no_effect_vs_half_p": math.nan,
+            "null_auroc_mean": _mean(null_auroc), "no_effect_vs_null_p": math.nan,
+            "efficacy_spearman_rho": math.nan, "efficacy_spearman_p": math.nan,
+        }
+        if eff.size and none.size:
+            mw = stats.mannwhitneyu(eff, none, alternative="greater")
+            row["mannwhitney_u"], row["mannwhitney_p"] = float(mw.statistic), float(mw.pvalue)
+            row["effect_gt_no_effect"] = bool(mw.pvalue < alpha)
+        else:
+            notes.append("no effect or no no-effect guides scored")
+        if none.size >= 2 and np.ptp(none) > 0:
+            tt = stats.ttest_1samp(none, 0.5)
+            row["no_effect_vs_half_t"], row["no_effect_vs_half_p"] = float(tt.statistic), float(tt.pvalue)
+        else:
+            notes.append("fewer than 2 distinct no-effect AUROCs; no t-test")
+        if none.size and null_auroc.size:
+            row["no_effect_vs_null_p"] = float(stats.mannwhitneyu(none, null_auroc, alternative="two-sided").pvalue)
+        eff_rows = sel[sel["group"] == "effect"]
+        efficacy = eff_rows["efficacy"].to_numpy(dtype=float)
+        ok = np.isfinite(efficacy)
+        if ok.sum() >= 3 and np.ptp(efficacy[ok]) > 0 and np.ptp(eff[ok]) > 0:
+            sp = stats.spearmanr(efficacy[ok], eff[ok])
+            row["efficacy_spearman_rho"], row["efficacy_spearman_p"] = float(sp.statistic), float(sp.pvalue)
+        else:
+            notes.append("fewer than 3 effect guides with varying efficacy and AUROC; no correlation")
+        row["note"] = "; ".join(notes)
+        records.append(row)
+    return pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "n_effect", "n_no_effect", "auroc_effect_mean", "auroc_no_effect_mean",
+        "effect_minus_no_effect", "mannwhitney_u", "mannwhitney_p", "effect_gt_no_effect",
+        "no_effect_vs_half_t", "no_effect_vs_half_p", "null_auroc_mean", "no_effect_vs_null_p",
+        "efficacy_spearman_rho", "efficacy_spearman_p", "note"])
+
+
+def truth_recovery(
+    guides_df: pd.DataFrame, truth: pd.DataFrame, structural: pd.DataFrame | None = None, *, seed: int = 0
+) -> dict[str, pd.DataFrame]:
+    """Demo screens: is the simulated truth recovered end to end? Two tables, as measured
+    (statistics in ``phenoica.truth``; bootstrap intervals resample genes, seeded by ``seed``).
+
+    ``truth_recovery``, per (model, variant): held-out probe R^2 of the gene-shifted factors
+    (when ``structural`` has ``probe_r2_factor_*`` columns) beside effect vs no-effect guide
+    AUROC, their difference with its interval, the common-language effect size and the
+    one-sided Mann-Whitney p. ``variant_contrasts``: pca_ica vs pca vs pca_rand per model.
+    (Hit recall / observed FDR against the truth belongs in this section too, from the
+    hit-calling stage.)
+    """
+    guides = check_guides(guides_df)
+    table = demo_truth.effect_separation(guides, truth, seed=seed)
+    probe_cols = [] if structural is None else [c for c in structural.columns if str(c).startswith("probe_r2_factor_")]
+    if probe_cols:
+        probe = demo_truth.probe_table(structural, truth)[
+            ["model", "variant", "n_shifted_factors", "probe_r2_shifted", "probe_r2_other"]]
+        table = probe.merge(table, on=["model", "variant"], how="outer")
+    order = {v: i for i, v in enumerate(ordered_variants(table["variant"]))}
+    table = table.sort_values(["model", "variant"], key=lambda c: c.map(order) if c.name == "variant" else c)
+    return {"truth_recovery": table.reset_index(drop=True),
+            "variant_contrasts": demo_truth.variant_contrasts(guides, truth, seed=seed)}
+
+
+def skipped_rows(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
+    """All skipped guide-fold rows with their reasons, plus ``n_same_reason``: rows sharing the reason."""
+    rows = check_rows(guide_fold_rows)
+    skipped = rows[rows["status"] == SKIPPED]
+    cols = ["model", "variant", GENE, GUIDE, "is_null_guide", "fold", "n_train_pos", "n_train_neg",
+            "n_test_pos", "n_test_neg", "reason"]
+    out = skipped[cols].sort_values(["model", "variant", GENE, GUIDE, "fold"], kind="stable").reset_index(drop=True)
+    out["n_same_reason"] = out.groupby("reason")["reason"].transform("size").astype(int)
+    return out
+
+
+def skip_counts(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
+    """Skipped guide-folds counted per (model, variant, reason): rows and distinct guides."""
+    skipped = skipped_rows(guide_fold_rows)
+    if skipped.empty:
+        return pd.DataFrame(columns=["model", "variant", "reason", "n_rows", "n_guides"])
+    grouped = skipped.groupby(["model", "variant", "reason"], sort=False)
+    out = grouped.agg(n_rows=(GUIDE, "size"), n_guides=(GUIDE, "nunique")).reset_index()
+    order = {v: i for i, v in enumerate(ordered_variants(out["variant"]))}
+    out["_v"] = out["variant"].map(order)
+    return out.sort_values(["model", "_v", "n_rows"], ascending=[True, True, False]).drop(columns="_v").reset_index(drop=True)
+
+
+def map_summary(map_df: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataFrame:
+    """Per (model, variant): the guides' mean average precision (copairs phenotypic activity) and
+    how many are active at BH q < ``q_threshold``."""
+    mp = _checked(map_df, "mAP table", MAP_COLUMNS,
+                  numeric=("mean_average_precision", "map_p_value", "map_q_value"))
+    records = []
+    for model, variant in _model_variants(mp):
+        sub = mp[(mp["model"] == model) & (mp["variant"] == variant)]
+        values = finite_values(sub["mean_average_precision"])
+        n_sig = int((sub["map_q_value"] < q_threshold).sum())
+        records.append({
+            "model": model, "variant": variant, "n_guides": int(len(sub)), "n_scored": int(values.size),
+            "map_mean": _mean(values), "map_median": float(np.median(values)) if values.size else math.nan,
+            f"active_q<{q_threshold:g}": n_sig,
+            "fraction_active": n_sig / values.size if values.size else math.nan,
+        })
+    return pd.DataFrame.from_records(records, columns=[
+        "model", "variant", "n_guides", "n_scored", "map_mean", "map_median", f"active_q<{q_threshold:g}",
+        "fraction_active"])
+
+
+def classifier_cost(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, variant): LightGBM models trained for real guides (3 per scored guide-fold with
+    concentration, else 1) and for the null (1 per scored pseudo-guide-fold), and the null's share.
+
+    Model trainings of the same rows and rounds cost about the same, so the share is the null's
+    share of the classification time."""
+    rows = check_rows(guide_fold_rows)
+    ok = rows[rows["status"] == OK]
+    records = []
+    for model, variant in _model_variants(rows):
+        sub = ok[(ok["model"] == model) & (ok["variant"] == variant)]
+        real, null = sub[~sub["is_null_guide"]], sub[sub["is_null_guide"]]
+        n_real = int(len(real) + 2 * np.isfinite(real["concentration"].to_numpy(dtype=float)).sum())
+        total = n_real + len(null)
+        records.append({"model": model, "variant": variant, "models_real_guides": n_real,
+                        "models_null": int(len(null)), "null_share": len(null) / total if total else math.nan})
+    return pd.DataFrame.from_records(records, columns=["model", "variant", "models_real_guides", "models_null",
+                                                       "null_share"])
+
+
+def fit_report_table(fit_report: Mapping[str, Any], max_list: int = 6) -> pd.DataFrame:
+    """The transform fit report (nested dict from JSON) as a table.
+
+    Every mapping with a scalar ``variant`` entry (as ``phenoica.variants`` writes them, also
+    nested under model names) becomes one row: ``model`` (the keys above it, joined with ".",
+    the variant's own key left out), ``variant``, then its fields, nested ones joined with "."
+    (``ica.converged``). A report without such records is flattened into ``setting``/``value``
+    rows instead. Lists longer than ``max_list`` are summarized by their length and first values.
+    """
+    if not isinstance(fit_report, Mapping):
+        raise ValueError(f"fit report: expected a mapping (JSON object), got {type(fit_report).__name__}")
+
+    def flat(node: Any, prefix: str, out: dict[str, str]) -> dict[str, str]:
+        if isinstance(node, Mapping) and node:
+            for key, value in node.items():
+                flat(value, f"{prefix}.{key}" if prefix else str(key), out)
+        elif isinstance(node, (list, tuple)) and len(node) > max_list:
+            out[prefix] = f"{len(node)} values: " + ", ".join(_format_value(v) for v in node[:3]) + ", ..."
+        elif isinstance(node, (list, tuple)):
+            out[prefix] = "[" + ", ".join(_format_value(v) for v in node) + "]"
+        else:
+            out[prefix] = "{}" if isinstance(node, Mapping) else _format_value(node)
+        return out
+
+    records: list[dict[str, str]] = []
+
+    def find(node: Any, path: list[str]) -> None:
+        if not isinstance(node, Mapping):
+            return
+        variant = node.get("variant")
+        if variant is not None and not isinstance(variant, (Mapping, list, tuple)):
+            parents = path[:-1] if path and path[-1] == str(variant) else path
+            fields = flat({k: v for k, v in node.items() if k != "variant"}, "", {})
+            records.append({"model": ".".join(parents), "variant": str(variant), **fields})
+            return
+        for key, value in node.items():
+            find(value, [*path, str(key)])
+
+    find(fit_report, [])
+    if records:
+        table = pd.DataFrame.from_records(records)
+        return table.fillna("")
+    rows = flat(fit_report, "", {})
+    return pd.DataFrame({"setting": list(rows), "value": list(rows.values())})
+
+
+def _format_value(value: Any) -> str:
+    """A scalar as short text: floats with 4 significant digits, nested things as JSON."""
+    if isinstance(value, bool) or value is None:
+        return str(value)
+    if isinstance(value, (float, np.floating)):
+        return f"{float(value):.4g}"
+    if isinstance(value, (Mapping, list, tuple)):
+        return json.dumps(value, default=str)[:80]
+    return str(value)
+
+
+def table1_summary(table1: pd.DataFrame) -> pd.DataFrame:
+    """Table 1 rows (one per variant and ordered model pair) with the paper's columns first."""
+    first = [c for c in ("variant", "model_a", "model_b", "perm", "rigid", "linear", "ica", "ica_efficiency",
+                         "cka", "mutual_knn") if c in table1.columns]
+    out = table1[first + [c for c in table1.columns if c not in first]].copy()
+    order = {v: i for i, v in enumerate(ordered_variants(out["variant"]))} if "variant" in out else {}
+    if order:
+        out = out.sort_values(["variant", "model_a", "model_b"], key=lambda c: c.map(order) if c.name == "variant" else c)
+    return out.reset_index(drop=True)
+
+
+def lightgbm_table(params: Mapping[str, Any]) -> pd.DataFrame:
+    """The LightGBM parameters every classifier used, one row each, marking Table 6's."""
+    table6 = {"is_unbalance", "learning_rate", "num_leaves", "feature_fraction", "lambda_l1", "lambda_l2"}
+    return pd.DataFrame({"parameter": list(params), "value": [_format_value(v) for v in params.values()],
+                         "source": ["Table 6" if k in table6 else "phenoica (determinism, threads, objective)"
+                                    if k in ("deterministic", "force_col_wise", "num_threads", "verbosity",
+                                             "objective", "seed") else "override"
+                                    for k in params]})
+
+
+def has_calls(guides: pd.DataFrame) -> bool:
+    """Whether the guide scores carry hit calls (a finite ``q_value``: the null was scored)."""
+    return "q_value" in guides.columns and np.isfinite(pd.to_numeric(guides["q_value"], errors="coerce")).any()
