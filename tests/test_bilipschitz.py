@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from phenoica.studies import bilipschitz as bl
+from phenoica.studies import plan
 
 torch.set_num_threads(1)
 
@@ -195,13 +196,13 @@ def test_load_mnist_malformed(tmp_path):
 
 
 def test_groups_and_labels():
-    assert bl.dataset_groups("isometric", [3]) == ["all"]
-    assert bl.dataset_groups("digits", [3, 8]) == ["all", "digit3", "digit8"]
-    assert bl.parse_group("digit7") == 7 and bl.parse_group("all") is None
+    assert plan.dataset_groups("isometric", [3]) == ["all"]
+    assert plan.dataset_groups("digits", [3, 8]) == ["all", "digit3", "digit8"]
+    assert plan.parse_group("digit7") == 7 and plan.parse_group("all") is None
     with pytest.raises(ValueError, match="group"):
-        bl.parse_group("seven")
+        plan.parse_group("seven")
     for a in (0.0, 0.3, 0.6, 0.9, 1.0, 0.125):
-        assert float(bl.alpha_label(a)) == a
+        assert float(plan.alpha_label(a)) == a
 
 
 def _runs(latents: dict[int, np.ndarray]) -> pd.DataFrame:

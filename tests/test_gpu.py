@@ -15,7 +15,8 @@ import torch
 from safetensors.torch import load_file
 
 from phenoica.embed import embed_plate
-from phenoica.mae import build_feature_extractor, train_mae
+from phenoica.mae import train_mae
+from phenoica.models.features import build_feature_extractor
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_store, make_model
 from tests.test_mae import SPEC, TRAIN, cell_tiles
