@@ -37,7 +37,7 @@ if PLATES:
 wildcard_constraints:
     plate=r"[^/]+",
     model=r"[^/]+",
-    variant=r"base|pca|pca_ica|pca_rand",
+    variant=r"base|pca|pca_ica|pca_rand|tvn",
     shard=r"\d+",
 
 
