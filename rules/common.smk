@@ -131,6 +131,20 @@ def structural_files():
     return [f"{RESULTS}/identifiability/structural/{m}/{v}.parquet" for m in MODELS for v in VARIANTS]
 
 
+def biomap_tables():
+    """The gathered biomap tables the report reads (none when biomap.enabled is off)."""
+    if not config["biomap"]["enabled"]:
+        return []
+    return [f"{RESULTS}/biomap/{k}.parquet" for k in ("recall", "coverage", "consistency", "neighbors", "batch_metrics")]
+
+
+def biomap_heatmaps():
+    """One clustered gene-map heatmap per (model, variant), when biomap is on."""
+    if not config["biomap"]["enabled"]:
+        return []
+    return [f"{RESULTS}/biomap/{m}/{v}/heatmap.png" for m in MODELS for v in VARIANTS]
+
+
 def report_outputs():
     out = [f"{RESULTS}/report/report.md", f"{RESULTS}/report/index.html"]
     return out

@@ -205,3 +205,22 @@ def biomap_report(out_dir: Path | str, *, recall: pd.DataFrame, coverage: pd.Dat
         sections.append(("Skipped recall sources", "Sources that share too few genes with the map, with the counts.",
                          skipped[["model", "variant", "source", "n_map_genes", "n_entities", "reason"]]))
     return tables, figures, sections
+
+
+#: The gathered biomap tables the report reads, by file stem (``results/biomap/{stem}.parquet``).
+GATHERED: tuple[str, ...] = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
+
+
+def biomap_report_files(out_dir: Path | str, tables: Sequence[Path | str], heatmaps: Sequence[Path | str], *,
+                        gene_calls: pd.DataFrame | None = None, map_df: pd.DataFrame | None = None
+                        ) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, str]], list[Section]]:
+    """:func:`biomap_report` from the workflow's files: the gathered tables (named by
+    :data:`GATHERED` stems) and the heatmaps ``.../{model}/{variant}/heatmap.png``."""
+    by_stem = {Path(p).stem: pd.read_parquet(p) for p in tables}
+    missing = [s for s in GATHERED if s not in by_stem]
+    if missing:
+        raise FileNotFoundError(f"biomap report: gathered table(s) {missing} not among the inputs {list(tables)}")
+    maps = {(Path(p).parent.parent.name, Path(p).parent.name): Path(p) for p in heatmaps}
+    return biomap_report(out_dir, recall=by_stem["recall"], coverage=by_stem["coverage"],
+                         consistency=by_stem["consistency"], neighbors=by_stem["neighbors"],
+                         batch=by_stem["batch_metrics"], heatmaps=maps, gene_calls=gene_calls, map_df=map_df)

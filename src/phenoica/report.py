@@ -1010,6 +1010,7 @@ def write_report(
     title: str = "phenoica report",
     tables_dir: str = "tables",
     figures_dir: str = "figures",
+    extra: tuple[list[tuple[str, str, pd.DataFrame]], Mapping[str, tuple[Path, str]]] | None = None,
 ) -> dict[str, Path]:
     """Write every report file (atomically) and return them by name.
 
@@ -1177,6 +1178,10 @@ def write_report(
         "concentration_by_variant": "Concentration per variant",
         "identifiability": "Identifiability: model-to-model alignment error and factor recovery per variant",
     }
+    if extra is not None:  # issue 15 hook: sections and figures written by phenoica.biomap_report
+        sections += extra[0]
+        figures.update({name: path for name, (path, _) in extra[1].items()})
+        captions.update({name: caption for name, (_, caption) in extra[1].items()})
     lines = headline(tables["variant_summary"], tables["paired_tests"], q_threshold)
 
     md = [f"# {title}", "", intro, "", "## Headline", ""]
