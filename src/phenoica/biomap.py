@@ -46,6 +46,8 @@ from phenoica.variants.rows import column_values
 LOG = logging.getLogger(__name__)
 
 BLOCK_ROWS = 1024
+#: Cosines closer than this are ties when ranking a query in the null (float32 rounding).
+TIE_TOLERANCE = 1e-6
 #: EFAAR's recall thresholds (lower, upper quantile of the null).
 RECALL_THRESHOLDS: tuple[tuple[float, float], ...] = ((0.05, 0.95), (0.1, 0.9))
 GENE_SELECTIONS: tuple[str, ...] = ("active", "all")
@@ -264,14 +266,17 @@ def null_rank_counts(U: np.ndarray, queries: np.ndarray, block_rows: int = BLOCK
     le = np.zeros(queries.size, dtype=np.int64)
     lt = np.zeros(queries.size, dtype=np.int64)
     size = 0
-    q = queries.astype(np.float32)
+    # A query is itself one of the null's values, computed by another float32 product: values
+    # within TIE_TOLERANCE of it count as equal to it (EFAAR takes both from one matrix).
+    q_hi = (queries + TIE_TOLERANCE).astype(np.float32)
+    q_lo = (queries - TIE_TOLERANCE).astype(np.float32)
     for start, S in similarity_blocks(U, block_rows):
         m = S.shape[0]
         upper = np.arange(n)[None, :] > np.arange(start, start + m)[:, None]
         values = np.sort(S[upper])
         size += values.size
-        le += np.searchsorted(values, q, side="right")
-        lt += np.searchsorted(values, q, side="left")
+        le += np.searchsorted(values, q_hi, side="right")
+        lt += np.searchsorted(values, q_lo, side="left")
         if n > 4 * block_rows:
             log.info("recall null: rows %d-%d of %d", start, start + m, n)
     return le, lt, size
