@@ -154,17 +154,10 @@ def check_demo(demo: Mapping[str, Any]) -> None:
         raise ValueError(f"demo.image_size ({demo['image_size']}) must be at least 8 pixels")
     if not demo["cells_per_image"] > 0:
         raise ValueError(f"demo.cells_per_image must be positive, got {demo['cells_per_image']}")
-    n_effect = int(demo["n_genes"]) - int(demo["n_null_genes"])
-    in_complexes = int(demo["n_complexes"]) * int(demo["genes_per_complex"])
-    if in_complexes > n_effect:
-        raise ValueError(
-            f"demo.n_complexes * demo.genes_per_complex ({in_complexes}) exceeds the genes with an effect "
-            f"(demo.n_genes - demo.n_null_genes = {n_effect}); complexes are made of genes with an effect"
-        )
-    if int(demo["n_complexes"]) and int(demo["genes_per_complex"]) < 2:
+    if n_complexes(demo) and int(demo["genes_per_complex"]) < 2:
         raise ValueError(f"demo.genes_per_complex ({demo['genes_per_complex']}) must be at least 2")
     big = [c for c, genes in corum_complexes().items() if len(genes) >= int(demo["genes_per_complex"])]
-    if int(demo["n_complexes"]) > len(big):
+    if n_complexes(demo) > len(big):
         raise ValueError(
             f"demo.n_complexes ({demo['n_complexes']}): the built-in CORUM list has only {len(big)} complexes with at "
             f"least demo.genes_per_complex ({demo['genes_per_complex']}) members"
@@ -216,6 +209,13 @@ def draw_factors(n_images: int, n_factors: int, rng: np.random.Generator) -> np.
     return out
 
 
+def n_complexes(demo: Mapping[str, Any]) -> int:
+    """The simulated complexes: ``demo.n_complexes``, or as many as the genes with an effect
+    hold (``(n_genes - n_null_genes) // genes_per_complex``) when fewer."""
+    n_effect = int(demo["n_genes"]) - int(demo["n_null_genes"])
+    return min(int(demo["n_complexes"]), n_effect // max(1, int(demo["genes_per_complex"])))
+
+
 def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tuple[list[str], list[str]]:
     """Gene symbols and simulated complexes: (symbol per gene, complex name per gene; "" = none).
 
@@ -227,7 +227,7 @@ def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tupl
     them share a complex; when the list runs out, the rest get synthetic names ``SIM001 ...``.
     """
     n_genes = len(null)
-    n_cx, size = int(demo["n_complexes"]), int(demo["genes_per_complex"])
+    n_cx, size = n_complexes(demo), int(demo["genes_per_complex"])
     rng = rng_for(seed, "complexes")
     complexes = corum_complexes()
     names = sorted(complexes)

@@ -178,6 +178,8 @@ class _TvnRows:
     moments: dict[str, Moments]
 
     def add(self, Xc: np.ndarray, batches: np.ndarray, is_control: np.ndarray) -> None:
+        for batch in np.unique(batches).tolist():  # every batch, so one without controls is named
+            self.moments.setdefault(batch, Moments(Xc.shape[1]))
         controls = Xc[is_control]
         if not controls.shape[0]:
             return
@@ -185,7 +187,7 @@ class _TvnRows:
             self.whitener.partial_fit(controls, n_total=self.n_controls)
         b = batches[is_control]
         for batch in np.unique(b).tolist():
-            self.moments.setdefault(batch, Moments(Xc.shape[1])).update(controls[b == batch])
+            self.moments[batch].update(controls[b == batch])
 
 
 def whitened_moments(moments: Mapping[str, Moments], whitener: PCAWhitener) -> dict[str, Moments]:
