@@ -1,18 +1,6 @@
 # From scores to biology: guide and gene profiles, the gene map (neighbours, guide consistency,
 # known-relationship recall, heatmap) and batch-mixing metrics per (model, variant), gathered.
 
-BIOMAP_KINDS = ("neighbors", "consistency", "recall", "coverage")
-
-
-def biomap_annotation_files():
-    """Annotation files the map reads (user files and the EFAAR wheel): a change reruns it."""
-    cfg = config["biomap"]
-    files = list(cfg["annotations"].values())
-    if cfg["efaar_wheel"]:
-        files.append(cfg["efaar_wheel"])
-    return files
-
-
 rule biomap_profiles:
     input:
         f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",

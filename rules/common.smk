@@ -131,6 +131,18 @@ def structural_files():
     return [f"{RESULTS}/identifiability/structural/{m}/{v}.parquet" for m in MODELS for v in VARIANTS]
 
 
+BIOMAP_KINDS = ("neighbors", "consistency", "recall", "coverage")
+
+
+def biomap_annotation_files():
+    """Annotation files the map reads (user files and the EFAAR wheel): a change reruns it."""
+    cfg = config["biomap"]
+    files = list(cfg["annotations"].values())
+    if cfg["efaar_wheel"]:
+        files.append(cfg["efaar_wheel"])
+    return files
+
+
 def biomap_tables():
     """The gathered biomap tables the report reads (none when biomap.enabled is off)."""
     if not config["biomap"]["enabled"]:
