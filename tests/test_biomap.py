@@ -203,6 +203,23 @@ def test_efaar_sources_read_from_a_wheel_without_the_package(tmp_path):
         annotations.read_efaar_source("HuMAP", wheel)
     with pytest.raises(ScreenError, match="unknown source 'GO'"):
         annotations.read_efaar_source("GO", wheel)
+    mine = tmp_path / "mine.tsv"
+    pd.DataFrame({"entity1": ["X"], "entity2": ["Y"]}).to_csv(mine, sep="\t", index=False)
+    sources = annotations.load_sources({"builtin_corum": False, "efaar_sources": ["CORUM"], "efaar_wheel": str(wheel),
+                                        "annotations": {"mine": str(mine)}})
+    assert list(sources) == ["CORUM", "mine"] and sources["mine"].values.tolist() == [["X", "Y"]]
+
+
+def test_efaar_sources_without_the_package_or_wheel_say_how_to_get_them():
+    import importlib.metadata
+
+    try:
+        importlib.metadata.distribution(annotations.EFAAR_DISTRIBUTION)
+        pytest.skip("efaar-benchmarking is installed here")
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    with pytest.raises(ScreenError, match=r"phenoica\[annotations\].*biomap.efaar_wheel"):
+        annotations.read_efaar_source("CORUM")
 
 
 def test_builtin_corum_list_is_disjoint_real_symbols():
