@@ -67,30 +67,30 @@ CONSISTENCY_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "c
 
 
 class _GroupSums:
-    """Running per-key sums and row counts of feature rows (keys seen in any order)."""
+    """Running per-key sums and row counts of feature rows (keys seen in any order); memory
+    holds one (keys x features) float64 array, grown as keys appear."""
 
     def __init__(self, n_features: int) -> None:
         self.index: dict[tuple[str, ...], int] = {}
-        self.parts: list[np.ndarray] = []
-        self.counts: list[np.ndarray] = []
+        self.sums = np.zeros((0, n_features))
+        self.counts = np.zeros(0, dtype=np.int64)
         self.n_features = n_features
 
     def add(self, keys: Sequence[tuple[str, ...]], X: np.ndarray) -> None:
         codes = np.fromiter((self.index.setdefault(k, len(self.index)) for k in keys), dtype=np.int64, count=len(keys))
         n = len(self.index)
+        if n > self.sums.shape[0]:
+            grown = max(n, 2 * self.sums.shape[0])
+            self.sums = np.vstack([self.sums, np.zeros((grown - self.sums.shape[0], self.n_features))])
+            self.counts = np.concatenate([self.counts, np.zeros(grown - self.counts.size, dtype=np.int64)])
         onehot = sparse.csr_matrix((np.ones(len(codes)), (codes, np.arange(len(codes)))), shape=(n, len(codes)))
-        self.parts.append(np.asarray(onehot @ X.astype(np.float64, copy=False)))
-        self.counts.append(np.bincount(codes, minlength=n))
+        self.sums[:n] += np.asarray(onehot @ X.astype(np.float64, copy=False))
+        self.counts[:n] += np.bincount(codes, minlength=n)
 
     def result(self) -> tuple[list[tuple[str, ...]], np.ndarray, np.ndarray]:
         n = len(self.index)
-        sums = np.zeros((n, self.n_features))
-        counts = np.zeros(n, dtype=np.int64)
-        for part, count in zip(self.parts, self.counts):
-            sums[: part.shape[0]] += part
-            counts[: count.size] += count
         keys = sorted(self.index, key=self.index.__getitem__)
-        return keys, sums, counts
+        return keys, self.sums[:n], self.counts[:n]
 
 
 def _strings(batch: pa.RecordBatch, name: str) -> np.ndarray:
