@@ -83,9 +83,11 @@ class _GroupSums:
             grown = max(n, 2 * self.sums.shape[0])
             self.sums = np.vstack([self.sums, np.zeros((grown - self.sums.shape[0], self.n_features))])
             self.counts = np.concatenate([self.counts, np.zeros(grown - self.counts.size, dtype=np.int64)])
-        onehot = sparse.csr_matrix((np.ones(len(codes)), (codes, np.arange(len(codes)))), shape=(n, len(codes)))
-        self.sums[:n] += np.asarray(onehot @ X.astype(np.float64, copy=False))
-        self.counts[:n] += np.bincount(codes, minlength=n)
+        present, local = np.unique(codes, return_inverse=True)  # only the keys of this block
+        onehot = sparse.csr_matrix((np.ones(len(codes)), (local, np.arange(len(codes)))),
+                                   shape=(present.size, len(codes)))
+        self.sums[present] += np.asarray(onehot @ X.astype(np.float64, copy=False))
+        self.counts[present] += np.bincount(local, minlength=present.size)
 
     def result(self) -> tuple[list[tuple[str, ...]], np.ndarray, np.ndarray]:
         n = len(self.index)
