@@ -131,7 +131,7 @@ def structural_files():
     return [f"{RESULTS}/identifiability/structural/{m}/{v}.parquet" for m in MODELS for v in VARIANTS]
 
 
-BIOMAP_KINDS = ("neighbors", "consistency", "recall", "coverage")
+BIOMAP_KINDS = ("neighbors", "guide_neighbors", "consistency", "recall", "coverage")
 
 
 def biomap_annotation_files():

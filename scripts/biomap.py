@@ -17,7 +17,7 @@ truth = pd.read_parquet(snakemake.input.truth[0]) if snakemake.input.truth else 
 tables, chosen, q, note = gene_map(
     pd.read_parquet(snakemake.input.guides), pd.read_parquet(snakemake.input.genes), calls, load_sources(cfg), cfg,
     seed=snakemake.params.seed, model=model, variant=variant, truth=truth, log=log)
-for name in ("neighbors", "consistency", "recall", "coverage"):
+for name in ("neighbors", "guide_neighbors", "consistency", "recall", "coverage"):
     write_parquet(tables[name], snakemake.output[name])
 features = [c for c in chosen.columns if not str(c).startswith("Metadata_")]
 heatmap_figure(chosen[features].to_numpy(), chosen[GENE].tolist(), q, snakemake.output.heatmap,

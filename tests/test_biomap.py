@@ -302,6 +302,10 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
     assert rec.loc[(biomap.TRUTH_SOURCE, 0.05), "recall"] == pytest.approx(13 / 18)
     assert rec.loc[(biomap.TRUTH_SOURCE, 0.1), "recall"] == 1.0 and rec.loc[("c", 0.1), "recall"] == 1.0
     assert set(tables["neighbors"]["model"]) == {"m"} and len(tables["consistency"]) == 24
+    gn = tables["guide_neighbors"]
+    assert len(gn) == 48 * 3 and gn["same_gene"].mean() > 0.3  # a guide's nearest is often its gene's other guide
+    first = gn[gn["rank"] == 1]
+    assert first["same_gene"].mean() > 0.9
     heat = heatmap_figure(chosen[list(feats.columns)].to_numpy(), chosen[GENE].tolist(), q, tmp_path / "h.png",
                           max_genes=10)
     assert heat.stat().st_size > 1000

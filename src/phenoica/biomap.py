@@ -248,6 +248,23 @@ def nearest_neighbors(X: np.ndarray, names: Sequence[str], q_values: Sequence[fl
     return pd.concat(parts, ignore_index=True)
 
 
+def guide_neighbors(guides: pd.DataFrame, genes: set[str], k: int, block_rows: int = BLOCK_ROWS) -> pd.DataFrame:
+    """The guide-level map: top ``k`` guides by cosine for every guide of the map's ``genes``
+    (among those guides), with each guide's and neighbour's gene and ``same_gene``."""
+    sel = guides[(guides[PERT_TYPE] == PERTURBATION) & guides[GENE].astype(str).isin(genes)].reset_index(drop=True)
+    cols = [GUIDE, GENE, "rank", "neighbor", "neighbor_gene", "cosine", "same_gene"]
+    if len(sel) < 2:
+        return pd.DataFrame({c: [] for c in cols})
+    names = sel[GUIDE].astype(str).to_numpy()
+    gene_of = dict(zip(names, sel[GENE].astype(str)))
+    nn = nearest_neighbors(sel[feature_columns(sel)].to_numpy(np.float32), names, np.full(len(sel), np.nan), k,
+                           block_rows).rename(columns={GENE: GUIDE}).drop(columns="neighbor_q_value")
+    nn[GENE] = nn[GUIDE].map(gene_of)
+    nn["neighbor_gene"] = nn["neighbor"].map(gene_of)
+    nn["same_gene"] = nn[GENE] == nn["neighbor_gene"]
+    return nn[cols]
+
+
 # --------------------------------------------------------------------------- recall
 
 
@@ -443,8 +460,8 @@ def gene_map(guides: pd.DataFrame, genes: pd.DataFrame, calls: pd.DataFrame | No
              sources: Mapping[str, pd.DataFrame], cfg: Mapping[str, Any], *, seed: int, model: str, variant: str,
              truth: pd.DataFrame | None = None, log: logging.Logger | None = None
              ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, np.ndarray, str]:
-    """Everything of one (model, variant)'s map: tables ``neighbors``, ``consistency``,
-    ``recall``, ``coverage`` (each with model and variant columns), and the map's gene profiles,
+    """Everything of one (model, variant)'s map: tables ``neighbors``, ``guide_neighbors``,
+    ``consistency``, ``recall``, ``coverage`` (each with model and variant columns), and the map's gene profiles,
     their q-values and the note on how its genes were chosen.
 
     ``calls``: the gene calls of this (model, variant); ``sources``: annotation pairs by name
@@ -472,9 +489,10 @@ def gene_map(guides: pd.DataFrame, genes: pd.DataFrame, calls: pd.DataFrame | No
         X, names, all_sources, screen_genes=screen, thresholds=[tuple(t) for t in cfg["recall_thresholds"]],
         min_entities=int(cfg["min_entities"]), block_rows=block, log=log)
     tables["recall"], tables["coverage"] = recall, coverage
+    tables["guide_neighbors"] = guide_neighbors(guides, set(names), int(cfg["n_neighbors"]), block)
     tables["consistency"] = guide_consistency(guides, seed=seed, model=model, variant=variant,
                                               null_size=int(cfg["consistency_null_size"]), log=log)
-    for name in ("neighbors", "recall", "coverage"):
+    for name in ("neighbors", "guide_neighbors", "recall", "coverage"):
         df = tables[name]
         df.insert(0, "variant", variant)
         df.insert(0, "model", model)
