@@ -184,7 +184,9 @@ def biomap_report(out_dir: Path | str, *, recall: pd.DataFrame, coverage: pd.Dat
             "(1 - |silhouette by batch| within genes, scIB), normalized kNN iLISI, out-of-fold balanced accuracy "
             "of a batch classifier (chance = 1 / batches); batch_removal = mean(ASW-batch, iLISI_norm, 1 - excess "
             "accuracy). Biology: recall of known pairs (EFAAR protocol, first threshold pair) per source, genes "
-            "whose guides agree (consistency p < 0.05), genes called active, mean mAP. Reported as measured."),
+            "whose guides agree (consistency p < 0.05), genes called active, mean mAP. Reported as measured. "
+            "Cosine maps, ASW-batch and kNN iLISI are invariant to rotations: pca, pca_ica and pca_rand (one "
+            "whitened space, rotated) can differ here only through the genes the classifier calls active."),
          summary),
         ("Known-relationship recall", (
             "The null is every pairwise cosine between the map's genes; a pair is recalled when its cosine lies "
