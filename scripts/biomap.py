@@ -21,4 +21,4 @@ for name in ("neighbors", "guide_neighbors", "consistency", "recall", "coverage"
     write_parquet(tables[name], snakemake.output[name])
 features = [c for c in chosen.columns if not str(c).startswith("Metadata_")]
 heatmap_figure(chosen[features].to_numpy(), chosen[GENE].tolist(), q, snakemake.output.heatmap,
-               max_genes=cfg["heatmap_max_genes"], title=f"{model} / {variant}: {note}")
+               max_genes=cfg["heatmap_max_genes"], title=f"{model} / {variant}\n{note}")

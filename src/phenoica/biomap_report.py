@@ -57,7 +57,7 @@ def heatmap_figure(X: np.ndarray, names: Sequence[str], q_values: Sequence[float
             ax.set_yticks(range(len(shown)), shown, fontsize=6)
         ax.set_xlabel("gene (clustered)")
         ax.set_ylabel("gene (clustered)")
-    ax.set_title(title or "Gene-gene cosine similarity")
+    ax.set_title(title or "Gene-gene cosine similarity", fontsize=9)
     fig.tight_layout()
     out = save_figure(fig, path)
     plt.close(fig)
