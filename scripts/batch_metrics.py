@@ -1,12 +1,9 @@
 """Rule batch_metrics: batch-mixing scores of one (model, variant) on well profiles."""
-import pandas as pd
-
-from phenoica.batch_metrics import batch_metrics
-from phenoica.classify import well_profiles
+from phenoica.batch_metrics import batch_metrics, well_profile_table
 from phenoica.io import get_logger, write_parquet
 
 log = get_logger("phenoica.batch_metrics", snakemake.log[0])
-wells = well_profiles(pd.read_parquet(snakemake.input[0]))
+wells = well_profile_table(snakemake.input[0])
 table = batch_metrics(wells, model=snakemake.wildcards.model, variant=snakemake.wildcards.variant,
                       seed=snakemake.params.seed, n_neighbors=snakemake.params.n_neighbors,
                       max_samples=snakemake.params.max_samples, log=log)

@@ -261,6 +261,20 @@ def test_batch_metrics_see_a_strong_batch_effect_and_none_without_one():
         assert strong.loc[subset, "batch_removal"] < none.loc[subset, "batch_removal"]
 
 
+def test_well_profiles_are_streamed_from_the_parquet(tmp_path):
+    from phenoica.classify import well_profiles
+
+    table = profile_rows()
+    path = tmp_path / "v.parquet"
+    table.to_parquet(path, index=False)
+    streamed = batch_metrics.well_profile_table(str(path), batch_rows=3)
+    expected = well_profiles(table)
+    assert len(streamed) == len(expected) == 10
+    np.testing.assert_allclose(streamed[["emb_0000", "emb_0001"]].to_numpy(),
+                               expected[["emb_0000", "emb_0001"]].to_numpy(), rtol=1e-5)
+    assert (streamed[GENE].to_numpy() == expected[GENE].to_numpy()).all()
+
+
 def test_single_batch_gets_no_batch_metrics_with_the_reason():
     out = batch_metrics.batch_metrics(batch_table(1.0, n_batches=1), model="m", variant="v", seed=0)
     assert out["asw_batch"].isna().all() and out["batch_accuracy"].isna().all()

@@ -40,6 +40,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from phenoica.arrays import check_matrix
+from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, WellMeans, feature_matrix, split_columns
 from phenoica.screen import BATCH, CONTROL, GENE, PERT_TYPE, PLATE, WELL, feature_columns
 from phenoica.seeding import derive_seed
 
@@ -50,6 +51,21 @@ COLUMNS: tuple[str, ...] = (
     "model", "variant", "subset", "n_profiles", "n_batches", "asw_batch", "ilisi", "ilisi_norm",
     "batch_accuracy", "batch_chance", "batch_excess", "batch_removal", "reason",
 )
+
+
+def well_profile_table(path: str, batch_rows: int = DEFAULT_BATCH_ROWS) -> pd.DataFrame:
+    """A profile parquet as well profiles (mean of each (plate, well)'s rows), streamed in row
+    batches so an image-level table is never held whole; a table without wells as it is."""
+    src = ProfileSource(path, batch_rows)
+    meta, features = split_columns(src.columns)
+    if WELL not in meta or PLATE not in meta:
+        return pd.read_parquet(path)
+    kept = [c for c in (BATCH, GENE, "Metadata_Guide", PERT_TYPE) if c in meta]
+    wells = WellMeans(kept, len(features))
+    for batch in src.batches([PLATE, WELL, *kept, *features]):
+        wells.update(batch, feature_matrix(batch, features))
+    table, means = wells.result()
+    return pd.concat([table.to_pandas(), pd.DataFrame(means, columns=features)], axis=1)
 
 
 def asw_batch(X: np.ndarray, batch: np.ndarray, group: np.ndarray) -> float:
