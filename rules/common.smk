@@ -40,7 +40,7 @@ if PLATES:
 wildcard_constraints:
     plate=r"[^/]+",
     model=r"[^/]+",
-    variant=r"base|pca|pca_ica|pca_rand",
+    variant=r"base|pca|pca_ica|pca_rand|tvn",
     shard=r"\d+",
 
 
@@ -132,6 +132,32 @@ def structural_files():
     if not (config["identifiability"]["structural"] and SOURCE == "demo"):
         return []
     return [f"{RESULTS}/identifiability/structural/{m}/{v}.parquet" for m in MODELS for v in VARIANTS]
+
+
+BIOMAP_KINDS = ("neighbors", "guide_neighbors", "consistency", "recall", "coverage")
+
+
+def biomap_annotation_files():
+    """Annotation files the map reads (user files and the EFAAR wheel): a change reruns it."""
+    cfg = config["biomap"]
+    files = list(cfg["annotations"].values())
+    if cfg["efaar_wheel"]:
+        files.append(cfg["efaar_wheel"])
+    return files
+
+
+def biomap_tables():
+    """The gathered biomap tables the report reads (none when biomap.enabled is off)."""
+    if not config["biomap"]["enabled"]:
+        return []
+    return [f"{RESULTS}/biomap/{k}.parquet" for k in ("recall", "coverage", "consistency", "neighbors", "batch_metrics")]
+
+
+def biomap_heatmaps():
+    """One clustered gene-map heatmap per (model, variant), when biomap is on."""
+    if not config["biomap"]["enabled"]:
+        return []
+    return [f"{RESULTS}/biomap/{m}/{v}/heatmap.png" for m in MODELS for v in VARIANTS]
 
 
 def report_outputs():

@@ -13,6 +13,8 @@ rule report:
         truth=truth_file(),
         table1=f"{RESULTS}/identifiability/table1.parquet",
         structural=f"{RESULTS}/identifiability/structural.parquet",
+        biomap_tables=biomap_tables(),  # issue 15 hook: gene maps, recall, batch metrics
+        biomap_heatmaps=biomap_heatmaps(),
     output:
         markdown=f"{RESULTS}/report/report.md",
         html=f"{RESULTS}/report/index.html",

@@ -12,6 +12,16 @@ from phenoica.report import StudyLink, write_report
 
 inp = snakemake.input
 maps = pd.read_parquet(inp.maps)
+# --- issue 15 hook: the gene-map sections (phenoica.biomap_report), appended to the report
+biomap = None
+if inp.biomap_tables:
+    from phenoica.biomap_report import biomap_report_files
+
+    _, biomap_figures, biomap_sections = biomap_report_files(
+        Path(snakemake.output.markdown).parent, inp.biomap_tables, inp.biomap_heatmaps,
+        gene_calls=pd.read_parquet(inp.genes), map_df=maps if len(maps) else None)
+    biomap = (biomap_sections, biomap_figures)
+# --- end of the issue 15 hook
 fit_report = {m: json.loads(Path(p).read_text()) for m, p in zip(snakemake.params.models, inp.fit_reports)}
 paths = write_report(
     Path(snakemake.output.markdown).parent,
@@ -29,5 +39,6 @@ paths = write_report(
     q_threshold=snakemake.params.q_threshold,
     seed=snakemake.params.seed,
     studies=[StudyLink(**page) for page in snakemake.params.studies],
+    extra=biomap,  # issue 15 hook
 )
 log.info("report written: %s", sorted(paths))

@@ -26,3 +26,16 @@ def test_embed_gpu_script_runs_on_cpu_with_the_tiny_setting(tmp_path):
     assert [r["batch"] for r in result["sweep"]] == [2, 4] and all(r["images_per_s"] > 0 for r in result["sweep"])
     assert result["embed_path"]["images"] == 16 and result["embed_path"]["ratio"] > 0
     assert "ratio embed path / bare forward" in proc.stdout
+
+
+def test_biomap_scale_script_runs_small_and_prints_its_ratios(tmp_path):
+    out = tmp_path / "biomap.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "biomap_scale.py"), "--genes", "400", "--d", "32",
+           "--pairs", "2000", "--block-rows", "64", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "ratio time    stage / bare matmul" in proc.stdout and "ratio memory" in proc.stdout
+    result = json.loads(out.read_text())
+    assert result["results"]["stage"]["neighbor_rows"] == 400 * 10
+    assert result["ratios"]["time_stage_over_matmul"] > 0

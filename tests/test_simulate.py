@@ -44,7 +44,8 @@ def test_gene_truth_rows_and_effects(demo):
     pert = truth[truth[screen.PERT_TYPE] == screen.PERTURBATION]
     ctrl = truth[truth[screen.PERT_TYPE] == screen.CONTROL]
     assert len(pert) == 3 * 2 and pert[screen.GUIDE].is_unique
-    assert list(pert[screen.GUIDE][:2]) == ["G01_g1", "G01_g2"]
+    first = pert[screen.GENE].iloc[0]
+    assert list(pert[screen.GUIDE][:2]) == [f"{first}_g1", f"{first}_g2"]
     assert len(ctrl) == simulate.MAX_CONTROL_GUIDES and set(ctrl[screen.GENE]) == {simulate.CONTROL_GENE}
     assert pert.groupby(screen.GENE)["has_effect"].first().sum() == 3 - 1
     lo, hi = demo["guide_efficacy"]
@@ -55,6 +56,36 @@ def test_gene_truth_rows_and_effects(demo):
         assert len(items) == (demo["factors_per_gene"] if row["has_effect"] else 0)
     assert not ctrl["has_effect"].any() and (ctrl["affected_factors"] == "").all()
     assert not simulate.gene_truth(demo, SEED + 1).equals(truth)
+
+
+def test_complexes_share_factors_and_take_real_corum_symbols():
+    from phenoica.annotations import corum_complexes
+
+    demo = tiny_demo(n_genes=12, n_null_genes=3, n_complexes=2, genes_per_complex=3)
+    truth = simulate.gene_truth(demo, SEED)
+    genes = truth[truth[screen.PERT_TYPE] == screen.PERTURBATION].drop_duplicates(screen.GENE)
+    real = corum_complexes()
+    owner = {g: c for c, members in real.items() for g in members}
+    assert set(genes[screen.GENE]) <= set(owner)  # every symbol is a member of a listed real complex
+    named = genes[genes["complex"] != ""]
+    assert named["complex"].value_counts().tolist() == [3, 3] and named["has_effect"].all()
+    for complex_name, members in named.groupby("complex"):
+        assert members["affected_factors"].nunique() == 1  # members shift the same factors, the same way
+        assert all(owner[g] == complex_name for g in members[screen.GENE])
+    free = genes[genes["complex"] == ""]
+    assert len(free) == 6 and free["has_effect"].sum() == 3  # complex-free remainder: 3 with an effect, 3 null
+    assert len({owner[g] for g in free[screen.GENE]}) == 6  # no two of them from one real complex
+    # guides of one complex still differ in efficacy
+    effic = truth[truth["complex"] == named["complex"].iloc[0]]["efficacy"]
+    assert effic.nunique() == len(effic)
+    # fewer genes with an effect than the complexes need: as many complexes as fit
+    small = simulate.gene_truth(tiny_demo(n_genes=5, n_null_genes=1, n_complexes=2, genes_per_complex=3), SEED)
+    assert small.loc[small["complex"] != "", "complex"].nunique() == 1
+    # more genes than the list has complexes for: synthetic names for the rest
+    big = simulate.gene_truth(tiny_demo(n_genes=60, n_null_genes=20, wells_per_guide_per_plate=1,
+                                        guides_per_gene=1), SEED)
+    big = big[big[screen.PERT_TYPE] == screen.PERTURBATION]
+    assert big[screen.GENE].str.startswith("SIM").sum() > 0 and big[screen.GENE].is_unique
 
 
 def test_metadata_contract_counts_and_shuffled_wells(demo, plates):

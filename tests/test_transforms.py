@@ -497,7 +497,7 @@ def test_transform_config_takes_its_defaults_from_the_schema():
 def test_every_random_choice_of_a_fit_has_its_derived_seed():
     X, b, c, names = split(make_profiles())
     seeds = variant_seeds(3)
-    assert seeds == {p: derive_seed(3, "variants", p) for p in ("whiten", "ica_rows", "ica", "rand")}
+    assert seeds == {p: derive_seed(3, "variants", p) for p in ("whiten", "ica_rows", "ica", "rand", "tvn")}
     fitted = fit_variants(["pca_ica", "pca_rand"], X, b, c, {**CFG, "n_components": "parallel"}, seed=3, feature_names=names)
     k = fitted["pca_rand"].whitener.n_components_
     np.testing.assert_array_equal(fitted["pca_rand"].rotation.rotation_, RandomRotation(seeds["rand"]).draw(k).rotation_)

@@ -111,6 +111,12 @@ def test_tiny_workflow_end_to_end_and_incremental(finished_tiny):
     structural = pd.read_parquet(res / "identifiability" / "structural.parquet")
     assert len(structural) == 2 * 4 and structural["mcc"].between(0, 1).all()
     assert (res / "report" / "figures" / "identifiability.png").exists()
+    batch = pd.read_parquet(res / "biomap" / "batch_metrics.parquet")
+    assert len(batch) == 2 * 4 * 2 and set(batch["subset"]) == {"controls", "all"}
+    recall = pd.read_parquet(res / "biomap" / "recall.parquet")
+    assert {"corum_demo", "simulated_complexes"} <= set(recall["source"])
+    assert (res / "report" / "figures" / "biomap_batch_vs_biology.png").exists()
+    assert "Gene maps: batch removed vs biology kept" in (res / "report" / "report.md").read_text()
     for rule in ("embed", "classify", "train_mae"):
         assert any((res / "logs").rglob("*.log")), rule
     assert any((res / "benchmarks" / "embed").rglob("*.tsv"))
@@ -162,6 +168,7 @@ SPEED_ONLY_CHANGES: dict[str, Any] = {
     "embed.compile": True,
     "profiles.batch_rows": 50,
     "transforms.batch_rows": 50,
+    "biomap.block_rows": 7,
     "classify.lightgbm.num_threads": 2,
     "classify.lightgbm.n_jobs": 2,  # LightGBM's aliases of a speed-only key are dropped alike
     "classify.lightgbm.verbosity": 1,
@@ -170,23 +177,33 @@ SPEED_ONLY_CHANGES: dict[str, Any] = {
 LIGHTGBM_ALIASES = {"classify.lightgbm.num_thread", "classify.lightgbm.nthread", "classify.lightgbm.nthreads",
                     "classify.lightgbm.verbose"}
 
+BIOMAP = "biomap"
 #: Keys that do change results, and exactly the jobs a change must rerun (tiny config:
 #: 2 models x 3 plates, 4 variants, 2 shards).
 RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
-    "classify.num_boost_round": (12, {"classify": 16, "gather_scores": 1, "report": 1, "all": 1}),
-    "classify.lightgbm.num_leaves": (7, {"classify": 16, "gather_scores": 1, "report": 1, "all": 1}),
-    "classify.q_threshold": (0.1, {"gather_scores": 1, "report": 1, "all": 1}),
-    "classify.map_readout": (False, {"gather_scores": 1, "report": 1, "all": 1}),
-    "classify.map_null_size": (500, {"map_readout": 8, "gather_scores": 1, "report": 1, "all": 1}),
+    # the gene maps read the gene calls: whatever reruns the gather reruns them (biomap, gather_biomap)
+    "classify.num_boost_round": (12, {"classify": 16, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1,
+                                      "all": 1}),
+    "classify.lightgbm.num_leaves": (7, {"classify": 16, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1,
+                                         "report": 1, "all": 1}),
+    "classify.q_threshold": (0.1, {"gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
+    "classify.map_readout": (False, {"gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
+    "classify.map_null_size": (500, {"map_readout": 8, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1,
+                                     "all": 1}),
+    "biomap.n_neighbors": (5, {BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
+    "biomap.center_on_controls": (False, {"biomap_profiles": 8, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
+    "biomap.batch_neighbors": (5, {"batch_metrics": 8, "gather_biomap": 1, "report": 1, "all": 1}),
     "identifiability.knn_k": (5, {"align": 4, "gather_identifiability": 1, "report": 1, "all": 1}),
     "identifiability.factor_bins": (10, {"structural": 8, "gather_identifiability": 1, "report": 1, "all": 1}),
     "splits.holdout_fraction": (0.3, {}),  # leave-one-batch-out does not read it
     "transforms.ica_max_iter": (300, {"fit_transforms": 2, "apply_transform": 8, "classify": 16, "map_readout": 8,
                                       "align": 4, "structural": 8, "gather_identifiability": 1,
-                                      "gather_scores": 1, "report": 1, "all": 1}),
+                                      "gather_scores": 1, "biomap_profiles": 8, BIOMAP: 8, "batch_metrics": 8,
+                                      "gather_biomap": 1, "report": 1, "all": 1}),
     "embed.intensity_max": (200.0, {"embed": 6, "gather_profiles": 2, "fit_transforms": 2, "splits": 2,
                                     "apply_transform": 8, "classify": 16, "map_readout": 8, "align": 4,
                                     "structural": 8, "gather_identifiability": 1, "gather_scores": 1,
+                                    "biomap_profiles": 8, BIOMAP: 8, "batch_metrics": 8, "gather_biomap": 1,
                                     "report": 1, "all": 1}),
 }
 

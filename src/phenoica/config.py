@@ -163,6 +163,7 @@ RULE_NAMES: tuple[str, ...] = (
     "simulate_truth", "simulate_plate", "plate_metadata", "ingest_images", "ingest_ome_zarr",
     "train_mae", "embed", "gather_profiles", "fit_transforms", "apply_transform", "splits", "classify",
     "map_readout", "gather_scores", "align", "structural", "gather_identifiability", "report",
+    "biomap_profiles", "biomap", "batch_metrics", "gather_biomap",
     "disentangle_train", "disentangle_evaluate", "disentangle_report",
     "bilipschitz_train", "bilipschitz_gather", "bilipschitz_report",
 )

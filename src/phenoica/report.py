@@ -119,6 +119,7 @@ def write_report(
     tables_dir: str = "tables",
     figures_dir: str = "figures",
     studies: Sequence[StudyLink] = (),
+    extra: tuple[list[tuple[str, str, pd.DataFrame]], Mapping[str, tuple[Path, str]]] | None = None,
 ) -> dict[str, Path]:
     """Write every report file (atomically) and return them by name.
 
@@ -287,6 +288,10 @@ def write_report(
         "concentration_by_variant": "Concentration per variant",
         "identifiability": "Identifiability: model-to-model alignment error and factor recovery per variant",
     }
+    if extra is not None:  # issue 15 hook: sections and figures written by phenoica.biomap_report
+        sections += extra[0]
+        figures.update({name: path for name, (path, _) in extra[1].items()})
+        captions.update({name: caption for name, (_, caption) in extra[1].items()})
     items = headline(tables["variant_summary"], tables["paired_tests"], q_threshold)
     page = render.Page(title, lead=[intro], sections=[
         render.Section("Headline", [render.Bullets(items) if items else "No scores."])])

@@ -6,7 +6,11 @@ Generative model, per image:
    non-Gaussian distribution (uniform, Laplace, skewed, bimodal), standardized to zero mean
    and unit SD (``FACTORS`` lists what each one controls).
 2. A guide of a gene with an effect adds ``sign * effect_size * efficacy`` to each of its
-   gene's ``factors_per_gene`` affected factors; null genes and controls add nothing. Gene and
+   gene's ``factors_per_gene`` affected factors; null genes and controls add nothing. Genes
+   with an effect are grouped into ``n_complexes`` complexes of ``genes_per_complex`` genes
+   whose members shift the same factors with the same signs (their guides' efficacies still
+   differ), plus a complex-free remainder. Gene symbols come from real CORUM complexes
+   (``complex_design``), so a complex's members are a real complex's members. Gene and
    guide effects derive from the global seed only, so they are identical on every plate.
 3. Cells are rendered from the factors into multi-channel images (nucleus, ER, actin,
    mitochondria, Golgi roles; see ``channel_roles``): cells partition the field like a
@@ -31,6 +35,7 @@ other plates the screen has.
 
 from __future__ import annotations
 
+import itertools
 import math
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
@@ -41,6 +46,7 @@ from scipy import special
 from skimage import filters
 
 from phenoica import screen
+from phenoica.annotations import corum_complexes
 from phenoica.config import demo_plates
 from phenoica.contract import FACTOR_PREFIX
 from phenoica.io import write_parquet
@@ -79,7 +85,7 @@ _DEMO_KEYS = (
     "n_batches", "plates_per_batch", "n_genes", "n_null_genes", "guides_per_gene",
     "control_wells_per_plate", "wells_per_guide_per_plate", "sites_per_well", "image_size",
     "channels", "cells_per_image", "n_factors", "factors_per_gene", "effect_size",
-    "guide_efficacy", "batch_strength", "noise", "dtype", "chunk_images",
+    "guide_efficacy", "batch_strength", "noise", "dtype", "chunk_images", "n_complexes", "genes_per_complex",
 )
 # Standard plate formats (rows, columns), smallest first.
 _PLATE_FORMATS: tuple[tuple[int, int], ...] = ((8, 12), (16, 24), (32, 48))
@@ -143,6 +149,14 @@ def check_demo(demo: Mapping[str, Any]) -> None:
         raise ValueError(f"demo.image_size ({demo['image_size']}) must be at least 8 pixels")
     if not demo["cells_per_image"] > 0:
         raise ValueError(f"demo.cells_per_image must be positive, got {demo['cells_per_image']}")
+    if n_complexes(demo) and int(demo["genes_per_complex"]) < 2:
+        raise ValueError(f"demo.genes_per_complex ({demo['genes_per_complex']}) must be at least 2")
+    big = [c for c, genes in corum_complexes().items() if len(genes) >= int(demo["genes_per_complex"])]
+    if n_complexes(demo) > len(big):
+        raise ValueError(
+            f"demo.n_complexes ({demo['n_complexes']}): the built-in CORUM list has only {len(big)} complexes with at "
+            f"least demo.genes_per_complex ({demo['genes_per_complex']}) members"
+        )
     for key in ("effect_size", "batch_strength", "noise"):
         if demo[key] < 0:
             raise ValueError(f"demo.{key} must be >= 0, got {demo[key]}")
@@ -190,9 +204,46 @@ def draw_factors(n_images: int, n_factors: int, rng: np.random.Generator) -> np.
     return out
 
 
-def _gene_names(n_genes: int) -> list[str]:
-    width = max(2, len(str(n_genes)))
-    return [f"G{i + 1:0{width}d}" for i in range(n_genes)]
+def n_complexes(demo: Mapping[str, Any]) -> int:
+    """The simulated complexes: ``demo.n_complexes``, or as many as the genes with an effect
+    hold (``(n_genes - n_null_genes) // genes_per_complex``) when fewer."""
+    n_effect = int(demo["n_genes"]) - int(demo["n_null_genes"])
+    return min(int(demo["n_complexes"]), n_effect // max(1, int(demo["genes_per_complex"])))
+
+
+def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tuple[list[str], list[str]]:
+    """Gene symbols and simulated complexes: (symbol per gene, complex name per gene; "" = none).
+
+    From ``(seed, "complexes")``: ``n_complexes`` real CORUM complexes of the built-in list
+    (``phenoica.annotations.corum_complexes``) with at least ``genes_per_complex`` members are
+    drawn; each gives a simulated complex of ``genes_per_complex`` genes with an effect, named
+    by ``genes_per_complex`` of its real members. Every other gene (complex-free genes with an
+    effect, and null genes) takes one member of a different unused real complex, so no two of
+    them share a complex; when the list runs out, the rest get synthetic names ``SIM001 ...``.
+    """
+    n_genes = len(null)
+    n_cx, size = n_complexes(demo), int(demo["genes_per_complex"])
+    rng = rng_for(seed, "complexes")
+    complexes = corum_complexes()
+    names = sorted(complexes)
+    big = [c for c in names if len(complexes[c]) >= size]
+    chosen = [big[i] for i in rng.choice(len(big), n_cx, replace=False)] if n_cx else []
+    effect = np.flatnonzero(~np.asarray(null))
+    members = rng.permutation(effect)[: n_cx * size].reshape(n_cx, size) if n_cx else np.empty((0, size), int)
+    symbol: list[str] = [""] * n_genes
+    complex_of: list[str] = [""] * n_genes
+    for k, real in enumerate(chosen):
+        genes = sorted(rng.choice(complexes[real], size, replace=False).tolist())
+        for g, name in zip(np.sort(members[k]), genes):
+            symbol[g], complex_of[g] = name, real
+    rest = [g for g in range(n_genes) if not symbol[g]]
+    unused = [names[i] for i in rng.permutation(len(names)) if names[i] not in chosen]
+    synthetic = iter(f"SIM{i + 1:03d}" for i in range(n_genes))
+    for g, real in itertools.zip_longest(rest, unused):
+        if g is None:
+            break
+        symbol[g] = str(rng.choice(complexes[real])) if real is not None else next(synthetic)
+    return symbol, complex_of
 
 
 def _control_guides(demo: Mapping[str, Any]) -> list[str]:
@@ -218,10 +269,16 @@ def _gene_design(demo: Mapping[str, Any], seed: int) -> tuple[pd.DataFrame, np.n
     signs = [rng.choice(np.array([-1.0, 1.0]), per_gene) for _ in range(n_genes)]
     efficacy = rng.uniform(lo, hi, size=(n_genes, guides_per_gene))
     morph = [name for name, _ in FACTORS]
+    symbols, complex_of = complex_design(demo, seed, null)
+    for members in pd.Series(range(n_genes)).groupby(pd.Series(complex_of)).groups.values():
+        first = int(min(members))
+        if complex_of[first]:  # members of a complex shift the same factors, the same way
+            for g in members:
+                affected[g], signs[g] = affected[first], signs[first]
 
     rows: list[dict[str, Any]] = []
     shifts: list[np.ndarray] = []
-    for g, gene in enumerate(_gene_names(n_genes)):
+    for g, gene in enumerate(symbols):
         idx, sgn = affected[g], signs[g]
         text = "" if null[g] else ",".join(
             f"{factor_name(j)}{'+' if s > 0 else '-'}" for j, s in zip(idx, sgn))
@@ -235,19 +292,21 @@ def _gene_design(demo: Mapping[str, Any], seed: int) -> tuple[pd.DataFrame, np.n
             rows.append({
                 screen.GENE: gene, screen.GUIDE: f"{gene}_g{k + 1}", screen.PERT_TYPE: screen.PERTURBATION,
                 "has_effect": bool(not null[g]), "efficacy": float(efficacy[g, k]),
-                "affected_factors": text, "affected_morphology": text_morph,
+                "affected_factors": text, "affected_morphology": text_morph, "complex": complex_of[g],
             })
     for guide in _control_guides(demo):
         shifts.append(np.zeros(n_factors))
         rows.append({
             screen.GENE: CONTROL_GENE, screen.GUIDE: guide, screen.PERT_TYPE: screen.CONTROL,
-            "has_effect": False, "efficacy": 0.0, "affected_factors": "", "affected_morphology": "",
+            "has_effect": False, "efficacy": 0.0, "affected_factors": "", "affected_morphology": "", "complex": "",
         })
     return pd.DataFrame(rows), np.vstack(shifts)
 
 
 def gene_truth(demo: dict, seed: int) -> pd.DataFrame:
-    """One row per guide incl. controls: gene, guide, PertType, has_effect, efficacy, affected factors.
+    """One row per guide incl. controls: gene, guide, PertType, has_effect, efficacy, affected
+    factors and ``complex`` (the simulated complex the gene belongs to, named after the real
+    CORUM complex its symbols come from; "" for complex-free genes and controls).
 
     ``affected_factors`` reads like ``"factor_01+,factor_07-"`` (the sign of the shift);
     ``affected_morphology`` names the same factors by what they control. Controls have

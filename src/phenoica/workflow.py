@@ -172,6 +172,7 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "embed.compile",
     "profiles.batch_rows",
     "transforms.batch_rows",
+    "biomap.block_rows",
     *(f"classify.lightgbm.{key}" for key in LIGHTGBM_SPEED_ONLY),
 )
 

@@ -17,8 +17,9 @@ import pyarrow.compute as pc
 from phenoica.arrays import check_matrix
 from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, split_columns, write_batches
 from phenoica.screen import BATCH, ScreenError, metadata_columns
-from phenoica.variants.accumulators import BatchMoments
+from phenoica.variants.accumulators import BatchMoments, Moments
 from phenoica.variants.estimators import check_batches
+from phenoica.variants.fit import whitened_moments
 from phenoica.variants.rows import profile_source, row_block, row_columns, source_features
 from phenoica.variants.variant import VariantTransform, load_transform
 
@@ -31,11 +32,27 @@ def table_batches(src: ProfileSource) -> list[str]:
     return sorted(seen)
 
 
+def _aligned_moments(transform: VariantTransform, raw: dict[str, Moments]) -> dict[str, Moments]:
+    """Raw-space control moments of unseen batches carried into the space the alignment works
+    in: through the batch's center-scale (an affine map per feature), then the whitening."""
+    cs = transform.center_scale
+    moved: dict[str, Moments] = {}
+    for batch, m in raw.items():
+        if cs is not None:
+            i = cs.batches_.tolist().index(batch)
+            scale = cs.scale_[i]
+            c = Moments(m.mean.size)
+            c.n, c.mean, c.scatter = m.n, (m.mean - cs.mean_[i]) / scale, m.scatter / np.outer(scale, scale)
+            m = c
+        moved[batch] = m
+    return whitened_moments(moved, transform.whitener)  # type: ignore[arg-type]
+
+
 def prepare_apply(transform: VariantTransform, src: ProfileSource, label: str) -> tuple[VariantTransform, list[str]]:
-    """Checks before applying: (the transform, its center-scale knowing every batch of the
-    table; the row columns to read). The table's feature columns must be exactly the fitted
-    ones (any order). A batch unseen at fit gets its own controls' statistics over the whole
-    table; the saved transform is not changed."""
+    """Checks before applying: (the transform, its center-scale and per-batch alignment knowing
+    every batch of the table; the row columns to read). The table's feature columns must be
+    exactly the fitted ones (any order). A batch unseen at fit gets its own controls' statistics
+    over the whole table (one pass); the saved transform is not changed."""
     features = source_features(src, label)
     expected = transform.feature_names_in
     missing = [c for c in expected if c not in src.columns]
@@ -44,19 +61,34 @@ def prepare_apply(transform: VariantTransform, src: ProfileSource, label: str) -
         raise ScreenError(
             f"{label}: feature columns differ from the fitted ones: missing {missing[:10]}, unexpected {extra[:10]}"
         )
-    cs = transform.center_scale
-    read_rows = row_columns(src, label, cs is not None)
-    if cs is None:
+    cs, al = transform.center_scale, transform.alignment
+    read_rows = row_columns(src, label, cs is not None or al is not None)
+    if cs is None and al is None:
         return transform, read_rows
-    unseen = cs.unseen(np.asarray(table_batches(src), dtype=str))
-    if not unseen:
+    present = np.asarray(table_batches(src), dtype=str)
+    unseen_cs = cs.unseen(present) if cs is not None else []
+    unseen_al = al.unseen(present) if al is not None else []
+    if not unseen_cs and not unseen_al:
         return transform, read_rows
     own = BatchMoments(len(expected))
+    full: dict[str, Moments] = {}
     for batch in src.batches(expected + read_rows):
         X, b, c = row_block(batch, expected, True)
         X = check_matrix(X, label, len(expected), expected)
-        own.update(X, check_batches(b, X.shape[0]), c, only=set(unseen))  # type: ignore[arg-type]
-    return transform.with_center_scale(cs.with_batches(own, unseen, expected)), read_rows
+        b = check_batches(b, X.shape[0])
+        if unseen_cs:
+            own.update(X, b, c, only=set(unseen_cs))  # type: ignore[arg-type]
+        for name in unseen_al:
+            rows = (b == name) & c  # type: ignore[operator]
+            if rows.any():
+                full.setdefault(name, Moments(len(expected))).update(X[rows])
+    if unseen_cs:
+        transform = transform.with_center_scale(cs.with_batches(own, unseen_cs, expected))  # type: ignore[union-attr]
+    if unseen_al:
+        for name in unseen_al:
+            full.setdefault(name, Moments(len(expected)))
+        transform = transform.with_alignment(al.with_batches(_aligned_moments(transform, full)))  # type: ignore[union-attr]
+    return transform, read_rows
 
 
 def transformed_batches(transform: VariantTransform, src: ProfileSource, label: str,

@@ -539,3 +539,118 @@ class RandomRotation(_Rotation):
         self.rotation_ = np.atleast_2d(ortho_group.rvs(int(n_components), random_state=self.seed)).astype(np.float64)
         self.n_features_in_ = int(n_components)
         return self
+
+
+# --------------------------------------------------------------------------- CORAL (TVN)
+
+
+def _sym_power(C: np.ndarray, power: float) -> np.ndarray:
+    """A symmetric positive-definite matrix to a real power (eigendecomposition)."""
+    vals, vecs = linalg.eigh((C + C.T) / 2.0)
+    vals = np.clip(vals, np.finfo(float).tiny, None)
+    return (vecs * vals**power) @ vecs.T
+
+
+class CoralAlignment(TransformerMixin, BaseEstimator):
+    """Per-batch CORAL on controls, the last step of TVN (typical variation normalization).
+
+    For every batch ``b``, from the mean ``m_b`` and covariance ``C_b`` of its control rows and
+    the pooled controls' ``m``, ``C``: ``z -> (z - m_b) A_b + m`` with
+    ``A_b = (C_b + eps I)^(-1/2) (C + eps I)^(1/2)``: the batch's control covariance is whitened
+    and re-coloured to the pooled one (Sun et al. 2016, CORAL; applied per batch on controls as
+    in EFAAR's ``tvn_on_controls``, whose regularization ``eps`` = 0.5 is the default here).
+
+    ``fit_moments`` takes per-batch control moments (:class:`Moments`, full scatter) already in
+    the space the step works in; a batch unseen at fit gets its own controls' moments through
+    :meth:`with_batches` (the fitted state is left as it is). A batch with fewer than
+    ``min_controls`` controls is an error naming it.
+    """
+
+    def __init__(self, eps: float = 0.5, min_controls: int = 2) -> None:
+        self.eps = eps
+        self.min_controls = min_controls
+
+    def _check(self, batch: str, moments: Moments | None) -> Moments:
+        count = 0 if moments is None else moments.n
+        if count < max(2, self.min_controls):
+            raise ScreenError(
+                f"batch {batch!r}: {count} control row(s); TVN's per-batch CORAL needs at least "
+                f"{max(2, self.min_controls)} controls ({PERT_TYPE} == {CONTROL!r}) per batch"
+            )
+        return moments  # type: ignore[return-value]
+
+    def fit(self, Z: Any, batches: Any, is_control: Any) -> "CoralAlignment":
+        """Fit from rows in memory: each batch's control rows of ``Z``."""
+        Z = check_matrix(Z, "CoralAlignment.fit X")
+        batches = check_batches(batches, Z.shape[0])
+        is_control = check_is_control(is_control, Z.shape[0])
+        moments: dict[str, Moments] = {}
+        for batch in np.unique(batches).tolist():
+            moments[batch] = Moments(Z.shape[1])
+            rows = (batches == batch) & is_control
+            if rows.any():
+                moments[batch].update(Z[rows])
+        return self.fit_moments(moments)
+
+    def fit_moments(self, moments: dict[str, Moments]) -> "CoralAlignment":
+        """Fit from each batch's control moments (batch -> :class:`Moments`)."""
+        if not moments:
+            raise ScreenError("TVN: no control rows to align batches on")
+        names = sorted(moments)
+        checked = [self._check(b, moments[b]) for b in names]
+        d = checked[0].mean.size
+        pooled = Moments(d)
+        for m in checked:  # merge the batches' moments (Chan et al.'s pairwise update)
+            delta = m.mean - pooled.mean
+            n = pooled.n + m.n
+            pooled.scatter = pooled.scatter + m.scatter + np.outer(delta, delta) * (pooled.n * m.n / n)
+            pooled.mean = pooled.mean + delta * (m.n / n)
+            pooled.n = n
+        self.target_mean_ = pooled.mean.copy()
+        self.target_cov_ = pooled.covariance()
+        self.n_features_in_ = d
+        self.batches_ = np.asarray(names, dtype=str)
+        self.source_mean_ = np.vstack([m.mean for m in checked])
+        self.alignment_ = np.stack([self._matrix(m.covariance()) for m in checked])
+        self.n_controls_ = np.asarray([m.n for m in checked], dtype=np.int64)
+        return self
+
+    def _matrix(self, source_cov: np.ndarray) -> np.ndarray:
+        eye = np.eye(source_cov.shape[0]) * float(self.eps)
+        return _sym_power(source_cov + eye, -0.5) @ _sym_power(self.target_cov_ + eye, 0.5)
+
+    def unseen(self, batches: Any) -> list[str]:
+        """The batch labels among ``batches`` not seen at fit, sorted."""
+        check_is_fitted(self, "alignment_")
+        return sorted(set(np.unique(np.asarray(batches).astype(str)).tolist()) - set(self.batches_.tolist()))
+
+    def with_batches(self, moments: dict[str, Moments]) -> "CoralAlignment":
+        """A copy that also aligns the batches of ``moments`` (unseen at fit) from their own controls."""
+        check_is_fitted(self, "alignment_")
+        out = CoralAlignment(self.eps, self.min_controls)
+        names = sorted(moments)
+        checked = [self._check(b, moments[b]) for b in names]
+        for b, m in zip(names, checked):
+            LOG.info("TVN: batch %r unseen at fit, aligned on its own %d controls", b, m.n)
+        out.target_mean_, out.target_cov_, out.n_features_in_ = self.target_mean_, self.target_cov_, self.n_features_in_
+        out.batches_ = np.concatenate([self.batches_.astype(str), np.asarray(names, dtype=str)])
+        out.source_mean_ = np.vstack([self.source_mean_, *[m.mean for m in checked]])
+        out.alignment_ = np.concatenate([self.alignment_, np.stack([self._matrix(m.covariance()) for m in checked])]) \
+            if checked else self.alignment_
+        out.n_controls_ = np.concatenate([self.n_controls_, np.asarray([m.n for m in checked], dtype=np.int64)])
+        return out
+
+    def transform(self, Z: Any, batches: Any) -> np.ndarray:
+        """Align each row with its batch's map (every batch must be known: see :meth:`with_batches`)."""
+        check_is_fitted(self, "alignment_")
+        Z = check_matrix(Z, "CoralAlignment.transform X", self.n_features_in_)
+        batches = check_batches(batches, Z.shape[0])
+        known = {b: i for i, b in enumerate(self.batches_.tolist())}
+        out = np.empty(Z.shape, dtype=out_dtype(Z))
+        for batch in np.unique(batches).tolist():
+            if batch not in known:
+                raise ValueError(f"TVN: batch {batch!r} was not seen at fit; align it on its own controls first")
+            i = known[batch]
+            rows = np.flatnonzero(batches == batch)
+            out[rows] = (Z[rows] - self.source_mean_[i]) @ self.alignment_[i] + self.target_mean_
+        return out

@@ -25,9 +25,10 @@ from phenoica.config import resolve_section
 from phenoica.io import atomic_path
 from phenoica.screen import CONTROL, PERT_TYPE, ScreenError
 from phenoica.seeding import derive_seed
-from phenoica.variants.accumulators import RowSample
+from phenoica.variants.accumulators import Moments, RowSample
 from phenoica.variants.estimators import (
     CenterScale,
+    CoralAlignment,
     ICARotation,
     PCAWhitener,
     RandomRotation,
@@ -42,7 +43,7 @@ LOG = logging.getLogger(__name__)
 #: The seeded choices of a fit, each with its own seed ``derive_seed(seed, "variants", purpose)``:
 #: the parallel-analysis subsample and permutations, the ICA row subsample, the ICA start, the
 #: random rotation.
-SEED_PURPOSES: tuple[str, ...] = ("whiten", "ica_rows", "ica", "rand")
+SEED_PURPOSES: tuple[str, ...] = ("whiten", "ica_rows", "ica", "rand", "tvn")
 
 
 # --------------------------------------------------------------------------- configuration
@@ -79,16 +80,19 @@ class _Blocks:
     center: bool  # center-scale is fitted: every row's batch and control flag are needed
     on_controls: bool  # fit_on is 'controls'
     whitened: bool  # whitened variants are fitted (with fit_on controls: every row's control flag is needed)
+    tvn: bool = False  # tvn is fitted: every row's batch and control flag are needed
 
     def checked(self, block: RowBlock) -> RowBlock:
         """The block's features (finite, numeric, the fitted width), batches and control flags."""
         X, batches, is_control = block
         X = check_matrix(X, self.source, len(self.names), self.names)
         m = X.shape[0]
-        b = None if batches is None or not self.center else check_batches(batches, m)
+        b = None if batches is None or not (self.center or self.tvn) else check_batches(batches, m)
         c = None if is_control is None else check_is_control(is_control, m)
         if self.center and (b is None or c is None):
             raise ValueError("center_scale is on: the batch and control flag of every row are needed")
+        if self.tvn and (b is None or c is None):
+            raise ValueError("variant tvn: the batch and control flag of every row are needed")
         if self.on_controls and self.whitened and c is None:
             raise ValueError("fit_on is 'controls': the control flag of every row is needed")
         return X, b, c
@@ -98,17 +102,19 @@ class _Blocks:
         return X[is_control] if self.on_controls and is_control is not None else X
 
 
-def _first_pass(blocks: Iterable[RowBlock], how: _Blocks, scaler: CenterScale | None) -> tuple[int, int, np.ndarray, np.ndarray]:
-    """Checks every block; (rows, fit rows, per-feature min and max over the fit rows); the
-    center-scale (if any) accumulates each batch's control moments."""
+def _first_pass(blocks: Iterable[RowBlock], how: _Blocks, scaler: CenterScale | None
+                ) -> tuple[int, int, int, np.ndarray, np.ndarray]:
+    """Checks every block; (rows, fit rows, control rows, per-feature min and max over the fit
+    rows); the center-scale (if any) accumulates each batch's control moments."""
     d = len(how.names)
-    n = n_fit = 0
+    n = n_fit = n_ctrl = 0
     lo, hi = np.full(d, np.inf), np.full(d, -np.inf)
     for block in blocks:
         if np.shape(block[0])[0] == 0:
             continue
         X, b, c = how.checked(block)
         n += X.shape[0]
+        n_ctrl += 0 if c is None else int(c.sum())
         Xf = how.fit_rows(X, c)
         if Xf.shape[0]:
             n_fit += Xf.shape[0]
@@ -116,11 +122,46 @@ def _first_pass(blocks: Iterable[RowBlock], how: _Blocks, scaler: CenterScale | 
             hi = np.maximum(hi, Xf.max(axis=0))
         if scaler is not None:
             scaler.partial_fit(X, b, c, how.names)
-    return n, n_fit, lo, hi
+    return n, n_fit, n_ctrl, lo, hi
+
+
+@dataclass
+class _TvnRows:
+    """What TVN accumulates in the second pass: its own whitener on the control rows (unless the
+    shared one is fitted on controls) and each batch's control moments (full scatter), both in
+    the center-scaled space."""
+
+    whitener: PCAWhitener | None
+    n_controls: int
+    moments: dict[str, Moments]
+
+    def add(self, Xc: np.ndarray, batches: np.ndarray, is_control: np.ndarray) -> None:
+        for batch in np.unique(batches).tolist():  # every batch, so one without controls is named
+            self.moments.setdefault(batch, Moments(Xc.shape[1]))
+        controls = Xc[is_control]
+        if not controls.shape[0]:
+            return
+        if self.whitener is not None:
+            self.whitener.partial_fit(controls, n_total=self.n_controls)
+        b = batches[is_control]
+        for batch in np.unique(b).tolist():
+            self.moments[batch].update(controls[b == batch])
+
+
+def whitened_moments(moments: Mapping[str, Moments], whitener: PCAWhitener) -> dict[str, Moments]:
+    """Per-batch moments carried through the (affine) whitening: mean -> whitened mean,
+    scatter -> W^T scatter W (W = ``whitening_.T``)."""
+    W = whitener.whitening_.T
+    out: dict[str, Moments] = {}
+    for batch, m in moments.items():
+        w = Moments(W.shape[1])
+        w.n, w.mean, w.scatter = m.n, (m.mean - whitener.mean_) @ W, W.T @ m.scatter @ W
+        out[batch] = w
+    return out
 
 
 def _second_pass(blocks: Iterable[RowBlock], how: _Blocks, scaler: CenterScale | None, whitener: PCAWhitener,
-                 n_fit: int, ica_rows: RowSample | None) -> int:
+                 n_fit: int, ica_rows: RowSample | None, tvn: _TvnRows | None = None) -> int:
     """Center-scaled fit rows -> the whitener (moments, parallel-analysis sample) and the ICA
     row sample; returns the fit rows seen."""
     seen = 0
@@ -128,7 +169,10 @@ def _second_pass(blocks: Iterable[RowBlock], how: _Blocks, scaler: CenterScale |
         if np.shape(block[0])[0] == 0:
             continue
         X, b, c = how.checked(block)
-        Xw = how.fit_rows(X if scaler is None else scaler.transform(X, b), c)
+        Xc = X if scaler is None else scaler.transform(X, b)
+        if tvn is not None:
+            tvn.add(Xc, b, c)  # type: ignore[arg-type]
+        Xw = how.fit_rows(Xc, c)
         if Xw.shape[0] == 0:
             continue
         seen += Xw.shape[0]
@@ -172,9 +216,9 @@ def fit_variants_streaming(
     d = len(names)
     whitened = [v for v in variants if v in WHITENED_VARIANTS]
     center = bool(whitened) and bool(cfg["center_scale"])
-    how = _Blocks(names, source, center, cfg["fit_on"] == "controls", bool(whitened))
+    how = _Blocks(names, source, center, cfg["fit_on"] == "controls", bool(whitened), "tvn" in whitened)
     scaler = CenterScale() if center else None
-    n, n_fit, lo, hi = _first_pass(blocks(), how, scaler)
+    n, n_fit, n_ctrl, lo, hi = _first_pass(blocks(), how, scaler)
     if n == 0:
         raise ScreenError(f"{source}: no rows to fit the transforms on")
     if n_fit == 0:
@@ -197,10 +241,19 @@ def fit_variants_streaming(
         cfg["n_components"], cfg["whiten_eps"], seeds["whiten"], parallel_max_samples=cfg["parallel_max_samples"],
     )
     ica_rows = RowSample(n_fit, cfg["ica_max_samples"], seeds["ica_rows"]) if "pca_ica" in whitened else None
-    seen = _second_pass(blocks(), how, scaler, whitener, n_fit, ica_rows)
+    tvn: _TvnRows | None = None
+    if "tvn" in whitened:
+        if n_ctrl < 2:
+            raise ScreenError(f"{source}: variant tvn is fitted on controls; {n_ctrl} row(s) have {PERT_TYPE} == {CONTROL!r}")
+        own = None if cfg["fit_on"] == "controls" else PCAWhitener(
+            cfg["n_components"], cfg["whiten_eps"], seeds["tvn"], parallel_max_samples=cfg["parallel_max_samples"])
+        tvn = _TvnRows(own, n_ctrl, {})
+    seen = _second_pass(blocks(), how, scaler, whitener, n_fit, ica_rows, tvn)
     if seen != n_fit:
         raise ValueError(f"{source}: the second pass saw {seen} fit rows, the first {n_fit}; the rows changed")
     whitener.finalize()
+    if tvn is not None and tvn.whitener is not None:
+        tvn.whitener.finalize()
     base_report: dict[str, Any] = {
         "n_features_in": d,
         "fit_on": cfg["fit_on"],
@@ -216,6 +269,17 @@ def fit_variants_streaming(
     for variant in whitened:
         rotation: ICARotation | RandomRotation | None = None
         report = {"variant": variant, **base_report}
+        if variant == "tvn":
+            tvn_whitener = whitener if tvn.whitener is None else tvn.whitener  # type: ignore[union-attr]
+            coral = CoralAlignment(cfg["tvn_coral_eps"]).fit_moments(
+                whitened_moments(tvn.moments, tvn_whitener))  # type: ignore[union-attr]
+            report.update(fit_on="controls", n_samples_fit=int(n_ctrl), n_components=int(tvn_whitener.n_components_),
+                          n_components_rule=tvn_whitener.component_rule(),
+                          explained_variance_ratio=float(tvn_whitener.explained_variance_ratio_.sum()),
+                          coral={"eps": float(cfg["tvn_coral_eps"]), "batches": coral.batches_.tolist(),
+                                 "controls_per_batch": coral.n_controls_.tolist()})
+            fitted[variant] = VariantTransform(variant, names, scaler, tvn_whitener, None, report, coral)
+            continue
         if variant == "pca_ica":
             rotation = ICARotation(cfg["ica"], cfg["ica_max_iter"], cfg["ica_tol"], seeds["ica"], cfg["ica_max_samples"])
             rotation.fit(whitener.transform(ica_rows.rows()))  # type: ignore[union-attr]
@@ -289,9 +353,9 @@ def fit_transforms(
     out_dir = Path(out_dir)
     src = profile_source(profiles, cfg["batch_rows"])
     features = source_features(src, src.label)
-    needs_rows = bool(cfg["center_scale"] or cfg["fit_on"] == "controls") and any(
+    needs_rows = (bool(cfg["center_scale"] or cfg["fit_on"] == "controls") and any(
         v in WHITENED_VARIANTS for v in cfg["variants"]
-    )
+    )) or "tvn" in cfg["variants"]
     read_rows = row_columns(src, src.label, needs_rows)
 
     def blocks() -> Iterator[RowBlock]:

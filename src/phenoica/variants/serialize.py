@@ -17,13 +17,13 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from phenoica.io import atomic_path
-from phenoica.variants.estimators import CenterScale, ICARotation, PCAWhitener, RandomRotation
+from phenoica.variants.estimators import CenterScale, CoralAlignment, ICARotation, PCAWhitener, RandomRotation
 
 FORMAT = "phenoica.transform"
 FORMAT_VERSION = 1
 #: The step classes a saved transform may name (nothing else is ever instantiated on load).
 STEP_CLASSES: dict[str, type[BaseEstimator]] = {
-    c.__name__: c for c in (CenterScale, PCAWhitener, ICARotation, RandomRotation)
+    c.__name__: c for c in (CenterScale, PCAWhitener, ICARotation, RandomRotation, CoralAlignment)
 }
 
 

@@ -10,13 +10,20 @@ from typing import Any
 import numpy as np
 
 from phenoica.arrays import check_matrix
-from phenoica.variants.estimators import CenterScale, ICARotation, PCAWhitener, RandomRotation, check_batches
+from phenoica.variants.estimators import (
+    CenterScale,
+    CoralAlignment,
+    ICARotation,
+    PCAWhitener,
+    RandomRotation,
+    check_batches,
+)
 from phenoica.variants.serialize import export_step, read_transform, restore_step, write_transform
 
-VARIANTS: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand")
-WHITENED_VARIANTS: tuple[str, ...] = ("pca", "pca_ica", "pca_rand")
+VARIANTS: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand", "tvn")
+WHITENED_VARIANTS: tuple[str, ...] = ("pca", "pca_ica", "pca_rand", "tvn")
 COMPONENT_PREFIX = "comp_"
-STEPS: tuple[str, ...] = ("center_scale", "whitener", "rotation")
+STEPS: tuple[str, ...] = ("center_scale", "whitener", "rotation", "alignment")
 
 
 def component_name(i: int) -> str:
@@ -39,6 +46,7 @@ class VariantTransform:
     whitener: PCAWhitener | None = None
     rotation: ICARotation | RandomRotation | None = None
     fit_report: dict[str, Any] = field(default_factory=dict)
+    alignment: CoralAlignment | None = None
 
     @property
     def feature_names_out(self) -> list[str]:
@@ -52,6 +60,10 @@ class VariantTransform:
         :meth:`CenterScale.with_batches`); ``self`` is left as it is."""
         return dataclasses.replace(self, center_scale=center_scale)
 
+    def with_alignment(self, alignment: CoralAlignment) -> "VariantTransform":
+        """A copy with another per-batch alignment (one that also knows batches unseen at fit)."""
+        return dataclasses.replace(self, alignment=alignment)
+
     def transform(self, X: Any, batches: Any = None, is_control: Any = None) -> np.ndarray:
         """Apply the fitted steps to rows ``X`` (n x features_in) -> (n x features_out)."""
         names = self.feature_names_in
@@ -64,6 +76,10 @@ class VariantTransform:
             X = self.whitener.transform(X)
         if self.rotation is not None:
             X = self.rotation.transform(X)
+        if self.alignment is not None:
+            if batches is None:
+                raise ValueError(f"variant {self.variant}: the per-batch alignment needs the batch of every row")
+            X = self.alignment.transform(X, batches)
         return X
 
     def save(self, path: Path | str) -> Path:
@@ -95,6 +111,7 @@ class VariantTransform:
             whitener=steps.get("whitener"),  # type: ignore[arg-type]
             rotation=steps.get("rotation"),  # type: ignore[arg-type]
             fit_report=meta.get("fit_report", {}),
+            alignment=steps.get("alignment"),  # type: ignore[arg-type]
         )
 
 

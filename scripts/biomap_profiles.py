@@ -1,0 +1,9 @@
+"""Rule biomap_profiles: guide and gene profiles of one (model, variant)."""
+from phenoica.biomap import aggregate_profiles
+from phenoica.io import get_logger, write_parquet
+
+log = get_logger("phenoica.biomap_profiles", snakemake.log[0])
+guides, genes = aggregate_profiles(snakemake.input[0], center_on_controls=snakemake.params.center_on_controls, log=log)
+write_parquet(guides, snakemake.output.guides)
+write_parquet(genes, snakemake.output.genes)
+log.info("%d guide and %d gene profiles", len(guides), len(genes))

@@ -1,0 +1,12 @@
+"""Rule gather_biomap: every (model, variant)'s biomap tables, one table per kind."""
+from pathlib import Path
+
+import pandas as pd
+
+from phenoica.io import get_logger, write_parquet
+
+log = get_logger("phenoica.gather_biomap", snakemake.log[0])
+for kind, out in snakemake.output.items():
+    parts = [pd.read_parquet(p) for p in getattr(snakemake.input, kind)]
+    write_parquet(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(), out)
+    log.info("%s: %d rows from %d files -> %s", kind, sum(len(p) for p in parts), len(parts), Path(out).name)

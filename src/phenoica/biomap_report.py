@@ -1,0 +1,228 @@
+"""Tables and figures of the gene maps, known-relationship recall and batch metrics, for the report.
+
+:func:`biomap_report` turns the gathered biomap tables into CSVs, figures and report sections
+(heading, note, table), so the main report only appends them. :func:`heatmap_figure` draws one
+(model, variant)'s clustered gene-gene cosine heatmap; :func:`batch_biology_figure` puts batch
+removal on one axis and biology kept on the other, one point per (model, variant).
+"""
+
+from __future__ import annotations
+
+import math
+import shutil
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+from scipy.cluster import hierarchy  # noqa: E402
+from scipy.spatial.distance import squareform  # noqa: E402
+
+from phenoica.biomap import TRUTH_SOURCE, similarity_matrix  # noqa: E402
+from phenoica.render import save_figure, write_csv  # noqa: E402
+from phenoica.screen import GENE  # noqa: E402
+
+#: Sections are (heading, note, table), the shape the main report appends.
+Section = tuple[str, str, pd.DataFrame]
+VARIANT_ORDER: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand", "tvn")
+MARKERS = ("o", "s", "^", "D", "v", "P")
+
+
+def heatmap_figure(X: np.ndarray, names: Sequence[str], q_values: Sequence[float], path: Path | str, *,
+                   max_genes: int = 60, title: str = "") -> Path:
+    """Clustered heatmap (average linkage on 1 - cosine) of at most ``max_genes`` of the map's
+    genes, the lowest q-values first; gene names shown up to 60 genes."""
+    q = np.asarray(q_values, dtype=float)
+    order = np.argsort(np.where(np.isfinite(q), q, np.inf), kind="stable")[:max_genes]
+    X = np.asarray(X)[order]
+    labels = [str(names[i]) for i in order]
+    fig, ax = plt.subplots(figsize=(7, 6))
+    if len(labels) < 2:
+        ax.text(0.5, 0.5, f"{len(labels)} gene(s) in the map: no similarity to show", ha="center", va="center")
+        ax.set_axis_off()
+    else:
+        S = similarity_matrix(X)
+        D = np.clip(1.0 - S, 0.0, 2.0)
+        np.fill_diagonal(D, 0.0)
+        leaves = hierarchy.leaves_list(hierarchy.linkage(squareform((D + D.T) / 2, checks=False), "average"))
+        im = ax.imshow(S[np.ix_(leaves, leaves)], cmap="RdBu_r", vmin=-1, vmax=1)
+        fig.colorbar(im, ax=ax, label="cosine similarity of gene profiles (unitless)")
+        if len(labels) <= 60:
+            shown = [labels[i] for i in leaves]
+            ax.set_xticks(range(len(shown)), shown, rotation=90, fontsize=6)
+            ax.set_yticks(range(len(shown)), shown, fontsize=6)
+        ax.set_xlabel("gene (clustered)")
+        ax.set_ylabel("gene (clustered)")
+    ax.set_title(title or "Gene-gene cosine similarity", fontsize=9)
+    fig.tight_layout()
+    out = save_figure(fig, path)
+    plt.close(fig)
+    return out
+
+
+def _ordered(df: pd.DataFrame) -> pd.DataFrame:
+    rank = {v: i for i, v in enumerate(VARIANT_ORDER)}
+    key = df["variant"].map(lambda v: rank.get(v, len(rank)))
+    return df.assign(_k=key).sort_values(["model", "_k", "variant"]).drop(columns="_k").reset_index(drop=True)
+
+
+def biomap_summary(recall: pd.DataFrame, batch: pd.DataFrame, consistency: pd.DataFrame,
+                   gene_calls: pd.DataFrame | None = None, map_df: pd.DataFrame | None = None,
+                   alpha: float = 0.05) -> pd.DataFrame:
+    """One row per (model, variant): batch removal (controls and all profiles), the biology kept
+    (recall per source at the first threshold pair, the simulated complexes' recall where the
+    demo has them, guide consistency, activity) side by side."""
+    keys = sorted(set(map(tuple, batch[["model", "variant"]].to_numpy())) |
+                  set(map(tuple, recall[["model", "variant"]].to_numpy())))
+    rows = []
+    first = recall[["lower", "upper"]].drop_duplicates().head(1)
+    for model, variant in keys:
+        row: dict[str, Any] = {"model": model, "variant": variant}
+        for subset in ("controls", "all"):
+            sel = batch[(batch["model"] == model) & (batch["variant"] == variant) & (batch["subset"] == subset)]
+            for col in ("asw_batch", "ilisi_norm", "batch_accuracy", "batch_chance", "batch_removal"):
+                row[f"{col}_{subset}"] = float(sel[col].iloc[0]) if len(sel) else math.nan
+        rec = recall[(recall["model"] == model) & (recall["variant"] == variant)]
+        if len(first):
+            rec = rec[(rec["lower"] == first["lower"].iloc[0]) & (rec["upper"] == first["upper"].iloc[0])]
+        row["n_map_genes"] = int(rec["n_map_genes"].iloc[0]) if len(rec) else 0
+        annotated = []
+        for r in rec.itertuples():
+            row[f"recall_{r.source}"] = r.recall
+            if r.source != TRUTH_SOURCE and r.status == "ok":
+                annotated.append(r.recall)
+        row["recall_annotations"] = float(np.mean(annotated)) if annotated else math.nan
+        row["recall_expected"] = float(rec["recall_expected"].iloc[0]) if len(rec) else math.nan
+        con = consistency[(consistency["model"] == model) & (consistency["variant"] == variant)]
+        scored = con[np.isfinite(con["p_value"].to_numpy(float))]
+        row["genes_consistent"] = int((scored["p_value"] < alpha).sum())
+        row["genes_consistency_scored"] = len(scored)
+        row["consistency_median"] = float(scored["consistency"].median()) if len(scored) else math.nan
+        if gene_calls is not None and len(gene_calls):
+            g = gene_calls[(gene_calls["model"] == model) & (gene_calls["variant"] == variant)]
+            row["genes_active"] = int(g["hit"].fillna(False).astype(bool).sum()) if "hit" in g else 0
+            row["genes_active_fraction"] = float(row["genes_active"] / len(g)) if len(g) else math.nan
+        if map_df is not None and len(map_df):
+            m = map_df[(map_df["model"] == model) & (map_df["variant"] == variant)]
+            row["mean_map"] = float(m["mean_average_precision"].mean()) if len(m) else math.nan
+        rows.append(row)
+    return _ordered(pd.DataFrame(rows)) if rows else pd.DataFrame()
+
+
+def batch_biology_figure(summary: pd.DataFrame, path: Path | str) -> Path:
+    """Batch removal (controls) against biology kept, one point per (model, variant): left, the
+    recall of known relationships (the simulated complexes where the demo has them, else the
+    mean over annotation sources); right, the share of genes called active."""
+    fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
+    truth_col = f"recall_{TRUTH_SOURCE}"
+    y_recall = truth_col if truth_col in summary and summary[truth_col].notna().any() else "recall_annotations"
+    panels = [(axes[0], y_recall, "recall of known pairs at the first threshold (fraction)"),
+              (axes[1], "genes_active_fraction", "genes called active (fraction of perturbed genes)")]
+    models = sorted(summary["model"].unique()) if len(summary) else []
+    for ax, col, label in panels:
+        if col not in summary or not summary[col].notna().any():
+            ax.text(0.5, 0.5, f"no {col}", ha="center", va="center", transform=ax.transAxes)
+        for i, model in enumerate(models):
+            sel = summary[summary["model"] == model]
+            if col not in sel:
+                continue
+            ax.scatter(sel["batch_removal_controls"], sel[col], marker=MARKERS[i % len(MARKERS)], s=50, label=model)
+            for r in sel.itertuples():
+                ax.annotate(r.variant, (getattr(r, "batch_removal_controls"), getattr(r, col)), fontsize=8,
+                            xytext=(4, 3), textcoords="offset points")
+        if col == y_recall and "recall_expected" in summary and summary["recall_expected"].notna().any():
+            ax.axhline(float(summary["recall_expected"].dropna().iloc[0]), color="grey", ls="--", lw=1,
+                       label="recall expected by chance")
+        ax.set_xlabel("batch removal on controls (0 = batches separated, 1 = mixed)")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    if models:
+        axes[0].legend(fontsize=8)
+    fig.suptitle("Batch removed vs biology kept, per variant")
+    fig.tight_layout()
+    out = save_figure(fig, path)
+    plt.close(fig)
+    return out
+
+
+def biomap_report(out_dir: Path | str, *, recall: pd.DataFrame, coverage: pd.DataFrame, consistency: pd.DataFrame,
+                  neighbors: pd.DataFrame, batch: pd.DataFrame, heatmaps: Mapping[tuple[str, str], Path | str],
+                  gene_calls: pd.DataFrame | None = None, map_df: pd.DataFrame | None = None,
+                  tables_dir: str = "tables", figures_dir: str = "figures"
+                  ) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, str]], list[Section]]:
+    """Write the biomap CSVs and figures under ``out_dir`` and return (tables by name,
+    figures by name as (path, caption), report sections as (heading, note, table))."""
+    out_dir = Path(out_dir)
+    summary = biomap_summary(recall, batch, consistency, gene_calls, map_df)
+    tables = {"biomap_summary": summary, "biomap_recall": _ordered(recall), "biomap_coverage": _ordered(coverage),
+              "biomap_batch_metrics": _ordered(batch), "biomap_consistency": consistency,
+              "biomap_neighbors": neighbors}
+    written = {name: write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()}
+    figures: dict[str, tuple[Path, str]] = {}
+    if len(summary):
+        figures["biomap_batch_vs_biology"] = (
+            batch_biology_figure(summary, out_dir / figures_dir / "biomap_batch_vs_biology.png"),
+            "Batch removed (controls) vs biology kept, one point per model and variant")
+    for (model, variant), src in sorted(heatmaps.items()):
+        dest = out_dir / figures_dir / f"biomap_heatmap_{model}_{variant}.png"
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        figures[f"biomap_heatmap_{model}_{variant}"] = (dest, f"Clustered gene-gene cosine map, {model} / {variant}")
+
+    def rel(name: str) -> str:
+        return written[name].relative_to(out_dir).as_posix()
+
+    skipped = recall[recall["status"] != "ok"].drop_duplicates(["model", "variant", "source"])
+    top = neighbors[neighbors["rank"] == 1] if len(neighbors) else neighbors
+    sections: list[Section] = [
+        ("Gene maps: batch removed vs biology kept", (
+            "Per model and variant. Batch metrics on well profiles (controls; and all profiles): ASW-batch "
+            "(1 - |silhouette by batch| within genes, scIB), normalized kNN iLISI, out-of-fold balanced accuracy "
+            "of a batch classifier (chance = 1 / batches); batch_removal = mean(ASW-batch, iLISI_norm, 1 - excess "
+            "accuracy). Biology: recall of known pairs (EFAAR protocol, first threshold pair) per source, genes "
+            "whose guides agree (consistency p < 0.05), genes called active, mean mAP. Reported as measured. "
+            "Cosine maps, ASW-batch and kNN iLISI are invariant to rotations: pca, pca_ica and pca_rand (one "
+            "whitened space, rotated) can differ here only through the genes the classifier calls active."),
+         summary),
+        ("Known-relationship recall", (
+            "The null is every pairwise cosine between the map's genes; a pair is recalled when its cosine lies "
+            "beyond the lower or upper quantile of that null. recall_expected = recall with no structure. "
+            "Intervals: Wilson over pairs (pairs share genes: optimistic). "
+            f"All rows, with skips and their counts: `{rel('biomap_recall')}`; coverage: `{rel('biomap_coverage')}`."),
+         _ordered(recall[recall["status"] == "ok"])),
+        ("Annotation coverage", "How many of the screen's and of the map's genes each source knows.",
+         _ordered(coverage)),
+        ("Guide consistency", (
+            "Mean pairwise cosine between a gene's guide profiles against random guide sets drawn from different "
+            f"genes; p = (1 + #null >= x) / (1 + n_null); no FDR (as EFAAR). All genes: `{rel('biomap_consistency')}`."),
+         consistency.sort_values(["model", "variant", "p_value"]).head(60)),
+        ("Nearest neighbours", f"Nearest gene of each map gene; all top-k lists: `{rel('biomap_neighbors')}`.",
+         top.head(60)),
+    ]
+    if len(skipped):
+        sections.append(("Skipped recall sources", "Sources that share too few genes with the map, with the counts.",
+                         skipped[["model", "variant", "source", "n_map_genes", "n_entities", "reason"]]))
+    return tables, figures, sections
+
+
+#: The gathered biomap tables the report reads, by file stem (``results/biomap/{stem}.parquet``).
+GATHERED: tuple[str, ...] = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
+
+
+def biomap_report_files(out_dir: Path | str, tables: Sequence[Path | str], heatmaps: Sequence[Path | str], *,
+                        gene_calls: pd.DataFrame | None = None, map_df: pd.DataFrame | None = None
+                        ) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, str]], list[Section]]:
+    """:func:`biomap_report` from the workflow's files: the gathered tables (named by
+    :data:`GATHERED` stems) and the heatmaps ``.../{model}/{variant}/heatmap.png``."""
+    by_stem = {Path(p).stem: pd.read_parquet(p) for p in tables}
+    missing = [s for s in GATHERED if s not in by_stem]
+    if missing:
+        raise FileNotFoundError(f"biomap report: gathered table(s) {missing} not among the inputs {list(tables)}")
+    maps = {(Path(p).parent.parent.name, Path(p).parent.name): Path(p) for p in heatmaps}
+    return biomap_report(out_dir, recall=by_stem["recall"], coverage=by_stem["coverage"],
+                         consistency=by_stem["consistency"], neighbors=by_stem["neighbors"],
+                         batch=by_stem["batch_metrics"], heatmaps=maps, gene_calls=gene_calls, map_df=map_df)
