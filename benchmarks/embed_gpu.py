@@ -167,6 +167,9 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--batch-sizes", default="32,64,128,256,512")
     ap.add_argument("--compile", action="store_true", help="also sweep torch.compile(model)")
+    ap.add_argument("--no-coalesce-analysis", action="store_true",
+                    help="compile with inductor's triton.coalesce_tiling_analysis off (torch 2.11's analysis "
+                         "failed on this model with an AssertionError)")
     ap.add_argument("--compile-batch-sizes", default="256,512", help="each size is one compilation (~1 min)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
@@ -202,6 +205,10 @@ def main() -> None:
     rows = sweep(model, eager, args, shape, device, flops, peak, [int(b) for b in args.batch_sizes.split(",")])
     runners = {eager: model}
     if args.compile:
+        if args.no_coalesce_analysis:
+            import torch._inductor.config as inductor_config
+
+            inductor_config.triton.coalesce_tiling_analysis = False
         compiled = torch.compile(model, dynamic=False)
         runners[compiled_label] = compiled
         rows += sweep(compiled, compiled_label, args, shape, device, flops, peak,
