@@ -1,8 +1,11 @@
 """Rule batch_metrics: batch-mixing scores of one (model, variant) on well profiles."""
-from phenoica.batch_metrics import batch_metrics, well_profile_table
-from phenoica.io import get_logger, write_parquet
+from phenoica.io import rule_logger
 
-log = get_logger("phenoica.batch_metrics", snakemake.log[0])
+log = rule_logger("phenoica.batch_metrics", snakemake.log[0])  # first: the log holds everything the job prints
+
+from phenoica.batch_metrics import batch_metrics, well_profile_table
+from phenoica.io import write_parquet
+
 wells = well_profile_table(snakemake.input[0])
 table = batch_metrics(wells, model=snakemake.wildcards.model, variant=snakemake.wildcards.variant,
                       seed=snakemake.params.seed, n_neighbors=snakemake.params.n_neighbors,

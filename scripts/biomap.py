@@ -1,14 +1,17 @@
 """Rule biomap: one (model, variant)'s gene map: neighbours, consistency, recall, coverage, heatmap."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.biomap", snakemake.log[0])  # first: the log holds everything the job prints
+
 import pandas as pd
 
 from phenoica.annotations import load_sources
 from phenoica.biomap import gene_map
 from phenoica.biomap_report import heatmap_figure
-from phenoica.io import get_logger, write_parquet
+from phenoica.io import write_parquet
 from phenoica.screen import GENE
 from phenoica.workflow import with_speed_settings
 
-log = get_logger("phenoica.biomap", snakemake.log[0])
 cfg = with_speed_settings(snakemake.params.biomap, snakemake.config, "biomap")
 model, variant = snakemake.wildcards.model, snakemake.wildcards.variant
 calls = pd.read_parquet(snakemake.input.calls)

@@ -1,8 +1,11 @@
 """Rule biomap_profiles: guide and gene profiles of one (model, variant)."""
-from phenoica.biomap import aggregate_profiles
-from phenoica.io import get_logger, write_parquet
+from phenoica.io import rule_logger
 
-log = get_logger("phenoica.biomap_profiles", snakemake.log[0])
+log = rule_logger("phenoica.biomap_profiles", snakemake.log[0])  # first: the log holds everything the job prints
+
+from phenoica.biomap import aggregate_profiles
+from phenoica.io import write_parquet
+
 guides, genes = aggregate_profiles(snakemake.input[0], center_on_controls=snakemake.params.center_on_controls, log=log)
 write_parquet(guides, snakemake.output.guides)
 write_parquet(genes, snakemake.output.genes)

@@ -1,11 +1,14 @@
 """Rule gather_biomap: every (model, variant)'s biomap tables, one table per kind."""
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.gather_biomap", snakemake.log[0])  # first: the log holds everything the job prints
+
 from pathlib import Path
 
 import pandas as pd
 
-from phenoica.io import get_logger, write_parquet
+from phenoica.io import write_parquet
 
-log = get_logger("phenoica.gather_biomap", snakemake.log[0])
 for kind, out in snakemake.output.items():
     parts = [pd.read_parquet(p) for p in getattr(snakemake.input, kind)]
     write_parquet(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(), out)
