@@ -40,7 +40,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from phenoica.arrays import check_matrix
-from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, WellMeans, feature_matrix, split_columns
+from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, WellMeans, batch_features, split_columns
 from phenoica.screen import BATCH, CONTROL, GENE, PERT_TYPE, PLATE, WELL, feature_columns
 from phenoica.seeding import derive_seed
 
@@ -63,7 +63,7 @@ def well_profile_table(path: str, batch_rows: int = DEFAULT_BATCH_ROWS) -> pd.Da
     kept = [c for c in (BATCH, GENE, "Metadata_Guide", PERT_TYPE) if c in meta]
     wells = WellMeans(kept, len(features))
     for batch in src.batches([PLATE, WELL, *kept, *features]):
-        wells.update(batch, feature_matrix(batch, features))
+        wells.update(batch, batch_features(batch, features))
     table, means = wells.result()
     return pd.concat([table.to_pandas(), pd.DataFrame(means, columns=features)], axis=1)
 

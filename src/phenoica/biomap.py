@@ -38,7 +38,7 @@ from scipy import sparse
 
 from phenoica.annotations import complex_pairs
 from phenoica.arrays import check_matrix
-from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, feature_matrix, split_columns
+from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
 from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
 from phenoica.seeding import derive_seed
 from phenoica.variants.rows import column_values
@@ -109,7 +109,7 @@ def control_means(src: ProfileSource, features: Sequence[str]) -> dict[str, np.n
         seen.update(np.unique(b).tolist())
         ctrl = _strings(batch, PERT_TYPE) == CONTROL
         if ctrl.any():
-            sums.add([(x,) for x in b[ctrl]], feature_matrix(batch, features)[ctrl])
+            sums.add([(x,) for x in b[ctrl]], batch_features(batch, features)[ctrl])
     keys, total, counts = sums.result()
     means = {k[0]: total[i] / counts[i] for i, k in enumerate(keys)}
     missing = sorted(seen - set(means))
@@ -142,7 +142,7 @@ def aggregate_profiles(profiles: pd.DataFrame | Path | str, center_on_controls: 
     read = [*features, GENE, GUIDE, PERT_TYPE, *((BATCH,) if center_on_controls else ())]
     n_rows = 0
     for batch in src.batches(read):
-        X = feature_matrix(batch, features).astype(np.float64)
+        X = batch_features(batch, features).astype(np.float64)
         X = check_matrix(X, src.label, len(features), features)
         if center_on_controls:
             b = _strings(batch, BATCH)
