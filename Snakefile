@@ -22,7 +22,9 @@ include: "rules/bilipschitz.smk"
 
 
 onstart:
-    print(f"phenoica: screen source {config['screen']['source']!r}, models {list(config['models'])}, results in {RESULTS}/")
+    print(
+        f"phenoica: screen source {config['screen']['source']!r}, models {list(config['models'])}, results in {RESULTS}/"
+    )
 
 
 onsuccess:

@@ -56,8 +56,8 @@ def synthetic(n: int, d: int, sources: int, seed: int, chunk: int = 50_000) -> t
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
         S = (rng.laplace(size=(m, sources)) / np.sqrt(2)).astype(np.float32)
-        A[start:start + m] = S @ mix_a + rng.standard_normal((m, d), dtype=np.float32)
-        B[start:start + m] = S @ mix_b + rng.standard_normal((m, d), dtype=np.float32)
+        A[start : start + m] = S @ mix_a + rng.standard_normal((m, d), dtype=np.float32)
+        B[start : start + m] = S @ mix_b + rng.standard_normal((m, d), dtype=np.float32)
     return A, B
 
 
@@ -101,19 +101,28 @@ def main() -> None:
         _, t_base = timed(lambda: baseline_lstsq(A, B, train))
         print(f"baseline  numpy.linalg.lstsq on {train.size:,} x {args.d + 1}: {t_base:8.1f} s")
         kw = dict(
-            seed=args.seed, n_components=n_components, ica_max_samples=args.ica_samples or None,
-            knn_k=10 if args.knn_samples else None, knn_max_samples=args.knn_samples or None,
+            seed=args.seed,
+            n_components=n_components,
+            ica_max_samples=args.ica_samples or None,
+            knn_k=10 if args.knn_samples else None,
+            knn_max_samples=args.knn_samples or None,
         )
         res, t_align = timed(lambda: align_errors(A, B, **kw))
         print(f"align     all four maps + CKA + mutual kNN:   {t_align:8.1f} s   ratio {t_align / t_base:6.2f}")
         if not args.no_ica_run:
             _, t_rest = timed(lambda: align_errors(A, B, maps=("permutation", "rigid", "linear"), **kw))
-            print(f"no_ica    permutation, rigid, linear + CKA + kNN: {t_rest:5.1f} s   ratio {t_rest / t_base:6.2f}"
-                  f"   (ICA map ~{t_align - t_rest:.1f} s)")
-    print("errors (mean l2 / diameter of B):  perm {permutation:.4f}  rigid {rigid:.4f}  linear {linear:.4f}  "
-          "ica {ica:.4f}  (efficiency {ica_efficiency:.2f})".format(**res))
-    print(f"cka {res['cka']:.4f}  mutual_knn {res['mutual_knn']:.4f}  diameter {res['diameter']:.2f}  "
-          f"ICA components {res['ica_components_a']}/{res['ica_components_b']} converged {res['ica_converged']}")
+            print(
+                f"no_ica    permutation, rigid, linear + CKA + kNN: {t_rest:5.1f} s   ratio {t_rest / t_base:6.2f}"
+                f"   (ICA map ~{t_align - t_rest:.1f} s)"
+            )
+    print(
+        "errors (mean l2 / diameter of B):  perm {permutation:.4f}  rigid {rigid:.4f}  linear {linear:.4f}  "
+        "ica {ica:.4f}  (efficiency {ica_efficiency:.2f})".format(**res)
+    )
+    print(
+        f"cka {res['cka']:.4f}  mutual_knn {res['mutual_knn']:.4f}  diameter {res['diameter']:.2f}  "
+        f"ICA components {res['ica_components_a']}/{res['ica_components_b']} converged {res['ica_converged']}"
+    )
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024**2
     print(f"peak resident memory {peak:.2f} GB")
 

@@ -86,10 +86,14 @@ def run_stage(stage: str, args: argparse.Namespace) -> dict:
     else:
         q = np.linspace(0.0, 0.05, len(names))
         nn = biomap.nearest_neighbors(X, names, q, args.k, args.block_rows)
-        recall, _ = biomap.relationship_recall(X, names, {"synthetic": pairs}, min_entities=20,
-                                               block_rows=args.block_rows)
-        detail = {"neighbor_rows": len(nn), "pairs": int(recall["n_pairs"].iloc[0]),
-                  "recall": recall[["lower", "upper", "recall"]].to_dict("records")}
+        recall, _ = biomap.relationship_recall(
+            X, names, {"synthetic": pairs}, min_entities=20, block_rows=args.block_rows
+        )
+        detail = {
+            "neighbor_rows": len(nn),
+            "pairs": int(recall["n_pairs"].iloc[0]),
+            "recall": recall[["lower", "upper", "recall"]].to_dict("records"),
+        }
     seconds = time.perf_counter() - start
     return {"stage": stage, "seconds": seconds, "peak_mb": peak_mb(), "data_mb": base, **detail}
 
@@ -110,9 +114,24 @@ def main() -> None:
         return
     results = {}
     for stage in STAGES:
-        cmd = [sys.executable, __file__, "--stage", stage, "--genes", str(args.genes), "--d", str(args.d),
-               "--pairs", str(args.pairs), "--k", str(args.k), "--block-rows", str(args.block_rows),
-               "--seed", str(args.seed)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--stage",
+            stage,
+            "--genes",
+            str(args.genes),
+            "--d",
+            str(args.d),
+            "--pairs",
+            str(args.pairs),
+            "--k",
+            str(args.k),
+            "--block-rows",
+            str(args.block_rows),
+            "--seed",
+            str(args.seed),
+        ]
         out = subprocess.run(cmd, capture_output=True, text=True, check=True)
         results[stage] = json.loads(out.stdout.strip().splitlines()[-1])
         print(f"{stage:7s} {results[stage]['seconds']:8.1f} s   peak {results[stage]['peak_mb']:8.0f} MB", flush=True)
@@ -124,16 +143,25 @@ def main() -> None:
         "working_set_matmul_mb": mm["peak_mb"] - mm["data_mb"],
         "full_matrix_mb": args.genes * args.genes * 4 / 2**20,
     }
-    print(f"genes {args.genes} x {args.d} features, {st['pairs']} annotated pairs in the map, k = {args.k}, "
-          f"blocks of {args.block_rows} genes")
+    print(
+        f"genes {args.genes} x {args.d} features, {st['pairs']} annotated pairs in the map, k = {args.k}, "
+        f"blocks of {args.block_rows} genes"
+    )
     print(f"ratio time    stage / bare matmul: {ratios['time_stage_over_matmul']:.2f}")
-    print(f"ratio memory  stage / bare matmul (peak above the memory once the data are made: "
-          f"{ratios['working_set_stage_mb']:.0f} MB / {ratios['working_set_matmul_mb']:.0f} MB): "
-          f"{ratios['working_set_stage_over_matmul']:.2f}  (the full matrix alone: {ratios['full_matrix_mb']:.0f} MB)")
+    print(
+        f"ratio memory  stage / bare matmul (peak above the memory once the data are made: "
+        f"{ratios['working_set_stage_mb']:.0f} MB / {ratios['working_set_matmul_mb']:.0f} MB): "
+        f"{ratios['working_set_stage_over_matmul']:.2f}  (the full matrix alone: {ratios['full_matrix_mb']:.0f} MB)"
+    )
     print("recall:", st["recall"])
     if args.json:
-        args.json.write_text(json.dumps({"args": vars(args) | {"json": str(args.json)}, "results": results,
-                                         "ratios": ratios}, indent=2, default=str))
+        args.json.write_text(
+            json.dumps(
+                {"args": vars(args) | {"json": str(args.json)}, "results": results, "ratios": ratios},
+                indent=2,
+                default=str,
+            )
+        )
 
 
 if __name__ == "__main__":

@@ -50,11 +50,18 @@ def main() -> None:
         paths = fit_transforms(profiles, {**config["transforms"], "variants": variants, "frozen": None}, seed, tmp)
         for variant in variants:
             table = apply_transform(profiles, paths[variant])
-            batch = batch_metrics(well_profiles(table), model=args.model, variant=variant, seed=seed,
-                                  n_neighbors=cfg["batch_neighbors"], max_samples=cfg["batch_max_samples"])
+            batch = batch_metrics(
+                well_profiles(table),
+                model=args.model,
+                variant=variant,
+                seed=seed,
+                n_neighbors=cfg["batch_neighbors"],
+                max_samples=cfg["batch_max_samples"],
+            )
             guides, genes = aggregate_profiles(table, cfg["center_on_controls"])
-            tables, *_ = gene_map(guides, genes, None, sources, cfg, seed=seed, model=args.model, variant=variant,
-                                  truth=truth)
+            tables, *_ = gene_map(
+                guides, genes, None, sources, cfg, seed=seed, model=args.model, variant=variant, truth=truth
+            )
             row = {"variant": variant}
             for r in batch.itertuples():
                 row[f"batch_removal_{r.subset}"] = r.batch_removal
@@ -68,8 +75,10 @@ def main() -> None:
             rows.append(row)
     out = pd.DataFrame(rows).set_index("variant")
     pd.set_option("display.width", 200)
-    print(f"model {args.model}, {len(genes[genes['Metadata_PertType'] == 'perturbation'])} genes (all), "
-          f"recall sources {sorted(set(sources) | ({TRUTH_SOURCE} if truth is not None else set()))}")
+    print(
+        f"model {args.model}, {len(genes[genes['Metadata_PertType'] == 'perturbation'])} genes (all), "
+        f"recall sources {sorted(set(sources) | ({TRUTH_SOURCE} if truth is not None else set()))}"
+    )
     print(out.T.round(3).to_string())
     if "base" in out.index:
         print("\ndifference from base (same run):")

@@ -50,7 +50,9 @@ from phenoica.splits import Fold
 SITES = 4
 
 
-def synthetic_screen(n_controls: int, n_features: int, n_guides: int, n_batches: int, plates: int, seed: int) -> pd.DataFrame:
+def synthetic_screen(
+    n_controls: int, n_features: int, n_guides: int, n_batches: int, plates: int, seed: int
+) -> pd.DataFrame:
     """Control wells and guide wells (one per plate) of ``SITES`` samples; every third guide
     shifts 3 features by 1 SD; batch shifts on every sample."""
     rng = np.random.default_rng(seed)
@@ -62,8 +64,19 @@ def synthetic_screen(n_controls: int, n_features: int, n_guides: int, n_batches:
     for g in range(n_guides):
         for b in range(n_batches):
             for p in range(plates):
-                meta += [(f"B{b}", f"B{b}P{p}", f"G{g:05d}", s, f"GENE{g // 2:05d}", f"GENE{g // 2:05d}_{g % 2}",
-                          PERTURBATION, int(g % 3 == 0)) for s in range(SITES)]
+                meta += [
+                    (
+                        f"B{b}",
+                        f"B{b}P{p}",
+                        f"G{g:05d}",
+                        s,
+                        f"GENE{g // 2:05d}",
+                        f"GENE{g // 2:05d}_{g % 2}",
+                        PERTURBATION,
+                        int(g % 3 == 0),
+                    )
+                    for s in range(SITES)
+                ]
     t = pd.DataFrame(meta, columns=[BATCH, PLATE, WELL, SITE, GENE, GUIDE, PERT_TYPE, "effect"])
     t[IMAGE_INDEX] = np.arange(len(t))
     batch = t[BATCH].str[1:].astype(int).to_numpy()
@@ -74,8 +87,9 @@ def synthetic_screen(n_controls: int, n_features: int, n_guides: int, n_batches:
     return pd.concat([t.drop(columns="effect"), feats], axis=1)
 
 
-def floor_seconds(table: pd.DataFrame, targets: list[C.GuideSamples], fold: Fold, cfg: dict, seed: int,
-                  concentration: bool) -> float:
+def floor_seconds(
+    table: pd.DataFrame, targets: list[C.GuideSamples], fold: Fold, cfg: dict, seed: int, concentration: bool
+) -> float:
     """lightgbm.train time of each target's models on prebuilt, constructed, binned Datasets."""
     X, _ = C.feature_matrix(table)
     params = C.lightgbm_params(cfg, seed)
@@ -132,9 +146,11 @@ def main() -> None:
     off = C.resolve_classify_config(dict(base, concentration=False))
     guides = C.guides_of(table)
     nulls = C.null_guide_design(table, args.nulls, args.seed)
-    print(f"screen: {args.controls} controls x {args.features} features, {len(guides)} guides of "
-          f"{args.plates * args.batches} wells x {SITES} samples, {len(nulls)} pseudo-guides, 1 fold, "
-          f"num_boost_round={args.rounds}, 1 thread; LightGBM {lgb.__version__}")
+    print(
+        f"screen: {args.controls} controls x {args.features} features, {len(guides)} guides of "
+        f"{args.plates * args.batches} wells x {SITES} samples, {len(nulls)} pseudo-guides, 1 fold, "
+        f"num_boost_round={args.rounds}, 1 thread; LightGBM {lgb.__version__}"
+    )
 
     t_on, _ = timed(lambda: C.classify_guides(table, guides, [fold], on, args.seed, "base", "bench"))
     t_off, _ = timed(lambda: C.classify_guides(table, guides, [fold], off, args.seed, "base", "bench"))
@@ -150,7 +166,9 @@ def main() -> None:
     tr_ctrl = np.flatnonzero(train & C.control_mask(table))
     te_ctrl = np.flatnonzero(~train & C.control_mask(table))
     guide_rows = np.concatenate([t.rows[train[t.rows]] for t in C.guide_samples(table, guides)])
-    t_setup, _ = timed(lambda: C.FoldBins.build(X, tr_ctrl, te_ctrl, C.lightgbm_params(on, args.seed)).block(guide_rows))
+    t_setup, _ = timed(
+        lambda: C.FoldBins.build(X, tr_ctrl, te_ctrl, C.lightgbm_params(on, args.seed)).block(guide_rows)
+    )
 
     cfg = validate_config(yaml.safe_load(args.config.read_text()))
     demo = cfg["demo"]
@@ -158,26 +176,37 @@ def main() -> None:
     per_job = n_guides / cfg["classify"]["n_shards"]
     n, m = len(guides), len(nulls)
     print(f"once per fold and block (bins + binned block): {t_setup:.1f} s")
-    print(f"{'path':34s} {'library s/guide':>16s} {'floor s/guide':>14s} {'per-guide ratio':>16s} "
-          f"{f'ratio at {per_job:.0f} guides/job':>24s}")
-    for name, t, f, k in (("real guides, concentration on", t_on, f_on, n), ("real guides, concentration off", t_off, f_off, n),
-                          ("null pseudo-guides (1 model)", t_null, f_null, m)):
+    print(
+        f"{'path':34s} {'library s/guide':>16s} {'floor s/guide':>14s} {'per-guide ratio':>16s} "
+        f"{f'ratio at {per_job:.0f} guides/job':>24s}"
+    )
+    for name, t, f, k in (
+        ("real guides, concentration on", t_on, f_on, n),
+        ("real guides, concentration off", t_off, f_off, n),
+        ("null pseudo-guides (1 model)", t_null, f_null, m),
+    ):
         marginal = (t - t_setup) / k
-        print(f"{name:34s} {t / k:16.3f} {f / k:14.3f} {marginal / (f / k):15.2f}x "
-              f"{(marginal + t_setup / per_job) / (f / k):23.2f}x")
+        print(
+            f"{name:34s} {t / k:16.3f} {f / k:14.3f} {marginal / (f / k):15.2f}x "
+            f"{(marginal + t_setup / per_job) / (f / k):23.2f}x"
+        )
 
     n_folds = demo["n_batches"] if cfg["splits"]["scheme"] == "leave_one_batch_out" else cfg["splits"]["n_folds"]
     n_var = len(cfg["transforms"]["variants"]) * len(cfg["models"])
     n_null = cfg["classify"]["n_null_guides"]
-    print(f"\n{args.config.name}: {n_guides} guides x {n_folds} folds x {n_var} (model, variant) pairs, "
-          f"{n_null} pseudo-guides per pair (cost per guide-fold as measured above at {args.controls} controls)")
+    print(
+        f"\n{args.config.name}: {n_guides} guides x {n_folds} folds x {n_var} (model, variant) pairs, "
+        f"{n_null} pseudo-guides per pair (cost per guide-fold as measured above at {args.controls} controls)"
+    )
     # per guide-fold: the marginal cost plus the setup spread over one job's guides
     null_h = ((t_null - t_setup) / m + t_setup / per_job) * n_null * n_folds * n_var / 3600
     for name, t in (("concentration on", t_on), ("concentration off", t_off)):
         per = (t - t_setup) / n + t_setup / per_job
         real_h = per * n_guides * n_folds * n_var / 3600
-        print(f"  {name:18s}: {real_h + null_h:10.1f} CPU-hours, of which the null {null_h:.1f} "
-              f"({100 * null_h / (real_h + null_h):.2f}%)")
+        print(
+            f"  {name:18s}: {real_h + null_h:10.1f} CPU-hours, of which the null {null_h:.1f} "
+            f"({100 * null_h / (real_h + null_h):.2f}%)"
+        )
 
 
 if __name__ == "__main__":

@@ -16,11 +16,10 @@ import logging
 import time
 
 import numpy as np
+from classify_throughput import Fold, synthetic_screen
 
 from phenoica import classify as C
 from phenoica.screen import BATCH
-
-from classify_throughput import Fold, synthetic_screen
 
 
 def main() -> None:
@@ -43,8 +42,10 @@ def main() -> None:
     fold = Fold(f"holdout_{held}", np.flatnonzero(batch != held), np.flatnonzero(batch == held), (held,))
     cfg = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": args.threads}}
     all_guides = C.guides_of(table)
-    print(f"screen: {args.controls} controls x {args.features} features, guides of {args.samples} samples, "
-          f"1 fold (holdout {held}), num_boost_round={args.rounds}, num_threads={args.threads}")
+    print(
+        f"screen: {args.controls} controls x {args.features} features, guides of {args.samples} samples, "
+        f"1 fold (holdout {held}), num_boost_round={args.rounds}, num_threads={args.threads}"
+    )
     base, times = None, []
     for n in sizes:
         t0 = time.perf_counter()
@@ -54,12 +55,16 @@ def main() -> None:
         per = dt / n
         base = base or per
         times.append(dt)
-        print(f"{n:6d} guides: {dt:8.2f} s total, {1000 * per:8.1f} ms/guide, per-guide ratio vs {sizes[0]}: {per / base:.2f}")
+        print(
+            f"{n:6d} guides: {dt:8.2f} s total, {1000 * per:8.1f} ms/guide, per-guide ratio vs {sizes[0]}: {per / base:.2f}"
+        )
     if len(sizes) > 1:
         slope, intercept = np.polyfit(np.asarray(sizes, float), np.asarray(times), 1)
         resid = np.asarray(times) - (intercept + slope * np.asarray(sizes))
-        print(f"least-squares fit: total = {intercept:.2f} s fixed + {1000 * slope:.1f} ms x guides "
-              f"(largest residual {np.abs(resid).max():.2f} s)")
+        print(
+            f"least-squares fit: total = {intercept:.2f} s fixed + {1000 * slope:.1f} ms x guides "
+            f"(largest residual {np.abs(resid).max():.2f} s)"
+        )
 
 
 if __name__ == "__main__":

@@ -31,7 +31,17 @@ import pandas as pd
 
 from phenoica import classify as C
 from phenoica.screen import (
-    BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL, feature_name,
+    BATCH,
+    CONTROL,
+    GENE,
+    GUIDE,
+    IMAGE_INDEX,
+    PERT_TYPE,
+    PERTURBATION,
+    PLATE,
+    SITE,
+    WELL,
+    feature_name,
 )
 
 
@@ -43,7 +53,9 @@ class Fold:
     heldout_batches: tuple[str, ...]
 
 
-def synthetic_screen(n_controls: int, n_features: int, n_guides: int, samples: int, n_batches: int, seed: int) -> pd.DataFrame:
+def synthetic_screen(
+    n_controls: int, n_features: int, n_guides: int, samples: int, n_batches: int, seed: int
+) -> pd.DataFrame:
     """Controls and guides spread over batches; every third guide shifts 3 features by 1 SD."""
     rng = np.random.default_rng(seed)
     batch_of_ctrl = np.arange(n_controls) % n_batches
@@ -61,12 +73,18 @@ def synthetic_screen(n_controls: int, n_features: int, n_guides: int, samples: i
     X += 0.3 * rng.standard_normal((n_batches, n_features)).astype(np.float32)[batch]
     shifted = np.flatnonzero(np.r_[np.zeros(n_controls, bool), np.asarray(effects)])
     X[np.ix_(shifted, [0, 1, 2])] += 1.0
-    meta = pd.DataFrame({
-        BATCH: [f"B{b}" for b in batch], PLATE: [f"B{b}P01" for b in batch],
-        WELL: [f"W{i:06d}" for i in range(n)], SITE: 1,
-        GENE: ["NTC"] * n_controls + genes, GUIDE: ["NTC_1"] * n_controls + guides,
-        PERT_TYPE: [CONTROL] * n_controls + [PERTURBATION] * n_pert, IMAGE_INDEX: np.arange(n),
-    })
+    meta = pd.DataFrame(
+        {
+            BATCH: [f"B{b}" for b in batch],
+            PLATE: [f"B{b}P01" for b in batch],
+            WELL: [f"W{i:06d}" for i in range(n)],
+            SITE: 1,
+            GENE: ["NTC"] * n_controls + genes,
+            GUIDE: ["NTC_1"] * n_controls + guides,
+            PERT_TYPE: [CONTROL] * n_controls + [PERTURBATION] * n_pert,
+            IMAGE_INDEX: np.arange(n),
+        }
+    )
     feats = pd.DataFrame(X, columns=[feature_name(j) for j in range(n_features)])
     return pd.concat([meta, feats], axis=1)
 
@@ -120,9 +138,11 @@ def main() -> None:
     cfg = C.resolve_classify_config({"num_boost_round": args.rounds, "lightgbm": {"num_threads": args.threads}})
     guides = C.guides_of(table)
     n_train_ctrl = int((C.control_mask(table) & (batch != held)).sum())
-    print(f"screen: {args.controls} controls ({n_train_ctrl} training) x {args.features} features, "
-          f"{len(guides)} guides x {args.samples} samples, 1 fold, num_boost_round={args.rounds}, "
-          f"num_threads={args.threads}; LightGBM {lgb.__version__}")
+    print(
+        f"screen: {args.controls} controls ({n_train_ctrl} training) x {args.features} features, "
+        f"{len(guides)} guides x {args.samples} samples, 1 fold, num_boost_round={args.rounds}, "
+        f"num_threads={args.threads}; LightGBM {lgb.__version__}"
+    )
 
     t0 = time.perf_counter()
     shared = C.classify_guides(table, guides, [fold], cfg, args.seed, variant="base", model="bench")
@@ -141,14 +161,20 @@ def main() -> None:
     rate_naive = len(naive_guides) / t_naive
     both = naive.merge(shared, on=[GENE, GUIDE], suffixes=("_naive", ""))
     diff = (both["auroc_naive"] - both["auroc"]).abs()
-    print(f"shared binning : {len(guides):4d} guides in {t_shared:7.1f} s = {rate_shared:.3f} guides/s "
-          f"({t_shared / len(guides):.2f} s/guide, fold setup included)")
-    print(f"naive rebuild  : {len(naive_guides):4d} guides in {t_naive:7.1f} s = {rate_naive:.3f} guides/s "
-          f"({t_naive / len(naive_guides):.2f} s/guide)")
+    print(
+        f"shared binning : {len(guides):4d} guides in {t_shared:7.1f} s = {rate_shared:.3f} guides/s "
+        f"({t_shared / len(guides):.2f} s/guide, fold setup included)"
+    )
+    print(
+        f"naive rebuild  : {len(naive_guides):4d} guides in {t_naive:7.1f} s = {rate_naive:.3f} guides/s "
+        f"({t_naive / len(naive_guides):.2f} s/guide)"
+    )
     print(f"ratio shared/naive guides/s: {rate_shared / rate_naive:.2f}x")
     noise = (other.set_index([GENE, GUIDE])["auroc"] - shared.set_index([GENE, GUIDE])["auroc"]).dropna().abs()
-    print(f"AUROC, naive vs shared bins, same guides and seed: mean |diff| {diff.mean():.4f}, max {diff.max():.4f}; "
-          f"for scale, shared with seed+1: mean |diff| {noise.mean():.4f}, max {noise.max():.4f}")
+    print(
+        f"AUROC, naive vs shared bins, same guides and seed: mean |diff| {diff.mean():.4f}, max {diff.max():.4f}; "
+        f"for scale, shared with seed+1: mean |diff| {noise.mean():.4f}, max {noise.max():.4f}"
+    )
 
 
 if __name__ == "__main__":

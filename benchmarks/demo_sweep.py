@@ -52,8 +52,7 @@ REPO = Path(__file__).resolve().parents[1]
 #: combinations the single knobs pointed to.
 SETTINGS: dict[str, dict[str, Any]] = {
     "base": {},
-    "previous_default": {"models.img_size": 32, "models.patch_size": 8, "models.embed_dim": 96,
-                         "models.num_heads": 4},
+    "previous_default": {"models.img_size": 32, "models.patch_size": 8, "models.embed_dim": 96, "models.num_heads": 4},
     "patch4": {"models.patch_size": 4},
     "crop8": {"models.img_size": 8},
     "crop32": {"models.img_size": 32},
@@ -119,7 +118,7 @@ def embed_screen(model: torch.nn.Module, screen_dir: Path, plates: list[str], cr
     for plate in plates:
         tiles = np.asarray(screen.open_plate(screen_dir / "plates" / f"{plate}.zarr")[:])
         for start in range(0, len(tiles), 256):
-            crops = prepare(tiles[start:start + 256], crop)
+            crops = prepare(tiles[start : start + 256], crop)
             out.append(embed_crops(model, crops, batch_size, torch.device("cpu")).numpy())
     return np.concatenate(out)
 
@@ -156,13 +155,23 @@ def run_setting(name: str, cfg: dict[str, Any], model: str, cache: Path, log: lo
     r2 = metrics.probe_r2(emb, target, seed=seed)
     row = {
         "setting": name,
-        "image_size": demo["image_size"], "crop": crop, "patch": spec["patch_size"],
-        "width": spec["embed_dim"], "depth": spec["depth"], "steps": train["steps"],
-        "batch": train["batch_size"], "mask": train["mask_ratio"], "lr": train["lr"],
-        "n_images": len(emb), "n_shifted": len(shifted),
-        "probe_r2": float(r2.mean()), "probe_r2_init": float(r2_init.mean()),
+        "image_size": demo["image_size"],
+        "crop": crop,
+        "patch": spec["patch_size"],
+        "width": spec["embed_dim"],
+        "depth": spec["depth"],
+        "steps": train["steps"],
+        "batch": train["batch_size"],
+        "mask": train["mask_ratio"],
+        "lr": train["lr"],
+        "n_images": len(emb),
+        "n_shifted": len(shifted),
+        "probe_r2": float(r2.mean()),
+        "probe_r2_init": float(r2_init.mean()),
         "ratio_vs_init": float(r2.mean() / r2_init.mean()) if r2_init.mean() > 0 else float("nan"),
-        "final_loss": summary["final_loss"], "train_s": train_s, "embed_s": embed_s,
+        "final_loss": summary["final_loss"],
+        "train_s": train_s,
+        "embed_s": embed_s,
     }
     row.update({f"r2_{f}": float(v) for f, v in zip(shifted, r2)})
     row.update({f"r2init_{f}": float(v) for f, v in zip(shifted, r2_init)})
@@ -196,15 +205,30 @@ def main() -> None:
     args.cache.mkdir(parents=True, exist_ok=True)
 
     rows = []
-    cols = ["setting", "image_size", "crop", "patch", "width", "depth", "steps", "mask", "lr",
-            "probe_r2", "probe_r2_init", "ratio_vs_init", "train_s", "embed_s"]
+    cols = [
+        "setting",
+        "image_size",
+        "crop",
+        "patch",
+        "width",
+        "depth",
+        "steps",
+        "mask",
+        "lr",
+        "probe_r2",
+        "probe_r2_init",
+        "ratio_vs_init",
+        "train_s",
+        "embed_s",
+    ]
     print(" ".join(f"{c:>13s}" for c in cols), flush=True)
     for name, overrides in chosen.items():
         cfg = apply(config, overrides, model)
         row = run_setting(name, cfg, model, args.cache, log)
         rows.append(row)
-        print(" ".join(f"{row[c]:>13.4g}" if isinstance(row[c], float) else f"{row[c]!s:>13s}" for c in cols),
-              flush=True)
+        print(
+            " ".join(f"{row[c]:>13.4g}" if isinstance(row[c], float) else f"{row[c]!s:>13s}" for c in cols), flush=True
+        )
         pd.DataFrame(rows).to_csv(args.out, index=False)
     print(f"wrote {args.out}", file=sys.stderr)
 

@@ -42,13 +42,27 @@ KEYS = ["dataset", "image_size", "object_scale", "n_images", "lr", "width", "see
 
 
 def settings_for(args: argparse.Namespace, width: float, lr: float) -> dict:
-    return {"latent_dim": args.latent_dim, "steps": max(args.milestones), "batch_size": args.batch_size,
-            "lr": lr, "width": width, "ica": {"method": "picard", "n_components": None},
-            "metrics": {"n_neighbors": 10, "infoe_max_iter": 1000}}
+    return {
+        "latent_dim": args.latent_dim,
+        "steps": max(args.milestones),
+        "batch_size": args.batch_size,
+        "lr": lr,
+        "width": width,
+        "ica": {"method": "picard", "n_components": None},
+        "metrics": {"n_neighbors": 10, "infoe_max_iter": 1000},
+    }
 
 
-def run_setting(args: argparse.Namespace, dataset: str, image_size: int, object_scale: float, n_images: int,
-                lr: float, width: float, seed: int) -> list[dict]:
+def run_setting(
+    args: argparse.Namespace,
+    dataset: str,
+    image_size: int,
+    object_scale: float,
+    n_images: int,
+    lr: float,
+    width: float,
+    seed: int,
+) -> list[dict]:
     if dataset == "scenes":
         data = scenes_dataset(n_images, image_size, seed=0)
     else:
@@ -66,24 +80,38 @@ def run_setting(args: argparse.Namespace, dataset: str, image_size: int, object_
         for variant in VARIANTS:
             lat = z if variant == "ae" else dis.derived_latents(variant, z, settings, seed)
             s = dis.score_latents(lat, factors, settings, seed, with_dci=False)
-            row = {"dataset": dataset, "image_size": image_size, "object_scale": object_scale, "n_images": n_images, "lr": lr, "width": width, "seed": seed, "step": step, "variant": variant,
-                   **{k: float(s[k]) for k in SCORES}, "train_seconds": clock["train"],
-                   "load1": os.getloadavg()[0]}
+            row = {
+                "dataset": dataset,
+                "image_size": image_size,
+                "object_scale": object_scale,
+                "n_images": n_images,
+                "lr": lr,
+                "width": width,
+                "seed": seed,
+                "step": step,
+                "variant": variant,
+                **{k: float(s[k]) for k in SCORES},
+                "train_seconds": clock["train"],
+                "load1": os.getloadavg()[0],
+            }
             rows.append(row)
         eval_s = time.perf_counter() - t0
-        for r in rows[-len(VARIANTS):]:
+        for r in rows[-len(VARIANTS) :]:
             r["eval_seconds"] = eval_s
             print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)
         clock["last"] = time.perf_counter()
 
     n_params = sum(p.numel() for p in dis.build_model("ae", image_size, args.latent_dim, width).parameters())
-    print(f"# setting dataset={dataset} image_size={image_size} object_scale={object_scale} n_images={n_images} lr={lr} width={width} seed={seed}: {n_params} parameters",
-          flush=True)
-    _, summary = dis.train_model("ae", data, settings, seed, device="cpu", on_milestone=on_milestone,
-                                 milestones=args.milestones)
+    print(
+        f"# setting dataset={dataset} image_size={image_size} object_scale={object_scale} n_images={n_images} lr={lr} width={width} seed={seed}: {n_params} parameters",
+        flush=True,
+    )
+    _, summary = dis.train_model(
+        "ae", data, settings, seed, device="cpu", on_milestone=on_milestone, milestones=args.milestones
+    )
     loss = np.asarray(summary["loss"])
     for r in rows:
-        r["recon_loss"] = float(loss[max(0, r["step"] - 50):r["step"]].mean())
+        r["recon_loss"] = float(loss[max(0, r["step"] - 50) : r["step"]].mean())
         r["n_params"] = n_params
     return rows
 
@@ -111,8 +139,15 @@ def curve_figure(curves: pd.DataFrame, path: Path) -> None:
         label = ", ".join(f"{k}={v}" for k, v in zip(KEYS[:-1], key) if k in ("dataset", "width", "image_size", "lr"))
         for variant, u in t.groupby("variant"):
             for ax, c in zip(axes, shown):
-                ax.plot(u["step"], u[c], styles.get(variant, "-"), color=f"C{i % 10}", marker="o", ms=3,
-                        label=f"{label} {variant}" if c == "infoe" else None)
+                ax.plot(
+                    u["step"],
+                    u[c],
+                    styles.get(variant, "-"),
+                    color=f"C{i % 10}",
+                    marker="o",
+                    ms=3,
+                    label=f"{label} {variant}" if c == "infoe" else None,
+                )
     for ax, c in zip(axes, shown):
         ax.set(xscale="log", xlabel="training steps", title=c)
     axes[0].axhline(0.76, color="grey", lw=0.8, ls="--")
@@ -140,15 +175,29 @@ def main(argv: list[str] | None = None) -> int:
     args.milestones = sorted(set(args.milestones))
     torch.set_num_threads(1)
     done = pd.read_csv(args.out) if args.out.exists() else pd.DataFrame(columns=KEYS + ["step"])
-    for column, value in (("dataset", "procedural"), ("image_size", 32), ("object_scale", 1.0), ("lr", 1e-3)):  # files written before these were sweep dimensions
+    for column, value in (
+        ("dataset", "procedural"),
+        ("image_size", 32),
+        ("object_scale", 1.0),
+        ("lr", 1e-3),
+    ):  # files written before these were sweep dimensions
         if column not in done:
             done.insert(0, column, value)
-    grid = [(d, i, o, n, lr, w, s) for d in args.datasets for i in args.image_sizes for o in args.object_scales
-            for n in args.n_images for lr in args.lrs for w in args.widths for s in args.seeds]
+    grid = [
+        (d, i, o, n, lr, w, s)
+        for d in args.datasets
+        for i in args.image_sizes
+        for o in args.object_scales
+        for n in args.n_images
+        for lr in args.lrs
+        for w in args.widths
+        for s in args.seeds
+    ]
     for dataset, image_size, object_scale, n_images, lr, width, seed in grid:
         key = dict(image_size=image_size, object_scale=object_scale, n_images=n_images, lr=lr, width=width, seed=seed)
-        mine = np.logical_and.reduce([done["dataset"] == dataset]
-                                     + [np.isclose(done[k].astype(float), v) for k, v in key.items()])
+        mine = np.logical_and.reduce(
+            [done["dataset"] == dataset] + [np.isclose(done[k].astype(float), v) for k, v in key.items()]
+        )
         if mine.any() and done.loc[mine, "step"].max() >= max(args.milestones):
             print(f"# skip {key}: in {args.out}", flush=True)
             continue

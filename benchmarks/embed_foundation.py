@@ -45,16 +45,24 @@ CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito", "BF"]
 
 def openphenom_extractor(seed: int = 0) -> FeatureExtractor:
     """The published size of the layout with seeded random weights, as the embed rule wraps it."""
-    return FeatureExtractor(build_openphenom(OpenPhenomGeometry(), seed=seed), normalize=NORMALIZE,
-                            architecture="openphenom").eval()
+    return FeatureExtractor(
+        build_openphenom(OpenPhenomGeometry(), seed=seed), normalize=NORMALIZE, architecture="openphenom"
+    ).eval()
 
 
 def plate_metadata(n: int, plate: str = "P01") -> pd.DataFrame:
-    return pd.DataFrame({
-        "Metadata_Batch": "B01", "Metadata_Plate": plate, "Metadata_Well": [f"W{i:05d}" for i in range(n)],
-        "Metadata_Site": 1, "Metadata_Gene": "NTC", "Metadata_Guide": "NTC_1", "Metadata_PertType": "control",
-        "Metadata_ImageIndex": np.arange(n),
-    })
+    return pd.DataFrame(
+        {
+            "Metadata_Batch": "B01",
+            "Metadata_Plate": plate,
+            "Metadata_Well": [f"W{i:05d}" for i in range(n)],
+            "Metadata_Site": 1,
+            "Metadata_Gene": "NTC",
+            "Metadata_Guide": "NTC_1",
+            "Metadata_PertType": "control",
+            "Metadata_ImageIndex": np.arange(n),
+        }
+    )
 
 
 def write_store(path: Path, n: int, args: argparse.Namespace) -> Path:
@@ -62,8 +70,9 @@ def write_store(path: Path, n: int, args: argparse.Namespace) -> Path:
     rng = np.random.default_rng(args.seed)
     shape = (n, args.channels, args.size, args.size)
     blocks = (rng.integers(0, 256, (min(64, n - i), *shape[1:]), dtype=np.uint8) for i in range(0, n, 64))
-    return write_plate(path, blocks, CHANNELS[: args.channels], shape=shape, dtype="uint8",
-                       chunk_images=args.chunk_images)
+    return write_plate(
+        path, blocks, CHANNELS[: args.channels], shape=shape, dtype="uint8", chunk_images=args.chunk_images
+    )
 
 
 def quiet_log() -> logging.Logger:
@@ -74,9 +83,20 @@ def quiet_log() -> logging.Logger:
 
 
 def run_embed(store: Path, n: int, model: FeatureExtractor, out: Path, args: argparse.Namespace) -> None:
-    embed_plate(store, plate_metadata(n), model, out, crop_size=256, batch_size=args.batch_size,
-                chunk_images=args.chunk_images, device=args.device, threads=args.threads, log=quiet_log(),
-                identity={"benchmark": "openphenom-random"}, normalize=model.normalize)
+    embed_plate(
+        store,
+        plate_metadata(n),
+        model,
+        out,
+        crop_size=256,
+        batch_size=args.batch_size,
+        chunk_images=args.chunk_images,
+        device=args.device,
+        threads=args.threads,
+        log=quiet_log(),
+        identity={"benchmark": "openphenom-random"},
+        normalize=model.normalize,
+    )
 
 
 def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
@@ -141,13 +161,19 @@ def throughput(args: argparse.Namespace, tmp: Path) -> None:
         t_bare.append(bare())
         t_stream.append(streamed())
     r_bare, r_stream = args.images / min(t_bare), args.images / min(t_stream)
-    print(f"setup: OpenPhenom layout ViT-S/16 (12 blocks, D 384, ParallelScalingBlock), {args.channels} channels x "
-          f"256 px = {tokens} tokens per crop, random weights; {args.images} uint8 images, batch {args.batch_size}, "
-          f"chunk {args.chunk_images}, torch threads {args.threads}, device {device}")
-    print(f"baseline  bare forward on in-memory crops : {r_bare:8.3f} images/s  ({min(t_bare):.1f} s; all: "
-          f"{', '.join(f'{t:.1f}' for t in t_bare)})")
-    print(f"streamed  embed_plate (Zarr -> parquet)    : {r_stream:8.3f} images/s  ({min(t_stream):.1f} s; all: "
-          f"{', '.join(f'{t:.1f}' for t in t_stream)})")
+    print(
+        f"setup: OpenPhenom layout ViT-S/16 (12 blocks, D 384, ParallelScalingBlock), {args.channels} channels x "
+        f"256 px = {tokens} tokens per crop, random weights; {args.images} uint8 images, batch {args.batch_size}, "
+        f"chunk {args.chunk_images}, torch threads {args.threads}, device {device}"
+    )
+    print(
+        f"baseline  bare forward on in-memory crops : {r_bare:8.3f} images/s  ({min(t_bare):.1f} s; all: "
+        f"{', '.join(f'{t:.1f}' for t in t_bare)})"
+    )
+    print(
+        f"streamed  embed_plate (Zarr -> parquet)    : {r_stream:8.3f} images/s  ({min(t_stream):.1f} s; all: "
+        f"{', '.join(f'{t:.1f}' for t in t_stream)})"
+    )
     print(f"ratio streamed / baseline                  : {r_stream / r_bare:8.3f}  (goal >= 0.9)")
 
 
@@ -158,15 +184,23 @@ def memory(args: argparse.Namespace, tmp: Path) -> None:
     floor = peak_mib(small, n, embed=False)[0]
     (p_small, s_small, b_small), (p_large, s_large, b_large) = peak_mib(small, n), peak_mib(large, 4 * n)
     mib = args.channels * args.size * args.size * n / 2**20
-    print(f"memory: N = {n} images ({mib:.1f} MiB of tiles), 4N = {4 * n}; chunk {args.chunk_images}, "
-          f"batch {args.batch_size}, each in a fresh process")
+    print(
+        f"memory: N = {n} images ({mib:.1f} MiB of tiles), 4N = {4 * n}; chunk {args.chunk_images}, "
+        f"batch {args.batch_size}, each in a fresh process"
+    )
     print(f"floor (imports + model, no embedding)      : {floor:8.1f} MiB process peak RSS")
-    print(f"embed_plate on N  = {n:5d} images       : {p_small:8.1f} MiB process peak RSS; while embedding "
-          f"{s_small:8.1f} MiB ({s_small - b_small:+.1f} over the {b_small:.1f} before)")
-    print(f"embed_plate on 4N = {4 * n:5d} images       : {p_large:8.1f} MiB process peak RSS; while embedding "
-          f"{s_large:8.1f} MiB ({s_large - b_large:+.1f} over the {b_large:.1f} before)")
-    print(f"growth N -> 4N: process peak {100 * (p_large - p_small) / p_small:+.1f} %, peak while embedding "
-          f"{100 * (s_large - s_small) / s_small:+.1f} %  (goal: flat)")
+    print(
+        f"embed_plate on N  = {n:5d} images       : {p_small:8.1f} MiB process peak RSS; while embedding "
+        f"{s_small:8.1f} MiB ({s_small - b_small:+.1f} over the {b_small:.1f} before)"
+    )
+    print(
+        f"embed_plate on 4N = {4 * n:5d} images       : {p_large:8.1f} MiB process peak RSS; while embedding "
+        f"{s_large:8.1f} MiB ({s_large - b_large:+.1f} over the {b_large:.1f} before)"
+    )
+    print(
+        f"growth N -> 4N: process peak {100 * (p_large - p_small) / p_small:+.1f} %, peak while embedding "
+        f"{100 * (s_large - s_small) / s_small:+.1f} %  (goal: flat)"
+    )
 
 
 def main() -> None:

@@ -45,8 +45,16 @@ TINY = OpenPhenomGeometry(img_size=32, patch_size=8, embed_dim=48, depth=2, num_
 # Dense (no sparsity) bf16 tensor-core peaks from the vendors' data sheets, TFLOP/s; the first
 # name fragment found in torch.cuda.get_device_name() wins. --peak-tflops overrides.
 BF16_PEAK_TFLOPS = (
-    ("H100 PCIe", 756.0), ("H100 NVL", 835.0), ("H100", 989.0), ("H200", 989.0), ("GH200", 989.0),
-    ("B200", 2250.0), ("A100", 312.0), ("L40S", 362.0), ("L4", 121.0), ("A10", 125.0),
+    ("H100 PCIe", 756.0),
+    ("H100 NVL", 835.0),
+    ("H100", 989.0),
+    ("H200", 989.0),
+    ("GH200", 989.0),
+    ("B200", 2250.0),
+    ("A100", 312.0),
+    ("L40S", 362.0),
+    ("L4", 121.0),
+    ("A10", 125.0),
 )
 
 
@@ -64,8 +72,9 @@ def model_for(args: argparse.Namespace) -> FeatureExtractor:
         spec = {"architecture": "openphenom", "pool": "mean", "block": None, "per_channel": False}
         return build_feature_extractor(spec, args.channels, args.checkpoint)
     geometry = TINY if args.tiny else OpenPhenomGeometry()
-    return FeatureExtractor(build_openphenom(geometry, seed=args.seed), normalize=NORMALIZE,
-                            architecture="openphenom").eval()
+    return FeatureExtractor(
+        build_openphenom(geometry, seed=args.seed), normalize=NORMALIZE, architecture="openphenom"
+    ).eval()
 
 
 def flops_per_crop(model: torch.nn.Module, shape: tuple[int, ...], device: torch.device) -> int:
@@ -81,8 +90,9 @@ def sync(device: torch.device) -> None:
         torch.cuda.synchronize(device)
 
 
-def time_forward(runner: torch.nn.Module, batch: int, shape: tuple[int, ...], device: torch.device,
-                 iters: int, warmup: int) -> dict:
+def time_forward(
+    runner: torch.nn.Module, batch: int, shape: tuple[int, ...], device: torch.device, iters: int, warmup: int
+) -> dict:
     """images/s and peak memory of ``iters`` forwards of one batch (after ``warmup`` untimed ones)."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
@@ -104,8 +114,16 @@ def time_forward(runner: torch.nn.Module, batch: int, shape: tuple[int, ...], de
     return {"batch": batch, "oom": False, "images_per_s": batch * iters / seconds, "peak_gib": peak}
 
 
-def sweep(runner: torch.nn.Module, label: str, args: argparse.Namespace, shape: tuple[int, ...],
-          device: torch.device, flops: int, peak: float | None, batches: list[int]) -> list[dict]:
+def sweep(
+    runner: torch.nn.Module,
+    label: str,
+    args: argparse.Namespace,
+    shape: tuple[int, ...],
+    device: torch.device,
+    flops: int,
+    peak: float | None,
+    batches: list[int],
+) -> list[dict]:
     rows = []
     print(f"\n{label}: batch, images/s, TFLOP/s, % of bf16 peak, peak GPU memory")
     for batch in batches:
@@ -122,8 +140,15 @@ def sweep(runner: torch.nn.Module, label: str, args: argparse.Namespace, shape: 
     return rows
 
 
-def embed_path(runner: torch.nn.Module, model: FeatureExtractor, batch: int, bare_rate: float,
-               args: argparse.Namespace, device: torch.device, tmp: Path) -> dict:
+def embed_path(
+    runner: torch.nn.Module,
+    model: FeatureExtractor,
+    batch: int,
+    bare_rate: float,
+    args: argparse.Namespace,
+    device: torch.device,
+    tmp: Path,
+) -> dict:
     """embed_plate over a plate of --images uint8 images vs the bare forward's images/s."""
     size = model.img_size
     chunk = max(batch, (args.chunk_images // batch) * batch)  # whole batches only: one compiled shape
@@ -132,14 +157,27 @@ def embed_path(runner: torch.nn.Module, model: FeatureExtractor, batch: int, bar
     shape = (n, args.channels, size, size)
     blocks = (rng.integers(0, 256, (min(chunk, n - i), *shape[1:]), dtype=np.uint8) for i in range(0, n, chunk))
     t0 = time.perf_counter()
-    store = write_plate(tmp / "P01.zarr", blocks, [f"ch{i}" for i in range(args.channels)], shape=shape,
-                        dtype="uint8", chunk_images=chunk)
+    store = write_plate(
+        tmp / "P01.zarr",
+        blocks,
+        [f"ch{i}" for i in range(args.channels)],
+        shape=shape,
+        dtype="uint8",
+        chunk_images=chunk,
+    )
     write_s = time.perf_counter() - t0
-    meta = pd.DataFrame({
-        "Metadata_Batch": "B01", "Metadata_Plate": "P01", "Metadata_Well": [f"W{i:06d}" for i in range(n)],
-        "Metadata_Site": 1, "Metadata_Gene": "NTC", "Metadata_Guide": "NTC_1", "Metadata_PertType": "control",
-        "Metadata_ImageIndex": np.arange(n),
-    })
+    meta = pd.DataFrame(
+        {
+            "Metadata_Batch": "B01",
+            "Metadata_Plate": "P01",
+            "Metadata_Well": [f"W{i:06d}" for i in range(n)],
+            "Metadata_Site": 1,
+            "Metadata_Gene": "NTC",
+            "Metadata_Guide": "NTC_1",
+            "Metadata_PertType": "control",
+            "Metadata_ImageIndex": np.arange(n),
+        }
+    )
     log = logging.getLogger("embed_gpu")
     log.propagate = False
     log.addHandler(logging.NullHandler())
@@ -147,19 +185,42 @@ def embed_path(runner: torch.nn.Module, model: FeatureExtractor, batch: int, bar
     for _ in range(args.embed_repeats):
         sync(device)
         t0 = time.perf_counter()
-        embed_plate(store, meta, runner, tmp / "P01.parquet", crop_size=size, batch_size=batch, chunk_images=chunk,
-                    device=str(device), log=log, identity={"benchmark": "embed_gpu"}, normalize=model.normalize,
-                    loader_threads=args.loader_threads)
+        embed_plate(
+            store,
+            meta,
+            runner,
+            tmp / "P01.parquet",
+            crop_size=size,
+            batch_size=batch,
+            chunk_images=chunk,
+            device=str(device),
+            log=log,
+            identity={"benchmark": "embed_gpu"},
+            normalize=model.normalize,
+            loader_threads=args.loader_threads,
+        )
         sync(device)
         runs.append(time.perf_counter() - t0)
     rate = n / min(runs)
-    print(f"\nembed path: {n} images ({n * args.channels * size * size / 2**30:.2f} GiB uint8, written in "
-          f"{write_s:.1f} s), batch {batch}, chunk {chunk}, loader threads {args.loader_threads}")
-    print(f"  embed_plate (Zarr -> {device.type} preprocessing -> parquet): {rate:10.1f} images/s (runs {', '.join(f'{t:.1f}' for t in runs)} s)")
+    print(
+        f"\nembed path: {n} images ({n * args.channels * size * size / 2**30:.2f} GiB uint8, written in "
+        f"{write_s:.1f} s), batch {batch}, chunk {chunk}, loader threads {args.loader_threads}"
+    )
+    print(
+        f"  embed_plate (Zarr -> {device.type} preprocessing -> parquet): {rate:10.1f} images/s (runs {', '.join(f'{t:.1f}' for t in runs)} s)"
+    )
     print(f"  bare forward at batch {batch:<5d}: {bare_rate:10.1f} images/s")
     print(f"  ratio embed path / bare forward: {rate / bare_rate:10.3f}  (goal >= 0.9)")
-    return {"images": n, "batch": batch, "chunk": chunk, "loader_threads": args.loader_threads,
-            "images_per_s": rate, "bare_images_per_s": bare_rate, "ratio": rate / bare_rate, "seconds": runs}
+    return {
+        "images": n,
+        "batch": batch,
+        "chunk": chunk,
+        "loader_threads": args.loader_threads,
+        "images_per_s": rate,
+        "bare_images_per_s": bare_rate,
+        "ratio": rate / bare_rate,
+        "seconds": runs,
+    }
 
 
 def main() -> None:
@@ -167,9 +228,12 @@ def main() -> None:
     ap.add_argument("--device", default="auto")
     ap.add_argument("--batch-sizes", default="32,64,128,256,512")
     ap.add_argument("--compile", action="store_true", help="also sweep torch.compile(model)")
-    ap.add_argument("--no-coalesce-analysis", action="store_true",
-                    help="compile with inductor's triton.coalesce_tiling_analysis off (torch 2.11's analysis "
-                         "failed on this model with an AssertionError)")
+    ap.add_argument(
+        "--no-coalesce-analysis",
+        action="store_true",
+        help="compile with inductor's triton.coalesce_tiling_analysis off (torch 2.11's analysis "
+        "failed on this model with an AssertionError)",
+    )
     ap.add_argument("--compile-batch-sizes", default="256,512", help="each size is one compilation (~1 min)")
     ap.add_argument("--iters", type=int, default=20)
     ap.add_argument("--warmup", type=int, default=3)
@@ -195,10 +259,14 @@ def main() -> None:
     peak = bf16_peak(device, args.peak_tflops)
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
     tokens = 1 + args.channels * (size // model.encoder.patch_embed.patch_size[0]) ** 2
-    print(f"device: {name}; dense bf16 peak {f'{peak:.0f} TFLOP/s' if peak else 'unknown (pass --peak-tflops)'}; "
-          f"torch {torch.__version__}")
-    print(f"model: OpenPhenom layout, D {model.embed_dim}, {len(model.encoder.blocks)} blocks, {args.channels} channels "
-          f"x {size} px = {tokens} tokens; {flops / 1e9:.1f} GFLOP per crop")
+    print(
+        f"device: {name}; dense bf16 peak {f'{peak:.0f} TFLOP/s' if peak else 'unknown (pass --peak-tflops)'}; "
+        f"torch {torch.__version__}"
+    )
+    print(
+        f"model: OpenPhenom layout, D {model.embed_dim}, {len(model.encoder.blocks)} blocks, {args.channels} channels "
+        f"x {size} px = {tokens} tokens; {flops / 1e9:.1f} GFLOP per crop"
+    )
 
     precision = "bf16 autocast" if device.type == "cuda" else "float32"  # the embedding stage's policy
     eager, compiled_label = f"eager {precision}", f"compiled {precision}"
@@ -211,19 +279,37 @@ def main() -> None:
             inductor_config.triton.coalesce_tiling_analysis = False
         compiled = torch.compile(model, dynamic=False)
         runners[compiled_label] = compiled
-        rows += sweep(compiled, compiled_label, args, shape, device, flops, peak,
-                      [int(b) for b in args.compile_batch_sizes.split(",")])
+        rows += sweep(
+            compiled,
+            compiled_label,
+            args,
+            shape,
+            device,
+            flops,
+            peak,
+            [int(b) for b in args.compile_batch_sizes.split(",")],
+        )
     ok = [r for r in rows if not r["oom"]]
     best = max(ok, key=lambda r: r["images_per_s"])
     pct = f", {best['pct_peak']:.1f} % of peak" if best.get("pct_peak") else ""
-    print(f"\nbest forward: {best['mode']} batch {best['batch']}: {best['images_per_s']:.1f} images/s, "
-          f"{best['tflops']:.2f} TFLOP/s{pct} (goal >= 40 % on an H100-class GPU)")
-    result = {"device": name, "torch": torch.__version__, "bf16_peak_tflops": peak, "flops_per_crop": flops,
-              "tokens": tokens, "sweep": rows, "best": best}
+    print(
+        f"\nbest forward: {best['mode']} batch {best['batch']}: {best['images_per_s']:.1f} images/s, "
+        f"{best['tflops']:.2f} TFLOP/s{pct} (goal >= 40 % on an H100-class GPU)"
+    )
+    result = {
+        "device": name,
+        "torch": torch.__version__,
+        "bf16_peak_tflops": peak,
+        "flops_per_crop": flops,
+        "tokens": tokens,
+        "sweep": rows,
+        "best": best,
+    }
     if args.images:
         with tempfile.TemporaryDirectory() as tmp:
-            result["embed_path"] = embed_path(runners[best["mode"]], model, best["batch"], best["images_per_s"],
-                                              args, device, Path(tmp))
+            result["embed_path"] = embed_path(
+                runners[best["mode"]], model, best["batch"], best["images_per_s"], args, device, Path(tmp)
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))
 

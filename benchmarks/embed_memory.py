@@ -25,8 +25,8 @@ import numpy as np
 def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
     """Runs in the subprocess: embed one store and print the peak RSS in MiB."""
     import torch
-
     from embed_throughput import demo_model, plate_metadata
+
     from phenoica.embed import embed_plate
 
     torch.set_num_threads(args.threads)
@@ -36,9 +36,18 @@ def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
         log = logging.getLogger("embed_memory")
         log.propagate = False
         log.addHandler(logging.NullHandler())
-        embed_plate(Path(store), meta, model, Path(store).with_suffix(".parquet"), crop_size=args.crop,
-                    batch_size=args.batch_size, chunk_images=args.chunk_images, device=args.device,
-                    threads=args.threads, log=log)
+        embed_plate(
+            Path(store),
+            meta,
+            model,
+            Path(store).with_suffix(".parquet"),
+            crop_size=args.crop,
+            batch_size=args.batch_size,
+            chunk_images=args.chunk_images,
+            device=args.device,
+            threads=args.threads,
+            log=log,
+        )
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # Linux: KiB -> MiB
 
 
@@ -49,8 +58,14 @@ def write_store(path: Path, n: int, args: argparse.Namespace) -> Path:
     rng = np.random.default_rng(args.seed)
     shape = (n, args.channels, args.size, args.size)
     blocks = (rng.integers(0, 256, (min(256, n - i), *shape[1:]), dtype=np.uint8) for i in range(0, n, 256))
-    return write_plate(path, blocks, [f"ch{i}" for i in range(args.channels)], shape=shape, dtype="uint8",
-                       chunk_images=args.chunk_images)
+    return write_plate(
+        path,
+        blocks,
+        [f"ch{i}" for i in range(args.channels)],
+        shape=shape,
+        dtype="uint8",
+        chunk_images=args.chunk_images,
+    )
 
 
 def peak_mib(store: Path | str, n: int, argv: list[str], embed: bool = True) -> float:
@@ -85,14 +100,20 @@ def main() -> None:
         p_small = peak_mib(small, n, argv)
         p_large = peak_mib(large, 4 * n, argv)
     mb = args.channels * args.size * args.size * n / 2**20
-    print(f"setup: {args.channels} ch x {args.size}x{args.size} uint8, chunk {args.chunk_images}, batch "
-          f"{args.batch_size}, threads {args.threads}, device {args.device}; N = {n} images ({mb:.1f} MiB of tiles)")
+    print(
+        f"setup: {args.channels} ch x {args.size}x{args.size} uint8, chunk {args.chunk_images}, batch "
+        f"{args.batch_size}, threads {args.threads}, device {args.device}; N = {n} images ({mb:.1f} MiB of tiles)"
+    )
     print(f"floor (imports + model + metadata, no embedding): {floor:8.1f} MiB peak RSS")
     print(f"embed_plate on N  = {n:6d} images           : {p_small:8.1f} MiB peak RSS")
     print(f"embed_plate on 4N = {4 * n:6d} images           : {p_large:8.1f} MiB peak RSS")
-    print(f"growth N -> 4N                                  : {100 * (p_large - p_small) / p_small:8.1f} %  (goal <= 10%)")
-    print(f"growth of the part above the floor              : "
-          f"{100 * ((p_large - floor) / (p_small - floor) - 1):8.1f} %  ({p_small - floor:.1f} -> {p_large - floor:.1f} MiB)")
+    print(
+        f"growth N -> 4N                                  : {100 * (p_large - p_small) / p_small:8.1f} %  (goal <= 10%)"
+    )
+    print(
+        f"growth of the part above the floor              : "
+        f"{100 * ((p_large - floor) / (p_small - floor) - 1):8.1f} %  ({p_small - floor:.1f} -> {p_large - floor:.1f} MiB)"
+    )
     print(f"tiles of the 4N plate, for scale                : {4 * mb:8.1f} MiB")
 
 

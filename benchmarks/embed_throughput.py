@@ -31,16 +31,24 @@ from phenoica.screen import write_plate
 def demo_model(in_chans: int, seed: int) -> VisionTransformer:
     """The demo's encoder shape: img 32, patch 8, dim 96, depth 4, heads 4 (random weights)."""
     torch.manual_seed(seed)
-    return VisionTransformer(img_size=32, patch_size=8, in_chans=in_chans, embed_dim=96, depth=4,
-                             num_heads=4, num_classes=0).eval()
+    return VisionTransformer(
+        img_size=32, patch_size=8, in_chans=in_chans, embed_dim=96, depth=4, num_heads=4, num_classes=0
+    ).eval()
 
 
 def plate_metadata(n: int, plate: str) -> pd.DataFrame:
-    return pd.DataFrame({
-        "Metadata_Batch": "B01", "Metadata_Plate": plate, "Metadata_Well": [f"W{i:05d}" for i in range(n)],
-        "Metadata_Site": 1, "Metadata_Gene": "NTC", "Metadata_Guide": "NTC_1", "Metadata_PertType": "control",
-        "Metadata_ImageIndex": np.arange(n),
-    })
+    return pd.DataFrame(
+        {
+            "Metadata_Batch": "B01",
+            "Metadata_Plate": plate,
+            "Metadata_Well": [f"W{i:05d}" for i in range(n)],
+            "Metadata_Site": 1,
+            "Metadata_Gene": "NTC",
+            "Metadata_Guide": "NTC_1",
+            "Metadata_PertType": "control",
+            "Metadata_ImageIndex": np.arange(n),
+        }
+    )
 
 
 def main() -> None:
@@ -67,11 +75,12 @@ def main() -> None:
     log.propagate = False
 
     with tempfile.TemporaryDirectory() as tmp:
-        store = write_plate(Path(tmp) / "P01.zarr", tiles, [f"ch{i}" for i in range(args.channels)],
-                            chunk_images=args.chunk_images)
+        store = write_plate(
+            Path(tmp) / "P01.zarr", tiles, [f"ch{i}" for i in range(args.channels)], chunk_images=args.chunk_images
+        )
         meta = plate_metadata(args.images, "P01")
         crops = prepare(tiles, args.crop)
-        embed_crops(model, crops[: 4], args.batch_size, device)  # warm-up
+        embed_crops(model, crops[:4], args.batch_size, device)  # warm-up
 
         def bare() -> tuple[float, float]:
             t0, c0 = time.perf_counter(), time.process_time()
@@ -82,9 +91,19 @@ def main() -> None:
 
         def streamed() -> tuple[float, float]:
             t0, c0 = time.perf_counter(), time.process_time()
-            embed_plate(store, meta, model, Path(tmp) / "P01.parquet", crop_size=args.crop,
-                        batch_size=args.batch_size, chunk_images=args.chunk_images, device=args.device,
-                        threads=args.threads, log=log, identity={"benchmark": 1})
+            embed_plate(
+                store,
+                meta,
+                model,
+                Path(tmp) / "P01.parquet",
+                crop_size=args.crop,
+                batch_size=args.batch_size,
+                chunk_images=args.chunk_images,
+                device=args.device,
+                threads=args.threads,
+                log=log,
+                identity={"benchmark": 1},
+            )
             return time.perf_counter() - t0, time.process_time() - c0
 
         t_bare, t_stream, c_bare, c_stream = [], [], [], []
@@ -96,15 +115,19 @@ def main() -> None:
 
     n, k = crops.shape[:2]
     r_bare, r_stream = args.images / min(t_bare), args.images / min(t_stream)
-    print(f"setup: {args.images} images x {args.channels} ch x {args.size}x{args.size} uint8, {k} crops of "
-          f"{args.crop} per image, ViT dim 96 depth 4, batch {args.batch_size}, chunk {args.chunk_images}, "
-          f"threads {args.threads}, device {device}")
+    print(
+        f"setup: {args.images} images x {args.channels} ch x {args.size}x{args.size} uint8, {k} crops of "
+        f"{args.crop} per image, ViT dim 96 depth 4, batch {args.batch_size}, chunk {args.chunk_images}, "
+        f"threads {args.threads}, device {device}"
+    )
     print(f"baseline  bare forward on in-memory crops : {r_bare:8.1f} images/s  ({min(t_bare):.2f} s)")
     print(f"streamed  embed_plate (Zarr -> parquet)    : {r_stream:8.1f} images/s  ({min(t_stream):.2f} s)")
     print(f"ratio streamed / baseline                  : {r_stream / r_bare:8.3f}  (goal >= 0.9)")
-    print(f"CPU ms per image (all threads): baseline {1e3 * min(c_bare) / args.images:.2f}, streamed "
-          f"{1e3 * min(c_stream) / args.images:.2f} (the streamed extra is reading + preprocessing + parquet; "
-          "hidden by the prefetch thread only when a core is free)")
+    print(
+        f"CPU ms per image (all threads): baseline {1e3 * min(c_bare) / args.images:.2f}, streamed "
+        f"{1e3 * min(c_stream) / args.images:.2f} (the streamed extra is reading + preprocessing + parquet; "
+        "hidden by the prefetch thread only when a core is free)"
+    )
 
 
 if __name__ == "__main__":

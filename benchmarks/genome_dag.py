@@ -5,6 +5,7 @@ printed ratio says how much the DAG cost grows from a toy screen to a genome-wid
 
     python benchmarks/genome_dag.py [--config benchmarks/genome_scale.yaml]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -25,9 +26,26 @@ def dry_run(config: Path) -> tuple[float, dict[str, int]]:
         shutil.copy(config, Path(tmp) / "config.yaml")
         start = time.perf_counter()
         proc = subprocess.run(
-            [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", tmp,
-             "--configfile", str(Path(tmp) / "config.yaml"), "--cores", "2", "-n", "--quiet", "rules"],
-            capture_output=True, text=True, check=True)
+            [
+                sys.executable,
+                "-m",
+                "snakemake",
+                "-s",
+                str(REPO / "Snakefile"),
+                "--directory",
+                tmp,
+                "--configfile",
+                str(Path(tmp) / "config.yaml"),
+                "--cores",
+                "2",
+                "-n",
+                "--quiet",
+                "rules",
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
         seconds = time.perf_counter() - start
     counts = {}
     for line in proc.stdout.splitlines():
@@ -44,7 +62,9 @@ def main() -> None:
     tiny_s, tiny = dry_run(REPO / "config" / "scenarios" / "demo.yaml")
     big_s, big = dry_run(args.config)
     print(f"tiny screen   : {tiny.get('total', 0):6d} jobs, dry run {tiny_s:6.1f} s")
-    print(f"genome screen : {big.get('total', 0):6d} jobs, dry run {big_s:6.1f} s  (goal: low thousands of jobs, < 60 s)")
+    print(
+        f"genome screen : {big.get('total', 0):6d} jobs, dry run {big_s:6.1f} s  (goal: low thousands of jobs, < 60 s)"
+    )
     print(f"ratio genome / tiny dry-run time: {big_s / tiny_s:.2f}")
     for rule, n in sorted(big.items(), key=lambda kv: -kv[1]):
         if rule != "total":

@@ -32,13 +32,14 @@ import time
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
-
 from threadpoolctl import threadpool_info, threadpool_limits
 
 from phenoica.variants import ICARotation, PCAWhitener, parallel_analysis
 
 
-def synthetic(n: int, d: int, sources: int, seed: int, chunk: int = 100_000) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def synthetic(
+    n: int, d: int, sources: int, seed: int, chunk: int = 100_000
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(X float32 n x d, sources of the first 20,000 rows, mixing) built chunk by chunk."""
     rng = np.random.default_rng(seed)
     mixing = (3.0 * ortho_group.rvs(d, random_state=seed)[:sources]).astype(np.float32)
@@ -47,7 +48,7 @@ def synthetic(n: int, d: int, sources: int, seed: int, chunk: int = 100_000) -> 
     for start in range(0, n, chunk):
         m = min(chunk, n - start)
         S = (rng.laplace(size=(m, sources)) / np.sqrt(2)).astype(np.float32)
-        X[start:start + m] = S @ mixing + rng.standard_normal((m, d), dtype=np.float32)
+        X[start : start + m] = S @ mixing + rng.standard_normal((m, d), dtype=np.float32)
         if head is None:
             head = S[:20_000]
     return X, head, mixing
@@ -99,8 +100,10 @@ def main() -> None:
         comps = float(args.components) if "." in args.components else int(args.components)
 
     (X, S_head, _), t_data = timed(lambda: synthetic(args.n, args.d, args.sources, args.seed))
-    print(f"data: {args.n} x {args.d} float32 ({X.nbytes / 2**30:.2f} GiB), {args.sources} sources, "
-          f"built in {t_data:.1f} s")
+    print(
+        f"data: {args.n} x {args.d} float32 ({X.nbytes / 2**30:.2f} GiB), {args.sources} sources, "
+        f"built in {t_data:.1f} s"
+    )
     _, floor = timed(lambda: X.T @ X, args.repeats)
     rows = [("floor  X^T X (float32)", floor, "")]
 
@@ -113,15 +116,21 @@ def main() -> None:
     rows.append(("pca    fit (covariance + eigh)", t_pca, f"k = {k}"))
     Z, t_white = timed(lambda: whitener.transform(X), args.repeats)
     rows.append(("whiten transform", t_white, f"{Z.shape[0]} x {k}"))
-    del X
+    X = None  # free the rows before the ICA fits
     sizes = sorted({s for s in args.ica_rows if s < args.n}) + ([args.n] if args.ica_all else [])
     for method in args.methods:
         for size in sizes:
-            ica, t_ica = timed(lambda: ICARotation(method, max_iter=500, tol=1e-7, seed=args.seed,
-                                                   max_samples=size).fit(Z))
+            ica, t_ica = timed(
+                lambda: ICARotation(method, max_iter=500, tol=1e-7, seed=args.seed, max_samples=size).fit(Z)
+            )
             score = recovery(ica.transform(Z[:20_000]), S_head)
-            rows.append((f"{method:8s}fit on {size} rows", t_ica,
-                         f"n_iter {ica.n_iter_}, converged {ica.converged_}, source recovery {score:.3f}"))
+            rows.append(
+                (
+                    f"{method:8s}fit on {size} rows",
+                    t_ica,
+                    f"n_iter {ica.n_iter_}, converged {ica.converged_}, source recovery {score:.3f}",
+                )
+            )
 
     print(f"\n{'step':34s} {'seconds':>9s} {'x floor':>9s}  notes")
     for name, secs, note in rows:

@@ -80,8 +80,13 @@ def write_plates(folder: Path, n: int, d: int, plate_rows: int, plates_per_batch
         }
         columns = [pa.array(v) for v in meta.values()] + [pa.array(col) for col in np.ascontiguousarray(X.T)]
         path = folder / f"P{p:04d}.parquet"
-        pq.write_table(pa.Table.from_arrays(columns, names=[*meta, *names]), path, row_group_size=16384,
-                       use_dictionary=list(meta), compression="none")
+        pq.write_table(
+            pa.Table.from_arrays(columns, names=[*meta, *names]),
+            path,
+            row_group_size=16384,
+            use_dictionary=list(meta),
+            compression="none",
+        )
         paths.append(path)
     return paths
 
@@ -106,18 +111,38 @@ def child(args: argparse.Namespace) -> None:
     elif args.stage == "apply":
         rows = 0
         for variant in args.apply:
-            rows += apply_transform_file(profiles, work / "transforms" / f"{variant}.npz",
-                                         work / f"{variant}.parquet", args.batch_rows)
+            rows += apply_transform_file(
+                profiles, work / "transforms" / f"{variant}.npz", work / f"{variant}.parquet", args.batch_rows
+            )
         info = {"rows": rows}
     else:  # imports only
         info = {}
     seconds = time.perf_counter() - t0
-    print(json.dumps({"stage": args.stage, "n": args.n, "import_mb": base, "peak_mb": peak_mb(), "seconds": seconds, **info}))
+    print(
+        json.dumps(
+            {"stage": args.stage, "n": args.n, "import_mb": base, "peak_mb": peak_mb(), "seconds": seconds, **info}
+        )
+    )
 
 
 def run_child(args: argparse.Namespace, stage: str, n: int) -> dict:
-    cmd = [sys.executable, __file__, "--child", "--stage", stage, "--n", str(n), "--dir", str(args.dir),
-           "--batch-rows", str(args.batch_rows), "--ica-rows", str(args.ica_rows), "--apply", *args.apply]
+    cmd = [
+        sys.executable,
+        __file__,
+        "--child",
+        "--stage",
+        stage,
+        "--n",
+        str(n),
+        "--dir",
+        str(args.dir),
+        "--batch-rows",
+        str(args.batch_rows),
+        "--ica-rows",
+        str(args.ica_rows),
+        "--apply",
+        *args.apply,
+    ]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
@@ -146,10 +171,14 @@ def main() -> None:
         t0 = time.perf_counter()
         for n in sizes:
             write_plates(args.dir / f"n{n}" / "plates", n, args.d, args.plate_rows, args.plates_per_batch, args.seed)
-        print(f"data: {sizes[0]:,} and {sizes[1]:,} images x {args.d} float32 features, "
-              f"{args.plate_rows:,} images per plate file ({time.perf_counter() - t0:.0f} s to write)")
-        print(f"batch_rows {args.batch_rows:,}; ica_max_samples {args.ica_rows:,}; apply: {', '.join(args.apply)}; "
-              f"{os.cpu_count()} CPUs")
+        print(
+            f"data: {sizes[0]:,} and {sizes[1]:,} images x {args.d} float32 features, "
+            f"{args.plate_rows:,} images per plate file ({time.perf_counter() - t0:.0f} s to write)"
+        )
+        print(
+            f"batch_rows {args.batch_rows:,}; ica_max_samples {args.ica_rows:,}; apply: {', '.join(args.apply)}; "
+            f"{os.cpu_count()} CPUs"
+        )
         baseline = run_child(args, "imports", sizes[0])["peak_mb"]
         print(f"import baseline (python + phenoica): {baseline:.0f} MB peak RSS\n")
         results = {(s, n): run_child(args, s, n) for n in sizes for s in STAGES}
@@ -160,8 +189,10 @@ def main() -> None:
             small, large = results[(stage, sizes[0])], results[(stage, sizes[1])]
             growth = 100 * (large["peak_mb"] / small["peak_mb"] - 1)
             above = 100 * ((large["peak_mb"] - baseline) / max(small["peak_mb"] - baseline, 1e-9) - 1)
-            print(f"{stage:8s} {small['peak_mb']:7.0f}MB {large['peak_mb']:7.0f}MB {growth:+7.1f}% {above:+21.1f}% "
-                  f"{small['seconds']:7.1f}s {large['seconds']:7.1f}s")
+            print(
+                f"{stage:8s} {small['peak_mb']:7.0f}MB {large['peak_mb']:7.0f}MB {growth:+7.1f}% {above:+21.1f}% "
+                f"{small['seconds']:7.1f}s {large['seconds']:7.1f}s"
+            )
         fit = results[("fit", sizes[1])]
         print(f"\nfit: {fit['n_components']} components by parallel analysis; ICA on {fit['ica_rows']:,} rows")
         total = sum(r["seconds"] for r in results.values())

@@ -22,22 +22,22 @@ BL_RUNS = {
 rule bilipschitz_train:
     output:
         f"{BL_DIR}/runs/{{dataset}}/{{group}}/alpha{{alpha}}.parquet",
-    wildcard_constraints:
-        dataset=r"isometric|digits|mnist",
-        group=r"all|digit\d",
-        alpha=r"[0-9.eE+-]+",
-    params:
-        settings=wf.job_params(config, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS),
-        data_seed=config["seed"],
-    threads: rule_threads("bilipschitz_train", 1)
-    resources:
-        **rule_resources("bilipschitz_train"),
     log:
         f"{RESULTS}/logs/bilipschitz/train/{{dataset}}/{{group}}/alpha{{alpha}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/bilipschitz/train/{{dataset}}/{{group}}/alpha{{alpha}}.tsv"
+    wildcard_constraints:
+        dataset=r"isometric|digits|mnist",
+        group=r"all|digit\d",
+        alpha=r"[0-9.eE+-]+",
     conda:
         ENVS
+    threads: rule_threads("bilipschitz_train", 1)
+    resources:
+        **rule_resources("bilipschitz_train"),
+    params:
+        settings=wf.job_params(config, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS),
+        data_seed=config["seed"],
     script:
         "../scripts/bilipschitz_train.py"
 
@@ -49,20 +49,20 @@ rule bilipschitz_gather:
         models=f"{BL_DIR}/{{dataset}}/models.parquet",
         pairs=f"{BL_DIR}/{{dataset}}/pairs.parquet",
         samples=f"{BL_DIR}/{{dataset}}/samples.parquet",
-    wildcard_constraints:
-        dataset=r"isometric|digits|mnist",
-    params:
-        train_fraction=BL["train_fraction"],
-        seed=config["seed"],
-    threads: rule_threads("bilipschitz_gather", 1)
-    resources:
-        **rule_resources("bilipschitz_gather"),
     log:
         f"{RESULTS}/logs/bilipschitz/gather/{{dataset}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/bilipschitz/gather/{{dataset}}.tsv"
+    wildcard_constraints:
+        dataset=r"isometric|digits|mnist",
     conda:
         ENVS
+    threads: rule_threads("bilipschitz_gather", 1)
+    resources:
+        **rule_resources("bilipschitz_gather"),
+    params:
+        train_fraction=BL["train_fraction"],
+        seed=config["seed"],
     script:
         "../scripts/bilipschitz_gather.py"
 
@@ -76,18 +76,18 @@ rule bilipschitz_report:
         markdown=f"{BL_DIR}/report.md",
         html=f"{BL_DIR}/index.html",
         verdict=f"{BL_DIR}/verdict.json",
-    params:
-        n_bootstrap=BL["n_bootstrap"],
-        seed=config["seed"],
-    threads: rule_threads("bilipschitz_report", 1)
-    resources:
-        **rule_resources("bilipschitz_report"),
     log:
         f"{RESULTS}/logs/bilipschitz/report.log",
     benchmark:
         f"{RESULTS}/benchmarks/bilipschitz/report.tsv"
     conda:
         ENVS
+    threads: rule_threads("bilipschitz_report", 1)
+    resources:
+        **rule_resources("bilipschitz_report"),
+    params:
+        n_bootstrap=BL["n_bootstrap"],
+        seed=config["seed"],
     script:
         "../scripts/bilipschitz_report.py"
 

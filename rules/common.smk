@@ -150,7 +150,9 @@ def biomap_tables():
     """The gathered biomap tables the report reads (none when biomap.enabled is off)."""
     if not config["biomap"]["enabled"]:
         return []
-    return [f"{RESULTS}/biomap/{k}.parquet" for k in ("recall", "coverage", "consistency", "neighbors", "batch_metrics")]
+    return [
+        f"{RESULTS}/biomap/{k}.parquet" for k in ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
+    ]
 
 
 def biomap_heatmaps():

@@ -7,18 +7,18 @@ if SOURCE == "demo":
     rule simulate_truth:
         output:
             f"{RESULTS}/screen/truth.parquet",
-        params:
-            demo=wf.job_params(config, "demo"),
-            seed=config["seed"],
-        threads: rule_threads("simulate_truth", 1)
-        resources:
-            **rule_resources("simulate_truth"),
         log:
             f"{RESULTS}/logs/simulate_truth.log",
         benchmark:
             f"{RESULTS}/benchmarks/simulate_truth.tsv"
         conda:
             ENVS
+        threads: rule_threads("simulate_truth", 1)
+        resources:
+            **rule_resources("simulate_truth"),
+        params:
+            demo=wf.job_params(config, "demo"),
+            seed=config["seed"],
         script:
             "../scripts/simulate_truth.py"
 
@@ -27,20 +27,20 @@ if SOURCE == "demo":
             store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
             metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
             factors=f"{RESULTS}/screen/factors/{{plate}}.parquet",
-        params:
-            # What a plate depends on (the rerun trigger): not the plate count, so adding
-            # plates or batches leaves existing plates alone.
-            demo=wf.job_params(config, "demo"),
-            seed=config["seed"],
-        threads: rule_threads("simulate_plate", 1)
-        resources:
-            **rule_resources("simulate_plate"),
         log:
             f"{RESULTS}/logs/simulate_plate/{{plate}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/simulate_plate/{{plate}}.tsv"
         conda:
             ENVS
+        threads: rule_threads("simulate_plate", 1)
+        resources:
+            **rule_resources("simulate_plate"),
+        params:
+            # What a plate depends on (the rerun trigger): not the plate count, so adding
+            # plates or batches leaves existing plates alone.
+            demo=wf.job_params(config, "demo"),
+            seed=config["seed"],
         script:
             "../scripts/simulate_plate.py"
 
@@ -53,17 +53,17 @@ if SOURCE == "zarr":
             store=lambda w: store_path(w.plate),
         output:
             f"{RESULTS}/screen/metadata/{{plate}}.parquet",
-        params:
-            digest=lambda w: plate_digest(w.plate),
-        threads: rule_threads("plate_metadata", 1)
-        resources:
-            **rule_resources("plate_metadata"),
         log:
             f"{RESULTS}/logs/plate_metadata/{{plate}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/plate_metadata/{{plate}}.tsv"
         conda:
             ENVS
+        threads: rule_threads("plate_metadata", 1)
+        resources:
+            **rule_resources("plate_metadata"),
+        params:
+            digest=lambda w: plate_digest(w.plate),
         script:
             "../scripts/plate_metadata.py"
 
@@ -76,20 +76,20 @@ if SOURCE == "images":
         output:
             store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
             metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
-        params:
-            digest=lambda w: plate_digest(w.plate),
-            images_dir=config["screen"]["images_dir"],
-            pattern=lambda w: config["screen"]["image_pattern"],  # braces are not wildcards
-            channels=config["screen"]["channels"],
-        threads: rule_threads("ingest_images", 1)
-        resources:
-            **rule_resources("ingest_images"),
         log:
             f"{RESULTS}/logs/ingest_images/{{plate}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/ingest_images/{{plate}}.tsv"
         conda:
             ENVS
+        threads: rule_threads("ingest_images", 1)
+        resources:
+            **rule_resources("ingest_images"),
+        params:
+            digest=lambda w: plate_digest(w.plate),
+            images_dir=config["screen"]["images_dir"],
+            pattern=lambda w: config["screen"]["image_pattern"],  # braces are not wildcards
+            channels=config["screen"]["channels"],
         script:
             "../scripts/ingest_images.py"
 
@@ -103,16 +103,16 @@ if SOURCE == "ome_zarr":
         output:
             store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
             metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
-        params:
-            digest=lambda w: plate_digest(w.plate),
-        threads: rule_threads("ingest_ome_zarr", 1)
-        resources:
-            **rule_resources("ingest_ome_zarr"),
         log:
             f"{RESULTS}/logs/ingest_ome_zarr/{{plate}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/ingest_ome_zarr/{{plate}}.tsv"
         conda:
             ENVS
+        threads: rule_threads("ingest_ome_zarr", 1)
+        resources:
+            **rule_resources("ingest_ome_zarr"),
+        params:
+            digest=lambda w: plate_digest(w.plate),
         script:
             "../scripts/ingest_ome_zarr.py"

@@ -22,17 +22,17 @@ rule disentangle_train:
     output:
         latents=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/latents.npz",
         checkpoint=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/model.safetensors",
-    params:
-        settings=wf.job_params(config, "disentangle", drop=wf.DISENTANGLE_NOT_TRAINING_KEYS),
-    threads: rule_threads("disentangle_train", 1)
-    resources:
-        **rule_resources("disentangle_train"),
     log:
         f"{RESULTS}/logs/disentangle/train/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/disentangle/train/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.tsv"
     conda:
         ENVS
+    threads: rule_threads("disentangle_train", 1)
+    resources:
+        **rule_resources("disentangle_train"),
+    params:
+        settings=wf.job_params(config, "disentangle", drop=wf.DISENTANGLE_NOT_TRAINING_KEYS),
     script:
         "../scripts/disentangle_train.py"
 
@@ -42,17 +42,17 @@ rule disentangle_evaluate:
         lambda w: f"{DIS}/{w.dis_dataset}/{'ae' if w.dis_model in DIS_AE_DERIVED else w.dis_model}/seed{w.dis_seed}/latents.npz",
     output:
         f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/scores.parquet",
-    params:
-        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_EVALUATION_KEYS),
-    threads: rule_threads("disentangle_evaluate", 1)
-    resources:
-        **rule_resources("disentangle_evaluate"),
     log:
         f"{RESULTS}/logs/disentangle/evaluate/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/disentangle/evaluate/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.tsv"
     conda:
         ENVS
+    threads: rule_threads("disentangle_evaluate", 1)
+    resources:
+        **rule_resources("disentangle_evaluate"),
+    params:
+        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_EVALUATION_KEYS),
     script:
         "../scripts/disentangle_evaluate.py"
 
@@ -67,17 +67,17 @@ rule disentangle_report:
         differences=f"{DIS}/differences.csv",
         scores=f"{DIS}/scores.csv",
         verdict=f"{DIS}/verdict.json",
-    params:
-        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_REPORT_KEYS),
-    threads: rule_threads("disentangle_report", 1)
-    resources:
-        **rule_resources("disentangle_report"),
     log:
         f"{RESULTS}/logs/disentangle/report.log",
     benchmark:
         f"{RESULTS}/benchmarks/disentangle/report.tsv"
     conda:
         ENVS
+    threads: rule_threads("disentangle_report", 1)
+    resources:
+        **rule_resources("disentangle_report"),
+    params:
+        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_REPORT_KEYS),
     script:
         "../scripts/disentangle_report.py"
 

@@ -10,20 +10,20 @@ rule train_mae:
     output:
         checkpoint=f"{RESULTS}/models/{{model}}/encoder.safetensors",
         record=f"{RESULTS}/models/{{model}}/training.json",
-    params:
-        spec=lambda w: training_spec(config["models"][w.model]),
-        train=wf.job_params(config, "train", drop=("plates", "max_plates")),  # the plates are the inputs
-        seed=lambda w: config["seed"] + config["models"][w.model]["seed"],
-        device=config["embed"]["device"],
-    threads: rule_threads("train_mae", 2)
-    resources:
-        **rule_resources("train_mae"),
     log:
         f"{RESULTS}/logs/train_mae/{{model}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/train_mae/{{model}}.tsv"
     conda:
         ENVS
+    threads: rule_threads("train_mae", 2)
+    resources:
+        **rule_resources("train_mae"),
+    params:
+        spec=lambda w: training_spec(config["models"][w.model]),
+        train=wf.job_params(config, "train", drop=("plates", "max_plates")),  # the plates are the inputs
+        seed=lambda w: config["seed"] + config["models"][w.model]["seed"],
+        device=config["embed"]["device"],
     script:
         "../scripts/train_mae.py"
 
@@ -35,18 +35,18 @@ rule embed:
         checkpoint=lambda w: checkpoint_path(w.model),
     output:
         f"{RESULTS}/embeddings/{{model}}/{{plate}}.parquet",
-    params:
-        spec=lambda w: wf.canonical(config["models"][w.model]),
-        embed=wf.job_params(config, "embed"),
-    threads: rule_threads("embed", 2)
-    resources:
-        **rule_resources("embed"),
     log:
         f"{RESULTS}/logs/embed/{{model}}/{{plate}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/embed/{{model}}/{{plate}}.tsv"
     conda:
         ENVS
+    threads: rule_threads("embed", 2)
+    resources:
+        **rule_resources("embed"),
+    params:
+        spec=lambda w: wf.canonical(config["models"][w.model]),
+        embed=wf.job_params(config, "embed"),
     script:
         "../scripts/embed.py"
 
@@ -56,17 +56,17 @@ rule gather_profiles:
         lambda w: embedding_files(w.model),
     output:
         f"{RESULTS}/profiles/{{model}}.parquet",
-    params:
-        level=config["profiles"]["level"],
-        embedding_column=config["screen"]["embedding_column"],
-    threads: rule_threads("gather_profiles", 1)
-    resources:
-        **rule_resources("gather_profiles"),
     log:
         f"{RESULTS}/logs/gather_profiles/{{model}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/gather_profiles/{{model}}.tsv"
     conda:
         ENVS
+    threads: rule_threads("gather_profiles", 1)
+    resources:
+        **rule_resources("gather_profiles"),
+    params:
+        level=config["profiles"]["level"],
+        embedding_column=config["screen"]["embedding_column"],
     script:
         "../scripts/gather_profiles.py"

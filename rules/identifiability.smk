@@ -8,19 +8,19 @@ rule align:
         lambda w: [f"{RESULTS}/variants/{m}/{w.variant}.parquet" for m in MODELS],
     output:
         f"{RESULTS}/identifiability/align/{{variant}}.parquet",
-    params:
-        models=MODELS,
-        settings=wf.job_params(config, "identifiability", keys=wf.ALIGN_KEYS),
-        seed=config["seed"],
-    threads: rule_threads("align", 2)
-    resources:
-        **rule_resources("align"),
     log:
         f"{RESULTS}/logs/align/{{variant}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/align/{{variant}}.tsv"
     conda:
         ENVS
+    threads: rule_threads("align", 2)
+    resources:
+        **rule_resources("align"),
+    params:
+        models=MODELS,
+        settings=wf.job_params(config, "identifiability", keys=wf.ALIGN_KEYS),
+        seed=config["seed"],
     script:
         "../scripts/align.py"
 
@@ -31,18 +31,18 @@ rule structural:
         factors=[f"{RESULTS}/screen/factors/{p}.parquet" for p in PLATES],
     output:
         f"{RESULTS}/identifiability/structural/{{model}}/{{variant}}.parquet",
-    params:
-        settings=wf.job_params(config, "identifiability", keys=wf.STRUCTURAL_KEYS),
-        seed=config["seed"],
-    threads: rule_threads("structural", 1)
-    resources:
-        **rule_resources("structural"),
     log:
         f"{RESULTS}/logs/structural/{{model}}/{{variant}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/structural/{{model}}/{{variant}}.tsv"
     conda:
         ENVS
+    threads: rule_threads("structural", 1)
+    resources:
+        **rule_resources("structural"),
+    params:
+        settings=wf.job_params(config, "identifiability", keys=wf.STRUCTURAL_KEYS),
+        seed=config["seed"],
     script:
         "../scripts/structural.py"
 
@@ -54,14 +54,14 @@ rule gather_identifiability:
     output:
         align=f"{RESULTS}/identifiability/table1.parquet",
         structural=f"{RESULTS}/identifiability/structural.parquet",
-    threads: rule_threads("gather_identifiability", 1)
-    resources:
-        **rule_resources("gather_identifiability"),
     log:
         f"{RESULTS}/logs/gather_identifiability.log",
     benchmark:
         f"{RESULTS}/benchmarks/gather_identifiability.tsv"
     conda:
         ENVS
+    threads: rule_threads("gather_identifiability", 1)
+    resources:
+        **rule_resources("gather_identifiability"),
     script:
         "../scripts/gather_identifiability.py"

@@ -30,6 +30,15 @@ rule report:
             caption="../docs/report_caption.rst",
             category="Tables",
         ),
+    log:
+        f"{RESULTS}/logs/report.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/report.tsv"
+    conda:
+        ENVS
+    threads: rule_threads("report", 1)
+    resources:
+        **rule_resources("report"),
     params:
         models=MODELS,
         lightgbm=lightgbm_report_params(),
@@ -38,14 +47,5 @@ rule report:
         # The study pages that exist when the DAG is built, with their one-line verdicts: a
         # study finished since the last report reruns it; the default target never runs a study.
         studies=wf.study_pages(RESULTS),
-    threads: rule_threads("report", 1)
-    resources:
-        **rule_resources("report"),
-    log:
-        f"{RESULTS}/logs/report.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/report.tsv"
-    conda:
-        ENVS
     script:
         "../scripts/report.py"

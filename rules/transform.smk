@@ -9,18 +9,18 @@ if not config["transforms"]["frozen"]:
         output:
             transforms=[f"{RESULTS}/transforms/{{model}}/{v}.npz" for v in VARIANTS],
             fit_report=f"{RESULTS}/transforms/{{model}}/fit_report.json",
-        params:
-            transforms=wf.job_params(config, "transforms", drop=("frozen",)),
-            seed=config["seed"],
-        threads: rule_threads("fit_transforms", 2)
-        resources:
-            **rule_resources("fit_transforms"),
         log:
             f"{RESULTS}/logs/fit_transforms/{{model}}.log",
         benchmark:
             f"{RESULTS}/benchmarks/fit_transforms/{{model}}.tsv"
         conda:
             ENVS
+        threads: rule_threads("fit_transforms", 2)
+        resources:
+            **rule_resources("fit_transforms"),
+        params:
+            transforms=wf.job_params(config, "transforms", drop=("frozen",)),
+            seed=config["seed"],
         script:
             "../scripts/fit_transforms.py"
 
@@ -31,15 +31,15 @@ rule apply_transform:
         transform=lambda w: f"{transform_dir(w.model)}/{w.variant}.npz",
     output:
         f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
-    threads: rule_threads("apply_transform", 1)
-    resources:
-        **rule_resources("apply_transform"),
     log:
         f"{RESULTS}/logs/apply_transform/{{model}}/{{variant}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/apply_transform/{{model}}/{{variant}}.tsv"
     conda:
         ENVS
+    threads: rule_threads("apply_transform", 1)
+    resources:
+        **rule_resources("apply_transform"),
     script:
         "../scripts/apply_transform.py"
 
@@ -49,16 +49,16 @@ rule splits:
         f"{RESULTS}/profiles/{{model}}.parquet",
     output:
         f"{RESULTS}/splits/{{model}}.parquet",
-    params:
-        splits=wf.splits_params(config),
-    threads: rule_threads("splits", 1)
-    resources:
-        **rule_resources("splits"),
     log:
         f"{RESULTS}/logs/splits/{{model}}.log",
     benchmark:
         f"{RESULTS}/benchmarks/splits/{{model}}.tsv"
     conda:
         ENVS
+    threads: rule_threads("splits", 1)
+    resources:
+        **rule_resources("splits"),
+    params:
+        splits=wf.splits_params(config),
     script:
         "../scripts/splits.py"

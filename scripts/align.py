@@ -1,4 +1,5 @@
 """Rule align: Table 1 (model-to-model alignment errors) for every pair of models, one variant."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.align", snakemake.log[0])  # first: the log holds everything the job prints
@@ -9,5 +10,7 @@ from phenoica.identifiability import alignment_for_variant
 from phenoica.io import write_parquet
 
 tables = {m: pd.read_parquet(p) for m, p in zip(snakemake.params.models, snakemake.input)}
-out = alignment_for_variant(tables, snakemake.wildcards.variant, snakemake.params.settings, snakemake.params.seed, log=log)
+out = alignment_for_variant(
+    tables, snakemake.wildcards.variant, snakemake.params.settings, snakemake.params.seed, log=log
+)
 write_parquet(out, snakemake.output[0])

@@ -1,4 +1,5 @@
 """Rule apply_transform: a model's profiles through one fitted variant transform, row batch by row batch."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.apply_transform", snakemake.log[0])  # first: the log holds everything the job prints

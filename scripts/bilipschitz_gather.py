@@ -1,4 +1,5 @@
 """Rule bilipschitz_gather: per-model B summaries and cross-seed alignment errors of one dataset."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.bilipschitz_gather", snakemake.log[0])  # first: the log holds everything the job prints
@@ -8,8 +9,9 @@ import pandas as pd
 from phenoica.io import write_parquet
 from phenoica.studies.bilipschitz import gather_dataset
 
-models, pairs, samples = gather_dataset([pd.read_parquet(p) for p in snakemake.input],
-                                        snakemake.params.train_fraction, snakemake.params.seed)
+models, pairs, samples = gather_dataset(
+    [pd.read_parquet(p) for p in snakemake.input], snakemake.params.train_fraction, snakemake.params.seed
+)
 log.info("%d models, %d seed pairs", len(models), len(pairs))
 write_parquet(models, snakemake.output.models)
 write_parquet(pairs, snakemake.output.pairs)

@@ -1,4 +1,5 @@
 """Rule bilipschitz_train: train every seed of one (dataset, group, alpha) and measure B(z), latents, reconstruction."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.bilipschitz_train", snakemake.log[0])  # first: the log holds everything the job prints
@@ -10,6 +11,7 @@ from phenoica.studies.bilipschitz import run_alpha
 
 torch.set_num_threads(snakemake.threads)
 w = snakemake.wildcards
-table = run_alpha(w.dataset, w.group, float(w.alpha), snakemake.params.settings,
-                  data_seed=snakemake.params.data_seed, log=log)
+table = run_alpha(
+    w.dataset, w.group, float(w.alpha), snakemake.params.settings, data_seed=snakemake.params.data_seed, log=log
+)
 write_parquet(table, snakemake.output[0])

@@ -1,4 +1,5 @@
 """Rule biomap: one (model, variant)'s gene map: neighbours, consistency, recall, coverage, heatmap."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.biomap", snakemake.log[0])  # first: the log holds everything the job prints
@@ -18,10 +19,25 @@ calls = pd.read_parquet(snakemake.input.calls)
 calls = calls[(calls["model"] == model) & (calls["variant"] == variant)]
 truth = pd.read_parquet(snakemake.input.truth[0]) if snakemake.input.truth else None
 tables, chosen, q, note = gene_map(
-    pd.read_parquet(snakemake.input.guides), pd.read_parquet(snakemake.input.genes), calls, load_sources(cfg), cfg,
-    seed=snakemake.params.seed, model=model, variant=variant, truth=truth, log=log)
+    pd.read_parquet(snakemake.input.guides),
+    pd.read_parquet(snakemake.input.genes),
+    calls,
+    load_sources(cfg),
+    cfg,
+    seed=snakemake.params.seed,
+    model=model,
+    variant=variant,
+    truth=truth,
+    log=log,
+)
 for name in ("neighbors", "guide_neighbors", "consistency", "recall", "coverage"):
     write_parquet(tables[name], snakemake.output[name])
 features = [c for c in chosen.columns if not str(c).startswith("Metadata_")]
-heatmap_figure(chosen[features].to_numpy(), chosen[GENE].tolist(), q, snakemake.output.heatmap,
-               max_genes=cfg["heatmap_max_genes"], title=f"{model} / {variant}\n{note}")
+heatmap_figure(
+    chosen[features].to_numpy(),
+    chosen[GENE].tolist(),
+    q,
+    snakemake.output.heatmap,
+    max_genes=cfg["heatmap_max_genes"],
+    title=f"{model} / {variant}\n{note}",
+)

@@ -1,4 +1,5 @@
 """Rule biomap_profiles: guide and gene profiles of one (model, variant)."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.biomap_profiles", snakemake.log[0])  # first: the log holds everything the job prints

@@ -1,4 +1,5 @@
 """Rule classify: LightGBM per guide vs controls for one gene shard of one (model, variant)."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.classify", snakemake.log[0])  # first: the log holds everything the job prints
@@ -15,7 +16,14 @@ table = pd.read_parquet(snakemake.input.variant)
 folds = read_folds(snakemake.input.folds, table)
 cfg = with_speed_settings(snakemake.params.classify, snakemake.config, "classify")
 rows = classify_shard(
-    table, int(w.shard), snakemake.params.n_shards, folds, cfg,
-    snakemake.params.seed, variant=w.variant, model=w.model, log=log,
+    table,
+    int(w.shard),
+    snakemake.params.n_shards,
+    folds,
+    cfg,
+    snakemake.params.seed,
+    variant=w.variant,
+    model=w.model,
+    log=log,
 )
 write_parquet(rows, snakemake.output[0])

@@ -1,4 +1,5 @@
 """Rule disentangle_evaluate: InfoMEC, MCC, R^2, DCI of one (dataset, model, seed); ae_ica from the AE's latents."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
@@ -6,5 +7,9 @@ log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: t
 from phenoica.studies.disentangle import SCORE_COLUMNS, evaluate
 
 w = snakemake.wildcards
-row = evaluate(snakemake.input[0], w.dis_model, snakemake.params.settings, int(w.dis_seed), w.dis_dataset, snakemake.output[0])
-log.info("%s/%s/seed%s: %s", w.dis_dataset, w.dis_model, w.dis_seed, row[list(SCORE_COLUMNS)].round(3).to_dict("records")[0])
+row = evaluate(
+    snakemake.input[0], w.dis_model, snakemake.params.settings, int(w.dis_seed), w.dis_dataset, snakemake.output[0]
+)
+log.info(
+    "%s/%s/seed%s: %s", w.dis_dataset, w.dis_model, w.dis_seed, row[list(SCORE_COLUMNS)].round(3).to_dict("records")[0]
+)

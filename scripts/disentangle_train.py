@@ -1,4 +1,5 @@
 """Rule disentangle_train: train one (dataset, model, seed), write eval-set latents + weights."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.disentangle_train", snakemake.log[0])  # first: the log holds everything the job prints
@@ -11,8 +12,24 @@ from phenoica.studies.factor_data import load_dataset
 torch.set_num_threads(snakemake.threads)
 w, settings = snakemake.wildcards, snakemake.params.settings
 data = load_dataset(w.dis_dataset, settings, seed=settings["data_seed"])
-log.info("%s: %d images %dx%d, factors %s", data.name, len(data), data.image_size, data.image_size, dict(zip(data.factor_names, data.sizes)))
-summary = train_and_encode(data, w.dis_model, settings, int(w.dis_seed), snakemake.output.latents,
-                           snakemake.output.checkpoint, log=log)
-log.info("%s seed %s: %.0f images/s on %s, %.1f s, loss %.2f -> %.2f", w.dis_model, w.dis_seed, summary["images_per_s"],
-         summary["device"], summary["seconds"], summary["loss"][0], summary["loss"][-1])
+log.info(
+    "%s: %d images %dx%d, factors %s",
+    data.name,
+    len(data),
+    data.image_size,
+    data.image_size,
+    dict(zip(data.factor_names, data.sizes)),
+)
+summary = train_and_encode(
+    data, w.dis_model, settings, int(w.dis_seed), snakemake.output.latents, snakemake.output.checkpoint, log=log
+)
+log.info(
+    "%s seed %s: %.0f images/s on %s, %.1f s, loss %.2f -> %.2f",
+    w.dis_model,
+    w.dis_seed,
+    summary["images_per_s"],
+    summary["device"],
+    summary["seconds"],
+    summary["loss"][0],
+    summary["loss"][-1],
+)

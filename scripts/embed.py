@@ -1,4 +1,5 @@
 """Rule embed: stream one plate's tiles through the model's encoder into its embeddings parquet."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.embed", snakemake.log[0])  # first: the log holds everything the job prints

@@ -1,4 +1,5 @@
 """Rule gather_biomap: every (model, variant)'s biomap tables, one table per kind."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.gather_biomap", snakemake.log[0])  # first: the log holds everything the job prints

@@ -1,4 +1,5 @@
 """Rule gather_identifiability: Table 1 rows of every variant, factor recovery of every model."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.gather_identifiability", snakemake.log[0])  # first: the log holds everything the job prints

@@ -1,4 +1,5 @@
 """Rule gather_profiles: per-plate embeddings -> one profile table (image or well level), streamed."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the log holds everything the job prints
@@ -7,6 +8,7 @@ from phenoica.profiles import write_profiles
 from phenoica.workflow import speed_settings
 
 batch_rows = speed_settings(snakemake.config, "profiles")["batch_rows"]
-rows = write_profiles(list(snakemake.input), snakemake.output[0], snakemake.params.level,
-                      snakemake.params.embedding_column, batch_rows)
+rows = write_profiles(
+    list(snakemake.input), snakemake.output[0], snakemake.params.level, snakemake.params.embedding_column, batch_rows
+)
 log.info("%d profiles (%s level) from %d files", rows, snakemake.params.level, len(snakemake.input))

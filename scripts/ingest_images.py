@@ -1,4 +1,5 @@
 """Rule ingest_images: per-channel image files of one plate -> plate store + metadata."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log holds everything the job prints

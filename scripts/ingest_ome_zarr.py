@@ -1,4 +1,5 @@
 """Rule ingest_ome_zarr: one OME-Zarr HCS plate -> plate store + metadata."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.ingest_ome_zarr", snakemake.log[0])  # first: the log holds everything the job prints

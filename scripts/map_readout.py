@@ -1,5 +1,6 @@
 """Rule map_readout: copairs phenotypic activity (mAP of a guide's wells vs same-plate control
 wells) with p- and q-values, per (model, variant)."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.map_readout", snakemake.log[0])  # first: the log holds everything the job prints
@@ -10,7 +11,13 @@ from phenoica.classify import guide_map
 from phenoica.io import write_parquet
 
 w = snakemake.wildcards
-out = guide_map(pd.read_parquet(snakemake.input[0]), variant=w.variant, model=w.model, seed=snakemake.params.seed,
-                null_size=snakemake.params.null_size, log=log)
+out = guide_map(
+    pd.read_parquet(snakemake.input[0]),
+    variant=w.variant,
+    model=w.model,
+    seed=snakemake.params.seed,
+    null_size=snakemake.params.null_size,
+    log=log,
+)
 write_parquet(out, snakemake.output[0])
 log.info("mAP for %d guides; %d with q < 0.05", len(out), int((out["map_q_value"] < 0.05).sum()))

@@ -1,4 +1,5 @@
 """Rule plate_metadata: one plate's rows of the user's metadata table, checked against its store."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.plate_metadata", snakemake.log[0])  # first: the log holds everything the job prints

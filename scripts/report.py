@@ -1,4 +1,5 @@
 """Rule report: tables and figures in the paper's shapes, hit calls, calibration."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.report", snakemake.log[0])  # first: the log holds everything the job prints
@@ -18,8 +19,12 @@ if inp.biomap_tables:
     from phenoica.biomap_report import biomap_report_files
 
     _, biomap_figures, biomap_sections = biomap_report_files(
-        Path(snakemake.output.markdown).parent, inp.biomap_tables, inp.biomap_heatmaps,
-        gene_calls=pd.read_parquet(inp.genes), map_df=maps if len(maps) else None)
+        Path(snakemake.output.markdown).parent,
+        inp.biomap_tables,
+        inp.biomap_heatmaps,
+        gene_calls=pd.read_parquet(inp.genes),
+        map_df=maps if len(maps) else None,
+    )
     biomap = (biomap_sections, biomap_figures)
 # --- end of the issue 15 hook
 fit_report = {m: json.loads(Path(p).read_text()) for m, p in zip(snakemake.params.models, inp.fit_reports)}

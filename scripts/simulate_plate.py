@@ -1,4 +1,5 @@
 """Rule simulate_plate: one demo plate (tiles, metadata, ground-truth factors)."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.simulate_plate", snakemake.log[0])  # first: the log holds everything the job prints

@@ -1,4 +1,5 @@
 """Rule simulate_truth: the demo screen's per-guide ground truth."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log holds everything the job prints

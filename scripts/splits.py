@@ -1,4 +1,5 @@
 """Rule splits: the batch-effect folds (leave one batch out, or in-distribution) of a model's profiles."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.splits", snakemake.log[0])  # first: the log holds everything the job prints

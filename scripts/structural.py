@@ -1,4 +1,5 @@
 """Rule structural: how well one (model, variant) recovers the demo's ground-truth factors."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.structural", snakemake.log[0])  # first: the log holds everything the job prints
@@ -11,8 +12,12 @@ from phenoica.io import write_parquet
 w, s = snakemake.wildcards, snakemake.params.settings
 factors = pd.concat([pd.read_parquet(p) for p in snakemake.input.factors], ignore_index=True)
 scores = structural_scores(
-    pd.read_parquet(snakemake.input.variant), factors, seed=snakemake.params.seed,
-    max_samples=s["max_samples"], n_bins=s["factor_bins"], infoe_max_iter=s["infoe_max_iter"],
+    pd.read_parquet(snakemake.input.variant),
+    factors,
+    seed=snakemake.params.seed,
+    max_samples=s["max_samples"],
+    n_bins=s["factor_bins"],
+    infoe_max_iter=s["infoe_max_iter"],
 )
 write_parquet(pd.DataFrame([{"model": w.model, "variant": w.variant, **scores}]), snakemake.output[0])
 log.info("%s/%s: %s", w.model, w.variant, {k: scores[k] for k in ("mcc", "r2_mean", "infom", "infoe", "infoc")})

@@ -1,4 +1,5 @@
 """Rule train_mae: masked-autoencoder pretraining on the screen's own tiles."""
+
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log holds everything the job prints

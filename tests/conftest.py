@@ -1,4 +1,5 @@
 """Shared fixtures: small real-shaped data the project generates itself."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -18,7 +19,9 @@ def _few_threads():
     yield
 
 
-def make_metadata(n_plates: int = 2, wells: int = 4, sites: int = 2, batch_of=lambda p: f"B{p // 2 + 1}") -> pd.DataFrame:
+def make_metadata(
+    n_plates: int = 2, wells: int = 4, sites: int = 2, batch_of=lambda p: f"B{p // 2 + 1}"
+) -> pd.DataFrame:
     """A valid metadata table: plates x wells x sites, half the wells controls."""
     rows = []
     for p in range(n_plates):
@@ -26,17 +29,19 @@ def make_metadata(n_plates: int = 2, wells: int = 4, sites: int = 2, batch_of=la
         for w in range(wells):
             ctrl = w % 2 == 0
             for s in range(sites):
-                rows.append({
-                    "Metadata_Batch": batch_of(p),
-                    "Metadata_Plate": f"P{p + 1}",
-                    "Metadata_Well": f"A{w + 1:02d}",
-                    "Metadata_Site": s,
-                    "Metadata_Gene": "non-targeting" if ctrl else f"G{w}",
-                    "Metadata_Guide": "NTC" if ctrl else f"G{w}_g1",
-                    "Metadata_PertType": "control" if ctrl else "perturbation",
-                    "Metadata_ImageIndex": i,
-                    "Metadata_Extra": f"x{p}{w}{s}",
-                })
+                rows.append(
+                    {
+                        "Metadata_Batch": batch_of(p),
+                        "Metadata_Plate": f"P{p + 1}",
+                        "Metadata_Well": f"A{w + 1:02d}",
+                        "Metadata_Site": s,
+                        "Metadata_Gene": "non-targeting" if ctrl else f"G{w}",
+                        "Metadata_Guide": "NTC" if ctrl else f"G{w}_g1",
+                        "Metadata_PertType": "control" if ctrl else "perturbation",
+                        "Metadata_ImageIndex": i,
+                        "Metadata_Extra": f"x{p}{w}{s}",
+                    }
+                )
                 i += 1
     return pd.DataFrame(rows)
 

@@ -1,4 +1,5 @@
 """Known answers for model-to-model alignment (Table 1): maps, errors, CKA, mutual kNN, diameter."""
+
 from __future__ import annotations
 
 import itertools
@@ -235,7 +236,10 @@ def test_tiny_example_by_hand() -> None:
     # B swaps the axes, flips the new second one and shifts: b = (a1 + 2, -a0 + 3).
     B = SQUARE[:, ::-1] * [1.0, -1.0] + [2.0, 3.0]
     perm = PermutationMap().fit(SQUARE, B)
-    assert sorted(zip(perm.a_dims_.tolist(), perm.b_dims_.tolist(), perm.signs_.tolist())) == [(0, 1, -1.0), (1, 0, 1.0)]
+    assert sorted(zip(perm.a_dims_.tolist(), perm.b_dims_.tolist(), perm.signs_.tolist())) == [
+        (0, 1, -1.0),
+        (1, 0, 1.0),
+    ]
     np.testing.assert_allclose(perm.predict([[2.0, 5.0]]), [[7.0, 1.0]])
     # One target moved by (0.3, 0.4): errors 0.5, 0, 0, 0 -> mean 0.125, or 0.125 / sqrt(2) of the diameter.
     moved = B.copy()
@@ -327,8 +331,21 @@ def test_align_errors_keys_split_and_determinism() -> None:
     A = rng.standard_normal((250, 4))
     B = np.tanh(A @ rng.standard_normal((4, 5))) + 0.1 * rng.standard_normal((250, 5))
     res = align_errors(A, B, seed=5, knn_k=5, ica_method="fastica", ica_tol=1e-4)
-    for key in ("permutation", "rigid", "linear", "ica", "ica_efficiency", "cka", "mutual_knn", "diameter",
-                "n_train", "n_test", "rms_train_permutation", "rms_train_rigid", "rms_train_linear"):
+    for key in (
+        "permutation",
+        "rigid",
+        "linear",
+        "ica",
+        "ica_efficiency",
+        "cka",
+        "mutual_knn",
+        "diameter",
+        "n_train",
+        "n_test",
+        "rms_train_permutation",
+        "rms_train_rigid",
+        "rms_train_linear",
+    ):
         assert np.isfinite(res[key]), key
     assert (res["n_train"], res["n_test"]) == (200, 50)
     assert res["diameter"] == pytest.approx(pdist(B).max())
@@ -342,7 +359,9 @@ def test_align_errors_keys_split_and_determinism() -> None:
     assert np.intersect1d(train, test).size == 0 and np.union1d(train, test).size == 250
     # The held-out score is the mean l2 error of the held-out rows over B's diameter.
     rigid = RigidMap().fit(A[train], B[train])
-    assert res["rigid"] == pytest.approx(np.linalg.norm(rigid.predict(A[test]) - B[test], axis=1).mean() / pdist(B).max())
+    assert res["rigid"] == pytest.approx(
+        np.linalg.norm(rigid.predict(A[test]) - B[test], axis=1).mean() / pdist(B).max()
+    )
     # Maps not run are NaN; a fixed diameter is used as given.
     part = align_errors(A, B, seed=5, maps=["linear"], knn_k=None, diameter=2.0)
     assert np.isnan(part["permutation"]) and np.isnan(part["ica_efficiency"]) and np.isnan(part["mutual_knn"])

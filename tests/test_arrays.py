@@ -1,4 +1,5 @@
 """The shared array checks: row chunks, non-finite columns, check_matrix."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -10,7 +11,11 @@ from phenoica.screen import ScreenError
 
 def test_row_chunks_cover_counts_and_index_arrays_once():
     slices = list(row_chunks(2 * CHUNK_ROWS + 5))
-    assert [(s.start, s.stop) for s in slices] == [(0, CHUNK_ROWS), (CHUNK_ROWS, 2 * CHUNK_ROWS), (2 * CHUNK_ROWS, 2 * CHUNK_ROWS + 5)]
+    assert [(s.start, s.stop) for s in slices] == [
+        (0, CHUNK_ROWS),
+        (CHUNK_ROWS, 2 * CHUNK_ROWS),
+        (2 * CHUNK_ROWS, 2 * CHUNK_ROWS + 5),
+    ]
     idx = np.array([9, 3, 7, 1, 0])
     parts = list(row_chunks(idx, size=2))
     assert [p.tolist() for p in parts] == [[9, 3], [7, 1], [0]]

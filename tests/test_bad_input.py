@@ -1,6 +1,7 @@
 """Bad input fails early, names what is wrong and leads to the fix: the data contract's
 invariants, the messages of issue 12, and the up-front check of a whole screen against its
 models (``phenoica.validate``), before any plate is worked on."""
+
 from __future__ import annotations
 
 from pathlib import Path
@@ -10,7 +11,6 @@ import pandas as pd
 import pytest
 import yaml
 
-from phenoica import screen
 from phenoica import workflow as wf
 from phenoica.config import ConfigError, validate_config
 from phenoica.screen import ScreenError, read_plate_metadata, validate_metadata, validate_screen_metadata
@@ -27,8 +27,10 @@ def test_guide_under_two_genes_names_guide_genes_and_rows(metadata):
         validate_metadata(bad, source="meta.csv")
     first_g1 = int(bad.index[bad["Metadata_Gene"] == "G1"][0])
     first_g3 = int(bad.index[bad["Metadata_Gene"] == "G3"][0])
-    assert (f"meta.csv: guide 'G1_g1' is listed under 2 genes: 'G1' (e.g. row {first_g1}), "
-            f"'G3' (e.g. row {first_g3}); a guide targets one gene") in str(err.value)
+    assert (
+        f"meta.csv: guide 'G1_g1' is listed under 2 genes: 'G1' (e.g. row {first_g1}), "
+        f"'G3' (e.g. row {first_g3}); a guide targets one gene"
+    ) in str(err.value)
 
 
 def test_gene_under_two_pert_types_on_different_plates_is_a_screen_error(metadata):
@@ -40,8 +42,11 @@ def test_gene_under_two_pert_types_on_different_plates_is_a_screen_error(metadat
     for plate in ("P1",):
         validate_metadata(bad[bad["Metadata_Plate"] == plate])
     # ... the screen is not, and the error names the rows of both
-    with pytest.raises(ScreenError, match=r"gene 'non-targeting' is listed under both PertTypes: 'control' \(e\.g\. row 0\), "
-                                          rf"'perturbation' \(e\.g\. row {rows[0]}\)"):
+    with pytest.raises(
+        ScreenError,
+        match=r"gene 'non-targeting' is listed under both PertTypes: 'control' \(e\.g\. row 0\), "
+        rf"'perturbation' \(e\.g\. row {rows[0]}\)",
+    ):
         validate_screen_metadata(bad)
 
 
@@ -53,32 +58,46 @@ def test_well_with_two_perturbations_and_plate_in_two_batches(metadata):
     with pytest.raises(ScreenError) as err:
         validate_metadata(bad, source="meta.csv")
     text = str(err.value)
-    assert ("well (P1, A01) holds more than one perturbation: Metadata_Gene 'G1' (e.g. row 1), 'non-targeting' "
-            "(e.g. row 0); Metadata_Guide 'G1_g1' (e.g. row 1), 'NTC' (e.g. row 0); Metadata_PertType") in text
+    assert (
+        "well (P1, A01) holds more than one perturbation: Metadata_Gene 'G1' (e.g. row 1), 'non-targeting' "
+        "(e.g. row 0); Metadata_Guide 'G1_g1' (e.g. row 1), 'NTC' (e.g. row 0); Metadata_PertType"
+    ) in text
     assert "plate 'P2' is in 2 batches: 'B1' (e.g. row 8), 'B9' (e.g. row 15); a plate belongs to one batch" in text
     assert text.startswith("meta.csv: ") and "problems:" in text  # every problem at once
 
 
 def test_batch_without_controls():
     meta = make_metadata(n_plates=4)  # batches B1 (P1, P2), B2 (P3, P4)
-    meta.loc[(meta["Metadata_Batch"] == "B2") & (meta["Metadata_PertType"] == "control"), "Metadata_PertType"] = "perturbation"
+    meta.loc[(meta["Metadata_Batch"] == "B2") & (meta["Metadata_PertType"] == "control"), "Metadata_PertType"] = (
+        "perturbation"
+    )
     meta.loc[meta["Metadata_Gene"] == "non-targeting", "Metadata_PertType"] = "control"
-    meta.loc[(meta["Metadata_Batch"] == "B2") & (meta["Metadata_Gene"] == "non-targeting"),
-             ["Metadata_Gene", "Metadata_Guide", "Metadata_PertType"]] = ["G8", "G8_g1", "perturbation"]
+    meta.loc[
+        (meta["Metadata_Batch"] == "B2") & (meta["Metadata_Gene"] == "non-targeting"),
+        ["Metadata_Gene", "Metadata_Guide", "Metadata_PertType"],
+    ] = ["G8", "G8_g1", "perturbation"]
     validate_metadata(meta)  # per table it is fine
     with pytest.raises(ScreenError, match=r"batch\(es\) \['B2'\] have no control rows"):
         validate_screen_metadata(meta)
 
 
 def test_near_miss_columns_are_all_named_with_the_column_meant(metadata):
-    bad = metadata.rename(columns={"Metadata_Gene": "Metadata_gene", "Metadata_Guide": "Metadata_Guide ",
-                                   "Metadata_Plate": "metadata_plate"})
+    bad = metadata.rename(
+        columns={
+            "Metadata_Gene": "Metadata_gene",
+            "Metadata_Guide": "Metadata_Guide ",
+            "Metadata_Plate": "metadata_plate",
+        }
+    )
     with pytest.raises(ScreenError) as err:
         validate_metadata(bad, source="meta.csv")
     text = str(err.value)
     assert "missing required column(s) ['Metadata_Plate', 'Metadata_Gene', 'Metadata_Guide']" in text
-    for meant, found in (("Metadata_Gene", "Metadata_gene"), ("Metadata_Guide", "Metadata_Guide "),
-                         ("Metadata_Plate", "metadata_plate")):
+    for meant, found in (
+        ("Metadata_Gene", "Metadata_gene"),
+        ("Metadata_Guide", "Metadata_Guide "),
+        ("Metadata_Plate", "metadata_plate"),
+    ):
         assert f"column {found!r} is probably {meant}" in text
 
 
@@ -118,7 +137,9 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
     assert set(rows["Metadata_Plate"]) == {"P1"} and len(rows) == (metadata["Metadata_Plate"] == "P1").sum()
     from phenoica.ingest import validate_plate_map
 
-    wells = metadata.drop(columns=["Metadata_Site", "Metadata_ImageIndex"]).drop_duplicates(["Metadata_Plate", "Metadata_Well"])
+    wells = metadata.drop(columns=["Metadata_Site", "Metadata_ImageIndex"]).drop_duplicates(
+        ["Metadata_Plate", "Metadata_Well"]
+    )
     wells["Metadata_Plate"] = wells["Metadata_Plate"] + " "
     assert set(validate_plate_map(wells)["Metadata_Plate"]) == {"P1", "P2"}
 
@@ -126,10 +147,17 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
 def test_plate_map_guide_under_two_genes():
     from phenoica.ingest import validate_plate_map
 
-    wells = make_metadata().drop(columns=["Metadata_Site", "Metadata_ImageIndex"]).drop_duplicates(
-        ["Metadata_Plate", "Metadata_Well"]).reset_index(drop=True)
+    wells = (
+        make_metadata()
+        .drop(columns=["Metadata_Site", "Metadata_ImageIndex"])
+        .drop_duplicates(["Metadata_Plate", "Metadata_Well"])
+        .reset_index(drop=True)
+    )
     wells.loc[wells["Metadata_Guide"] == "G3_g1", "Metadata_Guide"] = "G1_g1"
-    with pytest.raises(ScreenError, match=r"map\.csv: guide 'G1_g1' is listed under 2 genes: 'G1' \(e\.g\. row 1\), 'G3' \(e\.g\. row 3\)"):
+    with pytest.raises(
+        ScreenError,
+        match=r"map\.csv: guide 'G1_g1' is listed under 2 genes: 'G1' \(e\.g\. row 1\), 'G3' \(e\.g\. row 3\)",
+    ):
         validate_plate_map(wells, source="map.csv")
 
 
@@ -143,7 +171,9 @@ def test_embeddings_from_elsewhere_keep_the_contract_across_files(tmp_path, meta
     b.loc[b["Metadata_Gene"] == "G3", "Metadata_Gene"] = "G3"
     a.to_parquet(tmp_path / "a.parquet")
     b.to_parquet(tmp_path / "b.parquet")
-    with pytest.raises(ScreenError, match=r"guide 'G1_g1' is listed under 2 genes: 'G1' in .*a\.parquet, 'G7' in .*b\.parquet"):
+    with pytest.raises(
+        ScreenError, match=r"guide 'G1_g1' is listed under 2 genes: 'G1' in .*a\.parquet, 'G7' in .*b\.parquet"
+    ):
         write_profiles([tmp_path / "a.parquet", tmp_path / "b.parquet"], tmp_path / "out.parquet")
     nocontrol = df[df["Metadata_Plate"] == "P2"].copy()
     nocontrol["Metadata_Batch"] = "B2"
@@ -187,9 +217,9 @@ def test_misspelt_rule_under_resources_is_named():
 
 
 def test_rule_names_of_the_config_are_the_workflows_rules():
-    from phenoica.config import RULE_NAMES
-
     import re
+
+    from phenoica.config import RULE_NAMES
 
     defined = set()
     for smk in (REPO / "rules").glob("*.smk"):
@@ -207,8 +237,9 @@ def _tiny() -> dict:
 
 def test_valid_demo_screen_passes_and_reports_its_geometry(tmp_path):
     cfg = _tiny()
-    report = validate_screen(cfg["screen"], wf.screen_plates(cfg), cfg["models"], None, cfg["demo"],
-                             out=tmp_path / "v.json")
+    report = validate_screen(
+        cfg["screen"], wf.screen_plates(cfg), cfg["models"], None, cfg["demo"], out=tmp_path / "v.json"
+    )
     assert report["plates"]["B01P01"]["channels"] == cfg["demo"]["channels"]
     assert report["models"]["mae"]["crop_size"] == [16]
     assert (tmp_path / "v.json").exists()
@@ -220,9 +251,11 @@ def test_crop_and_channel_mismatches_are_all_found_up_front(tmp_path):
     cfg = _tiny()
     spec = dict(cfg["models"]["mae"])
     ckpt = save_checkpoint(build_encoder(spec, 3), spec, tmp_path / "three.safetensors")
-    models = {"mae": {**spec, "checkpoint": str(ckpt)},  # 3 channels, the screen has 5
-              "big": {**spec, "img_size": 64, "patch_size": 8},  # crop 64 > 32 px images
-              "picky": {**spec, "channels": ["nucleus", "dapi"]}}  # no channel dapi
+    models = {
+        "mae": {**spec, "checkpoint": str(ckpt)},  # 3 channels, the screen has 5
+        "big": {**spec, "img_size": 64, "patch_size": 8},  # crop 64 > 32 px images
+        "picky": {**spec, "channels": ["nucleus", "dapi"]},
+    }  # no channel dapi
     with pytest.raises(ScreenError) as err:
         validate_screen(cfg["screen"], wf.screen_plates(cfg), models, None, cfg["demo"], out=tmp_path / "v.json")
     text = str(err.value)
@@ -238,8 +271,12 @@ def _zarr_screen(tmp_path: Path) -> tuple[dict, pd.DataFrame, Path]:
     cfg = _tiny()
     meta = simulate_screen(cfg["demo"], 0, tmp_path / "screen")
     table = tmp_path / "screen" / "metadata.parquet"
-    cfg["screen"] = {**cfg["screen"], "source": "zarr", "metadata": str(table),
-                     "plates_dir": str(tmp_path / "screen" / "plates")}
+    cfg["screen"] = {
+        **cfg["screen"],
+        "source": "zarr",
+        "metadata": str(table),
+        "plates_dir": str(tmp_path / "screen" / "plates"),
+    }
     return cfg, meta, table
 
 

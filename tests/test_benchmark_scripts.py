@@ -1,5 +1,6 @@
 """The prepared GPU benchmark runs end to end on a CPU with its tiny setting (a check that the
 script works where no GPU is lent; its numbers are not measurements)."""
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,29 @@ from tests.conftest import REPO
 def test_embed_gpu_script_runs_on_cpu_with_the_tiny_setting(tmp_path):
     out = tmp_path / "gpu.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
-    cmd = [sys.executable, str(REPO / "benchmarks" / "embed_gpu.py"), "--tiny", "--device", "cpu",
-           "--batch-sizes", "2,4", "--iters", "2", "--warmup", "1", "--images", "16", "--chunk-images", "8",
-           "--loader-threads", "2", "--embed-repeats", "1", "--json", str(out)]
+    cmd = [
+        sys.executable,
+        str(REPO / "benchmarks" / "embed_gpu.py"),
+        "--tiny",
+        "--device",
+        "cpu",
+        "--batch-sizes",
+        "2,4",
+        "--iters",
+        "2",
+        "--warmup",
+        "1",
+        "--images",
+        "16",
+        "--chunk-images",
+        "8",
+        "--loader-threads",
+        "2",
+        "--embed-repeats",
+        "1",
+        "--json",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
@@ -31,8 +52,20 @@ def test_embed_gpu_script_runs_on_cpu_with_the_tiny_setting(tmp_path):
 def test_biomap_scale_script_runs_small_and_prints_its_ratios(tmp_path):
     out = tmp_path / "biomap.json"
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
-    cmd = [sys.executable, str(REPO / "benchmarks" / "biomap_scale.py"), "--genes", "400", "--d", "32",
-           "--pairs", "2000", "--block-rows", "64", "--json", str(out)]
+    cmd = [
+        sys.executable,
+        str(REPO / "benchmarks" / "biomap_scale.py"),
+        "--genes",
+        "400",
+        "--d",
+        "32",
+        "--pairs",
+        "2000",
+        "--block-rows",
+        "64",
+        "--json",
+        str(out),
+    ]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "ratio time    stage / bare matmul" in proc.stdout and "ratio memory" in proc.stdout

@@ -78,7 +78,9 @@ def test_orthogonal_layers_make_the_linear_end_an_isometry():
     torch.manual_seed(0)
     iso = bl.Autoencoder(64, 4, [16, 16], alpha=0.0, parametrization="orthogonal")
     J = bl.jacobians(iso.encoder, torch.from_numpy(x[:5]))
-    np.testing.assert_allclose((J @ J.transpose(1, 2)).detach().numpy(), np.broadcast_to(np.eye(4), (5, 4, 4)), atol=1e-5)
+    np.testing.assert_allclose(
+        (J @ J.transpose(1, 2)).detach().numpy(), np.broadcast_to(np.eye(4), (5, 4, 4)), atol=1e-5
+    )
     np.testing.assert_allclose(bl.bilipschitz(iso.encoder, x), 1.0, atol=1e-4)
     # unconstrained layers at alpha = 0: linear but not isometric
     torch.manual_seed(0)
@@ -118,7 +120,7 @@ def test_convergence_rule_and_early_stop():
     _, full = bl.train_autoencoder(x, 0.0, 0, epochs=400, **kw)
     _, early = bl.train_autoencoder(x, 0.0, 0, epochs=400, converge_tol=0.01, converge_window=40, **kw)
     assert len(full) == 400 and 20 <= len(early) < 400 and len(early) % 10 == 0  # checks every 40 steps = 10 epochs
-    assert early == full[:len(early)]  # the same run, stopped once converged
+    assert early == full[: len(early)]  # the same run, stopped once converged
 
 
 def test_isometric_dgp_preserves_distances():
@@ -208,9 +210,19 @@ def test_groups_and_labels():
 def _runs(latents: dict[int, np.ndarray]) -> pd.DataFrame:
     tables = []
     for seed, lat in latents.items():
-        t = pd.DataFrame({"dataset": "isometric", "group": "all", "alpha": 0.5, "slope": 0.5, "seed": seed,
-                          "final_loss": 0.1, "sample": np.arange(len(lat)), "recon_error": 0.1,
-                          "bilipschitz": np.linspace(1, 2, len(lat))})
+        t = pd.DataFrame(
+            {
+                "dataset": "isometric",
+                "group": "all",
+                "alpha": 0.5,
+                "slope": 0.5,
+                "seed": seed,
+                "final_loss": 0.1,
+                "sample": np.arange(len(lat)),
+                "recon_error": 0.1,
+                "bilipschitz": np.linspace(1, 2, len(lat)),
+            }
+        )
         for j in range(lat.shape[1]):
             t[f"z_{j}"] = lat[:, j]
         tables.append(t)
@@ -236,8 +248,19 @@ def _pairs(b_of_alpha, err_of_alpha, seeds=(0, 1, 2, 3), noise=0.0, rng=None):
     for alpha, (b, e) in enumerate(zip(b_of_alpha, err_of_alpha)):
         for sa, sb in itertools.combinations(seeds, 2):
             jitter = rng.normal(0, noise, 2) if rng is not None else (0.0, 0.0)
-            rows.append({"dataset": "digits", "group": "all", "alpha": float(alpha), "seed_a": sa, "seed_b": sb,
-                         "b_mean": b + jitter[0], "b_max": 10 - b, "rigid": e + jitter[1], "linear": e + jitter[1]})
+            rows.append(
+                {
+                    "dataset": "digits",
+                    "group": "all",
+                    "alpha": float(alpha),
+                    "seed_a": sa,
+                    "seed_b": sb,
+                    "b_mean": b + jitter[0],
+                    "b_max": 10 - b,
+                    "rigid": e + jitter[1],
+                    "linear": e + jitter[1],
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -277,10 +300,27 @@ def test_training_is_seeded():
         assert not torch.allclose(m1.encoder(xt), m3.encoder(xt))
 
 
-TINY = dict(datasets=["isometric", "digits"], alphas=[0.0, 0.9], seeds=[0, 1], per_digit=[0], n_samples=60,
-            latent_dim=3, hidden=[8], epochs=3, converge_tol=0.0, converge_window=200, batch_size=32, lr=1e-2,
-            max_jacobian_samples=20, train_fraction=0.8, device="cpu", mnist_path=None, parametrization="orthogonal",
-            n_bootstrap=50, isometric=dict(latent_dim=2, ambient_dim=6, curvature=0.5))
+TINY = dict(
+    datasets=["isometric", "digits"],
+    alphas=[0.0, 0.9],
+    seeds=[0, 1],
+    per_digit=[0],
+    n_samples=60,
+    latent_dim=3,
+    hidden=[8],
+    epochs=3,
+    converge_tol=0.0,
+    converge_window=200,
+    batch_size=32,
+    lr=1e-2,
+    max_jacobian_samples=20,
+    train_fraction=0.8,
+    device="cpu",
+    mnist_path=None,
+    parametrization="orthogonal",
+    n_bootstrap=50,
+    isometric=dict(latent_dim=2, ambient_dim=6, curvature=0.5),
+)
 
 
 def test_tiny_sweep_end_to_end(tmp_path):
@@ -314,7 +354,10 @@ def test_tiny_sweep_end_to_end(tmp_path):
 
     linked = render.read_verdict(tmp_path / "study")
     assert linked["title"] == bl.TITLE and linked["page"] == str(files["index.html"])
-    assert linked["verdict"].startswith("digits: Spearman rho(mean B, rigid error) ") and "over 2 seed pairs" in linked["verdict"]
+    assert (
+        linked["verdict"].startswith("digits: Spearman rho(mean B, rigid error) ")
+        and "over 2 seed pairs" in linked["verdict"]
+    )
 
 
 def test_run_model_requires_mnist_path():

@@ -1,10 +1,10 @@
 """Gene maps (issue 15): aggregation, similarity, neighbours, recall (EFAAR protocol), guide
 consistency, annotation sources, batch-mixing metrics and the report's tables and figures.
 Known answers on small generated data; brute force as the reference for the blocked code."""
+
 from __future__ import annotations
 
 import zipfile
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,8 +14,14 @@ from phenoica import annotations, batch_metrics, biomap
 from phenoica.biomap_report import batch_biology_figure, biomap_report, biomap_summary, heatmap_figure
 from phenoica.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 
-CFG = {"genes": "all", "n_neighbors": 3, "recall_thresholds": [[0.05, 0.95], [0.1, 0.9]], "min_entities": 3,
-       "consistency_null_size": 500, "block_rows": 7}
+CFG = {
+    "genes": "all",
+    "n_neighbors": 3,
+    "recall_thresholds": [[0.05, 0.95], [0.1, 0.9]],
+    "min_entities": 3,
+    "consistency_null_size": 500,
+    "block_rows": 7,
+}
 
 
 def brute_recall(X: np.ndarray, names: list[str], pairs: pd.DataFrame, lo: float, hi: float) -> float:
@@ -40,7 +46,7 @@ def planted_map(n_genes: int = 60, d: int = 16, seed: int = 0) -> tuple[np.ndarr
         direction = rng.normal(size=d) * 4
         members = list(range(4 * c, 4 * c + 4))
         X[members] += direction
-        pairs += [(names[a], names[b]) for i, a in enumerate(members) for b in members[i + 1:]]
+        pairs += [(names[a], names[b]) for i, a in enumerate(members) for b in members[i + 1 :]]
     return X, names, pd.DataFrame(pairs, columns=["entity1", "entity2"])
 
 
@@ -64,8 +70,9 @@ def test_blocked_recall_equals_efaar_on_the_full_matrix():
 def test_planted_complexes_are_recalled_and_random_pairs_near_chance():
     X, names, complexes = planted_map()
     rng = np.random.default_rng(3)
-    far = annotations.canonical_pairs(pd.DataFrame({"entity1": rng.choice(names[12:], 300),
-                                                    "entity2": rng.choice(names[12:], 300)}), "far")
+    far = annotations.canonical_pairs(
+        pd.DataFrame({"entity1": rng.choice(names[12:], 300), "entity2": rng.choice(names[12:], 300)}), "far"
+    )
     recall, _ = biomap.relationship_recall(X, names, {"complexes": complexes, "far": far}, min_entities=3)
     at5 = recall[recall["lower"] == 0.05].set_index("source")
     assert at5.loc["complexes", "recall"] == 1.0
@@ -75,8 +82,9 @@ def test_planted_complexes_are_recalled_and_random_pairs_near_chance():
 def test_source_sharing_too_few_genes_is_a_recorded_skip_with_counts():
     X, names, complexes = planted_map()
     few = pd.DataFrame({"entity1": ["G000", "G001", "OTHER1"], "entity2": ["G001", "OTHER2", "OTHER3"]})
-    recall, coverage = biomap.relationship_recall(X, names, {"few": annotations.canonical_pairs(few, "few"),
-                                                            "complexes": complexes}, min_entities=5)
+    recall, coverage = biomap.relationship_recall(
+        X, names, {"few": annotations.canonical_pairs(few, "few"), "complexes": complexes}, min_entities=5
+    )
     skipped = recall[recall["source"] == "few"]
     assert (skipped["status"] == "skipped").all() and skipped["recall"].isna().all()
     assert "2 of the map's 60 genes are in few (fewer than biomap.min_entities = 5)" in skipped["reason"].iloc[0]
@@ -135,13 +143,28 @@ def profile_rows(seed: int = 0) -> pd.DataFrame:
     rng = np.random.default_rng(seed)
     rows = []
     for b, shift in (("B1", 0.0), ("B2", 10.0)):
-        for w, (gene, guide, pt) in enumerate([("NTC", "NTC_1", "control"), ("NTC", "NTC_2", "control"),
-                                               ("A", "A_1", "perturbation"), ("A", "A_2", "perturbation"),
-                                               ("B", "B_1", "perturbation")]):
+        for w, (gene, guide, pt) in enumerate(
+            [
+                ("NTC", "NTC_1", "control"),
+                ("NTC", "NTC_2", "control"),
+                ("A", "A_1", "perturbation"),
+                ("A", "A_2", "perturbation"),
+                ("B", "B_1", "perturbation"),
+            ]
+        ):
             for site in range(2):
-                rows.append({BATCH: b, PLATE: f"{b}P1", WELL: f"A{w:02d}", GENE: gene, GUIDE: guide, PERT_TYPE: pt,
-                             "emb_0000": shift + (3.0 if gene == "A" else 0.0) + rng.normal() * 0.1,
-                             "emb_0001": shift + rng.normal() * 0.1})
+                rows.append(
+                    {
+                        BATCH: b,
+                        PLATE: f"{b}P1",
+                        WELL: f"A{w:02d}",
+                        GENE: gene,
+                        GUIDE: guide,
+                        PERT_TYPE: pt,
+                        "emb_0000": shift + (3.0 if gene == "A" else 0.0) + rng.normal() * 0.1,
+                        "emb_0001": shift + rng.normal() * 0.1,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
@@ -183,7 +206,9 @@ def test_map_genes_active_uses_the_gene_calls_and_falls_back_without_calls():
 def test_annotation_with_missing_columns_is_a_clear_error(tmp_path):
     path = tmp_path / "pairs.csv"
     pd.DataFrame({"gene_a": ["X"], "gene_b": ["Y"]}).to_csv(path, index=False)
-    with pytest.raises(ScreenError, match=r"pairs\.csv: missing column\(s\) \['entity1', 'entity2'\].*found \['gene_a', 'gene_b'\]"):
+    with pytest.raises(
+        ScreenError, match=r"pairs\.csv: missing column\(s\) \['entity1', 'entity2'\].*found \['gene_a', 'gene_b'\]"
+    ):
         annotations.read_annotation(path)
 
 
@@ -205,8 +230,14 @@ def test_efaar_sources_read_from_a_wheel_without_the_package(tmp_path):
         annotations.read_efaar_source("GO", wheel)
     mine = tmp_path / "mine.tsv"
     pd.DataFrame({"entity1": ["X"], "entity2": ["Y"]}).to_csv(mine, sep="\t", index=False)
-    sources = annotations.load_sources({"builtin_corum": False, "efaar_sources": ["CORUM"], "efaar_wheel": str(wheel),
-                                        "annotations": {"mine": str(mine)}})
+    sources = annotations.load_sources(
+        {
+            "builtin_corum": False,
+            "efaar_sources": ["CORUM"],
+            "efaar_wheel": str(wheel),
+            "annotations": {"mine": str(mine)},
+        }
+    )
     assert list(sources) == ["CORUM", "mine"] and sources["mine"].values.tolist() == [["X", "Y"]]
 
 
@@ -243,9 +274,17 @@ def batch_table(effect: float, n_batches: int = 3, seed: int = 0) -> pd.DataFram
         shift = rng.normal(size=6) * effect
         for w in range(60):
             x = rng.normal(size=6) + shift
-            rows.append({BATCH: f"B{b}", PLATE: f"P{b}", WELL: f"W{w:02d}", GENE: "NTC" if w < 30 else f"G{w % 5}",
-                         GUIDE: "g", PERT_TYPE: "control" if w < 30 else "perturbation",
-                         **{f"emb_{i:04d}": v for i, v in enumerate(x)}})
+            rows.append(
+                {
+                    BATCH: f"B{b}",
+                    PLATE: f"P{b}",
+                    WELL: f"W{w:02d}",
+                    GENE: "NTC" if w < 30 else f"G{w % 5}",
+                    GUIDE: "g",
+                    PERT_TYPE: "control" if w < 30 else "perturbation",
+                    **{f"emb_{i:04d}": v for i, v in enumerate(x)},
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -253,7 +292,9 @@ def test_batch_metrics_see_a_strong_batch_effect_and_none_without_one():
     strong = batch_metrics.batch_metrics(batch_table(5.0), model="m", variant="v", seed=0).set_index("subset")
     none = batch_metrics.batch_metrics(batch_table(0.0), model="m", variant="v", seed=0).set_index("subset")
     for subset in ("controls", "all"):
-        assert strong.loc[subset, "batch_accuracy"] > 0.95 and strong.loc[subset, "batch_chance"] == pytest.approx(1 / 3)
+        assert strong.loc[subset, "batch_accuracy"] > 0.95 and strong.loc[subset, "batch_chance"] == pytest.approx(
+            1 / 3
+        )
         assert none.loc[subset, "batch_accuracy"] < 0.55
         assert strong.loc[subset, "asw_batch"] < none.loc[subset, "asw_batch"]
         assert strong.loc[subset, "ilisi_norm"] < 0.2
@@ -270,8 +311,9 @@ def test_well_profiles_are_streamed_from_the_parquet(tmp_path):
     streamed = batch_metrics.well_profile_table(str(path), batch_rows=3)
     expected = well_profiles(table)
     assert len(streamed) == len(expected) == 10
-    np.testing.assert_allclose(streamed[["emb_0000", "emb_0001"]].to_numpy(),
-                               expected[["emb_0000", "emb_0001"]].to_numpy(), rtol=1e-5)
+    np.testing.assert_allclose(
+        streamed[["emb_0000", "emb_0001"]].to_numpy(), expected[["emb_0000", "emb_0001"]].to_numpy(), rtol=1e-5
+    )
     assert (streamed[GENE].to_numpy() == expected[GENE].to_numpy()).all()
 
 
@@ -304,12 +346,19 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
     feats = pd.DataFrame(np.array(values, np.float32), columns=[f"emb_{i:04d}" for i in range(X.shape[1])])
     guides = pd.concat([pd.DataFrame(guides_rows), feats], axis=1)
     genes = guides.groupby([GENE, PERT_TYPE], sort=True)[list(feats.columns)].mean().reset_index()
-    truth = pd.DataFrame({GENE: names, GUIDE: [f"{g}_0" for g in names],
-                          "complex": [f"C{i // 4}" if i < 12 else "" for i in range(len(names))]})
-    calls = pd.DataFrame({GENE: names, "q_value": np.linspace(0.001, 0.5, len(names)), "hit": True,
-                          "model": "m", "variant": "v"})
-    tables, chosen, q, _ = biomap.gene_map(guides, genes, calls, {"c": complexes}, CFG, seed=0, model="m",
-                                           variant="v", truth=truth)
+    truth = pd.DataFrame(
+        {
+            GENE: names,
+            GUIDE: [f"{g}_0" for g in names],
+            "complex": [f"C{i // 4}" if i < 12 else "" for i in range(len(names))],
+        }
+    )
+    calls = pd.DataFrame(
+        {GENE: names, "q_value": np.linspace(0.001, 0.5, len(names)), "hit": True, "model": "m", "variant": "v"}
+    )
+    tables, chosen, q, _ = biomap.gene_map(
+        guides, genes, calls, {"c": complexes}, CFG, seed=0, model="m", variant="v", truth=truth
+    )
     rec = tables["recall"].set_index(["source", "lower"])
     # 18 complex pairs among 276: at 5/95 only the top 13 cosines (#null below >= 0.95 * 276) can be
     # recalled, so 13/18 is the most there is; at 10/90 all 18 fit
@@ -320,14 +369,21 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
     assert len(gn) == 48 * 3 and gn["same_gene"].mean() > 0.3  # a guide's nearest is often its gene's other guide
     first = gn[gn["rank"] == 1]
     assert first["same_gene"].mean() > 0.9
-    heat = heatmap_figure(chosen[list(feats.columns)].to_numpy(), chosen[GENE].tolist(), q, tmp_path / "h.png",
-                          max_genes=10)
+    heat = heatmap_figure(
+        chosen[list(feats.columns)].to_numpy(), chosen[GENE].tolist(), q, tmp_path / "h.png", max_genes=10
+    )
     assert heat.stat().st_size > 1000
     batch = batch_metrics.batch_metrics(batch_table(2.0), model="m", variant="v", seed=0)
     _, figures, sections = biomap_report(
-        tmp_path / "report", recall=tables["recall"], coverage=tables["coverage"],
-        consistency=tables["consistency"], neighbors=tables["neighbors"], batch=batch, heatmaps={("m", "v"): heat},
-        gene_calls=calls)
+        tmp_path / "report",
+        recall=tables["recall"],
+        coverage=tables["coverage"],
+        consistency=tables["consistency"],
+        neighbors=tables["neighbors"],
+        batch=batch,
+        heatmaps={("m", "v"): heat},
+        gene_calls=calls,
+    )
     assert all(path.exists() for path, _ in figures.values())
     assert {"biomap_batch_vs_biology", "biomap_heatmap_m_v"} <= set(figures)
     summary = sections[0][2]
@@ -337,12 +393,31 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
 
 
 def test_summary_and_figure_with_one_point_per_variant(tmp_path):
-    recall = pd.DataFrame({"model": ["m", "m"], "variant": ["pca", "pca_ica"], "source": "s", "n_map_genes": 10,
-                           "lower": 0.05, "upper": 0.95, "recall": [0.2, 0.4], "recall_expected": 0.1,
-                           "status": "ok"})
-    batch = pd.DataFrame({"model": "m", "variant": ["pca", "pca", "pca_ica", "pca_ica"],
-                          "subset": ["controls", "all"] * 2, "asw_batch": 0.9, "ilisi_norm": 0.8,
-                          "batch_accuracy": 0.4, "batch_chance": 0.25, "batch_removal": [0.7, 0.6, 0.8, 0.7]})
+    recall = pd.DataFrame(
+        {
+            "model": ["m", "m"],
+            "variant": ["pca", "pca_ica"],
+            "source": "s",
+            "n_map_genes": 10,
+            "lower": 0.05,
+            "upper": 0.95,
+            "recall": [0.2, 0.4],
+            "recall_expected": 0.1,
+            "status": "ok",
+        }
+    )
+    batch = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": ["pca", "pca", "pca_ica", "pca_ica"],
+            "subset": ["controls", "all"] * 2,
+            "asw_batch": 0.9,
+            "ilisi_norm": 0.8,
+            "batch_accuracy": 0.4,
+            "batch_chance": 0.25,
+            "batch_removal": [0.7, 0.6, 0.8, 0.7],
+        }
+    )
     cons = pd.DataFrame({"model": "m", "variant": ["pca", "pca_ica"], "consistency": 0.3, "p_value": [0.01, 0.2]})
     summary = biomap_summary(recall, batch, cons)
     assert summary["variant"].tolist() == ["pca", "pca_ica"]

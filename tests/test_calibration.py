@@ -20,8 +20,17 @@ from phenoica.splits import leave_one_batch_out
 CFG = {"num_boost_round": 50, "n_null_guides": 100, "concentration": False, "lightgbm": {"num_threads": 1}}
 
 
-def null_screen(seed: int, n_guides: int = 240, effect_every: int = 0, effect: float = 1.5,
-                n_batches: int = 4, plates: int = 2, control_wells: int = 24, sites: int = 2, d: int = 16) -> pd.DataFrame:
+def null_screen(
+    seed: int,
+    n_guides: int = 240,
+    effect_every: int = 0,
+    effect: float = 1.5,
+    n_batches: int = 4,
+    plates: int = 2,
+    control_wells: int = 24,
+    sites: int = 2,
+    d: int = 16,
+) -> pd.DataFrame:
     """Embeddings with batch, plate and well effects; guides of one well per plate.
 
     Every ``effect_every``-th guide (0 = none) shifts 3 of the ``d`` features by ``effect`` SD.
@@ -34,8 +43,15 @@ def null_screen(seed: int, n_guides: int = 240, effect_every: int = 0, effect: f
         for p in range(plates):
             plate_shift = batch_shift + 0.3 * rng.standard_normal(d)
             wells = [("NTC", "NTC_1", CONTROL, 0.0)] * control_wells
-            wells += [(f"G{g // 2:04d}", f"G{g // 2:04d}_{g % 2}", PERTURBATION,
-                       effect if effect_every and g % effect_every == 0 else 0.0) for g in range(n_guides)]
+            wells += [
+                (
+                    f"G{g // 2:04d}",
+                    f"G{g // 2:04d}_{g % 2}",
+                    PERTURBATION,
+                    effect if effect_every and g % effect_every == 0 else 0.0,
+                )
+                for g in range(n_guides)
+            ]
             for w, (gene, guide, ptype, shift) in enumerate(wells):
                 well_mean = plate_shift + 0.3 * rng.standard_normal(d)
                 well_mean[:3] += shift

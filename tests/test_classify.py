@@ -14,22 +14,36 @@ import pytest
 from phenoica import classify as C
 from phenoica import metrics
 from phenoica.screen import (
-    BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL,
-    ScreenError, feature_name,
+    BATCH,
+    CONTROL,
+    GENE,
+    GUIDE,
+    IMAGE_INDEX,
+    PERT_TYPE,
+    PERTURBATION,
+    PLATE,
+    SITE,
+    WELL,
+    ScreenError,
+    feature_name,
 )
-
 from phenoica.splits import Fold
-
 
 D = 8
 STRONG_FEATURE = 2
 CFG = {"num_boost_round": 20, "n_null_guides": 2, "lightgbm": {"num_threads": 1}}
 # (gene, guide, feature with an effect, shift in SD)
-GUIDES = [("STRONG", "STRONG_1", STRONG_FEATURE, 4.0), ("NONE", "NONE_1", None, 0.0),
-          ("WEAK", "WEAK_1", 5, 1.5), ("WEAK", "WEAK_2", 5, 1.5)]
+GUIDES = [
+    ("STRONG", "STRONG_1", STRONG_FEATURE, 4.0),
+    ("NONE", "NONE_1", None, 0.0),
+    ("WEAK", "WEAK_1", 5, 1.5),
+    ("WEAK", "WEAK_2", 5, 1.5),
+]
 
 
-def make_table(seed: int = 0, n_controls: int = 60, n_per_guide: int = 10, guides=GUIDES, n_batches: int = 3) -> pd.DataFrame:
+def make_table(
+    seed: int = 0, n_controls: int = 60, n_per_guide: int = 10, guides=GUIDES, n_batches: int = 3
+) -> pd.DataFrame:
     """n_batches x (controls + each guide x n_per_guide), D float32 features, per-batch shifts."""
     rng = np.random.default_rng(seed)
     meta, feats = [], []
@@ -47,10 +61,18 @@ def make_table(seed: int = 0, n_controls: int = 60, n_per_guide: int = 10, guide
                 feats.append(x)
     m = pd.DataFrame(meta, columns=[GENE, GUIDE, PERT_TYPE, BATCH])
     n = len(m)
-    table = pd.DataFrame({
-        BATCH: m[BATCH], PLATE: m[BATCH] + "P01", WELL: [f"W{i:05d}" for i in range(n)], SITE: 1,
-        GENE: m[GENE], GUIDE: m[GUIDE], PERT_TYPE: m[PERT_TYPE], IMAGE_INDEX: np.arange(n),
-    })
+    table = pd.DataFrame(
+        {
+            BATCH: m[BATCH],
+            PLATE: m[BATCH] + "P01",
+            WELL: [f"W{i:05d}" for i in range(n)],
+            SITE: 1,
+            GENE: m[GENE],
+            GUIDE: m[GUIDE],
+            PERT_TYPE: m[PERT_TYPE],
+            IMAGE_INDEX: np.arange(n),
+        }
+    )
     X = np.asarray(feats, dtype=np.float32)
     for j in range(D):
         table[feature_name(j)] = X[:, j]
@@ -59,8 +81,9 @@ def make_table(seed: int = 0, n_controls: int = 60, n_per_guide: int = 10, guide
 
 def batch_folds(table: pd.DataFrame) -> list:
     batch = table[BATCH].to_numpy()
-    return [Fold(f"holdout_{b}", np.flatnonzero(batch != b), np.flatnonzero(batch == b), (b,))
-            for b in sorted(set(batch))]
+    return [
+        Fold(f"holdout_{b}", np.flatnonzero(batch != b), np.flatnonzero(batch == b), (b,)) for b in sorted(set(batch))
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -104,8 +127,15 @@ def test_one_row_per_guide_and_fold_with_exact_columns(scores, table):
 
 
 def test_concentration_switch_trains_the_full_model_only(table, scores):
-    off = C.classify_guides(table, [("WEAK", "WEAK_1")], batch_folds(table), dict(CFG, concentration=False),
-                            seed=0, variant="base", model="m")
+    off = C.classify_guides(
+        table,
+        [("WEAK", "WEAK_1")],
+        batch_folds(table),
+        dict(CFG, concentration=False),
+        seed=0,
+        variant="base",
+        model="m",
+    )
     on = scores[scores[GUIDE] == "WEAK_1"].reset_index(drop=True)
     assert off["auroc"].tolist() == on["auroc"].tolist() and off["sparsity"].tolist() == on["sparsity"].tolist()
     assert off[["concentration", "auroc_top", "auroc_rest"]].isna().all().all()
@@ -238,11 +268,14 @@ def test_deterministic_and_independent_of_other_guides(table, nulls, scores):
     again = C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m", nulls=nulls)
     pd.testing.assert_frame_equal(scores, again)
     alone = C.classify_guides(table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=0, variant="base", model="m")
-    blocks_of_two = C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m",
-                                      nulls=nulls, block_size=2)
+    blocks_of_two = C.classify_guides(
+        table, None, batch_folds(table), CFG, seed=0, variant="base", model="m", nulls=nulls, block_size=2
+    )
     pd.testing.assert_frame_equal(scores, blocks_of_two)
     pd.testing.assert_frame_equal(alone, scores[scores[GUIDE] == "WEAK_2"].reset_index(drop=True))
-    other_seed = C.classify_guides(table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=1, variant="base", model="m")
+    other_seed = C.classify_guides(
+        table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=1, variant="base", model="m"
+    )
     assert not np.allclose(other_seed["sparsity"], alone["sparsity"])
 
 
@@ -264,7 +297,8 @@ def test_skips_are_recorded_with_reasons():
     reason = out.set_index([GUIDE, "fold"])["reason"]
     assert reason["FEW_1", "holdout_B0"] == "too few training samples (0 < 5)"
     assert reason["FEW_1", "holdout_B1"] == (
-        "too few training samples (3 < 5); held-out fold has no samples of this guide")
+        "too few training samples (3 < 5); held-out fold has no samples of this guide"
+    )
     skipped = out[out["status"] == "skipped"]
     assert len(skipped) == 3  # FEW_1 in every fold
     assert skipped[["auroc", "sparsity", "concentration", "auroc_top", "auroc_rest"]].isna().all().all()
@@ -276,8 +310,12 @@ def test_skips_are_recorded_with_reasons():
 def test_a_fold_without_controls_is_an_error_naming_the_counts():
     t = make_table(n_controls=20, guides=GUIDES[:2])
     guide_rows = np.flatnonzero((t[PERT_TYPE] == PERTURBATION).to_numpy())
-    no_test_controls = Fold("no_controls", np.flatnonzero(t[BATCH] != "B0"),
-                            np.intersect1d(np.flatnonzero(t[BATCH] == "B0"), guide_rows), ("B0",))
+    no_test_controls = Fold(
+        "no_controls",
+        np.flatnonzero(t[BATCH] != "B0"),
+        np.intersect1d(np.flatnonzero(t[BATCH] == "B0"), guide_rows),
+        ("B0",),
+    )
     with pytest.raises(ScreenError, match=r"fold 'no_controls' has 40 training control.*and 0 held-out control"):
         C.classify_guides(t, None, [no_test_controls], CFG, seed=0, variant="base")
     few = Fold("few", np.r_[np.arange(3), guide_rows[:30]], np.flatnonzero(t[BATCH] == "B2"), ())
@@ -287,8 +325,9 @@ def test_a_fold_without_controls_is_an_error_naming_the_counts():
 
 def test_too_few_heldout_samples_is_a_skip():
     t = make_table(n_controls=20, guides=GUIDES[:1], n_per_guide=3)
-    out = C.classify_guides(t, None, batch_folds(t), dict(CFG, min_train_samples=2, min_test_samples=4),
-                            seed=0, variant="base")
+    out = C.classify_guides(
+        t, None, batch_folds(t), dict(CFG, min_train_samples=2, min_test_samples=4), seed=0, variant="base"
+    )
     assert set(out["reason"]) == {"too few held-out samples (3 < 4)"}
 
 
@@ -360,17 +399,25 @@ def test_lightgbm_params_table6_defaults_and_overrides():
 
 
 def test_lightgbm_reads_the_parameter_names_itself():
-    names = C.lightgbm_parameter_names({"reg_alpha": 1.0, "l1_regularization": 2.0, "lambda": 3.0, "num_leavez": 4,
-                                        "max_bin_by_feature": [3, 4, 5]})
-    assert names == {"reg_alpha": "lambda_l1", "l1_regularization": "lambda_l1", "lambda": "lambda_l2",
-                     "num_leavez": None, "max_bin_by_feature": "max_bin_by_feature"}  # data-dependent keys pass
+    names = C.lightgbm_parameter_names(
+        {"reg_alpha": 1.0, "l1_regularization": 2.0, "lambda": 3.0, "num_leavez": 4, "max_bin_by_feature": [3, 4, 5]}
+    )
+    assert names == {
+        "reg_alpha": "lambda_l1",
+        "l1_regularization": "lambda_l1",
+        "lambda": "lambda_l2",
+        "num_leavez": None,
+        "max_bin_by_feature": "max_bin_by_feature",
+    }  # data-dependent keys pass
     with pytest.raises(ValueError, match="reg_alpha and l1_regularization|l1_regularization and reg_alpha"):
         C.lightgbm_params({"lightgbm": {"reg_alpha": 2.0, "l1_regularization": 3.0}}, seed=0)
     with pytest.raises(ValueError, match="classify.lightgbm.random_state: may not be set here"):
         C.lightgbm_params({"lightgbm": {"random_state": 3}}, seed=0)
     # outside a check LightGBM's log behaves as its default logger: warnings stay Python warnings
     with pytest.warns(UserWarning, match="categorical_feature keyword"):
-        lgb.Dataset(np.ones((10, 2)), label=np.arange(10) % 2, params={"categorical_feature": [0], "verbosity": -1}).construct()
+        lgb.Dataset(
+            np.ones((10, 2)), label=np.arange(10) % 2, params={"categorical_feature": [0], "verbosity": -1}
+        ).construct()
 
 
 def test_lightgbm_parameter_check_never_switches_off_silently(monkeypatch):
@@ -404,8 +451,17 @@ def make_well_table(seed: int = 0, control_wells: int = 12, sites: int = 3) -> p
             wells += [("G1", "G1_a", PERTURBATION)] + [("G2", "G2_a", PERTURBATION)] * 2
             for w, (gene, guide, ptype) in enumerate(wells):
                 for s in range(sites):
-                    rows.append({BATCH: f"B{b}", PLATE: plate, WELL: f"W{w:02d}", SITE: s, GENE: gene, GUIDE: guide,
-                                 PERT_TYPE: ptype})
+                    rows.append(
+                        {
+                            BATCH: f"B{b}",
+                            PLATE: plate,
+                            WELL: f"W{w:02d}",
+                            SITE: s,
+                            GENE: gene,
+                            GUIDE: guide,
+                            PERT_TYPE: ptype,
+                        }
+                    )
     t = pd.DataFrame(rows)
     t[IMAGE_INDEX] = t.groupby(PLATE).cumcount()
     for j in range(D):
@@ -418,8 +474,9 @@ def test_null_guides_are_whole_control_wells_laid_out_like_real_guides():
     design = C.null_guide_design(t, 40, seed=5)
     assert [g.guide for g in design[:2]] == ["null_0001", "null_0002"] and len(design) == 40
     ctrl = C.control_mask(t)
-    real_layouts = {tuple(sorted(_layout(t, np.flatnonzero((t[GUIDE] == g).to_numpy())).items()))
-                    for g in ("G1_a", "G2_a")}
+    real_layouts = {
+        tuple(sorted(_layout(t, np.flatnonzero((t[GUIDE] == g).to_numpy())).items())) for g in ("G1_a", "G2_a")
+    }
     seen = set()
     for g in design:
         assert g.is_null and g.gene == "null" and ctrl[g.rows].all()
@@ -493,19 +550,82 @@ def test_shards_cover_every_guide_once_and_match_unsharded(scores):
 
 
 def test_summarize_scores_hand_made():
-    base = {"model": "m", "variant": "pca", "n_train_pos": 5, "n_train_neg": 9, "n_test_pos": 2,
-            "n_test_neg": 3, "auroc_top": 0.5, "auroc_rest": 0.5, "is_null_guide": False}
-    rows = pd.DataFrame([
-        dict(base, **{GENE: "A", GUIDE: "A_1"}, fold="f0", auroc=0.8, sparsity=0.2, concentration=0.1, status="ok", reason=""),
-        dict(base, **{GENE: "A", GUIDE: "A_1"}, fold="f1", auroc=0.6, sparsity=0.4, concentration=0.3, status="ok", reason=""),
-        dict(base, **{GENE: "A", GUIDE: "A_2"}, fold="f0", auroc=0.9, sparsity=0.6, concentration=0.5, status="ok", reason=""),
-        dict(base, **{GENE: "A", GUIDE: "A_2"}, fold="f1", auroc=np.nan, sparsity=np.nan, concentration=np.nan,
-             status="skipped", reason="held-out fold has no controls"),
-        dict(base, **{GENE: "B", GUIDE: "B_1"}, fold="f0", auroc=np.nan, sparsity=np.nan, concentration=np.nan,
-             status="skipped", reason="too few training samples (1 < 5)"),
-        dict(base, **{GENE: "null", GUIDE: "null_0001"}, fold="f0", auroc=0.4, sparsity=0.1, concentration=0.0,
-             status="ok", reason="", is_null_guide=True),
-    ])[list(C.SCORE_COLUMNS)]
+    base = {
+        "model": "m",
+        "variant": "pca",
+        "n_train_pos": 5,
+        "n_train_neg": 9,
+        "n_test_pos": 2,
+        "n_test_neg": 3,
+        "auroc_top": 0.5,
+        "auroc_rest": 0.5,
+        "is_null_guide": False,
+    }
+    rows = pd.DataFrame(
+        [
+            dict(
+                base,
+                **{GENE: "A", GUIDE: "A_1"},
+                fold="f0",
+                auroc=0.8,
+                sparsity=0.2,
+                concentration=0.1,
+                status="ok",
+                reason="",
+            ),
+            dict(
+                base,
+                **{GENE: "A", GUIDE: "A_1"},
+                fold="f1",
+                auroc=0.6,
+                sparsity=0.4,
+                concentration=0.3,
+                status="ok",
+                reason="",
+            ),
+            dict(
+                base,
+                **{GENE: "A", GUIDE: "A_2"},
+                fold="f0",
+                auroc=0.9,
+                sparsity=0.6,
+                concentration=0.5,
+                status="ok",
+                reason="",
+            ),
+            dict(
+                base,
+                **{GENE: "A", GUIDE: "A_2"},
+                fold="f1",
+                auroc=np.nan,
+                sparsity=np.nan,
+                concentration=np.nan,
+                status="skipped",
+                reason="held-out fold has no controls",
+            ),
+            dict(
+                base,
+                **{GENE: "B", GUIDE: "B_1"},
+                fold="f0",
+                auroc=np.nan,
+                sparsity=np.nan,
+                concentration=np.nan,
+                status="skipped",
+                reason="too few training samples (1 < 5)",
+            ),
+            dict(
+                base,
+                **{GENE: "null", GUIDE: "null_0001"},
+                fold="f0",
+                auroc=0.4,
+                sparsity=0.1,
+                concentration=0.0,
+                status="ok",
+                reason="",
+                is_null_guide=True,
+            ),
+        ]
+    )[list(C.SCORE_COLUMNS)]
     guide, gene = C.summarize_scores(rows)
     assert tuple(guide.columns) == C.GUIDE_SUMMARY_COLUMNS and tuple(gene.columns) == C.GENE_SUMMARY_COLUMNS
     g = guide.set_index(GUIDE)
@@ -550,8 +670,10 @@ def test_a_small_screen_runs_with_the_default_null():
     for b in range(3):
         wells = [("NTC", "NTC_1", CONTROL)] * 16 + [(f"G{g}", f"G{g}_a", PERTURBATION) for g in range(4)]
         for w, (gene, guide, ptype) in enumerate(wells):
-            rows += [{BATCH: f"B{b}", PLATE: f"P{b}", WELL: f"W{w:02d}", SITE: s, GENE: gene, GUIDE: guide,
-                      PERT_TYPE: ptype} for s in range(2)]
+            rows += [
+                {BATCH: f"B{b}", PLATE: f"P{b}", WELL: f"W{w:02d}", SITE: s, GENE: gene, GUIDE: guide, PERT_TYPE: ptype}
+                for s in range(2)
+            ]
     t = pd.DataFrame(rows)
     t[IMAGE_INDEX] = t.groupby(PLATE).cumcount()
     for j in range(D):

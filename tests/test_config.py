@@ -1,4 +1,5 @@
 """Config validation: defaults filled from the schema, unknown keys named, cross-key rules."""
+
 from __future__ import annotations
 
 import pytest
@@ -51,7 +52,9 @@ def test_cross_key_rules():
         validate_config({"demo": {"n_genes": 2, "n_null_genes": 3}})
     with pytest.raises(ConfigError, match="n_null_guides is 2.*at least 3"):
         validate_config({"classify": {"n_null_guides": 2}})
-    assert validate_config({"classify": {"n_null_guides": 2, "null_model": "empirical"}})["classify"]["n_null_guides"] == 2
+    assert (
+        validate_config({"classify": {"n_null_guides": 2, "null_model": "empirical"}})["classify"]["n_null_guides"] == 2
+    )
 
 
 def test_overrides_merge_deeply(tmp_path):
@@ -79,6 +82,7 @@ def test_resolve_section_fills_defaults_validates_once_and_names_the_key(monkeyp
         C.resolve_section("transforms", {"batch_rows": 0})
     with pytest.raises(C.ConfigError, match=r"config key classify: unknown key\(s\) \['num_boost_rounds'\]"):
         C.resolve_section("classify", {"num_boost_rounds": 5})
+
     def no_validation(cls):
         raise AssertionError("validated twice")
 

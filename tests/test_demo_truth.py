@@ -69,6 +69,7 @@ def test_default_demo_recovers_the_simulated_truth(demo_run: Path) -> None:
 
     # The report carries the same numbers.
     recovery = pd.read_csv(res / "report" / "tables" / "truth_recovery.csv").set_index(["model", "variant"])
-    pd.testing.assert_series_equal(recovery["probe_r2_shifted"].sort_index(), probe["probe_r2_shifted"].sort_index(),
-                                   check_exact=False, rtol=1e-6)
+    pd.testing.assert_series_equal(
+        recovery["probe_r2_shifted"].sort_index(), probe["probe_r2_shifted"].sort_index(), check_exact=False, rtol=1e-6
+    )
     assert "Recovery of the simulated truth" in (res / "report" / "report.md").read_text()

@@ -18,8 +18,18 @@ from phenoica.studies import factor_data as fd
 torch.set_num_threads(1)
 
 SETTINGS = {
-    "device": "cpu", "latent_dim": 6, "steps": 40, "batch_size": 32, "lr": 1e-3, "n_eval": 200, "eval_seed": 0,
-    "beta_vae_beta": 4.0, "beta_tcvae_beta": 6.0, "bioae_nonneg": 1.0, "bioae_activity": 0.01, "bioae_weight": 1e-4,
+    "device": "cpu",
+    "latent_dim": 6,
+    "steps": 40,
+    "batch_size": 32,
+    "lr": 1e-3,
+    "n_eval": 200,
+    "eval_seed": 0,
+    "beta_vae_beta": 4.0,
+    "beta_tcvae_beta": 6.0,
+    "bioae_nonneg": 1.0,
+    "bioae_activity": 0.01,
+    "bioae_weight": 1e-4,
     "ica": {"method": "picard", "n_components": None},
     "metrics": {"n_neighbors": 10, "infoe_max_iter": 300},
 }
@@ -100,8 +110,14 @@ def test_render_rejects_out_of_range_codes():
 
 
 def _labels_shapes3d(n: int, rng: np.random.Generator) -> np.ndarray:
-    grids = [np.linspace(0, 0.9, 10), np.linspace(0, 0.9, 10), np.linspace(0, 0.9, 10),
-             np.linspace(0.75, 1.25, 8), np.arange(4.0), np.linspace(-30, 30, 15)]
+    grids = [
+        np.linspace(0, 0.9, 10),
+        np.linspace(0, 0.9, 10),
+        np.linspace(0, 0.9, 10),
+        np.linspace(0.75, 1.25, 8),
+        np.arange(4.0),
+        np.linspace(-30, 30, 15),
+    ]
     return np.stack([g[rng.integers(0, g.size, n)] for g in grids], axis=1)
 
 
@@ -206,6 +222,7 @@ def test_forty_valued_factor_keeps_its_forty_classes():
     assert s["infoe_sources"].shape == (2,) and s["infoe_sources"][1] > 0.9
     assert np.isnan(s["dci_d"])
     from phenoica.metrics import infomec
+
     direct = infomec(f, z, seed=0, n_bins=None, infoe_max_iter=300)
     assert s["infoe"] == pytest.approx(direct["infoe"]) and s["infom"] == pytest.approx(direct["infom"])
 
@@ -218,6 +235,7 @@ def test_controls_random_and_factor_fitted_rotation():
     oracle = dis.derived_latents("ae_oracle", rotated, settings, seed=0, factors=f)
     rand = dis.derived_latents("ae_rand", rotated, settings, seed=0)
     from phenoica.metrics import mcc
+
     assert mcc(oracle, f) > 0.98  # the factor-fitted rotation undoes the mixing
     assert mcc(rand, f) < 0.9
     np.testing.assert_allclose(np.cov(rand.T), np.eye(3), atol=1e-2)  # whitened, then rotated
@@ -255,8 +273,15 @@ def test_milestones_give_the_networks_of_shorter_runs(tiny):
     seen = {}
     idx = np.arange(20)
     settings = {**SETTINGS, "steps": 12}
-    _, summary = dis.train_model("ae", tiny, settings, seed=1, device="cpu", milestones=[5, 12],
-                                 on_milestone=lambda step, net: seen.setdefault(step, dis.encode(net, tiny, idx)))
+    _, summary = dis.train_model(
+        "ae",
+        tiny,
+        settings,
+        seed=1,
+        device="cpu",
+        milestones=[5, 12],
+        on_milestone=lambda step, net: seen.setdefault(step, dis.encode(net, tiny, idx)),
+    )
     assert sorted(seen) == [5, 12] and len(summary["loss"]) == 12
     short, _ = dis.train_model("ae", tiny, {**SETTINGS, "steps": 5}, seed=1, device="cpu")
     np.testing.assert_allclose(seen[5], dis.encode(short, tiny, idx), atol=1e-5)
@@ -267,6 +292,7 @@ def test_milestones_give_the_networks_of_shorter_runs(tiny):
 def test_width_scales_the_network():
     def count(width):
         return sum(p.numel() for p in dis.build_model("ae", 32, 10, width).parameters())
+
     assert count(0.5) < count(1.0) < count(2.0)
     assert dis.build_model("ae", 32, 10, 2.0).encoder.net[0].out_channels == 64
     with pytest.raises(ValueError, match="width"):
@@ -302,17 +328,28 @@ def test_summary_table_known_answer():
     assert (t["n_seeds"] == 3).all()
     half = 4.302652729911275 * 0.1 / np.sqrt(3)  # t(0.975, 2 df) x SD / sqrt(n)
     assert np.allclose(t["infom_hi"] - t["infom_mean"], half)
-    assert np.allclose((t["infom_mean"] - t["infom_lo"])[1:], half) and t["infom_lo"][0] == 0.0  # 0.2 - 0.248 truncated at 0
+    assert (
+        np.allclose((t["infom_mean"] - t["infom_lo"])[1:], half) and t["infom_lo"][0] == 0.0
+    )  # 0.2 - 0.248 truncated at 0
 
 
 def test_summary_interval_stays_inside_the_scores_range():
-    rows = [{"dataset": "a", "model": "beta_tcvae", "seed": seed, **{c: v for c in dis.SCORE_COLUMNS}}
-            for seed, v in enumerate((0.48, 0.86, 0.50))]  # measured InfoC of beta-TCVAE: the t interval reaches 1.14
+    rows = [
+        {"dataset": "a", "model": "beta_tcvae", "seed": seed, **{c: v for c in dis.SCORE_COLUMNS}}
+        for seed, v in enumerate((0.48, 0.86, 0.50))
+    ]  # measured InfoC of beta-TCVAE: the t interval reaches 1.14
     t = dis.summary_table(pd.DataFrame(rows)).iloc[0]
     mean, lo, hi = dis.mean_interval([0.48, 0.86, 0.50])
-    assert hi > 1.0 and t["infoc_hi"] == 1.0 and t["infoc_lo"] == pytest.approx(lo) and t["infoc_mean"] == pytest.approx(mean)
-    rows = [{"dataset": "a", "model": "ae", "seed": seed, **{c: v for c in dis.SCORE_COLUMNS}}
-            for seed, v in enumerate((0.02, 0.30, 0.03))]
+    assert (
+        hi > 1.0
+        and t["infoc_hi"] == 1.0
+        and t["infoc_lo"] == pytest.approx(lo)
+        and t["infoc_mean"] == pytest.approx(mean)
+    )
+    rows = [
+        {"dataset": "a", "model": "ae", "seed": seed, **{c: v for c in dis.SCORE_COLUMNS}}
+        for seed, v in enumerate((0.02, 0.30, 0.03))
+    ]
     assert dis.summary_table(pd.DataFrame(rows))["mcc_lo"].iloc[0] == 0.0
     one = dis.summary_table(pd.DataFrame(rows[:1])).iloc[0]
     assert np.isnan(one["mcc_lo"]) and np.isnan(one["mcc_hi"])  # one seed: no interval, not a clipped one
@@ -322,8 +359,11 @@ def test_mean_interval_and_paired_differences_known_answers():
     mean, lo, hi = dis.mean_interval([1.0, 2.0, 3.0, np.nan])
     assert mean == 2.0 and hi - mean == pytest.approx(4.302652729911275 / np.sqrt(3))
     assert np.isnan(dis.mean_interval([1.0])[1])
-    rows = [{"dataset": "p", "model": m, "seed": s, "infom": v, "infoe": 0.5, "infoc": 0.2, "mcc": 0.3}
-            for s, (a, b) in enumerate([(0.3, 0.5), (0.4, 0.5), (0.2, 0.6)]) for m, v in (("ae", a), ("ae_ica", b))]
+    rows = [
+        {"dataset": "p", "model": m, "seed": s, "infom": v, "infoe": 0.5, "infoc": 0.2, "mcc": 0.3}
+        for s, (a, b) in enumerate([(0.3, 0.5), (0.4, 0.5), (0.2, 0.6)])
+        for m, v in (("ae", a), ("ae_ica", b))
+    ]
     d = dis.paired_differences(pd.DataFrame(rows), "ae_ica", "ae").set_index("score")
     assert d.loc["InfoM", "mean_diff"] == pytest.approx(0.2333333) and d.loc["InfoM", "seeds_higher"] == 3
     assert d.loc["InfoE", "mean_diff"] == 0.0 and d.loc["InfoM", "n_seeds"] == 3
@@ -335,12 +375,29 @@ def _scores_for_verdict(ica_gain: float, infoe: float, ica_mcc: float = 0.5, ora
     rows = []
     for seed in range(3):
         base = 0.3 + 0.01 * seed
-        for model, infom_value, mcc_value in (("ae", base, 0.4), ("ae_ica", base + ica_gain + rng.normal(0, 0.01), ica_mcc),
-                                              ("ae_rand", base - 0.1, 0.3), ("ae_oracle", base, oracle_mcc)):
-            rows.append({"dataset": "procedural", "model": model, "seed": seed, "infom": infom_value, "infoe": infoe,
-                         "infoc": 0.2, "mcc": mcc_value, "r2": 0.5, "dci_d": 0.1, "dci_c": 0.1, "dci_i": 0.5,
-                         "factor_names": json.dumps(["shape", "hue"]),
-                         "infoe_sources": json.dumps([infoe - 0.3, infoe + 0.3])})
+        for model, infom_value, mcc_value in (
+            ("ae", base, 0.4),
+            ("ae_ica", base + ica_gain + rng.normal(0, 0.01), ica_mcc),
+            ("ae_rand", base - 0.1, 0.3),
+            ("ae_oracle", base, oracle_mcc),
+        ):
+            rows.append(
+                {
+                    "dataset": "procedural",
+                    "model": model,
+                    "seed": seed,
+                    "infom": infom_value,
+                    "infoe": infoe,
+                    "infoc": 0.2,
+                    "mcc": mcc_value,
+                    "r2": 0.5,
+                    "dci_d": 0.1,
+                    "dci_c": 0.1,
+                    "dci_i": 0.5,
+                    "factor_names": json.dumps(["shape", "hue"]),
+                    "infoe_sources": json.dumps([infoe - 0.3, infoe + 0.3]),
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -363,7 +420,10 @@ def test_verdict_why_compares_ica_with_the_factor_fitted_rotation():
     # such a rotation is read from ICA's own MCC, not from the AE's.
     near = dis.verdict(_scores_for_verdict(0.0, 0.7, ica_mcc=0.65, oracle_mcc=0.72))
     assert "not distinguishable from the AE on InfoM" in near
-    assert "ICA gets within 0.1 MCC of the rotation fitted with the labels" in near and "that ICA does not find" not in near
+    assert (
+        "ICA gets within 0.1 MCC of the rotation fitted with the labels" in near
+        and "that ICA does not find" not in near
+    )
     far = dis.verdict(_scores_for_verdict(0.0, 0.7, ica_mcc=0.45, oracle_mcc=0.72))
     assert "a better rotation exists that ICA does not find" in far and "ICA gets within" not in far
 
@@ -377,10 +437,14 @@ def test_verdict_line_is_one_line_from_the_scores():
 
 
 def test_tiny_end_to_end(tiny, tmp_path):
-    summary = dis.train_and_encode(tiny, "ae", SETTINGS, 0, tmp_path / "ae" / "latents.npz", tmp_path / "ae" / "model.safetensors")
+    summary = dis.train_and_encode(
+        tiny, "ae", SETTINGS, 0, tmp_path / "ae" / "latents.npz", tmp_path / "ae" / "model.safetensors"
+    )
     assert summary["images_per_s"] > 0
-    frames = [dis.evaluate(tmp_path / "ae" / "latents.npz", m, SETTINGS, 0, "procedural", tmp_path / f"{m}.parquet")
-              for m in ("ae", "ae_ica", "ae_rand", "ae_oracle")]
+    frames = [
+        dis.evaluate(tmp_path / "ae" / "latents.npz", m, SETTINGS, 0, "procedural", tmp_path / f"{m}.parquet")
+        for m in ("ae", "ae_ica", "ae_rand", "ae_oracle")
+    ]
     scores = pd.concat(frames, ignore_index=True)
     assert scores[list(dis.SCORE_COLUMNS)].notna().all().all()
     assert np.array(json.loads(scores["nmi"][0])).shape == (7, SETTINGS["latent_dim"])

@@ -1,4 +1,5 @@
 """The README documents every config key: its table is the one generated from the schema."""
+
 from __future__ import annotations
 
 from phenoica.config import config_reference
@@ -26,7 +27,10 @@ def test_readme_module_map_has_one_line_per_module():
     block = text.split("The library, one line per module", 1)[1].split("```", 2)[1]
     listed = [line.split()[0] for line in block.strip().splitlines()]
     src = REPO / "src" / "phenoica"
-    modules = sorted(str(p.relative_to(src)) for p in src.rglob("*.py")
-                     if p.name != "__init__.py" or p.parent.name in ("models", "variants"))
+    modules = sorted(
+        str(p.relative_to(src))
+        for p in src.rglob("*.py")
+        if p.name != "__init__.py" or p.parent.name in ("models", "variants")
+    )
     assert sorted(m for m in listed if m.endswith(".py")) == modules
     assert len(listed) == len(set(listed))

@@ -50,8 +50,9 @@ def make_metadata(indices: list[int] | np.ndarray, plate: str = "P1") -> pd.Data
     )
 
 
-def make_store(tmp_path: Path, n: int = 10, size: int = 16, name: str = "P1.zarr", seed: int = 0,
-               chunk_images: int = 4) -> tuple[Path, np.ndarray]:
+def make_store(
+    tmp_path: Path, n: int = 10, size: int = 16, name: str = "P1.zarr", seed: int = 0, chunk_images: int = 4
+) -> tuple[Path, np.ndarray]:
     tiles = np.random.default_rng(seed).integers(0, 256, (n, len(CHANNELS), size, size), dtype=np.uint8)
     path = write_plate(tmp_path / name, tiles, CHANNELS, chunk_images=chunk_images)
     return path, tiles
@@ -95,8 +96,14 @@ def test_output_rows_columns_and_known_answer(tmp_path):
     idx = [7, 0, 3, 9, 4, 1, 8]  # a subset, shuffled
     meta = make_metadata(idx)
     model = make_model()
-    out = run(store, meta.assign(notes="not a Metadata_ column"), model, tmp_path / "emb" / "P1.parquet",
-              chunk_images=3, batch_size=5)
+    out = run(
+        store,
+        meta.assign(notes="not a Metadata_ column"),
+        model,
+        tmp_path / "emb" / "P1.parquet",
+        chunk_images=3,
+        batch_size=5,
+    )
     df = pd.read_parquet(out)
     assert "notes" not in df.columns
     expected_meta = validate_metadata(meta).sort_values(IMAGE_INDEX).reset_index(drop=True)
@@ -142,7 +149,10 @@ def test_resume_after_kill_embeds_only_remaining_chunks(tmp_path, caplog):
     with pytest.raises(KeyboardInterrupt):
         run(store, meta, killed, out, chunk_images=3, identity=ident)
     assert not out.exists()
-    assert sorted(p.name for p in parts_dir(out).glob("chunk_*.parquet")) == ["chunk_00000.parquet", "chunk_00001.parquet"]
+    assert sorted(p.name for p in parts_dir(out).glob("chunk_*.parquet")) == [
+        "chunk_00000.parquet",
+        "chunk_00001.parquet",
+    ]
 
     counting = Counting(model)
     with caplog.at_level(logging.INFO, logger="phenoica.embed"):
@@ -163,8 +173,7 @@ def test_changed_identity_discards_parts(tmp_path, caplog):
     assert len(list(parts_dir(out).glob("chunk_*.parquet"))) == 2
     counting = Counting(model)
     with caplog.at_level(logging.INFO, logger="phenoica.embed"):
-        run(store, meta, counting, out, chunk_images=3, identity={"ckpt": "b"},
-            log=logging.getLogger("phenoica.embed"))
+        run(store, meta, counting, out, chunk_images=3, identity={"ckpt": "b"}, log=logging.getLogger("phenoica.embed"))
     assert "discarding 2 part(s)" in caplog.text
     assert counting.crops == 1 + 10 * 4
 
@@ -285,7 +294,9 @@ def test_non_finite_embedding_names_the_image(tmp_path):
     tiles[4] = 17  # constant image -> all-zero crops -> NaN features
     store = write_plate(tmp_path / "P1.zarr", tiles, CHANNELS)
     out = tmp_path / "o.parquet"
-    with pytest.raises(ScreenError, match=r"non-finite embedding for plate P1, well A04, site 1, Metadata_ImageIndex 4"):
+    with pytest.raises(
+        ScreenError, match=r"non-finite embedding for plate P1, well A04, site 1, Metadata_ImageIndex 4"
+    ):
         run(store, make_metadata(range(6)), NanOnBlank(make_model()), out)
     assert not out.exists()
 
@@ -347,8 +358,17 @@ def test_declared_attributes_are_checked(tmp_path):
     assert not list(tmp_path.glob("[abc].parquet*"))
 
 
-SPEC = {"img_size": CROP, "patch_size": 4, "embed_dim": DIM, "depth": 1, "num_heads": 2, "mlp_ratio": 2.0,
-        "channel_agnostic": False, "pool": "mean", "seed": 0}
+SPEC = {
+    "img_size": CROP,
+    "patch_size": 4,
+    "embed_dim": DIM,
+    "depth": 1,
+    "num_heads": 2,
+    "mlp_ratio": 2.0,
+    "channel_agnostic": False,
+    "pool": "mean",
+    "seed": 0,
+}
 
 
 @pytest.mark.parametrize("agnostic", [False, True])
@@ -393,15 +413,17 @@ def test_device_side_preprocessing_and_read_ahead_give_the_same_embeddings(tmp_p
     store, _ = make_store(tmp_path, n=11, size=20)
     meta, model = make_metadata(range(11)), make_model()
     ref = pd.read_parquet(run(store, meta, model, tmp_path / "ref.parquet", chunk_images=3))
-    on_device = pd.read_parquet(run(store, meta, model, tmp_path / "dev.parquet", chunk_images=3,
-                                    preprocess_on_device=True))
+    on_device = pd.read_parquet(
+        run(store, meta, model, tmp_path / "dev.parquet", chunk_images=3, preprocess_on_device=True)
+    )
     ahead = pd.read_parquet(run(store, meta, model, tmp_path / "ahead.parquet", chunk_images=3, loader_threads=3))
     pd.testing.assert_frame_equal(on_device, ref)
     pd.testing.assert_frame_equal(ahead, ref)
     for normalize in ("crop",):
         a = pd.read_parquet(run(store, meta, model, tmp_path / "a.parquet", normalize=normalize))
-        b = pd.read_parquet(run(store, meta, model, tmp_path / "b.parquet", normalize=normalize,
-                                preprocess_on_device=True))
+        b = pd.read_parquet(
+            run(store, meta, model, tmp_path / "b.parquet", normalize=normalize, preprocess_on_device=True)
+        )
         pd.testing.assert_frame_equal(a, b)
         assert not np.allclose(embeddings(a), embeddings(ref), atol=1e-4)
 
@@ -446,7 +468,9 @@ def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tm
     df = pd.read_parquet(run(store, make_metadata(range(5)), extractor, tmp_path / "o.parquet"))
     assert sum(seen) == 5 * 4  # the images' crops only: no probe crop
     np.testing.assert_allclose(embeddings(df), direct(extractor, tiles), atol=1e-5, rtol=0)
-    with pytest.raises(ScreenError, match=r"rejects crops of shape \(1, 3, 16, 16\).*crops are 16x16, but the encoder takes 8x8"):
+    with pytest.raises(
+        ScreenError, match=r"rejects crops of shape \(1, 3, 16, 16\).*crops are 16x16, but the encoder takes 8x8"
+    ):
         run(store, make_metadata(range(5)), extractor, tmp_path / "a.parquet", crop_size=16)
     with pytest.raises(ScreenError, match=r"plate P1 has 2 channels but the model expects 3"):
         run(store, make_metadata(range(5)), extractor, tmp_path / "b.parquet", channels=["dna", "er"])
@@ -463,7 +487,15 @@ def test_compiled_model_embeds_like_the_eager_one(tmp_path):
     frames = []
     for compile_ in (False, True):
         out = tmp_path / f"{compile_}.parquet"
-        embed_model_plate(store, make_metadata(range(6)), out, model_name="m", spec=spec, checkpoint=None,
-                          embed=validate_config({})["embed"] | {"device": "cpu", "compile": compile_}, threads=1)
+        embed_model_plate(
+            store,
+            make_metadata(range(6)),
+            out,
+            model_name="m",
+            spec=spec,
+            checkpoint=None,
+            embed=validate_config({})["embed"] | {"device": "cpu", "compile": compile_},
+            threads=1,
+        )
         frames.append(pd.read_parquet(out))
     np.testing.assert_allclose(embeddings(frames[1]), embeddings(frames[0]), atol=1e-5, rtol=0)

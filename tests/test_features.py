@@ -90,8 +90,9 @@ def test_tensor_tiles_prepare_exactly_like_arrays():
         from_array = prepare(tiles, 8, normalize=normalize)
         from_tensor = prepare(torch.from_numpy(tiles.astype(np.int32)), 8, intensity_max=65535.0, normalize=normalize)
         assert torch.equal(from_array, from_tensor)
-    assert torch.equal(scale_intensity(torch.from_numpy(tiles[:, :1].astype(np.uint8))),
-                       scale_intensity(tiles[:, :1].astype(np.uint8)))
+    assert torch.equal(
+        scale_intensity(torch.from_numpy(tiles[:, :1].astype(np.uint8))), scale_intensity(tiles[:, :1].astype(np.uint8))
+    )
     with pytest.raises(ValueError, match="normalize must be one of"):
         prepare(tiles, 8, normalize="batch")
 

@@ -18,7 +18,7 @@ from phenoica.embed import embed_plate
 from phenoica.mae import train_mae
 from phenoica.models.features import build_feature_extractor
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
-from tests.test_embed import CHANNELS, embeddings, make_metadata, make_store, make_model
+from tests.test_embed import CHANNELS, embeddings, make_metadata, make_model, make_store
 from tests.test_mae import SPEC, TRAIN, cell_tiles
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
@@ -58,8 +58,9 @@ def test_cuda_embedding_does_not_depend_on_batch_size_or_loader_threads(tmp_path
 
 
 def test_openphenom_layout_on_cuda_matches_the_cpu():
-    geometry = OpenPhenomGeometry(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, mlp_ratio=4.0,
-                                  max_in_chans=11)
+    geometry = OpenPhenomGeometry(
+        img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, mlp_ratio=4.0, max_in_chans=11
+    )
     model = build_openphenom(geometry, seed=0).eval()
     x = torch.randn(6, 5, 32, 32)
     with torch.inference_mode():

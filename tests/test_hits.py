@@ -21,13 +21,32 @@ def _expit(z):
 def guide_table(real_auroc, null_auroc, model="m", variant="pca", genes=None) -> pd.DataFrame:
     real_auroc = np.asarray(real_auroc, dtype=float)
     genes = genes if genes is not None else [f"G{i // 2:05d}" for i in range(len(real_auroc))]
-    real = pd.DataFrame({"model": model, "variant": variant, GENE: genes,
-                         GUIDE: [f"g{i:05d}" for i in range(len(real_auroc))], "is_null_guide": False,
-                         "n_folds_ok": 4, "auroc": real_auroc, "sparsity": 0.1, "concentration": 0.1})
-    null = pd.DataFrame({"model": model, "variant": variant, GENE: "null",
-                         GUIDE: [f"null_{i + 1:04d}" for i in range(len(null_auroc))], "is_null_guide": True,
-                         "n_folds_ok": 4, "auroc": np.asarray(null_auroc, dtype=float), "sparsity": 0.1,
-                         "concentration": np.nan})
+    real = pd.DataFrame(
+        {
+            "model": model,
+            "variant": variant,
+            GENE: genes,
+            GUIDE: [f"g{i:05d}" for i in range(len(real_auroc))],
+            "is_null_guide": False,
+            "n_folds_ok": 4,
+            "auroc": real_auroc,
+            "sparsity": 0.1,
+            "concentration": 0.1,
+        }
+    )
+    null = pd.DataFrame(
+        {
+            "model": model,
+            "variant": variant,
+            GENE: "null",
+            GUIDE: [f"null_{i + 1:04d}" for i in range(len(null_auroc))],
+            "is_null_guide": True,
+            "n_folds_ok": 4,
+            "auroc": np.asarray(null_auroc, dtype=float),
+            "sparsity": 0.1,
+            "concentration": np.nan,
+        }
+    )
     return pd.concat([real, null], ignore_index=True)
 
 
@@ -94,9 +113,9 @@ def test_parametric_p_values_average_to_uniform_over_null_draws():
 
 def test_strong_guide_passes_bh_in_a_10000_guide_screen_only_with_the_parametric_null():
     rng = np.random.default_rng(11)
-    null = _expit(rng.normal(0.0, 0.2, size=100))            # 100 pseudo-guides around AUROC 0.5
-    real = _expit(rng.normal(0.0, 0.2, size=10_000))         # 9,999 guides without effect ...
-    real[0] = 0.9                                            # ... and one strong guide
+    null = _expit(rng.normal(0.0, 0.2, size=100))  # 100 pseudo-guides around AUROC 0.5
+    real = _expit(rng.normal(0.0, 0.2, size=10_000))  # 9,999 guides without effect ...
+    real[0] = 0.9  # ... and one strong guide
     table = guide_table(real, null)
     calls = H.call_guides(table, "parametric", 0.05)
     strong = calls[calls[GUIDE] == "g00000"].iloc[0]
@@ -164,15 +183,28 @@ def test_null_summary_reports_size_fit_and_calibration():
 
 def test_hit_table_and_readout_agreement():
     rng = np.random.default_rng(4)
-    calls = H.call_guides(guide_table([0.97, 0.96, 0.5, 0.45], _expit(rng.normal(0, 0.1, 60)),
-                                      genes=["A", "B", "C", "D"]))
-    map_df = pd.DataFrame({"model": "m", "variant": "pca", GENE: ["A", "B", "C", "D"],
-                           GUIDE: ["g00000", "g00001", "g00002", "g00003"], "n_wells": 8,
-                           "mean_average_precision": [0.9, 0.2, 0.8, 0.1],
-                           "map_p_value": [0.001, 0.6, 0.002, 0.9], "map_q_value": [0.002, 0.6, 0.004, 0.9]})
+    calls = H.call_guides(
+        guide_table([0.97, 0.96, 0.5, 0.45], _expit(rng.normal(0, 0.1, 60)), genes=["A", "B", "C", "D"])
+    )
+    map_df = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": "pca",
+            GENE: ["A", "B", "C", "D"],
+            GUIDE: ["g00000", "g00001", "g00002", "g00003"],
+            "n_wells": 8,
+            "mean_average_precision": [0.9, 0.2, 0.8, 0.1],
+            "map_p_value": [0.001, 0.6, 0.002, 0.9],
+            "map_q_value": [0.002, 0.6, 0.004, 0.9],
+        }
+    )
     table = H.hit_table(calls, map_df, 0.05)
     assert table.set_index(GUIDE)["agreement"].to_dict() == {
-        "g00000": "both", "g00001": "classifier_only", "g00002": "map_only", "g00003": "neither"}
+        "g00000": "both",
+        "g00001": "classifier_only",
+        "g00002": "map_only",
+        "g00003": "neither",
+    }
     agree = H.readout_agreement(table).iloc[0]
     assert (agree["both"], agree["classifier_only"], agree["map_only"], agree["neither"]) == (1, 1, 1, 1)
     assert agree["kappa"] == pytest.approx(0.0)
@@ -185,8 +217,14 @@ def test_recall_and_observed_fdr_against_truth():
     real = [0.97, 0.96, 0.95, 0.5, 0.94, 0.45]
     genes = ["A", "A", "B", "B", "N", "N"]
     calls = H.call_guides(guide_table(real, _expit(rng.normal(0, 0.1, 60)), genes=genes))
-    truth = pd.DataFrame({GENE: genes, GUIDE: [f"g{i:05d}" for i in range(6)],
-                          "has_effect": [True, True, True, True, False, False], "efficacy": 1.0})
+    truth = pd.DataFrame(
+        {
+            GENE: genes,
+            GUIDE: [f"g{i:05d}" for i in range(6)],
+            "has_effect": [True, True, True, True, False, False],
+            "efficacy": 1.0,
+        }
+    )
     out = H.recall_fdr(calls, truth, thresholds=(0.05,)).set_index("level")
     guide = out.loc["guide"]
     # called: g0, g1, g2, g4 (AUROC far above the null); true effects: g0-g3

@@ -36,10 +36,20 @@ def plate_map_frame(wells_p1: list[str] = ["A1", "B02", "C03"]) -> pd.DataFrame:
     genes = ["NTC", "TP53", "MYC"]
     for i, well in enumerate(wells_p1):
         gene = genes[i % 3]
-        rows.append(("b1", "P1", well, gene, f"{gene}_g1", "control" if gene == "NTC" else "perturbation", 0.5 * i, f"n{i}"))
+        rows.append(
+            ("b1", "P1", well, gene, f"{gene}_g1", "control" if gene == "NTC" else "perturbation", 0.5 * i, f"n{i}")
+        )
     rows.append(("b2", "P2", "A01", "NTC", "NTC_g1", "control", 9.0, "other"))
-    cols = ["Metadata_Batch", "Metadata_Plate", "Metadata_Well", "Metadata_Gene", "Metadata_Guide",
-            "Metadata_PertType", "Metadata_Dose", "Metadata_Note"]
+    cols = [
+        "Metadata_Batch",
+        "Metadata_Plate",
+        "Metadata_Well",
+        "Metadata_Gene",
+        "Metadata_Guide",
+        "Metadata_PertType",
+        "Metadata_Dose",
+        "Metadata_Note",
+    ]
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -59,7 +69,9 @@ def make_pixels(dtype: str, seed: int, channels: list[str]) -> dict[tuple[str, i
     top = np.iinfo(np.dtype(dtype)).max
     return {
         (well, site, ch): rng.integers(0, top, size=(H, W), endpoint=True).astype(dtype)
-        for well in WELLS for site in SITES for ch in channels
+        for well in WELLS
+        for site in SITES
+        for ch in channels
     }
 
 
@@ -91,7 +103,13 @@ def rxrx(tmp_path: Path) -> tuple[Path, dict]:
 
 def test_normalize_well_and_natural_sort() -> None:
     assert [ingest.normalize_well(w) for w in ["A1", "a01", "B12", "AB003", "r01c01", " H7 "]] == [
-        "A01", "A01", "B12", "AB03", "r01c01", "H07"]
+        "A01",
+        "A01",
+        "B12",
+        "AB03",
+        "r01c01",
+        "H07",
+    ]
     assert ingest.natural_sorted(["w10", "w2", "W1", "DAPI"]) == ["DAPI", "W1", "w2", "w10"]
     assert ingest.hcs_plate_name("/data/hcs/Plate-7.zarr") == "Plate-7"
 
@@ -161,8 +179,9 @@ def test_ingest_png_uint8_round_trip(rxrx: tuple[Path, dict], tmp_path: Path, ca
     root, pixels = rxrx
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     with caplog.at_level(logging.WARNING, logger=LOG.name):
-        meta = ingest.ingest_image_plate(root, ingest.DEFAULT_PATTERN, plate_map_frame(), "P1", store, meta_path,
-                                         chunk_images=3, log=LOG)
+        meta = ingest.ingest_image_plate(
+            root, ingest.DEFAULT_PATTERN, plate_map_frame(), "P1", store, meta_path, chunk_images=3, log=LOG
+        )
     assert any("C03" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     tiles = open_plate(store)
     assert tiles.dtype == np.uint8 and tiles.shape == (4, 3, H, W) and tiles.chunks[0] == 3
@@ -191,8 +210,9 @@ def test_ingest_tiff_uint16_custom_pattern_and_channel_order(tmp_path: Path) -> 
         write_tiff(root / "P1" / f"site{site}" / "BF" / f"P1_{well}.tif", arr)  # not in channels: ignored
     write_tiff(root / "P1" / "site1" / "GFP" / "P2_A01.tif", pixels[("A01", 1, "GFP")])  # other plate
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
-    meta = ingest.ingest_image_plate(root, pattern, plate_map_frame(["A01", "B2"]), "P1", store, meta_path,
-                                     channels=channels, log=LOG)
+    meta = ingest.ingest_image_plate(
+        root, pattern, plate_map_frame(["A01", "B2"]), "P1", store, meta_path, channels=channels, log=LOG
+    )
     tiles = open_plate(store)
     assert tiles.dtype == np.uint16
     np.testing.assert_array_equal(tiles[:], expected_tiles(pixels, channels))
@@ -202,13 +222,17 @@ def test_ingest_tiff_uint16_custom_pattern_and_channel_order(tmp_path: Path) -> 
 
 def test_ingest_png_uint16_without_site_field(tmp_path: Path) -> None:
     root = tmp_path / "images"
-    pixels = {(w, c): np.full((H, W), 1000 * (i + 1) + 7 * j, np.uint16)
-              for i, w in enumerate(WELLS) for j, c in enumerate(["1", "2", "3"])}
+    pixels = {
+        (w, c): np.full((H, W), 1000 * (i + 1) + 7 * j, np.uint16)
+        for i, w in enumerate(WELLS)
+        for j, c in enumerate(["1", "2", "3"])
+    }
     for (well, ch), arr in pixels.items():
         write_png(root / f"{well}-ch{ch}.png", arr)
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
-    meta = ingest.ingest_image_plate(root, "{well}-ch{channel}.png", plate_map_frame(["A01", "B02"]), "P1",
-                                     store, meta_path, log=LOG)
+    meta = ingest.ingest_image_plate(
+        root, "{well}-ch{channel}.png", plate_map_frame(["A01", "B02"]), "P1", store, meta_path, log=LOG
+    )
     assert meta[SITE].tolist() == [ingest.DEFAULT_SITE] * 2
     want = np.stack([np.stack([pixels[(w, c)] for c in ["1", "2", "3"]]) for w in WELLS])
     np.testing.assert_array_equal(open_plate(store)[:], want)
@@ -218,16 +242,24 @@ def test_images_of_unmapped_wells_are_skipped_with_a_warning(rxrx: tuple[Path, d
     root, pixels = rxrx
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     with caplog.at_level(logging.WARNING, logger=LOG.name):
-        meta = ingest.ingest_image_plate(root, ingest.DEFAULT_PATTERN, plate_map_frame(["B02"]), "P1", store,
-                                         meta_path, log=LOG)
+        meta = ingest.ingest_image_plate(
+            root, ingest.DEFAULT_PATTERN, plate_map_frame(["B02"]), "P1", store, meta_path, log=LOG
+        )
     assert any("A01" in r.getMessage() and "absent from the plate map" in r.getMessage() for r in caplog.records)
     assert meta[WELL].tolist() == ["B02", "B02"]
     np.testing.assert_array_equal(open_plate(store)[:], expected_tiles(pixels, ["1", "2", "3"])[2:])
 
 
 def _ingest_rxrx(root: Path, tmp_path: Path) -> pd.DataFrame:
-    return ingest.ingest_image_plate(root, ingest.DEFAULT_PATTERN, plate_map_frame(), "P1",
-                                     tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet", log=LOG)
+    return ingest.ingest_image_plate(
+        root,
+        ingest.DEFAULT_PATTERN,
+        plate_map_frame(),
+        "P1",
+        tmp_path / "out" / "P1.zarr",
+        tmp_path / "out" / "P1.parquet",
+        log=LOG,
+    )
 
 
 def test_missing_channel_file_names_file_channel_and_site(rxrx: tuple[Path, dict], tmp_path: Path) -> None:
@@ -276,8 +308,15 @@ def test_float_and_rgb_tiff_are_rejected(tmp_path: Path, arr: np.ndarray, messag
             write_tiff(root / f"{well}_{ch}.tif", np.ones((H, W), np.uint8))
     write_tiff(root / "B02_2.tif", arr)
     with pytest.raises(ScreenError, match=rf"B02_2\.tif: {message}"):
-        ingest.ingest_image_plate(root, "{well}_{channel}.tif", plate_map_frame(), "P1",
-                                  tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet", log=LOG)
+        ingest.ingest_image_plate(
+            root,
+            "{well}_{channel}.tif",
+            plate_map_frame(),
+            "P1",
+            tmp_path / "out" / "P1.zarr",
+            tmp_path / "out" / "P1.parquet",
+            log=LOG,
+        )
     assert_no_outputs(tmp_path)
 
 
@@ -292,8 +331,15 @@ def test_unreadable_file_names_file(rxrx: tuple[Path, dict], tmp_path: Path) -> 
 def test_plate_absent_from_plate_map(rxrx: tuple[Path, dict], tmp_path: Path) -> None:
     root, _ = rxrx
     with pytest.raises(ScreenError, match="no rows for plate 'P9'"):
-        ingest.ingest_image_plate(root, ingest.DEFAULT_PATTERN, plate_map_frame(), "P9",
-                                  tmp_path / "out" / "P9.zarr", tmp_path / "out" / "P9.parquet", log=LOG)
+        ingest.ingest_image_plate(
+            root,
+            ingest.DEFAULT_PATTERN,
+            plate_map_frame(),
+            "P9",
+            tmp_path / "out" / "P9.zarr",
+            tmp_path / "out" / "P9.parquet",
+            log=LOG,
+        )
     assert_no_outputs(tmp_path)
 
 
@@ -312,8 +358,11 @@ HCS_CHANNELS = ["DNA", "ER", "RNA"]
 def hcs_pixels(dtype: str, shape: tuple[int, ...], seed: int) -> dict[tuple[str, int], np.ndarray]:
     rng = np.random.default_rng(seed)
     top = np.iinfo(np.dtype(dtype)).max
-    return {(f"{r}{c}", f): rng.integers(0, top, size=shape, endpoint=True).astype(dtype)
-            for r, c in HCS_WELLS for f in range(2)}
+    return {
+        (f"{r}{c}", f): rng.integers(0, top, size=shape, endpoint=True).astype(dtype)
+        for r, c in HCS_WELLS
+        for f in range(2)
+    }
 
 
 def write_hcs_with_ome_zarr(path: Path, version: str, pixels: dict, axes: str) -> None:
@@ -331,27 +380,42 @@ def write_hcs_with_ome_zarr(path: Path, version: str, pixels: dict, axes: str) -
         well = root.require_group(r).require_group(c)
         write_well_metadata(well, ["0", "1"], fmt=fmt)
         for f in range(2):
-            write_image(pixels[(f"{r}{c}", f)], well.require_group(str(f)), axes=axes, fmt=fmt,
-                        scale_factors=[], omero=omero)
+            write_image(
+                pixels[(f"{r}{c}", f)], well.require_group(str(f)), axes=axes, fmt=fmt, scale_factors=[], omero=omero
+            )
 
 
 def write_hcs_by_hand_v3(path: Path, pixels: dict, wells: list[tuple[str, str]] = HCS_WELLS) -> None:
     """NGFF 0.5 HCS on zarr v3 with attributes under "ome", (t, c, z, y, x), no omero labels."""
     root = zarr.open_group(str(path), mode="w", zarr_format=3)
-    root.attrs["ome"] = {"version": "0.5", "plate": {
-        "rows": [{"name": "A"}, {"name": "B"}, {"name": "C"}],
-        "columns": [{"name": str(i)} for i in range(1, 4)],
-        "wells": [{"path": f"{r}/{c}", "rowIndex": "ABC".index(r), "columnIndex": int(c) - 1} for r, c in wells],
-        "field_count": 2}}
+    root.attrs["ome"] = {
+        "version": "0.5",
+        "plate": {
+            "rows": [{"name": "A"}, {"name": "B"}, {"name": "C"}],
+            "columns": [{"name": str(i)} for i in range(1, 4)],
+            "wells": [{"path": f"{r}/{c}", "rowIndex": "ABC".index(r), "columnIndex": int(c) - 1} for r, c in wells],
+            "field_count": 2,
+        },
+    }
     for r, c in wells:
         well = root.require_group(r).require_group(c)
         well.attrs["ome"] = {"version": "0.5", "well": {"images": [{"path": "0"}, {"path": "1"}]}}
         for f in range(2):
             field = well.require_group(str(f))
-            field.attrs["ome"] = {"version": "0.5", "multiscales": [{
-                "axes": [{"name": a, "type": t} for a, t in zip("tczyx", ["time", "channel", "space", "space", "space"])],
-                "datasets": [{"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1.0] * 5}]}],
-            }]}
+            field.attrs["ome"] = {
+                "version": "0.5",
+                "multiscales": [
+                    {
+                        "axes": [
+                            {"name": a, "type": t}
+                            for a, t in zip("tczyx", ["time", "channel", "space", "space", "space"])
+                        ],
+                        "datasets": [
+                            {"path": "0", "coordinateTransformations": [{"type": "scale", "scale": [1.0] * 5}]}
+                        ],
+                    }
+                ],
+            }
             data = pixels[(f"{r}{c}", f)]
             field.create_array("0", shape=data.shape, dtype=data.dtype, chunks=data.shape)[:] = data
 
@@ -364,8 +428,9 @@ def test_ome_zarr_writer_plate_round_trip(tmp_path: Path, version: str, caplog) 
     write_hcs_with_ome_zarr(hcs, version, pixels, "czyx")
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     with caplog.at_level(logging.WARNING, logger=LOG.name):
-        meta = ingest.ingest_ome_zarr_plate(hcs, plate_map_frame(), ingest.hcs_plate_name(hcs), store, meta_path,
-                                            chunk_images=3, log=LOG)
+        meta = ingest.ingest_ome_zarr_plate(
+            hcs, plate_map_frame(), ingest.hcs_plate_name(hcs), store, meta_path, chunk_images=3, log=LOG
+        )
     assert any("C03" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     tiles = open_plate(store)
     want = np.stack([pixels[(w, f)].max(axis=1) for w in ["A1", "B2"] for f in range(2)])  # max over z
@@ -398,8 +463,14 @@ def test_hcs_well_not_in_plate_map_is_an_error(tmp_path: Path) -> None:
     hcs = tmp_path / "hcs" / "P1.zarr"
     write_hcs_by_hand_v3(hcs, pixels, HCS_WELLS + [("C", "3")])
     with pytest.raises(ScreenError, match=r"P1\.zarr: well\(s\) \['C03'\] of the HCS plate are not in the plate map"):
-        ingest.ingest_ome_zarr_plate(hcs, plate_map_frame(["A1", "B2"]), "P1", tmp_path / "out" / "P1.zarr",
-                                     tmp_path / "out" / "P1.parquet", log=LOG)
+        ingest.ingest_ome_zarr_plate(
+            hcs,
+            plate_map_frame(["A1", "B2"]),
+            "P1",
+            tmp_path / "out" / "P1.zarr",
+            tmp_path / "out" / "P1.parquet",
+            log=LOG,
+        )
     assert_no_outputs(tmp_path)
 
 
@@ -409,8 +480,14 @@ def test_hcs_fields_of_different_size_are_an_error(tmp_path: Path) -> None:
     hcs = tmp_path / "hcs" / "P1.zarr"
     write_hcs_by_hand_v3(hcs, pixels)
     with pytest.raises(ScreenError, match=r"B/2/1/0: \(C, Y, X\) \(2, 6, 12\) differs"):
-        ingest.ingest_ome_zarr_plate(hcs, plate_map_frame(["A1", "B2"]), "P1", tmp_path / "out" / "P1.zarr",
-                                     tmp_path / "out" / "P1.parquet", log=LOG)
+        ingest.ingest_ome_zarr_plate(
+            hcs,
+            plate_map_frame(["A1", "B2"]),
+            "P1",
+            tmp_path / "out" / "P1.zarr",
+            tmp_path / "out" / "P1.parquet",
+            log=LOG,
+        )
     assert_no_outputs(tmp_path)
 
 
@@ -419,6 +496,12 @@ def test_hcs_float_array_is_an_error(tmp_path: Path) -> None:
     hcs = tmp_path / "hcs" / "P1.zarr"
     write_hcs_by_hand_v3(hcs, pixels)
     with pytest.raises(ScreenError, match=r"A/1/0/0: unsupported pixel dtype float32"):
-        ingest.ingest_ome_zarr_plate(hcs, plate_map_frame(["A1", "B2"]), "P1", tmp_path / "out" / "P1.zarr",
-                                     tmp_path / "out" / "P1.parquet", log=LOG)
+        ingest.ingest_ome_zarr_plate(
+            hcs,
+            plate_map_frame(["A1", "B2"]),
+            "P1",
+            tmp_path / "out" / "P1.zarr",
+            tmp_path / "out" / "P1.parquet",
+            log=LOG,
+        )
     assert_no_outputs(tmp_path)

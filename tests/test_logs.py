@@ -1,6 +1,7 @@
 """Logs hold everything: a rule's script logs through phenoica.io.rule_logger, so Python warnings,
 what native code writes to stderr/stdout, library log lines and a failure's traceback all land in
 the rule's log (and nothing on the console)."""
+
 from __future__ import annotations
 
 import ast
@@ -38,9 +39,17 @@ def test_warnings_native_stderr_library_logs_and_traceback_land_in_the_log(tmp_p
     assert proc.stdout == "" and proc.stderr == "", (proc.stdout, proc.stderr)
     text = log.read_text()
     assert text.startswith("earlier run\n")
-    for expected in ("phenoica.some_rule INFO started", "py.warnings WARNING", "UserWarning: FastICA did not converge",
-                     "native stderr line", "a print to stdout", "phenoica.classify INFO a library log line",
-                     "phenoica.some_rule ERROR failed: boom", "Traceback", "RuntimeError: boom"):
+    for expected in (
+        "phenoica.some_rule INFO started",
+        "py.warnings WARNING",
+        "UserWarning: FastICA did not converge",
+        "native stderr line",
+        "a print to stdout",
+        "phenoica.classify INFO a library log line",
+        "phenoica.some_rule ERROR failed: boom",
+        "Traceback",
+        "RuntimeError: boom",
+    ):
         assert expected in text, expected
     lines = text.splitlines()
     assert lines.index("native stderr line") > next(i for i, l in enumerate(lines) if "UserWarning" in l)  # in order
@@ -48,7 +57,8 @@ def test_warnings_native_stderr_library_logs_and_traceback_land_in_the_log(tmp_p
 
 def test_a_warning_raised_in_a_snakemake_script_lands_in_its_rule_log(tmp_path):
     """Through Snakemake's own script runner, as every rule runs."""
-    (tmp_path / "warns.py").write_text(textwrap.dedent('''
+    (tmp_path / "warns.py").write_text(
+        textwrap.dedent('''
         """A rule script that warns, as a real one does (ICA not converged, an undefined metric)."""
         from phenoica.io import rule_logger
 
@@ -59,15 +69,23 @@ def test_a_warning_raised_in_a_snakemake_script_lands_in_its_rule_log(tmp_path):
         warnings.warn("Precision is ill-defined and being set to 0.0", RuntimeWarning)
         open(snakemake.output[0], "w").write("done\\n")
         log.info("wrote %s", snakemake.output[0])
-    '''))
-    (tmp_path / "Snakefile").write_text(textwrap.dedent('''
+    ''')
+    )
+    (tmp_path / "Snakefile").write_text(
+        textwrap.dedent("""
         rule warns:
             output: "out.txt"
             log: "logs/warns.log"
             script: "warns.py"
-    '''))
-    proc = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "--quiet"], cwd=tmp_path,
-                          capture_output=True, text=True, env=_env())
+    """)
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "--cores", "1", "--quiet"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env=_env(),
+    )
     assert proc.returncode == 0, proc.stderr[-3000:]
     text = (tmp_path / "logs" / "warns.log").read_text()
     assert "RuntimeWarning: Precision is ill-defined and being set to 0.0" in text
@@ -83,8 +101,12 @@ def test_every_rule_script_logs_through_rule_logger_first():
     for path in scripts:
         body = ast.parse(path.read_text()).body
         first, second = body[1], body[2]
-        assert isinstance(first, ast.ImportFrom) and first.module == "phenoica.io" and \
-            [a.name for a in first.names] == ["rule_logger"], path.name
-        assert ast.unparse(second).startswith("log = rule_logger(") and \
-            ast.unparse(second).endswith(", snakemake.log[0])"), path.name
+        assert (
+            isinstance(first, ast.ImportFrom)
+            and first.module == "phenoica.io"
+            and [a.name for a in first.names] == ["rule_logger"]
+        ), path.name
+        assert ast.unparse(second).startswith("log = rule_logger(") and ast.unparse(second).endswith(
+            ", snakemake.log[0])"
+        ), path.name
         assert "get_logger" not in path.read_text(), path.name

@@ -29,13 +29,34 @@ from phenoica.screen import ScreenError, write_plate
 torch.set_num_threads(1)
 
 SPEC = dict(
-    checkpoint=None, seed=0, img_size=16, patch_size=4, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0,
-    channel_agnostic=False, in_chans=None, decoder_embed_dim=32, decoder_depth=1, decoder_num_heads=2, pool="mean",
+    checkpoint=None,
+    seed=0,
+    img_size=16,
+    patch_size=4,
+    embed_dim=32,
+    depth=2,
+    num_heads=2,
+    mlp_ratio=2.0,
+    channel_agnostic=False,
+    in_chans=None,
+    decoder_embed_dim=32,
+    decoder_depth=1,
+    decoder_num_heads=2,
+    pool="mean",
 )
 CA_SPEC = dict(SPEC, channel_agnostic=True)
 N_PATCHES = (16 // 4) ** 2
-TRAIN = dict(steps=4, batch_size=8, lr=3e-3, weight_decay=0.05, warmup_steps=2, mask_ratio=0.75,
-             norm_pix_loss=True, max_images=4096, log_every=2)
+TRAIN = dict(
+    steps=4,
+    batch_size=8,
+    lr=3e-3,
+    weight_decay=0.05,
+    warmup_steps=2,
+    mask_ratio=0.75,
+    norm_pix_loss=True,
+    max_images=4096,
+    log_every=2,
+)
 
 
 def cell_tiles(n: int, size: int = 32, channels: int = 3, seed: int = 0) -> np.ndarray:
@@ -231,8 +252,15 @@ def test_random_crops_are_normalized_crops_of_the_images():
 def test_training_lowers_the_loss(tmp_path, plate):
     train = dict(TRAIN, steps=150, batch_size=32, warmup_steps=5, norm_pix_loss=True, log_every=10)
     seen = []
-    summary = train_mae([plate], SPEC, train, seed=0, out=tmp_path / "m.safetensors", device="cpu",
-                        on_step=lambda step, loss: seen.append(loss))
+    summary = train_mae(
+        [plate],
+        SPEC,
+        train,
+        seed=0,
+        out=tmp_path / "m.safetensors",
+        device="cpu",
+        on_step=lambda step, loss: seen.append(loss),
+    )
     assert len(seen) == 150 and summary["steps"] == 150
     assert summary["final_loss"] < 0.7 * summary["initial_loss"]
     # Targets are per-patch standardized, so predicting 0 everywhere scores exactly 1.0: a model
@@ -242,8 +270,10 @@ def test_training_lowers_the_loss(tmp_path, plate):
 
 
 def test_training_is_deterministic(tmp_path, plate):
-    runs = [train_mae([plate], CA_SPEC, TRAIN, seed=s, out=tmp_path / f"m{i}.safetensors", device="cpu")
-            for i, s in enumerate((5, 5, 6))]
+    runs = [
+        train_mae([plate], CA_SPEC, TRAIN, seed=s, out=tmp_path / f"m{i}.safetensors", device="cpu")
+        for i, s in enumerate((5, 5, 6))
+    ]
     a, b, c = (load_file(str(tmp_path / f"m{i}.safetensors")) for i in range(3))
     assert runs[0]["final_loss"] == runs[1]["final_loss"]
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
@@ -273,8 +303,9 @@ def test_save_load_round_trip_gives_identical_features(tmp_path, spec):
 def test_load_timm_state_dict_saved_with_torch(tmp_path):
     # A plain timm ViT (with a classifier head and learned pos_embed), not built by phenoica.
     torch.manual_seed(3)
-    timm_vit = VisionTransformer(img_size=16, patch_size=4, in_chans=3, num_classes=10, embed_dim=32, depth=2,
-                                 num_heads=2, mlp_ratio=2.0).eval()
+    timm_vit = VisionTransformer(
+        img_size=16, patch_size=4, in_chans=3, num_classes=10, embed_dim=32, depth=2, num_heads=2, mlp_ratio=2.0
+    ).eval()
     path = tmp_path / "timm.pth"
     torch.save({"model": {f"module.{k}": v for k, v in timm_vit.state_dict().items()}, "epoch": 3}, path)
     enc = load_encoder(path, SPEC, 3).eval()
@@ -336,8 +367,10 @@ def test_checkpoint_format_comes_from_the_bytes(tmp_path):
     a, b = read_checkpoint(tmp_path / "a.bin"), read_checkpoint(tmp_path / "b.safetensors")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     x = torch.randn(2, 3, 16, 16)
-    assert torch.equal(features(build_feature_extractor(SPEC, 3, tmp_path / "b.safetensors"), x),
-                       features(FeatureExtractor(enc).eval(), x))
+    assert torch.equal(
+        features(build_feature_extractor(SPEC, 3, tmp_path / "b.safetensors"), x),
+        features(FeatureExtractor(enc).eval(), x),
+    )
     (tmp_path / "c.pth").write_text("not weights")
     with pytest.raises(CheckpointError, match="c.pth: neither a safetensors file nor a torch checkpoint"):
         load_encoder(tmp_path / "c.pth", SPEC, 3)

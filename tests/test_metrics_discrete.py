@@ -1,6 +1,7 @@
 """InfoMEC and DCI inputs for discrete factors (PAPER.md, Hsu et al.): label-encoded with all their
 values, never quantile-binned, also when a factor has more values than the binning default (MPI3D's
 two 40-valued factors)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -28,8 +29,9 @@ def test_infomec_scores_all_40_classes_of_a_discrete_factor():
     n = 4000
     factor = rng.integers(0, 40, n)
     other = rng.integers(0, 3, n)
-    latents = np.column_stack([np.eye(40)[factor] * 5 + 0.01 * rng.standard_normal((n, 40)),
-                               other + 0.01 * rng.standard_normal(n)])
+    latents = np.column_stack(
+        [np.eye(40)[factor] * 5 + 0.01 * rng.standard_normal((n, 40)), other + 0.01 * rng.standard_normal(n)]
+    )
     sources = np.column_stack([factor, other]).astype(float)
     per = infoe_sources(sources, latents, n_bins=None, max_iter=300)
     assert per.shape == (2,) and per[0] > 0.95
@@ -48,7 +50,9 @@ def test_infoe_on_all_latents_counts_an_inactive_informative_latent():
     rng = np.random.default_rng(2)
     n = 1500
     sources = np.column_stack([rng.integers(0, 4, n), rng.integers(0, 3, n)]).astype(float)
-    latents = np.column_stack([sources[:, 0] * 10 + rng.normal(0, 0.1, n), sources[:, 1] * 0.01 + rng.normal(0, 1e-4, n)])
+    latents = np.column_stack(
+        [sources[:, 0] * 10 + rng.normal(0, 0.1, n), sources[:, 1] * 0.01 + rng.normal(0, 1e-4, n)]
+    )
     active = infomec(sources, latents, n_bins=None, infoe_max_iter=300)
     everything = infomec(sources, latents, n_bins=None, infoe_max_iter=300, infoe_all_latents=True)
     assert active["active"].tolist() == [True, False]

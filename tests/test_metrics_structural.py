@@ -3,6 +3,7 @@
 Known answers on a small generative process: 3 independent discrete factors (4, 6 and 10
 equally likely values), 2,000 samples, as in PAPER.md's measurements with Hsu et al.'s code.
 """
+
 from __future__ import annotations
 
 import math
@@ -221,7 +222,9 @@ def test_null_model_loss_is_log_n_classes_under_balanced_weights(rng):
     y = rng.choice(4, size=600, p=[0.55, 0.25, 0.15, 0.05])
     null = LogisticRegression(C=np.inf, class_weight="balanced", max_iter=10_000).fit(np.zeros((600, 1)), y)
     weight = compute_class_weight("balanced", classes=np.arange(4), y=y)[y]
-    assert log_loss(y, null.predict_proba(np.zeros((600, 1))), sample_weight=weight) == pytest.approx(math.log(4), abs=1e-6)
+    assert log_loss(y, null.predict_proba(np.zeros((600, 1))), sample_weight=weight) == pytest.approx(
+        math.log(4), abs=1e-6
+    )
 
 
 def test_infoe_is_one_for_close_latents_and_zero_for_noise(world):
@@ -339,7 +342,9 @@ def test_probe_r2_known_answers():
     assert metrics.probe_r2(half, factors[:, 0]) == pytest.approx([0.5], abs=0.08)
     noise = metrics.probe_r2(rng.standard_normal((600, 20)), factors)
     assert (np.abs(noise) < 0.05).all()  # held out: no optimism from 20 noise latents
-    np.testing.assert_array_equal(metrics.probe_r2(latents, factors, seed=3), metrics.probe_r2(latents, factors, seed=3))
+    np.testing.assert_array_equal(
+        metrics.probe_r2(latents, factors, seed=3), metrics.probe_r2(latents, factors, seed=3)
+    )
     with pytest.raises(ValueError, match="constant"):
         metrics.probe_r2(latents, np.ones(600))
     with pytest.raises(ValueError, match="rows"):

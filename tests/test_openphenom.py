@@ -48,14 +48,26 @@ def reference_encoder(geo: dict, seed: int = 0) -> VisionTransformer:
     """A timm ViT built as the public vit_small_patch16_256 is, with random (non-trivial) weights."""
     torch.manual_seed(seed)
     vit = VisionTransformer(
-        img_size=geo["img_size"], patch_size=geo["patch_size"], in_chans=1, num_classes=0,
-        embed_dim=geo["embed_dim"], depth=geo["depth"], num_heads=geo["num_heads"], mlp_ratio=geo["mlp_ratio"],
-        qkv_bias=False, qk_norm=True, init_values=1e-4, block_fn=ParallelScalingBlock, class_token=True,
-        global_pool="avg", fc_norm=None,
+        img_size=geo["img_size"],
+        patch_size=geo["patch_size"],
+        in_chans=1,
+        num_classes=0,
+        embed_dim=geo["embed_dim"],
+        depth=geo["depth"],
+        num_heads=geo["num_heads"],
+        mlp_ratio=geo["mlp_ratio"],
+        qkv_bias=False,
+        qk_norm=True,
+        init_values=1e-4,
+        block_fn=ParallelScalingBlock,
+        class_token=True,
+        global_pool="avg",
+        fc_norm=None,
     ).eval()
     grid = geo["img_size"] // geo["patch_size"]
-    vit.pos_embed = nn.Parameter(torch.from_numpy(sincos_numpy(grid, geo["embed_dim"], geo["max_in_chans"])),
-                                 requires_grad=False)
+    vit.pos_embed = nn.Parameter(
+        torch.from_numpy(sincos_numpy(grid, geo["embed_dim"], geo["max_in_chans"])), requires_grad=False
+    )
     with torch.no_grad():
         for name, p in vit.named_parameters():
             if name == "pos_embed":
@@ -100,22 +112,27 @@ def published_state(vit: VisionTransformer, seed: int = 1) -> dict[str, torch.Te
     g = torch.Generator().manual_seed(seed)
     state = {f"encoder.vit_backbone.{k}": v.detach().clone().contiguous() for k, v in vit.state_dict().items()}
     dim = vit.embed_dim
-    state.update({
-        "decoder.mask_token": torch.randn(1, 1, 32, generator=g),
-        "decoder.blocks.0.0.attn.qkv.weight": torch.randn(96, 32, generator=g),
-        "decoder.pos_embeddings": torch.randn(1, 17, 32, generator=g),
-        "encoder_decoder_proj.weight": torch.randn(32, dim, generator=g),
-        "encoder_decoder_proj.bias": torch.randn(32, generator=g),
-        "decoder_pred.weight": torch.randn(64, 32, generator=g),
-        "decoder_pred.bias": torch.randn(64, generator=g),
-    })
+    state.update(
+        {
+            "decoder.mask_token": torch.randn(1, 1, 32, generator=g),
+            "decoder.blocks.0.0.attn.qkv.weight": torch.randn(96, 32, generator=g),
+            "decoder.pos_embeddings": torch.randn(1, 17, 32, generator=g),
+            "encoder_decoder_proj.weight": torch.randn(32, dim, generator=g),
+            "encoder_decoder_proj.bias": torch.randn(32, generator=g),
+            "decoder_pred.weight": torch.randn(64, 32, generator=g),
+            "decoder_pred.bias": torch.randn(64, generator=g),
+        }
+    )
     return state
 
 
 def save_all_ways(state: dict[str, torch.Tensor], folder: Path) -> dict[str, Path]:
     folder.mkdir(parents=True, exist_ok=True)
-    files = {"pickle": folder / "openphenom.pth", "safetensors": folder / "openphenom.safetensors",
-             "pickle_named_safetensors": folder / "model.safetensors"}
+    files = {
+        "pickle": folder / "openphenom.pth",
+        "safetensors": folder / "openphenom.safetensors",
+        "pickle_named_safetensors": folder / "model.safetensors",
+    }
     torch.save({"state_dict": state}, files["pickle"])
     save_file(state, str(files["safetensors"]))
     torch.save({"state_dict": state}, files["pickle_named_safetensors"])
@@ -123,16 +140,24 @@ def save_all_ways(state: dict[str, torch.Tensor], folder: Path) -> dict[str, Pat
 
 
 def metadata(n: int, plate: str = "P1") -> pd.DataFrame:
-    return pd.DataFrame({
-        "Metadata_Batch": "B1", "Metadata_Plate": plate, "Metadata_Well": [f"A{i:02d}" for i in range(n)],
-        "Metadata_Site": 1, "Metadata_Gene": "NTC", "Metadata_Guide": "NTC_1", "Metadata_PertType": "control",
-        "Metadata_ImageIndex": np.arange(n),
-    })
+    return pd.DataFrame(
+        {
+            "Metadata_Batch": "B1",
+            "Metadata_Plate": plate,
+            "Metadata_Well": [f"A{i:02d}" for i in range(n)],
+            "Metadata_Site": 1,
+            "Metadata_Gene": "NTC",
+            "Metadata_Guide": "NTC_1",
+            "Metadata_PertType": "control",
+            "Metadata_ImageIndex": np.arange(n),
+        }
+    )
 
 
 def model_entry(checkpoint: Path, **extra) -> dict:
     return validate_config({"models": {"op": {"checkpoint": str(checkpoint), "channels": MODEL_CHANNELS, **extra}}})[
-        "models"]["op"]
+        "models"
+    ]["op"]
 
 
 # ----------------------------------------------------------------- fixtures
@@ -153,9 +178,17 @@ def tiny(tmp_path_factory):
 
 
 def embed(tiny, checkpoint: Path, out: Path, caplog=None, **extra) -> pd.DataFrame:
-    embed_model_plate(tiny["store"], metadata(6), out, model_name="op", spec=model_entry(checkpoint, **extra),
-                      checkpoint=checkpoint, embed=validate_config({})["embed"] | {"device": "cpu", "batch_size": 5},
-                      threads=1, log=logging.getLogger("phenoica.embed"))
+    embed_model_plate(
+        tiny["store"],
+        metadata(6),
+        out,
+        model_name="op",
+        spec=model_entry(checkpoint, **extra),
+        checkpoint=checkpoint,
+        embed=validate_config({})["embed"] | {"device": "cpu", "batch_size": 5},
+        threads=1,
+        log=logging.getLogger("phenoica.embed"),
+    )
     return pd.read_parquet(out)
 
 
@@ -191,8 +224,16 @@ def test_explicit_architecture_and_the_channels_the_recipe_drops(tiny, tmp_path)
     three = ["DNA", "RNA", "Mito"]
     spec = model_entry(tiny["files"]["pickle"]) | {"channels": three}
     out = tmp_path / "b.parquet"
-    embed_model_plate(tiny["store"], metadata(6), out, model_name="op", spec=spec, checkpoint=tiny["files"]["pickle"],
-                      embed=validate_config({})["embed"] | {"device": "cpu"}, threads=1)
+    embed_model_plate(
+        tiny["store"],
+        metadata(6),
+        out,
+        model_name="op",
+        spec=spec,
+        checkpoint=tiny["files"]["pickle"],
+        embed=validate_config({})["embed"] | {"device": "cpu"},
+        threads=1,
+    )
     want = reference_image_embeddings(tiny["vit"], tiny["tiles"][:, [STORE_CHANNELS.index(c) for c in three]], 32)
     assert np.abs(pd.read_parquet(out).filter(like="emb_").to_numpy() - want).max() < 1e-4
 
@@ -215,7 +256,9 @@ def test_class_token_and_earlier_block(tiny):
     fx_b0 = build_feature_extractor(model_entry(tiny["files"]["pickle"], block=0), 3, tiny["files"]["pickle"])
     vit = tiny["vit"]
     with torch.no_grad():
-        tokens = torch.stack([vit.patch_embed.proj(x[:, i : i + 1]) for i in range(3)], dim=2).flatten(2).transpose(1, 2)
+        tokens = (
+            torch.stack([vit.patch_embed.proj(x[:, i : i + 1]) for i in range(3)], dim=2).flatten(2).transpose(1, 2)
+        )
         tokens = torch.cat([vit.cls_token.expand(2, -1, -1), tokens], dim=1) + vit.pos_embed[:, : 1 + 3 * 16]
         after0 = vit.blocks[0](tokens)
         last = vit.blocks[1](after0)
@@ -235,31 +278,62 @@ def test_more_channels_than_max_in_chans(tiny, tmp_path):
     from phenoica.embed import embed_plate
 
     with pytest.raises(ScreenError, match=r"P12.zarr: plate P1 gives 12 channels .* at most 11 .*models.op.channels"):
-        embed_plate(store, metadata(2), fx, tmp_path / "o.parquet", crop_size=32, device="cpu",
-                    channels_key="models.op.channels")
+        embed_plate(
+            store,
+            metadata(2),
+            fx,
+            tmp_path / "o.parquet",
+            crop_size=32,
+            device="cpu",
+            channels_key="models.op.channels",
+        )
     assert not (tmp_path / "o.parquet").exists()
 
 
 def test_missing_channel_names_the_key_and_the_plate_channels(tiny, tmp_path):
     spec = model_entry(tiny["files"]["pickle"]) | {"channels": ["DNA", "Brightfield"]}
-    with pytest.raises(ScreenError, match=r"channel\(s\) \['Brightfield'\] named by config key models.op.channels are "
-                                          r"not in the plate's channels \['Mito', 'DNA', 'ER', 'AGP', 'RNA'\]"):
-        embed_model_plate(tiny["store"], metadata(6), tmp_path / "o.parquet", model_name="op", spec=spec,
-                          checkpoint=tiny["files"]["pickle"], embed=validate_config({})["embed"], threads=1)
+    with pytest.raises(
+        ScreenError,
+        match=r"channel\(s\) \['Brightfield'\] named by config key models.op.channels are "
+        r"not in the plate's channels \['Mito', 'DNA', 'ER', 'AGP', 'RNA'\]",
+    ):
+        embed_model_plate(
+            tiny["store"],
+            metadata(6),
+            tmp_path / "o.parquet",
+            model_name="op",
+            spec=spec,
+            checkpoint=tiny["files"]["pickle"],
+            embed=validate_config({})["embed"],
+            threads=1,
+        )
 
 
 def test_image_smaller_than_the_models_crop(tiny, tmp_path):
     store = write_plate(tmp_path / "P1.zarr", np.zeros((2, 5, 24, 24), np.uint8), STORE_CHANNELS)
     with pytest.raises(ScreenError, match=r"images are 24x24, smaller than the crop size 32 \(the model's img_size"):
-        embed_model_plate(store, metadata(2), tmp_path / "o.parquet", model_name="op",
-                          spec=model_entry(tiny["files"]["pickle"]), checkpoint=tiny["files"]["pickle"],
-                          embed=validate_config({})["embed"], threads=1)
+        embed_model_plate(
+            store,
+            metadata(2),
+            tmp_path / "o.parquet",
+            model_name="op",
+            spec=model_entry(tiny["files"]["pickle"]),
+            checkpoint=tiny["files"]["pickle"],
+            embed=validate_config({})["embed"],
+            threads=1,
+        )
 
 
 def test_layout_matching_nothing_lists_the_closest(tmp_path):
     # a convolutional network's keys: no supported layout
-    torch.save({"conv1.weight": torch.zeros(8, 3, 3, 3), "layer1.0.bn1.weight": torch.zeros(8),
-                "fc.weight": torch.zeros(10, 8)}, tmp_path / "resnet.pth")
+    torch.save(
+        {
+            "conv1.weight": torch.zeros(8, 3, 3, 3),
+            "layer1.0.bn1.weight": torch.zeros(8),
+            "fc.weight": torch.zeros(10, 8),
+        },
+        tmp_path / "resnet.pth",
+    )
     with pytest.raises(CheckpointError) as err:
         build_feature_extractor(validate_config({})["models"]["mae"], 3, tmp_path / "resnet.pth")
     msg = str(err.value)
@@ -308,8 +382,16 @@ def test_published_size_vit_s16_at_256px_on_a_512px_image(tmp_path):
     for fmt in ("pickle", "safetensors"):
         spec = validate_config({"models": {"op": {"checkpoint": str(files[fmt])}}})["models"]["op"]
         out = tmp_path / f"{fmt}.parquet"
-        embed_model_plate(store, metadata(1), out, model_name="op", spec=spec, checkpoint=files[fmt],
-                          embed=validate_config({})["embed"] | {"device": "cpu", "batch_size": 4}, threads=1)
+        embed_model_plate(
+            store,
+            metadata(1),
+            out,
+            model_name="op",
+            spec=spec,
+            checkpoint=files[fmt],
+            embed=validate_config({})["embed"] | {"device": "cpu", "batch_size": 4},
+            threads=1,
+        )
         got = pd.read_parquet(out).filter(like="emb_").to_numpy()
         assert got.shape == (1, 384) and np.abs(got - want).max() < 1e-4, (fmt, np.abs(got - want).max())
 
@@ -332,12 +414,28 @@ def test_workflow_embeds_with_an_openphenom_checkpoint(tmp_path):
     vit = reference_encoder(geo)
     files = save_all_ways(published_state(vit), tmp_path / "ckpt")
     cfg = yaml.safe_load((REPO / "config" / "scenarios" / "demo.yaml").read_text())
-    cfg["models"] = {"op": {"checkpoint": str(files["pickle_named_safetensors"]), "channels": ["mito", "nucleus", "er"],
-                            "per_channel": True}}
+    cfg["models"] = {
+        "op": {
+            "checkpoint": str(files["pickle_named_safetensors"]),
+            "channels": ["mito", "nucleus", "er"],
+            "per_channel": True,
+        }
+    }
     cfg["identifiability"] = {"align": False}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path),
-           "--configfile", str(tmp_path / "config.yaml"), "--cores", "2"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "snakemake",
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(tmp_path),
+        "--configfile",
+        str(tmp_path / "config.yaml"),
+        "--cores",
+        "2",
+    ]
     dry = subprocess.run([*cmd, "-n", "--quiet", "rules"], capture_output=True, text=True, cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "train_mae" not in dry.stdout and "embed" in dry.stdout  # weights come from the checkpoint

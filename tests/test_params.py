@@ -1,5 +1,6 @@
 """Rule params carry exactly what a job's output depends on (phenoica.workflow.job_params):
 speed-only keys are read at run time instead, and really change nothing but speed."""
+
 from __future__ import annotations
 
 import re
@@ -26,7 +27,9 @@ def test_params_leave_out_speed_only_keys_and_scripts_get_them_back():
     for alias in ("num_thread", "nthread", "nthreads", "n_jobs", "verbose"):
         aliased = validate_config({"classify": {"lightgbm": {alias: 3}}})
         assert wf.job_params(aliased, "classify") == wf.job_params(validate_config({}), "classify"), alias
-    assert wf.job_params(cfg, "identifiability", keys=wf.ALIGN_KEYS) == {k: cfg["identifiability"][k] for k in sorted(wf.ALIGN_KEYS)}
+    assert wf.job_params(cfg, "identifiability", keys=wf.ALIGN_KEYS) == {
+        k: cfg["identifiability"][k] for k in sorted(wf.ALIGN_KEYS)
+    }
     assert wf.job_params(cfg, "classify", drop=("q_threshold",)).get("q_threshold") is None
 
 
@@ -61,8 +64,10 @@ def test_lightgbm_thread_count_changes_no_score():
 
     table = make_table()
     folds = batch_folds(table)
-    runs = [C.classify_shard(table, 0, 1, folds, {**CFG, "lightgbm": {"num_threads": n}}, seed=0, variant="base")
-            for n in (1, 2)]
+    runs = [
+        C.classify_shard(table, 0, 1, folds, {**CFG, "lightgbm": {"num_threads": n}}, seed=0, variant="base")
+        for n in (1, 2)
+    ]
     pd.testing.assert_frame_equal(runs[0], runs[1])
     assert (runs[0]["status"] == "ok").any()
 
@@ -72,8 +77,18 @@ def test_a_demo_plate_does_not_depend_on_the_screen_size():
     when batches are added."""
     from phenoica.simulate import simulate_plate
 
-    demo = validate_config({"demo": {"n_batches": 2, "image_size": 16, "sites_per_well": 1, "n_genes": 2,
-                                     "n_null_genes": 1, "control_wells_per_plate": 2}})["demo"]
+    demo = validate_config(
+        {
+            "demo": {
+                "n_batches": 2,
+                "image_size": 16,
+                "sites_per_well": 1,
+                "n_genes": 2,
+                "n_null_genes": 1,
+                "control_wells_per_plate": 2,
+            }
+        }
+    )["demo"]
     small = simulate_plate(demo, 0, "B02P01")
     large = simulate_plate({**demo, "n_batches": 5, "plates_per_batch": 3}, 0, "B02P01")
     np.testing.assert_array_equal(small[0], large[0])

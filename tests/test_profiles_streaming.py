@@ -1,4 +1,5 @@
 """Streaming gather of per-plate embeddings into the profile parquet (image and well level)."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -63,7 +64,10 @@ def test_well_level_averages_each_plate_file_and_keeps_columns_constant_in_every
     expected = table.groupby(["Metadata_Plate", "Metadata_Well"], sort=True)[FEATURES].mean().reset_index()
     assert n == len(expected) == len(wells)
     np.testing.assert_allclose(wells[FEATURES].to_numpy(), expected[FEATURES].to_numpy(), rtol=1e-6)
-    assert wells[["Metadata_Plate", "Metadata_Well"]].values.tolist() == expected[["Metadata_Plate", "Metadata_Well"]].values.tolist()
+    assert (
+        wells[["Metadata_Plate", "Metadata_Well"]].values.tolist()
+        == expected[["Metadata_Plate", "Metadata_Well"]].values.tolist()
+    )
     assert (wells["Metadata_NImages"] == 4).all()
     assert "Metadata_Lane" in wells.columns and "Metadata_Gene" in wells.columns
     assert "Metadata_Extra" not in wells.columns and "Metadata_Site" not in wells.columns
@@ -110,7 +114,9 @@ def test_bad_files_are_named(tmp_path, rng):
     rows = pd.read_parquet(paths[0])
     rows.loc[rows.index[13], "Metadata_PertType"] = "treated"
     rows.to_parquet(paths[0])
-    with pytest.raises(ScreenError, match=r"P1.parquet: column Metadata_PertType row 13 is 'treated'"):  # a row of the file
+    with pytest.raises(
+        ScreenError, match=r"P1.parquet: column Metadata_PertType row 13 is 'treated'"
+    ):  # a row of the file
         write_profiles(paths, tmp_path / "o.parquet", batch_rows=6)
     with pytest.raises(ValueError, match="profiles.level"):
         write_profiles(paths, tmp_path / "o.parquet", level="plate")

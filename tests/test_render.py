@@ -1,4 +1,5 @@
 """The shared page renderer (phenoica.render): one page -> Markdown and HTML, written atomically."""
+
 from __future__ import annotations
 
 import math
@@ -13,12 +14,16 @@ from phenoica import render
 
 def _page(figure_path: str = "figures/a.png") -> render.Page:
     table = pd.DataFrame({"model": ["AE", "AE + ICA"], "InfoM": [0.4123, math.nan], "n": [3, 3]})
-    return render.Page("Study <one>", lead=["A & B: measured."], sections=[
-        render.Section("Verdict", ["rho = +0.50 [0.10, 0.80]."]),
-        render.Section("Table", [render.Table(table, caption="mean over seeds", float_format="{:.2f}")]),
-        render.Section("Figures", [render.Figure(figure_path, "B(z) per alpha")], level=3),
-        render.Section("Files", [render.Links([("table2.csv", "table2.csv"), ("a|b", "x.csv")], label="Tables:")]),
-    ])
+    return render.Page(
+        "Study <one>",
+        lead=["A & B: measured."],
+        sections=[
+            render.Section("Verdict", ["rho = +0.50 [0.10, 0.80]."]),
+            render.Section("Table", [render.Table(table, caption="mean over seeds", float_format="{:.2f}")]),
+            render.Section("Figures", [render.Figure(figure_path, "B(z) per alpha")], level=3),
+            render.Section("Files", [render.Links([("table2.csv", "table2.csv"), ("a|b", "x.csv")], label="Tables:")]),
+        ],
+    )
 
 
 def test_markdown_has_headings_tables_figures_and_links_in_order():
@@ -70,16 +75,31 @@ def test_write_csv_round_trips(tmp_path):
 
 
 def test_bullets_inline_markup_and_column_formats():
-    table = pd.DataFrame({"auroc": [0.71234, math.nan], "p_value": [0.0012345, 0.5], "n": pd.array([3, pd.NA], "Int64")})
-    page = render.Page("t", sections=[render.Section("s", [
-        render.Bullets(["Model `mae`: **best** <x>", render.Bullets(["see [page](../b/index.html)"]), "two"]),
-        render.Table(table, float_format="{:.3f}", formats={"p_value": "{:.2g}"})])])
+    table = pd.DataFrame(
+        {"auroc": [0.71234, math.nan], "p_value": [0.0012345, 0.5], "n": pd.array([3, pd.NA], "Int64")}
+    )
+    page = render.Page(
+        "t",
+        sections=[
+            render.Section(
+                "s",
+                [
+                    render.Bullets(
+                        ["Model `mae`: **best** <x>", render.Bullets(["see [page](../b/index.html)"]), "two"]
+                    ),
+                    render.Table(table, float_format="{:.3f}", formats={"p_value": "{:.2g}"}),
+                ],
+            )
+        ],
+    )
     md = render.render_markdown(page)
     assert "- Model `mae`: **best** <x>\n  - see [page](../b/index.html)\n- two" in md
     assert "| 0.712 | 0.0012 | 3 |" in md and "|  | 0.5 |  |" in md  # NaN and NA are empty cells
     text = render.render_html(page)
-    assert ("<ul><li>Model <code>mae</code>: <strong>best</strong> &lt;x&gt;"
-            '<ul><li>see <a href="../b/index.html">page</a></li></ul></li><li>two</li></ul>') in text
+    assert (
+        "<ul><li>Model <code>mae</code>: <strong>best</strong> &lt;x&gt;"
+        '<ul><li>see <a href="../b/index.html">page</a></li></ul></li><li>two</li></ul>'
+    ) in text
     assert "<td>0.0012</td>" in text and "&lt;NA&gt;" not in text
 
 
@@ -88,8 +108,11 @@ def test_verdict_round_trip_and_bad_files(tmp_path):
     render.write_verdict(tmp_path, "Study", "rho +0.5 [0.1, 0.8].")
     assert render.read_verdict(tmp_path) is None  # no page beside it yet: nothing to link
     (tmp_path / "index.html").write_text("<html></html>")
-    assert render.read_verdict(tmp_path) == {"title": "Study", "verdict": "rho +0.5 [0.1, 0.8].",
-                                             "page": str(tmp_path / "index.html")}
+    assert render.read_verdict(tmp_path) == {
+        "title": "Study",
+        "verdict": "rho +0.5 [0.1, 0.8].",
+        "page": str(tmp_path / "index.html"),
+    }
     with pytest.raises(ValueError, match="one non-empty line"):
         render.write_verdict(tmp_path, "Study", "two\nlines")
     (tmp_path / "verdict.json").write_text('{"title": "Study"}')

@@ -28,12 +28,27 @@ def make_rows(auroc, variants=VARIANTS, n_genes=8, guides_per_gene=2, n_null=5, 
         for gene, guide, is_null, gi, si in guides:
             for fold in folds:
                 a = auroc(variant, gi, si, fold, is_null)
-                records.append({
-                    "model": model, "variant": variant, GENE: gene, GUIDE: guide, "is_null_guide": is_null,
-                    "fold": fold, "n_train_pos": 12, "n_train_neg": 90, "n_test_pos": 4, "n_test_neg": 30,
-                    "auroc": a, "sparsity": a / 2, "concentration": a - 0.5, "auroc_top": a, "auroc_rest": 0.5,
-                    "status": "ok", "reason": "",
-                })
+                records.append(
+                    {
+                        "model": model,
+                        "variant": variant,
+                        GENE: gene,
+                        GUIDE: guide,
+                        "is_null_guide": is_null,
+                        "fold": fold,
+                        "n_train_pos": 12,
+                        "n_train_neg": 90,
+                        "n_test_pos": 4,
+                        "n_test_neg": 30,
+                        "auroc": a,
+                        "sparsity": a / 2,
+                        "concentration": a - 0.5,
+                        "auroc_top": a,
+                        "auroc_rest": 0.5,
+                        "status": "ok",
+                        "reason": "",
+                    }
+                )
     return pd.DataFrame.from_records(records)
 
 
@@ -42,12 +57,18 @@ def aggregate(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     ok = rows[rows["status"] == "ok"]
     keys = ["model", "variant", GENE, GUIDE, "is_null_guide"]
     guides = ok.groupby(keys, as_index=False).agg(
-        n_folds_ok=("fold", "size"), auroc=("auroc", "mean"), sparsity=("sparsity", "mean"),
-        concentration=("concentration", "mean"))
+        n_folds_ok=("fold", "size"),
+        auroc=("auroc", "mean"),
+        sparsity=("sparsity", "mean"),
+        concentration=("concentration", "mean"),
+    )
     real = guides[~guides["is_null_guide"]]
     genes = real.groupby(["model", "variant", GENE], as_index=False).agg(
-        n_guides=(GUIDE, "size"), auroc=("auroc", "mean"), sparsity=("sparsity", "mean"),
-        concentration=("concentration", "mean"))
+        n_guides=(GUIDE, "size"),
+        auroc=("auroc", "mean"),
+        sparsity=("sparsity", "mean"),
+        concentration=("concentration", "mean"),
+    )
     return guides, genes
 
 
@@ -63,8 +84,17 @@ def gene_table(values: dict[str, list[float]], model: str = "mae") -> pd.DataFra
     records = []
     for variant, aurocs in values.items():
         for i, a in enumerate(aurocs):
-            records.append({"model": model, "variant": variant, GENE: f"G{i}", "n_guides": 3, "auroc": a,
-                            "sparsity": 0.1 * i, "concentration": 0.2})
+            records.append(
+                {
+                    "model": model,
+                    "variant": variant,
+                    GENE: f"G{i}",
+                    "n_guides": 3,
+                    "auroc": a,
+                    "sparsity": 0.1 * i,
+                    "concentration": 0.2,
+                }
+            )
     return pd.DataFrame.from_records(records)
 
 
@@ -113,12 +143,47 @@ def test_table4_mean_sd_excludes_nulls_and_skips():
 def test_variant_summary_counts_bh_hits_against_the_null():
     null = [0.40, 0.45, 0.50, 0.55, 0.60, 0.48, 0.52, 0.47, 0.53, 0.50]
     real = [0.30, 0.58, 0.60, 0.90, 0.95]
-    records = [{"model": "m", "variant": "pca_ica", GENE: "NULL", GUIDE: f"n{i}", "is_null_guide": True,
-                "n_folds_ok": 2, "auroc": a, "sparsity": 0.1, "concentration": 0.1} for i, a in enumerate(null)]
-    records += [{"model": "m", "variant": "pca_ica", GENE: f"G{i}", GUIDE: f"g{i}", "is_null_guide": False,
-                 "n_folds_ok": 2, "auroc": a, "sparsity": 0.2, "concentration": 0.3} for i, a in enumerate(real)]
-    records.append({"model": "m", "variant": "pca_ica", GENE: "G9", GUIDE: "g9", "is_null_guide": False,
-                    "n_folds_ok": 0, "auroc": math.nan, "sparsity": math.nan, "concentration": math.nan})
+    records = [
+        {
+            "model": "m",
+            "variant": "pca_ica",
+            GENE: "NULL",
+            GUIDE: f"n{i}",
+            "is_null_guide": True,
+            "n_folds_ok": 2,
+            "auroc": a,
+            "sparsity": 0.1,
+            "concentration": 0.1,
+        }
+        for i, a in enumerate(null)
+    ]
+    records += [
+        {
+            "model": "m",
+            "variant": "pca_ica",
+            GENE: f"G{i}",
+            GUIDE: f"g{i}",
+            "is_null_guide": False,
+            "n_folds_ok": 2,
+            "auroc": a,
+            "sparsity": 0.2,
+            "concentration": 0.3,
+        }
+        for i, a in enumerate(real)
+    ]
+    records.append(
+        {
+            "model": "m",
+            "variant": "pca_ica",
+            GENE: "G9",
+            GUIDE: "g9",
+            "is_null_guide": False,
+            "n_folds_ok": 0,
+            "auroc": math.nan,
+            "sparsity": math.nan,
+            "concentration": math.nan,
+        }
+    )
     calls = hits.call_guides(pd.DataFrame.from_records(records), "parametric", 0.05)
     s = summaries.variant_summary(calls).iloc[0]
     q = calls.loc[~calls["is_null_guide"], "q_value"]
@@ -160,8 +225,7 @@ def test_paired_tests_no_difference():
     genes = gene_table({"pca": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7], "pca_ica": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7]})
     r = summaries.paired_tests(genes, pairs=[("pca_ica", "pca")], metrics=("auroc",)).iloc[0]
     assert r["p_value"] == 1.0 and r["median_diff"] == 0.0 and "zero" in r["note"]
-    mixed = gene_table({"pca": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7],
-                        "pca_ica": [0.61, 0.69, 0.82, 0.63, 0.76, 0.69]})
+    mixed = gene_table({"pca": [0.6, 0.7, 0.8, 0.65, 0.75, 0.7], "pca_ica": [0.61, 0.69, 0.82, 0.63, 0.76, 0.69]})
     r = summaries.paired_tests(mixed, pairs=[("pca_ica", "pca")], metrics=("auroc",)).iloc[0]
     assert r["p_value"] > 0.5
     assert r["ci_low"] < 0 < r["ci_high"] and r["ci_low"] <= r["mean_diff"] <= r["ci_high"]
@@ -172,9 +236,16 @@ def truth_for(n_genes=8, guides_per_gene=2, null_genes=(5, 6, 7)):
     for g in range(n_genes):
         for s in range(guides_per_gene):
             effect = g not in null_genes
-            records.append({GENE: f"G{g}", GUIDE: f"G{g}_{s}", "Metadata_PertType": "perturbation",
-                            "has_effect": effect, "efficacy": 0.4 + 0.1 * g + 0.05 * s if effect else 0.0,
-                            "affected_factors": "f0,f1" if effect else ""})
+            records.append(
+                {
+                    GENE: f"G{g}",
+                    GUIDE: f"G{g}_{s}",
+                    "Metadata_PertType": "perturbation",
+                    "has_effect": effect,
+                    "efficacy": 0.4 + 0.1 * g + 0.05 * s if effect else 0.0,
+                    "affected_factors": "f0,f1" if effect else "",
+                }
+            )
     return pd.DataFrame.from_records(records)
 
 
@@ -183,6 +254,7 @@ def test_truth_checks_detects_effect():
         if is_null or gi >= 5:
             return 0.42 + 0.01 * si + 0.005 * gi * (not is_null)
         return 0.6 + 0.03 * gi + 0.01 * si  # increases with efficacy
+
     rows = make_rows(score, variants=("pca", "pca_ica"))
     guides, _ = aggregate(rows)
     tc = summaries.truth_checks(guides, truth_for()).set_index("variant")
@@ -191,16 +263,19 @@ def test_truth_checks_detects_effect():
     assert r["auroc_effect_mean"] > r["auroc_no_effect_mean"]
     assert r["mannwhitney_p"] < 0.01 and bool(r["effect_gt_no_effect"]) is True
     assert r["efficacy_spearman_rho"] == pytest.approx(1.0)
-    assert r["auroc_no_effect_mean"] == pytest.approx(np.mean([0.42 + 0.01 * s + 0.005 * g
-                                                               for g in (5, 6, 7) for s in (0, 1)]))
+    assert r["auroc_no_effect_mean"] == pytest.approx(
+        np.mean([0.42 + 0.01 * s + 0.005 * g for g in (5, 6, 7) for s in (0, 1)])
+    )
     assert r["no_effect_vs_half_p"] < 0.05  # they sit below 0.5 here, and the check says so
 
 
 def test_truth_checks_no_difference_when_groups_match():
     # Effect guides and no-effect guides get the same multiset of AUROCs.
     values = [0.48, 0.52, 0.50, 0.55, 0.45, 0.51]
+
     def score(variant, gi, si, fold, is_null):
         return 0.5 if is_null else values[(gi % 3) * 2 + si]
+
     rows = make_rows(score, variants=("pca_ica",), n_genes=6)
     guides, _ = aggregate(rows)
     r = summaries.truth_checks(guides, truth_for(n_genes=6, null_genes=(3, 4, 5))).iloc[0]
@@ -252,9 +327,13 @@ def test_skips_counted_by_reason():
 
 
 def test_fit_report_one_row_per_model_and_variant():
-    fit = {"mae": {"base": {"variant": "base", "steps": "identity"},
-                   "pca": {"variant": "pca", "n_components": 24, "batches": [f"b{i}" for i in range(64)]},
-                   "pca_ica": {"variant": "pca_ica", "n_components": 24, "ica": {"converged": True, "n_iter": 37}}}}
+    fit = {
+        "mae": {
+            "base": {"variant": "base", "steps": "identity"},
+            "pca": {"variant": "pca", "n_components": 24, "batches": [f"b{i}" for i in range(64)]},
+            "pca_ica": {"variant": "pca_ica", "n_components": 24, "ica": {"converged": True, "n_iter": 37}},
+        }
+    }
     t = summaries.fit_report_table(fit).set_index(["model", "variant"])
     assert list(t.index) == [("mae", "base"), ("mae", "pca"), ("mae", "pca_ica")]
     assert t.loc[("mae", "pca"), "n_components"] == "24"
@@ -268,8 +347,14 @@ def test_figures_are_real_pngs_with_missing_variants(tmp_path):
     rows = make_rows(ica_gain, variants=("base", "pca_ica"), n_genes=4)
     guides, genes = aggregate(rows)
     figs = figures.make_figures(tmp_path, guides, genes)
-    assert set(figs) == {"auroc_by_variant", "volcano", "null_qq", "paired_pca_ica_vs_pca", "sparsity_by_variant",
-                         "concentration_by_variant"}
+    assert set(figs) == {
+        "auroc_by_variant",
+        "volcano",
+        "null_qq",
+        "paired_pca_ica_vs_pca",
+        "sparsity_by_variant",
+        "concentration_by_variant",
+    }
     for path in figs.values():
         assert path.exists() and path.stat().st_size > 0
         with Image.open(path) as im:
@@ -278,29 +363,73 @@ def test_figures_are_real_pngs_with_missing_variants(tmp_path):
 
 def test_write_report_full(tmp_path):
     rows = make_rows(ica_gain)
-    rows.loc[(rows[GUIDE] == "G3_1") & (rows["fold"] == 1), ["status", "reason", "auroc"]] = \
-        ["skipped", "too few test samples", math.nan]
+    rows.loc[(rows[GUIDE] == "G3_1") & (rows["fold"] == 1), ["status", "reason", "auroc"]] = [
+        "skipped",
+        "too few test samples",
+        math.nan,
+    ]
     guides, genes = aggregate(rows)
     guides = hits.call_guides(guides, "parametric", 0.05)
     gene_calls = hits.call_genes(guides)
-    genes = genes.merge(gene_calls[["model", "variant", GENE, "n_guides_hit", "p_value", "q_value", "hit"]],
-                        on=["model", "variant", GENE])
+    genes = genes.merge(
+        gene_calls[["model", "variant", GENE, "n_guides_hit", "p_value", "q_value", "hit"]],
+        on=["model", "variant", GENE],
+    )
     real = guides[~guides["is_null_guide"]]
     map_df = real[["model", "variant", GENE, GUIDE]].assign(
-        n_wells=8, mean_average_precision=0.3, map_p_value=0.01, map_q_value=0.02)
+        n_wells=8, mean_average_precision=0.3, map_p_value=0.01, map_q_value=0.02
+    )
     hit_table = hits.hit_table(guides, map_df)
     null = hits.null_summary(guides)
-    fit = {"mae": {"pca": {"variant": "pca", "n_components": 24},
-                   "pca_ica": {"variant": "pca_ica", "n_components": 24, "ica": {"converged": True}}}}
+    fit = {
+        "mae": {
+            "pca": {"variant": "pca", "n_components": 24},
+            "pca_ica": {"variant": "pca_ica", "n_components": 24, "ica": {"converged": True}},
+        }
+    }
     out = tmp_path / "report"
-    written = report.write_report(out, rows, guides, genes, map_df=map_df, truth=truth_for(), fit_report=fit,
-                                  hits=hit_table, null=null, lightgbm={"learning_rate": 0.05, "seed": 3},
-                                  title="demo <screen>")
-    expected = {"table3", "table4", "variant_summary", "paired_tests", "classifier_cost", "skips", "skip_counts",
-                "map_summary", "hit_counts", "gene_hits", "hits", "readout_agreement", "null_calibration",
-                "recall_fdr", "lightgbm_parameters", "truth_checks", "truth_recovery", "variant_contrasts", "transform_fit", "auroc_by_variant",
-                "volcano", "null_qq", "paired_pca_ica_vs_pca", "sparsity_by_variant", "concentration_by_variant",
-                "report_md", "index_html"}
+    written = report.write_report(
+        out,
+        rows,
+        guides,
+        genes,
+        map_df=map_df,
+        truth=truth_for(),
+        fit_report=fit,
+        hits=hit_table,
+        null=null,
+        lightgbm={"learning_rate": 0.05, "seed": 3},
+        title="demo <screen>",
+    )
+    expected = {
+        "table3",
+        "table4",
+        "variant_summary",
+        "paired_tests",
+        "classifier_cost",
+        "skips",
+        "skip_counts",
+        "map_summary",
+        "hit_counts",
+        "gene_hits",
+        "hits",
+        "readout_agreement",
+        "null_calibration",
+        "recall_fdr",
+        "lightgbm_parameters",
+        "truth_checks",
+        "truth_recovery",
+        "variant_contrasts",
+        "transform_fit",
+        "auroc_by_variant",
+        "volcano",
+        "null_qq",
+        "paired_pca_ica_vs_pca",
+        "sparsity_by_variant",
+        "concentration_by_variant",
+        "report_md",
+        "index_html",
+    }
     assert set(written) == expected
     for name, path in written.items():
         folder = out / "tables" if path.suffix == ".csv" else out / "figures" if path.suffix == ".png" else out
@@ -315,8 +444,14 @@ def test_write_report_full(tmp_path):
     assert "too few test samples" in md and "ica.converged" in md
     page = written["index_html"].read_text()
     assert "demo &lt;screen&gt;" in page and "<screen>" not in page
-    for name in ("auroc_by_variant", "volcano", "null_qq", "paired_pca_ica_vs_pca", "sparsity_by_variant",
-                 "concentration_by_variant"):
+    for name in (
+        "auroc_by_variant",
+        "volcano",
+        "null_qq",
+        "paired_pca_ica_vs_pca",
+        "sparsity_by_variant",
+        "concentration_by_variant",
+    ):
         assert f'<img src="figures/{name}.png"' in page
     assert "Hit calls" in md and "guides are hits at q < 0.05" in md
 
@@ -380,11 +515,17 @@ def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
     (study / "index.html").write_text("<html></html>")
     render.write_verdict(study, "Bi-Lipschitz <study>", "digits: rho +0.40 [+0.10, +0.70].")
     pages = workflow.study_pages(str(results))
-    assert pages == [{"title": "Bi-Lipschitz <study>", "verdict": "digits: rho +0.40 [+0.10, +0.70].",
-                      "page": str(study / "index.html")}]
+    assert pages == [
+        {
+            "title": "Bi-Lipschitz <study>",
+            "verdict": "digits: rho +0.40 [+0.10, +0.70].",
+            "page": str(study / "index.html"),
+        }
+    ]
     plain = report.write_report(tmp_path / "plain", rows, guides, genes)
-    linked = report.write_report(results / "report", rows, guides, genes,
-                                 studies=[report.StudyLink(**p) for p in pages])
+    linked = report.write_report(
+        results / "report", rows, guides, genes, studies=[report.StudyLink(**p) for p in pages]
+    )
     md = linked["report_md"].read_text()
     assert "## Studies" in md and "[Bi-Lipschitz <study>](../studies/bilipschitz/index.html): digits: rho" in md
     assert "## Studies" not in plain["report_md"].read_text()

@@ -1,6 +1,7 @@
 """The checked-in scenario configs (config/scenarios/) run as they are, from a folder holding
 the inputs `python -m phenoica.scenarios` writes; and the models a user's config names are
 exactly the run's models (dry runs)."""
+
 from __future__ import annotations
 
 import re
@@ -110,7 +111,9 @@ def test_images_and_ome_zarr_scenarios_ingest_the_screens_tiles(scenario_data, t
     assert list(ingested["Metadata_Well"]) == list(original["Metadata_Well"])
     assert list(ingested["Metadata_Guide"]) == list(original["Metadata_Guide"])
     new_tiles = open_plate(res / "plates" / "B02P01.zarr")[:][ingested["Metadata_ImageIndex"].to_numpy()]
-    old_tiles = open_plate(scenario_data / "screen" / "plates" / "B02P01.zarr")[:][original["Metadata_ImageIndex"].to_numpy()]
+    old_tiles = open_plate(scenario_data / "screen" / "plates" / "B02P01.zarr")[:][
+        original["Metadata_ImageIndex"].to_numpy()
+    ]
     assert (new_tiles == old_tiles).all() and new_tiles.shape == old_tiles.shape
 
 
@@ -159,9 +162,16 @@ def _embedding_sets(root: Path, names: tuple[str, ...]) -> None:
     for name in names:
         (root / name).mkdir(parents=True)
         for b in range(3):
-            df = pd.DataFrame({"Metadata_Batch": f"B{b}", "Metadata_Plate": f"P{b}", "Metadata_Well": ["A01", "A02"],
-                               "Metadata_Gene": ["non-targeting", "G1"], "Metadata_Guide": ["NTC", "G1_a"],
-                               "Metadata_PertType": ["control", "perturbation"]})
+            df = pd.DataFrame(
+                {
+                    "Metadata_Batch": f"B{b}",
+                    "Metadata_Plate": f"P{b}",
+                    "Metadata_Well": ["A01", "A02"],
+                    "Metadata_Gene": ["non-targeting", "G1"],
+                    "Metadata_Guide": ["NTC", "G1_a"],
+                    "Metadata_PertType": ["control", "perturbation"],
+                }
+            )
             for j in range(4):
                 df[f"emb_{j:04d}"] = rng.normal(size=2).astype("float32")
             df.to_parquet(root / name / f"B{b}.parquet")
@@ -170,10 +180,17 @@ def _embedding_sets(root: Path, names: tuple[str, ...]) -> None:
 def dry_run(workdir: Path, configfile: str) -> tuple[dict[str, int], set[str]]:
     """Rule -> job count and the output files of one dry run."""
     out = snakemake(workdir, "-n", configfile=configfile).stdout
-    jobs = {m.group(1): int(m.group(2)) for line in out.splitlines()
-            if (m := re.match(r"^\s*([A-Za-z_]\w*)\s+(\d+)\s*$", line)) and m.group(1) != "total"}
-    outputs = {f for line in out.splitlines() if line.strip().startswith("output:")
-               for f in line.split(":", 1)[1].strip().split(", ")}
+    jobs = {
+        m.group(1): int(m.group(2))
+        for line in out.splitlines()
+        if (m := re.match(r"^\s*([A-Za-z_]\w*)\s+(\d+)\s*$", line)) and m.group(1) != "total"
+    }
+    outputs = {
+        f
+        for line in out.splitlines()
+        if line.strip().startswith("output:")
+        for f in line.split(":", 1)[1].strip().split(", ")
+    }
     return jobs, outputs
 
 
@@ -186,16 +203,23 @@ def test_source_embeddings_means_exactly_the_models_named(tmp_path):
     write_config(tmp_path)
     assert set(yaml.safe_load((tmp_path / "config.yaml").read_text())["models"]) == {"mae", "mae_seed1"}
     _embedding_sets(tmp_path / "emb", ("a", "b"))
-    one_glob = {"screen": {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "a" / "*.parquet")},
-                "transforms": {"n_components": 2}}
+    one_glob = {
+        "screen": {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "a" / "*.parquet")},
+        "transforms": {"n_components": 2},
+    }
     (tmp_path / "named.yaml").write_text(yaml.safe_dump({**one_glob, "models": {"ext": {}}}))
     jobs, outputs = dry_run(tmp_path, "named.yaml")
     assert jobs["gather_profiles"] == 1 and jobs["classify"] == 4 * 2 and "embed" not in jobs, jobs
     assert "align" not in jobs and "train_mae" not in jobs
     assert "results/profiles/ext.parquet" in outputs and not any("/mae" in f for f in outputs)
 
-    two_sets = {**one_glob, "screen": {"source": "embeddings", "embeddings": {
-        m: str(tmp_path / "emb" / m / "*.parquet") for m in ("a", "b")}}}
+    two_sets = {
+        **one_glob,
+        "screen": {
+            "source": "embeddings",
+            "embeddings": {m: str(tmp_path / "emb" / m / "*.parquet") for m in ("a", "b")},
+        },
+    }
     (tmp_path / "sets.yaml").write_text(yaml.safe_dump(two_sets))
     jobs = planned_jobs(tmp_path, configfile="sets.yaml")
     assert jobs["gather_profiles"] == 2 and jobs["align"] == 4 and jobs["classify"] == 2 * 4 * 2, jobs

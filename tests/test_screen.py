@@ -1,4 +1,5 @@
 """The data contract: metadata validation, plate stores, preprocessing, profiles."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -47,8 +48,14 @@ def test_bad_pert_type_names_row(metadata):
 def test_plate_round_trip_and_streaming_write(tmp_path, rng):
     tiles = rng.integers(0, 65535, size=(10, 3, 8, 8), dtype=np.uint16)
     write_plate(tmp_path / "a.zarr", tiles, ["x", "y", "z"], chunk_images=4)
-    write_plate(tmp_path / "b.zarr", (tiles[i : i + 3] for i in range(0, 10, 3)), ["x", "y", "z"],
-                shape=tiles.shape, dtype=tiles.dtype, chunk_images=4)
+    write_plate(
+        tmp_path / "b.zarr",
+        (tiles[i : i + 3] for i in range(0, 10, 3)),
+        ["x", "y", "z"],
+        shape=tiles.shape,
+        dtype=tiles.dtype,
+        chunk_images=4,
+    )
     for name in ("a.zarr", "b.zarr"):
         arr = open_plate(tmp_path / name)
         assert arr.chunks[0] == 4 and arr.dtype == np.uint16

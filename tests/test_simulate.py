@@ -18,9 +18,17 @@ SEED = 7
 def tiny_demo(**overrides) -> dict:
     """2 batches x 1 plate, 3 genes (1 null) x 2 guides, 32x32 images: fast to render."""
     demo = {
-        "n_batches": 2, "plates_per_batch": 1, "n_genes": 3, "n_null_genes": 1, "guides_per_gene": 2,
-        "control_wells_per_plate": 8, "wells_per_guide_per_plate": 1, "sites_per_well": 2,
-        "image_size": 32, "cells_per_image": 4, "chunk_images": 8,
+        "n_batches": 2,
+        "plates_per_batch": 1,
+        "n_genes": 3,
+        "n_null_genes": 1,
+        "guides_per_gene": 2,
+        "control_wells_per_plate": 8,
+        "wells_per_guide_per_plate": 1,
+        "sites_per_well": 2,
+        "image_size": 32,
+        "cells_per_image": 4,
+        "chunk_images": 8,
     }
     demo.update(overrides)
     return validate_config({"demo": demo})["demo"]
@@ -82,8 +90,9 @@ def test_complexes_share_factors_and_take_real_corum_symbols():
     small = simulate.gene_truth(tiny_demo(n_genes=5, n_null_genes=1, n_complexes=2, genes_per_complex=3), SEED)
     assert small.loc[small["complex"] != "", "complex"].nunique() == 1
     # more genes than the list has complexes for: synthetic names for the rest
-    big = simulate.gene_truth(tiny_demo(n_genes=60, n_null_genes=20, wells_per_guide_per_plate=1,
-                                        guides_per_gene=1), SEED)
+    big = simulate.gene_truth(
+        tiny_demo(n_genes=60, n_null_genes=20, wells_per_guide_per_plate=1, guides_per_gene=1), SEED
+    )
     big = big[big[screen.PERT_TYPE] == screen.PERTURBATION]
     assert big[screen.GENE].str.startswith("SIM").sum() > 0 and big[screen.GENE].is_unique
 
@@ -193,8 +202,15 @@ def test_gene_shifts_exactly_its_affected_factors_on_every_plate():
 
 
 def test_gene_images_differ_from_controls_only_in_affected_factors():
-    demo = tiny_demo(effect_size=2.0, n_null_genes=1, sites_per_well=16, wells_per_guide_per_plate=2,
-                     control_wells_per_plate=16, image_size=16, cells_per_image=2)
+    demo = tiny_demo(
+        effect_size=2.0,
+        n_null_genes=1,
+        sites_per_well=16,
+        wells_per_guide_per_plate=2,
+        control_wells_per_plate=16,
+        image_size=16,
+        cells_per_image=2,
+    )
     _, metadata, factors = simulate.simulate_plate(demo, SEED, "B01P01")
     shifts = simulate.guide_shifts(demo, SEED)
     truth = simulate.gene_truth(demo, SEED)
@@ -231,7 +247,13 @@ def test_images_shape_dtype_and_dynamic_range(demo, plates):
 def test_channel_roles_by_name_then_position():
     assert simulate.channel_roles(["nucleus", "er", "actin", "mito", "golgi"]) == list(simulate.ROLES)
     assert simulate.channel_roles(["dna", "Mito", "c2", "c3", "c4", "c5"]) == [
-        "nucleus", "mito", "actin", "mito", "golgi", "er"]
+        "nucleus",
+        "mito",
+        "actin",
+        "mito",
+        "golgi",
+        "er",
+    ]
 
 
 def test_nucleus_area_grows_with_nucleus_size_factor():
@@ -272,9 +294,15 @@ def normalized(images: np.ndarray) -> np.ndarray:
 # What each factor may change (channels by role); a factor must change its channels after
 # per-image per-channel normalization and leave the others exactly alone.
 CHANNELS_OF = {
-    "er_translocation": {"er"}, "chromatin_condensation": {"nucleus"}, "actin_fibers": {"actin"},
-    "mito_density": {"mito"}, "golgi_punctate": {"golgi"}, "er_network_scale": {"er"},
-    "mito_perinuclear": {"mito"}, "golgi_spread": {"golgi"}, "mito_size": {"mito"},
+    "er_translocation": {"er"},
+    "chromatin_condensation": {"nucleus"},
+    "actin_fibers": {"actin"},
+    "mito_density": {"mito"},
+    "golgi_punctate": {"golgi"},
+    "er_network_scale": {"er"},
+    "mito_perinuclear": {"mito"},
+    "golgi_spread": {"golgi"},
+    "mito_size": {"mito"},
 }
 
 
@@ -312,7 +340,7 @@ def test_translocation_moves_the_er_marker_into_nuclei():
 def test_golgi_marker_moves_from_diffuse_cytoplasm_into_puncta():
     def peak_share(images):  # share of the channel's signal in its brightest 5% of pixels
         x = images[:, 4].reshape(len(images), -1)
-        top = np.sort(x, axis=1)[:, -x.shape[1] // 20:]
+        top = np.sort(x, axis=1)[:, -x.shape[1] // 20 :]
         return (top.sum(axis=1) / x.sum(axis=1)).mean()
 
     shares = [peak_share(render_one("golgi_punctate", v)) for v in (-2, 0, 2)]
@@ -385,7 +413,7 @@ def handcrafted_features(tiles: np.ndarray) -> np.ndarray:
     k = np.sqrt(np.fft.fftfreq(h)[:, None] ** 2 + np.fft.rfftfreq(w)[None, :] ** 2)
     edges = np.linspace(0.0, 0.5, 9)
     bands = [np.log(power[..., (k >= a) & (k < b)].mean(-1) + 1e-9) for a, b in zip(edges[:-1], edges[1:])]
-    corr = np.einsum("ncp,ndp->ncd", flat, flat)[:, *np.triu_indices(c, 1)] / flat.shape[2]
+    corr = np.einsum("ncp,ndp->ncd", flat, flat)[(slice(None), *np.triu_indices(c, 1))] / flat.shape[2]
     coherence = np.empty((n, c))
     for i in range(n):
         for j in range(c):
@@ -417,15 +445,18 @@ def test_batch_effects_change_pixels_of_the_same_cells():
 
     def image(d: dict, plate: str) -> np.ndarray:
         nuisance = simulate.nuisance_table(d, SEED, plate, len(clean))
-        return simulate.apply_nuisance(clean, nuisance, d["channels"], d["noise"], "uint8",
-                                       simulate.rng_for(0, "noise")).astype(float)
+        return simulate.apply_nuisance(
+            clean, nuisance, d["channels"], d["noise"], "uint8", simulate.rng_for(0, "noise")
+        ).astype(float)
 
     a, b = image(demo, "B01P01"), image(demo, "B02P01")
     means_a, means_b = a.mean(axis=(0, 2, 3)), b.mean(axis=(0, 2, 3))
     assert np.max(np.abs(np.log(means_a / means_b))) > 0.1
     # Batch effects outweigh plate effects: plates of one batch look more alike.
-    gains = {p: np.log(simulate.nuisance_table(demo, SEED, p, 1).filter(like="gain_").to_numpy()[0])
-             for _, p in demo_plates(demo)}
+    gains = {
+        p: np.log(simulate.nuisance_table(demo, SEED, p, 1).filter(like="gain_").to_numpy()[0])
+        for _, p in demo_plates(demo)
+    }
     within = np.mean([np.linalg.norm(gains[f"B0{b}P01"] - gains[f"B0{b}P02"]) for b in (1, 2, 3)])
     between = np.mean([np.linalg.norm(gains[f"B0{b}P01"] - gains[f"B0{c}P01"]) for b, c in ((1, 2), (1, 3), (2, 3))])
     assert within < between

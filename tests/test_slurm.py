@@ -3,6 +3,7 @@
 
 The cluster has no accounting database, so job status comes from squeue (the cluster keeps
 finished jobs there for MinJobAge = 10 minutes, which is also how the tests see what SLURM ran)."""
+
 from __future__ import annotations
 
 import os
@@ -26,13 +27,21 @@ UNABLE = 3  # slurm-local.sh: this machine cannot host the cluster (not root, no
 # The README's command, plus what this local cluster needs: its partition, squeue for job status
 # (no slurmdbd), short polling (jobs take seconds here), and the per-job SLURM logs kept.
 SLURM_ARGS = [
-    "--profile", str(PROFILE), "--workflow-profile", "none",
-    "--default-resources", "slurm_partition=debug",
-    "--slurm-status-command", "squeue",
-    "--slurm-init-seconds-before-status-checks", "2",
-    "--seconds-between-status-checks", "2",
+    "--profile",
+    str(PROFILE),
+    "--workflow-profile",
+    "none",
+    "--default-resources",
+    "slurm_partition=debug",
+    "--slurm-status-command",
+    "squeue",
+    "--slurm-init-seconds-before-status-checks",
+    "2",
+    "--seconds-between-status-checks",
+    "2",
     "--slurm-keep-successful-logs",
-    "--latency-wait", "5",
+    "--latency-wait",
+    "5",
 ]
 SCORES = ["results/scores/genes.parquet", "results/scores/guides.parquet"]
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")
@@ -67,8 +76,7 @@ def tiny_config(workdir: Path, resources: dict) -> None:
 
 
 def snakemake_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"),
-            "--configfile", "config.yaml", *args]
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--configfile", "config.yaml", *args]
 
 
 def run(cmd: list[str], workdir: Path, timeout: int) -> subprocess.CompletedProcess:
@@ -76,8 +84,7 @@ def run(cmd: list[str], workdir: Path, timeout: int) -> subprocess.CompletedProc
 
 
 def scontrol_job(job_id: str) -> dict[str, str]:
-    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True,
-                         check=True).stdout
+    out = subprocess.run(["scontrol", "show", "job", job_id], capture_output=True, text=True, check=True).stdout
     return dict(m.groups() for m in re.finditer(r"(\w+)=(\S*)", out))
 
 
@@ -87,7 +94,7 @@ def test_profile_keeps_configured_threads_on_the_cluster(tmp_path):
     tiny_config(tmp_path, {"train_mae": {"cpus": 8, "gpus": 1, "gpu_model": "a100", "mem_mb": 32000}})
     proc = run(snakemake_cmd(*SLURM_ARGS, "-n"), tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    block = proc.stdout[proc.stdout.index("rule train_mae:"):].split("\n\n")[0]
+    block = proc.stdout[proc.stdout.index("rule train_mae:") :].split("\n\n")[0]
     assert re.search(r"threads: 8\b", block), block
     assert "gpu=1" in block and "gpu_model=a100" in block and "mem_mb=32000" in block, block
 
@@ -97,8 +104,7 @@ def test_gpu_and_memory_requests_reach_sbatch(tmp_path, slurm_cluster):
     """GPUs, memory and runtime from the config become sbatch's --gpus=MODEL:N, --mem and -t:
     this node has no GPUs, so SLURM itself rejects the job and the plugin reports its call."""
     tiny_config(tmp_path, {"simulate_truth": {"gpus": 1, "gpu_model": "a100", "mem_mb": 3000, "runtime": 240}})
-    proc = run(snakemake_cmd(*SLURM_ARGS, "--retries", "0", "results/screen/truth.parquet"),
-               tmp_path, timeout=180)
+    proc = run(snakemake_cmd(*SLURM_ARGS, "--retries", "0", "results/screen/truth.parquet"), tmp_path, timeout=180)
     text = proc.stdout + proc.stderr
     assert proc.returncode != 0, text[-3000:]
     assert "Invalid generic resource" in text, text[-3000:]  # SLURM's own answer: no such GPU
@@ -123,8 +129,9 @@ def test_tiny_workflow_on_slurm_equals_local_run(tmp_path, slurm_cluster):
 
     # The local run goes alongside: the SLURM run's time is mostly job start-up and status polls
     # (4-8 minutes on a busy 2-core machine; the timeouts only catch hangs).
-    local_proc = subprocess.Popen(snakemake_cmd("--cores", "2", *SCORES), cwd=local, text=True,
-                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    local_proc = subprocess.Popen(
+        snakemake_cmd("--cores", "2", *SCORES), cwd=local, text=True, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+    )
     try:
         proc = run(snakemake_cmd(*SLURM_ARGS, *SCORES), on_slurm, timeout=900)
         local_out, _ = local_proc.communicate(timeout=900)
@@ -143,25 +150,27 @@ def test_tiny_workflow_on_slurm_equals_local_run(tmp_path, slurm_cluster):
 
     # Every job went through SLURM: one submission per planned job, each with its own log.
     submitted = {m[2]: Path(m[3]) for m in SUBMITTED.finditer(text)}
-    planned = sum(int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", text, re.M)
-                  if rule not in ("total", "all"))
+    planned = sum(int(n) for rule, n in re.findall(r"^(\w+)\s+(\d+)$", text, re.M) if rule not in ("total", "all"))
     assert planned >= 15 and len(submitted) == planned, (planned, sorted(submitted))
-    assert all(log.exists() and log.is_relative_to(on_slurm / ".snakemake" / "slurm_logs")
-               for log in submitted.values())
+    assert all(
+        log.exists() and log.is_relative_to(on_slurm / ".snakemake" / "slurm_logs") for log in submitted.values()
+    )
     rules = {log.relative_to(on_slurm / ".snakemake" / "slurm_logs").parts[0] for log in submitted.values()}
     assert {"rule_simulate_plate", "rule_train_mae", "rule_embed", "rule_classify", "rule_gather_scores"} <= rules
 
     # ... and SLURM ran them all to completion (squeue keeps finished jobs for MinJobAge).
     run_id = re.search(r"SLURM run ID: (\S+)", text)[1]
-    states = subprocess.run(["squeue", "--states=all", "--noheader", "--format=%i|%T", "--name", run_id],
-                            capture_output=True, text=True, check=True).stdout.split()
+    states = subprocess.run(
+        ["squeue", "--states=all", "--noheader", "--format=%i|%T", "--name", run_id],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
     assert dict(s.split("|") for s in states) == {job: "COMPLETED" for job in submitted}
 
     # Per-rule requests reached SLURM: threads -> CPUs, mem_mb -> memory, runtime -> time limit.
-    by_rule = {log.relative_to(on_slurm / ".snakemake" / "slurm_logs").parts[0]: job
-               for job, log in submitted.items()}
+    by_rule = {log.relative_to(on_slurm / ".snakemake" / "slurm_logs").parts[0]: job for job, log in submitted.items()}
     train, classify = scontrol_job(by_rule["rule_train_mae"]), scontrol_job(by_rule["rule_classify"])
     assert (train["NumCPUs"], train["MinMemoryNode"], train["TimeLimit"]) == ("2", "2000M", "00:25:00")
     assert (classify["NumCPUs"], classify["MinMemoryNode"], classify["TimeLimit"]) == ("1", "1500M", "00:20:00")
     assert train["Partition"] == "debug" and train["JobState"] == "COMPLETED"
-

@@ -1,4 +1,5 @@
 """Batch-effect splits: leave-one-batch-out and stratified in-distribution holdouts."""
+
 from __future__ import annotations
 
 import numpy as np
@@ -12,9 +13,9 @@ from phenoica.splits import (
     folds_from_table,
     folds_table,
     in_distribution,
-    read_folds,
     leave_one_batch_out,
     make_folds,
+    read_folds,
 )
 from tests.conftest import make_metadata
 
@@ -80,8 +81,11 @@ def test_leave_one_batch_out_rejects_guides_in_one_batch_and_batches_without_con
     lonely = table.copy()
     lonely.loc[(lonely[GUIDE] == "G3_g1") & (lonely[BATCH] != "B2"), GUIDE] = "G3_g2"
     lonely.loc[(lonely[GUIDE] == "G1_g1") & (lonely[BATCH] != "B1"), GUIDE] = "G1_g2"
-    with pytest.raises(ScreenError, match=r"2 of 4 guide\(s\) are present in only one batch: "
-                                          r"G1 / G1_g1 \(only in B1\), G3 / G3_g1 \(only in B2\).*in_distribution"):
+    with pytest.raises(
+        ScreenError,
+        match=r"2 of 4 guide\(s\) are present in only one batch: "
+        r"G1 / G1_g1 \(only in B1\), G3 / G3_g1 \(only in B2\).*in_distribution",
+    ):
         leave_one_batch_out(lonely)
     no_ctrl = table[~((table[BATCH] == "B3") & (table[PERT_TYPE] == "control"))]
     with pytest.raises(ScreenError, match=r"batch\(es\) \['B3'\] hold no control samples"):

@@ -1,5 +1,6 @@
 """The two studies through Snakemake: the default plan, and a tiny real run of both targets whose
 pages come from the shared renderer with their figures and a measured verdict."""
+
 from __future__ import annotations
 
 import re
@@ -23,13 +24,33 @@ def planned_jobs(workdir, *targets: str) -> dict[str, int]:
             counts[m.group(1)] = int(m.group(2))
     return counts
 
+
 TINY_STUDIES = {
-    "disentangle": {"datasets": ["scenes"], "models": ["ae", "beta_vae"], "seeds": [0, 1], "steps": 30, "batch_size": 16,
-                    "n_eval": 80, "device": "cpu", "scenes": {"n_images": 300, "image_size": 16},
-                    "metrics": {"infoe_max_iter": 200}},
-    "bilipschitz": {"datasets": ["isometric", "digits"], "alphas": [0.0, 1.0], "seeds": [0, 1], "per_digit": [3],
-                    "n_samples": 80, "epochs": 4, "hidden": [8], "latent_dim": 3, "max_jacobian_samples": 20,
-                    "n_bootstrap": 20, "device": "cpu", "isometric": {"latent_dim": 2, "ambient_dim": 6}},
+    "disentangle": {
+        "datasets": ["scenes"],
+        "models": ["ae", "beta_vae"],
+        "seeds": [0, 1],
+        "steps": 30,
+        "batch_size": 16,
+        "n_eval": 80,
+        "device": "cpu",
+        "scenes": {"n_images": 300, "image_size": 16},
+        "metrics": {"infoe_max_iter": 200},
+    },
+    "bilipschitz": {
+        "datasets": ["isometric", "digits"],
+        "alphas": [0.0, 1.0],
+        "seeds": [0, 1],
+        "per_digit": [3],
+        "n_samples": 80,
+        "epochs": 4,
+        "hidden": [8],
+        "latent_dim": 3,
+        "max_jacobian_samples": 20,
+        "n_bootstrap": 20,
+        "device": "cpu",
+        "isometric": {"latent_dim": 2, "ambient_dim": 6},
+    },
 }
 
 
@@ -79,8 +100,11 @@ def test_tiny_studies_end_to_end(tmp_path):
     from phenoica import workflow
 
     pages = workflow.study_pages(str(tmp_path / "results"))
-    assert [p["page"] for p in pages] == [str(tmp_path / "results" / "studies" / s / "index.html")
-                                          for s in ("disentangle", "bilipschitz")]
-    assert pages[0]["verdict"].startswith("scenes: AE + ICA - AE InfoM") and "isometric: Spearman" in pages[1]["verdict"]
+    assert [p["page"] for p in pages] == [
+        str(tmp_path / "results" / "studies" / s / "index.html") for s in ("disentangle", "bilipschitz")
+    ]
+    assert (
+        pages[0]["verdict"].startswith("scenes: AE + ICA - AE InfoM") and "isometric: Spearman" in pages[1]["verdict"]
+    )
     # a rerun does nothing
     assert "Nothing to be done" in snakemake(tmp_path, "disentangle", "bilipschitz").stderr

@@ -39,7 +39,7 @@ def spec(checkpoint, **extra) -> dict:
 
 def patch_mean(model: torch.nn.Module, x: torch.Tensor) -> torch.Tensor:
     with torch.no_grad():
-        return model.forward_features(x)[:, model.num_prefix_tokens:].mean(dim=1)
+        return model.forward_features(x)[:, model.num_prefix_tokens :].mean(dim=1)
 
 
 @pytest.fixture(scope="module")
@@ -96,12 +96,29 @@ def test_embed_rule_with_a_timm_model_and_chosen_channels(weights, tmp_path):
     names = ["DNA", "ER", "RNA", "AGP", "Mito"]
     tiles = np.random.default_rng(0).integers(0, 256, (3, 5, 160, 160), dtype=np.uint8)
     store = write_plate(tmp_path / "P1.zarr", tiles, names)
-    meta = pd.DataFrame({"Metadata_Batch": "B1", "Metadata_Plate": "P1", "Metadata_Well": ["A01", "A02", "A03"],
-                         "Metadata_Site": 1, "Metadata_Gene": "NTC", "Metadata_Guide": "g", "Metadata_PertType": "control",
-                         "Metadata_ImageIndex": [0, 1, 2]})
+    meta = pd.DataFrame(
+        {
+            "Metadata_Batch": "B1",
+            "Metadata_Plate": "P1",
+            "Metadata_Well": ["A01", "A02", "A03"],
+            "Metadata_Site": 1,
+            "Metadata_Gene": "NTC",
+            "Metadata_Guide": "g",
+            "Metadata_PertType": "control",
+            "Metadata_ImageIndex": [0, 1, 2],
+        }
+    )
     out = tmp_path / "P1.parquet"
-    embed_model_plate(store, meta, out, model_name="t", spec=spec(path, channels=["Mito", "ER", "DNA"]), checkpoint=path,
-                      embed=validate_config({})["embed"] | {"device": "cpu"}, threads=1)
+    embed_model_plate(
+        store,
+        meta,
+        out,
+        model_name="t",
+        spec=spec(path, channels=["Mito", "ER", "DNA"]),
+        checkpoint=path,
+        embed=validate_config({})["embed"] | {"device": "cpu"},
+        threads=1,
+    )
     df = pd.read_parquet(out)
     assert df.filter(like="emb_").shape == (3, 64)
     meta_ = embedding_metadata(out)
@@ -110,8 +127,11 @@ def test_embed_rule_with_a_timm_model_and_chosen_channels(weights, tmp_path):
 
 def test_bad_names_and_files(weights, tmp_path):
     _, path = weights
-    with pytest.raises(ConfigError, match=r"models.t.timm_name: timm .* knows no model 'vit_bse_patch16_224'; "
-                                          r"closest names: \['vit_base_patch16_224'"):
+    with pytest.raises(
+        ConfigError,
+        match=r"models.t.timm_name: timm .* knows no model 'vit_bse_patch16_224'; "
+        r"closest names: \['vit_base_patch16_224'",
+    ):
         validate_config({"models": {"t": {"timm_name": "vit_bse_patch16_224", "checkpoint": "x.pth"}}})
     with pytest.raises(ConfigError, match="needs checkpoint"):
         validate_config({"models": {"t": {"timm_name": NAME}}})
@@ -119,7 +139,9 @@ def test_bad_names_and_files(weights, tmp_path):
         build_feature_extractor(spec(tmp_path / "absent.safetensors"), 3, tmp_path / "absent.safetensors")
     mislabeled = tmp_path / "vit.safetensors"
     torch.save(random_timm().state_dict(), mislabeled)
-    with pytest.raises(CheckpointError, match="is a torch checkpoint but its name says otherwise.*rename it to end in .pth"):
+    with pytest.raises(
+        CheckpointError, match="is a torch checkpoint but its name says otherwise.*rename it to end in .pth"
+    ):
         build_feature_extractor(spec(mislabeled), 3, mislabeled)
     other = tmp_path / "other.pth"
     torch.save(timm.create_model("test_vit2", pretrained=False, num_classes=0).state_dict(), other)

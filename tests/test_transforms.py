@@ -1,5 +1,6 @@
 """Known answers for the embedding variants: whitening, ICA, random rotation, center-scale, I/O,
 and the streaming fit / apply over row batches of a profile parquet."""
+
 from __future__ import annotations
 
 import json
@@ -36,10 +37,16 @@ from phenoica.variants import (
 
 def independent_sources(n: int, rng: np.random.Generator) -> np.ndarray:
     """Six standardized non-Gaussian sources: Laplace (super-) and uniform (sub-Gaussian)."""
-    S = np.column_stack([
-        rng.laplace(size=n), rng.uniform(-1, 1, n), rng.laplace(size=n),
-        rng.uniform(-1, 1, n), rng.laplace(size=n), rng.uniform(-1, 1, n),
-    ])
+    S = np.column_stack(
+        [
+            rng.laplace(size=n),
+            rng.uniform(-1, 1, n),
+            rng.laplace(size=n),
+            rng.uniform(-1, 1, n),
+            rng.laplace(size=n),
+            rng.uniform(-1, 1, n),
+        ]
+    )
     return (S - S.mean(axis=0)) / S.std(axis=0)
 
 
@@ -57,13 +64,15 @@ def make_profiles(n_batches: int = 3, per_batch: int = 240, d: int = 12, seed: i
     for b in range(n_batches):
         X = planted(per_batch, d, 4, rng) * rng.uniform(0.5, 2.0, d) + rng.normal(0, 3, d)
         ctrl = np.arange(per_batch) % 3 == 0
-        meta = pd.DataFrame({
-            BATCH: f"B{b + 1}",
-            "Metadata_Plate": f"B{b + 1}P1",
-            "Metadata_Guide": np.where(ctrl, "NTC", [f"g{i % 5}" for i in range(per_batch)]),
-            PERT_TYPE: np.where(ctrl, "control", "perturbation"),
-            "Metadata_Extra": np.arange(per_batch),
-        })
+        meta = pd.DataFrame(
+            {
+                BATCH: f"B{b + 1}",
+                "Metadata_Plate": f"B{b + 1}P1",
+                "Metadata_Guide": np.where(ctrl, "NTC", [f"g{i % 5}" for i in range(per_batch)]),
+                PERT_TYPE: np.where(ctrl, "control", "perturbation"),
+                "Metadata_Extra": np.arange(per_batch),
+            }
+        )
         feats = pd.DataFrame(X.astype(np.float32), columns=[feature_name(i) for i in range(d)])
         frames.append(pd.concat([meta, feats], axis=1))
     return pd.concat(frames, ignore_index=True)
@@ -270,7 +279,9 @@ def test_new_batch_is_not_refitted(tmp_path):
 
 def test_fit_on_controls_and_seed(rng):
     X, b, c, names = split(make_profiles())
-    on_ctrl = fit_variants(["pca_rand"], X, b, c, {**CFG, "fit_on": "controls"}, seed=0, feature_names=names)["pca_rand"]
+    on_ctrl = fit_variants(["pca_rand"], X, b, c, {**CFG, "fit_on": "controls"}, seed=0, feature_names=names)[
+        "pca_rand"
+    ]
     assert on_ctrl.fit_report["n_samples_fit"] == int(c.sum())
     other = fit_variants(["pca_rand"], X, b, c, {**CFG, "fit_on": "controls"}, seed=1, feature_names=names)["pca_rand"]
     assert not np.allclose(on_ctrl.rotation.rotation_, other.rotation.rotation_)
@@ -343,7 +354,9 @@ def test_fit_streamed_from_parquet_equals_the_in_memory_fit(tmp_path, fit_on):
         assert sorted(arrays) == sorted(streamed[variant])
         for key, value in arrays.items():
             if value.dtype.kind == "f":
-                np.testing.assert_allclose(streamed[variant][key], value, rtol=1e-8, atol=1e-12, err_msg=f"{variant} {key}")
+                np.testing.assert_allclose(
+                    streamed[variant][key], value, rtol=1e-8, atol=1e-12, err_msg=f"{variant} {key}"
+                )
             else:
                 np.testing.assert_array_equal(streamed[variant][key], value)
     reports = [json.loads((tmp_path / d / "fit_report.json").read_text()) for d in ("memory", "streamed")]
@@ -400,7 +413,7 @@ def test_apply_streams_a_parquet_and_scales_an_unseen_batch_on_all_its_controls(
     vt = load_transform(paths["pca_ica"])
     scaled = (X - X[c].mean(axis=0)) / X[c].std(axis=0, ddof=1)
     expected = vt.rotation.transform(vt.whitener.transform(scaled))
-    got = pd.read_parquet(tmp_path / "pca_ica.parquet").iloc[len(table):, 5:].to_numpy()
+    got = pd.read_parquet(tmp_path / "pca_ica.parquet").iloc[len(table) :, 5:].to_numpy()
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-4)
     saved_state = saved(tmp_path)["pca_ica"]
     assert saved_state["center_scale.batches_"].tolist() == ["B1", "B2"]  # nothing refitted
@@ -477,7 +490,9 @@ def test_unseen_batches_extend_a_copy_of_center_scale(rng):
     own = BatchMoments(3).update(Xn, np.array(["C"] * 10), np.arange(10) < 5, only={"C"})
     wider = cs.with_batches(own, ["C"])
     assert wider.batches_.tolist() == ["A", "B", "C"] and cs.batches_.tolist() == ["A", "B"]
-    np.testing.assert_allclose(wider.transform(Xn, np.array(["C"] * 10)), cs.transform(Xn, np.array(["C"] * 10), np.arange(10) < 5))
+    np.testing.assert_allclose(
+        wider.transform(Xn, np.array(["C"] * 10)), cs.transform(Xn, np.array(["C"] * 10), np.arange(10) < 5)
+    )
 
 
 def test_transform_config_takes_its_defaults_from_the_schema():
@@ -498,7 +513,11 @@ def test_every_random_choice_of_a_fit_has_its_derived_seed():
     X, b, c, names = split(make_profiles())
     seeds = variant_seeds(3)
     assert seeds == {p: derive_seed(3, "variants", p) for p in ("whiten", "ica_rows", "ica", "rand", "tvn")}
-    fitted = fit_variants(["pca_ica", "pca_rand"], X, b, c, {**CFG, "n_components": "parallel"}, seed=3, feature_names=names)
+    fitted = fit_variants(
+        ["pca_ica", "pca_rand"], X, b, c, {**CFG, "n_components": "parallel"}, seed=3, feature_names=names
+    )
     k = fitted["pca_rand"].whitener.n_components_
-    np.testing.assert_array_equal(fitted["pca_rand"].rotation.rotation_, RandomRotation(seeds["rand"]).draw(k).rotation_)
+    np.testing.assert_array_equal(
+        fitted["pca_rand"].rotation.rotation_, RandomRotation(seeds["rand"]).draw(k).rotation_
+    )
     assert fitted["pca_ica"].whitener.seed == seeds["whiten"] and fitted["pca_ica"].rotation.seed == seeds["ica"]

@@ -17,11 +17,26 @@ def truth_table(n_genes=10, null_genes=(6, 7, 8, 9), guides_per_gene=3) -> pd.Da
     for g in range(n_genes):
         effect = g not in null_genes
         for s in range(guides_per_gene):
-            rows.append({GENE: f"G{g}", GUIDE: f"G{g}_{s}", "Metadata_PertType": "perturbation",
-                         "has_effect": effect, "efficacy": 0.5,
-                         "affected_factors": f"factor_0{g % 3}+,factor_0{3 + g % 2}-" if effect else ""})
-    rows.append({GENE: "non-targeting", GUIDE: "NTC_01", "Metadata_PertType": "control", "has_effect": False,
-                 "efficacy": 0.0, "affected_factors": ""})
+            rows.append(
+                {
+                    GENE: f"G{g}",
+                    GUIDE: f"G{g}_{s}",
+                    "Metadata_PertType": "perturbation",
+                    "has_effect": effect,
+                    "efficacy": 0.5,
+                    "affected_factors": f"factor_0{g % 3}+,factor_0{3 + g % 2}-" if effect else "",
+                }
+            )
+    rows.append(
+        {
+            GENE: "non-targeting",
+            GUIDE: "NTC_01",
+            "Metadata_PertType": "control",
+            "has_effect": False,
+            "efficacy": 0.0,
+            "affected_factors": "",
+        }
+    )
     return pd.DataFrame(rows)
 
 
@@ -32,11 +47,33 @@ def guide_scores(score, truth_df, variants=("pca", "pca_ica", "pca_rand"), model
     for variant in variants:
         for _, r in pert.iterrows():
             g, s = int(r[GENE][1:]), int(r[GUIDE].split("_")[1])
-            rows.append({"model": model, "variant": variant, GENE: r[GENE], GUIDE: r[GUIDE], "is_null_guide": False,
-                         "n_folds_ok": 3, "auroc": score(variant, g, s), "sparsity": 0.1, "concentration": 0.1})
+            rows.append(
+                {
+                    "model": model,
+                    "variant": variant,
+                    GENE: r[GENE],
+                    GUIDE: r[GUIDE],
+                    "is_null_guide": False,
+                    "n_folds_ok": 3,
+                    "auroc": score(variant, g, s),
+                    "sparsity": 0.1,
+                    "concentration": 0.1,
+                }
+            )
         for k in range(2):
-            rows.append({"model": model, "variant": variant, GENE: "NULL", GUIDE: f"null_{k}", "is_null_guide": True,
-                         "n_folds_ok": 3, "auroc": 0.5, "sparsity": 0.1, "concentration": 0.1})
+            rows.append(
+                {
+                    "model": model,
+                    "variant": variant,
+                    GENE: "NULL",
+                    GUIDE: f"null_{k}",
+                    "is_null_guide": True,
+                    "n_folds_ok": 3,
+                    "auroc": 0.5,
+                    "sparsity": 0.1,
+                    "concentration": 0.1,
+                }
+            )
     return pd.DataFrame(rows)
 
 
@@ -55,8 +92,13 @@ def test_shifted_factors_from_the_simulator_truth():
 
 def test_probe_table_means_over_shifted_factors_only():
     t = truth_table(n_genes=2, null_genes=())  # shifts factor_00, factor_01, factor_03, factor_04
-    structural = pd.DataFrame({"model": ["mae", "mae"], "variant": ["base", "pca"],
-                               **{f"probe_r2_factor_0{j}": [0.1 * j, 0.2] for j in range(6)}})
+    structural = pd.DataFrame(
+        {
+            "model": ["mae", "mae"],
+            "variant": ["base", "pca"],
+            **{f"probe_r2_factor_0{j}": [0.1 * j, 0.2] for j in range(6)},
+        }
+    )
     out = truth.probe_table(structural, t).set_index("variant")
     assert out.loc["base", "n_shifted_factors"] == 4
     assert out.loc["base", "probe_r2_shifted"] == pytest.approx((0.0 + 0.1 + 0.3 + 0.4) / 4)
@@ -75,7 +117,12 @@ def test_effect_separation_known_answer_and_interval():
 
     sep = truth.effect_separation(guide_scores(score, t), t, seed=1).set_index("variant")
     r = sep.loc["pca"]
-    assert (r["n_effect_genes"], r["n_no_effect_genes"], r["n_effect_guides"], r["n_no_effect_guides"]) == (6, 4, 18, 12)
+    assert (r["n_effect_genes"], r["n_no_effect_genes"], r["n_effect_guides"], r["n_no_effect_guides"]) == (
+        6,
+        4,
+        18,
+        12,
+    )
     assert r["auroc_effect"] == pytest.approx(0.825) and r["auroc_no_effect"] == pytest.approx(0.51)
     assert r["separation"] == pytest.approx(0.315)
     assert r["separation_lo"] < r["separation"] < r["separation_hi"]
@@ -121,8 +168,9 @@ def test_variant_contrasts_paired_differences():
 def test_report_truth_recovery_tables(tmp_path):
     t = truth_table()
     guides = guide_scores(lambda v, g, s: 0.5 if g >= 6 else 0.75, t)
-    structural = pd.DataFrame({"model": "mae", "variant": ["pca", "pca_ica", "pca_rand"],
-                               **{f"probe_r2_factor_0{j}": 0.6 for j in range(6)}})
+    structural = pd.DataFrame(
+        {"model": "mae", "variant": ["pca", "pca_ica", "pca_rand"], **{f"probe_r2_factor_0{j}": 0.6 for j in range(6)}}
+    )
     tables = summaries.truth_recovery(guides, t, structural, seed=0)
     rec = tables["truth_recovery"]
     assert list(rec["variant"]) == ["pca", "pca_ica", "pca_rand"]

@@ -1,5 +1,6 @@
 """The tvn variant (issue 15): control-fitted whitening, then per-batch CORAL of the controls'
 covariance onto the pooled controls', fitted once, saved, re-applied (frozen) like the others."""
+
 from __future__ import annotations
 
 import numpy as np

@@ -1,6 +1,7 @@
 """The whole workflow through Snakemake on the scenario configs (config/scenarios/; demo = the tiny screen): a real run, lint, the jobs a dry
 run plans after adding plates or changing a parameter (speed-only keys plan none), a bad screen
 stopped before any plate work, and the resume promise after kill -9 during embed and classify."""
+
 from __future__ import annotations
 
 import os
@@ -26,11 +27,23 @@ SCENARIOS = REPO / "config" / "scenarios"
 
 
 def _command(workdir: Path, args: tuple[str, ...], configfile: str) -> list[str]:
-    return [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir),
-            "--configfile", str(workdir / configfile), "--cores", "2", *args]
+    return [
+        *SNAKEMAKE,
+        "-s",
+        str(REPO / "Snakefile"),
+        "--directory",
+        str(workdir),
+        "--configfile",
+        str(workdir / configfile),
+        "--cores",
+        "2",
+        *args,
+    ]
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True, configfile: str = "config.yaml") -> subprocess.CompletedProcess:
+def snakemake(
+    workdir: Path, *args: str, check: bool = True, configfile: str = "config.yaml"
+) -> subprocess.CompletedProcess:
     proc = subprocess.run(_command(workdir, args, configfile), capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
         raise AssertionError(f"snakemake {' '.join(args)} failed:\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
@@ -152,8 +165,9 @@ def test_report_links_a_finished_study_page(finished_tiny, tmp_path):
     page = (work / "results" / "report" / "index.html").read_text()
     assert '<a href="../studies/disentangle/index.html">Disentanglement benchmark</a>: scenes: AE + ICA' in page
     tables = sorted((finished_tiny / "results" / "report" / "tables").glob("*.csv"))
-    assert tables and all((work / "results" / "report" / "tables" / t.name).read_bytes() == t.read_bytes()
-                          for t in tables)
+    assert tables and all(
+        (work / "results" / "report" / "tables" / t.name).read_bytes() == t.read_bytes() for t in tables
+    )
 
 
 #: A different valid value for every key that changes only speed, memory, layout or logs.
@@ -174,37 +188,79 @@ SPEED_ONLY_CHANGES: dict[str, Any] = {
     "classify.lightgbm.verbosity": 1,
 }
 #: The other aliases (their params are checked in tests/test_params.py, without a dry run).
-LIGHTGBM_ALIASES = {"classify.lightgbm.num_thread", "classify.lightgbm.nthread", "classify.lightgbm.nthreads",
-                    "classify.lightgbm.verbose"}
+LIGHTGBM_ALIASES = {
+    "classify.lightgbm.num_thread",
+    "classify.lightgbm.nthread",
+    "classify.lightgbm.nthreads",
+    "classify.lightgbm.verbose",
+}
 
 BIOMAP = "biomap"
 #: Keys that do change results, and exactly the jobs a change must rerun (tiny config:
 #: 2 models x 3 plates, 4 variants, 2 shards).
 RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
     # the gene maps read the gene calls: whatever reruns the gather reruns them (biomap, gather_biomap)
-    "classify.num_boost_round": (12, {"classify": 16, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1,
-                                      "all": 1}),
-    "classify.lightgbm.num_leaves": (7, {"classify": 16, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1,
-                                         "report": 1, "all": 1}),
+    "classify.num_boost_round": (
+        12,
+        {"classify": 16, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+    ),
+    "classify.lightgbm.num_leaves": (
+        7,
+        {"classify": 16, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+    ),
     "classify.q_threshold": (0.1, {"gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
     "classify.map_readout": (False, {"gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
-    "classify.map_null_size": (500, {"map_readout": 8, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1,
-                                     "all": 1}),
+    "classify.map_null_size": (
+        500,
+        {"map_readout": 8, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+    ),
     "biomap.n_neighbors": (5, {BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
     "biomap.center_on_controls": (False, {"biomap_profiles": 8, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
     "biomap.batch_neighbors": (5, {"batch_metrics": 8, "gather_biomap": 1, "report": 1, "all": 1}),
     "identifiability.knn_k": (5, {"align": 4, "gather_identifiability": 1, "report": 1, "all": 1}),
     "identifiability.factor_bins": (10, {"structural": 8, "gather_identifiability": 1, "report": 1, "all": 1}),
     "splits.holdout_fraction": (0.3, {}),  # leave-one-batch-out does not read it
-    "transforms.ica_max_iter": (300, {"fit_transforms": 2, "apply_transform": 8, "classify": 16, "map_readout": 8,
-                                      "align": 4, "structural": 8, "gather_identifiability": 1,
-                                      "gather_scores": 1, "biomap_profiles": 8, BIOMAP: 8, "batch_metrics": 8,
-                                      "gather_biomap": 1, "report": 1, "all": 1}),
-    "embed.intensity_max": (200.0, {"embed": 6, "gather_profiles": 2, "fit_transforms": 2, "splits": 2,
-                                    "apply_transform": 8, "classify": 16, "map_readout": 8, "align": 4,
-                                    "structural": 8, "gather_identifiability": 1, "gather_scores": 1,
-                                    "biomap_profiles": 8, BIOMAP: 8, "batch_metrics": 8, "gather_biomap": 1,
-                                    "report": 1, "all": 1}),
+    "transforms.ica_max_iter": (
+        300,
+        {
+            "fit_transforms": 2,
+            "apply_transform": 8,
+            "classify": 16,
+            "map_readout": 8,
+            "align": 4,
+            "structural": 8,
+            "gather_identifiability": 1,
+            "gather_scores": 1,
+            "biomap_profiles": 8,
+            BIOMAP: 8,
+            "batch_metrics": 8,
+            "gather_biomap": 1,
+            "report": 1,
+            "all": 1,
+        },
+    ),
+    "embed.intensity_max": (
+        200.0,
+        {
+            "embed": 6,
+            "gather_profiles": 2,
+            "fit_transforms": 2,
+            "splits": 2,
+            "apply_transform": 8,
+            "classify": 16,
+            "map_readout": 8,
+            "align": 4,
+            "structural": 8,
+            "gather_identifiability": 1,
+            "gather_scores": 1,
+            "biomap_profiles": 8,
+            BIOMAP: 8,
+            "batch_metrics": 8,
+            "gather_biomap": 1,
+            "report": 1,
+            "all": 1,
+        },
+    ),
 }
 
 
@@ -216,14 +272,22 @@ def test_every_speed_only_key_has_a_dry_run_case():
 def test_speed_only_keys_and_key_order_plan_no_job(finished_tiny):
     """A key that changes only speed, memory, storage layout or logs reruns nothing; nor does
     a per-rule resource, nor the order of the keys in the config file."""
-    planned = {key: planned_jobs(finished_tiny, configfile=probe(finished_tiny, nested(key, value)))
-               for key, value in SPEED_ONLY_CHANGES.items()}
-    planned["resources"] = planned_jobs(finished_tiny, configfile=probe(
-        finished_tiny, {"resources": {"default": {"runtime": 30}, "classify": {"cpus": 2, "mem_mb": 1000},
-                                      "embed": {"cpus": 1}}}))
+    planned = {
+        key: planned_jobs(finished_tiny, configfile=probe(finished_tiny, nested(key, value)))
+        for key, value in SPEED_ONLY_CHANGES.items()
+    }
+    planned["resources"] = planned_jobs(
+        finished_tiny,
+        configfile=probe(
+            finished_tiny,
+            {"resources": {"default": {"runtime": 30}, "classify": {"cpus": 2, "mem_mb": 1000}, "embed": {"cpus": 1}}},
+        ),
+    )
     original = (finished_tiny / "config.yaml").read_text()
     cfg = yaml.safe_load(original)
-    reordered = {k: (dict(reversed(list(v.items()))) if isinstance(v, dict) else v) for k, v in reversed(list(cfg.items()))}
+    reordered = {
+        k: (dict(reversed(list(v.items()))) if isinstance(v, dict) else v) for k, v in reversed(list(cfg.items()))
+    }
     try:
         (finished_tiny / "config.yaml").write_text(yaml.safe_dump(reordered, sort_keys=False))
         planned["key order"] = planned_jobs(finished_tiny)
@@ -234,8 +298,10 @@ def test_speed_only_keys_and_key_order_plan_no_job(finished_tiny):
 
 @pytest.mark.slow
 def test_result_changing_keys_rerun_exactly_the_jobs_that_read_them(finished_tiny):
-    planned = {key: planned_jobs(finished_tiny, configfile=probe(finished_tiny, nested(key, value)))
-               for key, (value, _) in RESULT_CHANGES.items()}
+    planned = {
+        key: planned_jobs(finished_tiny, configfile=probe(finished_tiny, nested(key, value)))
+        for key, (value, _) in RESULT_CHANGES.items()
+    }
     expected = {key: jobs for key, (_, jobs) in RESULT_CHANGES.items()}
     assert planned == expected
 
@@ -244,9 +310,21 @@ def test_a_bad_screen_stops_before_any_job(tmp_path):
     """The whole screen is checked against the models when the DAG is built: a crop larger than
     the images stops a dry run and a run before any job, so no plate is simulated, no model
     trained, nothing embedded. A passed check is recorded and not redone."""
-    write_config(tmp_path, models={"mae": {"img_size": 64, "patch_size": 8, "embed_dim": 32, "depth": 1,
-                                           "num_heads": 2, "decoder_embed_dim": 32, "decoder_depth": 1,
-                                           "decoder_num_heads": 2}})
+    write_config(
+        tmp_path,
+        models={
+            "mae": {
+                "img_size": 64,
+                "patch_size": 8,
+                "embed_dim": 32,
+                "depth": 1,
+                "num_heads": 2,
+                "decoder_embed_dim": 32,
+                "decoder_depth": 1,
+                "decoder_num_heads": 2,
+            }
+        },
+    )
     for args in (("-n",), ()):
         proc = snakemake(tmp_path, *args, check=False)
         assert proc.returncode != 0
@@ -273,8 +351,13 @@ def test_genome_scale_dag_stays_in_the_low_thousands(tmp_path):
 def start_snakemake(workdir: Path, log: Path, *args: str) -> subprocess.Popen:
     """Snakemake in the background, in a process group of its own (jobs included)."""
     with open(log, "a") as fh:
-        return subprocess.Popen(_command(workdir, args, "config.yaml"), cwd=workdir, stdout=fh,
-                                stderr=subprocess.STDOUT, start_new_session=True)
+        return subprocess.Popen(
+            _command(workdir, args, "config.yaml"),
+            cwd=workdir,
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
 
 
 def kill_group_when(proc: subprocess.Popen, ready: Callable[[], bool], what: str, timeout: float = 900) -> None:
@@ -361,8 +444,9 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
     shards = shards_done()
     assert 0 < len(shards) < 16
     done_before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in shards}
-    logs_before = {p: (res / "logs" / "classify" / p.relative_to(res / "scores").with_suffix(".log")).read_bytes()
-                   for p in shards}
+    logs_before = {
+        p: (res / "logs" / "classify" / p.relative_to(res / "scores").with_suffix(".log")).read_bytes() for p in shards
+    }
 
     # 3. Unlock and finish.
     snakemake(work, "--unlock")
@@ -383,8 +467,10 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
         assert resumed, f"{model}/{plate} was not resumed"
         already, total = map(int, re.search(r"(\d+)/(\d+) chunk\(s\) already done", lines[resumed[-1]]).groups())
         assert already >= done and already < total
-        after = lines[resumed[-1]:]
-        todo = int(next(m for line in after if (m := re.search(r"embedding \d+ image\(s\) in (\d+) chunk\(s\)", line)))[1])
+        after = lines[resumed[-1] :]
+        todo = int(
+            next(m for line in after if (m := re.search(r"embedding \d+ image\(s\) in (\d+) chunk\(s\)", line)))[1]
+        )
         assert todo == total - already
         assert sum(bool(re.search(r"plate \S+: chunk \d+/\d+", line)) for line in after) == todo
 

@@ -89,8 +89,21 @@ DIAMETER_METHODS: tuple[str, ...] = ("auto", "exact", "estimate")
 EXACT_DIAMETER_MAX_ROWS = 10_000
 #: Columns of :func:`alignment_table`, in order (Table 1 first, then supporting numbers).
 TABLE_COLUMNS: tuple[str, ...] = (
-    "model_a", "model_b", "perm", "rigid", "linear", "ica", "ica_efficiency", "cka", "mutual_knn",
-    "n_train", "n_test", "diameter", "rms_train_permutation", "rms_train_rigid", "rms_train_linear",
+    "model_a",
+    "model_b",
+    "perm",
+    "rigid",
+    "linear",
+    "ica",
+    "ica_efficiency",
+    "cka",
+    "mutual_knn",
+    "n_train",
+    "n_test",
+    "diameter",
+    "rms_train_permutation",
+    "rms_train_rigid",
+    "rms_train_linear",
     "ica_converged",
 )
 
@@ -103,9 +116,7 @@ def _check_pair(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
     A = check_matrix(A, "A (embeddings of model A)")
     B = check_matrix(B, "B (embeddings of model B)")
     if A.shape[0] != B.shape[0]:
-        raise ValueError(
-            f"A and B must embed the same images row for row: A has {A.shape[0]} rows, B has {B.shape[0]}"
-        )
+        raise ValueError(f"A and B must embed the same images row for row: A has {A.shape[0]} rows, B has {B.shape[0]}")
     return A, B
 
 
@@ -204,8 +215,10 @@ class _AffineMap(BaseEstimator):
         check_is_fitted(self, "coef_")
         A, B = _check_pair(A, B)
         if (A.shape[1], B.shape[1]) != self.coef_.shape:
-            raise ValueError(f"{type(self).__name__}: fitted for {self.coef_.shape[0]} -> {self.coef_.shape[1]} "
-                             f"dimensions, got A with {A.shape[1]} and B with {B.shape[1]}")
+            raise ValueError(
+                f"{type(self).__name__}: fitted for {self.coef_.shape[0]} -> {self.coef_.shape[1]} "
+                f"dimensions, got A with {A.shape[1]} and B with {B.shape[1]}"
+            )
         sel: np.ndarray | int = A.shape[0] if rows is None else np.asarray(rows)
         out = np.empty(sel if isinstance(sel, int) else sel.size)
         start = 0
@@ -217,7 +230,9 @@ class _AffineMap(BaseEstimator):
         return out
 
 
-def _signed_assignment(score: np.ndarray, signed: np.ndarray, maximize: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def _signed_assignment(
+    score: np.ndarray, signed: np.ndarray, maximize: bool
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Hungarian assignment on ``score``; signs from ``signed`` at the matched entries (0 -> +1)."""
     rows, cols = linear_sum_assignment(score, maximize=maximize)
     signs = np.where(signed[rows, cols] < 0, -1.0, 1.0)
@@ -333,8 +348,11 @@ class RigidMap(_AffineMap):
                 self.converged_ = True
                 break
         if not self.converged_:
-            LOG.info("rigid map (Da > Db): majorization stopped after %d steps before reaching tol %g",
-                     self.max_iter, self.tol)
+            LOG.info(
+                "rigid map (Da > Db): majorization stopped after %d steps before reaching tol %g",
+                self.max_iter,
+                self.tol,
+            )
         return R, c
 
 
@@ -419,10 +437,13 @@ class ICAMap(_AffineMap):
 
     def _sources(self, X: np.ndarray, scatter: np.ndarray, which: str) -> tuple[PCAWhitener, ICARotation, np.ndarray]:
         """Whitener, ICA rotation and training sources of one model."""
-        whitener = PCAWhitener(self._components(X, scatter), self.eps, derive_seed(self.seed, "align", f"whiten_{which}")).fit(X)
+        whitener = PCAWhitener(
+            self._components(X, scatter), self.eps, derive_seed(self.seed, "align", f"whiten_{which}")
+        ).fit(X)
         Z = whitener.transform(X)
-        rotation = ICARotation(self.method, self.max_iter, self.tol, derive_seed(self.seed, "align", f"ica_{which}"),
-                               self.max_samples).fit(Z)
+        rotation = ICARotation(
+            self.method, self.max_iter, self.tol, derive_seed(self.seed, "align", f"ica_{which}"), self.max_samples
+        ).fit(Z)
         return whitener, rotation, np.asarray(rotation.transform(Z), dtype=np.float64)
 
     def fit(self, A: Any, B: Any, cross: CrossProducts | None = None) -> "ICAMap":
@@ -436,8 +457,9 @@ class ICAMap(_AffineMap):
         if cross is None:
             cross = CrossProducts.of(A, B)
         elif cross.n != A.shape[0] or cross.ab.shape != (A.shape[1], B.shape[1]):
-            raise ValueError(f"ICAMap: cross-products of {cross.n} rows x {cross.ab.shape} do not match "
-                             f"A {A.shape} and B {B.shape}")
+            raise ValueError(
+                f"ICAMap: cross-products of {cross.n} rows x {cross.ab.shape} do not match A {A.shape} and B {B.shape}"
+            )
         wa, ra, Sa = self._sources(A, cross.aa, "a")
         wb, rb, Sb = self._sources(B, cross.bb, "b")
         ka, kb = Sa.shape[1], Sb.shape[1]
@@ -511,10 +533,10 @@ def _exact_pair(X: np.ndarray, block_rows: int = 2048) -> tuple[int, int, float]
     mean = X.mean(axis=0, dtype=np.float64)
     best, pair = -np.inf, (0, 0)
     for i0 in range(0, n, block_rows):
-        Xi = X[i0:i0 + block_rows] - mean
+        Xi = X[i0 : i0 + block_rows] - mean
         ni = np.einsum("ij,ij->i", Xi, Xi)
         for j0 in range(i0, n, block_rows):
-            Xj = Xi if j0 == i0 else X[j0:j0 + block_rows] - mean
+            Xj = Xi if j0 == i0 else X[j0 : j0 + block_rows] - mean
             nj = ni if j0 == i0 else np.einsum("ij,ij->i", Xj, Xj)
             d2 = ni[:, None] + nj[None, :] - 2.0 * (Xi @ Xj.T)
             flat = int(np.argmax(d2))
@@ -545,8 +567,16 @@ def _distances_from(X: np.ndarray, x: np.ndarray) -> np.ndarray:
     return out
 
 
-def diameter_estimate(X: Any, *, n_candidates: int = 2000, n_extreme: int = 200, n_directions: int = 64,
-                      max_sweeps: int = 20, exact_rows: int = EXACT_DIAMETER_MAX_ROWS, seed: int = 0) -> float:
+def diameter_estimate(
+    X: Any,
+    *,
+    n_candidates: int = 2000,
+    n_extreme: int = 200,
+    n_directions: int = 64,
+    max_sweeps: int = 20,
+    exact_rows: int = EXACT_DIAMETER_MAX_ROWS,
+    seed: int = 0,
+) -> float:
     """A lower bound of the diameter of ``X`` that is nearly tight in practice, in a few O(N D) passes.
 
     1. Candidates (``n_candidates`` rows in all): the ``n_extreme`` rows farthest from the mean
@@ -567,15 +597,17 @@ def diameter_estimate(X: Any, *, n_candidates: int = 2000, n_extreme: int = 200,
     """
     X = check_matrix(X, "diameter X")
     if n_candidates < 2 or min(n_extreme, n_directions, max_sweeps, exact_rows) < 0:
-        raise ValueError(f"diameter_estimate: need n_candidates >= 2 and n_extreme, n_directions, max_sweeps, "
-                         f"exact_rows >= 0; got {n_candidates}, {n_extreme}, {n_directions}, {max_sweeps}, {exact_rows}")
+        raise ValueError(
+            f"diameter_estimate: need n_candidates >= 2 and n_extreme, n_directions, max_sweeps, "
+            f"exact_rows >= 0; got {n_candidates}, {n_extreme}, {n_directions}, {max_sweeps}, {exact_rows}"
+        )
     n = X.shape[0]
     if n <= n_candidates:
         return _exact_pair(X)[2]
     rng = np.random.default_rng(seed)
     mean = X.mean(axis=0, dtype=np.float64)
     radius = _distances_from(X, mean)
-    picked = [np.argpartition(radius, n - n_extreme)[n - n_extreme:]] if n_extreme else []
+    picked = [np.argpartition(radius, n - n_extreme)[n - n_extreme :]] if n_extreme else []
     if n_directions:
         U = rng.standard_normal((X.shape[1], n_directions))
         lo, hi = np.full(n_directions, np.inf), np.full(n_directions, -np.inf)
@@ -708,8 +740,12 @@ def align_errors(
     n = A.shape[0]
     train, test = split_rows(n, train_fraction, seed)
     if train.size <= max(A.shape[1], B.shape[1]):
-        LOG.warning("alignment: %d training rows for %d and %d dimensions; the linear map can interpolate "
-                    "the training rows", train.size, A.shape[1], B.shape[1])
+        LOG.warning(
+            "alignment: %d training rows for %d and %d dimensions; the linear map can interpolate the training rows",
+            train.size,
+            A.shape[1],
+            B.shape[1],
+        )
     diam = _resolve_diameter(B, diameter, seed)
     cross_train = CrossProducts.of(A, B, train)
     cross_all = cross_train.pooled(CrossProducts.of(A, B, test))
@@ -723,8 +759,17 @@ def align_errors(
 
     nan = float("nan")
     out: dict[str, Any] = {m: nan for m in MAPS}
-    out.update(ica_efficiency=nan, cka=nan, mutual_knn=nan, diameter=diam, n_train=int(train.size),
-               n_test=int(test.size), rms_train_permutation=nan, rms_train_rigid=nan, rms_train_linear=nan)
+    out.update(
+        ica_efficiency=nan,
+        cka=nan,
+        mutual_knn=nan,
+        diameter=diam,
+        n_train=int(train.size),
+        n_test=int(test.size),
+        rms_train_permutation=nan,
+        rms_train_rigid=nan,
+        rms_train_linear=nan,
+    )
     if "permutation" in maps:
         perm = PermutationMap(permutation_match).fit_cross(cross_train)
         out["permutation"] = heldout(perm)
@@ -742,8 +787,9 @@ def align_errors(
             linear = LinearMap(0.0).fit_cross(cross_train)
         out["rms_train_linear"] = rms_train(linear)
     if "ica" in maps:
-        ica = ICAMap(n_components, ica_method, ica_max_iter, ica_tol, ica_max_samples,
-                     seed=derive_seed(seed, "align", "ica")).fit(A[train], B[train], cross_train)
+        ica = ICAMap(
+            n_components, ica_method, ica_max_iter, ica_tol, ica_max_samples, seed=derive_seed(seed, "align", "ica")
+        ).fit(A[train], B[train], cross_train)
         out["ica"] = heldout(ica)
         out["ica_converged"] = ica.converged_
         out["ica_components_a"] = int(ica.whitener_a_.n_components_)
@@ -755,7 +801,9 @@ def align_errors(
     if knn_k is not None:
         rows = np.arange(n)
         if knn_max_samples is not None and n > knn_max_samples:
-            rows = np.sort(np.random.default_rng(derive_seed(seed, "align", "knn")).choice(n, knn_max_samples, replace=False))
+            rows = np.sort(
+                np.random.default_rng(derive_seed(seed, "align", "knn")).choice(n, knn_max_samples, replace=False)
+            )
         out["mutual_knn"] = mutual_knn(A[rows], B[rows], knn_k)
     return out
 
@@ -796,6 +844,7 @@ def alignment_table(
             diameters[b] = _resolve_diameter(arrays[b], method, seed)
         LOG.info("alignment %s -> %s", a, b)
         res = align_errors(arrays[a], arrays[b], diameter=diameters[b], **kw)
-        rows.append({"model_a": a, "model_b": b, "perm": res["permutation"],
-                     **{k: res.get(k) for k in TABLE_COLUMNS[3:]}})
+        rows.append(
+            {"model_a": a, "model_b": b, "perm": res["permutation"], **{k: res.get(k) for k in TABLE_COLUMNS[3:]}}
+        )
     return pd.DataFrame(rows, columns=list(TABLE_COLUMNS))

@@ -103,8 +103,9 @@ def read_efaar_source(name: str, wheel: Path | str | None = None) -> pd.DataFram
             with zipfile.ZipFile(wheel) as zf:
                 data = zf.read(member)
         except (zipfile.BadZipFile, KeyError) as exc:
-            raise ScreenError(f"biomap.efaar_wheel {wheel}: cannot read {member} ({exc}); expected the "
-                              f"{EFAAR_DISTRIBUTION} wheel") from None
+            raise ScreenError(
+                f"biomap.efaar_wheel {wheel}: cannot read {member} ({exc}); expected the {EFAAR_DISTRIBUTION} wheel"
+            ) from None
         return canonical_pairs(pd.read_csv(io.BytesIO(data)), f"{wheel}!{member}")
     return read_annotation(efaar_installed_dir() / f"{name}.txt")
 

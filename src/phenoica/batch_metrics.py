@@ -48,8 +48,19 @@ LOG = logging.getLogger(__name__)
 
 SUBSETS: tuple[str, ...] = ("controls", "all")
 COLUMNS: tuple[str, ...] = (
-    "model", "variant", "subset", "n_profiles", "n_batches", "asw_batch", "ilisi", "ilisi_norm",
-    "batch_accuracy", "batch_chance", "batch_excess", "batch_removal", "reason",
+    "model",
+    "variant",
+    "subset",
+    "n_profiles",
+    "n_batches",
+    "asw_batch",
+    "ilisi",
+    "ilisi_norm",
+    "batch_accuracy",
+    "batch_chance",
+    "batch_excess",
+    "batch_removal",
+    "reason",
 )
 
 
@@ -102,8 +113,9 @@ def knn_ilisi(X: np.ndarray, batch: np.ndarray, k: int) -> tuple[float, float]:
     return value, (value - 1.0) / (n_batches - 1)
 
 
-def batch_classifier(X: np.ndarray, batch: np.ndarray, wells: np.ndarray | None, seed: int,
-                     n_folds: int = 5) -> tuple[float, float]:
+def batch_classifier(
+    X: np.ndarray, batch: np.ndarray, wells: np.ndarray | None, seed: int, n_folds: int = 5
+) -> tuple[float, float]:
     """(out-of-fold balanced accuracy of a logistic regression predicting the batch, chance =
     1 / n_batches). Folds are stratified by batch; with ``wells`` a well's profiles stay in one fold."""
     codes, labels = pd.factorize(batch)
@@ -127,8 +139,16 @@ def batch_classifier(X: np.ndarray, batch: np.ndarray, wells: np.ndarray | None,
     return float(balanced_accuracy_score(codes, predicted)), chance
 
 
-def batch_scores(table: pd.DataFrame, *, model: str, variant: str, subset: str, seed: int,
-                 n_neighbors: int = 15, max_samples: int = 10000) -> dict[str, Any]:
+def batch_scores(
+    table: pd.DataFrame,
+    *,
+    model: str,
+    variant: str,
+    subset: str,
+    seed: int,
+    n_neighbors: int = 15,
+    max_samples: int = 10000,
+) -> dict[str, Any]:
     """All scores of one table (one row of :data:`COLUMNS`); a single batch = NaNs and a reason."""
     row: dict[str, Any] = {c: math.nan for c in COLUMNS}
     row.update(model=model, variant=variant, subset=subset, n_profiles=len(table), reason="")
@@ -138,20 +158,28 @@ def batch_scores(table: pd.DataFrame, *, model: str, variant: str, subset: str, 
         row["reason"] = f"{row['n_batches']} batch(es) among the {len(table)} {subset} profiles: batch mixing needs two"
         return row
     if len(table) > max_samples:
-        keep = np.sort(np.random.default_rng(derive_seed(seed, "batch_metrics", model, variant, subset))
-                       .choice(len(table), max_samples, replace=False))
+        keep = np.sort(
+            np.random.default_rng(derive_seed(seed, "batch_metrics", model, variant, subset)).choice(
+                len(table), max_samples, replace=False
+            )
+        )
         table = table.iloc[keep]
         batches = batches[keep]
     features = feature_columns(table)
-    X = check_matrix(table[features].to_numpy(np.float64), f"batch metrics {model}/{variant}/{subset}",
-                     len(features), features)
+    X = check_matrix(
+        table[features].to_numpy(np.float64), f"batch metrics {model}/{variant}/{subset}", len(features), features
+    )
     groups = table[GENE].astype(str).to_numpy() if GENE in table.columns else np.zeros(len(table))
-    wells = (table[PLATE].astype(str) + "/" + table[WELL].astype(str)).to_numpy() \
-        if PLATE in table.columns and WELL in table.columns else None
+    wells = (
+        (table[PLATE].astype(str) + "/" + table[WELL].astype(str)).to_numpy()
+        if PLATE in table.columns and WELL in table.columns
+        else None
+    )
     row["asw_batch"] = asw_batch(X, batches, groups)
     row["ilisi"], row["ilisi_norm"] = knn_ilisi(X, batches, n_neighbors)
     row["batch_accuracy"], row["batch_chance"] = batch_classifier(
-        X, batches, wells, derive_seed(seed, "batch_classifier", model, variant, subset))
+        X, batches, wells, derive_seed(seed, "batch_classifier", model, variant, subset)
+    )
     chance = row["batch_chance"]
     if np.isfinite(row["batch_accuracy"]):
         row["batch_excess"] = float(np.clip((row["batch_accuracy"] - chance) / (1.0 - chance), 0.0, 1.0))
@@ -161,22 +189,48 @@ def batch_scores(table: pd.DataFrame, *, model: str, variant: str, subset: str, 
     return row
 
 
-def batch_metrics(table: pd.DataFrame, *, model: str, variant: str, seed: int, n_neighbors: int = 15,
-                  max_samples: int = 10000, log: logging.Logger | None = None) -> pd.DataFrame:
+def batch_metrics(
+    table: pd.DataFrame,
+    *,
+    model: str,
+    variant: str,
+    seed: int,
+    n_neighbors: int = 15,
+    max_samples: int = 10000,
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
     """Batch-mixing scores of a (model, variant) profile table on its controls and on all its
     profiles (:data:`SUBSETS`); one row each, :data:`COLUMNS`."""
     log = log or LOG
     is_control = (table[PERT_TYPE] == CONTROL).to_numpy() if PERT_TYPE in table.columns else np.zeros(len(table), bool)
     rows = []
     for subset, part in (("controls", table[is_control]), ("all", table)):
-        row = batch_scores(part, model=model, variant=variant, subset=subset, seed=seed,
-                           n_neighbors=n_neighbors, max_samples=max_samples)
+        row = batch_scores(
+            part,
+            model=model,
+            variant=variant,
+            subset=subset,
+            seed=seed,
+            n_neighbors=n_neighbors,
+            max_samples=max_samples,
+        )
         if row["reason"]:
             log.warning("batch metrics %s/%s (%s): skipped: %s", model, variant, subset, row["reason"])
         else:
-            log.info("batch metrics %s/%s (%s, %d profiles, %d batches): ASW-batch %.3f, iLISI %.3f (norm %.3f), "
-                     "batch accuracy %.3f (chance %.3f)", model, variant, subset, row["n_profiles"], row["n_batches"],
-                     row["asw_batch"], row["ilisi"], row["ilisi_norm"], row["batch_accuracy"], row["batch_chance"])
+            log.info(
+                "batch metrics %s/%s (%s, %d profiles, %d batches): ASW-batch %.3f, iLISI %.3f (norm %.3f), "
+                "batch accuracy %.3f (chance %.3f)",
+                model,
+                variant,
+                subset,
+                row["n_profiles"],
+                row["n_batches"],
+                row["asw_batch"],
+                row["ilisi"],
+                row["ilisi_norm"],
+                row["batch_accuracy"],
+                row["batch_chance"],
+            )
         rows.append(row)
     out = pd.DataFrame(rows, columns=list(COLUMNS))
     out["n_profiles"] = out["n_profiles"].astype(np.int64)

@@ -52,15 +52,45 @@ TIE_TOLERANCE = 1e-6
 RECALL_THRESHOLDS: tuple[tuple[float, float], ...] = ((0.05, 0.95), (0.1, 0.9))
 GENE_SELECTIONS: tuple[str, ...] = ("active", "all")
 RECALL_COLUMNS: tuple[str, ...] = (
-    "model", "variant", "source", "n_map_genes", "n_entities", "n_pairs", "n_null_pairs", "lower", "upper",
-    "recall", "recall_lo", "recall_hi", "recall_expected", "status", "reason",
+    "model",
+    "variant",
+    "source",
+    "n_map_genes",
+    "n_entities",
+    "n_pairs",
+    "n_null_pairs",
+    "lower",
+    "upper",
+    "recall",
+    "recall_lo",
+    "recall_hi",
+    "recall_expected",
+    "status",
+    "reason",
 )
 COVERAGE_COLUMNS: tuple[str, ...] = (
-    "model", "variant", "source", "n_source_pairs", "n_source_genes", "n_screen_genes", "n_screen_genes_known",
-    "n_map_genes", "n_map_genes_known", "n_map_pairs",
+    "model",
+    "variant",
+    "source",
+    "n_source_pairs",
+    "n_source_genes",
+    "n_screen_genes",
+    "n_screen_genes_known",
+    "n_map_genes",
+    "n_map_genes_known",
+    "n_map_pairs",
 )
 NEIGHBOR_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "rank", "neighbor", "cosine", "neighbor_q_value")
-CONSISTENCY_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "consistency", "p_value", "n_null", "reason")
+CONSISTENCY_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    "n_guides",
+    "consistency",
+    "p_value",
+    "n_null",
+    "reason",
+)
 
 
 # --------------------------------------------------------------------------- aggregation
@@ -84,8 +114,9 @@ class _GroupSums:
             self.sums = np.vstack([self.sums, np.zeros((grown - self.sums.shape[0], self.n_features))])
             self.counts = np.concatenate([self.counts, np.zeros(grown - self.counts.size, dtype=np.int64)])
         present, local = np.unique(codes, return_inverse=True)  # only the keys of this block
-        onehot = sparse.csr_matrix((np.ones(len(codes)), (local, np.arange(len(codes)))),
-                                   shape=(present.size, len(codes)))
+        onehot = sparse.csr_matrix(
+            (np.ones(len(codes)), (local, np.arange(len(codes)))), shape=(present.size, len(codes))
+        )
         self.sums[present] += np.asarray(onehot @ X.astype(np.float64, copy=False))
         self.counts[present] += np.bincount(local, minlength=present.size)
 
@@ -114,14 +145,19 @@ def control_means(src: ProfileSource, features: Sequence[str]) -> dict[str, np.n
     means = {k[0]: total[i] / counts[i] for i, k in enumerate(keys)}
     missing = sorted(seen - set(means))
     if missing:
-        raise ScreenError(f"{src.label}: batch(es) {missing[:5]} have no control rows ({PERT_TYPE} == {CONTROL!r}); "
-                          f"centring on controls needs them (or set biomap.center_on_controls: false)")
+        raise ScreenError(
+            f"{src.label}: batch(es) {missing[:5]} have no control rows ({PERT_TYPE} == {CONTROL!r}); "
+            f"centring on controls needs them (or set biomap.center_on_controls: false)"
+        )
     return means
 
 
-def aggregate_profiles(profiles: pd.DataFrame | Path | str, center_on_controls: bool = True,
-                       batch_rows: int = DEFAULT_BATCH_ROWS, log: logging.Logger | None = None
-                       ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def aggregate_profiles(
+    profiles: pd.DataFrame | Path | str,
+    center_on_controls: bool = True,
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    log: logging.Logger | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(guide profiles, gene profiles) of a profile table, streamed in row batches.
 
     Guide rows: ``Metadata_Gene``, ``Metadata_Guide``, ``Metadata_PertType``,
@@ -156,8 +192,10 @@ def aggregate_profiles(profiles: pd.DataFrame | Path | str, center_on_controls: 
     meta = pd.DataFrame(keys, columns=[GENE, GUIDE, PERT_TYPE])
     twice = meta[meta.duplicated([GENE, GUIDE], keep=False)]
     if len(twice):
-        raise ScreenError(f"{src.label}: guide {twice[GUIDE].iloc[0]!r} of gene {twice[GENE].iloc[0]!r} is listed both "
-                          f"as {sorted(set(twice[PERT_TYPE]))}; a guide has one {PERT_TYPE}")
+        raise ScreenError(
+            f"{src.label}: guide {twice[GUIDE].iloc[0]!r} of gene {twice[GENE].iloc[0]!r} is listed both "
+            f"as {sorted(set(twice[PERT_TYPE]))}; a guide has one {PERT_TYPE}"
+        )
     meta["Metadata_NRows"] = counts
     guide_values = (total / counts[:, None]).astype(np.float32)
     guides = pd.concat([meta, pd.DataFrame(guide_values, columns=features)], axis=1)
@@ -179,8 +217,9 @@ def unit_rows(X: np.ndarray) -> np.ndarray:
     return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
 
 
-def map_genes(genes: pd.DataFrame, calls: pd.DataFrame | None, selection: str = "active"
-              ) -> tuple[pd.DataFrame, np.ndarray, str]:
+def map_genes(
+    genes: pd.DataFrame, calls: pd.DataFrame | None, selection: str = "active"
+) -> tuple[pd.DataFrame, np.ndarray, str]:
     """(the map's gene profiles, their gene q-values, a note on how they were chosen).
 
     ``selection`` ``active``: the perturbed genes whose gene call is a hit (``calls``: the
@@ -193,8 +232,12 @@ def map_genes(genes: pd.DataFrame, calls: pd.DataFrame | None, selection: str = 
     perturbed = genes[genes[PERT_TYPE] == PERTURBATION].reset_index(drop=True)
     q = np.full(len(perturbed), np.nan)
     hit = np.zeros(len(perturbed), dtype=bool)
-    have_calls = bool(calls is not None and len(calls) and "q_value" in calls.columns
-                      and np.isfinite(calls["q_value"].to_numpy(float)).any())
+    have_calls = bool(
+        calls is not None
+        and len(calls)
+        and "q_value" in calls.columns
+        and np.isfinite(calls["q_value"].to_numpy(float)).any()
+    )
     if have_calls:
         by_gene = calls.drop_duplicates(GENE).set_index(GENE)  # type: ignore[union-attr]
         q = perturbed[GENE].map(by_gene["q_value"]).astype(float).to_numpy()
@@ -221,8 +264,9 @@ def similarity_matrix(X: np.ndarray) -> np.ndarray:
     return np.clip(U @ U.T, -1.0, 1.0)
 
 
-def nearest_neighbors(X: np.ndarray, names: Sequence[str], q_values: Sequence[float], k: int,
-                      block_rows: int = BLOCK_ROWS) -> pd.DataFrame:
+def nearest_neighbors(
+    X: np.ndarray, names: Sequence[str], q_values: Sequence[float], k: int, block_rows: int = BLOCK_ROWS
+) -> pd.DataFrame:
     """Top ``k`` genes by cosine for every gene (itself excluded): gene, rank (1 = nearest),
     neighbour, cosine, the neighbour's q-value. Blocked over rows."""
     names = np.asarray(names, dtype=object)
@@ -240,11 +284,17 @@ def nearest_neighbors(X: np.ndarray, names: Sequence[str], q_values: Sequence[fl
         vals = np.take_along_axis(S, top, axis=1)
         order = np.argsort(-vals, axis=1, kind="stable")
         top, vals = np.take_along_axis(top, order, axis=1), np.take_along_axis(vals, order, axis=1)
-        parts.append(pd.DataFrame({
-            GENE: np.repeat(names[rows], k), "rank": np.tile(np.arange(1, k + 1), len(rows)),
-            "neighbor": names[top.ravel()], "cosine": np.clip(vals.ravel(), -1, 1).astype(np.float64),
-            "neighbor_q_value": q[top.ravel()],
-        }))
+        parts.append(
+            pd.DataFrame(
+                {
+                    GENE: np.repeat(names[rows], k),
+                    "rank": np.tile(np.arange(1, k + 1), len(rows)),
+                    "neighbor": names[top.ravel()],
+                    "cosine": np.clip(vals.ravel(), -1, 1).astype(np.float64),
+                    "neighbor_q_value": q[top.ravel()],
+                }
+            )
+        )
     return pd.concat(parts, ignore_index=True)
 
 
@@ -257,8 +307,13 @@ def guide_neighbors(guides: pd.DataFrame, genes: set[str], k: int, block_rows: i
         return pd.DataFrame({c: [] for c in cols})
     names = sel[GUIDE].astype(str).to_numpy()
     gene_of = dict(zip(names, sel[GENE].astype(str)))
-    nn = nearest_neighbors(sel[feature_columns(sel)].to_numpy(np.float32), names, np.full(len(sel), np.nan), k,
-                           block_rows).rename(columns={GENE: GUIDE}).drop(columns="neighbor_q_value")
+    nn = (
+        nearest_neighbors(
+            sel[feature_columns(sel)].to_numpy(np.float32), names, np.full(len(sel), np.nan), k, block_rows
+        )
+        .rename(columns={GENE: GUIDE})
+        .drop(columns="neighbor_q_value")
+    )
     nn[GENE] = nn[GUIDE].map(gene_of)
     nn["neighbor_gene"] = nn["neighbor"].map(gene_of)
     nn["same_gene"] = nn[GENE] == nn["neighbor_gene"]
@@ -275,8 +330,9 @@ def pair_cosines(U: np.ndarray, index: Mapping[str, int], pairs: pd.DataFrame) -
     return np.einsum("ij,ij->i", U[i], U[j]).astype(np.float64)
 
 
-def null_rank_counts(U: np.ndarray, queries: np.ndarray, block_rows: int = BLOCK_ROWS,
-                     log: logging.Logger | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+def null_rank_counts(
+    U: np.ndarray, queries: np.ndarray, block_rows: int = BLOCK_ROWS, log: logging.Logger | None = None
+) -> tuple[np.ndarray, np.ndarray, int]:
     """For each query cosine: (#null <= x, #null < x, null size), where the null is every
     pairwise cosine of the rows of unit ``U`` (upper triangle); computed block by block (each
     block's values sorted and searched), never holding the null."""
@@ -311,10 +367,17 @@ def _wilson(k: int, n: int, z: float = 1.959964) -> tuple[float, float]:
     return max(0.0, mid - half), min(1.0, mid + half)
 
 
-def relationship_recall(X: np.ndarray, names: Sequence[str], sources: Mapping[str, pd.DataFrame], *,
-                        screen_genes: Sequence[str] | None = None, thresholds: Sequence[Sequence[float]] = RECALL_THRESHOLDS,
-                        min_entities: int = 20, block_rows: int = BLOCK_ROWS, log: logging.Logger | None = None
-                        ) -> tuple[pd.DataFrame, pd.DataFrame]:
+def relationship_recall(
+    X: np.ndarray,
+    names: Sequence[str],
+    sources: Mapping[str, pd.DataFrame],
+    *,
+    screen_genes: Sequence[str] | None = None,
+    thresholds: Sequence[Sequence[float]] = RECALL_THRESHOLDS,
+    min_entities: int = 20,
+    block_rows: int = BLOCK_ROWS,
+    log: logging.Logger | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(recall, coverage) of every annotation source against the map ``X`` (genes ``names``).
 
     Recall rows (:data:`RECALL_COLUMNS` less model/variant): one per (source, threshold pair);
@@ -336,17 +399,27 @@ def relationship_recall(X: np.ndarray, names: Sequence[str], sources: Mapping[st
         known = set(pairs["entity1"]) | set(pairs["entity2"])
         mine = pairs[pairs["entity1"].isin(index) & pairs["entity2"].isin(index)]
         in_map[source] = mine
-        coverage.append({"source": source, "n_source_pairs": len(pairs), "n_source_genes": len(known),
-                         "n_screen_genes": len(screen), "n_screen_genes_known": len(screen & known),
-                         "n_map_genes": len(names), "n_map_genes_known": len(set(names) & known),
-                         "n_map_pairs": len(mine)})
+        coverage.append(
+            {
+                "source": source,
+                "n_source_pairs": len(pairs),
+                "n_source_genes": len(known),
+                "n_screen_genes": len(screen),
+                "n_screen_genes_known": len(screen & known),
+                "n_map_genes": len(names),
+                "n_map_genes_known": len(set(names) & known),
+                "n_map_pairs": len(mine),
+            }
+        )
     runnable = {}
     skipped = {}
     for row in coverage:
         source = row["source"]
         if row["n_map_genes_known"] < min_entities:
-            skipped[source] = (f"{row['n_map_genes_known']} of the map's {len(names)} genes are in {source} "
-                               f"(fewer than biomap.min_entities = {min_entities})")
+            skipped[source] = (
+                f"{row['n_map_genes_known']} of the map's {len(names)} genes are in {source} "
+                f"(fewer than biomap.min_entities = {min_entities})"
+            )
         elif row["n_map_pairs"] == 0:
             skipped[source] = f"no pair of {source} has both genes in the map ({row['n_map_genes_known']} genes known)"
         else:
@@ -368,10 +441,21 @@ def relationship_recall(X: np.ndarray, names: Sequence[str], sources: Mapping[st
         n_entities = len(set(in_map[source]["entity1"]) | set(in_map[source]["entity2"]))
         for pair in thresholds:
             lo, hi = float(min(pair)), float(max(pair))
-            row: dict[str, Any] = {"source": source, "n_map_genes": len(names), "n_entities": n_entities,
-                                   "n_pairs": cov["n_map_pairs"], "n_null_pairs": n_null, "lower": lo, "upper": hi,
-                                   "recall": math.nan, "recall_lo": math.nan, "recall_hi": math.nan,
-                                   "recall_expected": lo + 1.0 - hi, "status": "skipped", "reason": skipped.get(source, "")}
+            row: dict[str, Any] = {
+                "source": source,
+                "n_map_genes": len(names),
+                "n_entities": n_entities,
+                "n_pairs": cov["n_map_pairs"],
+                "n_null_pairs": n_null,
+                "lower": lo,
+                "upper": hi,
+                "recall": math.nan,
+                "recall_lo": math.nan,
+                "recall_hi": math.nan,
+                "recall_expected": lo + 1.0 - hi,
+                "status": "skipped",
+                "reason": skipped.get(source, ""),
+            }
             if source in counts:
                 c_le, c_lt = counts[source]
                 hit = (c_le / n_null <= lo) | (c_lt / n_null >= hi)
@@ -394,8 +478,15 @@ def _mean_pairwise(U: np.ndarray) -> np.ndarray:
     return (total - k) / (k * (k - 1))
 
 
-def guide_consistency(guides: pd.DataFrame, *, seed: int, model: str = "", variant: str = "",
-                      null_size: int = 5000, log: logging.Logger | None = None) -> pd.DataFrame:
+def guide_consistency(
+    guides: pd.DataFrame,
+    *,
+    seed: int,
+    model: str = "",
+    variant: str = "",
+    null_size: int = 5000,
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
     """Do a gene's guides agree? Per perturbed gene: the mean pairwise cosine of its guide
     profiles, and its p-value against ``null_size`` sets of as many guides, each from a
     different gene (seeded ``derive_seed(seed, "consistency", model, variant, k)``). A gene
@@ -423,8 +514,16 @@ def guide_consistency(guides: pd.DataFrame, *, seed: int, model: str = "", varia
     rows = []
     for g, name in enumerate(gene_names):
         idx = members[g]
-        row: dict[str, Any] = {"model": model, "variant": variant, GENE: name, "n_guides": int(idx.size),
-                               "consistency": math.nan, "p_value": math.nan, "n_null": 0, "reason": ""}
+        row: dict[str, Any] = {
+            "model": model,
+            "variant": variant,
+            GENE: name,
+            "n_guides": int(idx.size),
+            "consistency": math.nan,
+            "p_value": math.nan,
+            "n_null": 0,
+            "reason": "",
+        }
         if idx.size < 2:
             row["reason"] = "one guide: no pair of guides to compare"
         elif len(members) < idx.size:
@@ -432,8 +531,11 @@ def guide_consistency(guides: pd.DataFrame, *, seed: int, model: str = "", varia
         else:
             value = float(_mean_pairwise(U[idx][None])[0])
             null = null_for(int(idx.size))
-            row.update(consistency=value, n_null=null.size,
-                       p_value=(1 + null.size - np.searchsorted(null, value, side="left")) / (null.size + 1))
+            row.update(
+                consistency=value,
+                n_null=null.size,
+                p_value=(1 + null.size - np.searchsorted(null, value, side="left")) / (null.size + 1),
+            )
         rows.append(row)
     out = pd.DataFrame(rows, columns=list(CONSISTENCY_COLUMNS))
     n_single = int((out["n_guides"] < 2).sum())
@@ -456,10 +558,19 @@ def truth_complexes(truth: pd.DataFrame) -> dict[str, list[str]]:
     return {str(c): sorted(set(g[GENE].astype(str))) for c, g in named.groupby("complex")}
 
 
-def gene_map(guides: pd.DataFrame, genes: pd.DataFrame, calls: pd.DataFrame | None,
-             sources: Mapping[str, pd.DataFrame], cfg: Mapping[str, Any], *, seed: int, model: str, variant: str,
-             truth: pd.DataFrame | None = None, log: logging.Logger | None = None
-             ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, np.ndarray, str]:
+def gene_map(
+    guides: pd.DataFrame,
+    genes: pd.DataFrame,
+    calls: pd.DataFrame | None,
+    sources: Mapping[str, pd.DataFrame],
+    cfg: Mapping[str, Any],
+    *,
+    seed: int,
+    model: str,
+    variant: str,
+    truth: pd.DataFrame | None = None,
+    log: logging.Logger | None = None,
+) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, np.ndarray, str]:
     """Everything of one (model, variant)'s map: tables ``neighbors``, ``guide_neighbors``,
     ``consistency``, ``recall``, ``coverage`` (each with model and variant columns), and the map's gene profiles,
     their q-values and the note on how its genes were chosen.
@@ -486,20 +597,35 @@ def gene_map(guides: pd.DataFrame, genes: pd.DataFrame, calls: pd.DataFrame | No
         log.warning("map %s/%s: %d gene(s) in the map; no neighbours", model, variant, len(names))
         tables["neighbors"] = pd.DataFrame({c: [] for c in NEIGHBOR_COLUMNS if c not in ("model", "variant")})
     recall, coverage = relationship_recall(
-        X, names, all_sources, screen_genes=screen, thresholds=[tuple(t) for t in cfg["recall_thresholds"]],
-        min_entities=int(cfg["min_entities"]), block_rows=block, log=log)
+        X,
+        names,
+        all_sources,
+        screen_genes=screen,
+        thresholds=[tuple(t) for t in cfg["recall_thresholds"]],
+        min_entities=int(cfg["min_entities"]),
+        block_rows=block,
+        log=log,
+    )
     tables["recall"], tables["coverage"] = recall, coverage
     tables["guide_neighbors"] = guide_neighbors(guides, set(names), int(cfg["n_neighbors"]), block)
-    tables["consistency"] = guide_consistency(guides, seed=seed, model=model, variant=variant,
-                                              null_size=int(cfg["consistency_null_size"]), log=log)
+    tables["consistency"] = guide_consistency(
+        guides, seed=seed, model=model, variant=variant, null_size=int(cfg["consistency_null_size"]), log=log
+    )
     for name in ("neighbors", "guide_neighbors", "recall", "coverage"):
         df = tables[name]
         df.insert(0, "variant", variant)
         df.insert(0, "model", model)
     for row in recall.itertuples():
         if row.status == "ok":
-            log.info("recall %s/%s %s at %.2f/%.2f: %.3f of %d pairs (expected %.2f)", model, variant, row.source,
-                     row.lower, row.upper, row.recall, row.n_pairs, row.recall_expected)
+            log.info(
+                "recall %s/%s %s at %.2f/%.2f: %.3f of %d pairs (expected %.2f)",
+                model,
+                variant,
+                row.source,
+                row.lower,
+                row.upper,
+                row.recall,
+                row.n_pairs,
+                row.recall_expected,
+            )
     return tables, chosen, q, note
-
-

@@ -24,7 +24,6 @@ from scipy.spatial.distance import squareform  # noqa: E402
 
 from phenoica.biomap import TRUTH_SOURCE, similarity_matrix  # noqa: E402
 from phenoica.render import save_figure, write_csv  # noqa: E402
-from phenoica.screen import GENE  # noqa: E402
 
 #: Sections are (heading, note, table), the shape the main report appends.
 Section = tuple[str, str, pd.DataFrame]
@@ -32,8 +31,15 @@ VARIANT_ORDER: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand", "tvn")
 MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
-def heatmap_figure(X: np.ndarray, names: Sequence[str], q_values: Sequence[float], path: Path | str, *,
-                   max_genes: int = 60, title: str = "") -> Path:
+def heatmap_figure(
+    X: np.ndarray,
+    names: Sequence[str],
+    q_values: Sequence[float],
+    path: Path | str,
+    *,
+    max_genes: int = 60,
+    title: str = "",
+) -> Path:
     """Clustered heatmap (average linkage on 1 - cosine) of at most ``max_genes`` of the map's
     genes, the lowest q-values first; gene names shown up to 60 genes."""
     q = np.asarray(q_values, dtype=float)
@@ -70,14 +76,21 @@ def _ordered(df: pd.DataFrame) -> pd.DataFrame:
     return df.assign(_k=key).sort_values(["model", "_k", "variant"]).drop(columns="_k").reset_index(drop=True)
 
 
-def biomap_summary(recall: pd.DataFrame, batch: pd.DataFrame, consistency: pd.DataFrame,
-                   gene_calls: pd.DataFrame | None = None, map_df: pd.DataFrame | None = None,
-                   alpha: float = 0.05) -> pd.DataFrame:
+def biomap_summary(
+    recall: pd.DataFrame,
+    batch: pd.DataFrame,
+    consistency: pd.DataFrame,
+    gene_calls: pd.DataFrame | None = None,
+    map_df: pd.DataFrame | None = None,
+    alpha: float = 0.05,
+) -> pd.DataFrame:
     """One row per (model, variant): batch removal (controls and all profiles), the biology kept
     (recall per source at the first threshold pair, the simulated complexes' recall where the
     demo has them, guide consistency, activity) side by side."""
-    keys = sorted(set(map(tuple, batch[["model", "variant"]].to_numpy())) |
-                  set(map(tuple, recall[["model", "variant"]].to_numpy())))
+    keys = sorted(
+        set(map(tuple, batch[["model", "variant"]].to_numpy()))
+        | set(map(tuple, recall[["model", "variant"]].to_numpy()))
+    )
     rows = []
     first = recall[["lower", "upper"]].drop_duplicates().head(1)
     for model, variant in keys:
@@ -120,8 +133,10 @@ def batch_biology_figure(summary: pd.DataFrame, path: Path | str) -> Path:
     fig, axes = plt.subplots(1, 2, figsize=(11, 4.5))
     truth_col = f"recall_{TRUTH_SOURCE}"
     y_recall = truth_col if truth_col in summary and summary[truth_col].notna().any() else "recall_annotations"
-    panels = [(axes[0], y_recall, "recall of known pairs at the first threshold (fraction)"),
-              (axes[1], "genes_active_fraction", "genes called active (fraction of perturbed genes)")]
+    panels = [
+        (axes[0], y_recall, "recall of known pairs at the first threshold (fraction)"),
+        (axes[1], "genes_active_fraction", "genes called active (fraction of perturbed genes)"),
+    ]
     models = sorted(summary["model"].unique()) if len(summary) else []
     for ax, col, label in panels:
         if col not in summary or not summary[col].notna().any():
@@ -132,11 +147,21 @@ def batch_biology_figure(summary: pd.DataFrame, path: Path | str) -> Path:
                 continue
             ax.scatter(sel["batch_removal_controls"], sel[col], marker=MARKERS[i % len(MARKERS)], s=50, label=model)
             for r in sel.itertuples():
-                ax.annotate(r.variant, (getattr(r, "batch_removal_controls"), getattr(r, col)), fontsize=8,
-                            xytext=(4, 3), textcoords="offset points")
+                ax.annotate(
+                    r.variant,
+                    (getattr(r, "batch_removal_controls"), getattr(r, col)),
+                    fontsize=8,
+                    xytext=(4, 3),
+                    textcoords="offset points",
+                )
         if col == y_recall and "recall_expected" in summary and summary["recall_expected"].notna().any():
-            ax.axhline(float(summary["recall_expected"].dropna().iloc[0]), color="grey", ls="--", lw=1,
-                       label="recall expected by chance")
+            ax.axhline(
+                float(summary["recall_expected"].dropna().iloc[0]),
+                color="grey",
+                ls="--",
+                lw=1,
+                label="recall expected by chance",
+            )
         ax.set_xlabel("batch removal on controls (0 = batches separated, 1 = mixed)")
         ax.set_ylabel(label)
         ax.grid(alpha=0.3)
@@ -149,24 +174,39 @@ def batch_biology_figure(summary: pd.DataFrame, path: Path | str) -> Path:
     return out
 
 
-def biomap_report(out_dir: Path | str, *, recall: pd.DataFrame, coverage: pd.DataFrame, consistency: pd.DataFrame,
-                  neighbors: pd.DataFrame, batch: pd.DataFrame, heatmaps: Mapping[tuple[str, str], Path | str],
-                  gene_calls: pd.DataFrame | None = None, map_df: pd.DataFrame | None = None,
-                  tables_dir: str = "tables", figures_dir: str = "figures"
-                  ) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, str]], list[Section]]:
+def biomap_report(
+    out_dir: Path | str,
+    *,
+    recall: pd.DataFrame,
+    coverage: pd.DataFrame,
+    consistency: pd.DataFrame,
+    neighbors: pd.DataFrame,
+    batch: pd.DataFrame,
+    heatmaps: Mapping[tuple[str, str], Path | str],
+    gene_calls: pd.DataFrame | None = None,
+    map_df: pd.DataFrame | None = None,
+    tables_dir: str = "tables",
+    figures_dir: str = "figures",
+) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, str]], list[Section]]:
     """Write the biomap CSVs and figures under ``out_dir`` and return (tables by name,
     figures by name as (path, caption), report sections as (heading, note, table))."""
     out_dir = Path(out_dir)
     summary = biomap_summary(recall, batch, consistency, gene_calls, map_df)
-    tables = {"biomap_summary": summary, "biomap_recall": _ordered(recall), "biomap_coverage": _ordered(coverage),
-              "biomap_batch_metrics": _ordered(batch), "biomap_consistency": consistency,
-              "biomap_neighbors": neighbors}
+    tables = {
+        "biomap_summary": summary,
+        "biomap_recall": _ordered(recall),
+        "biomap_coverage": _ordered(coverage),
+        "biomap_batch_metrics": _ordered(batch),
+        "biomap_consistency": consistency,
+        "biomap_neighbors": neighbors,
+    }
     written = {name: write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()}
     figures: dict[str, tuple[Path, str]] = {}
     if len(summary):
         figures["biomap_batch_vs_biology"] = (
             batch_biology_figure(summary, out_dir / figures_dir / "biomap_batch_vs_biology.png"),
-            "Batch removed (controls) vs biology kept, one point per model and variant")
+            "Batch removed (controls) vs biology kept, one point per model and variant",
+        )
     for (model, variant), src in sorted(heatmaps.items()):
         dest = out_dir / figures_dir / f"biomap_heatmap_{model}_{variant}.png"
         dest.parent.mkdir(parents=True, exist_ok=True)
@@ -179,33 +219,56 @@ def biomap_report(out_dir: Path | str, *, recall: pd.DataFrame, coverage: pd.Dat
     skipped = recall[recall["status"] != "ok"].drop_duplicates(["model", "variant", "source"])
     top = neighbors[neighbors["rank"] == 1] if len(neighbors) else neighbors
     sections: list[Section] = [
-        ("Gene maps: batch removed vs biology kept", (
-            "Per model and variant. Batch metrics on well profiles (controls; and all profiles): ASW-batch "
-            "(1 - |silhouette by batch| within genes, scIB), normalized kNN iLISI, out-of-fold balanced accuracy "
-            "of a batch classifier (chance = 1 / batches); batch_removal = mean(ASW-batch, iLISI_norm, 1 - excess "
-            "accuracy). Biology: recall of known pairs (EFAAR protocol, first threshold pair) per source, genes "
-            "whose guides agree (consistency p < 0.05), genes called active, mean mAP. Reported as measured. "
-            "Cosine maps, ASW-batch and kNN iLISI are invariant to rotations: pca, pca_ica and pca_rand (one "
-            "whitened space, rotated) can differ here only through the genes the classifier calls active."),
-         summary),
-        ("Known-relationship recall", (
-            "The null is every pairwise cosine between the map's genes; a pair is recalled when its cosine lies "
-            "beyond the lower or upper quantile of that null. recall_expected = recall with no structure. "
-            "Intervals: Wilson over pairs (pairs share genes: optimistic). "
-            f"All rows, with skips and their counts: `{rel('biomap_recall')}`; coverage: `{rel('biomap_coverage')}`."),
-         _ordered(recall[recall["status"] == "ok"])),
-        ("Annotation coverage", "How many of the screen's and of the map's genes each source knows.",
-         _ordered(coverage)),
-        ("Guide consistency", (
-            "Mean pairwise cosine between a gene's guide profiles against random guide sets drawn from different "
-            f"genes; p = (1 + #null >= x) / (1 + n_null); no FDR (as EFAAR). All genes: `{rel('biomap_consistency')}`."),
-         consistency.sort_values(["model", "variant", "p_value"]).head(60)),
-        ("Nearest neighbours", f"Nearest gene of each map gene; all top-k lists: `{rel('biomap_neighbors')}`.",
-         top.head(60)),
+        (
+            "Gene maps: batch removed vs biology kept",
+            (
+                "Per model and variant. Batch metrics on well profiles (controls; and all profiles): ASW-batch "
+                "(1 - |silhouette by batch| within genes, scIB), normalized kNN iLISI, out-of-fold balanced accuracy "
+                "of a batch classifier (chance = 1 / batches); batch_removal = mean(ASW-batch, iLISI_norm, 1 - excess "
+                "accuracy). Biology: recall of known pairs (EFAAR protocol, first threshold pair) per source, genes "
+                "whose guides agree (consistency p < 0.05), genes called active, mean mAP. Reported as measured. "
+                "Cosine maps, ASW-batch and kNN iLISI are invariant to rotations: pca, pca_ica and pca_rand (one "
+                "whitened space, rotated) can differ here only through the genes the classifier calls active."
+            ),
+            summary,
+        ),
+        (
+            "Known-relationship recall",
+            (
+                "The null is every pairwise cosine between the map's genes; a pair is recalled when its cosine lies "
+                "beyond the lower or upper quantile of that null. recall_expected = recall with no structure. "
+                "Intervals: Wilson over pairs (pairs share genes: optimistic). "
+                f"All rows, with skips and their counts: `{rel('biomap_recall')}`; coverage: `{rel('biomap_coverage')}`."
+            ),
+            _ordered(recall[recall["status"] == "ok"]),
+        ),
+        (
+            "Annotation coverage",
+            "How many of the screen's and of the map's genes each source knows.",
+            _ordered(coverage),
+        ),
+        (
+            "Guide consistency",
+            (
+                "Mean pairwise cosine between a gene's guide profiles against random guide sets drawn from different "
+                f"genes; p = (1 + #null >= x) / (1 + n_null); no FDR (as EFAAR). All genes: `{rel('biomap_consistency')}`."
+            ),
+            consistency.sort_values(["model", "variant", "p_value"]).head(60),
+        ),
+        (
+            "Nearest neighbours",
+            f"Nearest gene of each map gene; all top-k lists: `{rel('biomap_neighbors')}`.",
+            top.head(60),
+        ),
     ]
     if len(skipped):
-        sections.append(("Skipped recall sources", "Sources that share too few genes with the map, with the counts.",
-                         skipped[["model", "variant", "source", "n_map_genes", "n_entities", "reason"]]))
+        sections.append(
+            (
+                "Skipped recall sources",
+                "Sources that share too few genes with the map, with the counts.",
+                skipped[["model", "variant", "source", "n_map_genes", "n_entities", "reason"]],
+            )
+        )
     return tables, figures, sections
 
 
@@ -213,9 +276,14 @@ def biomap_report(out_dir: Path | str, *, recall: pd.DataFrame, coverage: pd.Dat
 GATHERED: tuple[str, ...] = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
 
 
-def biomap_report_files(out_dir: Path | str, tables: Sequence[Path | str], heatmaps: Sequence[Path | str], *,
-                        gene_calls: pd.DataFrame | None = None, map_df: pd.DataFrame | None = None
-                        ) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, str]], list[Section]]:
+def biomap_report_files(
+    out_dir: Path | str,
+    tables: Sequence[Path | str],
+    heatmaps: Sequence[Path | str],
+    *,
+    gene_calls: pd.DataFrame | None = None,
+    map_df: pd.DataFrame | None = None,
+) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, str]], list[Section]]:
     """:func:`biomap_report` from the workflow's files: the gathered tables (named by
     :data:`GATHERED` stems) and the heatmaps ``.../{model}/{variant}/heatmap.png``."""
     by_stem = {Path(p).stem: pd.read_parquet(p) for p in tables}
@@ -223,6 +291,14 @@ def biomap_report_files(out_dir: Path | str, tables: Sequence[Path | str], heatm
     if missing:
         raise FileNotFoundError(f"biomap report: gathered table(s) {missing} not among the inputs {list(tables)}")
     maps = {(Path(p).parent.parent.name, Path(p).parent.name): Path(p) for p in heatmaps}
-    return biomap_report(out_dir, recall=by_stem["recall"], coverage=by_stem["coverage"],
-                         consistency=by_stem["consistency"], neighbors=by_stem["neighbors"],
-                         batch=by_stem["batch_metrics"], heatmaps=maps, gene_calls=gene_calls, map_df=map_df)
+    return biomap_report(
+        out_dir,
+        recall=by_stem["recall"],
+        coverage=by_stem["coverage"],
+        consistency=by_stem["consistency"],
+        neighbors=by_stem["neighbors"],
+        batch=by_stem["batch_metrics"],
+        heatmaps=maps,
+        gene_calls=gene_calls,
+        map_df=map_df,
+    )

@@ -83,19 +83,47 @@ from phenoica.stats import bh_qvalues
 NULL_GENE = "null"
 
 SCORE_COLUMNS: tuple[str, ...] = (
-    "model", "variant", GENE, GUIDE, "is_null_guide", "fold",
-    "n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg",
-    "auroc", "sparsity", "concentration", "auroc_top", "auroc_rest",
-    "status", "reason",
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "is_null_guide",
+    "fold",
+    "n_train_pos",
+    "n_train_neg",
+    "n_test_pos",
+    "n_test_neg",
+    "auroc",
+    "sparsity",
+    "concentration",
+    "auroc_top",
+    "auroc_rest",
+    "status",
+    "reason",
 )
 _INT_COLUMNS = ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg")
 _FLOAT_COLUMNS = ("auroc", "sparsity", "concentration", "auroc_top", "auroc_rest")
 GUIDE_SUMMARY_COLUMNS: tuple[str, ...] = (
-    "model", "variant", GENE, GUIDE, "is_null_guide", "n_folds_ok", "auroc", "sparsity", "concentration",
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "is_null_guide",
+    "n_folds_ok",
+    "auroc",
+    "sparsity",
+    "concentration",
 )
 GENE_SUMMARY_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
 MAP_COLUMNS: tuple[str, ...] = (
-    "model", "variant", GENE, GUIDE, "n_wells", "mean_average_precision", "map_p_value", "map_q_value",
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "n_wells",
+    "mean_average_precision",
+    "map_p_value",
+    "map_q_value",
 )
 
 # LightGBM keys phenoica sets itself and a user may not override through classify.lightgbm.
@@ -121,9 +149,20 @@ def resolve_classify_config(cfg_classify: Mapping[str, Any] | None) -> dict[str,
 #: a valid value. The parameter check sets them in its probe so that LightGBM names the
 #: parameter behind any alias of them ("lambda_l1 is set=..., reg_alpha=... will be ignored").
 _PROBE_CANONICAL: dict[str, Any] = {
-    "objective": "binary", "num_iterations": 1, "seed": 0, "deterministic": False, "force_col_wise": False,
-    "force_row_wise": False, "verbosity": 1, "num_threads": 1, "is_unbalance": False, "learning_rate": 0.1,
-    "num_leaves": 31, "feature_fraction": 1.0, "lambda_l1": 0.0, "lambda_l2": 0.0,
+    "objective": "binary",
+    "num_iterations": 1,
+    "seed": 0,
+    "deterministic": False,
+    "force_col_wise": False,
+    "force_row_wise": False,
+    "verbosity": 1,
+    "num_threads": 1,
+    "is_unbalance": False,
+    "learning_rate": 0.1,
+    "num_leaves": 31,
+    "feature_fraction": 1.0,
+    "lambda_l1": 0.0,
+    "lambda_l2": 0.0,
 }
 #: A key LightGBM must call unknown, and an alias it must resolve, in every probe: if its
 #: messages ever stop saying so, the check fails loudly instead of passing everything.
@@ -194,11 +233,13 @@ def _lightgbm_names(frozen: str) -> tuple[tuple[str, str | None], ...]:
         found = re.search(r"(\w+) is set\b", msg)  # "C is set=..., K=... will be ignored", "C is set with K=..."
         if found:
             for key in probe:
-                if re.search(rf"(?<![\w.]){re.escape(key)}=", msg[found.end():]):
+                if re.search(rf"(?<![\w.]){re.escape(key)}=", msg[found.end() :]):
                     canonical[key] = found.group(1)
     if _PROBE_UNKNOWN not in unknown or canonical.get(_PROBE_ALIAS[0]) != _PROBE_ALIAS[1]:
         if error is not None:
-            raise ValueError(f"config key classify.lightgbm: LightGBM {lgb.__version__} rejects these parameters: {error}")
+            raise ValueError(
+                f"config key classify.lightgbm: LightGBM {lgb.__version__} rejects these parameters: {error}"
+            )
         raise RuntimeError(
             f"LightGBM {lgb.__version__} did not report unknown and aliased parameters as expected "
             f"(messages: {messages[:5]}); phenoica cannot check classify.lightgbm with this version"
@@ -242,9 +283,7 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
     for key in given:
         canon = canonical[key]
         if canon is None:
-            raise ValueError(
-                f"config key classify.lightgbm.{key}: not a LightGBM {lgb.__version__} parameter or alias"
-            )
+            raise ValueError(f"config key classify.lightgbm.{key}: not a LightGBM {lgb.__version__} parameter or alias")
         if canon in _RESERVED:
             raise ValueError(f"config key classify.lightgbm.{key}: may not be set here; {_RESERVED[canon]}")
         groups.setdefault(canon, []).append(key)
@@ -327,12 +366,15 @@ def feature_matrix(
     X = table[names].to_numpy(dtype=dtype)
     check_finite(X, source, names)
     if len(X):
-        constant = (X.max(axis=0) == X.min(axis=0))
+        constant = X.max(axis=0) == X.min(axis=0)
         if constant.any():
             dropped = [names[j] for j in np.flatnonzero(constant)]
             log.warning(
                 "%s: dropping %d constant feature column(s) %s%s (no classifier can use them)",
-                source, len(dropped), dropped[:10], " ..." if len(dropped) > 10 else "",
+                source,
+                len(dropped),
+                dropped[:10],
+                " ..." if len(dropped) > 10 else "",
             )
             keep = np.flatnonzero(~constant)
             X = np.ascontiguousarray(X[:, keep])
@@ -366,9 +408,7 @@ def null_guide_name(j: int, n: int) -> str:
     return f"null_{j + 1:0{max(4, len(str(n)))}d}"
 
 
-def null_guide_design(
-    table: pd.DataFrame, n: int, seed: int, log: logging.Logger | None = None
-) -> list[GuideSamples]:
+def null_guide_design(table: pd.DataFrame, n: int, seed: int, log: logging.Logger | None = None) -> list[GuideSamples]:
     """``n`` pseudo-guides, each a set of whole control wells laid out like a real guide.
 
     Pseudo-guide ``j`` copies the layout of one real guide drawn at random (its template): for
@@ -407,11 +447,19 @@ def null_guide_design(
     ctrl_units = np.unique(units[is_control])
     ctrl_by_plate = {p: u for p, u in pd.Series(ctrl_units, index=unit_plate[ctrl_units].to_numpy()).groupby(level=0)}
     ctrl_by_plate = {p: np.sort(u.to_numpy()) for p, u in ctrl_by_plate.items()}
-    ctrl_by_batch = {b: np.sort(u.to_numpy()) for b, u in
-                     pd.Series(ctrl_units, index=unit_batch[ctrl_units].to_numpy()).groupby(level=0)}
+    ctrl_by_batch = {
+        b: np.sort(u.to_numpy())
+        for b, u in pd.Series(ctrl_units, index=unit_batch[ctrl_units].to_numpy()).groupby(level=0)
+    }
     # templates: each real guide's wells per plate
-    layout = pd.DataFrame({"guide": (table[GENE].astype(str) + "\x1f" + table[GUIDE].astype(str)).to_numpy()[pert],
-                           "plate": plate[pert], "batch": batch[pert], "unit": units[pert]})
+    layout = pd.DataFrame(
+        {
+            "guide": (table[GENE].astype(str) + "\x1f" + table[GUIDE].astype(str)).to_numpy()[pert],
+            "plate": plate[pert],
+            "batch": batch[pert],
+            "unit": units[pert],
+        }
+    )
     per_plate = layout.drop_duplicates("unit").groupby(["guide", "plate", "batch"], sort=True).size()
     templates: list[list[tuple[str, str, int]]] = [
         [(p, b, int(k)) for (_, p, b), k in grp.items()] for _, grp in per_plate.groupby(level=0, sort=True)
@@ -449,7 +497,9 @@ def null_guide_design(
     if fallback_plates:
         log.info(
             "null guides: %d plate(s) hold too few control wells for a guide's layout (%s%s); their pseudo-guide "
-            "wells come from the controls of the same batch", len(fallback_plates), sorted(fallback_plates)[:5],
+            "wells come from the controls of the same batch",
+            len(fallback_plates),
+            sorted(fallback_plates)[:5],
             " ..." if len(fallback_plates) > 5 else "",
         )
     return out
@@ -545,7 +595,10 @@ class FoldBins:
         label = np.concatenate([np.zeros(len(self.train_controls)), np.ones(len(guide_rows))])
         columns = [
             lgb.Dataset(
-                self.X[rows, j : j + 1], label=label, reference=ref, feature_name=ref.feature_name,
+                self.X[rows, j : j + 1],
+                label=label,
+                reference=ref,
+                feature_name=ref.feature_name,
                 params=self.params,
             ).construct()
             for j, ref in enumerate(self.bins)
@@ -617,8 +670,12 @@ class GuideScore:
 
 
 def score_guide(
-    dataset_for: Callable[[np.ndarray | None], lgb.Dataset], X_test: np.ndarray, y_test: np.ndarray,
-    params: Mapping[str, Any], num_boost_round: int, concentration_k: float | None,
+    dataset_for: Callable[[np.ndarray | None], lgb.Dataset],
+    X_test: np.ndarray,
+    y_test: np.ndarray,
+    params: Mapping[str, Any],
+    num_boost_round: int,
+    concentration_k: float | None,
 ) -> GuideScore:
     """Train the full model (and, unless ``concentration_k`` is None, the top-/rest-feature
     models); score each on the test rows.
@@ -764,8 +821,15 @@ def classify_guides(
             fold_bins = FoldBins.build(X, train_ctrl, test_ctrl, params)
             log.info(
                 "fold %s (%d/%d): bins of %d features on %d training controls in %.1fs; %d guide(s) to score "
-                "(%d pseudo-guides)", fold_name, f_i + 1, len(fold_arrays), X.shape[1], len(train_ctrl),
-                time.perf_counter() - t0, len(to_train), sum(p[0].is_null for p in to_train),
+                "(%d pseudo-guides)",
+                fold_name,
+                f_i + 1,
+                len(fold_arrays),
+                X.shape[1],
+                len(train_ctrl),
+                time.perf_counter() - t0,
+                len(to_train),
+                sum(p[0].is_null for p in to_train),
             )
         every = max(1, min(50, len(to_train) // 10))
         block, block_of = None, {}
@@ -775,10 +839,19 @@ def classify_guides(
         current = -1
         for target, tr, te, n_train_neg, test_neg, reasons in plans:
             row: dict[str, Any] = {
-                "model": model, "variant": variant, GENE: target.gene, GUIDE: target.guide,
-                "is_null_guide": target.is_null, "fold": fold_name, "n_train_pos": len(tr),
-                "n_train_neg": n_train_neg, "n_test_pos": len(te), "n_test_neg": len(test_neg),
-                **{c: math.nan for c in _FLOAT_COLUMNS}, "status": SKIPPED, "reason": "; ".join(reasons),
+                "model": model,
+                "variant": variant,
+                GENE: target.gene,
+                GUIDE: target.guide,
+                "is_null_guide": target.is_null,
+                "fold": fold_name,
+                "n_train_pos": len(tr),
+                "n_train_neg": n_train_neg,
+                "n_test_pos": len(te),
+                "n_test_neg": len(test_neg),
+                **{c: math.nan for c in _FLOAT_COLUMNS},
+                "status": SKIPPED,
+                "reason": "; ".join(reasons),
             }
             if not reasons:
                 assert fold_bins is not None
@@ -788,14 +861,17 @@ def classify_guides(
                     block = fold_bins.block(np.concatenate([p[1] for p in members]))
                     current = start
                 assert block is not None
-                X_test_neg = (fold_bins.X_test_controls if len(test_neg) == len(test_ctrl)
-                              else X[test_neg])
+                X_test_neg = fold_bins.X_test_controls if len(test_neg) == len(test_ctrl) else X[test_neg]
                 X_test = np.concatenate([X_test_neg, X[te]])
                 y_test = np.concatenate([np.zeros(len(test_neg)), np.ones(len(te))])
                 guide_params = dict(params, seed=_guide_seed(seed, target.gene, target.guide, fold_name))
                 try:
                     score = score_guide(
-                        functools.partial(block.guide_dataset, tr), X_test, y_test, guide_params, rounds,
+                        functools.partial(block.guide_dataset, tr),
+                        X_test,
+                        y_test,
+                        guide_params,
+                        rounds,
                         k if with_concentration and not target.is_null else None,
                     )
                 except ValueError as exc:
@@ -807,7 +883,12 @@ def classify_guides(
                     dt = time.perf_counter() - t0
                     log.info(
                         "fold %s (%d/%d): %d/%d guides scored, %.2f guides/s",
-                        fold_name, f_i + 1, len(fold_arrays), done, len(to_train), done / max(dt, 1e-9),
+                        fold_name,
+                        f_i + 1,
+                        len(fold_arrays),
+                        done,
+                        len(to_train),
+                        done / max(dt, 1e-9),
                     )
             rows.append(row)
         n_skip = len(plans) - len(to_train)
@@ -845,8 +926,15 @@ def classify_shard(
     genes = shard_genes(table.loc[pert, GENE].astype(str).unique().tolist(), n_shards)[shard]
     guides = guides_of(table, genes)
     log.info(
-        "shard %d/%d of %s/%s: %d gene(s), %d guide(s), %d of %d pseudo-guides", shard + 1, n_shards,
-        model or "model", variant, len(genes), len(guides), len(nulls), len(design),
+        "shard %d/%d of %s/%s: %d gene(s), %d guide(s), %d of %d pseudo-guides",
+        shard + 1,
+        n_shards,
+        model or "model",
+        variant,
+        len(genes),
+        len(guides),
+        len(nulls),
+        len(design),
     )
     return classify_guides(table, guides, folds, cfg, seed, variant, model, log, nulls=nulls)
 
@@ -872,9 +960,11 @@ def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     rows["_ok"] = ok.astype(np.int64)
     for v in vals:
         rows[v] = rows[v].where(ok)
-    guide = rows.groupby(keys, sort=True, dropna=False).agg(
-        n_folds_ok=("_ok", "sum"), **{v: (v, "mean") for v in vals}
-    ).reset_index()
+    guide = (
+        rows.groupby(keys, sort=True, dropna=False)
+        .agg(n_folds_ok=("_ok", "sum"), **{v: (v, "mean") for v in vals})
+        .reset_index()
+    )
     guide["n_folds_ok"] = guide["n_folds_ok"].astype(np.int64)
     guide = guide[list(GUIDE_SUMMARY_COLUMNS)]
     real = rows[~rows["is_null_guide"].astype(bool)]
@@ -933,12 +1023,14 @@ def guide_map(
     gene = wells[GENE].astype(str).to_numpy()
     guide = wells[GUIDE].astype(str).to_numpy()
     key = np.char.add(np.char.add(gene.astype(str), "\x1f"), guide.astype(str))
-    meta = pd.DataFrame({
-        # every control well is its own group, so controls never pair up as positives
-        group_col: np.where(is_control, np.char.add("\x1econtrol", np.arange(len(wells)).astype(str)), key),
-        PLATE: wells[PLATE].astype(str).to_numpy(),
-        ctrl_col: is_control,
-    })
+    meta = pd.DataFrame(
+        {
+            # every control well is its own group, so controls never pair up as positives
+            group_col: np.where(is_control, np.char.add("\x1econtrol", np.arange(len(wells)).astype(str)), key),
+            PLATE: wells[PLATE].astype(str).to_numpy(),
+            ctrl_col: is_control,
+        }
+    )
     pairs = pd.DataFrame({GENE: gene[~is_control], GUIDE: guide[~is_control], group_col: key[~is_control]})
     n_wells = pairs.groupby(group_col).size().rename("n_wells")
     pairs = pairs.drop_duplicates(group_col).merge(n_wells.reset_index(), on=group_col)
@@ -946,8 +1038,14 @@ def guide_map(
     if pairs.empty:
         return pd.DataFrame({c: [] for c in MAP_COLUMNS})
     ap = average_precision(
-        meta, X.astype(np.float64, copy=False), pos_sameby=[group_col], pos_diffby=[],
-        neg_sameby=[PLATE], neg_diffby=[ctrl_col], distance="cosine", progress_bar=False,
+        meta,
+        X.astype(np.float64, copy=False),
+        pos_sameby=[group_col],
+        pos_diffby=[],
+        neg_sameby=[PLATE],
+        neg_diffby=[ctrl_col],
+        distance="cosine",
+        progress_bar=False,
     )
     ap = ap[~ap[ctrl_col].astype(bool)]
     ap = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float))]
@@ -955,8 +1053,13 @@ def guide_map(
     if len(ap):
         with tempfile.TemporaryDirectory(prefix="phenoica-copairs-") as tmp:
             result = mean_average_precision(
-                ap, sameby=[group_col], null_size=null_size, threshold=0.05,
-                seed=derive_seed(seed, "map", model, variant), progress_bar=False, max_workers=1,
+                ap,
+                sameby=[group_col],
+                null_size=null_size,
+                threshold=0.05,
+                seed=derive_seed(seed, "map", model, variant),
+                progress_bar=False,
+                max_workers=1,
                 cache_dir=cache_dir or tmp,
             )[[group_col, "mean_average_precision", "p_value"]]
     out = pairs.merge(result, on=group_col, how="left")
@@ -964,7 +1067,10 @@ def guide_map(
     if unscored.any():
         log.warning(
             "%s: %d guide(s) have no positive pair (a single well, or no control well on their plates) and get "
-            "no mAP: %s", source, int(unscored.sum()), out.loc[unscored, GUIDE].tolist()[:10],
+            "no mAP: %s",
+            source,
+            int(unscored.sum()),
+            out.loc[unscored, GUIDE].tolist()[:10],
         )
     out = out.rename(columns={"p_value": "map_p_value"})
     out["map_p_value"] = out["map_p_value"].astype(np.float64)

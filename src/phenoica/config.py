@@ -143,11 +143,14 @@ def resolve_section(section: str, values: Mapping[str, Any] | None) -> ResolvedS
             entry = (entry.get("properties") or {}).get(part) or entry.get("additionalProperties") or {}
         if err.validator == "additionalProperties":
             unknown = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-            raise ConfigError(f"config key {'.'.join([section, *path])}: unknown key(s) {unknown}; "
-                              f"expected keys {sorted(err.schema.get('properties', {}))}")
+            raise ConfigError(
+                f"config key {'.'.join([section, *path])}: unknown key(s) {unknown}; "
+                f"expected keys {sorted(err.schema.get('properties', {}))}"
+            )
         what = describe_schema(entry) if path else "a mapping"
-        raise ConfigError(f"config key {'.'.join([section, *path])}: expected {what}, got {err.instance!r} "
-                          f"({err.message})")
+        raise ConfigError(
+            f"config key {'.'.join([section, *path])}: expected {what}, got {err.instance!r} ({err.message})"
+        )
     return _resolved(section, instance)
 
 
@@ -160,12 +163,34 @@ def _resolved(section: str, values: dict[str, Any]) -> ResolvedSection:
 #: The workflow's job rules (target rules all / disentangle / bilipschitz run nothing): the
 #: names the ``resources`` section may hold besides ``default``. A test keeps it equal to rules/.
 RULE_NAMES: tuple[str, ...] = (
-    "simulate_truth", "simulate_plate", "plate_metadata", "ingest_images", "ingest_ome_zarr",
-    "train_mae", "embed", "gather_profiles", "fit_transforms", "apply_transform", "splits", "classify",
-    "map_readout", "gather_scores", "align", "structural", "gather_identifiability", "report",
-    "biomap_profiles", "biomap", "batch_metrics", "gather_biomap",
-    "disentangle_train", "disentangle_evaluate", "disentangle_report",
-    "bilipschitz_train", "bilipschitz_gather", "bilipschitz_report",
+    "simulate_truth",
+    "simulate_plate",
+    "plate_metadata",
+    "ingest_images",
+    "ingest_ome_zarr",
+    "train_mae",
+    "embed",
+    "gather_profiles",
+    "fit_transforms",
+    "apply_transform",
+    "splits",
+    "classify",
+    "map_readout",
+    "gather_scores",
+    "align",
+    "structural",
+    "gather_identifiability",
+    "report",
+    "biomap_profiles",
+    "biomap",
+    "batch_metrics",
+    "gather_biomap",
+    "disentangle_train",
+    "disentangle_evaluate",
+    "disentangle_report",
+    "bilipschitz_train",
+    "bilipschitz_gather",
+    "bilipschitz_report",
 )
 
 
@@ -228,9 +253,13 @@ def check_model_geometry(spec: Mapping[str, Any], where: str = "model spec") -> 
     ``img_size`` a multiple of ``patch_size``, ``embed_dim`` divisible by ``num_heads``.
     Raises ConfigError naming ``where`` and the keys."""
     if spec["img_size"] % spec["patch_size"]:
-        raise ConfigError(f"{where}.img_size ({spec['img_size']}) is not a multiple of patch_size ({spec['patch_size']})")
+        raise ConfigError(
+            f"{where}.img_size ({spec['img_size']}) is not a multiple of patch_size ({spec['patch_size']})"
+        )
     if spec["embed_dim"] % spec["num_heads"]:
-        raise ConfigError(f"{where}.embed_dim ({spec['embed_dim']}) is not divisible by num_heads ({spec['num_heads']})")
+        raise ConfigError(
+            f"{where}.embed_dim ({spec['embed_dim']}) is not divisible by num_heads ({spec['num_heads']})"
+        )
 
 
 def _check_model_entry(name: str, model: Mapping[str, Any]) -> None:

@@ -169,9 +169,7 @@ def inference_context(device: torch.device) -> Iterator[None]:
         yield
 
 
-def embed_crops(
-    model: nn.Module, crops: torch.Tensor, batch_size: int, device: torch.device
-) -> torch.Tensor:
+def embed_crops(model: nn.Module, crops: torch.Tensor, batch_size: int, device: torch.device) -> torch.Tensor:
     """Crops (n, k, C, s, s) -> float32 embeddings (n, D): the model on batches of ``batch_size``
     crops (bf16 autocast on CUDA), then the mean over each image's k crops."""
     n, k = crops.shape[:2]
@@ -292,15 +290,24 @@ def read_chunk(tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = N
     return block
 
 
-def load_chunk(tiles: da.Array, chunk: Chunk, crop_size: int, intensity_max: float | None, source: str,
-               pin: bool, channels: Sequence[int] | None = None, normalize: str = NORMALIZE_IMAGE) -> torch.Tensor:
+def load_chunk(
+    tiles: da.Array,
+    chunk: Chunk,
+    crop_size: int,
+    intensity_max: float | None,
+    source: str,
+    pin: bool,
+    channels: Sequence[int] | None = None,
+    normalize: str = NORMALIZE_IMAGE,
+) -> torch.Tensor:
     """Read one chunk and preprocess it into crops (n, k, C, s, s) on the CPU."""
     crops = prepare(read_chunk(tiles, chunk, channels), crop_size, intensity_max, source=source, normalize=normalize)
     return crops.pin_memory() if pin else crops
 
 
-def load_raw_chunk(tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = None,
-                   pin: bool = False) -> torch.Tensor:
+def load_raw_chunk(
+    tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = None, pin: bool = False
+) -> torch.Tensor:
     """Read one chunk as an integer tensor for preprocessing on the model's device (uint16
     widened to int32, which CUDA converts; uint8 kept, a quarter of float32's bytes)."""
     block = read_chunk(tiles, chunk, channels)
@@ -310,7 +317,9 @@ def load_raw_chunk(tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None
     return raw.pin_memory() if pin else raw
 
 
-def channel_indices(store: Path, channels: Sequence[str] | None, key: str = "channels") -> tuple[list[int] | None, list[str]]:
+def channel_indices(
+    store: Path, channels: Sequence[str] | None, key: str = "channels"
+) -> tuple[list[int] | None, list[str]]:
     """(indices into the store's channels, names fed to the model) for ``channels``, the store's
     channel names in the model's order (None = all, in the store's order). A name the store
     lacks, or a name given twice, raises ScreenError naming ``key`` and the store's channels."""
@@ -347,9 +356,16 @@ def check_finite(emb: np.ndarray, chunk: Chunk, rows: pd.DataFrame, store: Path)
         )
 
 
-def assemble(out: Path, parts: Path, chunks: list[Chunk], rows: pd.DataFrame, dim: int,
-             row_group_rows: int = ROW_GROUP_ROWS, names: Sequence[str] | None = None,
-             metadata: Mapping[str, Any] | None = None) -> Path:
+def assemble(
+    out: Path,
+    parts: Path,
+    chunks: list[Chunk],
+    rows: pd.DataFrame,
+    dim: int,
+    row_group_rows: int = ROW_GROUP_ROWS,
+    names: Sequence[str] | None = None,
+    metadata: Mapping[str, Any] | None = None,
+) -> Path:
     """Write ``out`` atomically: metadata rows + float32 features ``names`` (default
     ``emb_0000 ...``), streamed from the parts; whole parts are gathered into row groups of at
     least ``row_group_rows`` rows (the last may be smaller), so memory is bounded by one row
@@ -489,16 +505,51 @@ def embed_plate(
         prepare_parts(parts, manifest, log)
         todo = [c for c in chunks if not part_is_done(parts, c, dim)]
         if len(todo) < len(chunks):
-            log.info("plate %s: resuming from %s, %d/%d chunk(s) already done", plate, parts,
-                     len(chunks) - len(todo), len(chunks))
-        log.info("plate %s: embedding %d image(s) in %d chunk(s) on %s, channels %s, %s normalization, D=%d",
-                 plate, sum(len(c.image_indices) for c in todo), len(todo), dev, fed, normalize, dim)
-        run_chunks(todo, tiles, model, rows, parts, store, crop_size=crop_size, intensity_max=intensity_max,
-                   batch_size=batch_size, device=dev, plate=plate, log=log, channels=selected,
-                   normalize=normalize, names=names, loader_threads=loader_threads,
-                   on_device=dev.type == "cuda" if preprocess_on_device is None else preprocess_on_device)
-    record = {"model": model_id, **opts, "channels": fed, "crop_size": int(crop_size), "normalize": normalize,
-              "intensity_max": intensity_max, "feature_dim": dim}
+            log.info(
+                "plate %s: resuming from %s, %d/%d chunk(s) already done",
+                plate,
+                parts,
+                len(chunks) - len(todo),
+                len(chunks),
+            )
+        log.info(
+            "plate %s: embedding %d image(s) in %d chunk(s) on %s, channels %s, %s normalization, D=%d",
+            plate,
+            sum(len(c.image_indices) for c in todo),
+            len(todo),
+            dev,
+            fed,
+            normalize,
+            dim,
+        )
+        run_chunks(
+            todo,
+            tiles,
+            model,
+            rows,
+            parts,
+            store,
+            crop_size=crop_size,
+            intensity_max=intensity_max,
+            batch_size=batch_size,
+            device=dev,
+            plate=plate,
+            log=log,
+            channels=selected,
+            normalize=normalize,
+            names=names,
+            loader_threads=loader_threads,
+            on_device=dev.type == "cuda" if preprocess_on_device is None else preprocess_on_device,
+        )
+    record = {
+        "model": model_id,
+        **opts,
+        "channels": fed,
+        "crop_size": int(crop_size),
+        "normalize": normalize,
+        "intensity_max": intensity_max,
+        "feature_dim": dim,
+    }
     assemble(out, parts, chunks, rows, dim, names=names, metadata=record)
     shutil.rmtree(parts)
     log.info("plate %s: wrote %s (%d rows x %d features)", plate, out, len(rows), dim)
@@ -538,8 +589,10 @@ def run_chunks(
     top = intensity_max if intensity_max is not None else dtype_max(tiles.dtype)
     queue = iter(todo)
     pending: deque[Future[torch.Tensor]] = deque()
-    with ThreadPoolExecutor(max_workers=loader_threads, thread_name_prefix="phenoica-load") as loader, \
-            ThreadPoolExecutor(max_workers=1, thread_name_prefix="phenoica-write") as writer:
+    with (
+        ThreadPoolExecutor(max_workers=loader_threads, thread_name_prefix="phenoica-load") as loader,
+        ThreadPoolExecutor(max_workers=1, thread_name_prefix="phenoica-write") as writer,
+    ):
 
         def load_next() -> None:
             chunk = next(queue, None)
@@ -548,8 +601,9 @@ def run_chunks(
             if on_device:
                 pending.append(loader.submit(load_raw_chunk, tiles, chunk, channels, pin))
             else:
-                pending.append(loader.submit(load_chunk, tiles, chunk, crop_size, intensity_max, source, pin,
-                                             channels, normalize))
+                pending.append(
+                    loader.submit(load_chunk, tiles, chunk, crop_size, intensity_max, source, pin, channels, normalize)
+                )
 
         for _ in range(loader_threads):
             load_next()
@@ -558,8 +612,7 @@ def run_chunks(
             crops = pending.popleft().result()
             load_next()
             if on_device:
-                crops = prepare(crops.to(device, non_blocking=True), crop_size, top, source=source,
-                                normalize=normalize)
+                crops = prepare(crops.to(device, non_blocking=True), crop_size, top, source=source, normalize=normalize)
             emb = embed_crops(model, crops, batch_size, device).cpu().numpy().astype(np.float32, copy=False)
             del crops
             check_finite(emb, chunk, rows, store)
@@ -570,8 +623,15 @@ def run_chunks(
             elapsed = time.perf_counter() - t0
             rate = done / elapsed if elapsed > 0 else float("inf")
             eta = (total - done) / rate if rate > 0 else float("nan")
-            log.info("plate %s: chunk %d/%d, %d image(s), %.1f images/s, ETA %.0f s",
-                     plate, i + 1, len(todo), len(chunk.image_indices), rate, eta)
+            log.info(
+                "plate %s: chunk %d/%d, %d image(s), %.1f images/s, ETA %.0f s",
+                plate,
+                i + 1,
+                len(todo),
+                len(chunk.image_indices),
+                rate,
+                eta,
+            )
         for write in writes:
             write.result()  # surface a failed write before the parts are assembled
 
@@ -608,7 +668,10 @@ def embed_model_plate(
         runner = torch.compile(model)
         log.info("model %s: compiled with torch.compile (the first batches include compilation)", model_name)
     return embed_plate(
-        store, metadata, runner, Path(out),
+        store,
+        metadata,
+        runner,
+        Path(out),
         crop_size=embed.get("crop_size") or model.img_size,
         intensity_max=embed.get("intensity_max"),
         batch_size=int(embed.get("batch_size", 128)),

@@ -47,8 +47,14 @@ def _variant_panel(
     data = [real[v] for v in variants]
     boxed = [i for i, d in enumerate(data) if d.size]
     if boxed:
-        ax.boxplot([data[i] for i in boxed], positions=positions[boxed], widths=0.45, showfliers=False,
-                   medianprops={"color": "black"}, boxprops={"color": "0.3"})
+        ax.boxplot(
+            [data[i] for i in boxed],
+            positions=positions[boxed],
+            widths=0.45,
+            showfliers=False,
+            medianprops={"color": "black"},
+            boxprops={"color": "0.3"},
+        )
     for pos, values in zip(positions, data):
         ax.scatter(pos + _spread(values.size, 0.35), values, s=14, color="tab:blue", alpha=0.75, zorder=3)
     handles = [Line2D([], [], marker="o", ls="", color="tab:blue", label="real guides")]
@@ -80,8 +86,14 @@ def _models(df: pd.DataFrame) -> list[str]:
 
 
 def _per_variant_figure(
-    guides: pd.DataFrame, metric: str, ylabel: str, title: str, path: Path, dpi: int,
-    show_null: bool, chance: float | None,
+    guides: pd.DataFrame,
+    metric: str,
+    ylabel: str,
+    title: str,
+    path: Path,
+    dpi: int,
+    show_null: bool,
+    chance: float | None,
 ) -> Path:
     """One panel per model: the guide-level ``metric`` per variant."""
     models = _models(guides)
@@ -102,8 +114,12 @@ def _per_variant_figure(
 
 
 def _paired_figure(
-    genes: pd.DataFrame, truth: pd.DataFrame | None, path: Path, dpi: int,
-    variant: str = "pca_ica", reference: str = "pca",
+    genes: pd.DataFrame,
+    truth: pd.DataFrame | None,
+    path: Path,
+    dpi: int,
+    variant: str = "pca_ica",
+    reference: str = "pca",
 ) -> Path:
     """Gene-level AUROC, ``variant`` (y) vs ``reference`` (x), one panel per model, diagonal y = x."""
     models = _models(genes)
@@ -125,8 +141,10 @@ def _paired_figure(
         ax.plot([lo, hi], [lo, hi], ls="--", lw=1, color="0.4", label="y = x (no change)")
         if gene_effect is not None:
             effect = joined.index.map(gene_effect).to_series(index=joined.index).fillna(False).astype(bool)
-            for flag, color, label in ((True, "tab:orange", "gene with true effect"),
-                                       (False, "tab:blue", "gene without effect")):
+            for flag, color, label in (
+                (True, "tab:orange", "gene with true effect"),
+                (False, "tab:blue", "gene without effect"),
+            ):
                 pts = joined[effect == flag]
                 if len(pts):
                     ax.scatter(pts["x"], pts["y"], s=28, color=color, label=label, zorder=3)
@@ -155,8 +173,9 @@ def identifiability_figure(
         means = table1.groupby("variant")[[m for m, _ in maps]].mean()
         width = 0.8 / len(maps)
         for i, (col, label) in enumerate(maps):
-            left.bar(np.arange(len(variants)) + (i - 1.5) * width, [means.loc[v, col] for v in variants],
-                     width, label=label)
+            left.bar(
+                np.arange(len(variants)) + (i - 1.5) * width, [means.loc[v, col] for v in variants], width, label=label
+            )
         left.set_xticks(np.arange(len(variants)), [variant_label(v) for v in variants])
         left.set_ylabel("held-out mean l2 error / diameter of B")
         left.set_title("Alignment between models (Table 1)")
@@ -169,8 +188,9 @@ def identifiability_figure(
         means = structural.groupby("variant")[["mcc", "infom", "infoe"]].mean()
         width = 0.8 / 3
         for i, (col, label) in enumerate([("mcc", "MCC"), ("infom", "InfoM"), ("infoe", "InfoE")]):
-            right.bar(np.arange(len(variants)) + (i - 1) * width, [means.loc[v, col] for v in variants], width,
-                      label=label)
+            right.bar(
+                np.arange(len(variants)) + (i - 1) * width, [means.loc[v, col] for v in variants], width, label=label
+            )
         right.set_xticks(np.arange(len(variants)), [variant_label(v) for v in variants])
         right.set_ylim(0, 1)
         right.set_ylabel("score (1 = factors recovered one-to-one)")
@@ -185,15 +205,13 @@ def identifiability_figure(
 VARIANT_COLORS: dict[str, str] = {"base": "tab:gray", "pca": "tab:blue", "pca_ica": "tab:red", "pca_rand": "tab:green"}
 
 
-def _volcano_figure(
-    guides: pd.DataFrame, truth: pd.DataFrame | None, path: Path, dpi: int, q_threshold: float
-) -> Path:
+def _volcano_figure(guides: pd.DataFrame, truth: pd.DataFrame | None, path: Path, dpi: int, q_threshold: float) -> Path:
     """Per model (rows) and variant (columns): AUROC above the null's median vs -log10 q."""
     models = _models(guides)
     variants = ordered_variants(guides["variant"])
     fig = Figure(figsize=(3.6 * max(1, len(variants)), 3.4 * len(models)), layout="constrained")
     axes = fig.subplots(len(models), max(1, len(variants)), squeeze=False)
-    effect = (truth.set_index([GENE, GUIDE])["has_effect"].astype(bool) if truth is not None else None)
+    effect = truth.set_index([GENE, GUIDE])["has_effect"].astype(bool) if truth is not None else None
     for r, model in enumerate(models):
         for c, variant in enumerate(variants):
             ax = axes[r][c]
@@ -214,10 +232,18 @@ def _volcano_figure(
                 truth_flag = np.array([bool(effect.get((g, s), False)) for g, s in zip(pts[GENE], pts[GUIDE])])
                 for flag, marker, label in ((True, "o", "true effect"), (False, "X", "no true effect")):
                     m = truth_flag == flag
-                    ax.scatter(x[m & hit], y[m & hit], s=22, marker=marker, color="tab:red",
-                               label=f"hit, {label}", zorder=3)
-                    ax.scatter(x[m & ~hit], y[m & ~hit], s=22, marker=marker, color="0.6",
-                               label=f"not called, {label}", zorder=2)
+                    ax.scatter(
+                        x[m & hit], y[m & hit], s=22, marker=marker, color="tab:red", label=f"hit, {label}", zorder=3
+                    )
+                    ax.scatter(
+                        x[m & ~hit],
+                        y[m & ~hit],
+                        s=22,
+                        marker=marker,
+                        color="0.6",
+                        label=f"not called, {label}",
+                        zorder=2,
+                    )
             else:
                 ax.scatter(x[hit], y[hit], s=22, color="tab:red", label="hit", zorder=3)
                 ax.scatter(x[~hit], y[~hit], s=22, color="0.6", label="not called", zorder=2)
@@ -239,21 +265,30 @@ def _null_qq_figure(guides: pd.DataFrame, path: Path, dpi: int) -> Path:
     axes = fig.subplots(1, len(models), squeeze=False)[0]
     for ax, model in zip(axes, models):
         sub = guides[(guides["model"] == model) & guides["is_null_guide"]]
-        ax.set_title("Null calibration: pseudo-guides' p-values" + (f"\nmodel: {model}" if model else ""),
-                     fontsize=10)
+        ax.set_title("Null calibration: pseudo-guides' p-values" + (f"\nmodel: {model}" if model else ""), fontsize=10)
         drawn = False
         n_max = 0
         for variant in ordered_variants(sub["variant"]):
-            p = finite_values(pd.to_numeric(sub.loc[sub["variant"] == variant].get("p_value", pd.Series(dtype=float)),
-                                      errors="coerce"))
+            p = finite_values(
+                pd.to_numeric(
+                    sub.loc[sub["variant"] == variant].get("p_value", pd.Series(dtype=float)), errors="coerce"
+                )
+            )
             if not p.size:
                 continue
             n = p.size
             n_max = max(n_max, n)
             expected = -np.log10((np.arange(1, n + 1) - 0.5) / n)
             observed = -np.log10(np.sort(np.maximum(p, 1e-300)))
-            ax.plot(expected, observed, marker="o", ms=3, lw=1, color=VARIANT_COLORS.get(variant),
-                    label=f"{variant_label(variant)} (n = {n})")
+            ax.plot(
+                expected,
+                observed,
+                marker="o",
+                ms=3,
+                lw=1,
+                color=VARIANT_COLORS.get(variant),
+                label=f"{variant_label(variant)} (n = {n})",
+            )
             drawn = True
         if not drawn:
             _no_data(ax, "no pseudo-guide p-values")
@@ -294,15 +329,36 @@ def make_figures(
     truth = check_truth(truth) if truth is not None else None
     return {
         "auroc_by_variant": _per_variant_figure(
-            guides, "auroc", AUROC_LABEL, "Guide AUROC per variant", out_dir / "auroc_by_variant.png", dpi,
-            show_null=True, chance=0.5),
+            guides,
+            "auroc",
+            AUROC_LABEL,
+            "Guide AUROC per variant",
+            out_dir / "auroc_by_variant.png",
+            dpi,
+            show_null=True,
+            chance=0.5,
+        ),
         "volcano": _volcano_figure(guides, truth, out_dir / "volcano.png", dpi, q_threshold),
         "null_qq": _null_qq_figure(guides, out_dir / "null_qq.png", dpi),
         "paired_pca_ica_vs_pca": _paired_figure(genes, truth, out_dir / "paired_pca_ica_vs_pca.png", dpi),
         "sparsity_by_variant": _per_variant_figure(
-            guides, "sparsity", SPARSITY_LABEL, "Classifier sparsity per variant (real guides)",
-            out_dir / "sparsity_by_variant.png", dpi, show_null=False, chance=None),
+            guides,
+            "sparsity",
+            SPARSITY_LABEL,
+            "Classifier sparsity per variant (real guides)",
+            out_dir / "sparsity_by_variant.png",
+            dpi,
+            show_null=False,
+            chance=None,
+        ),
         "concentration_by_variant": _per_variant_figure(
-            guides, "concentration", CONCENTRATION_LABEL, "Concentration per variant (real guides)",
-            out_dir / "concentration_by_variant.png", dpi, show_null=False, chance=None),
+            guides,
+            "concentration",
+            CONCENTRATION_LABEL,
+            "Concentration per variant (real guides)",
+            out_dir / "concentration_by_variant.png",
+            dpi,
+            show_null=False,
+            chance=None,
+        ),
     }

@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Mapping
 
 import numpy as np
 import pandas as pd
@@ -43,11 +42,29 @@ KEYS: tuple[str, ...] = ("model", "variant")
 
 GUIDE_CALL_COLUMNS: tuple[str, ...] = ("p_value", "q_value", "hit")
 GENE_CALL_COLUMNS: tuple[str, ...] = (
-    "model", "variant", GENE, "n_guides", "n_guides_hit", "auroc", "p_value", "q_value", "hit",
+    "model",
+    "variant",
+    GENE,
+    "n_guides",
+    "n_guides_hit",
+    "auroc",
+    "p_value",
+    "q_value",
+    "hit",
 )
 NULL_COLUMNS: tuple[str, ...] = (
-    "model", "variant", "null_model", "n_null", "n_null_skipped", "null_auroc_mean", "null_auroc_median",
-    "logit_mean", "logit_sd", "normality_p", "loo_uniform_ks_p", "loo_fraction_below_05",
+    "model",
+    "variant",
+    "null_model",
+    "n_null",
+    "n_null_skipped",
+    "null_auroc_mean",
+    "null_auroc_median",
+    "logit_mean",
+    "logit_sd",
+    "normality_p",
+    "loo_uniform_ks_p",
+    "loo_fraction_below_05",
 )
 AGREEMENT: tuple[str, ...] = ("both", "classifier_only", "map_only", "neither")
 
@@ -191,12 +208,17 @@ def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataF
     rows = []
     for (model, variant, gene), sub in real.groupby(["model", "variant", GENE], sort=True):
         p = sub["p_value"].to_numpy(dtype=float)
-        rows.append({
-            "model": model, "variant": variant, GENE: gene, "n_guides": int(np.isfinite(p).sum()),
-            "n_guides_hit": int(sub["hit"].astype(bool).sum()),
-            "auroc": float(np.nanmean(sub["auroc"])) if np.isfinite(sub["auroc"]).any() else math.nan,
-            "p_value": acat(p),
-        })
+        rows.append(
+            {
+                "model": model,
+                "variant": variant,
+                GENE: gene,
+                "n_guides": int(np.isfinite(p).sum()),
+                "n_guides_hit": int(sub["hit"].astype(bool).sum()),
+                "auroc": float(np.nanmean(sub["auroc"])) if np.isfinite(sub["auroc"]).any() else math.nan,
+                "p_value": acat(p),
+            }
+        )
     genes = pd.DataFrame(rows, columns=[c for c in GENE_CALL_COLUMNS if c not in ("q_value", "hit")])
     q = np.full(len(genes), math.nan)
     for _key, idx in _groups(genes):
@@ -223,15 +245,22 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric") -> p
         loo = fit.leave_one_out_p()
         loo = loo[np.isfinite(loo)]
         z = logit_auroc(fit.auroc)
-        rows.append({
-            "model": model, "variant": variant, "null_model": null_model, "n_null": fit.n,
-            "n_null_skipped": int(len(nulls) - fit.n),
-            "null_auroc_mean": float(fit.auroc.mean()), "null_auroc_median": float(np.median(fit.auroc)),
-            "logit_mean": fit.logit_mean, "logit_sd": fit.logit_sd,
-            "normality_p": float(stats.shapiro(z).pvalue) if fit.n >= 3 and np.ptp(z) > 0 else math.nan,
-            "loo_uniform_ks_p": float(stats.kstest(loo, "uniform").pvalue) if loo.size else math.nan,
-            "loo_fraction_below_05": float(np.mean(loo < 0.05)) if loo.size else math.nan,
-        })
+        rows.append(
+            {
+                "model": model,
+                "variant": variant,
+                "null_model": null_model,
+                "n_null": fit.n,
+                "n_null_skipped": int(len(nulls) - fit.n),
+                "null_auroc_mean": float(fit.auroc.mean()),
+                "null_auroc_median": float(np.median(fit.auroc)),
+                "logit_mean": fit.logit_mean,
+                "logit_sd": fit.logit_sd,
+                "normality_p": float(stats.shapiro(z).pvalue) if fit.n >= 3 and np.ptp(z) > 0 else math.nan,
+                "loo_uniform_ks_p": float(stats.kstest(loo, "uniform").pvalue) if loo.size else math.nan,
+                "loo_fraction_below_05": float(np.mean(loo < 0.05)) if loo.size else math.nan,
+            }
+        )
     return pd.DataFrame(rows, columns=list(NULL_COLUMNS))
 
 
@@ -268,14 +297,21 @@ def readout_agreement(hits: pd.DataFrame) -> pd.DataFrame:
         counts = sub["agreement"].value_counts()
         a, b = sub["hit"].astype(bool).to_numpy(), sub["map_hit"].astype(bool).to_numpy()
         both = sub[np.isfinite(sub["auroc"]) & np.isfinite(sub["mean_average_precision"])]
-        rho = (stats.spearmanr(both["auroc"], both["mean_average_precision"]).statistic
-               if len(both) >= 3 and both["auroc"].nunique() > 1 and both["mean_average_precision"].nunique() > 1
-               else math.nan)
-        rows.append({
-            "model": model, "variant": variant, "n_guides": len(sub),
-            **{c: int(counts.get(c, 0)) for c in AGREEMENT},
-            "kappa": _kappa(a, b), "spearman_auroc_map": float(rho),
-        })
+        rho = (
+            stats.spearmanr(both["auroc"], both["mean_average_precision"]).statistic
+            if len(both) >= 3 and both["auroc"].nunique() > 1 and both["mean_average_precision"].nunique() > 1
+            else math.nan
+        )
+        rows.append(
+            {
+                "model": model,
+                "variant": variant,
+                "n_guides": len(sub),
+                **{c: int(counts.get(c, 0)) for c in AGREEMENT},
+                "kappa": _kappa(a, b),
+                "spearman_auroc_map": float(rho),
+            }
+        )
     return pd.DataFrame(rows, columns=["model", "variant", "n_guides", *AGREEMENT, "kappa", "spearman_auroc_map"])
 
 
@@ -288,14 +324,17 @@ def _kappa(a: np.ndarray, b: np.ndarray) -> float:
     return (po - pe) / (1 - pe) if pe < 1 else math.nan
 
 
-def hit_counts(guide_calls: pd.DataFrame, gene_calls: pd.DataFrame, thresholds: tuple[float, ...] = (0.05, 0.1)) -> pd.DataFrame:
+def hit_counts(
+    guide_calls: pd.DataFrame, gene_calls: pd.DataFrame, thresholds: tuple[float, ...] = (0.05, 0.1)
+) -> pd.DataFrame:
     """Per (model, variant): scored real guides and genes, and how many pass each q threshold."""
     real = guide_calls[~guide_calls["is_null_guide"].astype(bool)]
     rows = []
     for (model, variant), sub in real.groupby(list(KEYS), sort=True):
         genes = gene_calls[(gene_calls["model"] == model) & (gene_calls["variant"] == variant)]
         row: dict[str, object] = {
-            "model": model, "variant": variant,
+            "model": model,
+            "variant": variant,
             "n_guides_scored": int(np.isfinite(sub["p_value"]).sum()),
             "n_genes_scored": int(np.isfinite(genes["p_value"]).sum()),
         }
@@ -327,18 +366,30 @@ def recall_fdr(
             for thr in thresholds:
                 called = np.isfinite(qv) & (qv < thr)
                 tp, fp = int((called & truth_pos).sum()), int((called & ~truth_pos).sum())
-                rows.append({
-                    "model": model, "variant": variant, "level": level, "q_threshold": thr,
-                    "n_true_effects": int(truth_pos.sum()), "n_no_effect": int((~truth_pos).sum()),
-                    "n_called": tp + fp, "true_positives": tp, "false_positives": fp,
-                    "recall": tp / truth_pos.sum() if truth_pos.any() else math.nan,
-                    "observed_fdr": fp / (tp + fp) if tp + fp else 0.0,
-                })
+                rows.append(
+                    {
+                        "model": model,
+                        "variant": variant,
+                        "level": level,
+                        "q_threshold": thr,
+                        "n_true_effects": int(truth_pos.sum()),
+                        "n_no_effect": int((~truth_pos).sum()),
+                        "n_called": tp + fp,
+                        "true_positives": tp,
+                        "false_positives": fp,
+                        "recall": tp / truth_pos.sum() if truth_pos.any() else math.nan,
+                        "observed_fdr": fp / (tp + fp) if tp + fp else 0.0,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
 def screen_calls(
-    rows: pd.DataFrame, map_df: pd.DataFrame | None, null_model: str, q_threshold: float, with_null: bool = True,
+    rows: pd.DataFrame,
+    map_df: pd.DataFrame | None,
+    null_model: str,
+    q_threshold: float,
+    with_null: bool = True,
 ) -> dict[str, pd.DataFrame]:
     """Everything the gather step writes, from the guide-fold rows of every shard.
 

@@ -144,8 +144,7 @@ def validate_plate_map(df: pd.DataFrame, source: str | None = None) -> pd.DataFr
     per_image = [c for c in (SITE, IMAGE_INDEX) if c in df.columns]
     if per_image:
         raise ScreenError(
-            f"{source}: column(s) {per_image} are per image; a plate map has one row per well and "
-            "ingest sets them"
+            f"{source}: column(s) {per_image} are per image; a plate map has one row per well and ingest sets them"
         )
     out = normalize_names(df)
     out.attrs["source"] = source
@@ -274,8 +273,12 @@ def _scan_images(images_dir: Path | str, pattern: str, plate: str) -> pd.DataFra
     dup = found.duplicated(["well", "site", "channel"], keep=False)
     if dup.any():
         first = found[dup].iloc[0]
-        same = found[dup & (found["well"] == first["well"]) & (found["site"] == first["site"])
-                     & (found["channel"] == first["channel"])]["path"].tolist()
+        same = found[
+            dup
+            & (found["well"] == first["well"])
+            & (found["site"] == first["site"])
+            & (found["channel"] == first["channel"])
+        ]["path"].tolist()
         raise ScreenError(
             f"{same[0]}: well {first['well']} site {first['site']} channel {first['channel']!r} matches "
             f"more than one file {same} (wells compared after normalizing A1 -> A01)"
@@ -429,7 +432,9 @@ def ingest_image_plate(
     if unmapped:
         log.warning(
             "plate %s: skipping images of %d well(s) absent from the plate map: %s",
-            plate, len(unmapped), unmapped[:20],
+            plate,
+            len(unmapped),
+            unmapped[:20],
         )
         found = found[found["well"].isin(mapped)]
     if found.empty:
@@ -439,9 +444,7 @@ def ingest_image_plate(
     grid = grid.reindex(columns=chans)
     missing = grid.isna()
     if missing.to_numpy().any():
-        (well, site), channel = next(
-            (key, ch) for key, row in missing.iterrows() for ch in chans if row[ch]
-        )
+        (well, site), channel = next((key, ch) for key, row in missing.iterrows() for ch in chans if row[ch])
         sibling = found[(found["well"] == well) & (found["site"] == site)].iloc[0]
         expected = _expected_path(images_dir, pattern, plate, sibling, channel)
         raise ScreenError(
@@ -458,7 +461,9 @@ def ingest_image_plate(
 
     first = read_image(paths[0, 0])
     shape = (len(paths), len(chans), int(first.shape[0]), int(first.shape[1]))
-    log.info("plate %s: %d images x %d channels %s of %s %s", plate, shape[0], shape[1], chans, first.shape, first.dtype)
+    log.info(
+        "plate %s: %d images x %d channels %s of %s %s", plate, shape[0], shape[1], chans, first.shape, first.dtype
+    )
 
     def blocks() -> Iterator[np.ndarray]:
         for start in range(0, len(paths), chunk_images):
@@ -644,7 +649,9 @@ def ingest_ome_zarr_plate(
     first = fields[0]
     for f in fields[1:]:
         if f.channels != first.channels:
-            raise ScreenError(f"{f.name}: channels {list(f.channels)} differ from {list(first.channels)} of {first.name}")
+            raise ScreenError(
+                f"{f.name}: channels {list(f.channels)} differ from {list(first.channels)} of {first.name}"
+            )
         if f.size_cyx != first.size_cyx:
             raise ScreenError(
                 f"{f.name}: (C, Y, X) {f.size_cyx} differs from {first.size_cyx} of {first.name}; "

@@ -125,16 +125,18 @@ def get_logger(name: str, log_file: Path | str | None = None) -> logging.Logger:
     logger.setLevel(logging.INFO)
     logger.propagate = False
     fmt = LOG_FORMAT
-    if not any(isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is sys.stderr
-               for h in logger.handlers):
+    if not any(
+        isinstance(h, logging.StreamHandler) and getattr(h, "stream", None) is sys.stderr for h in logger.handlers
+    ):
         stream = logging.StreamHandler(sys.stderr)
         stream.setFormatter(fmt)
         logger.addHandler(stream)
     if log_file is not None:
         log_file = Path(log_file)
         log_file.parent.mkdir(parents=True, exist_ok=True)
-        if not any(isinstance(h, logging.FileHandler) and Path(h.baseFilename) == log_file.resolve()
-                   for h in logger.handlers):
+        if not any(
+            isinstance(h, logging.FileHandler) and Path(h.baseFilename) == log_file.resolve() for h in logger.handlers
+        ):
             fh = logging.FileHandler(log_file)
             fh.setFormatter(fmt)
             logger.addHandler(fh)

@@ -215,7 +215,10 @@ def build_mae(spec: Mapping[str, Any], in_chans: int, seed: int = 0, norm_pix_lo
 
 
 def sample_training_images(
-    stores: list[Path], max_images: int, seed: int, channels: Sequence[str] | None = None,
+    stores: list[Path],
+    max_images: int,
+    seed: int,
+    channels: Sequence[str] | None = None,
     channels_key: str = "channels",
 ) -> list[np.ndarray]:
     """Up to ``max_images`` images drawn (seeded, without replacement) across plate stores.
@@ -230,7 +233,9 @@ def sample_training_images(
     if not stores:
         raise ValueError("train_mae: no plate stores given")
     tiles = [open_plate(s) for s in stores]
-    selected = [channel_indices(Path(s), channels, channels_key)[0] for s in stores] if channels else [None] * len(stores)
+    selected = (
+        [channel_indices(Path(s), channels, channels_key)[0] for s in stores] if channels else [None] * len(stores)
+    )
     chans = {int(t.shape[1]) for t in tiles}
     if len(chans) > 1 and not channels:
         detail = ", ".join(f"{s}: {t.shape[1]}" for s, t in zip(stores, tiles))
@@ -324,19 +329,28 @@ def train_mae(
     log = log or get_logger("phenoica.mae")
     dev = resolve_device(device)
     t0 = time.perf_counter()
-    images = sample_training_images([Path(s) for s in stores], int(train["max_images"]), seed,
-                                    channels=spec.get("channels"))
+    images = sample_training_images(
+        [Path(s) for s in stores], int(train["max_images"]), seed, channels=spec.get("channels")
+    )
     in_chans = int(images[0].shape[1])
     n_images = sum(len(a) for a in images)
     load_s = time.perf_counter() - t0
-    log.info("MAE training on %d images (%d channels, %.0f MB in memory) from %d store(s), loaded in %.1f s, "
-             "device %s", n_images, in_chans, sum(a.nbytes for a in images) / 2**20, len(stores), load_s, dev)
+    log.info(
+        "MAE training on %d images (%d channels, %.0f MB in memory) from %d store(s), loaded in %.1f s, device %s",
+        n_images,
+        in_chans,
+        sum(a.nbytes for a in images) / 2**20,
+        len(stores),
+        load_s,
+        dev,
+    )
 
     model = build_mae(spec, in_chans, seed=seed, norm_pix_loss=bool(train["norm_pix_loss"])).to(dev)
     model.train()
     steps, batch_size = int(train["steps"]), int(train["batch_size"])
-    optimizer = torch.optim.AdamW(_param_groups(model, float(train["weight_decay"])), lr=float(train["lr"]),
-                                  betas=(0.9, 0.95))
+    optimizer = torch.optim.AdamW(
+        _param_groups(model, float(train["weight_decay"])), lr=float(train["lr"]), betas=(0.9, 0.95)
+    )
     warmup = int(train["warmup_steps"])
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup, steps))
     generator = torch.Generator().manual_seed(seed)
@@ -364,8 +378,14 @@ def train_mae(
             now = time.perf_counter()
             window = step - last_logged
             rate = window * batch_size / max(now - t_window, 1e-9)
-            log.info("step %d/%d loss %.4f lr %.2e %.0f img/s", step, steps,
-                     float(np.mean(losses[-window:])), scheduler.get_last_lr()[0], rate)
+            log.info(
+                "step %d/%d loss %.4f lr %.2e %.0f img/s",
+                step,
+                steps,
+                float(np.mean(losses[-window:])),
+                scheduler.get_last_lr()[0],
+                rate,
+            )
             t_window, last_logged = now, step
     train_s = time.perf_counter() - t_train
     tail = max(1, min(log_every, steps))
@@ -387,8 +407,13 @@ def train_mae(
     made = {k: v for k, v in summary.items() if k not in ("images_per_s", "train_seconds", "load_seconds")}
     save_checkpoint(model, spec, out, extra={"train_summary": made})
     summary["checkpoint"] = str(out)
-    log.info("MAE training done: loss %.4f -> %.4f, %.0f img/s, checkpoint %s",
-             summary["initial_loss"], summary["final_loss"], summary["images_per_s"], out)
+    log.info(
+        "MAE training done: loss %.4f -> %.4f, %.0f img/s, checkpoint %s",
+        summary["initial_loss"],
+        summary["final_loss"],
+        summary["images_per_s"],
+        out,
+    )
     return summary
 
 

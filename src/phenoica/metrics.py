@@ -184,7 +184,9 @@ def _paired(latents: Any, factors: Any, *, min_rows: int = 2) -> tuple[np.ndarra
     z = _columns(latents, "latents", min_rows=min_rows)
     f = _columns(factors, "factors", min_rows=min_rows)
     if z.shape[0] != f.shape[0]:
-        raise ValueError(f"latents have {z.shape[0]} rows but factors have {f.shape[0]}; expected one row per sample in both")
+        raise ValueError(
+            f"latents have {z.shape[0]} rows but factors have {f.shape[0]}; expected one row per sample in both"
+        )
     return z, f
 
 
@@ -221,7 +223,9 @@ def discretize(factors: Any, n_bins: int | None = 20) -> np.ndarray:
     their factors.
     """
     if n_bins is not None and (isinstance(n_bins, bool) or not isinstance(n_bins, (int, np.integer)) or n_bins < 2):
-        raise ValueError(f"discretize: n_bins must be None (label-encode all values) or an integer >= 2, got {n_bins!r}")
+        raise ValueError(
+            f"discretize: n_bins must be None (label-encode all values) or an integer >= 2, got {n_bins!r}"
+        )
     f = _columns(factors, "factors", min_rows=1)
     codes = np.empty(f.shape, dtype=np.int64)
     for i in range(f.shape[1]):
@@ -270,7 +274,9 @@ def linear_r2(latents: Any, factors: Any, *, train_fraction: float | None = None
         z_fit, z_eval, f_fit, f_eval = train_test_split(z, f, train_size=float(train_fraction), random_state=seed)
     constant = np.flatnonzero(f_eval.std(axis=0) == 0)
     if constant.size:
-        raise ValueError(f"linear_r2: factor column {int(constant[0])} is constant on the scored samples; R^2 is undefined")
+        raise ValueError(
+            f"linear_r2: factor column {int(constant[0])} is constant on the scored samples; R^2 is undefined"
+        )
     model = LinearRegression().fit(z_fit, f_fit)
     return np.asarray(r2_score(f_eval, model.predict(z_eval), multioutput="raw_values"), dtype=np.float64)
 
@@ -316,7 +322,9 @@ def active_latents(latents: Any) -> np.ndarray:
     return ranges > ranges.max() / 20.0
 
 
-def nmi_matrix(sources: Any, latents: Any, n_neighbors: int = 10, seed: int = 0, *, n_bins: int | None = 20) -> np.ndarray:
+def nmi_matrix(
+    sources: Any, latents: Any, n_neighbors: int = 10, seed: int = 0, *, n_bins: int | None = 20
+) -> np.ndarray:
     """Normalized mutual information, ``K x L``: ``NMI[i, j] = I(s_i; z_j) / H(s_i)``.
 
     Sources are made discrete by :func:`discretize` (``n_bins``); latents are z-scored.
@@ -395,8 +403,9 @@ def infoc(nmi: Any, active: Any = None) -> float:
     return float((_peak_share(m, axis=1).mean() - 1.0 / n_latents) / (1.0 - 1.0 / n_latents))
 
 
-def infoe_sources(sources: Any, latents: Any, seed: int = 0, *, n_bins: int | None = 20,
-                  max_iter: int = 10_000) -> np.ndarray:
+def infoe_sources(
+    sources: Any, latents: Any, seed: int = 0, *, n_bins: int | None = 20, max_iter: int = 10_000
+) -> np.ndarray:
     """Explicitness of each source, ``(H0 - CE) / H0`` (shape ``(K,)``); :func:`infoe` is their mean.
 
     For each source (made discrete by :func:`discretize`), CE is the log-loss of an
@@ -445,8 +454,14 @@ def infoe(sources: Any, latents: Any, seed: int = 0, *, n_bins: int | None = 20,
 
 
 def infomec(
-    sources: Any, latents: Any, n_neighbors: int = 10, seed: int = 0, *, n_bins: int | None = 20,
-    infoe_max_iter: int = 10_000, infoe_all_latents: bool = False,
+    sources: Any,
+    latents: Any,
+    n_neighbors: int = 10,
+    seed: int = 0,
+    *,
+    n_bins: int | None = 20,
+    infoe_max_iter: int = 10_000,
+    infoe_all_latents: bool = False,
 ) -> dict[str, Any]:
     """InfoM, InfoE and InfoC of Hsu et al. (PAPER.md "Table 2") on the active latents.
 
@@ -468,7 +483,9 @@ def infomec(
         raise ValueError("infomec: every latent is constant; no active latents to score")
     z_active = z[:, active]
     nmi = nmi_matrix(s, z_active, n_neighbors=n_neighbors, seed=seed, n_bins=n_bins)
-    per_source = infoe_sources(s, z if infoe_all_latents else z_active, seed=seed, n_bins=n_bins, max_iter=infoe_max_iter)
+    per_source = infoe_sources(
+        s, z if infoe_all_latents else z_active, seed=seed, n_bins=n_bins, max_iter=infoe_max_iter
+    )
     return {
         "infom": infom(nmi),
         "infoe": float(per_source.mean()),
@@ -479,7 +496,9 @@ def infomec(
     }
 
 
-def dci(latents: Any, factors: Any, seed: int = 0, *, n_bins: int | None = 20, train_fraction: float = 0.8) -> dict[str, Any]:
+def dci(
+    latents: Any, factors: Any, seed: int = 0, *, n_bins: int | None = 20, train_fraction: float = 0.8
+) -> dict[str, Any]:
     """DCI of Eastwood & Williams (2018): disentanglement, completeness, informativeness.
 
     Factors are discretized (:func:`discretize`). A seeded split (``train_fraction`` for

@@ -43,7 +43,16 @@ from phenoica import screen
 from phenoica.arrays import nonfinite_columns, row_chunks
 from phenoica.io import atomic_path
 from phenoica.screen import (
-    BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, feature_columns, feature_name,
+    BATCH,
+    CONTROL,
+    GENE,
+    GUIDE,
+    PERT_TYPE,
+    PLATE,
+    WELL,
+    ScreenError,
+    feature_columns,
+    feature_name,
     metadata_columns,
 )
 
@@ -115,8 +124,9 @@ class ProfileSource:
     the parquet metadata without reading data.
     """
 
-    def __init__(self, data: pa.Table | pd.DataFrame | Path | str, batch_rows: int = DEFAULT_BATCH_ROWS,
-                 label: str | None = None) -> None:
+    def __init__(
+        self, data: pa.Table | pd.DataFrame | Path | str, batch_rows: int = DEFAULT_BATCH_ROWS, label: str | None = None
+    ) -> None:
         if int(batch_rows) < 1:
             raise ValueError(f"batch_rows: expected a positive row count, got {batch_rows}")
         self.batch_rows = int(batch_rows)
@@ -164,7 +174,9 @@ class RowGroupWriter:
         # ~3x faster), so they are stored plain.
         meta, features = split_columns(self.schema.names)
         self._writer = pq.ParquetWriter(
-            str(path), self.schema, use_dictionary=meta,
+            str(path),
+            self.schema,
+            use_dictionary=meta,
             compression={**{c: "snappy" for c in meta}, **{c: "none" for c in features}},
         )
         self._pending: list[pa.RecordBatch] = []
@@ -209,16 +221,18 @@ class RowGroupWriter:
 # --------------------------------------------------------------------------- embedding columns
 
 
-def _list_matrix(values: pa.Array | pa.ChunkedArray, column: str, source: str, expected: int | None = None,
-                 row_offset: int = 0) -> np.ndarray:
+def _list_matrix(
+    values: pa.Array | pa.ChunkedArray, column: str, source: str, expected: int | None = None, row_offset: int = 0
+) -> np.ndarray:
     """A list-valued column (one embedding per row) -> float32 (rows x D).
 
     Every row must hold ``expected`` values (default: as many as the first row).
     """
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
-    if not (pa.types.is_list(values.type) or pa.types.is_large_list(values.type)
-            or pa.types.is_fixed_size_list(values.type)) or not _numeric(values.type.value_type):
+    if not (
+        pa.types.is_list(values.type) or pa.types.is_large_list(values.type) or pa.types.is_fixed_size_list(values.type)
+    ) or not _numeric(values.type.value_type):
         raise ScreenError(f"{source}: embedding column {column!r} must hold lists of numbers, got {values.type}")
     n = len(values)
     if values.null_count:
@@ -230,7 +244,9 @@ def _list_matrix(values: pa.Array | pa.ChunkedArray, column: str, source: str, e
     expected = int(lengths[0]) if expected is None else expected
     if (lengths != expected).any():
         row = int(np.flatnonzero(lengths != expected)[0])
-        raise ScreenError(f"{source}: column {column!r} row {row + row_offset} has length {lengths[row]}, expected {expected}")
+        raise ScreenError(
+            f"{source}: column {column!r} row {row + row_offset} has length {lengths[row]}, expected {expected}"
+        )
     flat = values.flatten().to_numpy(zero_copy_only=False)
     return np.asarray(flat, dtype=np.float32).reshape(n, expected)
 
@@ -288,7 +304,9 @@ def _plan(paths: Sequence[Path | str], embedding_column: str | None) -> _Plan:
         meta, features = split_columns(columns)
         if embedding_column is not None:
             if embedding_column not in columns:
-                raise ScreenError(f"{path}: embedding column {embedding_column!r} not found; columns are {columns[:12]}")
+                raise ScreenError(
+                    f"{path}: embedding column {embedding_column!r} not found; columns are {columns[:12]}"
+                )
             features = [c for c in features if c != embedding_column]
             if features:
                 check_numeric_features(schema, features, path)
@@ -384,12 +402,12 @@ class _GeneTypes:
             )
 
 
-def _read_blocks(file: _File, plan: _Plan, batch_rows: int, reference: list[str] | None,
-                 genes: _GeneTypes | None) -> Iterator[_Block]:
+def _read_blocks(
+    file: _File, plan: _Plan, batch_rows: int, reference: list[str] | None, genes: _GeneTypes | None
+) -> Iterator[_Block]:
     """Row batches of one embedding file, validated: profile metadata (if ``genes`` is given),
     the embedding column expanded, finite features, feature names equal to ``reference``."""
     with open_parquet(file.path) as pf:
-        total = pf.metadata.num_rows
         start = 0
         for batch in pf.iter_batches(batch_size=batch_rows, columns=file.columns):
             if batch.num_rows == 0:
@@ -409,8 +427,9 @@ def _read_blocks(file: _File, plan: _Plan, batch_rows: int, reference: list[str]
             start += batch.num_rows
 
 
-def _block_features(batch: pa.RecordBatch, file: _File, plan: _Plan, reference: list[str] | None,
-                    start: int) -> tuple[np.ndarray, list[str]]:
+def _block_features(
+    batch: pa.RecordBatch, file: _File, plan: _Plan, reference: list[str] | None, start: int
+) -> tuple[np.ndarray, list[str]]:
     """float32 features of a row batch and their names (the embedding column expanded)."""
     parts, names = [], list(file.features)
     if file.features:
@@ -421,7 +440,9 @@ def _block_features(batch: pa.RecordBatch, file: _File, plan: _Plan, reference: 
         parts.append(values)
         names += [feature_name(i) for i in range(values.shape[1])]
     if reference is not None and names != reference:
-        raise ScreenError(f"{file.path}: feature columns differ from the first file's ({len(names)} vs {len(reference)} columns)")
+        raise ScreenError(
+            f"{file.path}: feature columns differ from the first file's ({len(names)} vs {len(reference)} columns)"
+        )
     X = parts[0] if len(parts) == 1 else np.hstack(parts)
     return X, names
 
@@ -526,7 +547,9 @@ def _well_plan(plan: _Plan, genes: _GeneTypes) -> list[str]:
         screen.validate_profile_metadata(meta, source=file.path)
         missing = meta[WELL].isna().to_numpy()
         if missing.any():
-            raise ScreenError(f"{file.path}: column {WELL} has missing values at row(s) {list(np.flatnonzero(missing)[:5])}")
+            raise ScreenError(
+                f"{file.path}: column {WELL} has missing values at row(s) {list(np.flatnonzero(missing)[:5])}"
+            )
         genes.update(meta, file.path)
         present = [c for c in candidates if c in meta.columns]
         kept -= set(present) - set(constant_within_wells(meta, present))
@@ -576,8 +599,11 @@ def iter_profiles(
         return
     kept = _well_plan(plan, genes)
     genes.finish([f.path for f in plan.files])
-    meta_schema = pa.schema([plan.metadata.field(PLATE), plan.metadata.field(WELL)]
-                            + [plan.metadata.field(c) for c in kept] + [pa.field(N_IMAGES, pa.int64())])
+    meta_schema = pa.schema(
+        [plan.metadata.field(PLATE), plan.metadata.field(WELL)]
+        + [plan.metadata.field(c) for c in kept]
+        + [pa.field(N_IMAGES, pa.int64())]
+    )
     for file in plan.files:
         wells: WellMeans | None = None
         for block in _read_blocks(file, plan, batch_rows, reference, None):
@@ -598,8 +624,9 @@ def _with_columns(batch: pa.RecordBatch, columns: Sequence[str], schema: pa.Sche
     return pa.RecordBatch.from_arrays(_metadata_arrays(batch, sub), schema=sub)
 
 
-def write_batches(batches: Iterable[pa.RecordBatch], path: Path | str, schema: pa.Schema,
-                  batch_rows: int = DEFAULT_BATCH_ROWS) -> int:
+def write_batches(
+    batches: Iterable[pa.RecordBatch], path: Path | str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS
+) -> int:
     """Write record batches of ``schema`` to a parquet file atomically, in row groups of
     ``batch_rows`` rows; returns the rows written."""
     with atomic_path(path) as tmp, RowGroupWriter(tmp, schema, batch_rows) as writer:

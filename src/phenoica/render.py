@@ -33,11 +33,13 @@ if TYPE_CHECKING:  # matplotlib is imported by whoever draws the figure, not by 
 #: Beside a page that other pages link to: its title and one-line verdict (:func:`write_verdict`).
 VERDICT_FILE = "verdict.json"
 
-STYLE = ("body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 1em;line-height:1.4}"
-         "table.tbl{border-collapse:collapse;margin:0.5em 0}"
-         ".tbl td,.tbl th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
-         ".tbl th{background:#f4f4f4}figure{margin:1em 0}figcaption{color:#444;font-size:0.9em}"
-         "p.note{color:#444;font-size:0.9em}")
+STYLE = (
+    "body{font-family:sans-serif;max-width:1200px;margin:auto;padding:0 1em;line-height:1.4}"
+    "table.tbl{border-collapse:collapse;margin:0.5em 0}"
+    ".tbl td,.tbl th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
+    ".tbl th{background:#f4f4f4}figure{margin:1em 0}figcaption{color:#444;font-size:0.9em}"
+    "p.note{color:#444;font-size:0.9em}"
+)
 
 
 @dataclass
@@ -124,7 +126,7 @@ def inline_html(text: str) -> str:
     esc = html.escape
     parts, last = [], 0
     for m in _INLINE.finditer(text):
-        parts.append(esc(text[last:m.start()]))
+        parts.append(esc(text[last : m.start()]))
         code, bold, label, href = m.groups()
         if code is not None:
             parts.append(f"<code>{esc(code)}</code>")
@@ -176,8 +178,7 @@ def _md_block(block: Block) -> str:
             body = "_(no rows)_"
         else:
             shown = _formatted(block)
-            lines = ["| " + " | ".join(_md_cell(c) for c in shown.columns) + " |",
-                     "|" + "---|" * len(shown.columns)]
+            lines = ["| " + " | ".join(_md_cell(c) for c in shown.columns) + " |", "|" + "---|" * len(shown.columns)]
             lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in shown.itertuples(index=False)]
             body = "\n".join(lines)
         return body + (f"\n\n_{block.caption}_" if block.caption else "")
@@ -211,8 +212,10 @@ def _html_block(block: Block) -> str:
         return table + (f'<p class="note">{inline_html(block.caption)}</p>' if block.caption else "")
     if isinstance(block, Figure):
         cap = f"<figcaption>{esc(block.caption)}</figcaption>" if block.caption else ""
-        return (f'<figure><img src="{esc(block.path, quote=True)}" alt="{esc(block.caption or block.path, quote=True)}"'
-                f' style="max-width:100%">{cap}</figure>')
+        return (
+            f'<figure><img src="{esc(block.path, quote=True)}" alt="{esc(block.caption or block.path, quote=True)}"'
+            f' style="max-width:100%">{cap}</figure>'
+        )
     links = ", ".join(f'<a href="{esc(href, quote=True)}">{esc(text)}</a>' for text, href in block.items)
     return f"<p>{inline_html(block.label)} {links}</p>" if block.label else f"<p>{links}</p>"
 
@@ -225,13 +228,17 @@ def render_html(page: Page) -> str:
         level = min(max(2, section.level), 6)
         body.append(f"<h{level}>{esc(section.heading)}</h{level}>")
         body += [_html_block(b) for b in section.blocks]
-    return ('<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
-            f"<title>{esc(page.title)}</title><style>{STYLE}</style></head><body>\n"
-            + "\n".join(body) + "\n</body></html>\n")
+    return (
+        '<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8">'
+        f"<title>{esc(page.title)}</title><style>{STYLE}</style></head><body>\n"
+        + "\n".join(body)
+        + "\n</body></html>\n"
+    )
 
 
-def write_page(page: Page, out_dir: Path | str, markdown_name: str = "report.md",
-               html_name: str = "index.html") -> dict[str, Path]:
+def write_page(
+    page: Page, out_dir: Path | str, markdown_name: str = "report.md", html_name: str = "index.html"
+) -> dict[str, Path]:
     """Write the page as ``out_dir/markdown_name`` and ``out_dir/html_name``, each atomically.
 
     A figure block whose file is missing is an error naming it (a page never points at nothing).
@@ -271,8 +278,9 @@ def write_verdict(out_dir: Path | str, title: str, verdict: str, page: str = "in
         raise ValueError(f"{out_dir}: a page's verdict must be one non-empty line, got {verdict!r}")
     path = Path(out_dir) / VERDICT_FILE
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps({"title": title, "verdict": verdict, "page": page}, indent=2) + "\n",
-                       encoding="utf-8")
+        tmp.write_text(
+            json.dumps({"title": title, "verdict": verdict, "page": page}, indent=2) + "\n", encoding="utf-8"
+        )
     return path
 
 

@@ -57,24 +57,33 @@ def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.
             items.append(f"Model `{model}`: no guide was scored.")
             continue
         best = scored.loc[scored["auroc_mean"].idxmax()]
-        items.append(f"Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
-                     f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides).")
+        items.append(
+            f"Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
+            f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides)."
+        )
         nested: list[str | render.Bullets] = []
         for _, r in sub.iterrows():
             n_hits = r[hit_col] if hit_col in r.index else pd.NA
-            hits = ("no null pseudo-guides, no hit calls" if pd.isna(n_hits) else
-                    f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
-                    f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})")
-            nested.append(f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
-                          f"{r['n_guides_skipped']} skipped; {hits}.")
+            hits = (
+                "no null pseudo-guides, no hit calls"
+                if pd.isna(n_hits)
+                else f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
+                f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
+            )
+            nested.append(
+                f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
+                f"{r['n_guides_skipped']} skipped; {hits}."
+            )
         t = tests[(tests["model"] == model) & (tests["metric"] == "auroc")]
         for _, r in t.iterrows():
             if r["n"] == 0:
                 continue
             p = "no test" if pd.isna(r["p_value"]) else f"Wilcoxon p = {r['p_value']:.2g}"
-            ci = ("" if pd.isna(r["ci_low"]) else f", 95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]")
-            nested.append(f"gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
-                          f"mean {r['mean_diff']:+.3f}{ci} ({p}).")
+            ci = "" if pd.isna(r["ci_low"]) else f", 95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+            nested.append(
+                f"gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
+                f"mean {r['mean_diff']:+.3f}{ci} ({p})."
+            )
         items.append(render.Bullets(nested))
     return items
 
@@ -96,8 +105,10 @@ class StudyLink:
 
 def study_blocks(studies: Sequence[StudyLink], out_dir: Path) -> list[render.Block]:
     """One line per study: a link to its page (relative to the report's folder) and its verdict."""
-    return [f"[{s.title}]({Path(os.path.relpath(Path(s.page).absolute(), out_dir.absolute())).as_posix()}): "
-            f"{s.verdict}" for s in studies]
+    return [
+        f"[{s.title}]({Path(os.path.relpath(Path(s.page).absolute(), out_dir.absolute())).as_posix()}): {s.verdict}"
+        for s in studies
+    ]
 
 
 def write_report(
@@ -150,8 +161,11 @@ def write_report(
     if calls:
         tables["hit_counts"] = H.hit_counts(guides, genes, tuple(sorted({q_threshold, 0.05, 0.1})))
         gene_cols = ["model", "variant", GENE, "n_guides", "n_guides_hit", "auroc", "p_value", "q_value", "hit"]
-        tables["gene_hits"] = genes[[c for c in gene_cols if c in genes.columns]].sort_values(
-            ["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
+        tables["gene_hits"] = (
+            genes[[c for c in gene_cols if c in genes.columns]]
+            .sort_values(["model", "variant", "q_value"], kind="stable")
+            .reset_index(drop=True)
+        )
     if hits is not None and len(hits):
         tables["hits"] = hits.sort_values(["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
         if map_df is not None and len(map_df):
@@ -175,11 +189,13 @@ def write_report(
         tables["structural"] = structural.copy()
 
     written: dict[str, Path] = {
-        name: render.write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()}
+        name: render.write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()
+    }
     figures = make_figures(out_dir / figures_dir, guides, genes, truth=truth, q_threshold=q_threshold)
     if "table1_alignment" in tables or "structural" in tables:
         figures["identifiability"] = identifiability_figure(
-            tables.get("table1_alignment"), tables.get("structural"), out_dir / figures_dir / "identifiability.png")
+            tables.get("table1_alignment"), tables.get("structural"), out_dir / figures_dir / "identifiability.png"
+        )
     written.update(figures)
 
     def rel(path: Path) -> str:
@@ -187,98 +203,177 @@ def write_report(
 
     n_ok = int((rows["status"] == OK).sum())
     variants = ordered_variants(pd.concat([rows["variant"], guides["variant"], genes["variant"]]))
-    intro = (f"Models: {', '.join(f'`{m}`' for m in sorted(set(guides['model']) | set(rows['model'])))}. "
-             f"Variants: {', '.join(f'`{v}` ({variant_label(v)})' for v in variants)}. "
-             f"Guide-folds: {n_ok} scored, {len(rows) - n_ok} skipped. "
-             f"Real guides: {guides.loc[~guides['is_null_guide'], GUIDE].nunique()}; "
-             f"genes: {genes[GENE].nunique()}; null pseudo-guides: "
-             f"{guides.loc[guides['is_null_guide'], GUIDE].nunique()}.")
+    intro = (
+        f"Models: {', '.join(f'`{m}`' for m in sorted(set(guides['model']) | set(rows['model'])))}. "
+        f"Variants: {', '.join(f'`{v}` ({variant_label(v)})' for v in variants)}. "
+        f"Guide-folds: {n_ok} scored, {len(rows) - n_ok} skipped. "
+        f"Real guides: {guides.loc[~guides['is_null_guide'], GUIDE].nunique()}; "
+        f"genes: {genes[GENE].nunique()}; null pseudo-guides: "
+        f"{guides.loc[guides['is_null_guide'], GUIDE].nunique()}."
+    )
     sections: list[tuple[str, str, pd.DataFrame]] = []
     if calls:
-        sections.append(("Hit calls", (
-            f"A guide's p-value is its held-out AUROC against the AUROCs of the null pseudo-guides (whole control "
-            f"wells laid out like real guides, scored by the same classifier) of the same model and variant; "
-            f"q-values are Benjamini-Hochberg over guides. A gene's p-value combines its guides' (Cauchy "
-            f"combination, ACAT); `n_guides_hit` counts its guides with q < {q_threshold:g}."), tables["hit_counts"]))
+        sections.append(
+            (
+                "Hit calls",
+                (
+                    f"A guide's p-value is its held-out AUROC against the AUROCs of the null pseudo-guides (whole control "
+                    f"wells laid out like real guides, scored by the same classifier) of the same model and variant; "
+                    f"q-values are Benjamini-Hochberg over guides. A gene's p-value combines its guides' (Cauchy "
+                    f"combination, ACAT); `n_guides_hit` counts its guides with q < {q_threshold:g}."
+                ),
+                tables["hit_counts"],
+            )
+        )
         shown = tables.get("hits", pd.DataFrame())
         if len(shown):
             called = shown[shown["hit"] | shown["map_hit"]]
-            sections.append(("Hit table (guides called by either readout)",
-                             f"Every guide with both readouts is in `{rel(written['hits'])}`; "
-                             f"`agreement` compares the classifier's call with the mAP readout's.",
-                             called.head(200)))
-        sections.append(("Gene calls", f"All genes: `{rel(written['gene_hits'])}`.",
-                         tables["gene_hits"][tables["gene_hits"]["hit"]].head(200)))
+            sections.append(
+                (
+                    "Hit table (guides called by either readout)",
+                    f"Every guide with both readouts is in `{rel(written['hits'])}`; "
+                    f"`agreement` compares the classifier's call with the mAP readout's.",
+                    called.head(200),
+                )
+            )
+        sections.append(
+            (
+                "Gene calls",
+                f"All genes: `{rel(written['gene_hits'])}`.",
+                tables["gene_hits"][tables["gene_hits"]["hit"]].head(200),
+            )
+        )
     if "recall_fdr" in tables:
-        sections.append(("Hit calls against the simulated truth (demo)",
-                         "Recall of the guides (genes) with a true effect and the observed false discovery rate "
-                         "among the calls, at each q threshold. Reported as measured.", tables["recall_fdr"]))
+        sections.append(
+            (
+                "Hit calls against the simulated truth (demo)",
+                "Recall of the guides (genes) with a true effect and the observed false discovery rate "
+                "among the calls, at each q threshold. Reported as measured.",
+                tables["recall_fdr"],
+            )
+        )
     if "null_calibration" in tables:
-        sections.append(("Null calibration",
-                         "The null per model and variant: pseudo-guides scored and skipped, their logit-AUROC fit, "
-                         "Shapiro-Wilk normality of the logit AUROCs, and the uniformity (Kolmogorov-Smirnov) of "
-                         "their leave-one-out p-values; see the QQ figure.", tables["null_calibration"]))
+        sections.append(
+            (
+                "Null calibration",
+                "The null per model and variant: pseudo-guides scored and skipped, their logit-AUROC fit, "
+                "Shapiro-Wilk normality of the logit AUROCs, and the uniformity (Kolmogorov-Smirnov) of "
+                "their leave-one-out p-values; see the QQ figure.",
+                tables["null_calibration"],
+            )
+        )
     if "readout_agreement" in tables:
-        sections.append(("Agreement between the readouts",
-                         "Guides called by the classifier (AUROC q) and by phenotypic activity (mAP q), Cohen's "
-                         "kappa of the two calls and the Spearman correlation of AUROC with mAP.",
-                         tables["readout_agreement"]))
+        sections.append(
+            (
+                "Agreement between the readouts",
+                "Guides called by the classifier (AUROC q) and by phenotypic activity (mAP q), Cohen's "
+                "kappa of the two calls and the Spearman correlation of AUROC with mAP.",
+                tables["readout_agreement"],
+            )
+        )
     sections += [
-        ("Variant summary", "Guide-level means per variant, the null's size and mean, and hits per q threshold.",
-         tables["variant_summary"]),
-        ("Table 3: mean AUROC and sparsity per gene",
-         "Gene scores are means over the gene's guides; the `mean` row averages the genes scored in "
-         "every variant.", tables["table3"]),
-        ("Table 4: concentration per variant",
-         "Over scored guide-folds of real guides: AUROC(top-k features) / AUROC(rest) - 1.", tables["table4"]),
-        ("Comparisons between variants (over genes)",
-         "Effect size = mean gene-level difference (variant - reference) with a 95% percentile-bootstrap interval "
-         "over genes; two-sided Wilcoxon signed-rank p; no multiple-testing correction.", tables["paired_tests"]),
+        (
+            "Variant summary",
+            "Guide-level means per variant, the null's size and mean, and hits per q threshold.",
+            tables["variant_summary"],
+        ),
+        (
+            "Table 3: mean AUROC and sparsity per gene",
+            "Gene scores are means over the gene's guides; the `mean` row averages the genes scored in every variant.",
+            tables["table3"],
+        ),
+        (
+            "Table 4: concentration per variant",
+            "Over scored guide-folds of real guides: AUROC(top-k features) / AUROC(rest) - 1.",
+            tables["table4"],
+        ),
+        (
+            "Comparisons between variants (over genes)",
+            "Effect size = mean gene-level difference (variant - reference) with a 95% percentile-bootstrap interval "
+            "over genes; two-sided Wilcoxon signed-rank p; no multiple-testing correction.",
+            tables["paired_tests"],
+        ),
     ]
     if "truth_checks" in tables:
-        sections.append(("Checks against the simulated truth (demo)",
-                         "Reported as measured. Effect guides vs guides of genes without effect (one-sided "
-                         "Mann-Whitney); no-effect guides vs 0.5 (t-test) and vs the null pseudo-guides.",
-                         tables["truth_checks"]))
+        sections.append(
+            (
+                "Checks against the simulated truth (demo)",
+                "Reported as measured. Effect guides vs guides of genes without effect (one-sided "
+                "Mann-Whitney); no-effect guides vs 0.5 (t-test) and vs the null pseudo-guides.",
+                tables["truth_checks"],
+            )
+        )
     if "truth_recovery" in tables:
         sections += [
-            ("Recovery of the simulated truth (demo)",
-             "Probe R^2: held-out (5-fold) ridge probe from the latents to the factors genes shift. Separation: "
-             "mean AUROC of effect guides minus no-effect guides, 95% bootstrap interval over genes; "
-             "auc_effect_vs_no_effect = P(effect guide > no-effect guide); one-sided Mann-Whitney p over guides.",
-             tables["truth_recovery"]),
-            ("Variant contrasts against the truth (demo)",
-             "delta_separation: change in effect - no-effect separation, variant minus reference (paired "
-             "bootstrap over genes); delta_effect_auroc: mean paired difference over effect genes, its "
-             "interval, Cohen's d_z and Wilcoxon p. Reported as measured.", tables["variant_contrasts"]),
+            (
+                "Recovery of the simulated truth (demo)",
+                "Probe R^2: held-out (5-fold) ridge probe from the latents to the factors genes shift. Separation: "
+                "mean AUROC of effect guides minus no-effect guides, 95% bootstrap interval over genes; "
+                "auc_effect_vs_no_effect = P(effect guide > no-effect guide); one-sided Mann-Whitney p over guides.",
+                tables["truth_recovery"],
+            ),
+            (
+                "Variant contrasts against the truth (demo)",
+                "delta_separation: change in effect - no-effect separation, variant minus reference (paired "
+                "bootstrap over genes); delta_effect_auroc: mean paired difference over effect genes, its "
+                "interval, Cohen's d_z and Wilcoxon p. Reported as measured.",
+                tables["variant_contrasts"],
+            ),
         ]
     if "map_summary" in tables:
-        sections.append(("Phenotypic activity (copairs mAP)",
-                         "Mean average precision of each guide's wells against the control wells of their plates; "
-                         "p-values from copairs' null, BH q-values over guides.", tables["map_summary"]))
-    sections.append(("Classification cost",
-                     "LightGBM models trained per model and variant: 3 per scored guide-fold with concentration "
-                     "(full, top-k, rest), 1 otherwise; the null's pseudo-guides train 1. `null_share` is the null's "
-                     "share of the classification work.", tables["classifier_cost"]))
+        sections.append(
+            (
+                "Phenotypic activity (copairs mAP)",
+                "Mean average precision of each guide's wells against the control wells of their plates; "
+                "p-values from copairs' null, BH q-values over guides.",
+                tables["map_summary"],
+            )
+        )
+    sections.append(
+        (
+            "Classification cost",
+            "LightGBM models trained per model and variant: 3 per scored guide-fold with concentration "
+            "(full, top-k, rest), 1 otherwise; the null's pseudo-guides train 1. `null_share` is the null's "
+            "share of the classification work.",
+            tables["classifier_cost"],
+        )
+    )
     if "lightgbm_parameters" in tables:
-        sections.append(("LightGBM parameters used",
-                         "PAPER.md Table 6; every parameter not listed is at LightGBM's own default.",
-                         tables["lightgbm_parameters"]))
+        sections.append(
+            (
+                "LightGBM parameters used",
+                "PAPER.md Table 6; every parameter not listed is at LightGBM's own default.",
+                tables["lightgbm_parameters"],
+            )
+        )
     if "transform_fit" in tables:
         sections.append(("Transform fit", "", tables["transform_fit"]))
     if "table1_alignment" in tables:
-        sections.append(("Table 1: alignment between models",
-                         "Held-out mean l2 error of A's embeddings mapped onto B's, divided by the diameter of "
-                         "B's; ICA efficiency = (perm - ica) / (perm - rigid). Expected on a real pair: "
-                         "linear <= rigid <= ICA <= permutation.", tables["table1_alignment"]))
+        sections.append(
+            (
+                "Table 1: alignment between models",
+                "Held-out mean l2 error of A's embeddings mapped onto B's, divided by the diameter of "
+                "B's; ICA efficiency = (perm - ica) / (perm - rigid). Expected on a real pair: "
+                "linear <= rigid <= ICA <= permutation.",
+                tables["table1_alignment"],
+            )
+        )
     if "structural" in tables:
-        sections.append(("Structural identifiability: recovery of the simulated factors",
-                         "MCC = mean |correlation| after Hungarian matching; R^2 of a linear map latents -> "
-                         "factors; InfoM/InfoE/InfoC of Hsu et al. (read InfoM/InfoC only beside a high InfoE).",
-                         tables["structural"][[c for c in tables["structural"].columns
-                                               if "r2_factor" not in str(c)]]))
-    sections.append(("Skipped guide-folds", f"Counts by reason; every skipped row is in `{rel(written['skips'])}`.",
-                     tables["skip_counts"]))
+        sections.append(
+            (
+                "Structural identifiability: recovery of the simulated factors",
+                "MCC = mean |correlation| after Hungarian matching; R^2 of a linear map latents -> "
+                "factors; InfoM/InfoE/InfoC of Hsu et al. (read InfoM/InfoC only beside a high InfoE).",
+                tables["structural"][[c for c in tables["structural"].columns if "r2_factor" not in str(c)]],
+            )
+        )
+    sections.append(
+        (
+            "Skipped guide-folds",
+            f"Counts by reason; every skipped row is in `{rel(written['skips'])}`.",
+            tables["skip_counts"],
+        )
+    )
     captions = {
         "auroc_by_variant": "Guide AUROC per variant (null pseudo-guides as grey crosses)",
         "volcano": f"Hits per variant: AUROC above the null's median vs -log10 q (dashed: q = {q_threshold:g})",
@@ -293,17 +388,26 @@ def write_report(
         figures.update({name: path for name, (path, _) in extra[1].items()})
         captions.update({name: caption for name, (_, caption) in extra[1].items()})
     items = headline(tables["variant_summary"], tables["paired_tests"], q_threshold)
-    page = render.Page(title, lead=[intro], sections=[
-        render.Section("Headline", [render.Bullets(items) if items else "No scores."])])
+    page = render.Page(
+        title, lead=[intro], sections=[render.Section("Headline", [render.Bullets(items) if items else "No scores."])]
+    )
     if studies:
         page.sections.append(render.Section("Studies", study_blocks(studies, out_dir)))
     for heading, note, df in sections:
-        page.sections.append(render.Section(heading, ([note] if note else []) + [
-            render.Table(df, float_format="{:.3f}", formats=p_value_formats(df))]))
-    page.sections.append(render.Section("Figures", [
-        render.Figure(rel(path), captions[name]) for name, path in figures.items()]))
-    page.sections.append(render.Section("Files", [
-        render.Links([(p.name, rel(p)) for p in written.values() if p.suffix == ".csv"], label="Tables:")]))
+        page.sections.append(
+            render.Section(
+                heading,
+                ([note] if note else []) + [render.Table(df, float_format="{:.3f}", formats=p_value_formats(df))],
+            )
+        )
+    page.sections.append(
+        render.Section("Figures", [render.Figure(rel(path), captions[name]) for name, path in figures.items()])
+    )
+    page.sections.append(
+        render.Section(
+            "Files", [render.Links([(p.name, rel(p)) for p in written.values() if p.suffix == ".csv"], label="Tables:")]
+        )
+    )
     pages = render.write_page(page, out_dir)
     written["report_md"], written["index_html"] = pages["report.md"], pages["index.html"]
     return written

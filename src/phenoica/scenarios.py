@@ -60,13 +60,14 @@ def write_image_files(metadata: pd.DataFrame, plates_dir: Path, out_dir: Path) -
         for well, site, index in zip(rows[WELL], rows[SITE], rows[IMAGE_INDEX]):
             for c in range(tiles.shape[1]):
                 Image.fromarray(np.ascontiguousarray(tiles[index, c])).save(
-                    out_dir / str(plate) / f"{well}_s{site}_w{c + 1}.png")
+                    out_dir / str(plate) / f"{well}_s{site}_w{c + 1}.png"
+                )
     return write_plate_map(metadata, out_dir / "plate_map.csv")
 
 
 def _split_well(well: str) -> tuple[str, str]:
     letters = "".join(ch for ch in well if ch.isalpha())
-    return letters, str(int(well[len(letters):]))
+    return letters, str(int(well[len(letters) :]))
 
 
 def write_ome_zarr(metadata: pd.DataFrame, plates_dir: Path, out_dir: Path) -> Path:
@@ -80,22 +81,45 @@ def write_ome_zarr(metadata: pd.DataFrame, plates_dir: Path, out_dir: Path) -> P
         row_names = sorted({r for r, _ in wells})
         col_names = sorted({c for _, c in wells}, key=int)
         root = zarr.open_group(str(out_dir / f"{plate}.zarr"), mode="w", zarr_format=3)
-        root.attrs["ome"] = {"version": "0.5", "plate": {
-            "rows": [{"name": r} for r in row_names], "columns": [{"name": c} for c in col_names],
-            "wells": [{"path": f"{r}/{c}", "rowIndex": row_names.index(r), "columnIndex": col_names.index(c)}
-                      for r, c in wells]}}
+        root.attrs["ome"] = {
+            "version": "0.5",
+            "plate": {
+                "rows": [{"name": r} for r in row_names],
+                "columns": [{"name": c} for c in col_names],
+                "wells": [
+                    {"path": f"{r}/{c}", "rowIndex": row_names.index(r), "columnIndex": col_names.index(c)}
+                    for r, c in wells
+                ],
+            },
+        }
         for (r, c), well_rows in rows.groupby(rows[WELL].map(_split_well), sort=False):
             well_rows = well_rows.sort_values(SITE)
             group = root.require_group(r).require_group(c)
-            group.attrs["ome"] = {"version": "0.5", "well": {"images": [{"path": str(i)} for i in range(len(well_rows))]}}
+            group.attrs["ome"] = {
+                "version": "0.5",
+                "well": {"images": [{"path": str(i)} for i in range(len(well_rows))]},
+            }
             for i, index in enumerate(well_rows[IMAGE_INDEX]):
                 field = group.require_group(str(i))
-                field.attrs["ome"] = {"version": "0.5", "omero": {"channels": [{"label": n} for n in channels]},
-                                      "multiscales": [{
-                                          "axes": [{"name": "c", "type": "channel"}, {"name": "y", "type": "space"},
-                                                   {"name": "x", "type": "space"}],
-                                          "datasets": [{"path": "0", "coordinateTransformations": [
-                                              {"type": "scale", "scale": [1.0, 1.0, 1.0]}]}]}]}
+                field.attrs["ome"] = {
+                    "version": "0.5",
+                    "omero": {"channels": [{"label": n} for n in channels]},
+                    "multiscales": [
+                        {
+                            "axes": [
+                                {"name": "c", "type": "channel"},
+                                {"name": "y", "type": "space"},
+                                {"name": "x", "type": "space"},
+                            ],
+                            "datasets": [
+                                {
+                                    "path": "0",
+                                    "coordinateTransformations": [{"type": "scale", "scale": [1.0, 1.0, 1.0]}],
+                                }
+                            ],
+                        }
+                    ],
+                }
                 image = tiles[index]
                 field.create_array("0", shape=image.shape, dtype=image.dtype, chunks=image.shape)[:] = image
     return write_plate_map(metadata, out_dir / "plate_map.csv")
@@ -108,14 +132,27 @@ def write_embeddings(out_dir: Path, seed: int = 0, n_features: int = 12) -> list
     ``G1`` shifts feature 0 by 6 (a strong effect), ``G2`` shifts nothing; every batch adds its
     own offset to all features (a batch effect)."""
     rng = rng_for(seed, "scenario", "embeddings")
-    kinds = [("NTC", "non-targeting", "control")] * 60 + [("G1_a", "G1", "perturbation")] * 10 \
+    kinds = (
+        [("NTC", "non-targeting", "control")] * 60
+        + [("G1_a", "G1", "perturbation")] * 10
         + [("G2_a", "G2", "perturbation")] * 10
+    )
     offset = rng.normal(size=n_features)
     written = []
     out_dir.mkdir(parents=True, exist_ok=True)
     for b in range(3):
-        df = pd.DataFrame([{"Metadata_Batch": f"B{b}", "Metadata_Plate": f"P{b}", "Metadata_Gene": gene,
-                            "Metadata_Guide": guide, "Metadata_PertType": kind} for guide, gene, kind in kinds])
+        df = pd.DataFrame(
+            [
+                {
+                    "Metadata_Batch": f"B{b}",
+                    "Metadata_Plate": f"P{b}",
+                    "Metadata_Gene": gene,
+                    "Metadata_Guide": guide,
+                    "Metadata_PertType": kind,
+                }
+                for guide, gene, kind in kinds
+            ]
+        )
         df["Metadata_Well"] = [f"W{b}{i:03d}" for i in range(len(df))]
         x = rng.laplace(size=(len(df), n_features)) + b * offset
         x[(df["Metadata_Gene"] == "G1").to_numpy(), 0] += 6.0
@@ -147,8 +184,11 @@ def prepare_from_config(config_path: Path | str, out_dir: Path | str = DATA_DIR)
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description="Write the inputs of the scenario configs (config/scenarios/).")
-    parser.add_argument("--config", default="config/scenarios/demo.yaml",
-                        help="config whose demo section and seed make the screen (default: %(default)s)")
+    parser.add_argument(
+        "--config",
+        default="config/scenarios/demo.yaml",
+        help="config whose demo section and seed make the screen (default: %(default)s)",
+    )
     parser.add_argument("--out", default=DATA_DIR, help="folder to write (default: %(default)s)")
     args = parser.parse_args(argv)
     for name, path in prepare_from_config(args.config, args.out).items():

@@ -147,7 +147,7 @@ def relation_problems(df: pd.DataFrame) -> list[str]:
             n = int((pairs[key] == k).sum())
             problems.append(f"{listed.format(k=k, n=n)}: {_values_with_rows(df, df[key] == k, value)}; {rule}")
         if len(bad) > EXAMPLES:
-            problems.append(f"... and {len(bad) - EXAMPLES} more like it: {bad[EXAMPLES:2 * EXAMPLES]}")
+            problems.append(f"... and {len(bad) - EXAMPLES} more like it: {bad[EXAMPLES : 2 * EXAMPLES]}")
 
     one_to_one(GUIDE, GENE, "guide {k!r} is listed under {n} genes", "a guide targets one gene")
     one_to_one(GENE, PERT_TYPE, "gene {k!r} is listed under both PertTypes", "a gene is a control or a perturbation")
@@ -157,7 +157,11 @@ def relation_problems(df: pd.DataFrame) -> list[str]:
         changing: dict[tuple, list[str]] = {}  # well -> its columns that change
         for col in cols:
             pairs = df[[PLATE, WELL, col]].drop_duplicates()
-            for well in pairs[pairs.duplicated([PLATE, WELL])][[PLATE, WELL]].drop_duplicates().itertuples(index=False, name=None):
+            for well in (
+                pairs[pairs.duplicated([PLATE, WELL])][[PLATE, WELL]]
+                .drop_duplicates()
+                .itertuples(index=False, name=None)
+            ):
                 changing.setdefault(well, []).append(col)
         for (plate, well), which in list(changing.items())[:EXAMPLES]:
             where = (df[PLATE] == plate) & (df[WELL] == well)
@@ -167,7 +171,9 @@ def relation_problems(df: pd.DataFrame) -> list[str]:
                 f"{', '.join(cols)} describe a well and are constant within it"
             )
         if len(changing) > EXAMPLES:
-            problems.append(f"... and {len(changing) - EXAMPLES} more wells like it: {list(changing)[EXAMPLES:2 * EXAMPLES]}")
+            problems.append(
+                f"... and {len(changing) - EXAMPLES} more wells like it: {list(changing)[EXAMPLES : 2 * EXAMPLES]}"
+            )
     return problems
 
 
@@ -191,7 +197,7 @@ def control_problems(df: pd.DataFrame) -> list[str]:
     if not missing:
         return []
     return [
-        f"batch(es) {missing[:2 * EXAMPLES]} have no control rows ({PERT_TYPE} == {CONTROL!r}); every batch needs "
+        f"batch(es) {missing[: 2 * EXAMPLES]} have no control rows ({PERT_TYPE} == {CONTROL!r}); every batch needs "
         "controls: they are the reference its profiles are centred on and classified against"
     ]
 

@@ -63,29 +63,46 @@ RENDER_BLOCK = 32  # at most this many images rendered at once (see _render_bloc
 # demo.n_factors are used; the others stay at 0 (their typical value) when rendering. Each
 # one survives per-image, per-channel instance normalization: none only scales a channel.
 FACTORS: tuple[tuple[str, str], ...] = (
-    ("cell_count", "uniform"),            # cells in the field (density)
-    ("nucleus_size", "laplace"),          # nucleus : cell size ratio
-    ("cell_size", "gamma"),               # cell radius
-    ("elongation", "bimodal"),            # cell (and nucleus) aspect ratio
+    ("cell_count", "uniform"),  # cells in the field (density)
+    ("nucleus_size", "laplace"),  # nucleus : cell size ratio
+    ("cell_size", "gamma"),  # cell radius
+    ("elongation", "bimodal"),  # cell (and nucleus) aspect ratio
     ("er_translocation", "exponential"),  # ER-channel marker moving cytoplasm -> nucleus
     ("chromatin_condensation", "uniform"),  # DNA texture: diffuse vs granular heterochromatin foci
-    ("actin_fibers", "laplace"),          # stress fibres vs cortical ring (one channel's compartments)
-    ("mito_density", "neg_gamma"),        # mitochondrial puncta per cytoplasm area
-    ("golgi_punctate", "bimodal"),        # Golgi marker moving from diffuse cytoplasm into puncta
+    ("actin_fibers", "laplace"),  # stress fibres vs cortical ring (one channel's compartments)
+    ("mito_density", "neg_gamma"),  # mitochondrial puncta per cytoplasm area
+    ("golgi_punctate", "bimodal"),  # Golgi marker moving from diffuse cytoplasm into puncta
     ("er_network_scale", "exponential"),  # ER texture: mesh size of the tubular network
     ("nucleus_irregularity", "uniform"),  # lobed / blebbed nuclear outline
-    ("mito_perinuclear", "gamma"),        # mitochondria clustered around the nucleus vs spread out
-    ("golgi_spread", "laplace"),          # compact vs dispersed Golgi band
-    ("mito_size", "bimodal"),             # size of the mitochondrial puncta
-    ("cell_clustering", "neg_gamma"),     # cells gathered in a colony vs scattered
+    ("mito_perinuclear", "gamma"),  # mitochondria clustered around the nucleus vs spread out
+    ("golgi_spread", "laplace"),  # compact vs dispersed Golgi band
+    ("mito_size", "bimodal"),  # size of the mitochondrial puncta
+    ("cell_clustering", "neg_gamma"),  # cells gathered in a colony vs scattered
 )
 
 _BIMODAL_MEAN = 0.9  # +/- mode of the bimodal mixture; its SD is sqrt(1 - 0.9**2)
 _DEMO_KEYS = (
-    "n_batches", "plates_per_batch", "n_genes", "n_null_genes", "guides_per_gene",
-    "control_wells_per_plate", "wells_per_guide_per_plate", "sites_per_well", "image_size",
-    "channels", "cells_per_image", "n_factors", "factors_per_gene", "effect_size",
-    "guide_efficacy", "batch_strength", "noise", "dtype", "chunk_images", "n_complexes", "genes_per_complex",
+    "n_batches",
+    "plates_per_batch",
+    "n_genes",
+    "n_null_genes",
+    "guides_per_gene",
+    "control_wells_per_plate",
+    "wells_per_guide_per_plate",
+    "sites_per_well",
+    "image_size",
+    "channels",
+    "cells_per_image",
+    "n_factors",
+    "factors_per_gene",
+    "effect_size",
+    "guide_efficacy",
+    "batch_strength",
+    "noise",
+    "dtype",
+    "chunk_images",
+    "n_complexes",
+    "genes_per_complex",
 )
 # Standard plate formats (rows, columns), smallest first.
 _PLATE_FORMATS: tuple[tuple[int, int], ...] = ((8, 12), (16, 24), (32, 48))
@@ -139,7 +156,9 @@ def check_demo(demo: Mapping[str, Any]) -> None:
         raise ValueError(f"demo.n_null_genes ({demo['n_null_genes']}) must be between 0 and demo.n_genes")
     lo, hi = demo["guide_efficacy"]
     if not 0 <= lo <= hi:
-        raise ValueError(f"demo.guide_efficacy {list(demo['guide_efficacy'])} must be [low, high] with 0 <= low <= high")
+        raise ValueError(
+            f"demo.guide_efficacy {list(demo['guide_efficacy'])} must be [low, high] with 0 <= low <= high"
+        )
     channels = list(demo["channels"])
     if len(channels) < 1 or len(set(channels)) != len(channels):
         raise ValueError(f"demo.channels {channels} must be non-empty and have unique names")
@@ -280,26 +299,39 @@ def _gene_design(demo: Mapping[str, Any], seed: int) -> tuple[pd.DataFrame, np.n
     shifts: list[np.ndarray] = []
     for g, gene in enumerate(symbols):
         idx, sgn = affected[g], signs[g]
-        text = "" if null[g] else ",".join(
-            f"{factor_name(j)}{'+' if s > 0 else '-'}" for j, s in zip(idx, sgn))
-        text_morph = "" if null[g] else ",".join(
-            f"{morph[j]}{'+' if s > 0 else '-'}" for j, s in zip(idx, sgn))
+        text = "" if null[g] else ",".join(f"{factor_name(j)}{'+' if s > 0 else '-'}" for j, s in zip(idx, sgn))
+        text_morph = "" if null[g] else ",".join(f"{morph[j]}{'+' if s > 0 else '-'}" for j, s in zip(idx, sgn))
         for k in range(guides_per_gene):
             shift = np.zeros(n_factors)
             if not null[g]:
                 shift[idx] = sgn * float(demo["effect_size"]) * efficacy[g, k]
             shifts.append(shift)
-            rows.append({
-                screen.GENE: gene, screen.GUIDE: f"{gene}_g{k + 1}", screen.PERT_TYPE: screen.PERTURBATION,
-                "has_effect": bool(not null[g]), "efficacy": float(efficacy[g, k]),
-                "affected_factors": text, "affected_morphology": text_morph, "complex": complex_of[g],
-            })
+            rows.append(
+                {
+                    screen.GENE: gene,
+                    screen.GUIDE: f"{gene}_g{k + 1}",
+                    screen.PERT_TYPE: screen.PERTURBATION,
+                    "has_effect": bool(not null[g]),
+                    "efficacy": float(efficacy[g, k]),
+                    "affected_factors": text,
+                    "affected_morphology": text_morph,
+                    "complex": complex_of[g],
+                }
+            )
     for guide in _control_guides(demo):
         shifts.append(np.zeros(n_factors))
-        rows.append({
-            screen.GENE: CONTROL_GENE, screen.GUIDE: guide, screen.PERT_TYPE: screen.CONTROL,
-            "has_effect": False, "efficacy": 0.0, "affected_factors": "", "affected_morphology": "", "complex": "",
-        })
+        rows.append(
+            {
+                screen.GENE: CONTROL_GENE,
+                screen.GUIDE: guide,
+                screen.PERT_TYPE: screen.CONTROL,
+                "has_effect": False,
+                "efficacy": 0.0,
+                "affected_factors": "",
+                "affected_morphology": "",
+                "complex": "",
+            }
+        )
     return pd.DataFrame(rows), np.vstack(shifts)
 
 
@@ -319,7 +351,8 @@ def guide_shifts(demo: dict, seed: int) -> pd.DataFrame:
     """Factor shift of every guide (rows ``Metadata_Guide``, columns ``factor_00 ...``), in factor SDs."""
     truth, shifts = _gene_design(demo, seed)
     return pd.DataFrame(
-        shifts, index=pd.Index(truth[screen.GUIDE], name=screen.GUIDE),
+        shifts,
+        index=pd.Index(truth[screen.GUIDE], name=screen.GUIDE),
         columns=[factor_name(j) for j in range(shifts.shape[1])],
     )
 
@@ -372,18 +405,20 @@ def plate_layout(demo: dict, seed: int, plate: str) -> pd.DataFrame:
     picked = truth.loc[np.repeat(guide_rows, sites)]
     n = len(picked)
     row_labels = [_row_label(int(i)) for i in r]
-    return pd.DataFrame({
-        screen.BATCH: batch,
-        screen.PLATE: plate,
-        screen.WELL: [f"{lab}{int(col) + 1:02d}" for lab, col in zip(row_labels, c)],
-        screen.SITE: np.tile(np.arange(1, sites + 1), len(position)).astype(np.int64),
-        screen.GENE: picked[screen.GENE].to_numpy(),
-        screen.GUIDE: picked[screen.GUIDE].to_numpy(),
-        screen.PERT_TYPE: picked[screen.PERT_TYPE].to_numpy(),
-        screen.IMAGE_INDEX: np.arange(n, dtype=np.int64),
-        "Metadata_Row": row_labels,
-        "Metadata_Col": (c + 1).astype(np.int64),
-    })
+    return pd.DataFrame(
+        {
+            screen.BATCH: batch,
+            screen.PLATE: plate,
+            screen.WELL: [f"{lab}{int(col) + 1:02d}" for lab, col in zip(row_labels, c)],
+            screen.SITE: np.tile(np.arange(1, sites + 1), len(position)).astype(np.int64),
+            screen.GENE: picked[screen.GENE].to_numpy(),
+            screen.GUIDE: picked[screen.GUIDE].to_numpy(),
+            screen.PERT_TYPE: picked[screen.PERT_TYPE].to_numpy(),
+            screen.IMAGE_INDEX: np.arange(n, dtype=np.int64),
+            "Metadata_Row": row_labels,
+            "Metadata_Col": (c + 1).astype(np.int64),
+        }
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -613,7 +648,12 @@ def render_cells(
         return 0.45 * (punctate * spots + (1.0 - punctate) * 0.35 * cyto)
 
     render: dict[str, Callable[[], np.ndarray]] = {
-        "nucleus": nucleus, "er": er, "actin": actin, "mito": mito, "golgi": golgi}
+        "nucleus": nucleus,
+        "er": er,
+        "actin": actin,
+        "mito": mito,
+        "golgi": golgi,
+    }
     cache: dict[str, np.ndarray] = {}
     out = np.empty((n, len(channels), size, size), dtype=f32)
     for c, role in enumerate(channel_roles(channels)):
@@ -709,7 +749,8 @@ def apply_nuisance(
     n, n_ch, h, w = x.shape
     if len(nuisance) != n or len(channels) != n_ch:
         raise ValueError(
-            f"nuisance table has {len(nuisance)} rows for {n} images and {len(channels)} channels for {n_ch}")
+            f"nuisance table has {len(nuisance)} rows for {n} images and {len(channels)} channels for {n_ch}"
+        )
 
     def per(kind: str) -> np.ndarray:
         cols = [f"{NUISANCE_PREFIX}{kind}_{c}" for c in channels]
@@ -724,8 +765,12 @@ def apply_nuisance(
     x = _blur(x, one("blur"))
     yy = np.linspace(-1.0, 1.0, h, dtype=np.float32)[:, None]
     xx = np.linspace(-1.0, 1.0, w, dtype=np.float32)[None, :]
-    field = (1.0 + one("gradient_x")[:, None, None] * xx + one("gradient_y")[:, None, None] * yy
-             - one("vignette")[:, None, None] * (xx**2 + yy**2) / 2.0)
+    field = (
+        1.0
+        + one("gradient_x")[:, None, None] * xx
+        + one("gradient_y")[:, None, None] * yy
+        - one("vignette")[:, None, None] * (xx**2 + yy**2) / 2.0
+    )
     x = x * np.maximum(field, 0.2)[:, None]
     x = np.maximum(x, 0.0) ** per("gamma")
     x = x * per("gain") + per("offset")
@@ -759,10 +804,17 @@ def simulate_plate(demo: dict, seed: int, plate: str) -> tuple[np.ndarray, pd.Da
     block = _render_block(size, float(demo["cells_per_image"]))
     for start in range(0, n, block):
         stop = min(n, start + block)
-        clean = render_cells(factors[start:stop], channels, size, float(demo["cells_per_image"]), render_rng,
-                             zoom=nuisance[f"{NUISANCE_PREFIX}zoom"].to_numpy()[start:stop])
+        clean = render_cells(
+            factors[start:stop],
+            channels,
+            size,
+            float(demo["cells_per_image"]),
+            render_rng,
+            zoom=nuisance[f"{NUISANCE_PREFIX}zoom"].to_numpy()[start:stop],
+        )
         tiles[start:stop] = apply_nuisance(
-            clean, nuisance.iloc[start:stop], channels, float(demo["noise"]), dtype, noise_rng)
+            clean, nuisance.iloc[start:stop], channels, float(demo["noise"]), dtype, noise_rng
+        )
 
     table = pd.DataFrame(factors, columns=[factor_name(j) for j in range(n_factors)])
     table.insert(0, screen.IMAGE_INDEX, metadata[screen.IMAGE_INDEX].to_numpy())
@@ -771,9 +823,7 @@ def simulate_plate(demo: dict, seed: int, plate: str) -> tuple[np.ndarray, pd.Da
     return tiles, metadata, table
 
 
-def write_demo_plate(
-    demo: dict, seed: int, plate: str, store: Path, metadata_path: Path, factors_path: Path
-) -> None:
+def write_demo_plate(demo: dict, seed: int, plate: str, store: Path, metadata_path: Path, factors_path: Path) -> None:
     """Simulate one plate and write its Zarr store, metadata and factors (each atomically)."""
     tiles, metadata, factors = simulate_plate(demo, seed, plate)
     metadata = screen.validate_metadata(metadata, source=f"simulated metadata of plate {plate}")
@@ -789,7 +839,9 @@ def simulate_screen(demo: dict, seed: int, out_dir: Path) -> pd.DataFrame:
     tables = []
     for _, plate in demo_plates(demo):
         write_demo_plate(
-            demo, seed, plate,
+            demo,
+            seed,
+            plate,
             out_dir / "plates" / f"{plate}.zarr",
             out_dir / "metadata" / f"{plate}.parquet",
             out_dir / "factors" / f"{plate}.parquet",

@@ -14,15 +14,26 @@ Folds hold positional row indices (``iloc``) of the table they were made from.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
-
 from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
 from phenoica.io import read_table
-from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL, ScreenError
+from phenoica.screen import (
+    BATCH,
+    CONTROL,
+    GENE,
+    GUIDE,
+    IMAGE_INDEX,
+    PERT_TYPE,
+    PERTURBATION,
+    PLATE,
+    SITE,
+    WELL,
+    ScreenError,
+)
 from phenoica.seeding import rng_for
 
 SCHEMES = ("leave_one_batch_out", "in_distribution")
@@ -87,8 +98,13 @@ def leave_one_batch_out(table: pd.DataFrame) -> list[Fold]:
         if GUIDE in table.columns:
             pert = ptype == PERTURBATION
             cols = [c for c in (GENE, GUIDE) if c in table.columns]
-            guide_batches = pd.DataFrame({"g": table.loc[pert, cols].astype(str).agg(" / ".join, axis=1).to_numpy(),
-                                          "b": batches[pert]}).groupby("g")["b"].unique()
+            guide_batches = (
+                pd.DataFrame(
+                    {"g": table.loc[pert, cols].astype(str).agg(" / ".join, axis=1).to_numpy(), "b": batches[pert]}
+                )
+                .groupby("g")["b"]
+                .unique()
+            )
             single = guide_batches[guide_batches.map(len) == 1]
             if len(single):
                 listed = ", ".join(f"{g} (only in {b[0]})" for g, b in single.head(10).items())
@@ -210,12 +226,14 @@ def folds_from_table(long: pd.DataFrame, source: str = "folds table") -> list[Fo
     for name, rows in long.groupby("fold", sort=False):
         split = rows["split"].astype(str).to_numpy()
         held = str(rows["heldout_batches"].iloc[0])
-        folds.append(Fold(
-            str(name),
-            rows["row"].to_numpy()[split == TRAIN],
-            rows["row"].to_numpy()[split == TEST],
-            tuple(held.split("|")) if held else (),
-        ))
+        folds.append(
+            Fold(
+                str(name),
+                rows["row"].to_numpy()[split == TRAIN],
+                rows["row"].to_numpy()[split == TEST],
+                tuple(held.split("|")) if held else (),
+            )
+        )
     return folds
 
 

@@ -59,8 +59,9 @@ class Interval:
     high: float
 
 
-def bootstrap_mean(values: np.ndarray, seed: int, *keys: str | int, n_resamples: int = 2000,
-                   confidence: float = 0.95) -> Interval:
+def bootstrap_mean(
+    values: np.ndarray, seed: int, *keys: str | int, n_resamples: int = 2000, confidence: float = 0.95
+) -> Interval:
     """Mean of ``values`` (NaNs dropped) with a percentile bootstrap interval (scipy.stats.bootstrap).
 
     The resampling seed is ``derive_seed(seed, "bootstrap", *keys)``. Fewer than 2 values give
@@ -77,7 +78,11 @@ def bootstrap_mean(values: np.ndarray, seed: int, *keys: str | int, n_resamples:
     if np.ptp(x) == 0:
         return Interval(est, est, est)
     res = stats.bootstrap(
-        (x,), np.mean, n_resamples=n_resamples, confidence_level=confidence, method="percentile",
+        (x,),
+        np.mean,
+        n_resamples=n_resamples,
+        confidence_level=confidence,
+        method="percentile",
         random_state=np.random.default_rng(derive_seed(seed, "bootstrap", *keys)),
     )
     return Interval(est, float(res.confidence_interval.low), float(res.confidence_interval.high))

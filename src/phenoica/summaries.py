@@ -44,12 +44,34 @@ VARIANT_LABELS: dict[str, str] = {
 PAIRS: tuple[tuple[str, str], ...] = (("pca_ica", "pca"), ("pca_ica", "pca_rand"), ("pca", "base"))
 
 ROW_COLUMNS: tuple[str, ...] = (
-    "model", "variant", GENE, GUIDE, "is_null_guide", "fold", "n_train_pos", "n_train_neg",
-    "n_test_pos", "n_test_neg", "auroc", "sparsity", "concentration", "auroc_top", "auroc_rest",
-    "status", "reason",
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "is_null_guide",
+    "fold",
+    "n_train_pos",
+    "n_train_neg",
+    "n_test_pos",
+    "n_test_neg",
+    "auroc",
+    "sparsity",
+    "concentration",
+    "auroc_top",
+    "auroc_rest",
+    "status",
+    "reason",
 )
 GUIDE_COLUMNS: tuple[str, ...] = (
-    "model", "variant", GENE, GUIDE, "is_null_guide", "n_folds_ok", "auroc", "sparsity", "concentration",
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "is_null_guide",
+    "n_folds_ok",
+    "auroc",
+    "sparsity",
+    "concentration",
 )
 GENE_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
 MAP_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, GUIDE, "mean_average_precision", "map_p_value", "map_q_value")
@@ -125,9 +147,20 @@ def _checked(
 def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
     """Validate guide-fold rows (status must be ok/skipped); return a normalized copy."""
     out = _checked(
-        rows, "guide-fold rows", ROW_COLUMNS,
-        numeric=("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg", "auroc", "sparsity",
-                 "concentration", "auroc_top", "auroc_rest"),
+        rows,
+        "guide-fold rows",
+        ROW_COLUMNS,
+        numeric=(
+            "n_train_pos",
+            "n_train_neg",
+            "n_test_pos",
+            "n_test_neg",
+            "auroc",
+            "sparsity",
+            "concentration",
+            "auroc_top",
+            "auroc_rest",
+        ),
         boolean=("is_null_guide",),
     )
     bad = ~out["status"].isin([OK, SKIPPED])
@@ -141,8 +174,11 @@ def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
 def check_guides(guides: pd.DataFrame) -> pd.DataFrame:
     """Validate guide scores (unique per model, variant, gene, guide); return a normalized copy."""
     return _checked(
-        guides, "guide scores", GUIDE_COLUMNS,
-        numeric=("n_folds_ok", "auroc", "sparsity", "concentration"), boolean=("is_null_guide",),
+        guides,
+        "guide scores",
+        GUIDE_COLUMNS,
+        numeric=("n_folds_ok", "auroc", "sparsity", "concentration"),
+        boolean=("is_null_guide",),
         key=("model", "variant", GENE, GUIDE),
     )
 
@@ -150,15 +186,19 @@ def check_guides(guides: pd.DataFrame) -> pd.DataFrame:
 def check_genes(genes: pd.DataFrame) -> pd.DataFrame:
     """Validate gene scores (unique per model, variant, gene); return a normalized copy."""
     return _checked(
-        genes, "gene scores", GENE_COLUMNS,
-        numeric=("n_guides", "auroc", "sparsity", "concentration"), key=("model", "variant", GENE),
+        genes,
+        "gene scores",
+        GENE_COLUMNS,
+        numeric=("n_guides", "auroc", "sparsity", "concentration"),
+        key=("model", "variant", GENE),
     )
 
 
 def check_truth(truth: pd.DataFrame) -> pd.DataFrame:
     """Validate the demo truth table (unique per gene, guide); return a normalized copy."""
-    return _checked(truth, "truth table", TRUTH_COLUMNS, numeric=("efficacy",), boolean=("has_effect",),
-                    key=(GENE, GUIDE))
+    return _checked(
+        truth, "truth table", TRUTH_COLUMNS, numeric=("efficacy",), boolean=("has_effect",), key=(GENE, GUIDE)
+    )
 
 
 def _model_variants(df: pd.DataFrame) -> list[tuple[str, str]]:
@@ -226,21 +266,34 @@ def table4(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
     rows = check_rows(guide_fold_rows)
     records = []
     for model, variant in _model_variants(rows):
-        sel = rows[(rows["model"] == model) & (rows["variant"] == variant) & (rows["status"] == OK)
-                   & ~rows["is_null_guide"]]
+        sel = rows[
+            (rows["model"] == model) & (rows["variant"] == variant) & (rows["status"] == OK) & ~rows["is_null_guide"]
+        ]
         sel = sel[np.isfinite(sel["concentration"].to_numpy(dtype=float))]
         conc = sel["concentration"].to_numpy(dtype=float)
-        records.append({
-            "model": model,
-            "variant": variant,
-            "concentration_mean": _mean(conc),
-            "concentration_sd": float(np.std(conc, ddof=1)) if conc.size > 1 else math.nan,
-            "n": int(conc.size),
-            "auroc_top_mean": _mean(finite_values(sel["auroc_top"])),
-            "auroc_rest_mean": _mean(finite_values(sel["auroc_rest"])),
-        })
-    return pd.DataFrame.from_records(records, columns=[
-        "model", "variant", "concentration_mean", "concentration_sd", "n", "auroc_top_mean", "auroc_rest_mean"])
+        records.append(
+            {
+                "model": model,
+                "variant": variant,
+                "concentration_mean": _mean(conc),
+                "concentration_sd": float(np.std(conc, ddof=1)) if conc.size > 1 else math.nan,
+                "n": int(conc.size),
+                "auroc_top_mean": _mean(finite_values(sel["auroc_top"])),
+                "auroc_rest_mean": _mean(finite_values(sel["auroc_rest"])),
+            }
+        )
+    return pd.DataFrame.from_records(
+        records,
+        columns=[
+            "model",
+            "variant",
+            "concentration_mean",
+            "concentration_sd",
+            "n",
+            "auroc_top_mean",
+            "auroc_rest_mean",
+        ],
+    )
 
 
 def variant_summary(guides_df: pd.DataFrame, thresholds: tuple[float, ...] = (0.05, 0.1)) -> pd.DataFrame:
@@ -277,10 +330,22 @@ def variant_summary(guides_df: pd.DataFrame, thresholds: tuple[float, ...] = (0.
             q = pd.to_numeric(real["q_value"], errors="coerce").to_numpy(dtype=float) if has_q else np.empty(0)
             row[f"hits_q<{t:g}"] = int(np.sum(q < t)) if (has_q and np.isfinite(q).any()) else pd.NA
         records.append(row)
-    out = pd.DataFrame.from_records(records, columns=[
-        "model", "variant", "n_guides_scored", "n_guides_skipped", "auroc_mean", "auroc_median",
-        "sparsity_mean", "concentration_mean", "n_null_guides", "null_auroc_mean",
-        *[f"hits_q<{t:g}" for t in thresholds]])
+    out = pd.DataFrame.from_records(
+        records,
+        columns=[
+            "model",
+            "variant",
+            "n_guides_scored",
+            "n_guides_skipped",
+            "auroc_mean",
+            "auroc_median",
+            "sparsity_mean",
+            "concentration_mean",
+            "n_null_guides",
+            "null_auroc_mean",
+            *[f"hits_q<{t:g}" for t in thresholds],
+        ],
+    )
     for t in thresholds:
         out[f"hits_q<{t:g}"] = out[f"hits_q<{t:g}"].astype("Int64")
     return out
@@ -354,9 +419,23 @@ def paired_tests(
                 diff = (joined["a"] - joined["b"]).to_numpy(dtype=float)
                 ci = bootstrap_mean(diff, seed, "paired", model, variant, reference, metric)
                 records.append({**base, **_wilcoxon_row(diff, min_pairs), "ci_low": ci.low, "ci_high": ci.high})
-    out = pd.DataFrame.from_records(records, columns=[
-        "model", "variant", "reference", "metric", "n", "mean_diff", "ci_low", "ci_high", "median_diff",
-        "statistic", "p_value", "note"])
+    out = pd.DataFrame.from_records(
+        records,
+        columns=[
+            "model",
+            "variant",
+            "reference",
+            "metric",
+            "n",
+            "mean_diff",
+            "ci_low",
+            "ci_high",
+            "median_diff",
+            "statistic",
+            "p_value",
+            "note",
+        ],
+    )
     return out
 
 
@@ -405,14 +484,22 @@ def truth_checks(guides_df: pd.DataFrame, truth: pd.DataFrame, alpha: float = 0.
         null_auroc = finite_values(nulls["auroc"])
         notes = []
         row: dict[str, Any] = {
-            "model": model, "variant": variant,
-            "n_effect": int(eff.size), "n_no_effect": int(none.size),
-            "auroc_effect_mean": _mean(eff), "auroc_no_effect_mean": _mean(none),
+            "model": model,
+            "variant": variant,
+            "n_effect": int(eff.size),
+            "n_no_effect": int(none.size),
+            "auroc_effect_mean": _mean(eff),
+            "auroc_no_effect_mean": _mean(none),
             "effect_minus_no_effect": _mean(eff) - _mean(none),
-            "mannwhitney_u": math.nan, "mannwhitney_p": math.nan, "effect_gt_no_effect": pd.NA,
-            "no_effect_vs_half_t": math.nan, "no_effect_vs_half_p": math.nan,
-            "null_auroc_mean": _mean(null_auroc), "no_effect_vs_null_p": math.nan,
-            "efficacy_spearman_rho": math.nan, "efficacy_spearman_p": math.nan,
+            "mannwhitney_u": math.nan,
+            "mannwhitney_p": math.nan,
+            "effect_gt_no_effect": pd.NA,
+            "no_effect_vs_half_t": math.nan,
+            "no_effect_vs_half_p": math.nan,
+            "null_auroc_mean": _mean(null_auroc),
+            "no_effect_vs_null_p": math.nan,
+            "efficacy_spearman_rho": math.nan,
+            "efficacy_spearman_p": math.nan,
         }
         if eff.size and none.size:
             mw = stats.mannwhitneyu(eff, none, alternative="greater")
@@ -437,11 +524,28 @@ def truth_checks(guides_df: pd.DataFrame, truth: pd.DataFrame, alpha: float = 0.
             notes.append("fewer than 3 effect guides with varying efficacy and AUROC; no correlation")
         row["note"] = "; ".join(notes)
         records.append(row)
-    return pd.DataFrame.from_records(records, columns=[
-        "model", "variant", "n_effect", "n_no_effect", "auroc_effect_mean", "auroc_no_effect_mean",
-        "effect_minus_no_effect", "mannwhitney_u", "mannwhitney_p", "effect_gt_no_effect",
-        "no_effect_vs_half_t", "no_effect_vs_half_p", "null_auroc_mean", "no_effect_vs_null_p",
-        "efficacy_spearman_rho", "efficacy_spearman_p", "note"])
+    return pd.DataFrame.from_records(
+        records,
+        columns=[
+            "model",
+            "variant",
+            "n_effect",
+            "n_no_effect",
+            "auroc_effect_mean",
+            "auroc_no_effect_mean",
+            "effect_minus_no_effect",
+            "mannwhitney_u",
+            "mannwhitney_p",
+            "effect_gt_no_effect",
+            "no_effect_vs_half_t",
+            "no_effect_vs_half_p",
+            "null_auroc_mean",
+            "no_effect_vs_null_p",
+            "efficacy_spearman_rho",
+            "efficacy_spearman_p",
+            "note",
+        ],
+    )
 
 
 def truth_recovery(
@@ -462,20 +566,34 @@ def truth_recovery(
     probe_cols = [] if structural is None else [c for c in structural.columns if str(c).startswith("probe_r2_factor_")]
     if probe_cols:
         probe = demo_truth.probe_table(structural, truth)[
-            ["model", "variant", "n_shifted_factors", "probe_r2_shifted", "probe_r2_other"]]
+            ["model", "variant", "n_shifted_factors", "probe_r2_shifted", "probe_r2_other"]
+        ]
         table = probe.merge(table, on=["model", "variant"], how="outer")
     order = {v: i for i, v in enumerate(ordered_variants(table["variant"]))}
     table = table.sort_values(["model", "variant"], key=lambda c: c.map(order) if c.name == "variant" else c)
-    return {"truth_recovery": table.reset_index(drop=True),
-            "variant_contrasts": demo_truth.variant_contrasts(guides, truth, seed=seed)}
+    return {
+        "truth_recovery": table.reset_index(drop=True),
+        "variant_contrasts": demo_truth.variant_contrasts(guides, truth, seed=seed),
+    }
 
 
 def skipped_rows(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
     """All skipped guide-fold rows with their reasons, plus ``n_same_reason``: rows sharing the reason."""
     rows = check_rows(guide_fold_rows)
     skipped = rows[rows["status"] == SKIPPED]
-    cols = ["model", "variant", GENE, GUIDE, "is_null_guide", "fold", "n_train_pos", "n_train_neg",
-            "n_test_pos", "n_test_neg", "reason"]
+    cols = [
+        "model",
+        "variant",
+        GENE,
+        GUIDE,
+        "is_null_guide",
+        "fold",
+        "n_train_pos",
+        "n_train_neg",
+        "n_test_pos",
+        "n_test_neg",
+        "reason",
+    ]
     out = skipped[cols].sort_values(["model", "variant", GENE, GUIDE, "fold"], kind="stable").reset_index(drop=True)
     out["n_same_reason"] = out.groupby("reason")["reason"].transform("size").astype(int)
     return out
@@ -490,28 +608,47 @@ def skip_counts(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
     out = grouped.agg(n_rows=(GUIDE, "size"), n_guides=(GUIDE, "nunique")).reset_index()
     order = {v: i for i, v in enumerate(ordered_variants(out["variant"]))}
     out["_v"] = out["variant"].map(order)
-    return out.sort_values(["model", "_v", "n_rows"], ascending=[True, True, False]).drop(columns="_v").reset_index(drop=True)
+    return (
+        out.sort_values(["model", "_v", "n_rows"], ascending=[True, True, False])
+        .drop(columns="_v")
+        .reset_index(drop=True)
+    )
 
 
 def map_summary(map_df: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataFrame:
     """Per (model, variant): the guides' mean average precision (copairs phenotypic activity) and
     how many are active at BH q < ``q_threshold``."""
-    mp = _checked(map_df, "mAP table", MAP_COLUMNS,
-                  numeric=("mean_average_precision", "map_p_value", "map_q_value"))
+    mp = _checked(map_df, "mAP table", MAP_COLUMNS, numeric=("mean_average_precision", "map_p_value", "map_q_value"))
     records = []
     for model, variant in _model_variants(mp):
         sub = mp[(mp["model"] == model) & (mp["variant"] == variant)]
         values = finite_values(sub["mean_average_precision"])
         n_sig = int((sub["map_q_value"] < q_threshold).sum())
-        records.append({
-            "model": model, "variant": variant, "n_guides": int(len(sub)), "n_scored": int(values.size),
-            "map_mean": _mean(values), "map_median": float(np.median(values)) if values.size else math.nan,
-            f"active_q<{q_threshold:g}": n_sig,
-            "fraction_active": n_sig / values.size if values.size else math.nan,
-        })
-    return pd.DataFrame.from_records(records, columns=[
-        "model", "variant", "n_guides", "n_scored", "map_mean", "map_median", f"active_q<{q_threshold:g}",
-        "fraction_active"])
+        records.append(
+            {
+                "model": model,
+                "variant": variant,
+                "n_guides": int(len(sub)),
+                "n_scored": int(values.size),
+                "map_mean": _mean(values),
+                "map_median": float(np.median(values)) if values.size else math.nan,
+                f"active_q<{q_threshold:g}": n_sig,
+                "fraction_active": n_sig / values.size if values.size else math.nan,
+            }
+        )
+    return pd.DataFrame.from_records(
+        records,
+        columns=[
+            "model",
+            "variant",
+            "n_guides",
+            "n_scored",
+            "map_mean",
+            "map_median",
+            f"active_q<{q_threshold:g}",
+            "fraction_active",
+        ],
+    )
 
 
 def classifier_cost(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
@@ -528,10 +665,18 @@ def classifier_cost(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
         real, null = sub[~sub["is_null_guide"]], sub[sub["is_null_guide"]]
         n_real = int(len(real) + 2 * np.isfinite(real["concentration"].to_numpy(dtype=float)).sum())
         total = n_real + len(null)
-        records.append({"model": model, "variant": variant, "models_real_guides": n_real,
-                        "models_null": int(len(null)), "null_share": len(null) / total if total else math.nan})
-    return pd.DataFrame.from_records(records, columns=["model", "variant", "models_real_guides", "models_null",
-                                                       "null_share"])
+        records.append(
+            {
+                "model": model,
+                "variant": variant,
+                "models_real_guides": n_real,
+                "models_null": int(len(null)),
+                "null_share": len(null) / total if total else math.nan,
+            }
+        )
+    return pd.DataFrame.from_records(
+        records, columns=["model", "variant", "models_real_guides", "models_null", "null_share"]
+    )
 
 
 def fit_report_table(fit_report: Mapping[str, Any], max_list: int = 6) -> pd.DataFrame:
@@ -593,23 +738,48 @@ def _format_value(value: Any) -> str:
 
 def table1_summary(table1: pd.DataFrame) -> pd.DataFrame:
     """Table 1 rows (one per variant and ordered model pair) with the paper's columns first."""
-    first = [c for c in ("variant", "model_a", "model_b", "perm", "rigid", "linear", "ica", "ica_efficiency",
-                         "cka", "mutual_knn") if c in table1.columns]
+    first = [
+        c
+        for c in (
+            "variant",
+            "model_a",
+            "model_b",
+            "perm",
+            "rigid",
+            "linear",
+            "ica",
+            "ica_efficiency",
+            "cka",
+            "mutual_knn",
+        )
+        if c in table1.columns
+    ]
     out = table1[first + [c for c in table1.columns if c not in first]].copy()
     order = {v: i for i, v in enumerate(ordered_variants(out["variant"]))} if "variant" in out else {}
     if order:
-        out = out.sort_values(["variant", "model_a", "model_b"], key=lambda c: c.map(order) if c.name == "variant" else c)
+        out = out.sort_values(
+            ["variant", "model_a", "model_b"], key=lambda c: c.map(order) if c.name == "variant" else c
+        )
     return out.reset_index(drop=True)
 
 
 def lightgbm_table(params: Mapping[str, Any]) -> pd.DataFrame:
     """The LightGBM parameters every classifier used, one row each, marking Table 6's."""
     table6 = {"is_unbalance", "learning_rate", "num_leaves", "feature_fraction", "lambda_l1", "lambda_l2"}
-    return pd.DataFrame({"parameter": list(params), "value": [_format_value(v) for v in params.values()],
-                         "source": ["Table 6" if k in table6 else "phenoica (determinism, threads, objective)"
-                                    if k in ("deterministic", "force_col_wise", "num_threads", "verbosity",
-                                             "objective", "seed") else "override"
-                                    for k in params]})
+    return pd.DataFrame(
+        {
+            "parameter": list(params),
+            "value": [_format_value(v) for v in params.values()],
+            "source": [
+                "Table 6"
+                if k in table6
+                else "phenoica (determinism, threads, objective)"
+                if k in ("deterministic", "force_col_wise", "num_threads", "verbosity", "objective", "seed")
+                else "override"
+                for k in params
+            ],
+        }
+    )
 
 
 def has_calls(guides: pd.DataFrame) -> bool:

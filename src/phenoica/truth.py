@@ -72,8 +72,10 @@ def probe_table(structural: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     shifted = shifted_factors(truth)
     probe_cols = [c for c in structural.columns if str(c).startswith(f"{PROBE_PREFIX}factor_")]
     if not probe_cols:
-        raise ScreenError(f"structural table: no {PROBE_PREFIX}factor_* columns (run identifiability.structural_scores)")
-    factors = [c[len(PROBE_PREFIX):] for c in probe_cols]
+        raise ScreenError(
+            f"structural table: no {PROBE_PREFIX}factor_* columns (run identifiability.structural_scores)"
+        )
+    factors = [c[len(PROBE_PREFIX) :] for c in probe_cols]
     missing = sorted(set(shifted) - set(factors))
     if missing:
         raise ScreenError(f"structural table: no probe R^2 for shifted factor(s) {missing}")
@@ -141,9 +143,12 @@ def effect_separation(
     for (model, variant), sel in merged.groupby(["model", "variant"], sort=True):
         eff, none = sel[sel["group"] == EFFECT], sel[sel["group"] == NO_EFFECT]
         row: dict[str, Any] = {
-            "model": model, "variant": variant,
-            "n_effect_genes": eff[GENE].nunique(), "n_no_effect_genes": none[GENE].nunique(),
-            "n_effect_guides": len(eff), "n_no_effect_guides": len(none),
+            "model": model,
+            "variant": variant,
+            "n_effect_genes": eff[GENE].nunique(),
+            "n_no_effect_genes": none[GENE].nunique(),
+            "n_effect_guides": len(eff),
+            "n_no_effect_guides": len(none),
             "auroc_effect": eff["auroc"].mean() if len(eff) else math.nan,
             "auroc_no_effect": none["auroc"].mean() if len(none) else math.nan,
         }
@@ -152,8 +157,9 @@ def effect_separation(
         row["auc_effect_vs_no_effect"] = row["mannwhitney_p"] = math.nan
         if len(eff) and len(none):
             (se, ce), (sn, cn) = _gene_sums(eff), _gene_sums(none)
-            boot = (_boot_mean(se, ce, rng.integers(0, len(se), (n_boot, len(se))))
-                    - _boot_mean(sn, cn, rng.integers(0, len(sn), (n_boot, len(sn)))))
+            boot = _boot_mean(se, ce, rng.integers(0, len(se), (n_boot, len(se)))) - _boot_mean(
+                sn, cn, rng.integers(0, len(sn), (n_boot, len(sn)))
+            )
             row["separation_lo"], row["separation_hi"] = _interval(boot, level)
             mw = stats.mannwhitneyu(eff["auroc"], none["auroc"], alternative="greater")
             row["auc_effect_vs_no_effect"] = float(mw.statistic) / (len(eff) * len(none))
@@ -188,14 +194,22 @@ def variant_contrasts(
             if variant not in present or reference not in present:
                 continue
             rng = np.random.default_rng(seed)
-            gene_auroc = (by_model[by_model["group"].isin([EFFECT, NO_EFFECT])]
-                          .groupby([GENE, "group", "variant"])["auroc"].agg(["sum", "count"]).reset_index())
+            gene_auroc = (
+                by_model[by_model["group"].isin([EFFECT, NO_EFFECT])]
+                .groupby([GENE, "group", "variant"])["auroc"]
+                .agg(["sum", "count"])
+                .reset_index()
+            )
             wide = gene_auroc.pivot_table(index=[GENE, "group"], columns="variant", values=["sum", "count"])
             wide = wide.dropna(subset=[("sum", variant), ("sum", reference)])
             group = wide.index.get_level_values("group").to_numpy()
-            row: dict[str, Any] = {"model": model, "variant": variant, "reference": reference,
-                                   "n_effect_genes": int((group == EFFECT).sum()),
-                                   "n_no_effect_genes": int((group == NO_EFFECT).sum())}
+            row: dict[str, Any] = {
+                "model": model,
+                "variant": variant,
+                "reference": reference,
+                "n_effect_genes": int((group == EFFECT).sum()),
+                "n_no_effect_genes": int((group == NO_EFFECT).sum()),
+            }
             sums = {v: wide[("sum", v)].to_numpy(float) for v in (variant, reference)}
             counts = {v: wide[("count", v)].to_numpy(float) for v in (variant, reference)}
             e_idx, n_idx = np.flatnonzero(group == EFFECT), np.flatnonzero(group == NO_EFFECT)
@@ -205,16 +219,22 @@ def variant_contrasts(
 
             row.update(delta_separation=math.nan, delta_separation_lo=math.nan, delta_separation_hi=math.nan)
             if e_idx.size and n_idx.size:
-                point = (separation(variant, e_idx[None], n_idx[None])
-                         - separation(reference, e_idx[None], n_idx[None]))[0]
+                point = (
+                    separation(variant, e_idx[None], n_idx[None]) - separation(reference, e_idx[None], n_idx[None])
+                )[0]
                 e_boot = e_idx[rng.integers(0, e_idx.size, (n_boot, e_idx.size))]
                 n_boot_idx = n_idx[rng.integers(0, n_idx.size, (n_boot, n_idx.size))]
                 boot = separation(variant, e_boot, n_boot_idx) - separation(reference, e_boot, n_boot_idx)
                 row["delta_separation"] = float(point)
                 row["delta_separation_lo"], row["delta_separation_hi"] = _interval(boot, level)
             diff = (sums[variant] / counts[variant] - sums[reference] / counts[reference])[e_idx]
-            row.update(delta_effect_auroc=math.nan, delta_effect_auroc_lo=math.nan, delta_effect_auroc_hi=math.nan,
-                       cohens_dz=math.nan, wilcoxon_p=math.nan)
+            row.update(
+                delta_effect_auroc=math.nan,
+                delta_effect_auroc_lo=math.nan,
+                delta_effect_auroc_hi=math.nan,
+                cohens_dz=math.nan,
+                wilcoxon_p=math.nan,
+            )
             if diff.size:
                 row["delta_effect_auroc"] = float(diff.mean())
                 boot = diff[rng.integers(0, diff.size, (n_boot, diff.size))].mean(axis=1)

@@ -72,7 +72,9 @@ def _zarr_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: 
     return out
 
 
-def _plate_map_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: list[str]) -> dict[str, PlateGeometry]:
+def _plate_map_geometry(
+    cfg: Mapping[str, Any], plates: Mapping[str, str], problems: list[str]
+) -> dict[str, PlateGeometry]:
     from phenoica import ingest
     from phenoica.workflow import user_table
 
@@ -82,7 +84,9 @@ def _plate_map_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], probl
     for plate, batch in plates.items():
         try:
             if cfg["source"] == "images":
-                channels, (h, w) = ingest.image_plate_geometry(cfg["images_dir"], cfg["image_pattern"], plate, cfg["channels"])
+                channels, (h, w) = ingest.image_plate_geometry(
+                    cfg["images_dir"], cfg["image_pattern"], plate, cfg["channels"]
+                )
             else:
                 channels, (h, w) = ingest.hcs_plate_geometry(Path(cfg["ome_zarr_dir"]) / f"{plate}.zarr")
             out[plate] = PlateGeometry(batch, channels, h, w)
@@ -92,7 +96,9 @@ def _plate_map_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], probl
 
 
 def plate_geometry(
-    screen_cfg: Mapping[str, Any], plates: Mapping[str, str], problems: list[str],
+    screen_cfg: Mapping[str, Any],
+    plates: Mapping[str, str],
+    problems: list[str],
     demo: Mapping[str, Any] | None = None,
 ) -> dict[str, PlateGeometry]:
     """Each plate's geometry, from the screen's source (``config["screen"]``; demo: the
@@ -132,8 +138,11 @@ def _grouped(failed: Mapping[str, list[str]]) -> list[str]:
 
 
 def check_models(
-    models: Mapping[str, Mapping[str, Any]], crop_size: int | None, geometry: Mapping[str, PlateGeometry],
-    problems: list[str], log: logging.Logger | None = None,
+    models: Mapping[str, Mapping[str, Any]],
+    crop_size: int | None,
+    geometry: Mapping[str, PlateGeometry],
+    problems: list[str],
+    log: logging.Logger | None = None,
 ) -> dict[str, dict[str, Any]]:
     """Each model against each plate, as the embed stage will check it: the channels it is fed
     (``models.NAME.channels`` present; the count the model takes; one count for a model trained
@@ -201,8 +210,11 @@ def check_models(
                     why = f"{what}: {exc}"
             failed.setdefault(why, []).append(plate)
         problems += _grouped(failed)
-        summary[name] = {"checkpoint": spec.get("checkpoint"), "crop_size": sorted(set(crops.values())),
-                         "channels_fed": sorted(set(counts.values()))}
+        summary[name] = {
+            "checkpoint": spec.get("checkpoint"),
+            "crop_size": sorted(set(crops.values())),
+            "channels_fed": sorted(set(counts.values())),
+        }
     return summary
 
 
@@ -236,8 +248,12 @@ def validate_screen(
         "models": summary,
     }
     batches = sorted({g.batch for g in geometry.values()})
-    log.info("screen valid: %d plates in %d batches; model crop sizes %s", len(geometry), len(batches),
-             {m: s["crop_size"] for m, s in summary.items()})
+    log.info(
+        "screen valid: %d plates in %d batches; model crop sizes %s",
+        len(geometry),
+        len(batches),
+        {m: s["crop_size"] for m, s in summary.items()},
+    )
     if out is not None:
         with atomic_path(out) as tmp:
             tmp.write_text(json.dumps(report, indent=1, sort_keys=True))
@@ -289,7 +305,10 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
 
 
 def check_screen_once(
-    config: Mapping[str, Any], plates: Mapping[str, str], record: Path | str, log: logging.Logger | None = None,
+    config: Mapping[str, Any],
+    plates: Mapping[str, str],
+    record: Path | str,
+    log: logging.Logger | None = None,
 ) -> dict[str, Any]:
     """:func:`validate_screen` for a validated workflow config, unless ``record`` says this very
     screen (same :func:`screen_key`) passed before. Raises ScreenError listing every problem;
@@ -303,8 +322,9 @@ def check_screen_once(
     if known.get("key") == key:
         return known
     log = log or logging.getLogger("phenoica.validate")
-    report = validate_screen(config["screen"], plates, config["models"], config["embed"]["crop_size"],
-                             config["demo"], log=log)
+    report = validate_screen(
+        config["screen"], plates, config["models"], config["embed"]["crop_size"], config["demo"], log=log
+    )
     report = {"key": key, **report}
     with atomic_path(record) as tmp:
         tmp.write_text(json.dumps(report, indent=1, sort_keys=True))

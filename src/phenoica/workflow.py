@@ -153,7 +153,13 @@ def embedding_inputs(config: Mapping[str, Any], model: str) -> list[str]:
 #: LightGBM's names for its thread count and log level (canonical name first, then its
 #: documented aliases): speed and log output only, never a model.
 LIGHTGBM_SPEED_ONLY: tuple[str, ...] = (
-    "num_threads", "num_thread", "nthread", "nthreads", "n_jobs", "verbosity", "verbose",
+    "num_threads",
+    "num_thread",
+    "nthread",
+    "nthreads",
+    "n_jobs",
+    "verbosity",
+    "verbose",
 )
 
 #: Config keys that change only speed, memory, storage layout or log output, never what a job

@@ -44,9 +44,7 @@ def file_format(path: Path | str) -> str:
         return SAFETENSORS
     if head[:4] == b"PK\x03\x04" or head[:1] == b"\x80":
         return TORCH
-    raise CheckpointError(
-        f"{path}: neither a safetensors file nor a torch checkpoint (starts with bytes {head[:8]!r})"
-    )
+    raise CheckpointError(f"{path}: neither a safetensors file nor a torch checkpoint (starts with bytes {head[:8]!r})")
 
 
 def _unwrap(obj: Any, path: Path) -> dict[str, torch.Tensor]:
@@ -85,7 +83,7 @@ def read_checkpoint(path: Path | str, log: logging.Logger | None = None) -> dict
         for container in _CONTAINERS:
             prefix = container + "."
             if state and all(k.startswith(prefix) for k in state):
-                state = {k[len(prefix):]: v for k, v in state.items()}
+                state = {k[len(prefix) :]: v for k, v in state.items()}
                 break
         return state
     try:  # from an open file: given a path named .safetensors, torch would hand it to safetensors
@@ -105,7 +103,7 @@ def strip_prefixes(state: Mapping[str, torch.Tensor], prefixes: tuple[str, ...])
             changed = False
             for prefix in prefixes:
                 if key.startswith(prefix):
-                    key, changed = key[len(prefix):], True
+                    key, changed = key[len(prefix) :], True
         out[key] = value
     return out
 
@@ -147,9 +145,9 @@ def checkpoint_metadata(path: Path | str) -> dict[str, Any]:
     for key, value in raw.items():
         if key.startswith("phenoica."):
             try:
-                out[key[len("phenoica."):]] = json.loads(value)
+                out[key[len("phenoica.") :]] = json.loads(value)
             except json.JSONDecodeError:
-                out[key[len("phenoica."):]] = value
+                out[key[len("phenoica.") :]] = value
     return out
 
 

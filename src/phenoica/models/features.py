@@ -68,7 +68,9 @@ class FeatureExtractor(nn.Module):
                 "(channel_agnostic: true, or the OpenPhenom layout): only then are tokens per channel"
             )
         if per_channel and pool != "mean":
-            raise ValueError("per_channel pools each channel's patch tokens: it needs pool 'mean' (the class token is not per channel)")
+            raise ValueError(
+                "per_channel pools each channel's patch tokens: it needs pool 'mean' (the class token is not per channel)"
+            )
         self.encoder = encoder
         self.pool = pool
         self.per_channel = bool(per_channel)
@@ -87,10 +89,14 @@ class FeatureExtractor(nn.Module):
     def _block_index(self, block: int) -> int:
         blocks = getattr(self.encoder, "blocks", None)
         if blocks is None or not hasattr(self.encoder, "forward_intermediates"):
-            raise ValueError(f"block {block}: the encoder ({type(self.encoder).__name__}) has no transformer blocks to choose from")
+            raise ValueError(
+                f"block {block}: the encoder ({type(self.encoder).__name__}) has no transformer blocks to choose from"
+            )
         depth = len(blocks)
         if not -depth <= block < depth:
-            raise ValueError(f"block {block} is out of range for an encoder of {depth} blocks (0..{depth - 1}, or -1..-{depth})")
+            raise ValueError(
+                f"block {block} is out of range for an encoder of {depth} blocks (0..{depth - 1}, or -1..-{depth})"
+            )
         return block % depth
 
     def tokens(self, x: torch.Tensor) -> torch.Tensor:
@@ -99,7 +105,12 @@ class FeatureExtractor(nn.Module):
             return self.encoder.forward_features(x)
         prefix = int(getattr(self.encoder, "num_prefix_tokens", 0))
         (out,) = self.encoder.forward_intermediates(
-            x, indices=[self.block], norm=False, stop_early=True, output_fmt="NLC", intermediates_only=True,
+            x,
+            indices=[self.block],
+            norm=False,
+            stop_early=True,
+            output_fmt="NLC",
+            intermediates_only=True,
             return_prefix_tokens=prefix > 0,
         )
         if isinstance(out, tuple):
@@ -123,7 +134,7 @@ class FeatureExtractor(nn.Module):
         tokens = self.tokens(x)
         if tokens.ndim == 4:  # a convolutional feature map (B, D, h, w)
             return tokens.mean(dim=(-2, -1)).float()
-        patches = tokens[:, int(getattr(self.encoder, "num_prefix_tokens", 0)):]
+        patches = tokens[:, int(getattr(self.encoder, "num_prefix_tokens", 0)) :]
         if self.per_channel:
             b, n_chans = x.shape[0], x.shape[1]
             per = patches.reshape(b, n_chans, self.tokens_per_channel, -1).mean(dim=2)
@@ -140,8 +151,12 @@ class FeatureExtractor(nn.Module):
     def options(self) -> dict[str, Any]:
         """The embedding options, as recorded in the embeddings parquet's metadata."""
         return {
-            "architecture": self.architecture, "pool": self.pool, "block": self.block,
-            "per_channel": self.per_channel, "normalize": self.normalize, "img_size": self.img_size,
+            "architecture": self.architecture,
+            "pool": self.pool,
+            "block": self.block,
+            "per_channel": self.per_channel,
+            "normalize": self.normalize,
+            "img_size": self.img_size,
         }
 
 

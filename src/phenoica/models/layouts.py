@@ -44,8 +44,9 @@ def reference_patterns() -> dict[str, frozenset[str]]:
     from phenoica.models.vit import build_encoder
 
     spec = dict(img_size=8, patch_size=4, embed_dim=8, depth=1, num_heads=2, mlp_ratio=1.0, channel_agnostic=False)
-    tiny = OpenPhenomGeometry(img_size=8, patch_size=4, embed_dim=8, depth=1, num_heads=2, mlp_ratio=1.0,
-                              max_in_chans=2)
+    tiny = OpenPhenomGeometry(
+        img_size=8, patch_size=4, embed_dim=8, depth=1, num_heads=2, mlp_ratio=1.0, max_in_chans=2
+    )
     return {
         PHENOICA: frozenset(key_patterns(build_encoder(spec, 1).state_dict())),
         f"{PHENOICA} (channel_agnostic)": frozenset(
@@ -68,8 +69,7 @@ def detect_architecture(keys: Iterable[str], path: Path | str) -> str:
         return found[0]
     raise CheckpointError(
         f"{path}: checkpoint layout matches no supported architecture "
-        f"({PHENOICA}, {OPENPHENOM}; stock timm models are chosen with models.NAME.timm_name). "
-        + closeness(patterns)
+        f"({PHENOICA}, {OPENPHENOM}; stock timm models are chosen with models.NAME.timm_name). " + closeness(patterns)
     )
 
 

@@ -71,8 +71,9 @@ def sincos_table(grid: int, dim: int, scale: float = SINCOS_SCALE) -> torch.Tens
         raise ValueError(f"2-D sin-cos position embeddings need a dimension divisible by 4, got {dim}")
     quarter = dim // 4
     freqs = scale ** (-torch.arange(quarter, dtype=torch.float64) / quarter)
-    rows, cols = torch.meshgrid(torch.arange(grid, dtype=torch.float64), torch.arange(grid, dtype=torch.float64),
-                                indexing="ij")
+    rows, cols = torch.meshgrid(
+        torch.arange(grid, dtype=torch.float64), torch.arange(grid, dtype=torch.float64), indexing="ij"
+    )
     r = rows.reshape(-1, 1) * freqs
     c = cols.reshape(-1, 1) * freqs
     return torch.cat([r.sin(), r.cos(), c.sin(), c.cos()], dim=1).float()
@@ -108,7 +109,9 @@ class SharedChannelPatchEmbed(nn.Module):
     ) -> None:
         super().__init__()
         if unsupported or dynamic_img_pad:
-            raise ValueError(f"SharedChannelPatchEmbed: unsupported options {sorted(unsupported) or ['dynamic_img_pad']}")
+            raise ValueError(
+                f"SharedChannelPatchEmbed: unsupported options {sorted(unsupported) or ['dynamic_img_pad']}"
+            )
         if img_size % patch_size:
             raise ValueError(f"img_size {img_size} is not a multiple of patch_size {patch_size}")
         self.img_size = (img_size, img_size)
@@ -185,7 +188,7 @@ def split_state(
     """
     state = strip_prefixes(state, ("module.",))
     if any(k.startswith(BACKBONE_PREFIX) for k in state):
-        backbone = {k[len(BACKBONE_PREFIX):]: v for k, v in state.items() if k.startswith(BACKBONE_PREFIX)}
+        backbone = {k[len(BACKBONE_PREFIX) :]: v for k, v in state.items() if k.startswith(BACKBONE_PREFIX)}
         rest = [k for k in state if not k.startswith(BACKBONE_PREFIX)]
     else:
         backbone = {k: v for k, v in state.items() if not k.startswith(DECODER_PREFIXES)}
@@ -237,8 +240,13 @@ def geometry_from_state(state: Mapping[str, torch.Tensor], path: Path | str) -> 
             "channel behind a zero class-token row (the OpenPhenom layout)"
         )
     return OpenPhenomGeometry(
-        img_size=grid * patch, patch_size=patch, embed_dim=dim, depth=depth, num_heads=dim // head_dim,
-        mlp_ratio=hidden / dim, max_in_chans=rows // (grid * grid),
+        img_size=grid * patch,
+        patch_size=patch,
+        embed_dim=dim,
+        depth=depth,
+        num_heads=dim // head_dim,
+        mlp_ratio=hidden / dim,
+        max_in_chans=rows // (grid * grid),
     )
 
 
@@ -275,8 +283,12 @@ def load_openphenom(
     backbone, ignored, other = split_state(state)
     if ignored:
         heads = sorted({k.split(".")[0] for k in ignored})
-        log.info("%s: ignoring %d MAE decoder key(s) (%s); the embedding uses the encoder only",
-                 path.name, len(ignored), ", ".join(f"{h}.*" for h in heads))
+        log.info(
+            "%s: ignoring %d MAE decoder key(s) (%s); the embedding uses the encoder only",
+            path.name,
+            len(ignored),
+            ", ".join(f"{h}.*" for h in heads),
+        )
     geometry = geometry_from_state(backbone, path)
     log.info("%s: OpenPhenom layout, %s", path.name, ", ".join(f"{k} {v}" for k, v in asdict(geometry).items()))
     if in_chans > geometry.max_in_chans:

@@ -8,12 +8,22 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 ARCH_KEYS: tuple[str, ...] = (
-    "img_size", "patch_size", "embed_dim", "depth", "num_heads", "mlp_ratio", "channel_agnostic",
+    "img_size",
+    "patch_size",
+    "embed_dim",
+    "depth",
+    "num_heads",
+    "mlp_ratio",
+    "channel_agnostic",
 )
 """Spec keys that decide the encoder's architecture (stored in checkpoint metadata)."""
 
 TRAINING_KEYS: tuple[str, ...] = ARCH_KEYS + (
-    "in_chans", "channels", "decoder_embed_dim", "decoder_depth", "decoder_num_heads",
+    "in_chans",
+    "channels",
+    "decoder_embed_dim",
+    "decoder_depth",
+    "decoder_num_heads",
 )
 """Spec keys MAE pretraining reads (the seed is passed on its own): the model's shape and the
 channels it is trained on."""

@@ -35,6 +35,7 @@ from phenoica.models.checkpoint import (
     strip_prefixes,
 )
 
+
 def check_timm_name(name: str, key: str = "timm_name") -> None:
     """ConfigError unless timm knows ``name`` (an architecture, optionally with a ``.tag``)."""
     if timm.is_model(name):
@@ -93,8 +94,9 @@ def build_timm_encoder(
     ckpt_chans, head_rows = int(weight.shape[1]), _classifier_rows(name, state)
     del state
     try:
-        model = timm.create_model(name, pretrained=False, num_classes=head_rows, in_chans=ckpt_chans,
-                                  checkpoint_path=str(path))
+        model = timm.create_model(
+            name, pretrained=False, num_classes=head_rows, in_chans=ckpt_chans, checkpoint_path=str(path)
+        )
     except (RuntimeError, KeyError, ValueError) as exc:
         raise CheckpointError(f"{path}: does not load into timm's {name!r}: {exc}") from None
     if head_rows:
@@ -102,9 +104,16 @@ def build_timm_encoder(
         log.info("%s: removed the checkpoint's %d-class head; embeddings come from the encoder", path.name, head_rows)
     if in_chans != ckpt_chans:
         adapt_first_conv(model, conv, in_chans)
-        log.info("%s: channel adaptation: timm's %s was trained on %d channels, the screen gives %d; %s.weight "
-                 "adapted with timm's adapt_input_conv (%s)", path.name, name, ckpt_chans, in_chans, conv,
-                 "filters summed" if in_chans == 1 else f"filters repeated cyclically, scaled by {ckpt_chans}/{in_chans}")
+        log.info(
+            "%s: channel adaptation: timm's %s was trained on %d channels, the screen gives %d; %s.weight "
+            "adapted with timm's adapt_input_conv (%s)",
+            path.name,
+            name,
+            ckpt_chans,
+            in_chans,
+            conv,
+            "filters summed" if in_chans == 1 else f"filters repeated cyclically, scaled by {ckpt_chans}/{in_chans}",
+        )
     return model.eval()
 
 
@@ -113,8 +122,17 @@ def adapt_first_conv(model: nn.Module, conv_name: str, in_chans: int) -> None:
     conv = model.get_submodule(conv_name)
     if not isinstance(conv, nn.Conv2d):
         raise CheckpointError(f"cannot adapt {conv_name} ({type(conv).__name__}) to {in_chans} channels")
-    new = nn.Conv2d(in_chans, conv.out_channels, conv.kernel_size, conv.stride, conv.padding, conv.dilation,
-                    conv.groups, conv.bias is not None, conv.padding_mode)
+    new = nn.Conv2d(
+        in_chans,
+        conv.out_channels,
+        conv.kernel_size,
+        conv.stride,
+        conv.padding,
+        conv.dilation,
+        conv.groups,
+        conv.bias is not None,
+        conv.padding_mode,
+    )
     with torch.no_grad():
         new.weight.copy_(adapt_input_conv(in_chans, conv.weight.detach(), base_chans=conv.in_channels))
         if conv.bias is not None:

@@ -132,9 +132,7 @@ class ChannelAgnosticPatchEmbed(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, c, h, w = x.shape
         if c > self.max_chans:
-            raise ScreenError(
-                f"channel-agnostic encoder supports at most {self.max_chans} channels, got {c}"
-            )
+            raise ScreenError(f"channel-agnostic encoder supports at most {self.max_chans} channels, got {c}")
         if (h, w) != self.img_size:
             raise ScreenError(f"encoder expects {self.img_size[0]}x{self.img_size[1]} crops, got {h}x{w}")
         tokens = self.proj(x.reshape(b * c, 1, h, w)).flatten(2).transpose(1, 2)  # (B*C, N, D)
@@ -245,8 +243,7 @@ def save_checkpoint(
     decoder = getattr(model, "decoder", None)
     if not isinstance(encoder, VisionTransformer):
         raise TypeError(
-            "save_checkpoint: expected an MAE, a VisionTransformer or a FeatureExtractor, "
-            f"got {type(model).__name__}"
+            f"save_checkpoint: expected an MAE, a VisionTransformer or a FeatureExtractor, got {type(model).__name__}"
         )
     named = dict(encoder.state_dict())
     if decoder is not None:
@@ -326,5 +323,3 @@ def load_encoder(
     check_keys(path, state, encoder.state_dict(), "the model spec")
     encoder.load_state_dict(state, strict=True)
     return encoder
-
-

@@ -69,6 +69,7 @@ MNIST_IDX_FILES: tuple[str, ...] = ("train-images-idx3-ubyte", "train-labels-idx
 
 # ----------------------------------------------------------------------------- activations
 
+
 def negative_slope(alpha: float) -> float:
     """Negative-side slope ``1 - alpha`` of the leaky ReLU for nonlinearity strength alpha in [0, 1]."""
     if not (0.0 <= float(alpha) <= 1.0) or math.isnan(float(alpha)):
@@ -102,8 +103,9 @@ def mlp(sizes: Sequence[int], alpha: float, parametrization: str = "orthogonal")
 class Autoencoder(nn.Module):
     """MLP encoder R^D -> R^d and mirrored decoder, leaky-ReLU slope ``1 - alpha``, layers as ``parametrization``."""
 
-    def __init__(self, in_dim: int, latent_dim: int, hidden: Sequence[int], alpha: float,
-                 parametrization: str = "orthogonal") -> None:
+    def __init__(
+        self, in_dim: int, latent_dim: int, hidden: Sequence[int], alpha: float, parametrization: str = "orthogonal"
+    ) -> None:
         super().__init__()
         if latent_dim < 1 or in_dim < 1:
             raise ValueError(f"in_dim and latent_dim must be positive, got {in_dim}, {latent_dim}")
@@ -126,6 +128,7 @@ class Autoencoder(nn.Module):
 
 
 # ----------------------------------------------------------------------------- data
+
 
 def orthonormal_columns(rows: int, cols: int, seed: int) -> np.ndarray:
     """A seeded ``rows x cols`` matrix with orthonormal columns (QR of a Gaussian, signs fixed)."""
@@ -160,8 +163,10 @@ def isometric_data(n: int, latent_dim: int, ambient_dim: int, curvature: float, 
     if ambient_dim < 2 * latent_dim:
         raise ValueError(f"isometric: ambient_dim must be >= 2 * latent_dim = {2 * latent_dim}, got {ambient_dim}")
     if 2.0 * curvature >= 2.0 * math.pi:
-        raise ValueError(f"isometric: curvature {curvature} bends an arc of length 2 past a full turn "
-                         f"(needs curvature < pi) and the map stops being injective")
+        raise ValueError(
+            f"isometric: curvature {curvature} bends an arc of length 2 past a full turn "
+            f"(needs curvature < pi) and the map stops being injective"
+        )
     rng = np.random.default_rng(seed)
     z = rng.uniform(-1.0, 1.0, size=(n, latent_dim))
     emb = orthonormal_columns(ambient_dim, 2 * latent_dim, seed + 1)
@@ -183,9 +188,10 @@ def _read_idx(path: Path, ndim: int) -> np.ndarray:
     with opener(path, "rb") as fh:
         raw = fh.read()
     if len(raw) < 4 + 4 * ndim or raw[0] != 0 or raw[1] != 0 or raw[2] != 0x08 or raw[3] != ndim:
-        raise ValueError(f"{path}: not an IDX file of unsigned bytes with {ndim} dimensions "
-                         f"(expected magic 0x0000080{ndim})")
-    shape = tuple(int.from_bytes(raw[4 + 4 * i: 8 + 4 * i], "big") for i in range(ndim))
+        raise ValueError(
+            f"{path}: not an IDX file of unsigned bytes with {ndim} dimensions (expected magic 0x0000080{ndim})"
+        )
+    shape = tuple(int.from_bytes(raw[4 + 4 * i : 8 + 4 * i], "big") for i in range(ndim))
     data = np.frombuffer(raw, dtype=np.uint8, offset=4 + 4 * ndim)
     if data.size != int(np.prod(shape)):
         raise ValueError(f"{path}: header says shape {shape} but holds {data.size} values")
@@ -196,8 +202,9 @@ def _find_idx(folder: Path, stem: str) -> Path:
     for name in (stem, f"{stem}.gz"):
         if (folder / name).exists():
             return folder / name
-    raise ValueError(f"{folder}: MNIST folder lacks {stem} (or {stem}.gz); expected the IDX files "
-                     f"{', '.join(MNIST_IDX_FILES)}")
+    raise ValueError(
+        f"{folder}: MNIST folder lacks {stem} (or {stem}.gz); expected the IDX files {', '.join(MNIST_IDX_FILES)}"
+    )
 
 
 def load_mnist(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
@@ -209,8 +216,10 @@ def load_mnist(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
     """
     path = Path(path)
     if not path.exists():
-        raise FileNotFoundError(f"{path}: MNIST file or folder not found (nothing is downloaded; give "
-                                f"an .npz with {MNIST_NPZ_KEYS} or a folder with {MNIST_IDX_FILES})")
+        raise FileNotFoundError(
+            f"{path}: MNIST file or folder not found (nothing is downloaded; give "
+            f"an .npz with {MNIST_NPZ_KEYS} or a folder with {MNIST_IDX_FILES})"
+        )
     if path.is_dir():
         x = _read_idx(_find_idx(path, MNIST_IDX_FILES[0]), 3)
         y = _read_idx(_find_idx(path, MNIST_IDX_FILES[1]), 1)
@@ -219,16 +228,19 @@ def load_mnist(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
             with np.load(path, allow_pickle=False) as f:
                 missing = [k for k in MNIST_NPZ_KEYS if k not in f.files]
                 if missing:
-                    raise ValueError(f"{path}: MNIST .npz lacks {missing}; expected keys {list(MNIST_NPZ_KEYS)}, "
-                                     f"found {sorted(f.files)}")
+                    raise ValueError(
+                        f"{path}: MNIST .npz lacks {missing}; expected keys {list(MNIST_NPZ_KEYS)}, "
+                        f"found {sorted(f.files)}"
+                    )
                 x, y = f["x_train"], f["y_train"]
         except (OSError, EOFError) as exc:
             raise ValueError(f"{path}: not a readable .npz ({exc})") from exc
     x = np.asarray(x)
     y = np.asarray(y)
     if x.ndim not in (2, 3) or x.shape[0] != y.shape[0] or y.ndim != 1:
-        raise ValueError(f"{path}: x_train must be (n, 28, 28) or (n, 784) with y_train (n,), "
-                         f"got {x.shape} and {y.shape}")
+        raise ValueError(
+            f"{path}: x_train must be (n, 28, 28) or (n, 784) with y_train (n,), got {x.shape} and {y.shape}"
+        )
     x = x.reshape(x.shape[0], -1).astype(np.float32)
     if x.size and (x.min() < 0 or x.max() > 255):
         raise ValueError(f"{path}: x_train values must lie in 0..255, got {x.min()}..{x.max()}")
@@ -249,8 +261,13 @@ def load_group_data(dataset: str, group: str, settings: Mapping[str, Any], seed:
             raise ValueError("isometric: has no digit classes; group must be 'all'")
         iso = settings["isometric"]
         out = isometric_data(n_max, int(iso["latent_dim"]), int(iso["ambient_dim"]), float(iso["curvature"]), seed)
-        return {"x": out["x"], "labels": None, "z": out["z"], "embedding": out["embedding"],
-                "curvature": float(iso["curvature"])}
+        return {
+            "x": out["x"],
+            "labels": None,
+            "z": out["z"],
+            "embedding": out["embedding"],
+            "curvature": float(iso["curvature"]),
+        }
     if dataset == "digits":
         x, y = load_digits_data()
     elif dataset == "mnist":
@@ -271,6 +288,7 @@ def load_group_data(dataset: str, group: str, settings: Mapping[str, Any], seed:
 
 
 # ----------------------------------------------------------------------------- training
+
 
 def train_autoencoder(
     x: np.ndarray,
@@ -317,7 +335,7 @@ def train_autoencoder(
         order = torch.randperm(data.shape[0], generator=gen).to(dev)
         total = 0.0
         for start in range(0, data.shape[0], batch_size):
-            xb = data[order[start:start + batch_size]]
+            xb = data[order[start : start + batch_size]]
             loss = torch.mean((model(xb) - xb) ** 2)
             opt.zero_grad()
             loss.backward()
@@ -339,7 +357,7 @@ def converged(history: Sequence[float], window: int, tol: float) -> bool:
     n = len(history)
     if n < 2 * window:
         return False
-    last, before = float(np.mean(history[-window:])), float(np.mean(history[-2 * window:-window]))
+    last, before = float(np.mean(history[-window:])), float(np.mean(history[-2 * window : -window]))
     return (before - last) < tol * abs(before)
 
 
@@ -357,10 +375,11 @@ def late_improvement(history: Sequence[float], fraction: float = 0.1) -> float:
 
 # ----------------------------------------------------------------------------- measurements
 
+
 def jacobians(fn: Any, x: torch.Tensor, batch_size: int = 256) -> torch.Tensor:
     """Per-sample Jacobians of ``fn`` (a map of one sample R^D -> R^d) at rows of x: (n, d, D)."""
     jac = torch.func.vmap(torch.func.jacrev(fn))
-    parts = [jac(x[i:i + batch_size]) for i in range(0, x.shape[0], batch_size)]
+    parts = [jac(x[i : i + batch_size]) for i in range(0, x.shape[0], batch_size)]
     return torch.cat(parts) if parts else torch.empty(0)
 
 
@@ -398,8 +417,11 @@ def measure_model(model: Autoencoder, data: Mapping[str, Any], max_jacobian_samp
         recon = torch.mean((model.decoder(lat) - x) ** 2, dim=1).numpy()
     lat = lat.numpy().astype(np.float64)
     n = x.shape[0]
-    rows = np.arange(n) if n <= max_jacobian_samples else np.sort(
-        np.random.default_rng(seed).choice(n, max_jacobian_samples, replace=False))
+    rows = (
+        np.arange(n)
+        if n <= max_jacobian_samples
+        else np.sort(np.random.default_rng(seed).choice(n, max_jacobian_samples, replace=False))
+    )
     fn, inputs = encoder_map(model, data)
     b = np.full(n, np.nan)
     b[rows] = bilipschitz(fn, np.asarray(inputs, dtype=np.float32)[rows])
@@ -411,9 +433,16 @@ def measure_model(model: Autoencoder, data: Mapping[str, Any], max_jacobian_samp
     return out
 
 
-def run_model(dataset: str, group: str, alpha: float, seed: int, settings: Mapping[str, Any],
-              data_seed: int = 0, log: logging.Logger | None = None,
-              data: Mapping[str, Any] | None = None) -> pd.DataFrame:
+def run_model(
+    dataset: str,
+    group: str,
+    alpha: float,
+    seed: int,
+    settings: Mapping[str, Any],
+    data_seed: int = 0,
+    log: logging.Logger | None = None,
+    data: Mapping[str, Any] | None = None,
+) -> pd.DataFrame:
     """Train one autoencoder of (dataset, group, alpha, seed) and measure it.
 
     Returns :func:`measure_model`'s table with ``dataset``, ``group``, ``alpha``, ``slope``,
@@ -427,30 +456,69 @@ def run_model(dataset: str, group: str, alpha: float, seed: int, settings: Mappi
     param = str(settings.get("parametrization", "orthogonal"))
     start = time.perf_counter()
     model, hist = train_autoencoder(
-        data["x"], alpha, seed, latent_dim=latent, hidden=list(settings["hidden"]), epochs=int(settings["epochs"]),
-        batch_size=int(settings["batch_size"]), lr=float(settings["lr"]), parametrization=param,
-        converge_tol=float(settings.get("converge_tol", 0.0)), converge_window=int(settings.get("converge_window", 200)),
-        device=str(settings.get("device", "auto")))
+        data["x"],
+        alpha,
+        seed,
+        latent_dim=latent,
+        hidden=list(settings["hidden"]),
+        epochs=int(settings["epochs"]),
+        batch_size=int(settings["batch_size"]),
+        lr=float(settings["lr"]),
+        parametrization=param,
+        converge_tol=float(settings.get("converge_tol", 0.0)),
+        converge_window=int(settings.get("converge_window", 200)),
+        device=str(settings.get("device", "auto")),
+    )
     improvement = late_improvement(hist)
-    log.info("%s/%s alpha=%s seed=%d (%s): %d samples, %d epochs in %.1f s, final loss %.5f, late improvement %.2g%%",
-             dataset, group, alpha, seed, param, data["x"].shape[0], len(hist), time.perf_counter() - start,
-             hist[-1], 100 * improvement)
+    log.info(
+        "%s/%s alpha=%s seed=%d (%s): %d samples, %d epochs in %.1f s, final loss %.5f, late improvement %.2g%%",
+        dataset,
+        group,
+        alpha,
+        seed,
+        param,
+        data["x"].shape[0],
+        len(hist),
+        time.perf_counter() - start,
+        hist[-1],
+        100 * improvement,
+    )
     table = measure_model(model, data, int(settings["max_jacobian_samples"]), seed)
-    head = pd.DataFrame({"dataset": dataset, "group": group, "alpha": float(alpha), "slope": negative_slope(alpha),
-                         "seed": int(seed), "parametrization": param, "final_loss": hist[-1],
-                         "epochs_run": len(hist), "late_improvement": improvement}, index=table.index)
+    head = pd.DataFrame(
+        {
+            "dataset": dataset,
+            "group": group,
+            "alpha": float(alpha),
+            "slope": negative_slope(alpha),
+            "seed": int(seed),
+            "parametrization": param,
+            "final_loss": hist[-1],
+            "epochs_run": len(hist),
+            "late_improvement": improvement,
+        },
+        index=table.index,
+    )
     return pd.concat([head, table], axis=1)
 
 
-def run_alpha(dataset: str, group: str, alpha: float, settings: Mapping[str, Any], data_seed: int = 0,
-              log: logging.Logger | None = None) -> pd.DataFrame:
+def run_alpha(
+    dataset: str,
+    group: str,
+    alpha: float,
+    settings: Mapping[str, Any],
+    data_seed: int = 0,
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
     """Every seed of (dataset, group, alpha): :func:`run_model` per ``settings["seeds"]``, one table (a job of the DAG)."""
     data = load_group_data(dataset, group, settings, data_seed)
-    return pd.concat([run_model(dataset, group, alpha, int(s), settings, data_seed, log, data=data)
-                      for s in settings["seeds"]], ignore_index=True)
+    return pd.concat(
+        [run_model(dataset, group, alpha, int(s), settings, data_seed, log, data=data) for s in settings["seeds"]],
+        ignore_index=True,
+    )
 
 
 # ----------------------------------------------------------------------------- gather
+
 
 def _latents(t: pd.DataFrame) -> np.ndarray:
     cols = sorted((c for c in t.columns if c.startswith("z_")), key=lambda c: int(c[2:]))
@@ -465,13 +533,20 @@ def model_summary(runs: pd.DataFrame) -> pd.DataFrame:
         b = t["bilipschitz"].to_numpy(dtype=float)
         b = b[~np.isnan(b)]
         fin = b[np.isfinite(b)]
-        rows.append(dict(zip(keys, key), n_samples=len(t), n_jacobians=b.size,
-                         b_mean=float(fin.mean()) if fin.size else math.nan,
-                         b_median=float(np.median(fin)) if fin.size else math.nan,
-                         b_max=float(b.max()) if b.size else math.nan,
-                         frac_singular=float(np.mean(~np.isfinite(b))) if b.size else math.nan,
-                         recon_error=float(t["recon_error"].mean()), final_loss=float(t["final_loss"].iloc[0]),
-                         **{c: t[c].iloc[0] for c in ("parametrization", "epochs_run", "late_improvement") if c in t}))
+        rows.append(
+            dict(
+                zip(keys, key),
+                n_samples=len(t),
+                n_jacobians=b.size,
+                b_mean=float(fin.mean()) if fin.size else math.nan,
+                b_median=float(np.median(fin)) if fin.size else math.nan,
+                b_max=float(b.max()) if b.size else math.nan,
+                frac_singular=float(np.mean(~np.isfinite(b))) if b.size else math.nan,
+                recon_error=float(t["recon_error"].mean()),
+                final_loss=float(t["final_loss"].iloc[0]),
+                **{c: t[c].iloc[0] for c in ("parametrization", "epochs_run", "late_improvement") if c in t},
+            )
+        )
     return pd.DataFrame(rows)
 
 
@@ -492,12 +567,22 @@ def pair_alignment(runs: pd.DataFrame, train_fraction: float, seed: int) -> pd.D
                 raise ValueError(f"{dataset}/{group} alpha={alpha}: seeds {sa} and {sb} embed different sample counts")
             res = align_errors(lat[sa], lat[sb], train_fraction=train_fraction, seed=seed, maps=ALIGN_MAPS, knn_k=None)
             ma, mb = summary.loc[(dataset, group, alpha, sa)], summary.loc[(dataset, group, alpha, sb)]
-            rows.append(dict(dataset=dataset, group=group, alpha=float(alpha), slope=negative_slope(alpha),
-                             seed_a=int(sa), seed_b=int(sb), rigid=res["rigid"], linear=res["linear"],
-                             b_mean=float(np.mean([ma["b_mean"], mb["b_mean"]])),
-                             b_max=float(max(ma["b_max"], mb["b_max"])),
-                             recon_error=float(np.mean([ma["recon_error"], mb["recon_error"]])),
-                             n_samples=int(lat[sa].shape[0])))
+            rows.append(
+                dict(
+                    dataset=dataset,
+                    group=group,
+                    alpha=float(alpha),
+                    slope=negative_slope(alpha),
+                    seed_a=int(sa),
+                    seed_b=int(sb),
+                    rigid=res["rigid"],
+                    linear=res["linear"],
+                    b_mean=float(np.mean([ma["b_mean"], mb["b_mean"]])),
+                    b_max=float(max(ma["b_max"], mb["b_max"])),
+                    recon_error=float(np.mean([ma["recon_error"], mb["recon_error"]])),
+                    n_samples=int(lat[sa].shape[0]),
+                )
+            )
     return pd.DataFrame(rows)
 
 
@@ -508,8 +593,9 @@ def _spearman(x: np.ndarray, y: np.ndarray) -> float:
     return float(stats.spearmanr(x, y).statistic)
 
 
-def spearman_interval(t: pd.DataFrame, statistic: str, error: str, n_boot: int, seed: int,
-                      level: float = 0.95) -> tuple[float, float]:
+def spearman_interval(
+    t: pd.DataFrame, statistic: str, error: str, n_boot: int, seed: int, level: float = 0.95
+) -> tuple[float, float]:
     """Percentile bootstrap interval of Spearman's rho(``statistic``, ``error``) over the pairs ``t``.
 
     Pairs that share a model are not independent, so the bootstrap resamples models, not pairs:
@@ -522,8 +608,10 @@ def spearman_interval(t: pd.DataFrame, statistic: str, error: str, n_boot: int, 
     cells = []
     for _, u in t.groupby(["group", "alpha"], sort=True):
         seeds = np.array(sorted(set(u["seed_a"]) | set(u["seed_b"])))
-        values = {(int(a), int(b)): (x, y) for a, b, x, y in
-                  zip(u["seed_a"], u["seed_b"], u[statistic].to_numpy(float), u[error].to_numpy(float))}
+        values = {
+            (int(a), int(b)): (x, y)
+            for a, b, x, y in zip(u["seed_a"], u["seed_b"], u[statistic].to_numpy(float), u[error].to_numpy(float))
+        }
         cells.append((seeds, values))
     rng = np.random.default_rng(seed)
     rhos = []
@@ -563,34 +651,62 @@ def spearman_table(pairs: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd
                 rho = _spearman(x, y)
                 p = float(stats.spearmanr(x, y).pvalue) if np.isfinite(rho) else math.nan
                 lo, hi = spearman_interval(t[ok], stat, m, n_boot, seed) if np.isfinite(rho) else (math.nan, math.nan)
-                rows.append(dict(dataset=dataset, models=kind, map=m, statistic=stat, n_pairs=int(ok.sum()),
-                                 spearman_rho=rho, ci_low=lo, ci_high=hi, p_value=p))
+                rows.append(
+                    dict(
+                        dataset=dataset,
+                        models=kind,
+                        map=m,
+                        statistic=stat,
+                        n_pairs=int(ok.sum()),
+                        spearman_rho=rho,
+                        ci_low=lo,
+                        ci_high=hi,
+                        p_value=p,
+                    )
+                )
     return pd.DataFrame(rows, columns=columns)
 
 
 def alpha_summary(models: pd.DataFrame, pairs: pd.DataFrame) -> pd.DataFrame:
     """Per (dataset, group, alpha): mean B statistics, reconstruction and identifiability errors."""
     extra = {"epochs_run": ("epochs_run", "mean"), "late_improvement": ("late_improvement", "max")}
-    m = models.groupby(["dataset", "group", "alpha"], sort=True).agg(
-        slope=("slope", "first"), n_models=("seed", "size"), b_mean=("b_mean", "mean"), b_max=("b_max", "max"),
-        recon_error=("recon_error", "mean"), **{k: v for k, v in extra.items() if v[0] in models}).reset_index()
+    m = (
+        models.groupby(["dataset", "group", "alpha"], sort=True)
+        .agg(
+            slope=("slope", "first"),
+            n_models=("seed", "size"),
+            b_mean=("b_mean", "mean"),
+            b_max=("b_max", "max"),
+            recon_error=("recon_error", "mean"),
+            **{k: v for k, v in extra.items() if v[0] in models},
+        )
+        .reset_index()
+    )
     if pairs.empty:
         return m.assign(rigid=math.nan, linear=math.nan, n_pairs=0)
-    p = pairs.groupby(["dataset", "group", "alpha"], sort=True).agg(
-        rigid=("rigid", "mean"), linear=("linear", "mean"), n_pairs=("rigid", "size")).reset_index()
+    p = (
+        pairs.groupby(["dataset", "group", "alpha"], sort=True)
+        .agg(rigid=("rigid", "mean"), linear=("linear", "mean"), n_pairs=("rigid", "size"))
+        .reset_index()
+    )
     return m.merge(p, on=["dataset", "group", "alpha"], how="left")
 
 
-def gather_dataset(run_tables: Sequence[pd.DataFrame], train_fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+def gather_dataset(
+    run_tables: Sequence[pd.DataFrame], train_fraction: float, seed: int
+) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(model summaries, per-pair alignment, B(z) samples) of one dataset's runs."""
     if not run_tables:
         raise ValueError("bilipschitz gather: no runs given")
     runs = pd.concat(run_tables, ignore_index=True)
-    samples = runs.loc[runs["bilipschitz"].notna(), ["dataset", "group", "alpha", "slope", "seed", "sample", "bilipschitz"]]
+    samples = runs.loc[
+        runs["bilipschitz"].notna(), ["dataset", "group", "alpha", "slope", "seed", "sample", "bilipschitz"]
+    ]
     return model_summary(runs), pair_alignment(runs, train_fraction, seed), samples.reset_index(drop=True)
 
 
 # ----------------------------------------------------------------------------- report
+
 
 def _save(fig: Figure, path: Path) -> Path:
     return render.save_figure(fig, path)
@@ -617,7 +733,9 @@ def figure_distributions(samples: pd.DataFrame, path: Path) -> Path:
             ax.boxplot([t.loc[t["alpha"] == a, "bilipschitz"].to_numpy() for a in alphas], showfliers=True)
             ax.set_xticks(range(1, len(alphas) + 1), [f"{a:g}" for a in alphas])
         ax.axhline(1.0, color="grey", lw=0.8, ls="--")
-        ax.set(title=f"{ds}: per-sample B(z)", xlabel="alpha (leaky-ReLU slope 1 - alpha)", ylabel="B(z) = s_max / s_min")
+        ax.set(
+            title=f"{ds}: per-sample B(z)", xlabel="alpha (leaky-ReLU slope 1 - alpha)", ylabel="B(z) = s_max / s_min"
+        )
     return _save(fig, path)
 
 
@@ -639,8 +757,11 @@ def figure_identifiability(pairs: pd.DataFrame, path: Path, per_digit: bool = Fa
                 ax.scatter(u[stat], u["linear"], color=c, marker="x", label=f"linear, alpha={a:g}")
             what = "mean" if stat == "b_mean" else "max"
             kind = "digit-specific models" if per_digit else "all samples"
-            ax.set(title=f"{ds} ({kind}): error vs {what} B", xlabel=f"{what} bi-Lipschitz estimate of the pair",
-                   ylabel="alignment error (l2 / diameter)")
+            ax.set(
+                title=f"{ds} ({kind}): error vs {what} B",
+                xlabel=f"{what} bi-Lipschitz estimate of the pair",
+                ylabel="alignment error (l2 / diameter)",
+            )
             if j == 1 and not t.empty:
                 ax.legend(fontsize=7, loc="best")
     return _save(fig, path)
@@ -655,8 +776,14 @@ def figure_reconstruction(models: pd.DataFrame, path: Path) -> Path:
         g = t.groupby("alpha").agg(recon=("recon_error", "mean"), b=("b_mean", "mean")).reset_index()
         ax1.plot(g["alpha"], g["recon"], marker="o", label=ds)
         ax2.scatter(t["b_mean"], t["recon_error"], label=ds)
-    ax1.set(title="Reconstruction error vs alpha", xlabel="alpha (leaky-ReLU slope 1 - alpha)", ylabel="mean squared error")
-    ax2.set(title="Reconstruction error vs mean B", xlabel="mean bi-Lipschitz estimate of the model", ylabel="mean squared error")
+    ax1.set(
+        title="Reconstruction error vs alpha", xlabel="alpha (leaky-ReLU slope 1 - alpha)", ylabel="mean squared error"
+    )
+    ax2.set(
+        title="Reconstruction error vs mean B",
+        xlabel="mean bi-Lipschitz estimate of the model",
+        ylabel="mean squared error",
+    )
     for ax in (ax1, ax2):
         ax.set_yscale("log")
         if not m.empty:
@@ -685,25 +812,38 @@ def verdict(models: pd.DataFrame, pairs: pd.DataFrame, rho: pd.DataFrame) -> str
         b = a["b_mean"].mean()
         rec = a["recon_error"].mean()
         lo_a, hi_a = float(b.index.min()), float(b.index.max())
-        text = (f"{ds}: mean B(z) {b.loc[lo_a]:.3f} at alpha = {lo_a:g} and {b.loc[hi_a]:.3f} at alpha = {hi_a:g} "
-                f"(reconstruction error {rec.loc[lo_a]:.3g} -> {rec.loc[hi_a]:.3g})")
+        text = (
+            f"{ds}: mean B(z) {b.loc[lo_a]:.3f} at alpha = {lo_a:g} and {b.loc[hi_a]:.3f} at alpha = {hi_a:g} "
+            f"(reconstruction error {rec.loc[lo_a]:.3g} -> {rec.loc[hi_a]:.3g})"
+        )
         for kind in ("all", "per-digit"):
-            r = rho[(rho["dataset"] == ds) & (rho["models"] == kind) & (rho["map"] == "rigid") & (rho["statistic"] == "b_mean")]
+            r = rho[
+                (rho["dataset"] == ds)
+                & (rho["models"] == kind)
+                & (rho["map"] == "rigid")
+                & (rho["statistic"] == "b_mean")
+            ]
             if r.empty:
                 continue
             r = r.iloc[0]
             what = "models of all samples" if kind == "all" else "digit-specific models (pooled)"
-            text += (f"; {what}: Spearman rho(mean B, rigid error) = {r['spearman_rho']:+.2f} "
-                     f"[95% CI {r['ci_low']:+.2f}, {r['ci_high']:+.2f}] over {int(r['n_pairs'])} seed pairs, "
-                     f"{_direction(r['ci_low'], r['ci_high'])}")
+            text += (
+                f"; {what}: Spearman rho(mean B, rigid error) = {r['spearman_rho']:+.2f} "
+                f"[95% CI {r['ci_low']:+.2f}, {r['ci_high']:+.2f}] over {int(r['n_pairs'])} seed pairs, "
+                f"{_direction(r['ci_low'], r['ci_high'])}"
+            )
         if "late_improvement" in m:
             late = m["late_improvement"].to_numpy(float)
-            text += (f"; loss change over the last 10% of epochs: median {100 * np.median(np.abs(late)):.2g}%, "
-                     f"largest {100 * np.max(np.abs(late)):.2g}% ({int(m['epochs_run'].min())}-{int(m['epochs_run'].max())} epochs)")
+            text += (
+                f"; loss change over the last 10% of epochs: median {100 * np.median(np.abs(late)):.2g}%, "
+                f"largest {100 * np.max(np.abs(late)):.2g}% ({int(m['epochs_run'].min())}-{int(m['epochs_run'].max())} epochs)"
+            )
         parts.append(text + ".")
     near = models[(models["alpha"] == models["alpha"].min()) & (models["group"] == ALL_GROUP)]
-    head = (f"At the near-linear end (alpha = {float(models['alpha'].min()):g}) the encoders' mean B(z) is "
-            f"{near['b_mean'].min():.3f}-{near['b_mean'].max():.3f} across datasets and seeds. ")
+    head = (
+        f"At the near-linear end (alpha = {float(models['alpha'].min()):g}) the encoders' mean B(z) is "
+        f"{near['b_mean'].min():.3f}-{near['b_mean'].max():.3f} across datasets and seeds. "
+    )
     return head + " ".join(parts)
 
 
@@ -712,14 +852,23 @@ def verdict_line(rho: pd.DataFrame) -> str:
     correlation of the rigid error with the pair's mean B (models of all samples), its interval
     and what it means."""
     r = rho[(rho["models"] == "all") & (rho["map"] == "rigid") & (rho["statistic"] == "b_mean")]
-    parts = [f"{row['dataset']}: Spearman rho(mean B, rigid error) {row['spearman_rho']:+.2f} "
-             f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] over {int(row['n_pairs'])} seed pairs, "
-             f"{_direction(row['ci_low'], row['ci_high'])}" for _, row in r.iterrows()]
+    parts = [
+        f"{row['dataset']}: Spearman rho(mean B, rigid error) {row['spearman_rho']:+.2f} "
+        f"[{row['ci_low']:+.2f}, {row['ci_high']:+.2f}] over {int(row['n_pairs'])} seed pairs, "
+        f"{_direction(row['ci_low'], row['ci_high'])}"
+        for _, row in r.iterrows()
+    ]
     return "; ".join(parts) + "." if parts else "No models were trained."
 
 
-def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame, samples: pd.DataFrame,
-                 n_boot: int = 1000, seed: int = 0) -> dict[str, Path]:
+def write_report(
+    out_dir: Path | str,
+    models: pd.DataFrame,
+    pairs: pd.DataFrame,
+    samples: pd.DataFrame,
+    n_boot: int = 1000,
+    seed: int = 0,
+) -> dict[str, Path]:
     """Figures, CSV tables, ``report.md`` and ``index.html`` of the study under ``out_dir``
     (one page through :mod:`phenoica.render`)."""
     out = Path(out_dir)
@@ -737,48 +886,73 @@ def write_report(out_dir: Path | str, models: pd.DataFrame, pairs: pd.DataFrame,
     for name, df in (("alpha_summary", summary), ("spearman", rho), ("pairs", pairs), ("models", models)):
         files[f"table_{name}"] = render.write_csv(df, tab_dir / f"{name}.csv")
     params = sorted(set(models["parametrization"])) if "parametrization" in models else ["none"]
-    intro = ("Leaky-ReLU MLP autoencoders with negative-side slope 1 - alpha (alpha = 0: exactly linear; "
-             f"alpha = 1: ReLU); weight matrices parametrized as: {', '.join(params)} "
-             "(orthogonal = torch.nn.utils.parametrizations.orthogonal, Cayley map: every layer semi-orthogonal, "
-             "so at alpha = 0 the encoder is a product of semi-orthogonal maps and B(z) = 1 where the row spaces "
-             "line up; each leaky ReLU scales directions by 1 or 1 - alpha). B(z) = ratio of the largest to the "
-             "smallest singular value of the encoder's Jacobian at each sample (for the isometric data, through "
-             "the generator). Identifiability error: held-out mean l2 error / diameter of rigid and linear maps "
-             "between two seeds' latents (phenoica.align). Spearman intervals resample models (seeds), not pairs.")
+    intro = (
+        "Leaky-ReLU MLP autoencoders with negative-side slope 1 - alpha (alpha = 0: exactly linear; "
+        f"alpha = 1: ReLU); weight matrices parametrized as: {', '.join(params)} "
+        "(orthogonal = torch.nn.utils.parametrizations.orthogonal, Cayley map: every layer semi-orthogonal, "
+        "so at alpha = 0 the encoder is a product of semi-orthogonal maps and B(z) = 1 where the row spaces "
+        "line up; each leaky ReLU scales directions by 1 or 1 - alpha). B(z) = ratio of the largest to the "
+        "smallest singular value of the encoder's Jacobian at each sample (for the isometric data, through "
+        "the generator). Identifiability error: held-out mean l2 error / diameter of rigid and linear maps "
+        "between two seeds' latents (phenoica.align). Spearman intervals resample models (seeds), not pairs."
+    )
     shown_rho = rho.rename(columns={"spearman_rho": "rho", "ci_low": "CI low", "ci_high": "CI high"})
-    figure_blocks = [render.Figure(f"figures/{files[k].name}", cap) for k, cap in (
-        ("distributions", "Per-sample B(z) per alpha (models of all samples)."),
-        ("identifiability", "Cross-seed alignment error against the pair's mean and max B."),
-        ("per_digit", "The same for digit-specific models."),
-        ("reconstruction", "Reconstruction error against alpha and against mean B.")) if k in files]
+    figure_blocks = [
+        render.Figure(f"figures/{files[k].name}", cap)
+        for k, cap in (
+            ("distributions", "Per-sample B(z) per alpha (models of all samples)."),
+            ("identifiability", "Cross-seed alignment error against the pair's mean and max B."),
+            ("per_digit", "The same for digit-specific models."),
+            ("reconstruction", "Reconstruction error against alpha and against mean B."),
+        )
+        if k in files
+    ]
     page = render.Page(
         TITLE,
         lead=[intro],
         sections=[
             render.Section("Verdict (measured)", [verdict(models, pairs, rho)]),
-            render.Section("Spearman rank correlation: B vs identifiability error",
-                           [render.Table(shown_rho, float_format="{:.3g}")]),
+            render.Section(
+                "Spearman rank correlation: B vs identifiability error",
+                [render.Table(shown_rho, float_format="{:.3g}")],
+            ),
             render.Section("Per alpha", [render.Table(summary, float_format="{:.4g}")]),
             render.Section("Figures", figure_blocks),
-            render.Section("Tables", [render.Links([(f"{n}.csv", f"tables/{n}.csv") for n in
-                                                   ("alpha_summary", "spearman", "pairs", "models")])]),
-        ])
+            render.Section(
+                "Tables",
+                [
+                    render.Links(
+                        [(f"{n}.csv", f"tables/{n}.csv") for n in ("alpha_summary", "spearman", "pairs", "models")]
+                    )
+                ],
+            ),
+        ],
+    )
     written = render.write_page(page, out)
     files["report.md"], files["index.html"] = written["report.md"], written["index.html"]
     files["verdict"] = render.write_verdict(out, page.title, verdict_line(rho))
     return files
 
 
-def run_sweep(settings: Mapping[str, Any], out_dir: Path | str, data_seed: int = 0,
-              log: logging.Logger | None = None) -> dict[str, Path]:
+def run_sweep(
+    settings: Mapping[str, Any], out_dir: Path | str, data_seed: int = 0, log: logging.Logger | None = None
+) -> dict[str, Path]:
     """The whole study in one process (what the DAG does job by job): train and measure every
     (dataset, group, alpha, seed), gather per dataset, write the report."""
     models, pairs, samples = [], [], []
     for ds in settings["datasets"]:
-        runs = [run_alpha(ds, g, float(a), settings, data_seed, log)
-                for g in dataset_groups(ds, settings["per_digit"]) for a in settings["alphas"]]
+        runs = [
+            run_alpha(ds, g, float(a), settings, data_seed, log)
+            for g in dataset_groups(ds, settings["per_digit"])
+            for a in settings["alphas"]
+        ]
         m, p, smp = gather_dataset(runs, float(settings["train_fraction"]), data_seed)
         models.append(m), pairs.append(p), samples.append(smp)
-    return write_report(out_dir, pd.concat(models, ignore_index=True), pd.concat(pairs, ignore_index=True),
-                        pd.concat(samples, ignore_index=True), n_boot=int(settings.get("n_bootstrap", 1000)),
-                        seed=data_seed)
+    return write_report(
+        out_dir,
+        pd.concat(models, ignore_index=True),
+        pd.concat(pairs, ignore_index=True),
+        pd.concat(samples, ignore_index=True),
+        n_boot=int(settings.get("n_bootstrap", 1000)),
+        seed=data_seed,
+    )

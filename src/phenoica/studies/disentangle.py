@@ -54,21 +54,40 @@ from phenoica.variants import ICARotation, PCAWhitener, RandomRotation
 TITLE = "Disentanglement benchmark (PAPER.md Table 2)"
 MODELS: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae")
 EVALUATED: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica", "ae_rand", "ae_oracle")
-MODEL_LABELS: dict[str, str] = {"ae": "AE", "beta_vae": "beta-VAE", "beta_tcvae": "beta-TCVAE",
-                                "bioae": "BioAE", "ae_ica": "AE + ICA", "ae_rand": "AE + random rotation (control)",
-                                "ae_oracle": "AE + factor-fitted rotation (uses labels)"}
+MODEL_LABELS: dict[str, str] = {
+    "ae": "AE",
+    "beta_vae": "beta-VAE",
+    "beta_tcvae": "beta-TCVAE",
+    "bioae": "BioAE",
+    "ae_ica": "AE + ICA",
+    "ae_rand": "AE + random rotation (control)",
+    "ae_oracle": "AE + factor-fitted rotation (uses labels)",
+}
 # PAPER.md Table 2: (InfoM, InfoE, InfoC), aggregated over Shapes3D, MPI3D, Falcor3D, Isaac3D, and Shapes3D alone.
 PAPER_TABLE2: dict[str, dict[str, tuple[float, float, float]]] = {
-    "aggregate": {"ae": (0.39, 0.76, 0.25), "beta_vae": (0.59, 0.81, 0.55), "beta_tcvae": (0.58, 0.72, 0.59),
-                  "bioae": (0.54, 0.75, 0.36), "ae_ica": (0.65, 0.83, 0.40)},
+    "aggregate": {
+        "ae": (0.39, 0.76, 0.25),
+        "beta_vae": (0.59, 0.81, 0.55),
+        "beta_tcvae": (0.58, 0.72, 0.59),
+        "bioae": (0.54, 0.75, 0.36),
+        "ae_ica": (0.65, 0.83, 0.40),
+    },
     "shapes3d": {"ae": (0.34, 0.99, 0.16), "ae_ica": (0.79, 0.99, 0.52)},
 }
 ROTATION_GAP = 0.1  # MCC within this of the factor-fitted rotation counts as "about as aligned as a rotation gets"
 READABLE_INFOE = 0.5  # below this mean InfoE the report calls InfoM/InfoC unreadable (PAPER.md: read them beside InfoE)
 SCORE_COLUMNS: tuple[str, ...] = ("infom", "infoe", "infoc", "mcc", "r2", "dci_d", "dci_c", "dci_i")
 SCORE_RANGE: tuple[float, float] = (0.0, 1.0)  # every score in SCORE_COLUMNS lies in [0, 1]
-SCORE_LABELS: dict[str, str] = {"infom": "InfoM", "infoe": "InfoE", "infoc": "InfoC", "mcc": "MCC", "r2": "R2",
-                                "dci_d": "DCI-D", "dci_c": "DCI-C", "dci_i": "DCI-I"}
+SCORE_LABELS: dict[str, str] = {
+    "infom": "InfoM",
+    "infoe": "InfoE",
+    "infoc": "InfoC",
+    "mcc": "MCC",
+    "r2": "R2",
+    "dci_d": "DCI-D",
+    "dci_c": "DCI-C",
+    "dci_i": "DCI-I",
+}
 HIDDEN = 256
 
 
@@ -101,8 +120,9 @@ class Encoder(nn.Module):
         layers: list[nn.Module] = []
         for c_in, c_out in zip(chans[:-1], chans[1:]):
             layers += [nn.Conv2d(c_in, c_out, 4, 2, 1), nn.ReLU()]
-        self.net = nn.Sequential(*layers, nn.Flatten(), nn.Linear(chans[-1] * 16, hidden), nn.ReLU(),
-                                 nn.Linear(hidden, n_out))
+        self.net = nn.Sequential(
+            *layers, nn.Flatten(), nn.Linear(chans[-1] * 16, hidden), nn.ReLU(), nn.Linear(hidden, n_out)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)
@@ -121,7 +141,9 @@ class Decoder(nn.Module):
             layers.append(nn.ConvTranspose2d(c_in, c_out, 4, 2, 1))
             if i < len(chans) - 2:
                 layers.append(nn.ReLU())
-        self.dense = nn.Sequential(nn.Linear(latent_dim, hidden), nn.ReLU(), nn.Linear(hidden, self.top * 16), nn.ReLU())
+        self.dense = nn.Sequential(
+            nn.Linear(latent_dim, hidden), nn.ReLU(), nn.Linear(hidden, self.top * 16), nn.ReLU()
+        )
         self.net = nn.Sequential(*layers)
 
     def forward(self, z: torch.Tensor) -> torch.Tensor:
@@ -164,7 +186,9 @@ def _gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tenso
     return -0.5 * (math.log(2 * math.pi) + logvar + (z - mu) ** 2 * torch.exp(-logvar))
 
 
-def tc_decomposition(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int) -> dict[str, torch.Tensor]:
+def tc_decomposition(
+    z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int
+) -> dict[str, torch.Tensor]:
     """Minibatch-weighted-sampling estimates (Chen et al. 2018) of MI, TC and dimension-wise KL (batch means).
 
     ``log q(z_i) ~ logsumexp_j log q(z_i | x_j) - log(N M)`` and the same per dimension for
@@ -177,12 +201,16 @@ def tc_decomposition(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, da
     log_prod_qzk = (torch.logsumexp(pairwise, dim=1) - log_nm).sum(dim=1)
     log_qz_x = _gaussian_log_density(z, mu, logvar).sum(dim=1)
     log_pz = _gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z)).sum(dim=1)
-    return {"mi": (log_qz_x - log_qz).mean(), "tc": (log_qz - log_prod_qzk).mean(),
-            "dwkl": (log_prod_qzk - log_pz).mean()}
+    return {
+        "mi": (log_qz_x - log_qz).mean(),
+        "tc": (log_qz - log_prod_qzk).mean(),
+        "dwkl": (log_prod_qzk - log_pz).mean(),
+    }
 
 
-def model_loss(model_name: str, net: FactorAE, x: torch.Tensor, settings: Mapping[str, Any],
-               dataset_size: int) -> tuple[torch.Tensor, dict[str, float]]:
+def model_loss(
+    model_name: str, net: FactorAE, x: torch.Tensor, settings: Mapping[str, Any], dataset_size: int
+) -> tuple[torch.Tensor, dict[str, float]]:
     """The training loss of ``model_name`` on batch ``x`` (and its parts, as floats)."""
     mu, logvar = net.encode(x)
     if net.variational:
@@ -192,7 +220,7 @@ def model_loss(model_name: str, net: FactorAE, x: torch.Tensor, settings: Mappin
     recon = F.binary_cross_entropy_with_logits(net.decoder(z), x, reduction="sum") / x.shape[0]
     parts: dict[str, torch.Tensor] = {"recon": recon}
     if model_name == "beta_vae":
-        kl = 0.5 * (mu ** 2 + logvar.exp() - 1.0 - logvar).sum(dim=1).mean()
+        kl = 0.5 * (mu**2 + logvar.exp() - 1.0 - logvar).sum(dim=1).mean()
         parts["kl"] = kl
         loss = recon + settings["beta_vae_beta"] * kl
     elif model_name == "beta_tcvae":
@@ -201,11 +229,15 @@ def model_loss(model_name: str, net: FactorAE, x: torch.Tensor, settings: Mappin
         loss = recon + d["mi"] + settings["beta_tcvae_beta"] * d["tc"] + d["dwkl"]
     elif model_name == "bioae":
         nonneg = (F.relu(-z) ** 2).sum(dim=1).mean()
-        activity = (z ** 2).sum(dim=1).mean()
-        weights = sum((p ** 2).sum() for n, p in net.decoder.named_parameters() if n.endswith("weight"))
+        activity = (z**2).sum(dim=1).mean()
+        weights = sum((p**2).sum() for n, p in net.decoder.named_parameters() if n.endswith("weight"))
         parts.update(nonneg=nonneg, activity=activity, weight_energy=weights)
-        loss = (recon + settings["bioae_nonneg"] * nonneg + settings["bioae_activity"] * activity
-                + settings["bioae_weight"] * weights)
+        loss = (
+            recon
+            + settings["bioae_nonneg"] * nonneg
+            + settings["bioae_activity"] * activity
+            + settings["bioae_weight"] * weights
+        )
     elif model_name == "ae":
         loss = recon
     else:
@@ -216,10 +248,16 @@ def model_loss(model_name: str, net: FactorAE, x: torch.Tensor, settings: Mappin
 # --------------------------------------------------------------------------- training
 
 
-def train_model(model_name: str, data: FactorDataset, settings: Mapping[str, Any], seed: int,
-                device: str = "auto", log: Any = None,
-                on_milestone: Callable[[int, FactorAE], None] | None = None,
-                milestones: Sequence[int] = ()) -> tuple[FactorAE, dict[str, Any]]:
+def train_model(
+    model_name: str,
+    data: FactorDataset,
+    settings: Mapping[str, Any],
+    seed: int,
+    device: str = "auto",
+    log: Any = None,
+    on_milestone: Callable[[int, FactorAE], None] | None = None,
+    milestones: Sequence[int] = (),
+) -> tuple[FactorAE, dict[str, Any]]:
     """Train one model with Adam for ``settings['steps']`` minibatches of ``settings['batch_size']``.
 
     Minibatches are drawn uniformly with replacement (seeded). ``settings['width']`` (default 1)
@@ -240,7 +278,9 @@ def train_model(model_name: str, data: FactorDataset, settings: Mapping[str, Any
     marks = {int(m) for m in milestones}
     dev = resolve_device(device)
     torch.manual_seed(seed)
-    net = build_model(model_name, data.image_size, int(settings["latent_dim"]), float(settings.get("width", 1.0))).to(dev)
+    net = build_model(model_name, data.image_size, int(settings["latent_dim"]), float(settings.get("width", 1.0))).to(
+        dev
+    )
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     rng = np.random.default_rng(seed)
     losses: list[float] = []
@@ -262,15 +302,25 @@ def train_model(model_name: str, data: FactorDataset, settings: Mapping[str, Any
         if step >= warm_step:
             warm_seconds += elapsed
         if log is not None and (step % max(1, steps // 10) == 0 or step == steps - 1):
-            log.info("%s step %d/%d loss %.2f %s", model_name, step + 1, steps, losses[-1],
-                     {k: round(v, 3) for k, v in parts.items()})
+            log.info(
+                "%s step %d/%d loss %.2f %s",
+                model_name,
+                step + 1,
+                steps,
+                losses[-1],
+                {k: round(v, 3) for k, v in parts.items()},
+            )
         if on_milestone is not None and step + 1 in marks:
             net.eval()
             on_milestone(step + 1, net)
             net.train()
     timed_steps = steps - warm_step
-    summary = {"loss": losses, "seconds": train_seconds, "device": str(dev),
-               "images_per_s": timed_steps * batch_size / max(warm_seconds, 1e-9)}
+    summary = {
+        "loss": losses,
+        "seconds": train_seconds,
+        "device": str(dev),
+        "images_per_s": timed_steps * batch_size / max(warm_seconds, 1e-9),
+    }
     return net.cpu().eval(), summary
 
 
@@ -280,13 +330,20 @@ def encode(net: FactorAE, data: FactorDataset, index: np.ndarray, batch_size: in
     out = []
     dev = next(net.parameters()).device
     for i in range(0, len(index), batch_size):
-        mu, _ = net.encode(torch.from_numpy(data.batch(index[i:i + batch_size])).to(dev))
+        mu, _ = net.encode(torch.from_numpy(data.batch(index[i : i + batch_size])).to(dev))
         out.append(mu.cpu().numpy())
     return np.concatenate(out).astype(np.float64)
 
 
-def train_and_encode(data: FactorDataset, model_name: str, settings: Mapping[str, Any], seed: int,
-                     latents_path: str | Path, checkpoint_path: str | Path, log: Any = None) -> dict[str, Any]:
+def train_and_encode(
+    data: FactorDataset,
+    model_name: str,
+    settings: Mapping[str, Any],
+    seed: int,
+    latents_path: str | Path,
+    checkpoint_path: str | Path,
+    log: Any = None,
+) -> dict[str, Any]:
     """Train one (dataset, model, seed), write the eval-set latents (npz) and the weights (safetensors)."""
     from safetensors.torch import save_file
 
@@ -295,14 +352,29 @@ def train_and_encode(data: FactorDataset, model_name: str, settings: Mapping[str
     latents = encode(net, data, index)
     with atomic_path(latents_path) as tmp:
         with open(tmp, "wb") as fh:
-            np.savez(fh, latents=latents, factors=data.factors[index], index=index,
-                     factor_names=np.array(data.factor_names), loss=np.array(summary["loss"]),
-                     images_per_s=summary["images_per_s"], seconds=summary["seconds"])
+            np.savez(
+                fh,
+                latents=latents,
+                factors=data.factors[index],
+                index=index,
+                factor_names=np.array(data.factor_names),
+                loss=np.array(summary["loss"]),
+                images_per_s=summary["images_per_s"],
+                seconds=summary["seconds"],
+            )
     with atomic_path(checkpoint_path) as tmp:
-        save_file({k: v.contiguous() for k, v in net.state_dict().items()}, str(tmp),
-                  metadata={"model": model_name, "seed": str(seed), "dataset": data.name,
-                            "latent_dim": str(settings["latent_dim"]), "width": str(settings.get("width", 1.0)),
-                            "image_size": str(data.image_size)})
+        save_file(
+            {k: v.contiguous() for k, v in net.state_dict().items()},
+            str(tmp),
+            metadata={
+                "model": model_name,
+                "seed": str(seed),
+                "dataset": data.name,
+                "latent_dim": str(settings["latent_dim"]),
+                "width": str(settings.get("width", 1.0)),
+                "image_size": str(data.image_size),
+            },
+        )
     return summary
 
 
@@ -336,7 +408,9 @@ def random_rotation_latents(latents: np.ndarray, n_components: int | None, seed:
     return RandomRotation(seed=seed).fit_transform(white)
 
 
-def oracle_rotation_latents(latents: np.ndarray, factors: np.ndarray, n_components: int | None, seed: int) -> np.ndarray:
+def oracle_rotation_latents(
+    latents: np.ndarray, factors: np.ndarray, n_components: int | None, seed: int
+) -> np.ndarray:
     """AE + factor-fitted rotation (a reference, not a method: it uses the factors).
 
     PCA-whiten as :func:`ica_latents`, then the rotation that best maps the whitened latents
@@ -351,13 +425,14 @@ def oracle_rotation_latents(latents: np.ndarray, factors: np.ndarray, n_componen
     f = np.asarray(factors, dtype=np.float64)
     sd = f.std(axis=0)
     target = np.zeros((f.shape[0], max(k, f.shape[1])))
-    target[:, :f.shape[1]] = (f - f.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
+    target[:, : f.shape[1]] = (f - f.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
     rotation, _ = orthogonal_procrustes(white, target[:, :k] if k < target.shape[1] else target)
     return white @ rotation
 
 
-def derived_latents(model_name: str, latents: np.ndarray, settings: Mapping[str, Any], seed: int,
-                    factors: np.ndarray | None = None) -> np.ndarray:
+def derived_latents(
+    model_name: str, latents: np.ndarray, settings: Mapping[str, Any], seed: int, factors: np.ndarray | None = None
+) -> np.ndarray:
     """The latents scored for ``model_name``: the trained model's own, or the AE's transformed
     (``ae_ica``, ``ae_rand``, ``ae_oracle``; the last needs ``factors``)."""
     ica = settings["ica"]
@@ -374,8 +449,9 @@ def derived_latents(model_name: str, latents: np.ndarray, settings: Mapping[str,
     return latents
 
 
-def score_latents(latents: np.ndarray, factors: np.ndarray, settings: Mapping[str, Any], seed: int,
-                  with_dci: bool = True) -> dict[str, Any]:
+def score_latents(
+    latents: np.ndarray, factors: np.ndarray, settings: Mapping[str, Any], seed: int, with_dci: bool = True
+) -> dict[str, Any]:
     """InfoM/E/C, MCC, mean linear R^2 and DCI of ``latents`` against discrete ``factors``.
 
     Factors are class codes by construction (:class:`FactorDataset`), so InfoMEC and DCI
@@ -386,36 +462,63 @@ def score_latents(latents: np.ndarray, factors: np.ndarray, settings: Mapping[st
     (each factor's explicitness).
     """
     m = settings["metrics"]
-    info = metrics.infomec(factors, latents, n_neighbors=m["n_neighbors"], seed=seed, n_bins=None,
-                           infoe_max_iter=m["infoe_max_iter"], infoe_all_latents=True)
+    info = metrics.infomec(
+        factors,
+        latents,
+        n_neighbors=m["n_neighbors"],
+        seed=seed,
+        n_bins=None,
+        infoe_max_iter=m["infoe_max_iter"],
+        infoe_all_latents=True,
+    )
     nmi_full = np.zeros((factors.shape[1], latents.shape[1]))
     nmi_full[:, info["active"]] = info["nmi"]
     if with_dci:
         d = metrics.dci(latents, factors, seed=seed, n_bins=None)
     else:
         d = {"disentanglement": math.nan, "completeness": math.nan, "informativeness": math.nan}
-    return {"infom": info["infom"], "infoe": info["infoe"], "infoc": info["infoc"],
-            "mcc": metrics.mcc(latents, factors), "r2": float(metrics.linear_r2(latents, factors).mean()),
-            "dci_d": d["disentanglement"], "dci_c": d["completeness"], "dci_i": d["informativeness"],
-            "nmi": nmi_full, "active": info["active"], "infoe_sources": info["infoe_sources"]}
+    return {
+        "infom": info["infom"],
+        "infoe": info["infoe"],
+        "infoc": info["infoc"],
+        "mcc": metrics.mcc(latents, factors),
+        "r2": float(metrics.linear_r2(latents, factors).mean()),
+        "dci_d": d["disentanglement"],
+        "dci_c": d["completeness"],
+        "dci_i": d["informativeness"],
+        "nmi": nmi_full,
+        "active": info["active"],
+        "infoe_sources": info["infoe_sources"],
+    }
 
 
-def evaluate(latents_path: str | Path, model_name: str, settings: Mapping[str, Any], seed: int,
-             dataset: str, out_path: str | Path) -> pd.DataFrame:
+def evaluate(
+    latents_path: str | Path,
+    model_name: str,
+    settings: Mapping[str, Any],
+    seed: int,
+    dataset: str,
+    out_path: str | Path,
+) -> pd.DataFrame:
     """Score one (dataset, model, seed) from its latents file; ``ae_ica`` / ``ae_rand`` transform the AE's latents first."""
     if model_name not in EVALUATED:
         raise ValueError(f"model must be one of {EVALUATED}, got {model_name!r}")
     z = read_latents(latents_path)
     latents = derived_latents(model_name, z["latents"], settings, seed, z["factors"])
     s = score_latents(latents, z["factors"], settings, seed)
-    row = {"dataset": dataset, "model": model_name, "seed": int(seed),
-           **{c: float(s[c]) for c in SCORE_COLUMNS},
-           "nmi": json.dumps(np.round(s["nmi"], 5).tolist()), "factor_names": json.dumps([str(f) for f in z["factor_names"]]),
-           "infoe_sources": json.dumps(np.round(s["infoe_sources"], 5).tolist()),
-           "images_per_s": float(z["images_per_s"]) if "images_per_s" in z else float("nan"),
-           "train_seconds": float(z["seconds"]) if "seconds" in z else float("nan"),
-           "loss_first": float(np.mean(z["loss"][:10])) if "loss" in z else float("nan"),
-           "loss_last": float(np.mean(z["loss"][-10:])) if "loss" in z else float("nan")}
+    row = {
+        "dataset": dataset,
+        "model": model_name,
+        "seed": int(seed),
+        **{c: float(s[c]) for c in SCORE_COLUMNS},
+        "nmi": json.dumps(np.round(s["nmi"], 5).tolist()),
+        "factor_names": json.dumps([str(f) for f in z["factor_names"]]),
+        "infoe_sources": json.dumps(np.round(s["infoe_sources"], 5).tolist()),
+        "images_per_s": float(z["images_per_s"]) if "images_per_s" in z else float("nan"),
+        "train_seconds": float(z["seconds"]) if "seconds" in z else float("nan"),
+        "loss_first": float(np.mean(z["loss"][:10])) if "loss" in z else float("nan"),
+        "loss_last": float(np.mean(z["loss"][-10:])) if "loss" in z else float("nan"),
+    }
     df = pd.DataFrame([row])
     write_parquet(df, out_path)
     return df
@@ -470,15 +573,26 @@ def summary_table(scores: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
         for c in cols:
             mean, lo, hi = mean_interval(t[c].to_numpy(float), level)
             lo, hi = max(lo, SCORE_RANGE[0]), min(hi, SCORE_RANGE[1])  # NaN (one seed) stays NaN
-            row.update({f"{c}_mean": mean, f"{c}_sd": float(t[c].std(ddof=1)) if len(t) > 1 else math.nan,
-                        f"{c}_lo": lo, f"{c}_hi": hi})
+            row.update(
+                {
+                    f"{c}_mean": mean,
+                    f"{c}_sd": float(t[c].std(ddof=1)) if len(t) > 1 else math.nan,
+                    f"{c}_lo": lo,
+                    f"{c}_hi": hi,
+                }
+            )
         rows.append(row)
     datasets = list(scores["dataset"].unique()) + (["all"] if "all" in set(per["dataset"]) else [])
     return _sorted_rows(pd.DataFrame(rows), datasets)
 
 
-def paired_differences(scores: pd.DataFrame, model: str, baseline: str,
-                       columns: Sequence[str] = ("infom", "infoe", "infoc", "mcc"), level: float = 0.95) -> pd.DataFrame:
+def paired_differences(
+    scores: pd.DataFrame,
+    model: str,
+    baseline: str,
+    columns: Sequence[str] = ("infom", "infoe", "infoc", "mcc"),
+    level: float = 0.95,
+) -> pd.DataFrame:
     """Per dataset and score: ``model - baseline`` paired by seed (same AE for the AE-derived
     rows), mean difference with its Student-t interval, seeds, and seeds where ``model`` is higher."""
     rows = []
@@ -491,11 +605,21 @@ def paired_differences(scores: pd.DataFrame, model: str, baseline: str,
         for c in columns:
             diff = (a.loc[seeds, c] - b.loc[seeds, c]).to_numpy(float)
             mean, lo, hi = mean_interval(diff, level)
-            rows.append({"dataset": dataset, "comparison": f"{MODEL_LABELS.get(model, model)} - {MODEL_LABELS.get(baseline, baseline)}",
-                         "score": SCORE_LABELS.get(c, c), "mean_diff": mean, "ci_low": lo, "ci_high": hi,
-                         "n_seeds": int(seeds.size), "seeds_higher": int((diff > 0).sum())})
-    return pd.DataFrame(rows, columns=["dataset", "comparison", "score", "mean_diff", "ci_low", "ci_high", "n_seeds",
-                                       "seeds_higher"])
+            rows.append(
+                {
+                    "dataset": dataset,
+                    "comparison": f"{MODEL_LABELS.get(model, model)} - {MODEL_LABELS.get(baseline, baseline)}",
+                    "score": SCORE_LABELS.get(c, c),
+                    "mean_diff": mean,
+                    "ci_low": lo,
+                    "ci_high": hi,
+                    "n_seeds": int(seeds.size),
+                    "seeds_higher": int((diff > 0).sum()),
+                }
+            )
+    return pd.DataFrame(
+        rows, columns=["dataset", "comparison", "score", "mean_diff", "ci_low", "ci_high", "n_seeds", "seeds_higher"]
+    )
 
 
 def factor_infoe(scores: pd.DataFrame) -> pd.DataFrame:
@@ -505,8 +629,13 @@ def factor_infoe(scores: pd.DataFrame) -> pd.DataFrame:
     for (dataset, model), t in scores[scores["model"].isin(MODELS)].groupby(["dataset", "model"], sort=False):
         names = json.loads(t["factor_names"].iloc[0])
         values = np.array([json.loads(v) for v in t["infoe_sources"]], dtype=float)
-        rows.append({"dataset": dataset, "model": MODEL_LABELS.get(model, model),
-                     **{n: float(v) for n, v in zip(names, values.mean(axis=0))}})
+        rows.append(
+            {
+                "dataset": dataset,
+                "model": MODEL_LABELS.get(model, model),
+                **{n: float(v) for n, v in zip(names, values.mean(axis=0))},
+            }
+        )
     return pd.DataFrame(rows)
 
 
@@ -520,15 +649,22 @@ def display_table(summary: pd.DataFrame) -> pd.DataFrame:
     ``paper (agg.)`` = PAPER.md's aggregate over four datasets; ``paper (Shapes3D)`` where it
     reports one.
     """
-    out = pd.DataFrame({"Dataset": summary["dataset"], "Model": summary["model"].map(lambda m: MODEL_LABELS.get(m, m)),
-                        "Seeds": summary["n_seeds"]})
+    out = pd.DataFrame(
+        {
+            "Dataset": summary["dataset"],
+            "Model": summary["model"].map(lambda m: MODEL_LABELS.get(m, m)),
+            "Seeds": summary["n_seeds"],
+        }
+    )
     for c in SCORE_COLUMNS:
-        out[SCORE_LABELS[c]] = [_interval_text(m, lo, hi) for m, lo, hi in
-                                zip(summary[f"{c}_mean"], summary[f"{c}_lo"], summary[f"{c}_hi"])]
+        out[SCORE_LABELS[c]] = [
+            _interval_text(m, lo, hi) for m, lo, hi in zip(summary[f"{c}_mean"], summary[f"{c}_lo"], summary[f"{c}_hi"])
+        ]
     for source, label in (("aggregate", "paper (agg.)"), ("shapes3d", "paper (Shapes3D)")):
         paper = PAPER_TABLE2[source]
-        out[f"{label} M/E/C"] = [" / ".join(f"{v:.2f}" for v in paper[m]) if m in paper else ""
-                                  for m in summary["model"]]
+        out[f"{label} M/E/C"] = [
+            " / ".join(f"{v:.2f}" for v in paper[m]) if m in paper else "" for m in summary["model"]
+        ]
     return out
 
 
@@ -555,56 +691,94 @@ def verdict(scores: pd.DataFrame, level: float = 0.95) -> str:
         fi = factor_infoe(t)
         fi = fi[fi["model"] == "AE"].drop(columns=["dataset", "model"]).iloc[0]
         good = [n for n, v in fi.items() if v >= READABLE_INFOE]
-        text = (f"{dataset}: the AE's InfoE is {_interval_text(e_mean, e_lo, e_hi)} (paper: 0.76 aggregated, "
-                f"0.99 on Shapes3D); factors it carries linearly (per-factor InfoE >= {READABLE_INFOE}): "
-                f"{', '.join(good) if good else 'none'}"
-                + (f"; not: {', '.join(n for n in fi.index if n not in good)}" if len(good) < len(fi) else "") + ". ")
+        text = (
+            f"{dataset}: the AE's InfoE is {_interval_text(e_mean, e_lo, e_hi)} (paper: 0.76 aggregated, "
+            f"0.99 on Shapes3D); factors it carries linearly (per-factor InfoE >= {READABLE_INFOE}): "
+            f"{', '.join(good) if good else 'none'}"
+            + (f"; not: {', '.join(n for n in fi.index if n not in good)}" if len(good) < len(fi) else "")
+            + ". "
+        )
         if not readable:
-            text += ("With InfoE this low InfoM and InfoC are ratios of small mutual informations and do not "
-                     "measure disentanglement (PAPER.md), so the AE + ICA comparison below is not a test of the paper's claim. ")
+            text += (
+                "With InfoE this low InfoM and InfoC are ratios of small mutual informations and do not "
+                "measure disentanglement (PAPER.md), so the AE + ICA comparison below is not a test of the paper's claim. "
+            )
         if "ae_ica" in have:
             d = paired_differences(t, "ae_ica", "ae").set_index("score")
             m_, c_ = d.loc["InfoM"], d.loc["MCC"]
-            text += (f"AE + ICA - AE: InfoM {m_['mean_diff']:+.2f} [{m_['ci_low']:+.2f}, {m_['ci_high']:+.2f}], "
-                     f"InfoC {d.loc['InfoC', 'mean_diff']:+.2f} [{d.loc['InfoC', 'ci_low']:+.2f}, {d.loc['InfoC', 'ci_high']:+.2f}], "
-                     f"MCC {c_['mean_diff']:+.2f} [{c_['ci_low']:+.2f}, {c_['ci_high']:+.2f}] over {int(m_['n_seeds'])} seeds "
-                     f"(ICA higher on InfoM in {int(m_['seeds_higher'])} of them): AE + ICA is "
-                     + _direction(m_["ci_low"], m_["ci_high"], "above the AE on InfoM, as the paper reports",
-                                  "below the AE on InfoM, the opposite of the paper's result",
-                                  "not distinguishable from the AE on InfoM") + ". ")
+            text += (
+                f"AE + ICA - AE: InfoM {m_['mean_diff']:+.2f} [{m_['ci_low']:+.2f}, {m_['ci_high']:+.2f}], "
+                f"InfoC {d.loc['InfoC', 'mean_diff']:+.2f} [{d.loc['InfoC', 'ci_low']:+.2f}, {d.loc['InfoC', 'ci_high']:+.2f}], "
+                f"MCC {c_['mean_diff']:+.2f} [{c_['ci_low']:+.2f}, {c_['ci_high']:+.2f}] over {int(m_['n_seeds'])} seeds "
+                f"(ICA higher on InfoM in {int(m_['seeds_higher'])} of them): AE + ICA is "
+                + _direction(
+                    m_["ci_low"],
+                    m_["ci_high"],
+                    "above the AE on InfoM, as the paper reports",
+                    "below the AE on InfoM, the opposite of the paper's result",
+                    "not distinguishable from the AE on InfoM",
+                )
+                + ". "
+            )
             ica_wins = np.isfinite(m_["ci_low"]) and m_["ci_low"] > 0
             if not ica_wins:
                 per_seed = {m: t.loc[t["model"] == m, "infom"] for m in ("ae", "ae_ica")}
-                text += (f"Per seed, the AE's InfoM spans {per_seed['ae'].min():.2f}-{per_seed['ae'].max():.2f} and "
-                         f"AE + ICA's {per_seed['ae_ica'].min():.2f}-{per_seed['ae_ica'].max():.2f}. ")
+                text += (
+                    f"Per seed, the AE's InfoM spans {per_seed['ae'].min():.2f}-{per_seed['ae'].max():.2f} and "
+                    f"AE + ICA's {per_seed['ae_ica'].min():.2f}-{per_seed['ae_ica'].max():.2f}. "
+                )
             if not ica_wins and "ae_rand" in have:
                 q = paired_differences(t, "ae_ica", "ae_rand").set_index("score").loc["InfoM"]
-                text += (f"AE + ICA against a random rotation of the same whitened latents: InfoM "
-                         f"{q['mean_diff']:+.2f} [{q['ci_low']:+.2f}, {q['ci_high']:+.2f}] ("
-                         + _direction(q["ci_low"], q["ci_high"], "ICA finds axes that a random rotation does not",
-                                      "ICA's axes are worse than a random rotation", "ICA's axes are not distinguishable "
-                                      "from a random rotation") + "). ")
+                text += (
+                    f"AE + ICA against a random rotation of the same whitened latents: InfoM "
+                    f"{q['mean_diff']:+.2f} [{q['ci_low']:+.2f}, {q['ci_high']:+.2f}] ("
+                    + _direction(
+                        q["ci_low"],
+                        q["ci_high"],
+                        "ICA finds axes that a random rotation does not",
+                        "ICA's axes are worse than a random rotation",
+                        "ICA's axes are not distinguishable from a random rotation",
+                    )
+                    + "). "
+                )
                 r = paired_differences(t, "ae", "ae_rand").set_index("score").loc["InfoM"]
-                text += (f"The AE's own axes against a random rotation of its whitened latents: InfoM "
-                         f"{r['mean_diff']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] ("
-                         + _direction(r["ci_low"], r["ci_high"], "the AE's latent is already partly axis-aligned, so a rotation must beat that",
-                                      "the AE's axes are worse than a random rotation", "no evidence of axis alignment") + "). ")
+                text += (
+                    f"The AE's own axes against a random rotation of its whitened latents: InfoM "
+                    f"{r['mean_diff']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] ("
+                    + _direction(
+                        r["ci_low"],
+                        r["ci_high"],
+                        "the AE's latent is already partly axis-aligned, so a rotation must beat that",
+                        "the AE's axes are worse than a random rotation",
+                        "no evidence of axis alignment",
+                    )
+                    + "). "
+                )
             if not ica_wins and "ae_oracle" in have:
-                means = {(m, c): float(t.loc[t["model"] == m, c].mean())
-                         for m in ("ae_oracle", "ae_ica", "ae") for c in ("mcc", "infom")}
+                means = {
+                    (m, c): float(t.loc[t["model"] == m, c].mean())
+                    for m in ("ae_oracle", "ae_ica", "ae")
+                    for c in ("mcc", "infom")
+                }
                 o_mcc, o_m = means["ae_oracle", "mcc"], means["ae_oracle", "infom"]
                 i_mcc, i_m = means["ae_ica", "mcc"], means["ae_ica", "infom"]
                 a_mcc, a_m = means["ae", "mcc"], means["ae", "infom"]
                 if o_mcc - a_mcc < ROTATION_GAP:
                     why = "no rotation makes these latents much more factor-aligned than the AE's own axes, so ICA has little to find"
                 elif o_mcc - i_mcc < ROTATION_GAP:
-                    why = (f"ICA gets within {ROTATION_GAP} MCC of the rotation fitted with the labels, so it finds about as "
-                           "factor-aligned a rotation as the labels give")
+                    why = (
+                        f"ICA gets within {ROTATION_GAP} MCC of the rotation fitted with the labels, so it finds about as "
+                        "factor-aligned a rotation as the labels give"
+                    )
                 else:
-                    why = ("a better rotation exists that ICA does not find (the whitened latents are not independent "
-                           "components aligned with the factors)")
-                text += (f"The factor-fitted rotation (uses labels) reaches MCC {o_mcc:.2f} and InfoM {o_m:.2f}, against "
-                         f"{i_mcc:.2f} and {i_m:.2f} for ICA and {a_mcc:.2f} and {a_m:.2f} for the AE: {why}.")
+                    why = (
+                        "a better rotation exists that ICA does not find (the whitened latents are not independent "
+                        "components aligned with the factors)"
+                    )
+                text += (
+                    f"The factor-fitted rotation (uses labels) reaches MCC {o_mcc:.2f} and InfoM {o_m:.2f}, against "
+                    f"{i_mcc:.2f} and {i_m:.2f} for ICA and {a_mcc:.2f} and {a_m:.2f} for the AE: {why}."
+                )
         parts.append(text.strip())
     return " ".join(parts)
 
@@ -620,12 +794,20 @@ def verdict_line(scores: pd.DataFrame, level: float = 0.95) -> str:
             continue
         m_ = paired_differences(t, "ae_ica", "ae").set_index("score").loc["InfoM"]
         e_mean = mean_interval(t.loc[t["model"] == "ae", "infoe"], level)[0]
-        parts.append(f"{dataset}: AE + ICA - AE InfoM {m_['mean_diff']:+.2f} [{m_['ci_low']:+.2f}, "
-                     f"{m_['ci_high']:+.2f}] over {int(m_['n_seeds'])} seeds, "
-                     + _direction(m_["ci_low"], m_["ci_high"], "ICA above the AE (as the paper reports)",
-                                  "ICA below the AE (the opposite of the paper)", "not distinguishable")
-                     + f" (AE InfoE {e_mean:.2f}"
-                     + ("" if e_mean >= READABLE_INFOE else ", too low to read InfoM") + ")")
+        parts.append(
+            f"{dataset}: AE + ICA - AE InfoM {m_['mean_diff']:+.2f} [{m_['ci_low']:+.2f}, "
+            f"{m_['ci_high']:+.2f}] over {int(m_['n_seeds'])} seeds, "
+            + _direction(
+                m_["ci_low"],
+                m_["ci_high"],
+                "ICA above the AE (as the paper reports)",
+                "ICA below the AE (the opposite of the paper)",
+                "not distinguishable",
+            )
+            + f" (AE InfoE {e_mean:.2f}"
+            + ("" if e_mean >= READABLE_INFOE else ", too low to read InfoM")
+            + ")"
+        )
     return "; ".join(parts) + "." if parts else "No scores."
 
 
@@ -643,9 +825,19 @@ def summary_figure(summary: pd.DataFrame, dataset: str) -> Figure:
         err = np.vstack([mean - rows[f"{c}_lo"].to_numpy(float), rows[f"{c}_hi"].to_numpy(float) - mean])
         ax.bar(x + (k - 1.5) * width, mean, width, yerr=np.nan_to_num(err), capsize=2, label=SCORE_LABELS[c])
         if c != "mcc":
-            paper = [PAPER_TABLE2["aggregate"].get(m, (math.nan,) * 3)[("infom", "infoe", "infoc").index(c)] for m in rows["model"]]
-            ax.scatter(x + (k - 1.5) * width, paper, color="black", marker="_", s=120, zorder=3,
-                       label="paper (aggregate)" if k == 0 else None)
+            paper = [
+                PAPER_TABLE2["aggregate"].get(m, (math.nan,) * 3)[("infom", "infoe", "infoc").index(c)]
+                for m in rows["model"]
+            ]
+            ax.scatter(
+                x + (k - 1.5) * width,
+                paper,
+                color="black",
+                marker="_",
+                s=120,
+                zorder=3,
+                label="paper (aggregate)" if k == 0 else None,
+            )
     ax.set_xticks(x, [MODEL_LABELS.get(m, m).replace(" (", "\n(") for m in rows["model"]], fontsize=7)
     ax.set_ylim(0, 1.05)
     ax.set_ylabel("score (mean, 95% CI over seeds)")
@@ -683,53 +875,89 @@ def nmi_figure(scores: pd.DataFrame, dataset: str) -> Figure:
     return fig
 
 
-def write_report(scores: pd.DataFrame, out_dir: str | Path, settings: Mapping[str, Any] | None = None) -> dict[str, Path]:
+def write_report(
+    scores: pd.DataFrame, out_dir: str | Path, settings: Mapping[str, Any] | None = None
+) -> dict[str, Path]:
     """Tables (CSV), figures (PNG), ``report.md`` and ``index.html`` in ``out_dir``, through :mod:`phenoica.render`."""
     out_dir = Path(out_dir)
     written: dict[str, Path] = {}
     summary = summary_table(scores)
-    diffs = pd.concat([paired_differences(scores, a, b) for a, b in
-                       (("ae_ica", "ae"), ("ae_ica", "ae_rand"), ("ae", "ae_rand"), ("ae_oracle", "ae"))],
-                      ignore_index=True)
+    diffs = pd.concat(
+        [
+            paired_differences(scores, a, b)
+            for a, b in (("ae_ica", "ae"), ("ae_ica", "ae_rand"), ("ae", "ae_rand"), ("ae_oracle", "ae"))
+        ],
+        ignore_index=True,
+    )
     per_factor = factor_infoe(scores) if "infoe_sources" in scores else pd.DataFrame()
-    for name, df in (("table2.csv", summary), ("differences.csv", diffs), ("factor_infoe.csv", per_factor),
-                     ("scores.csv", scores.drop(columns=["nmi"]))):
+    for name, df in (
+        ("table2.csv", summary),
+        ("differences.csv", diffs),
+        ("factor_infoe.csv", per_factor),
+        ("scores.csv", scores.drop(columns=["nmi"])),
+    ):
         written[name] = render.write_csv(df, out_dir / name)
     figures: list[render.Block] = []
     for ds in scores["dataset"].unique():
-        written[f"scores_{ds}"] = render.save_figure(summary_figure(summary, ds), out_dir / "figures" / f"scores_{ds}.png")
+        written[f"scores_{ds}"] = render.save_figure(
+            summary_figure(summary, ds), out_dir / "figures" / f"scores_{ds}.png"
+        )
         written[f"nmi_{ds}"] = render.save_figure(nmi_figure(scores, ds), out_dir / "figures" / f"nmi_{ds}.png")
-        figures += [render.Figure(f"figures/scores_{ds}.png", f"{ds}: scores per model with 95% intervals over seeds; "
-                                  "black marks: the paper's aggregate."),
-                    render.Figure(f"figures/nmi_{ds}.png", f"{ds}: NMI of each factor with each latent (lowest seed).")]
-    speed = (scores[scores["model"].isin(MODELS)].groupby(["dataset", "model"])
-             [[c for c in ("images_per_s", "train_seconds") if c in scores]].mean().reset_index())
+        figures += [
+            render.Figure(
+                f"figures/scores_{ds}.png",
+                f"{ds}: scores per model with 95% intervals over seeds; black marks: the paper's aggregate.",
+            ),
+            render.Figure(f"figures/nmi_{ds}.png", f"{ds}: NMI of each factor with each latent (lowest seed)."),
+        ]
+    speed = (
+        scores[scores["model"].isin(MODELS)]
+        .groupby(["dataset", "model"])[[c for c in ("images_per_s", "train_seconds") if c in scores]]
+        .mean()
+        .reset_index()
+    )
     speed["model"] = speed["model"].map(lambda m: MODEL_LABELS.get(m, m))
     cfg = dict(settings or {})
-    setup = ", ".join(f"{k} = {cfg[k]}" for k in ("latent_dim", "width", "steps", "batch_size", "lr", "n_eval") if k in cfg)
-    intro = ("Disentanglement on factor datasets (PAPER.md Table 2), every model trained in the same harness "
-             "(same encoder/decoder, data, seeds and budget). AE + ICA = the AE's latents PCA-whitened and ICA-rotated "
-             "with phenoica.variants (the screen's pca_ica); AE + random rotation = whitened and Haar-rotated (the "
-             "control for 'any rotation'); AE + factor-fitted rotation = whitened and rotated onto the factors by "
-             "orthogonal Procrustes (uses the labels: a reference, not a method). Factors are label-encoded with all "
-             "their values. Intervals: 95% Student-t over seeds; differences are paired by seed. InfoM and InfoC are "
-             "ratios of NMIs and stay high for uninformative latents: read them beside InfoE. "
-             + (f"Setup: {setup}." if setup else ""))
-    paper = ("Paper (PAPER.md Table 2; InfoM / InfoE / InfoC): aggregated over Shapes3D, MPI3D, Falcor3D, Isaac3D: "
-             "AE 0.39 / 0.76 / 0.25, beta-VAE 0.59 / 0.81 / 0.55, beta-TCVAE 0.58 / 0.72 / 0.59, BioAE 0.54 / 0.75 / 0.36, "
-             "AE + ICA 0.65 / 0.83 / 0.40; Shapes3D alone: AE 0.34 / 0.99 / 0.16, AE + ICA 0.79 / 0.99 / 0.52. "
-             "Baselines quoted from Hsu et al. 2023.")
-    page = render.Page(TITLE, lead=[intro], sections=[
-        render.Section("Verdict (measured)", [verdict(scores)]),
-        render.Section("Table 2 (this run, mean [95% CI]) beside the paper", [render.Table(display_table(summary)), paper]),
-        render.Section("Paired differences (by seed)", [render.Table(diffs, float_format="{:+.3f}")]),
-        render.Section("Explicitness of each factor (InfoE per factor, mean over seeds)",
-                       [render.Table(per_factor, float_format="{:.2f}")]),
-        render.Section("Figures", figures),
-        render.Section("Training", [render.Table(speed, float_format="{:.0f}")]),
-        render.Section("Tables", [render.Links([(n, n) for n in ("table2.csv", "differences.csv", "factor_infoe.csv",
-                                                                  "scores.csv")])]),
-    ])
+    setup = ", ".join(
+        f"{k} = {cfg[k]}" for k in ("latent_dim", "width", "steps", "batch_size", "lr", "n_eval") if k in cfg
+    )
+    intro = (
+        "Disentanglement on factor datasets (PAPER.md Table 2), every model trained in the same harness "
+        "(same encoder/decoder, data, seeds and budget). AE + ICA = the AE's latents PCA-whitened and ICA-rotated "
+        "with phenoica.variants (the screen's pca_ica); AE + random rotation = whitened and Haar-rotated (the "
+        "control for 'any rotation'); AE + factor-fitted rotation = whitened and rotated onto the factors by "
+        "orthogonal Procrustes (uses the labels: a reference, not a method). Factors are label-encoded with all "
+        "their values. Intervals: 95% Student-t over seeds; differences are paired by seed. InfoM and InfoC are "
+        "ratios of NMIs and stay high for uninformative latents: read them beside InfoE. "
+        + (f"Setup: {setup}." if setup else "")
+    )
+    paper = (
+        "Paper (PAPER.md Table 2; InfoM / InfoE / InfoC): aggregated over Shapes3D, MPI3D, Falcor3D, Isaac3D: "
+        "AE 0.39 / 0.76 / 0.25, beta-VAE 0.59 / 0.81 / 0.55, beta-TCVAE 0.58 / 0.72 / 0.59, BioAE 0.54 / 0.75 / 0.36, "
+        "AE + ICA 0.65 / 0.83 / 0.40; Shapes3D alone: AE 0.34 / 0.99 / 0.16, AE + ICA 0.79 / 0.99 / 0.52. "
+        "Baselines quoted from Hsu et al. 2023."
+    )
+    page = render.Page(
+        TITLE,
+        lead=[intro],
+        sections=[
+            render.Section("Verdict (measured)", [verdict(scores)]),
+            render.Section(
+                "Table 2 (this run, mean [95% CI]) beside the paper", [render.Table(display_table(summary)), paper]
+            ),
+            render.Section("Paired differences (by seed)", [render.Table(diffs, float_format="{:+.3f}")]),
+            render.Section(
+                "Explicitness of each factor (InfoE per factor, mean over seeds)",
+                [render.Table(per_factor, float_format="{:.2f}")],
+            ),
+            render.Section("Figures", figures),
+            render.Section("Training", [render.Table(speed, float_format="{:.0f}")]),
+            render.Section(
+                "Tables",
+                [render.Links([(n, n) for n in ("table2.csv", "differences.csv", "factor_infoe.csv", "scores.csv")])],
+            ),
+        ],
+    )
     pages = render.write_page(page, out_dir)
     written["report_md"], written["index_html"] = pages["report.md"], pages["index.html"]
     written["verdict"] = render.write_verdict(out_dir, page.title, verdict_line(scores))

@@ -36,28 +36,49 @@ import pandas as pd
 
 SHAPES3D_FACTORS: tuple[str, ...] = ("floor_hue", "wall_hue", "object_hue", "scale", "shape", "orientation")
 SHAPES3D_SIZES: tuple[int, ...] = (10, 10, 10, 8, 4, 15)
-MPI3D_FACTORS: tuple[str, ...] = ("object_color", "object_shape", "object_size", "camera_height",
-                                  "background_color", "horizontal_axis", "vertical_axis")
+MPI3D_FACTORS: tuple[str, ...] = (
+    "object_color",
+    "object_shape",
+    "object_size",
+    "camera_height",
+    "background_color",
+    "horizontal_axis",
+    "vertical_axis",
+)
 MPI3D_SIZES: tuple[int, ...] = (4, 4, 2, 3, 3, 40, 40)
 FOLDER_DATASETS: dict[str, dict[str, Any]] = {
-    "falcor3d": {"n_factors": 7, "n_images": 233_280,
-                 "names": ("lighting_intensity", "lighting_x", "lighting_y", "lighting_z",
-                           "camera_x", "camera_y", "camera_z")},
-    "isaac3d": {"n_factors": 9, "n_images": 737_280,
-                "names": ("object_shape", "robot_x", "robot_y", "camera_height", "object_scale",
-                          "lighting_intensity", "lighting_direction", "object_color", "wall_color")},
+    "falcor3d": {
+        "n_factors": 7,
+        "n_images": 233_280,
+        "names": ("lighting_intensity", "lighting_x", "lighting_y", "lighting_z", "camera_x", "camera_y", "camera_z"),
+    },
+    "isaac3d": {
+        "n_factors": 9,
+        "n_images": 737_280,
+        "names": (
+            "object_shape",
+            "robot_x",
+            "robot_y",
+            "camera_height",
+            "object_scale",
+            "lighting_intensity",
+            "lighting_direction",
+            "object_color",
+            "wall_color",
+        ),
+    },
 }
 IMAGE_SUFFIXES: tuple[str, ...] = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff")
 
 # Procedural dataset: factor name -> number of levels.
 PROCEDURAL_FACTORS: dict[str, int] = {
-    "shape": 3,        # ellipse (2:1), isosceles triangle, T
+    "shape": 3,  # ellipse (2:1), isosceles triangle, T
     "scale": 3,
     "orientation": 6,  # 0, 30, ..., 150 degrees (all distinct for the three shapes)
     "pos_x": 5,
     "pos_y": 5,
-    "hue": 6,          # object hue
-    "bg_hue": 4,       # background hue (darker, less saturated)
+    "hue": 6,  # object hue
+    "bg_hue": 4,  # background hue (darker, less saturated)
 }
 SHAPE_NAMES: tuple[str, ...] = ("ellipse", "triangle", "tee")
 
@@ -67,7 +88,7 @@ SCENE_FACTORS: dict[str, int] = {
     "wall_hue": 8,
     "object_hue": 8,
     "scale": 5,
-    "shape": 3,        # disc, square, triangle
+    "shape": 3,  # disc, square, triangle
     "orientation": 7,  # view tilt -30 ... +30 degrees: the horizon and the object turn together
 }
 SCENE_SHAPES: tuple[str, ...] = ("disc", "square", "triangle")
@@ -173,22 +194,29 @@ def load_shapes3d(path: str | Path, max_images: int | None = None, seed: int = 0
         raise ValueError(f"{p}: not a readable HDF5 file (expected Shapes3D's 3dshapes.h5): {err}") from err
     for key in ("images", "labels"):
         if key not in h5:
-            raise ValueError(f"{p}: missing dataset {key!r}; expected keys 'images' (N,64,64,3) and 'labels' (N,6), found {sorted(h5)}")
+            raise ValueError(
+                f"{p}: missing dataset {key!r}; expected keys 'images' (N,64,64,3) and 'labels' (N,6), found {sorted(h5)}"
+            )
     images, labels = h5["images"], h5["labels"]
     if images.ndim != 4 or images.shape[1:] != (64, 64, 3) or images.dtype != np.uint8:
         raise ValueError(f"{p}: 'images' must be uint8 (N, 64, 64, 3), got {images.dtype} {images.shape}")
     if labels.shape != (images.shape[0], len(SHAPES3D_FACTORS)):
         raise ValueError(f"{p}: 'labels' must be (N={images.shape[0]}, 6), got {labels.shape}")
     codes = codes_from_labels(labels[()], f"{p} 'labels'")
-    too_many = [(n, int(c.max()) + 1, s) for n, c, s in zip(SHAPES3D_FACTORS, codes.T, SHAPES3D_SIZES) if c.max() + 1 > s]
+    too_many = [
+        (n, int(c.max()) + 1, s) for n, c, s in zip(SHAPES3D_FACTORS, codes.T, SHAPES3D_SIZES) if c.max() + 1 > s
+    ]
     if too_many:
-        raise ValueError(f"{p}: factor(s) with more distinct values than Shapes3D has (name, found, expected): {too_many}")
+        raise ValueError(
+            f"{p}: factor(s) with more distinct values than Shapes3D has (name, found, expected): {too_many}"
+        )
     ds = FactorDataset("shapes3d", images, codes, SHAPES3D_FACTORS, SHAPES3D_SIZES)
     return _maybe_subset(ds, max_images, seed)
 
 
-def load_mpi3d(path: str | Path, factor_sizes: Sequence[int] = MPI3D_SIZES,
-               max_images: int | None = None, seed: int = 0) -> FactorDataset:
+def load_mpi3d(
+    path: str | Path, factor_sizes: Sequence[int] = MPI3D_SIZES, max_images: int | None = None, seed: int = 0
+) -> FactorDataset:
     """MPI3D from its ``.npz`` (key ``images`` (N,64,64,3)); factors = row-major index over ``factor_sizes``."""
     p = _require_file(path, "MPI3D .npz file")
     sizes = tuple(int(s) for s in factor_sizes)
@@ -206,8 +234,10 @@ def load_mpi3d(path: str | Path, factor_sizes: Sequence[int] = MPI3D_SIZES,
         raise ValueError(f"{p}: 'images' must be (N, 64, 64, 3), got {images.shape}")
     n = int(np.prod(sizes))
     if images.shape[0] != n:
-        raise ValueError(f"{p}: 'images' has {images.shape[0]} rows but factor sizes {list(sizes)} imply {n} "
-                         "(the file has no labels: image n has factors unravel_index(n, sizes))")
+        raise ValueError(
+            f"{p}: 'images' has {images.shape[0]} rows but factor sizes {list(sizes)} imply {n} "
+            "(the file has no labels: image n has factors unravel_index(n, sizes))"
+        )
     codes = np.stack(np.unravel_index(np.arange(n), sizes), axis=1)
     ds = FactorDataset("mpi3d", images.astype(np.uint8, copy=False), codes, MPI3D_FACTORS, sizes)
     return _maybe_subset(ds, max_images, seed)
@@ -225,8 +255,14 @@ def _read_labels(path: Path) -> np.ndarray:
         raise ValueError(f"{path}: expected a NumPy .npy array or a headerless CSV of labels: {err}") from err
 
 
-def load_image_folder(name: str, images_dir: str | Path, labels: str | Path, image_size: int = 64,
-                      max_images: int | None = None, seed: int = 0) -> FactorDataset:
+def load_image_folder(
+    name: str,
+    images_dir: str | Path,
+    labels: str | Path,
+    image_size: int = 64,
+    max_images: int | None = None,
+    seed: int = 0,
+) -> FactorDataset:
     """Falcor3D / Isaac3D: images sorted by file name, labels one row per image, resized with Pillow."""
     from PIL import Image
 
@@ -270,18 +306,22 @@ def _hsv_to_rgb(h: np.ndarray, s: float, v: float) -> np.ndarray:
     i = np.floor(h * 6).astype(int) % 6
     f = h * 6 - np.floor(h * 6)
     p, q, t = v * (1 - s), v * (1 - s * f), v * (1 - s * (1 - f))
-    table = np.stack([
-        np.stack([np.full_like(h, v), t, np.full_like(h, p)], 1),
-        np.stack([q, np.full_like(h, v), np.full_like(h, p)], 1),
-        np.stack([np.full_like(h, p), np.full_like(h, v), t], 1),
-        np.stack([np.full_like(h, p), q, np.full_like(h, v)], 1),
-        np.stack([t, np.full_like(h, p), np.full_like(h, v)], 1),
-        np.stack([np.full_like(h, v), np.full_like(h, p), q], 1),
-    ])
+    table = np.stack(
+        [
+            np.stack([np.full_like(h, v), t, np.full_like(h, p)], 1),
+            np.stack([q, np.full_like(h, v), np.full_like(h, p)], 1),
+            np.stack([np.full_like(h, p), np.full_like(h, v), t], 1),
+            np.stack([np.full_like(h, p), q, np.full_like(h, v)], 1),
+            np.stack([t, np.full_like(h, p), np.full_like(h, v)], 1),
+            np.stack([np.full_like(h, v), np.full_like(h, p), q], 1),
+        ]
+    )
     return table[i, np.arange(h.size)]
 
 
-def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 2, object_scale: float = 1.0) -> np.ndarray:
+def render_shapes(
+    factors: np.ndarray, image_size: int = 32, supersample: int = 2, object_scale: float = 1.0
+) -> np.ndarray:
     """Render procedural images ``(n, S, S, 3)`` uint8 from factor codes ``(n, 7)`` (``PROCEDURAL_FACTORS`` order).
 
     One shape (ellipse 2:1, isosceles triangle, or T) on a plain background of one of 4 hues; its scale, rotation
@@ -319,7 +359,9 @@ def render_shapes(factors: np.ndarray, image_size: int = 32, supersample: int = 
             mask = (v >= -0.6) & (v <= 1.0) & (np.abs(u) <= 0.55 * (1.0 - v))
         else:
             mask = ((np.abs(u) <= 1.0) & (v >= 0.5) & (v <= 1.0)) | ((np.abs(u) <= 0.28) & (v >= -1.0) & (v < 0.5))
-        cover[rows, :, :, 0] = mask.reshape(rows.size, s, supersample, s, supersample).mean(axis=(2, 4), dtype=np.float32)
+        cover[rows, :, :, 0] = mask.reshape(rows.size, s, supersample, s, supersample).mean(
+            axis=(2, 4), dtype=np.float32
+        )
     colour = _hsv_to_rgb(hue / PROCEDURAL_FACTORS["hue"], 0.85, 0.95)[:, None, None, :]
     background = _hsv_to_rgb(bg / PROCEDURAL_FACTORS["bg_hue"] + 0.125, 0.4, 0.45)[:, None, None, :]
     img = cover * colour + (1.0 - cover) * background
@@ -382,12 +424,13 @@ def scenes_dataset(n_images: int = 4096, image_size: int = 32, seed: int = 0) ->
     rng = np.random.default_rng(seed)
     sizes = tuple(SCENE_FACTORS.values())
     factors = np.stack([rng.integers(0, k, size=n_images) for k in sizes], axis=1)
-    images = np.concatenate([render_scenes(factors[i:i + 512], image_size) for i in range(0, n_images, 512)])
+    images = np.concatenate([render_scenes(factors[i : i + 512], image_size) for i in range(0, n_images, 512)])
     return FactorDataset("scenes", images, factors, tuple(SCENE_FACTORS), sizes)
 
 
-def procedural_dataset(n_images: int = 4096, image_size: int = 32, seed: int = 0,
-                       object_scale: float = 1.0) -> FactorDataset:
+def procedural_dataset(
+    n_images: int = 4096, image_size: int = 32, seed: int = 0, object_scale: float = 1.0
+) -> FactorDataset:
     """``n_images`` procedural images with each factor drawn independently and uniformly (seeded);
     ``object_scale`` as in :func:`render_shapes`."""
     if n_images < 2:
@@ -397,8 +440,9 @@ def procedural_dataset(n_images: int = 4096, image_size: int = 32, seed: int = 0
     rng = np.random.default_rng(seed)
     sizes = tuple(PROCEDURAL_FACTORS.values())
     factors = np.stack([rng.integers(0, k, size=n_images) for k in sizes], axis=1)
-    images = np.concatenate([render_shapes(factors[i:i + 512], image_size, object_scale=object_scale)
-                             for i in range(0, n_images, 512)])
+    images = np.concatenate(
+        [render_shapes(factors[i : i + 512], image_size, object_scale=object_scale) for i in range(0, n_images, 512)]
+    )
     return FactorDataset("procedural", images, factors, tuple(PROCEDURAL_FACTORS), sizes)
 
 
@@ -407,7 +451,9 @@ def load_dataset(name: str, settings: dict[str, Any], seed: int = 0) -> FactorDa
     max_images = settings.get("max_images")
     if name == "procedural":
         p = settings["procedural"]
-        return procedural_dataset(p["n_images"], p["image_size"], seed=p["seed"], object_scale=p.get("object_scale", 1.0))
+        return procedural_dataset(
+            p["n_images"], p["image_size"], seed=p["seed"], object_scale=p.get("object_scale", 1.0)
+        )
     if name == "scenes":
         p = settings["scenes"]
         return scenes_dataset(p["n_images"], p["image_size"], seed=p["seed"])

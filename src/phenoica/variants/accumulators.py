@@ -78,8 +78,9 @@ class BatchMoments:
         self.n_features = n_features
         self.batches: dict[str, Moments] = {}
 
-    def update(self, X: np.ndarray, batches: np.ndarray, is_control: np.ndarray,
-               only: Container[str] | None = None) -> "BatchMoments":
+    def update(
+        self, X: np.ndarray, batches: np.ndarray, is_control: np.ndarray, only: Container[str] | None = None
+    ) -> "BatchMoments":
         """Add block rows ``X`` with their batch labels (str) and control flags."""
         for batch in np.unique(batches).tolist():
             if only is not None and batch not in only:
@@ -116,8 +117,10 @@ class RowSample:
         lo, hi = self._seen, self._seen + block.shape[0]
         if hi > self.n:
             raise ValueError(f"row sample: {hi} rows offered, the sample was drawn from {self.n}")
-        chosen = None if self.indices is None else (
-            self.indices[np.searchsorted(self.indices, lo) : np.searchsorted(self.indices, hi)] - lo
+        chosen = (
+            None
+            if self.indices is None
+            else (self.indices[np.searchsorted(self.indices, lo) : np.searchsorted(self.indices, hi)] - lo)
         )
         self._seen = hi
         m = block.shape[0] if chosen is None else chosen.size
@@ -138,4 +141,3 @@ class RowSample:
         if self._seen != self.n or self._rows is None:
             raise ValueError(f"row sample: saw {self._seen} of the {self.n} rows it was drawn from")
         return self._rows
-

@@ -91,8 +91,9 @@ def prepare_apply(transform: VariantTransform, src: ProfileSource, label: str) -
     return transform, read_rows
 
 
-def transformed_batches(transform: VariantTransform, src: ProfileSource, label: str,
-                        columns: Sequence[str] | None = None) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
+def transformed_batches(
+    transform: VariantTransform, src: ProfileSource, label: str, columns: Sequence[str] | None = None
+) -> Iterator[tuple[pa.RecordBatch, np.ndarray]]:
     """(record batch, its rows through the fitted variant) for every row batch of ``src``;
     the record batches hold ``columns`` (default: the features and row columns read)."""
     transform, read_rows = prepare_apply(transform, src, label)
@@ -106,7 +107,9 @@ def transformed_batches(transform: VariantTransform, src: ProfileSource, label: 
         yield batch, transform.transform(check_matrix(X, label, len(expected), expected), b)
 
 
-def apply_transform(table: pd.DataFrame, transform_path: Path | str, batch_rows: int = DEFAULT_BATCH_ROWS) -> pd.DataFrame:
+def apply_transform(
+    table: pd.DataFrame, transform_path: Path | str, batch_rows: int = DEFAULT_BATCH_ROWS
+) -> pd.DataFrame:
     """A profile table through one fitted variant: Metadata_* untouched + float32 features.
 
     The table's feature columns must be exactly the fitted ones (any order). Batches unseen
@@ -135,11 +138,15 @@ def apply_transform_file(
     src = ProfileSource(profiles_path, batch_rows)
     label = f"{profiles_path} (transform {transform_path})"
     meta = split_columns(src.columns)[0]
-    schema = pa.schema([src.schema.field(c) for c in meta] + [pa.field(n, pa.float32()) for n in transform.feature_names_out])
+    schema = pa.schema(
+        [src.schema.field(c) for c in meta] + [pa.field(n, pa.float32()) for n in transform.feature_names_out]
+    )
 
     def batches() -> Iterator[pa.RecordBatch]:
         for batch, values in transformed_batches(transform, src, label, meta):
-            arrays = [batch.column(c) for c in meta] + [pa.array(col) for col in np.ascontiguousarray(values.T, dtype=np.float32)]
+            arrays = [batch.column(c) for c in meta] + [
+                pa.array(col) for col in np.ascontiguousarray(values.T, dtype=np.float32)
+            ]
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     return write_batches(batches(), out_path, schema, batch_rows)

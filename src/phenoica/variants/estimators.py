@@ -90,7 +90,9 @@ class CenterScale(TransformerMixin, BaseEstimator):
         self.min_controls = min_controls
         self.min_sd = min_sd
 
-    def _stats(self, moments: Moments | None, batch: str, names: Sequence[str] | None) -> tuple[np.ndarray, np.ndarray, int]:
+    def _stats(
+        self, moments: Moments | None, batch: str, names: Sequence[str] | None
+    ) -> tuple[np.ndarray, np.ndarray, int]:
         """Mean, SD and count of one batch's control rows, with the contract's checks."""
         count = 0 if moments is None else moments.n
         if count < max(2, self.min_controls):
@@ -112,7 +114,9 @@ class CenterScale(TransformerMixin, BaseEstimator):
         self._moments: BatchMoments | None = None
         return self.partial_fit(X, batches, is_control, feature_names).finalize(feature_names)
 
-    def partial_fit(self, X: Any, batches: Any, is_control: Any, feature_names: Sequence[str] | None = None) -> "CenterScale":
+    def partial_fit(
+        self, X: Any, batches: Any, is_control: Any, feature_names: Sequence[str] | None = None
+    ) -> "CenterScale":
         """Add a block of rows to each batch's control moments; call :meth:`finalize` after the last block."""
         moments: BatchMoments | None = getattr(self, "_moments", None)
         X = check_matrix(X, "CenterScale.fit X", None if moments is None else moments.n_features, feature_names)
@@ -145,8 +149,9 @@ class CenterScale(TransformerMixin, BaseEstimator):
         check_is_fitted(self, "mean_")
         return sorted(set(np.unique(np.asarray(batches).astype(str)).tolist()) - set(self.batches_.tolist()))
 
-    def with_batches(self, moments: BatchMoments, batches: Sequence[str],
-                     feature_names: Sequence[str] | None = None) -> "CenterScale":
+    def with_batches(
+        self, moments: BatchMoments, batches: Sequence[str], feature_names: Sequence[str] | None = None
+    ) -> "CenterScale":
         """A copy that also knows ``batches`` (unseen at fit), from their own control moments
         (accumulated over every row of those batches); the fitted state of ``self`` is left as it is."""
         check_is_fitted(self, "mean_")
@@ -175,7 +180,9 @@ class CenterScale(TransformerMixin, BaseEstimator):
         unseen = self.unseen(batches)
         if unseen:
             if is_control is None:
-                raise ValueError(f"batch {unseen[0]!r} was not seen at fit; its own controls are needed: pass is_control")
+                raise ValueError(
+                    f"batch {unseen[0]!r} was not seen at fit; its own controls are needed: pass is_control"
+                )
             own = BatchMoments(X.shape[1]).update(X, batches, is_control, only=set(unseen))
             scaler = self.with_batches(own, unseen, feature_names)
         return scaler._scale(X, batches)
@@ -198,7 +205,9 @@ class CenterScale(TransformerMixin, BaseEstimator):
                 out[r] = block
         return out
 
-    def fit_transform(self, X: Any, batches: Any, is_control: Any, feature_names: Sequence[str] | None = None) -> np.ndarray:  # type: ignore[override]
+    def fit_transform(
+        self, X: Any, batches: Any, is_control: Any, feature_names: Sequence[str] | None = None
+    ) -> np.ndarray:  # type: ignore[override]
         """Fit, then transform the same rows."""
         return self.fit(X, batches, is_control, feature_names).transform(X, batches, is_control, feature_names)
 
@@ -386,7 +395,9 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
         if k > rank:
             LOG.warning(
                 "PCA whitening: %d components requested but the fit data has numerical rank %d; "
-                "the extra directions are noise scaled up by 1/sqrt(eps)", k, rank,
+                "the extra directions are noise scaled up by 1/sqrt(eps)",
+                k,
+                rank,
             )
         components = evecs[:, :k].T.copy()
         flip = np.sign(components[np.arange(k), np.abs(components).argmax(axis=1)])
@@ -479,7 +490,9 @@ class ICARotation(_Rotation):
         Z = sample.rows()
         k = Z.shape[1]
         if Z.shape[0] <= k:
-            raise ValueError(f"ICA: {Z.shape[0]} samples are too few for {k} components (need more samples than components)")
+            raise ValueError(
+                f"ICA: {Z.shape[0]} samples are too few for {k} components (need more samples than components)"
+            )
         self.n_features_in_ = k
         self.n_samples_fit_ = int(Z.shape[0])
         if k == 1:
@@ -490,15 +503,25 @@ class ICARotation(_Rotation):
             warnings.simplefilter("always")
             if self.method == "picard":
                 _, W, _, n_iter = picard(
-                    np.ascontiguousarray(Z.T, dtype=np.float64), ortho=True, extended=True, whiten=False,
-                    centering=True, max_iter=self.max_iter, tol=self.tol, random_state=self.seed,
+                    np.ascontiguousarray(Z.T, dtype=np.float64),
+                    ortho=True,
+                    extended=True,
+                    whiten=False,
+                    centering=True,
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                    random_state=self.seed,
                     return_n_iter=True,
                 )
                 failed = [w for w in caught if "did not converge" in str(w.message)]
             else:
                 ica = FastICA(
-                    whiten=False, algorithm="parallel", fun="logcosh", max_iter=self.max_iter,
-                    tol=self.tol, random_state=self.seed,
+                    whiten=False,
+                    algorithm="parallel",
+                    fun="logcosh",
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                    random_state=self.seed,
                 ).fit(Z.astype(np.float64))
                 W, n_iter = ica.components_, ica.n_iter_
                 failed = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
@@ -516,7 +539,12 @@ class ICARotation(_Rotation):
             LOG.warning(
                 "ICA (%s) did not converge in %d iterations (tol %g) on %d x %d whitened data: %s; "
                 "the rotation is the last iterate. Raise ica_max_iter or ica_tol.",
-                self.method, self.n_iter_, self.tol, Z.shape[0], k, failed[0].message,
+                self.method,
+                self.n_iter_,
+                self.tol,
+                Z.shape[0],
+                k,
+                failed[0].message,
             )
         return self
 
@@ -635,8 +663,11 @@ class CoralAlignment(TransformerMixin, BaseEstimator):
         out.target_mean_, out.target_cov_, out.n_features_in_ = self.target_mean_, self.target_cov_, self.n_features_in_
         out.batches_ = np.concatenate([self.batches_.astype(str), np.asarray(names, dtype=str)])
         out.source_mean_ = np.vstack([self.source_mean_, *[m.mean for m in checked]])
-        out.alignment_ = np.concatenate([self.alignment_, np.stack([self._matrix(m.covariance()) for m in checked])]) \
-            if checked else self.alignment_
+        out.alignment_ = (
+            np.concatenate([self.alignment_, np.stack([self._matrix(m.covariance()) for m in checked])])
+            if checked
+            else self.alignment_
+        )
         out.n_controls_ = np.concatenate([self.n_controls_, np.asarray([m.n for m in checked], dtype=np.int64)])
         return out
 

@@ -102,8 +102,9 @@ class _Blocks:
         return X[is_control] if self.on_controls and is_control is not None else X
 
 
-def _first_pass(blocks: Iterable[RowBlock], how: _Blocks, scaler: CenterScale | None
-                ) -> tuple[int, int, int, np.ndarray, np.ndarray]:
+def _first_pass(
+    blocks: Iterable[RowBlock], how: _Blocks, scaler: CenterScale | None
+) -> tuple[int, int, int, np.ndarray, np.ndarray]:
     """Checks every block; (rows, fit rows, control rows, per-feature min and max over the fit
     rows); the center-scale (if any) accumulates each batch's control moments."""
     d = len(how.names)
@@ -160,8 +161,15 @@ def whitened_moments(moments: Mapping[str, Moments], whitener: PCAWhitener) -> d
     return out
 
 
-def _second_pass(blocks: Iterable[RowBlock], how: _Blocks, scaler: CenterScale | None, whitener: PCAWhitener,
-                 n_fit: int, ica_rows: RowSample | None, tvn: _TvnRows | None = None) -> int:
+def _second_pass(
+    blocks: Iterable[RowBlock],
+    how: _Blocks,
+    scaler: CenterScale | None,
+    whitener: PCAWhitener,
+    n_fit: int,
+    ica_rows: RowSample | None,
+    tvn: _TvnRows | None = None,
+) -> int:
     """Center-scaled fit rows -> the whitener (moments, parallel-analysis sample) and the ICA
     row sample; returns the fit rows seen."""
     seen = 0
@@ -231,22 +239,34 @@ def fit_variants_streaming(
         )
     fitted: dict[str, VariantTransform] = {}
     if "base" in variants:
-        fitted["base"] = VariantTransform("base", names, fit_report={"variant": "base", "n_features_in": d, "steps": "identity"})
+        fitted["base"] = VariantTransform(
+            "base", names, fit_report={"variant": "base", "n_features_in": d, "steps": "identity"}
+        )
     if not whitened:
         return fitted
     if scaler is not None:
         scaler.finalize(names)
     seeds = variant_seeds(seed)
     whitener = PCAWhitener(
-        cfg["n_components"], cfg["whiten_eps"], seeds["whiten"], parallel_max_samples=cfg["parallel_max_samples"],
+        cfg["n_components"],
+        cfg["whiten_eps"],
+        seeds["whiten"],
+        parallel_max_samples=cfg["parallel_max_samples"],
     )
     ica_rows = RowSample(n_fit, cfg["ica_max_samples"], seeds["ica_rows"]) if "pca_ica" in whitened else None
     tvn: _TvnRows | None = None
     if "tvn" in whitened:
         if n_ctrl < 2:
-            raise ScreenError(f"{source}: variant tvn is fitted on controls; {n_ctrl} row(s) have {PERT_TYPE} == {CONTROL!r}")
-        own = None if cfg["fit_on"] == "controls" else PCAWhitener(
-            cfg["n_components"], cfg["whiten_eps"], seeds["tvn"], parallel_max_samples=cfg["parallel_max_samples"])
+            raise ScreenError(
+                f"{source}: variant tvn is fitted on controls; {n_ctrl} row(s) have {PERT_TYPE} == {CONTROL!r}"
+            )
+        own = (
+            None
+            if cfg["fit_on"] == "controls"
+            else PCAWhitener(
+                cfg["n_components"], cfg["whiten_eps"], seeds["tvn"], parallel_max_samples=cfg["parallel_max_samples"]
+            )
+        )
         tvn = _TvnRows(own, n_ctrl, {})
     seen = _second_pass(blocks(), how, scaler, whitener, n_fit, ica_rows, tvn)
     if seen != n_fit:
@@ -271,17 +291,25 @@ def fit_variants_streaming(
         report = {"variant": variant, **base_report}
         if variant == "tvn":
             tvn_whitener = whitener if tvn.whitener is None else tvn.whitener  # type: ignore[union-attr]
-            coral = CoralAlignment(cfg["tvn_coral_eps"]).fit_moments(
-                whitened_moments(tvn.moments, tvn_whitener))  # type: ignore[union-attr]
-            report.update(fit_on="controls", n_samples_fit=int(n_ctrl), n_components=int(tvn_whitener.n_components_),
-                          n_components_rule=tvn_whitener.component_rule(),
-                          explained_variance_ratio=float(tvn_whitener.explained_variance_ratio_.sum()),
-                          coral={"eps": float(cfg["tvn_coral_eps"]), "batches": coral.batches_.tolist(),
-                                 "controls_per_batch": coral.n_controls_.tolist()})
+            coral = CoralAlignment(cfg["tvn_coral_eps"]).fit_moments(whitened_moments(tvn.moments, tvn_whitener))  # type: ignore[union-attr]
+            report.update(
+                fit_on="controls",
+                n_samples_fit=int(n_ctrl),
+                n_components=int(tvn_whitener.n_components_),
+                n_components_rule=tvn_whitener.component_rule(),
+                explained_variance_ratio=float(tvn_whitener.explained_variance_ratio_.sum()),
+                coral={
+                    "eps": float(cfg["tvn_coral_eps"]),
+                    "batches": coral.batches_.tolist(),
+                    "controls_per_batch": coral.n_controls_.tolist(),
+                },
+            )
             fitted[variant] = VariantTransform(variant, names, scaler, tvn_whitener, None, report, coral)
             continue
         if variant == "pca_ica":
-            rotation = ICARotation(cfg["ica"], cfg["ica_max_iter"], cfg["ica_tol"], seeds["ica"], cfg["ica_max_samples"])
+            rotation = ICARotation(
+                cfg["ica"], cfg["ica_max_iter"], cfg["ica_tol"], seeds["ica"], cfg["ica_max_samples"]
+            )
             rotation.fit(whitener.transform(ica_rows.rows()))  # type: ignore[union-attr]
             report["ica"] = {
                 "method": cfg["ica"],
@@ -353,9 +381,10 @@ def fit_transforms(
     out_dir = Path(out_dir)
     src = profile_source(profiles, cfg["batch_rows"])
     features = source_features(src, src.label)
-    needs_rows = (bool(cfg["center_scale"] or cfg["fit_on"] == "controls") and any(
-        v in WHITENED_VARIANTS for v in cfg["variants"]
-    )) or "tvn" in cfg["variants"]
+    needs_rows = (
+        bool(cfg["center_scale"] or cfg["fit_on"] == "controls")
+        and any(v in WHITENED_VARIANTS for v in cfg["variants"])
+    ) or "tvn" in cfg["variants"]
     read_rows = row_columns(src, src.label, needs_rows)
 
     def blocks() -> Iterator[RowBlock]:
@@ -376,14 +405,25 @@ def fit_transforms(
             continue
         log.info(
             "variant %s: %d components (%s) explaining %.3f of the variance, fitted on %d rows",
-            variant, rep["n_components"], rep["n_components_rule"], rep["explained_variance_ratio"], rep["n_samples_fit"],
+            variant,
+            rep["n_components"],
+            rep["n_components_rule"],
+            rep["explained_variance_ratio"],
+            rep["n_samples_fit"],
         )
         ica = rep.get("ica")
         if ica:
             level = logging.INFO if ica["converged"] else logging.WARNING
-            log.log(level, "variant %s: ICA (%s) %s after %d of %d iterations on %d rows",
-                    variant, ica["method"], "converged" if ica["converged"] else "DID NOT CONVERGE",
-                    ica["n_iter"], ica["max_iter"], ica["n_samples"])
+            log.log(
+                level,
+                "variant %s: ICA (%s) %s after %d of %d iterations on %d rows",
+                variant,
+                ica["method"],
+                "converged" if ica["converged"] else "DID NOT CONVERGE",
+                ica["n_iter"],
+                ica["max_iter"],
+                ica["n_samples"],
+            )
     with atomic_path(out_dir / "fit_report.json") as tmp:
         tmp.write_text(json.dumps(reports, indent=2) + "\n")
     return paths

@@ -32,8 +32,11 @@ def profile_source(profiles: Profiles, batch_rows: int, label: str = "profiles")
         return profiles
     if isinstance(profiles, pd.DataFrame):
         features = feature_columns(profiles)
-        non_numeric = [c for c in features if not pd.api.types.is_numeric_dtype(profiles[c])
-                       or pd.api.types.is_bool_dtype(profiles[c])]
+        non_numeric = [
+            c
+            for c in features
+            if not pd.api.types.is_numeric_dtype(profiles[c]) or pd.api.types.is_bool_dtype(profiles[c])
+        ]
         if non_numeric:
             raise ScreenError(f"{label}: feature column(s) {non_numeric[:10]} are not numeric")
         rows = [c for c in ROW_COLUMNS if c in profiles.columns]

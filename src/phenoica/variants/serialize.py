@@ -62,7 +62,7 @@ def restore_step(desc: Mapping[str, Any], name: str, arrays: Mapping[str, np.nda
     prefix = f"{name}."
     for key, value in arrays.items():
         if key.startswith(prefix):
-            setattr(step, key[len(prefix):], value)
+            setattr(step, key[len(prefix) :], value)
     return step
 
 
