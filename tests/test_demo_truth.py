@@ -23,7 +23,7 @@ from tests.test_workflow import snakemake
 PROBE_R2_FLOOR = 0.4  # held-out ridge probe of the gene-shifted factors from the raw embedding
 SEPARATION_P = 0.01  # one-sided Mann-Whitney, effect guides > guides of genes without effect
 HIT_Q = 0.1  # q-value threshold of the hit calls checked against the truth
-HIT_RECALL_FLOOR = 0.5  # pooled recall of effect guides (measured 0.66)
+HIT_RECALL_FLOOR = 0.5  # pooled recall of effect guides (measured 0.66, then 0.55 after issue 15)
 HIT_FDR_CEILING = 0.2  # pooled observed FDR (measured 0.0; nominal 0.1)
 
 
