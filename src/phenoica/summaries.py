@@ -28,6 +28,7 @@ from scipy import stats
 
 from phenoica import truth as demo_truth
 from phenoica.arrays import finite_values
+from phenoica.classify import SCORE_COLUMNS
 from phenoica.contract import OK, SKIPPED
 from phenoica.screen import GENE, GUIDE, ScreenError
 from phenoica.stats import bootstrap_mean
@@ -43,25 +44,8 @@ VARIANT_LABELS: dict[str, str] = {
 #: over a random rotation (the "any rotation" control), and whitening over the raw embedding.
 PAIRS: tuple[tuple[str, str], ...] = (("pca_ica", "pca"), ("pca_ica", "pca_rand"), ("pca", "base"))
 
-ROW_COLUMNS: tuple[str, ...] = (
-    "model",
-    "variant",
-    GENE,
-    GUIDE,
-    "is_null_guide",
-    "fold",
-    "n_train_pos",
-    "n_train_neg",
-    "n_test_pos",
-    "n_test_neg",
-    "auroc",
-    "sparsity",
-    "concentration",
-    "auroc_top",
-    "auroc_rest",
-    "status",
-    "reason",
-)
+#: the guide-fold score rows, as classify writes them
+ROW_COLUMNS: tuple[str, ...] = SCORE_COLUMNS
 GUIDE_COLUMNS: tuple[str, ...] = (
     "model",
     "variant",
