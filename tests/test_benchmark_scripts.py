@@ -46,6 +46,10 @@ def test_embed_gpu_script_runs_on_cpu_with_the_tiny_setting(tmp_path):
     assert result["device"] == "cpu" and result["tokens"] == 1 + 6 * 16 and result["flops_per_crop"] > 0
     assert [r["batch"] for r in result["sweep"]] == [2, 4] and all(r["images_per_s"] > 0 for r in result["sweep"])
     assert result["embed_path"]["images"] == 16 and result["embed_path"]["ratio"] > 0
+    (loop,) = result["embed_path"]["chunk_loop"]  # one run: where its chunk loop's time went
+    assert loop["images"] == 16 and loop["chunks"] == 2
+    assert 0 < loop["model_s"] <= loop["wall_s"] and loop["waiting_for_data_s"] >= 0
+    assert "waiting for data" in proc.stdout
     assert "ratio embed path / bare forward" in proc.stdout
 
 

@@ -14,7 +14,7 @@ import zarr
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from phenoica.embed import assemble, embed_plate, iter_chunks, parts_dir, resolve_device, write_part
+from phenoica.embed import TIMING_KEY, assemble, embed_plate, iter_chunks, parts_dir, resolve_device, write_part
 from phenoica.preprocess import prepare
 from phenoica.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
 
@@ -159,6 +159,11 @@ def test_resume_after_kill_embeds_only_remaining_chunks(tmp_path, caplog):
         run(store, meta, counting, out, chunk_images=3, identity=ident, log=logging.getLogger("phenoica.embed"))
     assert "resuming" in caplog.text and "2/4 chunk(s) already done" in caplog.text
     assert counting.crops == 1 + (10 - 6) * 4  # the probe crop + the last two chunks' crops
+    # the closing line says where the time of the chunks run now went (only those: 4 images, 2 chunks)
+    timing = [getattr(r, TIMING_KEY) for r in caplog.records if hasattr(r, TIMING_KEY)][-1]
+    assert timing["images"] == 4 and timing["chunks"] == 2
+    assert 0 < timing["model_s"] and timing["model_s"] + timing["waiting_for_data_s"] <= timing["wall_s"]
+    assert "waiting for data" in caplog.text
     result = pd.read_parquet(out)
     pd.testing.assert_frame_equal(result, reference)
     assert not parts_dir(out).exists()

@@ -31,7 +31,7 @@ import time
 from collections import deque
 from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
@@ -68,6 +68,35 @@ PARTS_FORMAT = 2
 METADATA_KEY = "phenoica.embedding"
 """Schema-metadata key of the embeddings parquet: JSON of how the embedding was made."""
 ROW_GROUP_ROWS = 16384  # rows per row group of the final parquet
+TIMING_KEY = "phenoica_embed_timing"
+"""LogRecord attribute of the plate's closing timing line: :class:`EmbedTiming` as a dict."""
+
+
+@dataclass(frozen=True)
+class EmbedTiming:
+    """Where the wall time of one plate's chunk loop went (seconds).
+
+    ``waiting_for_data_s``: the model loop blocked on the loader threads (reading + preprocessing
+    not keeping up); ``model_s``: moving the chunk to the device, preparing it there (on CUDA),
+    the forward passes and bringing the embeddings back (on CUDA this includes waiting for the
+    GPU); ``waiting_for_writes_s``: blocked on the part writer at the end. The rest of
+    ``wall_s`` is bookkeeping (checks, logging).
+    """
+
+    images: int
+    chunks: int
+    wall_s: float
+    waiting_for_data_s: float
+    model_s: float
+    waiting_for_writes_s: float
+
+    @property
+    def images_per_s(self) -> float:
+        return self.images / self.wall_s if self.wall_s > 0 else float("inf")
+
+    @property
+    def data_wait_fraction(self) -> float:
+        return self.waiting_for_data_s / self.wall_s if self.wall_s > 0 else 0.0
 
 
 @dataclass(frozen=True, eq=False)
@@ -575,15 +604,19 @@ def run_chunks(
     names: Sequence[str] | None = None,
     loader_threads: int = 1,
     on_device: bool = False,
-) -> None:
+) -> EmbedTiming | None:
     """Embed ``todo`` chunk by chunk. ``loader_threads`` threads read (and, on the CPU,
     preprocess) the next chunks while the model runs on the current one; a separate thread
     writes each finished part. At most ``loader_threads + 1`` chunks are alive at a time.
-    With ``on_device`` the chunks are prepared on ``device`` from their raw integer tiles."""
+    With ``on_device`` the chunks are prepared on ``device`` from their raw integer tiles.
+
+    Returns where the time went (None when ``todo`` is empty) and logs it as the plate's
+    closing line (the timing also rides on that log record as attribute ``TIMING_KEY``)."""
     if not todo:
-        return
+        return None
     total = sum(len(c.image_indices) for c in todo)
     done, t0 = 0, time.perf_counter()
+    data_s = model_s = write_s = 0.0
     source = f"{store} (plate {plate})"
     pin = device.type == "cuda"
     top = intensity_max if intensity_max is not None else dtype_max(tiles.dtype)
@@ -609,11 +642,15 @@ def run_chunks(
             load_next()
         writes: list[Future[Path]] = []
         for i, chunk in enumerate(todo):
+            t_wait = time.perf_counter()
             crops = pending.popleft().result()
+            t_model = time.perf_counter()
+            data_s += t_model - t_wait
             load_next()
             if on_device:
                 crops = prepare(crops.to(device, non_blocking=True), crop_size, top, source=source, normalize=normalize)
             emb = embed_crops(model, crops, batch_size, device).cpu().numpy().astype(np.float32, copy=False)
+            model_s += time.perf_counter() - t_model
             del crops
             check_finite(emb, chunk, rows, store)
             writes.append(writer.submit(write_part, parts, chunk, emb, names))
@@ -632,8 +669,32 @@ def run_chunks(
                 rate,
                 eta,
             )
+        t_write = time.perf_counter()
         for write in writes:
             write.result()  # surface a failed write before the parts are assembled
+        write_s = time.perf_counter() - t_write
+    timing = EmbedTiming(
+        images=total,
+        chunks=len(todo),
+        wall_s=time.perf_counter() - t0,
+        waiting_for_data_s=data_s,
+        model_s=model_s,
+        waiting_for_writes_s=write_s,
+    )
+    log.info(
+        "plate %s: %d image(s) in %.1f s (%.1f images/s): model %.1f s, waiting for data %.1f s (%.0f%%), "
+        "waiting for writes %.1f s",
+        plate,
+        timing.images,
+        timing.wall_s,
+        timing.images_per_s,
+        timing.model_s,
+        timing.waiting_for_data_s,
+        100 * timing.data_wait_fraction,
+        timing.waiting_for_writes_s,
+        extra={TIMING_KEY: asdict(timing)},
+    )
+    return timing
 
 
 def embed_model_plate(
