@@ -23,7 +23,6 @@ from __future__ import annotations
 import argparse
 import logging
 import time
-from dataclasses import dataclass
 
 import lightgbm as lgb
 import numpy as np
@@ -43,14 +42,7 @@ from phenoica.screen import (
     WELL,
     feature_name,
 )
-
-
-@dataclass(frozen=True)
-class Fold:
-    name: str
-    train: np.ndarray
-    test: np.ndarray
-    heldout_batches: tuple[str, ...]
+from phenoica.splits import Fold
 
 
 def synthetic_screen(

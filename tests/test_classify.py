@@ -559,71 +559,30 @@ def test_summarize_scores_hand_made():
         "n_test_neg": 3,
         "auroc_top": 0.5,
         "auroc_rest": 0.5,
-        "is_null_guide": False,
     }
+    skipped = (np.nan, np.nan, np.nan, "skipped")
+    folds = [  # gene, guide, fold, (auroc, sparsity, concentration, status), reason
+        ("A", "A_1", "f0", (0.8, 0.2, 0.1, "ok"), ""),
+        ("A", "A_1", "f1", (0.6, 0.4, 0.3, "ok"), ""),
+        ("A", "A_2", "f0", (0.9, 0.6, 0.5, "ok"), ""),
+        ("A", "A_2", "f1", skipped, "held-out fold has no controls"),
+        ("B", "B_1", "f0", skipped, "too few training samples (1 < 5)"),
+        ("null", "null_0001", "f0", (0.4, 0.1, 0.0, "ok"), ""),
+    ]
     rows = pd.DataFrame(
         [
             dict(
                 base,
-                **{GENE: "A", GUIDE: "A_1"},
-                fold="f0",
-                auroc=0.8,
-                sparsity=0.2,
-                concentration=0.1,
-                status="ok",
-                reason="",
-            ),
-            dict(
-                base,
-                **{GENE: "A", GUIDE: "A_1"},
-                fold="f1",
-                auroc=0.6,
-                sparsity=0.4,
-                concentration=0.3,
-                status="ok",
-                reason="",
-            ),
-            dict(
-                base,
-                **{GENE: "A", GUIDE: "A_2"},
-                fold="f0",
-                auroc=0.9,
-                sparsity=0.6,
-                concentration=0.5,
-                status="ok",
-                reason="",
-            ),
-            dict(
-                base,
-                **{GENE: "A", GUIDE: "A_2"},
-                fold="f1",
-                auroc=np.nan,
-                sparsity=np.nan,
-                concentration=np.nan,
-                status="skipped",
-                reason="held-out fold has no controls",
-            ),
-            dict(
-                base,
-                **{GENE: "B", GUIDE: "B_1"},
-                fold="f0",
-                auroc=np.nan,
-                sparsity=np.nan,
-                concentration=np.nan,
-                status="skipped",
-                reason="too few training samples (1 < 5)",
-            ),
-            dict(
-                base,
-                **{GENE: "null", GUIDE: "null_0001"},
-                fold="f0",
-                auroc=0.4,
-                sparsity=0.1,
-                concentration=0.0,
-                status="ok",
-                reason="",
-                is_null_guide=True,
-            ),
+                **{GENE: gene, GUIDE: guide},
+                fold=fold,
+                auroc=auroc,
+                sparsity=sparsity,
+                concentration=concentration,
+                status=status,
+                reason=reason,
+                is_null_guide=gene == "null",
+            )
+            for gene, guide, fold, (auroc, sparsity, concentration, status), reason in folds
         ]
     )[list(C.SCORE_COLUMNS)]
     guide, gene = C.summarize_scores(rows)

@@ -457,12 +457,9 @@ def test_hand_written_v3_tczyx_plate(tmp_path: Path) -> None:
     assert meta[WELL].tolist() == ["A01", "A01", "B02", "B02"]
 
 
-def test_hcs_well_not_in_plate_map_is_an_error(tmp_path: Path) -> None:
-    pixels = hcs_pixels("uint8", (1, 2, 1, H, W), seed=4)
-    pixels.update({("C3", f): pixels[("A1", f)] for f in range(2)})
-    hcs = tmp_path / "hcs" / "P1.zarr"
-    write_hcs_by_hand_v3(hcs, pixels, HCS_WELLS + [("C", "3")])
-    with pytest.raises(ScreenError, match=r"P1\.zarr: well\(s\) \['C03'\] of the HCS plate are not in the plate map"):
+def assert_hcs_ingest_fails(tmp_path: Path, hcs: Path, match: str) -> None:
+    """Ingesting plate P1 of ``hcs`` (wells A1, B2 in the plate map) raises ``match`` and writes nothing."""
+    with pytest.raises(ScreenError, match=match):
         ingest.ingest_ome_zarr_plate(
             hcs,
             plate_map_frame(["A1", "B2"]),
@@ -472,6 +469,14 @@ def test_hcs_well_not_in_plate_map_is_an_error(tmp_path: Path) -> None:
             log=LOG,
         )
     assert_no_outputs(tmp_path)
+
+
+def test_hcs_well_not_in_plate_map_is_an_error(tmp_path: Path) -> None:
+    pixels = hcs_pixels("uint8", (1, 2, 1, H, W), seed=4)
+    pixels.update({("C3", f): pixels[("A1", f)] for f in range(2)})
+    hcs = tmp_path / "hcs" / "P1.zarr"
+    write_hcs_by_hand_v3(hcs, pixels, HCS_WELLS + [("C", "3")])
+    assert_hcs_ingest_fails(tmp_path, hcs, r"P1\.zarr: well\(s\) \['C03'\] of the HCS plate are not in the plate map")
 
 
 def test_hcs_fields_of_different_size_are_an_error(tmp_path: Path) -> None:
@@ -479,29 +484,11 @@ def test_hcs_fields_of_different_size_are_an_error(tmp_path: Path) -> None:
     pixels[("B2", 1)] = np.zeros((1, 2, 1, H, W + 2), np.uint8)
     hcs = tmp_path / "hcs" / "P1.zarr"
     write_hcs_by_hand_v3(hcs, pixels)
-    with pytest.raises(ScreenError, match=r"B/2/1/0: \(C, Y, X\) \(2, 6, 12\) differs"):
-        ingest.ingest_ome_zarr_plate(
-            hcs,
-            plate_map_frame(["A1", "B2"]),
-            "P1",
-            tmp_path / "out" / "P1.zarr",
-            tmp_path / "out" / "P1.parquet",
-            log=LOG,
-        )
-    assert_no_outputs(tmp_path)
+    assert_hcs_ingest_fails(tmp_path, hcs, r"B/2/1/0: \(C, Y, X\) \(2, 6, 12\) differs")
 
 
 def test_hcs_float_array_is_an_error(tmp_path: Path) -> None:
     pixels = {k: v.astype(np.float32) for k, v in hcs_pixels("uint8", (1, 1, 1, H, W), seed=6).items()}
     hcs = tmp_path / "hcs" / "P1.zarr"
     write_hcs_by_hand_v3(hcs, pixels)
-    with pytest.raises(ScreenError, match=r"A/1/0/0: unsupported pixel dtype float32"):
-        ingest.ingest_ome_zarr_plate(
-            hcs,
-            plate_map_frame(["A1", "B2"]),
-            "P1",
-            tmp_path / "out" / "P1.zarr",
-            tmp_path / "out" / "P1.parquet",
-            log=LOG,
-        )
-    assert_no_outputs(tmp_path)
+    assert_hcs_ingest_fails(tmp_path, hcs, r"A/1/0/0: unsupported pixel dtype float32")

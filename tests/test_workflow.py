@@ -196,6 +196,23 @@ LIGHTGBM_ALIASES = {
 }
 
 BIOMAP = "biomap"
+#: Jobs that re-run after the fitted variants change (every variant re-applied, and all downstream).
+AFTER_THE_VARIANTS = {
+    "apply_transform": 8,
+    "classify": 16,
+    "map_readout": 8,
+    "align": 4,
+    "structural": 8,
+    "gather_identifiability": 1,
+    "gather_scores": 1,
+    "biomap_profiles": 8,
+    BIOMAP: 8,
+    "batch_metrics": 8,
+    "gather_biomap": 1,
+    "report": 1,
+    "all": 1,
+}
+
 #: Keys that do change results, and exactly the jobs a change must rerun (tiny config:
 #: 2 models x 3 plates, 4 variants, 2 shards).
 RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
@@ -220,46 +237,10 @@ RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
     "identifiability.knn_k": (5, {"align": 4, "gather_identifiability": 1, "report": 1, "all": 1}),
     "identifiability.factor_bins": (10, {"structural": 8, "gather_identifiability": 1, "report": 1, "all": 1}),
     "splits.holdout_fraction": (0.3, {}),  # leave-one-batch-out does not read it
-    "transforms.ica_max_iter": (
-        300,
-        {
-            "fit_transforms": 2,
-            "apply_transform": 8,
-            "classify": 16,
-            "map_readout": 8,
-            "align": 4,
-            "structural": 8,
-            "gather_identifiability": 1,
-            "gather_scores": 1,
-            "biomap_profiles": 8,
-            BIOMAP: 8,
-            "batch_metrics": 8,
-            "gather_biomap": 1,
-            "report": 1,
-            "all": 1,
-        },
-    ),
+    "transforms.ica_max_iter": (300, {"fit_transforms": 2, **AFTER_THE_VARIANTS}),
     "embed.intensity_max": (
         200.0,
-        {
-            "embed": 6,
-            "gather_profiles": 2,
-            "fit_transforms": 2,
-            "splits": 2,
-            "apply_transform": 8,
-            "classify": 16,
-            "map_readout": 8,
-            "align": 4,
-            "structural": 8,
-            "gather_identifiability": 1,
-            "gather_scores": 1,
-            "biomap_profiles": 8,
-            BIOMAP: 8,
-            "batch_metrics": 8,
-            "gather_biomap": 1,
-            "report": 1,
-            "all": 1,
-        },
+        {"embed": 6, "gather_profiles": 2, "fit_transforms": 2, "splits": 2, **AFTER_THE_VARIANTS},
     ),
 }
 

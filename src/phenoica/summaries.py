@@ -27,6 +27,7 @@ import pandas as pd
 from scipy import stats
 
 from phenoica import truth as demo_truth
+from phenoica.align import TABLE_COLUMNS as ALIGNMENT_COLUMNS
 from phenoica.arrays import finite_values
 from phenoica.classify import SCORE_COLUMNS
 from phenoica.contract import OK, SKIPPED
@@ -565,19 +566,7 @@ def skipped_rows(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
     """All skipped guide-fold rows with their reasons, plus ``n_same_reason``: rows sharing the reason."""
     rows = check_rows(guide_fold_rows)
     skipped = rows[rows["status"] == SKIPPED]
-    cols = [
-        "model",
-        "variant",
-        GENE,
-        GUIDE,
-        "is_null_guide",
-        "fold",
-        "n_train_pos",
-        "n_train_neg",
-        "n_test_pos",
-        "n_test_neg",
-        "reason",
-    ]
+    cols = [*ROW_COLUMNS[: ROW_COLUMNS.index("n_test_neg") + 1], "reason"]  # who, where, how many; why
     out = skipped[cols].sort_values(["model", "variant", GENE, GUIDE, "fold"], kind="stable").reset_index(drop=True)
     out["n_same_reason"] = out.groupby("reason")["reason"].transform("size").astype(int)
     return out
@@ -722,22 +711,8 @@ def _format_value(value: Any) -> str:
 
 def table1_summary(table1: pd.DataFrame) -> pd.DataFrame:
     """Table 1 rows (one per variant and ordered model pair) with the paper's columns first."""
-    first = [
-        c
-        for c in (
-            "variant",
-            "model_a",
-            "model_b",
-            "perm",
-            "rigid",
-            "linear",
-            "ica",
-            "ica_efficiency",
-            "cka",
-            "mutual_knn",
-        )
-        if c in table1.columns
-    ]
+    paper = ("variant", *ALIGNMENT_COLUMNS[: ALIGNMENT_COLUMNS.index("mutual_knn") + 1])
+    first = [c for c in paper if c in table1.columns]
     out = table1[first + [c for c in table1.columns if c not in first]].copy()
     order = {v: i for i, v in enumerate(ordered_variants(out["variant"]))} if "variant" in out else {}
     if order:
