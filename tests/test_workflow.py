@@ -180,6 +180,7 @@ SPEED_ONLY_CHANGES: dict[str, Any] = {
     "embed.threads": 1,
     "embed.loader_threads": 2,
     "embed.compile": True,
+    "embed.compile_options": {"epilogue_fusion": False},
     "profiles.batch_rows": 50,
     "transforms.batch_rows": 50,
     "biomap.block_rows": 7,

@@ -697,6 +697,28 @@ def run_chunks(
     return timing
 
 
+def compiled(model: nn.Module, embed: Mapping[str, Any], model_name: str, log: logging.Logger) -> nn.Module:
+    """``torch.compile(model, options=embed.compile_options)``; an option torch does not know is
+    a ValueError naming the config key and the option."""
+    options = dict(embed.get("compile_options") or {})
+    try:
+        runner = torch.compile(model, options=options or None)
+    except RuntimeError as exc:
+        if "optimization option" not in str(exc):
+            raise
+        unknown = str(exc).split(",")[0].removeprefix("Unexpected optimization option ")
+        raise ValueError(
+            f"embed.compile_options: torch.compile does not know the option {unknown!r} "
+            f"(given {sorted(options)}; the names are those of torch._inductor.config, e.g. triton.cudagraphs)"
+        ) from None
+    log.info(
+        "model %s: compiled with torch.compile%s (the first batches include compilation)",
+        model_name,
+        f", options {options}" if options else "",
+    )
+    return runner  # type: ignore[return-value]
+
+
 def embed_model_plate(
     store: Path | str,
     metadata: pd.DataFrame | Path | str,
@@ -724,10 +746,7 @@ def embed_model_plate(
     fed = list(channels) if channels else plate_channels(store)
     with torch_threads(threads):
         model = build_feature_extractor(spec, len(fed), checkpoint, log=log)
-    runner: nn.Module = model
-    if embed.get("compile"):
-        runner = torch.compile(model)
-        log.info("model %s: compiled with torch.compile (the first batches include compilation)", model_name)
+    runner = compiled(model, embed, model_name, log) if embed.get("compile") else model
     return embed_plate(
         store,
         metadata,

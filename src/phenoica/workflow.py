@@ -176,6 +176,7 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "embed.threads",
     "embed.loader_threads",
     "embed.compile",
+    "embed.compile_options",
     "profiles.batch_rows",
     "transforms.batch_rows",
     "biomap.block_rows",
