@@ -4,6 +4,8 @@ Prepared for one short run on a GPU machine (about 3-6 minutes; nothing is downl
 
     python benchmarks/embed_gpu.py --json $OUT/embed_gpu.json            # eager sweep + embed path
     python benchmarks/embed_gpu.py --compile --json $OUT/embed_gpu.json  # + torch.compile sweep
+    python benchmarks/embed_gpu.py --compile --compile-options '{"triton.coalesce_tiling_analysis": false}' \
+        --compile-options '{"triton.coalesce_tiling_analysis": false, "triton.cudagraphs": true}'  # two variants
 
 1. Forward sweep: the published OpenPhenom layout (ViT-S/16, 256 px, 6 channels = 1,537
    tokens; random weights unless ``--checkpoint``) on in-memory normalized crops, under the
@@ -252,10 +254,13 @@ def main() -> None:
     ap.add_argument("--batch-sizes", default="32,64,128,256,512")
     ap.add_argument("--compile", action="store_true", help="also sweep torch.compile(model)")
     ap.add_argument(
-        "--no-coalesce-analysis",
-        action="store_true",
-        help="compile with inductor's triton.coalesce_tiling_analysis off (torch 2.11's analysis "
-        "failed on this model with an AssertionError)",
+        "--compile-options",
+        action="append",
+        default=None,
+        metavar="JSON",
+        help="with --compile: torch.compile options (inductor settings by name, as embed.compile_options), "
+        "one compiled variant per use, e.g. '{\"triton.coalesce_tiling_analysis\": false}' (torch 2.11's "
+        "tiling analysis failed on this model) or add '\"triton.cudagraphs\": true'; default one variant, no options",
     )
     ap.add_argument("--compile-batch-sizes", default="256,512", help="each size is one compilation (~1 min)")
     ap.add_argument("--iters", type=int, default=20)
@@ -296,23 +301,27 @@ def main() -> None:
     rows = sweep(model, eager, args, shape, device, flops, peak, [int(b) for b in args.batch_sizes.split(",")])
     runners = {eager: model}
     if args.compile:
-        if args.no_coalesce_analysis:
-            import torch._inductor.config as inductor_config
-
-            inductor_config.triton.coalesce_tiling_analysis = False
-        compiled = torch.compile(model, dynamic=False)
-        runners[compiled_label] = compiled
-        rows += sweep(
-            compiled,
-            compiled_label,
-            args,
-            shape,
-            device,
-            flops,
-            peak,
-            [int(b) for b in args.compile_batch_sizes.split(",")],
-        )
-    ok = [r for r in rows if not r["oom"]]
+        for options in [json.loads(text) for text in args.compile_options or ["{}"]]:
+            label = f"{compiled_label} {json.dumps(options)}" if options else compiled_label
+            try:
+                compiled = torch.compile(model, dynamic=False, options=options or None)  # one shape per batch size
+                rows += sweep(
+                    compiled,
+                    label,
+                    args,
+                    shape,
+                    device,
+                    flops,
+                    peak,
+                    [int(b) for b in args.compile_batch_sizes.split(",")],
+                )
+            except Exception as exc:  # a compiler crash ends this variant, not the run
+                first = (str(exc).strip().splitlines() or [""])[0][:300]
+                print(f"  compilation failed: {type(exc).__name__}: {first}")
+                rows.append({"mode": label, "error": f"{type(exc).__name__}: {first}", "oom": False})
+                continue
+            runners[label] = compiled
+    ok = [r for r in rows if "images_per_s" in r and not r["oom"]]
     best = max(ok, key=lambda r: r["images_per_s"])
     pct = f", {best['pct_peak']:.1f} % of peak" if best.get("pct_peak") else ""
     print(

@@ -37,6 +37,9 @@ def test_embed_gpu_script_runs_on_cpu_with_the_tiny_setting(tmp_path):
         "2",
         "--embed-repeats",
         "1",
+        "--compile",  # one variant whose compilation fails at once: reported, and the run goes on
+        "--compile-options",
+        '{"no_such_option": 1}',
         "--json",
         str(out),
     ]
@@ -44,7 +47,9 @@ def test_embed_gpu_script_runs_on_cpu_with_the_tiny_setting(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["device"] == "cpu" and result["tokens"] == 1 + 6 * 16 and result["flops_per_crop"] > 0
-    assert [r["batch"] for r in result["sweep"]] == [2, 4] and all(r["images_per_s"] > 0 for r in result["sweep"])
+    eager, failed = result["sweep"][:2], result["sweep"][2:]
+    assert [r["batch"] for r in eager] == [2, 4] and all(r["images_per_s"] > 0 for r in eager)
+    assert len(failed) == 1 and "no_such_option" in failed[0]["error"]
     assert result["embed_path"]["images"] == 16 and result["embed_path"]["ratio"] > 0
     (loop,) = result["embed_path"]["chunk_loop"]  # one run: where its chunk loop's time went
     assert loop["images"] == 16 and loop["chunks"] == 2

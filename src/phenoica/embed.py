@@ -207,7 +207,7 @@ def embed_crops(model: nn.Module, crops: torch.Tensor, batch_size: int, device: 
     with inference_context(device):
         for i in range(0, n * k, batch_size):
             batch = flat[i : i + batch_size].to(device, non_blocking=True)
-            outs.append(model(batch).float())
+            outs.append(model(batch).float().clone())  # a CUDA-graph replay (compile option) reuses its output
     feats = torch.cat(outs)
     if feats.ndim != 2 or feats.shape[0] != n * k:
         raise ValueError(f"model returned shape {tuple(feats.shape)} for {n * k} crops; expected (B, D)")
