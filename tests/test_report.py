@@ -361,6 +361,23 @@ def test_figures_are_real_pngs_with_missing_variants(tmp_path):
             assert im.format == "PNG" and im.size[0] > 200 and im.size[1] > 200
 
 
+def test_auroc_figure_colours_guides_by_true_effect(tmp_path):
+    """With the truth, guides of genes without an effect are drawn orange; without it, no orange."""
+    guides, genes = aggregate(make_rows(ica_gain))
+
+    def orange_pixels(path: Path) -> int:
+        with Image.open(path) as im:
+            rgb = np.asarray(im.convert("RGB")).astype(int)
+        return int((np.abs(rgb - (255, 127, 14)).sum(axis=2) < 60).sum())  # tab:orange, allowing alpha blending
+
+    plain = figures.make_figures(tmp_path / "plain", guides, genes)["auroc_by_variant"]
+    coloured = figures.make_figures(tmp_path / "truth", guides, genes, truth=truth_for())["auroc_by_variant"]
+    assert orange_pixels(plain) == 0 and orange_pixels(coloured) > 50
+    no_null_gene = truth_for(null_genes=())  # every gene has an effect: nothing orange but the legend
+    legend_only = figures.make_figures(tmp_path / "none", guides, genes, truth=no_null_gene)["auroc_by_variant"]
+    assert 0 < orange_pixels(legend_only) < orange_pixels(coloured)
+
+
 def test_write_report_full(tmp_path):
     rows = make_rows(ica_gain)
     rows.loc[(rows[GUIDE] == "G3_1") & (rows["fold"] == 1), ["status", "reason", "auroc"]] = [

@@ -40,8 +40,13 @@ def _variant_panel(
     null: Mapping[str, np.ndarray] | None,
     ylabel: str,
     chance: float | None,
+    effect: Mapping[str, np.ndarray] | None = None,
 ) -> None:
-    """Box plot + points per variant of real guides; null pseudo-guides as grey crosses beside."""
+    """Box plot + points per variant of real guides; null pseudo-guides as grey crosses beside.
+
+    With ``effect`` (per variant, one flag per value of ``real``: does the guide's gene have a
+    simulated effect), the points of guides of genes with an effect are blue and the others orange.
+    """
     variants = list(real)
     positions = np.arange(len(variants), dtype=float)
     data = [real[v] for v in variants]
@@ -55,9 +60,16 @@ def _variant_panel(
             medianprops={"color": "black"},
             boxprops={"color": "0.3"},
         )
-    for pos, values in zip(positions, data):
-        ax.scatter(pos + _spread(values.size, 0.35), values, s=14, color="tab:blue", alpha=0.75, zorder=3)
-    handles = [Line2D([], [], marker="o", ls="", color="tab:blue", label="real guides")]
+    for pos, v, values in zip(positions, variants, data):
+        colors = np.where(effect[v], "tab:blue", "tab:orange") if effect is not None else "tab:blue"
+        ax.scatter(pos + _spread(values.size, 0.35), values, s=14, c=colors, alpha=0.75, zorder=3)
+    if effect is None:
+        handles = [Line2D([], [], marker="o", ls="", color="tab:blue", label="real guides")]
+    else:
+        handles = [
+            Line2D([], [], marker="o", ls="", color="tab:blue", label="guides, gene with an effect (truth)"),
+            Line2D([], [], marker="o", ls="", color="tab:orange", label="guides, gene without effect (truth)"),
+        ]
     if null is not None and any(null[v].size for v in variants if v in null):
         for pos, v in zip(positions, variants):
             values = null.get(v, np.empty(0))
@@ -94,8 +106,11 @@ def _per_variant_figure(
     dpi: int,
     show_null: bool,
     chance: float | None,
+    truth: pd.DataFrame | None = None,
 ) -> Path:
-    """One panel per model: the guide-level ``metric`` per variant."""
+    """One panel per model: the guide-level ``metric`` per variant (real guides coloured by
+    whether their gene has a simulated effect when ``truth`` is given)."""
+    effect_of = truth.groupby(GENE)["has_effect"].any() if truth is not None else None
     models = _models(guides)
     n_var = max((len(ordered_variants(guides.loc[guides["model"] == m, "variant"])) for m in models), default=1)
     fig = Figure(figsize=(max(5.0, 1.5 * n_var + 1.5) * len(models), 4.8))
@@ -103,12 +118,17 @@ def _per_variant_figure(
     for ax, model in zip(axes, models):
         sub = guides[guides["model"] == model]
         variants = ordered_variants(sub["variant"])
-        real = {v: finite_values(sub.loc[(sub["variant"] == v) & ~sub["is_null_guide"], metric]) for v in variants}
+        scored = sub[~sub["is_null_guide"] & np.isfinite(sub[metric].to_numpy(dtype=float))]
+        real = {v: scored.loc[scored["variant"] == v, metric].to_numpy(dtype=float) for v in variants}
         null = {v: finite_values(sub.loc[(sub["variant"] == v) & sub["is_null_guide"], metric]) for v in variants}
+        effect = None
+        if effect_of is not None:
+            genes_of = {v: scored.loc[scored["variant"] == v, GENE] for v in variants}
+            effect = {v: genes_of[v].map(effect_of).eq(True).to_numpy() for v in variants}
         if not any(a.size for a in real.values()):
             _no_data(ax, f"no guide has a {metric} score")
         else:
-            _variant_panel(ax, real, null if show_null else None, ylabel, chance)
+            _variant_panel(ax, real, null if show_null else None, ylabel, chance, effect)
         ax.set_title(f"{title}\nmodel: {model}" if model else title, fontsize=10)
     return render.save_figure(fig, path, dpi)
 
@@ -316,7 +336,8 @@ def make_figures(
 ) -> dict[str, Path]:
     """Write the report's PNG figures into ``out_dir``; return them by name.
 
-    ``auroc_by_variant`` (guide AUROC per variant, null pseudo-guides beside, chance line),
+    ``auroc_by_variant`` (guide AUROC per variant, null pseudo-guides beside, chance line; guides
+    coloured by true effect when ``truth`` is given),
     ``paired_pca_ica_vs_pca`` (gene AUROC, coloured by true effect when ``truth`` is given),
     ``sparsity_by_variant`` and ``concentration_by_variant`` (guide level), ``volcano`` (AUROC
     above the null vs -log10 q per variant, hits in red, true effects by marker when ``truth``
@@ -337,6 +358,7 @@ def make_figures(
             dpi,
             show_null=True,
             chance=0.5,
+            truth=truth,
         ),
         "volcano": _volcano_figure(guides, truth, out_dir / "volcano.png", dpi, q_threshold),
         "null_qq": _null_qq_figure(guides, out_dir / "null_qq.png", dpi),
