@@ -604,16 +604,16 @@ def run_chunks(
     names: Sequence[str] | None = None,
     loader_threads: int = 1,
     on_device: bool = False,
-) -> EmbedTiming | None:
+) -> None:
     """Embed ``todo`` chunk by chunk. ``loader_threads`` threads read (and, on the CPU,
     preprocess) the next chunks while the model runs on the current one; a separate thread
     writes each finished part. At most ``loader_threads + 1`` chunks are alive at a time.
     With ``on_device`` the chunks are prepared on ``device`` from their raw integer tiles.
 
-    Returns where the time went (None when ``todo`` is empty) and logs it as the plate's
-    closing line (the timing also rides on that log record as attribute ``TIMING_KEY``)."""
+    Logs where the time went as the plate's closing line; the :class:`EmbedTiming` rides on that
+    log record as attribute ``TIMING_KEY`` (the GPU benchmark reads it there)."""
     if not todo:
-        return None
+        return
     total = sum(len(c.image_indices) for c in todo)
     done, t0 = 0, time.perf_counter()
     data_s = model_s = write_s = 0.0
@@ -694,7 +694,6 @@ def run_chunks(
         timing.waiting_for_writes_s,
         extra={TIMING_KEY: asdict(timing)},
     )
-    return timing
 
 
 def compiled(model: nn.Module, embed: Mapping[str, Any], model_name: str, log: logging.Logger) -> nn.Module:
