@@ -129,15 +129,39 @@ def test_ica_recovers_two_rotations_of_the_same_sources(db: int) -> None:
     )
 
 
+def _ica_efficiencies(draw_latents, seeds: range) -> np.ndarray:
+    """ICA efficiency of two random rotations of the same latents, one independent draw per seed."""
+    effs = []
+    for s in seeds:
+        rng = np.random.default_rng(s)
+        G = draw_latents(rng)
+        A, B = G @ ortho_group.rvs(6, random_state=rng), G @ ortho_group.rvs(6, random_state=rng)
+        res = align_errors(
+            A, B, knn_k=None, maps=("permutation", "rigid", "ica"), ica_method="fastica",
+            ica_max_iter=200, ica_tol=1e-4, seed=s,
+        )  # fmt: skip
+        effs.append(res["ica_efficiency"])
+    return np.array(effs)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_ica_does_not_align_gaussian_latents() -> None:
-    """Gaussian sources have no preferred axes: ICA on each side cannot find the rotation."""
-    rng = np.random.default_rng(5)
-    n, d = 3000, 6
-    G = rng.standard_normal((n, d))
-    A, B = G @ ortho_group.rvs(d, random_state=7), G @ ortho_group.rvs(d, random_state=8)
-    res = align_errors(A, B, knn_k=None, ica_method="fastica", ica_max_iter=200, ica_tol=1e-4)
-    assert res["ica_efficiency"] < 0.6
-    assert res["ica"] > 10 * res["rigid"]
+    """Gaussian sources have no preferred axes: ICA on each side does not find the rotation.
+
+    One draw is an ill-posed fit: A and B rotate the *same* finite sample, whose small chance
+    non-Gaussianity FastICA sometimes follows to a near-perfect alignment (single draws measured
+    -0.08 to 0.98, and the same seed moves by 0.5 between BLAS kernels). The property holds for
+    the mean over independent draws: measured 0.41 (sd 0.31 per draw, 96 draws, Haswell and SkylakeX
+    kernels), so the mean of 16 draws has sd ~0.08 and the bound 0.75 sits ~4 sd above it. The
+    same procedure on Laplace latents aligns every draw (efficiency 0.998-0.999): a method that did
+    align Gaussian latents would score near 1 and fail. Measured here: Gaussian mean 0.389
+    (Haswell) / 0.335 (SkylakeX); Laplace minimum 0.998 on both.
+    """
+    gaussian = _ica_efficiencies(lambda rng: rng.standard_normal((3000, 6)), range(16))
+    laplace = _ica_efficiencies(lambda rng: rng.laplace(size=(3000, 6)), range(4))
+    assert laplace.min() > 0.95
+    assert gaussian.mean() < 0.75
+    assert laplace.mean() - gaussian.mean() > 0.25
 
 
 def test_ica_map_composes_into_b_space() -> None:
