@@ -1,4 +1,4 @@
-"""Study "disentangle" (PAPER.md Table 2): loaders, procedural data, models, scores, report."""
+"""Study "disentangle" (Nelson et al. 2026 Table 2): loaders, procedural data, models, scores, report."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Model-to-model alignment: statistical identifiability between two embeddings (PAPER.md Table 1).
+"""Model-to-model alignment: statistical identifiability between two embeddings (Nelson et al. 2026 Table 1).
 
 Two models embed the same N images: ``A`` (N x Da) and ``B`` (N x Db); the dimensions may
 differ. A map A -> B is estimated on a seeded training split of the images and scored on the

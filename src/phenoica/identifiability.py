@@ -1,4 +1,4 @@
-"""The workflow's identifiability branch: model-to-model alignment (PAPER.md Table 1) and
+"""The workflow's identifiability branch: model-to-model alignment (Nelson et al. 2026 Table 1) and
 recovery of known generative factors (structural identifiability), on profile tables.
 
 Row matching between tables is by the image's identity (plate + image index, or plate + well

@@ -1,4 +1,4 @@
-"""Bi-Lipschitz control and identifiability (PAPER.md Figure 2, A.3-A.6).
+"""Bi-Lipschitz control and identifiability (Nelson et al. 2026 Figure 2, A.3-A.6).
 
 Claim reproduced: the closer an encoder is to an isometry (bi-Lipschitz constant L -> 1),
 the more identifiable its representation across training runs (seeds).
@@ -60,7 +60,7 @@ from phenoica.studies.plan import ALL_GROUP, DATASETS, dataset_groups, parse_gro
 
 LOG = logging.getLogger(__name__)
 
-TITLE = "Bi-Lipschitz control and identifiability (PAPER.md Figure 2)"
+TITLE = "Bi-Lipschitz control and identifiability (Nelson et al. 2026 Figure 2)"
 PARAMETRIZATIONS: tuple[str, ...] = ("orthogonal", "none")
 ALIGN_MAPS: tuple[str, ...] = ("rigid", "linear")
 MNIST_NPZ_KEYS: tuple[str, ...] = ("x_train", "y_train")

@@ -1,4 +1,4 @@
-"""AE + ICA disentanglement benchmark (PAPER.md Table 2), with the baselines trained in the same harness.
+"""AE + ICA disentanglement benchmark (Nelson et al. 2026 Table 2), with the baselines trained in the same harness.
 
 Models (:data:`MODELS`) share one convolutional encoder/decoder (the usual one of this
 literature: 4x4 stride-2 convolutions halving the image down to 4x4, a 256-unit dense layer,
@@ -51,7 +51,7 @@ from phenoica.models.device import resolve_device
 from phenoica.studies.factor_data import FactorDataset, eval_index
 from phenoica.variants import ICARotation, PCAWhitener, RandomRotation
 
-TITLE = "Disentanglement benchmark (PAPER.md Table 2)"
+TITLE = "Disentanglement benchmark (Nelson et al. 2026 Table 2)"
 MODELS: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae")
 EVALUATED: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica", "ae_rand", "ae_oracle")
 MODEL_LABELS: dict[str, str] = {
@@ -63,7 +63,7 @@ MODEL_LABELS: dict[str, str] = {
     "ae_rand": "AE + random rotation (control)",
     "ae_oracle": "AE + factor-fitted rotation (uses labels)",
 }
-# PAPER.md Table 2: (InfoM, InfoE, InfoC), aggregated over Shapes3D, MPI3D, Falcor3D, Isaac3D, and Shapes3D alone.
+# Nelson et al. 2026 Table 2: (InfoM, InfoE, InfoC), aggregated over Shapes3D, MPI3D, Falcor3D, Isaac3D, and Shapes3D alone.
 PAPER_TABLE2: dict[str, dict[str, tuple[float, float, float]]] = {
     "aggregate": {
         "ae": (0.39, 0.76, 0.25),
@@ -75,7 +75,7 @@ PAPER_TABLE2: dict[str, dict[str, tuple[float, float, float]]] = {
     "shapes3d": {"ae": (0.34, 0.99, 0.16), "ae_ica": (0.79, 0.99, 0.52)},
 }
 ROTATION_GAP = 0.1  # MCC within this of the factor-fitted rotation counts as "about as aligned as a rotation gets"
-READABLE_INFOE = 0.5  # below this mean InfoE the report calls InfoM/InfoC unreadable (PAPER.md: read them beside InfoE)
+READABLE_INFOE = 0.5  # below this mean InfoE the report calls InfoM/InfoC unreadable (read them beside InfoE, as Nelson et al. 2026 do)
 SCORE_COLUMNS: tuple[str, ...] = ("infom", "infoe", "infoc", "mcc", "r2", "dci_d", "dci_c", "dci_i")
 SCORE_RANGE: tuple[float, float] = (0.0, 1.0)  # every score in SCORE_COLUMNS lies in [0, 1]
 SCORE_LABELS: dict[str, str] = {
@@ -456,7 +456,7 @@ def score_latents(
 
     Factors are class codes by construction (:class:`FactorDataset`), so InfoMEC and DCI
     label-encode every factor with all its values (``n_bins=None``; MPI3D's 40-valued factors
-    keep 40 classes, as in Hsu et al.); InfoE regresses on all latents, as PAPER.md defines it.
+    keep 40 classes, as in Hsu et al.); InfoE regresses on all latents, as Nelson et al. (ICLR 2026) define it.
     Returns the :data:`SCORE_COLUMNS` as floats (DCI NaN when ``with_dci`` is false), ``nmi``
     (sources x all latents; inactive latents get 0), ``active`` (mask) and ``infoe_sources``
     (each factor's explicitness).
@@ -646,7 +646,7 @@ def _interval_text(mean: float, lo: float, hi: float) -> str:
 def display_table(summary: pd.DataFrame) -> pd.DataFrame:
     """Table 2 as shown: ``mean [95% CI]`` per score, the paper's InfoM/InfoE/InfoC beside ours.
 
-    ``paper (agg.)`` = PAPER.md's aggregate over four datasets; ``paper (Shapes3D)`` where it
+    ``paper (agg.)`` = the paper's aggregate (Nelson et al. 2026) over four datasets; ``paper (Shapes3D)`` where it
     reports one.
     """
     out = pd.DataFrame(
@@ -701,7 +701,7 @@ def verdict(scores: pd.DataFrame, level: float = 0.95) -> str:
         if not readable:
             text += (
                 "With InfoE this low InfoM and InfoC are ratios of small mutual informations and do not "
-                "measure disentanglement (PAPER.md), so the AE + ICA comparison below is not a test of the paper's claim. "
+                "measure disentanglement (Nelson et al. 2026), so the AE + ICA comparison below is not a test of the paper's claim. "
             )
         if "ae_ica" in have:
             d = paired_differences(t, "ae_ica", "ae").set_index("score")
@@ -922,7 +922,7 @@ def write_report(
         f"{k} = {cfg[k]}" for k in ("latent_dim", "width", "steps", "batch_size", "lr", "n_eval") if k in cfg
     )
     intro = (
-        "Disentanglement on factor datasets (PAPER.md Table 2), every model trained in the same harness "
+        "Disentanglement on factor datasets (Nelson et al. 2026 Table 2), every model trained in the same harness "
         "(same encoder/decoder, data, seeds and budget). AE + ICA = the AE's latents PCA-whitened and ICA-rotated "
         "with phenoica.variants (the screen's pca_ica); AE + random rotation = whitened and Haar-rotated (the "
         "control for 'any rotation'); AE + factor-fitted rotation = whitened and rotated onto the factors by "
@@ -932,7 +932,7 @@ def write_report(
         + (f"Setup: {setup}." if setup else "")
     )
     paper = (
-        "Paper (PAPER.md Table 2; InfoM / InfoE / InfoC): aggregated over Shapes3D, MPI3D, Falcor3D, Isaac3D: "
+        "Paper (Nelson et al. 2026 Table 2; InfoM / InfoE / InfoC): aggregated over Shapes3D, MPI3D, Falcor3D, Isaac3D: "
         "AE 0.39 / 0.76 / 0.25, beta-VAE 0.59 / 0.81 / 0.55, beta-TCVAE 0.58 / 0.72 / 0.59, BioAE 0.54 / 0.75 / 0.36, "
         "AE + ICA 0.65 / 0.83 / 0.40; Shapes3D alone: AE 0.34 / 0.99 / 0.16, AE + ICA 0.79 / 0.99 / 0.52. "
         "Baselines quoted from Hsu et al. 2023."
