@@ -342,7 +342,7 @@ def write_report(
         sections.append(
             (
                 "LightGBM parameters used",
-                "PAPER.md Table 6; every parameter not listed is at LightGBM's own default.",
+                "Nelson et al. (ICLR 2026) Table 6; every parameter not listed is at LightGBM's own default.",
                 tables["lightgbm_parameters"],
             )
         )

@@ -1,6 +1,6 @@
 """Embedding post-processing: the four variants of the same embeddings, fitted once, re-applied.
 
-Variants (PAPER.md Tables 3/4/6, DESIGN.md "Variants"):
+Variants (Nelson et al. 2026, Tables 3, 4 and 6):
 
 - ``base``: the embeddings as they are (identity; feature names kept, ``emb_*``).
 - ``pca``: per-batch center-scale on controls (if ``center_scale``), then PCA whitening.

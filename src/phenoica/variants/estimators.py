@@ -15,7 +15,7 @@ subsample of at most ``max_samples`` whitened rows, :class:`RandomRotation` from
 Default component rule (``n_components="parallel"``): Horn's parallel analysis keeps the
 leading components whose covariance eigenvalue exceeds the 95th percentile of eigenvalues of
 column-wise permuted data (20 seeded permutations of a seeded subsample of <= 20,000 rows). The
-component count decides whether ICA helps (PAPER.md, practical notes): whitening pure-noise
+component count decides whether ICA helps (measured on simulated embeddings): whitening pure-noise
 directions inflates them to unit variance and ICA then rotates noise into the signal, so the
 default keeps only components above the noise floor.
 """
