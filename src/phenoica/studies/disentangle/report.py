@@ -1,59 +1,24 @@
-"""AE + ICA disentanglement benchmark (Nelson et al. 2026 Table 2), with the baselines trained in the same harness.
-
-Models (:data:`MODELS`) share one convolutional encoder/decoder (the usual one of this
-literature: 4x4 stride-2 convolutions halving the image down to 4x4, a 256-unit dense layer,
-the latent; the decoder mirrors it and outputs Bernoulli logits) and one training loop (same
-data, seeds, steps, batch size, Adam learning rate):
-
-- ``ae``: reconstruction loss only (Bernoulli log-likelihood, summed over pixels).
-- ``beta_vae``: reconstruction + ``beta`` x KL(q(z|x) || N(0, I)); latents = posterior means.
-- ``beta_tcvae``: reconstruction + mutual information + ``beta`` x total correlation +
-  dimension-wise KL (Chen et al. 2018), q(z) and prod_j q(z_j) estimated by minibatch-weighted
-  sampling over the training set size; latents = posterior means.
-- ``bioae``: the biologically-inspired AE of Whittington et al. (ICLR 2023). Our reading: a
-  deterministic AE whose loss adds (i) a nonnegativity penalty ``sum_j relu(-z_j)^2``, (ii) an
-  activity-energy penalty ``sum_j z_j^2`` (both averaged over the batch) and (iii) a
-  weight-energy penalty, the summed squares of the decoder's weight matrices (biases excluded),
-  each with its own coefficient; nonnegativity is the soft penalty (not a ReLU), so a latent
-  can still be read as a signed value and no unit dies at initialization.
-
-``ae_ica`` is not trained: the AE's latents are whitened with :class:`phenoica.variants.PCAWhitener`
-(``n_components`` = latent size unless configured) and rotated with
-:class:`phenoica.variants.ICARotation`, the same code as the screen's pca_ica variant. The
-transform is unsupervised and is fitted on the evaluation latents themselves (no factor is used).
-
-Scores per (dataset, model, seed) on a fixed seeded evaluation subset: InfoM, InfoE, InfoC
-(:func:`phenoica.metrics.infomec`, followed as defined even where it behaves oddly: InfoM/InfoC
-are ratios of NMIs and stay high for noise latents; read them beside InfoE), MCC, mean linear
-R^2 (in-sample) and DCI (:func:`phenoica.metrics.dci`).
-"""
+"""The study's summary tables, paired differences, measured verdict, figures and report page."""
 
 from __future__ import annotations
 
 import json
 import math
-import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
-import torch
 from matplotlib.figure import Figure
 from scipy import stats
-from scipy.linalg import orthogonal_procrustes
-from torch import nn
-from torch.nn import functional as F
 
-from phenoica import metrics, render
-from phenoica.io import atomic_path, write_parquet
-from phenoica.models.device import resolve_device
-from phenoica.studies.factor_data import FactorDataset, eval_index
-from phenoica.variants import ICARotation, PCAWhitener, RandomRotation
+from phenoica import render
+from phenoica.studies.disentangle.evaluate import EVALUATED, SCORE_COLUMNS, SCORE_RANGE
+from phenoica.studies.disentangle.model import MODELS
 
 TITLE = "Disentanglement benchmark (Nelson et al. 2026 Table 2)"
-MODELS: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae")
-EVALUATED: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica", "ae_rand", "ae_oracle")
+
+
 MODEL_LABELS: dict[str, str] = {
     "ae": "AE",
     "beta_vae": "beta-VAE",
@@ -63,6 +28,8 @@ MODEL_LABELS: dict[str, str] = {
     "ae_rand": "AE + random rotation (control)",
     "ae_oracle": "AE + factor-fitted rotation (uses labels)",
 }
+
+
 # Nelson et al. 2026 Table 2: (InfoM, InfoE, InfoC), aggregated over Shapes3D, MPI3D, Falcor3D, Isaac3D, and Shapes3D alone.
 PAPER_TABLE2: dict[str, dict[str, tuple[float, float, float]]] = {
     "aggregate": {
@@ -74,10 +41,14 @@ PAPER_TABLE2: dict[str, dict[str, tuple[float, float, float]]] = {
     },
     "shapes3d": {"ae": (0.34, 0.99, 0.16), "ae_ica": (0.79, 0.99, 0.52)},
 }
+
+
 ROTATION_GAP = 0.1  # MCC within this of the factor-fitted rotation counts as "about as aligned as a rotation gets"
+
+
 READABLE_INFOE = 0.5  # below this mean InfoE the report calls InfoM/InfoC unreadable (read them beside InfoE, as Nelson et al. 2026 do)
-SCORE_COLUMNS: tuple[str, ...] = ("infom", "infoe", "infoc", "mcc", "r2", "dci_d", "dci_c", "dci_i")
-SCORE_RANGE: tuple[float, float] = (0.0, 1.0)  # every score in SCORE_COLUMNS lies in [0, 1]
+
+
 SCORE_LABELS: dict[str, str] = {
     "infom": "InfoM",
     "infoe": "InfoE",
@@ -88,443 +59,6 @@ SCORE_LABELS: dict[str, str] = {
     "dci_c": "DCI-C",
     "dci_i": "DCI-I",
 }
-HIDDEN = 256
-
-
-# --------------------------------------------------------------------------- networks
-
-
-def _n_convs(image_size: int) -> int:
-    if image_size < 16 or image_size & (image_size - 1):
-        raise ValueError(f"image size must be a power of two >= 16, got {image_size}")
-    return int(math.log2(image_size)) - 2  # halve down to 4 x 4
-
-
-def _scaled(units: int, width: float) -> int:
-    return max(4, int(round(units * width)))
-
-
-def _channels(n: int, width: float = 1.0) -> list[int]:
-    """Conv channels of the ``n`` layers: 32, ..., 32, 64, 64 at ``width`` 1 (scaled by ``width``)."""
-    base = [32] * (n - 2) + [64, 64] if n >= 2 else [64] * n
-    return [_scaled(c, width) for c in base]
-
-
-class Encoder(nn.Module):
-    """4x4 stride-2 conv stack (ReLU) down to 4x4, dense 256, dense ``n_out`` (units x ``width``)."""
-
-    def __init__(self, image_size: int, n_out: int, width: float = 1.0) -> None:
-        super().__init__()
-        chans = [3] + _channels(_n_convs(image_size), width)
-        hidden = _scaled(HIDDEN, width)
-        layers: list[nn.Module] = []
-        for c_in, c_out in zip(chans[:-1], chans[1:]):
-            layers += [nn.Conv2d(c_in, c_out, 4, 2, 1), nn.ReLU()]
-        self.net = nn.Sequential(
-            *layers, nn.Flatten(), nn.Linear(chans[-1] * 16, hidden), nn.ReLU(), nn.Linear(hidden, n_out)
-        )
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.net(x)
-
-
-class Decoder(nn.Module):
-    """Mirror of :class:`Encoder`: dense 256, dense to 4x4, transposed convs; Bernoulli logits."""
-
-    def __init__(self, image_size: int, latent_dim: int, width: float = 1.0) -> None:
-        super().__init__()
-        chans = ([3] + _channels(_n_convs(image_size), width))[::-1]
-        hidden = _scaled(HIDDEN, width)
-        self.top = chans[0]
-        layers: list[nn.Module] = []
-        for i, (c_in, c_out) in enumerate(zip(chans[:-1], chans[1:])):
-            layers.append(nn.ConvTranspose2d(c_in, c_out, 4, 2, 1))
-            if i < len(chans) - 2:
-                layers.append(nn.ReLU())
-        self.dense = nn.Sequential(
-            nn.Linear(latent_dim, hidden), nn.ReLU(), nn.Linear(hidden, self.top * 16), nn.ReLU()
-        )
-        self.net = nn.Sequential(*layers)
-
-    def forward(self, z: torch.Tensor) -> torch.Tensor:
-        return self.net(self.dense(z).view(-1, self.top, 4, 4))
-
-
-class FactorAE(nn.Module):
-    """Encoder + decoder; ``variational`` encoders output (mean, log-variance)."""
-
-    def __init__(self, image_size: int, latent_dim: int, variational: bool, width: float = 1.0) -> None:
-        super().__init__()
-        self.latent_dim = latent_dim
-        self.variational = variational
-        self.encoder = Encoder(image_size, 2 * latent_dim if variational else latent_dim, width)
-        self.decoder = Decoder(image_size, latent_dim, width)
-
-    def encode(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None]:
-        h = self.encoder(x)
-        if self.variational:
-            mu, logvar = h.chunk(2, dim=1)
-            return mu, logvar.clamp(-12.0, 8.0)
-        return h, None
-
-
-def build_model(model: str, image_size: int, latent_dim: int, width: float = 1.0) -> FactorAE:
-    """The network of ``model``; ``width`` scales every conv channel count and dense layer (1 = 32/64 channels, 256 units)."""
-    if model not in MODELS:
-        raise ValueError(f"model must be one of {MODELS}, got {model!r}")
-    if latent_dim < 2:
-        raise ValueError(f"latent_dim must be >= 2, got {latent_dim}")
-    if not width > 0:
-        raise ValueError(f"width must be > 0, got {width}")
-    return FactorAE(image_size, latent_dim, variational=model in ("beta_vae", "beta_tcvae"), width=float(width))
-
-
-# --------------------------------------------------------------------------- losses
-
-
-def _gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
-    return -0.5 * (math.log(2 * math.pi) + logvar + (z - mu) ** 2 * torch.exp(-logvar))
-
-
-def tc_decomposition(
-    z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor, dataset_size: int
-) -> dict[str, torch.Tensor]:
-    """Minibatch-weighted-sampling estimates (Chen et al. 2018) of MI, TC and dimension-wise KL (batch means).
-
-    ``log q(z_i) ~ logsumexp_j log q(z_i | x_j) - log(N M)`` and the same per dimension for
-    ``prod_k q(z_ik)``, with ``N`` the dataset size and ``M`` the batch size.
-    """
-    m = z.shape[0]
-    pairwise = _gaussian_log_density(z[:, None, :], mu[None, :, :], logvar[None, :, :])  # (M, M, D)
-    log_nm = math.log(dataset_size * m)
-    log_qz = torch.logsumexp(pairwise.sum(dim=2), dim=1) - log_nm
-    log_prod_qzk = (torch.logsumexp(pairwise, dim=1) - log_nm).sum(dim=1)
-    log_qz_x = _gaussian_log_density(z, mu, logvar).sum(dim=1)
-    log_pz = _gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z)).sum(dim=1)
-    return {
-        "mi": (log_qz_x - log_qz).mean(),
-        "tc": (log_qz - log_prod_qzk).mean(),
-        "dwkl": (log_prod_qzk - log_pz).mean(),
-    }
-
-
-def model_loss(
-    model_name: str, net: FactorAE, x: torch.Tensor, settings: Mapping[str, Any], dataset_size: int
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The training loss of ``model_name`` on batch ``x`` (and its parts, as floats)."""
-    mu, logvar = net.encode(x)
-    if net.variational:
-        z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
-    else:
-        z = mu
-    recon = F.binary_cross_entropy_with_logits(net.decoder(z), x, reduction="sum") / x.shape[0]
-    parts: dict[str, torch.Tensor] = {"recon": recon}
-    if model_name == "beta_vae":
-        kl = 0.5 * (mu**2 + logvar.exp() - 1.0 - logvar).sum(dim=1).mean()
-        parts["kl"] = kl
-        loss = recon + settings["beta_vae_beta"] * kl
-    elif model_name == "beta_tcvae":
-        d = tc_decomposition(z, mu, logvar, dataset_size)
-        parts.update(d)
-        loss = recon + d["mi"] + settings["beta_tcvae_beta"] * d["tc"] + d["dwkl"]
-    elif model_name == "bioae":
-        nonneg = (F.relu(-z) ** 2).sum(dim=1).mean()
-        activity = (z**2).sum(dim=1).mean()
-        weights = sum((p**2).sum() for n, p in net.decoder.named_parameters() if n.endswith("weight"))
-        parts.update(nonneg=nonneg, activity=activity, weight_energy=weights)
-        loss = (
-            recon
-            + settings["bioae_nonneg"] * nonneg
-            + settings["bioae_activity"] * activity
-            + settings["bioae_weight"] * weights
-        )
-    elif model_name == "ae":
-        loss = recon
-    else:
-        raise ValueError(f"model must be one of {MODELS}, got {model_name!r}")
-    return loss, {k: float(v.detach()) for k, v in parts.items()}
-
-
-# --------------------------------------------------------------------------- training
-
-
-def train_model(
-    model_name: str,
-    data: FactorDataset,
-    settings: Mapping[str, Any],
-    seed: int,
-    device: str = "auto",
-    log: Any = None,
-    on_milestone: Callable[[int, FactorAE], None] | None = None,
-    milestones: Sequence[int] = (),
-) -> tuple[FactorAE, dict[str, Any]]:
-    """Train one model with Adam for ``settings['steps']`` minibatches of ``settings['batch_size']``.
-
-    Minibatches are drawn uniformly with replacement (seeded). ``settings['width']`` (default 1)
-    scales the network. ``on_milestone(step, net)`` is called (network in eval mode, on the
-    training device; it is put back into training mode after) after each step count in
-    ``milestones``: with a constant learning rate, the network at step t is exactly the
-    network of a ``steps = t`` run, so one run gives a whole training-length curve. Returns the
-    network (on CPU, eval mode) and a summary: per-step ``loss`` list, ``images_per_s``
-    (training throughput, excluding the first 5 warm-up steps and milestone callbacks),
-    ``seconds`` (training only), ``device``.
-    """
-    steps, batch_size, lr = int(settings["steps"]), int(settings["batch_size"]), float(settings["lr"])
-    if steps < 1 or batch_size < 2 or lr <= 0:
-        raise ValueError(f"steps >= 1, batch_size >= 2 and lr > 0 required, got {steps}, {batch_size}, {lr}")
-    bad = [m for m in milestones if not 1 <= int(m) <= steps]
-    if bad:
-        raise ValueError(f"milestones must lie in 1..steps={steps}, got {bad}")
-    marks = {int(m) for m in milestones}
-    dev = resolve_device(device)
-    torch.manual_seed(seed)
-    net = build_model(model_name, data.image_size, int(settings["latent_dim"]), float(settings.get("width", 1.0))).to(
-        dev
-    )
-    opt = torch.optim.Adam(net.parameters(), lr=lr)
-    rng = np.random.default_rng(seed)
-    losses: list[float] = []
-    net.train()
-    train_seconds, warm_seconds = 0.0, 0.0
-    warm_step = min(5, steps - 1)
-    for step in range(steps):
-        t0 = time.perf_counter()
-        x = torch.from_numpy(data.batch(rng.integers(0, len(data), size=batch_size))).to(dev)
-        loss, parts = model_loss(model_name, net, x, settings, len(data))
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        opt.step()
-        losses.append(float(loss.detach()))
-        if dev.type == "cuda":
-            torch.cuda.synchronize()
-        elapsed = time.perf_counter() - t0
-        train_seconds += elapsed
-        if step >= warm_step:
-            warm_seconds += elapsed
-        if log is not None and (step % max(1, steps // 10) == 0 or step == steps - 1):
-            log.info(
-                "%s step %d/%d loss %.2f %s",
-                model_name,
-                step + 1,
-                steps,
-                losses[-1],
-                {k: round(v, 3) for k, v in parts.items()},
-            )
-        if on_milestone is not None and step + 1 in marks:
-            net.eval()
-            on_milestone(step + 1, net)
-            net.train()
-    timed_steps = steps - warm_step
-    summary = {
-        "loss": losses,
-        "seconds": train_seconds,
-        "device": str(dev),
-        "images_per_s": timed_steps * batch_size / max(warm_seconds, 1e-9),
-    }
-    return net.cpu().eval(), summary
-
-
-@torch.no_grad()
-def encode(net: FactorAE, data: FactorDataset, index: np.ndarray, batch_size: int = 512) -> np.ndarray:
-    """Deterministic latents (posterior means for VAEs) of the images at ``index``, ``(n, latent_dim)``."""
-    out = []
-    dev = next(net.parameters()).device
-    for i in range(0, len(index), batch_size):
-        mu, _ = net.encode(torch.from_numpy(data.batch(index[i : i + batch_size])).to(dev))
-        out.append(mu.cpu().numpy())
-    return np.concatenate(out).astype(np.float64)
-
-
-def train_and_encode(
-    data: FactorDataset,
-    model_name: str,
-    settings: Mapping[str, Any],
-    seed: int,
-    latents_path: str | Path,
-    checkpoint_path: str | Path,
-    log: Any = None,
-) -> dict[str, Any]:
-    """Train one (dataset, model, seed), write the eval-set latents (npz) and the weights (safetensors)."""
-    from safetensors.torch import save_file
-
-    net, summary = train_model(model_name, data, settings, seed, settings.get("device", "auto"), log)
-    index = eval_index(len(data), int(settings["n_eval"]), int(settings["eval_seed"]))
-    latents = encode(net, data, index)
-    with atomic_path(latents_path) as tmp:
-        with open(tmp, "wb") as fh:
-            np.savez(
-                fh,
-                latents=latents,
-                factors=data.factors[index],
-                index=index,
-                factor_names=np.array(data.factor_names),
-                loss=np.array(summary["loss"]),
-                images_per_s=summary["images_per_s"],
-                seconds=summary["seconds"],
-            )
-    with atomic_path(checkpoint_path) as tmp:
-        save_file(
-            {k: v.contiguous() for k, v in net.state_dict().items()},
-            str(tmp),
-            metadata={
-                "model": model_name,
-                "seed": str(seed),
-                "dataset": data.name,
-                "latent_dim": str(settings["latent_dim"]),
-                "width": str(settings.get("width", 1.0)),
-                "image_size": str(data.image_size),
-            },
-        )
-    return summary
-
-
-def read_latents(path: str | Path) -> dict[str, Any]:
-    """A training job's latents file; a clear error when keys are missing."""
-    with np.load(path, allow_pickle=False) as z:
-        missing = {"latents", "factors", "factor_names"} - set(z.files)
-        if missing:
-            raise ValueError(f"{path}: missing arrays {sorted(missing)}; expected a disentangle latents .npz")
-        return {k: z[k] for k in z.files}
-
-
-# --------------------------------------------------------------------------- evaluation
-
-
-def ica_latents(latents: np.ndarray, n_components: int | None, method: str, seed: int) -> np.ndarray:
-    """AE + ICA: PCA-whiten (``n_components`` or all latent dimensions) then ICA-rotate, as the screen's pca_ica."""
-    k = latents.shape[1] if n_components is None else int(n_components)
-    white = PCAWhitener(n_components=k, seed=seed).fit_transform(latents)
-    return ICARotation(method=method, seed=seed).fit_transform(white)
-
-
-def random_rotation_latents(latents: np.ndarray, n_components: int | None, seed: int) -> np.ndarray:
-    """AE + random rotation: PCA-whiten as :func:`ica_latents`, then a seeded Haar-random rotation.
-
-    The control for "any rotation" (the screen's pca_rand): InfoM of AE + ICA above this says ICA
-    found the factors' axes, not merely that rotating whitened latents changes the score.
-    """
-    k = latents.shape[1] if n_components is None else int(n_components)
-    white = PCAWhitener(n_components=k, seed=seed).fit_transform(latents)
-    return RandomRotation(seed=seed).fit_transform(white)
-
-
-def oracle_rotation_latents(
-    latents: np.ndarray, factors: np.ndarray, n_components: int | None, seed: int
-) -> np.ndarray:
-    """AE + factor-fitted rotation (a reference, not a method: it uses the factors).
-
-    PCA-whiten as :func:`ica_latents`, then the rotation that best maps the whitened latents
-    onto the z-scored factor codes (orthogonal Procrustes, ``scipy.linalg.orthogonal_procrustes``,
-    factors padded with zero columns to the latent count): it maximizes the summed correlation of
-    rotated latent k with factor k. AE + ICA near this row means ICA found the factors' axes about
-    as well as a label-guided rotation; this row near the AE means rotating the AE's whitened
-    latents cannot align them much better with the factors.
-    """
-    k = latents.shape[1] if n_components is None else int(n_components)
-    white = PCAWhitener(n_components=k, seed=seed).fit_transform(latents)
-    f = np.asarray(factors, dtype=np.float64)
-    sd = f.std(axis=0)
-    target = np.zeros((f.shape[0], max(k, f.shape[1])))
-    target[:, : f.shape[1]] = (f - f.mean(axis=0)) / np.where(sd > 0, sd, 1.0)
-    rotation, _ = orthogonal_procrustes(white, target[:, :k] if k < target.shape[1] else target)
-    return white @ rotation
-
-
-def derived_latents(
-    model_name: str, latents: np.ndarray, settings: Mapping[str, Any], seed: int, factors: np.ndarray | None = None
-) -> np.ndarray:
-    """The latents scored for ``model_name``: the trained model's own, or the AE's transformed
-    (``ae_ica``, ``ae_rand``, ``ae_oracle``; the last needs ``factors``)."""
-    ica = settings["ica"]
-    if model_name == "ae_ica":
-        return ica_latents(latents, ica["n_components"], ica["method"], seed)
-    if model_name == "ae_rand":
-        return random_rotation_latents(latents, ica["n_components"], seed)
-    if model_name == "ae_oracle":
-        if factors is None:
-            raise ValueError("ae_oracle: the factor-fitted rotation needs the factors")
-        return oracle_rotation_latents(latents, factors, ica["n_components"], seed)
-    if model_name not in MODELS:
-        raise ValueError(f"model must be one of {EVALUATED}, got {model_name!r}")
-    return latents
-
-
-def score_latents(
-    latents: np.ndarray, factors: np.ndarray, settings: Mapping[str, Any], seed: int, with_dci: bool = True
-) -> dict[str, Any]:
-    """InfoM/E/C, MCC, mean linear R^2 and DCI of ``latents`` against discrete ``factors``.
-
-    Factors are class codes by construction (:class:`FactorDataset`), so InfoMEC and DCI
-    label-encode every factor with all its values (``n_bins=None``; MPI3D's 40-valued factors
-    keep 40 classes, as in Hsu et al.); InfoE regresses on all latents, as Nelson et al. (ICLR 2026) define it.
-    Returns the :data:`SCORE_COLUMNS` as floats (DCI NaN when ``with_dci`` is false), ``nmi``
-    (sources x all latents; inactive latents get 0), ``active`` (mask) and ``infoe_sources``
-    (each factor's explicitness).
-    """
-    m = settings["metrics"]
-    info = metrics.infomec(
-        factors,
-        latents,
-        n_neighbors=m["n_neighbors"],
-        seed=seed,
-        n_bins=None,
-        infoe_max_iter=m["infoe_max_iter"],
-        infoe_all_latents=True,
-    )
-    nmi_full = np.zeros((factors.shape[1], latents.shape[1]))
-    nmi_full[:, info["active"]] = info["nmi"]
-    if with_dci:
-        d = metrics.dci(latents, factors, seed=seed, n_bins=None)
-    else:
-        d = {"disentanglement": math.nan, "completeness": math.nan, "informativeness": math.nan}
-    return {
-        "infom": info["infom"],
-        "infoe": info["infoe"],
-        "infoc": info["infoc"],
-        "mcc": metrics.mcc(latents, factors),
-        "r2": float(metrics.linear_r2(latents, factors).mean()),
-        "dci_d": d["disentanglement"],
-        "dci_c": d["completeness"],
-        "dci_i": d["informativeness"],
-        "nmi": nmi_full,
-        "active": info["active"],
-        "infoe_sources": info["infoe_sources"],
-    }
-
-
-def evaluate(
-    latents_path: str | Path,
-    model_name: str,
-    settings: Mapping[str, Any],
-    seed: int,
-    dataset: str,
-    out_path: str | Path,
-) -> pd.DataFrame:
-    """Score one (dataset, model, seed) from its latents file; ``ae_ica`` / ``ae_rand`` transform the AE's latents first."""
-    if model_name not in EVALUATED:
-        raise ValueError(f"model must be one of {EVALUATED}, got {model_name!r}")
-    z = read_latents(latents_path)
-    latents = derived_latents(model_name, z["latents"], settings, seed, z["factors"])
-    s = score_latents(latents, z["factors"], settings, seed)
-    row = {
-        "dataset": dataset,
-        "model": model_name,
-        "seed": int(seed),
-        **{c: float(s[c]) for c in SCORE_COLUMNS},
-        "nmi": json.dumps(np.round(s["nmi"], 5).tolist()),
-        "factor_names": json.dumps([str(f) for f in z["factor_names"]]),
-        "infoe_sources": json.dumps(np.round(s["infoe_sources"], 5).tolist()),
-        "images_per_s": float(z["images_per_s"]) if "images_per_s" in z else float("nan"),
-        "train_seconds": float(z["seconds"]) if "seconds" in z else float("nan"),
-        "loss_first": float(np.mean(z["loss"][:10])) if "loss" in z else float("nan"),
-        "loss_last": float(np.mean(z["loss"][-10:])) if "loss" in z else float("nan"),
-    }
-    df = pd.DataFrame([row])
-    write_parquet(df, out_path)
-    return df
-
-
-# --------------------------------------------------------------------------- tables, figures, report
 
 
 def _ordered_models(values: Sequence[str]) -> list[str]:
