@@ -12,22 +12,10 @@ from scipy.spatial.distance import pdist
 from scipy.stats import ortho_group
 from sklearn.linear_model import LinearRegression, Ridge
 
-from phenoica.align import (
-    TABLE_COLUMNS,
-    CrossProducts,
-    ICAMap,
-    LinearMap,
-    PermutationMap,
-    RigidMap,
-    align_errors,
-    alignment_table,
-    diameter_estimate,
-    diameter_exact,
-    latent_diameter,
-    linear_cka,
-    mutual_knn,
-    split_rows,
-)
+from phenoica.identifiability.diameter import diameter_estimate, diameter_exact, latent_diameter
+from phenoica.identifiability.maps import CrossProducts, ICAMap, LinearMap, PermutationMap, RigidMap
+from phenoica.identifiability.similarity import linear_cka, mutual_knn
+from phenoica.identifiability.table1 import TABLE_COLUMNS, align_errors, alignment_table, split_rows
 from phenoica.screen import ScreenError
 from phenoica.seeding import rng_for
 

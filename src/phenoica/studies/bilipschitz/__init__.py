@@ -18,7 +18,7 @@ Choices this module makes (the paper does not state them):
   to the data manifold's tangent space, since ``g`` is an isometry onto the manifold and the
   encoder's behaviour off the manifold is irrelevant. A singular Jacobian gives B = inf.
 - **Identifiability error.** For every pair of seeds of one (dataset, alpha, group) the
-  latents of the same samples are aligned with :func:`phenoica.align.align_errors` (rigid and
+  latents of the same samples are aligned with :func:`phenoica.identifiability.table1.align_errors` (rigid and
   linear maps, fitted on a seeded training split, held-out mean l2 error / diameter, as in
   Table 1). Each pair is summarised with the mean of its two models' mean B and the larger
   of their max B.

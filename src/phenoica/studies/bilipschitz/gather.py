@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.align import align_errors
+from phenoica.identifiability.table1 import align_errors
 from phenoica.studies.bilipschitz.model import negative_slope
 from phenoica.studies.plan import ALL_GROUP
 
@@ -50,7 +50,7 @@ def model_summary(runs: pd.DataFrame) -> pd.DataFrame:
 def pair_alignment(runs: pd.DataFrame, train_fraction: float, seed: int) -> pd.DataFrame:
     """Identifiability error of every pair of seeds within each (dataset, group, alpha).
 
-    Rigid and linear maps (:func:`phenoica.align.align_errors`), from the lower seed's latents
+    Rigid and linear maps (:func:`phenoica.identifiability.table1.align_errors`), from the lower seed's latents
     to the higher seed's, plus the pair's bi-Lipschitz summaries (mean of the two models' mean
     B, max of their max B) and mean reconstruction error.
     """

@@ -202,7 +202,7 @@ def write_report(
         "line up; each leaky ReLU scales directions by 1 or 1 - alpha). B(z) = ratio of the largest to the "
         "smallest singular value of the encoder's Jacobian at each sample (for the isometric data, through "
         "the generator). Identifiability error: held-out mean l2 error / diameter of rigid and linear maps "
-        "between two seeds' latents (phenoica.align). Spearman intervals resample models (seeds), not pairs."
+        "between two seeds' latents (phenoica.identifiability). Spearman intervals resample models (seeds), not pairs."
     )
     shown_rho = rho.rename(columns={"spearman_rho": "rho", "ci_low": "CI low", "ci_high": "CI high"})
     figure_blocks = [

@@ -14,6 +14,7 @@ import pandas as pd
 
 from phenoica import metrics, screen
 from phenoica.contract import FACTOR_PREFIX
+from phenoica.identifiability.table1 import alignment_table
 from phenoica.screen import ScreenError, feature_columns
 
 
@@ -129,7 +130,6 @@ def alignment_for_variant(
     ica_max_samples, knn_k, max_samples (a seeded subsample of the matched rows keeps large
     screens tractable).
     """
-    from phenoica.align import alignment_table
 
     keys, features = matched_features(tables)
     n = len(keys)
