@@ -67,7 +67,7 @@ def test_gene_truth_rows_and_effects(demo):
 
 
 def test_complexes_share_factors_and_take_real_corum_symbols():
-    from phenoica.annotations import corum_complexes
+    from phenoica.biomap.annotations import corum_complexes
 
     demo = tiny_demo(n_genes=12, n_null_genes=3, n_complexes=2, genes_per_complex=3)
     truth = simulate.gene_truth(demo, SEED)

@@ -46,7 +46,7 @@ from scipy import special
 from skimage import filters
 
 from phenoica import screen
-from phenoica.annotations import corum_complexes
+from phenoica.biomap.annotations import corum_complexes
 from phenoica.config import demo_plates
 from phenoica.contract import FACTOR_PREFIX
 from phenoica.io import write_parquet
@@ -234,7 +234,7 @@ def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tupl
     """Gene symbols and simulated complexes: (symbol per gene, complex name per gene; "" = none).
 
     From ``(seed, "complexes")``: ``n_complexes`` real CORUM complexes of the built-in list
-    (``phenoica.annotations.corum_complexes``) with at least ``genes_per_complex`` members are
+    (``phenoica.biomap.annotations.corum_complexes``) with at least ``genes_per_complex`` members are
     drawn; each gives a simulated complex of ``genes_per_complex`` genes with an effect, named
     by ``genes_per_complex`` of its real members. Every other gene (complex-free genes with an
     effect, and null genes) takes one member of a different unused real complex, so no two of
