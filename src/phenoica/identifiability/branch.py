@@ -14,7 +14,7 @@ import pandas as pd
 
 from phenoica import metrics, screen
 from phenoica.contract import FACTOR_PREFIX
-from phenoica.identifiability.table1 import alignment_table
+from phenoica.identifiability.table1 import AlignOptions, alignment_table
 from phenoica.screen import ScreenError, feature_columns
 
 
@@ -139,15 +139,7 @@ def alignment_for_variant(
     if log is not None:
         log.info("variant %s: %d matched rows, %d used; models %s", variant, n, len(rows), list(tables))
     table = alignment_table(
-        {name: x[rows] for name, x in features.items()},
-        train_fraction=settings["train_fraction"],
-        seed=seed,
-        ica_method=settings["ica"],
-        # Whitened variants have identity covariance: a variance rule (parallel analysis)
-        # cannot tell signal from noise there, so their ICA keeps every dimension.
-        n_components=settings["ica_components"] if variant == "base" else None,
-        ica_max_samples=settings["ica_max_samples"],
-        knn_k=settings["knn_k"],
+        {name: x[rows] for name, x in features.items()}, options=AlignOptions.for_variant(settings, variant, seed)
     )
     table.insert(0, "variant", variant)
     if log is not None:

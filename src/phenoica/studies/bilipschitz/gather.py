@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.identifiability.table1 import align_errors
+from phenoica.identifiability.table1 import AlignOptions, align_errors
 from phenoica.studies.bilipschitz.model import negative_slope
 from phenoica.studies.plan import ALL_GROUP
 
@@ -62,7 +62,9 @@ def pair_alignment(runs: pd.DataFrame, train_fraction: float, seed: int) -> pd.D
         for sa, sb in itertools.combinations(seeds, 2):
             if lat[sa].shape[0] != lat[sb].shape[0]:
                 raise ValueError(f"{dataset}/{group} alpha={alpha}: seeds {sa} and {sb} embed different sample counts")
-            res = align_errors(lat[sa], lat[sb], train_fraction=train_fraction, seed=seed, maps=ALIGN_MAPS, knn_k=None)
+            res = align_errors(
+                lat[sa], lat[sb], AlignOptions(train_fraction=train_fraction, seed=seed, maps=ALIGN_MAPS, knn_k=None)
+            )
             ma, mb = summary.loc[(dataset, group, alpha, sa)], summary.loc[(dataset, group, alpha, sb)]
             rows.append(
                 dict(
