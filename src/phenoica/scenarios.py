@@ -5,7 +5,7 @@ each form the workflow starts from, so every scenario runs by hand and in the te
 writes, from the demo scenario's ``demo`` section and ``seed``:
 
 - ``screen/``: the demo screen in the data contract, ``plates/{plate}.zarr`` + one
-  ``metadata.parquet`` (source ``zarr``; :func:`phenoica.simulate.simulate_screen`);
+  ``metadata.parquet`` (source ``zarr``; :func:`phenoica.sources.demo.plates.simulate_screen`);
 - ``images/{plate}/{well}_s{site}_w{channel}.png`` (one 8/16-bit PNG per channel, channels
   numbered from 1, RxRx style) + ``images/plate_map.csv`` (source ``images``);
 - ``ome_zarr/{plate}.zarr``: the same tiles as OME-Zarr HCS plates (NGFF 0.5 on Zarr v3: plate,
@@ -35,7 +35,7 @@ from PIL import Image
 from phenoica.config import validate_config
 from phenoica.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
 from phenoica.seeding import rng_for
-from phenoica.simulate import simulate_screen
+from phenoica.sources.demo.plates import simulate_screen
 
 #: The checked-in scenarios, each ``config/scenarios/{name}.yaml``.
 SCENARIOS: tuple[str, ...] = ("demo", "zarr", "images", "ome_zarr", "embeddings", "frozen")

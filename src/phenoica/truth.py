@@ -49,7 +49,9 @@ def shifted_factors(truth: pd.DataFrame) -> list[str]:
     """
     for col in ("has_effect", "affected_factors"):
         if col not in truth.columns:
-            raise ScreenError(f"truth table: missing column {col!r}; expected the table simulate.gene_truth writes")
+            raise ScreenError(
+                f"truth table: missing column {col!r}; expected the table phenoica.sources.demo.design.gene_truth writes"
+            )
     names: set[str] = set()
     for row, (effect, text) in enumerate(zip(truth["has_effect"], truth["affected_factors"].fillna(""))):
         if not bool(effect):

@@ -22,7 +22,9 @@ LOG = logging.getLogger(__name__)
 def truth_complexes(truth: pd.DataFrame) -> dict[str, list[str]]:
     """The demo's simulated complexes (complex -> genes) from its truth table's ``complex`` column."""
     if "complex" not in truth.columns:
-        raise ScreenError("truth table: no 'complex' column (written by phenoica.simulate.gene_truth since issue 15)")
+        raise ScreenError(
+            "truth table: no 'complex' column (written by phenoica.sources.demo.design.gene_truth since issue 15)"
+        )
     named = truth[truth["complex"].fillna("").astype(str) != ""]
     return {str(c): sorted(set(g[GENE].astype(str))) for c, g in named.groupby("complex")}
 
