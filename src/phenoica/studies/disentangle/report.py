@@ -208,6 +208,115 @@ def _direction(lo: float, hi: float, higher: str, lower: str, same: str) -> str:
     return higher if lo > 0 else lower if hi < 0 else same
 
 
+def _infoe_sentences(dataset: str, t: pd.DataFrame, level: float) -> str:
+    """Is the AE's InfoE high enough to read InfoM/InfoC, and which factors it carries linearly."""
+    ae = t[t["model"] == "ae"]
+    e_mean, e_lo, e_hi = mean_interval(ae["infoe"], level)
+    fi = factor_infoe(t)
+    fi = fi[fi["model"] == "AE"].drop(columns=["dataset", "model"]).iloc[0]
+    good = [n for n, v in fi.items() if v >= READABLE_INFOE]
+    text = (
+        f"{dataset}: the AE's InfoE is {_interval_text(e_mean, e_lo, e_hi)} (paper: 0.76 aggregated, "
+        f"0.99 on Shapes3D); factors it carries linearly (per-factor InfoE >= {READABLE_INFOE}): "
+        f"{', '.join(good) if good else 'none'}"
+        + (f"; not: {', '.join(n for n in fi.index if n not in good)}" if len(good) < len(fi) else "")
+        + ". "
+    )
+    if not e_mean >= READABLE_INFOE:  # a NaN InfoE is not readable either
+        text += (
+            "With InfoE this low InfoM and InfoC are ratios of small mutual informations and do not "
+            "measure disentanglement (Nelson et al. 2026), so the AE + ICA comparison below is not a test of the paper's claim. "
+        )
+    return text
+
+
+def _ica_against_ae(t: pd.DataFrame) -> tuple[str, bool]:
+    """AE + ICA - AE, paired by seed with intervals; and whether ICA wins on InfoM."""
+    d = paired_differences(t, "ae_ica", "ae").set_index("score")
+    m_, c_ = d.loc["InfoM"], d.loc["MCC"]
+    text = (
+        f"AE + ICA - AE: InfoM {m_['mean_diff']:+.2f} [{m_['ci_low']:+.2f}, {m_['ci_high']:+.2f}], "
+        f"InfoC {d.loc['InfoC', 'mean_diff']:+.2f} [{d.loc['InfoC', 'ci_low']:+.2f}, {d.loc['InfoC', 'ci_high']:+.2f}], "
+        f"MCC {c_['mean_diff']:+.2f} [{c_['ci_low']:+.2f}, {c_['ci_high']:+.2f}] over {int(m_['n_seeds'])} seeds "
+        f"(ICA higher on InfoM in {int(m_['seeds_higher'])} of them): AE + ICA is "
+        + _direction(
+            m_["ci_low"],
+            m_["ci_high"],
+            "above the AE on InfoM, as the paper reports",
+            "below the AE on InfoM, the opposite of the paper's result",
+            "not distinguishable from the AE on InfoM",
+        )
+        + ". "
+    )
+    ica_wins = bool(np.isfinite(m_["ci_low"]) and m_["ci_low"] > 0)
+    if not ica_wins:
+        per_seed = {m: t.loc[t["model"] == m, "infom"] for m in ("ae", "ae_ica")}
+        text += (
+            f"Per seed, the AE's InfoM spans {per_seed['ae'].min():.2f}-{per_seed['ae'].max():.2f} and "
+            f"AE + ICA's {per_seed['ae_ica'].min():.2f}-{per_seed['ae_ica'].max():.2f}. "
+        )
+    return text, ica_wins
+
+
+def _against_random_rotation(t: pd.DataFrame) -> str:
+    """AE + ICA and the AE's own axes, each against a random rotation of the whitened latents."""
+    q = paired_differences(t, "ae_ica", "ae_rand").set_index("score").loc["InfoM"]
+    text = (
+        f"AE + ICA against a random rotation of the same whitened latents: InfoM "
+        f"{q['mean_diff']:+.2f} [{q['ci_low']:+.2f}, {q['ci_high']:+.2f}] ("
+        + _direction(
+            q["ci_low"],
+            q["ci_high"],
+            "ICA finds axes that a random rotation does not",
+            "ICA's axes are worse than a random rotation",
+            "ICA's axes are not distinguishable from a random rotation",
+        )
+        + "). "
+    )
+    r = paired_differences(t, "ae", "ae_rand").set_index("score").loc["InfoM"]
+    text += (
+        f"The AE's own axes against a random rotation of its whitened latents: InfoM "
+        f"{r['mean_diff']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] ("
+        + _direction(
+            r["ci_low"],
+            r["ci_high"],
+            "the AE's latent is already partly axis-aligned, so a rotation must beat that",
+            "the AE's axes are worse than a random rotation",
+            "no evidence of axis alignment",
+        )
+        + "). "
+    )
+    return text
+
+
+def _against_factor_rotation(t: pd.DataFrame) -> str:
+    """How far the rotation fitted with the labels gets, against ICA and the AE, and why."""
+    means = {
+        (m, c): float(t.loc[t["model"] == m, c].mean()) for m in ("ae_oracle", "ae_ica", "ae") for c in ("mcc", "infom")
+    }
+    o_mcc, o_m = means["ae_oracle", "mcc"], means["ae_oracle", "infom"]
+    i_mcc, i_m = means["ae_ica", "mcc"], means["ae_ica", "infom"]
+    a_mcc, a_m = means["ae", "mcc"], means["ae", "infom"]
+    if o_mcc - a_mcc < ROTATION_GAP:
+        why = (
+            "no rotation makes these latents much more factor-aligned than the AE's own axes, so ICA has little to find"
+        )
+    elif o_mcc - i_mcc < ROTATION_GAP:
+        why = (
+            f"ICA gets within {ROTATION_GAP} MCC of the rotation fitted with the labels, so it finds about as "
+            "factor-aligned a rotation as the labels give"
+        )
+    else:
+        why = (
+            "a better rotation exists that ICA does not find (the whitened latents are not independent "
+            "components aligned with the factors)"
+        )
+    return (
+        f"The factor-fitted rotation (uses labels) reaches MCC {o_mcc:.2f} and InfoM {o_m:.2f}, against "
+        f"{i_mcc:.2f} and {i_m:.2f} for ICA and {a_mcc:.2f} and {a_m:.2f} for the AE: {why}."
+    )
+
+
 def verdict(scores: pd.DataFrame, level: float = 0.95) -> str:
     """One paragraph per dataset, computed from the scores: is the AE's InfoE high enough to
     read InfoM/InfoC; AE + ICA against AE (paired by seed, with intervals); and, where ICA does
@@ -219,100 +328,14 @@ def verdict(scores: pd.DataFrame, level: float = 0.95) -> str:
         if "ae" not in have:
             parts.append(f"{dataset}: no AE trained, so AE + ICA is not evaluated.")
             continue
-        ae = t[t["model"] == "ae"]
-        e_mean, e_lo, e_hi = mean_interval(ae["infoe"], level)
-        readable = e_mean >= READABLE_INFOE
-        fi = factor_infoe(t)
-        fi = fi[fi["model"] == "AE"].drop(columns=["dataset", "model"]).iloc[0]
-        good = [n for n, v in fi.items() if v >= READABLE_INFOE]
-        text = (
-            f"{dataset}: the AE's InfoE is {_interval_text(e_mean, e_lo, e_hi)} (paper: 0.76 aggregated, "
-            f"0.99 on Shapes3D); factors it carries linearly (per-factor InfoE >= {READABLE_INFOE}): "
-            f"{', '.join(good) if good else 'none'}"
-            + (f"; not: {', '.join(n for n in fi.index if n not in good)}" if len(good) < len(fi) else "")
-            + ". "
-        )
-        if not readable:
-            text += (
-                "With InfoE this low InfoM and InfoC are ratios of small mutual informations and do not "
-                "measure disentanglement (Nelson et al. 2026), so the AE + ICA comparison below is not a test of the paper's claim. "
-            )
+        text = _infoe_sentences(dataset, t, level)
         if "ae_ica" in have:
-            d = paired_differences(t, "ae_ica", "ae").set_index("score")
-            m_, c_ = d.loc["InfoM"], d.loc["MCC"]
-            text += (
-                f"AE + ICA - AE: InfoM {m_['mean_diff']:+.2f} [{m_['ci_low']:+.2f}, {m_['ci_high']:+.2f}], "
-                f"InfoC {d.loc['InfoC', 'mean_diff']:+.2f} [{d.loc['InfoC', 'ci_low']:+.2f}, {d.loc['InfoC', 'ci_high']:+.2f}], "
-                f"MCC {c_['mean_diff']:+.2f} [{c_['ci_low']:+.2f}, {c_['ci_high']:+.2f}] over {int(m_['n_seeds'])} seeds "
-                f"(ICA higher on InfoM in {int(m_['seeds_higher'])} of them): AE + ICA is "
-                + _direction(
-                    m_["ci_low"],
-                    m_["ci_high"],
-                    "above the AE on InfoM, as the paper reports",
-                    "below the AE on InfoM, the opposite of the paper's result",
-                    "not distinguishable from the AE on InfoM",
-                )
-                + ". "
-            )
-            ica_wins = np.isfinite(m_["ci_low"]) and m_["ci_low"] > 0
-            if not ica_wins:
-                per_seed = {m: t.loc[t["model"] == m, "infom"] for m in ("ae", "ae_ica")}
-                text += (
-                    f"Per seed, the AE's InfoM spans {per_seed['ae'].min():.2f}-{per_seed['ae'].max():.2f} and "
-                    f"AE + ICA's {per_seed['ae_ica'].min():.2f}-{per_seed['ae_ica'].max():.2f}. "
-                )
+            ica_text, ica_wins = _ica_against_ae(t)
+            text += ica_text
             if not ica_wins and "ae_rand" in have:
-                q = paired_differences(t, "ae_ica", "ae_rand").set_index("score").loc["InfoM"]
-                text += (
-                    f"AE + ICA against a random rotation of the same whitened latents: InfoM "
-                    f"{q['mean_diff']:+.2f} [{q['ci_low']:+.2f}, {q['ci_high']:+.2f}] ("
-                    + _direction(
-                        q["ci_low"],
-                        q["ci_high"],
-                        "ICA finds axes that a random rotation does not",
-                        "ICA's axes are worse than a random rotation",
-                        "ICA's axes are not distinguishable from a random rotation",
-                    )
-                    + "). "
-                )
-                r = paired_differences(t, "ae", "ae_rand").set_index("score").loc["InfoM"]
-                text += (
-                    f"The AE's own axes against a random rotation of its whitened latents: InfoM "
-                    f"{r['mean_diff']:+.2f} [{r['ci_low']:+.2f}, {r['ci_high']:+.2f}] ("
-                    + _direction(
-                        r["ci_low"],
-                        r["ci_high"],
-                        "the AE's latent is already partly axis-aligned, so a rotation must beat that",
-                        "the AE's axes are worse than a random rotation",
-                        "no evidence of axis alignment",
-                    )
-                    + "). "
-                )
+                text += _against_random_rotation(t)
             if not ica_wins and "ae_oracle" in have:
-                means = {
-                    (m, c): float(t.loc[t["model"] == m, c].mean())
-                    for m in ("ae_oracle", "ae_ica", "ae")
-                    for c in ("mcc", "infom")
-                }
-                o_mcc, o_m = means["ae_oracle", "mcc"], means["ae_oracle", "infom"]
-                i_mcc, i_m = means["ae_ica", "mcc"], means["ae_ica", "infom"]
-                a_mcc, a_m = means["ae", "mcc"], means["ae", "infom"]
-                if o_mcc - a_mcc < ROTATION_GAP:
-                    why = "no rotation makes these latents much more factor-aligned than the AE's own axes, so ICA has little to find"
-                elif o_mcc - i_mcc < ROTATION_GAP:
-                    why = (
-                        f"ICA gets within {ROTATION_GAP} MCC of the rotation fitted with the labels, so it finds about as "
-                        "factor-aligned a rotation as the labels give"
-                    )
-                else:
-                    why = (
-                        "a better rotation exists that ICA does not find (the whitened latents are not independent "
-                        "components aligned with the factors)"
-                    )
-                text += (
-                    f"The factor-fitted rotation (uses labels) reaches MCC {o_mcc:.2f} and InfoM {o_m:.2f}, against "
-                    f"{i_mcc:.2f} and {i_m:.2f} for ICA and {a_mcc:.2f} and {a_m:.2f} for the AE: {why}."
-                )
+                text += _against_factor_rotation(t)
         parts.append(text.strip())
     return " ".join(parts)
 
