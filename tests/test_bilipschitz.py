@@ -121,8 +121,9 @@ def test_convergence_rule_and_early_stop():
     assert bl_model.late_improvement([4.0, 3.0, 2.0, 1.0], fraction=0.25) == pytest.approx(1.0)
     x = np.random.default_rng(0).random((64, 6)).astype(np.float32)
     kw = dict(latent_dim=2, hidden=[8], batch_size=16, lr=1e-2, device="cpu")  # 4 steps per epoch
-    _, full = bl_model.train_autoencoder(x, 0.0, 0, epochs=400, **kw)
-    _, early = bl_model.train_autoencoder(x, 0.0, 0, epochs=400, converge_tol=0.01, converge_window=40, **kw)
+    _, full = bl_model.train_autoencoder(x, 0.0, 0, bl_model.TrainSettings(epochs=400, **kw))
+    early_stop = bl_model.TrainSettings(epochs=400, converge_tol=0.01, converge_window=40, **kw)
+    _, early = bl_model.train_autoencoder(x, 0.0, 0, early_stop)
     assert len(full) == 400 and 20 <= len(early) < 400 and len(early) % 10 == 0  # checks every 40 steps = 10 epochs
     assert early == full[: len(early)]  # the same run, stopped once converged
 
@@ -293,10 +294,10 @@ def test_spearman_interval_covers_zero_without_a_relation_and_resamples_models()
 
 def test_training_is_seeded():
     x = np.random.default_rng(0).random((40, 6)).astype(np.float32)
-    kw = dict(latent_dim=2, hidden=[8], epochs=3, batch_size=16, lr=1e-2, device="cpu")
-    m1, h1 = bl_model.train_autoencoder(x, 0.5, 7, **kw)
-    m2, h2 = bl_model.train_autoencoder(x, 0.5, 7, **kw)
-    m3, _ = bl_model.train_autoencoder(x, 0.5, 8, **kw)
+    train = bl_model.TrainSettings(latent_dim=2, hidden=[8], epochs=3, batch_size=16, lr=1e-2, device="cpu")
+    m1, h1 = bl_model.train_autoencoder(x, 0.5, 7, train)
+    m2, h2 = bl_model.train_autoencoder(x, 0.5, 7, train)
+    m3, _ = bl_model.train_autoencoder(x, 0.5, 8, train)
     assert h1 == h2 and h1[-1] < h1[0]
     xt = torch.from_numpy(x)
     with torch.no_grad():

@@ -14,7 +14,13 @@ import torch
 
 from phenoica.studies.bilipschitz.data import isometric_embed, load_group_data
 from phenoica.studies.bilipschitz.gather import gather_dataset
-from phenoica.studies.bilipschitz.model import Autoencoder, late_improvement, negative_slope, train_autoencoder
+from phenoica.studies.bilipschitz.model import (
+    Autoencoder,
+    TrainSettings,
+    late_improvement,
+    negative_slope,
+    train_autoencoder,
+)
 from phenoica.studies.bilipschitz.report import write_report
 from phenoica.studies.plan import dataset_groups
 
@@ -97,23 +103,10 @@ def run_model(
     """
     log = log or LOG
     data = data if data is not None else load_group_data(dataset, group, settings, data_seed)
-    latent = int(settings["isometric"]["latent_dim"]) if dataset == "isometric" else int(settings["latent_dim"])
-    param = str(settings.get("parametrization", "orthogonal"))
+    train = TrainSettings.from_config(settings, dataset)
+    param = train.parametrization
     start = time.perf_counter()
-    model, hist = train_autoencoder(
-        data["x"],
-        alpha,
-        seed,
-        latent_dim=latent,
-        hidden=list(settings["hidden"]),
-        epochs=int(settings["epochs"]),
-        batch_size=int(settings["batch_size"]),
-        lr=float(settings["lr"]),
-        parametrization=param,
-        converge_tol=float(settings.get("converge_tol", 0.0)),
-        converge_window=int(settings.get("converge_window", 200)),
-        device=str(settings.get("device", "auto")),
-    )
+    model, hist = train_autoencoder(data["x"], alpha, seed, train)
     improvement = late_improvement(hist)
     log.info(
         "%s/%s alpha=%s seed=%d (%s): %d samples, %d epochs in %.1f s, final loss %.5f, late improvement %.2g%%",

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from typing import Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -73,24 +74,44 @@ class Autoencoder(nn.Module):
         return self
 
 
-def train_autoencoder(
-    x: np.ndarray,
-    alpha: float,
-    seed: int,
-    *,
-    latent_dim: int,
-    hidden: Sequence[int],
-    epochs: int,
-    batch_size: int,
-    lr: float,
-    parametrization: str = "orthogonal",
-    converge_tol: float = 0.0,
-    converge_window: int = 200,
-    device: str = "auto",
-) -> tuple[Autoencoder, list[float]]:
+@dataclass(frozen=True)
+class TrainSettings:
+    """How one autoencoder is trained: its shape (``latent_dim``, ``hidden``, ``parametrization``),
+    the optimizer's run (``epochs``, ``batch_size``, ``lr``), early stopping (``converge_tol``,
+    ``converge_window``; tol 0 never stops early) and the torch ``device``."""
+
+    latent_dim: int
+    hidden: Sequence[int]
+    epochs: int
+    batch_size: int
+    lr: float
+    parametrization: str = "orthogonal"
+    converge_tol: float = 0.0
+    converge_window: int = 200
+    device: str = "auto"
+
+    @classmethod
+    def from_config(cls, settings: Mapping[str, Any], dataset: str) -> TrainSettings:
+        """The study's settings (``config["bilipschitz"]``) for one dataset."""
+        latent = int(settings["isometric"]["latent_dim"]) if dataset == "isometric" else int(settings["latent_dim"])
+        return cls(
+            latent_dim=latent,
+            hidden=tuple(settings["hidden"]),
+            epochs=int(settings["epochs"]),
+            batch_size=int(settings["batch_size"]),
+            lr=float(settings["lr"]),
+            parametrization=str(settings.get("parametrization", "orthogonal")),
+            converge_tol=float(settings.get("converge_tol", 0.0)),
+            converge_window=int(settings.get("converge_window", 200)),
+            device=str(settings.get("device", "auto")),
+        )
+
+
+def train_autoencoder(x: np.ndarray, alpha: float, seed: int, train: TrainSettings) -> tuple[Autoencoder, list[float]]:
     """Train an :class:`Autoencoder` with Adam on mean squared reconstruction error.
 
-    ``seed`` fixes the initialization and the minibatch order. Training runs at most ``epochs``
+    ``seed`` fixes the initialization and the minibatch order (settings: :class:`TrainSettings`).
+    Training runs at most ``epochs``
     epochs and stops early once converged (:func:`converged` on the per-step losses, checked at
     the end of each epoch): when the mean loss of the last ``converge_window`` optimizer steps
     fell by less than ``converge_tol`` (relative) from the window before (``converge_tol=0``
@@ -98,15 +119,18 @@ def train_autoencoder(
     epoch) train as many updates per check as large ones. Returns the model (on CPU, eval mode,
     parametrizations frozen into plain weights) and the mean training loss of each epoch run.
     """
+    t = train
+    epochs, batch_size, lr = t.epochs, t.batch_size, t.lr
+    converge_tol, converge_window = t.converge_tol, t.converge_window
     if x.ndim != 2 or x.shape[0] < 2:
         raise ValueError(f"training data must be (n >= 2, D), got {x.shape}")
     if epochs < 1 or batch_size < 1 or lr <= 0:
         raise ValueError(f"epochs and batch_size must be >= 1 and lr > 0, got {epochs}, {batch_size}, {lr}")
     if converge_tol < 0 or converge_window < 1:
         raise ValueError(f"converge_tol must be >= 0 and converge_window >= 1, got {converge_tol}, {converge_window}")
-    dev = resolve_device(device)
+    dev = resolve_device(t.device)
     torch.manual_seed(seed)
-    model = Autoencoder(x.shape[1], latent_dim, hidden, alpha, parametrization).to(dev)
+    model = Autoencoder(x.shape[1], t.latent_dim, list(t.hidden), alpha, t.parametrization).to(dev)
     opt = torch.optim.Adam(model.parameters(), lr=lr)
     data = torch.from_numpy(np.asarray(x, dtype=np.float32)).to(dev)
     gen = torch.Generator().manual_seed(seed)
