@@ -5,11 +5,14 @@ from phenoica.embed_jobs import embed_groups
 from phenoica.models.spec import training_spec
 
 
-def embed_site_resources(workflow):
-    """The --set-resources (profile set-resources) given for rule embed, for the grouped jobs
-    (rules embed_g0000, ...) too: e.g. the GPU partition of a SLURM site."""
-    given = workflow.resource_settings.overwrite_resources.get("embed") or {}
-    return dict(given.items()) if hasattr(given, "items") else {}
+def inherit_embed_resources(name):
+    """Rule ``name`` (a grouped embed job) takes the --set-resources (a profile's set-resources)
+    given for rule embed, e.g. a SLURM site's GPU partition; its own entry, if any, wins."""
+    given = workflow.resource_settings.overwrite_resources
+    if "embed" in given:
+        resources = workflow.get_rule(name).resources
+        resources.update(given["embed"])
+        resources.update(given.get(name) or {})
 
 
 rule train_mae:
@@ -37,8 +40,10 @@ rule train_mae:
 
 
 # One job per (model, plate), or with embed.plates_per_job > 1 one job per (model, group of
-# plates): the model is built and compiled once per job; every plate keeps its own output
-# (update(): a rerun job keeps its unchanged plates, see phenoica.embed_jobs).
+# plates, rules embed_g0000, ...): the model is built and compiled once per job; every plate
+# keeps its own output. update(): Snakemake does not delete an output before its job runs, and
+# the job keeps a plate whose output records the same work (phenoica.embed_jobs), so a rerun
+# job redoes only its changed plates.
 EMBED_GROUPS = embed_groups(list(PLATES), config["embed"]["plates_per_job"])
 
 if config["embed"]["plates_per_job"] == 1:
@@ -49,7 +54,7 @@ if config["embed"]["plates_per_job"] == 1:
             metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
             checkpoint=lambda w: checkpoint_path(w.model),
         output:
-            f"{RESULTS}/embeddings/{{model}}/{{plate}}.parquet",
+            update(f"{RESULTS}/embeddings/{{model}}/{{plate}}.parquet"),
         log:
             f"{RESULTS}/logs/embed/{{model}}/{{plate}}.log",
         benchmark:
@@ -86,12 +91,13 @@ else:
             threads: rule_threads("embed", 2)
             resources:
                 **rule_resources("embed"),
-                **embed_site_resources(workflow),
             params:
                 spec=lambda w: wf.canonical(config["models"][w.model]),
                 embed=wf.job_params(config, "embed"),
             script:
                 "../scripts/embed.py"
+
+        inherit_embed_resources(f"embed_{group}")
 
 
 rule gather_profiles:

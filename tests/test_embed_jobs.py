@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import torch
+import yaml
 
 import phenoica.models.features as features
 from phenoica.config import validate_config
@@ -197,3 +198,31 @@ def test_the_closing_line_says_where_the_time_went(tmp_path, caplog):
         embed_model_plates(group, job(loader_threads=2))
     line = next(r.getMessage() for r in caplog.records if "background:" in r.getMessage())
     assert "waiting for data" in line and "read" in line and "preprocess" in line and "left: " in line
+
+
+@pytest.mark.slow
+def test_the_workflow_embeds_a_group_of_plates_in_one_job_and_reruns_only_a_changed_plate(tmp_path):
+    """embed.plates_per_job: 2: one job (rule embed_g0000) writes both plates' files; after one
+    plate's metadata changes the job reruns, embeds that plate and keeps the other's file."""
+    from tests.test_workflow import planned_jobs, snakemake, write_config
+
+    write_config(tmp_path, demo={"n_batches": 2}, embed={"plates_per_job": 2})
+    cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    cfg["models"] = {"mae": cfg["models"]["mae"]}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    targets = [f"results/embeddings/mae/B0{b}P01.parquet" for b in (1, 2)]
+    snakemake(tmp_path, *targets)
+    log = tmp_path / "results" / "logs" / "embed" / "mae" / "g0000.log"
+    assert log.read_text().count("plate 1/2 of this job") == 1 and all((tmp_path / t).exists() for t in targets)
+    kept = pd.read_parquet(tmp_path / targets[1])
+    meta = tmp_path / "results" / "screen" / "metadata" / "B01P01.parquet"
+    rows = pd.read_parquet(meta)
+    rows.loc[rows["Metadata_Well"] == rows.loc[0, "Metadata_Well"], "Metadata_Guide"] = "renamed"
+    rows.to_parquet(meta, index=False)
+    assert planned_jobs(tmp_path, "--", *targets) == {"embed_g0000": 1}
+    snakemake(tmp_path, *targets)
+    text = log.read_text()
+    assert "plate B02P01: results/embeddings/mae/B02P01.parquet is up to date" in text
+    assert "job: plate 1/1 of this job (B01P01)" in text
+    assert pd.read_parquet(tmp_path / targets[0])["Metadata_Guide"].iloc[0] == "renamed"
+    pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / targets[1]), kept)

@@ -178,7 +178,6 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "embed.compile",
     "embed.compile_options",
     "embed.compile_cache",
-    "embed.plates_per_job",  # how plates are grouped into jobs (each plate's output is the same)
     "profiles.batch_rows",
     "transforms.batch_rows",
     "biomap.block_rows",
