@@ -179,6 +179,7 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "embed.loader_threads",
     "embed.compile",
     "embed.compile_options",
+    "embed.compile_cache",
     "profiles.batch_rows",
     "transforms.batch_rows",
     "biomap.block_rows",
