@@ -33,7 +33,7 @@ import pyarrow.parquet as pq
 from PIL import Image, ImageDraw, ImageFont
 
 from phenoica import render
-from phenoica.channels import ChannelStyle, composite_rgb, tint
+from phenoica.channels import ChannelStyle, channel_styles, composite_rgb, tint
 from phenoica.io import atomic_path
 from phenoica.screen import (
     CONTROL,
@@ -152,6 +152,9 @@ def select_sites(files: Sequence[Path | str], genes: Sequence[str], options: Gal
     """The images to show (rule in the module docstring): one row per image with ``gene``,
     ``role`` (guide / control), the metadata of :data:`META`, ``distance`` to its centre and
     ``rank`` (0 = nearest). Controls carry the plate they represent, ``gene`` empty."""
+    cols = ["gene", "role", *META, "distance", "rank"]
+    if not genes:
+        return pd.DataFrame(columns=cols)
     wanted = set(genes)
     guide_sum: dict[str, np.ndarray] = {}
     guide_n: dict[str, int] = {}
@@ -186,7 +189,6 @@ def select_sites(files: Sequence[Path | str], genes: Sequence[str], options: Gal
                     role=GUIDE_ROLE, gene=guide_gene[guide], distance=d[pos], rank=np.arange(len(pos))
                 )
             )
-    cols = ["gene", "role", *META, "distance", "rank"]
     out = pd.concat([*picked, *controls], ignore_index=True) if picked or controls else pd.DataFrame(columns=cols)
     return out[cols].reset_index(drop=True)
 
@@ -401,3 +403,70 @@ def skipped_gallery(out_dir: Path | str, reason: str) -> GalleryResult:
     panels = pd.DataFrame([{"gene": "", "status": f"skipped: {reason}", "panel": ""}])
     render.write_csv(panels, Path(out_dir) / PANELS_FILE)
     return GalleryResult(panels, pd.DataFrame(), [], ReadStats())
+
+
+#: Panels shown as figures on the static report page (all are linked, and in the interactive page).
+SHOWN_ON_PAGE = 24
+
+
+def report_gallery(
+    out_dir: Path | str,
+    gene_calls: pd.DataFrame,
+    embedding_files: Sequence[Path | str],
+    stores: Mapping[str, str],
+    config: Mapping[str, Any],
+) -> GalleryResult:
+    """The report's gallery from the workflow config: skipped (with the reason) when
+    ``gallery.enabled`` is off or the source has no pixels (``embeddings``); else every hit gene
+    and every gene of ``gallery.genes``. Unknown genes or channels are errors naming them; a
+    missing plate store is named in the genes' status and the other genes are drawn."""
+    from phenoica.screen import plate_channels
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if not config["gallery"]["enabled"]:
+        return skipped_gallery(out, "gallery.enabled is off")
+    if config["screen"]["source"] == "embeddings":
+        return skipped_gallery(out, "source embeddings has no pixels, so the report shows no images")
+    options = GalleryOptions.from_config(config)
+    genes = gallery_genes(gene_calls, options.genes)
+    present = [s for s in stores.values() if Path(s).exists()]
+    channels = plate_channels(present[0]) if present else []
+    styles = channel_styles(channels, config.get("channels")) if present else []
+    unknown = [c for c in options.composite or () if c not in set(channels)]
+    if present and unknown:
+        raise GalleryError(
+            f"gallery.composite: {unknown} name channel(s) the screen lacks; its channels are {channels}"
+        )
+    log.info("gallery: %d genes (%d requested), channels %s", len(genes), len(options.genes), channels)
+    return write_gallery(out, genes, embedding_files, stores, styles, options)
+
+
+def gallery_section(result: GalleryResult, page_dir: Path | str, gallery_dir: Path | str) -> render.Section:
+    """The report's gallery section: the rule, the missing stores, a table of the panels and
+    the first :data:`SHOWN_ON_PAGE` panels as figures (paths relative to ``page_dir``)."""
+    rel = Path(gallery_dir).absolute().relative_to(Path(page_dir).absolute()).as_posix()
+    panels = result.panels
+    skipped = len(panels) == 1 and str(panels["status"].iloc[0]).startswith("skipped")
+    if skipped:
+        return render.Section("Hit gallery", [f"Gallery {panels['status'].iloc[0]}."])
+    blocks: list[render.Block] = [
+        "Per hit gene (any model or variant; and the genes of `gallery.genes`): for each guide the images "
+        "nearest its mean image embedding, then control images of the same plates nearest their plate's mean "
+        "control embedding (seeded tie-break). Each channel in its colour and a composite; the display range of "
+        "each channel is the same for a gene's images and its controls, and is stated under each panel."
+    ]
+    if result.missing_stores:
+        blocks.append("**Plate store(s) not found** (moved since the run?): " + "; ".join(result.missing_stores))
+    if panels.empty:
+        blocks.append("No gene is called a hit, and no gene was requested: the gallery is empty.")
+        return render.Section("Hit gallery", blocks)
+    blocks.append(render.Table(panels[["gene", "status", "guides", "n_guide_images", "n_control_images", "plates"]]))
+    drawn = panels[panels["panel"].fillna("").astype(str) != ""]
+    blocks += [render.Figure(f"{rel}/{p}", f"Gallery: {g}") for g, p in zip(drawn["gene"], drawn["panel"])][
+        :SHOWN_ON_PAGE
+    ]
+    if len(drawn) > SHOWN_ON_PAGE:
+        rest = list(zip(drawn["gene"], drawn["panel"]))[SHOWN_ON_PAGE:]
+        blocks.append(render.Links([(g, f"{rel}/{p}") for g, p in rest], label="More panels:"))
+    return render.Section("Hit gallery", blocks)

@@ -357,6 +357,11 @@ def write_interactive(out_dir: Path | str, inputs: PageInputs) -> dict[str, Path
     genes = gene_records(inputs)
     names = sorted(genes)
     written: dict[str, Path] = {}
+    (out / ASSETS).mkdir(parents=True, exist_ok=True)
+    n_shards = -(-len(names) // SHARD_SIZE)
+    for stale in (out / ASSETS).glob("genes_*.js"):  # a smaller screen than last time
+        if not stale.stem[6:].isdigit() or int(stale.stem[6:]) >= n_shards:
+            stale.unlink()
     for start in range(0, len(names), SHARD_SIZE):
         shard = {n: genes[n] for n in names[start : start + SHARD_SIZE]}
         path = out / ASSETS / f"genes_{start // SHARD_SIZE:04d}.js"
