@@ -8,14 +8,16 @@ embedding, ``control_sites`` in all, taken from those plates in turn. Ties are b
 order seeded from the config (``phenoica.seeding``). :func:`select_sites` does this in two streamed
 passes over the per-plate embedding files.
 
-Which pixels: :func:`read_gene_tiles` reads, per gene, only the images chosen, through the plate
-store's chunks that hold them (``zarr`` orthogonal selection); no plate is ever read whole and a
-:class:`ReadStats` counts what was read. A store that is not found is named in the gene's status
+Which pixels: :func:`read_gene_tiles` reads the images chosen for a batch of :data:`GENE_BATCH`
+genes at once, through only the plate store's chunks that hold them (``zarr`` orthogonal
+selection: each such chunk decoded once per batch); no plate is read whole, and a
+:class:`ReadStats` counts the images, the chunks decoded and their bytes. A store that is not found is named in the gene's status
 and the gallery goes on.
 
 How they look: each channel in its colour (:mod:`phenoica.channels`) and an additive composite;
-per channel the display range is the ``percentiles`` of the pooled pixels of the gene's images
-*and* its controls, so a hit and its controls are scaled identically; the figure states the range.
+per channel the display range is the ``percentiles`` of the pooled pixels, as drawn (tiles larger
+than ``tile_px`` box-filtered down first), of the gene's images *and* its controls, so a hit and
+its controls are scaled identically; the figure states the range.
 """
 
 from __future__ import annotations
@@ -204,15 +206,26 @@ def gene_images(sites: pd.DataFrame, gene: str, control_sites: int) -> pd.DataFr
     return pd.concat([own, ctrl.assign(gene=gene)], ignore_index=True)
 
 
+def shrink(tile: np.ndarray, px: int | None) -> np.ndarray:
+    """A (C, H, W) tile box-filtered down to (C, px, px) when larger (as it is drawn), else as is."""
+    if px is None or max(tile.shape[1:]) <= px:
+        return tile
+    return np.stack(
+        [np.asarray(Image.fromarray(c.astype(np.float32), mode="F").resize((px, px), Image.BOX)) for c in tile]
+    )
+
+
 def read_gene_tiles(
-    rows: pd.DataFrame, stores: Mapping[str, str], stats: ReadStats
+    rows: pd.DataFrame, stores: Mapping[str, str], stats: ReadStats, px: int | None = None
 ) -> tuple[list[np.ndarray | None], list[str]]:
-    """The tiles of ``rows`` (one per row, None where its store is missing), read plate by plate
-    through only the chunks that hold them; and the missing stores, named."""
+    """The tiles of ``rows`` (one per row, None where its store is missing; shrunk to ``px`` as
+    drawn), read plate by plate in one orthogonal selection, so each chunk holding a wanted image
+    is decoded once per call and no other chunk is; and the missing stores, named."""
     tiles: list[np.ndarray | None] = [None] * len(rows)
     missing = []
-    for plate, sub in rows.groupby(PLATE, sort=False):
-        store = stores.get(str(plate))
+    plates = rows[PLATE].astype(str).to_numpy()
+    for plate in dict.fromkeys(plates):
+        store = stores.get(plate)
         try:
             if store is None:
                 raise ScreenError(f"plate {plate}: no plate store is configured")
@@ -220,15 +233,17 @@ def read_gene_tiles(
         except ScreenError as exc:
             missing.append(str(exc))
             continue
-        index = sub[IMAGE_INDEX].to_numpy(np.int64)
-        unique, inverse = np.unique(index, return_inverse=True)
+        where = np.flatnonzero(plates == plate)
+        unique, inverse = np.unique(rows[IMAGE_INDEX].to_numpy(np.int64)[where], return_inverse=True)
         block = np.asarray(array.oindex[unique])  # only the chunks holding these images are read
+        touched = len(np.unique(unique // array.chunks[0]))
         stats.images += len(unique)
-        stats.bytes += block.nbytes
-        stats.chunks += len(np.unique(unique // array.chunks[0]))
-        stats.plates.add(str(plate))
-        for pos, j in zip(np.flatnonzero(rows[PLATE].to_numpy() == plate), inverse):
-            tiles[pos] = block[j]
+        stats.chunks += touched
+        stats.bytes += touched * int(np.prod(array.chunks)) * array.dtype.itemsize
+        stats.plates.add(plate)
+        shrunk = [shrink(t, px) for t in block]
+        for pos, j in zip(where, inverse):
+            tiles[pos] = shrunk[j]
     return tiles, missing
 
 
@@ -261,8 +276,8 @@ def scaling_note(styles: Sequence[ChannelStyle], ranges: np.ndarray, percentiles
     """The display scaling as the figure states it."""
     per = ", ".join(f"{s.label} {lo:.0f}-{hi:.0f}" for s, (lo, hi) in zip(styles, ranges))
     return (
-        f"Display range per channel = {percentiles[0]:g}-{percentiles[1]:g}th percentile of all images "
-        f"shown (guides and controls alike): {per}"
+        f"Display range per channel = {percentiles[0]:g}-{percentiles[1]:g}th percentile of the pixels of all "
+        f"images shown, as drawn (guides and controls alike): {per}"
     )
 
 
@@ -351,6 +366,31 @@ class GalleryResult:
     stats: ReadStats
 
 
+#: Genes whose images are read together (each chunk holding one of them decoded once per batch).
+GENE_BATCH = 100
+
+
+def _draw_gene(out: Path, panel: Panel, missing: Sequence[str], options: GalleryOptions) -> dict[str, Any]:
+    """Draw one gene's panel from the tiles found; its record for ``gallery.csv``."""
+    rows = panel.rows
+    keep = [i for i, t in enumerate(panel.tiles) if t is not None]
+    record: dict[str, Any] = {
+        "gene": panel.gene,
+        "guides": ", ".join(dict.fromkeys(rows.loc[rows["role"] == GUIDE_ROLE, GUIDE])),
+    }
+    n_guide = int((rows.iloc[keep]["role"] == GUIDE_ROLE).sum()) if keep else 0
+    record.update(n_guide_images=n_guide, n_control_images=len(keep) - n_guide)
+    record["plates"] = ", ".join(dict.fromkeys(rows[PLATE].astype(str)))
+    if rows.empty or not n_guide:
+        reason = "; ".join(missing) if missing else "no image of this gene's guides was found"
+        return {**record, "status": f"not drawn: {reason}", "panel": "", "scaling": ""}
+    drawn = Panel(panel.gene, rows.iloc[keep], [panel.tiles[i] for i in keep], panel.styles, panel.composite)
+    image, note = panel_image(drawn, options)
+    save_image(image, out / panel_file(panel.gene))
+    status = STATUS_OK if not missing else f"partly drawn: {'; '.join(missing)}"
+    return {**record, "status": status, "panel": panel_file(panel.gene), "scaling": note}
+
+
 def write_gallery(
     out_dir: Path | str,
     genes: Sequence[str],
@@ -366,31 +406,25 @@ def write_gallery(
     sites = select_sites(embedding_files, genes, options)
     comp = [i for i, s in enumerate(styles) if (s.name in options.composite if options.composite else s.in_composite)]
     stats, missing_all, records = ReadStats(), [], []
-    for k, gene in enumerate(genes):
-        rows = gene_images(sites, gene, options.control_sites)
-        tiles, missing = read_gene_tiles(rows, stores, stats)
+    for first in range(0, len(genes), GENE_BATCH):  # a batch's images are read together
+        batch = genes[first : first + GENE_BATCH]
+        per_gene = [gene_images(sites, gene, options.control_sites) for gene in batch]
+        rows_all = pd.concat(per_gene, ignore_index=True) if per_gene else sites.iloc[:0]
+        tiles_all, missing = read_gene_tiles(rows_all, stores, stats, options.tile_px)
         missing_all += [m for m in missing if m not in missing_all]
-        keep = [i for i, t in enumerate(tiles) if t is not None]
-        record = {"gene": gene, "guides": ", ".join(dict.fromkeys(rows.loc[rows["role"] == GUIDE_ROLE, GUIDE]))}
-        n_guide = int((rows.iloc[keep]["role"] == GUIDE_ROLE).sum()) if keep else 0
-        record.update(n_guide_images=n_guide, n_control_images=len(keep) - n_guide)
-        record["plates"] = ", ".join(dict.fromkeys(rows[PLATE].astype(str)))
-        if rows.empty or not n_guide:
-            reason = "; ".join(missing) if missing else "no image of this gene's guides was found"
-            records.append({**record, "status": f"not drawn: {reason}", "panel": "", "scaling": ""})
-            continue
-        image, note = panel_image(Panel(gene, rows.iloc[keep], [tiles[i] for i in keep], styles, comp), options)
-        save_image(image, out / panel_file(gene))
-        status = STATUS_OK if not missing else f"partly drawn: {'; '.join(missing)}"
-        records.append({**record, "status": status, "panel": panel_file(gene), "scaling": note})
-        if (k + 1) % 25 == 0 or k + 1 == len(genes):
-            log.info(
-                "gallery: %d/%d genes drawn (%d images read from %d plates)",
-                k + 1,
-                len(genes),
-                stats.images,
-                len(stats.plates),
-            )
+        at = 0
+        for gene, rows in zip(batch, per_gene):
+            tiles, at = tiles_all[at : at + len(rows)], at + len(rows)
+            gone = [m for m in missing if any(f"/{p}.zarr" in m or f"plate {p}:" in m for p in rows[PLATE].astype(str))]
+            records.append(_draw_gene(out, Panel(gene, rows, tiles, styles, comp), gone, options))
+        log.info(
+            "gallery: %d/%d genes drawn (%d images, %d chunk reads, %d plates)",
+            first + len(batch),
+            len(genes),
+            stats.images,
+            stats.chunks,
+            len(stats.plates),
+        )
     cols = ["gene", "status", "guides", "n_guide_images", "n_control_images", "plates", "panel", "scaling"]
     panels = pd.DataFrame.from_records(records, columns=cols)
     render.write_csv(panels, out / PANELS_FILE)
