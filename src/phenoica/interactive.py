@@ -224,20 +224,30 @@ def batch_biology_figure(summary: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _round(x: Any, digits: int = 4) -> Any:
-    if x is None or (isinstance(x, float) and not math.isfinite(x)) or x is pd.NA:
-        return None
-    if isinstance(x, (bool, np.bool_)):
-        return bool(x)
-    if isinstance(x, (int, np.integer)):
-        return int(x)
-    if isinstance(x, (float, np.floating)):
-        return float(f"{float(x):.{digits}g}")
-    return str(x)
+def _column_values(values: pd.Series, digits: int = 4) -> list[Any]:
+    """A column as JSON-ready Python values: floats to ``digits`` significant digits, missing
+    values None, booleans and integers as such, the rest as text (vectorized)."""
+    if pd.api.types.is_bool_dtype(values):
+        return [None if pd.isna(v) else bool(v) for v in values.astype(object)]
+    if pd.api.types.is_integer_dtype(values):
+        return [None if pd.isna(v) else int(v) for v in values.astype(object)]
+    if pd.api.types.is_float_dtype(values):
+        arr = values.to_numpy(np.float64)
+        text = np.char.mod(f"%.{digits}g", np.nan_to_num(arr, nan=0.0, posinf=0.0, neginf=0.0)).astype(np.float64)
+        return [float(v) if ok else None for v, ok in zip(text.tolist(), np.isfinite(arr).tolist())]
+    return [None if v is None or v is pd.NA or (isinstance(v, float) and v != v) else str(v) for v in values.tolist()]
 
 
 def _records(df: pd.DataFrame, cols: Sequence[str]) -> list[list[Any]]:
-    return [[_round(v) for v in row] for row in df[list(cols)].itertuples(index=False)]
+    """Rows of ``df[cols]`` as lists of JSON-ready values (:func:`_column_values`)."""
+    return [list(r) for r in zip(*(_column_values(df[c]) for c in cols))] if len(df) else []
+
+
+def _by_gene(df: pd.DataFrame, cols: Sequence[str]) -> dict[str, list[list[Any]]]:
+    """:func:`_records` of ``df`` split by gene (row order kept)."""
+    df = df.reset_index(drop=True)
+    rows = _records(df, cols)
+    return {str(g): [rows[i] for i in idx] for g, idx in df.groupby(GENE, sort=False).indices.items()}
 
 
 GUIDE_COLS = ("model", "variant", GUIDE, "auroc", "p_value", "q_value", "hit", "mean_average_precision", "map_q_value")
@@ -247,19 +257,20 @@ TABLE_COLS = ("model", "variant", GENE, "n_guides", "n_guides_hit", "auroc", "p_
 
 def gene_records(inputs: PageInputs) -> dict[str, dict[str, Any]]:
     """The gene panel's data per gene: guides, per-batch scores, neighbours, known partners, gallery."""
-    hits, folds = inputs.hits, inputs.guide_folds
+    hits, folds = inputs.hits.sort_values([GENE, "model", "variant", GUIDE], kind="stable"), inputs.guide_folds
     folds = folds[(folds["status"] == "ok") & ~folds["is_null_guide"].astype(bool)]
+    guides = _by_gene(hits, GUIDE_COLS)
     by_gene: dict[str, dict[str, Any]] = {
-        str(g): {"guides": _records(sub, GUIDE_COLS), "folds": [], "neighbors": [], "known": [], "gallery": ""}
-        for g, sub in hits.groupby(GENE, sort=True)
+        g: {"guides": guides[g], "folds": [], "neighbors": [], "known": [], "gallery": ""} for g in sorted(guides)
     }
-    for g, sub in folds.groupby(GENE, sort=False):
-        if str(g) in by_gene:
-            by_gene[str(g)]["folds"] = _records(sub, ("model", "variant", GUIDE, "fold", "auroc"))
+    for g, rows in _by_gene(folds, ("model", "variant", GUIDE, "fold", "auroc")).items():
+        if g in by_gene:
+            by_gene[g]["folds"] = rows
     if inputs.neighbors is not None and len(inputs.neighbors):
-        for g, sub in inputs.neighbors.groupby(GENE, sort=False):
-            if str(g) in by_gene:
-                by_gene[str(g)]["neighbors"] = _records(sub.sort_values("rank"), NEIGHBOR_COLS)
+        ordered = inputs.neighbors.sort_values(["model", "variant", GENE, "rank"], kind="stable")
+        for g, rows in _by_gene(ordered, NEIGHBOR_COLS).items():
+            if g in by_gene:
+                by_gene[g]["neighbors"] = rows
     for source, pairs in inputs.annotations.items():
         for a, b in pairs[["entity1", "entity2"]].astype(str).itertuples(index=False):
             for gene, partner in ((a, b), (b, a)):
