@@ -15,6 +15,7 @@ from PIL import Image
 from plotly.offline import get_plotlyjs
 
 from phenoica import gallery as G
+from phenoica import render
 from phenoica.channels import channel_styles
 from phenoica.interactive import ASSETS, PAGE, PageInputs, gene_records, place_labels, write_interactive
 from tests import report_fixtures as F
@@ -161,3 +162,12 @@ def test_in_chromium_hover_click_panel_screenshot_table(page):
         a, b = boxes
         assert not (a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3])
         assert console_errors(driver) == []
+        # the static report: a 40-column table scrolls in its own box, the page keeps its width
+        wide = pd.DataFrame({f"a_long_column_name_{i}": [0.123456] * 3 for i in range(40)})
+        render.write_page(render.Page("wide", sections=[render.Section("t", [render.Table(wide)])]), out / "static")
+        driver.get((out / "static" / "index.html").as_uri())
+        widths = driver.execute_script(
+            "var d=document.querySelector('div.scroll');"
+            "return [document.documentElement.scrollWidth, window.innerWidth, d.scrollWidth, d.clientWidth];"
+        )
+        assert widths[0] <= widths[1] and widths[2] > widths[3]
