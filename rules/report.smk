@@ -1,4 +1,20 @@
-# Tables and figures in the paper's shapes, plus a Snakemake HTML report (`snakemake --report`).
+# Tables and figures in the paper's shapes, plus a Snakemake HTML report (`snakemake --report`);
+# the hit gallery and the interactive results page beside it (docs/report.md).
+
+
+def gallery_model():
+    """The model whose image embeddings choose the gallery's images (gallery.model, else the first)."""
+    model = config["gallery"]["model"] or MODELS[0]
+    if model not in MODELS:
+        raise ValueError(f"config gallery.model: {model!r} is not a model of this run; models are {MODELS}")
+    return model
+
+
+def gallery_embeddings():
+    """Image-level embeddings the gallery reads (none when it is off or there are no pixels)."""
+    if not config["gallery"]["enabled"] or SOURCE == "embeddings":
+        return []
+    return embedding_files(gallery_model())
 
 
 rule report:
@@ -15,6 +31,8 @@ rule report:
         structural=f"{RESULTS}/identifiability/structural.parquet",
         biomap_tables=biomap_tables(),  # issue 15 hook: gene maps, recall, batch metrics
         biomap_heatmaps=biomap_heatmaps(),
+        gallery_embeddings=gallery_embeddings(),  # issue 25: the gallery and the interactive page
+        annotations=biomap_annotation_files(),
     output:
         markdown=f"{RESULTS}/report/report.md",
         html=f"{RESULTS}/report/index.html",
@@ -30,6 +48,9 @@ rule report:
             caption="../docs/report_caption.rst",
             category="Tables",
         ),
+        gallery=directory(f"{RESULTS}/report/gallery"),
+        interactive=f"{RESULTS}/report/interactive.html",
+        interactive_assets=directory(f"{RESULTS}/report/interactive_assets"),
     log:
         f"{RESULTS}/logs/report.log",
     benchmark:
@@ -47,5 +68,13 @@ rule report:
         # The study pages that exist when the DAG is built, with their one-line verdicts: a
         # study finished since the last report reruns it; the default target never runs a study.
         studies=wf.study_pages(RESULTS),
+        gallery=wf.canonical(config["gallery"]),
+        channels=wf.canonical(config["channels"]),
+        source=SOURCE,
+        # paths, not inputs: a store moved since the run is named by the gallery, not rebuilt
+        stores={plate: store_path(plate) for plate in PLATES},
+        annotations=wf.job_params(
+            config, "biomap", keys=("builtin_corum", "efaar_sources", "efaar_wheel", "annotations")
+        ),
     script:
         "../scripts/report.py"

@@ -27,23 +27,45 @@ if inp.biomap_tables:
     )
     biomap = (biomap_sections, biomap_figures)
 # --- end of the issue 15 hook
+# --- issue 25 hook: the hit gallery and the interactive page (phenoica.pages)
+from phenoica.pages import report_pages
+
+scores = {k: pd.read_parquet(inp[k]) for k in ("hits", "genes", "guide_folds")}
+par = snakemake.params
+pages = report_pages(
+    Path(snakemake.output.markdown).parent,
+    scores,
+    inp.biomap_tables,
+    inp.gallery_embeddings,
+    par.stores,
+    {
+        "gallery": par.gallery,
+        "channels": par.channels,
+        "seed": par.seed,
+        "screen": {"source": par.source},
+        "biomap": par.annotations if inp.biomap_tables else None,
+        "q_threshold": par.q_threshold,
+    },
+)
+# --- end of the issue 25 hook
 fit_report = {m: json.loads(Path(p).read_text()) for m, p in zip(snakemake.params.models, inp.fit_reports)}
 paths = write_report(
     Path(snakemake.output.markdown).parent,
-    pd.read_parquet(inp.guide_folds),
+    scores["guide_folds"],
     pd.read_parquet(inp.guides),
-    pd.read_parquet(inp.genes),
+    scores["genes"],
     map_df=maps if len(maps) else None,
     truth=pd.read_parquet(inp.truth[0]) if inp.truth else None,
     fit_report=fit_report,
     table1=pd.read_parquet(inp.table1),
     structural=pd.read_parquet(inp.structural),
-    hits=pd.read_parquet(inp.hits),
+    hits=scores["hits"],
     null=pd.read_parquet(inp.null),
     lightgbm=snakemake.params.lightgbm,
     q_threshold=snakemake.params.q_threshold,
     seed=snakemake.params.seed,
     studies=[StudyLink(**page) for page in snakemake.params.studies],
     extra=biomap,  # issue 15 hook
+    pages=pages,  # issue 25 hook
 )
 log.info("report written: %s", sorted(paths))

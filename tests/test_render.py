@@ -118,3 +118,9 @@ def test_verdict_round_trip_and_bad_files(tmp_path):
     (tmp_path / "verdict.json").write_text('{"title": "Study"}')
     with pytest.raises(ValueError, match="verdict.json: expected a JSON object with title, verdict and page"):
         render.read_verdict(tmp_path)
+
+
+def test_wide_tables_scroll_in_their_own_box():
+    wide = pd.DataFrame({f"column_{i}": [1.0, 2.0] for i in range(40)})
+    text = render.render_html(render.Page("p", sections=[render.Section("t", [render.Table(wide)])]))
+    assert '<div class="scroll"><table' in text and "div.scroll{max-width:100%" in text and "overflow:auto" in text

@@ -39,6 +39,9 @@ STYLE = (
     ".tbl td,.tbl th{padding:2px 8px;border-bottom:1px solid #ddd;text-align:right}"
     ".tbl th{background:#f4f4f4}figure{margin:1em 0}figcaption{color:#444;font-size:0.9em}"
     "p.note{color:#444;font-size:0.9em}"
+    # A wide or long table scrolls in its own box, the page keeps its width.
+    "div.scroll{max-width:100%;max-height:640px;overflow:auto;margin:0.5em 0}"
+    "div.scroll table.tbl{margin:0}.scroll th{position:sticky;top:0}"
 )
 
 
@@ -209,6 +212,7 @@ def _html_block(block: Block) -> str:
             table = "<p><em>(no rows)</em></p>"
         else:
             table = _formatted(block).to_html(index=False, border=0, classes="tbl", escape=True)
+            table = f'<div class="scroll">{table}</div>'
         return table + (f'<p class="note">{inline_html(block.caption)}</p>' if block.caption else "")
     if isinstance(block, Figure):
         cap = f"<figcaption>{esc(block.caption)}</figcaption>" if block.caption else ""

@@ -131,6 +131,7 @@ def write_report(
     figures_dir: str = "figures",
     studies: Sequence[StudyLink] = (),
     extra: tuple[list[tuple[str, str, pd.DataFrame]], Mapping[str, tuple[Path, str]]] | None = None,
+    pages: Sequence[render.Section] = (),
 ) -> dict[str, Path]:
     """Write every report file (atomically) and return them by name.
 
@@ -144,7 +145,8 @@ def write_report(
     ``lightgbm``: the parameters used; with ``fit_report``: transform_fit; with ``table1``
     (model-to-model alignment) and/or ``structural`` (factor recovery): those tables and the
     ``identifiability`` figure. ``studies`` (pages of the studies that exist) are linked near the
-    top, each with its one-line verdict. The page goes through :mod:`phenoica.render`.
+    top, each with its one-line verdict; ``pages`` (sections written elsewhere: the link to the
+    interactive page, the hit gallery) follow them. The page goes through :mod:`phenoica.render`.
     """
     out_dir = Path(out_dir)
     rows, guides, genes = check_rows(rows), check_guides(guides), check_genes(genes)
@@ -393,6 +395,7 @@ def write_report(
     )
     if studies:
         page.sections.append(render.Section("Studies", study_blocks(studies, out_dir)))
+    page.sections += list(pages)
     for heading, note, df in sections:
         page.sections.append(
             render.Section(
