@@ -15,6 +15,7 @@ rule report:
         structural=f"{RESULTS}/identifiability/structural.parquet",
         biomap_tables=biomap_tables(),  # issue 15 hook: gene maps, recall, batch metrics
         biomap_heatmaps=biomap_heatmaps(),
+        sweep=sweep_files(),  # issue 21: the component sweep per model
     output:
         markdown=f"{RESULTS}/report/report.md",
         html=f"{RESULTS}/report/index.html",

@@ -27,6 +27,7 @@ Modules, one job each:
 
 from phenoica.variants.accumulators import BatchMoments, Moments, RowSample
 from phenoica.variants.apply import apply_transform, apply_transform_file
+from phenoica.variants.components import DEFAULT_RULE, NAMED_RULES, deflated_count, noise_edge
 from phenoica.variants.estimators import (
     ICA_METHODS,
     CenterScale,
@@ -36,7 +37,6 @@ from phenoica.variants.estimators import (
     nearest_orthogonal,
     parallel_analysis,
 )
-from phenoica.variants.components import DEFAULT_RULE, NAMED_RULES, deflated_count, noise_edge
 from phenoica.variants.fit import (
     fit_transforms,
     fit_variants,
