@@ -33,6 +33,7 @@ rule report:
         biomap_heatmaps=biomap_heatmaps(),
         gallery_embeddings=gallery_embeddings(),  # issue 25: the gallery and the interactive page
         annotations=biomap_annotation_files(),
+        sweep=sweep_files(),  # issue 21: the component sweep per model
     output:
         markdown=f"{RESULTS}/report/report.md",
         html=f"{RESULTS}/report/index.html",
