@@ -436,7 +436,7 @@ def main() -> None:
         label = f"eager {precision}, SDPA forced to {fastest}"
         runners[label] = ForcedSdpa(model, fastest)
         rows += sweep(runners[label], label, args, shape, device, flops, peak, batches)
-    compiled_variants = compile_sweeps(model, args, shape, device, flops, peak, precision, rows, runners)
+    compiled_variants = compile_sweeps(model, args, (shape, device, flops, peak, precision), rows, runners)
     ok = [r for r in rows if "images_per_s" in r and not r["oom"]]
     best = max(ok, key=lambda r: r["images_per_s"])
     pct = f", {best['pct_peak']:.1f} % of peak" if best.get("pct_peak") else ""
@@ -469,11 +469,15 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(result, indent=1, default=str))
 
 
-def compile_sweeps(model, args, shape, device, flops, peak, precision, rows, runners) -> list[dict]:
+def compile_sweeps(
+    model: torch.nn.Module, args: argparse.Namespace, setup: tuple, rows: list, runners: dict
+) -> list[dict]:
     """With --compile: the compiled sweep of each --compile-options variant (a variant that fails
-    to compile is reported, and the run goes on); the options of those that compiled."""
+    to compile is reported, and the run goes on); the options of those that compiled. ``setup``:
+    (crop shape, device, FLOPs per crop, bf16 peak, precision label)."""
     if not args.compile:
         return []
+    shape, device, flops, peak, precision = setup
     worked = []
     for options in [json.loads(text) for text in args.compile_options or ["{}"]]:
         label = f"compiled {precision} {json.dumps(options)}" if options else f"compiled {precision}"

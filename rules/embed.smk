@@ -5,6 +5,19 @@ from phenoica.embed_jobs import embed_groups
 from phenoica.models.spec import training_spec
 
 
+def check_groups_channels(groups):
+    """Every group of plates feeds each model one channel set (phenoica.embed_jobs), checked
+    before any job when the stores are the user's."""
+    from pathlib import Path
+
+    from phenoica.embed_jobs import PlateJob, check_group_channels
+
+    for model, spec in config["models"].items():
+        for plates in groups.values():
+            jobs = [PlateJob(Path(store_path(p)), None, Path(f"{p}.parquet")) for p in plates]
+            check_group_channels(jobs, spec.get("channels"), f"models.{model}.channels")
+
+
 def inherit_embed_resources(name):
     """Rule ``name`` (a grouped embed job) takes the --set-resources (a profile's set-resources)
     given for rule embed, e.g. a SLURM site's GPU partition; its own entry, if any, wins."""
@@ -71,6 +84,8 @@ if config["embed"]["plates_per_job"] == 1:
             "../scripts/embed.py"
 
 else:
+    if SOURCE == "zarr":  # the stores exist: a group of plates with two channel sets stops the DAG
+        check_groups_channels(EMBED_GROUPS)
     for group, group_plates in EMBED_GROUPS.items():
 
         rule:

@@ -434,6 +434,29 @@ def _as_json(value: dict[str, Any], what: str) -> dict[str, Any]:
         raise ValueError(f"{what} must be a JSON-serializable dict, got {value!r} ({exc})") from None
 
 
+def check_model_fits_plate(
+    model: nn.Module, where: str, image_size: tuple[int, int], crop_size: int, fed: Sequence[str], channels_key: str
+) -> None:
+    """ScreenError (prefixed ``where``) if the images are smaller than the crop, or the model
+    expects another channel count than ``fed``, or embeds fewer channels (``max_in_chans``)."""
+    height, width = image_size
+    if height < crop_size or width < crop_size:
+        raise ScreenError(
+            f"{where} images are {height}x{width}, smaller than the crop size {crop_size} "
+            "(the model's img_size, or embed.crop_size)"
+        )
+    n_chans = len(fed)
+    expected = model_in_chans(model)
+    if expected is not None and expected != n_chans:
+        raise ScreenError(f"{where} has {n_chans} channels but the model expects {expected}")
+    most = getattr(model, "max_in_chans", None)
+    if isinstance(most, int) and n_chans > most:
+        raise ScreenError(
+            f"{where} gives {n_chans} channels {list(fed)} but the model embeds at most {most} "
+            f"(max_in_chans); choose up to {most} with config key {channels_key}"
+        )
+
+
 def embed_plate(
     store: Path,
     metadata: pd.DataFrame | Path,
@@ -494,20 +517,7 @@ def embed_plate(
     n_images, _, height, width = (int(v) for v in tiles_z.shape)
     selected, fed = channel_indices(store, channels, channels_key)
     n_chans = len(fed)
-    if height < crop_size or width < crop_size:
-        raise ScreenError(
-            f"{store}: plate {plate} images are {height}x{width}, smaller than the crop size {crop_size} "
-            "(the model's img_size, or embed.crop_size)"
-        )
-    expected = model_in_chans(model)
-    if expected is not None and expected != n_chans:
-        raise ScreenError(f"{store}: plate {plate} has {n_chans} channels but the model expects {expected}")
-    most = getattr(model, "max_in_chans", None)
-    if isinstance(most, int) and n_chans > most:
-        raise ScreenError(
-            f"{store}: plate {plate} gives {n_chans} channels {fed} but the model embeds at most {most} "
-            f"(max_in_chans); choose up to {most} with config key {channels_key}"
-        )
+    check_model_fits_plate(model, f"{store}: plate {plate}", (height, width), crop_size, fed, channels_key)
 
     tiles = da.from_zarr(tiles_z)
     tiles = tiles.rechunk({0: chunk_images or tiles.chunks[0][0], 1: -1, 2: -1, 3: -1})
