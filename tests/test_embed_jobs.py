@@ -14,8 +14,15 @@ import yaml
 
 import phenoica.models.features as features
 from phenoica.config import validate_config
-from phenoica.embed import EmbedTiming, embed_model_plate, parts_dir
-from phenoica.embed_jobs import EmbedJob, PlateJob, check_compile_cache, embed_groups, embed_model_plates
+from phenoica.embed import EmbedTiming, parts_dir
+from phenoica.embed_jobs import (
+    EmbedJob,
+    PlateJob,
+    check_compile_cache,
+    embed_groups,
+    embed_model_plate,
+    embed_model_plates,
+)
 from phenoica.models.device import Staging, resolve_device
 from phenoica.screen import ScreenError, write_plate
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_store

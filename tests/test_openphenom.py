@@ -18,7 +18,8 @@ from timm.models.vision_transformer import ParallelScalingBlock, VisionTransform
 from torch import nn
 
 from phenoica.config import validate_config
-from phenoica.embed import embed_model_plate, embedding_metadata
+from phenoica.embed import embedding_metadata
+from phenoica.embed_jobs import embed_model_plate
 from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.features import build_feature_extractor
 from phenoica.models.openphenom import OpenPhenomGeometry, geometry_from_state, sincos_table

@@ -15,7 +15,8 @@ from safetensors.torch import save_file
 from timm.models import adapt_input_conv
 
 from phenoica.config import ConfigError, validate_config
-from phenoica.embed import embed_model_plate, embedding_metadata
+from phenoica.embed import embedding_metadata
+from phenoica.embed_jobs import embed_model_plate
 from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.features import build_feature_extractor
 from phenoica.screen import write_plate

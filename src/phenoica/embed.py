@@ -767,24 +767,3 @@ def log_timing(log: logging.Logger, plate: str, t: EmbedTiming) -> None:
         t.left,
         extra={TIMING_KEY: asdict(t)},
     )
-
-
-def embed_model_plate(
-    store: Path | str,
-    metadata: pd.DataFrame | Path | str,
-    out: Path | str,
-    *,
-    model_name: str,
-    spec: Mapping[str, Any],
-    checkpoint: Path | str | None,
-    embed: Mapping[str, Any],
-    threads: int | None = None,
-    log: logging.Logger | None = None,
-) -> Path:
-    """One plate through :func:`phenoica.embed_jobs.embed_model_plates` (the ``embed`` rule's
-    function for a job of one plate)."""
-    from phenoica.embed_jobs import EmbedJob, PlateJob, embed_model_plates
-
-    job = EmbedJob(model_name=model_name, spec=spec, checkpoint=checkpoint, embed=embed, threads=threads)
-    embed_model_plates([PlateJob(Path(store), metadata, Path(out))], job, log=log)
-    return Path(out)

@@ -263,6 +263,27 @@ __all__ = [
     "check_group_channels",
     "compiled",
     "embed_groups",
+    "embed_model_plate",
     "embed_model_plates",
     "plate_work_key",
 ]
+
+
+def embed_model_plate(
+    store: Path | str,
+    metadata: pd.DataFrame | Path | str,
+    out: Path | str,
+    *,
+    model_name: str,
+    spec: Mapping[str, Any],
+    checkpoint: Path | str | None,
+    embed: Mapping[str, Any],
+    threads: int | None = None,
+    log: logging.Logger | None = None,
+) -> Path:
+    """One plate through :func:`embed_model_plates` (the ``embed`` rule's
+    function for a job of one plate)."""
+
+    job = EmbedJob(model_name=model_name, spec=spec, checkpoint=checkpoint, embed=embed, threads=threads)
+    embed_model_plates([PlateJob(Path(store), metadata, Path(out))], job, log=log)
+    return Path(out)
