@@ -439,6 +439,20 @@ def skipped_gallery(out_dir: Path | str, reason: str) -> GalleryResult:
     return GalleryResult(panels, pd.DataFrame(), [], ReadStats())
 
 
+def gallery_model(config: Mapping[str, Any], models: Sequence[str]) -> str:
+    """The model whose image embeddings choose the gallery's images: ``gallery.model``, else the
+    first model by name; a model the run lacks is an error naming the run's models."""
+    model = config["gallery"]["model"] or sorted(models)[0]
+    if model not in models:
+        raise ValueError(f"config gallery.model: {model!r} is not a model of this run; models are {sorted(models)}")
+    return str(model)
+
+
+def gallery_reads_pixels(config: Mapping[str, Any]) -> bool:
+    """Whether the gallery reads images: it is on and the source has pixels (not embeddings)."""
+    return bool(config["gallery"]["enabled"]) and config["screen"]["source"] != "embeddings"
+
+
 #: Panels shown as figures on the static report page (all are linked, and in the interactive page).
 SHOWN_ON_PAGE = 24
 
@@ -458,10 +472,9 @@ def report_gallery(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if not config["gallery"]["enabled"]:
-        return skipped_gallery(out, "gallery.enabled is off")
-    if config["screen"]["source"] == "embeddings":
-        return skipped_gallery(out, "source embeddings has no pixels, so the report shows no images")
+    if not gallery_reads_pixels(config):
+        reason = "gallery.enabled is off" if not config["gallery"]["enabled"] else "source embeddings has no pixels"
+        return skipped_gallery(out, f"{reason}, so the report shows no images")
     options = GalleryOptions.from_config(config)
     genes = gallery_genes(gene_calls, options.genes)
     present = [s for s in stores.values() if Path(s).exists()]
