@@ -19,6 +19,7 @@ its row; a site listed twice names both rows. The plate map gives each well its 
 
 from __future__ import annotations
 
+import functools
 import glob
 import logging
 from pathlib import Path
@@ -45,14 +46,37 @@ def loaddata_channels(columns: Sequence[str]) -> list[str]:
     return [c[len(FILE) :] for c in columns if c.startswith(FILE) and not c[len(FILE) :].startswith(ILLUM)]
 
 
+def csv_paths(paths: str | Path | Sequence[str | Path]) -> list[str]:
+    """The LoadData CSVs named by a path, a glob or a list (a path that matches nothing stays,
+    so that reading it names it)."""
+    if isinstance(paths, (str, Path)):
+        return sorted(glob.glob(str(paths))) or [str(paths)]
+    return [str(p) for p in paths]
+
+
+@functools.lru_cache(maxsize=4)
+def _cached_table(paths: tuple[str, ...]) -> pd.DataFrame:
+    return read_loaddata(list(paths))
+
+
+def plate_geometry(
+    paths: str | Path | Sequence[str | Path], channels: Mapping[str, str] | Sequence[str] | None, plate: str
+) -> tuple[list[str], tuple[int, int]]:
+    """(the screen's channel names, (height, width)) of one plate, from its first site's first
+    file, after every file of the plate was checked to exist (the DAG-time check)."""
+    table = _cached_table(tuple(csv_paths(paths)))
+    mapping = channel_map(table, channels)
+    _, files, _ = site_files(table, str(plate), mapping)
+    shape = read_image(files[0, 0]).shape
+    return list(mapping), (int(shape[0]), int(shape[1]))
+
+
 def read_loaddata(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     """The rows of one or more LoadData CSVs (a path, a glob or a list), with the CSV and row
     each came from; wells normalized (``A1`` = ``A01``). Raises ScreenError naming the CSV for
     missing key columns and naming both rows for a site listed twice."""
-    if isinstance(paths, (str, Path)):
-        paths = sorted(glob.glob(str(paths))) or [str(paths)]
     tables = []
-    for path in paths:
+    for path in csv_paths(paths):
         if not Path(path).is_file():
             raise ScreenError(f"{path}: LoadData CSV not found")
         df = read_table(path)
