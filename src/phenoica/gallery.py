@@ -9,8 +9,8 @@ order seeded from the config (``phenoica.seeding``). :func:`select_sites` does t
 passes over the per-plate embedding files.
 
 Which pixels: :func:`read_gene_tiles` reads the images chosen for a batch of :data:`GENE_BATCH`
-genes at once, through only the plate store's chunks that hold them (``zarr`` orthogonal
-selection: each such chunk decoded once per batch); no plate is read whole, and a
+genes at once, through only the plate store's chunks that hold them (one ``zarr`` orthogonal
+selection per chunk: each such chunk decoded once per batch, one at a time); no plate is read whole, and a
 :class:`ReadStats` counts the images, the chunks decoded and their bytes. A store that is not found is named in the gene's status
 and the gallery goes on.
 
@@ -219,8 +219,9 @@ def read_gene_tiles(
     rows: pd.DataFrame, stores: Mapping[str, str], stats: ReadStats, px: int | None = None
 ) -> tuple[list[np.ndarray | None], list[str]]:
     """The tiles of ``rows`` (one per row, None where its store is missing; shrunk to ``px`` as
-    drawn), read plate by plate in one orthogonal selection, so each chunk holding a wanted image
-    is decoded once per call and no other chunk is; and the missing stores, named."""
+    drawn), read plate by plate and chunk by chunk: one orthogonal selection per chunk that holds
+    a wanted image, so each such chunk is decoded once per call, no other chunk is, and memory
+    holds one chunk's wanted images at full size; and the missing stores, named."""
     tiles: list[np.ndarray | None] = [None] * len(rows)
     missing = []
     plates = rows[PLATE].astype(str).to_numpy()
@@ -235,13 +236,14 @@ def read_gene_tiles(
             continue
         where = np.flatnonzero(plates == plate)
         unique, inverse = np.unique(rows[IMAGE_INDEX].to_numpy(np.int64)[where], return_inverse=True)
-        block = np.asarray(array.oindex[unique])  # only the chunks holding these images are read
-        touched = len(np.unique(unique // array.chunks[0]))
+        shrunk: list[np.ndarray] = []
+        for chunk in np.unique(unique // array.chunks[0]):  # one chunk decoded at a time, then freed
+            block = np.asarray(array.oindex[unique[unique // array.chunks[0] == chunk]])
+            shrunk += [shrink(t, px) for t in block]
+            stats.chunks += 1
+            stats.bytes += int(np.prod(array.chunks)) * array.dtype.itemsize
         stats.images += len(unique)
-        stats.chunks += touched
-        stats.bytes += touched * int(np.prod(array.chunks)) * array.dtype.itemsize
         stats.plates.add(plate)
-        shrunk = [shrink(t, px) for t in block]
         for pos, j in zip(where, inverse):
             tiles[pos] = shrunk[j]
     return tiles, missing
