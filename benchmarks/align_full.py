@@ -7,7 +7,7 @@ same run:
 
     baseline   numpy.linalg.lstsq of B's training rows on [A's training rows, 1] (float64):
                one least-squares solve, the cost of the "linear" row done the textbook way
-    align      phenoica.align.align_errors with all four maps (permutation, rigid, linear,
+    align      phenoica.identifiability.table1.align_errors with all four maps (permutation, rigid, linear,
                ICA) + linear CKA + mutual kNN on a seeded subsample of --knn-samples rows
                (exact kNN is O(N^2); the default 5,000 is align_errors' default), the diameter
                of B by the estimate (N > 10,000) - everything the Table-1 row needs
@@ -43,7 +43,7 @@ import numpy as np
 from scipy.stats import ortho_group
 from threadpoolctl import threadpool_limits
 
-from phenoica.align import align_errors, split_rows
+from phenoica.identifiability.table1 import AlignOptions, align_errors, split_rows
 
 
 def synthetic(n: int, d: int, sources: int, seed: int, chunk: int = 50_000) -> tuple[np.ndarray, np.ndarray]:
@@ -107,10 +107,10 @@ def main() -> None:
             knn_k=10 if args.knn_samples else None,
             knn_max_samples=args.knn_samples or None,
         )
-        res, t_align = timed(lambda: align_errors(A, B, **kw))
+        res, t_align = timed(lambda: align_errors(A, B, AlignOptions(**kw)))
         print(f"align     all four maps + CKA + mutual kNN:   {t_align:8.1f} s   ratio {t_align / t_base:6.2f}")
         if not args.no_ica_run:
-            _, t_rest = timed(lambda: align_errors(A, B, maps=("permutation", "rigid", "linear"), **kw))
+            _, t_rest = timed(lambda: align_errors(A, B, AlignOptions(maps=("permutation", "rigid", "linear"), **kw)))
             print(
                 f"no_ica    permutation, rigid, linear + CKA + kNN: {t_rest:5.1f} s   ratio {t_rest / t_base:6.2f}"
                 f"   (ICA map ~{t_align - t_rest:.1f} s)"

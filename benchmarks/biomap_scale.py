@@ -45,7 +45,7 @@ def make_data(genes: int, d: int, n_pairs: int, seed: int) -> tuple[np.ndarray, 
     """Profiles with planted complexes, gene names and an annotation table of gene pairs."""
     import pandas as pd
 
-    from phenoica.annotations import canonical_pairs
+    from phenoica.biomap.annotations import canonical_pairs
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((genes, d), dtype=np.float32)
@@ -70,7 +70,8 @@ def make_data(genes: int, d: int, n_pairs: int, seed: int) -> tuple[np.ndarray, 
 def run_stage(stage: str, args: argparse.Namespace) -> dict:
     """One measurement, in this process."""
     import phenoica  # noqa: F401  (the import floor includes the package)
-    from phenoica import biomap
+    from phenoica.biomap import recall as bm_recall
+    from phenoica.biomap import similarity as bm_similarity
 
     if stage == "import":
         return {"stage": stage, "seconds": 0.0, "peak_mb": peak_mb()}
@@ -78,15 +79,15 @@ def run_stage(stage: str, args: argparse.Namespace) -> dict:
     base = peak_mb()
     start = time.perf_counter()
     if stage == "matmul":
-        U = biomap.unit_rows(X)
+        U = bm_similarity.unit_rows(X)
         S = U @ U.T
         checksum = float(S[0, 1])
         del S
         detail = {"checksum": checksum}
     else:
         q = np.linspace(0.0, 0.05, len(names))
-        nn = biomap.nearest_neighbors(X, names, q, args.k, args.block_rows)
-        recall, _ = biomap.relationship_recall(
+        nn = bm_similarity.nearest_neighbors(X, names, q, args.k, args.block_rows)
+        recall, _ = bm_recall.relationship_recall(
             X, names, {"synthetic": pairs}, min_entities=20, block_rows=args.block_rows
         )
         detail = {

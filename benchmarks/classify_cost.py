@@ -3,7 +3,7 @@ share at genome scale.
 
 Synthetic screen at the paper's scale of controls (22,062 control samples x 384 features in 4
 batches, well-structured: 4 samples per well), guides of one well per plate, one
-leave-one-batch-out fold, PAPER.md Table 6 parameters, ``num_threads`` 1. In one run:
+leave-one-batch-out fold, Nelson et al. 2026 Table 6 parameters, ``num_threads`` 1. In one run:
 
 - library, concentration on: ``classify_guides`` on the real guides (3 models per guide),
   fold setup included;

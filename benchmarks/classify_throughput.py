@@ -2,7 +2,7 @@
 
 Synthetic screen at the paper's scale of controls: 22,062 control samples x 384 features in 4
 batches, plus guides of ~30 samples; one leave-one-batch-out fold; the same LightGBM
-parameters (PAPER.md Table 6 + classify defaults) and the same scoring (full model, top- and
+parameters (Nelson et al. 2026 Table 6 + classify defaults) and the same scoring (full model, top- and
 rest-feature models for concentration) on both paths:
 
 - shared: ``phenoica.classify.classify_guides`` (bins found once per fold on the controls,

@@ -39,12 +39,15 @@ import pandas as pd
 import torch
 import yaml
 
-from phenoica import metrics, screen, simulate, truth
+from phenoica import metrics, screen, truth
 from phenoica.config import demo_plates, validate_config
 from phenoica.embed import embed_crops
 from phenoica.mae import train_mae
 from phenoica.models.features import build_feature_extractor
 from phenoica.preprocess import prepare
+from phenoica.sources import demo as sim
+from phenoica.sources.demo import design as sim_design
+from phenoica.sources.demo import plates as sim_plates
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -101,13 +104,13 @@ def apply(config: dict[str, Any], overrides: dict[str, Any], model: str) -> dict
 
 def simulated(demo: dict[str, Any], seed: int, cache: Path, log: logging.Logger) -> Path:
     """The demo screen under ``cache`` (simulated once per demo section, seed and simulator code)."""
-    code = Path(simulate.__file__).read_text()
+    code = "".join(p.read_text() for p in sorted(Path(sim.__file__).parent.glob("*.py")))
     digest = hashlib.sha256(json.dumps([demo, seed, code], sort_keys=True).encode()).hexdigest()[:12]
     out = cache / f"screen-{digest}"
     if not (out / "metadata.parquet").exists():
         t0 = time.perf_counter()
-        simulate.simulate_screen(demo, seed, out)
-        simulate.gene_truth(demo, seed).to_parquet(out / "truth.parquet")
+        sim_plates.simulate_screen(demo, seed, out)
+        sim_design.gene_truth(demo, seed).to_parquet(out / "truth.parquet")
         log.info("simulated screen %s in %.1f s", out.name, time.perf_counter() - t0)
     return out
 

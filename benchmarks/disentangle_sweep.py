@@ -4,7 +4,7 @@ Where do InfoM, InfoE, InfoC and MCC of AE, AE + ICA (and the AE + random rotati
 stop changing? One AE is trained per (n_images, width, seed) for the largest step count; at
 every milestone its latents of the fixed evaluation subset are scored (Adam with a constant
 learning rate: the network at step t is the network of a steps = t run, so one run gives the
-whole curve). Scores are those of the study (``phenoica.studies.disentangle.score_latents``,
+whole curve). Scores are those of the study (``phenoica.studies.disentangle.evaluate.score_latents``,
 DCI skipped: it dominates evaluation time and is not what the sweep decides on).
 
 Prints one line per (setting, step, variant) as it is measured, appends it to ``--out`` (CSV;
@@ -33,8 +33,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from phenoica.studies import disentangle as dis
-from phenoica.studies.factor_data import eval_index, procedural_dataset, scenes_dataset
+from phenoica.studies.disentangle import evaluate as dis_eval
+from phenoica.studies.disentangle import model as dis_model
+from phenoica.studies.disentangle.data import eval_index, procedural_dataset, scenes_dataset
 
 SCORES = ("infom", "infoe", "infoc", "mcc", "r2")
 VARIANTS = ("ae", "ae_ica", "ae_rand")
@@ -73,13 +74,13 @@ def run_setting(
     rows: list[dict] = []
     clock = {"train": 0.0, "last": time.perf_counter()}
 
-    def on_milestone(step: int, net: dis.FactorAE) -> None:
+    def on_milestone(step: int, net: dis_model.FactorAE) -> None:
         clock["train"] += time.perf_counter() - clock["last"]
         t0 = time.perf_counter()
-        z = dis.encode(net, data, index)
+        z = dis_model.encode(net, data, index)
         for variant in VARIANTS:
-            lat = z if variant == "ae" else dis.derived_latents(variant, z, settings, seed)
-            s = dis.score_latents(lat, factors, settings, seed, with_dci=False)
+            lat = z if variant == "ae" else dis_eval.derived_latents(variant, z, settings, seed)
+            s = dis_eval.score_latents(lat, factors, settings, seed, with_dci=False)
             row = {
                 "dataset": dataset,
                 "image_size": image_size,
@@ -101,12 +102,12 @@ def run_setting(
             print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)
         clock["last"] = time.perf_counter()
 
-    n_params = sum(p.numel() for p in dis.build_model("ae", image_size, args.latent_dim, width).parameters())
+    n_params = sum(p.numel() for p in dis_model.build_model("ae", image_size, args.latent_dim, width).parameters())
     print(
         f"# setting dataset={dataset} image_size={image_size} object_scale={object_scale} n_images={n_images} lr={lr} width={width} seed={seed}: {n_params} parameters",
         flush=True,
     )
-    _, summary = dis.train_model(
+    _, summary = dis_model.train_model(
         "ae", data, settings, seed, device="cpu", on_milestone=on_milestone, milestones=args.milestones
     )
     loss = np.asarray(summary["loss"])

@@ -1,22 +1,25 @@
-"""GPU throughput of the OpenPhenom-size encoder: bf16 forward sweep, TFLOP/s vs peak, embed path.
+"""GPU throughput of the OpenPhenom-size encoder and the embedding stage's fixed costs, in one run.
 
-Prepared for one short run on a GPU machine (about 3-6 minutes; nothing is downloaded):
+Prepared for one call on an H100/H200-class GPU machine (about 5-7 minutes; nothing is downloaded):
 
-    python benchmarks/embed_gpu.py --json $OUT/embed_gpu.json            # eager sweep + embed path
-    python benchmarks/embed_gpu.py --compile --json $OUT/embed_gpu.json  # + torch.compile sweep
-    python benchmarks/embed_gpu.py --compile --compile-options '{"triton.coalesce_tiling_analysis": false}' \
-        --compile-options '{"triton.coalesce_tiling_analysis": false, "triton.cudagraphs": true}'  # two variants
+    python benchmarks/embed_gpu.py --compile --json $OUT/embed_gpu.json
 
-1. Forward sweep: the published OpenPhenom layout (ViT-S/16, 256 px, 6 channels = 1,537
-   tokens; random weights unless ``--checkpoint``) on in-memory normalized crops, under the
-   embedding stage's own context (``phenoica.embed.inference_context``: inference mode + bf16
-   autocast on CUDA), for each batch size: images/s, achieved TFLOP/s (FLOPs of one crop counted
-   by ``torch.utils.flop_counter`` x images/s) against the device's dense bf16 peak, and peak GPU
-   memory. With ``--compile`` the same sweep for ``torch.compile(model)`` (compilation excluded).
-2. Embed path: ``phenoica.embed.embed_plate`` on a plate store of ``--images`` uint8 images at
-   the fastest batch size (raw tiles shipped to the GPU and normalized there; ``--loader-threads``
-   reading ahead), against the bare forward at that batch size: the goal is >= 0.9, with >= 40%
-   of bf16 peak in the forward on an H100-class GPU.
+1. SDPA: which fused attention backend ``scaled_dot_product_attention`` picks for the model's
+   attention shape (bf16), and the time of each backend forced (flash, cuDNN, efficient, math).
+2. Forward sweep: the published OpenPhenom layout (ViT-S/16, 256 px, 6 channels = 1,537 tokens;
+   random weights unless ``--checkpoint``) on in-memory normalized crops, under the embedding
+   stage's own context (inference mode + bf16 autocast on CUDA), per batch size: images/s,
+   TFLOP/s (FLOPs of one crop counted by ``torch.utils.flop_counter``) against the device's dense
+   bf16 peak, peak GPU memory; eager, eager with the fastest forced SDPA backend, and with
+   ``--compile`` ``torch.compile`` (each ``--compile-options`` variant; compilation excluded).
+3. Embed path: ``phenoica.embed.embed_plate`` on a ``--images`` (16,384) uint8 image plate at the
+   fastest batch size vs the bare forward there (goal >= 0.9), with the chunk loop's per-phase split.
+4. Jobs: ``phenoica.embed_jobs.embed_model_plates`` in fresh processes, as the workflow's jobs run
+   (the model loaded from a checkpoint file; with --compile compiled, caches in
+   ``embed.compile_cache``): one plate with a cold cache, the same with the warm cache, a second
+   plate, and both plates in one job. A job's fixed cost is its wall time minus its plates' images
+   at the embed path's steady rate (3.); its share of a ``--images`` plate's job is reported.
+5. ``tests/test_gpu.py`` (the GPU paths against the CPU reference), its result recorded.
 
 ``--tiny --device cpu`` runs the whole script on a CPU with a small encoder (a check that it works,
 not a measurement).
@@ -36,11 +39,11 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from phenoica.embed import TIMING_KEY, embed_plate, inference_context
+from phenoica.embed import TIMING_KEY, EmbedTiming, embed_plate, inference_context
 from phenoica.models.device import resolve_device
 from phenoica.models.features import FeatureExtractor, build_feature_extractor
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
-from phenoica.screen import write_plate
+from phenoica.screen import open_plate, write_plate
 
 TINY = OpenPhenomGeometry(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, mlp_ratio=4.0, max_in_chans=11)
 
@@ -142,36 +145,11 @@ def sweep(
     return rows
 
 
-def embed_path(
-    runner: torch.nn.Module,
-    model: FeatureExtractor,
-    batch: int,
-    bare_rate: float,
-    args: argparse.Namespace,
-    device: torch.device,
-    tmp: Path,
-) -> dict:
-    """embed_plate over a plate of --images uint8 images vs the bare forward's images/s."""
-    size = model.img_size
-    chunk = max(batch, (args.chunk_images // batch) * batch)  # whole batches only: one compiled shape
-    n = max(chunk, (args.images // chunk) * chunk)
-    rng = np.random.default_rng(args.seed)
-    shape = (n, args.channels, size, size)
-    blocks = (rng.integers(0, 256, (min(chunk, n - i), *shape[1:]), dtype=np.uint8) for i in range(0, n, chunk))
-    t0 = time.perf_counter()
-    store = write_plate(
-        tmp / "P01.zarr",
-        blocks,
-        [f"ch{i}" for i in range(args.channels)],
-        shape=shape,
-        dtype="uint8",
-        chunk_images=chunk,
-    )
-    write_s = time.perf_counter() - t0
-    meta = pd.DataFrame(
+def plate_metadata(n: int, plate: str) -> pd.DataFrame:
+    return pd.DataFrame(
         {
             "Metadata_Batch": "B01",
-            "Metadata_Plate": "P01",
+            "Metadata_Plate": plate,
             "Metadata_Well": [f"W{i:06d}" for i in range(n)],
             "Metadata_Site": 1,
             "Metadata_Gene": "NTC",
@@ -180,23 +158,43 @@ def embed_path(
             "Metadata_ImageIndex": np.arange(n),
         }
     )
-    log = logging.getLogger("embed_gpu")
-    log.propagate = False
-    timings = TimingRecorder()
-    log.addHandler(timings)
-    log.setLevel(logging.INFO)
+
+
+def write_store(path: Path, n: int, chunk: int, channels: int, size: int, seed: int) -> tuple[Path, float]:
+    """A uint8 plate store of ``n`` images (chunks of ``chunk``); returns it and the seconds taken.
+    Blocks repeat one random block (incompressible, as cell images nearly are) to write fast."""
+    block = np.random.default_rng(seed).integers(0, 256, (chunk, channels, size, size), dtype=np.uint8)
+    t0 = time.perf_counter()
+    blocks = (block[: min(chunk, n - i)] for i in range(0, n, chunk))
+    names = [f"ch{i}" for i in range(channels)]
+    store = write_plate(path, blocks, names, shape=(n, channels, size, size), dtype="uint8", chunk_images=chunk)
+    return store, time.perf_counter() - t0
+
+
+def embed_path(
+    runner: torch.nn.Module,
+    model: FeatureExtractor,
+    batch: int,
+    bare_rate: float,
+    args: argparse.Namespace,
+    device: torch.device,
+    store: Path,
+) -> dict:
+    """embed_plate over the plate store vs the bare forward's images/s, with the phase split."""
+    n = int(open_plate(store).shape[0])
+    log, timings = recording_logger()
     runs = []
     for _ in range(args.embed_repeats):
         sync(device)
         t0 = time.perf_counter()
         embed_plate(
             store,
-            meta,
+            plate_metadata(n, "P01"),
             runner,
-            tmp / "P01.parquet",
-            crop_size=size,
+            store.with_name("embed_path.parquet"),
+            crop_size=model.img_size,
             batch_size=batch,
-            chunk_images=chunk,
+            chunk_images=args.chunk_images,
             device=str(device),
             log=log,
             identity={"benchmark": "embed_gpu"},
@@ -206,10 +204,7 @@ def embed_path(
         sync(device)
         runs.append(time.perf_counter() - t0)
     rate = n / min(runs)
-    print(
-        f"\nembed path: {n} images ({n * args.channels * size * size / 2**30:.2f} GiB uint8, written in "
-        f"{write_s:.1f} s), batch {batch}, chunk {chunk}, loader threads {args.loader_threads}"
-    )
+    print(f"\nembed path: {n} images, batch {batch}, chunk {args.chunk_images}, loader threads {args.loader_threads}")
     print(
         f"  embed_plate (Zarr -> {device.type} preprocessing -> parquet): {rate:10.1f} images/s (runs {', '.join(f'{t:.1f}' for t in runs)} s)"
     )
@@ -218,20 +213,23 @@ def embed_path(
     best = timings.records[int(np.argmin(runs))] if len(timings.records) == len(runs) else None
     if best is not None:
         print(
-            f"  where the fastest run's chunk loop went: model (H2D, prepare, forward, D2H) {best['model_s']:.2f} s, "
-            f"waiting for data {best['waiting_for_data_s']:.2f} s, waiting for writes {best['waiting_for_writes_s']:.2f} s, "
-            f"loop {best['wall_s']:.2f} s of {min(runs):.2f} s (the rest: opening the store, probing, assembling)"
+            f"  fastest run's chunk loop {best['wall_s']:.2f} s: model {best['model_s']:.2f} s, waiting for data "
+            f"{best['waiting_for_data_s']:.2f} s, for results {best['waiting_for_results_s']:.2f} s, for writes "
+            f"{best['waiting_for_writes_s']:.2f} s; background: read {best['read_s']:.2f} s, preprocess "
+            f"{best['prepare_s']:.2f} s, copy {best['copy_s']:.2f} s, device {best['device_wait_s']:.2f} s, write "
+            f"{best['write_s']:.2f} s; left: {EmbedTiming(**best).left}"
         )
     return {
         "images": n,
         "batch": batch,
-        "chunk": chunk,
+        "chunk": args.chunk_images,
         "loader_threads": args.loader_threads,
         "images_per_s": rate,
         "bare_images_per_s": bare_rate,
         "ratio": rate / bare_rate,
         "seconds": runs,
         "chunk_loop": timings.records,
+        "left": EmbedTiming(**best).left if best else None,
     }
 
 
@@ -248,35 +246,168 @@ class TimingRecorder(logging.Handler):
             self.records.append(timing)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="auto")
-    ap.add_argument("--batch-sizes", default="32,64,128,256,512")
-    ap.add_argument("--compile", action="store_true", help="also sweep torch.compile(model)")
-    ap.add_argument(
-        "--compile-options",
-        action="append",
-        default=None,
-        metavar="JSON",
-        help="with --compile: torch.compile options (inductor settings by name, as embed.compile_options), "
-        "one compiled variant per use, e.g. '{\"triton.coalesce_tiling_analysis\": false}' (torch 2.11's "
-        "tiling analysis failed on this model) or add '\"triton.cudagraphs\": true'; default one variant, no options",
-    )
-    ap.add_argument("--compile-batch-sizes", default="256,512", help="each size is one compilation (~1 min)")
-    ap.add_argument("--iters", type=int, default=20)
-    ap.add_argument("--warmup", type=int, default=3)
-    ap.add_argument("--channels", type=int, default=6)
-    ap.add_argument("--images", type=int, default=8192, help="images of the embed-path plate; 0 = skip it")
-    ap.add_argument("--chunk-images", type=int, default=512)
-    ap.add_argument("--loader-threads", type=int, default=4)
-    ap.add_argument("--embed-repeats", type=int, default=2)
-    ap.add_argument("--checkpoint", default=None, help="real OpenPhenom-layout weights (optional)")
-    ap.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak, if the table lacks the device")
-    ap.add_argument("--tiny", action="store_true", help="small encoder: check the script on a CPU")
-    ap.add_argument("--seed", type=int, default=0)
-    ap.add_argument("--json", default=None, help="also write the results here")
-    args = ap.parse_args()
+def recording_logger() -> tuple[logging.Logger, TimingRecorder]:
+    log = logging.getLogger("embed_gpu")
+    log.propagate = False
+    log.handlers = [timings := TimingRecorder()]
+    log.setLevel(logging.INFO)
+    return log, timings
 
+
+# ------------------------------------------------------------------ 1. which SDPA backend
+
+
+SDPA_BACKENDS = ("FLASH_ATTENTION", "CUDNN_ATTENTION", "EFFICIENT_ATTENTION", "MATH")
+
+
+def sdpa_check(model: FeatureExtractor, tokens: int, batch: int, device: torch.device, iters: int) -> dict:
+    """The backend SDPA picks for the model's attention (batch, heads, tokens, head dim) under
+    the embedding context, and the seconds per call of each backend forced (None = unsupported)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    block = model.encoder.blocks[0]
+    heads = getattr(block, "num_heads", None) or block.attn.num_heads
+    dim = model.embed_dim // heads
+    dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    q, k, v = (torch.randn(batch, heads, tokens, dim, device=device, dtype=dtype) for _ in range(3))
+    try:
+        picked = SDPBackend(torch._fused_sdp_choice(q, k, v)).name
+    except Exception as exc:  # a private helper: report, do not stop
+        picked = f"unknown ({type(exc).__name__})"
+    times: dict[str, float | None] = {}
+    for name in SDPA_BACKENDS:
+        try:
+            with sdpa_kernel([getattr(SDPBackend, name)]), torch.inference_mode():
+                torch.nn.functional.scaled_dot_product_attention(q, k, v)
+                sync(device)
+                t0 = time.perf_counter()
+                for _ in range(iters):
+                    torch.nn.functional.scaled_dot_product_attention(q, k, v)
+                sync(device)
+            times[name] = (time.perf_counter() - t0) / iters
+        except RuntimeError:
+            times[name] = None
+    print(f"\nSDPA on ({batch}, {heads}, {tokens}, {dim}) {dtype}: picks {picked}")
+    for name, sec in times.items():
+        print(f"  {name:20s} {'unsupported' if sec is None else f'{1e3 * sec:8.3f} ms'}")
+    ok = {n: t for n, t in times.items() if t is not None}
+    return {"shape": [batch, heads, tokens, dim], "picked": picked, "seconds": times, "fastest": min(ok, key=ok.get)}
+
+
+class ForcedSdpa(torch.nn.Module):
+    """The model with SDPA restricted to one backend (to sweep it like the default)."""
+
+    def __init__(self, model: torch.nn.Module, backend: str) -> None:
+        super().__init__()
+        self.model, self.backend = model, backend
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with sdpa_kernel([getattr(SDPBackend, self.backend)]):
+            return self.model(x)
+
+
+# --------------------------------------------------------------- 4. the workflow's jobs
+
+
+def save_checkpoint(model: FeatureExtractor, path: Path) -> Path:
+    """The encoder in the OpenPhenom checkpoint layout (``encoder.vit_backbone.*``), safetensors."""
+    from safetensors.torch import save_file
+
+    state = {f"encoder.vit_backbone.{k}": v.detach().cpu().contiguous() for k, v in model.encoder.state_dict().items()}
+    save_file(state, str(path))
+    return path
+
+
+def job_child(spec_json: str) -> None:
+    """A job in a fresh process (``--job-child``): embed_model_plates, then its timings as JSON."""
+    import psutil
+
+    started = psutil.Process().create_time()
+    job = json.loads(spec_json)
+    from phenoica.embed_jobs import EmbedJob, PlateJob, embed_model_plates
+
+    imported = time.time() - started
+    log, timings = recording_logger()
+    plates = [PlateJob(Path(s), plate_metadata(n, Path(s).stem), Path(o)) for s, n, o in job["plates"]]
+    spec = {"architecture": "openphenom", "pool": "mean", "block": None, "per_channel": False}
+    t0 = time.time()
+    embed_model_plates(plates, EmbedJob("bench", spec, job["checkpoint"], job["embed"]), log=log)
+    print(json.dumps({"imports_s": imported, "embed_s": time.time() - t0, "plate_loops": timings.records}))
+
+
+def run_job(name: str, plates: list, checkpoint: Path, embed: dict, steady_rate: float, plate_images: int) -> dict:
+    """One job in a fresh process; its fixed cost = wall - its images at ``steady_rate``."""
+    import subprocess
+    import sys
+
+    spec = json.dumps({"plates": plates, "checkpoint": str(checkpoint), "embed": embed})
+    t0 = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, __file__, "--job-child", spec], capture_output=True, text=True, timeout=900, check=False
+    )
+    wall = time.perf_counter() - t0
+    if proc.returncode != 0:
+        print(f"  {name}: failed ({proc.stderr.strip().splitlines()[-1:] or ['?']})")
+        return {"job": name, "error": proc.stderr[-2000:]}
+    child = json.loads(proc.stdout.strip().splitlines()[-1])
+    images = sum(n for _, n, _ in plates)
+    fixed = max(0.0, wall - images / steady_rate)
+    share = fixed / (fixed + plate_images / steady_rate)
+    print(
+        f"  {name:28s} {len(plates)} plate(s), {images:6d} images: wall {wall:7.1f} s, imports {child['imports_s']:5.1f} s, "
+        f"fixed {fixed:6.1f} s -> {100 * share:5.1f} % of a {plate_images}-image plate's job"
+    )
+    return {"job": name, "plates": len(plates), "images": images, "wall_s": wall, "fixed_s": fixed, **child}
+
+
+def jobs_section(
+    model: FeatureExtractor, args: argparse.Namespace, embed: dict, store: Path, steady_rate: float, tmp: Path
+) -> dict:
+    """Cold cache, warm cache, a second plate, and both plates in one job (each a fresh process)."""
+    checkpoint = save_checkpoint(model, tmp / "encoder.safetensors")
+    n = int(open_plate(store).shape[0])
+    second = tmp / "P02.zarr"
+    second.symlink_to(store.resolve(), target_is_directory=True)  # same tiles, another plate name
+    embed = embed | {"compile_cache": str(tmp / "compile_cache")}
+    print(f"\njobs (fresh processes; embed settings {json.dumps(embed)}), steady rate {steady_rate:.1f} images/s:")
+
+    def plate(path: Path, out: str) -> list:
+        return [str(path), n, str(tmp / f"{out}.parquet")]
+
+    cold = run_job("one plate, cold cache", [plate(store, "cold")], checkpoint, embed, steady_rate, args.images)
+    warm = run_job("one plate, warm cache", [plate(store, "warm")], checkpoint, embed, steady_rate, args.images)
+    other = run_job("second plate, warm cache", [plate(second, "other")], checkpoint, embed, steady_rate, args.images)
+    grouped = run_job(
+        "two plates in one job", [plate(store, "g1"), plate(second, "g2")], checkpoint, embed, steady_rate, args.images
+    )
+    singles = warm.get("wall_s", float("nan")) + other.get("wall_s", float("nan"))
+    ratio = grouped.get("wall_s", float("nan")) / singles
+    print(
+        f"  two plates: one job {grouped.get('wall_s', float('nan')):.1f} s vs two jobs {singles:.1f} s: ratio {ratio:.3f}"
+    )
+    return {"cold": cold, "warm": warm, "second": other, "grouped": grouped, "grouped_over_two_jobs": ratio}
+
+
+def gpu_tests() -> dict:
+    """tests/test_gpu.py in a subprocess (from the repository root): its exit status and summary."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    cmd = [sys.executable, "-m", "pytest", "tests/test_gpu.py", "-q", "-p", "no:cacheprovider"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=root, timeout=600, check=False)
+    summary = (proc.stdout.strip().splitlines() or [""])[-1]
+    print(f"\ntests/test_gpu.py: {summary} (exit {proc.returncode})")
+    return {"returncode": proc.returncode, "summary": summary, "tail": proc.stdout[-3000:]}
+
+
+def main() -> None:
+    args = parse_args()
+    if args.job_child:
+        job_child(args.job_child)
+        return
     device = resolve_device(args.device)
     if device.type == "cuda":
         torch.backends.cuda.matmul.allow_tf32 = True
@@ -289,38 +420,23 @@ def main() -> None:
     tokens = 1 + args.channels * (size // model.encoder.patch_embed.patch_size[0]) ** 2
     print(
         f"device: {name}; dense bf16 peak {f'{peak:.0f} TFLOP/s' if peak else 'unknown (pass --peak-tflops)'}; "
-        f"torch {torch.__version__}"
+        f"torch {torch.__version__}\nmodel: OpenPhenom layout, D {model.embed_dim}, {len(model.encoder.blocks)} "
+        f"blocks, {args.channels} channels x {size} px = {tokens} tokens; {flops / 1e9:.1f} GFLOP per crop"
     )
-    print(
-        f"model: OpenPhenom layout, D {model.embed_dim}, {len(model.encoder.blocks)} blocks, {args.channels} channels "
-        f"x {size} px = {tokens} tokens; {flops / 1e9:.1f} GFLOP per crop"
-    )
-
+    batches = [int(b) for b in args.batch_sizes.split(",")]
+    result: dict = {"device": name, "torch": torch.__version__, "bf16_peak_tflops": peak, "flops_per_crop": flops}
+    result["tokens"] = tokens
+    result["sdpa"] = sdpa_check(model, tokens, max(batches), device, args.iters)
     precision = "bf16 autocast" if device.type == "cuda" else "float32"  # the embedding stage's policy
-    eager, compiled_label = f"eager {precision}", f"compiled {precision}"
-    rows = sweep(model, eager, args, shape, device, flops, peak, [int(b) for b in args.batch_sizes.split(",")])
-    runners = {eager: model}
-    if args.compile:
-        for options in [json.loads(text) for text in args.compile_options or ["{}"]]:
-            label = f"{compiled_label} {json.dumps(options)}" if options else compiled_label
-            try:
-                compiled = torch.compile(model, dynamic=False, options=options or None)  # one shape per batch size
-                rows += sweep(
-                    compiled,
-                    label,
-                    args,
-                    shape,
-                    device,
-                    flops,
-                    peak,
-                    [int(b) for b in args.compile_batch_sizes.split(",")],
-                )
-            except Exception as exc:  # a compiler crash ends this variant, not the run
-                first = (str(exc).strip().splitlines() or [""])[0][:300]
-                print(f"  compilation failed: {type(exc).__name__}: {first}")
-                rows.append({"mode": label, "error": f"{type(exc).__name__}: {first}", "oom": False})
-                continue
-            runners[label] = compiled
+    eager = f"eager {precision}"
+    rows = sweep(model, eager, args, shape, device, flops, peak, batches)
+    runners: dict = {eager: model}
+    fastest = result["sdpa"]["fastest"]
+    if fastest != result["sdpa"]["picked"]:
+        label = f"eager {precision}, SDPA forced to {fastest}"
+        runners[label] = ForcedSdpa(model, fastest)
+        rows += sweep(runners[label], label, args, shape, device, flops, peak, batches)
+    compiled_variants = compile_sweeps(model, args, shape, device, flops, peak, precision, rows, runners)
     ok = [r for r in rows if "images_per_s" in r and not r["oom"]]
     best = max(ok, key=lambda r: r["images_per_s"])
     pct = f", {best['pct_peak']:.1f} % of peak" if best.get("pct_peak") else ""
@@ -328,22 +444,84 @@ def main() -> None:
         f"\nbest forward: {best['mode']} batch {best['batch']}: {best['images_per_s']:.1f} images/s, "
         f"{best['tflops']:.2f} TFLOP/s{pct} (goal >= 40 % on an H100-class GPU)"
     )
-    result = {
-        "device": name,
-        "torch": torch.__version__,
-        "bf16_peak_tflops": peak,
-        "flops_per_crop": flops,
-        "tokens": tokens,
-        "sweep": rows,
-        "best": best,
-    }
-    if args.images:
-        with tempfile.TemporaryDirectory() as tmp:
-            result["embed_path"] = embed_path(
-                runners[best["mode"]], model, best["batch"], best["images_per_s"], args, device, Path(tmp)
+    result |= {"sweep": rows, "best": best}
+    with tempfile.TemporaryDirectory() as tmp:
+        store, write_s = write_store(
+            Path(tmp) / "P01.zarr", args.images, args.chunk_images, args.channels, size, args.seed
+        )
+        print(f"\nplate store: {args.images} images written in {write_s:.1f} s")
+        result["embed_path"] = embed_path(
+            runners[best["mode"]], model, best["batch"], best["images_per_s"], args, device, store
+        )
+        if not args.skip_jobs:
+            embed = {"device": str(device), "batch_size": best["batch"], "chunk_images": args.chunk_images}
+            embed |= {"loader_threads": args.loader_threads}
+            if compiled_variants:
+                embed |= {"compile": True, "compile_options": compiled_variants[0]}
+            steady = result["embed_path"]["images_per_s"]
+            job_store, _ = write_store(
+                Path(tmp) / "jobs" / "P01.zarr", args.job_images, args.chunk_images, args.channels, size, args.seed
             )
+            result["jobs"] = jobs_section(model, args, embed, job_store, steady, Path(tmp) / "jobs")
+    if not args.skip_tests:
+        result["tests"] = gpu_tests()
     if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1))
+        Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+
+
+def compile_sweeps(model, args, shape, device, flops, peak, precision, rows, runners) -> list[dict]:
+    """With --compile: the compiled sweep of each --compile-options variant (a variant that fails
+    to compile is reported, and the run goes on); the options of those that compiled."""
+    if not args.compile:
+        return []
+    worked = []
+    for options in [json.loads(text) for text in args.compile_options or ["{}"]]:
+        label = f"compiled {precision} {json.dumps(options)}" if options else f"compiled {precision}"
+        try:
+            compiled = torch.compile(model, dynamic=False, options=options or None)  # one shape per batch size
+            batches = [int(b) for b in args.compile_batch_sizes.split(",")]
+            rows += sweep(compiled, label, args, shape, device, flops, peak, batches)
+        except Exception as exc:  # a compiler crash ends this variant, not the run
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            print(f"  compilation failed: {type(exc).__name__}: {first}")
+            rows.append({"mode": label, "error": f"{type(exc).__name__}: {first}", "oom": False})
+            continue
+        runners[label] = compiled
+        worked.append(options)
+    return worked
+
+
+def parse_args() -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="auto")
+    ap.add_argument("--batch-sizes", default="64,128,256,512")
+    ap.add_argument("--compile", action="store_true", help="also sweep torch.compile(model); jobs compile too")
+    ap.add_argument(
+        "--compile-options",
+        action="append",
+        default=None,
+        metavar="JSON",
+        help="with --compile: torch.compile options (inductor settings by name, as embed.compile_options), "
+        "one compiled variant per use, e.g. '{\"triton.cudagraphs\": true}'; the first that compiles is the jobs'",
+    )
+    ap.add_argument("--compile-batch-sizes", default="256,512", help="each size is one compilation (~1 min)")
+    ap.add_argument("--iters", type=int, default=20)
+    ap.add_argument("--warmup", type=int, default=3)
+    ap.add_argument("--channels", type=int, default=6)
+    ap.add_argument("--images", type=int, default=16384, help="images of the embed-path plate")
+    ap.add_argument("--job-images", type=int, default=4096, help="images of each job's plate")
+    ap.add_argument("--chunk-images", type=int, default=512)
+    ap.add_argument("--loader-threads", type=int, default=4)
+    ap.add_argument("--embed-repeats", type=int, default=2)
+    ap.add_argument("--skip-jobs", action="store_true", help="no job processes (section 4)")
+    ap.add_argument("--skip-tests", action="store_true", help="do not run tests/test_gpu.py")
+    ap.add_argument("--checkpoint", default=None, help="real OpenPhenom-layout weights (optional)")
+    ap.add_argument("--peak-tflops", type=float, default=None, help="dense bf16 peak, if the table lacks the device")
+    ap.add_argument("--tiny", action="store_true", help="small encoder: check the script on a CPU")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--json", default=None, help="also write the results here")
+    ap.add_argument("--job-child", default=None, help=argparse.SUPPRESS)
+    return ap.parse_args()
 
 
 if __name__ == "__main__":

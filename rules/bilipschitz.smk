@@ -1,4 +1,4 @@
-# Study `bilipschitz` (PAPER.md Figure 2, A.3-A.6): leaky-ReLU autoencoders (negative-side slope
+# Study `bilipschitz` (Nelson et al. 2026 Figure 2, A.3-A.6): leaky-ReLU autoencoders (negative-side slope
 # 1 - alpha, orthogonally parametrized layers by default) swept over alpha and seeds; per-sample
 # bi-Lipschitz estimates B(z) from the encoder's Jacobian; cross-seed identifiability error (rigid
 # and linear maps). One job per (dataset, group, alpha) trains every seed, one gather per dataset,

@@ -1,4 +1,4 @@
-# Study "disentangle": PAPER.md Table 2. One training job per (dataset, model, seed) writes the
+# Study "disentangle": Nelson et al. 2026 Table 2. One training job per (dataset, model, seed) writes the
 # evaluation set's latents and the weights; one evaluation job per (dataset, model, seed), where
 # ae_ica, ae_rand and ae_oracle are scored from the AE's latents; a gather + report job; target
 # `disentangle`.

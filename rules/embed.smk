@@ -1,7 +1,18 @@
 # MAE pretraining on the screen's own tiles (unless a checkpoint is given) and streaming
 # embedding, one job per (model, plate).
 
+from phenoica.embed_jobs import embed_groups
 from phenoica.models.spec import training_spec
+
+
+def inherit_embed_resources(name):
+    """Rule ``name`` (a grouped embed job) takes the --set-resources (a profile's set-resources)
+    given for rule embed, e.g. a SLURM site's GPU partition; its own entry, if any, wins."""
+    given = workflow.resource_settings.overwrite_resources
+    if "embed" in given:
+        resources = workflow.get_rule(name).resources
+        resources.update(given["embed"])
+        resources.update(given.get(name) or {})
 
 
 rule train_mae:
@@ -28,27 +39,65 @@ rule train_mae:
         "../scripts/train_mae.py"
 
 
-rule embed:
-    input:
-        store=lambda w: store_path(w.plate),
-        metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
-        checkpoint=lambda w: checkpoint_path(w.model),
-    output:
-        f"{RESULTS}/embeddings/{{model}}/{{plate}}.parquet",
-    log:
-        f"{RESULTS}/logs/embed/{{model}}/{{plate}}.log",
-    benchmark:
-        f"{RESULTS}/benchmarks/embed/{{model}}/{{plate}}.tsv"
-    conda:
-        ENVS
-    threads: rule_threads("embed", 2)
-    resources:
-        **rule_resources("embed"),
-    params:
-        spec=lambda w: wf.canonical(config["models"][w.model]),
-        embed=wf.job_params(config, "embed"),
-    script:
-        "../scripts/embed.py"
+# One job per (model, plate), or with embed.plates_per_job > 1 one job per (model, group of
+# plates, rules embed_g0000, ...): the model is built and compiled once per job; every plate
+# keeps its own output. update(): Snakemake does not delete an output before its job runs, and
+# the job keeps a plate whose output records the same work (phenoica.embed_jobs), so a rerun
+# job redoes only its changed plates.
+EMBED_GROUPS = embed_groups(list(PLATES), config["embed"]["plates_per_job"])
+
+if config["embed"]["plates_per_job"] == 1:
+
+    rule embed:
+        input:
+            stores=lambda w: store_path(w.plate),
+            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+            checkpoint=lambda w: checkpoint_path(w.model),
+        output:
+            update(f"{RESULTS}/embeddings/{{model}}/{{plate}}.parquet"),
+        log:
+            f"{RESULTS}/logs/embed/{{model}}/{{plate}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/embed/{{model}}/{{plate}}.tsv"
+        conda:
+            ENVS
+        threads: rule_threads("embed", 2)
+        resources:
+            **rule_resources("embed"),
+        params:
+            spec=lambda w: wf.canonical(config["models"][w.model]),
+            embed=wf.job_params(config, "embed"),
+        script:
+            "../scripts/embed.py"
+
+else:
+    for group, group_plates in EMBED_GROUPS.items():
+
+        rule:
+            name:
+                f"embed_{group}"
+            input:
+                stores=[store_path(p) for p in group_plates],
+                metadata=[f"{RESULTS}/screen/metadata/{p}.parquet" for p in group_plates],
+                checkpoint=lambda w: checkpoint_path(w.model),
+            output:
+                [update(f"{RESULTS}/embeddings/{{model}}/{p}.parquet") for p in group_plates],
+            log:
+                f"{RESULTS}/logs/embed/{{model}}/{group}.log",
+            benchmark:
+                f"{RESULTS}/benchmarks/embed/{{model}}/{group}.tsv"
+            conda:
+                ENVS
+            threads: rule_threads("embed", 2)
+            resources:
+                **rule_resources("embed"),
+            params:
+                spec=lambda w: wf.canonical(config["models"][w.model]),
+                embed=wf.job_params(config, "embed"),
+            script:
+                "../scripts/embed.py"
+
+        inherit_embed_resources(f"embed_{group}")
 
 
 rule gather_profiles:

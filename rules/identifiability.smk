@@ -1,5 +1,5 @@
 # Identifiability: how well two models' embeddings of the same images align under
-# permutation, rigid, linear and ICA maps (PAPER.md Table 1), per variant; and, where the
+# permutation, rigid, linear and ICA maps (Nelson et al. 2026 Table 1), per variant; and, where the
 # screen has ground-truth factors (the demo), how well each variant recovers them.
 
 

@@ -22,6 +22,7 @@ rule report:
         # issue 25: the image embeddings the gallery reads (none without pixels or when it is off)
         gallery_embeddings=embedding_files(gallery_model(config, MODELS)) if gallery_reads_pixels(config) else [],
         annotations=biomap_annotation_files(),
+        sweep=sweep_files(),  # issue 21: the component sweep per model
     output:
         markdown=f"{RESULTS}/report/report.md",
         html=f"{RESULTS}/report/index.html",

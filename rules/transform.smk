@@ -19,7 +19,7 @@ if not config["transforms"]["frozen"]:
         resources:
             **rule_resources("fit_transforms"),
         params:
-            transforms=wf.job_params(config, "transforms", drop=("frozen",)),
+            transforms=wf.job_params(config, "transforms", drop=("frozen", "sweep_points")),
             seed=config["seed"],
         script:
             "../scripts/fit_transforms.py"
@@ -62,3 +62,34 @@ rule splits:
         splits=wf.splits_params(config),
     script:
         "../scripts/splits.py"
+
+
+def sweep_files():
+    """The component sweep per model (none with frozen transforms or transforms.sweep_points 0)."""
+    if config["transforms"]["frozen"] or not config["transforms"]["sweep_points"]:
+        return []
+    return [f"{RESULTS}/sweep/{m}.parquet" for m in MODELS]
+
+
+rule component_sweep:
+    input:
+        profiles=f"{RESULTS}/profiles/{{model}}.parquet",
+        folds=f"{RESULTS}/splits/{{model}}.parquet",
+        fit_report=f"{RESULTS}/transforms/{{model}}/fit_report.json",
+    output:
+        f"{RESULTS}/sweep/{{model}}.parquet",
+    log:
+        f"{RESULTS}/logs/component_sweep/{{model}}.log",
+    benchmark:
+        f"{RESULTS}/benchmarks/component_sweep/{{model}}.tsv"
+    conda:
+        ENVS
+    threads: rule_threads("component_sweep", 1)
+    resources:
+        **rule_resources("component_sweep"),
+    params:
+        transforms=wf.job_params(config, "transforms", drop=("frozen",)),
+        classify=wf.job_params(config, "classify"),
+        seed=config["seed"],
+    script:
+        "../scripts/component_sweep.py"

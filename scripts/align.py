@@ -2,11 +2,11 @@
 
 from phenoica.io import rule_logger
 
-log = rule_logger("phenoica.align", snakemake.log[0])  # first: the log holds everything the job prints
+log = rule_logger("phenoica.identifiability", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.identifiability import alignment_for_variant
+from phenoica.identifiability.branch import alignment_for_variant
 from phenoica.io import write_parquet
 
 tables = {m: pd.read_parquet(p) for m, p in zip(snakemake.params.models, snakemake.input)}

@@ -2,9 +2,9 @@
 
 from phenoica.io import rule_logger
 
-log = rule_logger("phenoica.batch_metrics", snakemake.log[0])  # first: the log holds everything the job prints
+log = rule_logger("phenoica.biomap.batch_metrics", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.batch_metrics import batch_metrics, well_profile_table
+from phenoica.biomap.batch_metrics import batch_metrics, well_profile_table
 from phenoica.io import write_parquet
 
 wells = well_profile_table(snakemake.input[0])

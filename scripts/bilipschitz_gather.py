@@ -7,7 +7,7 @@ log = rule_logger("phenoica.bilipschitz_gather", snakemake.log[0])  # first: the
 import pandas as pd
 
 from phenoica.io import write_parquet
-from phenoica.studies.bilipschitz import gather_dataset
+from phenoica.studies.bilipschitz.gather import gather_dataset
 
 models, pairs, samples = gather_dataset(
     [pd.read_parquet(p) for p in snakemake.input], snakemake.params.train_fraction, snakemake.params.seed

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.studies.bilipschitz import write_report
+from phenoica.studies.bilipschitz.report import write_report
 
 inp = snakemake.input
 files = write_report(

@@ -7,7 +7,7 @@ log = rule_logger("phenoica.bilipschitz_train", snakemake.log[0])  # first: the 
 import torch
 
 from phenoica.io import write_parquet
-from phenoica.studies.bilipschitz import run_alpha
+from phenoica.studies.bilipschitz.measure import run_alpha
 
 torch.set_num_threads(snakemake.threads)
 w = snakemake.wildcards

@@ -6,8 +6,8 @@ log = rule_logger("phenoica.biomap", snakemake.log[0])  # first: the log holds e
 
 import pandas as pd
 
-from phenoica.annotations import load_sources
-from phenoica.biomap import gene_map
+from phenoica.biomap.annotations import load_sources
+from phenoica.biomap.gene_map import gene_map
 from phenoica.biomap_report import heatmap_figure
 from phenoica.io import write_parquet
 from phenoica.screen import GENE

@@ -4,7 +4,7 @@ from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.biomap_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.biomap import aggregate_profiles
+from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.io import write_parquet
 
 guides, genes = aggregate_profiles(snakemake.input[0], center_on_controls=snakemake.params.center_on_controls, log=log)

@@ -4,7 +4,7 @@ from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.studies.disentangle import SCORE_COLUMNS, evaluate
+from phenoica.studies.disentangle.evaluate import SCORE_COLUMNS, evaluate
 
 w = snakemake.wildcards
 row = evaluate(

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.studies.disentangle import write_report
+from phenoica.studies.disentangle.report import write_report
 
 scores = pd.concat([pd.read_parquet(p) for p in snakemake.input], ignore_index=True)
 written = write_report(scores, Path(snakemake.output.md).parent, snakemake.params.settings)

@@ -6,8 +6,8 @@ log = rule_logger("phenoica.disentangle_train", snakemake.log[0])  # first: the 
 
 import torch
 
-from phenoica.studies.disentangle import train_and_encode
-from phenoica.studies.factor_data import load_dataset
+from phenoica.studies.disentangle.data import load_dataset
+from phenoica.studies.disentangle.model import train_and_encode
 
 torch.set_num_threads(snakemake.threads)
 w, settings = snakemake.wildcards, snakemake.params.settings

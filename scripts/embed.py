@@ -1,20 +1,34 @@
-"""Rule embed: stream one plate's tiles through the model's encoder into its embeddings parquet."""
+"""Rule embed: stream one plate's (or a group of plates') tiles through the model's encoder into
+each plate's embeddings parquet, the model built once per job."""
 
 from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.embed", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.embed import embed_model_plate
+from pathlib import Path
+
+from phenoica.embed_jobs import EmbedJob, PlateJob, embed_model_plates
 from phenoica.workflow import with_speed_settings
 
-embed_model_plate(
-    snakemake.input.store,
-    snakemake.input.metadata,
-    snakemake.output[0],
-    model_name=snakemake.wildcards.model,
-    spec=snakemake.params.spec,
-    checkpoint=snakemake.input.checkpoint,
-    embed=with_speed_settings(snakemake.params.embed, snakemake.config, "embed"),
-    threads=snakemake.threads,
+
+def files(named) -> list[Path]:
+    """A named input of one file (a str) or several, as a list of paths."""
+    return [Path(named)] if isinstance(named, str) else [Path(f) for f in named]
+
+
+embed_model_plates(
+    [
+        PlateJob(store, metadata, out)
+        for store, metadata, out in zip(
+            files(snakemake.input.stores), files(snakemake.input.metadata), files(snakemake.output), strict=True
+        )
+    ],
+    EmbedJob(
+        model_name=snakemake.wildcards.model,
+        spec=snakemake.params.spec,
+        checkpoint=snakemake.input.checkpoint,
+        embed=with_speed_settings(snakemake.params.embed, snakemake.config, "embed"),
+        threads=snakemake.threads,
+    ),
     log=log,
 )

@@ -27,6 +27,12 @@ if inp.biomap_tables:
     )
     biomap = (biomap_sections, biomap_figures)
 # --- end of the issue 15 hook
+# --- issue 21: the component sweep (phenoica.sweep), appended likewise
+from phenoica.sweep import sweep_report_files
+
+sweep_sections, sweep_figures = sweep_report_files(Path(snakemake.output.markdown).parent, inp.sweep)
+if sweep_sections:
+    biomap = ((biomap or ([], {}))[0] + sweep_sections, {**(biomap or ([], {}))[1], **sweep_figures})
 # --- issue 25 hook: the hit gallery and the interactive page (phenoica.pages)
 from phenoica.pages import report_pages
 

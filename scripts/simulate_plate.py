@@ -4,7 +4,7 @@ from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.simulate_plate", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.simulate import write_demo_plate
+from phenoica.sources.demo.plates import write_demo_plate
 from phenoica.workflow import with_speed_settings
 
 plate = snakemake.wildcards.plate

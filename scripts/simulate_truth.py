@@ -5,7 +5,7 @@ from phenoica.io import rule_logger
 log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.io import write_parquet
-from phenoica.simulate import gene_truth
+from phenoica.sources.demo.design import gene_truth
 from phenoica.workflow import with_speed_settings
 
 truth = gene_truth(with_speed_settings(snakemake.params.demo, snakemake.config, "demo"), snakemake.params.seed)

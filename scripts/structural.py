@@ -6,7 +6,7 @@ log = rule_logger("phenoica.structural", snakemake.log[0])  # first: the log hol
 
 import pandas as pd
 
-from phenoica.identifiability import structural_scores
+from phenoica.identifiability.branch import structural_scores
 from phenoica.io import write_parquet
 
 w, s = snakemake.wildcards, snakemake.params.settings

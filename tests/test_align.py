@@ -12,22 +12,10 @@ from scipy.spatial.distance import pdist
 from scipy.stats import ortho_group
 from sklearn.linear_model import LinearRegression, Ridge
 
-from phenoica.align import (
-    TABLE_COLUMNS,
-    CrossProducts,
-    ICAMap,
-    LinearMap,
-    PermutationMap,
-    RigidMap,
-    align_errors,
-    alignment_table,
-    diameter_estimate,
-    diameter_exact,
-    latent_diameter,
-    linear_cka,
-    mutual_knn,
-    split_rows,
-)
+from phenoica.identifiability.diameter import diameter_estimate, diameter_exact, latent_diameter
+from phenoica.identifiability.maps import CrossProducts, ICAMap, LinearMap, PermutationMap, RigidMap
+from phenoica.identifiability.similarity import linear_cka, mutual_knn
+from phenoica.identifiability.table1 import TABLE_COLUMNS, AlignOptions, align_errors, alignment_table, split_rows
 from phenoica.screen import ScreenError
 from phenoica.seeding import rng_for
 
@@ -63,7 +51,7 @@ def test_signed_permutation_is_recovered_to_the_noise_level() -> None:
     truth = dict(zip(perm.tolist(), range(d)))  # A dim -> B dim
     assert {int(a): int(b) for a, b in zip(fitted.a_dims_, fitted.b_dims_)} == truth
     np.testing.assert_array_equal(fitted.signs_, signs[fitted.b_dims_])
-    res = align_errors(A, B, seed=3, **FAST)
+    res = align_errors(A, B, AlignOptions(seed=3, **FAST))
     expected = noise_error(noise, d, res["diameter"])
     assert res["permutation"] == pytest.approx(expected, rel=0.15)
     assert res["rigid"] == pytest.approx(expected, rel=0.15)
@@ -75,7 +63,7 @@ def test_rotation_is_rigid_not_permutation() -> None:
     A = rng.standard_normal((n, d)) * np.linspace(1, 3, d)
     Q = ortho_group.rvs(d, random_state=4)
     B = A @ Q + noise * rng.standard_normal((n, d))
-    res = align_errors(A, B, **FAST)
+    res = align_errors(A, B, AlignOptions(**FAST))
     expected = noise_error(noise, d, res["diameter"])
     assert res["rigid"] == pytest.approx(expected, rel=0.15)
     assert res["linear"] == pytest.approx(expected, rel=0.15)
@@ -93,7 +81,7 @@ def test_invertible_map_is_linear_not_rigid() -> None:
     A = rng.standard_normal((n, d))
     M = rng.standard_normal((d, d)) + 2 * np.eye(d)
     B = A @ M - 4.0 + noise * rng.standard_normal((n, d))
-    res = align_errors(A, B, **FAST)
+    res = align_errors(A, B, AlignOptions(**FAST))
     expected = noise_error(noise, d, res["diameter"])
     assert res["linear"] == pytest.approx(expected, rel=0.15)
     assert res["rigid"] > 5 * res["linear"]
@@ -119,7 +107,9 @@ def test_ica_recovers_two_rotations_of_the_same_sources(db: int) -> None:
     S = sources(n, d, rng)
     A = S @ ortho_group.rvs(d, random_state=5)
     B = 2.0 * S @ ortho_group.rvs(db, random_state=6)[:d] + 0.01 * rng.standard_normal((n, db))
-    res = align_errors(A, B, maps=("permutation", "rigid", "linear", "ica"), n_components=d, knn_k=None, seed=1)
+    res = align_errors(
+        A, B, AlignOptions(maps=("permutation", "rigid", "linear", "ica"), n_components=d, knn_k=None, seed=1)
+    )
     assert res["ica_converged"]
     assert (res["ica_components_a"], res["ica_components_b"]) == (d, d)
     assert res["ica"] < 0.2 * res["permutation"]
@@ -129,15 +119,36 @@ def test_ica_recovers_two_rotations_of_the_same_sources(db: int) -> None:
     )
 
 
+def _ica_efficiencies(draw_latents, seeds: range) -> np.ndarray:
+    """ICA efficiency of two random rotations of the same latents, one independent draw per seed."""
+    effs = []
+    for s in seeds:
+        rng = np.random.default_rng(s)
+        G = draw_latents(rng)
+        A, B = G @ ortho_group.rvs(6, random_state=rng), G @ ortho_group.rvs(6, random_state=rng)
+        res = align_errors(A, B, AlignOptions(knn_k=None, maps=("permutation", "rigid", "ica"), ica_method="fastica", ica_max_iter=200, ica_tol=1e-4, seed=s))  # fmt: skip
+        effs.append(res["ica_efficiency"])
+    return np.array(effs)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
 def test_ica_does_not_align_gaussian_latents() -> None:
-    """Gaussian sources have no preferred axes: ICA on each side cannot find the rotation."""
-    rng = np.random.default_rng(5)
-    n, d = 3000, 6
-    G = rng.standard_normal((n, d))
-    A, B = G @ ortho_group.rvs(d, random_state=7), G @ ortho_group.rvs(d, random_state=8)
-    res = align_errors(A, B, knn_k=None, ica_method="fastica", ica_max_iter=200, ica_tol=1e-4)
-    assert res["ica_efficiency"] < 0.6
-    assert res["ica"] > 10 * res["rigid"]
+    """Gaussian sources have no preferred axes: ICA on each side does not find the rotation.
+
+    One draw is an ill-posed fit: A and B rotate the *same* finite sample, whose small chance
+    non-Gaussianity FastICA sometimes follows to a near-perfect alignment (single draws measured
+    -0.08 to 0.98, and the same seed moves by 0.5 between BLAS kernels). The property holds for
+    the mean over independent draws: measured 0.41 (sd 0.31 per draw, 96 draws, Haswell and SkylakeX
+    kernels), so the mean of 16 draws has sd ~0.08 and the bound 0.75 sits ~4 sd above it. The
+    same procedure on Laplace latents aligns every draw (efficiency 0.998-0.999): a method that did
+    align Gaussian latents would score near 1 and fail. Measured here: Gaussian mean 0.389
+    (Haswell) / 0.335 (SkylakeX); Laplace minimum 0.998 on both.
+    """
+    gaussian = _ica_efficiencies(lambda rng: rng.standard_normal((3000, 6)), range(16))
+    laplace = _ica_efficiencies(lambda rng: rng.laplace(size=(3000, 6)), range(4))
+    assert laplace.min() > 0.95
+    assert gaussian.mean() < 0.75
+    assert laplace.mean() - gaussian.mean() > 0.25
 
 
 def test_ica_map_composes_into_b_space() -> None:
@@ -191,7 +202,7 @@ def test_training_rms_is_nested_linear_rigid_permutation(da: int, db: int, seed:
     B = heterogeneous(120, db, rng)
     B[:, : min(da, db)] += A[:, : min(da, db)] @ rng.standard_normal((min(da, db), min(da, db)))
     for kw in ({}, {"scale": True, "ridge": 50.0}):
-        res = align_errors(A, B, seed=seed, **FAST, **kw)
+        res = align_errors(A, B, AlignOptions(seed=seed, **FAST, **kw))
         tol = 1e-9 * res["rms_train_permutation"]
         assert res["rms_train_linear"] <= res["rms_train_rigid"] + tol
         assert res["rms_train_rigid"] <= res["rms_train_permutation"] + tol
@@ -330,7 +341,7 @@ def test_align_errors_keys_split_and_determinism() -> None:
     rng = np.random.default_rng(13)
     A = rng.standard_normal((250, 4))
     B = np.tanh(A @ rng.standard_normal((4, 5))) + 0.1 * rng.standard_normal((250, 5))
-    res = align_errors(A, B, seed=5, knn_k=5, ica_method="fastica", ica_tol=1e-4)
+    res = align_errors(A, B, AlignOptions(seed=5, knn_k=5, ica_method="fastica", ica_tol=1e-4))
     for key in (
         "permutation",
         "rigid",
@@ -353,8 +364,8 @@ def test_align_errors_keys_split_and_determinism() -> None:
     assert res["mutual_knn"] == pytest.approx(mutual_knn(A, B, 5))
     # On this realistic (smooth, noisy) pair the held-out scores follow the nested order too.
     assert res["linear"] <= res["rigid"] <= res["permutation"]
-    assert align_errors(A, B, seed=5, knn_k=5, ica_method="fastica", ica_tol=1e-4) == res
-    assert align_errors(A, B, seed=6, **FAST)["rigid"] != res["rigid"]
+    assert align_errors(A, B, AlignOptions(seed=5, knn_k=5, ica_method="fastica", ica_tol=1e-4)) == res
+    assert align_errors(A, B, AlignOptions(seed=6, **FAST))["rigid"] != res["rigid"]
     train, test = split_rows(250, 0.8, 5)
     assert np.intersect1d(train, test).size == 0 and np.union1d(train, test).size == 250
     # The held-out score is the mean l2 error of the held-out rows over B's diameter.
@@ -363,7 +374,7 @@ def test_align_errors_keys_split_and_determinism() -> None:
         np.linalg.norm(rigid.predict(A[test]) - B[test], axis=1).mean() / pdist(B).max()
     )
     # Maps not run are NaN; a fixed diameter is used as given.
-    part = align_errors(A, B, seed=5, maps=["linear"], knn_k=None, diameter=2.0)
+    part = align_errors(A, B, AlignOptions(seed=5, maps=["linear"], knn_k=None, diameter=2.0))
     assert np.isnan(part["permutation"]) and np.isnan(part["ica_efficiency"]) and np.isnan(part["mutual_knn"])
     assert part["linear"] == pytest.approx(res["linear"] * res["diameter"] / 2.0, rel=1e-12)
 
@@ -383,17 +394,17 @@ def test_alignment_table_ordered_pairs() -> None:
     rng = np.random.default_rng(15)
     base = rng.standard_normal((200, 4))
     emb = {"m1": base, "m2": base @ ortho_group.rvs(4, random_state=3), "m3": np.c_[base, base[:, :1] ** 2]}
-    table = alignment_table(emb, seed=2, **FAST)
+    table = alignment_table(emb, options=AlignOptions(seed=2, **FAST))
     assert list(table.columns) == list(TABLE_COLUMNS)
     assert list(zip(table.model_a, table.model_b)) == list(itertools.permutations(emb, 2))
     row = table.set_index(["model_a", "model_b"]).loc[("m1", "m3")]
-    single = align_errors(emb["m1"], emb["m3"], seed=2, **FAST)
+    single = align_errors(emb["m1"], emb["m3"], AlignOptions(seed=2, **FAST))
     assert row["perm"] == pytest.approx(single["permutation"])
     assert row["linear"] == pytest.approx(single["linear"])
     assert row["diameter"] == pytest.approx(pdist(emb["m3"]).max())
     assert table.set_index(["model_a", "model_b"]).loc[("m1", "m2"), "rigid"] < 1e-10
     assert table["ica_converged"].isna().all() and table["ica"].isna().all()  # ICA not run
-    one = alignment_table(emb, pairs=[("m2", "m1")], seed=2, **FAST)
+    one = alignment_table(emb, pairs=[("m2", "m1")], options=AlignOptions(seed=2, **FAST))
     assert len(one) == 1 and isinstance(one, pd.DataFrame)
 
 
@@ -409,15 +420,15 @@ def test_bad_input_is_named() -> None:
     with pytest.raises(ValueError, match="at least 3 training and 2 held-out rows"):
         align_errors(A[:4], B[:4])
     with pytest.raises(ValueError, match="train_fraction"):
-        align_errors(A, B, train_fraction=1.0)
+        align_errors(A, B, AlignOptions(train_fraction=1.0))
     with pytest.raises(ValueError, match="maps: expected distinct names"):
-        align_errors(A, B, maps=("permutation", "affine"))
+        align_errors(A, B, AlignOptions(maps=("permutation", "affine")))
     with pytest.raises(ValueError, match="k must be an integer"):
         mutual_knn(A, B, k=50)
     with pytest.raises(ValueError, match="diameter"):
-        align_errors(A, B, diameter="fast")
+        align_errors(A, B, AlignOptions(diameter="fast"))
     with pytest.raises(ValueError, match="positive finite"):
-        align_errors(A, np.ones((50, 2)), **FAST)
+        align_errors(A, np.ones((50, 2)), AlignOptions(**FAST))
     with pytest.raises(ValueError, match="every model must embed the same images"):
         alignment_table({"a": A, "b": B[:40]})
     with pytest.raises(ValueError, match="must name two models"):

@@ -266,7 +266,7 @@ def test_crop_and_channel_mismatches_are_all_found_up_front(tmp_path):
 
 
 def _zarr_screen(tmp_path: Path) -> tuple[dict, pd.DataFrame, Path]:
-    from phenoica.simulate import simulate_screen
+    from phenoica.sources.demo.plates import simulate_screen
 
     cfg = _tiny()
     meta = simulate_screen(cfg["demo"], 0, tmp_path / "screen")

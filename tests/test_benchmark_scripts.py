@@ -31,6 +31,9 @@ def test_embed_gpu_script_runs_on_cpu_with_the_tiny_setting(tmp_path):
         "1",
         "--images",
         "16",
+        "--job-images",
+        "8",
+        "--skip-tests",  # tests/test_gpu.py skips without CUDA; the GPU run records its result
         "--chunk-images",
         "8",
         "--loader-threads",
@@ -47,15 +50,24 @@ def test_embed_gpu_script_runs_on_cpu_with_the_tiny_setting(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(out.read_text())
     assert result["device"] == "cpu" and result["tokens"] == 1 + 6 * 16 and result["flops_per_crop"] > 0
-    eager, failed = result["sweep"][:2], result["sweep"][2:]
+    sdpa = result["sdpa"]
+    assert sdpa["shape"] == [4, 3, 97, 16] and sdpa["seconds"]["MATH"] > 0 and sdpa["fastest"] in sdpa["seconds"]
+    forced = [r for r in result["sweep"] if "SDPA forced" in r["mode"]]
+    eager, failed = result["sweep"][:2], result["sweep"][2 + len(forced) :]
     assert [r["batch"] for r in eager] == [2, 4] and all(r["images_per_s"] > 0 for r in eager)
     assert len(failed) == 1 and "no_such_option" in failed[0]["error"]
     assert result["embed_path"]["images"] == 16 and result["embed_path"]["ratio"] > 0
     (loop,) = result["embed_path"]["chunk_loop"]  # one run: where its chunk loop's time went
     assert loop["images"] == 16 and loop["chunks"] == 2
-    assert 0 < loop["model_s"] <= loop["wall_s"] and loop["waiting_for_data_s"] >= 0
+    assert 0 < loop["model_s"] <= loop["wall_s"] and loop["waiting_for_data_s"] >= 0 and loop["read_s"] > 0
+    assert result["embed_path"]["left"] in ("forward", "reading", "writing")
     assert "waiting for data" in proc.stdout
     assert "ratio embed path / bare forward" in proc.stdout
+    jobs = result["jobs"]  # fresh processes: cold and warm cache, a second plate, both in one job
+    assert [jobs[k]["plates"] for k in ("cold", "warm", "second", "grouped")] == [1, 1, 1, 2]
+    assert all(jobs[k]["fixed_s"] > 0 and jobs[k]["imports_s"] > 0 for k in ("cold", "warm", "second", "grouped"))
+    assert [p["images"] for p in jobs["grouped"]["plate_loops"]] == [8, 8] and jobs["grouped_over_two_jobs"] > 0
+    assert "tests" not in result
 
 
 def test_biomap_scale_script_runs_small_and_prints_its_ratios(tmp_path):

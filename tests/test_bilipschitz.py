@@ -9,8 +9,12 @@ import pandas as pd
 import pytest
 import torch
 
-from phenoica.studies import bilipschitz as bl
 from phenoica.studies import plan
+from phenoica.studies.bilipschitz import data as bl_data
+from phenoica.studies.bilipschitz import gather as bl_gather
+from phenoica.studies.bilipschitz import measure as bl_measure
+from phenoica.studies.bilipschitz import model as bl_model
+from phenoica.studies.bilipschitz import report as bl_report
 
 torch.set_num_threads(1)
 
@@ -21,42 +25,42 @@ def _linear(W: np.ndarray):
 
 
 def test_bilipschitz_of_orthogonal_map_is_one():
-    Q = bl.orthonormal_columns(5, 5, seed=3)
+    Q = bl_data.orthonormal_columns(5, 5, seed=3)
     x = np.random.default_rng(0).standard_normal((7, 5))
-    b = bl.bilipschitz(_linear(Q.T), x)
+    b = bl_measure.bilipschitz(_linear(Q.T), x)
     np.testing.assert_allclose(b, 1.0, atol=1e-5)
 
 
 def test_bilipschitz_of_diagonal_map_is_ratio_of_extremes():
     x = np.random.default_rng(1).standard_normal((6, 3))
-    np.testing.assert_allclose(bl.bilipschitz(_linear(np.diag([1.0, 2.0, 4.0])), x), 4.0, rtol=1e-5)
+    np.testing.assert_allclose(bl_measure.bilipschitz(_linear(np.diag([1.0, 2.0, 4.0])), x), 4.0, rtol=1e-5)
     # a rectangular (encoder-shaped) map: singular values of the 2 x 3 Jacobian are 3 and 0.5
     W = np.array([[3.0, 0.0, 0.0], [0.0, 0.5, 0.0]])
-    np.testing.assert_allclose(bl.bilipschitz(_linear(W), x), 6.0, rtol=1e-5)
+    np.testing.assert_allclose(bl_measure.bilipschitz(_linear(W), x), 6.0, rtol=1e-5)
 
 
 def test_bilipschitz_singular_jacobian_is_infinite_and_nonlinear_varies():
     x = np.random.default_rng(2).standard_normal((4, 2))
-    assert np.all(np.isinf(bl.bilipschitz(_linear(np.array([[1.0, 0.0], [2.0, 0.0]])), x)))
+    assert np.all(np.isinf(bl_measure.bilipschitz(_linear(np.array([[1.0, 0.0], [2.0, 0.0]])), x)))
     # f(x) = (x0, x1^3 + x1): B depends on x1 as (3 x1^2 + 1) for |.| >= 1
     f = lambda v: torch.stack([v[0], v[1] ** 3 + v[1]])
     pts = np.array([[0.0, 0.0], [0.0, 1.0], [5.0, 2.0]])
-    np.testing.assert_allclose(bl.bilipschitz(f, pts), [1.0, 4.0, 13.0], rtol=1e-5)
+    np.testing.assert_allclose(bl_measure.bilipschitz(f, pts), [1.0, 4.0, 13.0], rtol=1e-5)
 
 
 def test_negative_slope_parametrization():
-    assert bl.negative_slope(0.0) == 1.0 and bl.negative_slope(1.0) == 0.0
-    assert bl.negative_slope(0.25) == pytest.approx(0.75)
+    assert bl_model.negative_slope(0.0) == 1.0 and bl_model.negative_slope(1.0) == 0.0
+    assert bl_model.negative_slope(0.25) == pytest.approx(0.75)
     for bad in (-0.1, 1.5, float("nan")):
         with pytest.raises(ValueError, match="alpha"):
-            bl.negative_slope(bad)
+            bl_model.negative_slope(bad)
 
 
 def test_alpha_zero_network_is_exactly_linear():
     torch.manual_seed(0)
-    ae = bl.Autoencoder(6, 3, [16, 16], alpha=0.0, parametrization="none")
+    ae = bl_model.Autoencoder(6, 3, [16, 16], alpha=0.0, parametrization="none")
     x = np.random.default_rng(0).standard_normal((50, 6)).astype(np.float32)
-    b = bl.bilipschitz(ae.encoder, x)
+    b = bl_measure.bilipschitz(ae.encoder, x)
     assert np.all(np.isfinite(b)) and b.max() > 1.0
     np.testing.assert_allclose(b, b[0], rtol=1e-5)  # one constant Jacobian
     xt = torch.from_numpy(x)
@@ -67,7 +71,7 @@ def test_alpha_zero_network_is_exactly_linear():
     torch.testing.assert_close(lhs, rhs, atol=1e-5, rtol=1e-5)
     # a nonlinear alpha gives sample-dependent B(z)
     torch.manual_seed(0)
-    b_nl = bl.bilipschitz(bl.Autoencoder(6, 3, [16, 16], alpha=0.9, parametrization="none").encoder, x)
+    b_nl = bl_measure.bilipschitz(bl_model.Autoencoder(6, 3, [16, 16], alpha=0.9, parametrization="none").encoder, x)
     assert np.ptp(b_nl) > 1e-2
 
 
@@ -76,27 +80,27 @@ def test_orthogonal_layers_make_the_linear_end_an_isometry():
     # has orthonormal rows, so every singular value is 1 and B(z) = 1 exactly, before any training
     x = np.random.default_rng(0).random((40, 64)).astype(np.float32)
     torch.manual_seed(0)
-    iso = bl.Autoencoder(64, 4, [16, 16], alpha=0.0, parametrization="orthogonal")
-    J = bl.jacobians(iso.encoder, torch.from_numpy(x[:5]))
+    iso = bl_model.Autoencoder(64, 4, [16, 16], alpha=0.0, parametrization="orthogonal")
+    J = bl_measure.jacobians(iso.encoder, torch.from_numpy(x[:5]))
     np.testing.assert_allclose(
         (J @ J.transpose(1, 2)).detach().numpy(), np.broadcast_to(np.eye(4), (5, 4, 4)), atol=1e-5
     )
-    np.testing.assert_allclose(bl.bilipschitz(iso.encoder, x), 1.0, atol=1e-4)
+    np.testing.assert_allclose(bl_measure.bilipschitz(iso.encoder, x), 1.0, atol=1e-4)
     # unconstrained layers at alpha = 0: linear but not isometric
     torch.manual_seed(0)
-    free = bl.Autoencoder(64, 4, [16, 16], alpha=0.0, parametrization="none")
-    assert bl.bilipschitz(free.encoder, x).min() > 1.5
+    free = bl_model.Autoencoder(64, 4, [16, 16], alpha=0.0, parametrization="none")
+    assert bl_measure.bilipschitz(free.encoder, x).min() > 1.5
     # with the nonlinearity, each leaky ReLU scales a direction by 1 or 1 - alpha:
     # 1 <= B(z) <= (1 / (1 - alpha))^2 for the two hidden activations, and B varies by sample
     torch.manual_seed(0)
-    bent = bl.Autoencoder(64, 4, [16, 16], alpha=0.8, parametrization="orthogonal")
-    b = bl.bilipschitz(bent.encoder, x)
+    bent = bl_model.Autoencoder(64, 4, [16, 16], alpha=0.8, parametrization="orthogonal")
+    b = bl_measure.bilipschitz(bent.encoder, x)
     assert np.all(b >= 1.0 - 1e-6) and np.all(b <= 25.0 + 1e-3) and np.ptp(b) > 1e-3
 
 
 def test_freeze_keeps_the_function_and_removes_the_parametrization():
     torch.manual_seed(1)
-    ae = bl.Autoencoder(10, 3, [8], alpha=0.5, parametrization="orthogonal")
+    ae = bl_model.Autoencoder(10, 3, [8], alpha=0.5, parametrization="orthogonal")
     x = torch.randn(7, 10)
     with torch.no_grad():
         before = ae(x)
@@ -107,25 +111,26 @@ def test_freeze_keeps_the_function_and_removes_the_parametrization():
     w = ae.encoder[0].weight.detach()
     torch.testing.assert_close(w @ w.T, torch.eye(8), atol=1e-5, rtol=0)  # 10 -> 8: orthonormal rows
     with pytest.raises(ValueError, match="parametrization"):
-        bl.mlp([3, 2], 0.5, parametrization="spectral")
+        bl_model.mlp([3, 2], 0.5, parametrization="spectral")
 
 
 def test_convergence_rule_and_early_stop():
-    assert not bl.converged([1.0] * 9, window=5, tol=0.01)  # fewer than two windows
-    assert bl.converged([2.0] * 5 + [1.999] * 5, window=5, tol=0.01)  # 0.05% fall < 1%
-    assert not bl.converged([2.0] * 5 + [1.5] * 5, window=5, tol=0.01)
-    assert bl.late_improvement([4.0, 3.0, 2.0, 1.0], fraction=0.25) == pytest.approx(1.0)
+    assert not bl_model.converged([1.0] * 9, window=5, tol=0.01)  # fewer than two windows
+    assert bl_model.converged([2.0] * 5 + [1.999] * 5, window=5, tol=0.01)  # 0.05% fall < 1%
+    assert not bl_model.converged([2.0] * 5 + [1.5] * 5, window=5, tol=0.01)
+    assert bl_model.late_improvement([4.0, 3.0, 2.0, 1.0], fraction=0.25) == pytest.approx(1.0)
     x = np.random.default_rng(0).random((64, 6)).astype(np.float32)
     kw = dict(latent_dim=2, hidden=[8], batch_size=16, lr=1e-2, device="cpu")  # 4 steps per epoch
-    _, full = bl.train_autoencoder(x, 0.0, 0, epochs=400, **kw)
-    _, early = bl.train_autoencoder(x, 0.0, 0, epochs=400, converge_tol=0.01, converge_window=40, **kw)
+    _, full = bl_model.train_autoencoder(x, 0.0, 0, bl_model.TrainSettings(epochs=400, **kw))
+    early_stop = bl_model.TrainSettings(epochs=400, converge_tol=0.01, converge_window=40, **kw)
+    _, early = bl_model.train_autoencoder(x, 0.0, 0, early_stop)
     assert len(full) == 400 and 20 <= len(early) < 400 and len(early) % 10 == 0  # checks every 40 steps = 10 epochs
     assert early == full[: len(early)]  # the same run, stopped once converged
 
 
 def test_isometric_dgp_preserves_distances():
     r, curv = 2.0, 0.5
-    data = bl.isometric_data(200, latent_dim=3, ambient_dim=9, curvature=curv, seed=4)
+    data = bl_data.isometric_data(200, latent_dim=3, ambient_dim=9, curvature=curv, seed=4)
     x, z, emb = data["x"].astype(np.float64), data["z"].astype(np.float64), data["embedding"]
     np.testing.assert_allclose(emb.T @ emb, np.eye(6), atol=1e-12)
     # chordal distances follow the arc formula exactly: each coordinate moves along a circle of radius r
@@ -135,16 +140,16 @@ def test_isometric_dgp_preserves_distances():
     np.testing.assert_allclose(np.linalg.norm(x[i] - x[j], axis=1), chord, rtol=1e-4, atol=1e-5)
     # local isometry: the generator's Jacobian has orthonormal columns everywhere (B = 1, all s = 1)
     e = torch.from_numpy(emb)
-    J = bl.jacobians(lambda v: bl.isometric_embed(v, curv, e), torch.from_numpy(z[:20]))
+    J = bl_measure.jacobians(lambda v: bl_data.isometric_embed(v, curv, e), torch.from_numpy(z[:20]))
     np.testing.assert_allclose(torch.linalg.svdvals(J).numpy(), 1.0, atol=1e-10)
     # so the length of the image of a straight latent path (the geodesic) equals ||z - z'||
     t = torch.linspace(0, 1, 2001, dtype=torch.float64)[:, None]
     za, zb = torch.from_numpy(z[0]), torch.from_numpy(z[1])
-    path = bl.isometric_embed(za + t * (zb - za), curv, e)
+    path = bl_data.isometric_embed(za + t * (zb - za), curv, e)
     length = torch.linalg.norm(path[1:] - path[:-1], dim=1).sum().item()
     assert length == pytest.approx(float(np.linalg.norm(z[0] - z[1])), rel=1e-5)
     # curvature 0 is a global linear isometry
-    flat = bl.isometric_data(50, 2, 5, 0.0, seed=1)
+    flat = bl_data.isometric_data(50, 2, 5, 0.0, seed=1)
     d_x = np.linalg.norm(flat["x"][:, None] - flat["x"][None], axis=-1)
     d_z = np.linalg.norm(flat["z"][:, None] - flat["z"][None], axis=-1)
     np.testing.assert_allclose(d_x, d_z, atol=1e-5)
@@ -152,9 +157,9 @@ def test_isometric_dgp_preserves_distances():
 
 def test_isometric_dgp_rejects_bad_parameters():
     with pytest.raises(ValueError, match="ambient_dim"):
-        bl.isometric_data(10, 3, 5, 0.5, seed=0)
+        bl_data.isometric_data(10, 3, 5, 0.5, seed=0)
     with pytest.raises(ValueError, match="curvature"):
-        bl.isometric_data(10, 2, 4, 3.5, seed=0)
+        bl_data.isometric_data(10, 2, 4, 3.5, seed=0)
 
 
 def _idx_bytes(arr: np.ndarray) -> bytes:
@@ -167,7 +172,7 @@ def test_load_mnist_npz_and_idx(tmp_path):
     x = rng.integers(0, 256, size=(5, 28, 28), dtype=np.uint8)
     y = np.array([0, 1, 2, 3, 4], dtype=np.uint8)
     np.savez(tmp_path / "mnist.npz", x_train=x, y_train=y)
-    xs, ys = bl.load_mnist(tmp_path / "mnist.npz")
+    xs, ys = bl_data.load_mnist(tmp_path / "mnist.npz")
     assert xs.shape == (5, 784) and xs.max() <= 1.0
     np.testing.assert_allclose(xs[2], x[2].reshape(-1) / 255.0, rtol=1e-6)
     np.testing.assert_array_equal(ys, y)
@@ -175,7 +180,7 @@ def test_load_mnist_npz_and_idx(tmp_path):
     idx.mkdir()
     (idx / "train-images-idx3-ubyte.gz").write_bytes(gzip.compress(_idx_bytes(x)))
     (idx / "train-labels-idx1-ubyte").write_bytes(_idx_bytes(y))
-    xi, yi = bl.load_mnist(idx)
+    xi, yi = bl_data.load_mnist(idx)
     np.testing.assert_array_equal(xi, xs)
     np.testing.assert_array_equal(yi, ys)
 
@@ -183,18 +188,18 @@ def test_load_mnist_npz_and_idx(tmp_path):
 def test_load_mnist_malformed(tmp_path):
     np.savez(tmp_path / "bad.npz", images=np.zeros((2, 28, 28)))
     with pytest.raises(ValueError, match="x_train"):
-        bl.load_mnist(tmp_path / "bad.npz")
+        bl_data.load_mnist(tmp_path / "bad.npz")
     (tmp_path / "empty").mkdir()
     with pytest.raises(ValueError, match="train-images-idx3-ubyte"):
-        bl.load_mnist(tmp_path / "empty")
+        bl_data.load_mnist(tmp_path / "empty")
     folder = tmp_path / "corrupt"
     folder.mkdir()
     (folder / "train-images-idx3-ubyte").write_bytes(b"\x00\x00\x09\x03" + bytes(12))
     (folder / "train-labels-idx1-ubyte").write_bytes(_idx_bytes(np.zeros(2)))
     with pytest.raises(ValueError, match="train-images-idx3-ubyte.*IDX"):
-        bl.load_mnist(folder)
+        bl_data.load_mnist(folder)
     with pytest.raises(FileNotFoundError, match="nothing is downloaded"):
-        bl.load_mnist(tmp_path / "missing.npz")
+        bl_data.load_mnist(tmp_path / "missing.npz")
 
 
 def test_groups_and_labels():
@@ -232,9 +237,9 @@ def _runs(latents: dict[int, np.ndarray]) -> pd.DataFrame:
 def test_pair_alignment_known_answers():
     rng = np.random.default_rng(0)
     a = rng.standard_normal((200, 3))
-    rotated = a @ bl.orthonormal_columns(3, 3, seed=5) + 2.0
+    rotated = a @ bl_data.orthonormal_columns(3, 3, seed=5) + 2.0
     sheared = a @ np.array([[3.0, 1.0, 0.0], [0.0, 1.0, 0.0], [0.0, 0.0, 0.2]])
-    pairs = bl.pair_alignment(_runs({0: a, 1: rotated, 2: sheared}), train_fraction=0.8, seed=0)
+    pairs = bl_gather.pair_alignment(_runs({0: a, 1: rotated, 2: sheared}), train_fraction=0.8, seed=0)
     assert list(zip(pairs["seed_a"], pairs["seed_b"])) == [(0, 1), (0, 2), (1, 2)]
     first = pairs.iloc[0]
     assert first["rigid"] < 1e-10 and first["linear"] < 1e-10
@@ -266,7 +271,7 @@ def _pairs(b_of_alpha, err_of_alpha, seeds=(0, 1, 2, 3), noise=0.0, rng=None):
 
 def test_spearman_table_reports_measured_sign_with_intervals():
     pairs = _pairs([1.0, 2.0, 3.0, 4.0], [0.1, 0.2, 0.3, 0.4])
-    t = bl.spearman_table(pairs, n_boot=200, seed=0).set_index(["map", "statistic"])
+    t = bl_gather.spearman_table(pairs, n_boot=200, seed=0).set_index(["map", "statistic"])
     assert t.loc[("rigid", "b_mean"), "spearman_rho"] == pytest.approx(1.0)
     assert t.loc[("linear", "b_max"), "spearman_rho"] == pytest.approx(-1.0)
     assert set(t["n_pairs"]) == {24}
@@ -278,21 +283,21 @@ def test_spearman_table_reports_measured_sign_with_intervals():
 def test_spearman_interval_covers_zero_without_a_relation_and_resamples_models():
     rng = np.random.default_rng(3)
     null = _pairs([1.0] * 5, [0.2] * 5, noise=0.1, rng=rng)
-    lo, hi = bl.spearman_interval(null, "b_mean", "rigid", n_boot=300, seed=1)
+    lo, hi = bl_gather.spearman_interval(null, "b_mean", "rigid", n_boot=300, seed=1)
     assert lo < 0 < hi
     # the same seeds give the same interval; pairs sharing models widen it beyond a pair bootstrap
-    assert bl.spearman_interval(null, "b_mean", "rigid", n_boot=300, seed=1) == (lo, hi)
+    assert bl_gather.spearman_interval(null, "b_mean", "rigid", n_boot=300, seed=1) == (lo, hi)
     trend = _pairs([1.0, 1.1, 1.2, 1.3, 1.4], [0.1, 0.12, 0.14, 0.16, 0.18], noise=0.05, rng=rng)
-    lo_t, hi_t = bl.spearman_interval(trend, "b_mean", "rigid", n_boot=300, seed=1)
+    lo_t, hi_t = bl_gather.spearman_interval(trend, "b_mean", "rigid", n_boot=300, seed=1)
     assert lo_t > 0 and hi_t <= 1.0
 
 
 def test_training_is_seeded():
     x = np.random.default_rng(0).random((40, 6)).astype(np.float32)
-    kw = dict(latent_dim=2, hidden=[8], epochs=3, batch_size=16, lr=1e-2, device="cpu")
-    m1, h1 = bl.train_autoencoder(x, 0.5, 7, **kw)
-    m2, h2 = bl.train_autoencoder(x, 0.5, 7, **kw)
-    m3, _ = bl.train_autoencoder(x, 0.5, 8, **kw)
+    train = bl_model.TrainSettings(latent_dim=2, hidden=[8], epochs=3, batch_size=16, lr=1e-2, device="cpu")
+    m1, h1 = bl_model.train_autoencoder(x, 0.5, 7, train)
+    m2, h2 = bl_model.train_autoencoder(x, 0.5, 7, train)
+    m3, _ = bl_model.train_autoencoder(x, 0.5, 8, train)
     assert h1 == h2 and h1[-1] < h1[0]
     xt = torch.from_numpy(x)
     with torch.no_grad():
@@ -324,7 +329,7 @@ TINY = dict(
 
 
 def test_tiny_sweep_end_to_end(tmp_path):
-    files = bl.run_sweep(TINY, tmp_path / "study", data_seed=0)
+    files = bl_measure.run_sweep(TINY, tmp_path / "study", data_seed=0)
     for key in ("report.md", "index.html", "distributions", "identifiability", "reconstruction", "per_digit"):
         assert files[key].exists() and files[key].stat().st_size > 0, key
     pairs = pd.read_csv(tmp_path / "study/tables/pairs.csv")
@@ -353,7 +358,7 @@ def test_tiny_sweep_end_to_end(tmp_path):
     from phenoica import render
 
     linked = render.read_verdict(tmp_path / "study")
-    assert linked["title"] == bl.TITLE and linked["page"] == str(files["index.html"])
+    assert linked["title"] == bl_report.TITLE and linked["page"] == str(files["index.html"])
     assert (
         linked["verdict"].startswith("digits: Spearman rho(mean B, rigid error) ")
         and "over 2 seed pairs" in linked["verdict"]
@@ -362,9 +367,9 @@ def test_tiny_sweep_end_to_end(tmp_path):
 
 def test_run_model_requires_mnist_path():
     with pytest.raises(ValueError, match="mnist_path"):
-        bl.run_model("mnist", "all", 0.5, 0, TINY)
+        bl_measure.run_model("mnist", "all", 0.5, 0, TINY)
     with pytest.raises(ValueError, match="isometric"):
-        bl.load_group_data("isometric", "digit3", TINY, 0)
+        bl_data.load_group_data("isometric", "digit3", TINY, 0)
 
 
 def test_groups_and_labels_the_dag_plans_without_torch():

@@ -10,7 +10,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica import annotations, batch_metrics, biomap
+from phenoica.biomap import aggregate as bm_aggregate
+from phenoica.biomap import annotations, batch_metrics
+from phenoica.biomap import consistency as bm_consistency
+from phenoica.biomap import gene_map as bm_gene_map
+from phenoica.biomap import recall as bm_recall
+from phenoica.biomap import similarity as bm_similarity
 from phenoica.biomap_report import batch_biology_figure, biomap_report, biomap_summary, heatmap_figure
 from phenoica.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 
@@ -58,7 +63,7 @@ def test_blocked_recall_equals_efaar_on_the_full_matrix():
     rng = np.random.default_rng(1)
     pairs = pd.DataFrame({"entity1": rng.choice(names, 80), "entity2": rng.choice(names, 80)})
     pairs = annotations.canonical_pairs(pairs, "random")
-    recall, coverage = biomap.relationship_recall(X, names, {"random": pairs}, min_entities=3, block_rows=7)
+    recall, coverage = bm_recall.relationship_recall(X, names, {"random": pairs}, min_entities=3, block_rows=7)
     for row in recall.itertuples():
         assert row.status == "ok"
         assert row.recall == pytest.approx(brute_recall(X, names, pairs, row.lower, row.upper))
@@ -73,7 +78,7 @@ def test_planted_complexes_are_recalled_and_random_pairs_near_chance():
     far = annotations.canonical_pairs(
         pd.DataFrame({"entity1": rng.choice(names[12:], 300), "entity2": rng.choice(names[12:], 300)}), "far"
     )
-    recall, _ = biomap.relationship_recall(X, names, {"complexes": complexes, "far": far}, min_entities=3)
+    recall, _ = bm_recall.relationship_recall(X, names, {"complexes": complexes, "far": far}, min_entities=3)
     at5 = recall[recall["lower"] == 0.05].set_index("source")
     assert at5.loc["complexes", "recall"] == 1.0
     assert at5.loc["far", "recall"] < 0.25  # chance is 0.10
@@ -82,7 +87,7 @@ def test_planted_complexes_are_recalled_and_random_pairs_near_chance():
 def test_source_sharing_too_few_genes_is_a_recorded_skip_with_counts():
     X, names, complexes = planted_map()
     few = pd.DataFrame({"entity1": ["G000", "G001", "OTHER1"], "entity2": ["G001", "OTHER2", "OTHER3"]})
-    recall, coverage = biomap.relationship_recall(
+    recall, coverage = bm_recall.relationship_recall(
         X, names, {"few": annotations.canonical_pairs(few, "few"), "complexes": complexes}, min_entities=5
     )
     skipped = recall[recall["source"] == "few"]
@@ -96,7 +101,7 @@ def test_source_sharing_too_few_genes_is_a_recorded_skip_with_counts():
 def test_nearest_neighbors_match_brute_force_and_carry_q_values():
     X, names, _ = planted_map()
     q = np.linspace(0, 1, len(names))
-    nn = biomap.nearest_neighbors(X, names, q, k=4, block_rows=9)
+    nn = bm_similarity.nearest_neighbors(X, names, q, k=4, block_rows=9)
     U = X / np.linalg.norm(X, axis=1, keepdims=True)
     S = U @ U.T
     np.fill_diagonal(S, -np.inf)
@@ -126,13 +131,13 @@ def guide_table(n_genes: int = 30, guides: int = 3, d: int = 12, seed: int = 0) 
 
 
 def test_consistency_finds_the_agreeing_gene_and_records_the_single_guide_gene():
-    out = biomap.guide_consistency(guide_table(), seed=0, model="m", variant="v", null_size=500).set_index(GENE)
+    out = bm_consistency.guide_consistency(guide_table(), seed=0, model="m", variant="v", null_size=500).set_index(GENE)
     assert out.loc["G00", "p_value"] < 0.01 and out.loc["G00", "consistency"] > 0.5
     assert np.isnan(out.loc["G01", "consistency"]) and np.isnan(out.loc["G01", "p_value"])
     assert out.loc["G01", "reason"] == "one guide: no pair of guides to compare"
     others = out.drop(index=["G00", "G01"])["p_value"]
     assert 0.2 < others.median() < 0.8  # genes without shared signal: p roughly uniform
-    again = biomap.guide_consistency(guide_table(), seed=0, model="m", variant="v", null_size=500)
+    again = bm_consistency.guide_consistency(guide_table(), seed=0, model="m", variant="v", null_size=500)
     pd.testing.assert_frame_equal(out.reset_index(), again[out.reset_index().columns])
 
 
@@ -170,16 +175,16 @@ def profile_rows(seed: int = 0) -> pd.DataFrame:
 
 def test_aggregation_centres_batches_on_controls_and_averages_guides_then_genes(tmp_path):
     table = profile_rows()
-    guides, genes = biomap.aggregate_profiles(table, center_on_controls=True)
+    guides, genes = bm_aggregate.aggregate_profiles(table, center_on_controls=True)
     a = genes.set_index(GENE).loc["A"]
     assert a["emb_0000"] == pytest.approx(3.0, abs=0.1) and a["emb_0001"] == pytest.approx(0.0, abs=0.1)
     assert a["Metadata_NGuides"] == 2 and a["Metadata_NRows"] == 8
-    raw = biomap.aggregate_profiles(table, center_on_controls=False)[1].set_index(GENE)
+    raw = bm_aggregate.aggregate_profiles(table, center_on_controls=False)[1].set_index(GENE)
     assert raw.loc["A", "emb_0000"] == pytest.approx(8.0, abs=0.1)  # mean over both batches, uncentred
     # streamed in small row batches from a parquet: the same profiles
     path = tmp_path / "v.parquet"
     table.to_parquet(path, index=False)
-    g2, n2 = biomap.aggregate_profiles(path, center_on_controls=True, batch_rows=3)
+    g2, n2 = bm_aggregate.aggregate_profiles(path, center_on_controls=True, batch_rows=3)
     pd.testing.assert_frame_equal(genes, n2, check_exact=False, rtol=1e-5)
     pd.testing.assert_frame_equal(guides, g2, check_exact=False, rtol=1e-5)
 
@@ -188,15 +193,15 @@ def test_aggregation_needs_controls_in_every_batch_when_centring():
     table = profile_rows()
     table = table[~((table[BATCH] == "B2") & (table[PERT_TYPE] == "control"))]
     with pytest.raises(ScreenError, match=r"batch\(es\) \['B2'\] have no control rows"):
-        biomap.aggregate_profiles(table, center_on_controls=True)
+        bm_aggregate.aggregate_profiles(table, center_on_controls=True)
 
 
 def test_map_genes_active_uses_the_gene_calls_and_falls_back_without_calls():
-    genes = biomap.aggregate_profiles(profile_rows())[1]
+    genes = bm_aggregate.aggregate_profiles(profile_rows())[1]
     calls = pd.DataFrame({GENE: ["A", "B"], "q_value": [0.01, 0.5], "hit": [True, False]})
-    chosen, q, note = biomap.map_genes(genes, calls, "active")
+    chosen, q, note = bm_similarity.map_genes(genes, calls, "active")
     assert chosen[GENE].tolist() == ["A"] and q.tolist() == [0.01] and "1 of 2" in note
-    chosen, q, note = biomap.map_genes(genes, None, "active")
+    chosen, q, note = bm_similarity.map_genes(genes, None, "active")
     assert chosen[GENE].tolist() == ["A", "B"] and "no hit calls" in note
 
 
@@ -356,14 +361,14 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
     calls = pd.DataFrame(
         {GENE: names, "q_value": np.linspace(0.001, 0.5, len(names)), "hit": True, "model": "m", "variant": "v"}
     )
-    tables, chosen, q, _ = biomap.gene_map(
+    tables, chosen, q, _ = bm_gene_map.gene_map(
         guides, genes, calls, {"c": complexes}, CFG, seed=0, model="m", variant="v", truth=truth
     )
     rec = tables["recall"].set_index(["source", "lower"])
     # 18 complex pairs among 276: at 5/95 only the top 13 cosines (#null below >= 0.95 * 276) can be
     # recalled, so 13/18 is the most there is; at 10/90 all 18 fit
-    assert rec.loc[(biomap.TRUTH_SOURCE, 0.05), "recall"] == pytest.approx(13 / 18)
-    assert rec.loc[(biomap.TRUTH_SOURCE, 0.1), "recall"] == 1.0 and rec.loc[("c", 0.1), "recall"] == 1.0
+    assert rec.loc[(bm_gene_map.TRUTH_SOURCE, 0.05), "recall"] == pytest.approx(13 / 18)
+    assert rec.loc[(bm_gene_map.TRUTH_SOURCE, 0.1), "recall"] == 1.0 and rec.loc[("c", 0.1), "recall"] == 1.0
     assert set(tables["neighbors"]["model"]) == {"m"} and len(tables["consistency"]) == 24
     gn = tables["guide_neighbors"]
     assert len(gn) == 48 * 3 and gn["same_gene"].mean() > 0.3  # a guide's nearest is often its gene's other guide
@@ -387,7 +392,7 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
     assert all(path.exists() for path, _ in figures.values())
     assert {"biomap_batch_vs_biology", "biomap_heatmap_m_v"} <= set(figures)
     summary = sections[0][2]
-    assert summary.loc[0, f"recall_{biomap.TRUTH_SOURCE}"] == pytest.approx(13 / 18)
+    assert summary.loc[0, f"recall_{bm_gene_map.TRUTH_SOURCE}"] == pytest.approx(13 / 18)
     assert summary.loc[0, "genes_active_fraction"] == 1.0
     assert (tmp_path / "report" / "tables" / "biomap_recall.csv").exists()
 

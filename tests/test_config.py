@@ -12,7 +12,7 @@ from tests.conftest import REPO
 def test_empty_config_gets_every_default():
     cfg = validate_config({})
     assert cfg["screen"]["source"] == "demo"
-    assert cfg["classify"]["lightgbm"]["learning_rate"] == 0.05  # PAPER.md Table 6
+    assert cfg["classify"]["lightgbm"]["learning_rate"] == 0.05  # Nelson et al. 2026, Table 6
     assert cfg["classify"]["lightgbm"]["feature_fraction"] == 0.6
     assert cfg["classify"]["concentration_k"] == 0.25
     assert cfg["models"]["mae"]["patch_size"] == 2  # defaults fill inside named models

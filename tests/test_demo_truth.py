@@ -4,7 +4,7 @@ Runs the workflow on the repository's own config.yaml, unchanged, in a scratch f
 checks the run against the simulated truth with the same library functions the report uses
 (``phenoica.truth``). The floors are set well clear of chance and of what the MAE saw before
 the simulator's phenotypes survived the MAE's instance normalization (probe R^2 0.09, effect
-vs no-effect Mann-Whitney p = 0.06), and below what the default run measures (README, "The
+vs no-effect Mann-Whitney p = 0.06), and below what the default run measures (docs/demo.md, "The
 demo screen"), so that the test fails on a regression, not on noise.
 """
 

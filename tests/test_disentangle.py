@@ -1,4 +1,4 @@
-"""Study "disentangle" (PAPER.md Table 2): loaders, procedural data, models, scores, report."""
+"""Study "disentangle" (Nelson et al. 2026 Table 2): loaders, procedural data, models, scores, report."""
 
 from __future__ import annotations
 
@@ -12,8 +12,10 @@ import torch
 from PIL import Image
 from scipy.stats import chi2_contingency, ortho_group
 
-from phenoica.studies import disentangle as dis
-from phenoica.studies import factor_data as fd
+from phenoica.studies.disentangle import data as fd
+from phenoica.studies.disentangle import evaluate as dis_eval
+from phenoica.studies.disentangle import model as dis_model
+from phenoica.studies.disentangle import report as dis_report
 
 torch.set_num_threads(1)
 
@@ -202,14 +204,14 @@ def _discrete_factors(n: int = 500, k: int = 3, levels: int = 8, seed: int = 0) 
 def test_scores_of_the_factors_are_near_one():
     f = _discrete_factors()
     z = f + np.random.default_rng(1).normal(0, 0.01, f.shape)
-    s = dis.score_latents(z, f, SETTINGS, seed=0)
+    s = dis_eval.score_latents(z, f, SETTINGS, seed=0)
     assert s["infom"] > 0.9 and s["infoc"] > 0.9 and s["infoe"] > 0.9
     assert s["mcc"] > 0.99 and s["r2"] > 0.99 and s["nmi"].shape == (3, 3)
 
 
 def test_noise_latents_score_near_zero_on_infoe():
     f = _discrete_factors()
-    s = dis.score_latents(np.random.default_rng(2).normal(size=(500, 3)), f, SETTINGS, seed=0)
+    s = dis_eval.score_latents(np.random.default_rng(2).normal(size=(500, 3)), f, SETTINGS, seed=0)
     assert s["infoe"] < 0.05 and s["mcc"] < 0.15
 
 
@@ -218,7 +220,7 @@ def test_forty_valued_factor_keeps_its_forty_classes():
     rng = np.random.default_rng(0)
     f = np.column_stack([rng.integers(0, 40, 600), rng.integers(0, 4, 600)]).astype(float)
     z = f + rng.normal(0, 0.01, f.shape)
-    s = dis.score_latents(z, f, SETTINGS, seed=0, with_dci=False)
+    s = dis_eval.score_latents(z, f, SETTINGS, seed=0, with_dci=False)
     assert s["infoe_sources"].shape == (2,) and s["infoe_sources"][1] > 0.9
     assert np.isnan(s["dci_d"])
     from phenoica.metrics import infomec
@@ -232,25 +234,25 @@ def test_controls_random_and_factor_fitted_rotation():
     noisy = f + np.random.default_rng(5).normal(0, 0.05, f.shape)
     rotated = (noisy - noisy.mean(0)) @ ortho_group.rvs(3, random_state=4)
     settings = {**SETTINGS, "ica": {"method": "picard", "n_components": None}}
-    oracle = dis.derived_latents("ae_oracle", rotated, settings, seed=0, factors=f)
-    rand = dis.derived_latents("ae_rand", rotated, settings, seed=0)
+    oracle = dis_eval.derived_latents("ae_oracle", rotated, settings, seed=0, factors=f)
+    rand = dis_eval.derived_latents("ae_rand", rotated, settings, seed=0)
     from phenoica.metrics import mcc
 
     assert mcc(oracle, f) > 0.98  # the factor-fitted rotation undoes the mixing
     assert mcc(rand, f) < 0.9
     np.testing.assert_allclose(np.cov(rand.T), np.eye(3), atol=1e-2)  # whitened, then rotated
     with pytest.raises(ValueError, match="needs the factors"):
-        dis.derived_latents("ae_oracle", rotated, settings, seed=0)
+        dis_eval.derived_latents("ae_oracle", rotated, settings, seed=0)
     with pytest.raises(ValueError, match="model must be one of"):
-        dis.derived_latents("vqvae", rotated, settings, seed=0)
+        dis_eval.derived_latents("vqvae", rotated, settings, seed=0)
 
 
 def test_rotation_lowers_infom_and_ica_restores_it():
     f = _discrete_factors()
     noisy = f + np.random.default_rng(5).normal(0, 0.05, f.shape)  # latents are never exactly tied
     rotated = (noisy - noisy.mean(0)) @ ortho_group.rvs(3, random_state=4)
-    mixed = dis.score_latents(rotated, f, SETTINGS, seed=0)
-    unmixed = dis.score_latents(dis.ica_latents(rotated, None, "picard", seed=0), f, SETTINGS, seed=0)
+    mixed = dis_eval.score_latents(rotated, f, SETTINGS, seed=0)
+    unmixed = dis_eval.score_latents(dis_eval.ica_latents(rotated, None, "picard", seed=0), f, SETTINGS, seed=0)
     assert mixed["infom"] < 0.7
     assert unmixed["infom"] > 0.9 and unmixed["mcc"] > 0.98
 
@@ -258,14 +260,14 @@ def test_rotation_lowers_infom_and_ica_restores_it():
 # --------------------------------------------------------------------------- models
 
 
-@pytest.mark.parametrize("model", dis.MODELS)
+@pytest.mark.parametrize("model", dis_model.MODELS)
 def test_training_lowers_the_loss(tiny, model):
-    net, summary = dis.train_model(model, tiny, SETTINGS, seed=0, device="cpu")
+    net, summary = dis_model.train_model(model, tiny, SETTINGS, seed=0, device="cpu")
     loss = np.array(summary["loss"])
     assert loss.size == SETTINGS["steps"] and np.isfinite(loss).all()
     assert loss[-5:].mean() < loss[:5].mean()
     assert summary["images_per_s"] > 0
-    z = dis.encode(net, tiny, np.arange(10))
+    z = dis_model.encode(net, tiny, np.arange(10))
     assert z.shape == (10, SETTINGS["latent_dim"])
 
 
@@ -273,45 +275,45 @@ def test_milestones_give_the_networks_of_shorter_runs(tiny):
     seen = {}
     idx = np.arange(20)
     settings = {**SETTINGS, "steps": 12}
-    _, summary = dis.train_model(
+    _, summary = dis_model.train_model(
         "ae",
         tiny,
         settings,
         seed=1,
         device="cpu",
         milestones=[5, 12],
-        on_milestone=lambda step, net: seen.setdefault(step, dis.encode(net, tiny, idx)),
+        on_milestone=lambda step, net: seen.setdefault(step, dis_model.encode(net, tiny, idx)),
     )
     assert sorted(seen) == [5, 12] and len(summary["loss"]) == 12
-    short, _ = dis.train_model("ae", tiny, {**SETTINGS, "steps": 5}, seed=1, device="cpu")
-    np.testing.assert_allclose(seen[5], dis.encode(short, tiny, idx), atol=1e-5)
+    short, _ = dis_model.train_model("ae", tiny, {**SETTINGS, "steps": 5}, seed=1, device="cpu")
+    np.testing.assert_allclose(seen[5], dis_model.encode(short, tiny, idx), atol=1e-5)
     with pytest.raises(ValueError, match="milestones"):
-        dis.train_model("ae", tiny, settings, seed=1, device="cpu", milestones=[13])
+        dis_model.train_model("ae", tiny, settings, seed=1, device="cpu", milestones=[13])
 
 
 def test_width_scales_the_network():
     def count(width):
-        return sum(p.numel() for p in dis.build_model("ae", 32, 10, width).parameters())
+        return sum(p.numel() for p in dis_model.build_model("ae", 32, 10, width).parameters())
 
     assert count(0.5) < count(1.0) < count(2.0)
-    assert dis.build_model("ae", 32, 10, 2.0).encoder.net[0].out_channels == 64
+    assert dis_model.build_model("ae", 32, 10, 2.0).encoder.net[0].out_channels == 64
     with pytest.raises(ValueError, match="width"):
-        dis.build_model("ae", 32, 10, 0.0)
+        dis_model.build_model("ae", 32, 10, 0.0)
 
 
 def test_tc_decomposition_sums_to_the_minibatch_kl():
     torch.manual_seed(0)
     mu, logvar = torch.randn(64, 4), torch.randn(64, 4) * 0.3
     z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
-    d = dis.tc_decomposition(z, mu, logvar, dataset_size=1000)
-    lq = dis._gaussian_log_density(z, mu, logvar).sum(1)
-    lp = dis._gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z)).sum(1)
+    d = dis_model.tc_decomposition(z, mu, logvar, dataset_size=1000)
+    lq = dis_model._gaussian_log_density(z, mu, logvar).sum(1)
+    lp = dis_model._gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z)).sum(1)
     assert torch.isclose(d["mi"] + d["tc"] + d["dwkl"], (lq - lp).mean(), atol=1e-4)
 
 
 def test_unknown_model_is_rejected():
     with pytest.raises(ValueError, match="model must be one of"):
-        dis.build_model("vqvae", 32, 10)
+        dis_model.build_model("vqvae", 32, 10)
 
 
 # --------------------------------------------------------------------------- pipeline + report
@@ -321,8 +323,8 @@ def test_summary_table_known_answer():
     rows = []
     for d, shift in (("a", 0.0), ("b", 0.2)):
         for seed, v in zip(range(3), (0.1, 0.2, 0.3)):
-            rows.append({"dataset": d, "model": "ae", "seed": seed, **{c: v + shift for c in dis.SCORE_COLUMNS}})
-    t = dis.summary_table(pd.DataFrame(rows))
+            rows.append({"dataset": d, "model": "ae", "seed": seed, **{c: v + shift for c in dis_eval.SCORE_COLUMNS}})
+    t = dis_report.summary_table(pd.DataFrame(rows))
     assert list(t["dataset"]) == ["a", "b", "all"]
     assert np.allclose(t["infom_mean"], [0.2, 0.4, 0.3]) and np.allclose(t["infom_sd"], 0.1)
     assert (t["n_seeds"] == 3).all()
@@ -335,11 +337,11 @@ def test_summary_table_known_answer():
 
 def test_summary_interval_stays_inside_the_scores_range():
     rows = [
-        {"dataset": "a", "model": "beta_tcvae", "seed": seed, **{c: v for c in dis.SCORE_COLUMNS}}
+        {"dataset": "a", "model": "beta_tcvae", "seed": seed, **{c: v for c in dis_eval.SCORE_COLUMNS}}
         for seed, v in enumerate((0.48, 0.86, 0.50))
     ]  # measured InfoC of beta-TCVAE: the t interval reaches 1.14
-    t = dis.summary_table(pd.DataFrame(rows)).iloc[0]
-    mean, lo, hi = dis.mean_interval([0.48, 0.86, 0.50])
+    t = dis_report.summary_table(pd.DataFrame(rows)).iloc[0]
+    mean, lo, hi = dis_report.mean_interval([0.48, 0.86, 0.50])
     assert (
         hi > 1.0
         and t["infoc_hi"] == 1.0
@@ -347,24 +349,24 @@ def test_summary_interval_stays_inside_the_scores_range():
         and t["infoc_mean"] == pytest.approx(mean)
     )
     rows = [
-        {"dataset": "a", "model": "ae", "seed": seed, **{c: v for c in dis.SCORE_COLUMNS}}
+        {"dataset": "a", "model": "ae", "seed": seed, **{c: v for c in dis_eval.SCORE_COLUMNS}}
         for seed, v in enumerate((0.02, 0.30, 0.03))
     ]
-    assert dis.summary_table(pd.DataFrame(rows))["mcc_lo"].iloc[0] == 0.0
-    one = dis.summary_table(pd.DataFrame(rows[:1])).iloc[0]
+    assert dis_report.summary_table(pd.DataFrame(rows))["mcc_lo"].iloc[0] == 0.0
+    one = dis_report.summary_table(pd.DataFrame(rows[:1])).iloc[0]
     assert np.isnan(one["mcc_lo"]) and np.isnan(one["mcc_hi"])  # one seed: no interval, not a clipped one
 
 
 def test_mean_interval_and_paired_differences_known_answers():
-    mean, lo, hi = dis.mean_interval([1.0, 2.0, 3.0, np.nan])
+    mean, lo, hi = dis_report.mean_interval([1.0, 2.0, 3.0, np.nan])
     assert mean == 2.0 and hi - mean == pytest.approx(4.302652729911275 / np.sqrt(3))
-    assert np.isnan(dis.mean_interval([1.0])[1])
+    assert np.isnan(dis_report.mean_interval([1.0])[1])
     rows = [
         {"dataset": "p", "model": m, "seed": s, "infom": v, "infoe": 0.5, "infoc": 0.2, "mcc": 0.3}
         for s, (a, b) in enumerate([(0.3, 0.5), (0.4, 0.5), (0.2, 0.6)])
         for m, v in (("ae", a), ("ae_ica", b))
     ]
-    d = dis.paired_differences(pd.DataFrame(rows), "ae_ica", "ae").set_index("score")
+    d = dis_report.paired_differences(pd.DataFrame(rows), "ae_ica", "ae").set_index("score")
     assert d.loc["InfoM", "mean_diff"] == pytest.approx(0.2333333) and d.loc["InfoM", "seeds_higher"] == 3
     assert d.loc["InfoE", "mean_diff"] == 0.0 and d.loc["InfoM", "n_seeds"] == 3
     assert d.loc["InfoM", "ci_low"] < 0.2333333 < d.loc["InfoM", "ci_high"]
@@ -402,10 +404,10 @@ def _scores_for_verdict(ica_gain: float, infoe: float, ica_mcc: float = 0.5, ora
 
 
 def test_verdict_is_computed_from_the_scores():
-    win = dis.verdict(_scores_for_verdict(0.3, 0.7))
+    win = dis_report.verdict(_scores_for_verdict(0.3, 0.7))
     assert "above the AE on InfoM, as the paper reports" in win and "not a test" not in win
     assert "InfoE is 0.70 [0.70, 0.70]" in win and "linearly (per-factor InfoE >= 0.5): hue; not: shape" in win
-    loss = dis.verdict(_scores_for_verdict(-0.2, 0.3))
+    loss = dis_report.verdict(_scores_for_verdict(-0.2, 0.3))
     assert "below the AE on InfoM, the opposite of the paper's result" in loss
     assert "do not measure disentanglement" in loss  # InfoE 0.3 < 0.5: InfoM is not readable
     assert "already partly axis-aligned" in loss  # AE beats the random-rotation control by 0.1 in every seed
@@ -418,40 +420,40 @@ def test_verdict_is_computed_from_the_scores():
 def test_verdict_why_compares_ica_with_the_factor_fitted_rotation():
     # ICA's InfoM gain unresolved; labelled rotation far above the AE on MCC. Whether ICA found
     # such a rotation is read from ICA's own MCC, not from the AE's.
-    near = dis.verdict(_scores_for_verdict(0.0, 0.7, ica_mcc=0.65, oracle_mcc=0.72))
+    near = dis_report.verdict(_scores_for_verdict(0.0, 0.7, ica_mcc=0.65, oracle_mcc=0.72))
     assert "not distinguishable from the AE on InfoM" in near
     assert (
         "ICA gets within 0.1 MCC of the rotation fitted with the labels" in near
         and "that ICA does not find" not in near
     )
-    far = dis.verdict(_scores_for_verdict(0.0, 0.7, ica_mcc=0.45, oracle_mcc=0.72))
+    far = dis_report.verdict(_scores_for_verdict(0.0, 0.7, ica_mcc=0.45, oracle_mcc=0.72))
     assert "a better rotation exists that ICA does not find" in far and "ICA gets within" not in far
 
 
 def test_verdict_line_is_one_line_from_the_scores():
-    win = dis.verdict_line(_scores_for_verdict(0.3, 0.7))
+    win = dis_report.verdict_line(_scores_for_verdict(0.3, 0.7))
     assert win.startswith("procedural: AE + ICA - AE InfoM +0.30 [") and "over 3 seeds" in win
     assert "ICA above the AE (as the paper reports) (AE InfoE 0.70)" in win and "\n" not in win
-    loss = dis.verdict_line(_scores_for_verdict(-0.2, 0.3))
+    loss = dis_report.verdict_line(_scores_for_verdict(-0.2, 0.3))
     assert "ICA below the AE (the opposite of the paper) (AE InfoE 0.30, too low to read InfoM)" in loss
 
 
 def test_tiny_end_to_end(tiny, tmp_path):
-    summary = dis.train_and_encode(
+    summary = dis_model.train_and_encode(
         tiny, "ae", SETTINGS, 0, tmp_path / "ae" / "latents.npz", tmp_path / "ae" / "model.safetensors"
     )
     assert summary["images_per_s"] > 0
     frames = [
-        dis.evaluate(tmp_path / "ae" / "latents.npz", m, SETTINGS, 0, "procedural", tmp_path / f"{m}.parquet")
+        dis_eval.evaluate(tmp_path / "ae" / "latents.npz", m, SETTINGS, 0, "procedural", tmp_path / f"{m}.parquet")
         for m in ("ae", "ae_ica", "ae_rand", "ae_oracle")
     ]
     scores = pd.concat(frames, ignore_index=True)
-    assert scores[list(dis.SCORE_COLUMNS)].notna().all().all()
+    assert scores[list(dis_eval.SCORE_COLUMNS)].notna().all().all()
     assert np.array(json.loads(scores["nmi"][0])).shape == (7, SETTINGS["latent_dim"])
     assert len(json.loads(scores["infoe_sources"][0])) == 7
     # InfoE is invariant to the invertible linear maps that derive the AE + ... rows
     assert scores["infoe"].to_numpy() == pytest.approx(scores["infoe"][0], abs=0.02)
-    written = dis.write_report(scores, tmp_path / "report", SETTINGS)
+    written = dis_report.write_report(scores, tmp_path / "report", SETTINGS)
     for key in ("report_md", "index_html", "table2.csv", "differences.csv", "nmi_procedural", "scores_procedural"):
         assert written[key].exists() and written[key].stat().st_size > 0
     md = written["report_md"].read_text()
@@ -460,11 +462,11 @@ def test_tiny_end_to_end(tiny, tmp_path):
     from phenoica import render
 
     linked = render.read_verdict(tmp_path / "report")
-    assert linked["title"] == dis.TITLE and linked["verdict"] == dis.verdict_line(scores)
+    assert linked["title"] == dis_report.TITLE and linked["verdict"] == dis_report.verdict_line(scores)
     from safetensors.torch import load_file
 
     weights = load_file(str(tmp_path / "ae" / "model.safetensors"))
-    net = dis.build_model("ae", 16, SETTINGS["latent_dim"])
+    net = dis_model.build_model("ae", 16, SETTINGS["latent_dim"])
     net.load_state_dict(weights)
-    z = dis.read_latents(tmp_path / "ae" / "latents.npz")
-    assert np.allclose(dis.encode(net.eval(), tiny, z["index"]), z["latents"], atol=1e-5)
+    z = dis_eval.read_latents(tmp_path / "ae" / "latents.npz")
+    assert np.allclose(dis_model.encode(net.eval(), tiny, z["index"]), z["latents"], atol=1e-5)

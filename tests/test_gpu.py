@@ -84,3 +84,37 @@ def test_mae_trains_on_cuda_and_its_checkpoint_loads_on_the_cpu(tmp_path):
     with torch.no_grad():
         feats = extractor(torch.randn(2, 3, 16, 16))
     assert feats.shape == (2, SPEC["embed_dim"]) and torch.isfinite(feats).all()
+
+
+def test_staging_round_trip_on_cuda():
+    """Pinned upload on the side stream, the compute stream waiting for it, pinned download."""
+    from phenoica.models.device import Staging
+
+    staging = Staging(torch.device("cuda"))
+    host = torch.arange(4096, dtype=torch.uint8).reshape(16, 256)
+    item = staging.upload(host)
+    assert item.tensor.device.type == "cuda" and item.done is not None
+    on_device = staging.take(item).float() * 2
+    np.testing.assert_array_equal(Staging.result(staging.download(on_device)), host.numpy().astype(np.float32) * 2)
+
+
+def test_a_job_of_two_plates_on_cuda_matches_the_cpu(tmp_path):
+    """embed_model_plates (the rule's function) on CUDA, model built once: both plates equal
+    to the fp32 CPU features up to bf16 rounding; compiled with a compile cache folder."""
+    from phenoica.config import validate_config
+    from phenoica.embed_jobs import EmbedJob, PlateJob, embed_model_plates
+    from tests.test_embed_jobs import MODEL
+
+    frames = {}
+    for device, extra in (("cpu", {}), ("cuda", {"compile": True, "compile_cache": str(tmp_path / "cache")})):
+        plates = []
+        for i in range(2):
+            store, _ = make_store(tmp_path / device, n=8, name=f"P{i + 1}.zarr", seed=i)
+            out = tmp_path / device / f"P{i + 1}.parquet"
+            plates.append(PlateJob(store, make_metadata(range(8), plate=f"P{i + 1}"), out))
+        embed = validate_config({})["embed"] | {"device": device, "chunk_images": 4, **extra}
+        embed_model_plates(plates, EmbedJob("m", MODEL, None, embed))
+        frames[device] = [embeddings(pd.read_parquet(p.out)) for p in plates]
+    assert any((tmp_path / "cache").rglob("*"))  # the compile cache was written
+    for cpu, gpu in zip(frames["cpu"], frames["cuda"]):
+        assert _cosine_rows(cpu, gpu).min() > 0.999

@@ -1,4 +1,4 @@
-"""Known answers for the classification metrics of PAPER.md Tables 3 and 4."""
+"""Known answers for the classification metrics of Nelson et al. 2026 Tables 3 and 4."""
 
 from __future__ import annotations
 

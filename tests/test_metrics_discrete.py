@@ -1,4 +1,4 @@
-"""InfoMEC and DCI inputs for discrete factors (PAPER.md, Hsu et al.): label-encoded with all their
+"""InfoMEC and DCI inputs for discrete factors (Nelson et al. 2026; Hsu et al. 2023): label-encoded with all their
 values, never quantile-binned, also when a factor has more values than the binning default (MPI3D's
 two 40-valued factors)."""
 

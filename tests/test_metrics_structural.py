@@ -1,7 +1,7 @@
-"""Structural identifiability metrics: MCC, linear R^2, InfoMEC, DCI (PAPER.md "Table 2").
+"""Structural identifiability metrics: MCC, linear R^2, InfoMEC, DCI (Nelson et al. 2026 "Table 2").
 
 Known answers on a small generative process: 3 independent discrete factors (4, 6 and 10
-equally likely values), 2,000 samples, as in PAPER.md's measurements with Hsu et al.'s code.
+equally likely values), 2,000 samples, as in the reference measurements with Hsu et al.'s code.
 """
 
 from __future__ import annotations
@@ -242,7 +242,7 @@ def test_infoe_half_information_source(rng):
     assert infoe(source, latent) == pytest.approx(0.5, abs=0.03)
 
 
-# --------------------------------------------------------------------------- InfoMEC (PAPER.md reference values)
+# --------------------------------------------------------------------------- InfoMEC (reference values measured with Hsu et al.'s code)
 
 
 def test_infomec_close_latents_match_reference(scores):

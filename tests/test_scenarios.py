@@ -51,7 +51,8 @@ def test_scenario_configs_are_valid_and_share_the_demo_settings():
     assert sorted(p.stem for p in SCENARIOS.glob("*.yaml")) == sorted(NAMES)
     configs = {name: yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text()) for name in NAMES}
     for name, cfg in configs.items():
-        assert validate_config(cfg)["screen"]["source"] == ("demo" if name in ("demo", "frozen") else name), name
+        source = {"demo": "demo", "frozen": "demo", "positive_control": "embeddings", "cell_state": "embeddings"}
+        assert validate_config(cfg)["screen"]["source"] == source.get(name, name), name
     shared = ("models", "train", "embed", "classify")
     for name in ("zarr", "images", "ome_zarr", "frozen"):
         assert {k: configs[name][k] for k in shared} == {k: configs["demo"][k] for k in shared}, name

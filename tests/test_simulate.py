@@ -9,8 +9,13 @@ import torch
 from scipy import stats
 from skimage import feature, measure
 
-from phenoica import metrics, preprocess, screen, simulate
+from phenoica import metrics, preprocess, screen
 from phenoica.config import demo_plates, validate_config
+from phenoica.sources.demo import design as sim_design
+from phenoica.sources.demo import layout as sim_layout
+from phenoica.sources.demo import nuisance as sim_nuisance
+from phenoica.sources.demo import plates as sim_plates
+from phenoica.sources.demo import render as sim_render
 
 SEED = 7
 
@@ -41,20 +46,20 @@ def demo() -> dict:
 
 @pytest.fixture(scope="module")
 def plates(demo) -> dict[str, tuple[np.ndarray, pd.DataFrame, pd.DataFrame]]:
-    return {plate: simulate.simulate_plate(demo, SEED, plate) for _, plate in demo_plates(demo)}
+    return {plate: sim_plates.simulate_plate(demo, SEED, plate) for _, plate in demo_plates(demo)}
 
 
 # ------------------------------------------------------------------ truth and layout
 
 
 def test_gene_truth_rows_and_effects(demo):
-    truth = simulate.gene_truth(demo, SEED)
+    truth = sim_design.gene_truth(demo, SEED)
     pert = truth[truth[screen.PERT_TYPE] == screen.PERTURBATION]
     ctrl = truth[truth[screen.PERT_TYPE] == screen.CONTROL]
     assert len(pert) == 3 * 2 and pert[screen.GUIDE].is_unique
     first = pert[screen.GENE].iloc[0]
     assert list(pert[screen.GUIDE][:2]) == [f"{first}_g1", f"{first}_g2"]
-    assert len(ctrl) == simulate.MAX_CONTROL_GUIDES and set(ctrl[screen.GENE]) == {simulate.CONTROL_GENE}
+    assert len(ctrl) == sim_design.MAX_CONTROL_GUIDES and set(ctrl[screen.GENE]) == {sim_design.CONTROL_GENE}
     assert pert.groupby(screen.GENE)["has_effect"].first().sum() == 3 - 1
     lo, hi = demo["guide_efficacy"]
     assert pert["efficacy"].between(lo, hi).all() and (ctrl["efficacy"] == 0).all()
@@ -63,14 +68,14 @@ def test_gene_truth_rows_and_effects(demo):
         items = [s for s in row["affected_factors"].split(",") if s]
         assert len(items) == (demo["factors_per_gene"] if row["has_effect"] else 0)
     assert not ctrl["has_effect"].any() and (ctrl["affected_factors"] == "").all()
-    assert not simulate.gene_truth(demo, SEED + 1).equals(truth)
+    assert not sim_design.gene_truth(demo, SEED + 1).equals(truth)
 
 
 def test_complexes_share_factors_and_take_real_corum_symbols():
-    from phenoica.annotations import corum_complexes
+    from phenoica.biomap.annotations import corum_complexes
 
     demo = tiny_demo(n_genes=12, n_null_genes=3, n_complexes=2, genes_per_complex=3)
-    truth = simulate.gene_truth(demo, SEED)
+    truth = sim_design.gene_truth(demo, SEED)
     genes = truth[truth[screen.PERT_TYPE] == screen.PERTURBATION].drop_duplicates(screen.GENE)
     real = corum_complexes()
     owner = {g: c for c, members in real.items() for g in members}
@@ -87,10 +92,10 @@ def test_complexes_share_factors_and_take_real_corum_symbols():
     effic = truth[truth["complex"] == named["complex"].iloc[0]]["efficacy"]
     assert effic.nunique() == len(effic)
     # fewer genes with an effect than the complexes need: as many complexes as fit
-    small = simulate.gene_truth(tiny_demo(n_genes=5, n_null_genes=1, n_complexes=2, genes_per_complex=3), SEED)
+    small = sim_design.gene_truth(tiny_demo(n_genes=5, n_null_genes=1, n_complexes=2, genes_per_complex=3), SEED)
     assert small.loc[small["complex"] != "", "complex"].nunique() == 1
     # more genes than the list has complexes for: synthetic names for the rest
-    big = simulate.gene_truth(
+    big = sim_design.gene_truth(
         tiny_demo(n_genes=60, n_null_genes=20, wells_per_guide_per_plate=1, guides_per_gene=1), SEED
     )
     big = big[big[screen.PERT_TYPE] == screen.PERTURBATION]
@@ -111,7 +116,7 @@ def test_metadata_contract_counts_and_shuffled_wells(demo, plates):
         assert len(per_guide) == n_guides and (per_guide == demo["sites_per_well"]).all()
         ctrl = metadata[metadata[screen.PERT_TYPE] == screen.CONTROL]
         assert len(ctrl) == demo["control_wells_per_plate"] * demo["sites_per_well"]
-        assert ctrl[screen.GUIDE].nunique() == 4 and (ctrl[screen.GENE] == simulate.CONTROL_GENE).all()
+        assert ctrl[screen.GUIDE].nunique() == 4 and (ctrl[screen.GENE] == sim_design.CONTROL_GENE).all()
         assert metadata.groupby(screen.WELL)[screen.GUIDE].nunique().max() == 1
         assert (metadata[screen.WELL] == metadata["Metadata_Row"] + metadata["Metadata_Col"].map("{:02d}".format)).all()
         assert (factors[screen.IMAGE_INDEX] == metadata[screen.IMAGE_INDEX]).all()
@@ -122,32 +127,32 @@ def test_metadata_contract_counts_and_shuffled_wells(demo, plates):
 
 def test_unknown_plate_and_bad_config_are_clear_errors(demo):
     with pytest.raises(ValueError, match="B09P01.*B01P01"):
-        simulate.simulate_plate(demo, SEED, "B09P01")
+        sim_plates.simulate_plate(demo, SEED, "B09P01")
     with pytest.raises(ValueError, match="demo.factors_per_gene"):
-        simulate.gene_truth({**demo, "factors_per_gene": demo["n_factors"] + 1}, SEED)
+        sim_design.gene_truth({**demo, "factors_per_gene": demo["n_factors"] + 1}, SEED)
     with pytest.raises(ValueError, match="demo.n_factors"):
-        simulate.gene_truth({**demo, "n_factors": len(simulate.FACTORS) + 1, "factors_per_gene": 1}, SEED)
+        sim_design.gene_truth({**demo, "n_factors": len(sim_design.FACTORS) + 1, "factors_per_gene": 1}, SEED)
     with pytest.raises(ValueError, match="wells per plate"):
-        simulate.plate_layout({**demo, "control_wells_per_plate": 2000}, SEED, "B01P01")
+        sim_layout.plate_layout({**demo, "control_wells_per_plate": 2000}, SEED, "B01P01")
 
 
 # ------------------------------------------------------------------ determinism
 
 
 def test_same_seed_same_bytes_other_seed_differs(demo, plates):
-    tiles, metadata, factors = simulate.simulate_plate(demo, SEED, "B01P01")
+    tiles, metadata, factors = sim_plates.simulate_plate(demo, SEED, "B01P01")
     ref_tiles, ref_metadata, ref_factors = plates["B01P01"]
     assert tiles.tobytes() == ref_tiles.tobytes()
     pd.testing.assert_frame_equal(metadata, ref_metadata)
     pd.testing.assert_frame_equal(factors, ref_factors)
-    other, other_md, other_factors = simulate.simulate_plate(demo, SEED + 1, "B01P01")
+    other, other_md, other_factors = sim_plates.simulate_plate(demo, SEED + 1, "B01P01")
     assert other.tobytes() != tiles.tobytes()
     assert not np.allclose(other_factors.filter(like="factor_").to_numpy(), factors.filter(like="factor_").to_numpy())
 
 
 def test_plate_does_not_depend_on_screen_size(demo, plates):
     bigger = tiny_demo(n_batches=3)
-    tiles, metadata, factors = simulate.simulate_plate(bigger, SEED, "B02P01")
+    tiles, metadata, factors = sim_plates.simulate_plate(bigger, SEED, "B02P01")
     assert tiles.tobytes() == plates["B02P01"][0].tobytes()
     pd.testing.assert_frame_equal(factors, plates["B02P01"][2])
 
@@ -156,13 +161,13 @@ def test_plate_does_not_depend_on_screen_size(demo, plates):
 
 
 def test_factor_distributions_are_standardized_non_gaussian_and_independent():
-    n = len(simulate.FACTORS)
-    x = simulate.draw_factors(20000, n, simulate.rng_for(0, "test"))
+    n = len(sim_design.FACTORS)
+    x = sim_design.draw_factors(20000, n, sim_design.rng_for(0, "test"))
     assert np.abs(x.mean(axis=0)).max() < 0.04
     assert np.abs(x.std(axis=0) - 1).max() < 0.05
     skew, kurt = stats.skew(x, axis=0), stats.kurtosis(x, axis=0)
     assert ((np.abs(skew) > 0.5) | (np.abs(kurt) > 0.8)).all(), (skew, kurt)
-    gauss = simulate.rng_for(0, "gauss").standard_normal((20000, 1))  # the same check rejects a Gaussian
+    gauss = sim_design.rng_for(0, "gauss").standard_normal((20000, 1))  # the same check rejects a Gaussian
     assert not (abs(stats.skew(gauss)[0]) > 0.5 or abs(stats.kurtosis(gauss)[0]) > 0.8)
     corr = np.corrcoef(x, rowvar=False)
     assert np.abs(corr - np.eye(n)).max() < 0.05
@@ -170,7 +175,7 @@ def test_factor_distributions_are_standardized_non_gaussian_and_independent():
 
 def test_control_factors_on_a_plate_are_centred_non_gaussian_and_uncorrelated():
     demo = tiny_demo(control_wells_per_plate=96, sites_per_well=4, image_size=16, cells_per_image=2)
-    _, metadata, factors = simulate.simulate_plate(demo, SEED, "B01P01")
+    _, metadata, factors = sim_plates.simulate_plate(demo, SEED, "B01P01")
     ctrl = factors.loc[metadata[screen.PERT_TYPE] == screen.CONTROL].filter(like="factor_").to_numpy()
     n = len(ctrl)
     assert n == 384 and ctrl.shape[1] == demo["n_factors"]
@@ -183,13 +188,13 @@ def test_control_factors_on_a_plate_are_centred_non_gaussian_and_uncorrelated():
 
 def test_gene_shifts_exactly_its_affected_factors_on_every_plate():
     on, off = tiny_demo(effect_size=1.5), tiny_demo(effect_size=0.0)
-    truth = simulate.gene_truth(on, SEED)
-    pd.testing.assert_frame_equal(truth, simulate.gene_truth(off, SEED))  # effect_size only scales
+    truth = sim_design.gene_truth(on, SEED)
+    pd.testing.assert_frame_equal(truth, sim_design.gene_truth(off, SEED))  # effect_size only scales
     truth = truth.set_index(screen.GUIDE)
     for _, plate in demo_plates(on):
-        _, metadata, with_effect = simulate.simulate_plate(on, SEED, plate)
-        _, _, without = simulate.simulate_plate(off, SEED, plate)
-        cols = [simulate.factor_name(j) for j in range(on["n_factors"])]
+        _, metadata, with_effect = sim_plates.simulate_plate(on, SEED, plate)
+        _, _, without = sim_plates.simulate_plate(off, SEED, plate)
+        cols = [sim_design.factor_name(j) for j in range(on["n_factors"])]
         diff = with_effect[cols].to_numpy() - without[cols].to_numpy()
         for guide, rows in metadata.groupby(screen.GUIDE).groups.items():
             expected = np.zeros(len(cols))
@@ -211,9 +216,9 @@ def test_gene_images_differ_from_controls_only_in_affected_factors():
         image_size=16,
         cells_per_image=2,
     )
-    _, metadata, factors = simulate.simulate_plate(demo, SEED, "B01P01")
-    shifts = simulate.guide_shifts(demo, SEED)
-    truth = simulate.gene_truth(demo, SEED)
+    _, metadata, factors = sim_plates.simulate_plate(demo, SEED, "B01P01")
+    shifts = sim_design.guide_shifts(demo, SEED)
+    truth = sim_design.gene_truth(demo, SEED)
     cols = list(shifts.columns)
     ctrl = factors.loc[metadata[screen.PERT_TYPE] == screen.CONTROL, cols]
     for gene, rows in metadata[metadata[screen.PERT_TYPE] == screen.PERTURBATION].groupby(screen.GENE):
@@ -240,13 +245,13 @@ def test_images_shape_dtype_and_dynamic_range(demo, plates):
             assert np.percentile(channel, 99.5) > 0.2 * 255, c
             assert (channel == 255).mean() < 0.01, c
             assert np.median(channel) > 0, c  # background offset + noise, not a black frame
-    tiles16, _, _ = simulate.simulate_plate(tiny_demo(dtype="uint16", channels=["dna", "actin", "x"]), SEED, "B01P01")
+    tiles16, _, _ = sim_plates.simulate_plate(tiny_demo(dtype="uint16", channels=["dna", "actin", "x"]), SEED, "B01P01")
     assert tiles16.dtype == np.uint16 and tiles16.shape[1] == 3 and tiles16.max() > 255
 
 
 def test_channel_roles_by_name_then_position():
-    assert simulate.channel_roles(["nucleus", "er", "actin", "mito", "golgi"]) == list(simulate.ROLES)
-    assert simulate.channel_roles(["dna", "Mito", "c2", "c3", "c4", "c5"]) == [
+    assert sim_render.channel_roles(["nucleus", "er", "actin", "mito", "golgi"]) == list(sim_render.ROLES)
+    assert sim_render.channel_roles(["dna", "Mito", "c2", "c3", "c4", "c5"]) == [
         "nucleus",
         "mito",
         "actin",
@@ -257,12 +262,12 @@ def test_channel_roles_by_name_then_position():
 
 
 def test_nucleus_area_grows_with_nucleus_size_factor():
-    size_col = [name for name, _ in simulate.FACTORS].index("nucleus_size")
+    size_col = [name for name, _ in sim_design.FACTORS].index("nucleus_size")
     areas = []
     for value in (-2.0, -1.0, 0.0, 1.0, 2.0):
         factors = np.zeros((16, 10))
         factors[:, size_col] = value
-        clean = simulate.render_cells(factors, ["nucleus", "er"], 48, 4, simulate.rng_for(0, "layout"))
+        clean = sim_render.render_cells(factors, ["nucleus", "er"], 48, 4, sim_design.rng_for(0, "layout"))
         areas.append(float((clean[:, 0] > 0.15).mean()))
     assert np.all(np.diff(areas) > 0), areas
     assert areas[-1] > 1.8 * areas[0]
@@ -270,20 +275,20 @@ def test_nucleus_area_grows_with_nucleus_size_factor():
 
 def test_nucleus_area_tracks_factor_in_simulated_plate():
     demo = tiny_demo(control_wells_per_plate=48, image_size=32)
-    tiles, _, factors = simulate.simulate_plate(demo, SEED, "B01P01")
+    tiles, _, factors = sim_plates.simulate_plate(demo, SEED, "B01P01")
     area = (tiles[:, 0] > 0.3 * 255).mean(axis=(1, 2))
     assert stats.spearmanr(area, factors["factor_01"]).statistic > 0.25
 
 
-FACTOR_NAMES = [name for name, _ in simulate.FACTORS]
-CHANNELS = list(simulate.ROLES)
+FACTOR_NAMES = [name for name, _ in sim_design.FACTORS]
+CHANNELS = list(sim_render.ROLES)
 
 
 def render_one(name: str, value: float, n: int = 8, size: int = 48, **kwargs) -> np.ndarray:
     """n images with one factor at ``value`` and every other factor at 0, the same layout draws."""
-    factors = np.zeros((n, len(simulate.FACTORS)))
+    factors = np.zeros((n, len(sim_design.FACTORS)))
     factors[:, FACTOR_NAMES.index(name)] = value
-    return simulate.render_cells(factors, CHANNELS, size, 5, simulate.rng_for(0, "layout"), **kwargs)
+    return sim_render.render_cells(factors, CHANNELS, size, 5, sim_design.rng_for(0, "layout"), **kwargs)
 
 
 def normalized(images: np.ndarray) -> np.ndarray:
@@ -369,7 +374,7 @@ def test_cell_count_factor_sets_the_number_of_nuclei():
     values = np.linspace(-2.5, 2.5, 24)
     factors = np.zeros((24, 10))
     factors[:, 0] = values
-    images = simulate.render_cells(factors, CHANNELS, 64, 6, simulate.rng_for(0, "count"))
+    images = sim_render.render_cells(factors, CHANNELS, 64, 6, sim_design.rng_for(0, "count"))
     counts = nuclei_counts(images)
     assert stats.spearmanr(values, counts).statistic > 0.85, counts
     assert counts[-4:].mean() > 3 * counts[:4].mean(), counts
@@ -377,8 +382,8 @@ def test_cell_count_factor_sets_the_number_of_nuclei():
 
 def test_zoom_nuisance_changes_apparent_size_and_count():
     factors = np.zeros((16, 10))
-    near = simulate.render_cells(factors, CHANNELS, 64, 6, simulate.rng_for(0, "z"), zoom=np.full(16, 1.25))
-    far = simulate.render_cells(factors, CHANNELS, 64, 6, simulate.rng_for(0, "z"), zoom=np.full(16, 0.8))
+    near = sim_render.render_cells(factors, CHANNELS, 64, 6, sim_design.rng_for(0, "z"), zoom=np.full(16, 1.25))
+    far = sim_render.render_cells(factors, CHANNELS, 64, 6, sim_design.rng_for(0, "z"), zoom=np.full(16, 0.8))
 
     def area(images: np.ndarray) -> np.ndarray:  # mean nucleus area per image, px
         return (images[:, 0] > 0.25).sum(axis=(1, 2)) / np.maximum(nuclei_counts(images), 1)
@@ -386,18 +391,18 @@ def test_zoom_nuisance_changes_apparent_size_and_count():
     assert area(near).mean() > 1.8 * area(far).mean()
     assert nuclei_counts(near).mean() < nuclei_counts(far).mean()
     with pytest.raises(ValueError, match="zoom"):
-        simulate.render_cells(factors, CHANNELS, 64, 6, simulate.rng_for(0, "z"), zoom=np.full(16, 3.0))
+        sim_render.render_cells(factors, CHANNELS, 64, 6, sim_design.rng_for(0, "z"), zoom=np.full(16, 3.0))
 
 
 def test_zoom_is_a_batch_nuisance():
     demo = tiny_demo(n_batches=4, plates_per_batch=2)
-    zoom = {p: simulate.nuisance_table(demo, SEED, p, 50)["nuisance_zoom"] for _, p in demo_plates(demo)}
-    lo, hi = simulate._ZOOM_RANGE
+    zoom = {p: sim_nuisance.nuisance_table(demo, SEED, p, 50)["nuisance_zoom"] for _, p in demo_plates(demo)}
+    lo, hi = sim_render.ZOOM_RANGE
     assert all(z.between(lo, hi).all() for z in zoom.values())
     per_batch = [np.log(zoom[f"B0{b}P01"].mean()) for b in range(1, 5)]
     within = np.mean([abs(np.log(zoom[f"B0{b}P01"].mean() / zoom[f"B0{b}P02"].mean())) for b in range(1, 5)])
     assert np.std(per_batch) > 2 * within > 0
-    flat = simulate.nuisance_table({**demo, "batch_strength": 0.0}, SEED, "B02P01", 5)
+    flat = sim_nuisance.nuisance_table({**demo, "batch_strength": 0.0}, SEED, "B02P01", 5)
     assert (flat["nuisance_zoom"] == 1.0).all()
 
 
@@ -429,10 +434,10 @@ def test_factors_are_recoverable_from_normalized_images_despite_batch_effects():
     demo = tiny_demo(n_batches=2, control_wells_per_plate=60, sites_per_well=4, image_size=48, cells_per_image=5)
     tiles, factors = [], []
     for _, plate in demo_plates(demo):
-        t, _, f = simulate.simulate_plate(demo, SEED, plate)
+        t, _, f = sim_plates.simulate_plate(demo, SEED, plate)
         tiles.append(t)
         factors.append(f)
-    names = [simulate.factor_name(j) for j in range(demo["n_factors"])]
+    names = [sim_design.factor_name(j) for j in range(demo["n_factors"])]
     table = pd.concat(factors)
     r2 = metrics.probe_r2(handcrafted_features(np.concatenate(tiles)), table[names].to_numpy())
     assert r2.mean() > 0.6 and r2.min() > 0.3, dict(zip(FACTOR_NAMES, r2.round(2)))
@@ -440,13 +445,13 @@ def test_factors_are_recoverable_from_normalized_images_despite_batch_effects():
 
 def test_batch_effects_change_pixels_of_the_same_cells():
     demo = tiny_demo(n_batches=3, plates_per_batch=2)
-    factors = simulate.draw_factors(12, demo["n_factors"], simulate.rng_for(0, "f"))
-    clean = simulate.render_cells(factors, demo["channels"], 32, 4, simulate.rng_for(0, "r"))
+    factors = sim_design.draw_factors(12, demo["n_factors"], sim_design.rng_for(0, "f"))
+    clean = sim_render.render_cells(factors, demo["channels"], 32, 4, sim_design.rng_for(0, "r"))
 
     def image(d: dict, plate: str) -> np.ndarray:
-        nuisance = simulate.nuisance_table(d, SEED, plate, len(clean))
-        return simulate.apply_nuisance(
-            clean, nuisance, d["channels"], d["noise"], "uint8", simulate.rng_for(0, "noise")
+        nuisance = sim_nuisance.nuisance_table(d, SEED, plate, len(clean))
+        return sim_nuisance.apply_nuisance(
+            clean, nuisance, d["channels"], d["noise"], "uint8", sim_design.rng_for(0, "noise")
         ).astype(float)
 
     a, b = image(demo, "B01P01"), image(demo, "B02P01")
@@ -454,7 +459,7 @@ def test_batch_effects_change_pixels_of_the_same_cells():
     assert np.max(np.abs(np.log(means_a / means_b))) > 0.1
     # Batch effects outweigh plate effects: plates of one batch look more alike.
     gains = {
-        p: np.log(simulate.nuisance_table(demo, SEED, p, 1).filter(like="gain_").to_numpy()[0])
+        p: np.log(sim_nuisance.nuisance_table(demo, SEED, p, 1).filter(like="gain_").to_numpy()[0])
         for _, p in demo_plates(demo)
     }
     within = np.mean([np.linalg.norm(gains[f"B0{b}P01"] - gains[f"B0{b}P02"]) for b in (1, 2, 3)])
@@ -471,7 +476,7 @@ def test_batch_effects_change_pixels_of_the_same_cells():
 
 def test_write_demo_plate_round_trip(demo, plates, tmp_path):
     store = tmp_path / "plates" / "B01P01.zarr"
-    simulate.write_demo_plate(demo, SEED, "B01P01", store, tmp_path / "md.parquet", tmp_path / "f.parquet")
+    sim_plates.write_demo_plate(demo, SEED, "B01P01", store, tmp_path / "md.parquet", tmp_path / "f.parquet")
     tiles, metadata, factors = plates["B01P01"]
     stored = screen.open_plate(store)
     assert stored.chunks[0] == demo["chunk_images"]
@@ -483,7 +488,7 @@ def test_write_demo_plate_round_trip(demo, plates, tmp_path):
 
 
 def test_simulate_screen_writes_every_plate(demo, tmp_path):
-    metadata = simulate.simulate_screen(demo, SEED, tmp_path)
+    metadata = sim_plates.simulate_screen(demo, SEED, tmp_path)
     plates = [p for _, p in demo_plates(demo)]
     assert screen.plates_of(metadata) == plates
     pd.testing.assert_frame_equal(screen.read_metadata(tmp_path / "metadata.parquet"), metadata)

@@ -58,7 +58,7 @@ def test_bilipschitz_job_params_carry_what_a_training_job_reads(tmp_path):
     # the rule's params are all the script hands run_alpha: one job trains every configured seed
     from phenoica import workflow as wf
     from phenoica.config import load_config
-    from phenoica.studies.bilipschitz import run_alpha
+    from phenoica.studies.bilipschitz.measure import run_alpha
 
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     cfg = load_config(tmp_path / "config.yaml", {"bilipschitz": TINY_STUDIES["bilipschitz"]})

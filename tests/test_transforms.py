@@ -521,3 +521,56 @@ def test_every_random_choice_of_a_fit_has_its_derived_seed():
         fitted["pca_rand"].rotation.rotation_, RandomRotation(seeds["rand"]).draw(k).rotation_
     )
     assert fitted["pca_ica"].whitener.seed == seeds["whiten"] and fitted["pca_ica"].rotation.seed == seeds["ica"]
+
+
+# --------------------------------------------------------------------------- component rules
+
+
+def test_noise_edge_is_the_marchenko_pastur_edge_for_equal_variances():
+    from phenoica.variants import noise_edge
+
+    for s, aspect in ((1.0, 0.25), (2.5, 0.01), (0.3, 1.0)):
+        assert noise_edge(np.full(40, s), aspect) == pytest.approx(s * (1 + np.sqrt(aspect)) ** 2, rel=1e-6)
+    # unequal variances push the edge above the equal-variance edge of their mean
+    assert noise_edge(np.r_[np.full(20, 0.5), np.full(20, 1.5)], 0.1) > (1 + np.sqrt(0.1)) ** 2
+
+
+def _screen_rows(tmp_path, screen):
+    from phenoica.positive_control import write_screen
+
+    out = write_screen(tmp_path / screen, 0, screen)
+    t = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
+    return np.stack(t["vector"]), t["Metadata_Batch"].to_numpy(), (t["Metadata_PertType"] == "control").to_numpy()
+
+
+def test_deflated_rule_keeps_every_source_and_is_not_shadowed_by_cell_state(tmp_path):
+    """Known answer: the positive control mixes 20 sources; 'deflated' keeps exactly 20. When
+    cell-state variation holds most of the variance, parallel analysis's permutation floor
+    rises over the biology and keeps far fewer; the deflated floor does not."""
+    counts = {}
+    for screen in ("positive_control", "cell_state"):
+        X, b, c = _screen_rows(tmp_path, screen)
+        for rule in ("deflated", "parallel"):
+            fitted = fit_variants(["pca"], X, b, c, {"n_components": rule}, seed=0)
+            counts[screen, rule] = fitted["pca"].whitener.n_components_
+            assert fitted["pca"].fit_report["n_components_rule"] == rule
+    assert counts["positive_control", "deflated"] == 20
+    assert counts["cell_state", "deflated"] >= 16 > counts["cell_state", "parallel"] + 5
+
+
+def test_component_rules_bad_input(rng):
+    """A rule keeping < 2 components names the rule and the leading eigenvalues; a count above
+    the numerical rank is an error naming the rank; negative or zero counts are rejected."""
+    with pytest.raises(ValueError, match=r"rule 'deflated' keeps [01] component.*leading eigenvalues \[[0-9.]+, "):
+        PCAWhitener("deflated").fit(rng.normal(size=(400, 8)))
+    with pytest.raises(ValueError, match=r"rule 'parallel' keeps 1 component.*leading eigenvalues"):
+        PCAWhitener("parallel", seed=0).fit(rng.normal(size=(400, 8)))
+    low_rank = rng.normal(size=(200, 3)) @ rng.normal(size=(3, 10))
+    with pytest.raises(ValueError, match=r"n_components=6.*numerical rank 3"):
+        PCAWhitener(6).fit(low_rank)
+    assert PCAWhitener(0.999999999).fit(low_rank).n_components_ == 3  # a rule is capped at the rank
+    for bad in (-2, 0):
+        with pytest.raises(ValueError, match="must be >= 1"):
+            PCAWhitener(bad).fit(low_rank)
+    with pytest.raises(ValueError, match="must be >= 1"):
+        transform_config({"n_components": -1})

@@ -7,9 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica import simulate, summaries, truth
+from phenoica import summaries, truth
 from phenoica.config import validate_config
 from phenoica.screen import GENE, GUIDE, ScreenError
+from phenoica.sources.demo import design as sim_design
 
 
 def truth_table(n_genes=10, null_genes=(6, 7, 8, 9), guides_per_gene=3) -> pd.DataFrame:
@@ -79,8 +80,8 @@ def guide_scores(score, truth_df, variants=("pca", "pca_ica", "pca_rand"), model
 
 def test_shifted_factors_from_the_simulator_truth():
     demo = validate_config({"demo": {"n_genes": 6, "n_null_genes": 2, "n_factors": 8}})["demo"]
-    t = simulate.gene_truth(demo, 3)
-    shifts = simulate.guide_shifts(demo, 3)
+    t = sim_design.gene_truth(demo, 3)
+    shifts = sim_design.guide_shifts(demo, 3)
     expected = sorted(shifts.columns[(shifts != 0).any(axis=0)])
     assert truth.shifted_factors(t) == expected and 0 < len(expected) <= 8
     assert truth.shifted_factors(truth_table()) == ["factor_00", "factor_01", "factor_02", "factor_03", "factor_04"]

@@ -181,6 +181,7 @@ SPEED_ONLY_CHANGES: dict[str, Any] = {
     "embed.loader_threads": 2,
     "embed.compile": True,
     "embed.compile_options": {"epilogue_fusion": False},
+    "embed.compile_cache": "compile_cache",
     "profiles.batch_rows": 50,
     "transforms.batch_rows": 50,
     "biomap.block_rows": 7,

@@ -1,7 +1,7 @@
 """Feature matrices as numpy arrays: the checks every stage runs at its boundary, and row chunks.
 
 One helper per job, shared by the transforms (:mod:`phenoica.variants`), the alignment
-(:mod:`phenoica.align`), the profile tables (:mod:`phenoica.profiles`) and the classifiers
+(:mod:`phenoica.identifiability`), the profile tables (:mod:`phenoica.profiles`) and the classifiers
 (:mod:`phenoica.classify`):
 
 - :func:`row_chunks`: row selections of at most :data:`CHUNK_ROWS` rows, so float64 work on a

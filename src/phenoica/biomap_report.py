@@ -22,7 +22,8 @@ import pandas as pd  # noqa: E402
 from scipy.cluster import hierarchy  # noqa: E402
 from scipy.spatial.distance import squareform  # noqa: E402
 
-from phenoica.biomap import TRUTH_SOURCE, similarity_matrix  # noqa: E402
+from phenoica.biomap.gene_map import TRUTH_SOURCE  # noqa: E402
+from phenoica.biomap.similarity import similarity_matrix  # noqa: E402
 from phenoica.render import save_figure, write_csv  # noqa: E402
 
 #: Sections are (heading, note, table), the shape the main report appends.

@@ -1,4 +1,4 @@
-"""Per-guide classification against the shared controls (PAPER.md, Tables 3, 4 and 6).
+"""Per-guide classification against the shared controls (Nelson et al. 2026, Tables 3, 4 and 6).
 
 For every (guide, fold) a LightGBM binary classifier separates the guide's samples (label 1)
 from the shared control set (label 0: every ``Metadata_PertType == "control"`` row). It trains on
@@ -265,7 +265,7 @@ def lightgbm_parameter_names(params: Mapping[str, Any]) -> dict[str, str | None]
 
 
 def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
-    """LightGBM parameters: PAPER.md Table 6 (schema defaults) merged with classify.lightgbm.
+    """LightGBM parameters: Nelson et al. 2026 Table 6 (schema defaults) merged with classify.lightgbm.
 
     Keys are checked by LightGBM itself (:func:`lightgbm_parameter_names`): an unknown key is an
     error naming it, and keys are returned under their canonical names (``reg_alpha`` ->

@@ -9,11 +9,15 @@ from __future__ import annotations
 import copy
 import difflib
 import functools
+import os
+import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import jsonschema
 import yaml
+
+from phenoica.io import path_part_problem
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.yaml"
 
@@ -22,10 +26,55 @@ class ConfigError(ValueError):
     """A configuration value that does not match the schema."""
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """PyYAML's safe loader (no python tags), but a key given twice in one mapping is an error:
+    PyYAML keeps the last value and silently drops the first (a second ``classify:`` block
+    would replace the first). Keys merged in with ``<<: *anchor`` may be overridden, as YAML
+    intends."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=True)
+            line = key_node.start_mark.line + 1
+            try:
+                first = seen.setdefault(key, line)
+            except TypeError:  # an unhashable key: PyYAML's own error says so
+                break
+            if first != line:
+                raise ConfigError(
+                    f"{key_node.start_mark.name}: key {key!r} appears twice in one mapping, at line {first} and "
+                    f"line {line}; expected each key once (the second would silently replace the first)"
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: Path | str) -> Any:
+    """A YAML file read safely and strictly: no python tags (PyYAML's safe loader), and a key
+    given twice in one mapping is a ConfigError naming the file, the key and both lines. Every
+    YAML file phenoica reads (config files, scenario configs, the files Snakemake was given
+    with ``configfile`` / ``--configfile``) is read through it."""
+    text = Path(path).read_text(encoding="utf-8")
+    loader = _StrictLoader(text)
+    loader.name = str(path)
+    try:
+        return loader.get_single_data()
+    finally:
+        loader.dispose()
+
+
+def check_yaml_files(paths: Iterable[Path | str]) -> None:
+    """Read each YAML config file strictly (:func:`read_yaml`); Snakemake's own reader keeps the
+    last of two equal keys without a word, so the workflow checks the files it was given."""
+    for path in paths:
+        read_yaml(path)
+
+
 def load_schema(path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
     """Read the JSON schema (YAML-encoded) of the workflow configuration."""
-    with open(path) as fh:
-        return yaml.safe_load(fh)
+    return read_yaml(path)
 
 
 @functools.lru_cache(maxsize=1)
@@ -80,8 +129,87 @@ def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
             where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
             lines.append(f"  config key {where}: {err.message}")
         raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+    _expand_paths(instance)
     _check_consistency(instance)
     return instance
+
+
+#: Config keys that hold a path (or a glob) of the user's: a leading ``~`` is expanded.
+PATH_KEYS: tuple[str, ...] = (
+    "results",
+    "screen.metadata",
+    "screen.plates_dir",
+    "screen.plate_map",
+    "screen.images_dir",
+    "screen.ome_zarr_dir",
+    "screen.embeddings",
+    "transforms.frozen",
+)
+
+
+def _expand_paths(config: dict[str, Any]) -> None:
+    """``~`` at the start of a path key becomes the home folder (a shell does this, Snakemake
+    does not: ``results: ~/x`` made a folder named ``~``); so do the checkpoints of the models
+    and a ``{model: glob}`` mapping of embedding sets."""
+    for dotted in PATH_KEYS:
+        *parents, key = dotted.split(".")
+        section = config
+        for part in parents:
+            section = section.get(part) or {}
+        value = section.get(key) if isinstance(section, dict) else None
+        if isinstance(value, str):
+            section[key] = os.path.expanduser(value)
+        elif isinstance(value, dict):
+            section[key] = {k: os.path.expanduser(v) if isinstance(v, str) else v for k, v in value.items()}
+    for model in (config.get("models") or {}).values():
+        if isinstance(model, dict) and isinstance(model.get("checkpoint"), str):
+            model["checkpoint"] = os.path.expanduser(model["checkpoint"])
+
+
+def check_results_path(results: str) -> None:
+    """``results`` must name a folder: not empty, not an existing file, and writable where it
+    exists (it and the folders below it, three levels down), so that a job never fails late on
+    a raw NotADirectoryError or PermissionError."""
+    if not str(results).strip():
+        raise ConfigError("invalid configuration: results is empty; expected a folder path (default: results)")
+    path = Path(results)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"invalid configuration: results {results!r} is an existing file; expected a folder path")
+    for folder in _existing_folders(path, depth=3):
+        if not os.access(folder, os.W_OK | os.X_OK):
+            raise ConfigError(
+                f"invalid configuration: results folder {str(folder)!r} is not writable by this user (permission "
+                "denied); expected a folder phenoica can write its outputs into (chmod u+w, or another results)"
+            )
+
+
+def _existing_folders(root: Path, depth: int) -> list[Path]:
+    if not root.is_dir():
+        return []
+    out, level = [root], [root]
+    for _ in range(depth):
+        level = [c for folder in level for c in _subfolders(folder)]
+        out += level
+    return out
+
+
+def _subfolders(folder: Path) -> list[Path]:
+    try:
+        return [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def check_path_part(name: Any, what: str) -> None:
+    """A name that becomes one part of an output path (``what``: e.g. ``model name``) must be safe
+    (:func:`phenoica.io.path_part_problem`); ConfigError naming it otherwise."""
+    why = path_part_problem(name)
+    if why is not None:
+        raise ConfigError(
+            f"invalid configuration: {what} {name!r} {why}; names become folder and file names under results/, so "
+            "they need letters, digits and the like without '/', '\\', '.' or '..', control characters or "
+            "surrounding whitespace"
+        )
 
 
 def describe_schema(schema: Mapping[str, Any]) -> str:
@@ -240,14 +368,51 @@ def _check_consistency(config: dict[str, Any]) -> None:
     for name, model in config["models"].items():
         check_model_geometry(model, f"invalid configuration: models.{name}")
         _check_model_entry(name, model)
+    check_results_path(config["results"])
+    for name in config["models"]:
+        check_path_part(name, "model name (a key of models)")
+    for name in config["transforms"]["variants"]:
+        check_path_part(name, "variant name (transforms.variants)")
+    _check_feature_keys(screen)
     n = config["transforms"]["n_components"]
-    if isinstance(n, str) and n != "parallel":
+    if isinstance(n, bool):
+        raise ConfigError(
+            f"invalid configuration: transforms.n_components is {n!r}; expected an integer >= 1, a fraction in (0, 1), "
+            "'deflated' or 'parallel'"
+        )
+    if isinstance(n, str) and n not in ("deflated", "parallel"):
         raise ConfigError(
             "invalid configuration: transforms.n_components must be an integer, a fraction in "
-            f"(0, 1) or 'parallel', got {n!r}"
+            f"(0, 1), 'deflated' or 'parallel', got {n!r}"
         )
+    if isinstance(n, int) and not isinstance(n, bool) and n < 1:
+        raise ConfigError(f"invalid configuration: transforms.n_components count {n} must be >= 1")
     if isinstance(n, float) and not 0 < n < 1:
         raise ConfigError(f"invalid configuration: transforms.n_components fraction {n} not in (0, 1)")
+
+
+def _check_feature_keys(screen: Mapping[str, Any]) -> None:
+    """The feature-column keys of ``screen`` (source embeddings): one way to choose them, and a
+    regular expression that compiles."""
+    given = [k for k in ("feature_regex", "feature_columns", "embedding_column") if screen.get(k)]
+    if len(given) > 1:
+        raise ConfigError(
+            f"invalid configuration: screen.{given[0]} and screen.{given[1]} are both set; the feature columns are "
+            "chosen one way: feature_prefix (default emb_), feature_regex, feature_columns, or one list-valued "
+            "embedding_column"
+        )
+    regex = screen.get("feature_regex")
+    if regex:
+        try:
+            re.compile(regex)
+        except re.error as exc:
+            raise ConfigError(
+                f"invalid configuration: screen.feature_regex {regex!r} is not a regular expression ({exc})"
+            ) from None
+    columns = screen.get("feature_columns") or []
+    twice = sorted({c for c in columns if columns.count(c) > 1})
+    if twice:
+        raise ConfigError(f"invalid configuration: screen.feature_columns lists {twice} more than once")
 
 
 def check_model_geometry(spec: Mapping[str, Any], where: str = "model spec") -> None:
@@ -292,8 +457,7 @@ def _check_model_entry(name: str, model: Mapping[str, Any]) -> None:
 
 def load_config(path: Path | str, overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Read a YAML config file, merge ``overrides`` (nested), validate and fill defaults."""
-    with open(path) as fh:
-        raw = yaml.safe_load(fh) or {}
+    raw = read_yaml(path) or {}
     if overrides:
         raw = deep_merge(raw, overrides)
     return validate_config(raw)

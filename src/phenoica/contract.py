@@ -3,7 +3,7 @@
 - :data:`OK` / :data:`SKIPPED`: the ``status`` of a row of the classifier scores (written by
   :mod:`phenoica.classify`, read by :mod:`phenoica.summaries`); a skipped row says why in ``reason``.
 - :data:`FACTOR_PREFIX`: the columns of a screen's ground-truth factors (``factor_00``...),
-  written by :mod:`phenoica.simulate`, read by :mod:`phenoica.identifiability`.
+  written by :mod:`phenoica.sources.demo`, read by :mod:`phenoica.identifiability`.
 """
 
 from __future__ import annotations

@@ -6,9 +6,11 @@ while the model runs on one chunk, ``loader_threads`` background threads read th
 Preprocessing (:func:`phenoica.preprocess.prepare`: scale, per-channel normalization of each
 image or each crop as the model's recipe says, centred non-overlapping crops) runs in those
 threads on the CPU; on CUDA the raw integer tiles travel to the GPU (a quarter of the bytes of
-float32 for uint8) and are prepared there. Crops go through the model in batches under
-``torch.inference_mode`` (bf16 autocast on CUDA, float32 on the CPU) and an image's embedding
-is the mean of its crops'.
+float32 for uint8), through pinned memory on a side stream, and are prepared there. Crops go
+through the model in batches under ``torch.inference_mode`` (bf16 autocast on CUDA, float32 on
+the CPU) and an image's embedding is the mean of its crops'. Reading, copying, the forward and
+the part writes of different chunks overlap (:func:`run_chunks`); the plate's closing log line
+(:class:`EmbedTiming`) says where the time went and which phase is left.
 
 Resume: every finished chunk is written atomically to ``{out}.parts/chunk_{i:05d}.parquet``
 (``Metadata_ImageIndex`` + features) beside a ``manifest.json`` recording the identity of the
@@ -45,7 +47,7 @@ from torch import nn
 
 from phenoica.io import atomic_path, get_logger
 from phenoica.models.checkpoint import file_sha256
-from phenoica.models.device import resolve_device
+from phenoica.models.device import InFlight, Staging, resolve_device
 from phenoica.models.vit import shares_channels
 from phenoica.preprocess import NORMALIZATIONS, NORMALIZE_IMAGE, dtype_max, prepare
 from phenoica.screen import (
@@ -76,11 +78,17 @@ TIMING_KEY = "phenoica_embed_timing"
 class EmbedTiming:
     """Where the wall time of one plate's chunk loop went (seconds).
 
-    ``waiting_for_data_s``: the model loop blocked on the loader threads (reading + preprocessing
-    not keeping up); ``model_s``: moving the chunk to the device, preparing it there (on CUDA),
-    the forward passes and bringing the embeddings back (on CUDA this includes waiting for the
-    GPU); ``waiting_for_writes_s``: blocked on the part writer at the end. The rest of
-    ``wall_s`` is bookkeeping (checks, logging).
+    The model's thread (the loop) is either ``waiting_for_data_s`` (blocked on the loader
+    threads: reading + decompression, and on the CPU preprocessing, or on CUDA pinning and the
+    host-to-device copy), running ``model_s`` (taking the chunk, preparing it on the device,
+    queueing the forward passes and the device-to-host copy of the result; on the CPU this is
+    the forward itself, on CUDA only the launches), ``waiting_for_results_s`` (blocked on the
+    results in flight: on CUDA the device's forward, then the part writes) or
+    ``waiting_for_writes_s`` (the last writes, at the end). The background threads' own busy
+    times (overlapped with the loop) are ``read_s``, ``prepare_s`` (CPU preprocessing),
+    ``copy_s`` (pinning + queueing the copy), ``device_wait_s`` (the writer waiting for the
+    device's results) and ``write_s`` (the part writes). :attr:`left` names what the loop waited
+    on most: the phase to speed up next.
     """
 
     images: int
@@ -89,6 +97,12 @@ class EmbedTiming:
     waiting_for_data_s: float
     model_s: float
     waiting_for_writes_s: float
+    waiting_for_results_s: float = 0.0
+    read_s: float = 0.0
+    prepare_s: float = 0.0
+    copy_s: float = 0.0
+    device_wait_s: float = 0.0
+    write_s: float = 0.0
 
     @property
     def images_per_s(self) -> float:
@@ -97,6 +111,15 @@ class EmbedTiming:
     @property
     def data_wait_fraction(self) -> float:
         return self.waiting_for_data_s / self.wall_s if self.wall_s > 0 else 0.0
+
+    @property
+    def left(self) -> str:
+        """The loop's largest share: ``"forward"`` (the model itself, the goal), ``"reading"``
+        (the loader threads: raise embed.loader_threads, or a faster store) or ``"writing"``."""
+        results = self.waiting_for_results_s + self.waiting_for_writes_s
+        writing = results if self.write_s > self.device_wait_s else 0.0
+        forward = self.model_s + (results - writing)
+        return max((forward, "forward"), (self.waiting_for_data_s, "reading"), (writing, "writing"))[1]
 
 
 @dataclass(frozen=True, eq=False)
@@ -319,31 +342,13 @@ def read_chunk(tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = N
     return block
 
 
-def load_chunk(
-    tiles: da.Array,
-    chunk: Chunk,
-    crop_size: int,
-    intensity_max: float | None,
-    source: str,
-    pin: bool,
-    channels: Sequence[int] | None = None,
-    normalize: str = NORMALIZE_IMAGE,
-) -> torch.Tensor:
-    """Read one chunk and preprocess it into crops (n, k, C, s, s) on the CPU."""
-    crops = prepare(read_chunk(tiles, chunk, channels), crop_size, intensity_max, source=source, normalize=normalize)
-    return crops.pin_memory() if pin else crops
-
-
-def load_raw_chunk(
-    tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = None, pin: bool = False
-) -> torch.Tensor:
+def load_raw_chunk(tiles: da.Array, chunk: Chunk, channels: Sequence[int] | None = None) -> torch.Tensor:
     """Read one chunk as an integer tensor for preprocessing on the model's device (uint16
     widened to int32, which CUDA converts; uint8 kept, a quarter of float32's bytes)."""
     block = read_chunk(tiles, chunk, channels)
     if block.dtype == np.uint16:
         block = block.astype(np.int32)
-    raw = torch.from_numpy(np.ascontiguousarray(block))
-    return raw.pin_memory() if pin else raw
+    return torch.from_numpy(np.ascontiguousarray(block))
 
 
 def channel_indices(
@@ -450,6 +455,7 @@ def embed_plate(
     options: Mapping[str, Any] | None = None,
     loader_threads: int = 1,
     preprocess_on_device: bool | None = None,
+    keep_parts: bool = False,
 ) -> Path:
     """Embed the images of one plate store referenced by ``metadata``; write ``out`` (parquet).
 
@@ -468,7 +474,8 @@ def embed_plate(
     in the resume manifest (a JSON-able dict, e.g. a checkpoint hash; it alone decides whether
     parts of an earlier run were made by the same model); None = a hash of the model's class
     and state dict. ``options`` (JSON-able) is recorded with the identity in the output's
-    schema metadata.
+    schema metadata. ``keep_parts`` leaves the finished parts beside ``out`` (a job of several
+    plates removes them when all its plates are written, so a kill loses none of them).
     """
     store, out = Path(store), Path(out)
     log = log or get_logger("phenoica.embed")
@@ -551,25 +558,24 @@ def embed_plate(
             normalize,
             dim,
         )
-        run_chunks(
-            todo,
-            tiles,
-            model,
-            rows,
-            parts,
-            store,
+        run = ChunkRun(
+            tiles=tiles,
+            model=model,
+            rows=rows,
+            parts=parts,
+            store=store,
+            plate=plate,
             crop_size=crop_size,
             intensity_max=intensity_max,
             batch_size=batch_size,
             device=dev,
-            plate=plate,
-            log=log,
             channels=selected,
             normalize=normalize,
             names=names,
             loader_threads=loader_threads,
             on_device=dev.type == "cuda" if preprocess_on_device is None else preprocess_on_device,
         )
+        run_chunks(todo, run, log)
     record = {
         "model": model_id,
         **opts,
@@ -580,142 +586,177 @@ def embed_plate(
         "feature_dim": dim,
     }
     assemble(out, parts, chunks, rows, dim, names=names, metadata=record)
-    shutil.rmtree(parts)
+    if not keep_parts:
+        shutil.rmtree(parts)
     log.info("plate %s: wrote %s (%d rows x %d features)", plate, out, len(rows), dim)
     return out
 
 
-def run_chunks(
-    todo: list[Chunk],
-    tiles: da.Array,
-    model: nn.Module,
-    rows: pd.DataFrame,
-    parts: Path,
-    store: Path,
-    *,
-    crop_size: int,
-    intensity_max: float | None,
-    batch_size: int,
-    device: torch.device,
-    plate: str,
-    log: logging.Logger,
-    channels: Sequence[int] | None = None,
-    normalize: str = NORMALIZE_IMAGE,
-    names: Sequence[str] | None = None,
-    loader_threads: int = 1,
-    on_device: bool = False,
-) -> None:
-    """Embed ``todo`` chunk by chunk. ``loader_threads`` threads read (and, on the CPU,
-    preprocess) the next chunks while the model runs on the current one; a separate thread
-    writes each finished part. At most ``loader_threads + 1`` chunks are alive at a time.
-    With ``on_device`` the chunks are prepared on ``device`` from their raw integer tiles.
+@dataclass(frozen=True)
+class ChunkRun:
+    """What :func:`run_chunks` needs besides the chunks: how to read, prepare and embed them."""
 
-    Logs where the time went as the plate's closing line; the :class:`EmbedTiming` rides on that
-    log record as attribute ``TIMING_KEY`` (the GPU benchmark reads it there)."""
+    tiles: da.Array
+    model: nn.Module
+    rows: pd.DataFrame
+    parts: Path
+    store: Path
+    plate: str
+    crop_size: int
+    intensity_max: float | None
+    batch_size: int
+    device: torch.device
+    channels: Sequence[int] | None = None
+    normalize: str = NORMALIZE_IMAGE
+    names: Sequence[str] | None = None
+    loader_threads: int = 1
+    on_device: bool = False
+
+    @property
+    def source(self) -> str:
+        return f"{self.store} (plate {self.plate})"
+
+
+RESULTS_IN_FLIGHT = 2
+"""Chunks whose forward is queued but whose part is not yet written (bounds device memory)."""
+
+
+def load_for_model(run: ChunkRun, chunk: Chunk, staging: Staging) -> tuple[InFlight, dict[str, float]]:
+    """The loader threads' work on one chunk: read (+ decompress) it, preprocess it on the CPU
+    (or keep its raw integers for the device), and start its copy to the device."""
+    t0 = time.perf_counter()
+    if run.on_device:
+        host = load_raw_chunk(run.tiles, chunk, run.channels)
+        t1 = t2 = time.perf_counter()
+    else:
+        block = read_chunk(run.tiles, chunk, run.channels)
+        t1 = time.perf_counter()
+        host = prepare(block, run.crop_size, run.intensity_max, source=run.source, normalize=run.normalize)
+        t2 = time.perf_counter()
+    item = staging.upload(host)
+    return item, {"read_s": t1 - t0, "prepare_s": t2 - t1, "copy_s": time.perf_counter() - t2}
+
+
+def finish_part(run: ChunkRun, chunk: Chunk, result: InFlight) -> dict[str, float]:
+    """The writer thread's work on one chunk: wait for its embeddings to reach the host, check
+    them, write the part atomically."""
+    t0 = time.perf_counter()
+    emb = Staging.result(result)
+    t1 = time.perf_counter()
+    check_finite(emb, chunk, run.rows, run.store)
+    write_part(run.parts, chunk, emb, run.names)
+    return {"device_wait_s": t1 - t0, "write_s": time.perf_counter() - t1}
+
+
+def run_chunks(todo: list[Chunk], run: ChunkRun, log: logging.Logger) -> EmbedTiming | None:
+    """Embed ``todo`` chunk by chunk, five stages overlapped: ``run.loader_threads`` threads
+    read (+ decompress) the next chunks and start their copies to the device (pinned memory,
+    a side stream on CUDA; on the CPU they also preprocess); the loop prepares a chunk on the
+    device (``run.on_device``) and queues its forward and the copy of its embeddings back; a
+    writer thread waits for those, checks them and writes the part. At most
+    ``loader_threads + 1`` chunks are being loaded and ``RESULTS_IN_FLIGHT`` are being
+    embedded/written at a time. The same code runs on the CPU, where copies are no-ops.
+
+    Logs a line per chunk and, closing, where the time went and which phase is left; the
+    :class:`EmbedTiming` rides on that record as attribute ``TIMING_KEY`` and is returned."""
     if not todo:
-        return
-    total = sum(len(c.image_indices) for c in todo)
-    done, t0 = 0, time.perf_counter()
-    data_s = model_s = write_s = 0.0
-    source = f"{store} (plate {plate})"
-    pin = device.type == "cuda"
-    top = intensity_max if intensity_max is not None else dtype_max(tiles.dtype)
+        return None
+    total, done, t0 = sum(len(c.image_indices) for c in todo), 0, time.perf_counter()
+    loop = {"waiting_for_data_s": 0.0, "model_s": 0.0, "waiting_for_results_s": 0.0}
+    background = {"read_s": 0.0, "prepare_s": 0.0, "copy_s": 0.0, "device_wait_s": 0.0, "write_s": 0.0}
+    staging = Staging(run.device)
+    top = run.intensity_max if run.intensity_max is not None else dtype_max(run.tiles.dtype)
     queue = iter(todo)
-    pending: deque[Future[torch.Tensor]] = deque()
+    pending: deque[Future[tuple[InFlight, dict[str, float]]]] = deque()
+    writes: deque[Future[dict[str, float]]] = deque()
+
+    def settle(future: Future[dict[str, float]]) -> None:
+        for key, value in future.result().items():  # a failed write stops the run here
+            background[key] += value
+
     with (
-        ThreadPoolExecutor(max_workers=loader_threads, thread_name_prefix="phenoica-load") as loader,
+        ThreadPoolExecutor(max_workers=run.loader_threads, thread_name_prefix="phenoica-load") as loader,
         ThreadPoolExecutor(max_workers=1, thread_name_prefix="phenoica-write") as writer,
     ):
 
         def load_next() -> None:
             chunk = next(queue, None)
-            if chunk is None:
-                return
-            if on_device:
-                pending.append(loader.submit(load_raw_chunk, tiles, chunk, channels, pin))
-            else:
-                pending.append(
-                    loader.submit(load_chunk, tiles, chunk, crop_size, intensity_max, source, pin, channels, normalize)
-                )
+            if chunk is not None:
+                pending.append(loader.submit(load_for_model, run, chunk, staging))
 
-        for _ in range(loader_threads):
+        for _ in range(run.loader_threads):
             load_next()
-        writes: list[Future[Path]] = []
         for i, chunk in enumerate(todo):
             t_wait = time.perf_counter()
-            crops = pending.popleft().result()
+            item, times = pending.popleft().result()
             t_model = time.perf_counter()
-            data_s += t_model - t_wait
+            loop["waiting_for_data_s"] += t_model - t_wait
+            for key, value in times.items():
+                background[key] += value
             load_next()
-            if on_device:
-                crops = prepare(crops.to(device, non_blocking=True), crop_size, top, source=source, normalize=normalize)
-            emb = embed_crops(model, crops, batch_size, device).cpu().numpy().astype(np.float32, copy=False)
-            model_s += time.perf_counter() - t_model
-            del crops
-            check_finite(emb, chunk, rows, store)
-            writes.append(writer.submit(write_part, parts, chunk, emb, names))
-            while writes and writes[0].done():
-                writes.pop(0).result()  # a failed write stops the run here, not at the end
+            crops = staging.take(item)
+            if run.on_device:
+                crops = prepare(crops, run.crop_size, top, source=run.source, normalize=run.normalize)
+            result = staging.download(embed_crops(run.model, crops, run.batch_size, run.device))
+            del crops, item
+            writes.append(writer.submit(finish_part, run, chunk, result))
+            t_results = time.perf_counter()
+            loop["model_s"] += t_results - t_model
+            while len(writes) > RESULTS_IN_FLIGHT or (writes and writes[0].done()):
+                settle(writes.popleft())
+            loop["waiting_for_results_s"] += time.perf_counter() - t_results
             done += len(chunk.image_indices)
-            elapsed = time.perf_counter() - t0
-            rate = done / elapsed if elapsed > 0 else float("inf")
-            eta = (total - done) / rate if rate > 0 else float("nan")
-            log.info(
-                "plate %s: chunk %d/%d, %d image(s), %.1f images/s, ETA %.0f s",
-                plate,
-                i + 1,
-                len(todo),
-                len(chunk.image_indices),
-                rate,
-                eta,
-            )
+            log_progress(log, run.plate, i + 1, len(todo), len(chunk.image_indices), done, total, t0)
         t_write = time.perf_counter()
-        for write in writes:
-            write.result()  # surface a failed write before the parts are assembled
-        write_s = time.perf_counter() - t_write
+        while writes:
+            settle(writes.popleft())  # surface a failed write before the parts are assembled
+        write_wait = time.perf_counter() - t_write
     timing = EmbedTiming(
         images=total,
         chunks=len(todo),
         wall_s=time.perf_counter() - t0,
-        waiting_for_data_s=data_s,
-        model_s=model_s,
-        waiting_for_writes_s=write_s,
+        waiting_for_writes_s=write_wait,
+        **loop,
+        **background,
     )
+    log_timing(log, run.plate, timing)
+    return timing
+
+
+def log_progress(
+    log: logging.Logger, plate: str, i: int, n: int, images: int, done: int, total: int, t0: float
+) -> None:
+    """One chunk's progress line: images/s so far and the ETA."""
+    elapsed = time.perf_counter() - t0
+    rate = done / elapsed if elapsed > 0 else float("inf")
+    eta = (total - done) / rate if rate > 0 else float("nan")
+    log.info("plate %s: chunk %d/%d, %d image(s), %.1f images/s, ETA %.0f s", plate, i, n, images, rate, eta)
+
+
+def log_timing(log: logging.Logger, plate: str, t: EmbedTiming) -> None:
+    """The plate's closing line: where the loop's time went, the background threads' busy
+    times, and the phase left (the :class:`EmbedTiming` rides on the record as ``TIMING_KEY``)."""
     log.info(
         "plate %s: %d image(s) in %.1f s (%.1f images/s): model %.1f s, waiting for data %.1f s (%.0f%%), "
-        "waiting for writes %.1f s",
+        "for results %.1f s, for writes %.1f s; background: read %.1f s, preprocess %.1f s, copy %.1f s, "
+        "device %.1f s, write %.1f s; left: %s",
         plate,
-        timing.images,
-        timing.wall_s,
-        timing.images_per_s,
-        timing.model_s,
-        timing.waiting_for_data_s,
-        100 * timing.data_wait_fraction,
-        timing.waiting_for_writes_s,
-        extra={TIMING_KEY: asdict(timing)},
+        t.images,
+        t.wall_s,
+        t.images_per_s,
+        t.model_s,
+        t.waiting_for_data_s,
+        100 * t.data_wait_fraction,
+        t.waiting_for_results_s,
+        t.waiting_for_writes_s,
+        t.read_s,
+        t.prepare_s,
+        t.copy_s,
+        t.device_wait_s,
+        t.write_s,
+        t.left,
+        extra={TIMING_KEY: asdict(t)},
     )
-
-
-def compiled(model: nn.Module, embed: Mapping[str, Any], model_name: str, log: logging.Logger) -> nn.Module:
-    """``torch.compile(model, options=embed.compile_options)``; an option torch does not know is
-    a ValueError naming the config key and the option."""
-    options = dict(embed.get("compile_options") or {})
-    try:
-        runner = torch.compile(model, options=options or None)
-    except RuntimeError as exc:
-        if "optimization option" not in str(exc):
-            raise
-        unknown = str(exc).split(",")[0].removeprefix("Unexpected optimization option ")
-        raise ValueError(
-            f"embed.compile_options: torch.compile does not know the option {unknown!r} "
-            f"(given {sorted(options)}; the names are those of torch._inductor.config, e.g. triton.cudagraphs)"
-        ) from None
-    log.info(
-        "model %s: compiled with torch.compile%s (the first batches include compilation)",
-        model_name,
-        f", options {options}" if options else "",
-    )
-    return runner  # type: ignore[return-value]
 
 
 def embed_model_plate(
@@ -730,39 +771,10 @@ def embed_model_plate(
     threads: int | None = None,
     log: logging.Logger | None = None,
 ) -> Path:
-    """The ``embed`` rule: build model ``model_name`` from its config entry ``spec`` (weights
-    from ``checkpoint``) and embed one plate with the config's ``embed`` section.
+    """One plate through :func:`phenoica.embed_jobs.embed_model_plates` (the ``embed`` rule's
+    function for a job of one plate)."""
+    from phenoica.embed_jobs import EmbedJob, PlateJob, embed_model_plates
 
-    The model's channels (``spec["channels"]``, else the store's), its crop size (``embed.crop_size``,
-    else the model's), its preprocessing and its feature names come from the model; its
-    embedding options are recorded in the output's metadata.
-    """
-    from phenoica.models.features import build_feature_extractor  # imports timm
-
-    store = Path(store)
-    log = log or get_logger("phenoica.embed")
-    channels = spec.get("channels")
-    fed = list(channels) if channels else plate_channels(store)
-    with torch_threads(threads):
-        model = build_feature_extractor(spec, len(fed), checkpoint, log=log)
-    runner = compiled(model, embed, model_name, log) if embed.get("compile") else model
-    return embed_plate(
-        store,
-        metadata,
-        runner,
-        Path(out),
-        crop_size=embed.get("crop_size") or model.img_size,
-        intensity_max=embed.get("intensity_max"),
-        batch_size=int(embed.get("batch_size", 128)),
-        chunk_images=embed.get("chunk_images"),
-        device=str(embed.get("device", "auto")),
-        threads=embed.get("threads") or threads,
-        log=log,
-        identity=model_identity(checkpoint, spec),
-        channels=channels,
-        channels_key=f"models.{model_name}.channels",
-        normalize=model.normalize,
-        feature_names=model.feature_names(fed),
-        options={"model_name": model_name, **model.options()},
-        loader_threads=int(embed.get("loader_threads", 1)),
-    )
+    job = EmbedJob(model_name=model_name, spec=spec, checkpoint=checkpoint, embed=embed, threads=threads)
+    embed_model_plates([PlateJob(Path(store), metadata, Path(out))], job, log=log)
+    return Path(out)

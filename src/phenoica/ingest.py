@@ -62,6 +62,7 @@ from phenoica.screen import (
     GENE,
     GUIDE,
     IMAGE_INDEX,
+    KEY_COLUMNS,
     PERT_TYPE,
     PERT_TYPES,
     PLATE,
@@ -174,7 +175,7 @@ def validate_plate_map(df: pd.DataFrame, source: str | None = None) -> pd.DataFr
 
 def read_plate_map(path: Path | str) -> pd.DataFrame:
     """Read (CSV or parquet) and validate a per-well plate map; see ``validate_plate_map``."""
-    df = read_table(path)
+    df = read_table(path, text_columns=KEY_COLUMNS)
     return validate_plate_map(df, source=str(path))
 
 

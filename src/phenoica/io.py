@@ -14,9 +14,10 @@ import logging
 import os
 import shutil
 import sys
+import unicodedata
 import uuid
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 import pandas as pd
 
@@ -57,17 +58,65 @@ def write_json(value: Any, path: Path | str, indent: int = 2) -> Path:
     return Path(path)
 
 
-def read_table(path: Path | str) -> pd.DataFrame:
-    """Read a parquet or CSV table, chosen by extension; a clear error names the file otherwise."""
+def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFrame:
+    """Read a parquet or CSV table, chosen by extension; a clear error names the file otherwise.
+
+    CSV: UTF-8 text, comma-separated (``.tsv``: tab-separated). The columns of
+    ``text_columns`` that a CSV has are read as text, so that a plate ``001`` stays ``001``
+    (not the number 1). A file that is not UTF-8, or a one-column header that holds ``;`` or a
+    tab (a file written with another separator), is an error naming the file.
+    """
     path = Path(path)
     if not path.exists():
         raise FileNotFoundError(f"{path}: file not found")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a folder; expected a .parquet or .csv table file")
     suffix = path.suffix.lower()
     if suffix in {".parquet", ".pq"}:
         return pd.read_parquet(path)
-    if suffix in {".csv", ".tsv", ".txt"}:
-        return pd.read_csv(path, sep="\t" if suffix == ".tsv" else ",")
-    raise ValueError(f"{path}: expected a .parquet or .csv table, got {suffix or 'no extension'}")
+    if suffix not in {".csv", ".tsv", ".txt"}:
+        raise ValueError(f"{path}: expected a .parquet or .csv table, got {suffix or 'no extension'}")
+    sep = "\t" if suffix == ".tsv" else ","
+    try:
+        table = pd.read_csv(path, sep=sep, dtype={c: str for c in text_columns}, encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(
+            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); expected a UTF-8 "
+            "CSV: re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
+        ) from None
+    if len(table.columns) == 1:
+        header = str(table.columns[0])
+        names = {";": "';'", "\t": "tab", "|": "'|'", ",": "','"}
+        found = next((c for c in names if c != sep and c in header), None)
+        if found is not None:
+            expected = "tab" if sep == "\t" else "comma"
+            raise ValueError(
+                f"{path}: the header is one column {header[:80]!r}, which holds {names[found]} characters: the file "
+                f"looks {names[found]}-separated; expected {expected}-separated columns (save it as comma-separated "
+                ".csv, or tab-separated .tsv)"
+            )
+    return table
+
+
+def path_part_problem(name: Any) -> str | None:
+    """Why ``name`` cannot be one part of a file path (a model, plate, variant or gene name
+    that becomes a folder or file name under results/), or None when it can: it must be a
+    non-empty string without ``/`` or ``\\``, other than ``.`` and ``..``, without control
+    characters and without surrounding whitespace."""
+    if not isinstance(name, str):
+        return f"is a {type(name).__name__}, not a string"
+    if not name:
+        return "is empty"
+    if name in (".", ".."):
+        return f"is {name!r}, which names a folder, not a file"
+    if "/" in name or "\\" in name:
+        return "holds a path separator ('/' or '\\')"
+    bad = [ch for ch in name if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")]
+    if bad:
+        return f"holds the control character(s) {sorted({hex(ord(c)) for c in bad})}"
+    if name != name.strip():
+        return "has surrounding whitespace"
+    return None
 
 
 LOG_FORMAT = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S")

@@ -1,4 +1,4 @@
-"""Scores of classifiers and representations, as PAPER.md defines them.
+"""Scores of classifiers and representations, as Nelson et al. (ICLR 2026) define them.
 
 Pure functions, numpy in and out. The classification scores of Tables 3, 4 and 6:
 
@@ -11,7 +11,7 @@ Pure functions, numpy in and out. The classification scores of Tables 3, 4 and 6
   the rest; ``AUROC(top) / AUROC(rest) - 1`` (``top_features`` picks the split, ``concentration``
   computes the ratio).
 
-Structural identifiability (PAPER.md "Table 2"; the DAG's ``structural`` branch and the
+Structural identifiability (Nelson et al. 2026 "Table 2"; the DAG's ``structural`` branch and the
 disentangle study): how well latents recover known generative factors.
 
 - ``mcc``: mean |Pearson correlation| of latent/factor pairs after Hungarian matching.
@@ -105,7 +105,7 @@ def split_fractions(booster_or_split_counts: Any, n_features: int) -> np.ndarray
 
 
 def sparsity(c: np.ndarray) -> float:
-    """Sparsity of feature use, ``(sqrt(D) - 1/||c||_2) / (sqrt(D) - 1)`` (PAPER.md, Table 3).
+    """Sparsity of feature use, ``(sqrt(D) - 1/||c||_2) / (sqrt(D) - 1)`` (Nelson et al. 2026, Table 3).
 
     ``c`` are split fractions (non-negative, summing to 1, D >= 2 entries). 0 when all D
     features are used equally (``||c||_2 = 1/sqrt(D)``), 1 when one feature takes all splits.
@@ -125,7 +125,7 @@ def sparsity(c: np.ndarray) -> float:
 
 
 def concentration(auroc_top: float, auroc_rest: float) -> float:
-    """Concentration (PAPER.md, Table 4): ``AUROC(top) / AUROC(rest) - 1``.
+    """Concentration (Nelson et al. 2026, Table 4): ``AUROC(top) / AUROC(rest) - 1``.
 
     NaN when either AUROC is NaN or both are 0; +inf when only ``auroc_rest`` is 0. Raises
     ValueError for values outside [0, 1].
@@ -463,16 +463,16 @@ def infomec(
     infoe_max_iter: int = 10_000,
     infoe_all_latents: bool = False,
 ) -> dict[str, Any]:
-    """InfoM, InfoE and InfoC of Hsu et al. (PAPER.md "Table 2") on the active latents.
+    """InfoM, InfoE and InfoC of Hsu et al. (Nelson et al. 2026 "Table 2") on the active latents.
 
     Sources are discretized (:func:`discretize`, ``n_bins``), latents restricted to
     :func:`active_latents` and z-scored. InfoE regresses each source on the active latents, or
-    with ``infoe_all_latents=True`` on all latents as PAPER.md and Hsu et al.'s code define it
+    with ``infoe_all_latents=True`` on all latents as Nelson et al. (ICLR 2026) and Hsu et al.'s code define it
     (the two differ only when an inactive latent carries information); returns ``{"infom", "infoe", "infoc"}`` (floats),
     ``"infoe_sources"`` (each source's explicitness, ``(K,)``), ``"nmi"`` (``K x L_active``) and
     ``"active"`` (the boolean mask over all latents).
 
-    Quirk (PAPER.md): InfoM and InfoC are ratios of NMIs, so latents of pure noise, whose NMIs
+    Quirk (noted by Nelson et al. 2026): InfoM and InfoC are ratios of NMIs, so latents of pure noise, whose NMIs
     are all near 0, can still score high on both; only InfoE falls to about 0 for noise.
     Read InfoM/InfoC only beside a high InfoE. ``infoe_max_iter`` caps the lbfgs iterations of
     InfoE's unregularized regressions (separable sources never converge; see :func:`infoe`).

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import glob
 import itertools
+import logging
+import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,6 +102,151 @@ def check_numeric_features(schema: pa.Schema, features: Sequence[str], source: s
             f"{source}: non-numeric feature column(s) {bad[:10]} "
             f"({schema.field(bad[0]).type}); prefix metadata with Metadata_"
         )
+
+
+#: Columns that identify or locate an object, an image or a row in the exports of CellProfiler
+#: (ImageNumber, ObjectNumber, ``<Object>_Number_Object_Number``, ``<Object>_Parent_<Object>``,
+#: ``<Object>_Location_Center_X``, ``Location_CenterMassIntensity_X_<channel>``,
+#: ``AreaShape_Center_X``, ``AreaShape_BoundingBoxMinimum_X``), cytominer-database / CytoTable
+#: (TableNumber), pycytominer and JUMP (``Metadata_*``, also inside a name such as
+#: ``Image_Metadata_Site``), DeepProfiler (``Location_Center_X/Y`` of its locations) and pandas
+#: (a saved index): never features unless named in ``screen.feature_columns``. Matched against
+#: the whole column name, case-insensitively, with or without an object prefix (``Cells_``).
+IDENTIFIER_PATTERNS: tuple[str, ...] = (
+    r"(?:.+_)?(?:TableNumber|ImageNumber|ObjectNumber)(?:_.+)?",
+    r"(?:.+_)?Number_Object_Number",
+    r"(?:.+_)?Parent_.+",
+    r"(?:.+_)?Location_.+",
+    r"(?:.+_)?AreaShape_(?:Center|BoundingBoxMinimum|BoundingBoxMaximum)_[XYZ]",
+    r"(?:.+_)?(?:Site|Field|FieldID|FieldNumber|Fov|Tile|TileIndex|ImageIndex|Well|Plate|Row|Col|Column|[XYZ])",
+    r".*Metadata_.*",
+    r"index|level_\d+|__index_level_\d+__|Unnamed: \d+",
+)
+_IDENTIFIER = re.compile("|".join(f"(?:{p})" for p in IDENTIFIER_PATTERNS), re.IGNORECASE)
+
+log = logging.getLogger(__name__)
+
+
+def is_identifier(name: str) -> bool:
+    """Whether a column name is a known identifier or location column (:data:`IDENTIFIER_PATTERNS`)."""
+    return _IDENTIFIER.fullmatch(str(name)) is not None
+
+
+@dataclass(frozen=True)
+class FeatureSelection:
+    """Which columns of an embedding file are features (``config["screen"]``'s
+    ``feature_prefix``, ``feature_regex``, ``feature_columns``): the numeric columns whose name
+    starts with ``prefix`` (default ``emb_``, phenoica's own), else whose whole name matches
+    ``regex``, else exactly ``columns`` (in that order). By prefix or regex, identifier and
+    location columns (:func:`is_identifier`) are left out and an integer column that counts up
+    with the rows of a file is refused; a column named in ``columns`` is a feature as given."""
+
+    prefix: str = screen.FEATURE_PREFIX
+    regex: str | None = None
+    columns: tuple[str, ...] | None = None
+
+    @classmethod
+    def from_config(cls, screen_cfg: Mapping[str, Any]) -> "FeatureSelection":
+        """The selection of a validated ``config["screen"]``."""
+        columns = screen_cfg.get("feature_columns")
+        return cls(
+            str(screen_cfg.get("feature_prefix") or screen.FEATURE_PREFIX),
+            screen_cfg.get("feature_regex") or None,
+            tuple(columns) if columns else None,
+        )
+
+    def params(self) -> dict[str, Any]:
+        """The selection as a rule's params (what the gathered profiles depend on)."""
+        return {"prefix": self.prefix, "regex": self.regex, "columns": list(self.columns) if self.columns else None}
+
+    def describe(self) -> str:
+        """The config key that chose the features, in words."""
+        if self.columns is not None:
+            return f"screen.feature_columns {list(self.columns)[:6]}{' ...' if len(self.columns) > 6 else ''}"
+        if self.regex is not None:
+            return f"screen.feature_regex {self.regex!r}"
+        return f"screen.feature_prefix {self.prefix!r}"
+
+    def matches(self, name: str) -> bool:
+        """Whether a (non-metadata) column is chosen by the prefix or regex (not by name)."""
+        if self.regex is not None:
+            return re.fullmatch(self.regex, name) is not None
+        return name.startswith(self.prefix)
+
+
+def choose_features(
+    schema: pa.Schema, columns: Sequence[str], selection: FeatureSelection, source: str, exclude: Sequence[str] = ()
+) -> tuple[list[str], list[str]]:
+    """(the feature columns of a file, its numeric columns left out) under ``selection``.
+
+    ``columns`` are the file's data columns; ``exclude`` (an embedding column) is neither.
+    Raises ScreenError naming the file and the config key when a named column is absent, a
+    chosen column is not numeric, or nothing is chosen (the columns present are listed).
+    """
+    candidates = [c for c in columns if not str(c).startswith("Metadata_") and c not in exclude]
+    if selection.columns is not None:
+        missing = [c for c in selection.columns if c not in columns]
+        if missing:
+            hints = [f"{m!r} (did you mean {screen.near_miss(m, candidates)!r}?)" for m in missing[:5]]
+            raise ScreenError(
+                f"{source}: column(s) {', '.join(hints)} named by screen.feature_columns not found; "
+                f"its columns include {candidates[:12]}"
+            )
+        features = list(selection.columns)
+    else:
+        features = [c for c in candidates if selection.matches(c) and not is_identifier(c)]
+    if not features and not exclude:
+        numeric = [c for c in candidates if _numeric(schema.field(c).type)]
+        raise ScreenError(
+            f"{source}: no feature columns: no column is chosen by {selection.describe()}; its numeric non-Metadata "
+            f"columns are {numeric[:12]}{' ...' if len(numeric) > 12 else ''}. Choose the features with "
+            "screen.feature_prefix, screen.feature_regex or screen.feature_columns (docs/bad-input.md)"
+        )
+    if features:
+        check_numeric_features(schema, features, source)
+    chosen = set(features)
+    left_out = [c for c in candidates if c not in chosen and _numeric(schema.field(c).type)]
+    return features, left_out
+
+
+def check_row_counters(path: str, schema: pa.Schema, features: Sequence[str], selection: FeatureSelection) -> None:
+    """Refuse an integer feature column that increases with the row order of its file (and
+    takes more than one value): a row, image or object counter such as CellProfiler's
+    ``ImageNumber`` under another name, which would make every gene whose rows come late in a
+    file look different. A column named in ``screen.feature_columns`` is not checked."""
+    named = set(selection.columns or ())
+    ints = [c for c in features if pa.types.is_integer(schema.field(c).type) and c not in named]
+    if not ints:
+        return
+    table = pq.read_table(path, columns=ints)
+    for col in ints:
+        values = table.column(col).to_numpy(zero_copy_only=False)
+        if values.size > 1 and values[-1] > values[0] and bool(np.all(np.diff(values) >= 0)):
+            raise ScreenError(
+                f"{path}: feature column {col!r} holds integers that increase with row order ({values[0]} at row 0 "
+                f"up to {values[-1]} at row {values.size - 1}): a row, image or object counter (like CellProfiler's "
+                f"ImageNumber), not a feature. Leave it out (it was chosen by {selection.describe()}), or name it in "
+                "screen.feature_columns if it really is a feature"
+            )
+
+
+_FLOAT32_MAX = float(np.finfo(np.float32).max)
+
+
+def as_float32(values: np.ndarray, names: Sequence[str], source: str, start: int = 0) -> np.ndarray:
+    """Features as float32 (how profiles are stored); a finite value beyond float32's range
+    (about 3.4e38), which would become inf, is a ScreenError naming the column and row."""
+    if values.dtype == np.float32:
+        return values
+    with np.errstate(invalid="ignore"):
+        big = np.isfinite(values) & (np.abs(values) > _FLOAT32_MAX)
+    if big.any():
+        row, col = (int(v[0]) for v in np.nonzero(big))
+        raise ScreenError(
+            f"{source}: feature column {names[col]!r} row {row + start} holds {values[row, col]!r}: finite, but "
+            f"beyond float32's range (+-{_FLOAT32_MAX:.3g}), in which profiles are stored; rescale the features"
+        )
+    return values.astype(np.float32)
 
 
 def batch_features(batch: pa.RecordBatch | pa.Table, features: Sequence[str]) -> np.ndarray:
@@ -247,8 +394,10 @@ def _list_matrix(
         raise ScreenError(
             f"{source}: column {column!r} row {row + row_offset} has length {lengths[row]}, expected {expected}"
         )
-    flat = values.flatten().to_numpy(zero_copy_only=False)
-    return np.asarray(flat, dtype=np.float32).reshape(n, expected)
+    flat = values.flatten().to_numpy(zero_copy_only=False).reshape(n, expected)
+    if flat.dtype != np.float32:
+        flat = as_float32(flat.astype(np.float64, copy=False), [f"{column}[{i}]" for i in range(expected)], source, row_offset)
+    return flat
 
 
 def expand_embedding_column(df: pd.DataFrame, column: str, source: str = "embeddings") -> pd.DataFrame:
@@ -280,6 +429,7 @@ class _Plan:
     files: list[_File]
     metadata: pa.Schema
     embedding_column: str | None
+    left_out: list[str]  # numeric columns that are not features (the union over the files)
 
 
 def _plain_type(dtype: pa.DataType) -> pa.DataType:
@@ -287,11 +437,16 @@ def _plain_type(dtype: pa.DataType) -> pa.DataType:
     return dtype.value_type if pa.types.is_dictionary(dtype) else dtype
 
 
-def _plan(paths: Sequence[Path | str], embedding_column: str | None) -> _Plan:
-    """Read every file's footer: columns, feature checks, and one metadata schema for all files."""
+def _plan(
+    paths: Sequence[Path | str], embedding_column: str | None, selection: FeatureSelection | None = None
+) -> _Plan:
+    """Read every file's footer: columns, the features chosen (:func:`choose_features`) and
+    checked (:func:`check_row_counters`), and one metadata schema for all files."""
+    selection = selection or FeatureSelection()
     files: list[_File] = []
     fields: dict[str, list[tuple[str, pa.Field]]] = {}
     reference: _File | None = None
+    left_out: dict[str, None] = {}
     for path in paths:
         path = str(path)
         if not Path(path).exists():
@@ -301,17 +456,17 @@ def _plan(paths: Sequence[Path | str], embedding_column: str | None) -> _Plan:
         except (pa.ArrowInvalid, OSError) as exc:
             raise ScreenError(f"{path}: not a readable parquet file ({exc})") from None
         columns = data_columns(schema)
-        meta, features = split_columns(columns)
+        meta = [c for c in columns if str(c).startswith("Metadata_")]
+        if embedding_column is not None and embedding_column not in columns:
+            raise ScreenError(f"{path}: embedding column {embedding_column!r} not found; columns are {columns[:12]}")
+        exclude = [embedding_column] if embedding_column is not None else []
         if embedding_column is not None:
-            if embedding_column not in columns:
-                raise ScreenError(
-                    f"{path}: embedding column {embedding_column!r} not found; columns are {columns[:12]}"
-                )
-            features = [c for c in features if c != embedding_column]
-            if features:
-                check_numeric_features(schema, features, path)
+            features: list[str] = []
+            left = [c for c in columns if c not in meta and c != embedding_column and _numeric(schema.field(c).type)]
         else:
-            check_numeric_features(schema, features, path)
+            features, left = choose_features(schema, columns, selection, path, exclude)
+            check_row_counters(path, schema, features, selection)
+        left_out.update(dict.fromkeys(left))
         info = _File(path, columns, meta, features)
         if reference is None:
             reference = info
@@ -341,7 +496,39 @@ def _plan(paths: Sequence[Path | str], embedding_column: str | None) -> _Plan:
                 + ", ".join(f"{t} in {p}" for t, p in kinds.items())
             ) from None
         out.append(unified.field(name))
-    return _Plan(files, pa.schema(out), embedding_column)
+    return _Plan(files, pa.schema(out), embedding_column, list(left_out))
+
+
+def plan_embeddings(
+    paths: Sequence[Path | str], embedding_column: str | None = None, selection: FeatureSelection | None = None
+) -> tuple[list[str], list[str]]:
+    """(the feature columns, the numeric columns left out) of a set of embedding files, from
+    their footers (and their integer feature columns): every check of the feature columns
+    :func:`write_profiles` makes, before any row is read. The features of a list-valued
+    ``embedding_column`` are named ``emb_0000 ...`` once read: here they are ``[column]``."""
+    plan = _plan(paths, embedding_column, selection)
+    features = plan.files[0].features if plan.files else []
+    return (features or [str(embedding_column)]), plan.left_out
+
+
+def _log_left_out(plan: _Plan, selection: FeatureSelection | None) -> None:
+    """The numeric columns that are not features, once, in the log."""
+    if not plan.left_out:
+        return
+    ids = [c for c in plan.left_out if is_identifier(c)]
+    other = [c for c in plan.left_out if c not in set(ids)]
+    how = (
+        f"embedding_column {plan.embedding_column!r}"
+        if plan.embedding_column is not None
+        else (selection or FeatureSelection()).describe()
+    )
+    log.info(
+        "features: %d numeric column(s) left out (not chosen by %s): identifier/location columns %s; others %s",
+        len(plan.left_out),
+        how,
+        ids,
+        other,
+    )
 
 
 def _first_difference(a: Sequence[str], b: Sequence[str]) -> str:
@@ -414,7 +601,7 @@ def _read_blocks(
                 continue
             if genes is not None:
                 present = [c for c in screen.PROFILE_COLUMNS if c in file.columns]
-                meta = batch.select(present).to_pandas()
+                meta = screen.normalize_names(batch.select(present).to_pandas())
                 meta.index = pd.RangeIndex(start, start + len(meta))  # errors name rows of the file
                 screen.validate_profile_metadata(meta, source=file.path)
                 genes.update(meta, file.path)
@@ -433,7 +620,7 @@ def _block_features(
     """float32 features of a row batch and their names (the embedding column expanded)."""
     parts, names = [], list(file.features)
     if file.features:
-        parts.append(batch_features(batch, file.features).astype(np.float32, copy=False))
+        parts.append(as_float32(batch_features(batch, file.features), file.features, file.path, start))
     if plan.embedding_column is not None:
         expected = None if reference is None else len(reference) - len(file.features)
         values = _list_matrix(batch.column(plan.embedding_column), plan.embedding_column, file.path, expected, start)
@@ -452,7 +639,10 @@ def _metadata_arrays(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.Array]
     arrays = []
     for field in schema:
         if field.name in batch.schema.names:
-            arrays.append(batch.column(field.name).cast(field.type))
+            values = batch.column(field.name).cast(field.type)
+            if field.name in screen.KEY_COLUMNS and pa.types.is_string(field.type):
+                values = pc.utf8_trim_whitespace(values)  # names lose surrounding whitespace, as everywhere
+            arrays.append(values)
         else:
             arrays.append(pa.nulls(batch.num_rows, field.type))
     return arrays
@@ -543,7 +733,7 @@ def _well_plan(plan: _Plan, genes: _GeneTypes) -> list[str]:
     for file in plan.files:
         if WELL not in file.metadata:
             raise ScreenError(f"{file.path}: well-level analysis needs the {WELL} column")
-        meta = pq.read_table(file.path, columns=file.metadata).to_pandas()
+        meta = screen.normalize_names(pq.read_table(file.path, columns=file.metadata).to_pandas())
         screen.validate_profile_metadata(meta, source=file.path)
         missing = meta[WELL].isna().to_numpy()
         if missing.any():
@@ -571,11 +761,15 @@ def iter_profiles(
     level: str = "image",
     embedding_column: str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    selection: FeatureSelection | None = None,
 ) -> Iterator[pa.RecordBatch]:
     """Embedding files -> profile row batches at the requested level (image or well), validated.
 
     All batches share one schema: metadata columns (the union over the files; a profile
-    column as string), then float32 features. Image level: at most ``batch_rows`` rows per
+    column as string, identifier names without surrounding whitespace), then float32
+    features: those ``selection`` chooses (default: the ``emb_`` columns; see
+    :class:`FeatureSelection`), or a list-valued ``embedding_column`` expanded. The numeric
+    columns left out are listed once in the log. Image level: at most ``batch_rows`` rows per
     batch. Well level: one batch per file (its wells, sorted by plate and well).
     """
     if level not in LEVELS:
@@ -584,7 +778,8 @@ def iter_profiles(
         raise ValueError(f"batch_rows: expected a positive row count, got {batch_rows}")
     if not paths:
         raise ScreenError("no embedding files given")
-    plan = _plan(paths, embedding_column)
+    plan = _plan(paths, embedding_column, selection)
+    _log_left_out(plan, selection)
     genes = _GeneTypes()
     reference: list[str] | None = None
     schema: pa.Schema | None = None
@@ -641,10 +836,12 @@ def write_profiles(
     level: str = "image",
     embedding_column: str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    selection: FeatureSelection | None = None,
 ) -> int:
     """Stream embedding files into one profile parquet at ``out`` (atomic; row groups of
-    ``batch_rows`` rows); returns the number of profile rows written."""
-    batches = iter_profiles(paths, level, embedding_column, batch_rows)
+    ``batch_rows`` rows; features chosen by ``selection``, see :func:`iter_profiles`); returns
+    the number of profile rows written."""
+    batches = iter_profiles(paths, level, embedding_column, batch_rows, selection)
     first = next(batches, None)
     if first is None:
         raise ScreenError(f"no rows in any of the {len(paths)} embedding file(s) (first: {paths[0]})")
@@ -656,12 +853,13 @@ def gather_profiles(
     level: str = "image",
     embedding_column: str | None = None,
     batch_rows: int = DEFAULT_BATCH_ROWS,
+    selection: FeatureSelection | None = None,
 ) -> pd.DataFrame:
     """Embedding files -> one profile table in memory, for use in Python (see
     :func:`iter_profiles`; ``level="image"`` reads the embeddings as they are, validated, with a
     list-valued ``embedding_column`` expanded). For large screens write the table with
     :func:`write_profiles` instead (what the ``gather_profiles`` rule does)."""
-    batches = list(iter_profiles(paths, level, embedding_column, batch_rows))
+    batches = list(iter_profiles(paths, level, embedding_column, batch_rows, selection))
     if not batches:
         raise ScreenError(f"no rows in any of the {len(paths)} embedding file(s) (first: {paths[0]})")
     return pa.Table.from_batches(batches).to_pandas()

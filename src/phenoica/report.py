@@ -42,6 +42,7 @@ from phenoica.summaries import (
     truth_recovery,
     variant_label,
     variant_summary,
+    variant_widths,
 )
 
 
@@ -153,8 +154,8 @@ def write_report(
     calls = has_calls(guides)
     tables: dict[str, pd.DataFrame] = {
         "variant_summary": variant_summary(guides, (q_threshold, 0.1) if q_threshold != 0.1 else (0.05, 0.1)),
-        "table3": table3(genes),
-        "table4": table4(rows),
+        "table3": table3(genes, variant_widths(fit_report)),  # each variant's D (issue 21)
+        "table4": table4(rows, variant_widths(fit_report)),
         "paired_tests": paired_tests(genes, seed=seed),
         "classifier_cost": classifier_cost(rows),
         "skips": skipped_rows(rows),
@@ -281,12 +282,15 @@ def write_report(
         ),
         (
             "Table 3: mean AUROC and sparsity per gene",
-            "Gene scores are means over the gene's guides; the `mean` row averages the genes scored in every variant.",
+            "Gene scores are means over the gene's guides; the `mean` row averages the genes scored in every variant. "
+            "`D_<variant>` is the number of features the variant's classifiers see; sparsity's scale depends on D, "
+            "so compare it only between variants of equal D (`sparsity_note` flags rows where D differs).",
             tables["table3"],
         ),
         (
             "Table 4: concentration per variant",
-            "Over scored guide-folds of real guides: AUROC(top-k features) / AUROC(rest) - 1.",
+            "Over scored guide-folds of real guides: AUROC(top-k features) / AUROC(rest) - 1; `k_features` is the "
+            "top set as a count of the variant's D features (`d_note` flags models whose variants differ in D).",
             tables["table4"],
         ),
         (
@@ -344,7 +348,7 @@ def write_report(
         sections.append(
             (
                 "LightGBM parameters used",
-                "PAPER.md Table 6; every parameter not listed is at LightGBM's own default.",
+                "Nelson et al. (ICLR 2026) Table 6; every parameter not listed is at LightGBM's own default.",
                 tables["lightgbm_parameters"],
             )
         )

@@ -5,7 +5,7 @@ each form the workflow starts from, so every scenario runs by hand and in the te
 writes, from the demo scenario's ``demo`` section and ``seed``:
 
 - ``screen/``: the demo screen in the data contract, ``plates/{plate}.zarr`` + one
-  ``metadata.parquet`` (source ``zarr``; :func:`phenoica.simulate.simulate_screen`);
+  ``metadata.parquet`` (source ``zarr``; :func:`phenoica.sources.demo.plates.simulate_screen`);
 - ``images/{plate}/{well}_s{site}_w{channel}.png`` (one 8/16-bit PNG per channel, channels
   numbered from 1, RxRx style) + ``images/plate_map.csv`` (source ``images``);
 - ``ome_zarr/{plate}.zarr``: the same tiles as OME-Zarr HCS plates (NGFF 0.5 on Zarr v3: plate,
@@ -13,7 +13,10 @@ writes, from the demo scenario's ``demo`` section and ``seed``:
   (source ``ome_zarr``);
 - ``embeddings/{batch}.parquet``: embeddings computed elsewhere, one list-valued column
   ``vector`` per image, 3 batches of controls and two genes, one with a strong effect on one
-  feature and one without (source ``embeddings``).
+  feature and one without (source ``embeddings``);
+- ``positive_control/`` and ``cell_state/``: the known-truth embedding screens of
+  :mod:`phenoica.positive_control` (``embeddings/{batch}.parquet``, ``truth.parquet``,
+  ``sources.parquet``; source ``embeddings``), drawn from ``seed``.
 
 Paths in the scenario configs are relative to the working directory, so run the workflow from
 the folder that holds ``scenario_data/`` (the repository root by default). The ``frozen``
@@ -33,12 +36,24 @@ import zarr
 from PIL import Image
 
 from phenoica.config import validate_config
+from phenoica.positive_control import write_screen
 from phenoica.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
 from phenoica.seeding import rng_for
-from phenoica.simulate import simulate_screen
+from phenoica.sources.demo.plates import simulate_screen
 
 #: The checked-in scenarios, each ``config/scenarios/{name}.yaml``.
-SCENARIOS: tuple[str, ...] = ("demo", "zarr", "images", "ome_zarr", "embeddings", "frozen")
+SCENARIOS: tuple[str, ...] = (
+    "demo",
+    "zarr",
+    "images",
+    "ome_zarr",
+    "embeddings",
+    "frozen",
+    "positive_control",
+    "cell_state",
+)
+#: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.positive_control`.
+KNOWN_TRUTH_SCREENS: tuple[str, ...] = ("positive_control", "cell_state")
 #: Where the scenario configs expect their inputs (relative to the working directory).
 DATA_DIR = "scenario_data"
 
@@ -173,6 +188,7 @@ def prepare(demo: Mapping[str, Any], seed: int, out_dir: Path | str = DATA_DIR) 
         "images": write_image_files(metadata, plates, out / "images"),
         "ome_zarr": write_ome_zarr(metadata, plates, out / "ome_zarr"),
         "embeddings": write_embeddings(out / "embeddings", seed)[0].parent,
+        **{name: write_screen(out / name, seed, name)["embeddings"] for name in KNOWN_TRUTH_SCREENS},
     }
 
 

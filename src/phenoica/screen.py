@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
-from phenoica.io import atomic_path, read_table
+from phenoica.io import atomic_path, path_part_problem, read_table
 
 BATCH = "Metadata_Batch"
 PLATE = "Metadata_Plate"
@@ -299,7 +299,23 @@ def validate_profile_metadata(df: pd.DataFrame, source: str = "profiles") -> Non
 def read_metadata(path: Path | str) -> pd.DataFrame:
     """Read and validate a metadata table (parquet or CSV); rows are named by their 0-based
     position in the file."""
-    return validate_metadata(read_table(path), source=str(path))
+    return validate_metadata(read_table(path, text_columns=KEY_COLUMNS), source=str(path))
+
+
+def check_plate_names(plates: Iterable[str], source: str) -> None:
+    """Plate names become folder and file names (``results/screen/plates/{plate}.zarr``,
+    ``results/embeddings/{model}/{plate}.parquet``): each must be a safe path part
+    (:func:`phenoica.io.path_part_problem`: no ``/``, no ``.``/``..``, no control characters).
+    One ScreenError naming ``source`` and every unsafe plate."""
+    problems = []
+    for plate in plates:
+        why = path_part_problem(plate)
+        if why is not None:
+            problems.append(
+                f"plate name {plate!r} in column {PLATE} {why}; plate names become file names under results/, so "
+                "they cannot hold '/', '\\', be '.' or '..', or hold control characters"
+            )
+    raise_problems(source, problems[:EXAMPLES])
 
 
 def read_plate_metadata(path: Path | str, plate: str) -> pd.DataFrame:
@@ -328,7 +344,7 @@ def read_plate_metadata(path: Path | str, plate: str) -> pd.DataFrame:
             table = read_table(path)[mask]
         table.index = np.flatnonzero(mask)
     else:
-        table = read_table(path)
+        table = read_table(path, text_columns=KEY_COLUMNS)
         if PLATE not in table.columns:
             check_columns(table.columns, REQUIRED_COLUMNS, str(path))
         table = table[(table[PLATE].astype(str).str.strip() == plate).to_numpy() & table[PLATE].notna().to_numpy()]

@@ -2,7 +2,7 @@
 
 - ``leave_one_batch_out``: one fold per batch (sorted by name); the fold's test rows are
   exactly that batch's rows and it never trains on them. Scores then measure how well a
-  phenotype transfers to a batch the classifier has never seen (PAPER.md Tables 3/4).
+  phenotype transfers to a batch the classifier has never seen (Nelson et al. 2026 Tables 3/4).
 - ``in_distribution``: ``n_folds`` independent seeded draws (repeated random holdout, not a
   partition); each holds out ``holdout_fraction`` of every batch's wells, stratified by batch
   and guide (every guide of a batch loses its share of wells, rounded so the batch total is

@@ -27,10 +27,10 @@ import pandas as pd
 from scipy import stats
 
 from phenoica import truth as demo_truth
-from phenoica.align import TABLE_COLUMNS as ALIGNMENT_COLUMNS
 from phenoica.arrays import finite_values
 from phenoica.classify import SCORE_COLUMNS
 from phenoica.contract import OK, SKIPPED
+from phenoica.identifiability.table1 import TABLE_COLUMNS as ALIGNMENT_COLUMNS
 from phenoica.screen import GENE, GUIDE, ScreenError
 from phenoica.stats import bootstrap_mean
 
@@ -202,13 +202,43 @@ def _mean(values: np.ndarray) -> float:
 # --------------------------------------------------------------------------- tables
 
 
-def table3(genes_df: pd.DataFrame) -> pd.DataFrame:
+def variant_widths(fit_report: Mapping[str, Any] | None) -> dict[tuple[str, str], int]:
+    """(model, variant) -> D, the number of features the variant's classifiers see, from the
+    fit reports (model -> variant -> report): ``n_components`` for whitened variants,
+    ``n_features_in`` for base."""
+    widths: dict[tuple[str, str], int] = {}
+    for model, variants in (fit_report or {}).items():
+        for variant, rep in variants.items():
+            if not isinstance(rep, Mapping):
+                continue
+            d = rep.get("n_components", rep.get("n_features_in"))
+            if d is not None:
+                widths[(str(model), str(variant))] = int(d)
+    return widths
+
+
+def _width_note(widths: Mapping[str, int]) -> str:
+    """'' when every variant has the same D, else which variants share which D."""
+    if len(set(widths.values())) <= 1:
+        return ""
+    groups: dict[int, list[str]] = {}
+    for v, d in widths.items():
+        groups.setdefault(d, []).append(v)
+    return "D differs: " + "; ".join(f"{'/'.join(vs)} D={d}" for d, vs in sorted(groups.items()))
+
+
+def table3(genes_df: pd.DataFrame, n_features: Mapping[tuple[str, str], int] | None = None) -> pd.DataFrame:
     """The paper's Table 3: one row per (model, gene), mean AUROC and sparsity per variant.
 
     Columns: ``model``, ``Metadata_Gene``, ``n_guides`` (most guides scored in any variant),
     then ``auroc_{variant}`` and ``sparsity_{variant}`` in paper order. Each model ends with a
     ``mean`` row; its means run over the genes scored in every variant of that model (complete
     cases), so the variants are compared on the same genes; its ``n_guides`` is empty.
+
+    With ``n_features`` ((model, variant) -> D, :func:`variant_widths`) each variant's D is
+    stated (``D_{variant}``) and ``sparsity_note`` flags every row of a model whose variants
+    differ in D: sparsity is ``(sqrt(D) - 1/||c||) / (sqrt(D) - 1)``, whose scale depends on D,
+    so it is compared only between variants of equal D (the whitened variants share one D).
     """
     genes = check_genes(genes_df)
     blocks = []
@@ -228,6 +258,11 @@ def table3(genes_df: pd.DataFrame) -> pd.DataFrame:
             for col in cols:
                 mean_row[col] = float(complete[col].mean()) if len(complete) else math.nan
         block.loc["mean"] = pd.Series(mean_row)
+        if n_features:
+            widths = {v: n_features[(model, v)] for v in variants if (model, v) in n_features}
+            for v, d in widths.items():
+                block[f"D_{v}"] = d
+            block["sparsity_note"] = _width_note(widths)
         block = block.reset_index()
         block.insert(0, "model", model)
         blocks.append(block)
@@ -236,17 +271,29 @@ def table3(genes_df: pd.DataFrame) -> pd.DataFrame:
     out = pd.concat(blocks, ignore_index=True)
     out["n_guides"] = out["n_guides"].astype("Int64")
     ordered = ["model", GENE, "n_guides"]
-    for metric in ("auroc", "sparsity"):
+    for metric in ("auroc", "sparsity", "D"):
         ordered += [f"{metric}_{v}" for v in ordered_variants(genes["variant"]) if f"{metric}_{v}" in out]
+    if "sparsity_note" in out:
+        ordered.append("sparsity_note")
+        out["sparsity_note"] = out["sparsity_note"].fillna("")
     return out[ordered]
 
 
-def table4(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
+def table4(
+    guide_fold_rows: pd.DataFrame,
+    n_features: Mapping[tuple[str, str], int] | None = None,
+    concentration_k: float = 0.25,
+) -> pd.DataFrame:
     """The paper's Table 4: concentration per (model, variant) over scored real guide-folds.
 
     Columns: ``model``, ``variant``, ``concentration_mean``, ``concentration_sd`` (ddof 1),
     ``n`` (ok rows of real guides with a finite concentration), ``auroc_top_mean`` and
     ``auroc_rest_mean`` (the two AUROCs the ratio is made of). Null pseudo-guides are left out.
+
+    With ``n_features`` ((model, variant) -> D): ``D``, ``k_features`` (the top set's size,
+    ``ceil(concentration_k * D)`` clipped to 1..D-1, as :func:`phenoica.metrics.top_features`)
+    and ``d_note``, which flags every row whose model has variants of different D (the top
+    share is then a different number of features: compare concentration between equal D).
     """
     rows = check_rows(guide_fold_rows)
     records = []
@@ -265,9 +312,10 @@ def table4(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
                 "n": int(conc.size),
                 "auroc_top_mean": _mean(finite_values(sel["auroc_top"])),
                 "auroc_rest_mean": _mean(finite_values(sel["auroc_rest"])),
+                **_width_columns(n_features, model, variant, concentration_k),
             }
         )
-    return pd.DataFrame.from_records(
+    out = pd.DataFrame.from_records(
         records,
         columns=[
             "model",
@@ -277,8 +325,26 @@ def table4(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
             "n",
             "auroc_top_mean",
             "auroc_rest_mean",
-        ],
+        ]
+        + (["D", "k_features"] if n_features else []),
     )
+    if n_features:
+        out["d_note"] = [
+            _width_note({v: n_features[(m, v)] for v in out.loc[out["model"] == m, "variant"] if (m, v) in n_features})
+            for m in out["model"]
+        ]
+    return out
+
+
+def _width_columns(
+    n_features: Mapping[tuple[str, str], int] | None, model: str, variant: str, k: float
+) -> dict[str, Any]:
+    if not n_features:
+        return {}
+    d = n_features.get((model, variant))
+    if d is None:
+        return {"D": math.nan, "k_features": math.nan}
+    return {"D": d, "k_features": min(d - 1, max(1, math.ceil(k * d - 1e-9)))}
 
 
 def variant_summary(guides_df: pd.DataFrame, thresholds: tuple[float, ...] = (0.05, 0.1)) -> pd.DataFrame:

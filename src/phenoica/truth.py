@@ -49,7 +49,9 @@ def shifted_factors(truth: pd.DataFrame) -> list[str]:
     """
     for col in ("has_effect", "affected_factors"):
         if col not in truth.columns:
-            raise ScreenError(f"truth table: missing column {col!r}; expected the table simulate.gene_truth writes")
+            raise ScreenError(
+                f"truth table: missing column {col!r}; expected the table phenoica.sources.demo.design.gene_truth writes"
+            )
     names: set[str] = set()
     for row, (effect, text) in enumerate(zip(truth["has_effect"], truth["affected_factors"].fillna(""))):
         if not bool(effect):
@@ -244,3 +246,75 @@ def variant_contrasts(
                 row["wilcoxon_p"] = float(stats.wilcoxon(diff).pvalue)
             records.append(row)
     return pd.DataFrame.from_records(records)
+
+
+def paired_effect_contrast(
+    guides: pd.DataFrame,
+    truth: pd.DataFrame,
+    metric: str,
+    pairs: Sequence[tuple[str, str]] = CONTRASTS,
+    *,
+    n_boot: int = 2000,
+    level: float = 0.95,
+    seed: int = 0,
+) -> pd.DataFrame:
+    """Variant minus reference in ``metric`` (a guide-level column: ``auroc``,
+    ``concentration``, ``sparsity``) over the effect genes, paired: per gene the mean over its
+    effect guides, the mean of the per-gene differences with a bootstrap interval over genes.
+    Genes missing or non-finite in either variant are left out (``n_genes`` counts the rest).
+    Columns: model, variant, reference, metric, n_genes, mean_variant, mean_reference, delta,
+    delta_lo, delta_hi."""
+    if metric not in guides.columns:
+        raise ScreenError(f"guide scores: no column {metric!r}")
+    merged = effect_groups(guides.assign(_m=guides[metric]), truth)
+    values = guides.set_index(["model", "variant", GENE, GUIDE])[metric]
+    merged["value"] = values.reindex(pd.MultiIndex.from_frame(merged[["model", "variant", GENE, GUIDE]])).to_numpy()
+    eff = merged[(merged["group"] == EFFECT) & np.isfinite(merged["value"].to_numpy(dtype=float))]
+    per_gene = eff.groupby(["model", GENE, "variant"])["value"].mean().unstack("variant")
+    records = []
+    for model in sorted(eff["model"].unique()):
+        wide = per_gene.loc[model]
+        for variant, reference in pairs:
+            if variant not in wide.columns or reference not in wide.columns:
+                continue
+            both = wide[[variant, reference]].dropna()
+            diff = (both[variant] - both[reference]).to_numpy(float)
+            row: dict[str, Any] = {
+                "model": model,
+                "variant": variant,
+                "reference": reference,
+                "metric": metric,
+                "n_genes": int(diff.size),
+                "mean_variant": float(both[variant].mean()) if diff.size else math.nan,
+                "mean_reference": float(both[reference].mean()) if diff.size else math.nan,
+                "delta": float(diff.mean()) if diff.size else math.nan,
+                "delta_lo": math.nan,
+                "delta_hi": math.nan,
+            }
+            if diff.size >= 2:
+                rng = np.random.default_rng(seed)
+                boot = diff[rng.integers(0, diff.size, (n_boot, diff.size))].mean(axis=1)
+                row["delta_lo"], row["delta_hi"] = _interval(boot, level)
+            records.append(row)
+    return pd.DataFrame.from_records(records)
+
+
+def source_mcc(components: np.ndarray, sources: np.ndarray) -> tuple[float, np.ndarray]:
+    """Mean correlation coefficient (MCC) between latent components and true sources: the
+    absolute Pearson correlation of every (source, component) pair, sources matched one-to-one
+    to components by the Hungarian algorithm (maximum total |correlation|), then the mean over
+    the sources. A source left without a component (fewer components than sources) scores 0.
+    Returns (MCC, the matched |correlation| of each source)."""
+    from scipy.optimize import linear_sum_assignment
+
+    Z = np.asarray(components, dtype=np.float64)
+    S = np.asarray(sources, dtype=np.float64)
+    if Z.shape[0] != S.shape[0] or Z.ndim != 2 or S.ndim != 2:
+        raise ValueError(f"source_mcc: components {Z.shape} and sources {S.shape} must be (rows x k) of equal rows")
+    Zs = (Z - Z.mean(0)) / np.where(Z.std(0) > 0, Z.std(0), 1.0)
+    Ss = (S - S.mean(0)) / np.where(S.std(0) > 0, S.std(0), 1.0)
+    corr = np.abs(Ss.T @ Zs) / Z.shape[0]
+    rows, cols = linear_sum_assignment(corr, maximize=True)
+    matched = np.zeros(S.shape[1])
+    matched[rows] = corr[rows, cols]
+    return float(matched.mean()), matched

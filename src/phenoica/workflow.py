@@ -30,7 +30,7 @@ from phenoica.profiles import expand_glob
 
 @functools.lru_cache(maxsize=4)
 def _table(path: str) -> pd.DataFrame:
-    return read_table(path)
+    return read_table(path, text_columns=screen.KEY_COLUMNS)
 
 
 def user_table(path: Path | str) -> pd.DataFrame:
@@ -71,7 +71,9 @@ def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
     twice = pairs[pairs.duplicated(screen.PLATE, keep=False)]
     if len(twice):
         raise screen.ScreenError(f"{name}: plate {twice[screen.PLATE].iloc[0]!r} appears in more than one batch")
-    return dict(zip(pairs[screen.PLATE], pairs[screen.BATCH]))
+    plates = dict(zip(pairs[screen.PLATE], pairs[screen.BATCH]))
+    screen.check_plate_names(plates, str(name))
+    return plates
 
 
 @functools.lru_cache(maxsize=4)
@@ -177,6 +179,7 @@ SPEED_ONLY_KEYS: tuple[str, ...] = (
     "embed.loader_threads",
     "embed.compile",
     "embed.compile_options",
+    "embed.compile_cache",
     "profiles.batch_rows",
     "transforms.batch_rows",
     "biomap.block_rows",

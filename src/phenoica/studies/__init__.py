@@ -1,1 +1,1 @@
-"""Studies: self-contained reproductions beside the screen workflow (e.g. ``disentangle``, PAPER.md Table 2)."""
+"""Studies: self-contained reproductions beside the screen workflow (e.g. ``disentangle``, Nelson et al. 2026 Table 2)."""

@@ -1,6 +1,6 @@
 """Embedding post-processing: the four variants of the same embeddings, fitted once, re-applied.
 
-Variants (PAPER.md Tables 3/4/6, DESIGN.md "Variants"):
+Variants (Nelson et al., ICLR 2026, Tables 3, 4 and 6):
 
 - ``base``: the embeddings as they are (identity; feature names kept, ``emb_*``).
 - ``pca``: per-batch center-scale on controls (if ``center_scale``), then PCA whitening.
@@ -14,6 +14,8 @@ Modules, one job each:
 
 - :mod:`~phenoica.variants.accumulators`: streaming statistics (moments, per-batch control
   moments, seeded row samples);
+- :mod:`~phenoica.variants.components`: the rules that choose how many whitened components
+  to keep (``transforms.n_components``; default ``deflated``);
 - :mod:`~phenoica.variants.estimators`: ``CenterScale``, ``PCAWhitener`` (both with public
   ``partial_fit`` / ``finalize`` for streaming), ``ICARotation``, ``RandomRotation``;
 - :mod:`~phenoica.variants.variant`: ``VariantTransform``, the chain of fitted steps;
@@ -25,6 +27,7 @@ Modules, one job each:
 
 from phenoica.variants.accumulators import BatchMoments, Moments, RowSample
 from phenoica.variants.apply import apply_transform, apply_transform_file
+from phenoica.variants.components import DEFAULT_RULE, NAMED_RULES, deflated_count, noise_edge
 from phenoica.variants.estimators import (
     ICA_METHODS,
     CenterScale,
@@ -66,6 +69,10 @@ __all__ = [
     "RandomRotation",
     "nearest_orthogonal",
     "parallel_analysis",
+    "DEFAULT_RULE",
+    "NAMED_RULES",
+    "deflated_count",
+    "noise_edge",
     "fit_transforms",
     "fit_variants",
     "fit_variants_streaming",

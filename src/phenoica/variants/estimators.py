@@ -12,12 +12,11 @@ Streaming: the two estimators fitted from moments of all the fit rows, :class:`C
 arithmetic. The rotations are fitted on rows in memory: :class:`ICARotation` on a seeded
 subsample of at most ``max_samples`` whitened rows, :class:`RandomRotation` from the width alone.
 
-Default component rule (``n_components="parallel"``): Horn's parallel analysis keeps the
-leading components whose covariance eigenvalue exceeds the 95th percentile of eigenvalues of
-column-wise permuted data (20 seeded permutations of a seeded subsample of <= 20,000 rows). The
-component count decides whether ICA helps (PAPER.md, practical notes): whitening pure-noise
-directions inflates them to unit variance and ICA then rotates noise into the signal, so the
-default keeps only components above the noise floor.
+Component rules (``n_components``: a count, a fraction, ``"parallel"`` or ``"deflated"``, the
+default) live in :mod:`phenoica.variants.components`. The count decides whether ICA helps:
+whitening pure-noise directions inflates them to unit variance and ICA then rotates noise into
+the signal, while keeping too few drops biology; the default keeps the components above a
+noise floor that large nuisance directions do not raise.
 """
 
 from __future__ import annotations
@@ -40,6 +39,7 @@ from sklearn.utils.validation import check_is_fitted
 from phenoica.arrays import centered_chunks, check_matrix, check_rows, column_labels, out_dtype, row_chunks
 from phenoica.screen import BATCH, CONTROL, PERT_TYPE, ScreenError
 from phenoica.variants.accumulators import BatchMoments, Moments, RowSample
+from phenoica.variants.components import MIN_COMPONENTS, deflated_count, rule_name, too_few
 
 LOG = logging.getLogger(__name__)
 
@@ -270,8 +270,12 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
     """PCA whitening: ``Z = (X - mean) @ V_k / sqrt(lambda_k + eps)``.
 
     ``n_components``: an integer count, a fraction in (0, 1) of explained variance (smallest k
-    reaching it), or ``"parallel"`` (default; Horn's parallel analysis, see
-    :func:`parallel_analysis`, seeded by ``seed``, on at most ``parallel_max_samples`` rows).
+    reaching it), ``"deflated"`` (default; deflated deterministic parallel analysis, from the
+    covariance alone, :func:`phenoica.variants.components.deflated_count`) or ``"parallel"``
+    (Horn's parallel analysis, see :func:`parallel_analysis`, seeded by ``seed``, on at most
+    ``parallel_max_samples`` rows). A rule keeping fewer than 2 components is an error naming
+    the rule and the leading eigenvalues; a rule keeping more than the numerical rank is capped
+    there (logged); a count above the numerical rank is an error.
     Eigen-decomposition of the float64 covariance (scipy ``eigh``) accumulated as
     :class:`Moments`; ``eps`` (absolute, in the data's variance units) is added to each kept
     eigenvalue, so the whitened covariance on the fit data is ``diag(lambda / (lambda + eps))``,
@@ -286,7 +290,7 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
 
     def __init__(
         self,
-        n_components: int | float | str = "parallel",
+        n_components: int | float | str = "deflated",
         eps: float = 1e-6,
         seed: int = 0,
         n_permutations: int = 20,
@@ -300,21 +304,9 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
 
     def component_rule(self) -> str:
         """The component rule as a string for reports (``count 8``, ``fraction 0.9``,
-        ``parallel``); an error when ``n_components`` is none of these."""
-        n = self.n_components
-        if isinstance(n, (bool, np.bool_)):
-            raise ValueError(f"n_components: expected an integer, a fraction in (0, 1) or 'parallel', got {n!r}")
-        if isinstance(n, numbers.Integral):
-            if n < 1:
-                raise ValueError(f"n_components: an integer count must be >= 1, got {n}")
-            return f"count {int(n)}"
-        if isinstance(n, numbers.Real):
-            if not 0 < n < 1:
-                raise ValueError(f"n_components: a fraction of explained variance must be in (0, 1), got {n}")
-            return f"fraction {float(n)}"
-        if n == "parallel":
-            return "parallel"
-        raise ValueError(f"n_components: expected an integer, a fraction in (0, 1) or 'parallel', got {n!r}")
+        ``parallel``, ``deflated``); an error when ``n_components`` is none of these
+        (:func:`phenoica.variants.components.rule_name`)."""
+        return rule_name(self.n_components)
 
     def _check_params(self) -> str:
         rule = self.component_rule()
@@ -376,28 +368,23 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
             )
         if n < 3:
             raise ValueError(f"PCA whitening needs at least 3 samples, got {n}")
-        evals, evecs = linalg.eigh(moments.covariance())
+        cov = moments.covariance()
+        evals, evecs = linalg.eigh(cov)
         evals, evecs = np.clip(evals[::-1], 0.0, None), evecs[:, ::-1]
         total = float(evals.sum())
         if total <= 0:
             raise ScreenError("PCAWhitener.fit X: every feature is constant; nothing to whiten")
         ratio = evals / total
-        self.parallel_threshold_: np.ndarray | None = None
-        if rule.startswith("count"):
-            k = int(self.n_components)  # type: ignore[arg-type]
-        elif rule.startswith("fraction"):
-            k = int(np.searchsorted(np.cumsum(ratio), float(self.n_components) - 1e-12) + 1)  # type: ignore[arg-type]
-        else:
-            k, _, threshold = _parallel_analysis(sample, self.n_permutations, 0.95)  # type: ignore[arg-type]
-            self.parallel_threshold_ = threshold
-        k = min(k, limit)
+        k = self._count(rule, evals, evecs, np.diag(cov), n, sample)
         rank = int((evals > evals[0] * 1e-10).sum())
-        if k > rank:
-            LOG.warning(
-                "PCA whitening: %d components requested but the fit data has numerical rank %d; "
-                "the extra directions are noise scaled up by 1/sqrt(eps)",
-                k,
-                rank,
+        if not rule.startswith("count") and k > min(rank, limit):
+            LOG.warning("PCA whitening: rule %s keeps %d components, capped at the numerical rank %d", rule, k, rank)
+            k = min(rank, limit)
+        if k > min(rank, limit):
+            raise ValueError(
+                f"n_components={self.n_components}, but the fit data ({n} samples, {d} features) have numerical "
+                f"rank {rank}: at most {min(rank, limit)} components carry variance; the others would be "
+                "noise scaled up by 1/sqrt(eps). Ask for fewer components or use a rule (e.g. 'deflated')"
             )
         components = evecs[:, :k].T.copy()
         flip = np.sign(components[np.arange(k), np.abs(components).argmax(axis=1)])
@@ -412,6 +399,33 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
         self.n_features_in_ = d
         self.n_samples_fit_ = n
         return self
+
+    def _count(
+        self,
+        rule: str,
+        evals: np.ndarray,
+        evecs: np.ndarray,
+        variances: np.ndarray,
+        n: int,
+        sample: RowSample | None,
+    ) -> int:
+        """The component count of the rule (sets ``component_thresholds_``: the floor each
+        tested rank was compared with, for the rules that have one)."""
+        self.parallel_threshold_: np.ndarray | None = None
+        self.component_thresholds_: np.ndarray | None = None
+        if rule.startswith("count"):
+            return int(self.n_components)  # type: ignore[arg-type]
+        if rule.startswith("fraction"):
+            ratio = evals / float(evals.sum())
+            k = int(np.searchsorted(np.cumsum(ratio), float(self.n_components) - 1e-12) + 1)  # type: ignore[arg-type]
+        elif rule == "deflated":
+            k, self.component_thresholds_ = deflated_count(evals, evecs, variances, n)
+        else:
+            k, _, threshold = _parallel_analysis(sample, self.n_permutations, 0.95)  # type: ignore[arg-type]
+            self.parallel_threshold_ = self.component_thresholds_ = threshold
+        if k < MIN_COMPONENTS:
+            raise too_few(rule, k, evals, self.component_thresholds_)
+        return k
 
     def transform(self, X: Any) -> np.ndarray:
         """Whiten rows with the fitted mean and components (never refits)."""

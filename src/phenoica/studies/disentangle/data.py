@@ -1,4 +1,4 @@
-"""Factor datasets for the disentanglement study (PAPER.md Table 2).
+"""Factor datasets for the disentanglement study (Nelson et al. 2026 Table 2).
 
 Every loader returns a :class:`FactorDataset`: images ``(N, H, W, 3)`` uint8 (an in-memory
 array, or a lazily read HDF5 dataset) and factors ``(N, K)`` as integer class codes

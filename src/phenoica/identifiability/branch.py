@@ -1,4 +1,4 @@
-"""The workflow's identifiability branch: model-to-model alignment (PAPER.md Table 1) and
+"""The workflow's identifiability branch: model-to-model alignment (Nelson et al. 2026 Table 1) and
 recovery of known generative factors (structural identifiability), on profile tables.
 
 Row matching between tables is by the image's identity (plate + image index, or plate + well
@@ -14,6 +14,7 @@ import pandas as pd
 
 from phenoica import metrics, screen
 from phenoica.contract import FACTOR_PREFIX
+from phenoica.identifiability.table1 import AlignOptions, alignment_table
 from phenoica.screen import ScreenError, feature_columns
 
 
@@ -129,7 +130,6 @@ def alignment_for_variant(
     ica_max_samples, knn_k, max_samples (a seeded subsample of the matched rows keeps large
     screens tractable).
     """
-    from phenoica.align import alignment_table
 
     keys, features = matched_features(tables)
     n = len(keys)
@@ -139,15 +139,7 @@ def alignment_for_variant(
     if log is not None:
         log.info("variant %s: %d matched rows, %d used; models %s", variant, n, len(rows), list(tables))
     table = alignment_table(
-        {name: x[rows] for name, x in features.items()},
-        train_fraction=settings["train_fraction"],
-        seed=seed,
-        ica_method=settings["ica"],
-        # Whitened variants have identity covariance: a variance rule (parallel analysis)
-        # cannot tell signal from noise there, so their ICA keeps every dimension.
-        n_components=settings["ica_components"] if variant == "base" else None,
-        ica_max_samples=settings["ica_max_samples"],
-        knn_k=settings["knn_k"],
+        {name: x[rows] for name, x in features.items()}, options=AlignOptions.for_variant(settings, variant, seed)
     )
     table.insert(0, "variant", variant)
     if log is not None:

@@ -1,7 +1,7 @@
 """How much batch effect is left in a profile table: the scIB family's batch-mixing scores.
 
 Computed with scikit-learn (scib-metrics was measured: it pulls jax, jaxlib, scanpy, numba and
-igraph and would move pandas back to 2.x in this environment; see README). Formulas:
+igraph and would move pandas back to 2.x in this environment; see docs/gene-maps.md). Formulas:
 
 - **ASW-batch** (Luecken et al. 2022, scIB): within each biological group ``g`` (a gene; the
   controls are one group), the silhouette ``s(i)`` of every profile with the batch as its label

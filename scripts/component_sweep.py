@@ -1,0 +1,30 @@
+"""Rule component_sweep: one model's screen scored again at a grid of whitened component counts."""
+
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.component_sweep", snakemake.log[0])  # first: the log holds everything the job prints
+
+import json
+from pathlib import Path
+
+import pandas as pd
+
+from phenoica.io import write_parquet
+from phenoica.splits import read_folds
+from phenoica.sweep import SweepOptions, chosen_count, sweep_model
+from phenoica.workflow import with_speed_settings
+
+p = snakemake.params
+options = SweepOptions.from_config(
+    {
+        "transforms": with_speed_settings(p.transforms, snakemake.config, "transforms"),
+        "classify": with_speed_settings(p.classify, snakemake.config, "classify"),
+        "seed": p.seed,
+    }
+)
+profiles = pd.read_parquet(snakemake.input.profiles)
+folds = read_folds(snakemake.input.folds, profiles)
+chosen = chosen_count(json.loads(Path(snakemake.input.fit_report).read_text()))
+table, _ = sweep_model(profiles, folds, snakemake.wildcards.model, chosen, options, log=log)
+write_parquet(table, snakemake.output[0])
+log.info("sweep of %s: %d points, %.0f s", snakemake.wildcards.model, len(table), table["seconds"].sum())

@@ -1,0 +1,29 @@
+"""From profiles to a map of biology: guide and gene profiles, gene-gene similarity, nearest
+neighbours, guide consistency and known-relationship recall (the EFAAR protocol).
+
+- **Aggregation** (:func:`aggregate_profiles`): a guide's profile is the mean of its rows (the
+  profile table's images or wells), a gene's the mean of its guides' profiles. Optionally each
+  batch is first centred on the mean of its own control rows. Streamed in row batches.
+- **The map** (:func:`map_genes`): the genes called active by the hit calls (gene q-value below
+  the threshold, ``phenoica.hits``) by default, or all perturbed genes.
+- **Similarity** is the cosine between unit-normalized profiles, computed in row blocks of
+  ``block_rows`` genes against all genes, so memory holds one (block x genes) slab, never the
+  (genes x genes) matrix: :func:`nearest_neighbors` (top k per gene, with the neighbour's
+  q-value) and the null counts of :func:`relationship_recall` both stream over the blocks.
+- **Recall** (:func:`relationship_recall`, EFAAR's ``known_relationship_benchmark``): the null
+  is every pairwise cosine between the map's genes (upper triangle); an annotated pair is
+  recalled at (lo, hi) when its cosine's rank in the null puts it at or below the lo quantile
+  or at or above the hi one (EFAAR's ``compute_recall``, ranks counted exactly, block by
+  block). A source sharing fewer than ``min_entities`` genes with the map is skipped with the
+  counts recorded. Expected recall under no structure: ``lo + 1 - hi``.
+- **Consistency** (:func:`guide_consistency`, EFAAR's perturbation consistency): the mean
+  pairwise cosine between a gene's guide profiles, against a null of the same statistic over
+  sets of as many guides drawn from different genes; ``p = (1 + #null >= x) / (1 + n_null)``.
+  A gene with one guide gets no score, with the reason recorded.
+
+Every random draw takes its seed from ``phenoica.seeding.derive_seed``.
+
+Modules: :mod:`.aggregate`, :mod:`.similarity`, :mod:`.recall`, :mod:`.consistency`,
+:mod:`.gene_map` (the biomap job), :mod:`.annotations` (annotation pairs) and
+:mod:`.batch_metrics` (ASW-batch, iLISI, batch classifier).
+"""

@@ -1,0 +1,102 @@
+"""One (model, variant)'s gene map: every table the biomap job writes, from guide/gene profiles and the hit calls."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+
+from phenoica.biomap.annotations import complex_pairs
+from phenoica.biomap.consistency import guide_consistency
+from phenoica.biomap.recall import relationship_recall
+from phenoica.biomap.similarity import BLOCK_ROWS, NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
+from phenoica.screen import GENE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
+
+TRUTH_SOURCE = "simulated_complexes"
+
+LOG = logging.getLogger(__name__)
+
+
+def truth_complexes(truth: pd.DataFrame) -> dict[str, list[str]]:
+    """The demo's simulated complexes (complex -> genes) from its truth table's ``complex`` column."""
+    if "complex" not in truth.columns:
+        raise ScreenError(
+            "truth table: no 'complex' column (written by phenoica.sources.demo.design.gene_truth since issue 15)"
+        )
+    named = truth[truth["complex"].fillna("").astype(str) != ""]
+    return {str(c): sorted(set(g[GENE].astype(str))) for c, g in named.groupby("complex")}
+
+
+def gene_map(
+    guides: pd.DataFrame,
+    genes: pd.DataFrame,
+    calls: pd.DataFrame | None,
+    sources: Mapping[str, pd.DataFrame],
+    cfg: Mapping[str, Any],
+    *,
+    seed: int,
+    model: str,
+    variant: str,
+    truth: pd.DataFrame | None = None,
+    log: logging.Logger | None = None,
+) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, np.ndarray, str]:
+    """Everything of one (model, variant)'s map: tables ``neighbors``, ``guide_neighbors``,
+    ``consistency``, ``recall``, ``coverage`` (each with model and variant columns), and the map's gene profiles,
+    their q-values and the note on how its genes were chosen.
+
+    ``calls``: the gene calls of this (model, variant); ``sources``: annotation pairs by name
+    (``phenoica.biomap.annotations.load_sources``); ``truth`` (the demo's): its simulated complexes are
+    one more source, :data:`TRUTH_SOURCE`. ``cfg`` is ``config["biomap"]``.
+    """
+    log = log or LOG
+    chosen, q, note = map_genes(genes, calls, cfg["genes"])
+    log.info("map %s/%s: %s", model, variant, note)
+    features = feature_columns(chosen)
+    X = chosen[features].to_numpy(np.float32)
+    names = chosen[GENE].astype(str).tolist()
+    all_sources = dict(sources)
+    if truth is not None:
+        all_sources[TRUTH_SOURCE] = complex_pairs(truth_complexes(truth))
+    screen = genes.loc[genes[PERT_TYPE] == PERTURBATION, GENE].astype(str).tolist()
+    block = int(cfg.get("block_rows", BLOCK_ROWS))
+    tables: dict[str, pd.DataFrame] = {}
+    if len(names) >= 2:
+        tables["neighbors"] = nearest_neighbors(X, names, q, int(cfg["n_neighbors"]), block)
+    else:
+        log.warning("map %s/%s: %d gene(s) in the map; no neighbours", model, variant, len(names))
+        tables["neighbors"] = pd.DataFrame({c: [] for c in NEIGHBOR_COLUMNS if c not in ("model", "variant")})
+    recall, coverage = relationship_recall(
+        X,
+        names,
+        all_sources,
+        screen_genes=screen,
+        thresholds=[tuple(t) for t in cfg["recall_thresholds"]],
+        min_entities=int(cfg["min_entities"]),
+        block_rows=block,
+        log=log,
+    )
+    tables["recall"], tables["coverage"] = recall, coverage
+    tables["guide_neighbors"] = guide_neighbors(guides, set(names), int(cfg["n_neighbors"]), block)
+    tables["consistency"] = guide_consistency(
+        guides, seed=seed, model=model, variant=variant, null_size=int(cfg["consistency_null_size"]), log=log
+    )
+    for name in ("neighbors", "guide_neighbors", "recall", "coverage"):
+        df = tables[name]
+        df.insert(0, "variant", variant)
+        df.insert(0, "model", model)
+    for row in recall.itertuples():
+        if row.status == "ok":
+            log.info(
+                "recall %s/%s %s at %.2f/%.2f: %.3f of %d pairs (expected %.2f)",
+                model,
+                variant,
+                row.source,
+                row.lower,
+                row.upper,
+                row.recall,
+                row.n_pairs,
+                row.recall_expected,
+            )
+    return tables, chosen, q, note

@@ -1,0 +1,268 @@
+"""One embedding job: one model, one or several plates, the model built (and compiled) once.
+
+On a cluster each job pays a fixed cost outside the plates' forward: process start and imports,
+the CUDA context, building the model and, with ``embed.compile``, the compilation and the first
+batches' warm-up. Two things remove it from the per-plate bill:
+
+- ``embed.plates_per_job``: the workflow gives one job several plates (rules/embed.smk), which
+  :func:`embed_model_plates` embeds one after the other with one model. Each plate keeps its own
+  output file, written atomically; a plate whose output already records the same work (its
+  store's files, its metadata rows, the model and every setting that changes the embeddings:
+  :func:`plate_work_key`) is kept, not redone, so a changed plate reruns alone; every plate's
+  finished chunks stay on disk until all plates of the job are written, so a killed job resumes
+  without redoing finished plates or chunks.
+- ``embed.compile_cache``: a folder, shared by the jobs, that holds inductor's on-disk caches
+  (FX graph, AOTAutograd and Triton kernels: ``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``),
+  so that only the first job anywhere compiles from scratch.
+
+All checks that can fail (the cache folder, the device, the plates' channels) run before any
+plate is embedded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import shutil
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+import torch
+from torch import nn
+
+from phenoica.embed import (
+    channel_indices,
+    embed_plate,
+    embedding_metadata,
+    model_identity,
+    parts_dir,
+    plate_rows,
+    torch_threads,
+)
+from phenoica.io import get_logger
+from phenoica.models.device import resolve_device
+from phenoica.screen import ScreenError, plate_channels
+
+WORK_KEY = "work_sha256"
+"""Key, in an embeddings parquet's metadata, of :func:`plate_work_key` (what it was made from)."""
+
+
+@dataclass(frozen=True, eq=False)
+class PlateJob:
+    """One plate of a job: its store, its metadata (table or file) and its output parquet."""
+
+    store: Path
+    metadata: pd.DataFrame | Path | str
+    out: Path
+
+    @property
+    def name(self) -> str:
+        return self.out.name.removesuffix(".parquet")
+
+
+@dataclass(frozen=True)
+class EmbedJob:
+    """What a job embeds with: model ``model_name`` built from its config entry ``spec`` (weights
+    from ``checkpoint``, None = the spec's seeded init) and the config's ``embed`` section."""
+
+    model_name: str
+    spec: Mapping[str, Any]
+    checkpoint: Path | str | None
+    embed: Mapping[str, Any] = field(default_factory=dict)
+    threads: int | None = None
+
+
+def embed_groups(plates: Sequence[str], plates_per_job: int) -> dict[str, list[str]]:
+    """Jobs of ``plates_per_job`` consecutive plates (the last may be smaller), named
+    ``g0000, g0001, ...``: plates added at the end of a screen join the last job or new ones."""
+    if plates_per_job < 1:
+        raise ValueError(f"embed.plates_per_job must be >= 1, got {plates_per_job}")
+    plates = list(plates)
+    return {
+        f"g{i // plates_per_job:04d}": plates[i : i + plates_per_job] for i in range(0, len(plates), plates_per_job)
+    }
+
+
+def check_compile_cache(path: Path | str) -> Path:
+    """The cache folder, created if needed; ValueError naming ``embed.compile_cache`` if it
+    cannot be created or written (checked by writing a file there)."""
+    folder = Path(path)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=folder, prefix=".writable-"):
+            pass
+    except OSError as exc:
+        raise ValueError(
+            f"embed.compile_cache: {folder} is not a writable folder ({type(exc).__name__}: {exc}); "
+            "give a folder every embedding job can write (on a cluster, on the shared filesystem), or null"
+        ) from None
+    return folder
+
+
+def use_compile_cache(folder: Path) -> None:
+    """Point inductor's on-disk caches (FX graph + AOTAutograd: ``TORCHINDUCTOR_CACHE_DIR``;
+    Triton kernels: ``TRITON_CACHE_DIR``) at ``folder`` for this process, and switch them on."""
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(folder / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(folder / "triton")
+    import torch._functorch.config as functorch_config
+    import torch._inductor.config as inductor_config
+
+    inductor_config.fx_graph_cache = True
+    functorch_config.enable_autograd_cache = True
+
+
+def compiled(model: nn.Module, embed: Mapping[str, Any], model_name: str, log: logging.Logger) -> nn.Module:
+    """``torch.compile(model, options=embed.compile_options)``; an option torch does not know is
+    a ValueError naming the config key and the option."""
+    options = dict(embed.get("compile_options") or {})
+    try:
+        runner = torch.compile(model, options=options or None)
+    except RuntimeError as exc:
+        if "optimization option" not in str(exc):
+            raise
+        unknown = str(exc).split(",")[0].removeprefix("Unexpected optimization option ")
+        raise ValueError(
+            f"embed.compile_options: torch.compile does not know the option {unknown!r} "
+            f"(given {sorted(options)}; the names are those of torch._inductor.config, e.g. triton.cudagraphs)"
+        ) from None
+    log.info(
+        "model %s: compiled with torch.compile%s (the first batches include compilation)",
+        model_name,
+        f", options {options}" if options else "",
+    )
+    return runner  # type: ignore[return-value]
+
+
+def store_fingerprint(store: Path) -> list[tuple[str, int, int]]:
+    """(relative path, size, mtime in ns) of every file of the store, sorted: changes when the
+    store is rewritten (as Snakemake's own mtime check does), without reading the pixels."""
+    files = [p for p in store.rglob("*") if p.is_file()]
+    return sorted((str(p.relative_to(store)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+
+
+def plate_work_key(plate: PlateJob, identity: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """SHA-256 of what one plate's embeddings are made from: the store's files, the plate's
+    metadata rows, the model's identity and ``settings`` (crop size, intensity_max, channels,
+    device type: what changes the numbers)."""
+    rows = plate_rows(plate.metadata, plate.store)
+    digest = hashlib.sha256()
+    digest.update(json.dumps(store_fingerprint(plate.store)).encode())
+    digest.update(json.dumps(list(map(str, rows.columns))).encode())
+    digest.update(pd.util.hash_pandas_object(rows, index=False).to_numpy().tobytes())
+    digest.update(json.dumps({"model": identity, **settings}, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
+def is_up_to_date(out: Path, key: str) -> bool:
+    """Whether ``out`` exists and records the work key ``key``."""
+    if not out.is_file():
+        return False
+    try:
+        return embedding_metadata(out).get(WORK_KEY) == key
+    except (OSError, ValueError):
+        return False
+
+
+def check_group_channels(plates: Sequence[PlateJob], channels: Sequence[str] | None, key: str) -> list[str]:
+    """The channels fed to the model, the same for every plate of the job, else ScreenError
+    naming the plates of each channel set (before any work). With ``channels`` (config key
+    ``key``) every store must hold them; without, the stores' own channel lists must agree."""
+    if channels:
+        for plate in plates:
+            channel_indices(plate.store, channels, key)  # ScreenError naming the store and the key
+        return list(channels)
+    sets: dict[tuple[str, ...], list[str]] = {}
+    for plate in plates:
+        sets.setdefault(tuple(plate_channels(plate.store)), []).append(plate.name)
+    if len(sets) > 1:
+        listed = "; ".join(f"{list(chans)}: plates {names}" for chans, names in sets.items())
+        raise ScreenError(
+            f"one embedding job got plates with different channel sets ({listed}); the model takes one set: "
+            "name it with config key models.<model>.channels, or keep plates_per_job at 1"
+        )
+    return list(next(iter(sets)))
+
+
+def embed_model_plates(plates: Sequence[PlateJob], job: EmbedJob, log: logging.Logger | None = None) -> list[Path]:
+    """The ``embed`` rule's function: embed ``plates`` with one model (module docstring).
+
+    Checks first, before any plate is embedded: the compile cache folder (writable), the device
+    (``embed.device``, ``embed.without_cuda``), the plates' channel sets (one set). Plates whose
+    output records the same work are kept (their file's time is refreshed, so that Snakemake
+    sees the job's outputs as newer than its inputs); if none is left, no model is built."""
+    from phenoica.models.features import build_feature_extractor  # imports timm
+
+    log = log or get_logger("phenoica.embed")
+    embed = job.embed
+    cache = check_compile_cache(embed["compile_cache"]) if embed.get("compile_cache") and embed.get("compile") else None
+    device = resolve_device(str(embed.get("device", "auto")), str(embed.get("without_cuda", "fail")), log)
+    channels = job.spec.get("channels")
+    fed = check_group_channels(plates, channels, f"models.{job.model_name}.channels")
+    identity = model_identity(job.checkpoint, job.spec)
+    settings = {
+        "crop_size": embed.get("crop_size"),
+        "intensity_max": embed.get("intensity_max"),
+        "channels": fed,
+        "device": device.type,
+    }
+    keys = {plate.out: plate_work_key(plate, identity, settings) for plate in plates}
+    todo = [plate for plate in plates if not is_up_to_date(plate.out, keys[plate.out])]
+    for plate in plates:
+        if plate not in todo:
+            log.info(
+                "plate %s: %s is up to date (same store, metadata, model and settings); kept", plate.name, plate.out
+            )
+            plate.out.touch()
+            shutil.rmtree(parts_dir(plate.out), ignore_errors=True)
+    if not todo:
+        return [plate.out for plate in plates]
+    if cache is not None:
+        use_compile_cache(cache)
+        log.info("compile cache: %s (inductor's FX graph, AOTAutograd and Triton caches)", cache)
+    with torch_threads(job.threads):
+        model = build_feature_extractor(job.spec, len(fed), job.checkpoint, log=log)
+    runner = compiled(model, embed, job.model_name, log) if embed.get("compile") else model
+    for i, plate in enumerate(todo):
+        log.info("job: plate %d/%d of this job (%s)", i + 1, len(todo), plate.name)
+        embed_plate(
+            plate.store,
+            plate.metadata,
+            runner,
+            plate.out,
+            crop_size=embed.get("crop_size") or model.img_size,
+            intensity_max=embed.get("intensity_max"),
+            batch_size=int(embed.get("batch_size", 128)),
+            chunk_images=embed.get("chunk_images"),
+            device=str(device),
+            threads=embed.get("threads") or job.threads,
+            log=log,
+            identity=identity,
+            channels=channels,
+            channels_key=f"models.{job.model_name}.channels",
+            normalize=model.normalize,
+            feature_names=model.feature_names(fed),
+            options={"model_name": job.model_name, **model.options(), WORK_KEY: keys[plate.out]},
+            loader_threads=int(embed.get("loader_threads", 1)),
+            keep_parts=len(plates) > 1,
+        )
+    for plate in plates:
+        shutil.rmtree(parts_dir(plate.out), ignore_errors=True)
+    return [plate.out for plate in plates]
+
+
+__all__ = [
+    "WORK_KEY",
+    "EmbedJob",
+    "PlateJob",
+    "check_compile_cache",
+    "check_group_channels",
+    "compiled",
+    "embed_groups",
+    "embed_model_plates",
+    "plate_work_key",
+]

@@ -1,0 +1,1 @@
+"""Where a screen comes from: the simulated demo screen (:mod:`.demo`)."""

@@ -1,0 +1,32 @@
+"""AE + ICA disentanglement benchmark (Nelson et al. 2026 Table 2), with the baselines trained in the same harness.
+
+Models (:data:`MODELS`) share one convolutional encoder/decoder (the usual one of this
+literature: 4x4 stride-2 convolutions halving the image down to 4x4, a 256-unit dense layer,
+the latent; the decoder mirrors it and outputs Bernoulli logits) and one training loop (same
+data, seeds, steps, batch size, Adam learning rate):
+
+- ``ae``: reconstruction loss only (Bernoulli log-likelihood, summed over pixels).
+- ``beta_vae``: reconstruction + ``beta`` x KL(q(z|x) || N(0, I)); latents = posterior means.
+- ``beta_tcvae``: reconstruction + mutual information + ``beta`` x total correlation +
+  dimension-wise KL (Chen et al. 2018), q(z) and prod_j q(z_j) estimated by minibatch-weighted
+  sampling over the training set size; latents = posterior means.
+- ``bioae``: the biologically-inspired AE of Whittington et al. (ICLR 2023). Our reading: a
+  deterministic AE whose loss adds (i) a nonnegativity penalty ``sum_j relu(-z_j)^2``, (ii) an
+  activity-energy penalty ``sum_j z_j^2`` (both averaged over the batch) and (iii) a
+  weight-energy penalty, the summed squares of the decoder's weight matrices (biases excluded),
+  each with its own coefficient; nonnegativity is the soft penalty (not a ReLU), so a latent
+  can still be read as a signed value and no unit dies at initialization.
+
+``ae_ica`` is not trained: the AE's latents are whitened with :class:`phenoica.variants.PCAWhitener`
+(``n_components`` = latent size unless configured) and rotated with
+:class:`phenoica.variants.ICARotation`, the same code as the screen's pca_ica variant. The
+transform is unsupervised and is fitted on the evaluation latents themselves (no factor is used).
+
+Scores per (dataset, model, seed) on a fixed seeded evaluation subset: InfoM, InfoE, InfoC
+(:func:`phenoica.metrics.infomec`, followed as defined even where it behaves oddly: InfoM/InfoC
+are ratios of NMIs and stay high for noise latents; read them beside InfoE), MCC, mean linear
+R^2 (in-sample) and DCI (:func:`phenoica.metrics.dci`).
+
+Modules: :mod:`.data` (the factor datasets), :mod:`.model` (networks, losses, training),
+:mod:`.evaluate` (scores of latents), :mod:`.report` (tables, verdict, figures, page).
+"""

@@ -1,0 +1,240 @@
+"""The component sweep: how a screen's answers move with the number of whitened components.
+
+For one model, at every count of a grid (``transforms.sweep_points`` counts spaced in log
+scale from 2 to the embedding's width, plus the count the rule chose; 0 = no sweep), the whitened variants are refitted with that
+count and the screen is scored again:
+
+- guide and gene hits at ``q < q_threshold``: the same LightGBM classifiers, folds, null
+  pseudo-guides and hit calls as the main run, without the concentration models (Table 4's two
+  extra models per guide, which change no AUROC), so the chosen count reproduces the main run's
+  calls;
+- phenotypic activity: the share of guides whose copairs mAP has ``q < q_threshold``;
+- batch-classifier accuracy on the controls (balanced accuracy of a logistic regression
+  predicting the batch from control well profiles; chance is 1 / batches).
+
+What is rerun per grid point: one fit of the variants (center-scale, eigendecomposition, ICA,
+random rotation) and, per variant, one classification of every guide and pseudo-guide without
+concentration models, one mAP and one batch classifier. Each row records its seconds; the
+benchmark script ``benchmarks/component_sweep.py`` prints the cost as a ratio of one main
+classification job.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from phenoica.batch_metrics import batch_classifier
+from phenoica.classify import classify_shard, guide_map, well_profiles
+from phenoica.hits import screen_calls
+from phenoica.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
+from phenoica.variants import WHITENED_VARIANTS, component_name, fit_variants
+
+LOG = logging.getLogger(__name__)
+
+#: Columns of a sweep table.
+SWEEP_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    "n_components",
+    "chosen",
+    "guide_hits",
+    "gene_hits",
+    "n_guides",
+    "map_active_share",
+    "batch_accuracy",
+    "batch_chance",
+    "seconds",
+)
+
+
+@dataclass(frozen=True)
+class SweepOptions:
+    """Everything a sweep reads from the config, built once (:meth:`from_config`)."""
+
+    transforms: Mapping[str, Any]
+    classify: Mapping[str, Any]
+    seed: int
+    variants: tuple[str, ...]
+    max_points: int = 5
+    q_threshold: float = 0.1
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any]) -> "SweepOptions":
+        t = config["transforms"]
+        variants = tuple(v for v in t["variants"] if v in WHITENED_VARIANTS and v != "tvn")
+        return cls(
+            transforms={k: v for k, v in t.items() if k not in ("variants", "frozen", "sweep_points")},
+            classify=dict(config["classify"]),
+            seed=int(config["seed"]),
+            variants=variants,
+            max_points=int(t["sweep_points"]),
+        )
+
+
+def sweep_grid(n_features: int, n_rows: int, chosen: int, max_points: int) -> list[int]:
+    """Counts of the sweep: ``max_points`` counts spaced evenly in log scale from 2 to the
+    largest count the data allow (the width, at most rows - 2), plus ``chosen``; sorted, unique.
+    ``max_points`` 0 is no sweep (an empty grid)."""
+    if max_points < 1:
+        return []
+    top = max(2, min(n_features, n_rows - 2))
+    grid = {int(round(v)) for v in np.geomspace(2, top, max_points)} if max_points > 1 else {top}
+    return sorted(grid | {int(chosen)})
+
+
+def _batch_accuracy(table: pd.DataFrame, features: list[str], seed: int) -> tuple[float, float]:
+    wells = well_profiles(table[table[PERT_TYPE].astype(str) == CONTROL])
+    X = wells[features].to_numpy(dtype=np.float64)
+    return batch_classifier(X, wells[BATCH].astype(str).to_numpy(), wells[WELL].astype(str).to_numpy(), seed)
+
+
+def score_point(
+    table: pd.DataFrame, folds: Sequence[Any], options: SweepOptions, variant: str, model: str
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """One variant at one count: (its sweep row without model/count, its guide calls)."""
+    start = time.perf_counter()
+    cfg = {**options.classify, "concentration": False}
+    rows = classify_shard(table, 0, 1, folds, cfg, options.seed, variant=variant, model=model)
+    calls = screen_calls(rows, None, cfg["null_model"], options.q_threshold, with_null=cfg["n_null_guides"] > 0)
+    guides, genes = calls["guides"], calls["genes"]
+    real = guides[~guides["is_null_guide"].astype(bool)]
+    features = [c for c in feature_columns(table)]
+    mAP = guide_map(table, variant=variant, model=model, seed=options.seed, null_size=cfg["map_null_size"])
+    acc, chance = _batch_accuracy(table, features, options.seed)
+    row = {
+        "guide_hits": int((real["q_value"] < options.q_threshold).sum()),
+        "gene_hits": int((genes["q_value"] < options.q_threshold).sum()),
+        "n_guides": int(len(real)),
+        "map_active_share": float((mAP["map_q_value"] < options.q_threshold).mean()) if len(mAP) else math.nan,
+        "batch_accuracy": acc,
+        "batch_chance": chance,
+        "seconds": time.perf_counter() - start,
+    }
+    return row, guides
+
+
+def sweep_model(
+    profiles: pd.DataFrame,
+    folds: Sequence[Any],
+    model: str,
+    chosen: int,
+    options: SweepOptions,
+    grid: Sequence[int] | None = None,
+    log: logging.Logger | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The sweep of one model's profiles (``folds`` index its rows): (the sweep table,
+    ``SWEEP_COLUMNS``; every grid point's guide calls with ``n_components``). ``chosen`` is the
+    count the configured rule kept (marked); ``grid`` defaults to :func:`sweep_grid`."""
+    log = log or LOG
+    features = feature_columns(profiles)
+    meta = profiles[[c for c in profiles.columns if c not in features]].reset_index(drop=True)
+    X = profiles[features].to_numpy(dtype=np.float64)
+    batches = profiles[BATCH].astype(str).to_numpy()
+    is_control = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
+    counts = list(grid) if grid is not None else sweep_grid(len(features), len(X), chosen, options.max_points)
+    records, all_calls = [], []
+    for k in counts:
+        start = time.perf_counter()
+        fitted = fit_variants(
+            list(options.variants),
+            X,
+            batches,
+            is_control,
+            {**options.transforms, "n_components": int(k)},
+            options.seed,
+            features,
+        )
+        fit_seconds = time.perf_counter() - start
+        for variant in options.variants:
+            Z = fitted[variant].transform(X, batches, is_control).astype(np.float32)
+            table = pd.concat([meta, pd.DataFrame(Z, columns=[component_name(i) for i in range(Z.shape[1])])], axis=1)
+            row, calls = score_point(table, folds, options, variant, model)
+            row["seconds"] += fit_seconds / len(options.variants)
+            records.append({"model": model, "variant": variant, "n_components": int(k), "chosen": k == chosen, **row})
+            all_calls.append(calls.assign(n_components=int(k)))
+            log.info(
+                "sweep %s/%s at %d components: %d guide hits, %d gene hits (q < %g), %.1f s",
+                model,
+                variant,
+                k,
+                row["guide_hits"],
+                row["gene_hits"],
+                options.q_threshold,
+                row["seconds"],
+            )
+    return pd.DataFrame.from_records(records, columns=list(SWEEP_COLUMNS)), pd.concat(all_calls, ignore_index=True)
+
+
+def chosen_count(fit_report: Mapping[str, Any]) -> int:
+    """The count the configured rule kept, from a model's ``fit_report.json``."""
+    for variant in ("pca", "pca_ica", "pca_rand"):
+        if variant in fit_report:
+            return int(fit_report[variant]["n_components"])
+    raise ValueError("fit report: no whitened variant (pca, pca_ica, pca_rand) to read the component count from")
+
+
+def sweep_sections(sweep: pd.DataFrame, figure: Path | None) -> list[tuple[str, str, pd.DataFrame]]:
+    """The report section of the sweep (a table; the figure is linked by the caller)."""
+    if sweep.empty:
+        return []
+    note = (
+        "Each whitened variant refitted at every count of the grid and the screen scored again: guide and "
+        "gene hits at q < 0.1 (the same classifiers, folds and null as the run, without Table 4's "
+        "concentration models), the share of guides active by copairs mAP (q < 0.1), and the accuracy of a "
+        "batch classifier on control wells (chance in `batch_chance`). `chosen` marks the count the "
+        "configured rule (transforms.n_components) kept: the run's own answers. `seconds` is the cost of "
+        "the point."
+    )
+    shown = sweep.assign(chosen=np.where(sweep["chosen"], "<- chosen", ""))
+    return [("How the answers move with the component count", note, shown)]
+
+
+def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
+    """Guide hits (q < 0.1) against the component count, one panel per model, a line per
+    variant, the chosen count circled."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from phenoica.io import atomic_path
+
+    models = sorted(sweep["model"].unique())
+    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), squeeze=False)
+    for ax, model in zip(axes[0], models):
+        sub = sweep[sweep["model"] == model]
+        for variant, line in sub.groupby("variant", sort=False):
+            line = line.sort_values("n_components")
+            ax.plot(line["n_components"], line["guide_hits"], marker="o", label=variant)
+            mark = line[line["chosen"]]
+            ax.scatter(mark["n_components"], mark["guide_hits"], s=160, facecolors="none", edgecolors="black")
+        ax.set_xscale("log", base=2)
+        ax.set_xlabel("whitened components (circled: chosen)")
+        ax.set_ylabel("guide hits, q < 0.1")
+        ax.set_title(model)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    with atomic_path(path) as tmp:
+        fig.savefig(tmp, format="png", dpi=110)
+    plt.close(fig)
+    return path
+
+
+def sweep_report_files(
+    out_dir: Path | str, sweep_paths: Sequence[str]
+) -> tuple[list[tuple[str, str, pd.DataFrame]], dict[str, tuple[Path, str]]]:
+    """The report's sweep section and figure from the per-model sweep tables (none: nothing)."""
+    if not sweep_paths:
+        return [], {}
+    sweep = pd.concat([pd.read_parquet(p) for p in sweep_paths], ignore_index=True)
+    path = sweep_figure(sweep, Path(out_dir) / "figures" / "component_sweep.png")
+    caption = "Guide hits at q < 0.1 against the number of whitened components, per variant; circled: the chosen count."
+    return sweep_sections(sweep, path), {"component_sweep": (path, caption)}

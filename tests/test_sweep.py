@@ -1,0 +1,59 @@
+"""The component sweep (phenoica.sweep): its grid, and that its chosen point is the run's own answer."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from phenoica.config import validate_config
+
+
+def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
+    from phenoica.sweep import sweep_grid
+
+    assert sweep_grid(192, 5000, 25, 5) == [2, 6, 20, 25, 61, 192]
+    assert sweep_grid(48, 40, 20, 3) == [2, 9, 20, 38]  # at most rows - 2
+    assert sweep_grid(48, 5000, 20, 0) == []
+
+
+def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_path):
+    """At the chosen count the sweep's guide AUROCs are the main classification's (which also
+    trains the concentration models); the section marks the chosen row; the figure is written."""
+    from phenoica.classify import classify_shard
+    from phenoica.hits import screen_calls
+    from phenoica.positive_control import ControlDesign, write_screen
+    from phenoica.splits import leave_one_batch_out
+    from phenoica.sweep import SweepOptions, sweep_model, sweep_report_files
+    from phenoica.variants import component_name, fit_variants
+
+    out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
+    raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
+    X = np.stack(raw.pop("vector")).astype(np.float32)
+    profiles = pd.concat([raw, pd.DataFrame(X, columns=[f"emb_{i:03d}" for i in range(X.shape[1])])], axis=1)
+    cfg = validate_config(
+        {"classify": {"num_boost_round": 8, "n_null_guides": 12, "min_train_samples": 3, "map_null_size": 100}}
+    )
+    options = SweepOptions.from_config(cfg)
+    options = SweepOptions(options.transforms, options.classify, 0, ("pca_ica",), 2)
+    folds = leave_one_batch_out(profiles)
+    table, calls = sweep_model(profiles, folds, "ext", 20, options, grid=[4, 20])
+    assert table["n_components"].tolist() == [4, 20] and table["chosen"].tolist() == [False, True]
+    assert ((table["batch_accuracy"] >= 0) & (table["batch_accuracy"] <= 1)).all()
+
+    b, c = profiles["Metadata_Batch"].to_numpy(), (profiles["Metadata_PertType"] == "control").to_numpy()
+    fitted = fit_variants(["pca_ica"], X, b, c, {"n_components": 20}, 0)
+    Z = fitted["pca_ica"].transform(X, b, c).astype(np.float32)
+    variant = pd.concat([raw, pd.DataFrame(Z, columns=[component_name(i) for i in range(20)])], axis=1)
+    rows = classify_shard(variant, 0, 1, folds, options.classify, 0, variant="pca_ica", model="ext")
+    main = screen_calls(rows, None, "parametric", 0.1)["guides"].set_index("Metadata_Guide")["auroc"]
+    swept = calls[calls["n_components"] == 20].set_index("Metadata_Guide")["auroc"]
+    assert np.allclose(swept.loc[main.index], main)
+
+    sections, figures = sweep_report_files(tmp_path / "report", [str(_save(table, tmp_path))])
+    assert "<- chosen" in sections[0][2]["chosen"].tolist() and figures["component_sweep"][0].stat().st_size > 0
+
+
+def _save(table: pd.DataFrame, tmp_path) -> object:
+    path = tmp_path / "sweep.parquet"
+    table.to_parquet(path)
+    return path
