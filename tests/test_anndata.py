@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from phenoica import h5ad
-from phenoica.biomap import aggregate_profiles
+from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.screen import ScreenError
 from tests import report_fixtures as F
 

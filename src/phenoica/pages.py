@@ -61,7 +61,7 @@ def report_pages(
     neighbors, summary = _biomap_inputs(biomap_files, scores["genes"])
     annotations: dict[str, pd.DataFrame] = {}
     if settings.get("biomap"):
-        from phenoica.annotations import load_sources
+        from phenoica.biomap.annotations import load_sources
 
         annotations = load_sources(settings["biomap"])
     inputs = PageInputs(
