@@ -31,7 +31,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.batch_metrics import batch_classifier
+from phenoica.biomap.batch_metrics import batch_classifier
 from phenoica.classify import classify_shard, guide_map, well_profiles
 from phenoica.hits import screen_calls
 from phenoica.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
