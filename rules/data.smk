@@ -116,3 +116,29 @@ if SOURCE == "ome_zarr":
             digest=lambda w: plate_digest(w.plate),
         script:
             "../scripts/ingest_ome_zarr.py"
+
+
+if SOURCE == "loaddata":  # issue 25: CellProfiler LoadData CSV(s) + plate map (phenoica.loaddata)
+
+    rule ingest_loaddata:
+        input:
+            plate_map=ancient(config["screen"]["plate_map"]),
+        output:
+            store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
+            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+        log:
+            f"{RESULTS}/logs/ingest_loaddata/{{plate}}.log",
+        benchmark:
+            f"{RESULTS}/benchmarks/ingest_loaddata/{{plate}}.tsv"
+        conda:
+            ENVS
+        threads: rule_threads("ingest_loaddata", 1)
+        resources:
+            **rule_resources("ingest_loaddata"),
+        params:
+            digest=lambda w: plate_digest(w.plate),
+            loaddata=config["screen"]["loaddata"],
+            channels=config["screen"]["loaddata_channels"],
+            illum=config["screen"]["loaddata_illum"],
+        script:
+            "../scripts/ingest_loaddata.py"

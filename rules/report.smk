@@ -2,19 +2,7 @@
 # the hit gallery and the interactive results page beside it (docs/report.md).
 
 
-def gallery_model():
-    """The model whose image embeddings choose the gallery's images (gallery.model, else the first)."""
-    model = config["gallery"]["model"] or MODELS[0]
-    if model not in MODELS:
-        raise ValueError(f"config gallery.model: {model!r} is not a model of this run; models are {MODELS}")
-    return model
-
-
-def gallery_embeddings():
-    """Image-level embeddings the gallery reads (none when it is off or there are no pixels)."""
-    if not config["gallery"]["enabled"] or SOURCE == "embeddings":
-        return []
-    return embedding_files(gallery_model())
+from phenoica.gallery import gallery_model, gallery_reads_pixels
 
 
 rule report:
@@ -31,7 +19,8 @@ rule report:
         structural=f"{RESULTS}/identifiability/structural.parquet",
         biomap_tables=biomap_tables(),  # issue 15 hook: gene maps, recall, batch metrics
         biomap_heatmaps=biomap_heatmaps(),
-        gallery_embeddings=gallery_embeddings(),  # issue 25: the gallery and the interactive page
+        # issue 25: the image embeddings the gallery reads (none without pixels or when it is off)
+        gallery_embeddings=embedding_files(gallery_model(config, MODELS)) if gallery_reads_pixels(config) else [],
         annotations=biomap_annotation_files(),
         sweep=sweep_files(),  # issue 21: the component sweep per model
     output:

@@ -8,6 +8,7 @@ import pytest
 
 from phenoica import h5ad
 from phenoica.biomap.aggregate import aggregate_profiles
+from phenoica.screen import ScreenError
 from tests import report_fixtures as F
 
 ad = pytest.importorskip("anndata")  # extra 'scverse'
@@ -79,3 +80,15 @@ def test_export_run_writes_every_level(screen, tmp_path):
     assert "call_hit" in ad.read_h5ad(res / "anndata" / "mae" / "base" / "guide.h5ad").obs
     with pytest.raises(FileNotFoundError, match="no variants"):
         h5ad.export_run(tmp_path / "empty")
+
+
+def test_h5ad_embeddings_are_an_input_with_the_contract_checks(screen, tmp_path):
+    _, _, table = screen
+    renamed = table.rename(columns={f"emb_{i:04d}": f"PC{i + 1}" for i in range(F.DIM)})  # another tool's names
+    path = h5ad.write_h5ad(h5ad.to_anndata(renamed, "image", "other", "base"), tmp_path / "in.h5ad")
+    out = h5ad.h5ad_to_parquet(path, tmp_path / "in.parquet")
+    _same(pd.read_parquet(out), table)  # features back as emb_0000 ..., identical values
+    broken = h5ad.to_anndata(table.drop(columns=["Metadata_Plate"]), "image", "other", "base")
+    bad = h5ad.write_h5ad(broken, tmp_path / "bad.h5ad")
+    with pytest.raises(ScreenError, match=r"bad.h5ad: missing required column\(s\) \['Metadata_Plate'\]"):
+        h5ad.read_h5ad_embeddings(bad)

@@ -171,3 +171,23 @@ def test_in_chromium_hover_click_panel_screenshot_table(page):
             "return [document.documentElement.scrollWidth, window.innerWidth, d.scrollWidth, d.clientWidth];"
         )
         assert widths[0] <= widths[1] and widths[2] > widths[3]
+
+
+def test_report_pages_write_the_gallery_and_the_page_and_return_their_sections(tmp_path):
+    from phenoica.pages import report_pages
+
+    files, stores = F.write_screen(tmp_path)
+    settings = {
+        "gallery": {"enabled": True, "genes": []},
+        "channels": {},
+        "seed": 0,
+        "screen": {"source": "images"},
+        "biomap": {"builtin_corum": True, "efaar_sources": [], "efaar_wheel": None, "annotations": {}},
+        "q_threshold": 0.05,
+    }
+    sections = report_pages(tmp_path / "report", F.score_tables(), [], files, stores, settings)
+    assert [s.heading for s in sections] == ["Interactive results page", "Hit gallery"]
+    assert (tmp_path / "report" / PAGE).is_file() and (tmp_path / "report" / "gallery" / "G1.png").is_file()
+    assert (tmp_path / "report" / "gallery" / "G2.png").is_file() and not (
+        tmp_path / "report" / "gallery" / "G3.png"
+    ).exists()

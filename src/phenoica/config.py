@@ -296,6 +296,7 @@ RULE_NAMES: tuple[str, ...] = (
     "plate_metadata",
     "ingest_images",
     "ingest_ome_zarr",
+    "ingest_loaddata",
     "train_mae",
     "embed",
     "gather_profiles",
@@ -345,6 +346,7 @@ def _check_consistency(config: dict[str, Any]) -> None:
         "zarr": ["metadata", "plates_dir"],
         "images": ["plate_map", "images_dir"],
         "ome_zarr": ["plate_map", "ome_zarr_dir"],
+        "loaddata": ["plate_map", "loaddata"],
         "embeddings": ["embeddings"],
     }.get(screen["source"], [])
     missing = [k for k in needs if not screen.get(k)]

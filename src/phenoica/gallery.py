@@ -9,8 +9,8 @@ order seeded from the config (``phenoica.seeding``). :func:`select_sites` does t
 passes over the per-plate embedding files.
 
 Which pixels: :func:`read_gene_tiles` reads the images chosen for a batch of :data:`GENE_BATCH`
-genes at once, through only the plate store's chunks that hold them (``zarr`` orthogonal
-selection: each such chunk decoded once per batch); no plate is read whole, and a
+genes at once, through only the plate store's chunks that hold them (one ``zarr`` orthogonal
+selection per chunk: each such chunk decoded once per batch, one at a time); no plate is read whole, and a
 :class:`ReadStats` counts the images, the chunks decoded and their bytes. A store that is not found is named in the gene's status
 and the gallery goes on.
 
@@ -219,8 +219,9 @@ def read_gene_tiles(
     rows: pd.DataFrame, stores: Mapping[str, str], stats: ReadStats, px: int | None = None
 ) -> tuple[list[np.ndarray | None], list[str]]:
     """The tiles of ``rows`` (one per row, None where its store is missing; shrunk to ``px`` as
-    drawn), read plate by plate in one orthogonal selection, so each chunk holding a wanted image
-    is decoded once per call and no other chunk is; and the missing stores, named."""
+    drawn), read plate by plate and chunk by chunk: one orthogonal selection per chunk that holds
+    a wanted image, so each such chunk is decoded once per call, no other chunk is, and memory
+    holds one chunk's wanted images at full size; and the missing stores, named."""
     tiles: list[np.ndarray | None] = [None] * len(rows)
     missing = []
     plates = rows[PLATE].astype(str).to_numpy()
@@ -235,13 +236,14 @@ def read_gene_tiles(
             continue
         where = np.flatnonzero(plates == plate)
         unique, inverse = np.unique(rows[IMAGE_INDEX].to_numpy(np.int64)[where], return_inverse=True)
-        block = np.asarray(array.oindex[unique])  # only the chunks holding these images are read
-        touched = len(np.unique(unique // array.chunks[0]))
+        shrunk: list[np.ndarray] = []
+        for chunk in np.unique(unique // array.chunks[0]):  # one chunk decoded at a time, then freed
+            block = np.asarray(array.oindex[unique[unique // array.chunks[0] == chunk]])
+            shrunk += [shrink(t, px) for t in block]
+            stats.chunks += 1
+            stats.bytes += int(np.prod(array.chunks)) * array.dtype.itemsize
         stats.images += len(unique)
-        stats.chunks += touched
-        stats.bytes += touched * int(np.prod(array.chunks)) * array.dtype.itemsize
         stats.plates.add(plate)
-        shrunk = [shrink(t, px) for t in block]
         for pos, j in zip(where, inverse):
             tiles[pos] = shrunk[j]
     return tiles, missing
@@ -439,6 +441,20 @@ def skipped_gallery(out_dir: Path | str, reason: str) -> GalleryResult:
     return GalleryResult(panels, pd.DataFrame(), [], ReadStats())
 
 
+def gallery_model(config: Mapping[str, Any], models: Sequence[str]) -> str:
+    """The model whose image embeddings choose the gallery's images: ``gallery.model``, else the
+    first model by name; a model the run lacks is an error naming the run's models."""
+    model = config["gallery"]["model"] or sorted(models)[0]
+    if model not in models:
+        raise ValueError(f"config gallery.model: {model!r} is not a model of this run; models are {sorted(models)}")
+    return str(model)
+
+
+def gallery_reads_pixels(config: Mapping[str, Any]) -> bool:
+    """Whether the gallery reads images: it is on and the source has pixels (not embeddings)."""
+    return bool(config["gallery"]["enabled"]) and config["screen"]["source"] != "embeddings"
+
+
 #: Panels shown as figures on the static report page (all are linked, and in the interactive page).
 SHOWN_ON_PAGE = 24
 
@@ -458,10 +474,9 @@ def report_gallery(
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if not config["gallery"]["enabled"]:
-        return skipped_gallery(out, "gallery.enabled is off")
-    if config["screen"]["source"] == "embeddings":
-        return skipped_gallery(out, "source embeddings has no pixels, so the report shows no images")
+    if not gallery_reads_pixels(config):
+        reason = "gallery.enabled is off" if not config["gallery"]["enabled"] else "source embeddings has no pixels"
+        return skipped_gallery(out, f"{reason}, so the report shows no images")
     options = GalleryOptions.from_config(config)
     genes = gallery_genes(gene_calls, options.genes)
     present = [s for s in stores.values() if Path(s).exists()]

@@ -5,7 +5,9 @@
 columns, ``var`` the feature names, ``uns["phenoica"]`` the level, model and variant. At guide and
 gene level the hit calls of that model and variant join ``obs`` (AUROC, p, q, hit; the mAP
 readout's where it ran). :func:`export_run` writes every level of every model and variant of a
-results folder; :func:`read_h5ad_profiles` reads an ``.h5ad`` back into the profile-table contract.
+results folder; :func:`read_h5ad_profiles` reads an ``.h5ad`` back into the profile-table contract,
+and :func:`read_h5ad_embeddings` / :func:`h5ad_to_parquet` accept an ``.h5ad`` of embeddings as an
+input next to parquet, with the same contract checks.
 
 Levels and their files (``{results}``): ``image`` - ``embeddings/{model}/*.parquet`` (before any
 variant transform, variant ``base``); ``profile`` - ``variants/{model}/{variant}.parquet`` (the
@@ -111,6 +113,30 @@ def read_h5ad_profiles(path: Path | str) -> pd.DataFrame:
     X = np.asarray(adata.X.toarray() if hasattr(adata.X, "toarray") else adata.X, dtype=np.float32)
     feats = pd.DataFrame(X, columns=[str(v) for v in adata.var_names])
     return pd.concat([meta, feats], axis=1)
+
+
+def read_h5ad_embeddings(path: Path | str) -> pd.DataFrame:
+    """An ``.h5ad`` of embeddings (e.g. from scanpy or another embedder) as an embeddings table of
+    the data contract: its ``Metadata_*`` obs columns, ``X`` as ``emb_0000 ...`` in ``var`` order
+    (the original feature names are logged), checked as any embeddings input is
+    (:func:`phenoica.screen.validate_profile_metadata`: the errors name the file and column)."""
+    from phenoica.screen import feature_name, validate_profile_metadata
+
+    table = read_h5ad_profiles(path)
+    features = feature_columns(table)
+    renamed = {f: feature_name(i) for i, f in enumerate(features)}
+    if any(k != v for k, v in renamed.items()):
+        log.info("%s: features %s... named %s...", path, features[:3], list(renamed.values())[:3])
+    table = table.rename(columns=renamed)
+    validate_profile_metadata(table, source=str(path))
+    return table
+
+
+def h5ad_to_parquet(path: Path | str, out: Path | str) -> Path:
+    """:func:`read_h5ad_embeddings`, written atomically as a parquet embeddings file."""
+    from phenoica.io import write_parquet
+
+    return write_parquet(read_h5ad_embeddings(path), out)
 
 
 def _level_files(results: Path, model: str, variant: str) -> dict[str, list[Path]]:

@@ -105,7 +105,14 @@ def volcano_figure(hits: pd.DataFrame, q_threshold: float) -> go.Figure:
                 text=sub[GENE].astype(str).tolist(),
                 hovertext=sub[GUIDE].astype(str).tolist(),
                 customdata=custom,
-                marker={"size": 6, "color": np.where(hit, "#d62728", "#7f7f7f").tolist(), "opacity": 0.75},
+                marker={
+                    "size": 6,
+                    "color": hit.astype(np.uint8),  # a typed array: 1 byte per guide, not a colour name
+                    "colorscale": [[0, "#7f7f7f"], [1, "#d62728"]],
+                    "cmin": 0,
+                    "cmax": 1,
+                    "opacity": 0.75,
+                },
                 hovertemplate=(
                     "gene %{text}<br>guide %{hovertext}<br>AUROC %{x:.3f}<br>p %{customdata[0]:.2g}"
                     "<br>q %{customdata[1]:.2g}<br>mAP %{customdata[2]:.3f}<br>mAP q %{customdata[3]:.2g}<extra></extra>"

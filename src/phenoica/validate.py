@@ -87,6 +87,10 @@ def _plate_map_geometry(
                 channels, (h, w) = ingest.image_plate_geometry(
                     cfg["images_dir"], cfg["image_pattern"], plate, cfg["channels"]
                 )
+            elif cfg["source"] == "loaddata":  # issue 25
+                from phenoica.loaddata import plate_geometry as loaddata_geometry
+
+                channels, (h, w) = loaddata_geometry(cfg["loaddata"], cfg["loaddata_channels"], plate)
             else:
                 channels, (h, w) = ingest.hcs_plate_geometry(Path(cfg["ome_zarr_dir"]) / f"{plate}.zarr")
             out[plate] = PlateGeometry(batch, channels, h, w)
@@ -114,7 +118,7 @@ def plate_geometry(
         return {p: PlateGeometry(b, list(demo["channels"]), size, size) for p, b in plates.items()}
     if source == "zarr":
         return _zarr_geometry(screen_cfg, plates, problems)
-    if source in ("images", "ome_zarr"):
+    if source in ("images", "ome_zarr", "loaddata"):
         return _plate_map_geometry(screen_cfg, plates, problems)
     raise ValueError(f"validate_screen: source {source!r} has no plates")
 
@@ -285,8 +289,12 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
         for plate in plates:
             store = Path(cfg["plates_dir"]) / f"{plate}.zarr"
             files += [str(store / "zarr.json"), str(store / screen.TILES / "zarr.json")]
-    elif source in ("images", "ome_zarr"):
+    elif source in ("images", "ome_zarr", "loaddata"):
         digests = wf.plate_digests(str(cfg["plate_map"]))
+        if source == "loaddata":  # issue 25: a changed LoadData CSV is checked again
+            from phenoica.loaddata import csv_paths
+
+            files += csv_paths(cfg["loaddata"])
         if source == "ome_zarr":
             for plate in plates:
                 store = Path(cfg["ome_zarr_dir"]) / f"{plate}.zarr"

@@ -44,7 +44,7 @@ def _plate_rows(config: Mapping[str, Any]) -> pd.DataFrame | None:
     source = config["screen"]["source"]
     if source == "zarr":
         return _table(str(config["screen"]["metadata"]))
-    if source in ("images", "ome_zarr"):
+    if source in ("images", "ome_zarr", "loaddata"):
         return _table(str(config["screen"]["plate_map"]))
     return None
 
@@ -98,7 +98,7 @@ def plate_digest(config: Mapping[str, Any], plate: str) -> str:
     plates and millions of rows builds its DAG quickly.
     """
     source = config["screen"]["source"]
-    if source not in ("zarr", "images", "ome_zarr"):
+    if source not in ("zarr", "images", "ome_zarr", "loaddata"):
         return ""
     path = config["screen"]["metadata"] if source == "zarr" else config["screen"]["plate_map"]
     return plate_digests(str(path)).get(plate, "")

@@ -1,0 +1,20 @@
+"""Rule ingest_loaddata: one plate of CellProfiler LoadData CSV(s) -> plate store + metadata."""
+
+from phenoica.io import rule_logger
+
+log = rule_logger("phenoica.ingest_loaddata", snakemake.log[0])  # first: the log holds everything the job prints
+
+from phenoica.ingest import read_plate_map
+from phenoica.loaddata import ingest_loaddata_plate, read_loaddata
+from phenoica.workflow import speed_settings
+
+ingest_loaddata_plate(
+    read_loaddata(snakemake.params.loaddata),
+    read_plate_map(snakemake.input.plate_map),
+    snakemake.wildcards.plate,
+    store=snakemake.output.store,
+    metadata_out=snakemake.output.metadata,
+    channels=snakemake.params.channels,
+    illum=snakemake.params.illum,
+    chunk_images=speed_settings(snakemake.config, "screen")["chunk_images"],
+)
