@@ -165,3 +165,36 @@ def biomap_heatmaps():
 def report_outputs():
     out = [f"{RESULTS}/report/report.md", f"{RESULTS}/report/index.html"]
     return out
+
+
+# Helpers of rules/embed.smk (grouped embed jobs) and rules/transform.smk (the component sweep).
+
+
+def check_groups_channels(groups):
+    """Every group of plates feeds each model one channel set (phenoica.embed_jobs), checked
+    before any job when the stores are the user's."""
+    from pathlib import Path
+
+    from phenoica.embed_jobs import PlateJob, check_group_channels
+
+    for model, spec in config["models"].items():
+        for plates in groups.values():
+            jobs = [PlateJob(Path(store_path(p)), None, Path(f"{p}.parquet")) for p in plates]
+            check_group_channels(jobs, spec.get("channels"), f"models.{model}.channels")
+
+
+def inherit_embed_resources(name):
+    """Rule ``name`` (a grouped embed job) takes the --set-resources (a profile's set-resources)
+    given for rule embed, e.g. a SLURM site's GPU partition; its own entry, if any, wins."""
+    given = workflow.resource_settings.overwrite_resources
+    if "embed" in given:
+        resources = workflow.get_rule(name).resources
+        resources.update(given["embed"])
+        resources.update(given.get(name) or {})
+
+
+def sweep_files():
+    """The component sweep per model (none with frozen transforms or transforms.sweep_points 0)."""
+    if config["transforms"]["frozen"] or not config["transforms"]["sweep_points"]:
+        return []
+    return [f"{RESULTS}/sweep/{m}.parquet" for m in MODELS]

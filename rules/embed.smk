@@ -5,29 +5,6 @@ from phenoica.embed_jobs import embed_groups
 from phenoica.models.spec import training_spec
 
 
-def check_groups_channels(groups):
-    """Every group of plates feeds each model one channel set (phenoica.embed_jobs), checked
-    before any job when the stores are the user's."""
-    from pathlib import Path
-
-    from phenoica.embed_jobs import PlateJob, check_group_channels
-
-    for model, spec in config["models"].items():
-        for plates in groups.values():
-            jobs = [PlateJob(Path(store_path(p)), None, Path(f"{p}.parquet")) for p in plates]
-            check_group_channels(jobs, spec.get("channels"), f"models.{model}.channels")
-
-
-def inherit_embed_resources(name):
-    """Rule ``name`` (a grouped embed job) takes the --set-resources (a profile's set-resources)
-    given for rule embed, e.g. a SLURM site's GPU partition; its own entry, if any, wins."""
-    given = workflow.resource_settings.overwrite_resources
-    if "embed" in given:
-        resources = workflow.get_rule(name).resources
-        resources.update(given["embed"])
-        resources.update(given.get(name) or {})
-
-
 rule train_mae:
     input:
         stores=lambda w: [store_path(p) for p in wf.training_plates(config, PLATES, w.model)],

@@ -64,13 +64,6 @@ rule splits:
         "../scripts/splits.py"
 
 
-def sweep_files():
-    """The component sweep per model (none with frozen transforms or transforms.sweep_points 0)."""
-    if config["transforms"]["frozen"] or not config["transforms"]["sweep_points"]:
-        return []
-    return [f"{RESULTS}/sweep/{m}.parquet" for m in MODELS]
-
-
 rule component_sweep:
     input:
         profiles=f"{RESULTS}/profiles/{{model}}.parquet",

@@ -302,6 +302,7 @@ RULE_NAMES: tuple[str, ...] = (
     "gather_profiles",
     "fit_transforms",
     "apply_transform",
+    "component_sweep",
     "splits",
     "classify",
     "map_readout",
