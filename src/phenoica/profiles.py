@@ -396,7 +396,9 @@ def _list_matrix(
         )
     flat = values.flatten().to_numpy(zero_copy_only=False).reshape(n, expected)
     if flat.dtype != np.float32:
-        flat = as_float32(flat.astype(np.float64, copy=False), [f"{column}[{i}]" for i in range(expected)], source, row_offset)
+        flat = as_float32(
+            flat.astype(np.float64, copy=False), [f"{column}[{i}]" for i in range(expected)], source, row_offset
+        )
     return flat
 
 
