@@ -10,8 +10,12 @@ sys.path.insert(0, _SRC)
 # (Set, not required from the user: scripts and cluster jobs inherit it.)
 os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
 
-from phenoica.config import run_models, validate_config
+from phenoica.config import check_yaml_files, run_models, validate_config
 from phenoica import workflow as wf
+
+# Snakemake reads config files keeping the last of two equal keys without a word: read the
+# files it was given (configfile, --configfile) again, strictly (a key twice names both lines).
+check_yaml_files(workflow.configfiles)
 
 # The models are exactly those the user names: Snakemake merges --configfile dictionaries over
 # config.yaml, which would keep the demo's models beside the user's (phenoica.config.run_models).
@@ -28,13 +32,13 @@ SHARDS = list(range(config["classify"]["n_shards"]))
 PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings
 ENVS = "../envs/phenoica.yaml"
 
-if PLATES:
-    # The whole screen against the data contract and every model, before any job runs (a dry
-    # run too); a passed check is recorded under a key of all it read, so it runs again only
-    # when the screen, the tables, the stores or the models change.
-    from phenoica.validate import check_screen_once
+# The door: the whole screen against the data contract, the analysis it will get and every
+# model, before any job runs (a dry run too), for every source; a passed check is recorded
+# under a key of all it read, so it runs again only when the screen, the tables, the stores,
+# the embedding files or the models change.
+from phenoica.validate import check_screen_once
 
-    check_screen_once(config, PLATES, f"{RESULTS}/screen/validated.json")
+check_screen_once(config, PLATES, f"{RESULTS}/screen/validated.json")
 
 
 wildcard_constraints:
@@ -75,6 +79,12 @@ def plate_digest(plate):
     """Content digest of one plate's rows in the user's metadata table or plate map, so a
     plate's jobs rerun only when its own rows change (the table itself is an ancient input)."""
     return wf.plate_digest(config, plate)
+
+
+def plate_store_digest(plate):
+    """Content digest of the user's pixels of one plate (store, HCS plate or image files), so a
+    store rewritten in place reruns that plate's jobs (a folder's time does not change then)."""
+    return wf.plate_store_digest(config, plate)
 
 
 def checkpoint_path(model):

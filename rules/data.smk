@@ -1,6 +1,8 @@
 # Screen data: one job per plate writes the plate's Zarr store and its metadata rows.
 # Which rule produces them depends on screen.source; source zarr only splits the metadata.
 # The whole screen was checked against the contract and the models when the DAG was built.
+# A plate's jobs rerun when its rows of the user's table change (digest) or its pixels do
+# (store: the content digest of the user's store or image files), and only then.
 
 if SOURCE == "demo":
 
@@ -64,6 +66,7 @@ if SOURCE == "zarr":
             **rule_resources("plate_metadata"),
         params:
             digest=lambda w: plate_digest(w.plate),
+            store=lambda w: plate_store_digest(w.plate),
         script:
             "../scripts/plate_metadata.py"
 
@@ -87,6 +90,7 @@ if SOURCE == "images":
             **rule_resources("ingest_images"),
         params:
             digest=lambda w: plate_digest(w.plate),
+            store=lambda w: plate_store_digest(w.plate),
             images_dir=config["screen"]["images_dir"],
             pattern=lambda w: config["screen"]["image_pattern"],  # braces are not wildcards
             channels=config["screen"]["channels"],
@@ -114,6 +118,7 @@ if SOURCE == "ome_zarr":
             **rule_resources("ingest_ome_zarr"),
         params:
             digest=lambda w: plate_digest(w.plate),
+            store=lambda w: plate_store_digest(w.plate),
         script:
             "../scripts/ingest_ome_zarr.py"
 

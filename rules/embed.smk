@@ -109,5 +109,6 @@ rule gather_profiles:
     params:
         level=config["profiles"]["level"],
         embedding_column=config["screen"]["embedding_column"],
+        features=wf.feature_params(config),
     script:
         "../scripts/gather_profiles.py"

@@ -338,3 +338,461 @@ def test_image_and_hcs_plate_geometry_without_reading_the_plates(tmp_path):
         ingest.image_plate_geometry(root, pattern, "P9")
     write_hcs_by_hand_v3(tmp_path / "P1.zarr", hcs_pixels("uint16", (1, 2, 1, H, W), seed=0))
     assert ingest.hcs_plate_geometry(tmp_path / "P1.zarr") == (["c0", "c1"], (H, W))
+
+
+# --------------------------------------------------------------------------- issue 23: one table of cases
+# Each case builds a bad input in tmp_path and calls what the workflow calls at the door (or the
+# library function a user would); the error must name the file / column / row / key and what
+# was expected. docs/bad-input.md lists the same cases.
+
+
+def _emb(meta: pd.DataFrame, seed: int = 0, d: int = 3) -> pd.DataFrame:
+    df = meta.copy()
+    values = np.random.default_rng(seed).normal(size=(len(df), d)).astype(np.float32)
+    for i in range(d):
+        df[f"emb_{i:04d}"] = values[:, i]
+    return df
+
+
+def _emb_screen(tmp_path: Path, frames: dict[str, pd.DataFrame], **screen) -> dict:
+    """A source-embeddings config over the given files (name -> table)."""
+    folder = tmp_path / "emb"
+    folder.mkdir(exist_ok=True)
+    for name, df in frames.items():
+        df.to_parquet(folder / name)
+    cfg = {
+        "results": str(tmp_path / "res"),
+        "screen": {"source": "embeddings", "embeddings": str(folder / "*.parquet")},
+    }
+    cfg["screen"].update(screen)
+    from phenoica.config import run_models
+
+    return validate_config(run_models(cfg, cfg))
+
+
+def _door(cfg: dict, plates: dict | None = None) -> dict:
+    from phenoica import validate
+
+    wf._table.cache_clear()
+    wf.plate_digests.cache_clear()
+    return validate.check_screen_once(cfg, plates or {}, Path(cfg["results"]) / "validated.json")
+
+
+def _four_plates() -> pd.DataFrame:
+    return make_metadata(n_plates=4)  # batches B1 (P1, P2), B2 (P3, P4); guides G1_g1, G3_g1 everywhere
+
+
+def _by_plate(meta: pd.DataFrame) -> dict[str, pd.DataFrame]:
+    return {f"{p}.parquet": _emb(rows) for p, rows in meta.groupby("Metadata_Plate")}
+
+
+def case_counter_column(tmp_path):
+    frames = _by_plate(_four_plates())
+    for df in frames.values():
+        df["cell_id"] = np.arange(len(df), dtype=np.int64)  # an ImageNumber under another name
+    _door(_emb_screen(tmp_path, frames, feature_regex="emb_.*|cell_id"))
+
+
+def case_prefix_chooses_nothing(tmp_path):
+    frames = {k: v.rename(columns=lambda c: c.replace("emb_", "f")) for k, v in _by_plate(_four_plates()).items()}
+    _door(_emb_screen(tmp_path, frames))
+
+
+def case_named_feature_absent(tmp_path):
+    _door(_emb_screen(tmp_path, _by_plate(_four_plates()), feature_columns=["emb_0000", "emb_00001"]))
+
+
+def case_reexported_plate(tmp_path):
+    frames = _by_plate(_four_plates())
+    frames["P1_reexport.parquet"] = frames["P1.parquet"]
+    _door(_emb_screen(tmp_path, frames))
+
+
+def case_duplicate_site_in_a_well(tmp_path):
+    bad = _four_plates()
+    bad.loc[1, "Metadata_Site"] = 0  # two rows are (P1, A01, site 0)
+    validate_metadata(bad, source="meta.csv")
+
+
+def case_plate_in_two_batches_across_files(tmp_path):
+    meta = _four_plates()
+    frames = _by_plate(meta)
+    frames["P2.parquet"].loc[frames["P2.parquet"].index[:2], "Metadata_Batch"] = "B2"
+    _door(_emb_screen(tmp_path, frames))
+
+
+def case_well_with_two_perturbations_across_files(tmp_path):
+    meta = _four_plates()
+    frames = _by_plate(meta)
+    extra = frames["P1.parquet"].iloc[[2]].copy()  # well A02 of P1 (gene G1) again, as gene G3
+    extra[["Metadata_Gene", "Metadata_Guide", "Metadata_Site"]] = ["G3", "G3_g1", 9]
+    frames["extra.parquet"] = extra
+    _door(_emb_screen(tmp_path, frames))
+
+
+def case_one_batch(tmp_path):
+    _door(_emb_screen(tmp_path, _by_plate(make_metadata(n_plates=2))))
+
+
+def case_guide_in_one_batch(tmp_path):
+    meta = _four_plates()
+    meta.loc[
+        (meta["Metadata_Batch"] == "B2") & (meta["Metadata_Gene"] == "G3"), ["Metadata_Gene", "Metadata_Guide"]
+    ] = [
+        "G5",
+        "G5_g1",
+    ]
+    _door(_emb_screen(tmp_path, _by_plate(meta)))
+
+
+def case_controls_only(tmp_path):
+    meta = _four_plates()
+    meta = meta[meta["Metadata_PertType"] == "control"]
+    _door(_emb_screen(tmp_path, _by_plate(meta)))
+
+
+def case_batch_without_controls(tmp_path):
+    meta = _four_plates()
+    meta = meta[~((meta["Metadata_Batch"] == "B2") & (meta["Metadata_PertType"] == "control"))]
+    _door(_emb_screen(tmp_path, _by_plate(meta)))
+
+
+def case_annotations_semicolon(tmp_path):
+    (tmp_path / "ann.csv").write_text("entity1;entity2\nG1;G3\n")
+    cfg = _emb_screen(tmp_path, _by_plate(_four_plates()), feature_prefix="emb_")
+    cfg["biomap"]["annotations"] = {"mine": str(tmp_path / "ann.csv")}
+    _door(cfg)
+
+
+def case_float32_overflow(tmp_path):
+    from phenoica.profiles import write_profiles
+
+    df = _emb(_four_plates())
+    df["emb_0001"] = df["emb_0001"].astype(np.float64)
+    df.loc[5, "emb_0001"] = 1e39
+    df.to_parquet(tmp_path / "big.parquet")
+    write_profiles([tmp_path / "big.parquet"], tmp_path / "out.parquet")
+
+
+def case_results_empty(tmp_path):
+    validate_config({"results": ""})
+
+
+def case_results_is_a_file(tmp_path):
+    (tmp_path / "r").write_text("x")
+    validate_config({"results": str(tmp_path / "r")})
+
+
+def case_results_read_only(tmp_path):
+    import os
+
+    if os.geteuid() == 0:  # root writes anywhere: stand in for a read-only folder
+        import phenoica.config as config_module
+
+        real = os.access
+        config_module.os.access = lambda p, mode: False if str(p).endswith("scores") else real(p, mode)
+        try:
+            (tmp_path / "r" / "scores").mkdir(parents=True)
+            validate_config({"results": str(tmp_path / "r")})
+        finally:
+            config_module.os.access = real
+        return
+    (tmp_path / "r" / "scores").mkdir(parents=True)
+    (tmp_path / "r" / "scores").chmod(0o500)
+    validate_config({"results": str(tmp_path / "r")})
+
+
+def case_model_named_dotdot(tmp_path):
+    validate_config({"models": {"..": {}}})
+
+
+def case_model_named_with_slash(tmp_path):
+    validate_config({"models": {"a/../../b": {}}})
+
+
+def case_plate_name_traversal(tmp_path):
+    meta = _four_plates()
+    meta.loc[meta["Metadata_Plate"] == "P2", "Metadata_Plate"] = "../P2"
+    meta.to_csv(tmp_path / "m.csv", index=False)
+    cfg = validate_config({"screen": {"source": "zarr", "metadata": str(tmp_path / "m.csv"), "plates_dir": "x"}})
+    wf._table.cache_clear()
+    wf.screen_plates(cfg)
+
+
+def case_plate_name_control_character(tmp_path):
+    meta = _four_plates()
+    meta.loc[meta["Metadata_Plate"] == "P2", "Metadata_Plate"] = "P\x072"
+    meta.to_parquet(tmp_path / "m.parquet")
+    cfg = validate_config({"screen": {"source": "zarr", "metadata": str(tmp_path / "m.parquet"), "plates_dir": "x"}})
+    wf._table.cache_clear()
+    wf.screen_plates(cfg)
+
+
+def case_yaml_duplicate_key(tmp_path):
+    from phenoica.config import load_config
+
+    (tmp_path / "c.yaml").write_text("classify:\n  n_shards: 2\nseed: 1\nclassify:\n  num_boost_round: 5\n")
+    load_config(tmp_path / "c.yaml")
+
+
+def case_yaml_python_tag(tmp_path):
+    from phenoica.config import load_config
+
+    (tmp_path / "c.yaml").write_text("seed: !!python/object/apply:os.system ['true']\n")
+    load_config(tmp_path / "c.yaml")
+
+
+def case_n_components_negative(tmp_path):
+    validate_config({"transforms": {"n_components": -3}})
+
+
+def case_checkpoint_is_a_folder(tmp_path):
+    (tmp_path / "ckpt").mkdir()
+    cfg = _tiny()
+    cfg["models"] = {"m": {**cfg["models"]["mae"], "checkpoint": str(tmp_path / "ckpt")}}
+    validate_screen(cfg["screen"], wf.screen_plates(cfg), cfg["models"], None, cfg["demo"])
+
+
+def case_latin1_csv(tmp_path):
+    meta = _four_plates()
+    meta.loc[0, "Metadata_Extra"] = "Zellkern-Färbung"
+    (tmp_path / "m.csv").write_bytes(meta.to_csv(index=False).encode("latin-1"))
+    read_plate_metadata(tmp_path / "m.csv", "P1")
+
+
+def case_semicolon_csv(tmp_path):
+    _four_plates().to_csv(tmp_path / "m.csv", index=False, sep=";")
+    read_plate_metadata(tmp_path / "m.csv", "P1")
+
+
+def case_embedding_column_and_emb_columns(tmp_path):
+    frames = _by_plate(_four_plates())
+    for df in frames.values():
+        df["vec"] = list(df[["emb_0000", "emb_0001"]].to_numpy())
+    _door(_emb_screen(tmp_path, frames, feature_regex="emb_.*", embedding_column="vec"))
+
+
+def case_hostile_npz(tmp_path):
+    from phenoica.variants.serialize import read_transform
+
+    np.savez(tmp_path / "t.npz", meta=np.array([{"x": 1}], dtype=object))
+    read_transform(tmp_path / "t.npz")
+
+
+def case_hostile_pickle_checkpoint(tmp_path):
+    import pickle
+
+    from phenoica.models.checkpoint import read_checkpoint
+
+    class Boom:
+        def __reduce__(self):
+            return (exec, ("raise SystemExit('pickle code ran')",))
+
+    (tmp_path / "evil.safetensors").write_bytes(pickle.dumps({"model": Boom()}))  # raw pickle, a safetensors name
+    read_checkpoint(tmp_path / "evil.safetensors")
+
+
+def case_hostile_torch_zip(tmp_path):
+    import torch
+
+    from phenoica.models.checkpoint import read_checkpoint
+
+    class Boom:
+        def __reduce__(self):
+            return (exec, ("raise SystemExit('pickle code ran')",))
+
+    torch.save({"model": Boom()}, tmp_path / "evil.pth")  # torch's zip layout, a pickle inside
+    (tmp_path / "evil.pth").rename(tmp_path / "evil.safetensors")
+    read_checkpoint(tmp_path / "evil.safetensors")
+
+
+BAD_INPUT_CASES = [
+    # (issue section, case, error, what the message must say)
+    ("1", case_counter_column, ScreenError, r"P1\.parquet: feature column 'cell_id' holds integers that increase"),
+    ("1", case_prefix_chooses_nothing, ScreenError, r"no column is chosen by screen\.feature_prefix 'emb_'.*f0000"),
+    ("1", case_named_feature_absent, ScreenError, r"'emb_00001' \(did you mean 'emb_0001'\?\) named by screen\.feat"),
+    (
+        "3",
+        case_reexported_plate,
+        ScreenError,
+        r"duplicate \(plate, well, site\) \(P1, A01, 0\) at .*P1\.parquet row 0, ",
+    ),
+    ("3", case_duplicate_site_in_a_well, ScreenError, r"meta\.csv: duplicate \(plate, well, site\) \(P1, A01, 0\)"),
+    ("6", case_plate_in_two_batches_across_files, ScreenError, r"plate 'P2' is in 2 batches: 'B1' \(e\.g\. .*P2\.parq"),
+    (
+        "6",
+        case_well_with_two_perturbations_across_files,
+        ScreenError,
+        r"well \(P1, A02\) holds more than one pert.*extra",
+    ),
+    (
+        "6",
+        case_one_batch,
+        ScreenError,
+        r"under splits\.scheme leave_one_batch_out: leave-one-batch-out needs at least 2",
+    ),
+    ("6", case_guide_in_one_batch, ScreenError, r"guide\(s\) are present in only one batch: G3 / G3_g1 \(only in B1\)"),
+    ("6", case_controls_only, ScreenError, r"the screen holds only controls"),
+    ("6", case_batch_without_controls, ScreenError, r"batch\(es\) \['B2'\] have no control rows"),
+    ("6", case_annotations_semicolon, ScreenError, r"biomap\.annotations\.mine: .*ann\.csv.*looks ';'-separated"),
+    ("6", case_embedding_column_and_emb_columns, ConfigError, r"screen\.feature_regex and screen\.embedding_column"),
+    (
+        "7",
+        case_float32_overflow,
+        ScreenError,
+        r"big\.parquet: feature column 'emb_0001' row 5 holds 1e\+39: finite, but",
+    ),
+    ("7", case_n_components_negative, ConfigError, r"transforms\.n_components is -3; expected an integer >= 1"),
+    (
+        "7",
+        case_checkpoint_is_a_folder,
+        ScreenError,
+        r"model m: checkpoint .*ckpt.* is a folder; expected a weights file",
+    ),
+    ("7", case_latin1_csv, ValueError, r"m\.csv: not UTF-8 text \(byte 0xe4"),
+    ("7", case_semicolon_csv, ValueError, r"m\.csv: the header is one column .*looks ';'-separated"),
+    ("7", case_results_is_a_file, ConfigError, r"results .*r' is an existing file; expected a folder path"),
+    ("7", case_results_read_only, ConfigError, r"results folder .*scores' is not writable"),
+    (
+        "7",
+        case_plate_name_traversal,
+        ScreenError,
+        r"m\.csv: plate name '\.\./P2' in column Metadata_Plate holds a path sep",
+    ),
+    ("7", case_plate_name_control_character, ScreenError, r"plate name 'P\\x072' .* holds the control character"),
+    ("5", case_results_empty, ConfigError, r"config key results: '' should be non-empty|results is empty"),
+    (
+        "5",
+        case_model_named_dotdot,
+        ConfigError,
+        r"model name \(a key of models\) '\.\.' is '\.\.', which names a folder",
+    ),
+    ("5", case_model_named_with_slash, ConfigError, r"model name .*'a/\.\./\.\./b' holds a path separator"),
+    (
+        "5",
+        case_yaml_duplicate_key,
+        ConfigError,
+        r"c\.yaml: key 'classify' appears twice in one mapping, at line 1 and li",
+    ),
+    ("hostile", case_yaml_python_tag, Exception, r"could not determine a constructor for the tag .*python/object"),
+    ("hostile", case_hostile_npz, Exception, r"t\.npz|pickle|allow_pickle"),
+    ("hostile", case_hostile_pickle_checkpoint, Exception, r"evil\.safetensors"),
+    ("hostile", case_hostile_torch_zip, Exception, r"evil\.safetensors"),
+]
+
+
+@pytest.mark.parametrize(
+    ("section", "case", "error", "message"), BAD_INPUT_CASES, ids=[c[1].__name__[5:] for c in BAD_INPUT_CASES]
+)
+def test_bad_input_case(tmp_path, section, case, error, message):
+    with pytest.raises(error, match=message) as err:
+        case(tmp_path)
+    assert not isinstance(err.value, SystemExit)  # hostile code never ran
+    assert not list(tmp_path.rglob(".*.tmp-*"))  # nothing half-written
+
+
+def test_identifier_columns_are_left_out_and_listed_once_in_the_log(tmp_path, caplog):
+    """Section 1: CellProfiler's ImageNumber (counting up through the file) beside the emb_
+    columns is not a feature by default, nor under a regex that would match it; the log lists
+    every numeric column left out, once."""
+    import logging
+
+    from phenoica.profiles import FeatureSelection, gather_profiles, is_identifier
+
+    df = _emb(_four_plates())
+    df["ImageNumber"] = np.arange(len(df), dtype=np.int64) + 1
+    df["Cells_Location_Center_X"] = np.linspace(0, 500, len(df))
+    df["emb_note"] = "x"  # a text column under the prefix would be an error; left out of a regex
+    df.drop(columns="emb_note").to_parquet(tmp_path / "a.parquet")
+    with caplog.at_level(logging.INFO, logger="phenoica.profiles"):
+        got = gather_profiles([tmp_path / "a.parquet"])
+    assert [c for c in got.columns if not c.startswith("Metadata_")] == ["emb_0000", "emb_0001", "emb_0002"]
+    lines = [r.getMessage() for r in caplog.records if "left out" in r.getMessage()]
+    assert len(lines) == 1 and "ImageNumber" in lines[0] and "Cells_Location_Center_X" in lines[0]
+    everything = gather_profiles([tmp_path / "a.parquet"], selection=FeatureSelection(regex=".*"))
+    assert "ImageNumber" not in everything.columns and "emb_0002" in everything.columns
+    named = gather_profiles([tmp_path / "a.parquet"], selection=FeatureSelection(columns=("emb_0000", "ImageNumber")))
+    assert list(named.columns[-2:]) == ["emb_0000", "ImageNumber"]  # named: a feature, as the user says
+    for name in (
+        "ImageNumber",
+        "Nuclei_Number_Object_Number",
+        "TableNumber",
+        "Cytoplasm_Parent_Cells",
+        "AreaShape_Center_Y",
+        "Image_Metadata_Site",
+        "Location_CenterMassIntensity_X_DNA",
+        "site",
+    ):
+        assert is_identifier(name), name
+    assert not any(is_identifier(n) for n in ("emb_0000", "Cells_AreaShape_Area", "Nuclei_Intensity_MeanIntensity_DNA"))
+
+
+def test_names_lose_surrounding_whitespace_in_embeddings_too(tmp_path):
+    """Section 4: batch 'B1 ' in one file and 'B1' in another are one batch (one fold)."""
+    from phenoica.profiles import gather_profiles
+
+    frames = _by_plate(_four_plates())
+    frames["P1.parquet"]["Metadata_Batch"] = "B1 "
+    frames["P2.parquet"]["Metadata_Gene"] = frames["P2.parquet"]["Metadata_Gene"] + "  "
+    for name, df in frames.items():
+        df.to_parquet(tmp_path / name)
+    got = gather_profiles(sorted(tmp_path.glob("*.parquet")))
+    assert sorted(got["Metadata_Batch"].unique()) == ["B1", "B2"]
+    assert "G1" in set(got["Metadata_Gene"]) and not any(g.endswith(" ") for g in got["Metadata_Gene"])
+
+
+def test_a_rewritten_store_changes_its_digest_and_an_untouched_one_does_not(tmp_path):
+    """Section 2: the store digest (a param of the plate's first rule) follows the pixels."""
+    import os
+
+    import zarr
+
+    from phenoica.screen import write_plate
+
+    tiles = np.random.default_rng(0).integers(0, 255, size=(8, 2, 8, 8), dtype=np.uint8)
+    store = write_plate(tmp_path / "P1.zarr", tiles, ["a", "b"], chunk_images=2)
+    before = wf.store_digest(store)
+    assert wf.store_digest(store) == before  # nothing changed: nothing reruns
+    arr = zarr.open_group(str(store), mode="r+")["tiles"]
+    arr[:] = 255 - arr[:]  # every pixel inverted in place
+    assert wf.store_digest(store) != before
+    # same sizes and times restored, new bytes: the sampled bytes still tell
+    after = wf.store_digest(store)
+    chunk = next(p for p in sorted(store.rglob("*")) if p.is_file() and p.name != "zarr.json")
+    st = chunk.stat()
+    data = bytearray(chunk.read_bytes())
+    data[-1] ^= 0xFF
+    chunk.write_bytes(bytes(data))
+    os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert wf.store_digest(store) != after
+    assert wf.store_digest(tmp_path / "absent.zarr") == ""
+
+
+def test_paths_and_names_read_as_the_user_wrote_them(tmp_path, monkeypatch):
+    """Sections 5 and 7: ~ is the home folder; plate 001 read from a CSV stays '001'."""
+    monkeypatch.setenv("HOME", str(tmp_path))
+    assert validate_config({"results": "~/x"})["results"] == str(tmp_path / "x")
+    meta = _four_plates()
+    meta["Metadata_Plate"] = meta["Metadata_Plate"].map({"P1": "001", "P2": "002", "P3": "003", "P4": "004"})
+    meta.to_csv(tmp_path / "m.csv", index=False)
+    cfg = validate_config({"screen": {"source": "zarr", "metadata": str(tmp_path / "m.csv"), "plates_dir": "x"}})
+    wf._table.cache_clear()
+    assert list(wf.screen_plates(cfg)) == ["001", "002", "003", "004"]
+    assert set(read_plate_metadata(tmp_path / "m.csv", "001")["Metadata_Plate"]) == {"001"}
+
+
+def test_a_valid_embeddings_screen_passes_the_door_and_heavy_null_reuse_is_warned(tmp_path, caplog):
+    """Sections 6 and 9: the door passes a valid screen (and records the features it chose);
+    5000 pseudo-guides over 4 control wells a batch are warned about, recorded and logged again."""
+    import logging
+
+    cfg = _emb_screen(tmp_path, _by_plate(_four_plates()))
+    cfg["classify"]["n_null_guides"] = 10  # 10 x 2 wells / 4 control wells: each well in 5 pseudo-guides
+    report = _door(cfg)
+    assert report["models"]["embeddings"]["features"] == 3 and report["notes"] == []
+    cfg["classify"]["n_null_guides"] = 5000
+    with caplog.at_level(logging.WARNING, logger="phenoica.validate"):
+        report = _door(cfg)
+        _door(cfg)  # recorded: not checked again, but said again
+    assert "each control well sits in about" in report["notes"][0]
+    assert sum("pseudo-guides" in r.getMessage() for r in caplog.records) == 2 * len(report["notes"]) == 4

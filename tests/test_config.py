@@ -121,3 +121,17 @@ def test_run_models_replaces_the_models_the_user_names():
     assert embedding_globs(cfg) == {"a": "/a/*.parquet", "b": "/b/*.parquet"}
     with pytest.raises(ConfigError, match=r"models \['c'\] have no embedding set"):
         run_models(deep_merge(repo, sets), {**sets, "models": {"c": {}}})
+
+
+def test_yaml_is_read_strictly_but_merge_keys_may_be_overridden(tmp_path):
+    """A key twice in one mapping names both lines (Snakemake's reader would keep the second
+    silently; rules/common.smk reads the files it was given with check_yaml_files); the
+    repository's config.yaml overrides a merged key (`<<: *mae` then `seed: 1`), which is YAML."""
+    from phenoica.config import check_yaml_files, read_yaml
+
+    config = read_yaml(REPO / "config.yaml")
+    assert config["models"]["mae_seed1"]["seed"] == 1 and config["models"]["mae_seed1"]["depth"] == 4
+    check_yaml_files([REPO / "config.yaml", *sorted((REPO / "config" / "scenarios").glob("*.yaml"))])
+    (tmp_path / "c.yaml").write_text("models:\n  m:\n    depth: 2\n    seed: 0\n    depth: 3\n")
+    with pytest.raises(ConfigError, match=r"c\.yaml: key 'depth' appears twice in one mapping, at line 3 and line 5"):
+        check_yaml_files([tmp_path / "c.yaml"])

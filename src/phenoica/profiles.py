@@ -243,7 +243,7 @@ def as_float32(values: np.ndarray, names: Sequence[str], source: str, start: int
     if big.any():
         row, col = (int(v[0]) for v in np.nonzero(big))
         raise ScreenError(
-            f"{source}: feature column {names[col]!r} row {row + start} holds {values[row, col]!r}: finite, but "
+            f"{source}: feature column {names[col]!r} row {row + start} holds {float(values[row, col])!r}: finite, but "
             f"beyond float32's range (+-{_FLOAT32_MAX:.3g}), in which profiles are stored; rescale the features"
         )
     return values.astype(np.float32)

@@ -166,8 +166,13 @@ def _html_bullets(bullets: Bullets) -> str:
     return "<ul>" + "".join(items) + "</ul>"
 
 
+#: Characters of a table cell (names from the user's data: genes, guides) that Markdown would
+#: read as HTML, a link or code: written as entities / backslash escapes, as index.html escapes them.
+_MD_CELL_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "`": "\\`", "|": "\\|", "\n": " "}
+
+
 def _md_cell(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    return "".join(_MD_CELL_ESCAPES.get(ch, ch) for ch in text)
 
 
 def _md_block(block: Block) -> str:

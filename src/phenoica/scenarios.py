@@ -31,11 +31,10 @@ from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
-import yaml
 import zarr
 from PIL import Image
 
-from phenoica.config import validate_config
+from phenoica.config import read_yaml, validate_config
 from phenoica.positive_control import write_screen
 from phenoica.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
 from phenoica.seeding import rng_for
@@ -194,7 +193,7 @@ def prepare(demo: Mapping[str, Any], seed: int, out_dir: Path | str = DATA_DIR) 
 
 def prepare_from_config(config_path: Path | str, out_dir: Path | str = DATA_DIR) -> dict[str, Path]:
     """:func:`prepare` with the ``demo`` section and ``seed`` of a config file (validated)."""
-    cfg = validate_config(yaml.safe_load(Path(config_path).read_text()) or {})
+    cfg = validate_config(read_yaml(config_path) or {})
     return prepare(cfg["demo"], cfg["seed"], out_dir)
 
 

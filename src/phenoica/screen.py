@@ -118,12 +118,42 @@ def _labels(df: pd.DataFrame, mask: Any, limit: int = EXAMPLES) -> list:
     return [int(x) if isinstance(x, (int, np.integer)) else x for x in labels]
 
 
+def row_name(label: Any) -> str:
+    """A row label in a message: ``row 3`` (a file's 0-based data row), or the label itself
+    when it names its file already (``B0.parquet row 3``, a screen read from several files)."""
+    return label if isinstance(label, str) else f"row {label}"
+
+
 def _values_with_rows(df: pd.DataFrame, where: Any, col: str) -> str:
     """``'a' (e.g. row 3), 'b' (e.g. row 40)``: the distinct values of ``col`` among the rows
     selected by ``where``, each with its first row."""
     part = df.loc[np.asarray(where, dtype=bool), [col]]
     first = part[~part[col].duplicated()]
-    return ", ".join(f"{v!r} (e.g. row {_labels(first, first[col] == v, 1)[0]})" for v in sorted(first[col]))
+    return ", ".join(f"{v!r} (e.g. {row_name(_labels(first, first[col] == v, 1)[0])})" for v in sorted(first[col]))
+
+
+def duplicate_problems(df: pd.DataFrame, keys: Sequence[str], what: str) -> list[str]:
+    """Rows of ``df`` that repeat the ``keys`` of another row (e.g. one image twice: a plate
+    exported twice, or a file given twice), naming the first repeated key, its rows, and how
+    many rows repeat in all; ``what`` says what a key is (``an image``)."""
+    present = [k for k in keys if k in df.columns]
+    if len(present) != len(keys) or df.empty:
+        return []
+    dup = df.duplicated(present, keep=False).to_numpy()
+    if not dup.any():
+        return []
+    first = df[dup].iloc[0]
+    same = np.ones(len(df), dtype=bool)
+    for k in present:
+        same &= (df[k] == first[k]).to_numpy()
+    rows = ", ".join(row_name(r) for r in _labels(df, same, 6))
+    n_extra = int(df.duplicated(present).sum())
+    key = ", ".join(str(first[k]) for k in present)
+    names = ", ".join(k.removeprefix("Metadata_").lower() for k in present)
+    return [
+        f"duplicate ({names}) ({key}) at {rows}; {n_extra} row(s) in all repeat {what} of another row: each must "
+        "appear once (a plate exported twice, or one file given twice?)"
+    ]
 
 
 def relation_problems(df: pd.DataFrame) -> list[str]:

@@ -35,7 +35,12 @@ from phenoica.io import atomic_path, get_logger
 from phenoica.screen import ScreenError, raise_problems
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
-CHECKS_VERSION = 1
+CHECKS_VERSION = 2
+#: Above this many pseudo-guides per control well of a batch (classify.n_null_guides x a guide's
+#: wells there / the batch's control wells), the null's pseudo-guides share their wells so
+#: heavily that their AUROCs are far from independent draws: a warning (stated in advance, not
+#: tuned; the demo's default, 100 pseudo-guides over 32 control wells with 2 wells a guide, is 6).
+NULL_REUSE_WARNING = 10
 
 
 @dataclass(frozen=True)
@@ -174,6 +179,13 @@ def check_models(
             else:
                 fed[plate] = channels
         problems += _grouped(absent)
+        checkpoint = spec.get("checkpoint")
+        if checkpoint and Path(checkpoint).is_dir():
+            problems.append(
+                f"model {name}: checkpoint {checkpoint!r} (config key models.{name}.checkpoint) is a folder; "
+                "expected a weights file (safetensors or a torch checkpoint)"
+            )
+            continue
         built: dict[int, Any] = {}
         for n in sorted({len(c) for c in fed.values()}):
             try:
@@ -264,6 +276,169 @@ def validate_screen(
     return report
 
 
+def _embedding_metadata(paths: list[str]) -> pd.DataFrame:
+    """The profile metadata columns (and well, site) of every embedding file, one table, each
+    row labelled ``{file} row {i}`` (its 0-based data row), names normalized."""
+    wanted = (*screen.PROFILE_COLUMNS, screen.WELL, screen.SITE)
+    parts = []
+    for path in paths:
+        import pyarrow.parquet as pq
+
+        names = pq.read_schema(path).names
+        screen.check_columns(names, screen.PROFILE_COLUMNS, path, "an embedding file needs")
+        part = pq.read_table(path, columns=[c for c in wanted if c in names]).to_pandas()
+        part.index = [f"{path} row {i}" for i in range(len(part))]
+        parts.append(part)
+    table = pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted))
+    return screen.normalize_names(table)
+
+
+def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[list[str], dict[str, Any]]:
+    """Source embeddings, every model's files at once: the feature columns each set declares
+    (:func:`phenoica.profiles.plan_embeddings`), and the contract across files (missing values,
+    PertTypes, a guide under one gene, a gene under one PertType, a plate in one batch, a well
+    with one perturbation, each image once), with the rows named by file and row."""
+    from phenoica import workflow as wf
+    from phenoica.profiles import FeatureSelection, plan_embeddings
+
+    cfg = config["screen"]
+    selection = FeatureSelection.from_config(cfg)
+    problems: list[str] = []
+    summary: dict[str, Any] = {}
+    checked: dict[tuple[str, ...], pd.DataFrame] = {}
+    for model in sorted(config["models"]):
+        paths = tuple(wf.embedding_inputs(config, model))
+        features, left_out = plan_embeddings(paths, cfg["embedding_column"], selection)
+        summary[model] = {"files": len(paths), "features": len(features), "left_out": left_out}
+        if left_out:
+            log.info("model %s: %d numeric column(s) are not features: %s", model, len(left_out), left_out[:20])
+        if paths in checked:
+            continue
+        table = checked[paths] = _embedding_metadata(list(paths))
+        where = f"embeddings of model {model} ({len(paths)} file(s): {', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''})"
+        found = [
+            f"column {c} has missing values at {screen.row_name(table.index[table[c].isna()][0])}"
+            for c in screen.PROFILE_COLUMNS
+            if table[c].isna().any()
+        ]
+        raise_problems(where, found)
+        found += screen.pert_type_problems(table)
+        keys = [screen.PLATE, screen.WELL, screen.SITE] if screen.SITE in table.columns else [screen.PLATE, screen.WELL]
+        found += screen.duplicate_problems(table, keys, "an image" if screen.SITE in table.columns else "a well")
+        found += screen.relation_problems(table)
+        found += screen.control_problems(table)
+        problems += [f"{where}: {p}" for p in found]
+    return problems, summary
+
+
+def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str]:
+    """The table that describes the whole screen, and its name: the metadata (zarr, one row
+    per image), the plate map (images / ome_zarr, one row per well); None for the demo and for
+    embeddings (read by :func:`embedding_problems`)."""
+    from phenoica import ingest
+    from phenoica.workflow import user_table
+
+    cfg = config["screen"]
+    if cfg["source"] == "zarr":
+        return screen.validate_screen_metadata(user_table(cfg["metadata"]), str(cfg["metadata"])), str(cfg["metadata"])
+    if cfg["source"] in ("images", "ome_zarr"):
+        table = ingest.validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
+        return table, str(cfg["plate_map"])
+    return None, ""
+
+
+def scoring_problems(table: pd.DataFrame, config: Mapping[str, Any], source: str) -> tuple[list[str], list[str]]:
+    """(problems, notes) of a screen table against the analysis it will get: perturbations to
+    score, the folds of ``splits.scheme`` (leave-one-batch-out: two batches or more, controls in
+    each, every guide in two batches or more; built here as the ``splits`` job builds them),
+    and a warning when ``classify.n_null_guides`` pseudo-guides must share control wells
+    heavily (:data:`NULL_REUSE_WARNING`)."""
+    from phenoica.splits import make_folds
+
+    problems: list[str] = []
+    if not (table[screen.PERT_TYPE] == screen.PERTURBATION).any():
+        problems.append(
+            f"no row has {screen.PERT_TYPE} {screen.PERTURBATION!r}: the screen holds only controls, so there is no "
+            "guide or gene to score; expected perturbation rows beside the controls"
+        )
+        return problems, []
+    scheme = config["splits"]["scheme"]
+    try:
+        make_folds(table.reset_index(drop=True), config["splits"], config["seed"])
+    except ScreenError as exc:
+        problems.append(f"under splits.scheme {scheme}: {str(exc).removeprefix('profiles: ')}")
+    return problems, _null_reuse(table, config["classify"]["n_null_guides"])
+
+
+def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:
+    """A note per batch where each control well would sit in more than
+    :data:`NULL_REUSE_WARNING` pseudo-guides on average."""
+    if n_null <= 0 or screen.WELL not in table.columns:
+        return []
+    wells = table.drop_duplicates([screen.PLATE, screen.WELL])
+    notes = []
+    for batch, rows in wells.groupby(screen.BATCH, sort=True):
+        controls = int((rows[screen.PERT_TYPE] == screen.CONTROL).sum())
+        pert = rows[rows[screen.PERT_TYPE] == screen.PERTURBATION]
+        if not controls or pert.empty:
+            continue
+        per_guide = float(pert.groupby(screen.GUIDE).size().mean())
+        reuse = n_null * per_guide / controls
+        if reuse > NULL_REUSE_WARNING:
+            notes.append(
+                f"classify.n_null_guides {n_null}: batch {batch!r} has {controls} control wells and a guide holds "
+                f"{per_guide:.1f} wells there, so each control well sits in about {reuse:.0f} pseudo-guides: the null's "
+                "AUROCs share wells and are far from independent (fewer pseudo-guides, or more control wells)"
+            )
+    return notes
+
+
+def annotation_problems(config: Mapping[str, Any]) -> list[str]:
+    """Each ``biomap.annotations`` file read as the biomap job reads it (a wrong separator, an
+    encoding or a missing column found now, not after the embedding)."""
+    from phenoica.annotations import read_annotation
+
+    if not config["biomap"]["enabled"]:
+        return []
+    problems = []
+    for name, path in config["biomap"]["annotations"].items():
+        try:
+            read_annotation(path)
+        except (ScreenError, ValueError, OSError) as exc:
+            problems.append(f"biomap.annotations.{name}: {exc}")
+    return problems
+
+
+def contract_problems(
+    config: Mapping[str, Any], plates: Mapping[str, str], log: logging.Logger
+) -> tuple[list[str], list[str], dict[str, Any]]:
+    """(problems, notes, summary) of the screen-wide contract, for every source: the user's
+    table (or embedding files) against the contract and against the analysis it will get
+    (:func:`scoring_problems`), and the annotation files; plate names are checked when the
+    plate list is read (:func:`phenoica.workflow.screen_plates`)."""
+    problems: list[str] = []
+    notes: list[str] = []
+    summary: dict[str, Any] = {}
+    source = config["screen"]["source"]
+    if source == "embeddings":
+        problems, summary = embedding_problems(config, log)
+        if not problems:
+            from phenoica import workflow as wf
+
+            model = sorted(config["models"])[0]
+            table = _embedding_metadata(wf.embedding_inputs(config, model))
+            found, notes = scoring_problems(table, config, f"embeddings of model {model}")
+            problems += [f"embeddings of model {model}: {p}" for p in found]
+    elif source != "demo":
+        table, name = screen_table(config)
+        found, notes = scoring_problems(table, config, name)
+        problems += [f"{name}: {p}" for p in found]
+    problems += annotation_problems(config)
+    for note in notes:
+        log.warning("%s", note)
+    return problems, notes, summary
+
+
 def _stat(path: Path | str) -> list[int] | None:
     """(size, modification time in ns) of a file, None if absent."""
     try:
@@ -283,6 +458,9 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
     cfg = config["screen"]
     source = cfg["source"]
     files: list[str] = [str(m["checkpoint"]) for m in config["models"].values() if m.get("checkpoint")]
+    files += [str(p) for p in config["biomap"]["annotations"].values()]
+    if source == "embeddings":
+        files += sorted({f for m in config["models"] for f in wf.embedding_inputs(config, m)})
     digests: dict[str, str] = {}
     if source == "zarr":
         digests = wf.plate_digests(str(cfg["metadata"]))
@@ -305,6 +483,12 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
         "demo": wf.job_params(config, "demo", keys=("image_size", "channels")) if source == "demo" else None,
         "models": wf.canonical(config["models"]),
         "crop_size": config["embed"]["crop_size"],
+        "analysis": {
+            "seed": config["seed"],
+            "splits": wf.canonical(config["splits"]),
+            "n_null_guides": config["classify"]["n_null_guides"],
+            "biomap": config["biomap"]["enabled"],
+        },
         "plates": dict(plates),
         "digests": digests,
         "files": {f: _stat(f) for f in files},
@@ -318,9 +502,12 @@ def check_screen_once(
     record: Path | str,
     log: logging.Logger | None = None,
 ) -> dict[str, Any]:
-    """:func:`validate_screen` for a validated workflow config, unless ``record`` says this very
-    screen (same :func:`screen_key`) passed before. Raises ScreenError listing every problem;
-    on success writes ``record`` (JSON: the key, the plates' geometry, the models' crops)."""
+    """The door: the screen-wide contract (:func:`contract_problems`, every source) and, for a
+    screen of plates, :func:`validate_screen` (geometry and models), for a validated workflow
+    config, unless ``record`` says this very screen (same :func:`screen_key`) passed before.
+    Raises ScreenError listing every problem; on success writes ``record`` (JSON: the key, the
+    plates' geometry, the models' crops, the notes, which are logged again on every call)."""
+    log = log or logging.getLogger("phenoica.validate")
     key = screen_key(config, plates)
     record = Path(record)
     try:
@@ -328,12 +515,19 @@ def check_screen_once(
     except (OSError, ValueError):
         known = {}
     if known.get("key") == key:
+        for note in known.get("notes", []):
+            log.warning("%s", note)
         return known
-    log = log or logging.getLogger("phenoica.validate")
-    report = validate_screen(
-        config["screen"], plates, config["models"], config["embed"]["crop_size"], config["demo"], log=log
-    )
-    report = {"key": key, **report}
+    source = config["screen"]["source"]
+    problems, notes, summary = contract_problems(config, plates, log)
+    raise_problems(f"screen ({source})", problems)
+    if plates:
+        report = validate_screen(
+            config["screen"], plates, config["models"], config["embed"]["crop_size"], config["demo"], log=log
+        )
+    else:
+        report = {"source": source, "plates": {}, "models": summary}
+    report = {"key": key, **report, "notes": notes}
     with atomic_path(record) as tmp:
         tmp.write_text(json.dumps(report, indent=1, sort_keys=True))
     return report

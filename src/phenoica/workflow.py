@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
@@ -102,6 +103,90 @@ def plate_digest(config: Mapping[str, Any], plate: str) -> str:
         return ""
     path = config["screen"]["metadata"] if source == "zarr" else config["screen"]["plate_map"]
     return plate_digests(str(path)).get(plate, "")
+
+
+#: Bytes read from each sampled file of a store by :func:`store_digest` (its first and last).
+DIGEST_SAMPLE_BYTES = 4096
+#: A store's metadata documents: small, read whole by :func:`store_digest`.
+STORE_DOCUMENTS: tuple[str, ...] = ("zarr.json", ".zarray", ".zattrs", ".zgroup", ".zmetadata")
+#: Files of a store whose sampled bytes enter :func:`store_digest` (spread over the sorted list).
+DIGEST_SAMPLE_FILES = 4
+
+
+def _sample(path: str, size: int) -> bytes:
+    """The first and last :data:`DIGEST_SAMPLE_BYTES` of a file (a metadata document: whole)."""
+    if Path(path).name in STORE_DOCUMENTS:
+        return Path(path).read_bytes()
+    with open(path, "rb") as fh:
+        head = fh.read(DIGEST_SAMPLE_BYTES)
+        if size > 2 * DIGEST_SAMPLE_BYTES:
+            fh.seek(size - DIGEST_SAMPLE_BYTES)
+        return head + fh.read(DIGEST_SAMPLE_BYTES)
+
+
+def store_digest(path: Path | str, pattern: str = "**/*") -> str:
+    """A content digest of a plate's files (a Zarr or OME-Zarr store, or the image files of a
+    plate): SHA-1 over every file's relative path, size and modification time (ns), plus the
+    first and last bytes of a few files spread over the store and the whole of its small
+    metadata documents (``zarr.json``, ``.zarray``, ``.zattrs``, ``.zgroup``).
+
+    A rule takes it as a param, so that a store rewritten in place (same names, new pixels:
+    new times, and where those were kept, new sampled bytes) reruns that plate's jobs, while a
+    store left alone plans nothing. One ``os.scandir`` walk and a few small reads per plate;
+    ``benchmarks/store_digest.py`` measures it on a genome-scale plate list. ``''`` when the
+    path does not exist (the screen check reports that).
+    """
+    root = Path(path)
+    if not root.exists():
+        return ""
+    files = [(root.name, str(root), root.stat())] if root.is_file() else sorted(_walk(str(root), ""))
+    h = hashlib.sha1()
+    for rel, _, st in files:
+        h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+    documents = [f for f in files if f[0].rsplit("/", 1)[-1] in STORE_DOCUMENTS]
+    chunks = [f for f in files if f[0].rsplit("/", 1)[-1] not in STORE_DOCUMENTS]
+    step = max(1, len(chunks) // DIGEST_SAMPLE_FILES)
+    for _, full, st in documents + chunks[::step][:DIGEST_SAMPLE_FILES]:
+        h.update(_sample(full, st.st_size))
+    return h.hexdigest()
+
+
+def _walk(root: str, prefix: str) -> Iterable[tuple[str, str, Any]]:
+    """(relative path, path, stat) of every file below ``root`` (symlinks followed)."""
+    with os.scandir(root) as entries:
+        for entry in entries:
+            rel = f"{prefix}{entry.name}"
+            if entry.is_dir():
+                yield from _walk(entry.path, rel + "/")
+            elif entry.is_file():
+                yield rel, entry.path, entry.stat()
+
+
+def plate_store_digest(config: Mapping[str, Any], plate: str) -> str:
+    """:func:`store_digest` of the user's pixels of one plate: the Zarr store (source zarr),
+    the OME-Zarr HCS plate (ome_zarr) or the plate's image files (images: those below
+    ``images_dir`` in the plate's folder when the pattern starts with ``{plate}/``, else the
+    whole ``images_dir``); ``''`` for sources without user pixels (demo, embeddings)."""
+    cfg = config["screen"]
+    source = cfg["source"]
+    if source == "zarr":
+        return store_digest(Path(cfg["plates_dir"]) / f"{plate}.zarr")
+    if source == "ome_zarr":
+        return store_digest(Path(cfg["ome_zarr_dir"]) / f"{plate}.zarr")
+    if source == "images":
+        pattern = str(cfg["image_pattern"])
+        if pattern.startswith("{plate}/"):
+            return store_digest(Path(cfg["images_dir"]) / plate)
+        return store_digest(cfg["images_dir"])
+    return ""
+
+
+def feature_params(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The feature-column keys of ``config["screen"]`` that gather_profiles reads (source
+    embeddings chooses its features by them; phenoica's own embeddings are the default,
+    ``emb_``): its params, so that declaring other features regathers the profiles."""
+    keys = ("feature_prefix", "feature_regex", "feature_columns")
+    return {k: config["screen"][k] for k in keys}
 
 
 def training_record(results: str, model: str) -> Path:
