@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from phenoica import workflow as wf
-from phenoica.config import ConfigError, validate_config
+from phenoica.config import validate_config
+from phenoica.contract import ConfigError
 from phenoica.screen import ScreenError, read_plate_metadata, validate_metadata, validate_screen_metadata
 from phenoica.validate import validate_screen
 from tests.conftest import REPO, make_metadata

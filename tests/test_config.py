@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from phenoica.config import ConfigError, deep_merge, demo_plates, load_config, validate_config
+from phenoica.config import deep_merge, demo_plates, load_config, validate_config
+from phenoica.contract import ConfigError
 from tests.conftest import REPO
 
 

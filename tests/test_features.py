@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from phenoica.config import ConfigError, validate_config
+from phenoica.config import validate_config
+from phenoica.contract import ConfigError
 from phenoica.models.features import FeatureExtractor, build_feature_extractor
 from phenoica.models.spec import training_spec
 from phenoica.models.vit import build_encoder

@@ -14,7 +14,8 @@ import torch
 from safetensors.torch import save_file
 from timm.models import adapt_input_conv
 
-from phenoica.config import ConfigError, validate_config
+from phenoica.config import validate_config
+from phenoica.contract import ConfigError
 from phenoica.embed import embedding_metadata
 from phenoica.embed_jobs import embed_model_plate
 from phenoica.models.checkpoint import CheckpointError

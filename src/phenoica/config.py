@@ -17,13 +17,10 @@ from typing import Any, Iterable, Mapping
 import jsonschema
 import yaml
 
+from phenoica.contract import ConfigError
 from phenoica.io import path_part_problem
 
 SCHEMA_PATH = Path(__file__).resolve().parent / "schemas" / "config.schema.yaml"
-
-
-class ConfigError(ValueError):
-    """A configuration value that does not match the schema."""
 
 
 class _StrictLoader(yaml.SafeLoader):

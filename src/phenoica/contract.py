@@ -2,6 +2,8 @@
 
 - :data:`OK` / :data:`SKIPPED`: the ``status`` of a row of the classifier scores (written by
   :mod:`phenoica.classify`, read by :mod:`phenoica.summaries`); a skipped row says why in ``reason``.
+- :class:`ConfigError`: a configuration value that does not match the schema or its rules
+  (raised by :mod:`phenoica.config` and by the model builders in :mod:`phenoica.models`).
 - :data:`FACTOR_PREFIX`: the columns of a screen's ground-truth factors (``factor_00``...),
   written by :mod:`phenoica.sources.demo`, read by :mod:`phenoica.identifiability`.
 """
@@ -14,3 +16,7 @@ OK = "ok"
 SKIPPED = "skipped"
 #: Prefix of the ground-truth factor columns of a simulated screen (``factor_00``, ...).
 FACTOR_PREFIX = "factor_"
+
+
+class ConfigError(ValueError):
+    """A configuration value that does not match the schema."""

@@ -396,7 +396,7 @@ def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:
 def annotation_problems(config: Mapping[str, Any]) -> list[str]:
     """Each ``biomap.annotations`` file read as the biomap job reads it (a wrong separator, an
     encoding or a missing column found now, not after the embedding)."""
-    from phenoica.annotations import read_annotation
+    from phenoica.biomap.annotations import read_annotation
 
     if not config["biomap"]["enabled"]:
         return []

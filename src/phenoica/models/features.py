@@ -26,7 +26,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import nn
 
-from phenoica.config import ConfigError
+from phenoica.contract import ConfigError
 from phenoica.models.checkpoint import CheckpointError, read_checkpoint
 from phenoica.models.layouts import OPENPHENOM, PHENOICA, TIMM, closeness, detect_architecture, key_patterns
 from phenoica.models.openphenom import NORMALIZE as OPENPHENOM_NORMALIZE

@@ -26,7 +26,7 @@ import torch
 from timm.models import adapt_input_conv, get_pretrained_cfg
 from torch import nn
 
-from phenoica.config import ConfigError
+from phenoica.contract import ConfigError
 from phenoica.models.checkpoint import (
     SAFETENSORS,
     CheckpointError,
