@@ -373,7 +373,7 @@ def _check_consistency(config: dict[str, Any]) -> None:
         check_path_part(name, "variant name (transforms.variants)")
     _check_feature_keys(screen)
     n = config["transforms"]["n_components"]
-    if isinstance(n, bool):
+    if isinstance(n, bool) or (isinstance(n, int) and n < 1):
         raise ConfigError(
             f"invalid configuration: transforms.n_components is {n!r}; expected an integer >= 1, a fraction in (0, 1), "
             "'deflated' or 'parallel'"
@@ -383,8 +383,6 @@ def _check_consistency(config: dict[str, Any]) -> None:
             "invalid configuration: transforms.n_components must be an integer, a fraction in "
             f"(0, 1), 'deflated' or 'parallel', got {n!r}"
         )
-    if isinstance(n, int) and not isinstance(n, bool) and n < 1:
-        raise ConfigError(f"invalid configuration: transforms.n_components count {n} must be >= 1")
     if isinstance(n, float) and not 0 < n < 1:
         raise ConfigError(f"invalid configuration: transforms.n_components fraction {n} not in (0, 1)")
 
