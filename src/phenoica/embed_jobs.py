@@ -138,11 +138,24 @@ def compiled(model: nn.Module, embed: Mapping[str, Any], model_name: str, log: l
     return runner  # type: ignore[return-value]
 
 
-def store_fingerprint(store: Path) -> list[tuple[str, int, int]]:
-    """(relative path, size, mtime in ns) of every file of the store, sorted: changes when the
-    store is rewritten (as Snakemake's own mtime check does), without reading the pixels."""
+def _edges_sha1(path: Path, span: int = 4096) -> str:
+    """SHA-1 of a file's first and last ``span`` bytes (its header and its tail)."""
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        h.update(f.read(span))
+        size = path.stat().st_size
+        if size > span:
+            f.seek(max(span, size - span))
+            h.update(f.read(span))
+    return h.hexdigest()
+
+
+def store_fingerprint(store: Path) -> list[tuple[str, int, str]]:
+    """(relative path, size, SHA-1 of its first and last 4 KiB) of every file of the store, sorted:
+    changes when the store's content is rewritten, yet is the same for a copy of the same store (no
+    modification times), so the embeddings' bytes do not depend on when the store was written."""
     files = [p for p in store.rglob("*") if p.is_file()]
-    return sorted((str(p.relative_to(store)), p.stat().st_size, p.stat().st_mtime_ns) for p in files)
+    return sorted((str(p.relative_to(store)), p.stat().st_size, _edges_sha1(p)) for p in files)
 
 
 def plate_work_key(plate: PlateJob, identity: Mapping[str, Any], settings: Mapping[str, Any]) -> str:

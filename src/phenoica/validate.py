@@ -431,8 +431,9 @@ def contract_problems(
             problems += [f"embeddings of model {model}: {p}" for p in found]
     elif source != "demo":
         table, name = screen_table(config)
-        found, notes = scoring_problems(table, config, name)
-        problems += [f"{name}: {p}" for p in found]
+        if table is not None:  # source loaddata: its plate map is checked by phenoica.loaddata
+            found, notes = scoring_problems(table, config, name)
+            problems += [f"{name}: {p}" for p in found]
     problems += annotation_problems(config)
     for note in notes:
         log.warning("%s", note)
