@@ -27,7 +27,7 @@ rule bilipschitz_train:
     benchmark:
         f"{RESULTS}/benchmarks/bilipschitz/train/{{dataset}}/{{group}}/alpha{{alpha}}.tsv"
     wildcard_constraints:
-        dataset=r"isometric|digits|mnist",
+        dataset="|".join(schema_enum("bilipschitz.datasets")),
         group=r"all|digit\d",
         alpha=r"[0-9.eE+-]+",
     conda:
@@ -36,7 +36,7 @@ rule bilipschitz_train:
     resources:
         **rule_resources("bilipschitz_train"),
     params:
-        settings=wf.job_params(config, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS),
+        settings=wf.job_params(config, "bilipschitz", "bilipschitz_train"),
         data_seed=config["seed"],
     script:
         "../scripts/bilipschitz_train.py"
@@ -54,7 +54,7 @@ rule bilipschitz_gather:
     benchmark:
         f"{RESULTS}/benchmarks/bilipschitz/gather/{{dataset}}.tsv"
     wildcard_constraints:
-        dataset=r"isometric|digits|mnist",
+        dataset="|".join(schema_enum("bilipschitz.datasets")),
     conda:
         ENVS
     threads: rule_threads("bilipschitz_gather", 1)

@@ -43,9 +43,7 @@ rule biomap:
     resources:
         **rule_resources("biomap"),
     params:
-        biomap=wf.job_params(
-            config, "biomap", drop=("enabled", "center_on_controls", "batch_neighbors", "batch_max_samples")
-        ),
+        biomap=wf.job_params(config, "biomap", "biomap"),
         seed=config["seed"],
     script:
         "../scripts/biomap.py"

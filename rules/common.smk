@@ -10,17 +10,17 @@ sys.path.insert(0, _SRC)
 # (Set, not required from the user: scripts and cluster jobs inherit it.)
 os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
 
-from phenoica.config import check_yaml_files, run_models, validate_config
+from phenoica.config import check_yaml_files, run_models, schema_enum, validate_config
 from phenoica import workflow as wf
 
 # Snakemake reads config files keeping the last of two equal keys without a word: read the
 # files it was given (configfile, --configfile) again, strictly (a key twice names both lines).
 check_yaml_files(workflow.configfiles)
 
-# The models are exactly those the user names: Snakemake merges --configfile dictionaries over
-# config.yaml, which would keep the demo's models beside the user's (phenoica.config.run_models).
-_given = getattr(getattr(workflow, "config_settings", None), "overwrite_config", None) or {}
-_validated = validate_config(run_models(config, _given))
+# The models are exactly those the user names, else config.yaml's default_models (the demo's):
+# Snakemake merges config files key by key, so the defaults have their own key
+# (phenoica.config.run_models).
+_validated = validate_config(run_models(config))
 config.clear()
 config.update(_validated)
 
@@ -44,7 +44,7 @@ check_screen_once(config, PLATES, f"{RESULTS}/screen/validated.json")
 wildcard_constraints:
     plate=r"[^/]+",
     model=r"[^/]+",
-    variant=r"base|pca|pca_ica|pca_rand|tvn",
+    variant="|".join(schema_enum("transforms.variants")),
     shard=r"\d+",
 
 
@@ -56,11 +56,13 @@ def rule_threads(rule, fallback):
 
 def rule_resources(rule):
     """Resources from config resources.<name> (over resources.default): mem_mb,
-    runtime (minutes) and, when GPUs are asked for, gpu (count) and gpu_model, the names the
-    SLURM executor plugin turns into --mem, --time and --gpus."""
+    runtime (minutes), partition and, when GPUs are asked for, gpu (count) and gpu_model, the
+    names the SLURM executor plugin turns into --mem, --time, --partition and --gpus."""
     merged = dict(config["resources"]["default"])
     merged.update({k: v for k, v in (config["resources"].get(rule) or {}).items() if v not in (None, 0)})
     out = {k: merged[k] for k in ("mem_mb", "runtime") if merged.get(k)}
+    if merged.get("partition"):
+        out["slurm_partition"] = merged["partition"]
     if merged.get("gpus"):
         out["gpu"] = merged["gpus"]
         if merged.get("gpu_model"):
@@ -103,10 +105,6 @@ def embedding_files(model):
 def transform_dir(model):
     frozen = config["transforms"]["frozen"]
     return f"{frozen}/{model}" if frozen else f"{RESULTS}/transforms/{model}"
-
-
-#: classify keys that only the gather (hit calls) or the mAP readout read: not classify's params.
-GATHER_ONLY_CLASSIFY_KEYS = ("map_readout", "map_null_size", "null_model", "q_threshold")
 
 
 def lightgbm_report_params():
@@ -191,16 +189,6 @@ def check_groups_channels(groups):
         for plates in groups.values():
             jobs = [PlateJob(Path(store_path(p)), None, Path(f"{p}.parquet")) for p in plates]
             check_group_channels(jobs, spec.get("channels"), f"models.{model}.channels")
-
-
-def inherit_embed_resources(name):
-    """Rule ``name`` (a grouped embed job) takes the --set-resources (a profile's set-resources)
-    given for rule embed, e.g. a SLURM site's GPU partition; its own entry, if any, wins."""
-    given = workflow.resource_settings.overwrite_resources
-    if "embed" in given:
-        resources = workflow.get_rule(name).resources
-        resources.update(given["embed"])
-        resources.update(given.get(name) or {})
 
 
 def sweep_files():

@@ -13,8 +13,8 @@ DIS_SEEDS = list(config["disentangle"]["seeds"])
 
 
 wildcard_constraints:
-    dis_dataset=r"procedural|scenes|shapes3d|mpi3d|falcor3d|isaac3d",
-    dis_model=r"ae|beta_vae|beta_tcvae|bioae|ae_ica|ae_rand|ae_oracle",
+    dis_dataset="|".join(schema_enum("disentangle.datasets")),
+    dis_model="|".join(schema_enum("disentangle.models") + DIS_AE_DERIVED),
     dis_seed=r"\d+",
 
 
@@ -32,7 +32,7 @@ rule disentangle_train:
     resources:
         **rule_resources("disentangle_train"),
     params:
-        settings=wf.job_params(config, "disentangle", drop=wf.DISENTANGLE_NOT_TRAINING_KEYS),
+        settings=wf.job_params(config, "disentangle", "disentangle_train"),
     script:
         "../scripts/disentangle_train.py"
 
@@ -52,7 +52,7 @@ rule disentangle_evaluate:
     resources:
         **rule_resources("disentangle_evaluate"),
     params:
-        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_EVALUATION_KEYS),
+        settings=wf.job_params(config, "disentangle", "disentangle_evaluate"),
     script:
         "../scripts/disentangle_evaluate.py"
 
@@ -77,7 +77,7 @@ rule disentangle_report:
     resources:
         **rule_resources("disentangle_report"),
     params:
-        settings=wf.job_params(config, "disentangle", keys=wf.DISENTANGLE_REPORT_KEYS),
+        settings=wf.job_params(config, "disentangle", "disentangle_report"),
     script:
         "../scripts/disentangle_report.py"
 

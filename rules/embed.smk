@@ -22,7 +22,7 @@ rule train_mae:
         **rule_resources("train_mae"),
     params:
         spec=lambda w: training_spec(config["models"][w.model]),
-        train=wf.job_params(config, "train", drop=("plates", "max_plates")),  # the plates are the inputs
+        train=wf.job_params(config, "train", "train_mae"),
         seed=lambda w: config["seed"] + config["models"][w.model]["seed"],
         device=config["embed"]["device"],
     script:
@@ -56,7 +56,7 @@ if config["embed"]["plates_per_job"] == 1:
             **rule_resources("embed"),
         params:
             spec=lambda w: wf.canonical(config["models"][w.model]),
-            embed=wf.job_params(config, "embed"),
+            embed=wf.job_params(config, "embed", "embed"),
         script:
             "../scripts/embed.py"
 
@@ -85,11 +85,9 @@ else:
                 **rule_resources("embed"),
             params:
                 spec=lambda w: wf.canonical(config["models"][w.model]),
-                embed=wf.job_params(config, "embed"),
+                embed=wf.job_params(config, "embed", "embed"),
             script:
                 "../scripts/embed.py"
-
-        inherit_embed_resources(f"embed_{group}")
 
 
 rule gather_profiles:

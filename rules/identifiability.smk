@@ -19,7 +19,7 @@ rule align:
         **rule_resources("align"),
     params:
         models=MODELS,
-        settings=wf.job_params(config, "identifiability", keys=wf.ALIGN_KEYS),
+        settings=wf.job_params(config, "identifiability", "align"),
         seed=config["seed"],
     script:
         "../scripts/align.py"
@@ -41,7 +41,7 @@ rule structural:
     resources:
         **rule_resources("structural"),
     params:
-        settings=wf.job_params(config, "identifiability", keys=wf.STRUCTURAL_KEYS),
+        settings=wf.job_params(config, "identifiability", "structural"),
         seed=config["seed"],
     script:
         "../scripts/structural.py"

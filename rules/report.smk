@@ -63,8 +63,6 @@ rule report:
         source=SOURCE,
         # paths, not inputs: a store moved since the run is named by the gallery, not rebuilt
         stores={plate: store_path(plate) for plate in PLATES},
-        annotations=wf.job_params(
-            config, "biomap", keys=("builtin_corum", "efaar_sources", "efaar_wheel", "annotations")
-        ),
+        annotations=wf.job_params(config, "biomap", "report"),
     script:
         "../scripts/report.py"

@@ -19,7 +19,7 @@ if not config["transforms"]["frozen"]:
         resources:
             **rule_resources("fit_transforms"),
         params:
-            transforms=wf.job_params(config, "transforms", drop=("frozen", "sweep_points")),
+            transforms=wf.job_params(config, "transforms", "fit_transforms"),
             seed=config["seed"],
         script:
             "../scripts/fit_transforms.py"
@@ -81,8 +81,8 @@ rule component_sweep:
     resources:
         **rule_resources("component_sweep"),
     params:
-        transforms=wf.job_params(config, "transforms", drop=("frozen",)),
-        classify=wf.job_params(config, "classify"),
+        transforms=wf.job_params(config, "transforms", "component_sweep"),
+        classify=wf.job_params(config, "classify", "component_sweep"),
         seed=config["seed"],
     script:
         "../scripts/component_sweep.py"

@@ -368,7 +368,7 @@ def _emb_screen(tmp_path: Path, frames: dict[str, pd.DataFrame], **screen) -> di
     cfg["screen"].update(screen)
     from phenoica.config import run_models
 
-    return validate_config(run_models(cfg, cfg))
+    return validate_config(run_models(cfg))
 
 
 def _door(cfg: dict, plates: dict | None = None) -> dict:

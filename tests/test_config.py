@@ -100,28 +100,28 @@ def test_run_models_replaces_the_models_the_user_names():
     from phenoica.config import EMBEDDINGS_MODEL, run_models
 
     repo = yaml.safe_load((REPO / "config.yaml").read_text())
-    assert set(repo["models"]) == {"mae", "mae_seed1"}
+    assert "models" not in repo and set(repo["default_models"]) == {"mae", "mae_seed1"}
     user = {"models": {"ext": {"checkpoint": "/w.safetensors"}}}
     merged = deep_merge(repo, user)  # what Snakemake hands the workflow: dictionaries merged
-    assert set(merged["models"]) == {"ext", "mae", "mae_seed1"}
-    assert run_models(merged, user)["models"] == {"ext": {"checkpoint": "/w.safetensors"}}
-    assert run_models(repo, {})["models"] == repo["models"]  # no command-line config: config.yaml is the user's
-    assert run_models(merged, {"classify": {"n_shards": 4}})["models"] == merged["models"]  # names no models
+    assert set(validate_config(run_models(merged))["models"]) == {"ext"}
+    assert set(validate_config(run_models(repo))["models"]) == {"mae", "mae_seed1"}  # names none: the demo's
+    assert validate_config(repo)["models"]["mae_seed1"]["seed"] == 1
+    assert set(validate_config(run_models({}))["models"]) == {"mae"}  # no config.yaml: the schema's default
 
     emb = {"screen": {"source": "embeddings", "embeddings": "/e/*.parquet"}}
-    assert run_models(deep_merge(repo, emb), emb)["models"] == {EMBEDDINGS_MODEL: {}}
-    assert list(run_models(deep_merge(repo, {**emb, **user}), {**emb, **user})["models"]) == ["ext"]
+    assert run_models(deep_merge(repo, emb))["models"] == {EMBEDDINGS_MODEL: {}}
+    assert list(run_models(deep_merge(repo, {**emb, **user}))["models"]) == ["ext"]
     with pytest.raises(ConfigError, match=r"reads one embedding set .* names \['a', 'b'\]"):
-        run_models(repo | emb | {"models": {"a": {}, "b": {}}}, {})
+        run_models(repo | emb | {"models": {"a": {}, "b": {}}})
     sets = {"screen": {"source": "embeddings", "embeddings": {"a": "/a/*.parquet", "b": "/b/*.parquet"}}}
-    got = run_models(deep_merge(repo, sets), sets)
+    got = run_models(deep_merge(repo, sets))
     assert got["models"] == {"a": {}, "b": {}}
     cfg = validate_config(got)
     from phenoica.config import embedding_globs
 
     assert embedding_globs(cfg) == {"a": "/a/*.parquet", "b": "/b/*.parquet"}
     with pytest.raises(ConfigError, match=r"models \['c'\] have no embedding set"):
-        run_models(deep_merge(repo, sets), {**sets, "models": {"c": {}}})
+        run_models(deep_merge(repo, {**sets, "models": {"c": {}}}))
 
 
 def test_yaml_is_read_strictly_but_merge_keys_may_be_overridden(tmp_path):
@@ -131,7 +131,7 @@ def test_yaml_is_read_strictly_but_merge_keys_may_be_overridden(tmp_path):
     from phenoica.config import check_yaml_files, read_yaml
 
     config = read_yaml(REPO / "config.yaml")
-    assert config["models"]["mae_seed1"]["seed"] == 1 and config["models"]["mae_seed1"]["depth"] == 4
+    assert config["default_models"]["mae_seed1"]["seed"] == 1 and config["default_models"]["mae_seed1"]["depth"] == 4
     check_yaml_files([REPO / "config.yaml", *sorted((REPO / "config" / "scenarios").glob("*.yaml"))])
     (tmp_path / "c.yaml").write_text("models:\n  m:\n    depth: 2\n    seed: 0\n    depth: 3\n")
     with pytest.raises(ConfigError, match=r"c\.yaml: key 'depth' appears twice in one mapping, at line 3 and line 5"):

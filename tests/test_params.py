@@ -7,39 +7,104 @@ import re
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from phenoica import workflow as wf
 from phenoica.config import validate_config
 from tests.conftest import REPO
 
-SECTIONS = ("screen", "demo", "train", "embed", "profiles", "transforms", "splits", "classify", "identifiability")
+#: (section, rule) pairs whose rules take their section's params through job_params
+JOBS = (
+    ("demo", "simulate_plate"),
+    ("train", "train_mae"),
+    ("embed", "embed"),
+    ("profiles", "gather_profiles"),
+    ("transforms", "fit_transforms"),
+    ("transforms", "component_sweep"),
+    ("splits", "splits"),
+    ("classify", "classify"),
+    ("classify", "component_sweep"),
+    ("identifiability", "align"),
+    ("biomap", "biomap"),
+)
+RUN_TIME = set(wf.run_time_keys("speed") + wf.run_time_keys("screen-size"))
 
 
 def test_params_leave_out_speed_only_keys_and_scripts_get_them_back():
     cfg = validate_config({"classify": {"lightgbm": {"n_jobs": 4}}})
-    for section in SECTIONS:
-        params = wf.job_params(cfg, section)
+    for section, job in JOBS:
+        params = wf.job_params(cfg, section, job)
         flat = {f"{section}.{k}" for k in params} | {f"{section}.lightgbm.{k}" for k in params.get("lightgbm", {})}
-        assert not flat & set(wf.SPEED_ONLY_KEYS + wf.SCREEN_SIZE_KEYS), section
-        assert wf.with_speed_settings(params, cfg, section) == cfg[section], section
-    assert "batch_size" not in wf.job_params(cfg, "embed") and "crop_size" in wf.job_params(cfg, "embed")
-    assert "n_jobs" not in wf.job_params(cfg, "classify")["lightgbm"]
+        assert not flat & RUN_TIME, (section, job)
+    # the jobs that read a whole section get all of it back at run time
+    for section, job in (("embed", "embed"), ("classify", "component_sweep"), ("profiles", "gather_profiles")):
+        assert wf.with_speed_settings(wf.job_params(cfg, section, job), cfg, section) == cfg[section], section
+    assert "batch_size" not in wf.job_params(cfg, "embed", "embed") and "crop_size" in wf.job_params(
+        cfg, "embed", "embed"
+    )
+    assert "n_jobs" not in wf.job_params(cfg, "classify", "classify")["lightgbm"]
     for alias in ("num_thread", "nthread", "nthreads", "n_jobs", "verbose"):
         aliased = validate_config({"classify": {"lightgbm": {alias: 3}}})
-        assert wf.job_params(aliased, "classify") == wf.job_params(validate_config({}), "classify"), alias
-    assert wf.job_params(cfg, "identifiability", keys=wf.ALIGN_KEYS) == {
-        k: cfg["identifiability"][k] for k in sorted(wf.ALIGN_KEYS)
-    }
-    assert wf.job_params(cfg, "classify", drop=("q_threshold",)).get("q_threshold") is None
+        assert wf.job_params(aliased, "classify", "classify") == wf.job_params(
+            validate_config({}), "classify", "classify"
+        )
+    align = wf.job_params(cfg, "identifiability", "align")
+    assert sorted(align) == ["ica", "ica_components", "ica_max_samples", "knn_k", "max_samples", "train_fraction"]
+    assert sorted(wf.job_params(cfg, "identifiability", "structural")) == [
+        "factor_bins",
+        "infoe_max_iter",
+        "max_samples",
+    ]
+    # hit-call keys reach the gather and the sweep, not the classifier
+    assert "q_threshold" not in wf.job_params(cfg, "classify", "classify")
+    assert wf.job_params(cfg, "classify", "component_sweep")["q_threshold"] == cfg["classify"]["q_threshold"]
+    assert "plates" not in wf.job_params(cfg, "train", "train_mae") and "steps" in wf.job_params(
+        cfg, "train", "train_mae"
+    )
+    with pytest.raises(KeyError, match="no config key of the schema reaches a job 'clasify'"):
+        wf.job_params(cfg, "classify", "clasify")
+
+
+def _rule_params() -> dict[str, str]:
+    """rule name -> the text of its ``params:`` directive, from every .smk file."""
+    blocks: dict[str, str] = {}
+    for path in sorted((REPO / "rules").glob("*.smk")):
+        parts = re.split(r"^\s*(?:rule|checkpoint) (\w+):", path.read_text(), flags=re.M)
+        for name, body in zip(parts[1::2], parts[2::2]):
+            found = re.search(r"^(\s*)params:\n(.*?)(?=^\1\w+:|\Z)", body, flags=re.M | re.S)
+            blocks[name] = found.group(2) if found else ""
+    return blocks
+
+
+def test_every_annotated_job_is_a_rule_and_every_rule_read_is_declared():
+    """The schema's x-jobs annotations (which keys reach which rule) name real rules, and a
+    rule that takes a key as a single value (config["section"]["key"] in its params) is among the
+    rules that key declares."""
+    blocks = _rule_params()
+    declared = wf.key_jobs()
+    assert {job for jobs in declared.values() for job in jobs} <= set(blocks)
+    aliases = {"BL": "bilipschitz"}
+    undeclared, checked = [], 0
+    for rule, text in blocks.items():
+        reads = re.findall(r'config\["(\w+)"\]\["(\w+)"\]', text)
+        reads += [(aliases[a], k) for a, k in re.findall(r'\b(BL)\["(\w+)"\]', text)]
+        for section, key in reads:
+            dotted = f"{section}.{key}"
+            checked += dotted in declared
+            if dotted in declared and rule not in declared[dotted]:
+                undeclared.append(f"{rule} reads {dotted} (declared for {list(declared[dotted])})")
+    assert not undeclared, undeclared
+    assert checked >= 10  # the reader finds the rules' single-value reads
+    # and a known answer: the classifier's key reaches classify and the sweep, a speed key none
+    assert declared["classify.num_boost_round"] == ("classify", "component_sweep")
+    assert declared["embed.batch_size"] == ()
 
 
 def test_params_do_not_depend_on_key_order():
     cfg = validate_config({})
     flipped = {s: dict(reversed(list(v.items()))) if isinstance(v, dict) else v for s, v in reversed(list(cfg.items()))}
-    for section in SECTIONS:
-        assert repr(wf.job_params(cfg, section)) == repr(wf.job_params(flipped, section)), section
-    assert list(wf.canonical({"b": {"d": 1, "c": 2}, "a": [{"z": 0, "y": 1}]})) == ["a", "b"]
-    assert repr(wf.canonical({"b": {"d": 1, "c": 2}})) == "{'b': {'c': 2, 'd': 1}}"
+    for section, job in JOBS:
+        assert repr(wf.job_params(cfg, section, job)) == repr(wf.job_params(flipped, section, job)), section
 
 
 def test_splits_params_are_what_the_scheme_reads():
@@ -113,6 +178,6 @@ def test_bilipschitz_train_params_hold_every_key_one_job_reads():
     """One bilipschitz_train job trains every seed of its (dataset, group, alpha): the seeds are
     its params (a change reruns it), the sweep's wildcard keys are not."""
     cfg = validate_config({})
-    params = wf.job_params(cfg, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS)
+    params = wf.job_params(cfg, "bilipschitz", "bilipschitz_train")
     assert params["seeds"] == cfg["bilipschitz"]["seeds"]
     assert not {"datasets", "alphas", "per_digit", "train_fraction"} & set(params)

@@ -91,12 +91,15 @@ def scontrol_job(job_id: str) -> dict[str, str]:
 def test_profile_keeps_configured_threads_on_the_cluster(tmp_path):
     """A dry run through the profile plans each rule with the threads the config asks for
     (the local default profile's `cores: 2` must not cap them)."""
-    tiny_config(tmp_path, {"train_mae": {"cpus": 8, "gpus": 1, "gpu_model": "a100", "mem_mb": 32000}})
+    tiny_config(
+        tmp_path, {"train_mae": {"cpus": 8, "gpus": 1, "gpu_model": "a100", "mem_mb": 32000, "partition": "gpu"}}
+    )
     proc = run(snakemake_cmd(*SLURM_ARGS, "-n"), tmp_path, timeout=120)
     assert proc.returncode == 0, proc.stderr[-3000:]
     block = proc.stdout[proc.stdout.index("rule train_mae:") :].split("\n\n")[0]
     assert re.search(r"threads: 8\b", block), block
     assert "gpu=1" in block and "gpu_model=a100" in block and "mem_mb=32000" in block, block
+    assert "slurm_partition=gpu" in block, block  # resources.<rule>.partition, the config's own key
 
 
 @pytest.mark.slow

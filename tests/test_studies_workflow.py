@@ -62,7 +62,7 @@ def test_bilipschitz_job_params_carry_what_a_training_job_reads(tmp_path):
 
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     cfg = load_config(tmp_path / "config.yaml", {"bilipschitz": TINY_STUDIES["bilipschitz"]})
-    params = wf.job_params(cfg, "bilipschitz", drop=wf.BILIPSCHITZ_SWEEP_KEYS)
+    params = wf.job_params(cfg, "bilipschitz", "bilipschitz_train")
     table = run_alpha("isometric", "all", 0.0, params, data_seed=cfg["seed"])
     assert sorted(table["seed"].unique()) == [0, 1] and (table["alpha"] == 0.0).all()
 

@@ -75,9 +75,21 @@ def load_schema(path: Path | str = SCHEMA_PATH) -> dict[str, Any]:
 
 
 @functools.lru_cache(maxsize=1)
-def _package_schema() -> dict[str, Any]:
+def package_schema() -> dict[str, Any]:
     """The package's schema, read once per process (do not modify it)."""
     return load_schema()
+
+
+def schema_enum(dotted: str) -> tuple[str, ...]:
+    """The names the schema allows for the key ``dotted`` (e.g. ``transforms.variants``: its
+    items' enum): the one list a wildcard pattern, a report order or a caption is built from."""
+    node: Mapping[str, Any] = package_schema()
+    for part in dotted.split("."):
+        node = node["properties"][part]
+    names = node.get("enum") or (node.get("items") or {}).get("enum")
+    if not names:
+        raise KeyError(f"config key {dotted!r} has no enum in the schema")
+    return tuple(names)
 
 
 def _with_defaults(validator_class: type) -> type:
@@ -115,7 +127,7 @@ def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
 
     Raises ConfigError naming the offending key path and what was expected.
     """
-    schema = dict(schema) if schema is not None else _package_schema()
+    schema = dict(schema) if schema is not None else package_schema()
     instance = copy.deepcopy(dict(config))
     validator_class = _with_defaults(jsonschema.validators.validator_for(schema))
     validator = validator_class(schema)
@@ -126,6 +138,8 @@ def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None 
             where = ".".join(str(p) for p in err.absolute_path) or "(top level)"
             lines.append(f"  config key {where}: {err.message}")
         raise ConfigError("invalid configuration:\n" + "\n".join(lines))
+    if not instance.get("models") and "default_models" in instance:
+        instance["models"] = copy.deepcopy(instance["default_models"])  # names none: the defaults
     _expand_paths(instance)
     _check_consistency(instance)
     return instance
@@ -253,7 +267,7 @@ def resolve_section(section: str, values: Mapping[str, Any] | None) -> ResolvedS
     """
     if isinstance(values, ResolvedSection) and values.section == section:
         return _resolved(section, copy.deepcopy(dict(values)))
-    properties = _package_schema()["properties"]
+    properties = package_schema()["properties"]
     if section not in properties:
         raise KeyError(f"the config schema has no section {section!r}")
     schema = properties[section]
@@ -463,16 +477,16 @@ def load_config(path: Path | str, overrides: Mapping[str, Any] | None = None) ->
 EMBEDDINGS_MODEL = "embeddings"
 
 
-def run_models(config: Mapping[str, Any], given: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``config`` with the models a run uses: exactly those the user names.
+def run_models(config: Mapping[str, Any]) -> dict[str, Any]:
+    """``config`` with the models a run uses, in ``models``: exactly those the user names.
 
-    ``config`` is Snakemake's merged config: the workflow's ``config.yaml`` with the user's
-    ``--configfile`` files and ``--config`` merged over it dictionary by dictionary. ``given`` is
-    what the user gave on the command line alone (those files and ``--config``, merged); when it
-    is empty the run uses ``config.yaml`` as it stands, which is then the user's.
+    ``config`` is Snakemake's merged config (the workflow's ``config.yaml`` with the user's
+    ``--configfile`` files and ``--config`` merged over it key by key).
 
-    - ``models`` is replaced, not merged: when ``given`` names models, they are the run's models
-      (the repository's demo ``mae`` and ``mae_seed1`` are not added to them).
+    - ``models`` names the run's models; when it names none, :func:`validate_config` uses
+      ``default_models`` (the embedded default sets the demo's ``mae`` and ``mae_seed1`` there).
+      The demo's models are never added to models the user names: they live under their own
+      key, so Snakemake's key-by-key merge cannot mix them in (no Snakemake internals are read).
     - ``screen.source: embeddings`` with one glob is one model: the single model named, or
       ``embeddings`` when none is named; naming several is an error (they would score identical
       copies of one embedding set). With ``screen.embeddings`` a mapping ``{model: glob}``, the
@@ -480,15 +494,11 @@ def run_models(config: Mapping[str, Any], given: Mapping[str, Any] | None) -> di
       named besides them is an error.
     """
     out = copy.deepcopy(dict(config))
-    user = given if given else config
-    named = user.get("models")
-    if given and "models" in given:
-        out["models"] = copy.deepcopy(dict(given["models"] or {}))
+    named = dict(out.get("models") or {})
     screen = out.get("screen") or {}
     if screen.get("source") != "embeddings":
-        return out
+        return out  # validate_config runs default_models when models names none
     sets = screen.get("embeddings")
-    named = dict(named or {})
     if isinstance(sets, Mapping):
         extra = sorted(set(named) - set(sets))
         if extra:
@@ -536,6 +546,51 @@ def demo_plates(demo: Mapping[str, Any]) -> list[tuple[str, str]]:
     ]
 
 
+#: The schema's annotations of what each key reaches (the one declaration of a key's effect):
+#: ``x-jobs: [rule, ...]`` on a section (its keys' default) or on a key, the rules whose output
+#: depends on the key; ``x-run-time: speed`` (speed, memory, storage layout or logs only) or
+#: ``x-run-time: screen-size`` (which jobs exist, not what one computes), never a param;
+#: ``x-speed-only-keys`` on an open mapping (LightGBM's parameters), its speed-only keys.
+RUN_TIME_KINDS: tuple[str, ...] = ("speed", "screen-size")
+
+
+def _annotated_keys(schema: Mapping[str, Any], prefix: str) -> Iterable[tuple[str, Mapping[str, Any]]]:
+    for key, sub in (schema.get("properties") or {}).items():
+        dotted = f"{prefix}.{key}" if prefix else key
+        yield dotted, sub
+        yield from _annotated_keys(sub, dotted)
+        for extra in sub.get("x-speed-only-keys", ()):
+            yield f"{dotted}.{extra}", {"x-run-time": "speed"}
+
+
+def run_time_keys(kind: str, schema: Mapping[str, Any] | None = None) -> tuple[str, ...]:
+    """Dotted config keys the schema marks ``x-run-time: kind`` (``speed`` or ``screen-size``):
+    never a job's params, so changing one plans no job; scripts read them at run time
+    (:func:`phenoica.workflow.with_speed_settings`). Speed-only keys change at most the order of floating-point sums."""
+    if kind not in RUN_TIME_KINDS:
+        raise ValueError(f"unknown run-time kind {kind!r}; expected one of {list(RUN_TIME_KINDS)}")
+    schema = schema if schema is not None else package_schema()
+    return tuple(k for k, sub in _annotated_keys(schema, "") if sub.get("x-run-time") == kind)
+
+
+def key_jobs(schema: Mapping[str, Any] | None = None) -> dict[str, tuple[str, ...]]:
+    """Dotted config key -> the rules whose output it changes (its own ``x-jobs``, else its
+    section's), for every key the schema annotates; run-time keys reach none."""
+    schema = schema if schema is not None else package_schema()
+    out: dict[str, tuple[str, ...]] = {}
+
+    def walk(node: Mapping[str, Any], prefix: str, inherited: tuple[str, ...]) -> None:
+        for key, sub in (node.get("properties") or {}).items():
+            dotted = f"{prefix}.{key}" if prefix else key
+            jobs = () if sub.get("x-run-time") else tuple(sub.get("x-jobs", inherited))
+            if "x-jobs" in sub or "x-run-time" in sub or inherited:
+                out[dotted] = jobs
+            walk(sub, dotted, jobs)
+
+    walk(schema, "", ())
+    return out
+
+
 def config_reference(schema: Mapping[str, Any] | None = None) -> str:
     """Every config key as a Markdown table (key, default, meaning), generated from the schema.
 
@@ -543,7 +598,21 @@ def config_reference(schema: Mapping[str, Any] | None = None) -> str:
     prints it.
     """
     schema = schema if schema is not None else load_schema()
-    rows = ["| key | default | meaning |", "|---|---|---|"]
+    rows = ["| key | default | reruns | meaning |", "|---|---|---|---|"]
+    reaches = key_jobs(schema)
+
+    def reruns(path: str, sub: Mapping[str, Any]) -> str:
+        kind = sub.get("x-run-time")
+        if kind:
+            return {"speed": "nothing (speed only)", "screen-size": "nothing (which plates exist)"}[kind]
+        if path not in reaches:
+            return ""
+        return ", ".join(f"`{job}`" for job in reaches[path]) or "nothing (which jobs run)"
+
+    def resolve(sub: Any) -> Any:
+        if isinstance(sub, Mapping) and "$ref" in sub:
+            return schema["$defs"][sub["$ref"].rsplit("/", 1)[-1]]
+        return sub
 
     def fmt(value: Any) -> str:
         return "`" + (json_default(value)) + "`"
@@ -551,7 +620,7 @@ def config_reference(schema: Mapping[str, Any] | None = None) -> str:
     def walk(props: Mapping[str, Any], prefix: str) -> None:
         for key, sub in props.items():
             path = f"{prefix}{key}"
-            extra = sub.get("additionalProperties")
+            extra = resolve(sub.get("additionalProperties"))
             if sub.get("type") == "object" and "properties" in sub and key != "lightgbm":
                 walk(sub["properties"], path + ".")
             elif isinstance(extra, dict) and "properties" in extra:
@@ -561,7 +630,7 @@ def config_reference(schema: Mapping[str, Any] | None = None) -> str:
                 allowed = sub.get("enum") or (sub.get("items") or {}).get("enum")
                 if allowed:
                     text = (text + " " if text else "") + "One of: " + ", ".join(map(str, allowed)) + "."
-                rows.append(f"| `{path}` | {fmt(sub.get('default'))} | {text} |")
+                rows.append(f"| `{path}` | {fmt(sub.get('default'))} | {reruns(path, sub)} | {text} |")
 
     walk(schema["properties"], "")
     return "\n".join(rows) + "\n"

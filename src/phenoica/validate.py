@@ -480,8 +480,8 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
                 files += [str(store / name) for name in ("zarr.json", ".zattrs", ".zgroup")]
     parts = {
         "checks": CHECKS_VERSION,
-        "screen": wf.job_params(config, "screen"),
-        "demo": wf.job_params(config, "demo", keys=("image_size", "channels")) if source == "demo" else None,
+        "screen": wf.without_run_time(config, "screen"),
+        "demo": wf.canonical({k: config["demo"][k] for k in ("image_size", "channels")}) if source == "demo" else None,
         "models": wf.canonical(config["models"]),
         "crop_size": config["embed"]["crop_size"],
         "analysis": {

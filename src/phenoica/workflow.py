@@ -3,9 +3,10 @@ study pages to link, and the params of every rule. Nothing here writes a job's o
 write through the library (e.g. :func:`phenoica.mae.record_training`).
 
 Rule params are what Snakemake reruns a job for, so a rule passes exactly the values its
-output depends on (:func:`job_params`), never a whole config section: a key that changes only
-speed, memory, storage layout or log output (:data:`SPEED_ONLY_KEYS`) is never a param, and
-scripts read those at run time (:func:`with_speed_settings`). Params are canonical (mapping keys
+output depends on (:func:`job_params`), never a whole config section. Which keys reach which
+rule is declared once, in the schema (``x-jobs``; :func:`phenoica.config.key_jobs`): a key that
+changes only speed, memory, storage layout or log output (``x-run-time: speed``) is never a
+param, and scripts read those at run time (:func:`with_speed_settings`). Params are canonical (mapping keys
 sorted), so reordering the keys of a config file reruns nothing.
 
 Kept here (not in the .smk files) so that tests can call it without Snakemake.
@@ -24,7 +25,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica import render, screen
-from phenoica.config import deep_merge, demo_plates, embedding_globs
+from phenoica.config import deep_merge, demo_plates, embedding_globs, key_jobs, package_schema
 from phenoica.io import read_table
 from phenoica.profiles import expand_glob
 
@@ -237,47 +238,6 @@ def embedding_inputs(config: Mapping[str, Any], model: str) -> list[str]:
 
 # --------------------------------------------------------------------------- rule params
 
-#: LightGBM's names for its thread count and log level (canonical name first, then its
-#: documented aliases): speed and log output only, never a model.
-LIGHTGBM_SPEED_ONLY: tuple[str, ...] = (
-    "num_threads",
-    "num_thread",
-    "nthread",
-    "nthreads",
-    "n_jobs",
-    "verbosity",
-    "verbose",
-)
-
-#: Config keys that change only speed, memory, storage layout or log output, never what a job
-#: computes (outputs agree up to floating-point summation order). They are never a job's params,
-#: so changing one plans no job; scripts read them at run time (:func:`with_speed_settings`).
-#: The ``resources`` section is of the same kind: it reaches jobs as threads and resources,
-#: which Snakemake never reruns for.
-SPEED_ONLY_KEYS: tuple[str, ...] = (
-    "demo.chunk_images",  # Zarr chunk length of the simulated plate stores
-    "screen.chunk_images",  # Zarr chunk length of the ingested plate stores
-    "train.log_every",  # how often training logs (and the window of the logged loss means)
-    "embed.batch_size",
-    "embed.chunk_images",
-    "embed.threads",
-    "embed.loader_threads",
-    "embed.compile",
-    "embed.compile_options",
-    "embed.compile_cache",
-    "profiles.batch_rows",
-    "transforms.batch_rows",
-    "biomap.block_rows",
-    *(f"classify.lightgbm.{key}" for key in LIGHTGBM_SPEED_ONLY),
-)
-
-#: Keys that decide which jobs exist (how many plates the demo screen has), never what one job
-#: computes: a plate's tiles depend on its name, not on how many other plates there are. Not
-#: params either (adding a batch re-simulates nothing); the simulator reads them at run time.
-SCREEN_SIZE_KEYS: tuple[str, ...] = ("demo.n_batches", "demo.plates_per_batch")
-
-_RUN_TIME_KEYS = SPEED_ONLY_KEYS + SCREEN_SIZE_KEYS
-
 
 def canonical(value: Any) -> Any:
     """``value`` with every mapping's keys sorted (recursively): the params Snakemake records
@@ -289,57 +249,83 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def _without(section: Mapping[str, Any], dotted: set[str], prefix: str) -> dict[str, Any]:
+def _reaching(
+    values: Mapping[str, Any], schema: Mapping[str, Any], job: str, inherited: tuple[str, ...]
+) -> dict[str, Any]:
+    """The entries of ``values`` whose declared jobs (the key's ``x-jobs``, else ``inherited``)
+    include ``job``, run-time keys left out, mappings filtered the same way inside."""
+    props = schema.get("properties") or {}
+    speed_only = set(schema.get("x-speed-only-keys", ()))
     out: dict[str, Any] = {}
-    for key, value in section.items():
-        path = f"{prefix}.{key}"
-        if path in dotted:
+    for key, value in values.items():
+        sub = props.get(key) or {}
+        if sub.get("x-run-time") or key in speed_only:
             continue
-        out[key] = _without(value, dotted, path) if isinstance(value, Mapping) else value
+        jobs = tuple(sub.get("x-jobs", inherited))
+        if job not in jobs:
+            continue
+        out[key] = _reaching(value, sub, job, jobs) if isinstance(value, Mapping) else value
     return out
 
 
-def _only(section: Mapping[str, Any], dotted: set[str], prefix: str) -> dict[str, Any]:
+def _run_time_only(values: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties") or {}
+    speed_only = set(schema.get("x-speed-only-keys", ()))
     out: dict[str, Any] = {}
-    for key, value in section.items():
-        path = f"{prefix}.{key}"
-        if path in dotted:
+    for key, value in values.items():
+        sub = props.get(key) or {}
+        if sub.get("x-run-time") or key in speed_only:
             out[key] = value
         elif isinstance(value, Mapping):
-            inner = _only(value, dotted, path)
+            inner = _run_time_only(value, sub)
             if inner:
                 out[key] = inner
     return out
 
 
-def job_params(
-    config: Mapping[str, Any],
-    section: str,
-    keys: Iterable[str] | None = None,
-    drop: Iterable[str] = (),
-) -> dict[str, Any]:
-    """The values of ``config[section]`` a job's output depends on: the keys in ``keys`` (all
-    by default) except those in ``drop``, the speed-only keys (:data:`SPEED_ONLY_KEYS`) and the
-    screen-size keys (:data:`SCREEN_SIZE_KEYS`), with mapping keys sorted (:func:`canonical`).
+def _section_schema(section: str) -> Mapping[str, Any]:
+    properties = package_schema()["properties"]
+    if section not in properties:
+        raise KeyError(f"the config schema has no section {section!r}")
+    return properties[section]
+
+
+def job_params(config: Mapping[str, Any], section: str, job: str) -> dict[str, Any]:
+    """The values of ``config[section]`` the output of rule ``job`` depends on: the keys whose
+    schema annotation (``x-jobs``, the key's own or its section's) names ``job``, without the
+    run-time keys (``x-run-time``), mapping keys sorted (:func:`canonical`).
 
     Rules pass this (or single values) as params, so that Snakemake reruns a job only when a
-    value it reads changes.
+    value it reads changes; which keys reach which job is declared once, in the schema.
     """
-    values = config[section]
-    if keys is not None:
-        keys = list(keys)
-        unknown = [k for k in keys if k not in values]
-        if unknown:
-            raise KeyError(f"config section {section!r} has no key(s) {unknown}")
-        values = {k: values[k] for k in keys}
-    skip = {f"{section}.{k}" for k in drop} | set(_RUN_TIME_KEYS)
-    return canonical(_without(values, skip, section))
+    schema = _section_schema(section)
+    if job not in set(j for jobs in key_jobs().values() for j in jobs):
+        raise KeyError(f"no config key of the schema reaches a job {job!r} (x-jobs annotations)")
+    return canonical(_reaching(config[section], schema, job, tuple(schema.get("x-jobs", ()))))
+
+
+def _strip_run_time(values: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
+    props = schema.get("properties") or {}
+    speed_only = set(schema.get("x-speed-only-keys", ()))
+    out: dict[str, Any] = {}
+    for key, value in values.items():
+        sub = props.get(key) or {}
+        if sub.get("x-run-time") or key in speed_only:
+            continue
+        out[key] = _strip_run_time(value, sub) if isinstance(value, Mapping) else value
+    return out
+
+
+def without_run_time(config: Mapping[str, Any], section: str) -> dict[str, Any]:
+    """``config[section]`` without its run-time keys (``x-run-time``), mapping keys sorted: what
+    a reader of the whole section (the check at the door) depends on."""
+    return canonical(_strip_run_time(config.get(section) or {}, _section_schema(section)))
 
 
 def speed_settings(config: Mapping[str, Any], section: str) -> dict[str, Any]:
     """The run-time-only keys of ``config[section]`` that are set (speed-only and screen-size
     keys, nested as in the config): what a script adds to its params at run time."""
-    return _only(config.get(section) or {}, set(_RUN_TIME_KEYS), section)
+    return _run_time_only(config.get(section) or {}, _section_schema(section))
 
 
 def with_speed_settings(params: Mapping[str, Any], config: Mapping[str, Any], section: str) -> dict[str, Any]:
@@ -350,7 +336,9 @@ def with_speed_settings(params: Mapping[str, Any], config: Mapping[str, Any], se
 
 def lightgbm_params_shown(params: Mapping[str, Any]) -> dict[str, Any]:
     """LightGBM parameters (canonical names) without those that change only speed or logs."""
-    return canonical({k: v for k, v in params.items() if k not in LIGHTGBM_SPEED_ONLY})
+    lightgbm = _section_schema("classify")["properties"]["lightgbm"]
+    speed_only = set(lightgbm["x-speed-only-keys"])
+    return canonical({k: v for k, v in params.items() if k not in speed_only})
 
 
 def splits_params(config: Mapping[str, Any]) -> dict[str, Any]:
@@ -359,18 +347,4 @@ def splits_params(config: Mapping[str, Any]) -> dict[str, Any]:
     splits = config["splits"]
     if splits["scheme"] == "leave_one_batch_out":
         return {"scheme": splits["scheme"]}
-    return canonical({**job_params(config, "splits"), "seed": config["seed"]})
-
-
-#: identifiability keys ``alignment_for_variant`` reads (align) and ``structural_scores`` reads.
-ALIGN_KEYS: tuple[str, ...] = ("train_fraction", "ica", "ica_components", "ica_max_samples", "knn_k", "max_samples")
-STRUCTURAL_KEYS: tuple[str, ...] = ("max_samples", "factor_bins", "infoe_max_iter")
-#: bilipschitz keys that choose which jobs exist (the wildcards: datasets, alphas, digit groups)
-#: or that only the gather reads, not what one job computes. ``seeds`` is not among them: one
-#: job trains every seed of its (dataset, group, alpha).
-BILIPSCHITZ_SWEEP_KEYS: tuple[str, ...] = ("datasets", "alphas", "per_digit", "train_fraction")
-#: disentangle keys a training job never reads (which jobs exist; evaluation settings) ...
-DISENTANGLE_NOT_TRAINING_KEYS: tuple[str, ...] = ("datasets", "models", "seeds", "metrics", "ica")
-#: ... the keys ``studies.disentangle.evaluate`` reads, and those the report prints.
-DISENTANGLE_EVALUATION_KEYS: tuple[str, ...] = ("metrics", "ica")
-DISENTANGLE_REPORT_KEYS: tuple[str, ...] = ("latent_dim", "steps", "batch_size", "lr", "n_eval")
+    return canonical({**job_params(config, "splits", "splits"), "seed": config["seed"]})
