@@ -1,4 +1,4 @@
-"""AnnData export (phenoica.h5ad): parquet -> h5ad -> phenoica gives identical tables and identical
+"""AnnData export (phenoica.sources.h5ad): parquet -> h5ad -> phenoica gives identical tables and identical
 guide and gene profiles; a results folder's levels are written with the hit calls joined to obs."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from phenoica import h5ad
 from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.screen import ScreenError
+from phenoica.sources import h5ad
 from tests import report_fixtures as F
 
 ad = pytest.importorskip("anndata")  # extra 'scverse'

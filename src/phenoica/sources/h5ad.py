@@ -15,7 +15,7 @@ level of config ``profiles.level``: image or well); ``guide`` and ``gene`` -
 ``biomap/{model}/{variant}/{guide,gene}_profiles.parquet``.
 
 ``anndata`` is an optional dependency (extra ``scverse``): imported when a function needs it.
-Command line: ``python -m phenoica.h5ad RESULTS [OUT]`` (OUT defaults to ``RESULTS/anndata``).
+Command line: ``python -m phenoica.sources.h5ad RESULTS [OUT]`` (OUT defaults to ``RESULTS/anndata``).
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from phenoica.screen import GENE, GUIDE, ScreenError, feature_columns, metadata_
 if TYPE_CHECKING:
     from anndata import AnnData
 
-log = logging.getLogger("phenoica.h5ad")
+log = logging.getLogger("phenoica.sources.h5ad")
 
 LEVELS = ("image", "profile", "guide", "gene")
 #: Hit-call columns joined to obs at guide level (from scores/hits.parquet) and gene level (genes.parquet).
