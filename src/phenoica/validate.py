@@ -33,6 +33,7 @@ import pandas as pd
 from phenoica import screen
 from phenoica.io import atomic_path, get_logger
 from phenoica.screen import ScreenError, raise_problems
+from phenoica.sources.h5ad import parquet_source
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 2
@@ -284,9 +285,9 @@ def _embedding_metadata(paths: list[str]) -> pd.DataFrame:
     for path in paths:
         import pyarrow.parquet as pq
 
-        names = pq.read_schema(path).names
+        names = pq.read_schema(parquet_source(path)).names
         screen.check_columns(names, screen.PROFILE_COLUMNS, path, "an embedding file needs")
-        part = pq.read_table(path, columns=[c for c in wanted if c in names]).to_pandas()
+        part = pq.read_table(parquet_source(path), columns=[c for c in wanted if c in names]).to_pandas()
         part.index = [f"{path} row {i}" for i in range(len(part))]
         parts.append(part)
     table = pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted))
