@@ -44,10 +44,10 @@ from phenoica.config import demo_plates, validate_config
 from phenoica.embed import embed_crops
 from phenoica.mae import train_mae
 from phenoica.models.features import build_feature_extractor
-from phenoica.preprocess import prepare
 from phenoica.sources import demo as sim
 from phenoica.sources.demo import design as sim_design
 from phenoica.sources.demo import plates as sim_plates
+from phenoica.sources.preprocess import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 

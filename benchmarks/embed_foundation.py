@@ -37,8 +37,8 @@ from phenoica.embed import embed_crops, embed_plate
 from phenoica.models.device import resolve_device
 from phenoica.models.features import FeatureExtractor
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
-from phenoica.preprocess import prepare
 from phenoica.screen import write_plate
+from phenoica.sources.preprocess import prepare
 
 CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito", "BF"]
 

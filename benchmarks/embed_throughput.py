@@ -24,8 +24,8 @@ import torch
 from timm.models.vision_transformer import VisionTransformer
 
 from phenoica.embed import embed_crops, embed_plate, resolve_device
-from phenoica.preprocess import prepare
 from phenoica.screen import write_plate
+from phenoica.sources.preprocess import prepare
 
 
 def demo_model(in_chans: int, seed: int) -> VisionTransformer:

@@ -123,7 +123,7 @@ if SOURCE == "ome_zarr":
             "../scripts/ingest_ome_zarr.py"
 
 
-if SOURCE == "loaddata":  # issue 25: CellProfiler LoadData CSV(s) + plate map (phenoica.loaddata)
+if SOURCE == "loaddata":  # issue 25: CellProfiler LoadData CSV(s) + plate map (phenoica.sources.loaddata)
 
     rule ingest_loaddata:
         input:

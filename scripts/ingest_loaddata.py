@@ -4,8 +4,8 @@ from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.ingest_loaddata", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.ingest import read_plate_map
-from phenoica.loaddata import ingest_loaddata_plate, read_loaddata
+from phenoica.sources.loaddata import ingest_loaddata_plate, read_loaddata
+from phenoica.sources.plate_map import read_plate_map
 from phenoica.workflow import speed_settings
 
 ingest_loaddata_plate(

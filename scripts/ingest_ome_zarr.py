@@ -4,7 +4,8 @@ from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.ingest_ome_zarr", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.ingest import ingest_ome_zarr_plate, read_plate_map
+from phenoica.sources.ome_zarr import ingest_ome_zarr_plate
+from phenoica.sources.plate_map import read_plate_map
 from phenoica.workflow import speed_settings
 
 ingest_ome_zarr_plate(

@@ -1,4 +1,4 @@
-"""AnnData export (phenoica.h5ad): parquet -> h5ad -> phenoica gives identical tables and identical
+"""AnnData export (phenoica.sources.h5ad): parquet -> h5ad -> phenoica gives identical tables and identical
 guide and gene profiles; a results folder's levels are written with the hit calls joined to obs."""
 
 from __future__ import annotations
@@ -6,9 +6,9 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from phenoica import h5ad
 from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.screen import ScreenError
+from phenoica.sources import h5ad
 from tests import report_fixtures as F
 
 ad = pytest.importorskip("anndata")  # extra 'scverse'
@@ -82,13 +82,96 @@ def test_export_run_writes_every_level(screen, tmp_path):
         h5ad.export_run(tmp_path / "empty")
 
 
-def test_h5ad_embeddings_are_an_input_with_the_contract_checks(screen, tmp_path):
+def _as_h5ad(files, folder, rename=None):
+    """Each embeddings parquet as an ``.h5ad`` of image embeddings (features renamed by ``rename``)."""
+    out = []
+    for f in files:
+        table = pd.read_parquet(f).rename(columns=rename or {})
+        out.append(h5ad.write_h5ad(h5ad.to_anndata(table, "image", "other", "base"), folder / f"{f.stem}.h5ad"))
+    return out
+
+
+def _door(tmp_path, pattern, **screen):
+    """The door (:func:`phenoica.validate.check_screen_once`) on a source-embeddings config."""
+    from phenoica import validate
+    from phenoica.config import run_models, validate_config
+
+    cfg = {"results": str(tmp_path / "res"), "screen": {"source": "embeddings", "embeddings": pattern, **screen}}
+    cfg = validate_config(run_models(cfg, cfg))
+    return validate.check_screen_once(cfg, {}, tmp_path / "res" / "validated.json")
+
+
+def test_h5ad_embeddings_give_the_parquet_table_and_identical_scores(tmp_path):
+    """parquet -> h5ad -> phenoica: the embeddings source reads an ``.h5ad`` as the table its
+    parquet holds (same profiles, to the bit), and the guides' scores are identical."""
+    from phenoica.classify import classify_guides, null_guide_design
+    from phenoica.profiles import gather_profiles, plan_embeddings
+    from phenoica.splits import leave_one_batch_out
+
+    files, _ = F.write_screen(tmp_path)
+    h5ads = _as_h5ad(files, tmp_path)
+    assert plan_embeddings(h5ads) == plan_embeddings(files)
+    a, b = gather_profiles(files), gather_profiles(h5ads)
+    pd.testing.assert_frame_equal(a, b)
+    pd.testing.assert_frame_equal(gather_profiles(files, "well"), gather_profiles(h5ads, "well"))
+    cfg = {"num_boost_round": 20, "n_null_guides": 2, "min_train_samples": 3, "lightgbm": {"num_threads": 1}}
+    scores = [
+        classify_guides(t, None, leave_one_batch_out(t), cfg, 0, "base", "m", nulls=null_guide_design(t, 2, seed=0))
+        for t in (a, b)
+    ]
+    assert (scores[0]["status"] == "ok").any()
+    pd.testing.assert_frame_equal(scores[0], scores[1])
+    # the same table on disk
+    pd.testing.assert_frame_equal(
+        pd.read_parquet(h5ad.h5ad_to_parquet(h5ads[0], tmp_path / "x.parquet")), pd.read_parquet(files[0])
+    )
+
+
+def test_h5ad_embeddings_pass_the_door_with_the_parquet_checks(tmp_path):
+    """The door checks an ``.h5ad`` screen as a parquet one: the same report for a valid screen;
+    for a broken one the same problems, naming the ``.h5ad`` files; features chosen by name."""
+    files, _ = F.write_screen(tmp_path / "pq")
+    _as_h5ad(files, tmp_path)
+    want = _door(tmp_path / "a", str(tmp_path / "pq" / "embeddings" / "*.parquet"))
+    got = _door(tmp_path / "b", str(tmp_path / "*.h5ad"))
+    assert got["models"] == want["models"] and got["models"]["embeddings"]["features"] == F.DIM
+    # another tool's feature names: the same feature choice (feature_regex) as for parquet
+    names = {f"emb_{i:04d}": f"PC{i + 1}" for i in range(F.DIM)}
+    (tmp_path / "pcs").mkdir()
+    _as_h5ad(files, tmp_path / "pcs", names)
+    assert _door(tmp_path / "c", str(tmp_path / "pcs" / "*.h5ad"), feature_regex="PC[0-9]+")["models"] == want["models"]
+    with pytest.raises(ScreenError, match=r"P1.h5ad.*no feature columns|no feature columns.*P1.h5ad"):
+        _door(tmp_path / "d", str(tmp_path / "pcs" / "*.h5ad"))
+    # a guide under two genes: the same problem as in parquet, named by the h5ad file and row
+    bad = pd.read_parquet(files[1])
+    bad.loc[bad["Metadata_Guide"] == "G1_g1", "Metadata_Gene"] = "G2"
+    (tmp_path / "bad").mkdir()
+    bad.to_parquet(tmp_path / "bad" / "P2.parquet", index=False)
+    h5ad.write_h5ad(h5ad.to_anndata(bad, "image", "other", "base"), tmp_path / "bad" / "P2.h5ad")
+    pd.read_parquet(files[0]).to_parquet(tmp_path / "bad" / "P1.parquet", index=False)
+    _as_h5ad(files[:1], tmp_path / "bad")
+    messages = []
+    for ext in ("parquet", "h5ad"):
+        with pytest.raises(ScreenError) as info:
+            _door(tmp_path / f"e_{ext}", str(tmp_path / "bad" / f"*.{ext}"))
+        messages.append(str(info.value))
+    assert "G1_g1" in messages[1] and "P2.h5ad" in messages[1]
+    assert messages[1] == messages[0].replace(".parquet", ".h5ad")
+
+
+@pytest.mark.filterwarnings("ignore:Variable names are not unique")  # anndata's, for the duplicate made here
+def test_broken_h5ad_embeddings_name_the_file(screen, tmp_path):
+    """Missing Metadata_ columns, a file that is not AnnData, and a feature twice name the file."""
     _, _, table = screen
-    renamed = table.rename(columns={f"emb_{i:04d}": f"PC{i + 1}" for i in range(F.DIM)})  # another tool's names
-    path = h5ad.write_h5ad(h5ad.to_anndata(renamed, "image", "other", "base"), tmp_path / "in.h5ad")
-    out = h5ad.h5ad_to_parquet(path, tmp_path / "in.parquet")
-    _same(pd.read_parquet(out), table)  # features back as emb_0000 ..., identical values
     broken = h5ad.to_anndata(table.drop(columns=["Metadata_Plate"]), "image", "other", "base")
     bad = h5ad.write_h5ad(broken, tmp_path / "bad.h5ad")
     with pytest.raises(ScreenError, match=r"bad.h5ad: missing required column\(s\) \['Metadata_Plate'\]"):
         h5ad.read_h5ad_embeddings(bad)
+    junk = tmp_path / "junk.h5ad"
+    junk.write_bytes(b"not an h5ad")
+    with pytest.raises(ScreenError, match=r"junk.h5ad: not a readable .h5ad file"):
+        h5ad.parquet_source(junk)
+    twice = h5ad.to_anndata(table, "image", "other", "base")
+    twice.var_names = ["emb_0000"] * F.DIM
+    with pytest.raises(ScreenError, match=r"twice.h5ad: feature name\(s\) \['emb_0000'\]"):
+        h5ad.read_h5ad_profiles(h5ad.write_h5ad(twice, tmp_path / "twice.h5ad"))

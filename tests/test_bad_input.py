@@ -136,7 +136,7 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
     assert wf.plate_digest(cfg, "P1") and wf.plate_digest(cfg, "P1") != wf.plate_digest(cfg, "P2")
     rows = read_plate_metadata(path, "P1")
     assert set(rows["Metadata_Plate"]) == {"P1"} and len(rows) == (metadata["Metadata_Plate"] == "P1").sum()
-    from phenoica.ingest import validate_plate_map
+    from phenoica.sources.plate_map import validate_plate_map
 
     wells = metadata.drop(columns=["Metadata_Site", "Metadata_ImageIndex"]).drop_duplicates(
         ["Metadata_Plate", "Metadata_Well"]
@@ -146,7 +146,7 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
 
 
 def test_plate_map_guide_under_two_genes():
-    from phenoica.ingest import validate_plate_map
+    from phenoica.sources.plate_map import validate_plate_map
 
     wells = (
         make_metadata()
@@ -189,7 +189,7 @@ def test_embeddings_from_elsewhere_keep_the_contract_across_files(tmp_path, meta
 
 
 def test_int8_tiles_are_rejected_by_the_library_as_by_the_workflow():
-    from phenoica.preprocess import prepare
+    from phenoica.sources.preprocess import prepare
 
     with pytest.raises(ScreenError, match="unsupported dtype int8; expected uint8 or uint16"):
         prepare(np.zeros((1, 2, 8, 8), np.int8), 8, source="P1.zarr")
@@ -326,19 +326,20 @@ def test_a_screen_that_passed_is_not_checked_again_until_it_changes(tmp_path, mo
 def test_image_and_hcs_plate_geometry_without_reading_the_plates(tmp_path):
     """The screen check reads a plate's channels and image size from file names and one header
     (images) or from NGFF metadata (OME-Zarr), as ingest would find them."""
-    from phenoica import ingest
+    from phenoica.sources.images import image_plate_geometry
+    from phenoica.sources.ome_zarr import hcs_plate_geometry
     from tests.test_ingest import H, W, hcs_pixels, make_pixels, write_hcs_by_hand_v3, write_png
 
     root = tmp_path / "images"
     for (well, site, ch), arr in make_pixels("uint8", 0, ["1", "2", "3"]).items():
         write_png(root / "P1" / f"{well}_s{site}_w{ch}.png", arr)
     pattern = "{plate}/{well}_s{site}_w{channel}.png"
-    assert ingest.image_plate_geometry(root, pattern, "P1") == (["1", "2", "3"], (H, W))
-    assert ingest.image_plate_geometry(root, pattern, "P1", ["3", "1"]) == (["3", "1"], (H, W))
+    assert image_plate_geometry(root, pattern, "P1") == (["1", "2", "3"], (H, W))
+    assert image_plate_geometry(root, pattern, "P1", ["3", "1"]) == (["3", "1"], (H, W))
     with pytest.raises(ScreenError, match=r"\(plate P9\): no image files match the pattern"):
-        ingest.image_plate_geometry(root, pattern, "P9")
+        image_plate_geometry(root, pattern, "P9")
     write_hcs_by_hand_v3(tmp_path / "P1.zarr", hcs_pixels("uint16", (1, 2, 1, H, W), seed=0))
-    assert ingest.hcs_plate_geometry(tmp_path / "P1.zarr") == (["c0", "c1"], (H, W))
+    assert hcs_plate_geometry(tmp_path / "P1.zarr") == (["c0", "c1"], (H, W))
 
 
 # --------------------------------------------------------------------------- issue 23: one table of cases

@@ -15,8 +15,8 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 from phenoica.embed import TIMING_KEY, assemble, embed_plate, iter_chunks, parts_dir, resolve_device, write_part
-from phenoica.preprocess import prepare
 from phenoica.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
+from phenoica.sources.preprocess import prepare
 
 torch.set_num_threads(1)
 

@@ -13,7 +13,7 @@ from phenoica.contract import ConfigError
 from phenoica.models.features import FeatureExtractor, build_feature_extractor
 from phenoica.models.spec import training_spec
 from phenoica.models.vit import build_encoder
-from phenoica.preprocess import normalize_crops, prepare, scale_intensity
+from phenoica.sources.preprocess import normalize_crops, prepare, scale_intensity
 
 SPEC = dict(validate_config({})["models"]["mae"], img_size=16, patch_size=4, embed_dim=32, depth=3, num_heads=2)
 CA_SPEC = dict(SPEC, channel_agnostic=True)

@@ -12,7 +12,6 @@ import tifffile
 import zarr
 from PIL import Image
 
-from phenoica import ingest
 from phenoica.screen import (
     IMAGE_INDEX,
     REQUIRED_COLUMNS,
@@ -23,6 +22,7 @@ from phenoica.screen import (
     plate_channels,
     read_metadata,
 )
+from phenoica.sources import images, ome_zarr, plate_map
 
 H, W = 6, 10  # non-square so that a swapped axis shows
 WELLS = ["A01", "B02"]
@@ -102,7 +102,7 @@ def rxrx(tmp_path: Path) -> tuple[Path, dict]:
 
 
 def test_normalize_well_and_natural_sort() -> None:
-    assert [ingest.normalize_well(w) for w in ["A1", "a01", "B12", "AB003", "r01c01", " H7 "]] == [
+    assert [plate_map.normalize_well(w) for w in ["A1", "a01", "B12", "AB003", "r01c01", " H7 "]] == [
         "A01",
         "A01",
         "B12",
@@ -110,8 +110,8 @@ def test_normalize_well_and_natural_sort() -> None:
         "r01c01",
         "H07",
     ]
-    assert ingest.natural_sorted(["w10", "w2", "W1", "DAPI"]) == ["DAPI", "W1", "w2", "w10"]
-    assert ingest.hcs_plate_name("/data/hcs/Plate-7.zarr") == "Plate-7"
+    assert plate_map.natural_sorted(["w10", "w2", "W1", "DAPI"]) == ["DAPI", "W1", "w2", "w10"]
+    assert ome_zarr.hcs_plate_name("/data/hcs/Plate-7.zarr") == "Plate-7"
 
 
 # --------------------------------------------------------------------------- plate map
@@ -120,7 +120,7 @@ def test_normalize_well_and_natural_sort() -> None:
 def test_read_plate_map_normalizes_and_keeps_extras(tmp_path: Path) -> None:
     path = tmp_path / "map.csv"
     plate_map_frame().to_csv(path, index=False)
-    pm = ingest.read_plate_map(path)
+    pm = plate_map.read_plate_map(path)
     assert pm["Metadata_Well"].tolist() == ["A01", "B02", "C03", "A01"]
     assert pm["Metadata_Dose"].dtype == np.float64
     assert pm["Metadata_Note"].tolist() == ["n0", "n1", "n2", "other"]
@@ -130,21 +130,21 @@ def test_read_plate_map_missing_column_names_file_and_column(tmp_path: Path) -> 
     path = tmp_path / "map.csv"
     plate_map_frame().drop(columns=["Metadata_Guide"]).to_csv(path, index=False)
     with pytest.raises(ScreenError, match=r"map\.csv.*Metadata_Guide"):
-        ingest.read_plate_map(path)
+        plate_map.read_plate_map(path)
 
 
 def test_read_plate_map_duplicate_well_after_normalizing(tmp_path: Path) -> None:
     path = tmp_path / "map.csv"
     plate_map_frame(["A1", "A01"]).to_csv(path, index=False)
     with pytest.raises(ScreenError, match=r"map\.csv: duplicate \(plate, well\) \(P1, A01\) at rows \[0, 1\]"):
-        ingest.read_plate_map(path)
+        plate_map.read_plate_map(path)
 
 
 def test_plate_map_rejects_non_metadata_and_per_image_columns() -> None:
     with pytest.raises(ScreenError, match="'notes'"):
-        ingest.validate_plate_map(plate_map_frame().assign(notes="x"))
+        plate_map.validate_plate_map(plate_map_frame().assign(notes="x"))
     with pytest.raises(ScreenError, match="Metadata_Site"):
-        ingest.validate_plate_map(plate_map_frame().assign(Metadata_Site=1))
+        plate_map.validate_plate_map(plate_map_frame().assign(Metadata_Site=1))
 
 
 # --------------------------------------------------------------------------- image files
@@ -152,7 +152,7 @@ def test_plate_map_rejects_non_metadata_and_per_image_columns() -> None:
 
 def test_discover_images_default_pattern(rxrx: tuple[Path, dict]) -> None:
     root, _ = rxrx
-    found = ingest.discover_images(root, ingest.DEFAULT_PATTERN, "P1")
+    found = images.discover_images(root, images.DEFAULT_PATTERN, "P1")
     assert list(found.columns) == ["plate", "well", "site", "channel", "path"]
     assert len(found) == 12  # 2 wells x 2 sites x 3 channels; notes.txt, sX and P2 ignored
     assert set(found["plate"]) == {"P1"} and set(found["well"]) == set(WELLS)
@@ -165,22 +165,22 @@ def test_default_pattern_matches_config_schema() -> None:
     from phenoica.config import load_schema
 
     screen = load_schema()["properties"]["screen"]["properties"]
-    assert screen["image_pattern"]["default"] == ingest.DEFAULT_PATTERN
+    assert screen["image_pattern"]["default"] == images.DEFAULT_PATTERN
 
 
 def test_two_files_for_one_image_are_an_error(rxrx: tuple[Path, dict]) -> None:
     root, pixels = rxrx
     write_png(root / "P1" / "A1_s1_w1.png", pixels[("A01", 1, "1")])  # same image as A01_s1_w1.png
     with pytest.raises(ScreenError, match=r"well A01 site 1 channel '1' matches more than one file"):
-        ingest.discover_images(root, ingest.DEFAULT_PATTERN, "P1")
+        images.discover_images(root, images.DEFAULT_PATTERN, "P1")
 
 
 def test_ingest_png_uint8_round_trip(rxrx: tuple[Path, dict], tmp_path: Path, caplog) -> None:
     root, pixels = rxrx
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     with caplog.at_level(logging.WARNING, logger=LOG.name):
-        meta = ingest.ingest_image_plate(
-            root, ingest.DEFAULT_PATTERN, plate_map_frame(), "P1", store, meta_path, chunk_images=3, log=LOG
+        meta = images.ingest_image_plate(
+            root, plate_map_frame(), "P1", store, meta_path, images.ImageIngestOptions(chunk_images=3), log=LOG
         )
     assert any("C03" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     tiles = open_plate(store)
@@ -210,8 +210,14 @@ def test_ingest_tiff_uint16_custom_pattern_and_channel_order(tmp_path: Path) -> 
         write_tiff(root / "P1" / f"site{site}" / "BF" / f"P1_{well}.tif", arr)  # not in channels: ignored
     write_tiff(root / "P1" / "site1" / "GFP" / "P2_A01.tif", pixels[("A01", 1, "GFP")])  # other plate
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
-    meta = ingest.ingest_image_plate(
-        root, pattern, plate_map_frame(["A01", "B2"]), "P1", store, meta_path, channels=channels, log=LOG
+    meta = images.ingest_image_plate(
+        root,
+        plate_map_frame(["A01", "B2"]),
+        "P1",
+        store,
+        meta_path,
+        images.ImageIngestOptions(pattern=pattern, channels=channels),
+        log=LOG,
     )
     tiles = open_plate(store)
     assert tiles.dtype == np.uint16
@@ -230,10 +236,16 @@ def test_ingest_png_uint16_without_site_field(tmp_path: Path) -> None:
     for (well, ch), arr in pixels.items():
         write_png(root / f"{well}-ch{ch}.png", arr)
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
-    meta = ingest.ingest_image_plate(
-        root, "{well}-ch{channel}.png", plate_map_frame(["A01", "B02"]), "P1", store, meta_path, log=LOG
+    meta = images.ingest_image_plate(
+        root,
+        plate_map_frame(["A01", "B02"]),
+        "P1",
+        store,
+        meta_path,
+        images.ImageIngestOptions(pattern="{well}-ch{channel}.png"),
+        log=LOG,
     )
-    assert meta[SITE].tolist() == [ingest.DEFAULT_SITE] * 2
+    assert meta[SITE].tolist() == [images.DEFAULT_SITE] * 2
     want = np.stack([np.stack([pixels[(w, c)] for c in ["1", "2", "3"]]) for w in WELLS])
     np.testing.assert_array_equal(open_plate(store)[:], want)
 
@@ -242,18 +254,15 @@ def test_images_of_unmapped_wells_are_skipped_with_a_warning(rxrx: tuple[Path, d
     root, pixels = rxrx
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     with caplog.at_level(logging.WARNING, logger=LOG.name):
-        meta = ingest.ingest_image_plate(
-            root, ingest.DEFAULT_PATTERN, plate_map_frame(["B02"]), "P1", store, meta_path, log=LOG
-        )
+        meta = images.ingest_image_plate(root, plate_map_frame(["B02"]), "P1", store, meta_path, log=LOG)
     assert any("A01" in r.getMessage() and "absent from the plate map" in r.getMessage() for r in caplog.records)
     assert meta[WELL].tolist() == ["B02", "B02"]
     np.testing.assert_array_equal(open_plate(store)[:], expected_tiles(pixels, ["1", "2", "3"])[2:])
 
 
 def _ingest_rxrx(root: Path, tmp_path: Path) -> pd.DataFrame:
-    return ingest.ingest_image_plate(
+    return images.ingest_image_plate(
         root,
-        ingest.DEFAULT_PATTERN,
         plate_map_frame(),
         "P1",
         tmp_path / "out" / "P1.zarr",
@@ -308,13 +317,13 @@ def test_float_and_rgb_tiff_are_rejected(tmp_path: Path, arr: np.ndarray, messag
             write_tiff(root / f"{well}_{ch}.tif", np.ones((H, W), np.uint8))
     write_tiff(root / "B02_2.tif", arr)
     with pytest.raises(ScreenError, match=rf"B02_2\.tif: {message}"):
-        ingest.ingest_image_plate(
+        images.ingest_image_plate(
             root,
-            "{well}_{channel}.tif",
             plate_map_frame(),
             "P1",
             tmp_path / "out" / "P1.zarr",
             tmp_path / "out" / "P1.parquet",
+            images.ImageIngestOptions(pattern="{well}_{channel}.tif"),
             log=LOG,
         )
     assert_no_outputs(tmp_path)
@@ -331,9 +340,8 @@ def test_unreadable_file_names_file(rxrx: tuple[Path, dict], tmp_path: Path) -> 
 def test_plate_absent_from_plate_map(rxrx: tuple[Path, dict], tmp_path: Path) -> None:
     root, _ = rxrx
     with pytest.raises(ScreenError, match="no rows for plate 'P9'"):
-        ingest.ingest_image_plate(
+        images.ingest_image_plate(
             root,
-            ingest.DEFAULT_PATTERN,
             plate_map_frame(),
             "P9",
             tmp_path / "out" / "P9.zarr",
@@ -346,7 +354,7 @@ def test_plate_absent_from_plate_map(rxrx: tuple[Path, dict], tmp_path: Path) ->
 @pytest.mark.parametrize("pattern", ["{well}_{site}.png", "{well}_{channel:02d}.png", "{plate}/{gene}_{channel}.png"])
 def test_bad_patterns_are_value_errors(tmp_path: Path, pattern: str) -> None:
     with pytest.raises(ValueError, match="image pattern"):
-        ingest.discover_images(tmp_path, pattern, "P1")
+        images.discover_images(tmp_path, pattern, "P1")
 
 
 # --------------------------------------------------------------------------- OME-Zarr HCS
@@ -428,8 +436,8 @@ def test_ome_zarr_writer_plate_round_trip(tmp_path: Path, version: str, caplog) 
     write_hcs_with_ome_zarr(hcs, version, pixels, "czyx")
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     with caplog.at_level(logging.WARNING, logger=LOG.name):
-        meta = ingest.ingest_ome_zarr_plate(
-            hcs, plate_map_frame(), ingest.hcs_plate_name(hcs), store, meta_path, chunk_images=3, log=LOG
+        meta = ome_zarr.ingest_ome_zarr_plate(
+            hcs, plate_map_frame(), ome_zarr.hcs_plate_name(hcs), store, meta_path, chunk_images=3, log=LOG
         )
     assert any("C03" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     tiles = open_plate(store)
@@ -448,7 +456,7 @@ def test_hand_written_v3_tczyx_plate(tmp_path: Path) -> None:
     hcs = tmp_path / "hcs" / "P1.zarr"
     write_hcs_by_hand_v3(hcs, pixels)
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
-    meta = ingest.ingest_ome_zarr_plate(hcs, plate_map_frame(["A1", "B2"]), "P1", store, meta_path, log=LOG)
+    meta = ome_zarr.ingest_ome_zarr_plate(hcs, plate_map_frame(["A1", "B2"]), "P1", store, meta_path, log=LOG)
     want = np.stack([pixels[(w, f)][0].max(axis=1) for w in ["A1", "B2"] for f in range(2)])  # t = 0, max z
     tiles = open_plate(store)
     assert tiles.dtype == np.uint16
@@ -460,7 +468,7 @@ def test_hand_written_v3_tczyx_plate(tmp_path: Path) -> None:
 def assert_hcs_ingest_fails(tmp_path: Path, hcs: Path, match: str) -> None:
     """Ingesting plate P1 of ``hcs`` (wells A1, B2 in the plate map) raises ``match`` and writes nothing."""
     with pytest.raises(ScreenError, match=match):
-        ingest.ingest_ome_zarr_plate(
+        ome_zarr.ingest_ome_zarr_plate(
             hcs,
             plate_map_frame(["A1", "B2"]),
             "P1",

@@ -8,9 +8,9 @@ import pytest
 import torch
 
 from phenoica import screen
-from phenoica.preprocess import crop_grid, normalize_per_channel, prepare, scale_intensity
 from phenoica.profiles import aggregate_wells, expand_embedding_column, gather_profiles
 from phenoica.screen import ScreenError, check_plate_against_metadata, open_plate, validate_metadata, write_plate
+from phenoica.sources.preprocess import crop_grid, normalize_per_channel, prepare, scale_intensity
 
 
 def test_valid_metadata_passes_and_extra_columns_travel(metadata):

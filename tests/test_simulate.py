@@ -9,8 +9,9 @@ import torch
 from scipy import stats
 from skimage import feature, measure
 
-from phenoica import metrics, preprocess, screen
+from phenoica import metrics, screen
 from phenoica.config import demo_plates, validate_config
+from phenoica.sources import preprocess
 from phenoica.sources.demo import design as sim_design
 from phenoica.sources.demo import layout as sim_layout
 from phenoica.sources.demo import nuisance as sim_nuisance
@@ -292,7 +293,7 @@ def render_one(name: str, value: float, n: int = 8, size: int = 48, **kwargs) ->
 
 
 def normalized(images: np.ndarray) -> np.ndarray:
-    """The MAE's per-image, per-channel instance normalization (phenoica.preprocess)."""
+    """The MAE's per-image, per-channel instance normalization (phenoica.sources.preprocess)."""
     return preprocess.normalize_per_channel(torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))).numpy()
 
 

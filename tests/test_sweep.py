@@ -21,7 +21,7 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     trains the concentration models); the section marks the chosen row; the figure is written."""
     from phenoica.classify import classify_shard
     from phenoica.hits import screen_calls
-    from phenoica.positive_control import ControlDesign, write_screen
+    from phenoica.sources.positive_control import ControlDesign, write_screen
     from phenoica.splits import leave_one_batch_out
     from phenoica.sweep import SweepOptions, sweep_model, sweep_report_files
     from phenoica.variants import component_name, fit_variants

@@ -3,7 +3,7 @@
 The plate's ``tiles`` array is read through dask chunk by chunk along images, keeping the
 channels the model takes in the model's order (``channels``: names of the store's channels);
 while the model runs on one chunk, ``loader_threads`` background threads read the next ones.
-Preprocessing (:func:`phenoica.preprocess.prepare`: scale, per-channel normalization of each
+Preprocessing (:func:`phenoica.sources.preprocess.prepare`: scale, per-channel normalization of each
 image or each crop as the model's recipe says, centred non-overlapping crops) runs in those
 threads on the CPU; on CUDA the raw integer tiles travel to the GPU (a quarter of the bytes of
 float32 for uint8), through pinned memory on a side stream, and are prepared there. Crops go
@@ -49,7 +49,6 @@ from phenoica.io import atomic_path, get_logger
 from phenoica.models.checkpoint import file_sha256
 from phenoica.models.device import InFlight, Staging, resolve_device
 from phenoica.models.vit import shares_channels
-from phenoica.preprocess import NORMALIZATIONS, NORMALIZE_IMAGE, dtype_max, prepare
 from phenoica.screen import (
     IMAGE_INDEX,
     PLATE,
@@ -64,6 +63,7 @@ from phenoica.screen import (
     read_metadata,
     validate_metadata,
 )
+from phenoica.sources.preprocess import NORMALIZATIONS, NORMALIZE_IMAGE, dtype_max, prepare
 
 MANIFEST = "manifest.json"
 PARTS_FORMAT = 2
@@ -490,7 +490,7 @@ def embed_plate(
     (``{plate}.zarr``). ``model`` maps (B, C, s, s) crops to (B, D); it is put in eval mode and
     moved to the device. ``channels`` names the store's channels the model takes, in its order
     (None = all, as stored; ``channels_key`` names the config key in errors); ``normalize`` is
-    the model's preprocessing (:mod:`phenoica.preprocess`). ``batch_size`` counts crops per
+    the model's preprocessing (:mod:`phenoica.sources.preprocess`). ``batch_size`` counts crops per
     forward pass; ``chunk_images`` images are streamed (and resumed) at a time, default the
     store's chunk length; ``loader_threads`` chunks are read ahead. ``preprocess_on_device``
     ships raw tiles to the device and prepares them there (None = on CUDA only). ``identity`` names the model

@@ -34,8 +34,8 @@ from phenoica.models.vit import (
     save_checkpoint,
     sincos_grid,
 )
-from phenoica.preprocess import normalize_per_channel, scale_intensity
 from phenoica.screen import ScreenError, open_plate
+from phenoica.sources.preprocess import normalize_per_channel, scale_intensity
 
 # --------------------------------------------------------------------------------------------
 # Masked autoencoder
@@ -265,7 +265,7 @@ def random_crops(
 ) -> torch.Tensor:
     """A batch of ``crop`` x ``crop`` random crops of randomly chosen images, preprocessed.
 
-    Each chosen image is scaled and instance-normalized whole (phenoica.preprocess), then one
+    Each chosen image is scaled and instance-normalized whole (phenoica.sources.preprocess), then one
     random crop is cut. Returns (batch_size, C, crop, crop) float32 (CPU).
     """
     sizes = torch.tensor([len(a) for a in images])

@@ -57,6 +57,7 @@ from phenoica.screen import (
     feature_name,
     metadata_columns,
 )
+from phenoica.sources.h5ad import parquet_source
 
 #: Rows per streamed batch (and per written row group) when the config does not say.
 DEFAULT_BATCH_ROWS = 65_536
@@ -85,7 +86,7 @@ def open_parquet(path: Path | str) -> pq.ParquetFile:
     """A parquet file opened for streaming: ``pre_buffer`` off, since with it pyarrow keeps
     the read-ahead of every row group ``iter_batches`` has passed until the end (memory then
     grows with the file: measured 430 MB -> 1.9 GB over a 1.5 GB table)."""
-    return pq.ParquetFile(str(path), pre_buffer=False)
+    return pq.ParquetFile(parquet_source(str(path)), pre_buffer=False)
 
 
 def _numeric(dtype: pa.DataType) -> bool:
@@ -454,7 +455,7 @@ def _plan(
         if not Path(path).exists():
             raise FileNotFoundError(f"{path}: embedding file not found")
         try:
-            schema = pq.read_schema(path)
+            schema = pq.read_schema(parquet_source(path))
         except (pa.ArrowInvalid, OSError) as exc:
             raise ScreenError(f"{path}: not a readable parquet file ({exc})") from None
         columns = data_columns(schema)
@@ -735,7 +736,7 @@ def _well_plan(plan: _Plan, genes: _GeneTypes) -> list[str]:
     for file in plan.files:
         if WELL not in file.metadata:
             raise ScreenError(f"{file.path}: well-level analysis needs the {WELL} column")
-        meta = screen.normalize_names(pq.read_table(file.path, columns=file.metadata).to_pandas())
+        meta = screen.normalize_names(pq.read_table(parquet_source(file.path), columns=file.metadata).to_pandas())
         screen.validate_profile_metadata(meta, source=file.path)
         missing = meta[WELL].isna().to_numpy()
         if missing.any():

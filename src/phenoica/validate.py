@@ -33,6 +33,7 @@ import pandas as pd
 from phenoica import screen
 from phenoica.io import atomic_path, get_logger
 from phenoica.screen import ScreenError, raise_problems
+from phenoica.sources.h5ad import parquet_source
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 2
@@ -80,24 +81,24 @@ def _zarr_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: 
 def _plate_map_geometry(
     cfg: Mapping[str, Any], plates: Mapping[str, str], problems: list[str]
 ) -> dict[str, PlateGeometry]:
-    from phenoica import ingest
+    from phenoica.sources.images import image_plate_geometry
+    from phenoica.sources.ome_zarr import hcs_plate_geometry
+    from phenoica.sources.plate_map import validate_plate_map
     from phenoica.workflow import user_table
 
-    plate_map = ingest.validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
+    plate_map = validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
     raise_problems(str(cfg["plate_map"]), screen.control_problems(plate_map))
     out = {}
     for plate, batch in plates.items():
         try:
             if cfg["source"] == "images":
-                channels, (h, w) = ingest.image_plate_geometry(
-                    cfg["images_dir"], cfg["image_pattern"], plate, cfg["channels"]
-                )
+                channels, (h, w) = image_plate_geometry(cfg["images_dir"], cfg["image_pattern"], plate, cfg["channels"])
             elif cfg["source"] == "loaddata":  # issue 25
-                from phenoica.loaddata import plate_geometry as loaddata_geometry
+                from phenoica.sources.loaddata import plate_geometry as loaddata_geometry
 
                 channels, (h, w) = loaddata_geometry(cfg["loaddata"], cfg["loaddata_channels"], plate)
             else:
-                channels, (h, w) = ingest.hcs_plate_geometry(Path(cfg["ome_zarr_dir"]) / f"{plate}.zarr")
+                channels, (h, w) = hcs_plate_geometry(Path(cfg["ome_zarr_dir"]) / f"{plate}.zarr")
             out[plate] = PlateGeometry(batch, channels, h, w)
         except ScreenError as exc:
             problems.append(str(exc))
@@ -284,9 +285,9 @@ def _embedding_metadata(paths: list[str]) -> pd.DataFrame:
     for path in paths:
         import pyarrow.parquet as pq
 
-        names = pq.read_schema(path).names
+        names = pq.read_schema(parquet_source(path)).names
         screen.check_columns(names, screen.PROFILE_COLUMNS, path, "an embedding file needs")
-        part = pq.read_table(path, columns=[c for c in wanted if c in names]).to_pandas()
+        part = pq.read_table(parquet_source(path), columns=[c for c in wanted if c in names]).to_pandas()
         part.index = [f"{path} row {i}" for i in range(len(part))]
         parts.append(part)
     table = pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted))
@@ -335,14 +336,14 @@ def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str]:
     """The table that describes the whole screen, and its name: the metadata (zarr, one row
     per image), the plate map (images / ome_zarr, one row per well); None for the demo and for
     embeddings (read by :func:`embedding_problems`)."""
-    from phenoica import ingest
+    from phenoica.sources.plate_map import validate_plate_map
     from phenoica.workflow import user_table
 
     cfg = config["screen"]
     if cfg["source"] == "zarr":
         return screen.validate_screen_metadata(user_table(cfg["metadata"]), str(cfg["metadata"])), str(cfg["metadata"])
     if cfg["source"] in ("images", "ome_zarr"):
-        table = ingest.validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
+        table = validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
         return table, str(cfg["plate_map"])
     return None, ""
 
@@ -431,7 +432,7 @@ def contract_problems(
             problems += [f"embeddings of model {model}: {p}" for p in found]
     elif source != "demo":
         table, name = screen_table(config)
-        if table is not None:  # source loaddata: its plate map is checked by phenoica.loaddata
+        if table is not None:  # source loaddata: its plate map is checked by phenoica.sources.loaddata
             found, notes = scoring_problems(table, config, name)
             problems += [f"{name}: {p}" for p in found]
     problems += annotation_problems(config)
@@ -471,7 +472,7 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
     elif source in ("images", "ome_zarr", "loaddata"):
         digests = wf.plate_digests(str(cfg["plate_map"]))
         if source == "loaddata":  # issue 25: a changed LoadData CSV is checked again
-            from phenoica.loaddata import csv_paths
+            from phenoica.sources.loaddata import csv_paths
 
             files += csv_paths(cfg["loaddata"])
         if source == "ome_zarr":

@@ -14,7 +14,7 @@
   ``emb_{channel}_{j}``).
 
 Each extractor also says how its crops are preprocessed (``normalize``, see
-:mod:`phenoica.preprocess`) and which crop size it takes (``img_size``).
+:mod:`phenoica.sources.preprocess`) and which crop size it takes (``img_size``).
 """
 
 from __future__ import annotations
@@ -33,8 +33,8 @@ from phenoica.models.openphenom import NORMALIZE as OPENPHENOM_NORMALIZE
 from phenoica.models.openphenom import load_openphenom
 from phenoica.models.timm_models import build_timm_encoder
 from phenoica.models.vit import build_encoder, check_input, load_encoder, shares_channels
-from phenoica.preprocess import NORMALIZE_IMAGE
 from phenoica.screen import ScreenError, feature_name
+from phenoica.sources.preprocess import NORMALIZE_IMAGE
 
 POOLS = ("mean", "cls")
 

@@ -32,7 +32,7 @@ cell-state SD 4, about two thirds of the variance).
 
 Beside the embeddings it writes ``truth.parquet`` (gene, guide, ``has_effect``,
 ``affected_factors`` like ``factor_03+``, as the demo's truth table) and ``sources.parquet``
-(plate, well, site and every cell's true sources), which :mod:`phenoica.control_truth` reads
+(plate, well, site and every cell's true sources), which :func:`evaluate` reads
 to score a finished run. Seeds: ``rng_for(seed, "positive_control", screen, purpose)``.
 """
 
@@ -289,7 +289,7 @@ def evaluate(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m phenoica.positive_control write|evaluate``: write a known-truth screen, or
+    """``python -m phenoica.sources.positive_control write|evaluate``: write a known-truth screen, or
     print the scores of a finished run of one."""
     import argparse
 

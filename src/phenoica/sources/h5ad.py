@@ -5,9 +5,15 @@
 columns, ``var`` the feature names, ``uns["phenoica"]`` the level, model and variant. At guide and
 gene level the hit calls of that model and variant join ``obs`` (AUROC, p, q, hit; the mAP
 readout's where it ran). :func:`export_run` writes every level of every model and variant of a
-results folder; :func:`read_h5ad_profiles` reads an ``.h5ad`` back into the profile-table contract,
-and :func:`read_h5ad_embeddings` / :func:`h5ad_to_parquet` accept an ``.h5ad`` of embeddings as an
-input next to parquet, with the same contract checks.
+results folder; :func:`read_h5ad_profiles` reads an ``.h5ad`` back into the profile-table contract.
+
+An ``.h5ad`` of embeddings is an input next to parquet: ``screen.embeddings`` may match ``.h5ad``
+files (source ``embeddings``). Each is read as the table a parquet of the same screen holds
+(:func:`read_h5ad_profiles`: the ``Metadata_*`` obs columns, then ``X`` as float32 columns named
+by ``var``), and the embedding readers read that table's parquet encoding in memory
+(:func:`parquet_source`), so every contract check and every feature choice (``feature_prefix``,
+``feature_regex``, ``feature_columns``) works on it exactly as on a parquet file, naming the
+``.h5ad`` file. :func:`h5ad_to_parquet` writes the same table to disk.
 
 Levels and their files (``{results}``): ``image`` - ``embeddings/{model}/*.parquet`` (before any
 variant transform, variant ``base``); ``profile`` - ``variants/{model}/{variant}.parquet`` (the
@@ -15,28 +21,33 @@ level of config ``profiles.level``: image or well); ``guide`` and ``gene`` -
 ``biomap/{model}/{variant}/{guide,gene}_profiles.parquet``.
 
 ``anndata`` is an optional dependency (extra ``scverse``): imported when a function needs it.
-Command line: ``python -m phenoica.h5ad RESULTS [OUT]`` (OUT defaults to ``RESULTS/anndata``).
+Command line: ``python -m phenoica.sources.h5ad RESULTS [OUT]`` (OUT defaults to ``RESULTS/anndata``).
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import io
 import logging
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from phenoica.io import atomic_path
-from phenoica.screen import GENE, GUIDE, ScreenError, feature_columns, metadata_columns
+from phenoica.io import atomic_path, write_parquet
+from phenoica.screen import GENE, GUIDE, ScreenError, feature_columns, metadata_columns, validate_profile_metadata
 
 if TYPE_CHECKING:
     from anndata import AnnData
 
-log = logging.getLogger("phenoica.h5ad")
+log = logging.getLogger("phenoica.sources.h5ad")
 
 LEVELS = ("image", "profile", "guide", "gene")
+H5AD_SUFFIX = ".h5ad"
 #: Hit-call columns joined to obs at guide level (from scores/hits.parquet) and gene level (genes.parquet).
 GUIDE_CALLS = ("auroc", "p_value", "q_value", "hit", "mean_average_precision", "map_q_value", "map_hit")
 GENE_CALLS = ("n_guides", "n_guides_hit", "auroc", "p_value", "q_value", "hit")
@@ -99,8 +110,10 @@ def write_h5ad(adata: "AnnData", path: Path | str) -> Path:
 
 def read_h5ad_profiles(path: Path | str) -> pd.DataFrame:
     """An ``.h5ad`` of profiles as a phenoica profile table: its ``Metadata_*`` obs columns,
-    then ``X`` as float32 columns named by ``var`` (``emb_0000 ...`` for embeddings). Other obs columns are left out;
-    an obs without ``Metadata_`` columns is an error naming the file."""
+    then ``X`` as float32 columns named by ``var`` (``emb_0000 ...`` for phenoica's embeddings).
+    Other obs columns are left out; categorical obs columns become their values (a missing
+    value stays missing). An obs without ``Metadata_`` columns, and a feature name given twice
+    or also an obs column, are errors naming the file."""
     import anndata as ad
 
     adata = ad.read_h5ad(str(path))
@@ -109,34 +122,62 @@ def read_h5ad_profiles(path: Path | str) -> pd.DataFrame:
         raise ScreenError(f"{path}: obs has no Metadata_* columns (has {list(adata.obs.columns)[:8]})")
     for col in meta.columns:
         if isinstance(meta[col].dtype, pd.CategoricalDtype):
-            meta[col] = meta[col].astype(str)
+            meta[col] = meta[col].astype(object).where(meta[col].notna(), None)
+    names = [str(v) for v in adata.var_names]
+    twice = sorted({n for n in names if names.count(n) > 1} | (set(names) & set(map(str, meta.columns))))
+    if twice:
+        raise ScreenError(f"{path}: feature name(s) {twice[:8]} of var appear twice (in var, or in var and obs)")
     X = np.asarray(adata.X.toarray() if hasattr(adata.X, "toarray") else adata.X, dtype=np.float32)
-    feats = pd.DataFrame(X, columns=[str(v) for v in adata.var_names])
+    feats = pd.DataFrame(X, columns=names)
     return pd.concat([meta, feats], axis=1)
 
 
 def read_h5ad_embeddings(path: Path | str) -> pd.DataFrame:
     """An ``.h5ad`` of embeddings (e.g. from scanpy or another embedder) as an embeddings table of
-    the data contract: its ``Metadata_*`` obs columns, ``X`` as ``emb_0000 ...`` in ``var`` order
-    (the original feature names are logged), checked as any embeddings input is
-    (:func:`phenoica.screen.validate_profile_metadata`: the errors name the file and column)."""
-    from phenoica.screen import feature_name, validate_profile_metadata
-
+    the data contract (:func:`read_h5ad_profiles`: features named by ``var``), its metadata
+    checked as any embeddings input is (:func:`phenoica.screen.validate_profile_metadata`: the
+    errors name the file and column)."""
     table = read_h5ad_profiles(path)
-    features = feature_columns(table)
-    renamed = {f: feature_name(i) for i, f in enumerate(features)}
-    if any(k != v for k, v in renamed.items()):
-        log.info("%s: features %s... named %s...", path, features[:3], list(renamed.values())[:3])
-    table = table.rename(columns=renamed)
     validate_profile_metadata(table, source=str(path))
     return table
 
 
 def h5ad_to_parquet(path: Path | str, out: Path | str) -> Path:
     """:func:`read_h5ad_embeddings`, written atomically as a parquet embeddings file."""
-    from phenoica.io import write_parquet
-
     return write_parquet(read_h5ad_embeddings(path), out)
+
+
+def is_h5ad(path: Path | str) -> bool:
+    """Whether an embeddings file is an ``.h5ad`` (by its extension, any case)."""
+    return str(path).lower().endswith(H5AD_SUFFIX)
+
+
+@functools.lru_cache(maxsize=4)
+def _parquet_bytes(path: str, size: int, mtime_ns: int) -> bytes:
+    """The parquet encoding (as :func:`phenoica.io.write_parquet` writes it) of one ``.h5ad``'s
+    table; cached by path, size and modification time, since the readers open a file several
+    times (footer, metadata, rows)."""
+    try:
+        table = read_h5ad_profiles(path)
+    except ImportError:
+        raise ScreenError(f"{path}: reading .h5ad files needs anndata (pip install 'phenoica[scverse]')") from None
+    except (OSError, KeyError, ValueError) as exc:  # h5py and anndata's errors for a file that is not AnnData
+        raise ScreenError(f"{path}: not a readable .h5ad file ({type(exc).__name__}: {exc})") from None
+    buffer = io.BytesIO()
+    table.to_parquet(buffer, index=False)
+    log.info("%s: read as an embeddings table (%d bytes as parquet)", path, buffer.tell())
+    return buffer.getvalue()
+
+
+def parquet_source(path: Path | str) -> Any:
+    """What the parquet readers of the embedding files open: a parquet file's path unchanged, and
+    for an ``.h5ad`` the parquet encoding of its table (:func:`read_h5ad_profiles`) as an
+    in-memory ``pyarrow.BufferReader``, so that the table and every check on it are those of a
+    parquet file holding the same table."""
+    if not is_h5ad(path):
+        return path
+    st = os.stat(path)
+    return pa.BufferReader(_parquet_bytes(str(path), st.st_size, st.st_mtime_ns))
 
 
 def _level_files(results: Path, model: str, variant: str) -> dict[str, list[Path]]:

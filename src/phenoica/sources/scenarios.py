@@ -1,7 +1,7 @@
 """Inputs of the checked-in scenario configs (``config/scenarios/*.yaml``): one small screen in
 each form the workflow starts from, so every scenario runs by hand and in the tests.
 
-``python -m phenoica.scenarios [--config config/scenarios/demo.yaml] [--out scenario_data]``
+``python -m phenoica.sources.scenarios [--config config/scenarios/demo.yaml] [--out scenario_data]``
 writes, from the demo scenario's ``demo`` section and ``seed``:
 
 - ``screen/``: the demo screen in the data contract, ``plates/{plate}.zarr`` + one
@@ -15,7 +15,7 @@ writes, from the demo scenario's ``demo`` section and ``seed``:
   ``vector`` per image, 3 batches of controls and two genes, one with a strong effect on one
   feature and one without (source ``embeddings``);
 - ``positive_control/`` and ``cell_state/``: the known-truth embedding screens of
-  :mod:`phenoica.positive_control` (``embeddings/{batch}.parquet``, ``truth.parquet``,
+  :mod:`phenoica.sources.positive_control` (``embeddings/{batch}.parquet``, ``truth.parquet``,
   ``sources.parquet``; source ``embeddings``), drawn from ``seed``.
 
 Paths in the scenario configs are relative to the working directory, so run the workflow from
@@ -35,10 +35,10 @@ import zarr
 from PIL import Image
 
 from phenoica.config import read_yaml, validate_config
-from phenoica.positive_control import write_screen
 from phenoica.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
 from phenoica.seeding import rng_for
 from phenoica.sources.demo.plates import simulate_screen
+from phenoica.sources.positive_control import write_screen
 
 #: The checked-in scenarios, each ``config/scenarios/{name}.yaml``.
 SCENARIOS: tuple[str, ...] = (
@@ -51,7 +51,7 @@ SCENARIOS: tuple[str, ...] = (
     "positive_control",
     "cell_state",
 )
-#: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.positive_control`.
+#: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.sources.positive_control`.
 KNOWN_TRUTH_SCREENS: tuple[str, ...] = ("positive_control", "cell_state")
 #: Where the scenario configs expect their inputs (relative to the working directory).
 DATA_DIR = "scenario_data"

@@ -28,11 +28,12 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.ingest import _metadata, _plate_rows, _write, natural_key, normalize_well, read_image
 from phenoica.io import read_table
 from phenoica.screen import PLATE, SITE, WELL, ScreenError, check_columns, normalize_names
+from phenoica.sources.images import read_image
+from phenoica.sources.plate_map import natural_key, normalize_well, plate_metadata, plate_rows, write_plate_outputs
 
-log = logging.getLogger("phenoica.loaddata")
+log = logging.getLogger("phenoica.sources.loaddata")
 
 KEYS = (PLATE, WELL, SITE)
 FILE, PATH, ILLUM = "FileName_", "PathName_", "Illum"
@@ -175,7 +176,7 @@ def ingest_loaddata_plate(
     """One plate of a LoadData table -> its plate store (channels named as the screen's) and
     metadata; sites of wells absent from the plate map are skipped (logged)."""
     mapping = channel_map(table, channels)
-    rows = _plate_rows(plate_map, plate)
+    rows = plate_rows(plate_map, plate)
     sites, files, illums = site_files(table, plate, mapping, illum)
     keep = sites[WELL].isin(set(rows[WELL])).to_numpy()
     if not keep.all():
@@ -184,7 +185,7 @@ def ingest_loaddata_plate(
     illums = illums[keep] if illums is not None else None
     if sites.empty:
         raise ScreenError(f"plate {plate}: no LoadData site belongs to a well of the plate map")
-    metadata = _metadata(rows, sites, str(metadata_out))
+    metadata = plate_metadata(rows, sites, str(metadata_out))
     first = read_image(files[0, 0])
     shape = (len(files), len(mapping), *first.shape)
 
@@ -204,6 +205,6 @@ def ingest_loaddata_plate(
                     block[i, c] = img
             yield block
 
-    _write(store, metadata_out, metadata, blocks(), list(mapping), shape, first.dtype, chunk_images)
+    write_plate_outputs(store, metadata_out, metadata, blocks(), list(mapping), shape, first.dtype, chunk_images)
     log.info("plate %s: %d sites x %d channels %s -> %s", plate, shape[0], shape[1], list(mapping), store)
     return metadata
