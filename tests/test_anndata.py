@@ -97,7 +97,7 @@ def _door(tmp_path, pattern, **screen):
     from phenoica.config import run_models, validate_config
 
     cfg = {"results": str(tmp_path / "res"), "screen": {"source": "embeddings", "embeddings": pattern, **screen}}
-    cfg = validate_config(run_models(cfg, cfg))
+    cfg = validate_config(run_models(cfg))
     return validate.check_screen_once(cfg, {}, tmp_path / "res" / "validated.json")
 
 
