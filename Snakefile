@@ -28,7 +28,7 @@ onstart:
 
 
 onsuccess:
-    print(f"phenoica: done. Report: {RESULTS}/report/index.html")
+    print(f"phenoica: done. Report: {OUT.report.html}")
 
 
 onerror:

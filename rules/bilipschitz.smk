@@ -8,7 +8,7 @@
 from phenoica.studies.plan import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
 
 BL = config["bilipschitz"]
-BL_DIR = f"{RESULTS}/studies/bilipschitz"
+BL_DIR = OUT.studies.bilipschitz
 BL_RUNS = {
     ds: [
         f"{BL_DIR}/runs/{ds}/{g}/alpha{bl_alpha_label(a)}.parquet"
@@ -23,9 +23,9 @@ rule bilipschitz_train:
     output:
         f"{BL_DIR}/runs/{{dataset}}/{{group}}/alpha{{alpha}}.parquet",
     log:
-        f"{RESULTS}/logs/bilipschitz/train/{{dataset}}/{{group}}/alpha{{alpha}}.log",
+        log_file("bilipschitz", "train/{dataset}/{group}/alpha{alpha}"),
     benchmark:
-        f"{RESULTS}/benchmarks/bilipschitz/train/{{dataset}}/{{group}}/alpha{{alpha}}.tsv"
+        benchmark_file("bilipschitz", "train/{dataset}/{group}/alpha{alpha}")
     wildcard_constraints:
         dataset="|".join(schema_enum("bilipschitz.datasets")),
         group=r"all|digit\d",
@@ -50,9 +50,9 @@ rule bilipschitz_gather:
         pairs=f"{BL_DIR}/{{dataset}}/pairs.parquet",
         samples=f"{BL_DIR}/{{dataset}}/samples.parquet",
     log:
-        f"{RESULTS}/logs/bilipschitz/gather/{{dataset}}.log",
+        log_file("bilipschitz", "gather/{dataset}"),
     benchmark:
-        f"{RESULTS}/benchmarks/bilipschitz/gather/{{dataset}}.tsv"
+        benchmark_file("bilipschitz", "gather/{dataset}")
     wildcard_constraints:
         dataset="|".join(schema_enum("bilipschitz.datasets")),
     conda:
@@ -77,9 +77,9 @@ rule bilipschitz_report:
         html=f"{BL_DIR}/index.html",
         verdict=f"{BL_DIR}/verdict.json",
     log:
-        f"{RESULTS}/logs/bilipschitz/report.log",
+        log_file("bilipschitz", "report"),
     benchmark:
-        f"{RESULTS}/benchmarks/bilipschitz/report.tsv"
+        benchmark_file("bilipschitz", "report")
     conda:
         ENVS
     threads: rule_threads("bilipschitz_report", 1)

@@ -4,14 +4,14 @@
 
 rule biomap_profiles:
     input:
-        f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+        OUT.transform.variant,
     output:
-        guides=f"{RESULTS}/biomap/{{model}}/{{variant}}/guide_profiles.parquet",
-        genes=f"{RESULTS}/biomap/{{model}}/{{variant}}/gene_profiles.parquet",
+        guides=OUT.biomap.guide_profiles,
+        genes=OUT.biomap.gene_profiles,
     log:
-        f"{RESULTS}/logs/biomap_profiles/{{model}}/{{variant}}.log",
+        log_file("biomap_profiles", "{model}/{variant}"),
     benchmark:
-        f"{RESULTS}/benchmarks/biomap_profiles/{{model}}/{{variant}}.tsv"
+        benchmark_file("biomap_profiles", "{model}/{variant}")
     conda:
         ENVS
     threads: rule_threads("biomap_profiles", 1)
@@ -25,18 +25,18 @@ rule biomap_profiles:
 
 rule biomap:
     input:
-        guides=f"{RESULTS}/biomap/{{model}}/{{variant}}/guide_profiles.parquet",
-        genes=f"{RESULTS}/biomap/{{model}}/{{variant}}/gene_profiles.parquet",
-        calls=f"{RESULTS}/scores/genes.parquet",
+        guides=OUT.biomap.guide_profiles,
+        genes=OUT.biomap.gene_profiles,
+        calls=OUT.classify.genes,
         truth=truth_file(),
         annotations=biomap_annotation_files(),
     output:
-        **{k: f"{RESULTS}/biomap/{{model}}/{{variant}}/{k}.parquet" for k in BIOMAP_KINDS},
-        heatmap=f"{RESULTS}/biomap/{{model}}/{{variant}}/heatmap.png",
+        **{k: expand(OUT.biomap.table, kind=k, allow_missing=True)[0] for k in BIOMAP_KINDS},
+        heatmap=OUT.biomap.heatmap,
     log:
-        f"{RESULTS}/logs/biomap/{{model}}/{{variant}}.log",
+        log_file("biomap", "{model}/{variant}"),
     benchmark:
-        f"{RESULTS}/benchmarks/biomap/{{model}}/{{variant}}.tsv"
+        benchmark_file("biomap", "{model}/{variant}")
     conda:
         ENVS
     threads: rule_threads("biomap", 1)
@@ -51,13 +51,13 @@ rule biomap:
 
 rule batch_metrics:
     input:
-        f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+        OUT.transform.variant,
     output:
-        f"{RESULTS}/biomap/{{model}}/{{variant}}/batch_metrics.parquet",
+        OUT.biomap.batch_metrics,
     log:
-        f"{RESULTS}/logs/batch_metrics/{{model}}/{{variant}}.log",
+        log_file("batch_metrics", "{model}/{variant}"),
     benchmark:
-        f"{RESULTS}/benchmarks/batch_metrics/{{model}}/{{variant}}.tsv"
+        benchmark_file("batch_metrics", "{model}/{variant}")
     conda:
         ENVS
     threads: rule_threads("batch_metrics", 1)
@@ -74,15 +74,15 @@ rule batch_metrics:
 rule gather_biomap:
     input:
         **{
-            k: [f"{RESULTS}/biomap/{m}/{v}/{k}.parquet" for m in MODELS for v in VARIANTS]
+            k: expand(OUT.biomap.table, model=MODELS, variant=VARIANTS, kind=k)
             for k in (*BIOMAP_KINDS, "batch_metrics")
         },
     output:
-        **{k: f"{RESULTS}/biomap/{k}.parquet" for k in (*BIOMAP_KINDS, "batch_metrics")},
+        **{k: expand(OUT.biomap.gathered, kind=k)[0] for k in (*BIOMAP_KINDS, "batch_metrics")},
     log:
-        f"{RESULTS}/logs/gather_biomap.log",
+        log_file("gather_biomap"),
     benchmark:
-        f"{RESULTS}/benchmarks/gather_biomap.tsv"
+        benchmark_file("gather_biomap")
     conda:
         ENVS
     threads: rule_threads("gather_biomap", 1)

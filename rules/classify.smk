@@ -5,14 +5,14 @@
 
 rule classify:
     input:
-        variant=f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
-        folds=f"{RESULTS}/splits/{{model}}.parquet",
+        variant=OUT.transform.variant,
+        folds=OUT.transform.folds,
     output:
-        f"{RESULTS}/scores/{{model}}/{{variant}}/shard_{{shard}}.parquet",
+        OUT.classify.shard,
     log:
-        f"{RESULTS}/logs/classify/{{model}}/{{variant}}/shard_{{shard}}.log",
+        log_file("classify", "{model}/{variant}/shard_{shard}"),
     benchmark:
-        f"{RESULTS}/benchmarks/classify/{{model}}/{{variant}}/shard_{{shard}}.tsv"
+        benchmark_file("classify", "{model}/{variant}/shard_{shard}")
     conda:
         ENVS
     threads: rule_threads("classify", 1)
@@ -29,13 +29,13 @@ rule classify:
 
 rule map_readout:
     input:
-        f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+        OUT.transform.variant,
     output:
-        f"{RESULTS}/scores/{{model}}/{{variant}}/map.parquet",
+        OUT.classify.map,
     log:
-        f"{RESULTS}/logs/map_readout/{{model}}/{{variant}}.log",
+        log_file("map_readout", "{model}/{variant}"),
     benchmark:
-        f"{RESULTS}/benchmarks/map_readout/{{model}}/{{variant}}.tsv"
+        benchmark_file("map_readout", "{model}/{variant}")
     conda:
         ENVS
     threads: rule_threads("map_readout", 1)
@@ -50,19 +50,19 @@ rule map_readout:
 
 rule gather_scores:
     input:
-        shards=[f"{RESULTS}/scores/{m}/{v}/shard_{s}.parquet" for m in MODELS for v in VARIANTS for s in SHARDS],
+        shards=expand(OUT.classify.shard, model=MODELS, variant=VARIANTS, shard=SHARDS),
         maps=map_files(),
     output:
-        guide_folds=f"{RESULTS}/scores/guide_folds.parquet",
-        guides=f"{RESULTS}/scores/guides.parquet",
-        genes=f"{RESULTS}/scores/genes.parquet",
-        maps=f"{RESULTS}/scores/map.parquet",
-        hits=f"{RESULTS}/scores/hits.parquet",
-        null=f"{RESULTS}/scores/null.parquet",
+        guide_folds=OUT.classify.guide_folds,
+        guides=OUT.classify.guides,
+        genes=OUT.classify.genes,
+        maps=OUT.classify.maps,
+        hits=OUT.classify.hits,
+        null=OUT.classify.null,
     log:
-        f"{RESULTS}/logs/gather_scores.log",
+        log_file("gather_scores"),
     benchmark:
-        f"{RESULTS}/benchmarks/gather_scores.tsv"
+        benchmark_file("gather_scores")
     conda:
         ENVS
     threads: rule_threads("gather_scores", 1)

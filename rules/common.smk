@@ -12,6 +12,7 @@ os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH",
 
 from phenoica.config import check_yaml_files, run_models, schema_enum, validate_config
 from phenoica import workflow as wf
+from phenoica.paths import benchmark_path, log_path, output_paths
 
 # Snakemake reads config files keeping the last of two equal keys without a word: read the
 # files it was given (configfile, --configfile) again, strictly (a key twice names both lines).
@@ -31,6 +32,16 @@ VARIANTS = list(config["transforms"]["variants"])
 SHARDS = list(range(config["classify"]["n_shards"]))
 PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings
 ENVS = "../envs/phenoica.yaml"
+OUT = output_paths(RESULTS)  # every output's template, by stage (phenoica.paths)
+
+
+def log_file(rule, wildcards=""):
+    return log_path(RESULTS, rule, wildcards)
+
+
+def benchmark_file(rule, wildcards=""):
+    return benchmark_path(RESULTS, rule, wildcards)
+
 
 # The door: the whole screen against the data contract, the analysis it will get and every
 # model, before any job runs (a dry run too), for every source; a passed check is recorded
@@ -38,7 +49,7 @@ ENVS = "../envs/phenoica.yaml"
 # the embedding files or the models change.
 from phenoica.validate import check_screen_once
 
-check_screen_once(config, PLATES, f"{RESULTS}/screen/validated.json")
+check_screen_once(config, PLATES, OUT.screen.validated)
 
 
 wildcard_constraints:
@@ -74,7 +85,7 @@ def store_path(plate):
     """The plate's Zarr store: produced by the workflow, or the user's (source zarr)."""
     if SOURCE == "zarr":
         return f"{config['screen']['plates_dir']}/{plate}.zarr"
-    return f"{RESULTS}/screen/plates/{plate}.zarr"
+    return OUT.screen.store.format(plate=plate)
 
 
 def plate_digest(plate):
@@ -92,19 +103,20 @@ def plate_store_digest(plate):
 def checkpoint_path(model):
     """The encoder weights of a model: the configured checkpoint, or the one train_mae writes."""
     given = config["models"][model]["checkpoint"]
-    return given if given else f"{RESULTS}/models/{model}/encoder.safetensors"
+    return given if given else OUT.embed.checkpoint.format(model=model)
 
 
 def embedding_files(model):
     """Per-plate embedding parquets of a model (or the user's files, source embeddings)."""
     if SOURCE == "embeddings":
         return wf.embedding_inputs(config, model)
-    return [f"{RESULTS}/embeddings/{model}/{plate}.parquet" for plate in PLATES]
+    return expand(OUT.embed.embedding, model=model, plate=PLATES)
 
 
 def transform_dir(model):
+    """The folder of a model's fitted transforms: fitted here, or the frozen ones (same layout)."""
     frozen = config["transforms"]["frozen"]
-    return f"{frozen}/{model}" if frozen else f"{RESULTS}/transforms/{model}"
+    return f"{frozen}/{model}" if frozen else os.path.dirname(OUT.transform.fit_report).format(model=model)
 
 
 def lightgbm_report_params():
@@ -120,26 +132,26 @@ def map_files():
     """copairs mAP tables, one per (model, variant), when the readout is on."""
     if not config["classify"]["map_readout"]:
         return []
-    return [f"{RESULTS}/scores/{m}/{v}/map.parquet" for m in MODELS for v in VARIANTS]
+    return expand(OUT.classify.map, model=MODELS, variant=VARIANTS)
 
 
 def truth_file():
     """The demo's per-guide ground truth (only the demo has one)."""
-    return [f"{RESULTS}/screen/truth.parquet"] if SOURCE == "demo" else []
+    return [OUT.screen.truth] if SOURCE == "demo" else []
 
 
 def align_files():
     """Table 1 per variant, when there are two or more models to align."""
     if not (config["identifiability"]["align"] and len(MODELS) >= 2):
         return []
-    return [f"{RESULTS}/identifiability/align/{v}.parquet" for v in VARIANTS]
+    return expand(OUT.identifiability.align, variant=VARIANTS)
 
 
 def structural_files():
     """Factor-recovery scores per (model, variant), where ground-truth factors exist (demo)."""
     if not (config["identifiability"]["structural"] and SOURCE == "demo"):
         return []
-    return [f"{RESULTS}/identifiability/structural/{m}/{v}.parquet" for m in MODELS for v in VARIANTS]
+    return expand(OUT.identifiability.structural, model=MODELS, variant=VARIANTS)
 
 
 BIOMAP_KINDS = ("neighbors", "guide_neighbors", "consistency", "recall", "coverage")
@@ -158,21 +170,18 @@ def biomap_tables():
     """The gathered biomap tables the report reads (none when biomap.enabled is off)."""
     if not config["biomap"]["enabled"]:
         return []
-    return [
-        f"{RESULTS}/biomap/{k}.parquet" for k in ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
-    ]
+    return expand(OUT.biomap.gathered, kind=("recall", "coverage", "consistency", "neighbors", "batch_metrics"))
 
 
 def biomap_heatmaps():
     """One clustered gene-map heatmap per (model, variant), when biomap is on."""
     if not config["biomap"]["enabled"]:
         return []
-    return [f"{RESULTS}/biomap/{m}/{v}/heatmap.png" for m in MODELS for v in VARIANTS]
+    return expand(OUT.biomap.heatmap, model=MODELS, variant=VARIANTS)
 
 
 def report_outputs():
-    out = [f"{RESULTS}/report/report.md", f"{RESULTS}/report/index.html"]
-    return out
+    return [OUT.report.markdown, OUT.report.html]
 
 
 # Helpers of rules/embed.smk (grouped embed jobs) and rules/transform.smk (the component sweep).
@@ -195,4 +204,4 @@ def sweep_files():
     """The component sweep per model (none with frozen transforms or transforms.sweep_points 0)."""
     if config["transforms"]["frozen"] or not config["transforms"]["sweep_points"]:
         return []
-    return [f"{RESULTS}/sweep/{m}.parquet" for m in MODELS]
+    return expand(OUT.transform.sweep, model=MODELS)

@@ -8,11 +8,11 @@ if SOURCE == "demo":
 
     rule simulate_truth:
         output:
-            f"{RESULTS}/screen/truth.parquet",
+            OUT.screen.truth,
         log:
-            f"{RESULTS}/logs/simulate_truth.log",
+            log_file("simulate_truth"),
         benchmark:
-            f"{RESULTS}/benchmarks/simulate_truth.tsv"
+            benchmark_file("simulate_truth")
         conda:
             ENVS
         threads: rule_threads("simulate_truth", 1)
@@ -26,13 +26,13 @@ if SOURCE == "demo":
 
     rule simulate_plate:
         output:
-            store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
-            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
-            factors=f"{RESULTS}/screen/factors/{{plate}}.parquet",
+            store=directory(OUT.screen.store),
+            metadata=OUT.screen.metadata,
+            factors=OUT.screen.factors,
         log:
-            f"{RESULTS}/logs/simulate_plate/{{plate}}.log",
+            log_file("simulate_plate", "{plate}"),
         benchmark:
-            f"{RESULTS}/benchmarks/simulate_plate/{{plate}}.tsv"
+            benchmark_file("simulate_plate", "{plate}")
         conda:
             ENVS
         threads: rule_threads("simulate_plate", 1)
@@ -54,11 +54,11 @@ if SOURCE == "zarr":
             table=ancient(config["screen"]["metadata"]),
             store=lambda w: store_path(w.plate),
         output:
-            f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+            OUT.screen.metadata,
         log:
-            f"{RESULTS}/logs/plate_metadata/{{plate}}.log",
+            log_file("plate_metadata", "{plate}"),
         benchmark:
-            f"{RESULTS}/benchmarks/plate_metadata/{{plate}}.tsv"
+            benchmark_file("plate_metadata", "{plate}")
         conda:
             ENVS
         threads: rule_threads("plate_metadata", 1)
@@ -77,12 +77,12 @@ if SOURCE == "images":
         input:
             plate_map=ancient(config["screen"]["plate_map"]),
         output:
-            store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
-            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+            store=directory(OUT.screen.store),
+            metadata=OUT.screen.metadata,
         log:
-            f"{RESULTS}/logs/ingest_images/{{plate}}.log",
+            log_file("ingest_images", "{plate}"),
         benchmark:
-            f"{RESULTS}/benchmarks/ingest_images/{{plate}}.tsv"
+            benchmark_file("ingest_images", "{plate}")
         conda:
             ENVS
         threads: rule_threads("ingest_images", 1)
@@ -105,12 +105,12 @@ if SOURCE == "ome_zarr":
             plate_map=ancient(config["screen"]["plate_map"]),
             hcs=f"{config['screen']['ome_zarr_dir']}/{{plate}}.zarr",
         output:
-            store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
-            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+            store=directory(OUT.screen.store),
+            metadata=OUT.screen.metadata,
         log:
-            f"{RESULTS}/logs/ingest_ome_zarr/{{plate}}.log",
+            log_file("ingest_ome_zarr", "{plate}"),
         benchmark:
-            f"{RESULTS}/benchmarks/ingest_ome_zarr/{{plate}}.tsv"
+            benchmark_file("ingest_ome_zarr", "{plate}")
         conda:
             ENVS
         threads: rule_threads("ingest_ome_zarr", 1)
@@ -129,12 +129,12 @@ if SOURCE == "loaddata":  # issue 25: CellProfiler LoadData CSV(s) + plate map (
         input:
             plate_map=ancient(config["screen"]["plate_map"]),
         output:
-            store=directory(f"{RESULTS}/screen/plates/{{plate}}.zarr"),
-            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+            store=directory(OUT.screen.store),
+            metadata=OUT.screen.metadata,
         log:
-            f"{RESULTS}/logs/ingest_loaddata/{{plate}}.log",
+            log_file("ingest_loaddata", "{plate}"),
         benchmark:
-            f"{RESULTS}/benchmarks/ingest_loaddata/{{plate}}.tsv"
+            benchmark_file("ingest_loaddata", "{plate}")
         conda:
             ENVS
         threads: rule_threads("ingest_loaddata", 1)

@@ -5,7 +5,7 @@
 
 from phenoica.studies.plan import AE_DERIVED as DIS_AE_DERIVED
 
-DIS = f"{RESULTS}/studies/disentangle"
+DIS = OUT.studies.disentangle
 DIS_DATASETS = list(config["disentangle"]["datasets"])
 DIS_TRAINED = list(config["disentangle"]["models"])
 DIS_EVALUATED = DIS_TRAINED + (list(DIS_AE_DERIVED) if "ae" in DIS_TRAINED else [])
@@ -23,9 +23,9 @@ rule disentangle_train:
         latents=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/latents.npz",
         checkpoint=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/model.safetensors",
     log:
-        f"{RESULTS}/logs/disentangle/train/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.log",
+        log_file("disentangle", "train/{dis_dataset}/{dis_model}/seed{dis_seed}"),
     benchmark:
-        f"{RESULTS}/benchmarks/disentangle/train/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.tsv"
+        benchmark_file("disentangle", "train/{dis_dataset}/{dis_model}/seed{dis_seed}")
     conda:
         ENVS
     threads: rule_threads("disentangle_train", 1)
@@ -43,9 +43,9 @@ rule disentangle_evaluate:
     output:
         f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/scores.parquet",
     log:
-        f"{RESULTS}/logs/disentangle/evaluate/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.log",
+        log_file("disentangle", "evaluate/{dis_dataset}/{dis_model}/seed{dis_seed}"),
     benchmark:
-        f"{RESULTS}/benchmarks/disentangle/evaluate/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}.tsv"
+        benchmark_file("disentangle", "evaluate/{dis_dataset}/{dis_model}/seed{dis_seed}")
     conda:
         ENVS
     threads: rule_threads("disentangle_evaluate", 1)
@@ -68,9 +68,9 @@ rule disentangle_report:
         scores=f"{DIS}/scores.csv",
         verdict=f"{DIS}/verdict.json",
     log:
-        f"{RESULTS}/logs/disentangle/report.log",
+        log_file("disentangle", "report"),
     benchmark:
-        f"{RESULTS}/benchmarks/disentangle/report.tsv"
+        benchmark_file("disentangle", "report")
     conda:
         ENVS
     threads: rule_threads("disentangle_report", 1)

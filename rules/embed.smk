@@ -9,12 +9,12 @@ rule train_mae:
     input:
         stores=lambda w: [store_path(p) for p in wf.training_plates(config, PLATES, w.model)],
     output:
-        checkpoint=f"{RESULTS}/models/{{model}}/encoder.safetensors",
-        record=f"{RESULTS}/models/{{model}}/training.json",
+        checkpoint=OUT.embed.checkpoint,
+        record=OUT.embed.training,
     log:
-        f"{RESULTS}/logs/train_mae/{{model}}.log",
+        log_file("train_mae", "{model}"),
     benchmark:
-        f"{RESULTS}/benchmarks/train_mae/{{model}}.tsv"
+        benchmark_file("train_mae", "{model}")
     conda:
         ENVS
     threads: rule_threads("train_mae", 2)
@@ -41,14 +41,14 @@ if config["embed"]["plates_per_job"] == 1:
     rule embed:
         input:
             stores=lambda w: store_path(w.plate),
-            metadata=f"{RESULTS}/screen/metadata/{{plate}}.parquet",
+            metadata=OUT.screen.metadata,
             checkpoint=lambda w: checkpoint_path(w.model),
         output:
-            update(f"{RESULTS}/embeddings/{{model}}/{{plate}}.parquet"),
+            update(OUT.embed.embedding),
         log:
-            f"{RESULTS}/logs/embed/{{model}}/{{plate}}.log",
+            log_file("embed", "{model}/{plate}"),
         benchmark:
-            f"{RESULTS}/benchmarks/embed/{{model}}/{{plate}}.tsv"
+            benchmark_file("embed", "{model}/{plate}")
         conda:
             ENVS
         threads: rule_threads("embed", 2)
@@ -70,14 +70,14 @@ else:
                 f"embed_{group}"
             input:
                 stores=[store_path(p) for p in group_plates],
-                metadata=[f"{RESULTS}/screen/metadata/{p}.parquet" for p in group_plates],
+                metadata=expand(OUT.screen.metadata, plate=group_plates),
                 checkpoint=lambda w: checkpoint_path(w.model),
             output:
-                [update(f"{RESULTS}/embeddings/{{model}}/{p}.parquet") for p in group_plates],
+                [update(path) for path in expand(OUT.embed.embedding, model="{model}", plate=group_plates)],
             log:
-                f"{RESULTS}/logs/embed/{{model}}/{group}.log",
+                log_file("embed", f"{{model}}/{group}"),
             benchmark:
-                f"{RESULTS}/benchmarks/embed/{{model}}/{group}.tsv"
+                benchmark_file("embed", f"{{model}}/{group}")
             conda:
                 ENVS
             threads: rule_threads("embed", 2)
@@ -94,11 +94,11 @@ rule gather_profiles:
     input:
         lambda w: embedding_files(w.model),
     output:
-        f"{RESULTS}/profiles/{{model}}.parquet",
+        OUT.embed.profiles,
     log:
-        f"{RESULTS}/logs/gather_profiles/{{model}}.log",
+        log_file("gather_profiles", "{model}"),
     benchmark:
-        f"{RESULTS}/benchmarks/gather_profiles/{{model}}.tsv"
+        benchmark_file("gather_profiles", "{model}")
     conda:
         ENVS
     threads: rule_threads("gather_profiles", 1)

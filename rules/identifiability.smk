@@ -5,13 +5,13 @@
 
 rule align:
     input:
-        lambda w: [f"{RESULTS}/variants/{m}/{w.variant}.parquet" for m in MODELS],
+        lambda w: expand(OUT.transform.variant, model=MODELS, variant=w.variant),
     output:
-        f"{RESULTS}/identifiability/align/{{variant}}.parquet",
+        OUT.identifiability.align,
     log:
-        f"{RESULTS}/logs/align/{{variant}}.log",
+        log_file("align", "{variant}"),
     benchmark:
-        f"{RESULTS}/benchmarks/align/{{variant}}.tsv"
+        benchmark_file("align", "{variant}")
     conda:
         ENVS
     threads: rule_threads("align", 2)
@@ -27,14 +27,14 @@ rule align:
 
 rule structural:
     input:
-        variant=f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
-        factors=[f"{RESULTS}/screen/factors/{p}.parquet" for p in PLATES],
+        variant=OUT.transform.variant,
+        factors=expand(OUT.screen.factors, plate=PLATES),
     output:
-        f"{RESULTS}/identifiability/structural/{{model}}/{{variant}}.parquet",
+        OUT.identifiability.structural,
     log:
-        f"{RESULTS}/logs/structural/{{model}}/{{variant}}.log",
+        log_file("structural", "{model}/{variant}"),
     benchmark:
-        f"{RESULTS}/benchmarks/structural/{{model}}/{{variant}}.tsv"
+        benchmark_file("structural", "{model}/{variant}")
     conda:
         ENVS
     threads: rule_threads("structural", 1)
@@ -52,12 +52,12 @@ rule gather_identifiability:
         align=align_files(),
         structural=structural_files(),
     output:
-        align=f"{RESULTS}/identifiability/table1.parquet",
-        structural=f"{RESULTS}/identifiability/structural.parquet",
+        align=OUT.identifiability.table1,
+        structural=OUT.identifiability.structural_table,
     log:
-        f"{RESULTS}/logs/gather_identifiability.log",
+        log_file("gather_identifiability"),
     benchmark:
-        f"{RESULTS}/benchmarks/gather_identifiability.tsv"
+        benchmark_file("gather_identifiability")
     conda:
         ENVS
     threads: rule_threads("gather_identifiability", 1)

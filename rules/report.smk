@@ -7,16 +7,16 @@ from phenoica.gallery import gallery_model, gallery_reads_pixels
 
 rule report:
     input:
-        guide_folds=f"{RESULTS}/scores/guide_folds.parquet",
-        guides=f"{RESULTS}/scores/guides.parquet",
-        genes=f"{RESULTS}/scores/genes.parquet",
-        maps=f"{RESULTS}/scores/map.parquet",
-        hits=f"{RESULTS}/scores/hits.parquet",
-        null=f"{RESULTS}/scores/null.parquet",
+        guide_folds=OUT.classify.guide_folds,
+        guides=OUT.classify.guides,
+        genes=OUT.classify.genes,
+        maps=OUT.classify.maps,
+        hits=OUT.classify.hits,
+        null=OUT.classify.null,
         fit_reports=[f"{transform_dir(m)}/fit_report.json" for m in MODELS],
         truth=truth_file(),
-        table1=f"{RESULTS}/identifiability/table1.parquet",
-        structural=f"{RESULTS}/identifiability/structural.parquet",
+        table1=OUT.identifiability.table1,
+        structural=OUT.identifiability.structural_table,
         biomap_tables=biomap_tables(),  # issue 15 hook: gene maps, recall, batch metrics
         biomap_heatmaps=biomap_heatmaps(),
         # issue 25: the image embeddings the gallery reads (none without pixels or when it is off)
@@ -24,8 +24,8 @@ rule report:
         annotations=biomap_annotation_files(),
         sweep=sweep_files(),  # issue 21: the component sweep per model
     output:
-        markdown=f"{RESULTS}/report/report.md",
-        html=f"{RESULTS}/report/index.html",
+        markdown=OUT.report.markdown,
+        html=OUT.report.html,
         figures=report(
             directory(f"{RESULTS}/report/figures"),
             patterns=["{name}.png"],
@@ -42,9 +42,9 @@ rule report:
         interactive=f"{RESULTS}/report/interactive.html",
         interactive_assets=directory(f"{RESULTS}/report/interactive_assets"),
     log:
-        f"{RESULTS}/logs/report.log",
+        log_file("report"),
     benchmark:
-        f"{RESULTS}/benchmarks/report.tsv"
+        benchmark_file("report")
     conda:
         ENVS
     threads: rule_threads("report", 1)

@@ -5,14 +5,14 @@ if not config["transforms"]["frozen"]:
 
     rule fit_transforms:
         input:
-            f"{RESULTS}/profiles/{{model}}.parquet",
+            OUT.embed.profiles,
         output:
-            transforms=[f"{RESULTS}/transforms/{{model}}/{v}.npz" for v in VARIANTS],
-            fit_report=f"{RESULTS}/transforms/{{model}}/fit_report.json",
+            transforms=expand(OUT.transform.transform, variant=VARIANTS, allow_missing=True),
+            fit_report=OUT.transform.fit_report,
         log:
-            f"{RESULTS}/logs/fit_transforms/{{model}}.log",
+            log_file("fit_transforms", "{model}"),
         benchmark:
-            f"{RESULTS}/benchmarks/fit_transforms/{{model}}.tsv"
+            benchmark_file("fit_transforms", "{model}")
         conda:
             ENVS
         threads: rule_threads("fit_transforms", 2)
@@ -27,14 +27,14 @@ if not config["transforms"]["frozen"]:
 
 rule apply_transform:
     input:
-        profiles=f"{RESULTS}/profiles/{{model}}.parquet",
+        profiles=OUT.embed.profiles,
         transform=lambda w: f"{transform_dir(w.model)}/{w.variant}.npz",
     output:
-        f"{RESULTS}/variants/{{model}}/{{variant}}.parquet",
+        OUT.transform.variant,
     log:
-        f"{RESULTS}/logs/apply_transform/{{model}}/{{variant}}.log",
+        log_file("apply_transform", "{model}/{variant}"),
     benchmark:
-        f"{RESULTS}/benchmarks/apply_transform/{{model}}/{{variant}}.tsv"
+        benchmark_file("apply_transform", "{model}/{variant}")
     conda:
         ENVS
     threads: rule_threads("apply_transform", 1)
@@ -46,13 +46,13 @@ rule apply_transform:
 
 rule splits:
     input:
-        f"{RESULTS}/profiles/{{model}}.parquet",
+        OUT.embed.profiles,
     output:
-        f"{RESULTS}/splits/{{model}}.parquet",
+        OUT.transform.folds,
     log:
-        f"{RESULTS}/logs/splits/{{model}}.log",
+        log_file("splits", "{model}"),
     benchmark:
-        f"{RESULTS}/benchmarks/splits/{{model}}.tsv"
+        benchmark_file("splits", "{model}")
     conda:
         ENVS
     threads: rule_threads("splits", 1)
@@ -66,15 +66,15 @@ rule splits:
 
 rule component_sweep:
     input:
-        profiles=f"{RESULTS}/profiles/{{model}}.parquet",
-        folds=f"{RESULTS}/splits/{{model}}.parquet",
-        fit_report=f"{RESULTS}/transforms/{{model}}/fit_report.json",
+        profiles=OUT.embed.profiles,
+        folds=OUT.transform.folds,
+        fit_report=OUT.transform.fit_report,
     output:
-        f"{RESULTS}/sweep/{{model}}.parquet",
+        OUT.transform.sweep,
     log:
-        f"{RESULTS}/logs/component_sweep/{{model}}.log",
+        log_file("component_sweep", "{model}"),
     benchmark:
-        f"{RESULTS}/benchmarks/component_sweep/{{model}}.tsv"
+        benchmark_file("component_sweep", "{model}")
     conda:
         ENVS
     threads: rule_threads("component_sweep", 1)

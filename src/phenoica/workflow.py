@@ -27,6 +27,7 @@ import pandas as pd
 from phenoica import render, screen
 from phenoica.config import deep_merge, demo_plates, embedding_globs, key_jobs, package_schema
 from phenoica.io import read_table
+from phenoica.paths import output_paths
 from phenoica.profiles import expand_glob
 
 
@@ -193,7 +194,7 @@ def feature_params(config: Mapping[str, Any]) -> dict[str, Any]:
 def training_record(results: str, model: str) -> Path:
     """Where train_mae records the plates a model was trained on (written by
     :func:`phenoica.mae.record_training`)."""
-    return Path(results) / "models" / model / "training.json"
+    return Path(output_paths(results).embed.training.format(model=model))
 
 
 def training_plates(config: Mapping[str, Any], plates: Mapping[str, str], model: str) -> list[str]:
@@ -227,7 +228,8 @@ def study_pages(results: str) -> list[dict[str, str]]:
     :func:`phenoica.render.write_verdict` writes it): ``{"title", "verdict", "page"}`` each, for
     the main report to link. Read when the DAG is built, so the report reruns when a study's
     verdict appears or changes, and never makes the default target run a study."""
-    pages = (render.read_verdict(Path(results) / "studies" / name) for name in STUDIES)
+    folders = vars(output_paths(results).studies)
+    pages = (render.read_verdict(Path(folders[name])) for name in STUDIES)
     return [page for page in pages if page is not None]
 
 
