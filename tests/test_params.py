@@ -98,14 +98,14 @@ def test_a_demo_plate_does_not_depend_on_the_screen_size():
 def test_the_same_training_writes_the_same_checkpoint_bytes(tmp_path):
     """Downstream files record the checkpoint's SHA-256, so a rerun is byte-identical only if
     the checkpoint is: it holds what training made, not how long it took."""
-    from phenoica.mae import train_mae
+    from phenoica.models.mae import TrainOptions, train_mae
     from phenoica.screen import write_plate
     from tests.test_mae import SPEC, TRAIN, cell_tiles
 
     store = write_plate(tmp_path / "p.zarr", cell_tiles(16), ["dna", "er", "actin"], chunk_images=8)
     paths = [tmp_path / f"m{i}.safetensors" for i in range(2)]
     for path in paths:
-        train_mae([store], SPEC, TRAIN, seed=3, out=path, device="cpu")
+        train_mae([store], SPEC, TrainOptions.from_config(TRAIN, device="cpu"), seed=3, out=path)
     assert paths[0].read_bytes() == paths[1].read_bytes()
 
 
