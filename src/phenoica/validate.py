@@ -163,7 +163,7 @@ def check_models(
     import torch
 
     from phenoica.models.checkpoint import CheckpointError
-    from phenoica.models.extractor import ModelInputs, check_fit, probe_feature_dim
+    from phenoica.models.extractor import ModelInputs, check_fit, probe_feature_dim, screen_subject
     from phenoica.models.features import build_feature_extractor
 
     log = log or logging.getLogger("phenoica.validate")
@@ -219,7 +219,7 @@ def check_models(
                     probe_feature_dim(model, inputs[len(channels)], len(channels), crop, cpu, Path(f"model {name}"))
                     continue
                 except ScreenError as exc:
-                    why = f"{geo.height}x{geo.width} images, {len(channels)} channel(s) {channels}: {exc}"
+                    why = f"{screen_subject((geo.height, geo.width), channels)}: {exc}"
             failed.setdefault(why, []).append(plate)
         problems += _grouped(failed)
         summary[name] = {

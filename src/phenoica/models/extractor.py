@@ -137,7 +137,7 @@ class Misfit:
 
     def screen_message(self, model: str) -> str:
         """The finding for the check of the whole screen, naming model ``model`` and its config key."""
-        what = f"{self.height}x{self.width} images, {len(self.fed)} channel(s) {list(self.fed)}"
+        what = screen_subject((self.height, self.width), self.fed)
         if self.kind == "crop":
             return (
                 f"{what}: smaller than model {model}'s crop size {self.crop_size} "
@@ -149,6 +149,11 @@ class Misfit:
             f"{what}: model {model} embeds at most {self.limit} channels; "
             f"choose up to {self.limit} with models.{model}.channels"
         )
+
+
+def screen_subject(image_size: tuple[int, int], fed: Sequence[str]) -> str:
+    """How the check of the whole screen names the plates of one finding: their image size and channels fed."""
+    return f"{image_size[0]}x{image_size[1]} images, {len(fed)} channel(s) {list(fed)}"
 
 
 def check_fit(inputs: ModelInputs, image_size: tuple[int, int], crop_size: int, fed: Sequence[str]) -> Misfit | None:
