@@ -2,7 +2,7 @@
 at what cost?
 
 For each setting (overrides of config.yaml, dotted keys), the demo screen is simulated (cached
-per demo section), one MAE is trained on it with ``phenoica.mae.train_mae``, every image is
+per demo section), one MAE is trained on it with ``phenoica.models.mae.train_mae``, every image is
 embedded (the workflow's preprocessing: scale, per-image per-channel instance normalization,
 non-overlapping crops, mean over crops) and the held-out linear-probe R^2 of the gene-shifted
 true factors is computed from the embeddings (``phenoica.metrics.probe_r2``: ridge, 5-fold
@@ -41,9 +41,9 @@ import yaml
 
 from phenoica import metrics, screen, truth
 from phenoica.config import demo_plates, validate_config
-from phenoica.embed import embed_crops
-from phenoica.mae import train_mae
+from phenoica.models.extractor import embed_crops
 from phenoica.models.features import build_feature_extractor
+from phenoica.models.mae import TrainOptions, train_mae
 from phenoica.sources import demo as sim
 from phenoica.sources.demo import design as sim_design
 from phenoica.sources.demo import plates as sim_plates
@@ -151,7 +151,9 @@ def run_setting(name: str, cfg: dict[str, Any], model: str, cache: Path, log: lo
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = Path(tmp) / "encoder.safetensors"
         t0 = time.perf_counter()
-        summary = train_mae(stores, spec, train, seed + int(spec["seed"]), ckpt, log=log, device="cpu")
+        summary = train_mae(
+            stores, spec, TrainOptions.from_config(train, device="cpu"), seed + int(spec["seed"]), ckpt, log=log
+        )
         train_s = time.perf_counter() - t0
         trained = build_feature_extractor(spec, in_chans, ckpt)
     emb = embed_screen(trained, screen_dir, plates, crop, int(cfg["embed"]["batch_size"]))

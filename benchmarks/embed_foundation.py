@@ -5,7 +5,7 @@ ParallelScalingBlock, 6 channels = 1 + 6 x 256 = 1,537 tokens per crop) with see
 weights: throughput does not depend on the weights. In one run:
 
 1. throughput: the same FeatureExtractor, batch size and torch threads embed a plate of N
-   256 px images (a) through ``phenoica.embed.embed_plate`` (Zarr -> dask chunks -> read-ahead
+   256 px images (a) through ``phenoica.embed.plate.embed_plate`` (Zarr -> dask chunks -> read-ahead
    thread + crop-wise instance norm -> model -> parquet parts -> final parquet) and (b), the
    baseline, as the bare forward over the already preprocessed crops held in memory
    (``embed_crops``); interleaved, best of ``--repeats``; prints images/s and the ratio (goal >= 0.9);
@@ -33,8 +33,10 @@ import pandas as pd
 import psutil
 import torch
 
-from phenoica.embed import embed_crops, embed_plate
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.plate import PlateModel, embed_plate
 from phenoica.models.device import resolve_device
+from phenoica.models.extractor import embed_crops
 from phenoica.models.features import FeatureExtractor
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
 from phenoica.screen import write_plate
@@ -86,16 +88,16 @@ def run_embed(store: Path, n: int, model: FeatureExtractor, out: Path, args: arg
     embed_plate(
         store,
         plate_metadata(n),
-        model,
+        PlateModel(model, identity={"benchmark": "openphenom-random"}, normalize=model.normalize),
         out,
-        crop_size=256,
-        batch_size=args.batch_size,
-        chunk_images=args.chunk_images,
-        device=args.device,
-        threads=args.threads,
+        EmbedOptions(
+            crop_size=256,
+            batch_size=args.batch_size,
+            chunk_images=args.chunk_images,
+            device=args.device,
+            threads=args.threads,
+        ),
         log=quiet_log(),
-        identity={"benchmark": "openphenom-random"},
-        normalize=model.normalize,
     )
 
 

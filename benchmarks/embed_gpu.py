@@ -12,9 +12,9 @@ Prepared for one call on an H100/H200-class GPU machine (about 5-7 minutes; noth
    TFLOP/s (FLOPs of one crop counted by ``torch.utils.flop_counter``) against the device's dense
    bf16 peak, peak GPU memory; eager, eager with the fastest forced SDPA backend, and with
    ``--compile`` ``torch.compile`` (each ``--compile-options`` variant; compilation excluded).
-3. Embed path: ``phenoica.embed.embed_plate`` on a ``--images`` (16,384) uint8 image plate at the
+3. Embed path: ``phenoica.embed.plate.embed_plate`` on a ``--images`` (16,384) uint8 image plate at the
    fastest batch size vs the bare forward there (goal >= 0.9), with the chunk loop's per-phase split.
-4. Jobs: ``phenoica.embed_jobs.embed_model_plates`` in fresh processes, as the workflow's jobs run
+4. Jobs: ``phenoica.embed.jobs.embed_model_plates`` in fresh processes, as the workflow's jobs run
    (the model loaded from a checkpoint file; with --compile compiled, caches in
    ``embed.compile_cache``): one plate with a cold cache, the same with the warm cache, a second
    plate, and both plates in one job. A job's fixed cost is its wall time minus its plates' images
@@ -39,8 +39,11 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from phenoica.embed import TIMING_KEY, EmbedTiming, embed_plate, inference_context
+from phenoica.embed.chunks import TIMING_KEY, EmbedTiming
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.plate import PlateModel, embed_plate
 from phenoica.models.device import resolve_device
+from phenoica.models.extractor import ModelInputs, inference_context
 from phenoica.models.features import FeatureExtractor, build_feature_extractor
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
 from phenoica.screen import open_plate, write_plate
@@ -190,16 +193,18 @@ def embed_path(
         embed_plate(
             store,
             plate_metadata(n, "P01"),
-            runner,
+            PlateModel(
+                runner, inputs=ModelInputs.of(model), identity={"benchmark": "embed_gpu"}, normalize=model.normalize
+            ),
             store.with_name("embed_path.parquet"),
-            crop_size=model.img_size,
-            batch_size=batch,
-            chunk_images=args.chunk_images,
-            device=str(device),
+            EmbedOptions(
+                crop_size=model.img_size,
+                batch_size=batch,
+                chunk_images=args.chunk_images,
+                device=str(device),
+                loader_threads=args.loader_threads,
+            ),
             log=log,
-            identity={"benchmark": "embed_gpu"},
-            normalize=model.normalize,
-            loader_threads=args.loader_threads,
         )
         sync(device)
         runs.append(time.perf_counter() - t0)
@@ -234,7 +239,7 @@ def embed_path(
 
 
 class TimingRecorder(logging.Handler):
-    """Keeps the chunk loop's timing of every embed_plate run (``phenoica.embed.TIMING_KEY``)."""
+    """Keeps the chunk loop's timing of every embed_plate run (``phenoica.embed.chunks.TIMING_KEY``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -326,14 +331,16 @@ def job_child(spec_json: str) -> None:
 
     started = psutil.Process().create_time()
     job = json.loads(spec_json)
-    from phenoica.embed_jobs import EmbedJob, PlateJob, embed_model_plates
+    from phenoica.embed.jobs import EmbedJob, PlateJob, embed_model_plates
 
     imported = time.time() - started
     log, timings = recording_logger()
     plates = [PlateJob(Path(s), plate_metadata(n, Path(s).stem), Path(o)) for s, n, o in job["plates"]]
     spec = {"architecture": "openphenom", "pool": "mean", "block": None, "per_channel": False}
     t0 = time.time()
-    embed_model_plates(plates, EmbedJob("bench", spec, job["checkpoint"], job["embed"]), log=log)
+    embed_model_plates(
+        plates, EmbedJob("bench", spec, job["checkpoint"], EmbedOptions.from_config(job["embed"])), log=log
+    )
     print(json.dumps({"imports_s": imported, "embed_s": time.time() - t0, "plate_loops": timings.records}))
 
 

@@ -1,7 +1,7 @@
 """Peak memory of streaming plate embedding: N images vs 4N images (goal: growth <= 10%).
 
 Two plate stores (N and 4N images) are written to a temporary folder; each is embedded by
-phenoica.embed.embed_plate in a fresh subprocess, whose peak RSS (resource.getrusage) is
+phenoica.embed.plate.embed_plate in a fresh subprocess, whose peak RSS (resource.getrusage) is
 reported, so that the two peaks do not mix. A third subprocess does everything but the
 embedding (imports, model, metadata) to show the floor that both share.
 
@@ -27,7 +27,8 @@ def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
     import torch
     from embed_throughput import demo_model, plate_metadata
 
-    from phenoica.embed import embed_plate
+    from phenoica.embed.options import EmbedOptions
+    from phenoica.embed.plate import PlateModel, embed_plate
 
     torch.set_num_threads(args.threads)
     model = demo_model(args.channels, args.seed)
@@ -39,13 +40,15 @@ def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
         embed_plate(
             Path(store),
             meta,
-            model,
+            PlateModel(model),
             Path(store).with_suffix(".parquet"),
-            crop_size=args.crop,
-            batch_size=args.batch_size,
-            chunk_images=args.chunk_images,
-            device=args.device,
-            threads=args.threads,
+            EmbedOptions(
+                crop_size=args.crop,
+                batch_size=args.batch_size,
+                chunk_images=args.chunk_images,
+                device=args.device,
+                threads=args.threads,
+            ),
             log=log,
         )
     print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)  # Linux: KiB -> MiB

@@ -1,7 +1,7 @@
 """Throughput of streaming plate embedding vs the bare model on in-memory crops.
 
 One plate store of N images is written to a temporary folder; the same timm ViT, batch size
-and torch threads embed it (a) through phenoica.embed.embed_plate (Zarr -> dask chunks ->
+and torch threads embed it (a) through phenoica.embed.plate.embed_plate (Zarr -> dask chunks ->
 prefetch + preprocessing -> model -> parquet parts -> final parquet) and (b) as the baseline,
 the bare forward pass over the already preprocessed crops held in memory (no IO, no
 preprocessing). Prints images/s of both and the ratio (goal >= 0.9).
@@ -23,7 +23,10 @@ import pandas as pd
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
-from phenoica.embed import embed_crops, embed_plate, resolve_device
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.plate import PlateModel, embed_plate
+from phenoica.models.device import resolve_device
+from phenoica.models.extractor import embed_crops
 from phenoica.screen import write_plate
 from phenoica.sources.preprocess import prepare
 
@@ -94,15 +97,16 @@ def main() -> None:
             embed_plate(
                 store,
                 meta,
-                model,
+                PlateModel(model, identity={"benchmark": 1}),
                 Path(tmp) / "P01.parquet",
-                crop_size=args.crop,
-                batch_size=args.batch_size,
-                chunk_images=args.chunk_images,
-                device=args.device,
-                threads=args.threads,
+                EmbedOptions(
+                    crop_size=args.crop,
+                    batch_size=args.batch_size,
+                    chunk_images=args.chunk_images,
+                    device=args.device,
+                    threads=args.threads,
+                ),
                 log=log,
-                identity={"benchmark": 1},
             )
             return time.perf_counter() - t0, time.process_time() - c0
 

@@ -188,11 +188,11 @@ def report_outputs():
 
 
 def check_groups_channels(groups):
-    """Every group of plates feeds each model one channel set (phenoica.embed_jobs), checked
+    """Every group of plates feeds each model one channel set (phenoica.embed.jobs), checked
     before any job when the stores are the user's."""
     from pathlib import Path
 
-    from phenoica.embed_jobs import PlateJob, check_group_channels
+    from phenoica.embed.jobs import PlateJob, check_group_channels
 
     for model, spec in config["models"].items():
         for plates in groups.values():

@@ -1,7 +1,7 @@
 # MAE pretraining on the screen's own tiles (unless a checkpoint is given) and streaming
 # embedding, one job per (model, plate).
 
-from phenoica.embed_jobs import embed_groups
+from phenoica.embed.jobs import embed_groups
 from phenoica.models.spec import training_spec
 
 
@@ -32,7 +32,7 @@ rule train_mae:
 # One job per (model, plate), or with embed.plates_per_job > 1 one job per (model, group of
 # plates, rules embed_g0000, ...): the model is built and compiled once per job; every plate
 # keeps its own output. update(): Snakemake does not delete an output before its job runs, and
-# the job keeps a plate whose output records the same work (phenoica.embed_jobs), so a rerun
+# the job keeps a plate whose output records the same work (phenoica.embed.jobs), so a rerun
 # job redoes only its changed plates.
 EMBED_GROUPS = embed_groups(list(PLATES), config["embed"]["plates_per_job"])
 

@@ -7,7 +7,8 @@ log = rule_logger("phenoica.embed", snakemake.log[0])  # first: the log holds ev
 
 from pathlib import Path
 
-from phenoica.embed_jobs import EmbedJob, PlateJob, embed_model_plates
+from phenoica.embed.jobs import EmbedJob, PlateJob, embed_model_plates
+from phenoica.embed.options import EmbedOptions
 from phenoica.workflow import with_speed_settings
 
 
@@ -27,7 +28,7 @@ embed_model_plates(
         model_name=snakemake.wildcards.model,
         spec=snakemake.params.spec,
         checkpoint=snakemake.input.checkpoint,
-        embed=with_speed_settings(snakemake.params.embed, snakemake.config, "embed"),
+        options=EmbedOptions.from_config(with_speed_settings(snakemake.params.embed, snakemake.config, "embed")),
         threads=snakemake.threads,
     ),
     log=log,

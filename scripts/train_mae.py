@@ -6,18 +6,19 @@ log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log hold
 
 import torch
 
-from phenoica.mae import record_training, train_mae
+from phenoica.models.mae import TrainOptions, record_training, train_mae
 from phenoica.workflow import with_speed_settings
 
 torch.set_num_threads(snakemake.threads)
 summary = train_mae(
     list(snakemake.input.stores),
     snakemake.params.spec,
-    with_speed_settings(snakemake.params.train, snakemake.config, "train"),
+    TrainOptions.from_config(
+        with_speed_settings(snakemake.params.train, snakemake.config, "train"), device=snakemake.params.device
+    ),
     snakemake.params.seed,
     snakemake.output.checkpoint,
     log=log,
-    device=snakemake.params.device,
 )
 log.info("training summary: %s", summary)
 record_training(snakemake.output.record, list(snakemake.input.stores), summary)

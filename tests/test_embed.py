@@ -14,7 +14,11 @@ import zarr
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from phenoica.embed import TIMING_KEY, assemble, embed_plate, iter_chunks, parts_dir, resolve_device, write_part
+from phenoica.embed.chunks import TIMING_KEY
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.parts import assemble, iter_chunks, parts_dir, write_part
+from phenoica.embed.plate import PlateModel, embed_plate
+from phenoica.models.device import resolve_device
 from phenoica.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
 from phenoica.sources.preprocess import prepare
 
@@ -86,9 +90,14 @@ class Counting(nn.Module):
         return self.inner(x)
 
 
-def run(store, meta, model, out, **kw):
+MODEL_KEYS = ("identity", "channels", "channels_key", "normalize", "feature_names", "options")
+
+
+def run(store, meta, model, out, log=None, **kw):
+    """embed_plate with the test's defaults; keywords of PlateModel go to the model, the rest to EmbedOptions."""
     kw = {"crop_size": CROP, "device": "cpu", "threads": 1, **kw}
-    return embed_plate(store, meta, model, out, **kw)
+    plate_model = PlateModel(model, **{k: kw.pop(k) for k in MODEL_KEYS if k in kw})
+    return embed_plate(store, meta, plate_model, out, EmbedOptions(**kw), log=log)
 
 
 def test_output_rows_columns_and_known_answer(tmp_path):
@@ -396,7 +405,7 @@ def test_phenoica_feature_extractor(tmp_path, agnostic):
 
 
 def test_model_identity_follows_checkpoint_bytes_and_spec(tmp_path):
-    from phenoica.embed import model_identity
+    from phenoica.embed.plate import model_identity
 
     ckpt = tmp_path / "enc.pt"
     ckpt.write_bytes(b"weights-1")
@@ -439,7 +448,7 @@ def test_channels_are_chosen_and_ordered_by_name(tmp_path):
     model = make_model(in_chans=2)
     df = pd.read_parquet(run(store, meta, model, tmp_path / "o.parquet", channels=["actin", "dna"]))
     np.testing.assert_allclose(embeddings(df), direct(model, tiles[:, [2, 0]]), atol=1e-5, rtol=0)
-    from phenoica.embed import embedding_metadata
+    from phenoica.embed.parts import embedding_metadata
 
     assert embedding_metadata(tmp_path / "o.parquet")["channels"] == ["actin", "dna"]
     with pytest.raises(ScreenError, match=r"channel\(s\) \['mito'\] named by config key models.m.channels"):
@@ -455,7 +464,7 @@ def test_feature_names_and_options_are_written(tmp_path):
     out = run(store, meta, model, tmp_path / "o.parquet", feature_names=names, options={"pool": "mean", "block": 2})
     df = pd.read_parquet(out)
     assert [c for c in df.columns if not c.startswith("Metadata_")] == names
-    from phenoica.embed import embedding_metadata
+    from phenoica.embed.parts import embedding_metadata
 
     meta_ = embedding_metadata(out)
     assert meta_["block"] == 2 and meta_["feature_dim"] == DIM and meta_["normalize"] == "image"
@@ -485,7 +494,7 @@ def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tm
 def test_compiled_model_embeds_like_the_eager_one(tmp_path):
     """embed.compile: the rule's function runs the model through torch.compile (here on the CPU)."""
     from phenoica.config import validate_config
-    from phenoica.embed_jobs import embed_model_plate
+    from phenoica.embed.jobs import EmbedJob, embed_model_plate
 
     store, _ = make_store(tmp_path, n=6)
     spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]
@@ -494,15 +503,9 @@ def test_compiled_model_embeds_like_the_eager_one(tmp_path):
     settings = ({}, {"compile": True}, {"compile": True, "compile_options": {"triton.coalesce_tiling_analysis": False}})
     for i, setting in enumerate(settings):
         out = tmp_path / f"{i}.parquet"
+        embed = validate_config({})["embed"] | {"device": "cpu", **setting}
         embed_model_plate(
-            store,
-            make_metadata(range(6)),
-            out,
-            model_name="m",
-            spec=spec,
-            checkpoint=None,
-            embed=validate_config({})["embed"] | {"device": "cpu", **setting},
-            threads=1,
+            store, make_metadata(range(6)), out, EmbedJob("m", spec, None, EmbedOptions.from_config(embed), threads=1)
         )
         frames.append(pd.read_parquet(out))
     for frame in frames[1:]:
@@ -511,7 +514,7 @@ def test_compiled_model_embeds_like_the_eager_one(tmp_path):
 
 def test_unknown_compile_option_names_the_key(tmp_path):
     from phenoica.config import validate_config
-    from phenoica.embed_jobs import embed_model_plate
+    from phenoica.embed.jobs import EmbedJob, embed_model_plate
 
     store, _ = make_store(tmp_path, n=2)
     spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]
@@ -521,9 +524,6 @@ def test_unknown_compile_option_names_the_key(tmp_path):
             store,
             make_metadata(range(2)),
             tmp_path / "x.parquet",
-            model_name="m",
-            spec=spec,
-            checkpoint=None,
-            embed=embed,
+            EmbedJob("m", spec, None, EmbedOptions.from_config(embed)),
         )
     assert not (tmp_path / "x.parquet").exists()

@@ -14,8 +14,8 @@ import yaml
 
 import phenoica.models.features as features
 from phenoica.config import validate_config
-from phenoica.embed import EmbedTiming, parts_dir
-from phenoica.embed_jobs import (
+from phenoica.embed.chunks import EmbedTiming
+from phenoica.embed.jobs import (
     EmbedJob,
     PlateJob,
     check_compile_cache,
@@ -23,6 +23,8 @@ from phenoica.embed_jobs import (
     embed_model_plate,
     embed_model_plates,
 )
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.parts import parts_dir
 from phenoica.models.device import Staging, resolve_device
 from phenoica.screen import ScreenError, write_plate
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_store
@@ -68,7 +70,9 @@ def plates(tmp_path: Path, n: int = 2, images: int = 8) -> list[PlateJob]:
 
 
 def job(**embed) -> EmbedJob:
-    return EmbedJob(model_name="m", spec=MODEL, checkpoint=None, embed=EMBED | embed, threads=1)
+    return EmbedJob(
+        model_name="m", spec=MODEL, checkpoint=None, options=EmbedOptions.from_config(EMBED | embed), threads=1
+    )
 
 
 def test_embed_groups_are_consecutive_plates():
@@ -87,9 +91,7 @@ def test_a_job_of_two_plates_builds_one_model_and_equals_two_single_jobs(tmp_pat
     assert not any(parts_dir(p.out).exists() for p in group)
     for plate in group:
         single = tmp_path / f"single_{plate.name}.parquet"
-        embed_model_plate(
-            plate.store, plate.metadata, single, model_name="m", spec=MODEL, checkpoint=None, embed=EMBED, threads=1
-        )
+        embed_model_plate(plate.store, plate.metadata, single, job())
         np.testing.assert_array_equal(embeddings(pd.read_parquet(plate.out)), embeddings(pd.read_parquet(single)))
     assert builds.models == 3
 
@@ -128,7 +130,7 @@ def test_a_killed_job_resumes_without_redoing_finished_plates_or_chunks(tmp_path
     assert builds.crops == 4  # only P2's last chunk; P1 assembled from its parts
     reference = tmp_path / "ref.parquet"
     embed_model_plate(
-        group[0].store, group[0].metadata, reference, model_name="m", spec=MODEL, checkpoint=None, embed=EMBED
+        group[0].store, group[0].metadata, reference, EmbedJob("m", MODEL, None, EmbedOptions.from_config(EMBED))
     )
     np.testing.assert_allclose(
         embeddings(pd.read_parquet(group[0].out)), embeddings(pd.read_parquet(reference)), atol=1e-6
@@ -147,7 +149,7 @@ def test_plates_with_different_channel_sets_are_refused_before_any_work(tmp_path
     ):
         embed_model_plates(group, job())
     assert builds.models == 0 and not (tmp_path / "out").exists()
-    named = EmbedJob(model_name="m", spec=MODEL | {"channels": ["actin"]}, checkpoint=None, embed=EMBED)
+    named = EmbedJob("m", MODEL | {"channels": ["actin"]}, None, EmbedOptions.from_config(EMBED))
     with pytest.raises(ScreenError, match=r"P3.zarr: channel\(s\) \['actin'\] named by config key models.m.channels"):
         embed_model_plates(group, named)
     assert builds.models == 0 and not (tmp_path / "out").exists()

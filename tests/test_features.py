@@ -1,5 +1,6 @@
 """Embedding options of phenoica's own encoders (block, pool, per-channel), the crop-wise
-normalization of the OpenPhenom recipe, and the keys MAE training depends on."""
+normalization of the OpenPhenom recipe, the keys MAE training depends on, the architecture
+registry and the declared extractor interface with its plate/model fit check."""
 
 from __future__ import annotations
 
@@ -10,7 +11,9 @@ from torch import nn
 
 from phenoica.config import validate_config
 from phenoica.contract import ConfigError
-from phenoica.models.features import FeatureExtractor, build_feature_extractor
+from phenoica.models.extractor import ModelInputs, check_fit
+from phenoica.models.features import FeatureExtractor, build_feature_extractor, create_model
+from phenoica.models.registry import list_models, model_entrypoint, register_model
 from phenoica.models.spec import training_spec
 from phenoica.models.vit import build_encoder
 from phenoica.sources.preprocess import normalize_crops, prepare, scale_intensity
@@ -105,3 +108,37 @@ def test_training_depends_on_training_keys_only():
     assert training_spec(dict(cfg, embed_dim=64)) != training_spec(cfg)
     assert training_spec(dict(cfg, channels=["a", "b"])) != training_spec(cfg)  # trained on those channels
     assert set(training_spec(cfg)) >= {"img_size", "patch_size", "decoder_depth", "in_chans", "channel_agnostic"}
+
+
+def test_architectures_are_registered_by_name():
+    assert list_models() == ["openphenom", "phenoica", "timm"]
+    encoder, normalize = create_model("phenoica", SPEC, 3)
+    assert normalize == "image" and isinstance(encoder, nn.Module)
+    with pytest.raises(ConfigError, match="architecture must be one of openphenom, phenoica, timm; got 'resnet'"):
+        model_entrypoint("resnet")
+    with pytest.raises(ValueError, match="architecture 'timm' is registered twice"):
+        register_model("timm")(create_model)
+
+
+def test_the_declared_interface_and_the_fit_check():
+    fixed, agnostic = build_feature_extractor(SPEC, 3), build_feature_extractor(CA_SPEC, 4)
+    assert ModelInputs.of(fixed).in_chans == 3 and ModelInputs.of(fixed).extractor is fixed
+    shared = ModelInputs.of(agnostic)
+    assert shared.in_chans is None and shared.max_in_chans == agnostic.max_in_chans and shared.feature_dim == 32
+    assert ModelInputs.of(build_encoder(SPEC, 3)).in_chans == 3  # a bare timm ViT, described from timm's attributes
+    assert check_fit(shared, (16, 16), 16, ["a", "b"]) is None
+    small = check_fit(shared, (8, 16), 16, ["a", "b"])
+    assert small is not None and small.kind == "crop"
+    assert small.plate_message("P1.zarr: plate P1", "k").startswith(
+        "P1.zarr: plate P1 images are 8x16, smaller than the crop size 16"
+    )
+    assert small.screen_message("m") == (
+        "8x16 images, 2 channel(s) ['a', 'b']: smaller than model m's crop size 16 (the model's img_size, or embed.crop_size)"
+    )
+    count = check_fit(ModelInputs.of(fixed), (16, 16), 16, ["a", "b"])
+    assert count is not None and count.plate_message("P", "k") == "P has 2 channels but the model expects 3"
+    most = check_fit(ModelInputs(None, max_in_chans=1), (16, 16), 16, ["a", "b"])
+    assert (
+        most is not None
+        and "embeds at most 1 channels; choose up to 1 with models.m.channels" in most.screen_message("m")
+    )

@@ -14,9 +14,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from phenoica.embed import embed_plate
-from phenoica.mae import train_mae
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.plate import PlateModel, embed_plate
 from phenoica.models.features import build_feature_extractor
+from phenoica.models.mae import TrainOptions, train_mae
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_model, make_store
 from tests.test_mae import SPEC, TRAIN, cell_tiles
@@ -30,7 +31,7 @@ def _cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _embed(tmp_path: Path, store: Path, model: torch.nn.Module, device: str, **kw) -> pd.DataFrame:
     out = tmp_path / f"{device}_{kw.get('batch_size', 4)}.parquet"
-    embed_plate(store, make_metadata(range(24)), model, out, crop_size=8, device=device, **kw)
+    embed_plate(store, make_metadata(range(24)), PlateModel(model), out, EmbedOptions(crop_size=8, device=device, **kw))
     return pd.read_parquet(out)
 
 
@@ -75,7 +76,9 @@ def test_mae_trains_on_cuda_and_its_checkpoint_loads_on_the_cpu(tmp_path):
 
     plate = write_plate(tmp_path / "P1.zarr", cell_tiles(32), list(CHANNELS), chunk_images=8)
     train = dict(TRAIN, steps=60, batch_size=32, warmup_steps=5, log_every=20)
-    summary = train_mae([plate], SPEC, train, seed=0, out=tmp_path / "m.safetensors", device="cuda")
+    summary = train_mae(
+        [plate], SPEC, TrainOptions.from_config(train, device="cuda"), seed=0, out=tmp_path / "m.safetensors"
+    )
     assert summary["steps"] == 60 and np.isfinite(summary["final_loss"])
     assert summary["final_loss"] < summary["initial_loss"]
     state = load_file(str(tmp_path / "m.safetensors"))
@@ -102,7 +105,7 @@ def test_a_job_of_two_plates_on_cuda_matches_the_cpu(tmp_path):
     """embed_model_plates (the rule's function) on CUDA, model built once: both plates equal
     to the fp32 CPU features up to bf16 rounding; compiled with a compile cache folder."""
     from phenoica.config import validate_config
-    from phenoica.embed_jobs import EmbedJob, PlateJob, embed_model_plates
+    from phenoica.embed.jobs import EmbedJob, PlateJob, embed_model_plates
     from tests.test_embed_jobs import MODEL
 
     frames = {}
@@ -113,7 +116,7 @@ def test_a_job_of_two_plates_on_cuda_matches_the_cpu(tmp_path):
             out = tmp_path / device / f"P{i + 1}.parquet"
             plates.append(PlateJob(store, make_metadata(range(8), plate=f"P{i + 1}"), out))
         embed = validate_config({})["embed"] | {"device": device, "chunk_images": 4, **extra}
-        embed_model_plates(plates, EmbedJob("m", MODEL, None, embed))
+        embed_model_plates(plates, EmbedJob("m", MODEL, None, EmbedOptions.from_config(embed)))
         frames[device] = [embeddings(pd.read_parquet(p.out)) for p in plates]
     assert any((tmp_path / "cache").rglob("*"))  # the compile cache was written
     for cpu, gpu in zip(frames["cpu"], frames["cuda"]):

@@ -1,4 +1,4 @@
-"""Tests of phenoica.mae: timm ViT encoder, channel-agnostic embedding, MAE, checkpoints."""
+"""Tests of phenoica.models.mae: timm ViT encoder, channel-agnostic embedding, MAE, checkpoints."""
 
 from __future__ import annotations
 
@@ -11,7 +11,10 @@ from safetensors.torch import load_file
 from skimage import data
 from timm.models.vision_transformer import VisionTransformer
 
-from phenoica.mae import (
+from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
+from phenoica.models.features import FeatureExtractor, build_feature_extractor
+from phenoica.models.mae import (
+    TrainOptions,
     build_mae,
     patchify,
     random_crops,
@@ -21,8 +24,6 @@ from phenoica.mae import (
     train_mae,
     warmup_cosine,
 )
-from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
-from phenoica.models.features import FeatureExtractor, build_feature_extractor
 from phenoica.models.vit import MAX_CHANNELS, build_encoder, load_encoder, save_checkpoint
 from phenoica.screen import ScreenError, write_plate
 
@@ -255,10 +256,9 @@ def test_training_lowers_the_loss(tmp_path, plate):
     summary = train_mae(
         [plate],
         SPEC,
-        train,
+        TrainOptions.from_config(train, device="cpu"),
         seed=0,
         out=tmp_path / "m.safetensors",
-        device="cpu",
         on_step=lambda step, loss: seen.append(loss),
     )
     assert len(seen) == 150 and summary["steps"] == 150
@@ -271,7 +271,9 @@ def test_training_lowers_the_loss(tmp_path, plate):
 
 def test_training_is_deterministic(tmp_path, plate):
     runs = [
-        train_mae([plate], CA_SPEC, TRAIN, seed=s, out=tmp_path / f"m{i}.safetensors", device="cpu")
+        train_mae(
+            [plate], CA_SPEC, TrainOptions.from_config(TRAIN, device="cpu"), seed=s, out=tmp_path / f"m{i}.safetensors"
+        )
         for i, s in enumerate((5, 5, 6))
     ]
     a, b, c = (load_file(str(tmp_path / f"m{i}.safetensors")) for i in range(3))

@@ -18,8 +18,9 @@ from timm.models.vision_transformer import ParallelScalingBlock, VisionTransform
 from torch import nn
 
 from phenoica.config import validate_config
-from phenoica.embed import embedding_metadata
-from phenoica.embed_jobs import embed_model_plate
+from phenoica.embed.jobs import EmbedJob, embed_model_plate
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.parts import embedding_metadata
 from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.features import build_feature_extractor
 from phenoica.models.openphenom import OpenPhenomGeometry, geometry_from_state, sincos_table
@@ -183,11 +184,13 @@ def embed(tiny, checkpoint: Path, out: Path, caplog=None, **extra) -> pd.DataFra
         tiny["store"],
         metadata(6),
         out,
-        model_name="op",
-        spec=model_entry(checkpoint, **extra),
-        checkpoint=checkpoint,
-        embed=validate_config({})["embed"] | {"device": "cpu", "batch_size": 5},
-        threads=1,
+        EmbedJob(
+            "op",
+            model_entry(checkpoint, **extra),
+            checkpoint,
+            EmbedOptions.from_config(validate_config({})["embed"] | {"device": "cpu", "batch_size": 5}),
+            threads=1,
+        ),
         log=logging.getLogger("phenoica.embed"),
     )
     return pd.read_parquet(out)
@@ -229,11 +232,13 @@ def test_explicit_architecture_and_the_channels_the_recipe_drops(tiny, tmp_path)
         tiny["store"],
         metadata(6),
         out,
-        model_name="op",
-        spec=spec,
-        checkpoint=tiny["files"]["pickle"],
-        embed=validate_config({})["embed"] | {"device": "cpu"},
-        threads=1,
+        EmbedJob(
+            "op",
+            spec,
+            tiny["files"]["pickle"],
+            EmbedOptions.from_config(validate_config({})["embed"] | {"device": "cpu"}),
+            threads=1,
+        ),
     )
     want = reference_image_embeddings(tiny["vit"], tiny["tiles"][:, [STORE_CHANNELS.index(c) for c in three]], 32)
     assert np.abs(pd.read_parquet(out).filter(like="emb_").to_numpy() - want).max() < 1e-4
@@ -276,17 +281,15 @@ def test_more_channels_than_max_in_chans(tiny, tmp_path):
     names = [f"c{i}" for i in range(12)]
     store = write_plate(tmp_path / "P12.zarr", np.zeros((2, 12, 32, 32), np.uint8), names)
     fx = build_feature_extractor(model_entry(tiny["files"]["pickle"]), 3, tiny["files"]["pickle"])
-    from phenoica.embed import embed_plate
+    from phenoica.embed.plate import PlateModel, embed_plate
 
     with pytest.raises(ScreenError, match=r"P12.zarr: plate P1 gives 12 channels .* at most 11 .*models.op.channels"):
         embed_plate(
             store,
             metadata(2),
-            fx,
+            PlateModel(fx, channels_key="models.op.channels"),
             tmp_path / "o.parquet",
-            crop_size=32,
-            device="cpu",
-            channels_key="models.op.channels",
+            EmbedOptions(crop_size=32, device="cpu"),
         )
     assert not (tmp_path / "o.parquet").exists()
 
@@ -302,11 +305,9 @@ def test_missing_channel_names_the_key_and_the_plate_channels(tiny, tmp_path):
             tiny["store"],
             metadata(6),
             tmp_path / "o.parquet",
-            model_name="op",
-            spec=spec,
-            checkpoint=tiny["files"]["pickle"],
-            embed=validate_config({})["embed"],
-            threads=1,
+            EmbedJob(
+                "op", spec, tiny["files"]["pickle"], EmbedOptions.from_config(validate_config({})["embed"]), threads=1
+            ),
         )
 
 
@@ -317,11 +318,13 @@ def test_image_smaller_than_the_models_crop(tiny, tmp_path):
             store,
             metadata(2),
             tmp_path / "o.parquet",
-            model_name="op",
-            spec=model_entry(tiny["files"]["pickle"]),
-            checkpoint=tiny["files"]["pickle"],
-            embed=validate_config({})["embed"],
-            threads=1,
+            EmbedJob(
+                "op",
+                model_entry(tiny["files"]["pickle"]),
+                tiny["files"]["pickle"],
+                EmbedOptions.from_config(validate_config({})["embed"]),
+                threads=1,
+            ),
         )
 
 
@@ -387,11 +390,13 @@ def test_published_size_vit_s16_at_256px_on_a_512px_image(tmp_path):
             store,
             metadata(1),
             out,
-            model_name="op",
-            spec=spec,
-            checkpoint=files[fmt],
-            embed=validate_config({})["embed"] | {"device": "cpu", "batch_size": 4},
-            threads=1,
+            EmbedJob(
+                "op",
+                spec,
+                files[fmt],
+                EmbedOptions.from_config(validate_config({})["embed"] | {"device": "cpu", "batch_size": 4}),
+                threads=1,
+            ),
         )
         got = pd.read_parquet(out).filter(like="emb_").to_numpy()
         assert got.shape == (1, 384) and np.abs(got - want).max() < 1e-4, (fmt, np.abs(got - want).max())

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 
 from phenoica import workflow as wf
-from phenoica.config import validate_config
+from phenoica.config import run_time_keys, validate_config
 from tests.conftest import REPO
 
 #: (section, rule) pairs whose rules take their section's params through job_params
@@ -27,7 +27,7 @@ JOBS = (
     ("identifiability", "align"),
     ("biomap", "biomap"),
 )
-RUN_TIME = set(wf.run_time_keys("speed") + wf.run_time_keys("screen-size"))
+RUN_TIME = set(run_time_keys("speed") + run_time_keys("screen-size"))
 
 
 def test_params_leave_out_speed_only_keys_and_scripts_get_them_back():
@@ -163,14 +163,14 @@ def test_a_demo_plate_does_not_depend_on_the_screen_size():
 def test_the_same_training_writes_the_same_checkpoint_bytes(tmp_path):
     """Downstream files record the checkpoint's SHA-256, so a rerun is byte-identical only if
     the checkpoint is: it holds what training made, not how long it took."""
-    from phenoica.mae import train_mae
+    from phenoica.models.mae import TrainOptions, train_mae
     from phenoica.screen import write_plate
     from tests.test_mae import SPEC, TRAIN, cell_tiles
 
     store = write_plate(tmp_path / "p.zarr", cell_tiles(16), ["dna", "er", "actin"], chunk_images=8)
     paths = [tmp_path / f"m{i}.safetensors" for i in range(2)]
     for path in paths:
-        train_mae([store], SPEC, TRAIN, seed=3, out=path, device="cpu")
+        train_mae([store], SPEC, TrainOptions.from_config(TRAIN, device="cpu"), seed=3, out=path)
     assert paths[0].read_bytes() == paths[1].read_bytes()
 
 

@@ -16,8 +16,9 @@ from timm.models import adapt_input_conv
 
 from phenoica.config import validate_config
 from phenoica.contract import ConfigError
-from phenoica.embed import embedding_metadata
-from phenoica.embed_jobs import embed_model_plate
+from phenoica.embed.jobs import EmbedJob, embed_model_plate
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.parts import embedding_metadata
 from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.features import build_feature_extractor
 from phenoica.screen import write_plate
@@ -115,11 +116,13 @@ def test_embed_rule_with_a_timm_model_and_chosen_channels(weights, tmp_path):
         store,
         meta,
         out,
-        model_name="t",
-        spec=spec(path, channels=["Mito", "ER", "DNA"]),
-        checkpoint=path,
-        embed=validate_config({})["embed"] | {"device": "cpu"},
-        threads=1,
+        EmbedJob(
+            "t",
+            spec(path, channels=["Mito", "ER", "DNA"]),
+            path,
+            EmbedOptions.from_config(validate_config({})["embed"] | {"device": "cpu"}),
+            threads=1,
+        ),
     )
     df = pd.read_parquet(out)
     assert df.filter(like="emb_").shape == (3, 64)

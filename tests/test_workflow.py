@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from phenoica import workflow as wf
+from phenoica.config import run_time_keys
 from tests.conftest import REPO
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -248,7 +248,7 @@ RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
 
 
 def test_every_speed_only_key_has_a_dry_run_case():
-    assert set(SPEED_ONLY_CHANGES) | LIGHTGBM_ALIASES | {"resources"} == set(wf.run_time_keys("speed"))
+    assert set(SPEED_ONLY_CHANGES) | LIGHTGBM_ALIASES | {"resources"} == set(run_time_keys("speed"))
 
 
 @pytest.mark.slow

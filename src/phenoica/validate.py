@@ -163,8 +163,8 @@ def check_models(
     Problems are appended to ``problems``; returns a summary per model."""
     import torch
 
-    from phenoica.embed import model_in_chans, probe_feature_dim
     from phenoica.models.checkpoint import CheckpointError
+    from phenoica.models.extractor import ModelInputs, check_fit, probe_feature_dim, screen_subject
     from phenoica.models.features import build_feature_extractor
 
     log = log or logging.getLogger("phenoica.validate")
@@ -196,7 +196,8 @@ def check_models(
                 problems.append(f"model {name} for the {n} channel(s) of plate(s) {plates[:5]}: {exc}")
         trained = not spec.get("checkpoint")
         counts = {p: len(c) for p, c in fed.items()}
-        if trained and len(set(counts.values())) > 1 and any(model_in_chans(m) is not None for m in built.values()):
+        inputs = {n: ModelInputs.of(m) for n, m in built.items()}
+        if trained and len(set(counts.values())) > 1 and any(i.in_chans is not None for i in inputs.values()):
             problems.append(
                 f"model {name} is trained on the screen, but its plates feed different channel counts "
                 f"{dict(list(counts.items())[:8])}; name the channels every plate has in models.{name}.channels, "
@@ -210,21 +211,16 @@ def check_models(
                 continue
             geo = geometry[plate]
             crop = crops[plate] = int(crop_size or model.img_size)
-            what = f"{geo.height}x{geo.width} images, {len(channels)} channel(s) {channels}"
-            most = getattr(model, "max_in_chans", None)
-            expected = model_in_chans(model)
-            if geo.height < crop or geo.width < crop:
-                why = f"{what}: smaller than model {name}'s crop size {crop} (the model's img_size, or embed.crop_size)"
-            elif expected is not None and expected != len(channels):
-                why = f"{what}: model {name} expects {expected} channel(s)"
-            elif isinstance(most, int) and len(channels) > most:
-                why = f"{what}: model {name} embeds at most {most} channels; choose up to {most} with models.{name}.channels"
+            misfit = check_fit(inputs[len(channels)], (geo.height, geo.width), crop, channels)
+            if misfit is not None:
+                why = misfit.screen_message(name)
             else:
                 try:
-                    probe_feature_dim(model, len(channels), crop, torch.device("cpu"), Path(f"model {name}"))
+                    cpu = torch.device("cpu")
+                    probe_feature_dim(model, inputs[len(channels)], len(channels), crop, cpu, Path(f"model {name}"))
                     continue
                 except ScreenError as exc:
-                    why = f"{what}: {exc}"
+                    why = f"{screen_subject((geo.height, geo.width), channels)}: {exc}"
             failed.setdefault(why, []).append(plate)
         problems += _grouped(failed)
         summary[name] = {

@@ -1,6 +1,6 @@
 """What the Snakemake DAG needs to know before any job runs: plates, digests, input lists, the
 study pages to link, and the params of every rule. Nothing here writes a job's output: jobs
-write through the library (e.g. :func:`phenoica.mae.record_training`).
+write through the library (e.g. :func:`phenoica.models.mae.record_training`).
 
 Rule params are what Snakemake reruns a job for, so a rule passes exactly the values its
 output depends on (:func:`job_params`), never a whole config section. Which keys reach which
@@ -193,7 +193,7 @@ def feature_params(config: Mapping[str, Any]) -> dict[str, Any]:
 
 def training_record(results: str, model: str) -> Path:
     """Where train_mae records the plates a model was trained on (written by
-    :func:`phenoica.mae.record_training`)."""
+    :func:`phenoica.models.mae.record_training`)."""
     return Path(output_paths(results).embed.training.format(model=model))
 
 

@@ -6,9 +6,12 @@
 * :mod:`~phenoica.models.timm_models`: stock timm models from a local checkpoint;
 * :mod:`~phenoica.models.layouts`: which layout a checkpoint's keys are;
 * :mod:`~phenoica.models.checkpoint`: reading checkpoint files (safetensors or torch pickles);
-* :mod:`~phenoica.models.features`: config entry -> :class:`FeatureExtractor` (pooling, block,
-  per-channel embeddings);
-* :mod:`~phenoica.models.device`: the torch device of a job.
-
-MAE pretraining is :mod:`phenoica.mae`.
+* :mod:`~phenoica.models.registry`: the architectures, each builder registered under its name
+  (``register_model``, as timm's);
+* :mod:`~phenoica.models.extractor`: the declared extractor interface the embed and validate
+  stages read, and the plate/model fit check both call;
+* :mod:`~phenoica.models.features`: config entry -> :class:`FeatureExtractor` (``create_model``
+  by the registry, then pooling, block, per-channel embeddings);
+* :mod:`~phenoica.models.device`: the torch device of a job;
+* :mod:`~phenoica.models.mae`: MAE pretraining of phenoica's ViT (rule ``train_mae``).
 """

@@ -1,8 +1,11 @@
 """From a model entry of the config to a feature extractor: crops (B, C, s, s) -> features (B, F).
 
 :func:`build_feature_extractor` picks the architecture (``models.NAME.architecture``, or
-``timm_name``, or the checkpoint's keys), builds the encoder with its weights, and wraps it in
-:class:`FeatureExtractor`, which applies the embedding options of the config:
+``timm_name``, or the checkpoint's keys), builds the encoder with its weights through the
+registry (:func:`create_model`, :mod:`phenoica.models.registry`: each architecture's module
+registers its builder with ``register_model``), and wraps it in :class:`FeatureExtractor` (the
+declared :class:`~phenoica.models.extractor.Extractor` interface), which applies the embedding
+options of the config:
 
 * ``block``: tokens of this transformer block (0-based; negative counts from the end), as
   timm's ``forward_intermediates`` returns them (before any final norm); null = the output of
@@ -27,24 +30,27 @@ import torch
 from torch import nn
 
 from phenoica.contract import ConfigError
+from phenoica.models import openphenom, timm_models, vit
 from phenoica.models.checkpoint import CheckpointError, read_checkpoint
-from phenoica.models.layouts import OPENPHENOM, PHENOICA, TIMM, closeness, detect_architecture, key_patterns
-from phenoica.models.openphenom import NORMALIZE as OPENPHENOM_NORMALIZE
-from phenoica.models.openphenom import load_openphenom
-from phenoica.models.timm_models import build_timm_encoder
-from phenoica.models.vit import build_encoder, check_input, load_encoder, shares_channels
+from phenoica.models.extractor import Extractor
+from phenoica.models.layouts import PHENOICA, TIMM, closeness, detect_architecture, key_patterns
+from phenoica.models.registry import model_entrypoint
+from phenoica.models.vit import check_input, shares_channels
 from phenoica.screen import ScreenError, feature_name
 from phenoica.sources.preprocess import NORMALIZE_IMAGE
 
 POOLS = ("mean", "cls")
+ARCHITECTURE_MODULES = (vit, openphenom, timm_models)
+"""The modules whose builders :func:`create_model` finds (importing them registers them)."""
 
 
-class FeatureExtractor(nn.Module):
+class FeatureExtractor(Extractor):
     """Encoder + token choice + pooling: normalized crops (B, C, img, img) -> float32 (B, F).
 
-    Attributes the embedding stage reads: ``in_chans`` (None = any count up to
-    ``max_in_chans``, for shared-projection encoders), ``feature_dim`` (None when it depends on
-    the channel count: ``per_channel``), ``img_size``, ``normalize`` and :meth:`options`.
+    The declared :class:`~phenoica.models.extractor.Extractor` interface: ``in_chans`` (None =
+    any count up to ``max_in_chans``, for shared-projection encoders), ``feature_dim`` (None
+    when it depends on the channel count: ``per_channel``), ``img_size``, ``normalize``,
+    :meth:`check`, :meth:`output_dim`, :meth:`feature_names` and :meth:`options`.
     """
 
     def __init__(
@@ -189,6 +195,23 @@ def resolve_architecture(
     return detect_architecture(state, checkpoint), state
 
 
+def create_model(
+    name: str,
+    spec: Mapping[str, Any],
+    in_chans: int,
+    checkpoint: Path | str | None = None,
+    log: logging.Logger | None = None,
+    state: Mapping[str, torch.Tensor] | None = None,
+) -> tuple[nn.Module, str]:
+    """(encoder, normalization) of architecture ``name``, by the builder registered under it
+    (:func:`phenoica.models.registry.register_model`); ConfigError for an unknown name.
+
+    ``spec`` is the model entry, ``in_chans`` the channels the screen feeds it, ``state`` the
+    checkpoint's tensors when already read (to detect the layout)."""
+    builder = model_entrypoint(name)
+    return builder(spec, in_chans, checkpoint, log or logging.getLogger("phenoica.models"), state)
+
+
 def build_feature_extractor(
     spec: Mapping[str, Any],
     in_chans: int,
@@ -203,21 +226,8 @@ def build_feature_extractor(
     """
     log = log or logging.getLogger("phenoica.models")
     arch, state = resolve_architecture(spec, checkpoint, log)
-    normalize = NORMALIZE_IMAGE
     try:
-        if arch == PHENOICA:
-            if checkpoint is None:
-                encoder = build_encoder(spec, in_chans, seed=int(spec.get("seed", 0)))
-            else:
-                encoder = load_encoder(Path(checkpoint), spec, in_chans, log, state=state)
-        elif arch == OPENPHENOM:
-            if checkpoint is None:
-                raise ConfigError("architecture openphenom needs a checkpoint (models.NAME.checkpoint)")
-            encoder, normalize = load_openphenom(checkpoint, in_chans, log, state=state), OPENPHENOM_NORMALIZE
-        elif arch == TIMM:
-            encoder = build_timm_encoder(str(spec["timm_name"]), checkpoint, in_chans, log)
-        else:
-            raise ConfigError(f"architecture must be one of {PHENOICA}, {OPENPHENOM}, {TIMM}; got {arch!r}")
+        encoder, normalize = create_model(arch, spec, in_chans, checkpoint, log, state)
     except CheckpointError as exc:
         if arch == TIMM or checkpoint is None or not Path(checkpoint).is_file():
             raise

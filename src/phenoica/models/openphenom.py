@@ -32,7 +32,9 @@ import torch
 from timm.models.vision_transformer import ParallelScalingBlock, VisionTransformer
 from torch import nn
 
+from phenoica.contract import ConfigError
 from phenoica.models.checkpoint import CheckpointError, check_keys, read_checkpoint, strip_prefixes
+from phenoica.models.registry import register_model
 from phenoica.screen import ScreenError
 
 BACKBONE_PREFIX = "encoder.vit_backbone."
@@ -301,3 +303,18 @@ def load_openphenom(
     model.load_state_dict(backbone, strict=True)
     model.pos_embed.requires_grad_(False)
     return model.eval()
+
+
+@register_model("openphenom")
+def openphenom_encoder(
+    spec: Mapping[str, Any],
+    in_chans: int,
+    checkpoint: Path | str | None,
+    log: logging.Logger,
+    state: Mapping[str, torch.Tensor] | None,
+) -> tuple[nn.Module, str]:
+    """The OpenPhenom layout (architecture ``openphenom``): the checkpoint's encoder, geometry read
+    from it; each crop normalized (:data:`NORMALIZE`)."""
+    if checkpoint is None:
+        raise ConfigError("architecture openphenom needs a checkpoint (models.NAME.checkpoint)")
+    return load_openphenom(checkpoint, in_chans, log, state=state), NORMALIZE

@@ -20,6 +20,7 @@ from __future__ import annotations
 import difflib
 import logging
 from pathlib import Path
+from typing import Any, Mapping
 
 import timm
 import torch
@@ -34,6 +35,8 @@ from phenoica.models.checkpoint import (
     read_checkpoint,
     strip_prefixes,
 )
+from phenoica.models.registry import register_model
+from phenoica.sources.preprocess import NORMALIZE_IMAGE
 
 
 def check_timm_name(name: str, key: str = "timm_name") -> None:
@@ -115,6 +118,19 @@ def build_timm_encoder(
             "filters summed" if in_chans == 1 else f"filters repeated cyclically, scaled by {ckpt_chans}/{in_chans}",
         )
     return model.eval()
+
+
+@register_model("timm")
+def timm_encoder(
+    spec: Mapping[str, Any],
+    in_chans: int,
+    checkpoint: Path | str | None,
+    log: logging.Logger,
+    state: Mapping[str, torch.Tensor] | None,
+) -> tuple[nn.Module, str]:
+    """A stock timm model (architecture ``timm``): ``timm_name`` with the weights of ``checkpoint``
+    (:func:`build_timm_encoder`; ``state`` is not used, timm reads the file); images normalized whole."""
+    return build_timm_encoder(str(spec["timm_name"]), checkpoint, in_chans, log), NORMALIZE_IMAGE
 
 
 def adapt_first_conv(model: nn.Module, conv_name: str, in_chans: int) -> None:

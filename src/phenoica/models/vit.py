@@ -41,8 +41,10 @@ from phenoica.models.checkpoint import (
     sort_safetensors_header,
     strip_prefixes,
 )
+from phenoica.models.registry import register_model
 from phenoica.models.spec import ARCH_KEYS
 from phenoica.screen import ScreenError
+from phenoica.sources.preprocess import NORMALIZE_IMAGE
 
 MAX_CHANNELS = 16
 """Channels a channel-agnostic encoder can embed (size of its learned channel table)."""
@@ -323,3 +325,18 @@ def load_encoder(
     check_keys(path, state, encoder.state_dict(), "the model spec")
     encoder.load_state_dict(state, strict=True)
     return encoder
+
+
+@register_model("phenoica")
+def phenoica_encoder(
+    spec: Mapping[str, Any],
+    in_chans: int,
+    checkpoint: Path | str | None,
+    log: logging.Logger,
+    state: Mapping[str, torch.Tensor] | None,
+) -> tuple[nn.Module, str]:
+    """phenoica's ViT (architecture ``phenoica``): weights from ``checkpoint`` (strictly), or the
+    spec's seeded random init when there is none; images normalized whole."""
+    if checkpoint is None:
+        return build_encoder(spec, in_chans, seed=int(spec.get("seed", 0))), NORMALIZE_IMAGE
+    return load_encoder(Path(checkpoint), spec, in_chans, log, state=state), NORMALIZE_IMAGE

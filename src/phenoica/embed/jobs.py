@@ -5,7 +5,8 @@ the CUDA context, building the model and, with ``embed.compile``, the compilatio
 batches' warm-up. Two things remove it from the per-plate bill:
 
 - ``embed.plates_per_job``: the workflow gives one job several plates (rules/embed.smk), which
-  :func:`embed_model_plates` embeds one after the other with one model. Each plate keeps its own
+  :func:`embed_model_plates` embeds one after the other with one model
+  (:func:`phenoica.embed.plate.embed_plate`). Each plate keeps its own
   output file, written atomically; a plate whose output already records the same work (its
   store's files, its metadata rows, the model and every setting that changes the embeddings:
   :func:`plate_work_key`) is kept, not redone, so a changed plate reruns alone; every plate's
@@ -27,7 +28,7 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -35,17 +36,12 @@ import pandas as pd
 import torch
 from torch import nn
 
-from phenoica.embed import (
-    channel_indices,
-    embed_plate,
-    embedding_metadata,
-    model_identity,
-    parts_dir,
-    plate_rows,
-    torch_threads,
-)
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.parts import embedding_metadata, parts_dir
+from phenoica.embed.plate import PlateModel, embed_plate, model_identity, plate_rows, torch_threads
 from phenoica.io import get_logger
 from phenoica.models.device import resolve_device
+from phenoica.models.extractor import ModelInputs, channel_indices
 from phenoica.screen import ScreenError, plate_channels
 
 WORK_KEY = "work_sha256"
@@ -68,12 +64,13 @@ class PlateJob:
 @dataclass(frozen=True)
 class EmbedJob:
     """What a job embeds with: model ``model_name`` built from its config entry ``spec`` (weights
-    from ``checkpoint``, None = the spec's seeded init) and the config's ``embed`` section."""
+    from ``checkpoint``, None = the spec's seeded init), the config's ``embed`` section read once
+    (:meth:`EmbedOptions.from_config`) and the job's CPU threads."""
 
     model_name: str
     spec: Mapping[str, Any]
     checkpoint: Path | str | None
-    embed: Mapping[str, Any] = field(default_factory=dict)
+    options: EmbedOptions = field(default_factory=EmbedOptions)
     threads: int | None = None
 
 
@@ -116,10 +113,10 @@ def use_compile_cache(folder: Path) -> None:
     functorch_config.enable_autograd_cache = True
 
 
-def compiled(model: nn.Module, embed: Mapping[str, Any], model_name: str, log: logging.Logger) -> nn.Module:
+def compiled(model: nn.Module, embed: EmbedOptions, model_name: str, log: logging.Logger) -> nn.Module:
     """``torch.compile(model, options=embed.compile_options)``; an option torch does not know is
     a ValueError naming the config key and the option."""
-    options = dict(embed.get("compile_options") or {})
+    options = dict(embed.compile_options)
     try:
         runner = torch.compile(model, options=options or None)
     except RuntimeError as exc:
@@ -211,15 +208,15 @@ def embed_model_plates(plates: Sequence[PlateJob], job: EmbedJob, log: logging.L
     from phenoica.models.features import build_feature_extractor  # imports timm
 
     log = log or get_logger("phenoica.embed")
-    embed = job.embed
-    cache = check_compile_cache(embed["compile_cache"]) if embed.get("compile_cache") and embed.get("compile") else None
-    device = resolve_device(str(embed.get("device", "auto")), str(embed.get("without_cuda", "fail")), log)
+    embed = job.options
+    cache = check_compile_cache(embed.compile_cache) if embed.compile_cache and embed.compile else None
+    device = resolve_device(embed.device, embed.without_cuda, log)
     channels = job.spec.get("channels")
     fed = check_group_channels(plates, channels, f"models.{job.model_name}.channels")
     identity = model_identity(job.checkpoint, job.spec)
     settings = {
-        "crop_size": embed.get("crop_size"),
-        "intensity_max": embed.get("intensity_max"),
+        "crop_size": embed.crop_size,
+        "intensity_max": embed.intensity_max,
         "channels": fed,
         "device": device.type,
     }
@@ -239,30 +236,25 @@ def embed_model_plates(plates: Sequence[PlateJob], job: EmbedJob, log: logging.L
         log.info("compile cache: %s (inductor's FX graph, AOTAutograd and Triton caches)", cache)
     with torch_threads(job.threads):
         model = build_feature_extractor(job.spec, len(fed), job.checkpoint, log=log)
-    runner = compiled(model, embed, job.model_name, log) if embed.get("compile") else model
+    runner = compiled(model, embed, job.model_name, log) if embed.compile else model
+    options = replace(
+        embed, crop_size=embed.crop_size or model.img_size, device=str(device), threads=embed.threads or job.threads
+    )
+    inputs = ModelInputs.of(model)  # the declared interface, also when the runner is compiled
     for i, plate in enumerate(todo):
         log.info("job: plate %d/%d of this job (%s)", i + 1, len(todo), plate.name)
-        embed_plate(
-            plate.store,
-            plate.metadata,
+        recorded = {"model_name": job.model_name, **model.options(), WORK_KEY: keys[plate.out]}
+        plate_model = PlateModel(
             runner,
-            plate.out,
-            crop_size=embed.get("crop_size") or model.img_size,
-            intensity_max=embed.get("intensity_max"),
-            batch_size=int(embed.get("batch_size", 128)),
-            chunk_images=embed.get("chunk_images"),
-            device=str(device),
-            threads=embed.get("threads") or job.threads,
-            log=log,
+            inputs=inputs,
             identity=identity,
             channels=channels,
             channels_key=f"models.{job.model_name}.channels",
             normalize=model.normalize,
             feature_names=model.feature_names(fed),
-            options={"model_name": job.model_name, **model.options(), WORK_KEY: keys[plate.out]},
-            loader_threads=int(embed.get("loader_threads", 1)),
-            keep_parts=len(plates) > 1,
+            options=recorded,
         )
+        embed_plate(plate.store, plate.metadata, plate_model, plate.out, options, log=log, keep_parts=len(plates) > 1)
     for plate in plates:
         shutil.rmtree(parts_dir(plate.out), ignore_errors=True)
     return [plate.out for plate in plates]
@@ -286,17 +278,10 @@ def embed_model_plate(
     store: Path | str,
     metadata: pd.DataFrame | Path | str,
     out: Path | str,
-    *,
-    model_name: str,
-    spec: Mapping[str, Any],
-    checkpoint: Path | str | None,
-    embed: Mapping[str, Any],
-    threads: int | None = None,
+    job: EmbedJob,
     log: logging.Logger | None = None,
 ) -> Path:
     """One plate through :func:`embed_model_plates` (the ``embed`` rule's
     function for a job of one plate)."""
-
-    job = EmbedJob(model_name=model_name, spec=spec, checkpoint=checkpoint, embed=embed, threads=threads)
     embed_model_plates([PlateJob(Path(store), metadata, Path(out))], job, log=log)
     return Path(out)

@@ -3,11 +3,12 @@
 The MAE (:class:`MaskedAutoencoder`) masks a seeded random ``mask_ratio`` of the tokens, runs
 the encoder (:func:`phenoica.models.vit.build_encoder`) on the visible ones, and a light
 timm-``Block`` decoder predicts the pixels of every token; the loss is the MSE over masked
-tokens only, on per-patch normalized pixels when ``norm_pix_loss``. :func:`train_mae` writes
-a safetensors checkpoint (encoder keys in timm's names, decoder under ``decoder.*``).
+tokens only, on per-patch normalized pixels when ``norm_pix_loss``. :func:`train_mae` (rule
+``train_mae``, its settings the config's ``train`` section read once: :class:`TrainOptions`)
+writes a safetensors checkpoint (encoder keys in timm's names, decoder under ``decoder.*``).
 
-Encoders, checkpoints, feature extraction and device choice live in :mod:`phenoica.models`;
-this module is the training only. :func:`record_training` writes the record of the plates a
+Encoders, checkpoints, feature extraction and device choice live in the other modules of
+:mod:`phenoica.models`; this module is the training only. :func:`record_training` writes the record of the plates a
 model was trained on, which :func:`phenoica.workflow.training_plates` reads when the DAG is built.
 """
 
@@ -16,6 +17,7 @@ from __future__ import annotations
 import logging
 import math
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -26,6 +28,7 @@ from torch import nn
 
 from phenoica.io import get_logger, write_json
 from phenoica.models.device import resolve_device
+from phenoica.models.extractor import channel_indices
 from phenoica.models.vit import (
     MAX_CHANNELS,
     build_encoder,
@@ -228,8 +231,6 @@ def sample_training_images(
     store lacks raises ScreenError naming ``channels_key``). All stores must give the same
     channel count.
     """
-    from phenoica.embed import channel_indices  # the embedding stage's channel mapping, shared
-
     if not stores:
         raise ValueError("train_mae: no plate stores given")
     tiles = [open_plate(s) for s in stores]
@@ -306,32 +307,66 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+@dataclass(frozen=True)
+class TrainOptions:
+    """How the MAE is trained: the config's ``train`` section (:meth:`from_config`), plus the
+    device (``embed.device``) and the preprocessing's ``intensity_max``."""
+
+    steps: int
+    batch_size: int
+    lr: float
+    weight_decay: float
+    warmup_steps: int
+    mask_ratio: float
+    norm_pix_loss: bool
+    max_images: int
+    log_every: int
+    device: str = "auto"
+    intensity_max: float | None = None
+
+    @classmethod
+    def from_config(
+        cls, train: Mapping[str, Any], device: str = "auto", intensity_max: float | None = None
+    ) -> TrainOptions:
+        """The options of the ``train`` section (``config["train"]``, after
+        :func:`phenoica.workflow.with_speed_settings` in a job); ``device`` is ``embed.device``."""
+        return cls(
+            steps=int(train["steps"]),
+            batch_size=int(train["batch_size"]),
+            lr=float(train["lr"]),
+            weight_decay=float(train["weight_decay"]),
+            warmup_steps=int(train["warmup_steps"]),
+            mask_ratio=float(train["mask_ratio"]),
+            norm_pix_loss=bool(train["norm_pix_loss"]),
+            max_images=int(train["max_images"]),
+            log_every=int(train["log_every"]),
+            device=device,
+            intensity_max=intensity_max,
+        )
+
+
 def train_mae(
     stores: list[Path],
     spec: Mapping[str, Any],
-    train: Mapping[str, Any],
+    train: TrainOptions,
     seed: int,
     out: Path,
     log: logging.Logger | None = None,
-    device: str = "auto",
     on_step: Callable[[int, float], None] | None = None,
-    intensity_max: float | None = None,
 ) -> dict[str, Any]:
     """Masked-autoencoder pretraining on the screen's own tiles; writes a safetensors checkpoint.
 
-    Samples up to ``train["max_images"]`` images (seeded) across ``stores``, draws a random
+    Samples up to ``train.max_images`` images (seeded) across ``stores``, draws a random
     ``spec["img_size"]`` crop per image per step, trains with AdamW (warmup + cosine) for
-    ``train["steps"]`` steps, logs every ``train["log_every"]`` steps and writes ``out``
-    atomically. CUDA with bf16 autocast when available (and ``device`` allows). ``on_step``
-    is called with (step, loss) after each step; ``intensity_max`` is passed to
-    preprocessing (as the embedding stage's ``embed.intensity_max``). Returns a summary dict.
+    ``train.steps`` steps, logs every ``train.log_every`` steps and writes ``out``
+    atomically. CUDA with bf16 autocast when available (and ``train.device`` allows).
+    ``on_step`` is called with (step, loss) after each step; ``train.intensity_max`` is passed
+    to preprocessing (as the embedding stage's ``embed.intensity_max``). Returns a summary dict.
     """
     log = log or get_logger("phenoica.mae")
-    dev = resolve_device(device)
+    dev = resolve_device(train.device)
     t0 = time.perf_counter()
-    images = sample_training_images(
-        [Path(s) for s in stores], int(train["max_images"]), seed, channels=spec.get("channels")
-    )
+    images = sample_training_images([Path(s) for s in stores], train.max_images, seed, channels=spec.get("channels"))
     in_chans = int(images[0].shape[1])
     n_images = sum(len(a) for a in images)
     load_s = time.perf_counter() - t0
@@ -345,50 +380,13 @@ def train_mae(
         dev,
     )
 
-    model = build_mae(spec, in_chans, seed=seed, norm_pix_loss=bool(train["norm_pix_loss"])).to(dev)
+    model = build_mae(spec, in_chans, seed=seed, norm_pix_loss=train.norm_pix_loss).to(dev)
     model.train()
-    steps, batch_size = int(train["steps"]), int(train["batch_size"])
-    optimizer = torch.optim.AdamW(
-        _param_groups(model, float(train["weight_decay"])), lr=float(train["lr"]), betas=(0.9, 0.95)
-    )
-    warmup = int(train["warmup_steps"])
-    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup, steps))
-    generator = torch.Generator().manual_seed(seed)
-    use_bf16 = dev.type == "cuda"
-    mask_ratio, log_every = float(train["mask_ratio"]), int(train["log_every"])
-
-    losses: list[float] = []
     t_train = time.perf_counter()
-    t_window, last_logged = t_train, 0
-    for step in range(1, steps + 1):
-        batch = random_crops(images, batch_size, int(spec["img_size"]), generator, intensity_max).to(dev)
-        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_bf16):
-            loss, _, _ = model(batch, mask_ratio, generator)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        scheduler.step()
-        value = float(loss.detach())
-        if not math.isfinite(value):
-            raise FloatingPointError(f"MAE training diverged at step {step}: loss {value}")
-        losses.append(value)
-        if on_step is not None:
-            on_step(step, value)
-        if step % log_every == 0 or step == steps:
-            now = time.perf_counter()
-            window = step - last_logged
-            rate = window * batch_size / max(now - t_window, 1e-9)
-            log.info(
-                "step %d/%d loss %.4f lr %.2e %.0f img/s",
-                step,
-                steps,
-                float(np.mean(losses[-window:])),
-                scheduler.get_last_lr()[0],
-                rate,
-            )
-            t_window, last_logged = now, step
+    losses = _optimize(model, images, int(spec["img_size"]), train, seed, dev, log, on_step)
     train_s = time.perf_counter() - t_train
-    tail = max(1, min(log_every, steps))
+    steps, batch_size = train.steps, train.batch_size
+    tail = max(1, min(train.log_every, steps))
     summary = {
         "steps": steps,
         "batch_size": batch_size,
@@ -415,6 +413,58 @@ def train_mae(
         out,
     )
     return summary
+
+
+def _optimize(
+    model: MaskedAutoencoder,
+    images: list[np.ndarray],
+    crop: int,
+    train: TrainOptions,
+    seed: int,
+    dev: torch.device,
+    log: logging.Logger,
+    on_step: Callable[[int, float], None] | None,
+) -> list[float]:
+    """The training loop: ``train.steps`` AdamW steps (warmup + cosine) on random ``crop`` crops;
+    the loss of every step."""
+    steps, batch_size = train.steps, train.batch_size
+    optimizer = torch.optim.AdamW(_param_groups(model, train.weight_decay), lr=train.lr, betas=(0.9, 0.95))
+    warmup = train.warmup_steps
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup, steps))
+    generator = torch.Generator().manual_seed(seed)
+    use_bf16 = dev.type == "cuda"
+    mask_ratio, log_every = train.mask_ratio, train.log_every
+
+    losses: list[float] = []
+    t_window, last_logged = time.perf_counter(), 0
+    for step in range(1, steps + 1):
+        batch = random_crops(images, batch_size, crop, generator, train.intensity_max).to(dev)
+        with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_bf16):
+            loss, _, _ = model(batch, mask_ratio, generator)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        scheduler.step()
+        value = float(loss.detach())
+        if not math.isfinite(value):
+            raise FloatingPointError(f"MAE training diverged at step {step}: loss {value}")
+        losses.append(value)
+        if on_step is not None:
+            on_step(step, value)
+        if step % log_every == 0 or step == steps:
+            now = time.perf_counter()
+            window = step - last_logged
+            rate = window * batch_size / max(now - t_window, 1e-9)
+            log.info(
+                "step %d/%d loss %.4f lr %.2e %.0f img/s",
+                step,
+                steps,
+                float(np.mean(losses[-window:])),
+                scheduler.get_last_lr()[0],
+                rate,
+            )
+            t_window, last_logged = now, step
+    return losses
 
 
 def record_training(path: Path | str, stores: Sequence[Path | str], summary: Mapping[str, Any]) -> Path:
