@@ -2,7 +2,7 @@
 # the hit gallery and the interactive results page beside it (docs/report.md).
 
 
-from phenoica.gallery import gallery_model, gallery_reads_pixels
+from phenoica.report.gallery import gallery_model, gallery_reads_pixels
 
 
 rule report:

@@ -9,14 +9,14 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.report import StudyLink, write_report
+from phenoica.report.write import StudyLink, write_report
 
 inp = snakemake.input
 maps = pd.read_parquet(inp.maps)
-# --- issue 15 hook: the gene-map sections (phenoica.biomap_report), appended to the report
+# --- issue 15 hook: the gene-map sections (phenoica.report.gene_maps), appended to the report
 biomap = None
 if inp.biomap_tables:
-    from phenoica.biomap_report import biomap_report_files
+    from phenoica.report.gene_maps import biomap_report_files
 
     _, biomap_figures, biomap_sections = biomap_report_files(
         Path(snakemake.output.markdown).parent,
@@ -33,8 +33,8 @@ from phenoica.sweep import sweep_report_files
 sweep_sections, sweep_figures = sweep_report_files(Path(snakemake.output.markdown).parent, inp.sweep)
 if sweep_sections:
     biomap = ((biomap or ([], {}))[0] + sweep_sections, {**(biomap or ([], {}))[1], **sweep_figures})
-# --- issue 25 hook: the hit gallery and the interactive page (phenoica.pages)
-from phenoica.pages import report_pages
+# --- issue 25 hook: the hit gallery and the interactive page (phenoica.report.pages)
+from phenoica.report.pages import report_pages
 
 scores = {k: pd.read_parquet(inp[k]) for k in ("hits", "genes", "guide_folds")}
 par = snakemake.params

@@ -16,7 +16,7 @@ from phenoica.biomap import consistency as bm_consistency
 from phenoica.biomap import gene_map as bm_gene_map
 from phenoica.biomap import recall as bm_recall
 from phenoica.biomap import similarity as bm_similarity
-from phenoica.biomap_report import batch_biology_figure, biomap_report, biomap_summary, heatmap_figure
+from phenoica.report.gene_maps import batch_biology_figure, biomap_report, biomap_summary, heatmap_figure
 from phenoica.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 
 CFG = {

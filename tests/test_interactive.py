@@ -1,4 +1,4 @@
-"""The interactive results page (phenoica.interactive) on the tiny screen of tests/report_fixtures.py,
+"""The interactive results page (phenoica.report.interactive) on the tiny screen of tests/report_fixtures.py,
 in a real browser (headless Chromium): no console errors, hover a point, click it, find the gene's
 panel, an inspected screenshot, the hit table's filter and sort, non-overlapping labels."""
 
@@ -14,10 +14,10 @@ import pytest
 from PIL import Image
 from plotly.offline import get_plotlyjs
 
-from phenoica import gallery as G
-from phenoica import render
 from phenoica.channels import channel_styles
-from phenoica.interactive import ASSETS, PAGE, PageInputs, gene_records, place_labels, write_interactive
+from phenoica.report import gallery as G
+from phenoica.report import render
+from phenoica.report.interactive import ASSETS, PAGE, PageInputs, gene_records, place_labels, write_interactive
 from tests import report_fixtures as F
 from tests.browser import chromium, console_errors
 
@@ -174,7 +174,7 @@ def test_in_chromium_hover_click_panel_screenshot_table(page):
 
 
 def test_report_pages_write_the_gallery_and_the_page_and_return_their_sections(tmp_path):
-    from phenoica.pages import report_pages
+    from phenoica.report.pages import report_pages
 
     files, stores = F.write_screen(tmp_path)
     settings = {

@@ -10,8 +10,8 @@ import pytest
 import tifffile
 
 from phenoica import loaddata as L
-from phenoica.gallery import ReadStats, read_gene_tiles
 from phenoica.ingest import validate_plate_map
+from phenoica.report.gallery import ReadStats, read_gene_tiles
 from phenoica.screen import ScreenError, open_plate, plate_channels
 
 CHANNELS = {"DNA": "OrigDNA", "ER": "OrigER", "Mito": "OrigMito"}

@@ -1,4 +1,4 @@
-"""Tests of the report stage (phenoica.summaries tables, phenoica.figures, the report page) on small hand-made score tables with known answers."""
+"""Tests of the report stage (phenoica.report.summaries tables, phenoica.report.figures, the report page) on small hand-made score tables with known answers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from phenoica import figures, hits, report, summaries
+from phenoica import hits
+from phenoica.report import figures, summaries, truth_tables
+from phenoica.report import write as report
 from phenoica.screen import GENE, GUIDE, ScreenError
 
 VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
@@ -257,7 +259,7 @@ def test_truth_checks_detects_effect():
 
     rows = make_rows(score, variants=("pca", "pca_ica"))
     guides, _ = aggregate(rows)
-    tc = summaries.truth_checks(guides, truth_for()).set_index("variant")
+    tc = truth_tables.truth_checks(guides, truth_for()).set_index("variant")
     r = tc.loc["pca_ica"]
     assert r["n_effect"] == 10 and r["n_no_effect"] == 6
     assert r["auroc_effect_mean"] > r["auroc_no_effect_mean"]
@@ -278,7 +280,7 @@ def test_truth_checks_no_difference_when_groups_match():
 
     rows = make_rows(score, variants=("pca_ica",), n_genes=6)
     guides, _ = aggregate(rows)
-    r = summaries.truth_checks(guides, truth_for(n_genes=6, null_genes=(3, 4, 5))).iloc[0]
+    r = truth_tables.truth_checks(guides, truth_for(n_genes=6, null_genes=(3, 4, 5))).iloc[0]
     assert r["effect_minus_no_effect"] == pytest.approx(0.0)
     assert r["mannwhitney_p"] > 0.4 and bool(r["effect_gt_no_effect"]) is False
     assert r["no_effect_vs_half_p"] > 0.5
@@ -289,7 +291,7 @@ def test_truth_checks_missing_truth_row_is_named():
     guides, _ = aggregate(rows)
     truth = truth_for(n_genes=3, null_genes=(2,))
     with pytest.raises(ScreenError, match="G2_1"):
-        summaries.truth_checks(guides, truth[truth[GUIDE] != "G2_1"])
+        truth_tables.truth_checks(guides, truth[truth[GUIDE] != "G2_1"])
 
 
 def test_bad_inputs_name_the_problem():
@@ -521,7 +523,8 @@ def test_write_report_when_everything_was_skipped(tmp_path):
 def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
     """The main page links each study page that exists (path relative to the report) with its
     one-line verdict; the tables do not change."""
-    from phenoica import render, workflow
+    from phenoica import workflow
+    from phenoica.report import render
 
     rows = make_rows(ica_gain, variants=("pca", "pca_ica"), n_genes=3)
     guides, genes = aggregate(rows)

@@ -23,10 +23,11 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica import render, screen
+from phenoica import screen
 from phenoica.config import deep_merge, demo_plates, embedding_globs
 from phenoica.io import read_table
 from phenoica.profiles import expand_glob
+from phenoica.report import render
 
 
 @functools.lru_cache(maxsize=4)

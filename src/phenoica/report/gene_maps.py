@@ -24,7 +24,7 @@ from scipy.spatial.distance import squareform  # noqa: E402
 
 from phenoica.biomap.gene_map import TRUTH_SOURCE  # noqa: E402
 from phenoica.biomap.similarity import similarity_matrix  # noqa: E402
-from phenoica.render import save_figure, write_csv  # noqa: E402
+from phenoica.report.render import save_figure, write_csv  # noqa: E402
 
 #: Sections are (heading, note, table), the shape the main report appends.
 Section = tuple[str, str, pd.DataFrame]

@@ -1,5 +1,5 @@
-"""The report page: every table of ``phenoica.summaries`` as CSV, the figures of
-``phenoica.figures``, and one page (``report.md`` + ``index.html``) through ``phenoica.render``.
+"""The report page: every table of ``phenoica.report.summaries`` as CSV, the figures of
+``phenoica.report.figures``, and one page (``report.md`` + ``index.html``) through ``phenoica.report.render``.
 
 ``write_report`` computes the tables, writes them and the figures, then assembles the page from
 a list of ``(heading, note, table)`` sections (append to it to add a section) after a headline
@@ -17,38 +17,32 @@ import numpy as np
 import pandas as pd
 
 from phenoica import hits as H
-from phenoica import render
 from phenoica.contract import OK
-from phenoica.figures import identifiability_figure, make_figures
-from phenoica.screen import GENE, GUIDE
-from phenoica.summaries import (
-    check_genes,
-    check_guides,
-    check_rows,
-    check_truth,
+from phenoica.report import render
+from phenoica.report.checks import check_genes, check_guides, check_rows, check_truth, ordered_variants, variant_label
+from phenoica.report.figures import identifiability_figure, make_figures
+from phenoica.report.summaries import (
     classifier_cost,
     fit_report_table,
     has_calls,
     lightgbm_table,
     map_summary,
-    ordered_variants,
     paired_tests,
     skip_counts,
     skipped_rows,
     table1_summary,
     table3,
     table4,
-    truth_checks,
-    truth_recovery,
-    variant_label,
     variant_summary,
     variant_widths,
 )
+from phenoica.report.truth_tables import truth_checks, truth_recovery
+from phenoica.screen import GENE, GUIDE
 
 
 def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.05) -> list[str | render.Bullets]:
     """Short sentences with the numbers a reader wants first: one bullet per model, its variants
-    and comparisons nested under it (a list for :class:`phenoica.render.Bullets`)."""
+    and comparisons nested under it (a list for :class:`phenoica.report.render.Bullets`)."""
     items: list[str | render.Bullets] = []
     hit_col = f"hits_q<{q_threshold:g}"
     for model in sorted(summary["model"].unique()):
@@ -147,7 +141,7 @@ def write_report(
     (model-to-model alignment) and/or ``structural`` (factor recovery): those tables and the
     ``identifiability`` figure. ``studies`` (pages of the studies that exist) are linked near the
     top, each with its one-line verdict; ``pages`` (sections written elsewhere: the link to the
-    interactive page, the hit gallery) follow them. The page goes through :mod:`phenoica.render`.
+    interactive page, the hit gallery) follow them. The page goes through :mod:`phenoica.report.render`.
     """
     out_dir = Path(out_dir)
     rows, guides, genes = check_rows(rows), check_guides(guides), check_genes(genes)
@@ -389,7 +383,7 @@ def write_report(
         "concentration_by_variant": "Concentration per variant",
         "identifiability": "Identifiability: model-to-model alignment error and factor recovery per variant",
     }
-    if extra is not None:  # issue 15 hook: sections and figures written by phenoica.biomap_report
+    if extra is not None:  # issue 15 hook: sections and figures written by phenoica.report.gene_maps
         sections += extra[0]
         figures.update({name: path for name, (path, _) in extra[1].items()})
         captions.update({name: caption for name, (_, caption) in extra[1].items()})

@@ -1,5 +1,5 @@
 """The report's two companion pages, from the report rule's files: the hit gallery
-(:mod:`phenoica.gallery`) and the interactive results page (:mod:`phenoica.interactive`).
+(:mod:`phenoica.report.gallery`) and the interactive results page (:mod:`phenoica.report.interactive`).
 
 :func:`report_pages` writes both and returns the report's sections for them (a link to the
 interactive page, the gallery); a gallery that cannot be drawn because a plate store moved
@@ -14,11 +14,11 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from phenoica import render
-from phenoica.gallery import gallery_section, report_gallery
-from phenoica.interactive import ASSETS, PAGE, PageInputs, write_interactive
+from phenoica.report import render
+from phenoica.report.gallery import gallery_section, report_gallery
+from phenoica.report.interactive import ASSETS, PAGE, PageInputs, write_interactive
 
-log = logging.getLogger("phenoica.pages")
+log = logging.getLogger("phenoica.report.pages")
 
 
 def _biomap_inputs(files: Sequence[str], genes: pd.DataFrame) -> tuple[pd.DataFrame | None, pd.DataFrame | None]:
@@ -26,7 +26,7 @@ def _biomap_inputs(files: Sequence[str], genes: pd.DataFrame) -> tuple[pd.DataFr
     by_stem = {Path(f).stem: f for f in files}
     if not {"neighbors", "recall", "batch_metrics", "consistency"} <= set(by_stem):
         return None, None
-    from phenoica.biomap_report import biomap_summary
+    from phenoica.report.gene_maps import biomap_summary
 
     read = {k: pd.read_parquet(by_stem[k]) for k in ("neighbors", "recall", "batch_metrics", "consistency")}
     summary = biomap_summary(read["recall"], read["batch_metrics"], read["consistency"], genes)
