@@ -174,18 +174,27 @@ def test_in_chromium_hover_click_panel_screenshot_table(page):
 
 
 def test_report_pages_write_the_gallery_and_the_page_and_return_their_sections(tmp_path):
+    from phenoica.report.inputs import ReportInputs
     from phenoica.report.pages import report_pages
 
     files, stores = F.write_screen(tmp_path)
-    settings = {
-        "gallery": {"enabled": True, "genes": []},
-        "channels": {},
-        "seed": 0,
-        "screen": {"source": "images"},
-        "biomap": {"builtin_corum": True, "efaar_sources": [], "efaar_wheel": None, "annotations": {}},
-        "q_threshold": 0.05,
-    }
-    sections = report_pages(tmp_path / "report", F.score_tables(), [], files, stores, settings)
+    scores = F.score_tables()
+    inputs = ReportInputs(
+        scores["guide_folds"],
+        pd.DataFrame(),
+        scores["genes"],
+        hits=scores["hits"],
+        page_settings={
+            "gallery": {"enabled": True, "genes": []},
+            "channels": {},
+            "seed": 0,
+            "screen": {"source": "images"},
+        },
+        gallery_embeddings=files,
+        stores=stores,
+        annotations={"builtin_corum": True, "efaar_sources": [], "efaar_wheel": None, "annotations": {}},
+    )
+    sections = report_pages(tmp_path / "report", inputs, 0.05)
     assert [s.heading for s in sections] == ["Interactive results page", "Hit gallery"]
     assert (tmp_path / "report" / PAGE).is_file() and (tmp_path / "report" / "gallery" / "G1.png").is_file()
     assert (tmp_path / "report" / "gallery" / "G2.png").is_file() and not (

@@ -12,7 +12,8 @@ from PIL import Image
 
 from phenoica import hits
 from phenoica.report import figures, summaries, truth_tables
-from phenoica.report import write as report
+from phenoica.report.inputs import ReportInputs, ReportOptions, StudyLink
+from phenoica.report.write import SECTIONS, write_report
 from phenoica.screen import GENE, GUIDE, ScreenError
 
 VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
@@ -407,19 +408,18 @@ def test_write_report_full(tmp_path):
         }
     }
     out = tmp_path / "report"
-    written = report.write_report(
-        out,
+    inputs = ReportInputs(
         rows,
         guides,
         genes,
-        map_df=map_df,
+        maps=map_df,
         truth=truth_for(),
-        fit_report=fit,
+        fit_reports=fit,
         hits=hit_table,
         null=null,
         lightgbm={"learning_rate": 0.05, "seed": 3},
-        title="demo <screen>",
     )
+    written = write_report(out, inputs, ReportOptions(title="demo <screen>"))
     expected = {
         "table3",
         "table4",
@@ -498,7 +498,7 @@ def test_write_report_full(tmp_path):
 def test_write_report_with_only_base(tmp_path):
     rows = make_rows(ica_gain, variants=("base",), n_genes=3, n_null=0)
     guides, genes = aggregate(rows)
-    written = report.write_report(tmp_path, rows, guides, genes, tables_dir="", figures_dir="")
+    written = write_report(tmp_path, ReportInputs(rows, guides, genes), ReportOptions(tables_dir="", figures_dir=""))
     assert "truth_checks" not in written and "map_summary" not in written
     assert all(p.parent == tmp_path for p in written.values())
     assert "(table3.csv)" in written["report_md"].read_text()
@@ -514,7 +514,7 @@ def test_write_report_when_everything_was_skipped(tmp_path):
     rows[["status", "reason"]] = ["skipped", "too few training samples"]
     rows[["auroc", "concentration"]] = math.nan
     guides, genes = aggregate(rows)
-    written = report.write_report(tmp_path, rows, guides, genes)
+    written = write_report(tmp_path, ReportInputs(rows, guides, genes))
     assert "No scores." in written["report_md"].read_text()
     assert summaries.skip_counts(rows).loc[0, "n_rows"] == len(rows)
     assert summaries.table4(rows).loc[0, "n"] == 0
@@ -542,9 +542,9 @@ def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
             "page": str(study / "index.html"),
         }
     ]
-    plain = report.write_report(tmp_path / "plain", rows, guides, genes)
-    linked = report.write_report(
-        results / "report", rows, guides, genes, studies=[report.StudyLink(**p) for p in pages]
+    plain = write_report(tmp_path / "plain", ReportInputs(rows, guides, genes))
+    linked = write_report(
+        results / "report", ReportInputs(rows, guides, genes, studies=[StudyLink(**p) for p in pages])
     )
     md = linked["report_md"].read_text()
     assert "## Studies" in md and "[Bi-Lipschitz <study>](../studies/bilipschitz/index.html): digits: rho" in md
@@ -554,3 +554,18 @@ def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
     for name, path in plain.items():
         if path.suffix == ".csv":
             assert path.read_bytes() == linked[name].read_bytes(), name
+
+
+def test_sections_declare_every_input_of_the_report_rule():
+    """The report is a list of sections, each declaring the ReportInputs fields it reads; every
+    input of rule report is read by some section (the field names are the rule's input names)."""
+    import re
+
+    text = (Path(__file__).parents[1] / "rules" / "report.smk").read_text()
+    block = text[text.index("    input:") : text.index("    output:")]
+    rule_inputs = set(re.findall(r"^        (\w+)=", block, re.M))
+    declared = {name for section in SECTIONS for name in section.inputs}
+    assert rule_inputs and rule_inputs <= declared, sorted(rule_inputs - declared)
+    assert len({s.name for s in SECTIONS}) == len(SECTIONS)
+    with pytest.raises(ValueError, match="not fields of ReportInputs"):
+        type(SECTIONS[0])("bad", ("guide_folds", "no_such_table"), SECTIONS[0].build)
