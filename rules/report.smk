@@ -1,4 +1,5 @@
-# Tables and figures in the paper's shapes, plus a Snakemake HTML report (`snakemake --report`);
+# The report: the sections of phenoica.report.write.SECTIONS (each reads inputs named as below), plus a
+# Snakemake HTML report (`snakemake --report`);
 # the hit gallery and the interactive results page beside it (docs/report.md).
 
 

@@ -569,3 +569,12 @@ def test_sections_declare_every_input_of_the_report_rule():
     assert len({s.name for s in SECTIONS}) == len(SECTIONS)
     with pytest.raises(ValueError, match="not fields of ReportInputs"):
         type(SECTIONS[0])("bad", ("guide_folds", "no_such_table"), SECTIONS[0].build)
+
+
+def test_the_report_page_lists_the_sections_as_declared():
+    """docs/report.md's table of sections is SECTIONS: the same names, order and inputs."""
+    import re
+
+    text = (Path(__file__).parents[1] / "docs" / "report.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| ([\w, ]+) \|", text, re.M)
+    assert rows == [(s.name, ", ".join(s.inputs)) for s in SECTIONS]
