@@ -129,7 +129,7 @@ def curve_figure(curves: pd.DataFrame, path: Path) -> None:
     """InfoE, InfoM, InfoC and MCC against training steps, one line per (dataset, width, variant)."""
     from matplotlib.figure import Figure
 
-    from phenoica.render import save_figure
+    from phenoica.report.render import save_figure
 
     shown = ("infoe", "infom", "infoc", "mcc")
     fig = Figure(figsize=(4.2 * len(shown), 3.6), layout="constrained")

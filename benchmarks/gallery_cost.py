@@ -18,8 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from phenoica import gallery as G
 from phenoica.channels import channel_styles
+from phenoica.report import gallery as G
 from phenoica.screen import open_plate, write_plate
 
 CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito", "Brightfield"]

@@ -113,10 +113,19 @@ def embedding_files(model):
     return expand(OUT.embed.embedding, model=model, plate=PLATES)
 
 
-def transform_dir(model):
-    """The folder of a model's fitted transforms: fitted here, or the frozen ones (same layout)."""
+def transform_file(model, variant):
+    """A model's fitted transform of one variant: fitted here, or the frozen one (transforms.frozen,
+    a folder laid out as the results' transforms/)."""
     frozen = config["transforms"]["frozen"]
-    return f"{frozen}/{model}" if frozen else os.path.dirname(OUT.transform.fit_report).format(model=model)
+    path = OUT.transform.transform.format(model=model, variant=variant)
+    return path.replace(f"{RESULTS}/transforms", frozen, 1) if frozen else path
+
+
+def fit_report_file(model):
+    """The fit report beside a model's transforms (fitted here, or frozen)."""
+    frozen = config["transforms"]["frozen"]
+    path = OUT.transform.fit_report.format(model=model)
+    return path.replace(f"{RESULTS}/transforms", frozen, 1) if frozen else path
 
 
 def lightgbm_report_params():

@@ -1,8 +1,9 @@
-# Tables and figures in the paper's shapes, plus a Snakemake HTML report (`snakemake --report`);
+# The report: the sections of phenoica.report.write.SECTIONS (each reads inputs named as below), plus a
+# Snakemake HTML report (`snakemake --report`);
 # the hit gallery and the interactive results page beside it (docs/report.md).
 
 
-from phenoica.gallery import gallery_model, gallery_reads_pixels
+from phenoica.report.gallery import gallery_model, gallery_reads_pixels
 
 
 rule report:
@@ -13,34 +14,34 @@ rule report:
         maps=OUT.classify.maps,
         hits=OUT.classify.hits,
         null=OUT.classify.null,
-        fit_reports=[f"{transform_dir(m)}/fit_report.json" for m in MODELS],
+        fit_reports=[fit_report_file(m) for m in MODELS],
         truth=truth_file(),
         table1=OUT.identifiability.table1,
         structural=OUT.identifiability.structural_table,
-        biomap_tables=biomap_tables(),  # issue 15 hook: gene maps, recall, batch metrics
+        biomap_tables=biomap_tables(),  # gene maps, recall, batch metrics
         biomap_heatmaps=biomap_heatmaps(),
-        # issue 25: the image embeddings the gallery reads (none without pixels or when it is off)
+        # the image embeddings the gallery reads (none without pixels or when it is off)
         gallery_embeddings=embedding_files(gallery_model(config, MODELS)) if gallery_reads_pixels(config) else [],
         annotations=biomap_annotation_files(),
-        sweep=sweep_files(),  # issue 21: the component sweep per model
+        sweep=sweep_files(),  # the component sweep per model
     output:
         markdown=OUT.report.markdown,
         html=OUT.report.html,
         figures=report(
-            directory(f"{RESULTS}/report/figures"),
+            directory(OUT.report.figures),
             patterns=["{name}.png"],
             caption="../docs/report_caption.rst",
             category="Classification",
         ),
         tables=report(
-            directory(f"{RESULTS}/report/tables"),
+            directory(OUT.report.tables),
             patterns=["{name}.csv"],
             caption="../docs/report_caption.rst",
             category="Tables",
         ),
-        gallery=directory(f"{RESULTS}/report/gallery"),
-        interactive=f"{RESULTS}/report/interactive.html",
-        interactive_assets=directory(f"{RESULTS}/report/interactive_assets"),
+        gallery=directory(OUT.report.gallery),
+        interactive=OUT.report.interactive,
+        interactive_assets=directory(OUT.report.interactive_assets),
     log:
         log_file("report"),
     benchmark:

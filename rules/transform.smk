@@ -28,7 +28,7 @@ if not config["transforms"]["frozen"]:
 rule apply_transform:
     input:
         profiles=OUT.embed.profiles,
-        transform=lambda w: f"{transform_dir(w.model)}/{w.variant}.npz",
+        transform=lambda w: transform_file(w.model, w.variant),
     output:
         OUT.transform.variant,
     log:

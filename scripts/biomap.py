@@ -8,8 +8,8 @@ import pandas as pd
 
 from phenoica.biomap.annotations import load_sources
 from phenoica.biomap.gene_map import gene_map
-from phenoica.biomap_report import heatmap_figure
 from phenoica.io import write_parquet
+from phenoica.report.gene_maps import heatmap_figure
 from phenoica.screen import GENE
 from phenoica.workflow import with_speed_settings
 

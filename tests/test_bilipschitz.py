@@ -355,7 +355,7 @@ def test_tiny_sweep_end_to_end(tmp_path):
     for ds, value in b0.items():
         assert f"{ds}: mean B(z) {value:.3f} at alpha = 0" in verdict
     assert "<h2>Verdict (measured)</h2>" in files["index.html"].read_text()
-    from phenoica import render
+    from phenoica.report import render
 
     linked = render.read_verdict(tmp_path / "study")
     assert linked["title"] == bl_report.TITLE and linked["page"] == str(files["index.html"])

@@ -16,7 +16,9 @@ from phenoica.biomap import consistency as bm_consistency
 from phenoica.biomap import gene_map as bm_gene_map
 from phenoica.biomap import recall as bm_recall
 from phenoica.biomap import similarity as bm_similarity
-from phenoica.biomap_report import batch_biology_figure, biomap_report, biomap_summary, heatmap_figure
+from phenoica.report.gene_maps import batch_biology_figure, biomap_summary, build_gene_maps, heatmap_figure
+from phenoica.report.inputs import ReportInputs, ReportOptions
+from phenoica.report.sections import ReportContext
 from phenoica.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 
 CFG = {
@@ -379,22 +381,27 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
     )
     assert heat.stat().st_size > 1000
     batch = batch_metrics.batch_metrics(batch_table(2.0), model="m", variant="v", seed=0)
-    _, figures, sections = biomap_report(
-        tmp_path / "report",
-        recall=tables["recall"],
-        coverage=tables["coverage"],
-        consistency=tables["consistency"],
-        neighbors=tables["neighbors"],
-        batch=batch,
-        heatmaps={("m", "v"): heat},
-        gene_calls=calls,
-    )
-    assert all(path.exists() for path, _ in figures.values())
+    biomap = {
+        "recall": tables["recall"],
+        "coverage": tables["coverage"],
+        "consistency": tables["consistency"],
+        "neighbors": tables["neighbors"],
+        "batch_metrics": batch,
+    }
+    none = pd.DataFrame()
+    inputs = ReportInputs(none, none, calls, biomap_tables=biomap, biomap_heatmaps={("m", "v"): heat})
+    result = build_gene_maps(inputs, ReportContext(tmp_path / "report", ReportOptions(), none, none, none))
+    figures = result.figures
+    assert all(path.exists() for path in figures.values())
     assert {"biomap_batch_vs_biology", "biomap_heatmap_m_v"} <= set(figures)
-    summary = sections[0][2]
+    summary = result.tables["biomap_summary"]
     assert summary.loc[0, f"recall_{bm_gene_map.TRUTH_SOURCE}"] == pytest.approx(13 / 18)
     assert summary.loc[0, "genes_active_fraction"] == 1.0
-    assert (tmp_path / "report" / "tables" / "biomap_recall.csv").exists()
+    assert [s.heading for s in result.page][:2] == [
+        "Gene maps: batch removed vs biology kept",
+        "Known-relationship recall",
+    ]
+    assert "biomap_recall" in result.tables and (tmp_path / "report" / "figures" / "biomap_heatmap_m_v.png").exists()
 
 
 def test_summary_and_figure_with_one_point_per_variant(tmp_path):

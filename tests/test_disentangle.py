@@ -459,7 +459,7 @@ def test_tiny_end_to_end(tiny, tmp_path):
     md = written["report_md"].read_text()
     assert "AE + ICA" in md and "## Verdict (measured)" in md and "paper (agg.) M/E/C" in md
     assert "0.39 / 0.76 / 0.25" in md  # the paper's AE row beside ours
-    from phenoica import render
+    from phenoica.report import render
 
     linked = render.read_verdict(tmp_path / "report")
     assert linked["title"] == dis_report.TITLE and linked["verdict"] == dis_report.verdict_line(scores)

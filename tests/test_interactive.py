@@ -1,4 +1,4 @@
-"""The interactive results page (phenoica.interactive) on the tiny screen of tests/report_fixtures.py,
+"""The interactive results page (phenoica.report.interactive) on the tiny screen of tests/report_fixtures.py,
 in a real browser (headless Chromium): no console errors, hover a point, click it, find the gene's
 panel, an inspected screenshot, the hit table's filter and sort, non-overlapping labels."""
 
@@ -14,10 +14,10 @@ import pytest
 from PIL import Image
 from plotly.offline import get_plotlyjs
 
-from phenoica import gallery as G
-from phenoica import render
 from phenoica.channels import channel_styles
-from phenoica.interactive import ASSETS, PAGE, PageInputs, gene_records, place_labels, write_interactive
+from phenoica.report import gallery as G
+from phenoica.report import render
+from phenoica.report.interactive import ASSETS, PAGE, PageInputs, gene_records, place_labels, write_interactive
 from tests import report_fixtures as F
 from tests.browser import chromium, console_errors
 
@@ -174,18 +174,27 @@ def test_in_chromium_hover_click_panel_screenshot_table(page):
 
 
 def test_report_pages_write_the_gallery_and_the_page_and_return_their_sections(tmp_path):
-    from phenoica.pages import report_pages
+    from phenoica.report.inputs import ReportInputs
+    from phenoica.report.pages import report_pages
 
     files, stores = F.write_screen(tmp_path)
-    settings = {
-        "gallery": {"enabled": True, "genes": []},
-        "channels": {},
-        "seed": 0,
-        "screen": {"source": "images"},
-        "biomap": {"builtin_corum": True, "efaar_sources": [], "efaar_wheel": None, "annotations": {}},
-        "q_threshold": 0.05,
-    }
-    sections = report_pages(tmp_path / "report", F.score_tables(), [], files, stores, settings)
+    scores = F.score_tables()
+    inputs = ReportInputs(
+        scores["guide_folds"],
+        pd.DataFrame(),
+        scores["genes"],
+        hits=scores["hits"],
+        page_settings={
+            "gallery": {"enabled": True, "genes": []},
+            "channels": {},
+            "seed": 0,
+            "screen": {"source": "images"},
+        },
+        gallery_embeddings=files,
+        stores=stores,
+        annotations={"builtin_corum": True, "efaar_sources": [], "efaar_wheel": None, "annotations": {}},
+    )
+    sections = report_pages(tmp_path / "report", inputs, 0.05)
     assert [s.heading for s in sections] == ["Interactive results page", "Hit gallery"]
     assert (tmp_path / "report" / PAGE).is_file() and (tmp_path / "report" / "gallery" / "G1.png").is_file()
     assert (tmp_path / "report" / "gallery" / "G2.png").is_file() and not (

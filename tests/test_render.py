@@ -1,4 +1,4 @@
-"""The shared page renderer (phenoica.render): one page -> Markdown and HTML, written atomically."""
+"""The shared page renderer (phenoica.report.render): one page -> Markdown and HTML, written atomically."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure as MplFigure
 
-from phenoica import render
+from phenoica.report import render
 
 
 def _page(figure_path: str = "figures/a.png") -> render.Page:

@@ -1,4 +1,4 @@
-"""Tests of the report stage (phenoica.summaries tables, phenoica.figures, the report page) on small hand-made score tables with known answers."""
+"""Tests of the report stage (phenoica.report.summaries tables, phenoica.report.figures, the report page) on small hand-made score tables with known answers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from phenoica import figures, hits, report, summaries
+from phenoica import hits
+from phenoica.report import figures, summaries, truth_tables
+from phenoica.report.inputs import ReportInputs, ReportOptions, StudyLink
+from phenoica.report.write import SECTIONS, write_report
 from phenoica.screen import GENE, GUIDE, ScreenError
 
 VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
@@ -257,7 +260,7 @@ def test_truth_checks_detects_effect():
 
     rows = make_rows(score, variants=("pca", "pca_ica"))
     guides, _ = aggregate(rows)
-    tc = summaries.truth_checks(guides, truth_for()).set_index("variant")
+    tc = truth_tables.truth_checks(guides, truth_for()).set_index("variant")
     r = tc.loc["pca_ica"]
     assert r["n_effect"] == 10 and r["n_no_effect"] == 6
     assert r["auroc_effect_mean"] > r["auroc_no_effect_mean"]
@@ -278,7 +281,7 @@ def test_truth_checks_no_difference_when_groups_match():
 
     rows = make_rows(score, variants=("pca_ica",), n_genes=6)
     guides, _ = aggregate(rows)
-    r = summaries.truth_checks(guides, truth_for(n_genes=6, null_genes=(3, 4, 5))).iloc[0]
+    r = truth_tables.truth_checks(guides, truth_for(n_genes=6, null_genes=(3, 4, 5))).iloc[0]
     assert r["effect_minus_no_effect"] == pytest.approx(0.0)
     assert r["mannwhitney_p"] > 0.4 and bool(r["effect_gt_no_effect"]) is False
     assert r["no_effect_vs_half_p"] > 0.5
@@ -289,7 +292,7 @@ def test_truth_checks_missing_truth_row_is_named():
     guides, _ = aggregate(rows)
     truth = truth_for(n_genes=3, null_genes=(2,))
     with pytest.raises(ScreenError, match="G2_1"):
-        summaries.truth_checks(guides, truth[truth[GUIDE] != "G2_1"])
+        truth_tables.truth_checks(guides, truth[truth[GUIDE] != "G2_1"])
 
 
 def test_bad_inputs_name_the_problem():
@@ -405,19 +408,18 @@ def test_write_report_full(tmp_path):
         }
     }
     out = tmp_path / "report"
-    written = report.write_report(
-        out,
+    inputs = ReportInputs(
         rows,
         guides,
         genes,
-        map_df=map_df,
+        maps=map_df,
         truth=truth_for(),
-        fit_report=fit,
+        fit_reports=fit,
         hits=hit_table,
         null=null,
         lightgbm={"learning_rate": 0.05, "seed": 3},
-        title="demo <screen>",
     )
+    written = write_report(out, inputs, ReportOptions(title="demo <screen>"))
     expected = {
         "table3",
         "table4",
@@ -496,7 +498,7 @@ def test_write_report_full(tmp_path):
 def test_write_report_with_only_base(tmp_path):
     rows = make_rows(ica_gain, variants=("base",), n_genes=3, n_null=0)
     guides, genes = aggregate(rows)
-    written = report.write_report(tmp_path, rows, guides, genes, tables_dir="", figures_dir="")
+    written = write_report(tmp_path, ReportInputs(rows, guides, genes), ReportOptions(tables_dir="", figures_dir=""))
     assert "truth_checks" not in written and "map_summary" not in written
     assert all(p.parent == tmp_path for p in written.values())
     assert "(table3.csv)" in written["report_md"].read_text()
@@ -512,7 +514,7 @@ def test_write_report_when_everything_was_skipped(tmp_path):
     rows[["status", "reason"]] = ["skipped", "too few training samples"]
     rows[["auroc", "concentration"]] = math.nan
     guides, genes = aggregate(rows)
-    written = report.write_report(tmp_path, rows, guides, genes)
+    written = write_report(tmp_path, ReportInputs(rows, guides, genes))
     assert "No scores." in written["report_md"].read_text()
     assert summaries.skip_counts(rows).loc[0, "n_rows"] == len(rows)
     assert summaries.table4(rows).loc[0, "n"] == 0
@@ -521,7 +523,8 @@ def test_write_report_when_everything_was_skipped(tmp_path):
 def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
     """The main page links each study page that exists (path relative to the report) with its
     one-line verdict; the tables do not change."""
-    from phenoica import render, workflow
+    from phenoica import workflow
+    from phenoica.report import render
 
     rows = make_rows(ica_gain, variants=("pca", "pca_ica"), n_genes=3)
     guides, genes = aggregate(rows)
@@ -539,9 +542,9 @@ def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
             "page": str(study / "index.html"),
         }
     ]
-    plain = report.write_report(tmp_path / "plain", rows, guides, genes)
-    linked = report.write_report(
-        results / "report", rows, guides, genes, studies=[report.StudyLink(**p) for p in pages]
+    plain = write_report(tmp_path / "plain", ReportInputs(rows, guides, genes))
+    linked = write_report(
+        results / "report", ReportInputs(rows, guides, genes, studies=[StudyLink(**p) for p in pages])
     )
     md = linked["report_md"].read_text()
     assert "## Studies" in md and "[Bi-Lipschitz <study>](../studies/bilipschitz/index.html): digits: rho" in md
@@ -551,3 +554,27 @@ def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
     for name, path in plain.items():
         if path.suffix == ".csv":
             assert path.read_bytes() == linked[name].read_bytes(), name
+
+
+def test_sections_declare_every_input_of_the_report_rule():
+    """The report is a list of sections, each declaring the ReportInputs fields it reads; every
+    input of rule report is read by some section (the field names are the rule's input names)."""
+    import re
+
+    text = (Path(__file__).parents[1] / "rules" / "report.smk").read_text()
+    block = text[text.index("    input:") : text.index("    output:")]
+    rule_inputs = set(re.findall(r"^        (\w+)=", block, re.M))
+    declared = {name for section in SECTIONS for name in section.inputs}
+    assert rule_inputs and rule_inputs <= declared, sorted(rule_inputs - declared)
+    assert len({s.name for s in SECTIONS}) == len(SECTIONS)
+    with pytest.raises(ValueError, match="not fields of ReportInputs"):
+        type(SECTIONS[0])("bad", ("guide_folds", "no_such_table"), SECTIONS[0].build)
+
+
+def test_the_report_page_lists_the_sections_as_declared():
+    """docs/report.md's table of sections is SECTIONS: the same names, order and inputs."""
+    import re
+
+    text = (Path(__file__).parents[1] / "docs" / "report.md").read_text()
+    rows = re.findall(r"^\| `(\w+)` \| ([\w, ]+) \|", text, re.M)
+    assert rows == [(s.name, ", ".join(s.inputs)) for s in SECTIONS]

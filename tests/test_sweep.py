@@ -21,9 +21,12 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     trains the concentration models); the section marks the chosen row; the figure is written."""
     from phenoica.classify import classify_shard
     from phenoica.hits import screen_calls
+    from phenoica.report.inputs import ReportInputs, ReportOptions
+    from phenoica.report.sections import ReportContext
+    from phenoica.report.sweep import build_sweep
     from phenoica.sources.positive_control import ControlDesign, write_screen
     from phenoica.splits import leave_one_batch_out
-    from phenoica.sweep import SweepOptions, sweep_model, sweep_report_files
+    from phenoica.sweep import SweepOptions, sweep_model
     from phenoica.variants import component_name, fit_variants
 
     out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
@@ -49,8 +52,11 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     swept = calls[calls["n_components"] == 20].set_index("Metadata_Guide")["auroc"]
     assert np.allclose(swept.loc[main.index], main)
 
-    sections, figures = sweep_report_files(tmp_path / "report", [str(_save(table, tmp_path))])
-    assert "<- chosen" in sections[0][2]["chosen"].tolist() and figures["component_sweep"][0].stat().st_size > 0
+    none = pd.DataFrame()
+    inputs = ReportInputs(none, none, none, sweep=pd.read_parquet(_save(table, tmp_path)))
+    result = build_sweep(inputs, ReportContext(tmp_path / "report", ReportOptions(), none, none, none))
+    shown = result.page[0].blocks[1].df
+    assert "<- chosen" in shown["chosen"].tolist() and result.figures["component_sweep"].stat().st_size > 0
 
 
 def _save(table: pd.DataFrame, tmp_path) -> object:

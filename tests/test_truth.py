@@ -7,8 +7,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica import summaries, truth
+from phenoica import truth
 from phenoica.config import validate_config
+from phenoica.report import truth_tables
 from phenoica.screen import GENE, GUIDE, ScreenError
 from phenoica.sources.demo import design as sim_design
 
@@ -172,10 +173,10 @@ def test_report_truth_recovery_tables(tmp_path):
     structural = pd.DataFrame(
         {"model": "mae", "variant": ["pca", "pca_ica", "pca_rand"], **{f"probe_r2_factor_0{j}": 0.6 for j in range(6)}}
     )
-    tables = summaries.truth_recovery(guides, t, structural, seed=0)
+    tables = truth_tables.truth_recovery(guides, t, structural, seed=0)
     rec = tables["truth_recovery"]
     assert list(rec["variant"]) == ["pca", "pca_ica", "pca_rand"]
     assert np.allclose(rec["probe_r2_shifted"], 0.6) and np.allclose(rec["separation"], 0.25)
     assert len(tables["variant_contrasts"]) == 3
-    no_probe = summaries.truth_recovery(guides, t, None)["truth_recovery"]
+    no_probe = truth_tables.truth_recovery(guides, t, None)["truth_recovery"]
     assert "probe_r2_shifted" not in no_probe.columns

@@ -152,7 +152,7 @@ def test_tiny_workflow_end_to_end_and_incremental(finished_tiny):
 def test_report_links_a_finished_study_page(finished_tiny, tmp_path):
     """A study page that appears after the report reruns the report alone, which then links it
     with its verdict; the report's tables do not change."""
-    from phenoica import render
+    from phenoica.report import render
 
     work = tmp_path / "work"
     shutil.copytree(finished_tiny, work, symlinks=True)

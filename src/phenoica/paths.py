@@ -63,6 +63,11 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
     "report": {
         "markdown": "report/report.md",
         "html": "report/index.html",
+        "figures": "report/figures",
+        "tables": "report/tables",
+        "gallery": "report/gallery",
+        "interactive": "report/interactive.html",
+        "interactive_assets": "report/interactive_assets",
     },
     "studies": {
         "bilipschitz": "studies/bilipschitz",

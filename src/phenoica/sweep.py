@@ -16,7 +16,7 @@ What is rerun per grid point: one fit of the variants (center-scale, eigendecomp
 random rotation) and, per variant, one classification of every guide and pseudo-guide without
 concentration models, one mAP and one batch classifier. Each row records its seconds; the
 benchmark script ``benchmarks/component_sweep.py`` prints the cost as a ratio of one main
-classification job.
+classification job. The report shows the sweep through its section :mod:`phenoica.report.sweep`.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import logging
 import math
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import numpy as np
@@ -179,62 +178,3 @@ def chosen_count(fit_report: Mapping[str, Any]) -> int:
         if variant in fit_report:
             return int(fit_report[variant]["n_components"])
     raise ValueError("fit report: no whitened variant (pca, pca_ica, pca_rand) to read the component count from")
-
-
-def sweep_sections(sweep: pd.DataFrame, figure: Path | None) -> list[tuple[str, str, pd.DataFrame]]:
-    """The report section of the sweep (a table; the figure is linked by the caller)."""
-    if sweep.empty:
-        return []
-    note = (
-        "Each whitened variant refitted at every count of the grid and the screen scored again: guide and "
-        "gene hits at q < 0.1 (the same classifiers, folds and null as the run, without Table 4's "
-        "concentration models), the share of guides active by copairs mAP (q < 0.1), and the accuracy of a "
-        "batch classifier on control wells (chance in `batch_chance`). `chosen` marks the count the "
-        "configured rule (transforms.n_components) kept: the run's own answers. `seconds` is the cost of "
-        "the point."
-    )
-    shown = sweep.assign(chosen=np.where(sweep["chosen"], "<- chosen", ""))
-    return [("How the answers move with the component count", note, shown)]
-
-
-def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
-    """Guide hits (q < 0.1) against the component count, one panel per model, a line per
-    variant, the chosen count circled."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    from phenoica.io import atomic_path
-
-    models = sorted(sweep["model"].unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), squeeze=False)
-    for ax, model in zip(axes[0], models):
-        sub = sweep[sweep["model"] == model]
-        for variant, line in sub.groupby("variant", sort=False):
-            line = line.sort_values("n_components")
-            ax.plot(line["n_components"], line["guide_hits"], marker="o", label=variant)
-            mark = line[line["chosen"]]
-            ax.scatter(mark["n_components"], mark["guide_hits"], s=160, facecolors="none", edgecolors="black")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("whitened components (circled: chosen)")
-        ax.set_ylabel("guide hits, q < 0.1")
-        ax.set_title(model)
-        ax.legend(fontsize=8)
-    fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
-    plt.close(fig)
-    return path
-
-
-def sweep_report_files(
-    out_dir: Path | str, sweep_paths: Sequence[str]
-) -> tuple[list[tuple[str, str, pd.DataFrame]], dict[str, tuple[Path, str]]]:
-    """The report's sweep section and figure from the per-model sweep tables (none: nothing)."""
-    if not sweep_paths:
-        return [], {}
-    sweep = pd.concat([pd.read_parquet(p) for p in sweep_paths], ignore_index=True)
-    path = sweep_figure(sweep, Path(out_dir) / "figures" / "component_sweep.png")
-    caption = "Guide hits at q < 0.1 against the number of whitened components, per variant; circled: the chosen count."
-    return sweep_sections(sweep, path), {"component_sweep": (path, caption)}

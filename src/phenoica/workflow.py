@@ -24,11 +24,12 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica import render, screen
+from phenoica import screen
 from phenoica.config import deep_merge, demo_plates, embedding_globs, key_jobs, package_schema
 from phenoica.io import read_table
 from phenoica.paths import output_paths
 from phenoica.profiles import expand_glob
+from phenoica.report import render
 
 
 @functools.lru_cache(maxsize=4)
@@ -225,7 +226,7 @@ STUDIES: tuple[str, ...] = ("disentangle", "bilipschitz")
 
 def study_pages(results: str) -> list[dict[str, str]]:
     """The study pages that exist under ``results`` (each with a verdict file beside it, as
-    :func:`phenoica.render.write_verdict` writes it): ``{"title", "verdict", "page"}`` each, for
+    :func:`phenoica.report.render.write_verdict` writes it): ``{"title", "verdict", "page"}`` each, for
     the main report to link. Read when the DAG is built, so the report reruns when a study's
     verdict appears or changes, and never makes the default target run a study."""
     folders = vars(output_paths(results).studies)

@@ -269,14 +269,15 @@ def evaluate(
     ``contrasts`` (variant contrasts of :func:`phenoica.truth.variant_contrasts`), ``auroc`` and
     ``concentration`` (paired over effect genes), ``table4``, ``recall`` (guide and gene level at
     ``q_threshold``), ``mcc``. Intervals: bootstrap over genes (seeded by ``seed``)."""
-    from phenoica import hits, summaries, truth
+    from phenoica import hits, truth
+    from phenoica.report import checks, summaries
 
     results, data = Path(results), Path(data)
     guides = pd.read_parquet(results / "scores" / "guides.parquet")
     folds = pd.read_parquet(results / "scores" / "guide_folds.parquet")
     known = pd.read_parquet(data / "truth.parquet")
     guides = guides[guides["model"] == model]
-    variants = summaries.ordered_variants(guides["variant"].unique())
+    variants = checks.ordered_variants(guides["variant"].unique())
     return {
         "separation": truth.effect_separation(guides, known, seed=seed),
         "contrasts": truth.variant_contrasts(guides, known, seed=seed),

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
-from phenoica import render
+from phenoica.report import render
 from phenoica.studies.bilipschitz.gather import alpha_summary, spearman_table
 from phenoica.studies.plan import ALL_GROUP
 
@@ -178,7 +178,7 @@ def write_report(
     seed: int = 0,
 ) -> dict[str, Path]:
     """Figures, CSV tables, ``report.md`` and ``index.html`` of the study under ``out_dir``
-    (one page through :mod:`phenoica.render`)."""
+    (one page through :mod:`phenoica.report.render`)."""
     out = Path(out_dir)
     fig_dir, tab_dir = out / "figures", out / "tables"
     files: dict[str, Path] = {

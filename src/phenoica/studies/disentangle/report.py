@@ -12,7 +12,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from scipy import stats
 
-from phenoica import render
+from phenoica.report import render
 from phenoica.studies.disentangle.evaluate import EVALUATED, SCORE_COLUMNS, SCORE_RANGE
 from phenoica.studies.disentangle.model import MODELS
 
@@ -435,7 +435,7 @@ def nmi_figure(scores: pd.DataFrame, dataset: str) -> Figure:
 def write_report(
     scores: pd.DataFrame, out_dir: str | Path, settings: Mapping[str, Any] | None = None
 ) -> dict[str, Path]:
-    """Tables (CSV), figures (PNG), ``report.md`` and ``index.html`` in ``out_dir``, through :mod:`phenoica.render`."""
+    """Tables (CSV), figures (PNG), ``report.md`` and ``index.html`` in ``out_dir``, through :mod:`phenoica.report.render`."""
     out_dir = Path(out_dir)
     written: dict[str, Path] = {}
     summary = summary_table(scores)

@@ -1,7 +1,7 @@
 """The interactive results page: one self-contained HTML file plus its gene-panel assets.
 
 Everything is drawn by plotly (its bundled plotly.js is written into the page once, so nothing
-is fetched at view time); a short script (:data:`phenoica.interactive_js.PAGE_JS`) only wires
+is fetched at view time); a short script (:data:`phenoica.report.interactive_js.PAGE_JS`) only wires
 plotly's click events to the gene panel and filters/sorts the hit table. Sections:
 
 - **Volcano** per model/variant (a dropdown picks one): a point per real guide, held-out AUROC
@@ -35,8 +35,8 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from phenoica.interactive_js import PAGE_CSS, PAGE_JS
 from phenoica.io import atomic_path
+from phenoica.report.interactive_js import PAGE_CSS, PAGE_JS
 from phenoica.screen import GENE, GUIDE
 
 #: The folder of the page's assets, beside it.
@@ -71,7 +71,7 @@ def _key(model: str, variant: str) -> str:
 
 
 def _keys(df: pd.DataFrame) -> list[tuple[str, str]]:
-    from phenoica.summaries import ordered_variants
+    from phenoica.report.checks import ordered_variants
 
     order = {v: i for i, v in enumerate(ordered_variants(df["variant"]))}
     pairs = set(map(tuple, df[["model", "variant"]].astype(str).to_numpy()))

@@ -1,8 +1,8 @@
 """The report's figures: guide scores per variant, volcano, null calibration (QQ), paired gene
-AUROCs and identifiability, each a PNG written atomically (``phenoica.render.save_figure``).
+AUROCs and identifiability, each a PNG written atomically (``phenoica.report.render.save_figure``).
 
 Every figure is always written; a panel without data says so, so the set of files is fixed.
-Inputs are the tables ``phenoica.summaries`` checks.
+Inputs are the tables ``phenoica.report.summaries`` checks.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from scipy import stats
 
-from phenoica import render
 from phenoica.arrays import finite_values
+from phenoica.report import render
+from phenoica.report.checks import check_genes, check_guides, check_truth, ordered_variants, variant_label
 from phenoica.screen import GENE, GUIDE
-from phenoica.summaries import check_genes, check_guides, check_truth, ordered_variants, variant_label
 
 FIGURE_DPI = 120
 AUROC_LABEL = "Held-out AUROC, guide vs controls (unitless; 0.5 = chance)"

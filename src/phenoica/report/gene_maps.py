@@ -1,7 +1,8 @@
-"""Tables and figures of the gene maps, known-relationship recall and batch metrics, for the report.
+"""The report's gene-map section: tables and figures of the gene maps, known-relationship recall
+and batch metrics.
 
-:func:`biomap_report` turns the gathered biomap tables into CSVs, figures and report sections
-(heading, note, table), so the main report only appends them. :func:`heatmap_figure` draws one
+:data:`GENE_MAPS` (:func:`build_gene_maps`) turns the gathered biomap tables into CSVs, figures
+and page sections, like every other section of the report. :func:`heatmap_figure` draws one
 (model, variant)'s clustered gene-gene cosine heatmap; :func:`batch_biology_figure` puts batch
 removal on one axis and biology kept on the other, one point per (model, variant).
 """
@@ -11,7 +12,7 @@ from __future__ import annotations
 import math
 import shutil
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import matplotlib
 
@@ -24,11 +25,12 @@ from scipy.spatial.distance import squareform  # noqa: E402
 
 from phenoica.biomap.gene_map import TRUTH_SOURCE  # noqa: E402
 from phenoica.biomap.similarity import similarity_matrix  # noqa: E402
-from phenoica.render import save_figure, write_csv  # noqa: E402
+from phenoica.report import render  # noqa: E402
+from phenoica.report.inputs import ReportInputs  # noqa: E402
+from phenoica.report.render import save_figure  # noqa: E402
+from phenoica.report.sections import ReportContext, Section, SectionOutput, figure_blocks, table_section  # noqa: E402
+from phenoica.variants.variant import VARIANTS, WHITENED_VARIANTS  # noqa: E402
 
-#: Sections are (heading, note, table), the shape the main report appends.
-Section = tuple[str, str, pd.DataFrame]
-VARIANT_ORDER: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand", "tvn")
 MARKERS = ("o", "s", "^", "D", "v", "P")
 
 
@@ -72,7 +74,7 @@ def heatmap_figure(
 
 
 def _ordered(df: pd.DataFrame) -> pd.DataFrame:
-    rank = {v: i for i, v in enumerate(VARIANT_ORDER)}
+    rank = {v: i for i, v in enumerate(VARIANTS)}
     key = df["variant"].map(lambda v: rank.get(v, len(rank)))
     return df.assign(_k=key).sort_values(["model", "_k", "variant"]).drop(columns="_k").reset_index(drop=True)
 
@@ -175,51 +177,61 @@ def batch_biology_figure(summary: pd.DataFrame, path: Path | str) -> Path:
     return out
 
 
-def biomap_report(
-    out_dir: Path | str,
-    *,
+def build_gene_maps(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """The gene-map section from the gathered biomap tables (:data:`BIOMAP_TABLES`) and the
+    heatmaps: the CSVs, the batch-vs-biology figure, each (model, variant)'s heatmap copied
+    under the figures folder, and the page sections."""
+    if inputs.biomap_tables is None:
+        return SectionOutput()
+    read = inputs.biomap_tables
+    recall, coverage, consistency, neighbors = (read[k] for k in ("recall", "coverage", "consistency", "neighbors"))
+    batch = read["batch_metrics"]
+    summary = biomap_summary(recall, batch, consistency, inputs.genes, inputs.table("maps"))
+    out = SectionOutput(
+        tables={
+            "biomap_summary": summary,
+            "biomap_recall": _ordered(recall),
+            "biomap_coverage": _ordered(coverage),
+            "biomap_batch_metrics": _ordered(batch),
+            "biomap_consistency": consistency,
+            "biomap_neighbors": neighbors,
+        }
+    )
+    captions: dict[str, str] = {}
+    if len(summary):
+        name = "biomap_batch_vs_biology"
+        out.figures[name] = batch_biology_figure(summary, ctx.figure_path(name))
+        captions[name] = "Batch removed (controls) vs biology kept, one point per model and variant"
+    for (model, variant), src in sorted(inputs.biomap_heatmaps.items()):
+        name = f"biomap_heatmap_{model}_{variant}"
+        dest = ctx.figure_path(name)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dest)
+        out.figures[name] = dest
+        captions[name] = f"Clustered gene-gene cosine map, {model} / {variant}"
+    out.page = _gene_map_pages(summary, recall, coverage, consistency, neighbors, ctx)
+    out.page[0].blocks += figure_blocks(out.figures, captions, ctx)
+    return out
+
+
+def _gene_map_pages(
+    summary: pd.DataFrame,
     recall: pd.DataFrame,
     coverage: pd.DataFrame,
     consistency: pd.DataFrame,
     neighbors: pd.DataFrame,
-    batch: pd.DataFrame,
-    heatmaps: Mapping[tuple[str, str], Path | str],
-    gene_calls: pd.DataFrame | None = None,
-    map_df: pd.DataFrame | None = None,
-    tables_dir: str = "tables",
-    figures_dir: str = "figures",
-) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, str]], list[Section]]:
-    """Write the biomap CSVs and figures under ``out_dir`` and return (tables by name,
-    figures by name as (path, caption), report sections as (heading, note, table))."""
-    out_dir = Path(out_dir)
-    summary = biomap_summary(recall, batch, consistency, gene_calls, map_df)
-    tables = {
-        "biomap_summary": summary,
-        "biomap_recall": _ordered(recall),
-        "biomap_coverage": _ordered(coverage),
-        "biomap_batch_metrics": _ordered(batch),
-        "biomap_consistency": consistency,
-        "biomap_neighbors": neighbors,
-    }
-    written = {name: write_csv(df, out_dir / tables_dir / f"{name}.csv") for name, df in tables.items()}
-    figures: dict[str, tuple[Path, str]] = {}
-    if len(summary):
-        figures["biomap_batch_vs_biology"] = (
-            batch_biology_figure(summary, out_dir / figures_dir / "biomap_batch_vs_biology.png"),
-            "Batch removed (controls) vs biology kept, one point per model and variant",
-        )
-    for (model, variant), src in sorted(heatmaps.items()):
-        dest = out_dir / figures_dir / f"biomap_heatmap_{model}_{variant}.png"
-        dest.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dest)
-        figures[f"biomap_heatmap_{model}_{variant}"] = (dest, f"Clustered gene-gene cosine map, {model} / {variant}")
+    ctx: ReportContext,
+) -> list[render.Section]:
+    """The gene-map page sections: batch vs biology, recall, coverage, consistency, neighbours
+    and the recall sources skipped."""
 
     def rel(name: str) -> str:
-        return written[name].relative_to(out_dir).as_posix()
+        return ctx.rel(ctx.table_path(name))
 
     skipped = recall[recall["status"] != "ok"].drop_duplicates(["model", "variant", "source"])
     top = neighbors[neighbors["rank"] == 1] if len(neighbors) else neighbors
-    sections: list[Section] = [
+    rotations = ", ".join(v for v in WHITENED_VARIANTS if v != "tvn")
+    sections = [
         (
             "Gene maps: batch removed vs biology kept",
             (
@@ -228,7 +240,7 @@ def biomap_report(
                 "of a batch classifier (chance = 1 / batches); batch_removal = mean(ASW-batch, iLISI_norm, 1 - excess "
                 "accuracy). Biology: recall of known pairs (EFAAR protocol, first threshold pair) per source, genes "
                 "whose guides agree (consistency p < 0.05), genes called active, mean mAP. Reported as measured. "
-                "Cosine maps, ASW-batch and kNN iLISI are invariant to rotations: pca, pca_ica and pca_rand (one "
+                f"Cosine maps, ASW-batch and kNN iLISI are invariant to rotations: {rotations} (one "
                 "whitened space, rotated) can differ here only through the genes the classifier calls active."
             ),
             summary,
@@ -263,43 +275,10 @@ def biomap_report(
         ),
     ]
     if len(skipped):
-        sections.append(
-            (
-                "Skipped recall sources",
-                "Sources that share too few genes with the map, with the counts.",
-                skipped[["model", "variant", "source", "n_map_genes", "n_entities", "reason"]],
-            )
-        )
-    return tables, figures, sections
+        columns = ["model", "variant", "source", "n_map_genes", "n_entities", "reason"]
+        note = "Sources that share too few genes with the map, with the counts."
+        sections.append(("Skipped recall sources", note, skipped[columns]))
+    return [table_section(heading, note, df) for heading, note, df in sections]
 
 
-#: The gathered biomap tables the report reads, by file stem (``results/biomap/{stem}.parquet``).
-GATHERED: tuple[str, ...] = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
-
-
-def biomap_report_files(
-    out_dir: Path | str,
-    tables: Sequence[Path | str],
-    heatmaps: Sequence[Path | str],
-    *,
-    gene_calls: pd.DataFrame | None = None,
-    map_df: pd.DataFrame | None = None,
-) -> tuple[dict[str, pd.DataFrame], dict[str, tuple[Path, str]], list[Section]]:
-    """:func:`biomap_report` from the workflow's files: the gathered tables (named by
-    :data:`GATHERED` stems) and the heatmaps ``.../{model}/{variant}/heatmap.png``."""
-    by_stem = {Path(p).stem: pd.read_parquet(p) for p in tables}
-    missing = [s for s in GATHERED if s not in by_stem]
-    if missing:
-        raise FileNotFoundError(f"biomap report: gathered table(s) {missing} not among the inputs {list(tables)}")
-    maps = {(Path(p).parent.parent.name, Path(p).parent.name): Path(p) for p in heatmaps}
-    return biomap_report(
-        out_dir,
-        recall=by_stem["recall"],
-        coverage=by_stem["coverage"],
-        consistency=by_stem["consistency"],
-        neighbors=by_stem["neighbors"],
-        batch=by_stem["batch_metrics"],
-        heatmaps=maps,
-        gene_calls=gene_calls,
-        map_df=map_df,
-    )
+GENE_MAPS = Section("gene_maps", ("biomap_tables", "biomap_heatmaps", "genes", "maps"), build_gene_maps)

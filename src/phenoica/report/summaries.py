@@ -1,205 +1,52 @@
 """Statistics of the screen's scores: the paper's Tables 3 and 4, per-variant summaries, paired
-tests between variants, checks against a simulated truth, skips and costs.
+tests between variants, skips, costs and the parameter tables.
 
-Inputs are the classification stage's tables (see ``phenoica.classify``):
+Inputs are the classification stage's tables (see ``phenoica.classify``), checked at the boundary
+by :mod:`phenoica.report.checks`:
 
 - guide-fold rows: one row per (model, variant, guide, held-out fold) with ``status`` ok/skipped;
 - guide scores: per (model, variant, guide), means over the ok folds; ``is_null_guide`` marks the
   pseudo-guides drawn from controls that form the empirical null;
 - gene scores: per (model, variant, gene), real guides only;
-- optionally a mAP table (copairs), a truth table (demo screens), the transform fit report and
-  the identifiability tables.
+- optionally a mAP table (copairs), the transform fit report and the identifiability tables.
 
-Every variant subset is handled (base, pca, pca_ica, pca_rand, or any other name, which sorts
-after the known ones). Each table is a small function a test can call; the inputs are checked
-at the boundary (``check_rows``, ``check_guides``, ...) with errors that name the table and the
-column or rows at fault. Drawing is in ``phenoica.figures``, the page in ``phenoica.report``.
+Every variant subset is handled (those of :data:`phenoica.variants.variant.VARIANTS`, or any other
+name, which sorts after them). Each table is a small function a test can call. The checks against
+a simulated truth are in :mod:`phenoica.report.truth_tables`, drawing in
+:mod:`phenoica.report.figures`, the page in :mod:`phenoica.report.write`.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica import truth as demo_truth
 from phenoica.arrays import finite_values
-from phenoica.classify import SCORE_COLUMNS
 from phenoica.contract import OK, SKIPPED
 from phenoica.identifiability.table1 import TABLE_COLUMNS as ALIGNMENT_COLUMNS
-from phenoica.screen import GENE, GUIDE, ScreenError
+from phenoica.report.checks import (
+    GENE_COLUMNS,
+    MAP_COLUMNS,
+    ROW_COLUMNS,
+    check_genes,
+    check_guides,
+    check_rows,
+    checked_table,
+    mean_or_nan,
+    model_variants,
+    ordered_variants,
+)
+from phenoica.screen import GENE, GUIDE
 from phenoica.stats import bootstrap_mean
 
-VARIANTS: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand")
-VARIANT_LABELS: dict[str, str] = {
-    "base": "Base",
-    "pca": "PCA",
-    "pca_ica": "PCA + ICA",
-    "pca_rand": "PCA + Rand",
-}
 #: (variant, reference) pairs compared by ``paired_tests``: the ICA gain over whitening alone,
 #: over a random rotation (the "any rotation" control), and whitening over the raw embedding.
 PAIRS: tuple[tuple[str, str], ...] = (("pca_ica", "pca"), ("pca_ica", "pca_rand"), ("pca", "base"))
-
-#: the guide-fold score rows, as classify writes them
-ROW_COLUMNS: tuple[str, ...] = SCORE_COLUMNS
-GUIDE_COLUMNS: tuple[str, ...] = (
-    "model",
-    "variant",
-    GENE,
-    GUIDE,
-    "is_null_guide",
-    "n_folds_ok",
-    "auroc",
-    "sparsity",
-    "concentration",
-)
-GENE_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
-MAP_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, GUIDE, "mean_average_precision", "map_p_value", "map_q_value")
-TRUTH_COLUMNS: tuple[str, ...] = (GENE, GUIDE, "has_effect", "efficacy")
-
-
-# --------------------------------------------------------------------------- input checks
-
-
-def ordered_variants(values: Iterable[str]) -> list[str]:
-    """The distinct variant names in ``values``: known ones in paper order, then others sorted."""
-    present = {str(v) for v in values}
-    return [v for v in VARIANTS if v in present] + sorted(present - set(VARIANTS))
-
-
-def variant_label(variant: str) -> str:
-    """Display name of a variant as in the paper ("PCA + ICA"); unknown names pass through."""
-    return VARIANT_LABELS.get(variant, variant)
-
-
-def _as_bool(series: pd.Series, column: str, source: str) -> pd.Series:
-    """A boolean column from bools, 0/1 or "true"/"false" strings; anything else is an error."""
-    if series.dtype == bool:
-        return series
-    mapping = {"true": True, "false": False, "1": True, "0": False, "1.0": True, "0.0": False}
-    text = series.astype(str).str.strip().str.lower()
-    bad = ~text.isin(list(mapping))
-    if bad.any():
-        rows = np.flatnonzero(bad.to_numpy())[:5].tolist()
-        raise ScreenError(f"{source}: column {column} must be boolean (True/False); bad value(s) at row(s) {rows}")
-    return text.map(mapping).astype(bool)
-
-
-def _checked(
-    df: pd.DataFrame,
-    source: str,
-    required: Sequence[str],
-    numeric: Sequence[str] = (),
-    boolean: Sequence[str] = (),
-    key: Sequence[str] = (),
-) -> pd.DataFrame:
-    """Copy of ``df`` with the required columns present, numeric/boolean columns coerced, ``key`` unique.
-
-    Raises ScreenError naming ``source`` and the column or rows at fault.
-    """
-    if not isinstance(df, pd.DataFrame):
-        raise ScreenError(f"{source}: expected a pandas DataFrame, got {type(df).__name__}")
-    missing = [c for c in required if c not in df.columns]
-    if missing:
-        raise ScreenError(f"{source}: missing column(s) {missing}; expected {list(required)}")
-    out = df.reset_index(drop=True).copy()
-    for col in ("model", "variant", GENE, GUIDE):
-        if col in out.columns:
-            if out[col].isna().any():
-                rows = np.flatnonzero(out[col].isna().to_numpy())[:5].tolist()
-                raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
-            out[col] = out[col].astype(str)
-    for col in numeric:
-        try:
-            out[col] = pd.to_numeric(out[col], errors="raise").astype(float)
-        except (TypeError, ValueError) as exc:
-            raise ScreenError(f"{source}: column {col} must be numeric ({exc})") from None
-    for col in boolean:
-        out[col] = _as_bool(out[col], col, source)
-    if key:
-        dup = out.duplicated(list(key), keep=False)
-        if dup.any():
-            rows = np.flatnonzero(dup.to_numpy())[:5].tolist()
-            raise ScreenError(f"{source}: duplicate rows for key {list(key)} at row(s) {rows}")
-    return out
-
-
-def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Validate guide-fold rows (status must be ok/skipped); return a normalized copy."""
-    out = _checked(
-        rows,
-        "guide-fold rows",
-        ROW_COLUMNS,
-        numeric=(
-            "n_train_pos",
-            "n_train_neg",
-            "n_test_pos",
-            "n_test_neg",
-            "auroc",
-            "sparsity",
-            "concentration",
-            "auroc_top",
-            "auroc_rest",
-        ),
-        boolean=("is_null_guide",),
-    )
-    bad = ~out["status"].isin([OK, SKIPPED])
-    if bad.any():
-        rows_at = np.flatnonzero(bad.to_numpy())[:5].tolist()
-        raise ScreenError(f"guide-fold rows: column status must be 'ok' or 'skipped'; bad at row(s) {rows_at}")
-    out["reason"] = out["reason"].fillna("").astype(str)
-    return out
-
-
-def check_guides(guides: pd.DataFrame) -> pd.DataFrame:
-    """Validate guide scores (unique per model, variant, gene, guide); return a normalized copy."""
-    return _checked(
-        guides,
-        "guide scores",
-        GUIDE_COLUMNS,
-        numeric=("n_folds_ok", "auroc", "sparsity", "concentration"),
-        boolean=("is_null_guide",),
-        key=("model", "variant", GENE, GUIDE),
-    )
-
-
-def check_genes(genes: pd.DataFrame) -> pd.DataFrame:
-    """Validate gene scores (unique per model, variant, gene); return a normalized copy."""
-    return _checked(
-        genes,
-        "gene scores",
-        GENE_COLUMNS,
-        numeric=("n_guides", "auroc", "sparsity", "concentration"),
-        key=("model", "variant", GENE),
-    )
-
-
-def check_truth(truth: pd.DataFrame) -> pd.DataFrame:
-    """Validate the demo truth table (unique per gene, guide); return a normalized copy."""
-    return _checked(
-        truth, "truth table", TRUTH_COLUMNS, numeric=("efficacy",), boolean=("has_effect",), key=(GENE, GUIDE)
-    )
-
-
-def _model_variants(df: pd.DataFrame) -> list[tuple[str, str]]:
-    """The (model, variant) pairs present, models sorted, variants in paper order."""
-    pairs = []
-    for model in sorted(df["model"].unique()):
-        for variant in ordered_variants(df.loc[df["model"] == model, "variant"]):
-            pairs.append((model, variant))
-    return pairs
-
-
-def _mean(values: np.ndarray) -> float:
-    return float(np.mean(values)) if values.size else math.nan
-
-
-# --------------------------------------------------------------------------- tables
 
 
 def variant_widths(fit_report: Mapping[str, Any] | None) -> dict[tuple[str, str], int]:
@@ -297,7 +144,7 @@ def table4(
     """
     rows = check_rows(guide_fold_rows)
     records = []
-    for model, variant in _model_variants(rows):
+    for model, variant in model_variants(rows):
         sel = rows[
             (rows["model"] == model) & (rows["variant"] == variant) & (rows["status"] == OK) & ~rows["is_null_guide"]
         ]
@@ -307,11 +154,11 @@ def table4(
             {
                 "model": model,
                 "variant": variant,
-                "concentration_mean": _mean(conc),
+                "concentration_mean": mean_or_nan(conc),
                 "concentration_sd": float(np.std(conc, ddof=1)) if conc.size > 1 else math.nan,
                 "n": int(conc.size),
-                "auroc_top_mean": _mean(finite_values(sel["auroc_top"])),
-                "auroc_rest_mean": _mean(finite_values(sel["auroc_rest"])),
+                "auroc_top_mean": mean_or_nan(finite_values(sel["auroc_top"])),
+                "auroc_rest_mean": mean_or_nan(finite_values(sel["auroc_rest"])),
                 **_width_columns(n_features, model, variant, concentration_k),
             }
         )
@@ -358,7 +205,7 @@ def variant_summary(guides_df: pd.DataFrame, thresholds: tuple[float, ...] = (0.
     guides = check_guides(guides_df)
     has_q = "q_value" in guides.columns
     records = []
-    for model, variant in _model_variants(guides):
+    for model, variant in model_variants(guides):
         sub = guides[(guides["model"] == model) & (guides["variant"] == variant)]
         real = sub[~sub["is_null_guide"]]
         scored_mask = (real["n_folds_ok"].to_numpy() > 0) & np.isfinite(real["auroc"].to_numpy())
@@ -370,12 +217,12 @@ def variant_summary(guides_df: pd.DataFrame, thresholds: tuple[float, ...] = (0.
             "variant": variant,
             "n_guides_scored": int(len(scored)),
             "n_guides_skipped": int(len(real) - len(scored)),
-            "auroc_mean": _mean(auroc),
+            "auroc_mean": mean_or_nan(auroc),
             "auroc_median": float(np.median(auroc)) if auroc.size else math.nan,
-            "sparsity_mean": _mean(finite_values(scored["sparsity"])),
-            "concentration_mean": _mean(finite_values(scored["concentration"])),
+            "sparsity_mean": mean_or_nan(finite_values(scored["sparsity"])),
+            "concentration_mean": mean_or_nan(finite_values(scored["concentration"])),
             "n_null_guides": int(null_auroc.size),
-            "null_auroc_mean": _mean(null_auroc),
+            "null_auroc_mean": mean_or_nan(null_auroc),
         }
         for t in thresholds:
             q = pd.to_numeric(real["q_value"], errors="coerce").to_numpy(dtype=float) if has_q else np.empty(0)
@@ -407,7 +254,7 @@ def _wilcoxon_row(diff: np.ndarray, min_pairs: int) -> dict[str, Any]:
     out: dict[str, Any] = {
         "n": int(diff.size),
         "median_diff": float(np.median(diff)) if diff.size else math.nan,
-        "mean_diff": _mean(diff),
+        "mean_diff": mean_or_nan(diff),
         "statistic": math.nan,
         "p_value": math.nan,
         "note": "",
@@ -490,144 +337,6 @@ def paired_tests(
     return out
 
 
-def _effect_groups(guides: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
-    """Real guides joined to the truth, with ``group`` = effect / no_effect / other.
-
-    ``effect``: the guide has a true effect. ``no_effect``: no guide of its gene has one.
-    ``other``: a guide without effect of a gene that has an effect elsewhere (left out of both).
-    """
-    real = guides[~guides["is_null_guide"]]
-    known = truth.set_index([GENE, GUIDE])
-    keys = pd.MultiIndex.from_frame(real[[GENE, GUIDE]])
-    missing = keys.difference(known.index)
-    if len(missing):
-        shown = [f"{g}/{s}" for g, s in list(missing)[:5]]
-        raise ScreenError(f"truth table: no row for {len(missing)} scored guide(s), e.g. {shown}")
-    merged = real.merge(truth[[GENE, GUIDE, "has_effect", "efficacy"]], on=[GENE, GUIDE], how="left")
-    gene_effect = truth.groupby(GENE)["has_effect"].any()
-    gene_has = merged[GENE].map(gene_effect).astype(bool)
-    merged["group"] = np.where(merged["has_effect"], "effect", np.where(~gene_has, "no_effect", "other"))
-    return merged
-
-
-def truth_checks(guides_df: pd.DataFrame, truth: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
-    """Demo screens: do the scores find the simulated truth? Reported as measured, per (model, variant).
-
-    Over scored real guides (finite AUROC): mean AUROC of guides with a true effect vs guides of
-    genes without any effect, one-sided Mann-Whitney U (effect > no effect) and
-    ``effect_gt_no_effect`` = its p < ``alpha``; whether no-effect guides sit at chance (their
-    mean, a two-sided one-sample t-test against 0.5) and whether they match the empirical null
-    (two-sided Mann-Whitney against the null pseudo-guides); Spearman correlation of AUROC with
-    guide efficacy among effect guides. Too few values for a test give NaN and a ``note``.
-    """
-    if not 0.0 < alpha < 1.0:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-    guides = check_guides(guides_df)
-    truth = check_truth(truth)
-    merged = _effect_groups(guides, truth)
-    records = []
-    for model, variant in _model_variants(guides):
-        sel = merged[(merged["model"] == model) & (merged["variant"] == variant)]
-        sel = sel[np.isfinite(sel["auroc"].to_numpy(dtype=float))]
-        eff = sel.loc[sel["group"] == "effect", "auroc"].to_numpy(dtype=float)
-        none = sel.loc[sel["group"] == "no_effect", "auroc"].to_numpy(dtype=float)
-        nulls = guides[(guides["model"] == model) & (guides["variant"] == variant) & guides["is_null_guide"]]
-        null_auroc = finite_values(nulls["auroc"])
-        notes = []
-        row: dict[str, Any] = {
-            "model": model,
-            "variant": variant,
-            "n_effect": int(eff.size),
-            "n_no_effect": int(none.size),
-            "auroc_effect_mean": _mean(eff),
-            "auroc_no_effect_mean": _mean(none),
-            "effect_minus_no_effect": _mean(eff) - _mean(none),
-            "mannwhitney_u": math.nan,
-            "mannwhitney_p": math.nan,
-            "effect_gt_no_effect": pd.NA,
-            "no_effect_vs_half_t": math.nan,
-            "no_effect_vs_half_p": math.nan,
-            "null_auroc_mean": _mean(null_auroc),
-            "no_effect_vs_null_p": math.nan,
-            "efficacy_spearman_rho": math.nan,
-            "efficacy_spearman_p": math.nan,
-        }
-        if eff.size and none.size:
-            mw = stats.mannwhitneyu(eff, none, alternative="greater")
-            row["mannwhitney_u"], row["mannwhitney_p"] = float(mw.statistic), float(mw.pvalue)
-            row["effect_gt_no_effect"] = bool(mw.pvalue < alpha)
-        else:
-            notes.append("no effect or no no-effect guides scored")
-        if none.size >= 2 and np.ptp(none) > 0:
-            tt = stats.ttest_1samp(none, 0.5)
-            row["no_effect_vs_half_t"], row["no_effect_vs_half_p"] = float(tt.statistic), float(tt.pvalue)
-        else:
-            notes.append("fewer than 2 distinct no-effect AUROCs; no t-test")
-        if none.size and null_auroc.size:
-            row["no_effect_vs_null_p"] = float(stats.mannwhitneyu(none, null_auroc, alternative="two-sided").pvalue)
-        eff_rows = sel[sel["group"] == "effect"]
-        efficacy = eff_rows["efficacy"].to_numpy(dtype=float)
-        ok = np.isfinite(efficacy)
-        if ok.sum() >= 3 and np.ptp(efficacy[ok]) > 0 and np.ptp(eff[ok]) > 0:
-            sp = stats.spearmanr(efficacy[ok], eff[ok])
-            row["efficacy_spearman_rho"], row["efficacy_spearman_p"] = float(sp.statistic), float(sp.pvalue)
-        else:
-            notes.append("fewer than 3 effect guides with varying efficacy and AUROC; no correlation")
-        row["note"] = "; ".join(notes)
-        records.append(row)
-    return pd.DataFrame.from_records(
-        records,
-        columns=[
-            "model",
-            "variant",
-            "n_effect",
-            "n_no_effect",
-            "auroc_effect_mean",
-            "auroc_no_effect_mean",
-            "effect_minus_no_effect",
-            "mannwhitney_u",
-            "mannwhitney_p",
-            "effect_gt_no_effect",
-            "no_effect_vs_half_t",
-            "no_effect_vs_half_p",
-            "null_auroc_mean",
-            "no_effect_vs_null_p",
-            "efficacy_spearman_rho",
-            "efficacy_spearman_p",
-            "note",
-        ],
-    )
-
-
-def truth_recovery(
-    guides_df: pd.DataFrame, truth: pd.DataFrame, structural: pd.DataFrame | None = None, *, seed: int = 0
-) -> dict[str, pd.DataFrame]:
-    """Demo screens: is the simulated truth recovered end to end? Two tables, as measured
-    (statistics in ``phenoica.truth``; bootstrap intervals resample genes, seeded by ``seed``).
-
-    ``truth_recovery``, per (model, variant): held-out probe R^2 of the gene-shifted factors
-    (when ``structural`` has ``probe_r2_factor_*`` columns) beside effect vs no-effect guide
-    AUROC, their difference with its interval, the common-language effect size and the
-    one-sided Mann-Whitney p. ``variant_contrasts``: pca_ica vs pca vs pca_rand per model.
-    (Hit recall / observed FDR against the truth belongs in this section too, from the
-    hit-calling stage.)
-    """
-    guides = check_guides(guides_df)
-    table = demo_truth.effect_separation(guides, truth, seed=seed)
-    probe_cols = [] if structural is None else [c for c in structural.columns if str(c).startswith("probe_r2_factor_")]
-    if probe_cols:
-        probe = demo_truth.probe_table(structural, truth)[
-            ["model", "variant", "n_shifted_factors", "probe_r2_shifted", "probe_r2_other"]
-        ]
-        table = probe.merge(table, on=["model", "variant"], how="outer")
-    order = {v: i for i, v in enumerate(ordered_variants(table["variant"]))}
-    table = table.sort_values(["model", "variant"], key=lambda c: c.map(order) if c.name == "variant" else c)
-    return {
-        "truth_recovery": table.reset_index(drop=True),
-        "variant_contrasts": demo_truth.variant_contrasts(guides, truth, seed=seed),
-    }
-
-
 def skipped_rows(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
     """All skipped guide-fold rows with their reasons, plus ``n_same_reason``: rows sharing the reason."""
     rows = check_rows(guide_fold_rows)
@@ -657,9 +366,11 @@ def skip_counts(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
 def map_summary(map_df: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataFrame:
     """Per (model, variant): the guides' mean average precision (copairs phenotypic activity) and
     how many are active at BH q < ``q_threshold``."""
-    mp = _checked(map_df, "mAP table", MAP_COLUMNS, numeric=("mean_average_precision", "map_p_value", "map_q_value"))
+    mp = checked_table(
+        map_df, "mAP table", MAP_COLUMNS, numeric=("mean_average_precision", "map_p_value", "map_q_value")
+    )
     records = []
-    for model, variant in _model_variants(mp):
+    for model, variant in model_variants(mp):
         sub = mp[(mp["model"] == model) & (mp["variant"] == variant)]
         values = finite_values(sub["mean_average_precision"])
         n_sig = int((sub["map_q_value"] < q_threshold).sum())
@@ -669,7 +380,7 @@ def map_summary(map_df: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataFrame
                 "variant": variant,
                 "n_guides": int(len(sub)),
                 "n_scored": int(values.size),
-                "map_mean": _mean(values),
+                "map_mean": mean_or_nan(values),
                 "map_median": float(np.median(values)) if values.size else math.nan,
                 f"active_q<{q_threshold:g}": n_sig,
                 "fraction_active": n_sig / values.size if values.size else math.nan,
@@ -699,7 +410,7 @@ def classifier_cost(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
     rows = check_rows(guide_fold_rows)
     ok = rows[rows["status"] == OK]
     records = []
-    for model, variant in _model_variants(rows):
+    for model, variant in model_variants(rows):
         sub = ok[(ok["model"] == model) & (ok["variant"] == variant)]
         real, null = sub[~sub["is_null_guide"]], sub[sub["is_null_guide"]]
         n_real = int(len(real) + 2 * np.isfinite(real["concentration"].to_numpy(dtype=float)).sum())

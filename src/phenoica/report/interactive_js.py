@@ -1,4 +1,4 @@
-"""The interactive page's style and its one short script (see :mod:`phenoica.interactive`).
+"""The interactive page's style and its one short script (see :mod:`phenoica.report.interactive`).
 
 The script draws nothing itself: plotly draws every plot. It wires plotly's click events to the
 gene panel, loads a gene's panel data from its asset file on first use (a script tag that calls

@@ -34,9 +34,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 from PIL import Image, ImageDraw, ImageFont
 
-from phenoica import render
 from phenoica.channels import ChannelStyle, channel_styles, composite_rgb, tint
 from phenoica.io import atomic_path
+from phenoica.report import render
 from phenoica.screen import (
     CONTROL,
     GENE,
@@ -52,7 +52,7 @@ from phenoica.screen import (
 )
 from phenoica.seeding import rng_for
 
-log = logging.getLogger("phenoica.gallery")
+log = logging.getLogger("phenoica.report.gallery")
 
 #: The gallery's own table of panels (one row per gene) and of the images chosen.
 PANELS_FILE = "gallery.csv"

@@ -1,0 +1,135 @@
+"""What the report reads, built once: the score tables and the optional stage outputs
+(:class:`ReportInputs`, field names are the report rule's input and param names) and the
+report's own settings (:class:`ReportOptions`).
+
+:func:`read_inputs` builds the inputs from the rule's files; tests build :class:`ReportInputs`
+from tables directly. Each section of the report (:mod:`phenoica.report.sections`) declares the
+fields it reads.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import pandas as pd
+
+#: The gathered biomap tables the report reads, by file stem (``results/biomap/{stem}.parquet``).
+BIOMAP_TABLES: tuple[str, ...] = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
+
+
+@dataclass(frozen=True)
+class StudyLink:
+    """A study page the report links to: its title, its one-line verdict and where it is."""
+
+    title: str
+    verdict: str
+    page: str
+
+
+@dataclass(frozen=True)
+class ReportOptions:
+    """The report's settings: the q threshold of the hit calls, the seed of its bootstrap
+    intervals and the gallery's tie-break, the page's title and the folders (under the report's
+    folder) of the tables and figures (empty: the report's folder itself)."""
+
+    q_threshold: float = 0.05
+    seed: int = 0
+    title: str = "phenoica report"
+    tables_dir: str = "tables"
+    figures_dir: str = "figures"
+
+
+@dataclass(frozen=True)
+class ReportInputs:
+    """Everything the report's sections read. ``guide_folds``, ``guides`` and ``genes`` are the
+    classification stage's score tables; every other field is optional (None or empty: the
+    sections that read it are left out).
+
+    ``maps``: the copairs mAP table; ``hits``: :func:`phenoica.hits.hit_table`; ``null``: the null
+    summary; ``truth``: a demo screen's truth; ``fit_reports``: model -> variant -> fit report;
+    ``table1`` / ``structural``: the identifiability tables; ``lightgbm``: the parameters every
+    classifier used; ``studies``: the study pages to link; ``biomap_tables``: the gathered gene-map
+    tables by :data:`BIOMAP_TABLES` stem; ``biomap_heatmaps``: (model, variant) -> heatmap PNG;
+    ``sweep``: the component sweep of every model; ``page_settings``: the config's ``gallery``,
+    ``channels``, ``seed`` and ``screen.source`` (None: no gallery and no interactive page);
+    ``gallery_embeddings``: the image embeddings the gallery reads; ``stores``: plate -> store;
+    ``annotations``: the ``biomap`` annotation keys (None: no annotation sources)."""
+
+    guide_folds: pd.DataFrame
+    guides: pd.DataFrame
+    genes: pd.DataFrame
+    maps: pd.DataFrame | None = None
+    hits: pd.DataFrame | None = None
+    null: pd.DataFrame | None = None
+    truth: pd.DataFrame | None = None
+    fit_reports: Mapping[str, Any] | None = None
+    table1: pd.DataFrame | None = None
+    structural: pd.DataFrame | None = None
+    lightgbm: Mapping[str, Any] | None = None
+    studies: Sequence[StudyLink] = ()
+    biomap_tables: Mapping[str, pd.DataFrame] | None = None
+    biomap_heatmaps: Mapping[tuple[str, str], Path] = field(default_factory=dict)
+    sweep: pd.DataFrame | None = None
+    page_settings: Mapping[str, Any] | None = None
+    gallery_embeddings: Sequence[str] = ()
+    stores: Mapping[str, str] = field(default_factory=dict)
+    annotations: Mapping[str, Any] | None = None
+
+    def present(self, name: str) -> bool:
+        """Whether field ``name`` holds something to report (not None, not empty)."""
+        value = getattr(self, name)
+        return value is not None and (not hasattr(value, "__len__") or len(value) > 0)
+
+    def table(self, name: str) -> pd.DataFrame | None:
+        """The table of field ``name`` when it has rows, else None."""
+        return getattr(self, name) if self.present(name) else None
+
+
+FIELDS: frozenset[str] = frozenset(f.name for f in dataclasses.fields(ReportInputs))
+
+
+def read_biomap(tables: Sequence[Path | str], heatmaps: Sequence[Path | str]) -> tuple[dict, dict]:
+    """The gathered biomap tables by stem (each of :data:`BIOMAP_TABLES` is required) and the
+    heatmaps ``.../{model}/{variant}/heatmap.png`` by (model, variant)."""
+    by_stem = {Path(p).stem: pd.read_parquet(p) for p in tables}
+    missing = [s for s in BIOMAP_TABLES if s not in by_stem]
+    if missing:
+        raise FileNotFoundError(f"biomap report: gathered table(s) {missing} not among the inputs {list(tables)}")
+    maps = {(Path(p).parent.parent.name, Path(p).parent.name): Path(p) for p in heatmaps}
+    return by_stem, maps
+
+
+def read_inputs(inp: Any, params: Any) -> ReportInputs:
+    """The report's inputs from the report rule's ``snakemake.input`` and ``snakemake.params``."""
+    biomap, heatmaps = read_biomap(inp.biomap_tables, inp.biomap_heatmaps) if inp.biomap_tables else (None, {})
+    sweep = [pd.read_parquet(p) for p in inp.sweep]
+    return ReportInputs(
+        guide_folds=pd.read_parquet(inp.guide_folds),
+        guides=pd.read_parquet(inp.guides),
+        genes=pd.read_parquet(inp.genes),
+        maps=pd.read_parquet(inp.maps),
+        hits=pd.read_parquet(inp.hits),
+        null=pd.read_parquet(inp.null),
+        truth=pd.read_parquet(inp.truth[0]) if inp.truth else None,
+        fit_reports={m: json.loads(Path(p).read_text()) for m, p in zip(params.models, inp.fit_reports)},
+        table1=pd.read_parquet(inp.table1),
+        structural=pd.read_parquet(inp.structural),
+        lightgbm=params.lightgbm,
+        studies=[StudyLink(**page) for page in params.studies],
+        biomap_tables=biomap,
+        biomap_heatmaps=heatmaps,
+        sweep=pd.concat(sweep, ignore_index=True) if sweep else None,
+        page_settings={
+            "gallery": params.gallery,
+            "channels": params.channels,
+            "seed": params.seed,
+            "screen": {"source": params.source},
+        },
+        gallery_embeddings=list(inp.gallery_embeddings),
+        stores=dict(params.stores),
+        annotations=params.annotations if inp.biomap_tables else None,
+    )

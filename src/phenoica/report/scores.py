@@ -1,0 +1,343 @@
+"""The report's sections on the screen's scores: the headline, hit calls, the checks against a
+simulated truth, the paper's tables, phenotypic activity, costs, identifiability, skips and the
+score figures. Each is a :class:`~phenoica.report.sections.Section`; the tables come from
+:mod:`phenoica.report.summaries` and :mod:`phenoica.report.truth_tables`, the figures from
+:mod:`phenoica.report.figures`.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from phenoica import hits as H
+from phenoica.contract import OK
+from phenoica.report import render
+from phenoica.report.checks import check_truth, ordered_variants, variant_label
+from phenoica.report.figures import identifiability_figure, make_figures
+from phenoica.report.inputs import ReportInputs
+from phenoica.report.sections import ReportContext, Section, SectionOutput, figure_blocks, table_section
+from phenoica.report.summaries import (
+    classifier_cost,
+    fit_report_table,
+    has_calls,
+    lightgbm_table,
+    map_summary,
+    paired_tests,
+    skip_counts,
+    skipped_rows,
+    table1_summary,
+    table3,
+    table4,
+    variant_summary,
+    variant_widths,
+)
+from phenoica.report.truth_tables import truth_checks, truth_recovery
+from phenoica.screen import GENE, GUIDE
+
+SCORES = ("guide_folds", "guides", "genes")
+
+
+def _thresholds(q_threshold: float) -> tuple[float, ...]:
+    return tuple(sorted({q_threshold, 0.05, 0.1}))
+
+
+def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.05) -> list[str | render.Bullets]:
+    """Short sentences with the numbers a reader wants first: one bullet per model, its variants
+    and comparisons nested under it (a list for :class:`phenoica.report.render.Bullets`)."""
+    items: list[str | render.Bullets] = []
+    hit_col = f"hits_q<{q_threshold:g}"
+    for model in sorted(summary["model"].unique()):
+        sub = summary[summary["model"] == model]
+        scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
+        if scored.empty:
+            items.append(f"Model `{model}`: no guide was scored.")
+            continue
+        best = scored.loc[scored["auroc_mean"].idxmax()]
+        items.append(
+            f"Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
+            f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides)."
+        )
+        nested: list[str | render.Bullets] = []
+        for _, r in sub.iterrows():
+            n_hits = r[hit_col] if hit_col in r.index else pd.NA
+            hits = (
+                "no null pseudo-guides, no hit calls"
+                if pd.isna(n_hits)
+                else f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
+                f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
+            )
+            nested.append(
+                f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
+                f"{r['n_guides_skipped']} skipped; {hits}."
+            )
+        t = tests[(tests["model"] == model) & (tests["metric"] == "auroc")]
+        for _, r in t.iterrows():
+            if r["n"] == 0:
+                continue
+            p = "no test" if pd.isna(r["p_value"]) else f"Wilcoxon p = {r['p_value']:.2g}"
+            ci = "" if pd.isna(r["ci_low"]) else f", 95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+            nested.append(
+                f"gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
+                f"mean {r['mean_diff']:+.3f}{ci} ({p})."
+            )
+        items.append(render.Bullets(nested))
+    return items
+
+
+def _intro(ctx: ReportContext) -> str:
+    rows, guides, genes = ctx.rows, ctx.guides, ctx.genes
+    n_ok = int((rows["status"] == OK).sum())
+    variants = ordered_variants(pd.concat([rows["variant"], guides["variant"], genes["variant"]]))
+    return (
+        f"Models: {', '.join(f'`{m}`' for m in sorted(set(guides['model']) | set(rows['model'])))}. "
+        f"Variants: {', '.join(f'`{v}` ({variant_label(v)})' for v in variants)}. "
+        f"Guide-folds: {n_ok} scored, {len(rows) - n_ok} skipped. "
+        f"Real guides: {guides.loc[~guides['is_null_guide'], GUIDE].nunique()}; "
+        f"genes: {genes[GENE].nunique()}; null pseudo-guides: "
+        f"{guides.loc[guides['is_null_guide'], GUIDE].nunique()}."
+    )
+
+
+def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """What was scored, then per model its best variant, hit counts and the paired comparisons;
+    writes ``variant_summary`` and ``paired_tests`` (shown under "Variants")."""
+    q = ctx.options.q_threshold
+    tables = {
+        "variant_summary": variant_summary(ctx.guides, (q, 0.1) if q != 0.1 else (0.05, 0.1)),
+        "paired_tests": paired_tests(ctx.genes, seed=ctx.options.seed),
+    }
+    items = headline(tables["variant_summary"], tables["paired_tests"], q)
+    blocks: list[render.Block] = [_intro(ctx), render.Bullets(items) if items else "No scores."]
+    return SectionOutput(tables=tables, page=[render.Section("Headline", blocks)])
+
+
+def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """Hit counts, the hit table, gene calls, the null's calibration and the readouts' agreement."""
+    out = SectionOutput()
+    q, genes, hits, maps = ctx.options.q_threshold, ctx.genes, inputs.table("hits"), inputs.table("maps")
+    if has_calls(ctx.guides):
+        out.tables["hit_counts"] = H.hit_counts(ctx.guides, genes, _thresholds(q))
+        gene_cols = ["model", "variant", GENE, "n_guides", "n_guides_hit", "auroc", "p_value", "q_value", "hit"]
+        out.tables["gene_hits"] = (
+            genes[[c for c in gene_cols if c in genes.columns]]
+            .sort_values(["model", "variant", "q_value"], kind="stable")
+            .reset_index(drop=True)
+        )
+        note = (
+            "A guide's p-value is its held-out AUROC against the AUROCs of the null pseudo-guides (whole control "
+            "wells laid out like real guides, scored by the same classifier) of the same model and variant; "
+            "q-values are Benjamini-Hochberg over guides. A gene's p-value combines its guides' (Cauchy "
+            f"combination, ACAT); `n_guides_hit` counts its guides with q < {q:g}."
+        )
+        out.page.append(table_section("Hit calls", note, out.tables["hit_counts"]))
+    if hits is not None:
+        out.tables["hits"] = hits.sort_values(["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
+        if maps is not None:
+            out.tables["readout_agreement"] = H.readout_agreement(hits)
+        if "gene_hits" in out.tables:
+            shown = out.tables["hits"]
+            out.page.append(
+                table_section(
+                    "Hit table (guides called by either readout)",
+                    f"Every guide with both readouts is in `{ctx.rel(ctx.table_path('hits'))}`; "
+                    f"`agreement` compares the classifier's call with the mAP readout's.",
+                    shown[shown["hit"] | shown["map_hit"]].head(200),
+                )
+            )
+    if "gene_hits" in out.tables:
+        gene_hits = out.tables["gene_hits"]
+        note = f"All genes: `{ctx.rel(ctx.table_path('gene_hits'))}`."
+        out.page.append(table_section("Gene calls", note, gene_hits[gene_hits["hit"]].head(200)))
+    if inputs.table("null") is not None:
+        out.tables["null_calibration"] = inputs.null.copy()
+        note = (
+            "The null per model and variant: pseudo-guides scored and skipped, their logit-AUROC fit, "
+            "Shapiro-Wilk normality of the logit AUROCs, and the uniformity (Kolmogorov-Smirnov) of "
+            "their leave-one-out p-values; see the QQ figure."
+        )
+        out.page.append(table_section("Null calibration", note, out.tables["null_calibration"]))
+    if "readout_agreement" in out.tables:
+        note = (
+            "Guides called by the classifier (AUROC q) and by phenotypic activity (mAP q), Cohen's "
+            "kappa of the two calls and the Spearman correlation of AUROC with mAP."
+        )
+        out.page.append(table_section("Agreement between the readouts", note, out.tables["readout_agreement"]))
+    return out
+
+
+def build_truth(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """Demo screens: the calls, scores and factors against the simulated truth, as measured."""
+    out = SectionOutput()
+    if inputs.truth is None:
+        return out
+    truth, structural = inputs.truth, inputs.structural
+    out.tables["truth_checks"] = truth_checks(ctx.guides, truth)
+    out.tables.update(truth_recovery(ctx.guides, truth, structural, seed=ctx.options.seed))
+    if has_calls(ctx.guides):
+        recall = H.recall_fdr(ctx.guides, check_truth(truth), _thresholds(ctx.options.q_threshold))
+        out.tables["recall_fdr"] = recall
+        note = (
+            "Recall of the guides (genes) with a true effect and the observed false discovery rate "
+            "among the calls, at each q threshold. Reported as measured."
+        )
+        out.page.append(table_section("Hit calls against the simulated truth (demo)", note, recall))
+    notes = {
+        "truth_checks": (
+            "Checks against the simulated truth (demo)",
+            "Reported as measured. Effect guides vs guides of genes without effect (one-sided "
+            "Mann-Whitney); no-effect guides vs 0.5 (t-test) and vs the null pseudo-guides.",
+        ),
+        "truth_recovery": (
+            "Recovery of the simulated truth (demo)",
+            "Probe R^2: held-out (5-fold) ridge probe from the latents to the factors genes shift. Separation: "
+            "mean AUROC of effect guides minus no-effect guides, 95% bootstrap interval over genes; "
+            "auc_effect_vs_no_effect = P(effect guide > no-effect guide); one-sided Mann-Whitney p over guides.",
+        ),
+        "variant_contrasts": (
+            "Variant contrasts against the truth (demo)",
+            "delta_separation: change in effect - no-effect separation, variant minus reference (paired "
+            "bootstrap over genes); delta_effect_auroc: mean paired difference over effect genes, its "
+            "interval, Cohen's d_z and Wilcoxon p. Reported as measured.",
+        ),
+    }
+    out.page += [table_section(heading, note, out.tables[name]) for name, (heading, note) in notes.items()]
+    return out
+
+
+def build_variants(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """The variant summary, the paper's Tables 3 and 4 and the paired comparisons."""
+    widths = variant_widths(inputs.fit_reports)  # each variant's D (issue 21)
+    out = SectionOutput(tables={"table3": table3(ctx.genes, widths), "table4": table4(ctx.rows, widths)})
+    shown = [
+        (
+            "Variant summary",
+            "Guide-level means per variant, the null's size and mean, and hits per q threshold.",
+            ctx.tables["variant_summary"],
+        ),
+        (
+            "Table 3: mean AUROC and sparsity per gene",
+            "Gene scores are means over the gene's guides; the `mean` row averages the genes scored in every variant. "
+            "`D_<variant>` is the number of features the variant's classifiers see; sparsity's scale depends on D, "
+            "so compare it only between variants of equal D (`sparsity_note` flags rows where D differs).",
+            out.tables["table3"],
+        ),
+        (
+            "Table 4: concentration per variant",
+            "Over scored guide-folds of real guides: AUROC(top-k features) / AUROC(rest) - 1; `k_features` is the "
+            "top set as a count of the variant's D features (`d_note` flags models whose variants differ in D).",
+            out.tables["table4"],
+        ),
+        (
+            "Comparisons between variants (over genes)",
+            "Effect size = mean gene-level difference (variant - reference) with a 95% percentile-bootstrap interval "
+            "over genes; two-sided Wilcoxon signed-rank p; no multiple-testing correction.",
+            ctx.tables["paired_tests"],
+        ),
+    ]
+    out.page = [table_section(*s) for s in shown]
+    return out
+
+
+def build_activity(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """Phenotypic activity: each guide's copairs mAP against the controls."""
+    maps = inputs.table("maps")
+    if maps is None:
+        return SectionOutput()
+    summary = map_summary(maps, ctx.options.q_threshold)
+    note = (
+        "Mean average precision of each guide's wells against the control wells of their plates; "
+        "p-values from copairs' null, BH q-values over guides."
+    )
+    return SectionOutput(
+        {"map_summary": summary}, page=[table_section("Phenotypic activity (copairs mAP)", note, summary)]
+    )
+
+
+def build_cost(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """What classification cost, the LightGBM parameters used and the transforms' fit."""
+    out = SectionOutput(tables={"classifier_cost": classifier_cost(ctx.rows)})
+    note = (
+        "LightGBM models trained per model and variant: 3 per scored guide-fold with concentration "
+        "(full, top-k, rest), 1 otherwise; the null's pseudo-guides train 1. `null_share` is the null's "
+        "share of the classification work."
+    )
+    out.page.append(table_section("Classification cost", note, out.tables["classifier_cost"]))
+    if inputs.lightgbm is not None:
+        out.tables["lightgbm_parameters"] = lightgbm_table(inputs.lightgbm)
+        note = "Nelson et al. (ICLR 2026) Table 6; every parameter not listed is at LightGBM's own default."
+        out.page.append(table_section("LightGBM parameters used", note, out.tables["lightgbm_parameters"]))
+    if inputs.fit_reports is not None:
+        out.tables["transform_fit"] = fit_report_table(inputs.fit_reports)
+        out.page.append(table_section("Transform fit", "", out.tables["transform_fit"]))
+    return out
+
+
+def build_identifiability(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """Model-to-model alignment (Table 1) and the recovery of the simulated factors, one figure."""
+    out = SectionOutput()
+    table1, structural = inputs.table("table1"), inputs.table("structural")
+    if table1 is not None:
+        out.tables["table1_alignment"] = table1_summary(table1)
+    if structural is not None:
+        out.tables["structural"] = structural.copy()
+    if not out.tables:
+        return out
+    path = identifiability_figure(
+        out.tables.get("table1_alignment"), out.tables.get("structural"), ctx.figure_path("identifiability")
+    )
+    out.figures["identifiability"] = path
+    figure = render.Figure(
+        ctx.rel(path), "Identifiability: model-to-model alignment error and factor recovery per variant"
+    )
+    if "table1_alignment" in out.tables:
+        note = (
+            "Held-out mean l2 error of A's embeddings mapped onto B's, divided by the diameter of "
+            "B's; ICA efficiency = (perm - ica) / (perm - rigid). Expected on a real pair: "
+            "linear <= rigid <= ICA <= permutation."
+        )
+        out.page.append(table_section("Table 1: alignment between models", note, out.tables["table1_alignment"]))
+    if "structural" in out.tables:
+        note = (
+            "MCC = mean |correlation| after Hungarian matching; R^2 of a linear map latents -> "
+            "factors; InfoM/InfoE/InfoC of Hsu et al. (read InfoM/InfoC only beside a high InfoE)."
+        )
+        shown = structural[[c for c in structural.columns if "r2_factor" not in str(c)]]
+        out.page.append(table_section("Structural identifiability: recovery of the simulated factors", note, shown))
+    out.page[-1].blocks.append(figure)
+    return out
+
+
+def build_skips(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """The skipped guide-folds, counted by reason; every row in ``skips.csv``."""
+    tables = {"skips": skipped_rows(ctx.rows), "skip_counts": skip_counts(ctx.rows)}
+    note = f"Counts by reason; every skipped row is in `{ctx.rel(ctx.table_path('skips'))}`."
+    return SectionOutput(tables, page=[table_section("Skipped guide-folds", note, tables["skip_counts"])])
+
+
+def build_figures(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
+    """The score figures of :func:`phenoica.report.figures.make_figures`."""
+    q = ctx.options.q_threshold
+    out_dir = ctx.out_dir / ctx.options.figures_dir
+    figures = make_figures(out_dir, ctx.guides, ctx.genes, truth=inputs.truth, q_threshold=q)
+    captions = {
+        "auroc_by_variant": "Guide AUROC per variant (null pseudo-guides as grey crosses)",
+        "volcano": f"Hits per variant: AUROC above the null's median vs -log10 q (dashed: q = {q:g})",
+        "null_qq": "Calibration: the pseudo-guides' leave-one-out p-values against the uniform",
+        "paired_pca_ica_vs_pca": "Gene AUROC, PCA + ICA vs PCA",
+        "sparsity_by_variant": "Classifier sparsity per variant",
+        "concentration_by_variant": "Concentration per variant",
+    }
+    page = render.Section("Figures", figure_blocks(figures, captions, ctx))
+    return SectionOutput(figures=figures, page=[page])
+
+
+HEADLINE = Section("headline", SCORES, build_headline)
+HIT_CALLS = Section("hit_calls", ("guides", "genes", "hits", "maps", "null"), build_hit_calls)
+TRUTH = Section("truth", ("guides", "truth", "structural"), build_truth)
+VARIANTS = Section("variants", (*SCORES, "fit_reports"), build_variants)
+ACTIVITY = Section("activity", ("maps",), build_activity)
+COST = Section("cost", ("guide_folds", "lightgbm", "fit_reports"), build_cost)
+IDENTIFIABILITY = Section("identifiability", ("table1", "structural"), build_identifiability)
+SKIPS = Section("skips", ("guide_folds",), build_skips)
+FIGURES = Section("figures", ("guides", "genes", "truth"), build_figures)
