@@ -28,7 +28,7 @@ from scipy import stats
 
 from phenoica import truth as demo_truth
 from phenoica.arrays import finite_values
-from phenoica.classify import SCORE_COLUMNS
+from phenoica.classify.engine import SCORE_COLUMNS
 from phenoica.contract import OK, SKIPPED
 from phenoica.identifiability.table1 import TABLE_COLUMNS as ALIGNMENT_COLUMNS
 from phenoica.screen import GENE, GUIDE, ScreenError
