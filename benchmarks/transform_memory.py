@@ -6,7 +6,7 @@ offset and scale; a quarter of the images controls) are written for N and 4N ima
 for each size, each stage runs in a fresh Python process, which reports its peak resident
 memory (``ru_maxrss``) and wall time:
 
-    gather   phenoica.profiles.write_profiles: plate files -> profile parquet (image level)
+    gather   phenoica.profiles.gather.write_profiles: plate files -> profile parquet (image level)
     fit      phenoica.variants.fit_transforms on the profile parquet (all four variants)
     apply    phenoica.variants.apply_transform_file, variant pca_ica (``--apply``)
 
@@ -93,7 +93,7 @@ def write_plates(folder: Path, n: int, d: int, plate_rows: int, plates_per_batch
 
 def child(args: argparse.Namespace) -> None:
     """One stage in this (fresh) process; prints a JSON line with its peak memory and time."""
-    from phenoica.profiles import write_profiles
+    from phenoica.profiles.gather import write_profiles
     from phenoica.variants import apply_transform_file, fit_transforms
 
     work = Path(args.dir) / f"n{args.n}"

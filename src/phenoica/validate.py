@@ -299,7 +299,8 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     PertTypes, a guide under one gene, a gene under one PertType, a plate in one batch, a well
     with one perturbation, each image once), with the rows named by file and row."""
     from phenoica import workflow as wf
-    from phenoica.profiles import FeatureSelection, plan_embeddings
+    from phenoica.profiles.embeddings import plan_embeddings
+    from phenoica.profiles.features import FeatureSelection
 
     cfg = config["screen"]
     selection = FeatureSelection.from_config(cfg)

@@ -26,7 +26,7 @@ import pandas as pd
 from phenoica import render, screen
 from phenoica.config import deep_merge, demo_plates, embedding_globs
 from phenoica.io import read_table
-from phenoica.profiles import expand_glob
+from phenoica.profiles.embeddings import expand_glob
 
 
 @functools.lru_cache(maxsize=4)

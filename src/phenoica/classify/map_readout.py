@@ -10,7 +10,7 @@ import pandas as pd
 
 from phenoica.classify.engine import feature_matrix
 from phenoica.classify.null import control_mask
-from phenoica.profiles import aggregate_wells
+from phenoica.profiles.wells import aggregate_wells
 from phenoica.screen import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, validate_profile_metadata
 from phenoica.seeding import derive_seed
 from phenoica.stats import bh_qvalues
@@ -28,7 +28,7 @@ MAP_COLUMNS: tuple[str, ...] = (
 
 
 def well_profiles(table: pd.DataFrame) -> pd.DataFrame:
-    """Mean profile per (plate, well) (``profiles.aggregate_wells``); a table that is already
+    """Mean profile per (plate, well) (``profiles.wells.aggregate_wells``); a table that is already
     one row per well, or has no ``Metadata_Well`` column, is returned as it is."""
     if WELL not in table.columns or not table.duplicated([PLATE, WELL]).any():
         return table
