@@ -33,7 +33,8 @@ from phenoica.hits import recall_fdr
 from phenoica.screen import BATCH, CONTROL, PERT_TYPE, feature_columns
 from phenoica.splits import read_folds
 from phenoica.sweep import SweepOptions, sweep_grid, sweep_model
-from phenoica.variants import component_name, fit_variants
+from phenoica.variants.fit import fit_variants
+from phenoica.variants.variant import component_name
 
 VARIANTS = ("pca", "pca_ica")
 

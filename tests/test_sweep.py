@@ -25,7 +25,8 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     from phenoica.positive_control import ControlDesign, write_screen
     from phenoica.splits import leave_one_batch_out
     from phenoica.sweep import SweepOptions, sweep_model, sweep_report_files
-    from phenoica.variants import component_name, fit_variants
+    from phenoica.variants.fit import fit_variants
+    from phenoica.variants.variant import component_name
 
     out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)

@@ -37,7 +37,8 @@ from phenoica.classify.map_readout import guide_map, well_profiles
 from phenoica.classify.params import ClassifyOptions
 from phenoica.hits import screen_calls
 from phenoica.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
-from phenoica.variants import WHITENED_VARIANTS, component_name, fit_variants
+from phenoica.variants.fit import fit_variants
+from phenoica.variants.variant import WHITENED_VARIANTS, component_name
 
 LOG = logging.getLogger(__name__)
 

@@ -15,7 +15,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from phenoica.arrays import check_matrix, row_chunks
 from phenoica.seeding import derive_seed
-from phenoica.variants import ICARotation, PCAWhitener
+from phenoica.variants.rotations import ICARotation
+from phenoica.variants.whitening import PCAWhitener
 
 LOG = logging.getLogger(__name__)
 
