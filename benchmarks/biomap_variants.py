@@ -25,9 +25,10 @@ from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.biomap.annotations import load_sources
 from phenoica.biomap.batch_metrics import batch_metrics
 from phenoica.biomap.gene_map import TRUTH_SOURCE, gene_map
-from phenoica.classify import well_profiles
+from phenoica.classify.map_readout import well_profiles
 from phenoica.config import validate_config
-from phenoica.variants import apply_transform, fit_transforms
+from phenoica.variants.apply import apply_transform
+from phenoica.variants.fit import fit_transforms
 
 
 def main() -> None:

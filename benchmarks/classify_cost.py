@@ -41,8 +41,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from phenoica import classify as C
 from phenoica import metrics
+from phenoica.classify.bins import FoldBins
+from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix
+from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
+from phenoica.classify.params import ClassifyOptions, lightgbm_params, resolve_classify_config
 from phenoica.config import validate_config
 from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
 from phenoica.splits import Fold
@@ -88,22 +91,22 @@ def synthetic_screen(
 
 
 def floor_seconds(
-    table: pd.DataFrame, targets: list[C.GuideSamples], fold: Fold, cfg: dict, seed: int, concentration: bool
+    table: pd.DataFrame, targets: list[GuideSamples], fold: Fold, cfg: dict, seed: int, concentration: bool
 ) -> float:
     """lightgbm.train time of each target's models on prebuilt, constructed, binned Datasets."""
-    X, _ = C.feature_matrix(table)
-    params = C.lightgbm_params(cfg, seed)
+    X, _ = feature_matrix(table)
+    params = lightgbm_params(cfg, seed)
     rounds, k = int(cfg["num_boost_round"]), float(cfg["concentration_k"])
     train = np.zeros(len(table), bool)
     train[fold.train] = True
-    ctrl = C.control_mask(table)
+    ctrl = control_mask(table)
     tr_ctrl, te_ctrl = np.flatnonzero(train & ctrl), np.flatnonzero(~train & ctrl)
-    bins = C.FoldBins.build(X, tr_ctrl, te_ctrl, params)
+    bins = FoldBins.build(X, tr_ctrl, te_ctrl, params)
     total = 0.0
     for t in targets:
         tr = t.rows[train[t.rows]]
         block = bins.block(tr)
-        p = dict(params, seed=C._guide_seed(seed, t.gene, t.guide, fold.name))
+        p = dict(params, seed=_guide_seed(seed, t.gene, t.guide, fold.name))
         datasets = [block.guide_dataset(tr).construct()]
         if concentration and not t.is_null:
             full = lgb.train(dict(p), datasets[0], num_boost_round=rounds)
@@ -142,33 +145,39 @@ def main() -> None:
     batch = table[BATCH].to_numpy()
     fold = Fold(f"holdout_{held}", np.flatnonzero(batch != held), np.flatnonzero(batch == held), (held,))
     base = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": 1}}
-    on = C.resolve_classify_config(dict(base, concentration=True))
-    off = C.resolve_classify_config(dict(base, concentration=False))
-    guides = C.guides_of(table)
-    nulls = C.null_guide_design(table, args.nulls, args.seed)
+    on = resolve_classify_config(dict(base, concentration=True))
+    off = resolve_classify_config(dict(base, concentration=False))
+    guides = guides_of(table)
+    nulls = null_guide_design(table, args.nulls, args.seed)
     print(
         f"screen: {args.controls} controls x {args.features} features, {len(guides)} guides of "
         f"{args.plates * args.batches} wells x {SITES} samples, {len(nulls)} pseudo-guides, 1 fold, "
         f"num_boost_round={args.rounds}, 1 thread; LightGBM {lgb.__version__}"
     )
 
-    t_on, _ = timed(lambda: C.classify_guides(table, guides, [fold], on, args.seed, "base", "bench"))
-    t_off, _ = timed(lambda: C.classify_guides(table, guides, [fold], off, args.seed, "base", "bench"))
-    t_null, _ = timed(lambda: C.classify_guides(table, [], [fold], on, args.seed, "base", "bench", nulls=nulls))
-    real_targets = C.guide_samples(table, guides)
+    t_on, _ = timed(
+        lambda: classify_guides(table, guides, [fold], ClassifyOptions.from_config(on, args.seed), "base", "bench")
+    )
+    t_off, _ = timed(
+        lambda: classify_guides(table, guides, [fold], ClassifyOptions.from_config(off, args.seed), "base", "bench")
+    )
+    t_null, _ = timed(
+        lambda: classify_guides(
+            table, [], [fold], ClassifyOptions.from_config(on, args.seed), "base", "bench", nulls=nulls
+        )
+    )
+    real_targets = guide_samples(table, guides)
     f_on = floor_seconds(table, real_targets, fold, on, args.seed, concentration=True)
     f_off = floor_seconds(table, real_targets, fold, off, args.seed, concentration=False)
     f_null = floor_seconds(table, nulls, fold, on, args.seed, concentration=False)
 
-    X, _ = C.feature_matrix(table)
+    X, _ = feature_matrix(table)
     train = np.zeros(len(table), bool)
     train[fold.train] = True
-    tr_ctrl = np.flatnonzero(train & C.control_mask(table))
-    te_ctrl = np.flatnonzero(~train & C.control_mask(table))
-    guide_rows = np.concatenate([t.rows[train[t.rows]] for t in C.guide_samples(table, guides)])
-    t_setup, _ = timed(
-        lambda: C.FoldBins.build(X, tr_ctrl, te_ctrl, C.lightgbm_params(on, args.seed)).block(guide_rows)
-    )
+    tr_ctrl = np.flatnonzero(train & control_mask(table))
+    te_ctrl = np.flatnonzero(~train & control_mask(table))
+    guide_rows = np.concatenate([t.rows[train[t.rows]] for t in guide_samples(table, guides)])
+    t_setup, _ = timed(lambda: FoldBins.build(X, tr_ctrl, te_ctrl, lightgbm_params(on, args.seed)).block(guide_rows))
 
     cfg = validate_config(yaml.safe_load(args.config.read_text()))
     demo = cfg["demo"]

@@ -18,7 +18,9 @@ import time
 import numpy as np
 from classify_throughput import Fold, synthetic_screen
 
-from phenoica import classify as C
+from phenoica.classify.engine import classify_guides
+from phenoica.classify.null import guides_of
+from phenoica.classify.params import ClassifyOptions
 from phenoica.screen import BATCH
 
 
@@ -41,7 +43,7 @@ def main() -> None:
     batch = table[BATCH].to_numpy()
     fold = Fold(f"holdout_{held}", np.flatnonzero(batch != held), np.flatnonzero(batch == held), (held,))
     cfg = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": args.threads}}
-    all_guides = C.guides_of(table)
+    all_guides = guides_of(table)
     print(
         f"screen: {args.controls} controls x {args.features} features, guides of {args.samples} samples, "
         f"1 fold (holdout {held}), num_boost_round={args.rounds}, num_threads={args.threads}"
@@ -49,7 +51,9 @@ def main() -> None:
     base, times = None, []
     for n in sizes:
         t0 = time.perf_counter()
-        out = C.classify_guides(table, all_guides[:n], [fold], cfg, args.seed, variant="base", model="bench")
+        out = classify_guides(
+            table, all_guides[:n], [fold], ClassifyOptions.from_config(cfg, args.seed), variant="base", model="bench"
+        )
         dt = time.perf_counter() - t0
         assert len(out) == n and (out["status"] == "ok").all()
         per = dt / n

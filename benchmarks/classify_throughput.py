@@ -5,7 +5,7 @@ batches, plus guides of ~30 samples; one leave-one-batch-out fold; the same Ligh
 parameters (Nelson et al. 2026 Table 6 + classify defaults) and the same scoring (full model, top- and
 rest-feature models for concentration) on both paths:
 
-- shared: ``phenoica.classify.classify_guides`` (bins found once per fold on the controls,
+- shared: ``phenoica.classify.engine.classify_guides`` (bins found once per fold on the controls,
   binned rows subset per guide); timed end to end, fold setup included;
 - naive: for each guide, three ``lightgbm.Dataset`` objects built from raw floats (all
   features, top features, rest), each finding its own bins; this code path exists only here.
@@ -28,7 +28,9 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from phenoica import classify as C
+from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix, score_guide
+from phenoica.classify.null import control_mask, guides_of
+from phenoica.classify.params import ClassifyOptions, lightgbm_params, resolve_classify_config
 from phenoica.screen import (
     BATCH,
     CONTROL,
@@ -83,12 +85,12 @@ def synthetic_screen(
 
 def naive_scores(table: pd.DataFrame, guides: list[tuple[str, str]], fold: Fold, cfg: dict, seed: int) -> pd.DataFrame:
     """Rebuild all three datasets of every guide from raw floats (bins found per dataset)."""
-    X, _ = C.feature_matrix(table)
-    params = C.lightgbm_params(cfg, seed)
+    X, _ = feature_matrix(table)
+    params = lightgbm_params(cfg, seed)
     rounds, k = int(cfg["num_boost_round"]), float(cfg["concentration_k"])
     train = np.zeros(len(table), bool)
     train[fold.train] = True
-    ctrl = C.control_mask(table)
+    ctrl = control_mask(table)
     tr_ctrl, te_ctrl = np.flatnonzero(train & ctrl), np.flatnonzero(~train & ctrl)
     out = []
     for gene, guide in guides:
@@ -103,8 +105,8 @@ def naive_scores(table: pd.DataFrame, guides: list[tuple[str, str]], fold: Fold,
 
         X_test = np.concatenate([X[te_ctrl], X[te]])
         y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
-        p = dict(params, seed=C._guide_seed(seed, gene, guide, fold.name))
-        score = C.score_guide(dataset_for, X_test, y_test, p, rounds, k)
+        p = dict(params, seed=_guide_seed(seed, gene, guide, fold.name))
+        score = score_guide(dataset_for, X_test, y_test, p, rounds, k)
         out.append({GENE: gene, GUIDE: guide, **vars(score)})
     return pd.DataFrame(out)
 
@@ -127,9 +129,9 @@ def main() -> None:
     held = f"B{args.batches - 1}"
     batch = table[BATCH].to_numpy()
     fold = Fold(f"holdout_{held}", np.flatnonzero(batch != held), np.flatnonzero(batch == held), (held,))
-    cfg = C.resolve_classify_config({"num_boost_round": args.rounds, "lightgbm": {"num_threads": args.threads}})
-    guides = C.guides_of(table)
-    n_train_ctrl = int((C.control_mask(table) & (batch != held)).sum())
+    cfg = resolve_classify_config({"num_boost_round": args.rounds, "lightgbm": {"num_threads": args.threads}})
+    guides = guides_of(table)
+    n_train_ctrl = int((control_mask(table) & (batch != held)).sum())
     print(
         f"screen: {args.controls} controls ({n_train_ctrl} training) x {args.features} features, "
         f"{len(guides)} guides x {args.samples} samples, 1 fold, num_boost_round={args.rounds}, "
@@ -137,7 +139,9 @@ def main() -> None:
     )
 
     t0 = time.perf_counter()
-    shared = C.classify_guides(table, guides, [fold], cfg, args.seed, variant="base", model="bench")
+    shared = classify_guides(
+        table, guides, [fold], ClassifyOptions.from_config(cfg, args.seed), variant="base", model="bench"
+    )
     t_shared = time.perf_counter() - t0
     assert (shared["status"] == "ok").all(), shared["reason"].unique()
 
@@ -147,7 +151,9 @@ def main() -> None:
     t_naive = time.perf_counter() - t0
 
     # scale of run-to-run noise: the shared path with another seed, on the same guides
-    other = C.classify_guides(table, naive_guides, [fold], cfg, args.seed + 1, variant="base", model="bench")
+    other = classify_guides(
+        table, naive_guides, [fold], ClassifyOptions.from_config(cfg, args.seed + 1), variant="base", model="bench"
+    )
 
     rate_shared = len(guides) / t_shared
     rate_naive = len(naive_guides) / t_naive

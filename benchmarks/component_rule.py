@@ -26,13 +26,15 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from phenoica.classify import classify_shard
+from phenoica.classify.engine import classify_shard
+from phenoica.classify.params import ClassifyOptions
 from phenoica.config import validate_config
 from phenoica.hits import recall_fdr
 from phenoica.screen import BATCH, CONTROL, PERT_TYPE, feature_columns
 from phenoica.splits import read_folds
 from phenoica.sweep import SweepOptions, sweep_grid, sweep_model
-from phenoica.variants import component_name, fit_variants
+from phenoica.variants.fit import fit_variants
+from phenoica.variants.variant import component_name
 
 VARIANTS = ("pca", "pca_ica")
 
@@ -61,7 +63,15 @@ def full_classification_seconds(profiles: pd.DataFrame, folds, options: SweepOpt
     meta = profiles[[col for col in profiles.columns if col not in features]].reset_index(drop=True)
     table = pd.concat([meta, pd.DataFrame(Z, columns=[component_name(i) for i in range(k)])], axis=1)
     start = time.perf_counter()
-    classify_shard(table, 0, 1, folds, options.classify, options.seed, variant="pca_ica", model="bench")
+    classify_shard(
+        table,
+        0,
+        1,
+        folds,
+        ClassifyOptions.from_config(options.classify, options.seed),
+        variant="pca_ica",
+        model="bench",
+    )
     return time.perf_counter() - start
 
 

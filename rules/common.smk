@@ -131,7 +131,7 @@ def fit_report_file(model):
 def lightgbm_report_params():
     """The LightGBM parameters every classifier used (Table 6 + overrides), for the report;
     the thread count and log level are left out (they change no model)."""
-    from phenoica.classify import lightgbm_params
+    from phenoica.classify.params import lightgbm_params
 
     params = lightgbm_params(config["classify"], config["seed"])
     return wf.lightgbm_params_shown({k: v for k, v in params.items() if k != "seed"})

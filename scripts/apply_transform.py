@@ -4,7 +4,7 @@ from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.apply_transform", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.variants import apply_transform_file
+from phenoica.variants.apply import apply_transform_file
 from phenoica.workflow import speed_settings
 
 batch_rows = speed_settings(snakemake.config, "transforms")["batch_rows"]

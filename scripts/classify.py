@@ -6,7 +6,8 @@ log = rule_logger("phenoica.classify", snakemake.log[0])  # first: the log holds
 
 import pandas as pd
 
-from phenoica.classify import classify_shard
+from phenoica.classify.engine import classify_shard
+from phenoica.classify.params import ClassifyOptions
 from phenoica.io import write_parquet
 from phenoica.splits import read_folds
 from phenoica.workflow import with_speed_settings
@@ -15,13 +16,13 @@ w = snakemake.wildcards
 table = pd.read_parquet(snakemake.input.variant)
 folds = read_folds(snakemake.input.folds, table)
 cfg = with_speed_settings(snakemake.params.classify, snakemake.config, "classify")
+options = ClassifyOptions.from_config(cfg, snakemake.params.seed)
 rows = classify_shard(
     table,
     int(w.shard),
     snakemake.params.n_shards,
     folds,
-    cfg,
-    snakemake.params.seed,
+    options,
     variant=w.variant,
     model=w.model,
     log=log,

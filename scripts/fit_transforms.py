@@ -7,7 +7,7 @@ log = rule_logger("phenoica.fit_transforms", snakemake.log[0])  # first: the log
 
 from pathlib import Path
 
-from phenoica.variants import fit_transforms
+from phenoica.variants.fit import fit_transforms
 from phenoica.workflow import with_speed_settings
 
 cfg = with_speed_settings(snakemake.params.transforms, snakemake.config, "transforms")

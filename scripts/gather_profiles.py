@@ -4,7 +4,8 @@ from phenoica.io import rule_logger
 
 log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.profiles import FeatureSelection, write_profiles
+from phenoica.profiles.features import FeatureSelection
+from phenoica.profiles.gather import write_profiles
 from phenoica.workflow import speed_settings
 
 batch_rows = speed_settings(snakemake.config, "profiles")["batch_rows"]

@@ -7,7 +7,7 @@ log = rule_logger("phenoica.map_readout", snakemake.log[0])  # first: the log ho
 
 import pandas as pd
 
-from phenoica.classify import guide_map
+from phenoica.classify.map_readout import guide_map
 from phenoica.io import write_parquet
 
 w = snakemake.wildcards

@@ -104,8 +104,11 @@ def _door(tmp_path, pattern, **screen):
 def test_h5ad_embeddings_give_the_parquet_table_and_identical_scores(tmp_path):
     """parquet -> h5ad -> phenoica: the embeddings source reads an ``.h5ad`` as the table its
     parquet holds (same profiles, to the bit), and the guides' scores are identical."""
-    from phenoica.classify import classify_guides, null_guide_design
-    from phenoica.profiles import gather_profiles, plan_embeddings
+    from phenoica.classify.engine import classify_guides
+    from phenoica.classify.null import null_guide_design
+    from phenoica.classify.params import ClassifyOptions
+    from phenoica.profiles.embeddings import plan_embeddings
+    from phenoica.profiles.gather import gather_profiles
     from phenoica.splits import leave_one_batch_out
 
     files, _ = F.write_screen(tmp_path)
@@ -115,8 +118,9 @@ def test_h5ad_embeddings_give_the_parquet_table_and_identical_scores(tmp_path):
     pd.testing.assert_frame_equal(a, b)
     pd.testing.assert_frame_equal(gather_profiles(files, "well"), gather_profiles(h5ads, "well"))
     cfg = {"num_boost_round": 20, "n_null_guides": 2, "min_train_samples": 3, "lightgbm": {"num_threads": 1}}
+    options = ClassifyOptions.from_config(cfg, 0)
     scores = [
-        classify_guides(t, None, leave_one_batch_out(t), cfg, 0, "base", "m", nulls=null_guide_design(t, 2, seed=0))
+        classify_guides(t, None, leave_one_batch_out(t), options, "base", "m", nulls=null_guide_design(t, 2, seed=0))
         for t in (a, b)
     ]
     assert (scores[0]["status"] == "ok").any()

@@ -163,7 +163,7 @@ def test_plate_map_guide_under_two_genes():
 
 
 def test_embeddings_from_elsewhere_keep_the_contract_across_files(tmp_path, metadata, rng):
-    from phenoica.profiles import write_profiles
+    from phenoica.profiles.gather import write_profiles
 
     df = metadata.copy()
     df["emb_0000"] = rng.normal(size=len(df)).astype(np.float32)
@@ -467,7 +467,7 @@ def case_annotations_semicolon(tmp_path):
 
 
 def case_float32_overflow(tmp_path):
-    from phenoica.profiles import write_profiles
+    from phenoica.profiles.gather import write_profiles
 
     df = _emb(_four_plates())
     df["emb_0001"] = df["emb_0001"].astype(np.float64)
@@ -699,7 +699,8 @@ def test_identifier_columns_are_left_out_and_listed_once_in_the_log(tmp_path, ca
     every numeric column left out, once."""
     import logging
 
-    from phenoica.profiles import FeatureSelection, gather_profiles, is_identifier
+    from phenoica.profiles.features import FeatureSelection, is_identifier
+    from phenoica.profiles.gather import gather_profiles
 
     df = _emb(_four_plates())
     df["ImageNumber"] = np.arange(len(df), dtype=np.int64) + 1
@@ -731,7 +732,7 @@ def test_identifier_columns_are_left_out_and_listed_once_in_the_log(tmp_path, ca
 
 def test_names_lose_surrounding_whitespace_in_embeddings_too(tmp_path):
     """Section 4: batch 'B1 ' in one file and 'B1' in another are one batch (one fold)."""
-    from phenoica.profiles import gather_profiles
+    from phenoica.profiles.gather import gather_profiles
 
     frames = _by_plate(_four_plates())
     frames["P1.parquet"]["Metadata_Batch"] = "B1 "

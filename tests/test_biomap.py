@@ -310,7 +310,7 @@ def test_batch_metrics_see_a_strong_batch_effect_and_none_without_one():
 
 
 def test_well_profiles_are_streamed_from_the_parquet(tmp_path):
-    from phenoica.classify import well_profiles
+    from phenoica.classify.map_readout import well_profiles
 
     table = profile_rows()
     path = tmp_path / "v.parquet"

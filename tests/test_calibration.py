@@ -12,8 +12,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from phenoica import classify as C
 from phenoica import hits as H
+from phenoica.classify.engine import classify_guides
+from phenoica.classify.null import null_guide_design
+from phenoica.classify.params import ClassifyOptions
+from phenoica.hits import summarize_scores
 from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
 from phenoica.splits import leave_one_batch_out
 
@@ -66,9 +69,9 @@ def null_screen(
 
 def screen_calls(table: pd.DataFrame, seed: int) -> pd.DataFrame:
     folds = leave_one_batch_out(table)
-    nulls = C.null_guide_design(table, CFG["n_null_guides"], seed)
-    rows = C.classify_guides(table, None, folds, CFG, seed, "base", "m", nulls=nulls)
-    guides, _ = C.summarize_scores(rows)
+    nulls = null_guide_design(table, CFG["n_null_guides"], seed)
+    rows = classify_guides(table, None, folds, ClassifyOptions.from_config(CFG, seed), "base", "m", nulls=nulls)
+    guides, _ = summarize_scores(rows)
     return H.call_guides(guides, "parametric", 0.05)
 
 

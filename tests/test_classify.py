@@ -11,8 +11,28 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica import classify as C
 from phenoica import metrics
+from phenoica.classify import params as classify_params
+from phenoica.classify.bins import FoldBins
+from phenoica.classify.engine import (
+    SCORE_COLUMNS,
+    _guide_seed,
+    classify_guides,
+    classify_shard,
+    feature_matrix,
+    score_guide,
+    shard_genes,
+)
+from phenoica.classify.map_readout import MAP_COLUMNS, guide_map
+from phenoica.classify.null import control_mask, null_guide_design
+from phenoica.classify.params import (
+    ClassifyOptions,
+    _lightgbm_names,
+    lightgbm_parameter_names,
+    lightgbm_params,
+    resolve_classify_config,
+)
+from phenoica.hits import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS, summarize_scores
 from phenoica.screen import (
     BATCH,
     CONTROL,
@@ -93,19 +113,21 @@ def table() -> pd.DataFrame:
 
 @pytest.fixture(scope="module")
 def nulls(table) -> list:
-    return C.null_guide_design(table, 2, seed=0)
+    return null_guide_design(table, 2, seed=0)
 
 
 @pytest.fixture(scope="module")
 def scores(table, nulls) -> pd.DataFrame:
-    return C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m", nulls=nulls)
+    return classify_guides(
+        table, None, batch_folds(table), ClassifyOptions.from_config(CFG, 0), variant="base", model="m", nulls=nulls
+    )
 
 
 # ----------------------------------------------------------------------------- the score table
 
 
 def test_one_row_per_guide_and_fold_with_exact_columns(scores, table):
-    assert tuple(scores.columns) == C.SCORE_COLUMNS
+    assert tuple(scores.columns) == SCORE_COLUMNS
     assert len(scores) == (len(GUIDES) + 2) * 3
     assert not scores.duplicated([GENE, GUIDE, "fold"]).any()
     assert set(scores["status"]) == {"ok"} and set(scores["reason"]) == {""}
@@ -127,12 +149,11 @@ def test_one_row_per_guide_and_fold_with_exact_columns(scores, table):
 
 
 def test_concentration_switch_trains_the_full_model_only(table, scores):
-    off = C.classify_guides(
+    off = classify_guides(
         table,
         [("WEAK", "WEAK_1")],
         batch_folds(table),
-        dict(CFG, concentration=False),
-        seed=0,
+        ClassifyOptions.from_config(dict(CFG, concentration=False), 0),
         variant="base",
         model="m",
     )
@@ -161,14 +182,14 @@ def test_no_effect_guides_score_near_chance(scores):
 
 
 def test_split_feature_of_strong_guide(table):
-    X, _ = C.feature_matrix(table)
+    X, _ = feature_matrix(table)
     fold = batch_folds(table)[0]
     train = np.zeros(len(table), bool)
     train[fold.train] = True
-    ctrl = np.flatnonzero(train & C.control_mask(table))
+    ctrl = np.flatnonzero(train & control_mask(table))
     guide = np.flatnonzero(train & (table[GUIDE] == "STRONG_1").to_numpy())
-    bins = C.FoldBins.build(X, ctrl, np.array([], dtype=np.int64), C.lightgbm_params(CFG, 0))
-    booster = lgb.train(C.lightgbm_params(CFG, 0), bins.block(guide).guide_dataset(guide), num_boost_round=20)
+    bins = FoldBins.build(X, ctrl, np.array([], dtype=np.int64), lightgbm_params(CFG, 0))
+    booster = lgb.train(lightgbm_params(CFG, 0), bins.block(guide).guide_dataset(guide), num_boost_round=20)
     counts = booster.feature_importance(importance_type="split")
     assert int(np.argmax(counts)) == STRONG_FEATURE
     top, _ = metrics.top_features(counts, 0.25)
@@ -183,7 +204,7 @@ def _fold_parts(table, fold, guide):
     train[fold.train] = True
     test = np.zeros(len(table), bool)
     test[fold.test] = True
-    ctrl = C.control_mask(table)
+    ctrl = control_mask(table)
     rows = np.flatnonzero((table[GUIDE] == guide).to_numpy())
     return np.flatnonzero(train & ctrl), rows[train[rows]], np.flatnonzero(test & ctrl), rows[test[rows]]
 
@@ -191,13 +212,13 @@ def _fold_parts(table, fold, guide):
 def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, scores):
     """Subsetting the shared binned datasets == building each of the guide's three datasets
     anew from raw floats, with bins found on the same training controls: identical scores."""
-    X, _ = C.feature_matrix(table)
-    params = C.lightgbm_params(CFG, 0)
-    perturbed = np.flatnonzero(~C.control_mask(table))
+    X, _ = feature_matrix(table)
+    params = lightgbm_params(CFG, 0)
+    perturbed = np.flatnonzero(~control_mask(table))
     for fold in batch_folds(table):
         for guide in ("WEAK_1", "NONE_1"):
             tr_ctrl, tr, te_ctrl, te = _fold_parts(table, fold, guide)
-            block = C.FoldBins.build(X, tr_ctrl, te_ctrl, params).block(np.intersect1d(fold.train, perturbed))
+            block = FoldBins.build(X, tr_ctrl, te_ctrl, params).block(np.intersect1d(fold.train, perturbed))
             X_test = np.concatenate([X[te_ctrl], X[te]])
             y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
             rows, y = np.r_[tr_ctrl, tr], np.r_[np.zeros(len(tr_ctrl)), np.ones(len(tr))]
@@ -207,9 +228,9 @@ def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, s
                 bins = lgb.Dataset(X[np.ix_(tr_ctrl, cols)], params=params).construct()
                 return lgb.Dataset(X[np.ix_(rows, cols)], label=y, reference=bins, params=params)
 
-            p = dict(params, seed=C._guide_seed(0, guide.split("_")[0], guide, fold.name))
-            via_shared = C.score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, 0.25)
-            via_scratch = C.score_guide(scratch, X_test, y_test, p, 20, 0.25)
+            p = dict(params, seed=_guide_seed(0, guide.split("_")[0], guide, fold.name))
+            via_shared = score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, 0.25)
+            via_scratch = score_guide(scratch, X_test, y_test, p, 20, 0.25)
             assert via_shared == via_scratch  # identical, not merely close
             row = scores[(scores[GUIDE] == guide) & (scores["fold"] == fold.name)].iloc[0]
             assert row["auroc"] == via_shared.auroc and row["concentration"] == via_shared.concentration
@@ -219,9 +240,9 @@ def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, s
 def test_pseudo_guide_dataset_equals_scratch_without_its_own_wells(table, nulls, scores):
     """A pseudo-guide trains against the controls minus its own wells and is scored against
     the held-out controls minus its own wells: the shared path equals that built from scratch."""
-    X, _ = C.feature_matrix(table)
-    params = C.lightgbm_params(CFG, 0)
-    ctrl = C.control_mask(table)
+    X, _ = feature_matrix(table)
+    params = lightgbm_params(CFG, 0)
+    ctrl = control_mask(table)
     target = nulls[0]
     for fold in batch_folds(table):
         train = np.zeros(len(table), bool)
@@ -229,7 +250,7 @@ def test_pseudo_guide_dataset_equals_scratch_without_its_own_wells(table, nulls,
         tr_ctrl, te_ctrl = np.flatnonzero(train & ctrl), np.flatnonzero(~train & ctrl)
         tr, te = target.rows[train[target.rows]], target.rows[~train[target.rows]]
         assert ctrl[tr].all() and ctrl[te].all()
-        block = C.FoldBins.build(X, tr_ctrl, te_ctrl, params).block(np.r_[tr, nulls[1].rows[train[nulls[1].rows]]])
+        block = FoldBins.build(X, tr_ctrl, te_ctrl, params).block(np.r_[tr, nulls[1].rows[train[nulls[1].rows]]])
         neg_tr, neg_te = np.setdiff1d(tr_ctrl, tr), np.setdiff1d(te_ctrl, te)
         X_test = np.concatenate([X[neg_te], X[te]])
         y_test = np.r_[np.zeros(len(neg_te)), np.ones(len(te))]
@@ -239,9 +260,9 @@ def test_pseudo_guide_dataset_equals_scratch_without_its_own_wells(table, nulls,
             bins = lgb.Dataset(X[tr_ctrl], params=params).construct()
             return lgb.Dataset(X[rows], label=y, reference=bins, params=params)
 
-        p = dict(params, seed=C._guide_seed(0, target.gene, target.guide, fold.name))
-        via_shared = C.score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, None)
-        via_scratch = C.score_guide(scratch, X_test, y_test, p, 20, None)
+        p = dict(params, seed=_guide_seed(0, target.gene, target.guide, fold.name))
+        via_shared = score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, None)
+        via_scratch = score_guide(scratch, X_test, y_test, p, 20, None)
         assert via_shared == via_scratch
         row = scores[(scores[GUIDE] == target.guide) & (scores["fold"] == fold.name)].iloc[0]
         assert row["auroc"] == via_shared.auroc and row["n_train_neg"] == len(neg_tr)
@@ -250,13 +271,13 @@ def test_pseudo_guide_dataset_equals_scratch_without_its_own_wells(table, nulls,
 def test_shared_bins_close_to_naive_per_guide_rebuild(table, scores):
     """A naive rebuild (bins from the guide's own training rows, column-subset datasets for
     top/rest) differs only in bin edges and feature sampling: AUROC within 0.1 here."""
-    X, _ = C.feature_matrix(table)
+    X, _ = feature_matrix(table)
     for fold in batch_folds(table):
         for guide in ("STRONG_1", "WEAK_1"):
             tr_ctrl, tr, te_ctrl, te = _fold_parts(table, fold, guide)
             rows = np.r_[tr_ctrl, tr]
             y = np.r_[np.zeros(len(tr_ctrl)), np.ones(len(tr))]
-            params = dict(C.lightgbm_params(CFG, 0), seed=C._guide_seed(0, guide.split("_")[0], guide, fold.name))
+            params = dict(lightgbm_params(CFG, 0), seed=_guide_seed(0, guide.split("_")[0], guide, fold.name))
             booster = lgb.train(params, lgb.Dataset(X[rows], label=y, params=params), num_boost_round=20)
             y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
             naive = metrics.auroc(y_test, booster.predict(np.concatenate([X[te_ctrl], X[te]])))
@@ -265,16 +286,26 @@ def test_shared_bins_close_to_naive_per_guide_rebuild(table, scores):
 
 
 def test_deterministic_and_independent_of_other_guides(table, nulls, scores):
-    again = C.classify_guides(table, None, batch_folds(table), CFG, seed=0, variant="base", model="m", nulls=nulls)
+    again = classify_guides(
+        table, None, batch_folds(table), ClassifyOptions.from_config(CFG, 0), variant="base", model="m", nulls=nulls
+    )
     pd.testing.assert_frame_equal(scores, again)
-    alone = C.classify_guides(table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=0, variant="base", model="m")
-    blocks_of_two = C.classify_guides(
-        table, None, batch_folds(table), CFG, seed=0, variant="base", model="m", nulls=nulls, block_size=2
+    alone = classify_guides(
+        table, [("WEAK", "WEAK_2")], batch_folds(table), ClassifyOptions.from_config(CFG, 0), variant="base", model="m"
+    )
+    blocks_of_two = classify_guides(
+        table,
+        None,
+        batch_folds(table),
+        ClassifyOptions.from_config(CFG, 0, block_size=2),
+        variant="base",
+        model="m",
+        nulls=nulls,
     )
     pd.testing.assert_frame_equal(scores, blocks_of_two)
     pd.testing.assert_frame_equal(alone, scores[scores[GUIDE] == "WEAK_2"].reset_index(drop=True))
-    other_seed = C.classify_guides(
-        table, [("WEAK", "WEAK_2")], batch_folds(table), CFG, seed=1, variant="base", model="m"
+    other_seed = classify_guides(
+        table, [("WEAK", "WEAK_2")], batch_folds(table), ClassifyOptions.from_config(CFG, 1), variant="base", model="m"
     )
     assert not np.allclose(other_seed["sparsity"], alone["sparsity"])
 
@@ -292,7 +323,7 @@ def test_skips_are_recorded_with_reasons():
     few[IMAGE_INDEX] = np.arange(len(t), len(t) + 3)
     t = pd.concat([t, few], ignore_index=True)
     folds = batch_folds(t)
-    out = C.classify_guides(t, None, folds, CFG, seed=0, variant="base")
+    out = classify_guides(t, None, folds, ClassifyOptions.from_config(CFG, 0), variant="base")
     assert len(out) == 3 * 3 and not out.duplicated([GUIDE, "fold"]).any()
     reason = out.set_index([GUIDE, "fold"])["reason"]
     assert reason["FEW_1", "holdout_B0"] == "too few training samples (0 < 5)"
@@ -317,16 +348,20 @@ def test_a_fold_without_controls_is_an_error_naming_the_counts():
         ("B0",),
     )
     with pytest.raises(ScreenError, match=r"fold 'no_controls' has 40 training control.*and 0 held-out control"):
-        C.classify_guides(t, None, [no_test_controls], CFG, seed=0, variant="base")
+        classify_guides(t, None, [no_test_controls], ClassifyOptions.from_config(CFG, 0), variant="base")
     few = Fold("few", np.r_[np.arange(3), guide_rows[:30]], np.flatnonzero(t[BATCH] == "B2"), ())
     with pytest.raises(ScreenError, match=r"has 3 training control.*min_train_samples = 5"):
-        C.classify_guides(t, None, [few], CFG, seed=0, variant="base")
+        classify_guides(t, None, [few], ClassifyOptions.from_config(CFG, 0), variant="base")
 
 
 def test_too_few_heldout_samples_is_a_skip():
     t = make_table(n_controls=20, guides=GUIDES[:1], n_per_guide=3)
-    out = C.classify_guides(
-        t, None, batch_folds(t), dict(CFG, min_train_samples=2, min_test_samples=4), seed=0, variant="base"
+    out = classify_guides(
+        t,
+        None,
+        batch_folds(t),
+        ClassifyOptions.from_config(dict(CFG, min_train_samples=2, min_test_samples=4), 0),
+        variant="base",
     )
     assert set(out["reason"]) == {"too few held-out samples (3 < 4)"}
 
@@ -336,7 +371,7 @@ def test_non_finite_features_raise_naming_columns():
     t.loc[5, feature_name(3)] = np.nan
     t.loc[7, feature_name(6)] = np.inf
     with pytest.raises(ValueError, match=r"non-finite.*emb_0003.*emb_0006.*row 5"):
-        C.classify_guides(t, None, batch_folds(t), CFG, seed=0, variant="base")
+        classify_guides(t, None, batch_folds(t), ClassifyOptions.from_config(CFG, 0), variant="base")
 
 
 def test_constant_features_are_dropped_with_a_warning(caplog):
@@ -345,7 +380,7 @@ def test_constant_features_are_dropped_with_a_warning(caplog):
     # constant over the training controls of fold holdout_B0 only: one bin there, no crash
     t.loc[(t[BATCH] != "B0") & (t[PERT_TYPE] == CONTROL), feature_name(6)] = np.float32(0.0)
     with caplog.at_level(logging.WARNING, logger="phenoica.classify"):
-        out = C.classify_guides(t, None, batch_folds(t), CFG, seed=0, variant="base")
+        out = classify_guides(t, None, batch_folds(t), ClassifyOptions.from_config(CFG, 0), variant="base")
     assert "emb_0004" in caplog.text and "constant" in caplog.text
     assert (out["status"] == "ok").all() and out["auroc"].between(0, 1).all()
     # a model that makes no split (LightGBM's default min_data_in_leaf of 20 on 60 rows) is
@@ -358,26 +393,30 @@ def test_gene_under_two_pert_types_is_rejected():
     t = make_table(n_controls=10, guides=GUIDES[:1])
     t.loc[0, GENE] = "STRONG"
     with pytest.raises(ScreenError, match="STRONG.*both PertTypes"):
-        C.classify_guides(t, None, batch_folds(t), CFG, seed=0, variant="base")
+        classify_guides(t, None, batch_folds(t), ClassifyOptions.from_config(CFG, 0), variant="base")
 
 
 def test_bad_folds_and_guides_are_rejected():
     t = make_table(n_controls=10, guides=GUIDES[:1])
     with pytest.raises(ValueError, match="both train and test"):
-        C.classify_guides(t, None, [Fold("f", np.arange(10), np.arange(5, 20), ())], CFG, 0, "base")
+        classify_guides(
+            t, None, [Fold("f", np.arange(10), np.arange(5, 20), ())], ClassifyOptions.from_config(CFG, 0), "base"
+        )
     with pytest.raises(ValueError, match="out of range"):
-        C.classify_guides(t, None, [Fold("f", np.arange(10), np.array([10**6]), ())], CFG, 0, "base")
+        classify_guides(
+            t, None, [Fold("f", np.arange(10), np.array([10**6]), ())], ClassifyOptions.from_config(CFG, 0), "base"
+        )
     with pytest.raises(ValueError, match="MISSING"):
-        C.classify_guides(t, [("MISSING", "M_1")], batch_folds(t), CFG, 0, "base")
+        classify_guides(t, [("MISSING", "M_1")], batch_folds(t), ClassifyOptions.from_config(CFG, 0), "base")
     with pytest.raises(ValueError, match="NTC_1.*not perturbation guides"):  # controls are not guides
-        C.classify_guides(t, [("NTC", "NTC_1")], batch_folds(t), CFG, 0, "base", nulls=[])
+        classify_guides(t, [("NTC", "NTC_1")], batch_folds(t), ClassifyOptions.from_config(CFG, 0), "base", nulls=[])
 
 
 # ----------------------------------------------------------------------------- LightGBM parameters
 
 
 def test_lightgbm_params_table6_defaults_and_overrides():
-    p = C.lightgbm_params({}, seed=7)
+    p = lightgbm_params({}, seed=7)
     assert p["is_unbalance"] is True and p["learning_rate"] == 0.05 and p["num_leaves"] == 31
     assert p["feature_fraction"] == 0.6 and p["lambda_l1"] == 5.0 and p["lambda_l2"] == 1.0
     assert p["objective"] == "binary" and p["seed"] == 7 and p["deterministic"] is True
@@ -386,20 +425,20 @@ def test_lightgbm_params_table6_defaults_and_overrides():
     model_keys = set(p) - {"seed", "deterministic", "force_col_wise", "verbosity", "num_threads", "objective"}
     assert model_keys == {"is_unbalance", "learning_rate", "num_leaves", "feature_fraction", "lambda_l1", "lambda_l2"}
     # an alias set explicitly beats the untouched default of the same parameter
-    p = C.lightgbm_params({"lightgbm": {"lambda_l1": 0.5, "bagging_fraction": 0.8}}, seed=0)
+    p = lightgbm_params({"lightgbm": {"lambda_l1": 0.5, "bagging_fraction": 0.8}}, seed=0)
     assert p["lambda_l1"] == 0.5 and p["bagging_fraction"] == 0.8
     with pytest.raises(ValueError, match="classify.lightgbm.num_leavez"):
-        C.lightgbm_params({"lightgbm": {"num_leavez": 8}}, seed=0)
+        lightgbm_params({"lightgbm": {"num_leavez": 8}}, seed=0)
     with pytest.raises(ValueError, match="num_boost_round"):
-        C.lightgbm_params({"lightgbm": {"num_rounds": 8}}, seed=0)
+        lightgbm_params({"lightgbm": {"num_rounds": 8}}, seed=0)
     with pytest.raises(ValueError, match="lambda_l1 and reg_alpha|reg_alpha and lambda_l1"):
-        C.lightgbm_params({"lightgbm": {"reg_alpha": 2.0, "lambda_l1": 3.0}}, seed=0)
+        lightgbm_params({"lightgbm": {"reg_alpha": 2.0, "lambda_l1": 3.0}}, seed=0)
     with pytest.raises(ValueError, match="classify.num_boost_round"):
-        C.lightgbm_params({"num_boost_round": 0}, seed=0)
+        lightgbm_params({"num_boost_round": 0}, seed=0)
 
 
 def test_lightgbm_reads_the_parameter_names_itself():
-    names = C.lightgbm_parameter_names(
+    names = lightgbm_parameter_names(
         {"reg_alpha": 1.0, "l1_regularization": 2.0, "lambda": 3.0, "num_leavez": 4, "max_bin_by_feature": [3, 4, 5]}
     )
     assert names == {
@@ -410,9 +449,9 @@ def test_lightgbm_reads_the_parameter_names_itself():
         "max_bin_by_feature": "max_bin_by_feature",
     }  # data-dependent keys pass
     with pytest.raises(ValueError, match="reg_alpha and l1_regularization|l1_regularization and reg_alpha"):
-        C.lightgbm_params({"lightgbm": {"reg_alpha": 2.0, "l1_regularization": 3.0}}, seed=0)
+        lightgbm_params({"lightgbm": {"reg_alpha": 2.0, "l1_regularization": 3.0}}, seed=0)
     with pytest.raises(ValueError, match="classify.lightgbm.random_state: may not be set here"):
-        C.lightgbm_params({"lightgbm": {"random_state": 3}}, seed=0)
+        lightgbm_params({"lightgbm": {"random_state": 3}}, seed=0)
     # outside a check LightGBM's log behaves as its default logger: warnings stay Python warnings
     with pytest.warns(UserWarning, match="categorical_feature keyword"):
         lgb.Dataset(
@@ -421,13 +460,15 @@ def test_lightgbm_reads_the_parameter_names_itself():
 
 
 def test_lightgbm_parameter_check_never_switches_off_silently(monkeypatch):
-    monkeypatch.setattr(C, "_lightgbm_messages", lambda params: ([], None))  # a LightGBM that logs nothing
-    C._lightgbm_names.cache_clear()
+    monkeypatch.setattr(
+        classify_params, "_lightgbm_messages", lambda params: ([], None)
+    )  # a LightGBM that logs nothing
+    _lightgbm_names.cache_clear()
     try:
         with pytest.raises(RuntimeError, match="cannot check classify.lightgbm"):
-            C.lightgbm_params({"lightgbm": {"num_leaves": 15}}, seed=0)
+            lightgbm_params({"lightgbm": {"num_leaves": 15}}, seed=0)
     finally:
-        C._lightgbm_names.cache_clear()
+        _lightgbm_names.cache_clear()
 
 
 # ----------------------------------------------------------------------------- null guides, shards
@@ -471,9 +512,9 @@ def make_well_table(seed: int = 0, control_wells: int = 12, sites: int = 3) -> p
 
 def test_null_guides_are_whole_control_wells_laid_out_like_real_guides():
     t = make_well_table()
-    design = C.null_guide_design(t, 40, seed=5)
+    design = null_guide_design(t, 40, seed=5)
     assert [g.guide for g in design[:2]] == ["null_0001", "null_0002"] and len(design) == 40
-    ctrl = C.control_mask(t)
+    ctrl = control_mask(t)
     real_layouts = {
         tuple(sorted(_layout(t, np.flatnonzero((t[GUIDE] == g).to_numpy())).items())) for g in ("G1_a", "G2_a")
     }
@@ -488,13 +529,13 @@ def test_null_guides_are_whole_control_wells_laid_out_like_real_guides():
         seen.add(layout)
     assert seen == real_layouts  # both templates occur over 40 draws
     # deterministic, seed-dependent, and pseudo-guide j does not change when more are drawn
-    again = C.null_guide_design(t, 40, seed=5)
+    again = null_guide_design(t, 40, seed=5)
     assert all(np.array_equal(a.rows, b.rows) for a, b in zip(design, again))
-    more = C.null_guide_design(t, 60, seed=5)
+    more = null_guide_design(t, 60, seed=5)
     assert all(np.array_equal(a.rows, b.rows) for a, b in zip(design, more[:40]))
-    other = C.null_guide_design(t, 40, seed=6)
+    other = null_guide_design(t, 40, seed=6)
     assert not all(np.array_equal(a.rows, b.rows) for a, b in zip(design, other))
-    assert C.null_guide_design(t, 0, seed=5) == []
+    assert null_guide_design(t, 0, seed=5) == []
 
 
 def test_null_guides_with_few_control_wells_and_bad_input():
@@ -502,8 +543,8 @@ def test_null_guides_with_few_control_wells_and_bad_input():
     t = make_well_table()
     drop = (t[PLATE] == "B0P0") & (t[PERT_TYPE] == CONTROL) & (t[WELL] != "W00")
     t = t[~drop].reset_index(drop=True)
-    design = C.null_guide_design(t, 30, seed=0)
-    assert all(C.control_mask(t)[g.rows].all() for g in design)
+    design = null_guide_design(t, 30, seed=0)
+    assert all(control_mask(t)[g.rows].all() for g in design)
     two_well = [g for g in design if sum(_layout(t, g.rows).values()) == 8]  # G2's layout: 2 wells x 4 plates
     assert two_well and all(sum(_layout(t, g.rows).values()) in (4, 8) for g in design)
     for g in two_well:
@@ -513,31 +554,33 @@ def test_null_guides_with_few_control_wells_and_bad_input():
     # 1 control well per plate = 2 per batch: a 2-well-per-plate guide (4 per batch) cannot be copied
     t1 = make_well_table(control_wells=1)
     with pytest.raises(ScreenError, match=r"batch 'B0' has 2 control well\(s\).*needs up to 4"):
-        C.null_guide_design(t1, 5, seed=0)
+        null_guide_design(t1, 5, seed=0)
     t2 = make_well_table()
     t2.loc[t2[GENE] == "G1", GENE] = "null"
     with pytest.raises(ScreenError, match="reserved"):
-        C.null_guide_design(t2, 1, seed=0)
+        null_guide_design(t2, 1, seed=0)
     with pytest.raises(ValueError, match="n_null_guides"):
-        C.null_guide_design(t, -1, seed=0)
+        null_guide_design(t, -1, seed=0)
 
 
 def test_shard_genes_partition():
     genes = [f"G{i:03d}" for i in range(23)][::-1] + ["G005"]
-    shards = C.shard_genes(genes, 4)
+    shards = shard_genes(genes, 4)
     flat = [g for s in shards for g in s]
     assert sorted(flat) == sorted(set(genes)) and len(flat) == len(set(flat))
     assert max(map(len, shards)) - min(map(len, shards)) <= 1
-    assert C.shard_genes(list(reversed(genes)), 4) == shards
-    assert C.shard_genes(["A"], 3) == [["A"], [], []]
+    assert shard_genes(list(reversed(genes)), 4) == shards
+    assert shard_genes(["A"], 3) == [["A"], [], []]
     with pytest.raises(ValueError):
-        C.shard_genes(genes, 0)
+        shard_genes(genes, 0)
 
 
 def test_shards_cover_every_guide_once_and_match_unsharded(scores):
     t = make_table()  # classify_shard draws the same pseudo-guides itself, in every shard
     folds = batch_folds(t)
-    parts = [C.classify_shard(t, s, 2, folds, CFG, seed=0, variant="base", model="m") for s in range(2)]
+    parts = [
+        classify_shard(t, s, 2, folds, ClassifyOptions.from_config(CFG, 0), variant="base", model="m") for s in range(2)
+    ]
     # pseudo-guide j is scored in shard j % 2
     assert set(parts[0].loc[parts[0]["is_null_guide"], GUIDE]) == {"null_0001"}
     assert set(parts[1].loc[parts[1]["is_null_guide"], GUIDE]) == {"null_0002"}
@@ -584,9 +627,9 @@ def test_summarize_scores_hand_made():
             )
             for gene, guide, fold, (auroc, sparsity, concentration, status), reason in folds
         ]
-    )[list(C.SCORE_COLUMNS)]
-    guide, gene = C.summarize_scores(rows)
-    assert tuple(guide.columns) == C.GUIDE_SUMMARY_COLUMNS and tuple(gene.columns) == C.GENE_SUMMARY_COLUMNS
+    )[list(SCORE_COLUMNS)]
+    guide, gene = summarize_scores(rows)
+    assert tuple(guide.columns) == GUIDE_SUMMARY_COLUMNS and tuple(gene.columns) == GENE_SUMMARY_COLUMNS
     g = guide.set_index(GUIDE)
     assert g.loc["A_1", "n_folds_ok"] == 2 and g.loc["A_1", "auroc"] == pytest.approx(0.7)
     assert g.loc["A_1", "sparsity"] == pytest.approx(0.3) and g.loc["A_1", "concentration"] == pytest.approx(0.2)
@@ -609,15 +652,15 @@ def test_guide_map_separates_strong_from_no_effect_on_wells(tmp_path):
     t = make_table(seed=1, n_controls=40, guides=guides, n_per_guide=6)
     # two sites per well: mAP runs on well means
     t = pd.concat([t, t.assign(**{SITE: 2, IMAGE_INDEX: t[IMAGE_INDEX] + len(t)})], ignore_index=True)
-    out = C.guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
-    assert tuple(out.columns) == C.MAP_COLUMNS
+    out = guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
+    assert tuple(out.columns) == MAP_COLUMNS
     assert len(out) == 2 and set(out["model"]) == {"m"}
     res = out.set_index(GUIDE)
     assert (res["n_wells"] == 18).all()  # 6 wells per batch x 3 batches, sites averaged
     assert res.loc["STRONG_1", "mean_average_precision"] > 0.9
     assert res.loc["STRONG_1", "map_p_value"] < 0.01 and res.loc["STRONG_1", "map_q_value"] < 0.05
     assert res.loc["NONE_1", "mean_average_precision"] < 0.6 and res.loc["NONE_1", "map_p_value"] > 0.05
-    again = C.guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
+    again = guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
     pd.testing.assert_frame_equal(out, again)
 
 
@@ -637,9 +680,9 @@ def test_a_small_screen_runs_with_the_default_null():
     t[IMAGE_INDEX] = t.groupby(PLATE).cumcount()
     for j in range(D):
         t[feature_name(j)] = rng.standard_normal(len(t)).astype(np.float32)
-    cfg = C.resolve_classify_config({"num_boost_round": 5, "concentration": False, "min_train_samples": 2})
+    cfg = resolve_classify_config({"num_boost_round": 5, "concentration": False, "min_train_samples": 2})
     assert cfg["n_null_guides"] == 100
-    out = C.classify_shard(t, 0, 1, batch_folds(t), cfg, seed=0, variant="base", model="m")
+    out = classify_shard(t, 0, 1, batch_folds(t), ClassifyOptions.from_config(cfg, 0), variant="base", model="m")
     nulls, real = out[out["is_null_guide"]], out[~out["is_null_guide"]]
     assert nulls[GUIDE].nunique() == 100 and (nulls["status"] == "ok").all()
     assert set(real["n_train_neg"]) == {2 * 16 * 2} and set(nulls["n_train_neg"]) == {2 * 15 * 2}

@@ -27,7 +27,8 @@ from phenoica.metrics import (
     mcc,
     nmi_matrix,
 )
-from phenoica.variants import ICARotation, PCAWhitener
+from phenoica.variants.rotations import ICARotation
+from phenoica.variants.whitening import PCAWhitener
 
 N = 2000
 LEVELS = (4, 6, 10)

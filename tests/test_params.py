@@ -124,13 +124,16 @@ def test_scripts_read_the_config_only_for_run_time_keys():
 
 
 def test_lightgbm_thread_count_changes_no_score():
-    from phenoica import classify as C
+    from phenoica.classify.engine import classify_shard
+    from phenoica.classify.params import ClassifyOptions
     from tests.test_classify import CFG, batch_folds, make_table
 
     table = make_table()
     folds = batch_folds(table)
     runs = [
-        C.classify_shard(table, 0, 1, folds, {**CFG, "lightgbm": {"num_threads": n}}, seed=0, variant="base")
+        classify_shard(
+            table, 0, 1, folds, ClassifyOptions.from_config({**CFG, "lightgbm": {"num_threads": n}}, 0), variant="base"
+        )
         for n in (1, 2)
     ]
     pd.testing.assert_frame_equal(runs[0], runs[1])

@@ -8,7 +8,8 @@ import pyarrow.parquet as pq
 import pytest
 
 from phenoica import screen
-from phenoica.profiles import ProfileSource, gather_profiles, write_profiles
+from phenoica.profiles.gather import gather_profiles, write_profiles
+from phenoica.profiles.tables import ProfileSource
 from phenoica.screen import ScreenError
 from tests.conftest import make_metadata
 

@@ -196,13 +196,16 @@ def dry_run(workdir: Path, configfile: str) -> tuple[dict[str, int], set[str]]:
 
 
 def test_source_embeddings_means_exactly_the_models_named(tmp_path):
-    """Run from a folder whose workflow config names the demo's models mae and mae_seed1 (as
-    the repository's config.yaml does), `--configfile user.yaml` naming one model runs exactly
-    that model: models are replaced, not merged. One glob is one model (the one named); a
+    """Run from a folder whose workflow config holds the demo's models mae and mae_seed1 as its
+    default_models (as the repository's config.yaml does), `--configfile user.yaml` naming one
+    model runs exactly that model: the defaults are never merged into the models a user names. One glob is one model (the one named); a
     {model: glob} mapping is one model per set. (The other cases of the rule, e.g. the unnamed
     model and several models on one glob, are unit-tested in tests/test_config.py.)"""
     write_config(tmp_path)
-    assert set(yaml.safe_load((tmp_path / "config.yaml").read_text())["models"]) == {"mae", "mae_seed1"}
+    workflow_config = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    workflow_config["default_models"] = workflow_config.pop("models")
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(workflow_config))
+    assert set(workflow_config["default_models"]) == {"mae", "mae_seed1"}
     _embedding_sets(tmp_path / "emb", ("a", "b"))
     one_glob = {
         "screen": {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "a" / "*.parquet")},

@@ -8,7 +8,9 @@ import pytest
 import torch
 
 from phenoica import screen
-from phenoica.profiles import aggregate_wells, expand_embedding_column, gather_profiles
+from phenoica.profiles.features import expand_embedding_column
+from phenoica.profiles.gather import gather_profiles
+from phenoica.profiles.wells import aggregate_wells
 from phenoica.screen import ScreenError, check_plate_against_metadata, open_plate, validate_metadata, write_plate
 from phenoica.sources.preprocess import crop_grid, normalize_per_channel, prepare, scale_intensity
 

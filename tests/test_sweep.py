@@ -19,7 +19,8 @@ def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
 def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_path):
     """At the chosen count the sweep's guide AUROCs are the main classification's (which also
     trains the concentration models); the section marks the chosen row; the figure is written."""
-    from phenoica.classify import classify_shard
+    from phenoica.classify.engine import classify_shard
+    from phenoica.classify.params import ClassifyOptions
     from phenoica.hits import screen_calls
     from phenoica.report.inputs import ReportInputs, ReportOptions
     from phenoica.report.sections import ReportContext
@@ -27,7 +28,8 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     from phenoica.sources.positive_control import ControlDesign, write_screen
     from phenoica.splits import leave_one_batch_out
     from phenoica.sweep import SweepOptions, sweep_model
-    from phenoica.variants import component_name, fit_variants
+    from phenoica.variants.fit import fit_variants
+    from phenoica.variants.variant import component_name
 
     out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
@@ -47,7 +49,9 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     fitted = fit_variants(["pca_ica"], X, b, c, {"n_components": 20}, 0)
     Z = fitted["pca_ica"].transform(X, b, c).astype(np.float32)
     variant = pd.concat([raw, pd.DataFrame(Z, columns=[component_name(i) for i in range(20)])], axis=1)
-    rows = classify_shard(variant, 0, 1, folds, options.classify, 0, variant="pca_ica", model="ext")
+    rows = classify_shard(
+        variant, 0, 1, folds, ClassifyOptions.from_config(options.classify, 0), variant="pca_ica", model="ext"
+    )
     main = screen_calls(rows, None, "parametric", 0.1)["guides"].set_index("Metadata_Guide")["auroc"]
     swept = calls[calls["n_components"] == 20].set_index("Metadata_Guide")["auroc"]
     assert np.allclose(swept.loc[main.index], main)

@@ -16,23 +16,13 @@ from scipy.stats import ortho_group
 from phenoica.config import load_schema
 from phenoica.screen import BATCH, PERT_TYPE, ScreenError, feature_name
 from phenoica.seeding import derive_seed
-from phenoica.variants import (
-    CenterScale,
-    ICARotation,
-    Moments,
-    PCAWhitener,
-    RandomRotation,
-    RowSample,
-    VariantTransform,
-    apply_transform,
-    apply_transform_file,
-    fit_transforms,
-    fit_variants,
-    load_transform,
-    parallel_analysis,
-    transform_config,
-    variant_seeds,
-)
+from phenoica.variants.accumulators import Moments, RowSample
+from phenoica.variants.apply import apply_transform, apply_transform_file
+from phenoica.variants.fit import fit_transforms, fit_variants, transform_config, variant_seeds
+from phenoica.variants.rotations import ICARotation, RandomRotation
+from phenoica.variants.scaling import CenterScale
+from phenoica.variants.variant import VariantTransform, load_transform
+from phenoica.variants.whitening import PCAWhitener, parallel_analysis
 
 
 def independent_sources(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -484,7 +474,7 @@ def test_unseen_batches_extend_a_copy_of_center_scale(rng):
     batches, ctrl = np.array(["A"] * 20 + ["B"] * 20), np.arange(40) % 2 == 0
     cs = CenterScale().fit(X, batches, ctrl)
     assert cs.unseen(np.array(["B", "C", "A", "C"])) == ["C"]
-    from phenoica.variants import BatchMoments
+    from phenoica.variants.accumulators import BatchMoments
 
     Xn = rng.normal(5, 2, size=(10, 3))
     own = BatchMoments(3).update(Xn, np.array(["C"] * 10), np.arange(10) < 5, only={"C"})
@@ -527,7 +517,7 @@ def test_every_random_choice_of_a_fit_has_its_derived_seed():
 
 
 def test_noise_edge_is_the_marchenko_pastur_edge_for_equal_variances():
-    from phenoica.variants import noise_edge
+    from phenoica.variants.components import noise_edge
 
     for s, aspect in ((1.0, 0.25), (2.5, 0.01), (0.3, 1.0)):
         assert noise_edge(np.full(40, s), aspect) == pytest.approx(s * (1 + np.sqrt(aspect)) ** 2, rel=1e-6)

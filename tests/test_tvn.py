@@ -8,9 +8,11 @@ import pandas as pd
 import pytest
 
 from phenoica.screen import BATCH, PERT_TYPE, ScreenError
-from phenoica.variants import apply_transform, fit_transforms, load_transform
 from phenoica.variants.accumulators import Moments
-from phenoica.variants.estimators import CoralAlignment
+from phenoica.variants.apply import apply_transform
+from phenoica.variants.fit import fit_transforms
+from phenoica.variants.scaling import CoralAlignment
+from phenoica.variants.variant import load_transform
 
 D = 6
 

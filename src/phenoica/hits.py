@@ -32,6 +32,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from phenoica.classify.engine import SCORE_COLUMNS
+from phenoica.contract import OK
 from phenoica.screen import GENE, GUIDE, ScreenError
 from phenoica.stats import acat, bh_qvalues
 
@@ -39,6 +41,19 @@ NULL_MODELS: tuple[str, ...] = ("parametric", "empirical")
 #: AUROCs are clipped into [AUROC_CLIP, 1 - AUROC_CLIP] before the logit.
 AUROC_CLIP = 1e-6
 KEYS: tuple[str, ...] = ("model", "variant")
+
+GUIDE_SUMMARY_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "is_null_guide",
+    "n_folds_ok",
+    "auroc",
+    "sparsity",
+    "concentration",
+)
+GENE_SUMMARY_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
 
 GUIDE_CALL_COLUMNS: tuple[str, ...] = ("p_value", "q_value", "hit")
 GENE_CALL_COLUMNS: tuple[str, ...] = (
@@ -267,7 +282,7 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric") -> p
 def hit_table(guide_calls: pd.DataFrame, map_df: pd.DataFrame | None, q_threshold: float = 0.05) -> pd.DataFrame:
     """One row per real guide: AUROC, p, q, call, beside the mAP readout and their agreement.
 
-    ``map_df`` (``phenoica.classify.guide_map`` output, or None) adds ``mean_average_precision``,
+    ``map_df`` (``phenoica.classify.map_readout.guide_map`` output, or None) adds ``mean_average_precision``,
     ``map_p_value``, ``map_q_value`` and ``map_hit`` (map q < ``q_threshold``); ``agreement`` is
     one of ``AGREEMENT`` (NaN-free: a guide a readout could not score is not called by it).
     """
@@ -384,6 +399,40 @@ def recall_fdr(
     return pd.DataFrame(rows)
 
 
+def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Guide-level and gene-level means of the ``ok`` (guide, fold) rows.
+
+    Guide level: ``GUIDE_SUMMARY_COLUMNS``; n_folds_ok and the mean of auroc, sparsity and
+    concentration over the guide's ok folds (NaN when none). Gene level (real guides only,
+    null pseudo-guides excluded): ``GENE_SUMMARY_COLUMNS``; n_guides = guides with at least one
+    ok fold, and means pooled over all ok (guide, fold) rows of the gene.
+    """
+    missing = [c for c in SCORE_COLUMNS if c not in rows.columns]
+    if missing:
+        raise ValueError(f"summarize_scores: score table lacks column(s) {missing}")
+    keys = ["model", "variant", GENE, GUIDE, "is_null_guide"]
+    vals = ["auroc", "sparsity", "concentration"]
+    rows = rows.copy()
+    ok = rows["status"] == OK
+    rows["_ok"] = ok.astype(np.int64)
+    for v in vals:
+        rows[v] = rows[v].where(ok)
+    guide = (
+        rows.groupby(keys, sort=True, dropna=False)
+        .agg(n_folds_ok=("_ok", "sum"), **{v: (v, "mean") for v in vals})
+        .reset_index()
+    )
+    guide["n_folds_ok"] = guide["n_folds_ok"].astype(np.int64)
+    guide = guide[list(GUIDE_SUMMARY_COLUMNS)]
+    real = rows[~rows["is_null_guide"].astype(bool)]
+    gkeys = ["model", "variant", GENE]
+    gene = real.groupby(gkeys, sort=True, dropna=False).agg(**{v: (v, "mean") for v in vals}).reset_index()
+    scored = real[real["_ok"] == 1].groupby(gkeys)[GUIDE].nunique().rename("n_guides")
+    gene = gene.merge(scored.reset_index(), on=gkeys, how="left")
+    gene["n_guides"] = gene["n_guides"].fillna(0).astype(np.int64)
+    return guide.reset_index(drop=True), gene[list(GENE_SUMMARY_COLUMNS)].reset_index(drop=True)
+
+
 def screen_calls(
     rows: pd.DataFrame,
     map_df: pd.DataFrame | None,
@@ -399,8 +448,6 @@ def screen_calls(
     null (``with_null`` False: ``classify.n_null_guides: 0``) the calls are NaN/False and
     ``null`` is empty.
     """
-    from phenoica.classify import summarize_scores
-
     guides, genes = summarize_scores(rows)
     keys = ["model", "variant", GENE]
     if with_null:

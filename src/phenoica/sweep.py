@@ -31,10 +31,13 @@ import numpy as np
 import pandas as pd
 
 from phenoica.biomap.batch_metrics import batch_classifier
-from phenoica.classify import classify_shard, guide_map, well_profiles
+from phenoica.classify.engine import classify_shard
+from phenoica.classify.map_readout import guide_map, well_profiles
+from phenoica.classify.params import ClassifyOptions
 from phenoica.hits import screen_calls
 from phenoica.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
-from phenoica.variants import WHITENED_VARIANTS, component_name, fit_variants
+from phenoica.variants.fit import fit_variants
+from phenoica.variants.variant import WHITENED_VARIANTS, component_name
 
 LOG = logging.getLogger(__name__)
 
@@ -101,7 +104,9 @@ def score_point(
     """One variant at one count: (its sweep row without model/count, its guide calls)."""
     start = time.perf_counter()
     cfg = {**options.classify, "concentration": False}
-    rows = classify_shard(table, 0, 1, folds, cfg, options.seed, variant=variant, model=model)
+    rows = classify_shard(
+        table, 0, 1, folds, ClassifyOptions.from_config(cfg, options.seed), variant=variant, model=model
+    )
     calls = screen_calls(rows, None, cfg["null_model"], options.q_threshold, with_null=cfg["n_null_guides"] > 0)
     guides, genes = calls["guides"], calls["genes"]
     real = guides[~guides["is_null_guide"].astype(bool)]

@@ -292,11 +292,12 @@ def _embedding_metadata(paths: list[str]) -> pd.DataFrame:
 
 def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[list[str], dict[str, Any]]:
     """Source embeddings, every model's files at once: the feature columns each set declares
-    (:func:`phenoica.profiles.plan_embeddings`), and the contract across files (missing values,
+    (:func:`phenoica.profiles.embeddings.plan_embeddings`), and the contract across files (missing values,
     PertTypes, a guide under one gene, a gene under one PertType, a plate in one batch, a well
     with one perturbation, each image once), with the rows named by file and row."""
     from phenoica import workflow as wf
-    from phenoica.profiles import FeatureSelection, plan_embeddings
+    from phenoica.profiles.embeddings import plan_embeddings
+    from phenoica.profiles.features import FeatureSelection
 
     cfg = config["screen"]
     selection = FeatureSelection.from_config(cfg)

@@ -28,7 +28,7 @@ from phenoica import screen
 from phenoica.config import deep_merge, demo_plates, embedding_globs, key_jobs, package_schema
 from phenoica.io import read_table
 from phenoica.paths import output_paths
-from phenoica.profiles import expand_glob
+from phenoica.profiles.embeddings import expand_glob
 from phenoica.report import render
 
 

@@ -12,7 +12,7 @@ import pyarrow as pa
 from scipy import sparse
 
 from phenoica.arrays import check_matrix
-from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
+from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
 from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError
 from phenoica.variants.rows import column_values
 

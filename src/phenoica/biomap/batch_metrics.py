@@ -40,7 +40,8 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 from phenoica.arrays import check_matrix
-from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, WellMeans, batch_features, split_columns
+from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
+from phenoica.profiles.wells import WellMeans
 from phenoica.screen import BATCH, CONTROL, GENE, PERT_TYPE, PLATE, WELL, feature_columns
 from phenoica.seeding import derive_seed
 

@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.classify import SCORE_COLUMNS
+from phenoica.classify.engine import SCORE_COLUMNS
 from phenoica.contract import OK, SKIPPED
 from phenoica.screen import GENE, GUIDE, ScreenError
 from phenoica.variants.variant import VARIANTS

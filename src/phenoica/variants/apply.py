@@ -15,12 +15,12 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from phenoica.arrays import check_matrix
-from phenoica.profiles import DEFAULT_BATCH_ROWS, ProfileSource, split_columns, write_batches
+from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, split_columns, write_batches
 from phenoica.screen import BATCH, ScreenError, metadata_columns
 from phenoica.variants.accumulators import BatchMoments, Moments
-from phenoica.variants.estimators import check_batches
 from phenoica.variants.fit import whitened_moments
 from phenoica.variants.rows import profile_source, row_block, row_columns, source_features
+from phenoica.variants.scaling import check_batches
 from phenoica.variants.variant import VariantTransform, load_transform
 
 

@@ -26,17 +26,11 @@ from phenoica.io import atomic_path
 from phenoica.screen import CONTROL, PERT_TYPE, ScreenError
 from phenoica.seeding import derive_seed
 from phenoica.variants.accumulators import Moments, RowSample
-from phenoica.variants.estimators import (
-    CenterScale,
-    CoralAlignment,
-    ICARotation,
-    PCAWhitener,
-    RandomRotation,
-    check_batches,
-    check_is_control,
-)
+from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.rows import Profiles, RowBlock, profile_source, row_block, row_columns, source_features
+from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches, check_is_control
 from phenoica.variants.variant import VARIANTS, WHITENED_VARIANTS, VariantTransform
+from phenoica.variants.whitening import PCAWhitener
 
 LOG = logging.getLogger(__name__)
 
@@ -190,6 +184,114 @@ def _second_pass(
     return seen
 
 
+def _check_fit_rows(
+    source: str, fit_on: str, names: Sequence[str], n: int, n_fit: int, lo: np.ndarray, hi: np.ndarray
+) -> None:
+    """What the first pass found, checked: rows, fit rows, no feature constant over the fit rows."""
+    if n == 0:
+        raise ScreenError(f"{source}: no rows to fit the transforms on")
+    if n_fit == 0:
+        raise ScreenError(f"{source}: fit_on is 'controls' but no row has {PERT_TYPE} == {CONTROL!r}")
+    flat = np.flatnonzero(lo == hi)
+    if flat.size:
+        raise ScreenError(
+            f"{source}: feature column(s) {column_labels(flat, names)} are constant over the {n_fit} "
+            f"fit rows (fit_on {fit_on!r}); remove them before fitting transforms"
+        )
+
+
+def _tvn_rows(cfg: Mapping[str, Any], seeds: Mapping[str, int], n_ctrl: int, source: str) -> _TvnRows:
+    """TVN's second-pass accumulator: its own whitener on the controls unless ``fit_on`` is
+    ``controls`` (then the shared whitener is TVN's); at least two control rows are needed."""
+    if n_ctrl < 2:
+        raise ScreenError(
+            f"{source}: variant tvn is fitted on controls; {n_ctrl} row(s) have {PERT_TYPE} == {CONTROL!r}"
+        )
+    own = (
+        None
+        if cfg["fit_on"] == "controls"
+        else PCAWhitener(
+            cfg["n_components"], cfg["whiten_eps"], seeds["tvn"], parallel_max_samples=cfg["parallel_max_samples"]
+        )
+    )
+    return _TvnRows(own, n_ctrl, {})
+
+
+def _shared_report(
+    cfg: Mapping[str, Any], d: int, n_fit: int, scaler: CenterScale | None, whitener: PCAWhitener
+) -> dict[str, Any]:
+    """The fit report every whitened variant starts from: the shared center-scale and whitening."""
+    return {
+        "n_features_in": d,
+        "fit_on": cfg["fit_on"],
+        "n_samples_fit": int(n_fit),
+        "center_scale": bool(cfg["center_scale"]),
+        "batches": [] if scaler is None else scaler.batches_.tolist(),
+        "controls_per_batch": [] if scaler is None else scaler.n_controls_.tolist(),
+        "n_components_rule": whitener.component_rule(),
+        "n_components": int(whitener.n_components_),
+        "explained_variance_ratio": float(whitener.explained_variance_ratio_.sum()),
+        "whiten_eps": float(cfg["whiten_eps"]),
+    }
+
+
+def _fit_tvn(
+    names: list[str],
+    scaler: CenterScale | None,
+    whitener: PCAWhitener,
+    tvn: _TvnRows,
+    cfg: Mapping[str, Any],
+    n_ctrl: int,
+    report: dict[str, Any],
+) -> VariantTransform:
+    """The tvn variant: center-scale, the whitener on the controls, then per-batch CORAL."""
+    tvn_whitener = whitener if tvn.whitener is None else tvn.whitener
+    coral = CoralAlignment(cfg["tvn_coral_eps"]).fit_moments(whitened_moments(tvn.moments, tvn_whitener))
+    report.update(
+        fit_on="controls",
+        n_samples_fit=int(n_ctrl),
+        n_components=int(tvn_whitener.n_components_),
+        n_components_rule=tvn_whitener.component_rule(),
+        explained_variance_ratio=float(tvn_whitener.explained_variance_ratio_.sum()),
+        coral={
+            "eps": float(cfg["tvn_coral_eps"]),
+            "batches": coral.batches_.tolist(),
+            "controls_per_batch": coral.n_controls_.tolist(),
+        },
+    )
+    return VariantTransform("tvn", names, scaler, tvn_whitener, None, report, coral)
+
+
+def _fit_rotated(
+    variant: str,
+    names: list[str],
+    scaler: CenterScale | None,
+    whitener: PCAWhitener,
+    ica_rows: RowSample | None,
+    cfg: Mapping[str, Any],
+    seeds: Mapping[str, int],
+    report: dict[str, Any],
+) -> VariantTransform:
+    """``pca`` (no rotation), ``pca_ica`` (ICA on the whitened ICA sample) or ``pca_rand``."""
+    rotation: ICARotation | RandomRotation | None = None
+    if variant == "pca_ica":
+        rotation = ICARotation(cfg["ica"], cfg["ica_max_iter"], cfg["ica_tol"], seeds["ica"], cfg["ica_max_samples"])
+        rotation.fit(whitener.transform(ica_rows.rows()))  # type: ignore[union-attr]
+        report["ica"] = {
+            "method": cfg["ica"],
+            "converged": bool(rotation.converged_),
+            "n_iter": int(rotation.n_iter_),
+            "max_iter": int(cfg["ica_max_iter"]),
+            "tol": float(cfg["ica_tol"]),
+            "n_samples": int(rotation.n_samples_fit_),
+            "orthogonality_error": float(rotation.orthogonality_error_),
+        }
+    elif variant == "pca_rand":
+        rotation = RandomRotation(seeds["rand"]).draw(whitener.n_components_)
+        report["rotation"] = "haar-random"
+    return VariantTransform(variant, names, scaler, whitener, rotation, report)
+
+
 def fit_variants_streaming(
     variants: Sequence[str],
     blocks: Callable[[], Iterable[RowBlock]],
@@ -227,16 +329,7 @@ def fit_variants_streaming(
     how = _Blocks(names, source, center, cfg["fit_on"] == "controls", bool(whitened), "tvn" in whitened)
     scaler = CenterScale() if center else None
     n, n_fit, n_ctrl, lo, hi = _first_pass(blocks(), how, scaler)
-    if n == 0:
-        raise ScreenError(f"{source}: no rows to fit the transforms on")
-    if n_fit == 0:
-        raise ScreenError(f"{source}: fit_on is 'controls' but no row has {PERT_TYPE} == {CONTROL!r}")
-    flat = np.flatnonzero(lo == hi)
-    if flat.size:
-        raise ScreenError(
-            f"{source}: feature column(s) {column_labels(flat, names)} are constant over the {n_fit} "
-            f"fit rows (fit_on {cfg['fit_on']!r}); remove them before fitting transforms"
-        )
+    _check_fit_rows(source, cfg["fit_on"], names, n, n_fit, lo, hi)
     fitted: dict[str, VariantTransform] = {}
     if "base" in variants:
         fitted["base"] = VariantTransform(
@@ -254,76 +347,20 @@ def fit_variants_streaming(
         parallel_max_samples=cfg["parallel_max_samples"],
     )
     ica_rows = RowSample(n_fit, cfg["ica_max_samples"], seeds["ica_rows"]) if "pca_ica" in whitened else None
-    tvn: _TvnRows | None = None
-    if "tvn" in whitened:
-        if n_ctrl < 2:
-            raise ScreenError(
-                f"{source}: variant tvn is fitted on controls; {n_ctrl} row(s) have {PERT_TYPE} == {CONTROL!r}"
-            )
-        own = (
-            None
-            if cfg["fit_on"] == "controls"
-            else PCAWhitener(
-                cfg["n_components"], cfg["whiten_eps"], seeds["tvn"], parallel_max_samples=cfg["parallel_max_samples"]
-            )
-        )
-        tvn = _TvnRows(own, n_ctrl, {})
+    tvn = _tvn_rows(cfg, seeds, n_ctrl, source) if "tvn" in whitened else None
     seen = _second_pass(blocks(), how, scaler, whitener, n_fit, ica_rows, tvn)
     if seen != n_fit:
         raise ValueError(f"{source}: the second pass saw {seen} fit rows, the first {n_fit}; the rows changed")
     whitener.finalize()
     if tvn is not None and tvn.whitener is not None:
         tvn.whitener.finalize()
-    base_report: dict[str, Any] = {
-        "n_features_in": d,
-        "fit_on": cfg["fit_on"],
-        "n_samples_fit": int(n_fit),
-        "center_scale": bool(cfg["center_scale"]),
-        "batches": [] if scaler is None else scaler.batches_.tolist(),
-        "controls_per_batch": [] if scaler is None else scaler.n_controls_.tolist(),
-        "n_components_rule": whitener.component_rule(),
-        "n_components": int(whitener.n_components_),
-        "explained_variance_ratio": float(whitener.explained_variance_ratio_.sum()),
-        "whiten_eps": float(cfg["whiten_eps"]),
-    }
+    shared = _shared_report(cfg, d, n_fit, scaler, whitener)
     for variant in whitened:
-        rotation: ICARotation | RandomRotation | None = None
-        report = {"variant": variant, **base_report}
+        report = {"variant": variant, **shared}
         if variant == "tvn":
-            tvn_whitener = whitener if tvn.whitener is None else tvn.whitener  # type: ignore[union-attr]
-            coral = CoralAlignment(cfg["tvn_coral_eps"]).fit_moments(whitened_moments(tvn.moments, tvn_whitener))  # type: ignore[union-attr]
-            report.update(
-                fit_on="controls",
-                n_samples_fit=int(n_ctrl),
-                n_components=int(tvn_whitener.n_components_),
-                n_components_rule=tvn_whitener.component_rule(),
-                explained_variance_ratio=float(tvn_whitener.explained_variance_ratio_.sum()),
-                coral={
-                    "eps": float(cfg["tvn_coral_eps"]),
-                    "batches": coral.batches_.tolist(),
-                    "controls_per_batch": coral.n_controls_.tolist(),
-                },
-            )
-            fitted[variant] = VariantTransform(variant, names, scaler, tvn_whitener, None, report, coral)
-            continue
-        if variant == "pca_ica":
-            rotation = ICARotation(
-                cfg["ica"], cfg["ica_max_iter"], cfg["ica_tol"], seeds["ica"], cfg["ica_max_samples"]
-            )
-            rotation.fit(whitener.transform(ica_rows.rows()))  # type: ignore[union-attr]
-            report["ica"] = {
-                "method": cfg["ica"],
-                "converged": bool(rotation.converged_),
-                "n_iter": int(rotation.n_iter_),
-                "max_iter": int(cfg["ica_max_iter"]),
-                "tol": float(cfg["ica_tol"]),
-                "n_samples": int(rotation.n_samples_fit_),
-                "orthogonality_error": float(rotation.orthogonality_error_),
-            }
-        elif variant == "pca_rand":
-            rotation = RandomRotation(seeds["rand"]).draw(whitener.n_components_)
-            report["rotation"] = "haar-random"
-        fitted[variant] = VariantTransform(variant, names, scaler, whitener, rotation, report)
+            fitted[variant] = _fit_tvn(names, scaler, whitener, tvn, cfg, n_ctrl, report)  # type: ignore[arg-type]
+        else:
+            fitted[variant] = _fit_rotated(variant, names, scaler, whitener, ica_rows, cfg, seeds, report)
     return fitted
 
 

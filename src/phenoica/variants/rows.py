@@ -1,6 +1,6 @@
 """Row blocks of a profile table for the transform stages: features, batch labels, control flags.
 
-A profile table is read through :class:`phenoica.profiles.ProfileSource` (a parquet streamed in
+A profile table is read through :class:`phenoica.profiles.tables.ProfileSource` (a parquet streamed in
 row batches, or an in-memory table); each record batch becomes a :data:`RowBlock`.
 """
 
@@ -13,14 +13,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from phenoica.profiles import ProfileSource, batch_features, check_numeric_features, split_columns
+from phenoica.profiles.tables import ProfileSource, batch_features, check_numeric_features, split_columns
 from phenoica.screen import BATCH, CONTROL, PERT_TYPE, ScreenError, feature_columns
 
 #: One block of rows: features (rows x features), batch labels and control flags (None when
 #: the table has no such columns).
 RowBlock = tuple[np.ndarray, "np.ndarray | None", "np.ndarray | None"]
 #: What the table-level functions take: a profile parquet (streamed from disk), an in-memory
-#: table, or a :class:`phenoica.profiles.ProfileSource`.
+#: table, or a :class:`phenoica.profiles.tables.ProfileSource`.
 Profiles = pd.DataFrame | pa.Table | ProfileSource | Path | str
 #: The row columns the transforms read besides the features.
 ROW_COLUMNS: tuple[str, ...] = (BATCH, PERT_TYPE)

@@ -17,7 +17,9 @@ import numpy as np
 from sklearn.base import BaseEstimator
 
 from phenoica.io import atomic_path
-from phenoica.variants.estimators import CenterScale, CoralAlignment, ICARotation, PCAWhitener, RandomRotation
+from phenoica.variants.rotations import ICARotation, RandomRotation
+from phenoica.variants.scaling import CenterScale, CoralAlignment
+from phenoica.variants.whitening import PCAWhitener
 
 FORMAT = "phenoica.transform"
 FORMAT_VERSION = 1

@@ -10,15 +10,10 @@ from typing import Any
 import numpy as np
 
 from phenoica.arrays import check_matrix
-from phenoica.variants.estimators import (
-    CenterScale,
-    CoralAlignment,
-    ICARotation,
-    PCAWhitener,
-    RandomRotation,
-    check_batches,
-)
+from phenoica.variants.rotations import ICARotation, RandomRotation
+from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches
 from phenoica.variants.serialize import export_step, read_transform, restore_step, write_transform
+from phenoica.variants.whitening import PCAWhitener
 
 VARIANTS: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand", "tvn")
 WHITENED_VARIANTS: tuple[str, ...] = ("pca", "pca_ica", "pca_rand", "tvn")

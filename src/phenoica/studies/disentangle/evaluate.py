@@ -14,7 +14,8 @@ from scipy.linalg import orthogonal_procrustes
 from phenoica import metrics
 from phenoica.io import write_parquet
 from phenoica.studies.disentangle.model import MODELS
-from phenoica.variants import ICARotation, PCAWhitener, RandomRotation
+from phenoica.variants.rotations import ICARotation, RandomRotation
+from phenoica.variants.whitening import PCAWhitener
 
 EVALUATED: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica", "ae_rand", "ae_oracle")
 

@@ -1,0 +1,502 @@
+"""The fold engine: one LightGBM classifier per (guide, fold) against the shared controls.
+
+For every (guide, fold) a LightGBM binary classifier separates the guide's samples (label 1)
+from the shared control set (label 0: every ``Metadata_PertType == "control"`` row). It trains on
+the fold's training rows and is scored on the fold's held-out rows (held-out samples of the
+guide + held-out controls): AUROC, sparsity of its split counts and, when ``classify.concentration``
+is on, concentration (retrained on the top ``concentration_k`` fraction of features by split
+count and on the rest: two more models per guide).
+
+Training sets are built from the fold's shared bins (:mod:`phenoica.classify.bins`), so the
+per-guide cost is training its models, not building their datasets; the result is identical to
+building each guide's datasets from raw floats with the same bin boundaries (tested).
+
+Constant feature columns (one value over the whole table) are dropped with a logged warning
+naming them; sparsity's D counts the remaining features. Non-finite feature values raise.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+import math
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping, Sequence
+
+import lightgbm as lgb
+import numpy as np
+import pandas as pd
+
+from phenoica import metrics
+from phenoica.arrays import check_finite
+from phenoica.classify.bins import FoldBins, GuideBlock
+from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
+from phenoica.classify.params import ClassifyOptions
+from phenoica.contract import OK, SKIPPED
+from phenoica.screen import (
+    GENE,
+    GUIDE,
+    PERT_TYPE,
+    PERTURBATION,
+    ScreenError,
+    feature_columns,
+    validate_profile_metadata,
+)
+from phenoica.seeding import derive_seed
+
+SCORE_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "is_null_guide",
+    "fold",
+    "n_train_pos",
+    "n_train_neg",
+    "n_test_pos",
+    "n_test_neg",
+    "auroc",
+    "sparsity",
+    "concentration",
+    "auroc_top",
+    "auroc_rest",
+    "status",
+    "reason",
+)
+_INT_COLUMNS = ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg")
+_FLOAT_COLUMNS = ("auroc", "sparsity", "concentration", "auroc_top", "auroc_rest")
+
+
+def _guide_seed(seed: int, gene: str, guide: str, fold: str) -> int:
+    """A seed for one (guide, fold) model: independent of order, shard and the other guides."""
+    return derive_seed(seed, "classify", gene, guide, fold)
+
+
+def feature_matrix(
+    table: pd.DataFrame, source: str = "table", log: logging.Logger | None = None
+) -> tuple[np.ndarray, list[str]]:
+    """The table's feature columns as a float array, constant columns dropped (logged).
+
+    Raises ValueError naming the columns that are non-numeric or hold non-finite values.
+    """
+    log = log or logging.getLogger(__name__)
+    names = feature_columns(table)
+    if not names:
+        raise ScreenError(f"{source}: no feature columns (every column is Metadata_*)")
+    bad = [c for c in names if not pd.api.types.is_numeric_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c])]
+    if bad:
+        raise ValueError(f"{source}: feature column(s) {bad[:10]} are not numeric")
+    dtype = np.float32 if all(table[c].dtype == np.float32 for c in names) else np.float64
+    X = table[names].to_numpy(dtype=dtype)
+    check_finite(X, source, names)
+    if len(X):
+        constant = X.max(axis=0) == X.min(axis=0)
+        if constant.any():
+            dropped = [names[j] for j in np.flatnonzero(constant)]
+            log.warning(
+                "%s: dropping %d constant feature column(s) %s%s (no classifier can use them)",
+                source,
+                len(dropped),
+                dropped[:10],
+                " ..." if len(dropped) > 10 else "",
+            )
+            keep = np.flatnonzero(~constant)
+            X = np.ascontiguousarray(X[:, keep])
+            names = [names[j] for j in keep]
+    return X, names
+
+
+def shard_genes(genes: Sequence[str], n_shards: int) -> list[list[str]]:
+    """Deterministic balanced partition of genes: sorted unique genes dealt round-robin.
+
+    Every gene lands in exactly one of ``n_shards`` lists (sizes differ by at most one; some
+    are empty when there are fewer genes than shards).
+    """
+    if n_shards < 1:
+        raise ValueError(f"shard_genes: n_shards must be >= 1, got {n_shards}")
+    shards: list[list[str]] = [[] for _ in range(n_shards)]
+    for i, gene in enumerate(sorted(set(map(str, genes)))):
+        shards[i % n_shards].append(gene)
+    return shards
+
+
+# ----------------------------------------------------------------------------- folds
+
+
+def _fold_arrays(folds: Sequence[Any], n_rows: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+    """(name, train mask, test mask) per fold; checks indices and disjointness."""
+    out, seen = [], set()
+    for i, fold in enumerate(folds):
+        for attr in ("name", "train", "test"):
+            if not hasattr(fold, attr):
+                raise ValueError(f"fold {i}: has no attribute {attr!r}; expected a phenoica.splits.Fold")
+        name = str(fold.name)
+        if name in seen:
+            raise ValueError(f"fold {name!r} appears twice")
+        seen.add(name)
+        masks = []
+        for part in ("train", "test"):
+            idx = np.asarray(getattr(fold, part))
+            if idx.size and idx.dtype.kind not in "iu":
+                raise ValueError(f"fold {name!r}: {part} indices must be integers, got dtype {idx.dtype}")
+            idx = idx.astype(np.int64).ravel()
+            if idx.size and (idx.min() < 0 or idx.max() >= n_rows):
+                raise ValueError(f"fold {name!r}: {part} indices out of range for a table of {n_rows} rows")
+            mask = np.zeros(n_rows, dtype=bool)
+            mask[idx] = True
+            masks.append(mask)
+        overlap = masks[0] & masks[1]
+        if overlap.any():
+            raise ValueError(
+                f"fold {name!r}: {int(overlap.sum())} row(s) in both train and test "
+                f"(first: row {int(np.flatnonzero(overlap)[0])})"
+            )
+        out.append((name, masks[0], masks[1]))
+    return out
+
+
+@dataclass(frozen=True)
+class GuideScore:
+    """Held-out scores of one (guide, fold)."""
+
+    auroc: float
+    sparsity: float
+    concentration: float
+    auroc_top: float
+    auroc_rest: float
+
+
+def score_guide(
+    dataset_for: Callable[[np.ndarray | None], lgb.Dataset],
+    X_test: np.ndarray,
+    y_test: np.ndarray,
+    params: Mapping[str, Any],
+    num_boost_round: int,
+    concentration_k: float | None,
+) -> GuideScore:
+    """Train the full model (and, unless ``concentration_k`` is None, the top-/rest-feature
+    models); score each on the test rows.
+
+    ``dataset_for(features)`` returns the guide's training Dataset restricted to the sorted
+    column indices ``features`` (None = all columns); ``X_test`` holds all columns. Sparsity
+    comes from the full model's split fractions; the top features are the top
+    ``concentration_k`` fraction by its split counts, the rest are the others; both are
+    retrained from scratch with the same parameters and rounds. Without them concentration,
+    ``auroc_top`` and ``auroc_rest`` are NaN.
+
+    A full model that makes no split at all (nothing in the guide's training rows beats
+    LightGBM's regularization) predicts one value for every sample: its AUROC is 0.5, as
+    measured, and sparsity and concentration are undefined (NaN). Such a guide is scored, not
+    skipped: dropping it would remove the low end of the real guides and of the null alike.
+    """
+    full = lgb.train(dict(params), dataset_for(None), num_boost_round=num_boost_round)
+    counts = full.feature_importance(importance_type="split")
+    auc = metrics.auroc(y_test, full.predict(X_test))
+    if counts.sum() == 0:
+        return GuideScore(auc, math.nan, math.nan, math.nan, math.nan)
+    c = metrics.split_fractions(counts, full.num_feature())
+    if concentration_k is None:
+        return GuideScore(auc, metrics.sparsity(c), math.nan, math.nan, math.nan)
+    top, rest = metrics.top_features(counts, concentration_k)
+    aucs = []
+    for subset in (top, rest):
+        booster = lgb.train(dict(params), dataset_for(subset), num_boost_round=num_boost_round)
+        aucs.append(metrics.auroc(y_test, booster.predict(X_test[:, subset])))
+    return GuideScore(auc, metrics.sparsity(c), metrics.concentration(aucs[0], aucs[1]), aucs[0], aucs[1])
+
+
+# ----------------------------------------------------------------------------- classification
+
+
+def _empty_scores() -> pd.DataFrame:
+    return _typed_scores(pd.DataFrame({c: [] for c in SCORE_COLUMNS}))
+
+
+def _typed_scores(df: pd.DataFrame) -> pd.DataFrame:
+    df = df[list(SCORE_COLUMNS)].copy()
+    for c in ("model", "variant", GENE, GUIDE, "fold", "status", "reason"):
+        df[c] = df[c].astype(object).astype(str) if len(df) else pd.Series([], dtype=object)
+    df["is_null_guide"] = df["is_null_guide"].astype(bool)
+    for c in _INT_COLUMNS:
+        df[c] = df[c].astype(np.int64)
+    for c in _FLOAT_COLUMNS:
+        df[c] = df[c].astype(np.float64)
+    return df.reset_index(drop=True)
+
+
+def _skip_reasons(n_train_pos: int, n_test_pos: int, options: ClassifyOptions) -> list[str]:
+    """Why a (guide, fold) cannot be scored; empty when it can."""
+    reasons = []
+    lo_train, lo_test = options.min_train_samples, options.min_test_samples
+    if n_train_pos < lo_train:
+        reasons.append(f"too few training samples ({n_train_pos} < {lo_train})")
+    if n_test_pos == 0:
+        reasons.append("held-out fold has no samples of this guide")
+    elif n_test_pos < lo_test:
+        reasons.append(f"too few held-out samples ({n_test_pos} < {lo_test})")
+    return reasons
+
+
+def _check_fold_controls(fold: str, n_train: int, n_test: int, options: ClassifyOptions, source: str) -> None:
+    """A fold without enough controls to train or score any classifier is an error, with counts."""
+    lo = options.min_train_samples
+    if n_train < lo or n_test < 1:
+        raise ScreenError(
+            f"{source}: fold {fold!r} has {n_train} training control sample(s) and {n_test} held-out control "
+            f"sample(s); every guide needs at least classify.min_train_samples = {lo} training controls and one "
+            "held-out control. Each batch must hold control wells"
+        )
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every fold of one :func:`classify_guides` call shares."""
+
+    X: np.ndarray
+    is_control: np.ndarray
+    options: ClassifyOptions
+    model: str
+    variant: str
+    source: str
+    log: logging.Logger
+
+
+@dataclass(frozen=True, eq=False)
+class _Plan:
+    """One target in one fold: its training and held-out rows, its negatives, why it is skipped."""
+
+    target: GuideSamples
+    train: np.ndarray
+    test: np.ndarray
+    n_train_neg: int
+    test_neg: np.ndarray
+    reasons: list[str]
+
+
+def _targets(
+    table: pd.DataFrame, guides: list[tuple[str, str]] | None, nulls: Sequence[GuideSamples], source: str
+) -> list[GuideSamples]:
+    """The real guides (None = all of the table's), then the pseudo-guides; duplicates are an error."""
+    if guides is None:
+        guides = guides_of(table)
+    guides = [(str(g), str(s)) for g, s in guides]
+    if len(set(guides)) != len(guides):
+        raise ValueError(f"{source}: the guide list has duplicates")
+    try:
+        return guide_samples(table, guides) + list(nulls)
+    except ValueError as exc:
+        raise ValueError(f"{source}: {exc}") from None
+
+
+def _fold_plans(
+    job: _Job,
+    targets: Sequence[GuideSamples],
+    train: np.ndarray,
+    test: np.ndarray,
+    train_ctrl: np.ndarray,
+    test_ctrl: np.ndarray,
+) -> list[_Plan]:
+    """Each target's rows in one fold (``train``/``test`` masks; the fold's control rows)."""
+    plans = []
+    for target in targets:
+        r = target.rows
+        tr, te = r[train[r]], r[test[r]]
+        # a pseudo-guide's own wells leave the controls, for its classifier only
+        n_train_neg = len(train_ctrl) - int(job.is_control[tr].sum())
+        test_neg = test_ctrl[~np.isin(test_ctrl, te)] if target.is_null else test_ctrl
+        plans.append(_Plan(target, tr, te, n_train_neg, test_neg, _skip_reasons(len(tr), len(te), job.options)))
+    return plans
+
+
+def _skipped_row(job: _Job, plan: _Plan, fold_name: str) -> dict[str, Any]:
+    """The score row of a (target, fold): skipped with its reasons until it is scored."""
+    return {
+        "model": job.model,
+        "variant": job.variant,
+        GENE: plan.target.gene,
+        GUIDE: plan.target.guide,
+        "is_null_guide": plan.target.is_null,
+        "fold": fold_name,
+        "n_train_pos": len(plan.train),
+        "n_train_neg": plan.n_train_neg,
+        "n_test_pos": len(plan.test),
+        "n_test_neg": len(plan.test_neg),
+        **{c: math.nan for c in _FLOAT_COLUMNS},
+        "status": SKIPPED,
+        "reason": "; ".join(plan.reasons),
+    }
+
+
+def _score_plan(
+    job: _Job, plan: _Plan, fold_name: str, fold_bins: FoldBins, block: GuideBlock, n_test_ctrl: int
+) -> dict[str, Any]:
+    """The scores of one trainable (target, fold), or why its classifier could not be scored."""
+    X, options, target = job.X, job.options, plan.target
+    X_test_neg = fold_bins.X_test_controls if len(plan.test_neg) == n_test_ctrl else X[plan.test_neg]
+    X_test = np.concatenate([X_test_neg, X[plan.test]])
+    y_test = np.concatenate([np.zeros(len(plan.test_neg)), np.ones(len(plan.test))])
+    guide_params = dict(options.lightgbm, seed=_guide_seed(options.seed, target.gene, target.guide, fold_name))
+    try:
+        score = score_guide(
+            functools.partial(block.guide_dataset, plan.train),
+            X_test,
+            y_test,
+            guide_params,
+            options.num_boost_round,
+            options.concentration_k if options.concentration and not target.is_null else None,
+        )
+    except ValueError as exc:
+        return {"reason": f"classifier could not be scored: {exc}"}
+    return {**vars(score), "status": OK, "reason": ""}
+
+
+def _score_fold(
+    job: _Job, targets: Sequence[GuideSamples], fold: tuple[str, np.ndarray, np.ndarray], f_i: int, n_folds: int
+) -> list[dict[str, Any]]:
+    """The score rows of every target in fold ``f_i`` (of ``n_folds``), in the targets' order.
+
+    The fold's bins are found once on its training controls; consecutive blocks of
+    ``options.block_size`` trainable targets share one binned block of training rows.
+    """
+    fold_name, train, test = fold
+    log, size = job.log, job.options.block_size
+    t0, done = time.perf_counter(), 0
+    train_ctrl = np.flatnonzero(train & job.is_control)
+    test_ctrl = np.flatnonzero(test & job.is_control)
+    _check_fold_controls(fold_name, len(train_ctrl), len(test_ctrl), job.options, job.source)
+    plans = _fold_plans(job, targets, train, test, train_ctrl, test_ctrl)
+    to_train = [p for p in plans if not p.reasons]
+    fold_bins = None
+    if to_train:
+        fold_bins = FoldBins.build(job.X, train_ctrl, test_ctrl, job.options.lightgbm)
+        log.info(
+            "fold %s (%d/%d): bins of %d features on %d training controls in %.1fs; %d guide(s) to score "
+            "(%d pseudo-guides)",
+            fold_name,
+            f_i + 1,
+            n_folds,
+            job.X.shape[1],
+            len(train_ctrl),
+            time.perf_counter() - t0,
+            len(to_train),
+            sum(p.target.is_null for p in to_train),
+        )
+    every = max(1, min(50, len(to_train) // 10))
+    block, block_of = None, {}
+    for start in range(0, len(to_train), size):
+        for p in to_train[start : start + size]:
+            block_of[id(p.target)] = start
+    current = -1
+    rows: list[dict[str, Any]] = []
+    for plan in plans:
+        row = _skipped_row(job, plan, fold_name)
+        if not plan.reasons:
+            assert fold_bins is not None
+            start = block_of[id(plan.target)]
+            if start != current:
+                block = fold_bins.block(np.concatenate([p.train for p in to_train[start : start + size]]))
+                current = start
+            assert block is not None
+            row.update(_score_plan(job, plan, fold_name, fold_bins, block, len(test_ctrl)))
+            done += 1
+            if done % every == 0 or done == len(to_train):
+                dt = time.perf_counter() - t0
+                log.info(
+                    "fold %s (%d/%d): %d/%d guides scored, %.2f guides/s",
+                    fold_name,
+                    f_i + 1,
+                    n_folds,
+                    done,
+                    len(to_train),
+                    done / max(dt, 1e-9),
+                )
+        rows.append(row)
+    n_skip = len(plans) - len(to_train)
+    if n_skip:
+        log.info("fold %s: %d guide(s) skipped (reasons in the score table)", fold_name, n_skip)
+    return rows
+
+
+def _sorted_scores(
+    rows: list[dict[str, Any]], targets: Sequence[GuideSamples], fold_arrays: Sequence[tuple[str, Any, Any]]
+) -> pd.DataFrame:
+    """The score table, ordered by target, then fold."""
+    out = _typed_scores(pd.DataFrame(rows))
+    order = {(t.gene, t.guide): i for i, t in enumerate(targets)}
+    fold_order = {name: i for i, (name, _, _) in enumerate(fold_arrays)}
+    sort_key = [order[(g, s)] * len(fold_order) + fold_order[f] for g, s, f in zip(out[GENE], out[GUIDE], out["fold"])]
+    return out.iloc[np.argsort(sort_key, kind="stable")].reset_index(drop=True)
+
+
+def classify_guides(
+    table: pd.DataFrame,
+    guides: list[tuple[str, str]] | None,
+    folds: Sequence[Any],
+    options: ClassifyOptions,
+    variant: str,
+    model: str = "",
+    log: logging.Logger | None = None,
+    *,
+    nulls: Sequence[GuideSamples] = (),
+) -> pd.DataFrame:
+    """Score each (guide, fold): one row per pair with exactly ``SCORE_COLUMNS``.
+
+    ``guides`` are (gene, guide) pairs of the table's perturbations (None = all of them);
+    ``nulls`` are pseudo-guides (``null_guide_design``), scored after them the same way but
+    without the concentration models. ``folds`` carry positional ``train``/``test`` row
+    indices. ``options`` (:meth:`ClassifyOptions.from_config`) carries the settings and the
+    seed. Pairs that cannot be scored get status ``skipped`` with the reason and NaN scores;
+    nothing is dropped silently. Results are deterministic for a fixed seed and independent
+    of which other guides are scored alongside, and of ``options.block_size``.
+    """
+    log = log or logging.getLogger(__name__)
+    source = f"classification table ({model or 'model'}/{variant})"
+    validate_profile_metadata(table, source=source)
+    X, _names = feature_matrix(table, source, log)
+    targets = _targets(table, guides, nulls, source)
+    fold_arrays = _fold_arrays(folds, len(table))
+    if not targets or not fold_arrays:
+        return _empty_scores()
+    if X.shape[1] < 2:
+        raise ValueError(f"{source}: needs at least 2 non-constant feature columns, has {X.shape[1]}")
+    job = _Job(X, control_mask(table), options, model, variant, source, log)
+    rows: list[dict[str, Any]] = []
+    for f_i, fold in enumerate(fold_arrays):
+        rows.extend(_score_fold(job, targets, fold, f_i, len(fold_arrays)))
+    return _sorted_scores(rows, targets, fold_arrays)
+
+
+def classify_shard(
+    table: pd.DataFrame,
+    shard: int,
+    n_shards: int,
+    folds: Sequence[Any],
+    options: ClassifyOptions,
+    variant: str,
+    model: str = "",
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
+    """Classify every guide of shard ``shard`` (of ``n_shards``) of the table's perturbed genes,
+    and the pseudo-guides ``j`` with ``j % n_shards == shard`` of the null
+    (``null_guide_design(table, classify.n_null_guides, seed)``: the same draw in every shard)."""
+    if not 0 <= shard < n_shards:
+        raise ValueError(f"classify_shard: shard {shard} is not in 0..{n_shards - 1}")
+    log = log or logging.getLogger(__name__)
+    design = null_guide_design(table, options.n_null_guides, options.seed, log)
+    nulls = design[shard::n_shards]
+    pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
+    genes = shard_genes(table.loc[pert, GENE].astype(str).unique().tolist(), n_shards)[shard]
+    guides = guides_of(table, genes)
+    log.info(
+        "shard %d/%d of %s/%s: %d gene(s), %d guide(s), %d of %d pseudo-guides",
+        shard + 1,
+        n_shards,
+        model or "model",
+        variant,
+        len(genes),
+        len(guides),
+        len(nulls),
+        len(design),
+    )
+    return classify_guides(table, guides, folds, options, variant, model, log, nulls=nulls)

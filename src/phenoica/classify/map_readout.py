@@ -1,0 +1,129 @@
+"""The mAP readout: copairs mean average precision of each guide's wells against the controls."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+
+import numpy as np
+import pandas as pd
+
+from phenoica.classify.engine import feature_matrix
+from phenoica.classify.null import control_mask
+from phenoica.profiles.wells import aggregate_wells
+from phenoica.screen import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, validate_profile_metadata
+from phenoica.seeding import derive_seed
+from phenoica.stats import bh_qvalues
+
+MAP_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "n_wells",
+    "mean_average_precision",
+    "map_p_value",
+    "map_q_value",
+)
+
+
+def well_profiles(table: pd.DataFrame) -> pd.DataFrame:
+    """Mean profile per (plate, well) (``profiles.wells.aggregate_wells``); a table that is already
+    one row per well, or has no ``Metadata_Well`` column, is returned as it is."""
+    if WELL not in table.columns or not table.duplicated([PLATE, WELL]).any():
+        return table
+    return aggregate_wells(table)
+
+
+def guide_map(
+    table: pd.DataFrame,
+    variant: str,
+    model: str,
+    seed: int,
+    null_size: int = 10000,
+    cache_dir: str | None = None,
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
+    """Phenotypic activity per guide: copairs mean average precision of its wells vs controls.
+
+    As the field's recipes do it (jump-profiling-recipe, Kalinin et al. 2025): on well-level
+    profiles (sites averaged), each well of a guide ranks the guide's other wells (positives)
+    among the control wells of its own plate (negatives) by cosine similarity; the guide's
+    mAP averages its wells' average precision. Controls are never positives of each other.
+    p-values come from copairs' null of random rank lists (``null_size`` draws per
+    configuration, seeded by ``derive_seed(seed, "map", model, variant)``); ``map_q_value`` is
+    the Benjamini-Hochberg correction over the guides of this (model, variant). A guide with a
+    single well has no positive pair: NaN (logged). copairs caches null distributions on disk:
+    in ``cache_dir`` if given, else in a temporary folder removed after. Returns
+    ``MAP_COLUMNS``.
+    """
+    from copairs.map import average_precision, mean_average_precision
+
+    log = log or logging.getLogger(__name__)
+    source = f"mAP table ({model or 'model'}/{variant})"
+    validate_profile_metadata(table, source=source)
+    wells = well_profiles(table).reset_index(drop=True)
+    X, _ = feature_matrix(wells, source, log)
+    is_control = control_mask(wells)
+    if not is_control.any():
+        raise ScreenError(f"{source}: no control rows ({PERT_TYPE} == {CONTROL!r}) to compare guides against")
+    group_col, ctrl_col = "Metadata_MapGroup", "Metadata_MapIsControl"
+    gene = wells[GENE].astype(str).to_numpy()
+    guide = wells[GUIDE].astype(str).to_numpy()
+    key = np.char.add(np.char.add(gene.astype(str), "\x1f"), guide.astype(str))
+    meta = pd.DataFrame(
+        {
+            # every control well is its own group, so controls never pair up as positives
+            group_col: np.where(is_control, np.char.add("\x1econtrol", np.arange(len(wells)).astype(str)), key),
+            PLATE: wells[PLATE].astype(str).to_numpy(),
+            ctrl_col: is_control,
+        }
+    )
+    pairs = pd.DataFrame({GENE: gene[~is_control], GUIDE: guide[~is_control], group_col: key[~is_control]})
+    n_wells = pairs.groupby(group_col).size().rename("n_wells")
+    pairs = pairs.drop_duplicates(group_col).merge(n_wells.reset_index(), on=group_col)
+    pairs = pairs.sort_values([GENE, GUIDE]).reset_index(drop=True)
+    if pairs.empty:
+        return pd.DataFrame({c: [] for c in MAP_COLUMNS})
+    ap = average_precision(
+        meta,
+        X.astype(np.float64, copy=False),
+        pos_sameby=[group_col],
+        pos_diffby=[],
+        neg_sameby=[PLATE],
+        neg_diffby=[ctrl_col],
+        distance="cosine",
+        progress_bar=False,
+    )
+    ap = ap[~ap[ctrl_col].astype(bool)]
+    ap = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float))]
+    result = pd.DataFrame({group_col: [], "mean_average_precision": [], "p_value": []})
+    if len(ap):
+        with tempfile.TemporaryDirectory(prefix="phenoica-copairs-") as tmp:
+            result = mean_average_precision(
+                ap,
+                sameby=[group_col],
+                null_size=null_size,
+                threshold=0.05,
+                seed=derive_seed(seed, "map", model, variant),
+                progress_bar=False,
+                max_workers=1,
+                cache_dir=cache_dir or tmp,
+            )[[group_col, "mean_average_precision", "p_value"]]
+    out = pairs.merge(result, on=group_col, how="left")
+    unscored = out["mean_average_precision"].isna()
+    if unscored.any():
+        log.warning(
+            "%s: %d guide(s) have no positive pair (a single well, or no control well on their plates) and get "
+            "no mAP: %s",
+            source,
+            int(unscored.sum()),
+            out.loc[unscored, GUIDE].tolist()[:10],
+        )
+    out = out.rename(columns={"p_value": "map_p_value"})
+    out["map_p_value"] = out["map_p_value"].astype(np.float64)
+    out["map_q_value"] = bh_qvalues(out["map_p_value"].to_numpy())
+    out["mean_average_precision"] = out["mean_average_precision"].astype(np.float64)
+    out["n_wells"] = out["n_wells"].astype(np.int64)
+    out["model"], out["variant"] = model, variant
+    return out[list(MAP_COLUMNS)].reset_index(drop=True)

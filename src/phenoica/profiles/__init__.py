@@ -1,0 +1,38 @@
+"""Gather per-plate embeddings into one profile table, from phenoica or from elsewhere; read
+profile tables back row batch by row batch.
+
+Entry points: the embed rule's parquet files, or any parquet in the data contract's shape
+(``Metadata_*`` columns + numeric feature columns, or one list-valued embedding column).
+Analysis level: per image, or per well (mean of the well's images).
+
+Everything streams, so a screen of tens of millions of images needs no large node:
+
+- :func:`~phenoica.profiles.gather.write_profiles` reads each embedding file in row batches (``pyarrow`` ``iter_batches``)
+  and writes the profile parquet with a ``ParquetWriter`` (row groups of ``batch_rows`` rows),
+  atomically. Every batch is validated as it passes (profile metadata, finite numeric
+  features, the same feature columns in every file); the "gene under two PertTypes" check holds
+  across files through a running gene -> PertType map.
+- Well level: wells never span plates, so each input file (a plate) is averaged on its own
+  before it is written; a first, metadata-only pass over the files decides which metadata
+  columns are constant within every well (those are kept, as in :func:`~phenoica.profiles.wells.aggregate_wells`).
+  Memory then holds one file's wells at a time: give one file per plate (or a few).
+- :class:`~phenoica.profiles.tables.ProfileSource` yields row batches of a profile parquet (or of an in-memory table)
+  for the transform stages, pass after pass.
+
+Memory is bounded by ``batch_rows`` rows (default :data:`~phenoica.profiles.tables.DEFAULT_BATCH_ROWS`), not by the
+screen. The output has the metadata columns first (the union over the files, in order of
+appearance; a column a file lacks is null there), then the float32 features.
+
+Modules, one job each:
+
+- :mod:`~phenoica.profiles.tables`: profile parquets' columns, row batches read
+  (``ProfileSource``) and written (``RowGroupWriter``, ``write_batches``);
+- :mod:`~phenoica.profiles.features`: which columns are features (``FeatureSelection``,
+  ``IDENTIFIER_PATTERNS``); list-valued embedding columns;
+- :mod:`~phenoica.profiles.embeddings`: embedding files' footers planned and checked
+  (``plan_embeddings``), their row batches validated as they stream; ``expand_glob``;
+- :mod:`~phenoica.profiles.wells`: per-well means, streamed (``WellMeans``) or in memory
+  (``aggregate_wells``);
+- :mod:`~phenoica.profiles.gather`: the gather itself (``iter_profiles``, ``write_profiles``,
+  ``gather_profiles``).
+"""

@@ -1,0 +1,177 @@
+"""The rotations of whitened embeddings: ICA (:class:`ICARotation`, Picard-O or FastICA) and a
+seeded Haar-random rotation (:class:`RandomRotation`, the "any rotation" control).
+
+Both are fitted on rows in memory: :class:`ICARotation` on a seeded subsample of at most
+``max_samples`` whitened rows, :class:`RandomRotation` from the width alone. They follow the
+scikit-learn idiom (hyper-parameters in ``__init__``, learned attributes end in ``_``,
+``transform`` never refits).
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import Any
+
+import numpy as np
+from picard import picard
+from scipy import linalg
+from scipy.stats import ortho_group
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.decomposition import FastICA
+from sklearn.exceptions import ConvergenceWarning
+from sklearn.utils.validation import check_is_fitted
+
+from phenoica.arrays import centered_chunks, check_matrix, out_dtype
+from phenoica.variants.accumulators import RowSample
+
+LOG = logging.getLogger(__name__)
+
+
+ICA_METHODS = ("picard", "fastica")
+
+
+# --------------------------------------------------------------------------- rotations
+
+
+def nearest_orthogonal(W: np.ndarray) -> np.ndarray:
+    """The orthogonal matrix closest to ``W`` in Frobenius norm (polar factor, via SVD)."""
+    U, _, Vt = linalg.svd(W)
+    return U @ Vt
+
+
+class _Rotation(TransformerMixin, BaseEstimator):
+    """Shared transform of the orthogonal rotations: ``Z @ rotation_.T``."""
+
+    def transform(self, Z: Any) -> np.ndarray:
+        """Rotate whitened rows (never refits)."""
+        check_is_fitted(self, "rotation_")
+        Z = check_matrix(Z, f"{type(self).__name__}.transform Z", self.n_features_in_)
+        out = np.empty(Z.shape, dtype=out_dtype(Z))
+        for rows, block in centered_chunks(Z, np.zeros(Z.shape[1])):
+            out[rows] = block @ self.rotation_.T
+        return out
+
+
+class ICARotation(_Rotation):
+    """An orthogonal ICA unmixing rotation learned on whitened data: ``S = Z @ rotation_.T``.
+
+    ``method="picard"`` (default): python-picard's orthogonal Picard (Picard-O,
+    ``ortho=True, extended=True``: handles sub- and super-Gaussian sources). ``"fastica"``:
+    scikit-learn FastICA (parallel, logcosh, ``whiten=False`` since the input is white).
+    ``max_samples``: fit on a seeded subsample of at most that many rows (None = all); rows
+    already subsampled to at most ``max_samples`` (a streamed fit collects them) are all used.
+
+    Convergence is reported, never hidden: ``converged_`` and ``n_iter_`` are recorded and a
+    non-converged fit logs a warning (the rotation is then the last iterate). The returned
+    unmixing is projected onto the nearest orthogonal matrix (``orthogonality_error_`` records
+    max |W W^T - I| before the projection), so the whitened covariance stays the identity.
+    Signs are fixed so that each row's largest-magnitude entry is positive.
+    """
+
+    def __init__(
+        self,
+        method: str = "picard",
+        max_iter: int = 500,
+        tol: float = 1e-7,
+        seed: int = 0,
+        max_samples: int | None = None,
+    ) -> None:
+        self.method = method
+        self.max_iter = max_iter
+        self.tol = tol
+        self.seed = seed
+        self.max_samples = max_samples
+
+    def _check_params(self) -> None:
+        if self.method not in ICA_METHODS:
+            raise ValueError(f"ICA method: expected one of {ICA_METHODS}, got {self.method!r}")
+        if self.max_iter < 1 or self.tol <= 0:
+            raise ValueError(f"ICA: max_iter must be >= 1 and tol > 0, got {self.max_iter}, {self.tol}")
+
+    def fit(self, Z: Any, y: Any = None) -> "ICARotation":
+        """Learn the rotation on whitened rows ``Z`` (a seeded subsample if ``max_samples``)."""
+        self._check_params()
+        Z = check_matrix(Z, "ICARotation.fit Z")
+        sample = RowSample(Z.shape[0], self.max_samples, self.seed)
+        sample.add(Z)
+        Z = sample.rows()
+        k = Z.shape[1]
+        if Z.shape[0] <= k:
+            raise ValueError(
+                f"ICA: {Z.shape[0]} samples are too few for {k} components (need more samples than components)"
+            )
+        self.n_features_in_ = k
+        self.n_samples_fit_ = int(Z.shape[0])
+        if k == 1:
+            self.rotation_ = np.ones((1, 1))
+            self.converged_, self.n_iter_, self.orthogonality_error_ = True, 0, 0.0
+            return self
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            if self.method == "picard":
+                _, W, _, n_iter = picard(
+                    np.ascontiguousarray(Z.T, dtype=np.float64),
+                    ortho=True,
+                    extended=True,
+                    whiten=False,
+                    centering=True,
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                    random_state=self.seed,
+                    return_n_iter=True,
+                )
+                failed = [w for w in caught if "did not converge" in str(w.message)]
+            else:
+                ica = FastICA(
+                    whiten=False,
+                    algorithm="parallel",
+                    fun="logcosh",
+                    max_iter=self.max_iter,
+                    tol=self.tol,
+                    random_state=self.seed,
+                ).fit(Z.astype(np.float64))
+                W, n_iter = ica.components_, ica.n_iter_
+                failed = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
+        for w in caught:
+            if w not in failed:
+                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
+        W = np.asarray(W, dtype=np.float64)
+        self.orthogonality_error_ = float(np.abs(W @ W.T - np.eye(k)).max())
+        W = nearest_orthogonal(W)
+        W *= np.sign(W[np.arange(k), np.abs(W).argmax(axis=1)])[:, None]
+        self.rotation_ = W
+        self.n_iter_ = int(n_iter)
+        self.converged_ = not failed
+        if failed:
+            LOG.warning(
+                "ICA (%s) did not converge in %d iterations (tol %g) on %d x %d whitened data: %s; "
+                "the rotation is the last iterate. Raise ica_max_iter or ica_tol.",
+                self.method,
+                self.n_iter_,
+                self.tol,
+                Z.shape[0],
+                k,
+                failed[0].message,
+            )
+        return self
+
+
+class RandomRotation(_Rotation):
+    """A Haar-random orthogonal rotation (scipy ``ortho_group``), seeded: the "any rotation" control."""
+
+    def __init__(self, seed: int = 0) -> None:
+        self.seed = seed
+
+    def fit(self, Z: Any, y: Any = None) -> "RandomRotation":
+        """Draw a rotation of the dimension of ``Z`` (only its width is used)."""
+        return self.draw(check_matrix(Z, "RandomRotation.fit Z").shape[1])
+
+    def draw(self, n_components: int) -> "RandomRotation":
+        """Draw the seeded Haar-random rotation of dimension ``n_components`` (what ``fit`` does
+        with the width of its input)."""
+        if int(n_components) < 1:
+            raise ValueError(f"RandomRotation.draw: n_components must be >= 1, got {n_components}")
+        self.rotation_ = np.atleast_2d(ortho_group.rvs(int(n_components), random_state=self.seed)).astype(np.float64)
+        self.n_features_in_ = int(n_components)
+        return self
