@@ -41,14 +41,25 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from phenoica import metrics
 from phenoica.classify.bins import FoldBins
 from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix
 from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
 from phenoica.classify.params import ClassifyOptions, lightgbm_params, resolve_classify_config
-from phenoica.config import validate_config
-from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
-from phenoica.splits import Fold
+from phenoica.classify.splits import Fold
+from phenoica.contract.screen import (
+    BATCH,
+    CONTROL,
+    GENE,
+    GUIDE,
+    IMAGE_INDEX,
+    PERT_TYPE,
+    PERTURBATION,
+    PLATE,
+    SITE,
+    WELL,
+)
+from phenoica.identifiability import metrics
+from phenoica.workflow.config import validate_config
 
 SITES = 4
 

@@ -21,7 +21,7 @@ from classify_throughput import Fold, synthetic_screen
 from phenoica.classify.engine import classify_guides
 from phenoica.classify.null import guides_of
 from phenoica.classify.params import ClassifyOptions
-from phenoica.screen import BATCH
+from phenoica.contract.screen import BATCH
 
 
 def main() -> None:

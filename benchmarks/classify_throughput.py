@@ -31,7 +31,8 @@ import pandas as pd
 from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix, score_guide
 from phenoica.classify.null import control_mask, guides_of
 from phenoica.classify.params import ClassifyOptions, lightgbm_params, resolve_classify_config
-from phenoica.screen import (
+from phenoica.classify.splits import Fold
+from phenoica.contract.screen import (
     BATCH,
     CONTROL,
     GENE,
@@ -44,7 +45,6 @@ from phenoica.screen import (
     WELL,
     feature_name,
 )
-from phenoica.splits import Fold
 
 
 def synthetic_screen(

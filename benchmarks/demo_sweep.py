@@ -5,8 +5,8 @@ For each setting (overrides of config.yaml, dotted keys), the demo screen is sim
 per demo section), one MAE is trained on it with ``phenoica.models.mae.train_mae``, every image is
 embedded (the workflow's preprocessing: scale, per-image per-channel instance normalization,
 non-overlapping crops, mean over crops) and the held-out linear-probe R^2 of the gene-shifted
-true factors is computed from the embeddings (``phenoica.metrics.probe_r2``: ridge, 5-fold
-CV on z-scored emb_* columns; the factors from ``phenoica.truth.shifted_factors``). The
+true factors is computed from the embeddings (``phenoica.identifiability.metrics.probe_r2``: ridge, 5-fold
+CV on z-scored emb_* columns; the factors from ``phenoica.report.truth.shifted_factors``). The
 baseline, measured in the same run for each setting, is the same encoder at its random
 initialization (0 training steps): the ratio says what training added. Prints one row per
 setting as it finishes (probe R^2 trained / random init, train and embed wall seconds) and
@@ -39,15 +39,17 @@ import pandas as pd
 import torch
 import yaml
 
-from phenoica import metrics, screen, truth
-from phenoica.config import demo_plates, validate_config
+from phenoica.contract import screen
+from phenoica.identifiability import metrics
 from phenoica.models.extractor import embed_crops
 from phenoica.models.features import build_feature_extractor
 from phenoica.models.mae import TrainOptions, train_mae
+from phenoica.report import truth
 from phenoica.sources import demo as sim
 from phenoica.sources.demo import design as sim_design
 from phenoica.sources.demo import plates as sim_plates
 from phenoica.sources.preprocess import prepare
+from phenoica.workflow.config import demo_plates, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 

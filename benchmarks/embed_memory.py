@@ -56,7 +56,7 @@ def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
 
 def write_store(path: Path, n: int, args: argparse.Namespace) -> Path:
     """A plate of n random images, written block by block (the parent never holds it whole)."""
-    from phenoica.screen import write_plate
+    from phenoica.contract.screen import write_plate
 
     rng = np.random.default_rng(args.seed)
     shape = (n, args.channels, args.size, args.size)

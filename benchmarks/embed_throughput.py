@@ -23,11 +23,11 @@ import pandas as pd
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
+from phenoica.contract.screen import write_plate
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.plate import PlateModel, embed_plate
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import embed_crops
-from phenoica.screen import write_plate
 from phenoica.sources.preprocess import prepare
 
 

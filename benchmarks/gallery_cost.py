@@ -18,9 +18,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from phenoica.channels import channel_styles
+from phenoica.contract.screen import open_plate, write_plate
 from phenoica.report import gallery as G
-from phenoica.screen import open_plate, write_plate
+from phenoica.report.channels import channel_styles
 
 CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito", "Brightfield"]
 

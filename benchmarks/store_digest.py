@@ -1,6 +1,6 @@
 """What keying plate jobs on store content costs when the DAG is built, on a genome-scale plate list.
 
-Every invocation of the workflow (a dry run too) computes ``phenoica.workflow.store_digest`` of
+Every invocation of the workflow (a dry run too) computes ``phenoica.workflow.dag.store_digest`` of
 each plate's store: one ``os.scandir`` walk (name, size and modification time of every file),
 the whole of the small metadata documents and the first and last 4 KiB of four chunk files.
 This script lays out ``--plates`` Zarr-shaped stores of ``--chunks`` chunk files each (default:
@@ -10,7 +10,7 @@ times, in the same run:
 
 - baseline: what building the DAG read of each store before (``os.stat`` of its two
   ``zarr.json`` documents, the screen check's key);
-- digest: :func:`phenoica.workflow.store_digest` of every store, cold and warm (a second pass:
+- digest: :func:`phenoica.workflow.dag.store_digest` of every store, cold and warm (a second pass:
   the file system's metadata cached, as on a rerun).
 
 It prints seconds, per-plate milliseconds and the ratio digest / baseline. Run:
@@ -28,7 +28,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from phenoica.workflow import store_digest
+from phenoica.workflow.dag import store_digest
 
 
 def lay_out(root: Path, plates: int, chunks: int, chunk_bytes: int) -> list[Path]:

@@ -51,7 +51,7 @@ def write_plates(folder: Path, n: int, d: int, plate_rows: int, plates_per_batch
     import pyarrow.parquet as pq
     from scipy.stats import ortho_group
 
-    from phenoica.screen import feature_name
+    from phenoica.contract.screen import feature_name
 
     rng = np.random.default_rng(seed)
     sources = 8

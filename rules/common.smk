@@ -10,9 +10,10 @@ sys.path.insert(0, _SRC)
 # (Set, not required from the user: scripts and cluster jobs inherit it.)
 os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
 
-from phenoica.config import check_yaml_files, run_models, schema_enum, validate_config
-from phenoica import workflow as wf
-from phenoica.paths import benchmark_path, log_path, output_paths
+from phenoica.workflow.config import run_models, validate_config
+from phenoica.workflow.schema import check_yaml_files, schema_enum
+from phenoica.workflow import dag as wf
+from phenoica.workflow.paths import benchmark_path, log_path, output_paths
 
 # Snakemake reads config files keeping the last of two equal keys without a word: read the
 # files it was given (configfile, --configfile) again, strictly (a key twice names both lines).
@@ -20,7 +21,7 @@ check_yaml_files(workflow.configfiles)
 
 # The models are exactly those the user names, else config.yaml's default_models (the demo's):
 # Snakemake merges config files key by key, so the defaults have their own key
-# (phenoica.config.run_models).
+# (phenoica.workflow.config.run_models).
 _validated = validate_config(run_models(config))
 config.clear()
 config.update(_validated)
@@ -32,7 +33,7 @@ VARIANTS = list(config["transforms"]["variants"])
 SHARDS = list(range(config["classify"]["n_shards"]))
 PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings
 ENVS = "../envs/phenoica.yaml"
-OUT = output_paths(RESULTS)  # every output's template, by stage (phenoica.paths)
+OUT = output_paths(RESULTS)  # every output's template, by stage (phenoica.workflow.paths)
 
 
 def log_file(rule, wildcards=""):
@@ -47,7 +48,7 @@ def benchmark_file(rule, wildcards=""):
 # model, before any job runs (a dry run too), for every source; a passed check is recorded
 # under a key of all it read, so it runs again only when the screen, the tables, the stores,
 # the embedding files or the models change.
-from phenoica.validate import check_screen_once
+from phenoica.contract.validate import check_screen_once
 
 check_screen_once(config, PLATES, OUT.screen.validated)
 

@@ -1,13 +1,13 @@
 """Rule align: Table 1 (model-to-model alignment errors) for every pair of models, one variant."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.identifiability", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
 from phenoica.identifiability.branch import alignment_for_variant
-from phenoica.io import write_parquet
+from phenoica.utils.io import write_parquet
 
 tables = {m: pd.read_parquet(p) for m, p in zip(snakemake.params.models, snakemake.input)}
 out = alignment_for_variant(

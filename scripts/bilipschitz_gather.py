@@ -1,13 +1,13 @@
 """Rule bilipschitz_gather: per-model B summaries and cross-seed alignment errors of one dataset."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.bilipschitz_gather", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.io import write_parquet
 from phenoica.studies.bilipschitz.gather import gather_dataset
+from phenoica.utils.io import write_parquet
 
 models, pairs, samples = gather_dataset(
     [pd.read_parquet(p) for p in snakemake.input], snakemake.params.train_fraction, snakemake.params.seed

@@ -1,6 +1,6 @@
 """Rule bilipschitz_report: figures, Spearman table (bootstrap intervals), verdict, Markdown and HTML page."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.bilipschitz_report", snakemake.log[0])  # first: the log holds everything the job prints
 

@@ -1,6 +1,6 @@
 """Rule biomap: one (model, variant)'s gene map: neighbours, consistency, recall, coverage, heatmap."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.biomap", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,10 +8,10 @@ import pandas as pd
 
 from phenoica.biomap.annotations import load_sources
 from phenoica.biomap.gene_map import gene_map
-from phenoica.io import write_parquet
+from phenoica.contract.screen import GENE
 from phenoica.report.gene_maps import heatmap_figure
-from phenoica.screen import GENE
-from phenoica.workflow import with_speed_settings
+from phenoica.utils.io import write_parquet
+from phenoica.workflow.dag import with_speed_settings
 
 cfg = with_speed_settings(snakemake.params.biomap, snakemake.config, "biomap")
 model, variant = snakemake.wildcards.model, snakemake.wildcards.variant

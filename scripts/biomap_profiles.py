@@ -1,11 +1,11 @@
 """Rule biomap_profiles: guide and gene profiles of one (model, variant)."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.biomap_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.biomap.aggregate import aggregate_profiles
-from phenoica.io import write_parquet
+from phenoica.utils.io import write_parquet
 
 guides, genes = aggregate_profiles(snakemake.input[0], center_on_controls=snakemake.params.center_on_controls, log=log)
 write_parquet(guides, snakemake.output.guides)

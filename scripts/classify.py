@@ -1,6 +1,6 @@
 """Rule classify: LightGBM per guide vs controls for one gene shard of one (model, variant)."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.classify", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,9 +8,9 @@ import pandas as pd
 
 from phenoica.classify.engine import classify_shard
 from phenoica.classify.params import ClassifyOptions
-from phenoica.io import write_parquet
-from phenoica.splits import read_folds
-from phenoica.workflow import with_speed_settings
+from phenoica.classify.splits import read_folds
+from phenoica.utils.io import write_parquet
+from phenoica.workflow.dag import with_speed_settings
 
 w = snakemake.wildcards
 table = pd.read_parquet(snakemake.input.variant)

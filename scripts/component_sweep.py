@@ -1,6 +1,6 @@
 """Rule component_sweep: one model's screen scored again at a grid of whitened component counts."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.component_sweep", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.io import write_parquet
-from phenoica.splits import read_folds
-from phenoica.sweep import SweepOptions, chosen_count, sweep_model
-from phenoica.workflow import with_speed_settings
+from phenoica.classify.splits import read_folds
+from phenoica.utils.io import write_parquet
+from phenoica.variants.sweep import SweepOptions, chosen_count, sweep_model
+from phenoica.workflow.dag import with_speed_settings
 
 p = snakemake.params
 options = SweepOptions.from_config(

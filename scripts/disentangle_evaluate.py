@@ -1,6 +1,6 @@
 """Rule disentangle_evaluate: InfoMEC, MCC, R^2, DCI of one (dataset, model, seed); ae_ica from the AE's latents."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
 

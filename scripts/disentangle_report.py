@@ -1,6 +1,6 @@
 """Rule disentangle_report: gather every (dataset, model, seed) score, write Table 2, NMI figures, report.md, index.html."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.disentangle_report", snakemake.log[0])  # first: the log holds everything the job prints
 

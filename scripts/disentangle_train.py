@@ -1,6 +1,6 @@
 """Rule disentangle_train: train one (dataset, model, seed), write eval-set latents + weights."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.disentangle_train", snakemake.log[0])  # first: the log holds everything the job prints
 

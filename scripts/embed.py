@@ -1,7 +1,7 @@
 """Rule embed: stream one plate's (or a group of plates') tiles through the model's encoder into
 each plate's embeddings parquet, the model built once per job."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.embed", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from phenoica.embed.jobs import EmbedJob, PlateJob, embed_model_plates
 from phenoica.embed.options import EmbedOptions
-from phenoica.workflow import with_speed_settings
+from phenoica.workflow.dag import with_speed_settings
 
 
 def files(named) -> list[Path]:

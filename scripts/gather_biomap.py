@@ -1,6 +1,6 @@
 """Rule gather_biomap: every (model, variant)'s biomap tables, one table per kind."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.gather_biomap", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.io import write_parquet
+from phenoica.utils.io import write_parquet
 
 for kind, out in snakemake.output.items():
     parts = [pd.read_parquet(p) for p in getattr(snakemake.input, kind)]

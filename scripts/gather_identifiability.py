@@ -1,12 +1,12 @@
 """Rule gather_identifiability: Table 1 rows of every variant, factor recovery of every model."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.gather_identifiability", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.io import write_parquet
+from phenoica.utils.io import write_parquet
 
 for name in ("align", "structural"):
     paths = list(getattr(snakemake.input, name))

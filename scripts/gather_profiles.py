@@ -1,12 +1,12 @@
 """Rule gather_profiles: per-plate embeddings -> one profile table (image or well level), streamed."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.profiles.features import FeatureSelection
 from phenoica.profiles.gather import write_profiles
-from phenoica.workflow import speed_settings
+from phenoica.workflow.dag import speed_settings
 
 batch_rows = speed_settings(snakemake.config, "profiles")["batch_rows"]
 features = FeatureSelection.from_config(snakemake.params.features)

@@ -1,14 +1,14 @@
 """Rule gather_scores: all shards -> guide-fold rows, guide and gene scores with hit calls, the
 hit table beside the mAP readout, and the null's calibration summary."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.gather_scores", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.hits import screen_calls
-from phenoica.io import write_parquet
+from phenoica.hits.calls import screen_calls
+from phenoica.utils.io import write_parquet
 
 p = snakemake.params
 rows = pd.concat([pd.read_parquet(f) for f in snakemake.input.shards], ignore_index=True)

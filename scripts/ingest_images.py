@@ -1,12 +1,12 @@
 """Rule ingest_images: per-channel image files of one plate -> plate store + metadata."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.sources.images import ImageIngestOptions, ingest_image_plate
 from phenoica.sources.plate_map import read_plate_map
-from phenoica.workflow import speed_settings
+from phenoica.workflow.dag import speed_settings
 
 options = ImageIngestOptions(
     pattern=snakemake.params.pattern,

@@ -1,12 +1,12 @@
 """Rule ingest_loaddata: one plate of CellProfiler LoadData CSV(s) -> plate store + metadata."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.ingest_loaddata", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.sources.loaddata import ingest_loaddata_plate, read_loaddata
 from phenoica.sources.plate_map import read_plate_map
-from phenoica.workflow import speed_settings
+from phenoica.workflow.dag import speed_settings
 
 ingest_loaddata_plate(
     read_loaddata(snakemake.params.loaddata),

@@ -1,12 +1,12 @@
 """Rule ingest_ome_zarr: one OME-Zarr HCS plate -> plate store + metadata."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.ingest_ome_zarr", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.sources.ome_zarr import ingest_ome_zarr_plate
 from phenoica.sources.plate_map import read_plate_map
-from phenoica.workflow import speed_settings
+from phenoica.workflow.dag import speed_settings
 
 ingest_ome_zarr_plate(
     snakemake.input.hcs,

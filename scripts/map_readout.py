@@ -1,14 +1,14 @@
 """Rule map_readout: copairs phenotypic activity (mAP of a guide's wells vs same-plate control
 wells) with p- and q-values, per (model, variant)."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.map_readout", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
 from phenoica.classify.map_readout import guide_map
-from phenoica.io import write_parquet
+from phenoica.utils.io import write_parquet
 
 w = snakemake.wildcards
 out = guide_map(

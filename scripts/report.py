@@ -1,6 +1,6 @@
 """Rule report: the report's sections (phenoica.report.write.SECTIONS) over the rule's inputs."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.report", snakemake.log[0])  # first: the log holds everything the job prints
 

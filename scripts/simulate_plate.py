@@ -1,11 +1,11 @@
 """Rule simulate_plate: one demo plate (tiles, metadata, ground-truth factors)."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.simulate_plate", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.sources.demo.plates import write_demo_plate
-from phenoica.workflow import with_speed_settings
+from phenoica.workflow.dag import with_speed_settings
 
 plate = snakemake.wildcards.plate
 write_demo_plate(

@@ -1,12 +1,12 @@
 """Rule simulate_truth: the demo screen's per-guide ground truth."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.io import write_parquet
 from phenoica.sources.demo.design import gene_truth
-from phenoica.workflow import with_speed_settings
+from phenoica.utils.io import write_parquet
+from phenoica.workflow.dag import with_speed_settings
 
 truth = gene_truth(with_speed_settings(snakemake.params.demo, snakemake.config, "demo"), snakemake.params.seed)
 write_parquet(truth, snakemake.output[0])

@@ -1,13 +1,13 @@
 """Rule splits: the batch-effect folds (leave one batch out, or in-distribution) of a model's profiles."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
-log = rule_logger("phenoica.splits", snakemake.log[0])  # first: the log holds everything the job prints
+log = rule_logger("phenoica.classify.splits", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.io import write_parquet
-from phenoica.splits import folds_table, make_folds
+from phenoica.classify.splits import folds_table, make_folds
+from phenoica.utils.io import write_parquet
 
 profiles = pd.read_parquet(snakemake.input[0])
 folds = make_folds(profiles, snakemake.params.splits, snakemake.params.splits.get("seed", 0))

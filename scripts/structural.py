@@ -1,13 +1,13 @@
 """Rule structural: how well one (model, variant) recovers the demo's ground-truth factors."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.structural", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
 from phenoica.identifiability.branch import structural_scores
-from phenoica.io import write_parquet
+from phenoica.utils.io import write_parquet
 
 w, s = snakemake.wildcards, snakemake.params.settings
 factors = pd.concat([pd.read_parquet(p) for p in snakemake.input.factors], ignore_index=True)

@@ -1,13 +1,13 @@
 """Rule train_mae: masked-autoencoder pretraining on the screen's own tiles."""
 
-from phenoica.io import rule_logger
+from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log holds everything the job prints
 
 import torch
 
 from phenoica.models.mae import TrainOptions, record_training, train_mae
-from phenoica.workflow import with_speed_settings
+from phenoica.workflow.dag import with_speed_settings
 
 torch.set_num_threads(snakemake.threads)
 summary = train_mae(

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from phenoica.screen import write_plate
+from phenoica.contract.screen import write_plate
 
 CHANNELS = ["DNA", "ER", "Mito"]
 PLATES = ["P1", "P2"]

@@ -7,7 +7,7 @@ import pandas as pd
 import pytest
 
 from phenoica.biomap.aggregate import aggregate_profiles
-from phenoica.screen import ScreenError
+from phenoica.contract.screen import ScreenError
 from phenoica.sources import h5ad
 from tests import report_fixtures as F
 
@@ -92,9 +92,9 @@ def _as_h5ad(files, folder, rename=None):
 
 
 def _door(tmp_path, pattern, **screen):
-    """The door (:func:`phenoica.validate.check_screen_once`) on a source-embeddings config."""
-    from phenoica import validate
-    from phenoica.config import run_models, validate_config
+    """The door (:func:`phenoica.contract.validate.check_screen_once`) on a source-embeddings config."""
+    from phenoica.contract import validate
+    from phenoica.workflow.config import run_models, validate_config
 
     cfg = {"results": str(tmp_path / "res"), "screen": {"source": "embeddings", "embeddings": pattern, **screen}}
     cfg = validate_config(run_models(cfg))
@@ -107,9 +107,9 @@ def test_h5ad_embeddings_give_the_parquet_table_and_identical_scores(tmp_path):
     from phenoica.classify.engine import classify_guides
     from phenoica.classify.null import null_guide_design
     from phenoica.classify.params import ClassifyOptions
+    from phenoica.classify.splits import leave_one_batch_out
     from phenoica.profiles.embeddings import plan_embeddings
     from phenoica.profiles.gather import gather_profiles
-    from phenoica.splits import leave_one_batch_out
 
     files, _ = F.write_screen(tmp_path)
     h5ads = _as_h5ad(files, tmp_path)

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phenoica.arrays import CHUNK_ROWS, check_finite, check_matrix, nonfinite_columns, row_chunks
-from phenoica.screen import ScreenError
+from phenoica.contract.screen import ScreenError
+from phenoica.utils.arrays import CHUNK_ROWS, check_finite, check_matrix, nonfinite_columns, row_chunks
 
 
 def test_row_chunks_cover_counts_and_index_arrays_once():

@@ -16,10 +16,10 @@ from phenoica.biomap import consistency as bm_consistency
 from phenoica.biomap import gene_map as bm_gene_map
 from phenoica.biomap import recall as bm_recall
 from phenoica.biomap import similarity as bm_similarity
+from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 from phenoica.report.gene_maps import batch_biology_figure, biomap_summary, build_gene_maps, heatmap_figure
 from phenoica.report.inputs import ReportInputs, ReportOptions
 from phenoica.report.sections import ReportContext
-from phenoica.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 
 CFG = {
     "genes": "all",

@@ -11,7 +11,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica import metrics
 from phenoica.classify import params as classify_params
 from phenoica.classify.bins import FoldBins
 from phenoica.classify.engine import (
@@ -32,8 +31,8 @@ from phenoica.classify.params import (
     lightgbm_params,
     resolve_classify_config,
 )
-from phenoica.hits import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS, summarize_scores
-from phenoica.screen import (
+from phenoica.classify.splits import Fold
+from phenoica.contract.screen import (
     BATCH,
     CONTROL,
     GENE,
@@ -47,7 +46,8 @@ from phenoica.screen import (
     ScreenError,
     feature_name,
 )
-from phenoica.splits import Fold
+from phenoica.hits.calls import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS, summarize_scores
+from phenoica.identifiability import metrics
 
 D = 8
 STRONG_FEATURE = 2

@@ -223,7 +223,7 @@ def test_forty_valued_factor_keeps_its_forty_classes():
     s = dis_eval.score_latents(z, f, SETTINGS, seed=0, with_dci=False)
     assert s["infoe_sources"].shape == (2,) and s["infoe_sources"][1] > 0.9
     assert np.isnan(s["dci_d"])
-    from phenoica.metrics import infomec
+    from phenoica.identifiability.metrics import infomec
 
     direct = infomec(f, z, seed=0, n_bins=None, infoe_max_iter=300)
     assert s["infoe"] == pytest.approx(direct["infoe"]) and s["infom"] == pytest.approx(direct["infom"])
@@ -236,7 +236,7 @@ def test_controls_random_and_factor_fitted_rotation():
     settings = {**SETTINGS, "ica": {"method": "picard", "n_components": None}}
     oracle = dis_eval.derived_latents("ae_oracle", rotated, settings, seed=0, factors=f)
     rand = dis_eval.derived_latents("ae_rand", rotated, settings, seed=0)
-    from phenoica.metrics import mcc
+    from phenoica.identifiability.metrics import mcc
 
     assert mcc(oracle, f) > 0.98  # the factor-fitted rotation undoes the mixing
     assert mcc(rand, f) < 0.9

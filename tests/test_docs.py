@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from phenoica.config import config_reference
+from phenoica.workflow.schema import config_reference
 from tests.conftest import REPO
 
 DOCS = REPO / "docs"
@@ -27,7 +27,9 @@ def test_config_reference_page_matches_schema():
     start, end = "<!-- config-reference:start -->\n", "<!-- config-reference:end -->"
     assert start in text and end in text
     block = text.split(start, 1)[1].split(end, 1)[0]
-    assert block == config_reference(), "docs/configuration.md is stale: regenerate with python -m phenoica.config"
+    assert block == config_reference(), (
+        "docs/configuration.md is stale: regenerate with python -m phenoica.workflow.schema"
+    )
 
 
 def test_readme_is_short_and_has_the_two_setup_commands_that_ci_runs():

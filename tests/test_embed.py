@@ -14,12 +14,12 @@ import zarr
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
+from phenoica.contract.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
 from phenoica.embed.chunks import TIMING_KEY
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import assemble, iter_chunks, parts_dir, write_part
 from phenoica.embed.plate import PlateModel, embed_plate
 from phenoica.models.device import resolve_device
-from phenoica.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
 from phenoica.sources.preprocess import prepare
 
 torch.set_num_threads(1)
@@ -493,8 +493,8 @@ def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tm
 @pytest.mark.slow
 def test_compiled_model_embeds_like_the_eager_one(tmp_path):
     """embed.compile: the rule's function runs the model through torch.compile (here on the CPU)."""
-    from phenoica.config import validate_config
     from phenoica.embed.jobs import EmbedJob, embed_model_plate
+    from phenoica.workflow.config import validate_config
 
     store, _ = make_store(tmp_path, n=6)
     spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]
@@ -513,8 +513,8 @@ def test_compiled_model_embeds_like_the_eager_one(tmp_path):
 
 
 def test_unknown_compile_option_names_the_key(tmp_path):
-    from phenoica.config import validate_config
     from phenoica.embed.jobs import EmbedJob, embed_model_plate
+    from phenoica.workflow.config import validate_config
 
     store, _ = make_store(tmp_path, n=2)
     spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]

@@ -13,7 +13,7 @@ import torch
 import yaml
 
 import phenoica.models.features as features
-from phenoica.config import validate_config
+from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.embed.chunks import EmbedTiming
 from phenoica.embed.jobs import (
     EmbedJob,
@@ -26,7 +26,7 @@ from phenoica.embed.jobs import (
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import parts_dir
 from phenoica.models.device import Staging, resolve_device
-from phenoica.screen import ScreenError, write_plate
+from phenoica.workflow.config import validate_config
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_store
 from tests.test_mae import SPEC
 

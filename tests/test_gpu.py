@@ -72,7 +72,7 @@ def test_openphenom_layout_on_cuda_matches_the_cpu():
 
 
 def test_mae_trains_on_cuda_and_its_checkpoint_loads_on_the_cpu(tmp_path):
-    from phenoica.screen import write_plate
+    from phenoica.contract.screen import write_plate
 
     plate = write_plate(tmp_path / "P1.zarr", cell_tiles(32), list(CHANNELS), chunk_images=8)
     train = dict(TRAIN, steps=60, batch_size=32, warmup_steps=5, log_every=20)
@@ -104,8 +104,8 @@ def test_staging_round_trip_on_cuda():
 def test_a_job_of_two_plates_on_cuda_matches_the_cpu(tmp_path):
     """embed_model_plates (the rule's function) on CUDA, model built once: both plates equal
     to the fp32 CPU features up to bf16 rounding; compiled with a compile cache folder."""
-    from phenoica.config import validate_config
     from phenoica.embed.jobs import EmbedJob, PlateJob, embed_model_plates
+    from phenoica.workflow.config import validate_config
     from tests.test_embed_jobs import MODEL
 
     frames = {}

@@ -9,9 +9,9 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from phenoica import hits as H
-from phenoica.screen import GENE, GUIDE, ScreenError
-from phenoica.stats import acat, bh_qvalues, bootstrap_mean
+from phenoica.contract.screen import GENE, GUIDE, ScreenError
+from phenoica.hits import calls as H
+from phenoica.utils.stats import acat, bh_qvalues, bootstrap_mean
 
 
 def _expit(z):

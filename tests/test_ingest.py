@@ -12,7 +12,7 @@ import tifffile
 import zarr
 from PIL import Image
 
-from phenoica.screen import (
+from phenoica.contract.screen import (
     IMAGE_INDEX,
     REQUIRED_COLUMNS,
     SITE,
@@ -162,7 +162,7 @@ def test_discover_images_default_pattern(rxrx: tuple[Path, dict]) -> None:
 
 
 def test_default_pattern_matches_config_schema() -> None:
-    from phenoica.config import load_schema
+    from phenoica.workflow.schema import load_schema
 
     screen = load_schema()["properties"]["screen"]["properties"]
     assert screen["image_pattern"]["default"] == images.DEFAULT_PATTERN

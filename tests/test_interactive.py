@@ -14,9 +14,9 @@ import pytest
 from PIL import Image
 from plotly.offline import get_plotlyjs
 
-from phenoica.channels import channel_styles
 from phenoica.report import gallery as G
 from phenoica.report import render
+from phenoica.report.channels import channel_styles
 from phenoica.report.interactive import ASSETS, PAGE, PageInputs, gene_records, place_labels, write_interactive
 from tests import report_fixtures as F
 from tests.browser import chromium, console_errors

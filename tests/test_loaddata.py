@@ -9,8 +9,8 @@ import pandas as pd
 import pytest
 import tifffile
 
+from phenoica.contract.screen import ScreenError, open_plate, plate_channels
 from phenoica.report.gallery import ReadStats, read_gene_tiles
-from phenoica.screen import ScreenError, open_plate, plate_channels
 from phenoica.sources import loaddata as L
 from phenoica.sources.plate_map import validate_plate_map
 

@@ -11,6 +11,7 @@ from safetensors.torch import load_file
 from skimage import data
 from timm.models.vision_transformer import VisionTransformer
 
+from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
 from phenoica.models.features import FeatureExtractor, build_feature_extractor
 from phenoica.models.mae import (
@@ -25,7 +26,6 @@ from phenoica.models.mae import (
     warmup_cosine,
 )
 from phenoica.models.vit import MAX_CHANNELS, build_encoder, load_encoder, save_checkpoint
-from phenoica.screen import ScreenError, write_plate
 
 torch.set_num_threads(1)
 

@@ -15,7 +15,7 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 from sklearn.utils.class_weight import compute_class_weight
 
-from phenoica.metrics import (
+from phenoica.identifiability.metrics import (
     active_latents,
     dci,
     discretize,
@@ -330,7 +330,7 @@ def test_dci_is_seeded(rng):
 
 
 def test_probe_r2_known_answers():
-    from phenoica import metrics
+    from phenoica.identifiability import metrics
 
     rng = np.random.default_rng(0)
     factors = rng.standard_normal((600, 3))

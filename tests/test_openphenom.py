@@ -17,14 +17,14 @@ from safetensors.torch import save_file
 from timm.models.vision_transformer import ParallelScalingBlock, VisionTransformer
 from torch import nn
 
-from phenoica.config import validate_config
+from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.embed.jobs import EmbedJob, embed_model_plate
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata
 from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.features import build_feature_extractor
 from phenoica.models.openphenom import OpenPhenomGeometry, geometry_from_state, sincos_table
-from phenoica.screen import ScreenError, write_plate
+from phenoica.workflow.config import validate_config
 
 STORE_CHANNELS = ["Mito", "DNA", "ER", "AGP", "RNA"]
 MODEL_CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito"]  # the model's order, a permutation of the store's

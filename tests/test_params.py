@@ -1,4 +1,4 @@
-"""Rule params carry exactly what a job's output depends on (phenoica.workflow.job_params):
+"""Rule params carry exactly what a job's output depends on (phenoica.workflow.dag.job_params):
 speed-only keys are read at run time instead, and really change nothing but speed."""
 
 from __future__ import annotations
@@ -9,8 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica import workflow as wf
-from phenoica.config import run_time_keys, validate_config
+from phenoica.workflow import dag as wf
+from phenoica.workflow.config import validate_config
+from phenoica.workflow.schema import run_time_keys
 from tests.conftest import REPO
 
 #: (section, rule) pairs whose rules take their section's params through job_params
@@ -166,8 +167,8 @@ def test_a_demo_plate_does_not_depend_on_the_screen_size():
 def test_the_same_training_writes_the_same_checkpoint_bytes(tmp_path):
     """Downstream files record the checkpoint's SHA-256, so a rerun is byte-identical only if
     the checkpoint is: it holds what training made, not how long it took."""
+    from phenoica.contract.screen import write_plate
     from phenoica.models.mae import TrainOptions, train_mae
-    from phenoica.screen import write_plate
     from tests.test_mae import SPEC, TRAIN, cell_tiles
 
     store = write_plate(tmp_path / "p.zarr", cell_tiles(16), ["dna", "er", "actin"], chunk_images=8)

@@ -7,10 +7,10 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from phenoica import screen
+from phenoica.contract import screen
+from phenoica.contract.screen import ScreenError
 from phenoica.profiles.gather import gather_profiles, write_profiles
 from phenoica.profiles.tables import ProfileSource
-from phenoica.screen import ScreenError
 from tests.conftest import make_metadata
 
 FEATURES = [screen.feature_name(i) for i in range(4)]

@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from phenoica import hits
+from phenoica.contract.screen import GENE, GUIDE, ScreenError
+from phenoica.hits import calls as hits
 from phenoica.report import figures, summaries, truth_tables
 from phenoica.report.inputs import ReportInputs, ReportOptions, StudyLink
 from phenoica.report.write import SECTIONS, write_report
-from phenoica.screen import GENE, GUIDE, ScreenError
 
 VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
 
@@ -523,8 +523,8 @@ def test_write_report_when_everything_was_skipped(tmp_path):
 def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
     """The main page links each study page that exists (path relative to the report) with its
     one-line verdict; the tables do not change."""
-    from phenoica import workflow
     from phenoica.report import render
+    from phenoica.workflow import dag as workflow
 
     rows = make_rows(ica_gain, variants=("pca", "pca_ica"), n_genes=3)
     guides, genes = aggregate(rows)

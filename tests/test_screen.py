@@ -7,11 +7,17 @@ import pandas as pd
 import pytest
 import torch
 
-from phenoica import screen
+from phenoica.contract import screen
+from phenoica.contract.screen import (
+    ScreenError,
+    check_plate_against_metadata,
+    open_plate,
+    validate_metadata,
+    write_plate,
+)
 from phenoica.profiles.features import expand_embedding_column
 from phenoica.profiles.gather import gather_profiles
 from phenoica.profiles.wells import aggregate_wells
-from phenoica.screen import ScreenError, check_plate_against_metadata, open_plate, validate_metadata, write_plate
 from phenoica.sources.preprocess import crop_grid, normalize_per_channel, prepare, scale_intensity
 
 
@@ -142,7 +148,7 @@ def test_profiles_reject_nonfinite_and_ragged(tmp_path, metadata, rng):
 
 
 def test_read_plate_metadata_reads_one_plate(tmp_path, metadata):
-    from phenoica.screen import read_plate_metadata
+    from phenoica.contract.screen import read_plate_metadata
 
     shuffled = metadata.sample(frac=1.0, random_state=0)
     shuffled.to_parquet(tmp_path / "m.parquet")

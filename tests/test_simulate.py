@@ -9,14 +9,15 @@ import torch
 from scipy import stats
 from skimage import feature, measure
 
-from phenoica import metrics, screen
-from phenoica.config import demo_plates, validate_config
+from phenoica.contract import screen
+from phenoica.identifiability import metrics
 from phenoica.sources import preprocess
 from phenoica.sources.demo import design as sim_design
 from phenoica.sources.demo import layout as sim_layout
 from phenoica.sources.demo import nuisance as sim_nuisance
 from phenoica.sources.demo import plates as sim_plates
 from phenoica.sources.demo import render as sim_render
+from phenoica.workflow.config import demo_plates, validate_config
 
 SEED = 7
 

@@ -6,9 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.io import write_parquet
-from phenoica.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
-from phenoica.splits import (
+from phenoica.classify.splits import (
     Fold,
     folds_from_table,
     folds_table,
@@ -17,6 +15,8 @@ from phenoica.splits import (
     make_folds,
     read_folds,
 )
+from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
+from phenoica.utils.io import write_parquet
 from tests.conftest import make_metadata
 
 

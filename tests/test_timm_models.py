@@ -14,14 +14,14 @@ import torch
 from safetensors.torch import save_file
 from timm.models import adapt_input_conv
 
-from phenoica.config import validate_config
-from phenoica.contract import ConfigError
+from phenoica.contract.screen import write_plate
+from phenoica.contract.values import ConfigError
 from phenoica.embed.jobs import EmbedJob, embed_model_plate
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata
 from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.features import build_feature_extractor
-from phenoica.screen import write_plate
+from phenoica.workflow.config import validate_config
 
 NAME = "test_vit"
 

@@ -13,9 +13,8 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
 
-from phenoica.config import load_schema
-from phenoica.screen import BATCH, PERT_TYPE, ScreenError, feature_name
-from phenoica.seeding import derive_seed
+from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError, feature_name
+from phenoica.utils.seeding import derive_seed
 from phenoica.variants.accumulators import Moments, RowSample
 from phenoica.variants.apply import apply_transform, apply_transform_file
 from phenoica.variants.fit import fit_transforms, fit_variants, transform_config, variant_seeds
@@ -23,6 +22,7 @@ from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.scaling import CenterScale
 from phenoica.variants.variant import VariantTransform, load_transform
 from phenoica.variants.whitening import PCAWhitener, parallel_analysis
+from phenoica.workflow.schema import load_schema
 
 
 def independent_sources(n: int, rng: np.random.Generator) -> np.ndarray:

@@ -7,7 +7,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.screen import BATCH, PERT_TYPE, ScreenError
+from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError
 from phenoica.variants.accumulators import Moments
 from phenoica.variants.apply import apply_transform
 from phenoica.variants.fit import fit_transforms

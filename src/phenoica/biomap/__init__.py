@@ -5,7 +5,7 @@ neighbours, guide consistency and known-relationship recall (the EFAAR protocol)
   profile table's images or wells), a gene's the mean of its guides' profiles. Optionally each
   batch is first centred on the mean of its own control rows. Streamed in row batches.
 - **The map** (:func:`map_genes`): the genes called active by the hit calls (gene q-value below
-  the threshold, ``phenoica.hits``) by default, or all perturbed genes.
+  the threshold, ``phenoica.hits.calls``) by default, or all perturbed genes.
 - **Similarity** is the cosine between unit-normalized profiles, computed in row blocks of
   ``block_rows`` genes against all genes, so memory holds one (block x genes) slab, never the
   (genes x genes) matrix: :func:`nearest_neighbors` (top k per gene, with the neighbour's
@@ -21,7 +21,7 @@ neighbours, guide consistency and known-relationship recall (the EFAAR protocol)
   sets of as many guides drawn from different genes; ``p = (1 + #null >= x) / (1 + n_null)``.
   A gene with one guide gets no score, with the reason recorded.
 
-Every random draw takes its seed from ``phenoica.seeding.derive_seed``.
+Every random draw takes its seed from ``phenoica.utils.seeding.derive_seed``.
 
 Modules: :mod:`.aggregate`, :mod:`.similarity`, :mod:`.recall`, :mod:`.consistency`,
 :mod:`.gene_map` (the biomap job), :mod:`.annotations` (annotation pairs) and

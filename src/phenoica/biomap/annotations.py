@@ -29,8 +29,8 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from phenoica.io import read_table
-from phenoica.screen import ScreenError
+from phenoica.contract.screen import ScreenError
+from phenoica.utils.io import read_table
 
 COLUMNS: tuple[str, str] = ("entity1", "entity2")
 #: The sources of the efaar-benchmarking wheel, by file stem.

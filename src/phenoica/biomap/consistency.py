@@ -10,8 +10,8 @@ import numpy as np
 import pandas as pd
 
 from phenoica.biomap.similarity import unit_rows
-from phenoica.screen import GENE, PERT_TYPE, PERTURBATION, feature_columns
-from phenoica.seeding import derive_seed
+from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, feature_columns
+from phenoica.utils.seeding import derive_seed
 
 CONSISTENCY_COLUMNS: tuple[str, ...] = (
     "model",

@@ -12,7 +12,7 @@ from phenoica.biomap.annotations import complex_pairs
 from phenoica.biomap.consistency import guide_consistency
 from phenoica.biomap.recall import relationship_recall
 from phenoica.biomap.similarity import BLOCK_ROWS, NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
-from phenoica.screen import GENE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
+from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
 
 TRUTH_SOURCE = "simulated_complexes"
 

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.biomap.similarity import BLOCK_ROWS, similarity_blocks, unit_rows
-from phenoica.screen import ScreenError
+from phenoica.contract.screen import ScreenError
 
 LOG = logging.getLogger(__name__)
 

@@ -7,7 +7,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.screen import GENE, GUIDE, PERT_TYPE, PERTURBATION, feature_columns
+from phenoica.contract.screen import GENE, GUIDE, PERT_TYPE, PERTURBATION, feature_columns
 
 BLOCK_ROWS = 1024
 

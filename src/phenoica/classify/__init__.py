@@ -15,5 +15,5 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
 - :mod:`~phenoica.classify.map_readout`: copairs mean average precision per guide (``guide_map``).
 
 The score table's guide and gene means (``summarize_scores``) belong to hit calling
-(:mod:`phenoica.hits`).
+(:mod:`phenoica.hits.calls`).
 """

@@ -28,13 +28,10 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from phenoica import metrics
-from phenoica.arrays import check_finite
 from phenoica.classify.bins import FoldBins, GuideBlock
 from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
 from phenoica.classify.params import ClassifyOptions
-from phenoica.contract import OK, SKIPPED
-from phenoica.screen import (
+from phenoica.contract.screen import (
     GENE,
     GUIDE,
     PERT_TYPE,
@@ -43,7 +40,10 @@ from phenoica.screen import (
     feature_columns,
     validate_profile_metadata,
 )
-from phenoica.seeding import derive_seed
+from phenoica.contract.values import OK, SKIPPED
+from phenoica.identifiability import metrics
+from phenoica.utils.arrays import check_finite
+from phenoica.utils.seeding import derive_seed
 
 SCORE_COLUMNS: tuple[str, ...] = (
     "model",
@@ -130,7 +130,7 @@ def _fold_arrays(folds: Sequence[Any], n_rows: int) -> list[tuple[str, np.ndarra
     for i, fold in enumerate(folds):
         for attr in ("name", "train", "test"):
             if not hasattr(fold, attr):
-                raise ValueError(f"fold {i}: has no attribute {attr!r}; expected a phenoica.splits.Fold")
+                raise ValueError(f"fold {i}: has no attribute {attr!r}; expected a phenoica.classify.splits.Fold")
         name = str(fold.name)
         if name in seen:
             raise ValueError(f"fold {name!r} appears twice")

@@ -10,10 +10,19 @@ import pandas as pd
 
 from phenoica.classify.engine import feature_matrix
 from phenoica.classify.null import control_mask
+from phenoica.contract.screen import (
+    CONTROL,
+    GENE,
+    GUIDE,
+    PERT_TYPE,
+    PLATE,
+    WELL,
+    ScreenError,
+    validate_profile_metadata,
+)
 from phenoica.profiles.wells import aggregate_wells
-from phenoica.screen import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, validate_profile_metadata
-from phenoica.seeding import derive_seed
-from phenoica.stats import bh_qvalues
+from phenoica.utils.seeding import derive_seed
+from phenoica.utils.stats import bh_qvalues
 
 MAP_COLUMNS: tuple[str, ...] = (
     "model",

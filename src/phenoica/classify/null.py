@@ -4,7 +4,7 @@ The empirical null (:func:`null_guide_design`): pseudo-guides made of whole cont
 out like real guides (wells per plate and batch copied from a randomly drawn real guide), scored
 by the same classifier. A pseudo-guide's wells leave the control set only for its own classifier
 (training and held-out negatives); every real guide trains against the full control set.
-Pseudo-guides need only their AUROC (:mod:`phenoica.hits` turns the null into p-values), so they
+Pseudo-guides need only their AUROC (:mod:`phenoica.hits.calls` turns the null into p-values), so they
 never train the concentration models. Pseudo-guide ``j`` is scored in shard ``j % n_shards``.
 """
 
@@ -17,8 +17,8 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL, ScreenError
-from phenoica.seeding import rng_for
+from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL, ScreenError
+from phenoica.utils.seeding import rng_for
 
 NULL_GENE = "null"
 

@@ -36,13 +36,13 @@ import pandas as pd
 import torch
 from torch import nn
 
+from phenoica.contract.screen import ScreenError, plate_channels
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata, parts_dir
 from phenoica.embed.plate import PlateModel, embed_plate, model_identity, plate_rows, torch_threads
-from phenoica.io import get_logger
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import ModelInputs, channel_indices
-from phenoica.screen import ScreenError, plate_channels
+from phenoica.utils.io import get_logger
 
 WORK_KEY = "work_sha256"
 """Key, in an embeddings parquet's metadata, of :func:`plate_work_key` (what it was made from)."""

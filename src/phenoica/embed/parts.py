@@ -24,8 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from phenoica.io import atomic_path
-from phenoica.screen import IMAGE_INDEX, PLATE, SITE, WELL, ScreenError, feature_name
+from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, ScreenError, feature_name
+from phenoica.utils.io import atomic_path
 
 MANIFEST = "manifest.json"
 PARTS_FORMAT = 2

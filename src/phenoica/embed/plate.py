@@ -29,14 +29,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from phenoica.embed.chunks import ChunkRun, run_chunks
-from phenoica.embed.options import EmbedOptions
-from phenoica.embed.parts import PARTS_FORMAT, Chunk, assemble, iter_chunks, part_is_done, parts_dir, prepare_parts
-from phenoica.io import get_logger
-from phenoica.models.checkpoint import file_sha256
-from phenoica.models.device import resolve_device
-from phenoica.models.extractor import ModelInputs, channel_indices, check_fit, probe_feature_dim
-from phenoica.screen import (
+from phenoica.contract.screen import (
     IMAGE_INDEX,
     PLATE,
     ScreenError,
@@ -47,7 +40,14 @@ from phenoica.screen import (
     read_metadata,
     validate_metadata,
 )
+from phenoica.embed.chunks import ChunkRun, run_chunks
+from phenoica.embed.options import EmbedOptions
+from phenoica.embed.parts import PARTS_FORMAT, Chunk, assemble, iter_chunks, part_is_done, parts_dir, prepare_parts
+from phenoica.models.checkpoint import file_sha256
+from phenoica.models.device import resolve_device
+from phenoica.models.extractor import ModelInputs, channel_indices, check_fit, probe_feature_dim
 from phenoica.sources.preprocess import NORMALIZATIONS, NORMALIZE_IMAGE
+from phenoica.utils.io import get_logger
 
 
 @dataclass(frozen=True, eq=False)

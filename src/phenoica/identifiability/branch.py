@@ -12,10 +12,11 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica import metrics, screen
-from phenoica.contract import FACTOR_PREFIX
+from phenoica.contract import screen
+from phenoica.contract.screen import ScreenError, feature_columns
+from phenoica.contract.values import FACTOR_PREFIX
+from phenoica.identifiability import metrics
 from phenoica.identifiability.table1 import AlignOptions, alignment_table
-from phenoica.screen import ScreenError, feature_columns
 
 
 def row_keys(table: pd.DataFrame) -> list[str]:

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from phenoica.arrays import check_matrix, row_chunks
+from phenoica.utils.arrays import check_matrix, row_chunks
 
 DIAMETER_METHODS: tuple[str, ...] = ("auto", "exact", "estimate")
 

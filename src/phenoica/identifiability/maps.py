@@ -13,8 +13,8 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from phenoica.arrays import check_matrix, row_chunks
-from phenoica.seeding import derive_seed
+from phenoica.utils.arrays import check_matrix, row_chunks
+from phenoica.utils.seeding import derive_seed
 from phenoica.variants.rotations import ICARotation
 from phenoica.variants.whitening import PCAWhitener
 

@@ -27,8 +27,8 @@ from typing import Any, Iterator, Literal, Sequence
 import torch
 from torch import nn
 
+from phenoica.contract.screen import ScreenError, plate_channels
 from phenoica.models.vit import shares_channels
-from phenoica.screen import ScreenError, plate_channels
 
 
 class Extractor(nn.Module):

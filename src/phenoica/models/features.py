@@ -29,14 +29,14 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import nn
 
-from phenoica.contract import ConfigError
+from phenoica.contract.screen import ScreenError, feature_name
+from phenoica.contract.values import ConfigError
 from phenoica.models import openphenom, timm_models, vit
 from phenoica.models.checkpoint import CheckpointError, read_checkpoint
 from phenoica.models.extractor import Extractor
 from phenoica.models.layouts import PHENOICA, TIMM, closeness, detect_architecture, key_patterns
 from phenoica.models.registry import model_entrypoint
 from phenoica.models.vit import check_input, shares_channels
-from phenoica.screen import ScreenError, feature_name
 from phenoica.sources.preprocess import NORMALIZE_IMAGE
 
 POOLS = ("mean", "cls")

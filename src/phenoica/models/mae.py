@@ -9,7 +9,7 @@ writes a safetensors checkpoint (encoder keys in timm's names, decoder under ``d
 
 Encoders, checkpoints, feature extraction and device choice live in the other modules of
 :mod:`phenoica.models`; this module is the training only. :func:`record_training` writes the record of the plates a
-model was trained on, which :func:`phenoica.workflow.training_plates` reads when the DAG is built.
+model was trained on, which :func:`phenoica.workflow.dag.training_plates` reads when the DAG is built.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import torch
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import nn
 
-from phenoica.io import get_logger, write_json
+from phenoica.contract.screen import ScreenError, open_plate
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import channel_indices
 from phenoica.models.vit import (
@@ -37,8 +37,8 @@ from phenoica.models.vit import (
     save_checkpoint,
     sincos_grid,
 )
-from phenoica.screen import ScreenError, open_plate
 from phenoica.sources.preprocess import normalize_per_channel, scale_intensity
+from phenoica.utils.io import get_logger, write_json
 
 # --------------------------------------------------------------------------------------------
 # Masked autoencoder
@@ -329,7 +329,7 @@ class TrainOptions:
         cls, train: Mapping[str, Any], device: str = "auto", intensity_max: float | None = None
     ) -> TrainOptions:
         """The options of the ``train`` section (``config["train"]``, after
-        :func:`phenoica.workflow.with_speed_settings` in a job); ``device`` is ``embed.device``."""
+        :func:`phenoica.workflow.dag.with_speed_settings` in a job); ``device`` is ``embed.device``."""
         return cls(
             steps=int(train["steps"]),
             batch_size=int(train["batch_size"]),
@@ -470,6 +470,6 @@ def _optimize(
 def record_training(path: Path | str, stores: Sequence[Path | str], summary: Mapping[str, Any]) -> Path:
     """Write the training record atomically: ``{"plates": [...], "summary": {...}}``, the plates
     (store names without ``.zarr``) a model was trained on, which later DAGs read
-    (:func:`phenoica.workflow.training_plates`) so that adding plates never retrains it."""
+    (:func:`phenoica.workflow.dag.training_plates`) so that adding plates never retrains it."""
     plates = [Path(s).name.removesuffix(".zarr") for s in stores]
     return write_json({"plates": plates, "summary": dict(summary)}, path)

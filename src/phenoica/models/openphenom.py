@@ -32,10 +32,10 @@ import torch
 from timm.models.vision_transformer import ParallelScalingBlock, VisionTransformer
 from torch import nn
 
-from phenoica.contract import ConfigError
+from phenoica.contract.screen import ScreenError
+from phenoica.contract.values import ConfigError
 from phenoica.models.checkpoint import CheckpointError, check_keys, read_checkpoint, strip_prefixes
 from phenoica.models.registry import register_model
-from phenoica.screen import ScreenError
 
 BACKBONE_PREFIX = "encoder.vit_backbone."
 DECODER_PREFIXES = ("decoder", "encoder_decoder_proj", "mask_token")

@@ -31,8 +31,7 @@ from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from phenoica.config import check_model_geometry
-from phenoica.io import atomic_path
+from phenoica.contract.screen import ScreenError
 from phenoica.models.checkpoint import (
     CheckpointError,
     check_keys,
@@ -43,8 +42,9 @@ from phenoica.models.checkpoint import (
 )
 from phenoica.models.registry import register_model
 from phenoica.models.spec import ARCH_KEYS
-from phenoica.screen import ScreenError
 from phenoica.sources.preprocess import NORMALIZE_IMAGE
+from phenoica.utils.io import atomic_path
+from phenoica.workflow.config import check_model_geometry
 
 MAX_CHANNELS = 16
 """Channels a channel-agnostic encoder can embed (size of its learned channel table)."""

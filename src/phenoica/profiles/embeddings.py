@@ -15,12 +15,12 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from phenoica import screen
-from phenoica.arrays import nonfinite_columns
+from phenoica.contract import screen
+from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError, feature_name
 from phenoica.profiles.features import FeatureSelection, check_row_counters, choose_features, is_identifier, list_matrix
 from phenoica.profiles.tables import as_float32, batch_features, data_columns, is_numeric_type, open_parquet
-from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError, feature_name
 from phenoica.sources.h5ad import parquet_source
+from phenoica.utils.arrays import nonfinite_columns
 
 log = logging.getLogger(__name__)
 

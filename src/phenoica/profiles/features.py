@@ -14,9 +14,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from phenoica import screen
+from phenoica.contract import screen
+from phenoica.contract.screen import ScreenError, feature_name
 from phenoica.profiles.tables import as_float32, check_numeric_features, is_numeric_type
-from phenoica.screen import ScreenError, feature_name
 
 #: Columns that identify or locate an object, an image or a row in the exports of CellProfiler
 #: (ImageNumber, ObjectNumber, ``<Object>_Number_Object_Number``, ``<Object>_Parent_<Object>``,

@@ -11,9 +11,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from phenoica.io import atomic_path
-from phenoica.screen import ScreenError, feature_columns, metadata_columns
+from phenoica.contract.screen import ScreenError, feature_columns, metadata_columns
 from phenoica.sources.h5ad import parquet_source
+from phenoica.utils.io import atomic_path
 
 #: Rows per streamed batch (and per written row group) when the config does not say.
 DEFAULT_BATCH_ROWS = 65_536
@@ -137,7 +137,7 @@ class ProfileSource:
 
 class RowGroupWriter:
     """Record batches -> a parquet file in row groups of ``batch_rows`` rows (small batches are
-    buffered until a row group is full). Use inside :func:`phenoica.io.atomic_path`."""
+    buffered until a row group is full). Use inside :func:`phenoica.utils.io.atomic_path`."""
 
     def __init__(self, path: Path | str, schema: pa.Schema, batch_rows: int = DEFAULT_BATCH_ROWS) -> None:
         self.schema = schema.remove_metadata()

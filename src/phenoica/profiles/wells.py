@@ -10,8 +10,8 @@ import pandas as pd
 import pyarrow as pa
 from scipy import sparse
 
-from phenoica.arrays import row_chunks
-from phenoica.screen import PLATE, WELL, ScreenError, feature_columns, metadata_columns
+from phenoica.contract.screen import PLATE, WELL, ScreenError, feature_columns, metadata_columns
+from phenoica.utils.arrays import row_chunks
 
 #: The per-well image count a well-level table carries.
 N_IMAGES = "Metadata_NImages"

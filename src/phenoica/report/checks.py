@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify.engine import SCORE_COLUMNS
-from phenoica.contract import OK, SKIPPED
-from phenoica.screen import GENE, GUIDE, ScreenError
+from phenoica.contract.screen import GENE, GUIDE, ScreenError
+from phenoica.contract.values import OK, SKIPPED
 from phenoica.variants.variant import VARIANTS
 
 VARIANT_LABELS: dict[str, str] = {

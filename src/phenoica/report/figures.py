@@ -18,10 +18,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from scipy import stats
 
-from phenoica.arrays import finite_values
+from phenoica.contract.screen import GENE, GUIDE
 from phenoica.report import render
 from phenoica.report.checks import check_genes, check_guides, check_truth, ordered_variants, variant_label
-from phenoica.screen import GENE, GUIDE
+from phenoica.utils.arrays import finite_values
 
 FIGURE_DPI = 120
 AUROC_LABEL = "Held-out AUROC, guide vs controls (unitless; 0.5 = chance)"

@@ -5,7 +5,7 @@ whose embedding (model ``gallery.model``, the image-level embedding before any v
 lies nearest, in Euclidean distance, to the guide's mean image embedding; for the controls, on each
 plate that holds a shown guide image, the control images nearest that plate's mean control
 embedding, ``control_sites`` in all, taken from those plates in turn. Ties are broken by a random
-order seeded from the config (``phenoica.seeding``). :func:`select_sites` does this in two streamed
+order seeded from the config (``phenoica.utils.seeding``). :func:`select_sites` does this in two streamed
 passes over the per-plate embedding files.
 
 Which pixels: :func:`read_gene_tiles` reads the images chosen for a batch of :data:`GENE_BATCH`
@@ -14,7 +14,7 @@ selection per chunk: each such chunk decoded once per batch, one at a time); no 
 :class:`ReadStats` counts the images, the chunks decoded and their bytes. A store that is not found is named in the gene's status
 and the gallery goes on.
 
-How they look: each channel in its colour (:mod:`phenoica.channels`) and an additive composite;
+How they look: each channel in its colour (:mod:`phenoica.report.channels`) and an additive composite;
 per channel the display range is the ``percentiles`` of the pooled pixels, as drawn (tiles larger
 than ``tile_px`` box-filtered down first), of the gene's images *and* its controls, so a hit and
 its controls are scaled identically; the figure states the range.
@@ -34,10 +34,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 from PIL import Image, ImageDraw, ImageFont
 
-from phenoica.channels import ChannelStyle, channel_styles, composite_rgb, tint
-from phenoica.io import atomic_path
-from phenoica.report import render
-from phenoica.screen import (
+from phenoica.contract.screen import (
     CONTROL,
     GENE,
     GUIDE,
@@ -50,7 +47,10 @@ from phenoica.screen import (
     feature_columns,
     open_plate,
 )
-from phenoica.seeding import rng_for
+from phenoica.report import render
+from phenoica.report.channels import ChannelStyle, channel_styles, composite_rgb, tint
+from phenoica.utils.io import atomic_path
+from phenoica.utils.seeding import rng_for
 
 log = logging.getLogger("phenoica.report.gallery")
 
@@ -470,7 +470,7 @@ def report_gallery(
     ``gallery.enabled`` is off or the source has no pixels (``embeddings``); else every hit gene
     and every gene of ``gallery.genes``. Unknown genes or channels are errors naming them; a
     missing plate store is named in the genes' status and the other genes are drawn."""
-    from phenoica.screen import plate_channels
+    from phenoica.contract.screen import plate_channels
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)

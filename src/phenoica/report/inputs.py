@@ -49,7 +49,7 @@ class ReportInputs:
     classification stage's score tables; every other field is optional (None or empty: the
     sections that read it are left out).
 
-    ``maps``: the copairs mAP table; ``hits``: :func:`phenoica.hits.hit_table`; ``null``: the null
+    ``maps``: the copairs mAP table; ``hits``: :func:`phenoica.hits.calls.hit_table`; ``null``: the null
     summary; ``truth``: a demo screen's truth; ``fit_reports``: model -> variant -> fit report;
     ``table1`` / ``structural``: the identifiability tables; ``lightgbm``: the parameters every
     classifier used; ``studies``: the study pages to link; ``biomap_tables``: the gathered gene-map

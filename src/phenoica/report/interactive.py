@@ -35,9 +35,9 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from phenoica.io import atomic_path
+from phenoica.contract.screen import GENE, GUIDE
 from phenoica.report.interactive_js import PAGE_CSS, PAGE_JS
-from phenoica.screen import GENE, GUIDE
+from phenoica.utils.io import atomic_path
 
 #: The folder of the page's assets, beside it.
 ASSETS = "interactive_assets"
@@ -50,7 +50,7 @@ TEMPLATE = "plotly_white"
 
 @dataclass
 class PageInputs:
-    """What the page shows: the hit table (``phenoica.hits.hit_table``), the gene calls, the
+    """What the page shows: the hit table (``phenoica.hits.calls.hit_table``), the gene calls, the
     guide-fold scores, optional map neighbours, annotation pairs, the biomap summary and the
     gallery's panels table (paths relative to the page's folder)."""
 

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
 
 import pandas as pd
 
-from phenoica.io import atomic_path
+from phenoica.utils.io import atomic_path
 
 if TYPE_CHECKING:  # matplotlib is imported by whoever draws the figure, not by every page reader
     from matplotlib.figure import Figure as MplFigure

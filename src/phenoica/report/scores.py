@@ -10,8 +10,9 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from phenoica import hits as H
-from phenoica.contract import OK
+from phenoica.contract.screen import GENE, GUIDE
+from phenoica.contract.values import OK
+from phenoica.hits import calls as H
 from phenoica.report import render
 from phenoica.report.checks import check_truth, ordered_variants, variant_label
 from phenoica.report.figures import identifiability_figure, make_figures
@@ -33,7 +34,6 @@ from phenoica.report.summaries import (
     variant_widths,
 )
 from phenoica.report.truth_tables import truth_checks, truth_recovery
-from phenoica.screen import GENE, GUIDE
 
 SCORES = ("guide_folds", "guides", "genes")
 

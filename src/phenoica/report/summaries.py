@@ -26,8 +26,8 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.arrays import finite_values
-from phenoica.contract import OK, SKIPPED
+from phenoica.contract.screen import GENE, GUIDE
+from phenoica.contract.values import OK, SKIPPED
 from phenoica.identifiability.table1 import TABLE_COLUMNS as ALIGNMENT_COLUMNS
 from phenoica.report.checks import (
     GENE_COLUMNS,
@@ -41,8 +41,8 @@ from phenoica.report.checks import (
     model_variants,
     ordered_variants,
 )
-from phenoica.screen import GENE, GUIDE
-from phenoica.stats import bootstrap_mean
+from phenoica.utils.arrays import finite_values
+from phenoica.utils.stats import bootstrap_mean
 
 #: (variant, reference) pairs compared by ``paired_tests``: the ICA gain over whitening alone,
 #: over a random rotation (the "any rotation" control), and whitening over the raw embedding.
@@ -138,7 +138,7 @@ def table4(
     ``auroc_rest_mean`` (the two AUROCs the ratio is made of). Null pseudo-guides are left out.
 
     With ``n_features`` ((model, variant) -> D): ``D``, ``k_features`` (the top set's size,
-    ``ceil(concentration_k * D)`` clipped to 1..D-1, as :func:`phenoica.metrics.top_features`)
+    ``ceil(concentration_k * D)`` clipped to 1..D-1, as :func:`phenoica.identifiability.metrics.top_features`)
     and ``d_note``, which flags every row whose model has variants of different D (the top
     share is then a different number of features: compare concentration between equal D).
     """
@@ -199,7 +199,7 @@ def variant_summary(guides_df: pd.DataFrame, thresholds: tuple[float, ...] = (0.
 
     A real guide is *scored* when it has at least one ok fold and a finite AUROC, otherwise it
     counts as skipped. The null is the pseudo-guides' AUROCs (their count and mean). Hits are
-    real guides with a BH q-value (``phenoica.hits``) below each of ``thresholds``; without q-values
+    real guides with a BH q-value (``phenoica.hits.calls``) below each of ``thresholds``; without q-values
     (no null) the counts are empty.
     """
     guides = check_guides(guides_df)

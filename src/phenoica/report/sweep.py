@@ -1,5 +1,5 @@
 """The report's component-sweep section: how the answers move with the number of whitened
-components (the sweep itself is :func:`phenoica.sweep.sweep_model`)."""
+components (the sweep itself is :func:`phenoica.variants.sweep.sweep_model`)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from phenoica.io import atomic_path
+    from phenoica.utils.io import atomic_path
 
     models = sorted(sweep["model"].unique())
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), squeeze=False)

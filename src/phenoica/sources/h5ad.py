@@ -38,8 +38,15 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from phenoica.io import atomic_path, write_parquet
-from phenoica.screen import GENE, GUIDE, ScreenError, feature_columns, metadata_columns, validate_profile_metadata
+from phenoica.contract.screen import (
+    GENE,
+    GUIDE,
+    ScreenError,
+    feature_columns,
+    metadata_columns,
+    validate_profile_metadata,
+)
+from phenoica.utils.io import atomic_path, write_parquet
 
 if TYPE_CHECKING:
     from anndata import AnnData
@@ -135,7 +142,7 @@ def read_h5ad_profiles(path: Path | str) -> pd.DataFrame:
 def read_h5ad_embeddings(path: Path | str) -> pd.DataFrame:
     """An ``.h5ad`` of embeddings (e.g. from scanpy or another embedder) as an embeddings table of
     the data contract (:func:`read_h5ad_profiles`: features named by ``var``), its metadata
-    checked as any embeddings input is (:func:`phenoica.screen.validate_profile_metadata`: the
+    checked as any embeddings input is (:func:`phenoica.contract.screen.validate_profile_metadata`: the
     errors name the file and column)."""
     table = read_h5ad_profiles(path)
     validate_profile_metadata(table, source=str(path))
@@ -154,7 +161,7 @@ def is_h5ad(path: Path | str) -> bool:
 
 @functools.lru_cache(maxsize=4)
 def _parquet_bytes(path: str, size: int, mtime_ns: int) -> bytes:
-    """The parquet encoding (as :func:`phenoica.io.write_parquet` writes it) of one ``.h5ad``'s
+    """The parquet encoding (as :func:`phenoica.utils.io.write_parquet` writes it) of one ``.h5ad``'s
     table; cached by path, size and modification time, since the readers open a file several
     times (footer, metadata, rows)."""
     try:

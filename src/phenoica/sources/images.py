@@ -31,8 +31,7 @@ import pandas as pd
 import tifffile
 from PIL import Image
 
-from phenoica.io import get_logger
-from phenoica.screen import SITE, SUPPORTED_DTYPES, WELL, ScreenError
+from phenoica.contract.screen import SITE, SUPPORTED_DTYPES, WELL, ScreenError
 from phenoica.sources.plate_map import (
     natural_key,
     natural_sorted,
@@ -42,6 +41,7 @@ from phenoica.sources.plate_map import (
     warn_missing_wells,
     write_plate_outputs,
 )
+from phenoica.utils.io import get_logger
 
 PATTERN_FIELDS: tuple[str, ...] = ("plate", "well", "site", "channel")
 DEFAULT_PATTERN = "{plate}/{well}_s{site}_w{channel}.png"
@@ -226,7 +226,7 @@ def image_plate_geometry(
 ) -> tuple[list[str], tuple[int, int]]:
     """(channel names, (height, width)) that ingesting this plate's image files would give,
     from the file names and one image's header, without reading the plate: what the
-    screen check (:mod:`phenoica.validate`) holds against the models before any plate is ingested."""
+    screen check (:mod:`phenoica.contract.validate`) holds against the models before any plate is ingested."""
     source = f"{Path(images_dir) / pattern} (plate {plate})"
     found = _scan_images(images_dir, pattern, str(plate))
     if found.empty:

@@ -28,10 +28,10 @@ from typing import Iterator, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.io import read_table
-from phenoica.screen import PLATE, SITE, WELL, ScreenError, check_columns, normalize_names
+from phenoica.contract.screen import PLATE, SITE, WELL, ScreenError, check_columns, normalize_names
 from phenoica.sources.images import read_image
 from phenoica.sources.plate_map import natural_key, normalize_well, plate_metadata, plate_rows, write_plate_outputs
+from phenoica.utils.io import read_table
 
 log = logging.getLogger("phenoica.sources.loaddata")
 

@@ -25,8 +25,7 @@ import numpy as np
 import pandas as pd
 import zarr
 
-from phenoica.io import get_logger
-from phenoica.screen import SITE, SUPPORTED_DTYPES, WELL, ScreenError
+from phenoica.contract.screen import SITE, SUPPORTED_DTYPES, WELL, ScreenError
 from phenoica.sources.plate_map import (
     natural_key,
     natural_sorted,
@@ -36,6 +35,7 @@ from phenoica.sources.plate_map import (
     warn_missing_wells,
     write_plate_outputs,
 )
+from phenoica.utils.io import get_logger
 
 
 def hcs_plate_name(path: Path | str) -> str:

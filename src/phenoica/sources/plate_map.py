@@ -2,7 +2,7 @@
 
 Each converter (:mod:`phenoica.sources.images`, :mod:`phenoica.sources.ome_zarr`,
 :mod:`phenoica.sources.loaddata`) works one plate at a time (the workflow runs one job per plate)
-and writes the plate's tile store (``phenoica.screen.write_plate``, streamed in blocks of images
+and writes the plate's tile store (``phenoica.contract.screen.write_plate``, streamed in blocks of images
 so a big plate is never held in memory whole) and the plate's metadata table (one row per image):
 :func:`write_plate_outputs`.
 
@@ -33,8 +33,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
-from phenoica.io import read_table, write_parquet
-from phenoica.screen import (
+from phenoica.contract.screen import (
     BATCH,
     GENE,
     GUIDE,
@@ -54,6 +53,7 @@ from phenoica.screen import (
     validate_metadata,
     write_plate,
 )
+from phenoica.utils.io import read_table, write_parquet
 
 PLATE_MAP_COLUMNS: tuple[str, ...] = (BATCH, PLATE, WELL, GENE, GUIDE, PERT_TYPE)
 _WELL_RE = re.compile(r"^([A-Za-z]{1,2})0*(\d{1,3})$")
@@ -93,9 +93,9 @@ def validate_plate_map(df: pd.DataFrame, source: str | None = None) -> pd.DataFr
     column probably meant), a column that is not ``Metadata_*``, a ``Metadata_Site``/
     ``Metadata_ImageIndex`` column (ingest sets those), missing values, a PertType other than
     control/perturbation, duplicate (plate, well), and the data contract's relations
-    (:func:`phenoica.screen.relation_problems`: a guide under two genes, a gene under both
+    (:func:`phenoica.contract.screen.relation_problems`: a guide under two genes, a gene under both
     PertTypes, a plate in two batches). Names lose surrounding whitespace
-    (:func:`phenoica.screen.normalize_names`).
+    (:func:`phenoica.contract.screen.normalize_names`).
     """
     source = source or str(df.attrs.get("source", "plate map"))
     if len(df) == 0:

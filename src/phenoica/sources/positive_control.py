@@ -46,9 +46,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phenoica.io import atomic_path
-from phenoica.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
-from phenoica.seeding import rng_for
+from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
+from phenoica.utils.io import atomic_path
+from phenoica.utils.seeding import rng_for
 
 #: Gene and guide names of the controls.
 CONTROL_GENE, CONTROL_GUIDE = "non-targeting", "NTC"
@@ -238,11 +238,11 @@ def write_screen(
 
 
 def variant_mcc(results: Path | str, data: Path | str, model: str, variants: list[str]) -> pd.DataFrame:
-    """Per variant: the MCC (:func:`phenoica.truth.source_mcc`) between its features (the
+    """Per variant: the MCC (:func:`phenoica.report.truth.source_mcc`) between its features (the
     ``variants/{model}/{variant}.parquet`` rows of a finished run) and the true biological
     sources of ``sources.parquet``, cells matched by plate, well and site; ``n_features`` is D."""
-    from phenoica.screen import feature_columns
-    from phenoica.truth import source_mcc
+    from phenoica.contract.screen import feature_columns
+    from phenoica.report.truth import source_mcc
 
     sources = pd.read_parquet(Path(data) / "sources.parquet")
     bio = [c for c in sources.columns if str(c).startswith("factor_")]
@@ -266,11 +266,11 @@ def evaluate(
 ) -> dict[str, pd.DataFrame]:
     """Score a finished run of a known-truth screen (``results``: its results folder; ``data``:
     the folder :func:`write_screen` wrote). Tables: ``separation`` (effect vs no-effect AUROC),
-    ``contrasts`` (variant contrasts of :func:`phenoica.truth.variant_contrasts`), ``auroc`` and
+    ``contrasts`` (variant contrasts of :func:`phenoica.report.truth.variant_contrasts`), ``auroc`` and
     ``concentration`` (paired over effect genes), ``table4``, ``recall`` (guide and gene level at
     ``q_threshold``), ``mcc``. Intervals: bootstrap over genes (seeded by ``seed``)."""
-    from phenoica import hits, truth
-    from phenoica.report import checks, summaries
+    from phenoica.hits import calls as hits
+    from phenoica.report import checks, summaries, truth
 
     results, data = Path(results), Path(data)
     guides = pd.read_parquet(results / "scores" / "guides.parquet")

@@ -15,7 +15,7 @@ from typing import Container
 
 import numpy as np
 
-from phenoica.arrays import CHUNK_ROWS, row_chunks
+from phenoica.utils.arrays import CHUNK_ROWS, row_chunks
 
 
 class Moments:

@@ -7,7 +7,7 @@ number of rows. :func:`fit_variants` runs it over row chunks of an in-memory mat
 
 The three whitened variants share one center-scale and one whitening, so they differ only by
 the final rotation. Every random choice takes its seed from the workflow seed
-(:func:`phenoica.seeding.derive_seed` with keys ``("variants", purpose)``).
+(:func:`phenoica.utils.seeding.derive_seed` with keys ``("variants", purpose)``).
 """
 
 from __future__ import annotations
@@ -20,17 +20,17 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from phenoica.arrays import check_matrix, check_rows, column_labels, row_chunks
-from phenoica.config import resolve_section
-from phenoica.io import atomic_path
-from phenoica.screen import CONTROL, PERT_TYPE, ScreenError
-from phenoica.seeding import derive_seed
+from phenoica.contract.screen import CONTROL, PERT_TYPE, ScreenError
+from phenoica.utils.arrays import check_matrix, check_rows, column_labels, row_chunks
+from phenoica.utils.io import atomic_path
+from phenoica.utils.seeding import derive_seed
 from phenoica.variants.accumulators import Moments, RowSample
 from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.rows import Profiles, RowBlock, profile_source, row_block, row_columns, source_features
 from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches, check_is_control
 from phenoica.variants.variant import VARIANTS, WHITENED_VARIANTS, VariantTransform
 from phenoica.variants.whitening import PCAWhitener
+from phenoica.workflow.config import resolve_section
 
 LOG = logging.getLogger(__name__)
 
@@ -50,7 +50,7 @@ def transform_defaults() -> dict[str, Any]:
 
 def transform_config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     """config["transforms"] with absent keys defaulted from the config schema
-    (:func:`phenoica.config.resolve_section`); unknown keys and values the schema rejects are
+    (:func:`phenoica.workflow.config.resolve_section`); unknown keys and values the schema rejects are
     errors naming the key and what it expects."""
     out = resolve_section("transforms", cfg)
     PCAWhitener(n_components=out["n_components"]).component_rule()

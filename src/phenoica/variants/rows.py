@@ -13,8 +13,8 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
+from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, ScreenError, feature_columns
 from phenoica.profiles.tables import ProfileSource, batch_features, check_numeric_features, split_columns
-from phenoica.screen import BATCH, CONTROL, PERT_TYPE, ScreenError, feature_columns
 
 #: One block of rows: features (rows x features), batch labels and control flags (None when
 #: the table has no such columns).

@@ -16,7 +16,7 @@ from typing import Any, Mapping
 import numpy as np
 from sklearn.base import BaseEstimator
 
-from phenoica.io import atomic_path
+from phenoica.utils.io import atomic_path
 from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.scaling import CenterScale, CoralAlignment
 from phenoica.variants.whitening import PCAWhitener

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from phenoica.arrays import check_matrix
+from phenoica.utils.arrays import check_matrix
 from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches
 from phenoica.variants.serialize import export_step, read_transform, restore_step, write_transform

@@ -9,11 +9,11 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica import screen
 from phenoica.biomap.annotations import corum_complexes
-from phenoica.config import demo_plates
-from phenoica.contract import FACTOR_PREFIX
-from phenoica.seeding import seed_sequence
+from phenoica.contract import screen
+from phenoica.contract.values import FACTOR_PREFIX
+from phenoica.utils.seeding import seed_sequence
+from phenoica.workflow.config import demo_plates
 
 CONTROL_GENE = "non-targeting"
 
@@ -85,7 +85,7 @@ def factor_name(i: int) -> str:
 
 def rng_for(seed: int, *keys: str | int) -> np.random.Generator:
     """The simulator's generator for one purpose: seeded with the keys' ``SeedSequence``
-    (:func:`phenoica.seeding.seed_sequence`, the same words ``derive_seed`` uses)."""
+    (:func:`phenoica.utils.seeding.seed_sequence`, the same words ``derive_seed`` uses)."""
     return np.random.default_rng(seed_sequence(seed, *keys))
 
 
@@ -102,7 +102,7 @@ def check_demo(demo: Mapping[str, Any]) -> None:
     missing = [k for k in _DEMO_KEYS if k not in demo]
     if missing:
         raise ValueError(
-            f"demo config lacks key(s) {missing}; pass config['demo'] after phenoica.config.validate_config"
+            f"demo config lacks key(s) {missing}; pass config['demo'] after phenoica.workflow.config.validate_config"
         )
     _check_n_factors(int(demo["n_factors"]))
     if not 1 <= demo["factors_per_gene"] <= demo["n_factors"]:

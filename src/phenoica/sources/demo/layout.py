@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from phenoica import screen
+from phenoica.contract import screen
 from phenoica.sources.demo.design import batch_of, check_demo, gene_truth, plate_format, rng_for, row_label
 
 

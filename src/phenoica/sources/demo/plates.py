@@ -7,13 +7,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from phenoica import screen
-from phenoica.config import demo_plates
-from phenoica.io import write_parquet
+from phenoica.contract import screen
 from phenoica.sources.demo.design import check_demo, draw_factors, factor_name, guide_shifts, rng_for
 from phenoica.sources.demo.layout import plate_layout
 from phenoica.sources.demo.nuisance import NUISANCE_PREFIX, apply_nuisance, nuisance_table
 from phenoica.sources.demo.render import render_block, render_cells
+from phenoica.utils.io import write_parquet
+from phenoica.workflow.config import demo_plates
 
 
 def simulate_plate(demo: dict, seed: int, plate: str) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:

@@ -23,9 +23,9 @@ data, seeds, steps, batch size, Adam learning rate):
 transform is unsupervised and is fitted on the evaluation latents themselves (no factor is used).
 
 Scores per (dataset, model, seed) on a fixed seeded evaluation subset: InfoM, InfoE, InfoC
-(:func:`phenoica.metrics.infomec`, followed as defined even where it behaves oddly: InfoM/InfoC
+(:func:`phenoica.identifiability.metrics.infomec`, followed as defined even where it behaves oddly: InfoM/InfoC
 are ratios of NMIs and stay high for noise latents; read them beside InfoE), MCC, mean linear
-R^2 (in-sample) and DCI (:func:`phenoica.metrics.dci`).
+R^2 (in-sample) and DCI (:func:`phenoica.identifiability.metrics.dci`).
 
 Modules: :mod:`.data` (the factor datasets), :mod:`.model` (networks, losses, training),
 :mod:`.evaluate` (scores of latents), :mod:`.report` (tables, verdict, figures, page).

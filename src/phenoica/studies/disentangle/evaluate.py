@@ -11,9 +11,9 @@ import numpy as np
 import pandas as pd
 from scipy.linalg import orthogonal_procrustes
 
-from phenoica import metrics
-from phenoica.io import write_parquet
+from phenoica.identifiability import metrics
 from phenoica.studies.disentangle.model import MODELS
+from phenoica.utils.io import write_parquet
 from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.whitening import PCAWhitener
 

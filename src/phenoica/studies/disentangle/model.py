@@ -12,9 +12,9 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
-from phenoica.io import atomic_path
 from phenoica.models.device import resolve_device
 from phenoica.studies.disentangle.data import FactorDataset, eval_index
+from phenoica.utils.io import atomic_path
 
 MODELS: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae")
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from phenoica.seeding import derive_seed
+from phenoica.utils.seeding import derive_seed
 
 #: p-values are clipped into [P_FLOOR, 1 - P_FLOOR] before the Cauchy transform (tan is infinite at 0 and 1).
 P_FLOOR = 1e-15

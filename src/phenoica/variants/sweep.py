@@ -34,8 +34,8 @@ from phenoica.biomap.batch_metrics import batch_classifier
 from phenoica.classify.engine import classify_shard
 from phenoica.classify.map_readout import guide_map, well_profiles
 from phenoica.classify.params import ClassifyOptions
-from phenoica.hits import screen_calls
-from phenoica.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
+from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
+from phenoica.hits.calls import screen_calls
 from phenoica.variants.fit import fit_variants
 from phenoica.variants.variant import WHITENED_VARIANTS, component_name
 

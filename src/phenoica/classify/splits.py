@@ -20,8 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica.io import read_table
-from phenoica.screen import (
+from phenoica.contract.screen import (
     BATCH,
     CONTROL,
     GENE,
@@ -34,7 +33,8 @@ from phenoica.screen import (
     WELL,
     ScreenError,
 )
-from phenoica.seeding import rng_for
+from phenoica.utils.io import read_table
+from phenoica.utils.seeding import rng_for
 
 SCHEMES = ("leave_one_batch_out", "in_distribution")
 TRAIN, TEST = "train", "test"

@@ -15,7 +15,7 @@ wells laid out like real guides and scored by the same classifier (``phenoica.cl
 
 p-values are one-sided (a hit classifies better than the null). Guide q-values: Benjamini-Hochberg
 over the scored real guides of one (model, variant). Gene p-values combine the gene's guide
-p-values with the Cauchy combination (ACAT, ``phenoica.stats.acat``): valid however the guides
+p-values with the Cauchy combination (ACAT, ``phenoica.utils.stats.acat``): valid however the guides
 depend on each other (they share the control set) and powerful when only some of a gene's
 guides work, the common case since guide efficacy varies. Gene q-values: BH over genes.
 
@@ -33,9 +33,9 @@ import pandas as pd
 from scipy import stats
 
 from phenoica.classify.engine import SCORE_COLUMNS
-from phenoica.contract import OK
-from phenoica.screen import GENE, GUIDE, ScreenError
-from phenoica.stats import acat, bh_qvalues
+from phenoica.contract.screen import GENE, GUIDE, ScreenError
+from phenoica.contract.values import OK
+from phenoica.utils.stats import acat, bh_qvalues
 
 NULL_MODELS: tuple[str, ...] = ("parametric", "empirical")
 #: AUROCs are clipped into [AUROC_CLIP, 1 - AUROC_CLIP] before the logit.

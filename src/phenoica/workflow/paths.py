@@ -4,7 +4,7 @@ results folder, in the wildcards of the rule that writes it (``{plate}``, ``{mod
 
 The rules take their outputs and the inputs they read from other stages from this table
 (``OUT = output_paths(RESULTS)`` in ``rules/common.smk``; ``expand(OUT.classify.shard, ...)`` for
-lists), the library finds the same files through it (e.g. :func:`phenoica.workflow.training_record`),
+lists), the library finds the same files through it (e.g. :func:`phenoica.workflow.dag.training_record`),
 and the logs and benchmark files of every rule follow one pattern (:func:`log_path`,
 :func:`benchmark_path`). A path changed here changes everywhere it is used.
 """

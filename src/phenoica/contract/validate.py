@@ -30,10 +30,10 @@ from typing import Any, Mapping
 
 import pandas as pd
 
-from phenoica import screen
-from phenoica.io import atomic_path, get_logger
-from phenoica.screen import ScreenError, raise_problems
+from phenoica.contract import screen
+from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.sources.h5ad import parquet_source
+from phenoica.utils.io import atomic_path, get_logger
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 2
@@ -60,7 +60,7 @@ def _by_plate(table: pd.DataFrame) -> dict[str, pd.DataFrame]:
 
 
 def _zarr_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: list[str]) -> dict[str, PlateGeometry]:
-    from phenoica.workflow import user_table
+    from phenoica.workflow.dag import user_table
 
     path = str(cfg["metadata"])
     table = screen.validate_screen_metadata(user_table(path), source=path)
@@ -84,7 +84,7 @@ def _plate_map_geometry(
     from phenoica.sources.images import image_plate_geometry
     from phenoica.sources.ome_zarr import hcs_plate_geometry
     from phenoica.sources.plate_map import validate_plate_map
-    from phenoica.workflow import user_table
+    from phenoica.workflow.dag import user_table
 
     plate_map = validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
     raise_problems(str(cfg["plate_map"]), screen.control_problems(plate_map))
@@ -246,7 +246,7 @@ def validate_screen(
 
     ``screen_cfg``, ``models``, ``crop_size`` and ``demo`` are ``config["screen"]``,
     ``config["models"]``, ``config["embed"]["crop_size"]`` and ``config["demo"]``; ``plates``
-    is {plate: batch} (:func:`phenoica.workflow.screen_plates`).
+    is {plate: batch} (:func:`phenoica.workflow.dag.screen_plates`).
     """
     log = log or get_logger("phenoica.validate")
     if not plates:
@@ -295,9 +295,9 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     (:func:`phenoica.profiles.embeddings.plan_embeddings`), and the contract across files (missing values,
     PertTypes, a guide under one gene, a gene under one PertType, a plate in one batch, a well
     with one perturbation, each image once), with the rows named by file and row."""
-    from phenoica import workflow as wf
     from phenoica.profiles.embeddings import plan_embeddings
     from phenoica.profiles.features import FeatureSelection
+    from phenoica.workflow import dag as wf
 
     cfg = config["screen"]
     selection = FeatureSelection.from_config(cfg)
@@ -334,7 +334,7 @@ def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str]:
     per image), the plate map (images / ome_zarr, one row per well); None for the demo and for
     embeddings (read by :func:`embedding_problems`)."""
     from phenoica.sources.plate_map import validate_plate_map
-    from phenoica.workflow import user_table
+    from phenoica.workflow.dag import user_table
 
     cfg = config["screen"]
     if cfg["source"] == "zarr":
@@ -351,7 +351,7 @@ def scoring_problems(table: pd.DataFrame, config: Mapping[str, Any], source: str
     each, every guide in two batches or more; built here as the ``splits`` job builds them),
     and a warning when ``classify.n_null_guides`` pseudo-guides must share control wells
     heavily (:data:`NULL_REUSE_WARNING`)."""
-    from phenoica.splits import make_folds
+    from phenoica.classify.splits import make_folds
 
     problems: list[str] = []
     if not (table[screen.PERT_TYPE] == screen.PERTURBATION).any():
@@ -413,7 +413,7 @@ def contract_problems(
     """(problems, notes, summary) of the screen-wide contract, for every source: the user's
     table (or embedding files) against the contract and against the analysis it will get
     (:func:`scoring_problems`), and the annotation files; plate names are checked when the
-    plate list is read (:func:`phenoica.workflow.screen_plates`)."""
+    plate list is read (:func:`phenoica.workflow.dag.screen_plates`)."""
     problems: list[str] = []
     notes: list[str] = []
     summary: dict[str, Any] = {}
@@ -421,7 +421,7 @@ def contract_problems(
     if source == "embeddings":
         problems, summary = embedding_problems(config, log)
         if not problems:
-            from phenoica import workflow as wf
+            from phenoica.workflow import dag as wf
 
             model = sorted(config["models"])[0]
             table = _embedding_metadata(wf.embedding_inputs(config, model))
@@ -452,7 +452,7 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
     geometry, model and crop keys, the plates, the per-plate digests of the user's table, and
     the size and time of each plate store's metadata, HCS plate's metadata and checkpoint.
     Cheap: no table is read beyond what building the DAG reads anyway."""
-    from phenoica import workflow as wf
+    from phenoica.workflow import dag as wf
 
     cfg = config["screen"]
     source = cfg["source"]

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
-from phenoica.io import atomic_path, path_part_problem, read_table
+from phenoica.utils.io import atomic_path, path_part_problem, read_table
 
 BATCH = "Metadata_Batch"
 PLATE = "Metadata_Plate"
@@ -335,7 +335,7 @@ def read_metadata(path: Path | str) -> pd.DataFrame:
 def check_plate_names(plates: Iterable[str], source: str) -> None:
     """Plate names become folder and file names (``results/screen/plates/{plate}.zarr``,
     ``results/embeddings/{model}/{plate}.parquet``): each must be a safe path part
-    (:func:`phenoica.io.path_part_problem`: no ``/``, no ``.``/``..``, no control characters).
+    (:func:`phenoica.utils.io.path_part_problem`: no ``/``, no ``.``/``..``, no control characters).
     One ScreenError naming ``source`` and every unsafe plate."""
     problems = []
     for plate in plates:

@@ -4,7 +4,7 @@ write through the library (e.g. :func:`phenoica.models.mae.record_training`).
 
 Rule params are what Snakemake reruns a job for, so a rule passes exactly the values its
 output depends on (:func:`job_params`), never a whole config section. Which keys reach which
-rule is declared once, in the schema (``x-jobs``; :func:`phenoica.config.key_jobs`): a key that
+rule is declared once, in the schema (``x-jobs``; :func:`phenoica.workflow.config.key_jobs`): a key that
 changes only speed, memory, storage layout or log output (``x-run-time: speed``) is never a
 param, and scripts read those at run time (:func:`with_speed_settings`). Params are canonical (mapping keys
 sorted), so reordering the keys of a config file reruns nothing.
@@ -24,12 +24,13 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica import screen
-from phenoica.config import deep_merge, demo_plates, embedding_globs, key_jobs, package_schema
-from phenoica.io import read_table
-from phenoica.paths import output_paths
+from phenoica.contract import screen
 from phenoica.profiles.embeddings import expand_glob
 from phenoica.report import render
+from phenoica.utils.io import read_table
+from phenoica.workflow.config import deep_merge, demo_plates, embedding_globs
+from phenoica.workflow.paths import output_paths
+from phenoica.workflow.schema import key_jobs, package_schema
 
 
 @functools.lru_cache(maxsize=4)
@@ -56,7 +57,7 @@ def _plate_rows(config: Mapping[str, Any]) -> pd.DataFrame | None:
 def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
     """{plate: batch} of the screen, in order; empty when the workflow starts from embeddings.
 
-    Names are normalized as everywhere else (:func:`phenoica.screen.normalize_names`: surrounding
+    Names are normalized as everywhere else (:func:`phenoica.contract.screen.normalize_names`: surrounding
     whitespace removed). An empty table, a missing plate or batch column (with the column
     probably meant) and a plate in two batches are errors naming the file.
     """

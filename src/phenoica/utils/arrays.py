@@ -20,7 +20,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from phenoica.screen import ScreenError
+from phenoica.contract.screen import ScreenError
 
 #: Rows per float64 work chunk (a 8192 x 384 chunk is 25 MB; BLAS is as fast as on larger ones).
 CHUNK_ROWS = 8_192

@@ -3,7 +3,7 @@
 Three questions, each answered per (model, variant) with an effect size and an interval:
 
 - Does the representation see the biology? ``probe_table``: held-out R^2 of a ridge linear
-  probe (``phenoica.metrics.probe_r2``) from the latents to the factors that genes shift
+  probe (``phenoica.identifiability.metrics.probe_r2``) from the latents to the factors that genes shift
   (``shifted_factors``), read from the ``structural`` table's ``probe_r2_factor_*`` columns.
 - Do the scores find the genes with an effect? ``effect_separation``: mean held-out AUROC of
   effect guides minus that of guides of genes without effect, a bootstrap interval over genes
@@ -28,7 +28,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.screen import GENE, GUIDE, ScreenError
+from phenoica.contract.screen import GENE, GUIDE, ScreenError
 
 EFFECT = "effect"
 NO_EFFECT = "no_effect"

@@ -1,0 +1,1 @@
+"""Hit calls: guide and gene p- and q-values from the scores and their null."""

@@ -1,0 +1,1 @@
+"""Small helpers every stage shares: atomic writes and logs, seeds, array checks, statistics."""
