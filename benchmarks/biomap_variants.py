@@ -24,7 +24,7 @@ import yaml
 from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.biomap.annotations import load_sources
 from phenoica.biomap.batch_metrics import batch_metrics
-from phenoica.biomap.gene_map import TRUTH_SOURCE, gene_map
+from phenoica.biomap.gene_map import TRUTH_SOURCE, MapInputs, gene_map
 from phenoica.classify.map_readout import well_profiles
 from phenoica.variants.apply import apply_transform
 from phenoica.variants.fit import fit_transforms
@@ -61,9 +61,8 @@ def main() -> None:
                 max_samples=cfg["batch_max_samples"],
             )
             guides, genes = aggregate_profiles(table, cfg["center_on_controls"])
-            tables, *_ = gene_map(
-                guides, genes, None, sources, cfg, seed=seed, model=args.model, variant=variant, truth=truth
-            )
+            inputs = MapInputs(guides, genes, None, sources, truth)
+            tables, *_ = gene_map(inputs, cfg, seed=seed, model=args.model, variant=variant)
             row = {"variant": variant}
             for r in batch.itertuples():
                 row[f"batch_removal_{r.subset}"] = r.batch_removal

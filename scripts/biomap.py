@@ -7,7 +7,7 @@ log = rule_logger("phenoica.biomap", snakemake.log[0])  # first: the log holds e
 import pandas as pd
 
 from phenoica.biomap.annotations import load_sources
-from phenoica.biomap.gene_map import gene_map
+from phenoica.biomap.gene_map import MapInputs, gene_map
 from phenoica.contract.screen import GENE
 from phenoica.report.gene_maps import heatmap_figure
 from phenoica.utils.io import write_parquet
@@ -18,18 +18,10 @@ model, variant = snakemake.wildcards.model, snakemake.wildcards.variant
 calls = pd.read_parquet(snakemake.input.calls)
 calls = calls[(calls["model"] == model) & (calls["variant"] == variant)]
 truth = pd.read_parquet(snakemake.input.truth[0]) if snakemake.input.truth else None
-tables, chosen, q, note = gene_map(
-    pd.read_parquet(snakemake.input.guides),
-    pd.read_parquet(snakemake.input.genes),
-    calls,
-    load_sources(cfg),
-    cfg,
-    seed=snakemake.params.seed,
-    model=model,
-    variant=variant,
-    truth=truth,
-    log=log,
+inputs = MapInputs(
+    pd.read_parquet(snakemake.input.guides), pd.read_parquet(snakemake.input.genes), calls, load_sources(cfg), truth
 )
+tables, chosen, q, note = gene_map(inputs, cfg, seed=snakemake.params.seed, model=model, variant=variant, log=log)
 for name in ("neighbors", "guide_neighbors", "consistency", "recall", "coverage"):
     write_parquet(tables[name], snakemake.output[name])
 features = [c for c in chosen.columns if not str(c).startswith("Metadata_")]

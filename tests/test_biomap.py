@@ -363,9 +363,8 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
     calls = pd.DataFrame(
         {GENE: names, "q_value": np.linspace(0.001, 0.5, len(names)), "hit": True, "model": "m", "variant": "v"}
     )
-    tables, chosen, q, _ = bm_gene_map.gene_map(
-        guides, genes, calls, {"c": complexes}, CFG, seed=0, model="m", variant="v", truth=truth
-    )
+    inputs = bm_gene_map.MapInputs(guides, genes, calls, {"c": complexes}, truth)
+    tables, chosen, q, _ = bm_gene_map.gene_map(inputs, CFG, seed=0, model="m", variant="v")
     rec = tables["recall"].set_index(["source", "lower"])
     # 18 complex pairs among 276: at 5/95 only the top 13 cosines (#null below >= 0.95 * 276) can be
     # recalled, so 13/18 is the most there is; at 10/90 all 18 fit

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from typing import Any, Mapping
 
 import numpy as np
@@ -29,28 +30,35 @@ def truth_complexes(truth: pd.DataFrame) -> dict[str, list[str]]:
     return {str(c): sorted(set(g[GENE].astype(str))) for c, g in named.groupby("complex")}
 
 
+@dataclass(frozen=True)
+class MapInputs:
+    """What one (model, variant)'s map is built from: its guide and gene profiles, its gene
+    calls (None: every perturbed gene), annotation pairs by name
+    (``phenoica.biomap.annotations.load_sources``) and the demo's truth table, whose simulated
+    complexes are one more source, :data:`TRUTH_SOURCE`."""
+
+    guides: pd.DataFrame
+    genes: pd.DataFrame
+    calls: pd.DataFrame | None
+    sources: Mapping[str, pd.DataFrame]
+    truth: pd.DataFrame | None = None
+
+
 def gene_map(
-    guides: pd.DataFrame,
-    genes: pd.DataFrame,
-    calls: pd.DataFrame | None,
-    sources: Mapping[str, pd.DataFrame],
+    inputs: MapInputs,
     cfg: Mapping[str, Any],
     *,
     seed: int,
     model: str,
     variant: str,
-    truth: pd.DataFrame | None = None,
     log: logging.Logger | None = None,
 ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, np.ndarray, str]:
     """Everything of one (model, variant)'s map: tables ``neighbors``, ``guide_neighbors``,
     ``consistency``, ``recall``, ``coverage`` (each with model and variant columns), and the map's gene profiles,
-    their q-values and the note on how its genes were chosen.
-
-    ``calls``: the gene calls of this (model, variant); ``sources``: annotation pairs by name
-    (``phenoica.biomap.annotations.load_sources``); ``truth`` (the demo's): its simulated complexes are
-    one more source, :data:`TRUTH_SOURCE`. ``cfg`` is ``config["biomap"]``.
+    their q-values and the note on how its genes were chosen. ``cfg`` is ``config["biomap"]``.
     """
     log = log or LOG
+    guides, genes, calls, sources, truth = inputs.guides, inputs.genes, inputs.calls, inputs.sources, inputs.truth
     chosen, q, note = map_genes(genes, calls, cfg["genes"])
     log.info("map %s/%s: %s", model, variant, note)
     features = feature_columns(chosen)
