@@ -14,9 +14,12 @@ from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches
 from phenoica.variants.serialize import export_step, read_transform, restore_step, write_transform
 from phenoica.variants.whitening import PCAWhitener
+from phenoica.workflow.schema import schema_enum
 
-VARIANTS: tuple[str, ...] = ("base", "pca", "pca_ica", "pca_rand", "tvn")
-WHITENED_VARIANTS: tuple[str, ...] = ("pca", "pca_ica", "pca_rand", "tvn")
+#: every variant, in the report's order: the schema's ``transforms.variants`` names, declared once there
+VARIANTS: tuple[str, ...] = schema_enum("transforms.variants")
+#: the variants whitened by PCA (all but base)
+WHITENED_VARIANTS: tuple[str, ...] = tuple(v for v in VARIANTS if v != "base")
 COMPONENT_PREFIX = "comp_"
 STEPS: tuple[str, ...] = ("center_scale", "whitener", "rotation", "alignment")
 
