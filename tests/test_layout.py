@@ -72,3 +72,63 @@ def test_cycle_finder_finds_a_known_cycle():
 
 def test_no_import_cycle_in_the_library():
     assert cycles(import_graph()) == []
+
+
+MAX_MODULE_LINES = 600
+MAX_FUNCTION_LINES = 100
+MAX_PUBLIC_PARAMETERS = 8
+
+
+def size_problems(root: Path = SRC / "phenoica") -> list[str]:
+    """Modules over MAX_MODULE_LINES lines, functions over MAX_FUNCTION_LINES lines and public
+    functions with more than MAX_PUBLIC_PARAMETERS parameters (self / cls not counted)."""
+    problems: list[str] = []
+    for path in sorted(root.rglob("*.py")):
+        text = path.read_text()
+        where = str(path.relative_to(root.parent))
+        if len(text.splitlines()) > MAX_MODULE_LINES:
+            problems.append(f"{where}: {len(text.splitlines())} lines")
+        for node in ast.walk(ast.parse(text)):
+            if not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                continue
+            length = node.end_lineno - node.lineno + 1
+            if length > MAX_FUNCTION_LINES:
+                problems.append(f"{where}:{node.name}: {length} lines")
+            args = node.args
+            names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+            count = len([n for n in names if n not in ("self", "cls")])
+            if not node.name.startswith("_") and count > MAX_PUBLIC_PARAMETERS:
+                problems.append(f"{where}:{node.name}: {count} parameters")
+    return problems
+
+
+def test_size_audit_finds_known_problems(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    long_body = "\n".join(f"    x{i} = {i}" for i in range(MAX_FUNCTION_LINES + 1))
+    params = ", ".join(f"a{i}" for i in range(MAX_PUBLIC_PARAMETERS + 1))
+    (package / "m.py").write_text(
+        f"def long():\n{long_body}\n\n\ndef wide({params}):\n    pass\n\n\ndef _wide_private({params}):\n    pass\n"
+    )
+    assert size_problems(package) == [
+        f"pkg/m.py:long: {MAX_FUNCTION_LINES + 2} lines",
+        f"pkg/m.py:wide: {MAX_PUBLIC_PARAMETERS + 1} parameters",
+    ]
+
+
+def test_modules_functions_and_signatures_stay_small():
+    """The layout targets: no module over 600 lines, no function over 100 lines, no public
+    function with more than 8 parameters (an options object built once from the config carries
+    the rest)."""
+    assert size_problems() == []
+
+
+def test_package_inits_hold_only_their_docstring():
+    """Every import names the module that holds the function: no package re-exports names."""
+    offenders = []
+    for init in sorted((SRC / "phenoica").rglob("__init__.py")):
+        body = ast.parse(init.read_text()).body
+        code = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        if init.parent.name != "phenoica" and code:
+            offenders.append(str(init.relative_to(SRC)))
+    assert not offenders, offenders
