@@ -54,3 +54,14 @@ def metadata() -> pd.DataFrame:
 @pytest.fixture
 def rng() -> np.random.Generator:
     return np.random.default_rng(0)
+
+
+#: Test files whose slow tests run a whole demo or a cluster (the longest of the suite): they are
+#: handed to the xdist workers first, so the suite's wall time is the longest file's, not the sum
+#: of it and whatever a worker was given before it (`--dist loadfile` keeps collection order).
+LONG_FILES: tuple[str, ...] = ("test_demo_truth.py", "test_slurm.py", "test_workflow.py", "test_studies_workflow.py")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    rank = {name: i for i, name in enumerate(LONG_FILES)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONG_FILES)))  # stable: the rest keep their order
