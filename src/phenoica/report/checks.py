@@ -18,6 +18,7 @@ import pandas as pd
 from phenoica.classify.engine import SCORE_COLUMNS
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.contract.values import OK, SKIPPED
+from phenoica.hits.calls import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS
 from phenoica.variants.variant import VARIANTS
 
 VARIANT_LABELS: dict[str, str] = {
@@ -28,18 +29,8 @@ VARIANT_LABELS: dict[str, str] = {
 }
 #: the guide-fold score rows, as classify writes them
 ROW_COLUMNS: tuple[str, ...] = SCORE_COLUMNS
-GUIDE_COLUMNS: tuple[str, ...] = (
-    "model",
-    "variant",
-    GENE,
-    GUIDE,
-    "is_null_guide",
-    "n_folds_ok",
-    "auroc",
-    "sparsity",
-    "concentration",
-)
-GENE_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
+GUIDE_COLUMNS: tuple[str, ...] = GUIDE_SUMMARY_COLUMNS  # what hits.calls.summarize_scores writes
+GENE_COLUMNS: tuple[str, ...] = GENE_SUMMARY_COLUMNS
 MAP_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, GUIDE, "mean_average_precision", "map_p_value", "map_q_value")
 TRUTH_COLUMNS: tuple[str, ...] = (GENE, GUIDE, "has_effect", "efficacy")
 

@@ -253,38 +253,48 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def _reaching(
-    values: Mapping[str, Any], schema: Mapping[str, Any], job: str, inherited: tuple[str, ...]
-) -> dict[str, Any]:
-    """The entries of ``values`` whose declared jobs (the key's ``x-jobs``, else ``inherited``)
-    include ``job``, run-time keys left out, mappings filtered the same way inside."""
+def _entries(
+    values: Mapping[str, Any], schema: Mapping[str, Any]
+) -> Iterable[tuple[str, Any, Mapping[str, Any], bool]]:
+    """``(key, value, key schema, is a run-time key)`` for each entry of a config mapping."""
     props = schema.get("properties") or {}
     speed_only = set(schema.get("x-speed-only-keys", ()))
-    out: dict[str, Any] = {}
     for key, value in values.items():
         sub = props.get(key) or {}
-        if sub.get("x-run-time") or key in speed_only:
-            continue
+        yield key, value, sub, bool(sub.get("x-run-time")) or key in speed_only
+
+
+def _reaching(
+    values: Mapping[str, Any], schema: Mapping[str, Any], job: str | None, inherited: tuple[str, ...]
+) -> dict[str, Any]:
+    """The entries of ``values`` whose declared jobs (the key's ``x-jobs``, else ``inherited``)
+    include ``job`` (every entry when ``job`` is None), run-time keys left out, mappings
+    filtered the same way inside."""
+    out: dict[str, Any] = {}
+    for key, value, sub, run_time in _entries(values, schema):
         jobs = tuple(sub.get("x-jobs", inherited))
-        if job not in jobs:
+        if run_time or (job is not None and job not in jobs):
             continue
         out[key] = _reaching(value, sub, job, jobs) if isinstance(value, Mapping) else value
     return out
 
 
 def _run_time_only(values: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    props = schema.get("properties") or {}
-    speed_only = set(schema.get("x-speed-only-keys", ()))
     out: dict[str, Any] = {}
-    for key, value in values.items():
-        sub = props.get(key) or {}
-        if sub.get("x-run-time") or key in speed_only:
+    for key, value, sub, run_time in _entries(values, schema):
+        if run_time:
             out[key] = value
         elif isinstance(value, Mapping):
             inner = _run_time_only(value, sub)
             if inner:
                 out[key] = inner
     return out
+
+
+@functools.lru_cache(maxsize=1)
+def _annotated_jobs() -> frozenset[str]:
+    """Every rule some key of the package's schema reaches (read once per process)."""
+    return frozenset(job for jobs in key_jobs().values() for job in jobs)
 
 
 def _section_schema(section: str) -> Mapping[str, Any]:
@@ -303,27 +313,15 @@ def job_params(config: Mapping[str, Any], section: str, job: str) -> dict[str, A
     value it reads changes; which keys reach which job is declared once, in the schema.
     """
     schema = _section_schema(section)
-    if job not in set(j for jobs in key_jobs().values() for j in jobs):
+    if job not in _annotated_jobs():
         raise KeyError(f"no config key of the schema reaches a job {job!r} (x-jobs annotations)")
     return canonical(_reaching(config[section], schema, job, tuple(schema.get("x-jobs", ()))))
-
-
-def _strip_run_time(values: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    props = schema.get("properties") or {}
-    speed_only = set(schema.get("x-speed-only-keys", ()))
-    out: dict[str, Any] = {}
-    for key, value in values.items():
-        sub = props.get(key) or {}
-        if sub.get("x-run-time") or key in speed_only:
-            continue
-        out[key] = _strip_run_time(value, sub) if isinstance(value, Mapping) else value
-    return out
 
 
 def without_run_time(config: Mapping[str, Any], section: str) -> dict[str, Any]:
     """``config[section]`` without its run-time keys (``x-run-time``), mapping keys sorted: what
     a reader of the whole section (the check at the door) depends on."""
-    return canonical(_strip_run_time(config.get(section) or {}, _section_schema(section)))
+    return canonical(_reaching(config.get(section) or {}, _section_schema(section), None, ()))
 
 
 def speed_settings(config: Mapping[str, Any], section: str) -> dict[str, Any]:
