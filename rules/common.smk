@@ -114,19 +114,22 @@ def embedding_files(model):
     return expand(OUT.embed.embedding, model=model, plate=PLATES)
 
 
-def transform_file(model, variant):
-    """A model's fitted transform of one variant: fitted here, or the frozen one (transforms.frozen,
-    a folder laid out as the results' transforms/)."""
+def _fitted(template, **wildcards):
+    """A fitted-transform file: fitted here, or the frozen one (transforms.frozen, a folder laid
+    out as the results' transforms/)."""
+    path = template.format(**wildcards)
     frozen = config["transforms"]["frozen"]
-    path = OUT.transform.transform.format(model=model, variant=variant)
     return path.replace(f"{RESULTS}/transforms", frozen, 1) if frozen else path
+
+
+def transform_file(model, variant):
+    """A model's fitted transform of one variant."""
+    return _fitted(OUT.transform.transform, model=model, variant=variant)
 
 
 def fit_report_file(model):
-    """The fit report beside a model's transforms (fitted here, or frozen)."""
-    frozen = config["transforms"]["frozen"]
-    path = OUT.transform.fit_report.format(model=model)
-    return path.replace(f"{RESULTS}/transforms", frozen, 1) if frozen else path
+    """The fit report beside a model's transforms."""
+    return _fitted(OUT.transform.fit_report, model=model)
 
 
 def lightgbm_report_params():
