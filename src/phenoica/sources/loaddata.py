@@ -233,12 +233,15 @@ def _paths(rows: pd.DataFrame, name: str) -> np.ndarray:
         if len(blank):
             r = rows.iloc[blank[0]]
             raise ScreenError(f"{r[SOURCE_CSV]}: column {col} is empty at row {r[SOURCE_ROW]} (plate {r[PLATE]})")
-    parents = {csv: os.path.dirname(csv) for csv in set(rows[SOURCE_CSV])}
-    out = [
-        os.path.join(folder if os.path.isabs(folder) else os.path.join(parents[csv], folder), file)
-        for csv, folder, file in zip(rows[SOURCE_CSV], rows[f"{PATH}{name}"], rows[f"{FILE}{name}"])
-    ]
-    return np.asarray(out, dtype=object)
+    pairs = pd.MultiIndex.from_arrays([rows[SOURCE_CSV].to_numpy(), rows[f"{PATH}{name}"].to_numpy()])
+    codes, folders = pd.factorize(pairs)  # a plate's files sit in a few folders: each resolved once
+    prefixes = np.asarray(
+        [os.path.join(f if os.path.isabs(f) else os.path.join(os.path.dirname(c), f), "") for c, f in folders]
+        + [""],  # keeps a one-folder array one-dimensional
+        dtype=object,
+    )
+    out = prefixes[codes] + rows[f"{FILE}{name}"].to_numpy(dtype=object)
+    return out
 
 
 def plate_files(
