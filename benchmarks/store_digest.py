@@ -22,7 +22,8 @@ plate (``--sites`` rows, ``--channels`` ``FileName_``/``PathName_`` pairs; defau
 5 channels, a 384-well plate of 9 sites) and the (16-byte) files they name, then times, in the
 same run: the baseline (what building the DAG read before: every CSV read once, as the door's
 check does) and the digest of every plate after it, cold (a new process: the CSVs read and
-indexed once) and warm (a second pass). Run:
+indexed once) and warm (a second pass), beside the digest source images takes of the same files
+(:func:`phenoica.workflow.dag.store_digest` of each plate's folder). Run:
 
     python benchmarks/store_digest.py            # 1,400 plates x 96 chunks in a temp folder
     python benchmarks/store_digest.py --plates 100 --chunks 20
@@ -116,8 +117,13 @@ def run_loaddata(root: Path, args: argparse.Namespace) -> None:
         return time.perf_counter() - begin
 
     cold, warm = digests(), digests()  # cold: the CSVs read and indexed (once), then each plate's files
+    folders = timed(store_digest, [root / "images" / plate for plate in plates])
     n = len(plates)
     print(f"baseline (read every CSV once): {base:.3f} s ({1000 * base / n:.1f} ms/plate)")
+    print(
+        f"store_digest of each plate's image folder (source images, the same files): {folders:.3f} s "
+        f"({1000 * folders / n:.1f} ms/plate, {1e6 * folders / files:.2f} us/file)"
+    )
     for name, took in (("first pass", cold), ("second pass", warm)):
         print(
             f"plate_store_digest, {name}: {took:.3f} s ({1000 * took / n:.1f} ms/plate, "

@@ -199,16 +199,16 @@ def plate_store_digest(config: Mapping[str, Any], plate: str) -> str:
         header, files = plate_inputs(cfg["loaddata"], cfg["loaddata_channels"], cfg["loaddata_illum"], plate)
     else:
         return ""
-    h = hashlib.sha1(header.encode())
-    present = []
+    lines, present = [header, "\n"], []
     for name in files:
         try:
             st = os.stat(name)
         except OSError:
-            h.update(f"{name}\0absent\n".encode())
+            lines.append(f"{name}\0absent\n")
             continue
-        h.update(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+        lines.append(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n")
         present.append((name, st.st_size))
+    h = hashlib.sha1("".join(lines).encode())
     for name, size in present[:: max(1, len(present) // DIGEST_SAMPLE_FILES)][:DIGEST_SAMPLE_FILES]:
         h.update(_sample(name, size))
     return h.hexdigest()
