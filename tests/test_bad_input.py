@@ -1103,3 +1103,32 @@ def test_image_digest_follows_each_plates_own_files(tmp_path, pattern):
     write_png(target, 255 - np.asarray(Image.open(target)))
     after = {p: wf.plate_store_digest(cfg, p) for p in ("P1", "P2")}
     assert after["P2"] != before["P2"] and after["P1"] == before["P1"]
+
+
+def test_a_loaddata_screen_passes_the_whole_door_and_its_notes_are_recorded(tmp_path, caplog):
+    """Issue 32: the door passes a valid LoadData screen (every file there, the models against
+    the plates' geometry) and notes a CSV's plate the plate map lacks: recorded once in
+    validated.json, logged again on the next invocation, which checks the key only."""
+    import logging
+
+    from phenoica.contract import validate
+    from tests.test_loaddata import write_fixture
+
+    cfg = _loaddata_screen(tmp_path)
+    write_fixture(tmp_path, plate="PL3", shape=(32, 32))
+    _clear_loaddata_caches()
+    plates = wf.screen_plates(cfg)
+    record = tmp_path / "validated.json"
+    with caplog.at_level(logging.WARNING, logger="phenoica.validate"):
+        report = validate.check_screen_once(cfg, plates, record)
+        again = validate.check_screen_once(cfg, plates, record)
+    assert plates == {"PL1": "B1", "PL2": "B2"} and again["key"] == report["key"]
+    assert report["plates"]["PL2"] == {
+        "batch": "B2",
+        "channels": ["OrigDNA", "OrigER", "OrigMito"],
+        "height": 32,
+        "width": 32,
+        "images": None,
+    }
+    assert len(report["notes"]) == 1 and "['PL3']" in report["notes"][0]
+    assert sum("not in the plate map" in r.getMessage() for r in caplog.records) == 2
