@@ -117,9 +117,9 @@ def _read_csv(path: str) -> pd.DataFrame:
 
 def read_loaddata(paths: str | Path | Sequence[str | Path]) -> pd.DataFrame:
     """The rows of one or more LoadData CSVs (a path, a glob or a list), with the CSV and row
-    each came from; wells normalized
-    (``A1`` = ``A01``). Raises ScreenError naming the CSV for missing key columns, empty or
-    non-integer keys (with the rows), and naming both rows for a site listed twice."""
+    each came from; wells normalized (``A1`` = ``A01``). Raises ScreenError naming the CSV for
+    missing key columns, no rows, empty or non-integer keys (with the rows), and naming both
+    rows for a site listed twice."""
     tables = [_read_csv(path) for path in csv_paths(paths)]
     table = pd.concat(tables, ignore_index=True)
     dup = table[table.duplicated(list(KEYS), keep=False)]
