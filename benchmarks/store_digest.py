@@ -13,10 +13,21 @@ times, in the same run:
 - digest: :func:`phenoica.workflow.dag.store_digest` of every store, cold and warm (a second pass:
   the file system's metadata cached, as on a rerun).
 
-It prints seconds, per-plate milliseconds and the ratio digest / baseline. Run:
+It prints seconds, per-plate milliseconds and the ratio digest / baseline.
+
+``--loaddata``: the same for source loaddata, whose key is per plate too
+(:func:`phenoica.workflow.dag.plate_store_digest`: the plate's rows of the LoadData CSVs and a
+stat of every file they name, a few files' first and last bytes). It writes one LoadData CSV per
+plate (``--sites`` rows, ``--channels`` ``FileName_``/``PathName_`` pairs; default 3,456 sites x
+5 channels, a 384-well plate of 9 sites) and the (16-byte) files they name, then times, in the
+same run: the baseline (what building the DAG read before: every CSV read once, as the door's
+check does) and the digest of every plate after it, cold (a new process: the CSVs read and
+indexed once) and warm (a second pass), beside the digest source images takes of the same files
+(:func:`phenoica.workflow.dag.store_digest` of each plate's folder). Run:
 
     python benchmarks/store_digest.py            # 1,400 plates x 96 chunks in a temp folder
     python benchmarks/store_digest.py --plates 100 --chunks 20
+    python benchmarks/store_digest.py --loaddata --plates 20   # 20 plates x 17,280 files
 """
 
 from __future__ import annotations
@@ -28,7 +39,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from phenoica.workflow.dag import store_digest
+from phenoica.sources import loaddata
+from phenoica.workflow.dag import plate_store_digest, store_digest
 
 
 def lay_out(root: Path, plates: int, chunks: int, chunk_bytes: int) -> list[Path]:
@@ -61,13 +73,78 @@ def baseline(store: Path) -> None:
         os.stat(doc)
 
 
+def lay_out_loaddata(root: Path, plates: int, sites: int, channels: int) -> list[str]:
+    """One LoadData CSV per plate (``sites`` rows over 384 wells, ``channels`` channels, a
+    relative ``PathName``) and the 16-byte files it names; returns the plate names."""
+    import pandas as pd
+
+    wells = [f"{r}{c:02d}" for r in "ABCDEFGHIJKLMNOP" for c in range(1, 25)]
+    names = []
+    for p in range(plates):
+        plate = f"P{p:04d}"
+        folder = root / "images" / plate
+        folder.mkdir(parents=True)
+        table = {"Metadata_Plate": plate, "Metadata_Well": [wells[i % 384] for i in range(sites)]}
+        table["Metadata_Site"] = [i // 384 + 1 for i in range(sites)]
+        for c in range(channels):
+            files = [f"{table['Metadata_Well'][i]}_s{table['Metadata_Site'][i]}_ch{c}.tiff" for i in range(sites)]
+            for name in files:
+                (folder / name).write_bytes(b"0123456789abcdef")
+            table[f"FileName_Orig{c}"], table[f"PathName_Orig{c}"] = files, f"images/{plate}"
+        pd.DataFrame(table).to_csv(root / f"load_data_{plate}.csv", index=False)
+        names.append(plate)
+    return names
+
+
+def run_loaddata(root: Path, args: argparse.Namespace) -> None:
+    start = time.perf_counter()
+    plates = lay_out_loaddata(root, args.plates, args.sites, args.channels)
+    files = args.plates * args.sites * args.channels
+    print(
+        f"laid out {args.plates} LoadData plates x {args.sites} sites x {args.channels} channels ({files} files) "
+        f"in {time.perf_counter() - start:.1f} s"
+    )
+    glob = str(root / "load_data_*.csv")
+    config = {"screen": {"source": "loaddata", "loaddata": glob, "loaddata_channels": None, "loaddata_illum": False}}
+    start = time.perf_counter()
+    loaddata.read_loaddata(glob)
+    base = time.perf_counter() - start
+
+    def digests() -> float:
+        begin = time.perf_counter()
+        for plate in plates:
+            plate_store_digest(config, plate)
+        return time.perf_counter() - begin
+
+    cold, warm = digests(), digests()  # cold: the CSVs read and indexed (once), then each plate's files
+    folders = timed(store_digest, [root / "images" / plate for plate in plates])
+    n = len(plates)
+    print(f"baseline (read every CSV once): {base:.3f} s ({1000 * base / n:.1f} ms/plate)")
+    print(
+        f"store_digest of each plate's image folder (source images, the same files): {folders:.3f} s "
+        f"({1000 * folders / n:.1f} ms/plate, {1e6 * folders / files:.2f} us/file)"
+    )
+    for name, took in (("first pass", cold), ("second pass", warm)):
+        print(
+            f"plate_store_digest, {name}: {took:.3f} s ({1000 * took / n:.1f} ms/plate, "
+            f"{1e6 * took / files:.2f} us/file), ratio {took / base:.1f}x"
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plates", type=int, default=1400)
     parser.add_argument("--chunks", type=int, default=96, help="chunk files per store")
     parser.add_argument("--chunk-bytes", type=int, default=16384)
     parser.add_argument("--dir", type=Path, default=None, help="where to lay out the stores (default: a temp folder)")
+    parser.add_argument("--loaddata", action="store_true", help="source loaddata: CSVs and the files they name")
+    parser.add_argument("--sites", type=int, default=3456, help="--loaddata: sites (CSV rows) per plate")
+    parser.add_argument("--channels", type=int, default=5, help="--loaddata: channels per site")
     args = parser.parse_args()
+    if args.loaddata:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            run_loaddata(Path(tmp), args)
+        return
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
         start = time.perf_counter()
         stores = lay_out(Path(tmp), args.plates, args.chunks, args.chunk_bytes)

@@ -2,7 +2,8 @@
 # Which rule produces them depends on screen.source; source zarr only splits the metadata.
 # The whole screen was checked against the contract and the models when the DAG was built.
 # A plate's jobs rerun when its rows of the user's table change (digest) or its pixels do
-# (store: the content digest of the user's store or image files), and only then.
+# (store: the content digest of the user's store, image files, or LoadData rows and the files
+# they name), and only then.
 
 if SOURCE == "demo":
 
@@ -142,6 +143,7 @@ if SOURCE == "loaddata":  # issue 25: CellProfiler LoadData CSV(s) + plate map (
             **rule_resources("ingest_loaddata"),
         params:
             digest=lambda w: plate_digest(w.plate),
+            store=lambda w: plate_store_digest(w.plate),
             loaddata=config["screen"]["loaddata"],
             channels=config["screen"]["loaddata_channels"],
             illum=config["screen"]["loaddata_illum"],

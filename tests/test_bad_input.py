@@ -608,6 +608,175 @@ def case_hostile_torch_zip(tmp_path):
     read_checkpoint(tmp_path / "evil.safetensors")
 
 
+# --------------------------------------------------------------------------- issue 32: LoadData
+# Two LoadData plates (PL1 in batch B1, PL2 in B2; one CSV each, relative PathName, 32x32 uint16
+# TIFFs: tests.test_loaddata.write_fixture) and their plate map. Each case breaks one thing and
+# runs what the door runs before the models (phenoica.contract.validate), or the ingest job.
+
+LOADDATA_PLATES = ("PL1", "PL2")
+
+
+def _loaddata_screen(tmp_path: Path, **screen) -> dict:
+    """A source-loaddata config over the two plates' CSVs (a glob) and plate map."""
+    from phenoica.workflow.config import run_models
+    from tests.test_loaddata import write_fixture
+
+    maps = [
+        write_fixture(tmp_path, plate=p, shape=(32, 32), batch=f"B{i + 1}")[1] for i, p in enumerate(LOADDATA_PLATES)
+    ]
+    pd.concat(maps).to_csv(tmp_path / "plate_map.csv", index=False)
+    cfg = {
+        "results": str(tmp_path / "res"),
+        "screen": {
+            "source": "loaddata",
+            "plate_map": str(tmp_path / "plate_map.csv"),
+            "loaddata": str(tmp_path / "load_data_with_illum_*.csv"),
+            **screen,
+        },
+        "classify": {"n_null_guides": 10},  # one control well a batch: no note on pseudo-guides
+    }
+    return validate_config(run_models(cfg))
+
+
+def _loaddata_csv(tmp_path: Path, plate: str = "PL1") -> Path:
+    return tmp_path / f"load_data_with_illum_{plate}.csv"
+
+
+def _edit_csv(path: Path, edit) -> None:
+    """Rewrite a CSV after ``edit(table)`` (read as text, so that nothing else changes)."""
+    edit(pd.read_csv(path, dtype=str, keep_default_na=False)).to_csv(path, index=False)
+
+
+def _clear_loaddata_caches() -> None:
+    from phenoica.sources import loaddata
+
+    for cached in (wf._table, wf.plate_digests, loaddata.cached_table, loaddata._plate_index, loaddata._cached_map):
+        cached.cache_clear()
+
+
+def _loaddata_door(cfg: dict) -> dict:
+    """The door of a LoadData screen up to the models: the contract and its notes, then each
+    plate's files and geometry; raises as the door does, else returns the notes and geometry."""
+    import logging
+
+    from phenoica.contract import validate
+    from phenoica.contract.screen import raise_problems
+
+    _clear_loaddata_caches()
+    plates = wf.screen_plates(cfg)
+    problems, notes, _ = validate.contract_problems(cfg, plates, logging.getLogger("phenoica.test"))
+    raise_problems("screen (loaddata)", problems)
+    geometry = validate.plate_geometry(cfg["screen"], plates, problems)
+    raise_problems("screen (loaddata)", problems)
+    return {"notes": notes, "plates": geometry}
+
+
+def case_loaddata_site_as_text(tmp_path):
+    cfg = _loaddata_screen(tmp_path)
+    _edit_csv(_loaddata_csv(tmp_path), lambda t: t.assign(Metadata_Site=[f"s{s}" for s in t["Metadata_Site"]]))
+    _loaddata_door(cfg)
+
+
+def case_loaddata_site_blank(tmp_path):
+    cfg = _loaddata_screen(tmp_path)
+    _edit_csv(_loaddata_csv(tmp_path), lambda t: t.assign(Metadata_Site=["1", "2", "", "2", "1", "2"]))
+    _loaddata_door(cfg)
+
+
+def case_loaddata_file_name_blank(tmp_path):
+    cfg = _loaddata_screen(tmp_path)
+    _edit_csv(
+        _loaddata_csv(tmp_path),
+        lambda t: t.assign(FileName_OrigER=[*t["FileName_OrigER"][:3], "", *t["FileName_OrigER"][4:]]),
+    )
+    _loaddata_door(cfg)
+
+
+def case_loaddata_illum_without_columns(tmp_path):
+    cfg = _loaddata_screen(tmp_path, loaddata_illum=True)
+    _edit_csv(_loaddata_csv(tmp_path, "PL2"), lambda t: t.drop(columns=[c for c in t.columns if "_Illum" in c]))
+    _loaddata_door(cfg)
+
+
+def case_loaddata_illum_of_another_size(tmp_path):
+    cfg = _loaddata_screen(tmp_path, loaddata_illum=True)
+    np.save(tmp_path / "illum" / "PL1_IllumER.npy", np.ones((16, 16)))
+    _loaddata_door(cfg)
+
+
+def case_loaddata_csv_lacks_a_channel(tmp_path):
+    cfg = _loaddata_screen(tmp_path)  # loaddata_channels not set: every channel, matched by name
+    _edit_csv(_loaddata_csv(tmp_path, "PL2"), lambda t: t.drop(columns=["FileName_OrigMito", "PathName_OrigMito"]))
+    _loaddata_door(cfg)
+
+
+def case_loaddata_wells_left_out_leave_a_guide_in_one_batch(tmp_path):
+    cfg = _loaddata_screen(tmp_path)
+    _edit_csv(_loaddata_csv(tmp_path), lambda t: t[t["Metadata_Well"] != "B01"])  # TP53_2 now only in B2
+    _loaddata_door(cfg)
+
+
+def _ingest_pl1(tmp_path: Path, cfg: dict) -> None:
+    """What the ingest job of plate PL1 runs (scripts/ingest_loaddata.py)."""
+    from phenoica.sources.loaddata import ingest_loaddata_plate, read_loaddata
+    from phenoica.sources.plate_map import read_plate_map
+
+    screen = cfg["screen"]
+    ingest_loaddata_plate(
+        read_loaddata(screen["loaddata"]),
+        read_plate_map(screen["plate_map"]),
+        "PL1",
+        tmp_path / "out" / "PL1.zarr",
+        tmp_path / "out" / "PL1.parquet",
+        screen["loaddata_channels"],
+        screen["loaddata_illum"],
+    )
+
+
+def _pl1_file(tmp_path: Path, row: int, channel: str) -> Path:
+    table = pd.read_csv(_loaddata_csv(tmp_path), dtype=str)
+    return tmp_path / table[f"PathName_{channel}"][row] / table[f"FileName_{channel}"][row]
+
+
+def case_loaddata_image_of_another_size_in_a_later_row(tmp_path):
+    import tifffile
+
+    cfg = _loaddata_screen(tmp_path)
+    tifffile.imwrite(_pl1_file(tmp_path, 4, "OrigDNA"), np.ones((16, 16), np.uint16))
+    _loaddata_door(cfg)  # the door reads one header a plate: the job finds it
+    _ingest_pl1(tmp_path, cfg)
+
+
+def case_loaddata_rgb_image_in_a_later_row(tmp_path):
+    import tifffile
+
+    cfg = _loaddata_screen(tmp_path)
+    tifffile.imwrite(_pl1_file(tmp_path, 5, "OrigER"), np.ones((32, 32, 3), np.uint8), photometric="rgb")
+    _ingest_pl1(tmp_path, cfg)
+
+
+def case_loaddata_plate_not_in_the_plate_map(tmp_path):
+    from tests.test_loaddata import write_fixture
+
+    cfg = _loaddata_screen(tmp_path)
+    write_fixture(tmp_path, plate="PL3", shape=(32, 32))  # its CSV matches the glob; the plate map lacks it
+    return _loaddata_door(cfg)
+
+
+def case_loaddata_plate_map_well_without_sites(tmp_path):
+    cfg = _loaddata_screen(tmp_path)
+    plate_map = pd.read_csv(tmp_path / "plate_map.csv", dtype=str)
+    extra = plate_map.iloc[[0]].assign(Metadata_Well="C01")  # another control well of PL1, never imaged
+    pd.concat([plate_map, extra]).to_csv(tmp_path / "plate_map.csv", index=False)
+    return _loaddata_door(cfg)
+
+
+def case_loaddata_sites_of_a_well_the_plate_map_lacks(tmp_path):
+    cfg = _loaddata_screen(tmp_path)
+    _edit_csv(_loaddata_csv(tmp_path), lambda t: pd.concat([t, t.iloc[:2].assign(Metadata_Well="C02")]))
+    return _loaddata_door(cfg)
+
+
 BAD_INPUT_CASES = [
     # (issue section, case, error, what the message must say)
     ("1", case_counter_column, ScreenError, r"P1\.parquet: feature column 'cell_id' holds integers that increase"),
@@ -680,6 +849,74 @@ BAD_INPUT_CASES = [
     ("hostile", case_hostile_npz, Exception, r"t\.npz|pickle|allow_pickle"),
     ("hostile", case_hostile_pickle_checkpoint, Exception, r"evil\.safetensors"),
     ("hostile", case_hostile_torch_zip, Exception, r"evil\.safetensors"),
+    (
+        "32",
+        case_loaddata_site_as_text,
+        ScreenError,
+        r"illum_PL1\.csv: column Metadata_Site must hold integers; row 0 holds 's1'",
+    ),
+    ("32", case_loaddata_site_blank, ScreenError, r"illum_PL1\.csv: column Metadata_Site is empty at row\(s\) \[2\]"),
+    (
+        "32",
+        case_loaddata_file_name_blank,
+        ScreenError,
+        r"illum_PL1\.csv: column FileName_OrigER is empty at row 3 \(plate PL1\)",
+    ),
+    (
+        "32",
+        case_loaddata_illum_without_columns,
+        ScreenError,
+        r"illum_PL2\.csv: channel 'OrigDNA' .* has no column\(s\) \['FileName_IllumDNA', 'PathName_IllumDNA'\] \(screen\.lo",
+    ),
+    (
+        "32",
+        case_loaddata_illum_of_another_size,
+        ScreenError,
+        r"PL1\.csv row 0 \(plate PL1, well A01, site 1\): illumination function .*PL1_IllumER\.npy has shape \(16, 16\); th",
+    ),
+    (
+        "32",
+        case_loaddata_csv_lacks_a_channel,
+        ScreenError,
+        r"PL2\.csv: no column\(s\) \['FileName_OrigMito'\] for channel\(s\) \['OrigMito'\], which .*PL1\.csv has",
+    ),
+    (
+        "32",
+        case_loaddata_wells_left_out_leave_a_guide_in_one_batch,
+        ScreenError,
+        r"plate_map\.csv: under splits\.scheme .*guide\(s\) are present in only one batch: TP53 / TP53_2 \(only in B2\)",
+    ),
+    (
+        "32",
+        case_loaddata_image_of_another_size_in_a_later_row,
+        ScreenError,
+        r"PL1\.csv row 4 \(plate PL1, well B01, site 1\): .*r03c01f01p01-ch1sk1fk1fl1\.tiff is \(16, 16\) uint16, but",
+    ),
+    (
+        "32",
+        case_loaddata_rgb_image_in_a_later_row,
+        ScreenError,
+        r"PL1\.csv row 5 \(plate PL1, well B01, site 2\): .*r03c01f02p01-ch2sk1fk1fl1\.tiff: image of shape \(32, 32, 3\)",
+    ),
+    # legal data, left out with a note (error None: the door's notes hold the message once)
+    (
+        "32",
+        case_loaddata_plate_not_in_the_plate_map,
+        None,
+        r"LoadData: 1 plate\(s\) of the CSVs are not in the plate map and are not ingested: \['PL3'\] \(e\.g\. .*PL3\.csv row 0\)",
+    ),
+    (
+        "32",
+        case_loaddata_plate_map_well_without_sites,
+        None,
+        r"LoadData: 1 plate-map well\(s\) have no LoadData site and are left out of the screen: \['PL1 C01'\]",
+    ),
+    (
+        "32",
+        case_loaddata_sites_of_a_well_the_plate_map_lacks,
+        None,
+        r"LoadData: 2 site\(s\) in 1 well\(s\) the plate map lacks are skipped: \['PL1 C02'\] \(e\.g\. .*PL1\.csv row 6\)",
+    ),
 ]
 
 
@@ -687,6 +924,12 @@ BAD_INPUT_CASES = [
     ("section", "case", "error", "message"), BAD_INPUT_CASES, ids=[c[1].__name__[5:] for c in BAD_INPUT_CASES]
 )
 def test_bad_input_case(tmp_path, section, case, error, message):
+    if error is None:  # legal input, left out of the screen: the door says so, once
+        import re
+
+        notes = case(tmp_path)["notes"]
+        assert sum(bool(re.search(message, note)) for note in notes) == 1, notes
+        return
     with pytest.raises(error, match=message) as err:
         case(tmp_path)
     assert not isinstance(err.value, SystemExit)  # hostile code never ran
@@ -799,3 +1042,93 @@ def test_a_valid_embeddings_screen_passes_the_door_and_heavy_null_reuse_is_warne
         _door(cfg)  # recorded: not checked again, but said again
     assert "each control well sits in about" in report["notes"][0]
     assert sum("pseudo-guides" in r.getMessage() for r in caplog.records) == 2 * len(report["notes"]) == 4
+
+
+def test_loaddata_digest_follows_each_plates_rows_and_the_files_they_name(tmp_path):
+    """Issue 32: the content key of a LoadData plate (its ingest job's ``store`` param) changes
+    when the plate's rows of the CSVs name other files, or a file they name is rewritten in
+    place, and only for that plate; columns or rows in another order, or a column ingest does
+    not read, leave it alone."""
+    import tifffile
+
+    cfg = _loaddata_screen(tmp_path)
+
+    def digests(config: dict = cfg) -> dict[str, str]:
+        _clear_loaddata_caches()
+        return {p: wf.plate_store_digest(config, p) for p in LOADDATA_PLATES}
+
+    before = digests()
+    assert all(before.values()) and before["PL1"] != before["PL2"] and digests() == before
+    _edit_csv(_loaddata_csv(tmp_path), lambda t: t[t.columns[::-1]].assign(Metadata_Note="x").iloc[::-1])
+    assert digests() == before
+    _edit_csv(
+        _loaddata_csv(tmp_path),
+        lambda t: t.assign(FileName_OrigDNA=t["FileName_OrigER"], FileName_OrigER=t["FileName_OrigDNA"]),
+    )
+    swapped = digests()
+    assert swapped["PL1"] != before["PL1"] and swapped["PL2"] == before["PL2"]
+    table = pd.read_csv(_loaddata_csv(tmp_path, "PL2"), dtype=str)
+    image = tmp_path / table["PathName_OrigMito"][3] / table["FileName_OrigMito"][3]
+    size = image.stat().st_size
+    tifffile.imwrite(image, np.full((32, 32), 7, np.uint16))  # same name and size, other pixels
+    assert image.stat().st_size == size
+    rewritten = digests()
+    assert rewritten["PL2"] != swapped["PL2"] and rewritten["PL1"] == swapped["PL1"]
+    # an illumination function counts when it is applied
+    with_illum = {**cfg, "screen": {**cfg["screen"], "loaddata_illum": True}}
+    first = digests(with_illum)
+    assert first["PL1"] != rewritten["PL1"]
+    np.save(tmp_path / "illum" / "PL1_IllumER.npy", np.full((32, 32), 3.0))
+    assert digests() == rewritten and digests(with_illum)["PL1"] != first["PL1"]
+    assert digests(with_illum)["PL2"] == first["PL2"]
+
+
+@pytest.mark.parametrize("pattern", ["{plate}/{well}_s{site}_w{channel}.png", "{well}/{plate}_s{site}_w{channel}.png"])
+def test_image_digest_follows_each_plates_own_files(tmp_path, pattern):
+    """Issue 32: rewriting one image file in place changes that plate's digest alone, with the
+    plate in the pattern's folder or further in; a file of another plate beside it does not."""
+    from PIL import Image
+
+    from tests.test_ingest import make_pixels, write_png
+
+    root = tmp_path / "images"
+    for plate, seed in (("P1", 0), ("P2", 1)):
+        for (well, site, ch), arr in make_pixels("uint8", seed, ["1", "2"]).items():
+            write_png(root / pattern.format(plate=plate, well=well, site=site, channel=ch), arr)
+    screen = {"source": "images", "images_dir": str(root), "image_pattern": pattern, "plate_map": "unread.csv"}
+    cfg = validate_config({"screen": screen})
+    before = {p: wf.plate_store_digest(cfg, p) for p in ("P1", "P2")}
+    assert all(before.values()) and before["P1"] != before["P2"]
+    target = root / pattern.format(plate="P2", well="A01", site=1, channel="2")
+    write_png(target, 255 - np.asarray(Image.open(target)))
+    after = {p: wf.plate_store_digest(cfg, p) for p in ("P1", "P2")}
+    assert after["P2"] != before["P2"] and after["P1"] == before["P1"]
+
+
+def test_a_loaddata_screen_passes_the_whole_door_and_its_notes_are_recorded(tmp_path, caplog):
+    """Issue 32: the door passes a valid LoadData screen (every file there, the models against
+    the plates' geometry) and notes a CSV's plate the plate map lacks: recorded once in
+    validated.json, logged again on the next invocation, which checks the key only."""
+    import logging
+
+    from phenoica.contract import validate
+    from tests.test_loaddata import write_fixture
+
+    cfg = _loaddata_screen(tmp_path)
+    write_fixture(tmp_path, plate="PL3", shape=(32, 32))
+    _clear_loaddata_caches()
+    plates = wf.screen_plates(cfg)
+    record = tmp_path / "validated.json"
+    with caplog.at_level(logging.WARNING, logger="phenoica.validate"):
+        report = validate.check_screen_once(cfg, plates, record)
+        again = validate.check_screen_once(cfg, plates, record)
+    assert plates == {"PL1": "B1", "PL2": "B2"} and again["key"] == report["key"]
+    assert report["plates"]["PL2"] == {
+        "batch": "B2",
+        "channels": ["OrigDNA", "OrigER", "OrigMito"],
+        "height": 32,
+        "width": 32,
+        "images": None,
+    }
+    assert len(report["notes"]) == 1 and "['PL3']" in report["notes"][0]
+    assert sum("not in the plate map" in r.getMessage() for r in caplog.records) == 2

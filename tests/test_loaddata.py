@@ -115,6 +115,28 @@ def test_a_site_listed_twice_names_both_rows(tmp_path):
         L.read_loaddata(csv)
 
 
+def test_channels_are_matched_by_name_whatever_each_csvs_column_order(tmp_path):
+    """Issue 32: one plate's CSV listing its channels in another column order (no
+    loaddata_channels) gives that plate the same channels, in the same store order, as the
+    others: natural order of the names, each channel's files taken by name."""
+    maps = [write_fixture(tmp_path, plate=plate)[1] for plate in ("PA", "PB")]
+    csv = tmp_path / "load_data_with_illum_PA.csv"
+    table = pd.read_csv(csv)
+    table[table.columns[::-1]].to_csv(csv, index=False)  # Mito, ER, DNA: column order reversed
+    glob = str(tmp_path / "load_data_with_illum_*.csv")
+    for plate in ("PA", "PB"):
+        assert L.plate_geometry(glob, None, plate) == (["OrigDNA", "OrigER", "OrigMito"], (12, 10))
+    both = L.read_loaddata(glob)
+    plate_map = validate_plate_map(pd.concat(maps).reset_index(drop=True))
+    stores = {}
+    for plate in ("PA", "PB"):
+        L.ingest_loaddata_plate(both, plate_map, plate, tmp_path / f"{plate}.zarr", tmp_path / f"{plate}.parquet")
+        stores[plate] = np.asarray(open_plate(tmp_path / f"{plate}.zarr")[:])
+        assert plate_channels(tmp_path / f"{plate}.zarr") == ["OrigDNA", "OrigER", "OrigMito"]
+    np.testing.assert_array_equal(stores["PA"], stores["PB"])  # the fixture's pixels do not depend on the plate
+    assert stores["PA"][0, :, 0, 0].tolist() == [1001, 2001, 3001]  # DNA, ER, Mito of A01 site 1
+
+
 @pytest.mark.slow
 def test_the_workflow_ingests_loaddata_plates(tmp_path):
     """Source loaddata through Snakemake: the DAG-time check reads the CSVs (one per plate, a

@@ -36,7 +36,7 @@ from phenoica.sources.h5ad import parquet_source
 from phenoica.utils.io import atomic_path, get_logger
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
-CHECKS_VERSION = 2
+CHECKS_VERSION = 3
 #: Above this many pseudo-guides per control well of a batch (classify.n_null_guides x a guide's
 #: wells there / the batch's control wells), the null's pseudo-guides share their wells so
 #: heavily that their AUROCs are far from independent draws: a warning (stated in advance, not
@@ -93,10 +93,12 @@ def _plate_map_geometry(
         try:
             if cfg["source"] == "images":
                 channels, (h, w) = image_plate_geometry(cfg["images_dir"], cfg["image_pattern"], plate, cfg["channels"])
-            elif cfg["source"] == "loaddata":  # issue 25
+            elif cfg["source"] == "loaddata":
                 from phenoica.sources.loaddata import plate_geometry as loaddata_geometry
 
-                channels, (h, w) = loaddata_geometry(cfg["loaddata"], cfg["loaddata_channels"], plate)
+                channels, (h, w) = loaddata_geometry(
+                    cfg["loaddata"], cfg["loaddata_channels"], plate, cfg["loaddata_illum"]
+                )
             else:
                 channels, (h, w) = hcs_plate_geometry(Path(cfg["ome_zarr_dir"]) / f"{plate}.zarr")
             out[plate] = PlateGeometry(batch, channels, h, w)
@@ -329,20 +331,28 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     return problems, summary
 
 
-def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str]:
-    """The table that describes the whole screen, and its name: the metadata (zarr, one row
-    per image), the plate map (images / ome_zarr, one row per well); None for the demo and for
-    embeddings (read by :func:`embedding_problems`)."""
+def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str, list[str]]:
+    """The table that describes the whole screen, its name and the notes on what it leaves
+    out: the metadata (zarr, one row per image), the plate map (images / ome_zarr, one row per
+    well; loaddata: its wells with LoadData sites,
+    :func:`phenoica.sources.loaddata.screen_wells`); None for the demo and for embeddings (read
+    by :func:`embedding_problems`)."""
     from phenoica.sources.plate_map import validate_plate_map
     from phenoica.workflow.dag import user_table
 
     cfg = config["screen"]
     if cfg["source"] == "zarr":
-        return screen.validate_screen_metadata(user_table(cfg["metadata"]), str(cfg["metadata"])), str(cfg["metadata"])
-    if cfg["source"] in ("images", "ome_zarr"):
+        table = screen.validate_screen_metadata(user_table(cfg["metadata"]), str(cfg["metadata"]))
+        return table, str(cfg["metadata"]), []
+    if cfg["source"] in ("images", "ome_zarr", "loaddata"):
         table = validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
-        return table, str(cfg["plate_map"])
-    return None, ""
+        if cfg["source"] != "loaddata":
+            return table, str(cfg["plate_map"]), []
+        from phenoica.sources.loaddata import cached_table, csv_paths, screen_wells
+
+        wells, notes = screen_wells(cached_table(tuple(csv_paths(cfg["loaddata"]))), table)
+        return wells, str(cfg["plate_map"]), notes
+    return None, "", []
 
 
 def scoring_problems(table: pd.DataFrame, config: Mapping[str, Any], source: str) -> tuple[list[str], list[str]]:
@@ -428,10 +438,11 @@ def contract_problems(
             found, notes = scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
     elif source != "demo":
-        table, name = screen_table(config)
-        if table is not None:  # source loaddata: its plate map is checked by phenoica.sources.loaddata
-            found, notes = scoring_problems(table, config, name)
+        table, name, notes = screen_table(config)
+        if table is not None:
+            found, reuse = scoring_problems(table, config, name)
             problems += [f"{name}: {p}" for p in found]
+            notes += reuse
     problems += annotation_problems(config)
     for note in notes:
         log.warning("%s", note)
@@ -468,7 +479,7 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
             files += [str(store / "zarr.json"), str(store / screen.TILES / "zarr.json")]
     elif source in ("images", "ome_zarr", "loaddata"):
         digests = wf.plate_digests(str(cfg["plate_map"]))
-        if source == "loaddata":  # issue 25: a changed LoadData CSV is checked again
+        if source == "loaddata":  # a changed LoadData CSV is checked again
             from phenoica.sources.loaddata import csv_paths
 
             files += csv_paths(cfg["loaddata"])

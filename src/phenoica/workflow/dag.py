@@ -167,10 +167,16 @@ def _walk(root: str, prefix: str) -> Iterable[tuple[str, str, Any]]:
 
 
 def plate_store_digest(config: Mapping[str, Any], plate: str) -> str:
-    """:func:`store_digest` of the user's pixels of one plate: the Zarr store (source zarr),
-    the OME-Zarr HCS plate (ome_zarr) or the plate's image files (images: those below
-    ``images_dir`` in the plate's folder when the pattern starts with ``{plate}/``, else the
-    whole ``images_dir``); ``''`` for sources without user pixels (demo, embeddings)."""
+    """The content digest of what ingesting one plate reads (its rule's ``store`` param):
+    :func:`store_digest` of the Zarr store (source zarr), of the OME-Zarr HCS plate (ome_zarr),
+    or of the plate's image files (images: the plate's folder below ``images_dir`` when the
+    pattern starts with ``{plate}/``; else the files the pattern matches for the plate; the whole
+    ``images_dir`` for a pattern without ``{plate}``, whose files are every plate's). Source
+    loaddata: the channel mapping, each site's files as the plate's rows of the LoadData CSVs name
+    them (:func:`phenoica.sources.loaddata.plate_inputs`), and each file's path, size and time
+    with the first and last bytes of a few of them, as :func:`store_digest` hashes a store's
+    files. So editing a plate's rows of a CSV, or rewriting an image they name, reruns that
+    plate alone. ``''`` for sources without user pixels (demo, embeddings)."""
     cfg = config["screen"]
     source = cfg["source"]
     if source == "zarr":
@@ -181,8 +187,31 @@ def plate_store_digest(config: Mapping[str, Any], plate: str) -> str:
         pattern = str(cfg["image_pattern"])
         if pattern.startswith("{plate}/"):
             return store_digest(Path(cfg["images_dir"]) / plate)
-        return store_digest(cfg["images_dir"])
-    return ""
+        if "{plate}" not in pattern:
+            return store_digest(cfg["images_dir"])
+        from phenoica.sources.images import discover_images
+
+        files = discover_images(cfg["images_dir"], pattern, plate)["path"].tolist()
+        header = pattern
+    elif source == "loaddata":
+        from phenoica.sources.loaddata import plate_inputs
+
+        header, files = plate_inputs(cfg["loaddata"], cfg["loaddata_channels"], cfg["loaddata_illum"], plate)
+    else:
+        return ""
+    lines, present = [header, "\n"], []
+    for name in files:
+        try:
+            st = os.stat(name)
+        except OSError:
+            lines.append(f"{name}\0absent\n")
+            continue
+        lines.append(f"{name}\0{st.st_size}\0{st.st_mtime_ns}\n")
+        present.append((name, st.st_size))
+    h = hashlib.sha1("".join(lines).encode())
+    for name, size in present[:: max(1, len(present) // DIGEST_SAMPLE_FILES)][:DIGEST_SAMPLE_FILES]:
+        h.update(_sample(name, size))
+    return h.hexdigest()
 
 
 def feature_params(config: Mapping[str, Any]) -> dict[str, Any]:
