@@ -11,11 +11,22 @@ controls all grow ``k``-fold.
 Then the library functions the workflow's scripts call run in order, each stage in a fresh
 Python process on that scale's files, with the positive control's own config
 (``config.yaml`` merged with ``config/scenarios/positive_control.yaml``, as Snakemake merges
-them; its one model ``ext``, ``classify.num_boost_round`` 50, concentration on), except the
-variants (``--variants``, default ``pca_ica`` alone: each variant repeats the same work on its
-own copy of the rows, so the variants multiply every stage's cost by the same factor and leave
-its growth as it is) and ``classify.n_null_guides`` (``--null-guides``, default 8: the null's
-size is a config value, the same at every scale):
+them; its one model ``ext``, ``classify.num_boost_round`` 50, ``n_shards`` 1), except three
+settings that multiply a stage's cost by the same factor at every scale and so leave its growth
+as it is, chosen so that 16x runs in minutes on 2 cores:
+
+- the variants (``--variants``, default ``pca_ica`` alone; the scenario runs four, each
+  repeating the same work on its own copy of the rows);
+- ``classify.concentration`` (``--concentration``, default off: the full model per (guide,
+  fold); on, the scenario's setting, adds the top-25% and rest models, trained on the same rows);
+- ``classify.n_null_guides`` (``--null-guides``, default 8 pseudo-guides: a config value, the
+  same at every scale, so a fixed cost within classify).
+
+``--controls fixed`` keeps the shipped screen's 16 control wells per batch at every scale
+(16/scale per plate) instead: a check of how much of classify's growth the growing control set
+makes.
+
+The stages, each in a fresh Python process on that scale's files:
 
     gather     profiles.gather.write_profiles             (rule gather_profiles)
     fit        variants.fit.fit_transforms                (rule fit_transforms)
@@ -31,15 +42,18 @@ size is a config value, the same at every scale):
 Each process reports the stage's wall seconds and CPU seconds (``time.process_time``, all its
 threads), and its peak resident memory (``resource.getrusage(RUSAGE_SELF).ru_maxrss``, read by
 the stage's own fresh process at its end) and the peak once its imports are done; the stage's
-working set is the difference. The children run with ``--threads`` (default 1) BLAS/OpenMP
-threads; LightGBM uses the config's ``num_threads`` (1).
+working set is the difference. The screens are written by processes of their own too: Linux
+carries a parent's resident size into a child's ``ru_maxrss``, so the driver stays small (its
+own peak is printed; it must stay below the stages' import floor). The children run with
+``--threads`` (default 1) BLAS/OpenMP threads; LightGBM uses the config's ``num_threads`` (1).
 
 Printed: a table of stage x scale (CPU s, wall s, peak MB, working-set MB) and per stage the
 growth exponent, the log-log slope from the smallest to the largest scale (1: linear; the cost
 a stage has at any size pulls it below 1), and the verdict: linear when the CPU-time slope is at
 most 1.15, else the stage is named as growing faster.
 
-    python benchmarks/pipeline_growth.py                       # scales 1 4 16 (a few minutes on 2 cores)
+    python benchmarks/pipeline_growth.py                       # scales 1 4 16 (minutes on 2 cores)
+    python benchmarks/pipeline_growth.py --controls fixed --stages classify   # classify without growing controls
     python benchmarks/pipeline_growth.py --scales 1 2 --variants pca_ica --rounds 10
     python benchmarks/pipeline_growth.py --tiny --json out.json   # scales 1 2, 5 rounds: a check, not a measurement
 """
@@ -80,7 +94,9 @@ def screen_config(args: argparse.Namespace) -> dict[str, Any]:
     from phenoica.workflow.schema import read_yaml
 
     merged = deep_merge(read_yaml(REPO / "config.yaml"), read_yaml(SCENARIO))
-    overrides: dict[str, Any] = {"classify": {"n_null_guides": args.null_guides}}
+    overrides: dict[str, Any] = {
+        "classify": {"n_null_guides": args.null_guides, "concentration": args.concentration == "on"}
+    }
     if args.rounds is not None:
         overrides["classify"]["num_boost_round"] = args.rounds
     if args.map_null_size is not None:
@@ -90,17 +106,25 @@ def screen_config(args: argparse.Namespace) -> dict[str, Any]:
     return validate_config(run_models(deep_merge(merged, overrides)))
 
 
-def write_scaled_screen(folder: Path, scale: int, seed: int) -> dict[str, Any]:
+def write_scaled_screen(folder: Path, scale: int, seed: int, controls: str = "per-plate") -> dict[str, Any]:
     """The positive control at ``scale`` x its guides: ``scale`` x the genes on ``scale`` plates
-    per batch, each plate with the shipped screen's control wells."""
+    per batch, each plate with the shipped screen's control wells (``controls`` "per-plate"), or
+    with 1/``scale`` of them, so that a batch holds the shipped screen's controls ("fixed": a
+    check of what the growing control set costs)."""
     from phenoica.sources.positive_control import SCREENS, write_screen
 
     base = SCREENS["positive_control"]
+    control_wells = base.control_wells
+    if controls == "fixed":
+        if base.control_wells % scale:
+            raise ValueError(f"--controls fixed: scale {scale} must divide the {base.control_wells} control wells")
+        control_wells //= scale
     design = dataclasses.replace(
         base,
         n_effect_genes=base.n_effect_genes * scale,
         n_null_genes=base.n_null_genes * scale,
         plates_per_batch=base.plates_per_batch * scale,
+        control_wells=control_wells,
     )
     return write_screen(folder, seed=seed, design=design)
 
@@ -309,6 +333,21 @@ STAGES: dict[str, Callable[[Work], dict[str, Any]]] = {
 }
 
 
+def child_screen(root: Path) -> dict[str, Any]:
+    """Write one scale's screen (in a process of its own, so that the driver stays small: a
+    child started from a large parent would report the parent's peak as its own)."""
+    job = json.loads((root / "screen.json").read_text())
+    d = write_scaled_screen(root / "data", job["scale"], job["seed"], job["controls"])["design"]
+    guides = d.n_genes * d.guides_per_gene
+    return {
+        "genes": d.n_genes,
+        "guides": guides,
+        "batches": d.n_batches,
+        "plates_per_batch": d.plates_per_batch,
+        "control_wells": d.control_wells,
+    }
+
+
 def child(stage: str, root: Path) -> dict[str, Any]:
     """Run one stage in this (fresh) process: its imports first (the floor), then the stage."""
     import phenoica.biomap.gene_map  # noqa: F401  (the package's heavy imports, the same floor for every stage)
@@ -408,6 +447,19 @@ def main() -> None:
         "--map-null-size", type=int, default=None, help="classify.map_null_size (default: the config's)"
     )
     parser.add_argument("--stages", nargs="+", default=list(STAGES), choices=list(STAGES), help="stop after the last")
+    parser.add_argument(
+        "--controls",
+        choices=("per-plate", "fixed"),
+        default="per-plate",
+        help="per-plate: every plate keeps 16 control wells (the controls grow with the screen); fixed: the screen "
+        "keeps the shipped screen's 16 control wells per batch (what the growing control set costs)",
+    )
+    parser.add_argument(
+        "--concentration",
+        choices=("on", "off"),
+        default="off",
+        help="classify.concentration (the scenario's: on, 3 models per guide; off: the full model only)",
+    )
     parser.add_argument("--threads", type=int, default=1, help="BLAS/OpenMP threads of each stage's process")
     parser.add_argument("--seed", type=int, default=0, help="the screen's seed (the config's seed stays)")
     parser.add_argument("--tiny", action="store_true", help="scales 1 2, 5 rounds, 4 pseudo-guides: a check")
@@ -417,7 +469,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if args.child:
-        print(json.dumps(child(args.child, args.dir)))
+        print(json.dumps(child_screen(args.dir) if args.child == "screen" else child(args.child, args.dir)))
         return
     if args.tiny:
         args.scales, args.rounds, args.null_guides = [1, 2], 5, 4
@@ -443,7 +495,7 @@ def measure(args: argparse.Namespace, scales: list[int], stages: list[str], root
     print(
         f"positive control at {', '.join(f'{s}x' for s in scales)} its guides; model {next(iter(cfg['models']))}, "
         f"variants {cfg['transforms']['variants']}, num_boost_round {c['num_boost_round']}, n_null_guides "
-        f"{c['n_null_guides']}, n_shards {c['n_shards']}, map_readout {c['map_readout']}; {args.threads} BLAS "
+        f"{c['n_null_guides']}, concentration {c['concentration']}, n_shards {c['n_shards']}, map_readout {c['map_readout']}; {args.threads} BLAS "
         f"thread(s) per stage; {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}",
         flush=True,
     )
@@ -451,11 +503,13 @@ def measure(args: argparse.Namespace, scales: list[int], stages: list[str], root
     t0 = time.perf_counter()
     for scale in scales:
         folder = root / f"x{scale}"
-        screen = write_scaled_screen(folder / "data", scale, args.seed)
-        d = screen["design"]
+        folder.mkdir(parents=True, exist_ok=True)
+        job = {"scale": scale, "seed": args.seed, "controls": args.controls}
+        (folder / "screen.json").write_text(json.dumps(job))
+        d = run_child("screen", folder, args.threads)
         print(
-            f"{scale}x: {d.n_genes} genes, {d.n_genes * d.guides_per_gene} guides, {d.n_batches} x "
-            f"{d.plates_per_batch} plates",
+            f"{scale}x: {d['genes']} genes, {d['guides']} guides, {d['batches']} x {d['plates_per_batch']} plates, "
+            f"{d['control_wells']} control wells per plate",
             flush=True,
         )
         for stage in stages:
@@ -475,9 +529,10 @@ def measure(args: argparse.Namespace, scales: list[int], stages: list[str], root
             else f"every stage linear (slope <= {LINEAR_SLOPE})"
         )
     )
-    print(f"whole run {time.perf_counter() - t0:.0f} s")
+    print(f"whole run {time.perf_counter() - t0:.0f} s; driver peak {peak_mb():.0f} MB")
     if args.json:
-        payload = {"scales": scales, "config": {"classify": c, "variants": cfg["transforms"]["variants"]}}
+        payload = {"scales": scales, "driver_peak_mb": peak_mb(), "controls": args.controls}
+        payload |= {"config": {"classify": c, "variants": cfg["transforms"]["variants"]}}
         payload |= {"results": {s: {str(k): v for k, v in r.items()} for s, r in results.items()}, "summary": summary}
         args.json.write_text(json.dumps(payload, indent=2, default=str))
 
