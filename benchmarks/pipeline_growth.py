@@ -44,7 +44,7 @@ threads), and its peak resident memory (``resource.getrusage(RUSAGE_SELF).ru_max
 the stage's own fresh process at its end) and the peak once its imports are done; the stage's
 working set is the difference. The screens are written by processes of their own too: Linux
 carries a parent's resident size into a child's ``ru_maxrss``, so the driver stays small (its
-own peak is printed; it must stay below the stages' import floor). The children run with
+resident size is printed; it must stay below the stages' import floor). The children run with
 ``--threads`` (default 1) BLAS/OpenMP threads; LightGBM uses the config's ``num_threads`` (1).
 
 Printed: a table of stage x scale (CPU s, wall s, peak MB, working-set MB) and per stage the
@@ -85,6 +85,16 @@ LOG = logging.getLogger("pipeline_growth")
 def peak_mb() -> float:
     """Peak resident memory of this process so far, in MB (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def resident_mb() -> float:
+    """This process's resident memory now, in MB (Linux ``/proc``; NaN elsewhere). Not its
+    ``ru_maxrss``: that starts at the resident size of the process it was started from."""
+    status = Path("/proc/self/status")
+    if not status.exists():
+        return float("nan")
+    line = next(x for x in status.read_text().splitlines() if x.startswith("VmRSS:"))
+    return int(line.split()[1]) / 1024
 
 
 def screen_config(args: argparse.Namespace) -> dict[str, Any]:
@@ -529,9 +539,9 @@ def measure(args: argparse.Namespace, scales: list[int], stages: list[str], root
             else f"every stage linear (slope <= {LINEAR_SLOPE})"
         )
     )
-    print(f"whole run {time.perf_counter() - t0:.0f} s; driver peak {peak_mb():.0f} MB")
+    print(f"whole run {time.perf_counter() - t0:.0f} s; driver resident {resident_mb():.0f} MB")
     if args.json:
-        payload = {"scales": scales, "driver_peak_mb": peak_mb(), "controls": args.controls}
+        payload = {"scales": scales, "driver_mb": resident_mb(), "controls": args.controls}
         payload |= {"config": {"classify": c, "variants": cfg["transforms"]["variants"]}}
         payload |= {"results": {s: {str(k): v for k, v in r.items()} for s, r in results.items()}, "summary": summary}
         args.json.write_text(json.dumps(payload, indent=2, default=str))
