@@ -44,7 +44,6 @@ def test_written_screen_is_in_the_embeddings_contract_with_its_truth(tmp_path):
     assert not np.allclose(np.stack(other["vector"]), np.stack(tables[0]["vector"]))
 
 
-
 def test_more_plates_per_batch_keep_each_plates_controls_and_split_the_guides(tmp_path):
     """plates_per_batch 3 with 3x the genes: 9 plates numbered across batches, each with its 16
     control wells and a third of the guides (every guide once per batch), so the controls' share
@@ -67,7 +66,10 @@ def test_more_plates_per_batch_keep_each_plates_controls_and_split_the_guides(tm
     assert set(guide_wells.groupby("Metadata_Guide")["Metadata_Plate"].nunique()) == {design.n_batches}
     assert guide_wells["Metadata_Guide"].nunique() == 72
     sources = pd.read_parquet(out["sources"])
-    assert len(sources) == len(cells) and not sources.duplicated(["Metadata_Plate", "Metadata_Well", "Metadata_Site"]).any()
+    assert (
+        len(sources) == len(cells)
+        and not sources.duplicated(["Metadata_Plate", "Metadata_Well", "Metadata_Site"]).any()
+    )
     with pytest.raises(ValueError, match="plates_per_batch 25 exceeds the 24 guides"):
         ControlDesign(plates_per_batch=25)
 
