@@ -93,3 +93,36 @@ def test_biomap_scale_script_runs_small_and_prints_its_ratios(tmp_path):
     result = json.loads(out.read_text())
     assert result["results"]["stage"]["neighbor_rows"] == 400 * 10
     assert result["ratios"]["time_stage_over_matmul"] > 0
+
+
+@pytest.mark.slow
+def test_pipeline_growth_script_measures_every_stage_at_every_scale(tmp_path):
+    """--tiny: the positive control at 1x and 2x its guides through every post-embedding stage,
+    each in its own process; the rows each stage handles grow with the screen as its design says
+    (2x the cells, wells, guides and genes; the null's 4 pseudo-guides the same), and the numbers
+    are real: time spent, memory above the import floor, a slope and a verdict per stage."""
+    out = tmp_path / "growth.json"
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "pipeline_growth.py"), "--tiny", "--json", str(out)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(out.read_text())
+    stages = ["gather", "fit", "apply", "splits", "classify", "map", "hits", "gene_map", "batch"]
+    assert result["scales"] == [1, 2] and list(result["results"]) == stages == list(result["summary"])
+    runs = result["results"]
+    assert all(set(runs[s]) == {"1", "2"} for s in stages)
+    rows = {s: (runs[s]["1"]["rows"], runs[s]["2"]["rows"]) for s in stages}
+    cells, wells, guides, nulls, folds = 3 * 64 * 16, 3 * 64, 24, 4, 3  # the shipped screen, one variant
+    for s in ("gather", "fit", "apply", "splits"):
+        assert rows[s] == (cells, 2 * cells)
+    assert rows["batch"] == (wells, 2 * wells) and rows["map"] == (guides, 2 * guides)
+    assert rows["classify"] == rows["hits"] == ((guides + nulls) * folds, (2 * guides + nulls) * folds)
+    assert rows["gene_map"] == (12 + 1, 24 + 1)  # the genes and the controls' profile
+    for s in stages:
+        for r in runs[s].values():
+            assert r["wall_s"] > 0 and r["cpu_s"] > 0 and r["peak_mb"] > r["import_mb"] > 50
+    assert runs["classify"]["2"]["cpu_s"] > runs["classify"]["1"]["cpu_s"]  # 2x the guides, 2x the controls
+    floors = [r["import_mb"] for s in stages for r in runs[s].values()]  # every stage's process, fresh
+    assert result["driver_mb"] < min(floors) and max(floors) - min(floors) < 10
+    assert all(isinstance(v["linear"], bool) and v["cpu_slope"] == v["cpu_slope"] for v in result["summary"].values())
+    assert "grows worst:" in proc.stdout and "working-set MB" in proc.stdout

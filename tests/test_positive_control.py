@@ -44,6 +44,36 @@ def test_written_screen_is_in_the_embeddings_contract_with_its_truth(tmp_path):
     assert not np.allclose(np.stack(other["vector"]), np.stack(tables[0]["vector"]))
 
 
+def test_more_plates_per_batch_keep_each_plates_controls_and_split_the_guides(tmp_path):
+    """plates_per_batch 3 with 3x the genes: 9 plates numbered across batches, each with its 16
+    control wells and a third of the guides (every guide once per batch), so the controls' share
+    of the wells is the shipped screen's; too many plates for the guides is refused."""
+    import dataclasses
+
+    from phenoica.sources.positive_control import SCREENS, ControlDesign, write_screen
+
+    base = SCREENS["positive_control"]
+    design = dataclasses.replace(base, n_effect_genes=24, n_null_genes=12, plates_per_batch=3)
+    out = write_screen(tmp_path, seed=0, design=design)
+    cells = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
+    wells = cells.drop_duplicates(["Metadata_Plate", "Metadata_Well"])
+    assert sorted(wells["Metadata_Plate"].unique()) == sorted(f"P{i}" for i in range(1, 10))
+    assert set(wells.groupby("Metadata_Plate")["Metadata_Batch"].nunique()) == {1}
+    per_plate = wells.groupby("Metadata_Plate")["Metadata_PertType"].value_counts().unstack()
+    assert set(per_plate["control"]) == {base.control_wells}
+    assert set(per_plate["perturbation"]) == {base.n_genes * base.guides_per_gene * base.wells_per_guide}
+    guide_wells = wells[wells["Metadata_PertType"] == "perturbation"]
+    assert set(guide_wells.groupby("Metadata_Guide")["Metadata_Plate"].nunique()) == {design.n_batches}
+    assert guide_wells["Metadata_Guide"].nunique() == 72
+    sources = pd.read_parquet(out["sources"])
+    assert (
+        len(sources) == len(cells)
+        and not sources.duplicated(["Metadata_Plate", "Metadata_Well", "Metadata_Site"]).any()
+    )
+    with pytest.raises(ValueError, match="plates_per_batch 25 exceeds the 24 guides"):
+        ControlDesign(plates_per_batch=25)
+
+
 @pytest.mark.slow
 def test_positive_control_shows_the_ica_gain(tmp_path):
     """The scenario as shipped (seed 0; seed 1 measured by hand agrees, docs/positive-control.md):

@@ -25,7 +25,10 @@ unit-norm rows: each source adds its own variance), warped mildly and monotonica
 The design was fixed from these assumptions before any variant was scored, and is not tuned:
 3 batches (leave-one-batch-out needs held-out batches with controls), 12 biological, 4 batch and
 4 cell-state sources into 48 dimensions, a one-SD effect on one source per effect gene (8 of
-12 genes), 2 guides per gene, 16 control wells and 2 wells per guide per plate, 16 cells per well.
+12 genes), 2 guides per gene, one plate per batch, 16 control wells and 2 wells per guide per
+plate, 16 cells per well. A larger screen (``plates_per_batch`` > 1, more genes) adds plates as
+a real screen does: each plate has its own control wells and a block of the guides, so the
+controls' share of the wells stays the same.
 :data:`SCREENS` holds it (``positive_control``) and the known-truth screen where cell-to-cell
 variation unrelated to any guide holds most of the variance (``cell_state``: the same screen,
 cell-state SD 4, about two thirds of the variance).
@@ -61,7 +64,8 @@ class ControlDesign:
     """The simulated screen's layout and its sources (see the module doc)."""
 
     n_batches: int = 3
-    control_wells: int = 16  # per plate (one plate per batch)
+    plates_per_batch: int = 1  # each plate holds its own control wells and a share of the guides
+    control_wells: int = 16  # per plate
     n_effect_genes: int = 8
     n_null_genes: int = 4
     guides_per_gene: int = 2
@@ -89,6 +93,11 @@ class ControlDesign:
                 f"positive control: {self.n_sources} sources (n_bio {self.n_bio} + n_batch {self.n_batch} + "
                 f"n_state {self.n_state}) but n_dims {self.n_dims}: the embedding needs at least as many "
                 "dimensions as sources"
+            )
+        if self.plates_per_batch > self.n_genes * self.guides_per_gene:
+            raise ValueError(
+                f"positive control: plates_per_batch {self.plates_per_batch} exceeds the "
+                f"{self.n_genes * self.guides_per_gene} guides: every plate needs at least one guide"
             )
         if self.warp <= -1:
             raise ValueError(f"positive control: warp must be > -1 (a monotone warp), got {self.warp}")
@@ -145,25 +154,30 @@ def gene_truth(design: ControlDesign, seed: int, screen: str = "positive_control
 
 
 def plate_layout(design: ControlDesign, truth: pd.DataFrame, batch: int) -> pd.DataFrame:
-    """One batch's plate, one row per cell: batch, plate, well, site (the cell's index in its
-    well), gene, guide and PertType; control wells first, then each guide's wells."""
-    wells = [(CONTROL_GENE, CONTROL_GUIDE, CONTROL)] * design.control_wells
-    for gene, guide in zip(truth[GENE], truth[GUIDE]):
-        wells += [(gene, guide, PERTURBATION)] * design.wells_per_guide
+    """One batch's plates, one row per cell: batch, plate, well, site (the cell's index in its
+    well), gene, guide and PertType. Plates are numbered across batches (``P1``, ``P2``, ...;
+    batch ``b`` holds plates ``b * plates_per_batch + 1`` on); the guides, in truth's order, are
+    split into ``plates_per_batch`` consecutive blocks, one per plate, so every batch has every
+    guide once. On each plate: its ``control_wells`` control wells first, then each guide's wells."""
     rows = []
-    for w, (gene, guide, kind) in enumerate(wells):
-        for c in range(design.cells_per_well):
-            rows.append(
-                {
-                    BATCH: f"B{batch + 1}",
-                    PLATE: f"P{batch + 1}",
-                    WELL: f"W{w + 1:03d}",
-                    SITE: c,
-                    GENE: gene,
-                    GUIDE: guide,
-                    PERT_TYPE: kind,
-                }
-            )
+    blocks = np.array_split(np.arange(len(truth)), design.plates_per_batch)
+    for p, block in enumerate(blocks):
+        wells = [(CONTROL_GENE, CONTROL_GUIDE, CONTROL)] * design.control_wells
+        for gene, guide in zip(truth[GENE].iloc[block], truth[GUIDE].iloc[block]):
+            wells += [(gene, guide, PERTURBATION)] * design.wells_per_guide
+        for w, (gene, guide, kind) in enumerate(wells):
+            for c in range(design.cells_per_well):
+                rows.append(
+                    {
+                        BATCH: f"B{batch + 1}",
+                        PLATE: f"P{batch * design.plates_per_batch + p + 1}",
+                        WELL: f"W{w + 1:03d}",
+                        SITE: c,
+                        GENE: gene,
+                        GUIDE: guide,
+                        PERT_TYPE: kind,
+                    }
+                )
     return pd.DataFrame(rows)
 
 
