@@ -14,6 +14,7 @@ from phenoica.workflow.config import run_models, validate_config
 from phenoica.workflow.schema import check_yaml_files, schema_enum
 from phenoica.workflow import dag as wf
 from phenoica.workflow.paths import benchmark_path, log_path, output_paths
+from phenoica.variants.variant import swept_variants
 
 # Snakemake reads config files keeping the last of two equal keys without a word: read the
 # files it was given (configfile, --configfile) again, strictly (a key twice names both lines).
@@ -30,6 +31,7 @@ RESULTS = config["results"]
 SOURCE = config["screen"]["source"]
 MODELS = sorted(config["models"])  # by name: the order of keys in a config file counts for nothing
 VARIANTS = list(config["transforms"]["variants"])
+SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep scores
 SHARDS = list(range(config["classify"]["n_shards"]))
 PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings
 ENVS = "../envs/phenoica.yaml"

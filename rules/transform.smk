@@ -69,6 +69,10 @@ rule component_sweep:
         profiles=OUT.embed.profiles,
         folds=OUT.transform.folds,
         fit_report=OUT.transform.fit_report,
+        # the chosen count's point is the main run's own (variant tables, classify shards, mAP)
+        variants=expand(OUT.transform.variant, variant=SWEPT, allow_missing=True),
+        shards=expand(OUT.classify.shard, variant=SWEPT, shard=SHARDS, allow_missing=True),
+        maps=expand(OUT.classify.map, variant=SWEPT, allow_missing=True) if config["classify"]["map_readout"] else [],
     output:
         OUT.transform.sweep,
     log:

@@ -11,7 +11,7 @@ import pandas as pd
 
 from phenoica.classify.splits import read_folds
 from phenoica.utils.io import write_parquet
-from phenoica.variants.sweep import SweepOptions, chosen_count, sweep_model
+from phenoica.variants.sweep import MainPoint, SweepOptions, chosen_count, sweep_model
 from phenoica.workflow.dag import with_speed_settings
 
 p = snakemake.params
@@ -25,6 +25,14 @@ options = SweepOptions.from_config(
 profiles = pd.read_parquet(snakemake.input.profiles)
 folds = read_folds(snakemake.input.folds, profiles)
 chosen = chosen_count(json.loads(Path(snakemake.input.fit_report).read_text()))
-table, _ = sweep_model(profiles, folds, snakemake.wildcards.model, chosen, options, log=log)
+# The chosen count is the main run's: its variant tables, classify shards and mAP tables are read.
+inputs = snakemake.input
+rows = pd.concat([pd.read_parquet(f) for f in inputs.shards], ignore_index=True)
+maps = {v: pd.read_parquet(f) for v, f in zip(options.variants, inputs.maps)} if inputs.maps else {}
+main = {
+    v: MainPoint(pd.read_parquet(f), rows[rows["variant"] == v].reset_index(drop=True), maps.get(v))
+    for v, f in zip(options.variants, inputs.variants)
+}
+table, _ = sweep_model(profiles, folds, snakemake.wildcards.model, chosen, options, log=log, main=main)
 write_parquet(table, snakemake.output[0])
 log.info("sweep of %s: %d points, %.0f s", snakemake.wildcards.model, len(table), table["seconds"].sum())

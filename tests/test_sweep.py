@@ -28,7 +28,7 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     from phenoica.report.sweep import build_sweep
     from phenoica.sources.positive_control import ControlDesign, write_screen
     from phenoica.variants.fit import fit_variants
-    from phenoica.variants.sweep import SweepOptions, sweep_model
+    from phenoica.variants.sweep import MainPoint, SweepOptions, sweep_model
     from phenoica.variants.variant import component_name
 
     out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
@@ -55,6 +55,24 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     main = screen_calls(rows, None, "parametric", 0.1)["guides"].set_index("Metadata_Guide")["auroc"]
     swept = calls[calls["n_components"] == 20].set_index("Metadata_Guide")["auroc"]
     assert np.allclose(swept.loc[main.index], main)
+
+    # The workflow's sweep reads the chosen point from the main run (its variant table, its shards
+    # scored with the concentration models on, no mAP table: computed then): the same row.
+    with_concentration = {**options.classify, "concentration": True}
+    shards = [
+        classify_shard(
+            variant, s, 2, folds, ClassifyOptions.from_config(with_concentration, 0), variant="pca_ica", model="ext"
+        )
+        for s in range(2)
+    ]
+    point = MainPoint(variant, pd.concat(shards, ignore_index=True))
+    reused, reused_calls = sweep_model(profiles, folds, "ext", 20, options, grid=[4, 20], main={"pca_ica": point})
+    assert reused["n_components"].tolist() == [4, 20]
+    pd.testing.assert_frame_equal(reused.drop(columns="seconds"), table.drop(columns="seconds"))
+    assert np.allclose(
+        reused_calls.set_index(["n_components", "Metadata_Guide"])["auroc"].sort_index(),
+        calls.set_index(["n_components", "Metadata_Guide"])["auroc"].sort_index(),
+    )
 
     none = pd.DataFrame()
     inputs = ReportInputs(none, none, none, sweep=pd.read_parquet(_save(table, tmp_path)))

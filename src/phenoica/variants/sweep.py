@@ -37,7 +37,7 @@ from phenoica.classify.params import ClassifyOptions
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
 from phenoica.hits.calls import screen_calls
 from phenoica.variants.fit import fit_variants
-from phenoica.variants.variant import WHITENED_VARIANTS, component_name
+from phenoica.variants.variant import component_name, swept_variants
 
 LOG = logging.getLogger(__name__)
 
@@ -71,7 +71,7 @@ class SweepOptions:
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "SweepOptions":
         t = config["transforms"]
-        variants = tuple(v for v in t["variants"] if v in WHITENED_VARIANTS and v != "tvn")
+        variants = swept_variants(t["variants"])
         return cls(
             transforms={k: v for k, v in t.items() if k not in ("variants", "frozen", "sweep_points")},
             classify=dict(config["classify"]),
@@ -98,6 +98,18 @@ def _batch_accuracy(table: pd.DataFrame, features: list[str], seed: int) -> tupl
     return batch_classifier(X, wells[BATCH].astype(str).to_numpy(), wells[WELL].astype(str).to_numpy(), seed)
 
 
+@dataclass(frozen=True)
+class MainPoint:
+    """What the main run already computed for one variant at the chosen count: the variant's
+    table (``results/variants``), its guide-fold score rows (every classify shard, concentration
+    models included: they change no AUROC) and its mAP table (None when the readout is off).
+    The sweep's chosen point is read from these instead of being classified again."""
+
+    table: pd.DataFrame
+    rows: pd.DataFrame
+    mAP: pd.DataFrame | None = None
+
+
 def score_point(
     table: pd.DataFrame, folds: Sequence[Any], options: SweepOptions, variant: str, model: str
 ) -> tuple[dict[str, Any], pd.DataFrame]:
@@ -107,12 +119,24 @@ def score_point(
     rows = classify_shard(
         table, 0, 1, folds, ClassifyOptions.from_config(cfg, options.seed), variant=variant, model=model
     )
-    calls = screen_calls(rows, None, cfg["null_model"], options.q_threshold, with_null=cfg["n_null_guides"] > 0)
+    mAP = guide_map(table, variant=variant, model=model, seed=options.seed, null_size=cfg["map_null_size"])
+    return summarize_point(MainPoint(table, rows, mAP), options, variant, model, start)
+
+
+def summarize_point(
+    point: MainPoint, options: SweepOptions, variant: str, model: str, start: float
+) -> tuple[dict[str, Any], pd.DataFrame]:
+    """The sweep row (without model/count) and the guide calls of one variant's scored point;
+    ``start`` is when its work began (``time.perf_counter``). A point without a mAP table
+    (``point.mAP`` None) computes it here."""
+    cfg = options.classify
+    calls = screen_calls(point.rows, None, cfg["null_model"], options.q_threshold, with_null=cfg["n_null_guides"] > 0)
     guides, genes = calls["guides"], calls["genes"]
     real = guides[~guides["is_null_guide"].astype(bool)]
-    features = [c for c in feature_columns(table)]
-    mAP = guide_map(table, variant=variant, model=model, seed=options.seed, null_size=cfg["map_null_size"])
-    acc, chance = _batch_accuracy(table, features, options.seed)
+    mAP = point.mAP
+    if mAP is None:
+        mAP = guide_map(point.table, variant=variant, model=model, seed=options.seed, null_size=cfg["map_null_size"])
+    acc, chance = _batch_accuracy(point.table, feature_columns(point.table), options.seed)
     row = {
         "guide_hits": int((real["q_value"] < options.q_threshold).sum()),
         "gene_hits": int((genes["q_value"] < options.q_threshold).sum()),
@@ -133,10 +157,15 @@ def sweep_model(
     options: SweepOptions,
     grid: Sequence[int] | None = None,
     log: logging.Logger | None = None,
+    main: Mapping[str, MainPoint] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The sweep of one model's profiles (``folds`` index its rows): (the sweep table,
     ``SWEEP_COLUMNS``; every grid point's guide calls with ``n_components``). ``chosen`` is the
-    count the configured rule kept (marked); ``grid`` defaults to :func:`sweep_grid`."""
+    count the configured rule kept (marked); ``grid`` defaults to :func:`sweep_grid`.
+
+    ``main`` (variant -> :class:`MainPoint`) holds what the main run computed at the chosen
+    count: those variants' chosen points are summarized from it, not refitted and classified
+    again (the same numbers: the main run's classifiers are the sweep's, tested)."""
     log = log or LOG
     features = feature_columns(profiles)
     meta = profiles[[c for c in profiles.columns if c not in features]].reset_index(drop=True)
@@ -145,23 +174,33 @@ def sweep_model(
     is_control = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
     counts = list(grid) if grid is not None else sweep_grid(len(features), len(X), chosen, options.max_points)
     records, all_calls = [], []
+    main = main or {}
     for k in counts:
         start = time.perf_counter()
-        fitted = fit_variants(
-            list(options.variants),
-            X,
-            batches,
-            is_control,
-            {**options.transforms, "n_components": int(k)},
-            options.seed,
-            features,
+        todo = [v for v in options.variants if not (k == chosen and v in main)]
+        fitted = (
+            {}
+            if not todo
+            else fit_variants(
+                todo,
+                X,
+                batches,
+                is_control,
+                {**options.transforms, "n_components": int(k)},
+                options.seed,
+                features,
+            )
         )
         fit_seconds = time.perf_counter() - start
         for variant in options.variants:
-            Z = fitted[variant].transform(X, batches, is_control).astype(np.float32)
-            table = pd.concat([meta, pd.DataFrame(Z, columns=[component_name(i) for i in range(Z.shape[1])])], axis=1)
-            row, calls = score_point(table, folds, options, variant, model)
-            row["seconds"] += fit_seconds / len(options.variants)
+            if variant not in todo:
+                row, calls = summarize_point(main[variant], options, variant, model, time.perf_counter())
+            else:
+                Z = fitted[variant].transform(X, batches, is_control).astype(np.float32)
+                columns = [component_name(i) for i in range(Z.shape[1])]
+                table = pd.concat([meta, pd.DataFrame(Z, columns=columns)], axis=1)
+                row, calls = score_point(table, folds, options, variant, model)
+                row["seconds"] += fit_seconds / len(todo)
             records.append({"model": model, "variant": variant, "n_components": int(k), "chosen": k == chosen, **row})
             all_calls.append(calls.assign(n_components=int(k)))
             log.info(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -116,3 +116,9 @@ class VariantTransform:
 def load_transform(path: Path | str) -> VariantTransform:
     """Read a fitted variant transform (.npz)."""
     return VariantTransform.load(path)
+
+
+def swept_variants(variants: Sequence[str]) -> tuple[str, ...]:
+    """The variants the sweep scores: the whitened ones of ``variants`` whose component count
+    the sweep sets (``tvn`` keeps every component)."""
+    return tuple(v for v in variants if v in WHITENED_VARIANTS and v != "tvn")
