@@ -216,7 +216,8 @@ def check_groups_channels(groups):
 
 
 def sweep_files():
-    """The component sweep per model (none with frozen transforms or transforms.sweep_points 0)."""
+    """The component sweep per model of transforms.sweep_models (none with frozen transforms or
+    transforms.sweep_points 0)."""
     if config["transforms"]["frozen"] or not config["transforms"]["sweep_points"]:
         return []
-    return expand(OUT.transform.sweep, model=MODELS)
+    return expand(OUT.transform.sweep, model=wf.swept_models(config))

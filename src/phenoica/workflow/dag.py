@@ -214,6 +214,14 @@ def plate_store_digest(config: Mapping[str, Any], plate: str) -> str:
     return h.hexdigest()
 
 
+def swept_models(config: Mapping[str, Any]) -> list[str]:
+    """The models the component sweep runs for: the first ``transforms.sweep_models`` in name
+    order (every model when it is null)."""
+    models = sorted(config["models"])
+    n = config["transforms"]["sweep_models"]
+    return models if n is None else models[: int(n)]
+
+
 def feature_params(config: Mapping[str, Any]) -> dict[str, Any]:
     """The feature-column keys of ``config["screen"]`` that gather_profiles reads (source
     embeddings chooses its features by them; phenoica's own embeddings are the default,
