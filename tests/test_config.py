@@ -131,7 +131,8 @@ def test_yaml_is_read_strictly_but_merge_keys_may_be_overridden(tmp_path):
     from phenoica.workflow.schema import check_yaml_files, read_yaml
 
     config = read_yaml(REPO / "config.yaml")
-    assert config["default_models"]["mae_seed1"]["seed"] == 1 and config["default_models"]["mae_seed1"]["depth"] == 4
+    mae, seed1 = config["default_models"]["mae"], config["default_models"]["mae_seed1"]
+    assert seed1["seed"] == 1 and mae["seed"] == 0 and seed1["depth"] == mae["depth"]
     check_yaml_files([REPO / "config.yaml", *sorted((REPO / "config" / "scenarios").glob("*.yaml"))])
     (tmp_path / "c.yaml").write_text("models:\n  m:\n    depth: 2\n    seed: 0\n    depth: 3\n")
     with pytest.raises(ConfigError, match=r"c\.yaml: key 'depth' appears twice in one mapping, at line 3 and line 5"):
