@@ -67,13 +67,14 @@ def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:
 
 
 def score(table: pd.DataFrame, folds: list, cfg: dict, seed: int) -> tuple[dict[str, pd.DataFrame], float]:
-    """Score every guide and ``n_null_guides`` pseudo-guides; the hit calls and CPU seconds."""
+    """Score every guide and ``n_null_guides`` pseudo-guides; the hit calls (with the score
+    rows under ``rows``) and CPU seconds."""
     options = ClassifyOptions.from_config(cfg, seed)
     nulls = null_guide_design(table, options.n_null_guides, seed)
     t0 = time.process_time()
     rows = classify_guides(table, None, folds, options, "variant", "model", nulls=nulls)
     cpu = time.process_time() - t0
-    return screen_calls(rows, None, cfg["null_model"], cfg["q_threshold"]), cpu
+    return {**screen_calls(rows, None, cfg["null_model"], cfg["q_threshold"]), "rows": rows}, cpu
 
 
 def _mask(rows: np.ndarray, n: int) -> np.ndarray:
@@ -161,26 +162,28 @@ def main() -> None:
         f"({'grouped' if n_sets < len(folds) else 'not grouped'}); fast_train_controls {fast.fast_train_controls} "
         f"vs up to {n_train_ctrl} training controls ({'capped' if n_train_ctrl > fast.fast_train_controls else 'not capped'})"
     )
-    runs = {"exact": score(table, folds, dict(cfg, protocol="exact"), args.seed)}
-    runs["fast"] = score(table, folds, dict(cfg, protocol="fast"), args.seed)
+    protocols = {"exact": ("exact", args.seed), "fast": ("fast", args.seed)}
     if args.seed_reference:
-        runs[f"exact, seed {args.seed + 1}"] = score(table, folds, dict(cfg, protocol="exact"), args.seed + 1)
-    ref = runs["exact"][0]
+        protocols[f"exact, seed {args.seed + 1}"] = ("exact", args.seed + 1)
     print(
         f"\n{'run':16s} {'CPU s':>8s} {'guide hits':>10s} {'gene hits':>9s} {'null KS p':>9s}  vs exact: "
-        "AUROC rho, concentration rho, guide-hit Jaccard, gene-hit Jaccard"
+        "AUROC rho, concentration rho, guide-hit Jaccard, gene-hit Jaccard, score rows identical",
+        flush=True,
     )
-    for run, (calls, cpu) in runs.items():
+    runs = {}
+    for run, (protocol, seed) in protocols.items():
+        calls, cpu = runs[run] = score(table, folds, dict(cfg, protocol=protocol), seed)
         ks = float(calls["null"]["loo_uniform_ks_p"].iloc[0])
         real = calls["guides"][~calls["guides"]["is_null_guide"]]
         line = f"{run:16s} {cpu:8.1f} {int(real['hit'].sum()):10d} {int(calls['genes']['hit'].sum()):9d} {ks:9.3f}"
         if run != "exact":
+            ref = runs["exact"][0]
             c = compare(ref, calls)
             line += (
                 f"  {c['spearman_auroc']:.4f}, {c['spearman_concentration']:.4f}, "
-                f"{c['jaccard_guides']:.3f}, {c['jaccard_genes']:.3f}"
+                f"{c['jaccard_guides']:.3f}, {c['jaccard_genes']:.3f}, {calls['rows'].equals(ref['rows'])}"
             )
-        print(line)
+        print(line, flush=True)
     print(f"CPU ratio exact / fast: {runs['exact'][1] / runs['fast'][1]:.2f}x")
 
 
