@@ -1,32 +1,31 @@
-"""Classification cost per guide against its floor, the concentration switch, and the null's
-share at genome scale.
+"""Classification cost under both protocols (exact, fast), the concentration switch, the null,
+and the CPU-hours of a genome-scale screen.
 
 Synthetic screen at the paper's scale of controls (22,062 control samples x 384 features in 4
 batches, well-structured: 4 samples per well), guides of one well per plate, one
-leave-one-batch-out fold, Nelson et al. 2026 Table 6 parameters, ``num_threads`` 1. In one run:
+leave-one-batch-out fold (3 of 4 batches train: a guide keeps 75% of its wells, as in a fast
+fold group of 4 at 40 batches), Nelson et al. 2026 Table 6 parameters, ``num_threads`` 1. In one
+run, for ``classify.protocol`` exact and fast (schema defaults of ``fast_fold_groups`` and
+``fast_train_controls``):
 
-- library, concentration on: ``classify_guides`` on the real guides (3 models per guide),
-  fold setup included;
-- library, concentration off: the same guides, the full model only;
-- library, null: ``classify.n_null_guides``-style pseudo-guides from ``null_guide_design``
-  (1 model each);
-- floor: the same models trained on prebuilt, already-binned Datasets (built, constructed and
-  feature-subset before the clock starts), same rows, rounds, threads and seeds: only
-  ``lightgbm.train`` is timed.
+- real guides with concentration on (3 models per guide), off (the full model only), and
+  pseudo-guides (1 model each), ``classify_guides`` end to end on the fold;
+- setup: what the library does once per training set (bin boundaries on its training
+  controls, the block's binned columns), timed alone;
+- exact only (unless ``--no-floor``): the floor, the same models trained on prebuilt,
+  already-binned Datasets (only ``lightgbm.train`` timed), and the per-guide ratio.
 
-- setup: what the library does once per fold and block of guides (bin boundaries on the
-  training controls, the block's binned columns), timed alone.
+Times are CPU seconds of this process (``time.process_time``; every path runs on one thread),
+so other work on the machine does not bias the ratios. The cost per guide and training set
+(setup spread over the guides of one classify job of the screen config) gives the CPU-hours of
+classification for that config (default ``benchmarks/genome_scale.yaml``): guides x training
+sets per guide x (model, variant) pairs, plus the pseudo-guides. Training sets per guide:
+exact, one per fold (folds = batches under leave-one-batch-out); fast, at most
+``fast_fold_groups``. The exact estimate uses the 75% training share measured here (at 40
+batches exact trains on 97.5%: slightly more positives), so the ratio exact / fast it prints is,
+if anything, low.
 
-Times are CPU seconds of this process (``time.process_time``; every path runs on one
-thread), so other work on the machine does not bias the ratios. Prints seconds per guide on
-each path, the per-guide ratio library / floor (the library's time
-less the once-per-fold setup, over the floor) and the ratio with the setup spread over the guides
-of one classify job of the screen config; and, with the cost per guide-fold measured here, the
-CPU-hours of classification for that config (default ``benchmarks/genome_scale.yaml``: guides x
-folds x variants, folds = batches under leave-one-batch-out) with concentration on and off, and
-the null's share of each.
-
-    python benchmarks/classify_cost.py [--guides 8] [--nulls 8] [--rounds 100] [--config benchmarks/genome_scale.yaml]
+    python benchmarks/classify_cost.py [--guides 8] [--nulls 8] [--rounds 100] [--no-floor] [--config benchmarks/genome_scale.yaml]
 """
 
 from __future__ import annotations
@@ -45,6 +44,7 @@ from phenoica.classify.bins import FoldBins
 from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix
 from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
 from phenoica.classify.params import ClassifyOptions, lightgbm_params, resolve_classify_config
+from phenoica.classify.protocol import PROTOCOLS, control_strata, training_controls
 from phenoica.classify.splits import Fold
 from phenoica.contract.screen import (
     BATCH,
@@ -111,8 +111,8 @@ def floor_seconds(
     train = np.zeros(len(table), bool)
     train[fold.train] = True
     ctrl = control_mask(table)
-    tr_ctrl, te_ctrl = np.flatnonzero(train & ctrl), np.flatnonzero(~train & ctrl)
-    bins = FoldBins.build(X, tr_ctrl, te_ctrl, params)
+    tr_ctrl = np.flatnonzero(train & ctrl)
+    bins = FoldBins.build(X, tr_ctrl, params)
     total = 0.0
     for t in targets:
         tr = t.rows[train[t.rows]]
@@ -137,6 +137,47 @@ def timed(fn) -> tuple[float, object]:
     return time.process_time() - t0, out
 
 
+def _genome_shape(config: Path) -> dict:
+    """Guides, folds, (model, variant) pairs, pseudo-guides and guides per job of a screen config."""
+    cfg = validate_config(yaml.safe_load(config.read_text()))
+    demo = cfg["demo"]
+    n_guides = demo["n_genes"] * demo["guides_per_gene"]
+    n_folds = demo["n_batches"] if cfg["splits"]["scheme"] == "leave_one_batch_out" else cfg["splits"]["n_folds"]
+    return {
+        "guides": n_guides,
+        "folds": n_folds,
+        "pairs": len(cfg["transforms"]["variants"]) * len(cfg["models"]),
+        "nulls": cfg["classify"]["n_null_guides"],
+        "per_job": n_guides / cfg["classify"]["n_shards"],
+        "grouped": cfg["splits"]["scheme"] == "leave_one_batch_out",
+    }
+
+
+def _protocol_costs(table, guides, nulls, fold, base: dict, seed: int) -> dict[str, dict[str, float]]:
+    """Library CPU-s of the real guides (concentration on, off) and the pseudo-guides on one
+    training set, and the once-per-training setup, under each protocol."""
+    X, _ = feature_matrix(table)
+    train = np.zeros(len(table), bool)
+    train[fold.train] = True
+    tr_all = np.flatnonzero(train & control_mask(table))
+    guide_rows = np.concatenate([t.rows[train[t.rows]] for t in guide_samples(table, guides)])
+    out = {}
+    for protocol in PROTOCOLS:
+        on = resolve_classify_config(dict(base, protocol=protocol, concentration=True))
+        off = resolve_classify_config(dict(base, protocol=protocol, concentration=False))
+        opt_on, opt_off = ClassifyOptions.from_config(on, seed), ClassifyOptions.from_config(off, seed)
+        cost = {
+            "on": timed(lambda: classify_guides(table, guides, [fold], opt_on, "base", "bench"))[0],
+            "off": timed(lambda: classify_guides(table, guides, [fold], opt_off, "base", "bench"))[0],
+            "null": timed(lambda: classify_guides(table, [], [fold], opt_on, "base", "bench", nulls=nulls))[0],
+        }
+        ctrl = training_controls(tr_all, control_strata(table), opt_on.max_train_controls, seed, fold.name)
+        cost["setup"] = timed(lambda: FoldBins.build(X, ctrl, opt_on.lightgbm).block(guide_rows))[0]
+        cost["controls"] = len(ctrl)
+        out[protocol] = cost
+    return out
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--controls", type=int, default=22062)
@@ -147,6 +188,7 @@ def main() -> None:
     ap.add_argument("--plates", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=100)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-floor", action="store_true", help="skip the floor (prebuilt Datasets) timings")
     ap.add_argument("--config", type=Path, default=Path(__file__).with_name("genome_scale.yaml"))
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -156,76 +198,65 @@ def main() -> None:
     batch = table[BATCH].to_numpy()
     fold = Fold(f"holdout_{held}", np.flatnonzero(batch != held), np.flatnonzero(batch == held), (held,))
     base = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": 1}}
-    on = resolve_classify_config(dict(base, concentration=True))
-    off = resolve_classify_config(dict(base, concentration=False))
     guides = guides_of(table)
     nulls = null_guide_design(table, args.nulls, args.seed)
+    defaults = resolve_classify_config({})
     print(
         f"screen: {args.controls} controls x {args.features} features, {len(guides)} guides of "
         f"{args.plates * args.batches} wells x {SITES} samples, {len(nulls)} pseudo-guides, 1 fold, "
-        f"num_boost_round={args.rounds}, 1 thread; LightGBM {lgb.__version__}"
+        f"num_boost_round={args.rounds}, 1 thread; LightGBM {lgb.__version__}; fast protocol: "
+        f"fast_fold_groups={defaults['fast_fold_groups']}, fast_train_controls={defaults['fast_train_controls']}"
     )
+    costs = _protocol_costs(table, guides, nulls, fold, base, args.seed)
+    shape = _genome_shape(args.config)
+    n, m, per_job = len(guides), len(nulls), shape["per_job"]
+    print("\nCPU s per guide and training set (the once-per-training setup spread over one job's guides):")
+    print(f"{'protocol':9s} {'train ctrl':>10s} {'setup s':>8s} {'conc. on':>9s} {'conc. off':>10s} {'null':>7s}")
+    per: dict[str, dict[str, float]] = {}
+    for protocol, c in costs.items():
+        setup = c["setup"] / per_job
+        per[protocol] = {
+            "on": (c["on"] - c["setup"]) / n + setup,
+            "off": (c["off"] - c["setup"]) / n + setup,
+            "null": (c["null"] - c["setup"]) / m + setup,
+        }
+        p = per[protocol]
+        print(f"{protocol:9s} {c['controls']:10d} {c['setup']:8.2f} {p['on']:9.3f} {p['off']:10.3f} {p['null']:7.3f}")
 
-    t_on, _ = timed(
-        lambda: classify_guides(table, guides, [fold], ClassifyOptions.from_config(on, args.seed), "base", "bench")
-    )
-    t_off, _ = timed(
-        lambda: classify_guides(table, guides, [fold], ClassifyOptions.from_config(off, args.seed), "base", "bench")
-    )
-    t_null, _ = timed(
-        lambda: classify_guides(
-            table, [], [fold], ClassifyOptions.from_config(on, args.seed), "base", "bench", nulls=nulls
-        )
-    )
-    real_targets = guide_samples(table, guides)
-    f_on = floor_seconds(table, real_targets, fold, on, args.seed, concentration=True)
-    f_off = floor_seconds(table, real_targets, fold, off, args.seed, concentration=False)
-    f_null = floor_seconds(table, nulls, fold, on, args.seed, concentration=False)
+    if not args.no_floor:
+        cfg_on = resolve_classify_config(dict(base, concentration=True))
+        cfg_off = resolve_classify_config(dict(base, concentration=False))
+        real = guide_samples(table, guides)
+        ex = costs["exact"]
+        print("\nexact protocol against its floor (lightgbm.train alone on prebuilt binned Datasets):")
+        for name, t, f, k in (
+            ("concentration on", ex["on"], floor_seconds(table, real, fold, cfg_on, args.seed, True), n),
+            ("concentration off", ex["off"], floor_seconds(table, real, fold, cfg_off, args.seed, False), n),
+            ("null pseudo-guides", ex["null"], floor_seconds(table, nulls, fold, cfg_on, args.seed, False), m),
+        ):
+            marginal = (t - ex["setup"]) / k
+            print(
+                f"  {name:18s}: library {t / k:.3f} s/guide, floor {f / k:.3f}, per-guide ratio {marginal / (f / k):.2f}x"
+            )
 
-    X, _ = feature_matrix(table)
-    train = np.zeros(len(table), bool)
-    train[fold.train] = True
-    tr_ctrl = np.flatnonzero(train & control_mask(table))
-    te_ctrl = np.flatnonzero(~train & control_mask(table))
-    guide_rows = np.concatenate([t.rows[train[t.rows]] for t in guide_samples(table, guides)])
-    t_setup, _ = timed(lambda: FoldBins.build(X, tr_ctrl, te_ctrl, lightgbm_params(on, args.seed)).block(guide_rows))
-
-    cfg = validate_config(yaml.safe_load(args.config.read_text()))
-    demo = cfg["demo"]
-    n_guides = demo["n_genes"] * demo["guides_per_gene"]
-    per_job = n_guides / cfg["classify"]["n_shards"]
-    n, m = len(guides), len(nulls)
-    print(f"once per fold and block (bins + binned block): {t_setup:.1f} s")
+    folds, pairs, n_null = shape["folds"], shape["pairs"], shape["nulls"]
+    groups = min(defaults["fast_fold_groups"], folds) if shape["grouped"] else folds
+    sets = {"exact": folds, "fast": groups}
     print(
-        f"{'path':34s} {'library s/guide':>16s} {'floor s/guide':>14s} {'per-guide ratio':>16s} "
-        f"{f'ratio at {per_job:.0f} guides/job':>24s}"
+        f"\n{args.config.name}: {shape['guides']} guides x {folds} folds x {pairs} (model, variant) pairs, "
+        f"{n_null} pseudo-guides per pair; training sets per guide: exact {folds}, fast {groups}"
     )
-    for name, t, f, k in (
-        ("real guides, concentration on", t_on, f_on, n),
-        ("real guides, concentration off", t_off, f_off, n),
-        ("null pseudo-guides (1 model)", t_null, f_null, m),
-    ):
-        marginal = (t - t_setup) / k
-        print(
-            f"{name:34s} {t / k:16.3f} {f / k:14.3f} {marginal / (f / k):15.2f}x "
-            f"{(marginal + t_setup / per_job) / (f / k):23.2f}x"
-        )
-
-    n_folds = demo["n_batches"] if cfg["splits"]["scheme"] == "leave_one_batch_out" else cfg["splits"]["n_folds"]
-    n_var = len(cfg["transforms"]["variants"]) * len(cfg["models"])
-    n_null = cfg["classify"]["n_null_guides"]
     print(
-        f"\n{args.config.name}: {n_guides} guides x {n_folds} folds x {n_var} (model, variant) pairs, "
-        f"{n_null} pseudo-guides per pair (cost per guide-fold as measured above at {args.controls} controls)"
+        f"{'':18s} {'exact CPU-h':>12s} {'fast CPU-h':>11s} {'exact/fast':>11s}   (per guide-fold CPU-s exact / fast)"
     )
-    # per guide-fold: the marginal cost plus the setup spread over one job's guides
-    null_h = ((t_null - t_setup) / m + t_setup / per_job) * n_null * n_folds * n_var / 3600
-    for name, t in (("concentration on", t_on), ("concentration off", t_off)):
-        per = (t - t_setup) / n + t_setup / per_job
-        real_h = per * n_guides * n_folds * n_var / 3600
+    for name, key in (("concentration on", "on"), ("concentration off", "off")):
+        hours = {}
+        for protocol in PROTOCOLS:
+            p = per[protocol]
+            hours[protocol] = (p[key] * shape["guides"] + p["null"] * n_null) * sets[protocol] * pairs / 3600
         print(
-            f"  {name:18s}: {real_h + null_h:10.1f} CPU-hours, of which the null {null_h:.1f} "
-            f"({100 * null_h / (real_h + null_h):.2f}%)"
+            f"{name:18s} {hours['exact']:12.1f} {hours['fast']:11.1f} {hours['exact'] / hours['fast']:10.1f}x   "
+            f"({per['exact'][key]:.3f} / {per['fast'][key] * groups / folds:.3f})"
         )
 
 

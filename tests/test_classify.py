@@ -188,7 +188,7 @@ def test_split_feature_of_strong_guide(table):
     train[fold.train] = True
     ctrl = np.flatnonzero(train & control_mask(table))
     guide = np.flatnonzero(train & (table[GUIDE] == "STRONG_1").to_numpy())
-    bins = FoldBins.build(X, ctrl, np.array([], dtype=np.int64), lightgbm_params(CFG, 0))
+    bins = FoldBins.build(X, ctrl, lightgbm_params(CFG, 0))
     booster = lgb.train(lightgbm_params(CFG, 0), bins.block(guide).guide_dataset(guide), num_boost_round=20)
     counts = booster.feature_importance(importance_type="split")
     assert int(np.argmax(counts)) == STRONG_FEATURE
@@ -218,7 +218,7 @@ def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, s
     for fold in batch_folds(table):
         for guide in ("WEAK_1", "NONE_1"):
             tr_ctrl, tr, te_ctrl, te = _fold_parts(table, fold, guide)
-            block = FoldBins.build(X, tr_ctrl, te_ctrl, params).block(np.intersect1d(fold.train, perturbed))
+            block = FoldBins.build(X, tr_ctrl, params).block(np.intersect1d(fold.train, perturbed))
             X_test = np.concatenate([X[te_ctrl], X[te]])
             y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
             rows, y = np.r_[tr_ctrl, tr], np.r_[np.zeros(len(tr_ctrl)), np.ones(len(tr))]
@@ -250,7 +250,7 @@ def test_pseudo_guide_dataset_equals_scratch_without_its_own_wells(table, nulls,
         tr_ctrl, te_ctrl = np.flatnonzero(train & ctrl), np.flatnonzero(~train & ctrl)
         tr, te = target.rows[train[target.rows]], target.rows[~train[target.rows]]
         assert ctrl[tr].all() and ctrl[te].all()
-        block = FoldBins.build(X, tr_ctrl, te_ctrl, params).block(np.r_[tr, nulls[1].rows[train[nulls[1].rows]]])
+        block = FoldBins.build(X, tr_ctrl, params).block(np.r_[tr, nulls[1].rows[train[nulls[1].rows]]])
         neg_tr, neg_te = np.setdiff1d(tr_ctrl, tr), np.setdiff1d(te_ctrl, te)
         X_test = np.concatenate([X[neg_te], X[te]])
         y_test = np.r_[np.zeros(len(neg_te)), np.ones(len(te))]

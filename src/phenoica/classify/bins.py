@@ -34,30 +34,26 @@ GUIDES_PER_BLOCK = 64
 
 @dataclass
 class FoldBins:
-    """What every guide of one fold shares: bin boundaries and the held-out controls.
+    """What every guide of one fold (training set) shares: bin boundaries and training controls.
 
     ``bins[j]`` is a constructed one-feature ``lightgbm.Dataset`` of the fold's training
     controls: it fixes feature ``j``'s bin boundaries for every guide of the fold.
-    ``X_test_controls`` are the held-out controls' raw features.
     """
 
     bins: list[lgb.Dataset]
     X: np.ndarray
     train_controls: np.ndarray
-    X_test_controls: np.ndarray
     params: dict[str, Any]
 
     @classmethod
-    def build(
-        cls, X: np.ndarray, train_controls: np.ndarray, test_controls: np.ndarray, params: Mapping[str, Any]
-    ) -> "FoldBins":
+    def build(cls, X: np.ndarray, train_controls: np.ndarray, params: Mapping[str, Any]) -> "FoldBins":
         """Find each feature's bin boundaries on ``X[train_controls]``."""
         params = dict(params)
         bins = [
             lgb.Dataset(X[train_controls, j : j + 1], feature_name=[f"f{j:04d}"], params=params).construct()
             for j in range(X.shape[1])
         ]
-        return cls(bins, X, np.asarray(train_controls, dtype=np.int64), X[test_controls], params)
+        return cls(bins, X, np.asarray(train_controls, dtype=np.int64), params)
 
     def block(self, train_guide_rows: np.ndarray) -> "GuideBlock":
         """Bin the training controls plus ``train_guide_rows`` (a block of guides) once.

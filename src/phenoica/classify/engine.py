@@ -31,6 +31,7 @@ import pandas as pd
 from phenoica.classify.bins import FoldBins, GuideBlock
 from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
 from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.protocol import Training, control_strata, training_controls, trainings
 from phenoica.contract.screen import (
     GENE,
     GUIDE,
@@ -175,15 +176,25 @@ def score_guide(
     num_boost_round: int,
     concentration_k: float | None,
 ) -> GuideScore:
+    """:func:`score_guide_on` one held-out set."""
+    return score_guide_on(dataset_for, [(X_test, y_test)], params, num_boost_round, concentration_k)[0]
+
+
+def score_guide_on(
+    dataset_for: Callable[[np.ndarray | None], lgb.Dataset],
+    tests: Sequence[tuple[np.ndarray, np.ndarray]],
+    params: Mapping[str, Any],
+    num_boost_round: int,
+    concentration_k: float | None,
+) -> list[GuideScore]:
     """Train the full model (and, unless ``concentration_k`` is None, the top-/rest-feature
-    models); score each on the test rows.
+    models) once; score each on every held-out set ``tests`` ((X, y) pairs, X with all columns).
 
     ``dataset_for(features)`` returns the guide's training Dataset restricted to the sorted
-    column indices ``features`` (None = all columns); ``X_test`` holds all columns. Sparsity
-    comes from the full model's split fractions; the top features are the top
-    ``concentration_k`` fraction by its split counts, the rest are the others; both are
-    retrained from scratch with the same parameters and rounds. Without them concentration,
-    ``auroc_top`` and ``auroc_rest`` are NaN.
+    column indices ``features`` (None = all columns). Sparsity comes from the full model's
+    split fractions; the top features are the top ``concentration_k`` fraction by its split
+    counts, the rest are the others; both are retrained from scratch with the same parameters
+    and rounds. Without them concentration, ``auroc_top`` and ``auroc_rest`` are NaN.
 
     A full model that makes no split at all (nothing in the guide's training rows beats
     LightGBM's regularization) predicts one value for every sample: its AUROC is 0.5, as
@@ -192,18 +203,18 @@ def score_guide(
     """
     full = lgb.train(dict(params), dataset_for(None), num_boost_round=num_boost_round)
     counts = full.feature_importance(importance_type="split")
-    auc = metrics.auroc(y_test, full.predict(X_test))
+    aucs = [metrics.auroc(y, full.predict(X)) for X, y in tests]
     if counts.sum() == 0:
-        return GuideScore(auc, math.nan, math.nan, math.nan, math.nan)
-    c = metrics.split_fractions(counts, full.num_feature())
+        return [GuideScore(a, math.nan, math.nan, math.nan, math.nan) for a in aucs]
+    sparsity = metrics.sparsity(metrics.split_fractions(counts, full.num_feature()))
     if concentration_k is None:
-        return GuideScore(auc, metrics.sparsity(c), math.nan, math.nan, math.nan)
+        return [GuideScore(a, sparsity, math.nan, math.nan, math.nan) for a in aucs]
     top, rest = metrics.top_features(counts, concentration_k)
-    aucs = []
+    parts = []
     for subset in (top, rest):
         booster = lgb.train(dict(params), dataset_for(subset), num_boost_round=num_boost_round)
-        aucs.append(metrics.auroc(y_test, booster.predict(X_test[:, subset])))
-    return GuideScore(auc, metrics.sparsity(c), metrics.concentration(aucs[0], aucs[1]), aucs[0], aucs[1])
+        parts.append([metrics.auroc(y, booster.predict(X[:, subset])) for X, y in tests])
+    return [GuideScore(a, sparsity, metrics.concentration(t, r), t, r) for a, t, r in zip(aucs, parts[0], parts[1])]
 
 
 # ----------------------------------------------------------------------------- classification
@@ -251,10 +262,11 @@ def _check_fold_controls(fold: str, n_train: int, n_test: int, options: Classify
 
 @dataclass(frozen=True)
 class _Job:
-    """What every fold of one :func:`classify_guides` call shares."""
+    """What every training set of one :func:`classify_guides` call shares."""
 
     X: np.ndarray
     is_control: np.ndarray
+    strata: np.ndarray
     options: ClassifyOptions
     model: str
     variant: str
@@ -264,14 +276,20 @@ class _Job:
 
 @dataclass(frozen=True, eq=False)
 class _Plan:
-    """One target in one fold: its training and held-out rows, its negatives, why it is skipped."""
+    """One target in one training set: its training rows and negatives, and per scored fold
+    (the training's members) its held-out rows, held-out negatives and why it is skipped."""
 
     target: GuideSamples
     train: np.ndarray
-    test: np.ndarray
     n_train_neg: int
-    test_neg: np.ndarray
-    reasons: list[str]
+    tests: tuple[np.ndarray, ...]
+    test_negs: tuple[np.ndarray, ...]
+    reasons: tuple[list[str], ...]
+
+    @property
+    def trainable(self) -> bool:
+        """Whether any of its folds can be scored (then its models are trained)."""
+        return any(not r for r in self.reasons)
 
 
 def _targets(
@@ -289,28 +307,34 @@ def _targets(
         raise ValueError(f"{source}: {exc}") from None
 
 
-def _fold_plans(
+def _plans(
     job: _Job,
     targets: Sequence[GuideSamples],
-    train: np.ndarray,
-    test: np.ndarray,
+    training: Training,
     train_ctrl: np.ndarray,
-    test_ctrl: np.ndarray,
+    test_ctrls: Sequence[np.ndarray],
 ) -> list[_Plan]:
-    """Each target's rows in one fold (``train``/``test`` masks; the fold's control rows)."""
+    """Each target's rows in one training set (``train_ctrl``: the controls it trains on;
+    ``test_ctrls``: each member fold's held-out controls)."""
     plans = []
     for target in targets:
         r = target.rows
-        tr, te = r[train[r]], r[test[r]]
+        tr = r[training.train[r]]
         # a pseudo-guide's own wells leave the controls, for its classifier only
-        n_train_neg = len(train_ctrl) - int(job.is_control[tr].sum())
-        test_neg = test_ctrl[~np.isin(test_ctrl, te)] if target.is_null else test_ctrl
-        plans.append(_Plan(target, tr, te, n_train_neg, test_neg, _skip_reasons(len(tr), len(te), job.options)))
+        own = tr[job.is_control[tr]]
+        n_train_neg = len(train_ctrl) - (int(np.isin(own, train_ctrl).sum()) if len(own) else 0)
+        tests, negs, reasons = [], [], []
+        for (_, test), ctrl in zip(training.members, test_ctrls):
+            te = r[test[r]]
+            tests.append(te)
+            negs.append(ctrl[~np.isin(ctrl, te)] if target.is_null else ctrl)
+            reasons.append(_skip_reasons(len(tr), len(te), job.options))
+        plans.append(_Plan(target, tr, n_train_neg, tuple(tests), tuple(negs), tuple(reasons)))
     return plans
 
 
-def _skipped_row(job: _Job, plan: _Plan, fold_name: str) -> dict[str, Any]:
-    """The score row of a (target, fold): skipped with its reasons until it is scored."""
+def _skipped_row(job: _Job, plan: _Plan, m: int, fold_name: str) -> dict[str, Any]:
+    """The score row of a (target, fold ``m`` of its training): skipped with its reasons until scored."""
     return {
         "model": job.model,
         "variant": job.variant,
@@ -320,68 +344,89 @@ def _skipped_row(job: _Job, plan: _Plan, fold_name: str) -> dict[str, Any]:
         "fold": fold_name,
         "n_train_pos": len(plan.train),
         "n_train_neg": plan.n_train_neg,
-        "n_test_pos": len(plan.test),
-        "n_test_neg": len(plan.test_neg),
+        "n_test_pos": len(plan.tests[m]),
+        "n_test_neg": len(plan.test_negs[m]),
         **{c: math.nan for c in _FLOAT_COLUMNS},
         "status": SKIPPED,
-        "reason": "; ".join(plan.reasons),
+        "reason": "; ".join(plan.reasons[m]),
     }
 
 
 def _score_plan(
-    job: _Job, plan: _Plan, fold_name: str, fold_bins: FoldBins, block: GuideBlock, n_test_ctrl: int
-) -> dict[str, Any]:
-    """The scores of one trainable (target, fold), or why its classifier could not be scored."""
+    job: _Job, plan: _Plan, training: Training, block: GuideBlock, X_test_ctrls: Sequence[np.ndarray]
+) -> dict[int, dict[str, Any]]:
+    """The scores of each scorable fold ``m`` of a trainable target (one set of models), or why
+    its classifier could not be scored."""
     X, options, target = job.X, job.options, plan.target
-    X_test_neg = fold_bins.X_test_controls if len(plan.test_neg) == n_test_ctrl else X[plan.test_neg]
-    X_test = np.concatenate([X_test_neg, X[plan.test]])
-    y_test = np.concatenate([np.zeros(len(plan.test_neg)), np.ones(len(plan.test))])
-    guide_params = dict(options.lightgbm, seed=_guide_seed(options.seed, target.gene, target.guide, fold_name))
+    scored = [m for m, r in enumerate(plan.reasons) if not r]
+    tests = []
+    for m in scored:
+        neg = X_test_ctrls[m] if len(plan.test_negs[m]) == len(X_test_ctrls[m]) else X[plan.test_negs[m]]
+        y = np.concatenate([np.zeros(len(plan.test_negs[m])), np.ones(len(plan.tests[m]))])
+        tests.append((np.concatenate([neg, X[plan.tests[m]]]), y))
+    guide_params = dict(options.lightgbm, seed=_guide_seed(options.seed, target.gene, target.guide, training.name))
     try:
-        score = score_guide(
+        scores = score_guide_on(
             functools.partial(block.guide_dataset, plan.train),
-            X_test,
-            y_test,
+            tests,
             guide_params,
             options.num_boost_round,
             options.concentration_k if options.concentration and not target.is_null else None,
         )
     except ValueError as exc:
-        return {"reason": f"classifier could not be scored: {exc}"}
-    return {**vars(score), "status": OK, "reason": ""}
+        return {m: {"reason": f"classifier could not be scored: {exc}"} for m in scored}
+    return {m: {**vars(score), "status": OK, "reason": ""} for m, score in zip(scored, scores)}
 
 
-def _score_fold(
-    job: _Job, targets: Sequence[GuideSamples], fold: tuple[str, np.ndarray, np.ndarray], f_i: int, n_folds: int
+def _training_setup(job: _Job, training: Training) -> tuple[np.ndarray, list[np.ndarray]]:
+    """The controls a training set trains on (:func:`training_controls`) and each member fold's
+    held-out controls; a fold without enough of them is an error."""
+    options = job.options
+    train_all = np.flatnonzero(training.train & job.is_control)
+    train_ctrl = training_controls(train_all, job.strata, options.max_train_controls, options.seed, training.name)
+    test_ctrls = [np.flatnonzero(test & job.is_control) for _, test in training.members]
+    for (fold_name, _), ctrl in zip(training.members, test_ctrls):
+        _check_fold_controls(fold_name, len(train_ctrl), len(ctrl), options, job.source)
+    if len(train_ctrl) < len(train_all):
+        job.log.info(
+            "training %s: %d of %d training controls (classify.fast_train_controls, stratified by plate)",
+            training.name,
+            len(train_ctrl),
+            len(train_all),
+        )
+    return train_ctrl, test_ctrls
+
+
+def _score_training(
+    job: _Job, targets: Sequence[GuideSamples], training: Training, f_i: int, n_trainings: int
 ) -> list[dict[str, Any]]:
-    """The score rows of every target in fold ``f_i`` (of ``n_folds``), in the targets' order.
+    """The score rows of every target in training set ``f_i`` (of ``n_trainings``): per target,
+    one row per member fold, in the targets' order.
 
-    The fold's bins are found once on its training controls; consecutive blocks of
+    The training's bins are found once on its training controls; consecutive blocks of
     ``options.block_size`` trainable targets share one binned block of training rows.
     """
-    fold_name, train, test = fold
-    log, size = job.log, job.options.block_size
+    log, size, name = job.log, job.options.block_size, training.name
     t0, done = time.perf_counter(), 0
-    train_ctrl = np.flatnonzero(train & job.is_control)
-    test_ctrl = np.flatnonzero(test & job.is_control)
-    _check_fold_controls(fold_name, len(train_ctrl), len(test_ctrl), job.options, job.source)
-    plans = _fold_plans(job, targets, train, test, train_ctrl, test_ctrl)
-    to_train = [p for p in plans if not p.reasons]
+    train_ctrl, test_ctrls = _training_setup(job, training)
+    plans = _plans(job, targets, training, train_ctrl, test_ctrls)
+    to_train = [p for p in plans if p.trainable]
     fold_bins = None
     if to_train:
-        fold_bins = FoldBins.build(job.X, train_ctrl, test_ctrl, job.options.lightgbm)
+        fold_bins = FoldBins.build(job.X, train_ctrl, job.options.lightgbm)
         log.info(
             "fold %s (%d/%d): bins of %d features on %d training controls in %.1fs; %d guide(s) to score "
             "(%d pseudo-guides)",
-            fold_name,
+            name,
             f_i + 1,
-            n_folds,
+            n_trainings,
             job.X.shape[1],
             len(train_ctrl),
             time.perf_counter() - t0,
             len(to_train),
             sum(p.target.is_null for p in to_train),
         )
+    X_test_ctrls = [job.X[c] for c in test_ctrls]
     every = max(1, min(50, len(to_train) // 10))
     block, block_of = None, {}
     for start in range(0, len(to_train), size):
@@ -390,31 +435,31 @@ def _score_fold(
     current = -1
     rows: list[dict[str, Any]] = []
     for plan in plans:
-        row = _skipped_row(job, plan, fold_name)
-        if not plan.reasons:
+        plan_rows = [_skipped_row(job, plan, m, fold) for m, (fold, _) in enumerate(training.members)]
+        if plan.trainable:
             assert fold_bins is not None
             start = block_of[id(plan.target)]
             if start != current:
                 block = fold_bins.block(np.concatenate([p.train for p in to_train[start : start + size]]))
                 current = start
             assert block is not None
-            row.update(_score_plan(job, plan, fold_name, fold_bins, block, len(test_ctrl)))
+            for m, update in _score_plan(job, plan, training, block, X_test_ctrls).items():
+                plan_rows[m].update(update)
             done += 1
             if done % every == 0 or done == len(to_train):
-                dt = time.perf_counter() - t0
                 log.info(
                     "fold %s (%d/%d): %d/%d guides scored, %.2f guides/s",
-                    fold_name,
+                    name,
                     f_i + 1,
-                    n_folds,
+                    n_trainings,
                     done,
                     len(to_train),
-                    done / max(dt, 1e-9),
+                    done / max(time.perf_counter() - t0, 1e-9),
                 )
-        rows.append(row)
-    n_skip = len(plans) - len(to_train)
+        rows.extend(plan_rows)
+    n_skip = sum(r["status"] == SKIPPED for r in rows)
     if n_skip:
-        log.info("fold %s: %d guide(s) skipped (reasons in the score table)", fold_name, n_skip)
+        log.info("fold %s: %d (guide, fold) pair(s) skipped (reasons in the score table)", name, n_skip)
     return rows
 
 
@@ -460,10 +505,18 @@ def classify_guides(
         return _empty_scores()
     if X.shape[1] < 2:
         raise ValueError(f"{source}: needs at least 2 non-constant feature columns, has {X.shape[1]}")
-    job = _Job(X, control_mask(table), options, model, variant, source, log)
+    job = _Job(X, control_mask(table), control_strata(table), options, model, variant, source, log)
+    sets = trainings(folds, fold_arrays, options.max_fold_groups)
+    if len(sets) < len(fold_arrays):
+        log.info(
+            "classify.protocol fast: %d folds trained in %d groups (classify.fast_fold_groups): %s",
+            len(fold_arrays),
+            len(sets),
+            "; ".join(t.name for t in sets),
+        )
     rows: list[dict[str, Any]] = []
-    for f_i, fold in enumerate(fold_arrays):
-        rows.extend(_score_fold(job, targets, fold, f_i, len(fold_arrays)))
+    for f_i, training in enumerate(sets):
+        rows.extend(_score_training(job, targets, training, f_i, len(sets)))
     return _sorted_scores(rows, targets, fold_arrays)
 
 

@@ -16,6 +16,7 @@ import lightgbm as lgb
 import numpy as np
 
 from phenoica.classify.bins import GUIDES_PER_BLOCK
+from phenoica.classify.protocol import PROTOCOLS
 from phenoica.workflow.config import resolve_section
 
 # LightGBM keys phenoica sets itself and a user may not override through classify.lightgbm.
@@ -209,6 +210,9 @@ class ClassifyOptions:
     ``classify.lightgbm`` under LightGBM's canonical names, ``seed`` the workflow seed); each
     (guide, fold) model replaces that seed with its own. ``block_size`` guides share one binned
     block of training rows (a memory/speed trade-off only; results do not depend on it).
+    ``protocol`` is ``exact`` or ``fast`` (:mod:`phenoica.classify.protocol`); the fast
+    protocol's fold groups and training-control cap are read through :attr:`max_fold_groups`
+    and :attr:`max_train_controls` (None under ``exact``).
     """
 
     seed: int
@@ -220,6 +224,26 @@ class ClassifyOptions:
     min_test_samples: int
     n_null_guides: int
     block_size: int = GUIDES_PER_BLOCK
+    protocol: str = "exact"
+    fast_train_controls: int = 4000
+    fast_fold_groups: int = 4
+
+    def __post_init__(self) -> None:
+        if self.protocol not in PROTOCOLS:
+            raise ValueError(f"config key classify.protocol: expected one of {list(PROTOCOLS)}, got {self.protocol!r}")
+        for key in ("fast_train_controls", "fast_fold_groups"):
+            if int(getattr(self, key)) < 1:
+                raise ValueError(f"config key classify.{key}: must be >= 1, got {getattr(self, key)}")
+
+    @property
+    def max_train_controls(self) -> int | None:
+        """Training controls per training set: ``fast_train_controls`` under ``fast``, None (all) under ``exact``."""
+        return self.fast_train_controls if self.protocol == "fast" else None
+
+    @property
+    def max_fold_groups(self) -> int | None:
+        """Training sets per guide: ``fast_fold_groups`` under ``fast``, None (one per fold) under ``exact``."""
+        return self.fast_fold_groups if self.protocol == "fast" else None
 
     @classmethod
     def from_config(
@@ -241,4 +265,7 @@ class ClassifyOptions:
             min_test_samples=int(cfg["min_test_samples"]),
             n_null_guides=int(cfg["n_null_guides"]),
             block_size=int(block_size),
+            protocol=str(cfg["protocol"]),
+            fast_train_controls=int(cfg["fast_train_controls"]),
+            fast_fold_groups=int(cfg["fast_fold_groups"]),
         )

@@ -120,12 +120,14 @@ def leave_one_batch_out(table: pd.DataFrame) -> list[Fold]:
     return folds
 
 
-def _stratified_holdout(strata: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
-    """Rows held out from one batch: ``round(fraction * n)`` in total, spread over the strata.
+def stratified_sample(strata: np.ndarray, fraction: float, rng: np.random.Generator) -> np.ndarray:
+    """Positions of a seeded stratified sample of ``strata``: ``round(fraction * n)`` in total,
+    spread over the strata (the wells held out of one batch, by guide; the training controls
+    of the fast protocol, by plate).
 
-    Each stratum (guide) gets ``floor(fraction * size)`` rows, and the remainder of the batch
-    total goes to the strata with the largest fractional parts (ties broken at random), so
-    every stratum is within one row of its exact share.
+    Each stratum gets ``floor(fraction * size)`` rows, and the remainder of the total goes to
+    the strata with the largest fractional parts (ties broken at random), so every stratum is
+    within one row of its exact share.
     """
     labels, inverse, sizes = np.unique(strata, return_inverse=True, return_counts=True)
     target = int(round(fraction * strata.size))
@@ -171,7 +173,7 @@ def in_distribution(table: pd.DataFrame, holdout_fraction: float, n_folds: int, 
     folds = []
     for f in range(n_folds):
         rng = rng_for(seed, "in_distribution", f)
-        held_wells = np.concatenate([w[_stratified_holdout(well_guide[w], holdout_fraction, rng)] for w in groups])
+        held_wells = np.concatenate([w[stratified_sample(well_guide[w], holdout_fraction, rng)] for w in groups])
         test = np.flatnonzero(np.isin(wells, held_wells))
         train = np.setdiff1d(np.arange(len(table)), test)
         folds.append(Fold(f"fold{f}", train, test, ()))

@@ -1,0 +1,191 @@
+"""Fidelity of the fast classification protocol against the exact one, on one screen.
+
+Scores a screen's guides and pseudo-guides under ``classify.protocol`` exact and fast (same seed,
+same settings otherwise) and, with ``--seed-reference``, under exact again with the seed + 1: the
+exact protocol's own seed-to-seed agreement, the yardstick for the approximation's. Hit calls
+are ``phenoica.hits.calls.screen_calls`` (parametric null). Prints, for each comparison with the
+exact protocol:
+
+- Spearman of the real guides' AUROC (mean over folds), and of their concentration;
+- Jaccard of the guide hits and of the gene hits at q < ``--q`` (0.1);
+- per protocol: the hit counts, the null's calibration (Kolmogorov-Smirnov p of the
+  pseudo-guides' leave-one-out p-values against uniform, ``loo_uniform_ks_p``) and CPU seconds.
+
+Screens: ``--screen positive_control`` builds the positive control
+(``phenoica.sources.positive_control``) with the design given by the flags (default: its own
+design scaled to 12 batches and 48 control wells per plate, so that the fast protocol's defaults
+act: 12 folds in 4 groups, 8,448 training controls capped at 4,000); ``--table`` and
+``--folds`` score a profile table of a finished run (a ``variants/{model}/{variant}.parquet``
+with its ``splits/{model}.parquet``). ``--fast-fold-groups`` / ``--fast-train-controls`` lower the
+fast protocol's thresholds where a small screen would not reach them. Every figure is printed with
+the thresholds and whether each approximation acted (folds grouped, controls capped).
+
+    python benchmarks/classify_fidelity.py --screen positive_control [--batches 12] [--seed-reference]
+    python benchmarks/classify_fidelity.py --table RUN/variants/mae/pca_ica.parquet --folds RUN/splits/mae.parquet \\
+        [--fast-fold-groups 2 --fast-train-controls 192]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from phenoica.classify.engine import classify_guides
+from phenoica.classify.null import null_guide_design
+from phenoica.classify.params import ClassifyOptions, resolve_classify_config
+from phenoica.classify.protocol import trainings
+from phenoica.classify.splits import leave_one_batch_out, read_folds
+from phenoica.contract.screen import GENE, GUIDE, feature_name
+from phenoica.hits.calls import screen_calls
+from phenoica.sources import positive_control as pc
+
+
+def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:
+    """The positive control's embeddings as a profile table (emb_* columns), built in a temporary folder."""
+    design = dataclasses.replace(
+        pc.SCREENS["positive_control"],
+        n_batches=args.batches,
+        control_wells=args.control_wells,
+        n_effect_genes=args.effect_genes,
+        n_null_genes=args.null_genes,
+    )
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = pc.write_screen(tmp, seed=args.seed, design=design)
+        parts = [pd.read_parquet(f) for f in paths["files"]]
+    table = pd.concat(parts, ignore_index=True)
+    X = np.stack(table.pop(pc.VECTOR).to_numpy()).astype(np.float32)
+    feats = pd.DataFrame(X, columns=[feature_name(j) for j in range(X.shape[1])])
+    return pd.concat([table, feats], axis=1)
+
+
+def score(table: pd.DataFrame, folds: list, cfg: dict, seed: int) -> tuple[dict[str, pd.DataFrame], float]:
+    """Score every guide and ``n_null_guides`` pseudo-guides; the hit calls (with the score
+    rows under ``rows``) and CPU seconds."""
+    options = ClassifyOptions.from_config(cfg, seed)
+    nulls = null_guide_design(table, options.n_null_guides, seed)
+    t0 = time.process_time()
+    rows = classify_guides(table, None, folds, options, "variant", "model", nulls=nulls)
+    cpu = time.process_time() - t0
+    return {**screen_calls(rows, None, cfg["null_model"], cfg["q_threshold"]), "rows": rows}, cpu
+
+
+def _mask(rows: np.ndarray, n: int) -> np.ndarray:
+    mask = np.zeros(n, dtype=bool)
+    mask[rows] = True
+    return mask
+
+
+def _jaccard(a: set, b: set) -> float:
+    return len(a & b) / len(a | b) if a | b else 1.0
+
+
+def compare(ref: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame]) -> dict[str, float]:
+    """Agreement of two scorings of the same screen: AUROC and concentration Spearman over the
+    real guides, Jaccard of the guide and the gene hits."""
+    key = [GENE, GUIDE]
+    a = ref["guides"][~ref["guides"]["is_null_guide"]].set_index(key)
+    b = other["guides"][~other["guides"]["is_null_guide"]].set_index(key).loc[a.index]
+    out = {}
+    for col in ("auroc", "concentration"):
+        ok = np.isfinite(a[col]) & np.isfinite(b[col])
+        out[f"spearman_{col}"] = float(stats.spearmanr(a[col][ok], b[col][ok]).statistic) if ok.sum() > 2 else np.nan
+    out["jaccard_guides"] = _jaccard(set(a.index[a["hit"]]), set(b.index[b["hit"]]))
+    ga, gb = ref["genes"], other["genes"]
+    out["jaccard_genes"] = _jaccard(set(ga[GENE][ga["hit"]]), set(gb[GENE][gb["hit"]]))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--screen", choices=["positive_control"], default=None)
+    ap.add_argument("--table", type=Path, help="a profile table (variants/{model}/{variant}.parquet)")
+    ap.add_argument("--folds", type=Path, help="its folds (splits/{model}.parquet)")
+    ap.add_argument("--batches", type=int, default=12)
+    ap.add_argument("--control-wells", type=int, default=48, help="positive control: control wells per plate")
+    ap.add_argument("--effect-genes", type=int, default=24)
+    ap.add_argument("--null-genes", type=int, default=12)
+    ap.add_argument("--rounds", type=int, default=None, help="num_boost_round (default: the schema's)")
+    ap.add_argument("--nulls", type=int, default=None, help="n_null_guides (default: the schema's)")
+    ap.add_argument("--fast-fold-groups", type=int, default=None)
+    ap.add_argument("--fast-train-controls", type=int, default=None)
+    ap.add_argument("--q", type=float, default=0.1)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--seed-reference", action="store_true", help="also score exact with seed + 1")
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    if (args.screen is None) == (args.table is None):
+        ap.error("give --screen positive_control or --table (with --folds)")
+    if args.screen:
+        table = positive_control_table(args)
+        folds = leave_one_batch_out(table)
+        name = f"positive control, {args.batches} batches x {args.control_wells} control wells"
+    else:
+        if args.folds is None:
+            ap.error("--table needs --folds")
+        table = pd.read_parquet(args.table)
+        folds = read_folds(args.folds, table)
+        name = str(args.table)
+    cfg = {"q_threshold": args.q, "lightgbm": {"num_threads": 1}}
+    for key, value in (
+        ("num_boost_round", args.rounds),
+        ("n_null_guides", args.nulls),
+        ("fast_fold_groups", args.fast_fold_groups),
+        ("fast_train_controls", args.fast_train_controls),
+    ):
+        if value is not None:
+            cfg[key] = value
+    cfg = resolve_classify_config(cfg)
+    fast = ClassifyOptions.from_config(dict(cfg, protocol="fast"), args.seed)
+    is_ctrl = table["Metadata_PertType"].astype(str).to_numpy() == "control"
+    n_train_ctrl = max(int(is_ctrl[f.train].sum()) for f in folds)
+    n_sets = len(
+        trainings(
+            folds,
+            [(f.name, _mask(f.train, len(table)), _mask(f.test, len(table))) for f in folds],
+            fast.max_fold_groups,
+        )
+    )
+    print(
+        f"{name}: {len(table)} rows, {(~is_ctrl).sum()} perturbation rows, {len(folds)} folds; rounds "
+        f"{cfg['num_boost_round']}, {cfg['n_null_guides']} pseudo-guides, concentration {cfg['concentration']}, q < {args.q}"
+    )
+    print(
+        f"fast: fast_fold_groups {fast.fast_fold_groups} -> {n_sets} training sets per guide "
+        f"({'grouped' if n_sets < len(folds) else 'not grouped'}); fast_train_controls {fast.fast_train_controls} "
+        f"vs up to {n_train_ctrl} training controls ({'capped' if n_train_ctrl > fast.fast_train_controls else 'not capped'})"
+    )
+    protocols = {"exact": ("exact", args.seed), "fast": ("fast", args.seed)}
+    if args.seed_reference:
+        protocols[f"exact, seed {args.seed + 1}"] = ("exact", args.seed + 1)
+    print(
+        f"\n{'run':16s} {'CPU s':>8s} {'guide hits':>10s} {'gene hits':>9s} {'null KS p':>9s}  vs exact: "
+        "AUROC rho, concentration rho, guide-hit Jaccard, gene-hit Jaccard, score rows identical",
+        flush=True,
+    )
+    runs = {}
+    for run, (protocol, seed) in protocols.items():
+        calls, cpu = runs[run] = score(table, folds, dict(cfg, protocol=protocol), seed)
+        ks = float(calls["null"]["loo_uniform_ks_p"].iloc[0])
+        real = calls["guides"][~calls["guides"]["is_null_guide"]]
+        line = f"{run:16s} {cpu:8.1f} {int(real['hit'].sum()):10d} {int(calls['genes']['hit'].sum()):9d} {ks:9.3f}"
+        if run != "exact":
+            ref = runs["exact"][0]
+            c = compare(ref, calls)
+            line += (
+                f"  {c['spearman_auroc']:.4f}, {c['spearman_concentration']:.4f}, "
+                f"{c['jaccard_guides']:.3f}, {c['jaccard_genes']:.3f}, {calls['rows'].equals(ref['rows'])}"
+            )
+        print(line, flush=True)
+    print(f"CPU ratio exact / fast: {runs['exact'][1] / runs['fast'][1]:.2f}x")
+
+
+if __name__ == "__main__":
+    main()
