@@ -14,9 +14,8 @@ count and the screen is scored again:
 
 What is rerun per grid point: one fit of the variants (center-scale, eigendecomposition, ICA,
 random rotation) and, per variant, one classification of every guide and pseudo-guide without
-concentration models, one mAP and one batch classifier. Each row records its seconds; the
-benchmark script ``benchmarks/component_sweep.py`` prints the cost as a ratio of one main
-classification job. The report shows the sweep through its section :mod:`phenoica.report.sweep`.
+concentration models, one mAP and one batch classifier; the chosen point is read from the main
+run instead (:class:`MainPoint`). Each row records its seconds. The report shows the sweep through its section :mod:`phenoica.report.sweep`.
 """
 
 from __future__ import annotations
