@@ -16,6 +16,16 @@ def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
     assert sweep_grid(48, 5000, 20, 0) == []
 
 
+def test_sweep_models_takes_the_first_models_by_name():
+    from phenoica.workflow.dag import swept_models
+
+    config = {"models": {"b": {}, "a": {}, "c": {}}, "transforms": {"sweep_models": None}}
+    assert swept_models(config) == ["a", "b", "c"]
+    assert swept_models({**config, "transforms": {"sweep_models": 1}}) == ["a"]
+    assert swept_models({**config, "transforms": {"sweep_models": 5}}) == ["a", "b", "c"]
+    assert validate_config({"transforms": {"sweep_models": 2}})["transforms"]["sweep_models"] == 2
+
+
 def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_path):
     """At the chosen count the sweep's guide AUROCs are the main classification's (which also
     trains the concentration models); the section marks the chosen row; the figure is written."""
