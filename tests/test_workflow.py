@@ -96,9 +96,10 @@ def finished_tiny(tmp_path_factory) -> Path:
 def test_default_config_dry_run_plans_every_stage(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     jobs = planned_jobs(tmp_path)
-    assert jobs["simulate_plate"] == 8 and jobs["embed"] == 2 * 8 and jobs["train_mae"] == 2
-    assert jobs["classify"] == 2 * 4 * 2 and jobs["apply_transform"] == 2 * 4 and jobs["report"] == 1
-    assert jobs["align"] == 4 and jobs["structural"] == 2 * 4
+    # 2 models x 2 embedding jobs of 4 plates; one classify shard per (model, variant); one sweep
+    assert jobs["simulate_plate"] == 8 and jobs["embed_g0000"] == jobs["embed_g0001"] == 2 and jobs["train_mae"] == 2
+    assert "embed" not in jobs and jobs["classify"] == 2 * 4 and jobs["apply_transform"] == 2 * 4
+    assert jobs["align"] == 4 and jobs["structural"] == 2 * 4 and jobs["component_sweep"] == 1 and jobs["report"] == 1
 
 
 def test_lint_is_clean(tmp_path):
