@@ -15,7 +15,8 @@ count and the screen is scored again:
 What is rerun per grid point: one fit of the variants (center-scale, eigendecomposition, ICA,
 random rotation) and, per variant, one classification of every guide and pseudo-guide without
 concentration models, one mAP and one batch classifier; the chosen point is read from the main
-run instead (:class:`MainPoint`). Each row records its seconds. The report shows the sweep through its section :mod:`phenoica.report.sweep`.
+run instead (:class:`MainPoint`). Each row records its seconds. The report shows the sweep
+through its section :mod:`phenoica.report.sweep`.
 """
 
 from __future__ import annotations
@@ -72,7 +73,7 @@ class SweepOptions:
         t = config["transforms"]
         variants = swept_variants(t["variants"])
         return cls(
-            transforms={k: v for k, v in t.items() if k not in ("variants", "frozen", "sweep_points")},
+            transforms={k: v for k, v in t.items() if k not in ("variants", "frozen", "sweep_points", "sweep_models")},
             classify=dict(config["classify"]),
             seed=int(config["seed"]),
             variants=variants,
@@ -118,8 +119,7 @@ def score_point(
     rows = classify_shard(
         table, 0, 1, folds, ClassifyOptions.from_config(cfg, options.seed), variant=variant, model=model
     )
-    mAP = guide_map(table, variant=variant, model=model, seed=options.seed, null_size=cfg["map_null_size"])
-    return summarize_point(MainPoint(table, rows, mAP), options, variant, model, start)
+    return summarize_point(MainPoint(table, rows), options, variant, model, start)
 
 
 def summarize_point(
