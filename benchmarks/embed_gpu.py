@@ -331,7 +331,8 @@ def job_child(spec_json: str) -> None:
 
     started = psutil.Process().create_time()
     job = json.loads(spec_json)
-    from phenoica.embed.jobs import EmbedJob, PlateJob, embed_model_plates
+    from phenoica.embed.groups import PlateJob
+    from phenoica.embed.jobs import EmbedJob, embed_model_plates
 
     imported = time.time() - started
     log, timings = recording_logger()

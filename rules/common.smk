@@ -203,11 +203,11 @@ def report_outputs():
 
 
 def check_groups_channels(groups):
-    """Every group of plates feeds each model one channel set (phenoica.embed.jobs), checked
+    """Every group of plates feeds each model one channel set (phenoica.embed.groups), checked
     before any job when the stores are the user's."""
     from pathlib import Path
 
-    from phenoica.embed.jobs import PlateJob, check_group_channels
+    from phenoica.embed.groups import PlateJob, check_group_channels
 
     for model, spec in config["models"].items():
         for plates in groups.values():

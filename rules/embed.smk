@@ -1,7 +1,7 @@
 # MAE pretraining on the screen's own tiles (unless a checkpoint is given) and streaming
 # embedding, one job per (model, plate).
 
-from phenoica.embed.jobs import embed_groups
+from phenoica.embed.groups import embed_groups
 from phenoica.models.spec import training_spec
 
 

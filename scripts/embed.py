@@ -7,7 +7,8 @@ log = rule_logger("phenoica.embed", snakemake.log[0])  # first: the log holds ev
 
 from pathlib import Path
 
-from phenoica.embed.jobs import EmbedJob, PlateJob, embed_model_plates
+from phenoica.embed.groups import PlateJob
+from phenoica.embed.jobs import EmbedJob, embed_model_plates
 from phenoica.embed.options import EmbedOptions
 from phenoica.workflow.dag import with_speed_settings
 

@@ -15,14 +15,8 @@ import yaml
 import phenoica.models.features as features
 from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.embed.chunks import EmbedTiming
-from phenoica.embed.jobs import (
-    EmbedJob,
-    PlateJob,
-    check_compile_cache,
-    embed_groups,
-    embed_model_plate,
-    embed_model_plates,
-)
+from phenoica.embed.groups import PlateJob, embed_groups
+from phenoica.embed.jobs import EmbedJob, check_compile_cache, embed_model_plate, embed_model_plates
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import parts_dir
 from phenoica.models.device import Staging, resolve_device

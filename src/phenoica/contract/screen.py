@@ -416,6 +416,27 @@ def plate_channels(path: Path | str) -> list[str]:
     return list(channels)
 
 
+def channel_indices(
+    store: Path, channels: Sequence[str] | None, key: str = "channels"
+) -> tuple[list[int] | None, list[str]]:
+    """(indices into the store's channels, names fed to the model) for ``channels``, the store's
+    channel names in the model's order (None = all, in the store's order). A name the store
+    lacks, or a name given twice, raises ScreenError naming ``key`` and the store's channels."""
+    names = plate_channels(store)
+    if channels is None:
+        return None, names
+    missing = [c for c in channels if c not in names]
+    if missing:
+        raise ScreenError(
+            f"{store}: channel(s) {missing} named by config key {key} are not in the plate's channels {names}"
+        )
+    twice = sorted({c for c in channels if list(channels).count(c) > 1})
+    if twice:
+        raise ScreenError(f"config key {key}: channel(s) {twice} listed more than once")
+    idx = [names.index(c) for c in channels]
+    return (None if idx == list(range(len(names))) else idx), list(channels)
+
+
 def write_plate(
     path: Path | str,
     tiles: np.ndarray | Iterable[np.ndarray],

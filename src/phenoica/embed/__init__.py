@@ -1,5 +1,7 @@
 """Rule ``embed``: streaming, resumable embedding of plate stores, one embedding per image.
 
+* :mod:`~phenoica.embed.groups`: which plates a job takes (:func:`~phenoica.embed.groups.embed_groups`),
+  planned when the DAG is built, without torch;
 * :mod:`~phenoica.embed.jobs`: the rule's function (:func:`~phenoica.embed.jobs.embed_model_plates`):
   one model built (and compiled) once for the job's plates, unchanged plates kept;
 * :mod:`~phenoica.embed.options`: the config's ``embed`` section read once

@@ -36,29 +36,16 @@ import pandas as pd
 import torch
 from torch import nn
 
-from phenoica.contract.screen import ScreenError, plate_channels
+from phenoica.embed.groups import PlateJob, check_group_channels
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata, parts_dir
 from phenoica.embed.plate import PlateModel, embed_plate, model_identity, plate_rows, torch_threads
 from phenoica.models.device import resolve_device
-from phenoica.models.extractor import ModelInputs, channel_indices
+from phenoica.models.extractor import ModelInputs
 from phenoica.utils.io import get_logger
 
 WORK_KEY = "work_sha256"
 """Key, in an embeddings parquet's metadata, of :func:`plate_work_key` (what it was made from)."""
-
-
-@dataclass(frozen=True, eq=False)
-class PlateJob:
-    """One plate of a job: its store, its metadata (table or file) and its output parquet."""
-
-    store: Path
-    metadata: pd.DataFrame | Path | str
-    out: Path
-
-    @property
-    def name(self) -> str:
-        return self.out.name.removesuffix(".parquet")
 
 
 @dataclass(frozen=True)
@@ -72,17 +59,6 @@ class EmbedJob:
     checkpoint: Path | str | None
     options: EmbedOptions = field(default_factory=EmbedOptions)
     threads: int | None = None
-
-
-def embed_groups(plates: Sequence[str], plates_per_job: int) -> dict[str, list[str]]:
-    """Jobs of ``plates_per_job`` consecutive plates (the last may be smaller), named
-    ``g0000, g0001, ...``: plates added at the end of a screen join the last job or new ones."""
-    if plates_per_job < 1:
-        raise ValueError(f"embed.plates_per_job must be >= 1, got {plates_per_job}")
-    plates = list(plates)
-    return {
-        f"g{i // plates_per_job:04d}": plates[i : i + plates_per_job] for i in range(0, len(plates), plates_per_job)
-    }
 
 
 def check_compile_cache(path: Path | str) -> Path:
@@ -178,26 +154,6 @@ def is_up_to_date(out: Path, key: str) -> bool:
         return False
 
 
-def check_group_channels(plates: Sequence[PlateJob], channels: Sequence[str] | None, key: str) -> list[str]:
-    """The channels fed to the model, the same for every plate of the job, else ScreenError
-    naming the plates of each channel set (before any work). With ``channels`` (config key
-    ``key``) every store must hold them; without, the stores' own channel lists must agree."""
-    if channels:
-        for plate in plates:
-            channel_indices(plate.store, channels, key)  # ScreenError naming the store and the key
-        return list(channels)
-    sets: dict[tuple[str, ...], list[str]] = {}
-    for plate in plates:
-        sets.setdefault(tuple(plate_channels(plate.store)), []).append(plate.name)
-    if len(sets) > 1:
-        listed = "; ".join(f"{list(chans)}: plates {names}" for chans, names in sets.items())
-        raise ScreenError(
-            f"one embedding job got plates with different channel sets ({listed}); the model takes one set: "
-            "name it with config key models.<model>.channels, or keep plates_per_job at 1"
-        )
-    return list(next(iter(sets)))
-
-
 def embed_model_plates(plates: Sequence[PlateJob], job: EmbedJob, log: logging.Logger | None = None) -> list[Path]:
     """The ``embed`` rule's function: embed ``plates`` with one model (module docstring).
 
@@ -263,11 +219,8 @@ def embed_model_plates(plates: Sequence[PlateJob], job: EmbedJob, log: logging.L
 __all__ = [
     "WORK_KEY",
     "EmbedJob",
-    "PlateJob",
     "check_compile_cache",
-    "check_group_channels",
     "compiled",
-    "embed_groups",
     "embed_model_plate",
     "embed_model_plates",
     "plate_work_key",

@@ -33,6 +33,7 @@ from phenoica.contract.screen import (
     IMAGE_INDEX,
     PLATE,
     ScreenError,
+    channel_indices,
     check_plate_against_metadata,
     feature_name,
     metadata_columns,
@@ -45,7 +46,7 @@ from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import PARTS_FORMAT, Chunk, assemble, iter_chunks, part_is_done, parts_dir, prepare_parts
 from phenoica.models.checkpoint import file_sha256
 from phenoica.models.device import resolve_device
-from phenoica.models.extractor import ModelInputs, channel_indices, check_fit, probe_feature_dim
+from phenoica.models.extractor import ModelInputs, check_fit, probe_feature_dim
 from phenoica.sources.preprocess import NORMALIZATIONS, NORMALIZE_IMAGE
 from phenoica.utils.io import get_logger
 

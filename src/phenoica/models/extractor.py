@@ -13,8 +13,8 @@ what torch and timm declare); :func:`check_fit` is the plate/model fit check bot
 (image size against the crop, the channels fed against the model's), and :class:`Misfit` words
 its finding for an embedding job (:meth:`Misfit.plate_message`) or for the check of the whole
 screen (:meth:`Misfit.screen_message`). :func:`probe_feature_dim` gives the features per crop
-(declared, or from one zero crop) and :func:`channel_indices` maps a plate's channel names to
-the model's.
+(declared, or from one zero crop). Which of a plate's channels a model is fed is
+:func:`phenoica.contract.screen.channel_indices`.
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from typing import Any, Iterator, Literal, Sequence
 import torch
 from torch import nn
 
-from phenoica.contract.screen import ScreenError, plate_channels
+from phenoica.contract.screen import ScreenError
 from phenoica.models.vit import shares_channels
 
 
@@ -221,24 +221,3 @@ def probe_feature_dim(
     if inputs.feature_dim is not None and inputs.feature_dim != dim:
         raise ValueError(f"model.feature_dim is {inputs.feature_dim} but its forward pass returns {dim} features")
     return dim
-
-
-def channel_indices(
-    store: Path, channels: Sequence[str] | None, key: str = "channels"
-) -> tuple[list[int] | None, list[str]]:
-    """(indices into the store's channels, names fed to the model) for ``channels``, the store's
-    channel names in the model's order (None = all, in the store's order). A name the store
-    lacks, or a name given twice, raises ScreenError naming ``key`` and the store's channels."""
-    names = plate_channels(store)
-    if channels is None:
-        return None, names
-    missing = [c for c in channels if c not in names]
-    if missing:
-        raise ScreenError(
-            f"{store}: channel(s) {missing} named by config key {key} are not in the plate's channels {names}"
-        )
-    twice = sorted({c for c in channels if list(channels).count(c) > 1})
-    if twice:
-        raise ScreenError(f"config key {key}: channel(s) {twice} listed more than once")
-    idx = [names.index(c) for c in channels]
-    return (None if idx == list(range(len(names))) else idx), list(channels)

@@ -26,9 +26,8 @@ import torch
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import nn
 
-from phenoica.contract.screen import ScreenError, open_plate
+from phenoica.contract.screen import ScreenError, channel_indices, open_plate
 from phenoica.models.device import resolve_device
-from phenoica.models.extractor import channel_indices
 from phenoica.models.vit import (
     MAX_CHANNELS,
     build_encoder,
