@@ -498,18 +498,18 @@ def write_report(
         TITLE,
         lead=[intro],
         sections=[
-            render.Section("Verdict (measured)", [verdict(scores)]),
-            render.Section(
+            render.PageSection("Verdict (measured)", [verdict(scores)]),
+            render.PageSection(
                 "Table 2 (this run, mean [95% CI]) beside the paper", [render.Table(display_table(summary)), paper]
             ),
-            render.Section("Paired differences (by seed)", [render.Table(diffs, float_format="{:+.3f}")]),
-            render.Section(
+            render.PageSection("Paired differences (by seed)", [render.Table(diffs, float_format="{:+.3f}")]),
+            render.PageSection(
                 "Explicitness of each factor (InfoE per factor, mean over seeds)",
                 [render.Table(per_factor, float_format="{:.2f}")],
             ),
-            render.Section("Figures", figures),
-            render.Section("Training", [render.Table(speed, float_format="{:.0f}")]),
-            render.Section(
+            render.PageSection("Figures", figures),
+            render.PageSection("Training", [render.Table(speed, float_format="{:.0f}")]),
+            render.PageSection(
                 "Tables",
                 [render.Links([(n, n) for n in ("table2.csv", "differences.csv", "factor_infoe.csv", "scores.csv")])],
             ),
