@@ -4,12 +4,16 @@ from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.studies.disentangle.evaluate import SCORE_COLUMNS, evaluate
+from phenoica.studies.disentangle.evaluate import DISENTANGLE_SCORES, evaluate
 
 w = snakemake.wildcards
 row = evaluate(
     snakemake.input[0], w.dis_model, snakemake.params.settings, int(w.dis_seed), w.dis_dataset, snakemake.output[0]
 )
 log.info(
-    "%s/%s/seed%s: %s", w.dis_dataset, w.dis_model, w.dis_seed, row[list(SCORE_COLUMNS)].round(3).to_dict("records")[0]
+    "%s/%s/seed%s: %s",
+    w.dis_dataset,
+    w.dis_model,
+    w.dis_seed,
+    row[list(DISENTANGLE_SCORES)].round(3).to_dict("records")[0],
 )

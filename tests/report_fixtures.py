@@ -21,7 +21,7 @@ CONTROLS = 8
 DIM = 4
 
 
-def plate_rows(plate: str) -> pd.DataFrame:
+def plate_image_rows(plate: str) -> pd.DataFrame:
     """Metadata of one plate: each guide's 3 sites, then 8 control images (4 wells x 2 sites)."""
     rows = []
     for g, gene in enumerate(GENES):
@@ -72,7 +72,7 @@ def write_screen(root: Path) -> tuple[list[Path], dict[str, str]]:
     """Write the plates (chunks of 4 images) and their embedding files; return the files and stores."""
     files, stores = [], {}
     for i, plate in enumerate(PLATES):
-        df = plate_rows(plate)
+        df = plate_image_rows(plate)
         store = write_plate(root / "plates" / f"{plate}.zarr", tiles_for(df), CHANNELS, chunk_images=4)
         emb = embeddings(df, i)
         table = pd.concat([df, pd.DataFrame(emb, columns=[f"emb_{j:04d}" for j in range(DIM)])], axis=1)

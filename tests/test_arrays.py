@@ -6,7 +6,14 @@ import numpy as np
 import pytest
 
 from phenoica.contract.screen import ScreenError
-from phenoica.utils.arrays import CHUNK_ROWS, check_finite, check_matrix, nonfinite_columns, row_chunks
+from phenoica.utils.arrays import (
+    CHUNK_ROWS,
+    check_finite,
+    check_matrix,
+    first_nonfinite_row,
+    nonfinite_columns,
+    row_chunks,
+)
 
 
 def test_row_chunks_cover_counts_and_index_arrays_once():
@@ -34,6 +41,23 @@ def test_nonfinite_columns_found_across_chunks_and_named_with_first_row():
     with pytest.raises(ScreenError, match=rf"t: non-finite.*\['a', 'c'\] \(2 in all; first at row {CHUNK_ROWS + 1}\)"):
         check_finite(X, "t", names)
     check_finite(np.arange(6).reshape(3, 2), "ints")  # integers are always finite
+
+
+def test_first_nonfinite_row_and_row_labels():
+    X = np.zeros((2 * CHUNK_ROWS, 3), dtype=np.float32)
+    assert first_nonfinite_row(X) is None and first_nonfinite_row(np.zeros((0, 3))) is None
+    X[CHUNK_ROWS + 4, 1], X[CHUNK_ROWS + 9, 0] = np.inf, np.nan  # in the second chunk
+    assert first_nonfinite_row(X) == CHUNK_ROWS + 4
+    big = np.full((3, 2), 1e308)  # finite values whose float64 sum overflows: still finite
+    assert first_nonfinite_row(big) is None
+    check_finite(big, "big")
+    images = np.zeros((5, 2, 4, 4), dtype=np.float64)  # one row per image
+    images[3, 1, 2, 0] = -np.inf
+    assert first_nonfinite_row(images) == 3
+    assert first_nonfinite_row(np.arange(6).reshape(3, 2)) is None  # integers are always finite
+    with pytest.raises(ScreenError, match=r"^P1.zarr: image 3 is bad$"):
+        check_finite(images, "P1.zarr", row_label=lambda i: f"image {i} is bad")
+    check_finite(np.ones((2, 3)), "fine", row_label=lambda i: f"image {i}")
 
 
 def test_check_matrix_says_what_was_expected():

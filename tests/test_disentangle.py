@@ -323,7 +323,9 @@ def test_summary_table_known_answer():
     rows = []
     for d, shift in (("a", 0.0), ("b", 0.2)):
         for seed, v in zip(range(3), (0.1, 0.2, 0.3)):
-            rows.append({"dataset": d, "model": "ae", "seed": seed, **{c: v + shift for c in dis_eval.SCORE_COLUMNS}})
+            rows.append(
+                {"dataset": d, "model": "ae", "seed": seed, **{c: v + shift for c in dis_eval.DISENTANGLE_SCORES}}
+            )
     t = dis_report.summary_table(pd.DataFrame(rows))
     assert list(t["dataset"]) == ["a", "b", "all"]
     assert np.allclose(t["infom_mean"], [0.2, 0.4, 0.3]) and np.allclose(t["infom_sd"], 0.1)
@@ -337,7 +339,7 @@ def test_summary_table_known_answer():
 
 def test_summary_interval_stays_inside_the_scores_range():
     rows = [
-        {"dataset": "a", "model": "beta_tcvae", "seed": seed, **{c: v for c in dis_eval.SCORE_COLUMNS}}
+        {"dataset": "a", "model": "beta_tcvae", "seed": seed, **{c: v for c in dis_eval.DISENTANGLE_SCORES}}
         for seed, v in enumerate((0.48, 0.86, 0.50))
     ]  # measured InfoC of beta-TCVAE: the t interval reaches 1.14
     t = dis_report.summary_table(pd.DataFrame(rows)).iloc[0]
@@ -349,7 +351,7 @@ def test_summary_interval_stays_inside_the_scores_range():
         and t["infoc_mean"] == pytest.approx(mean)
     )
     rows = [
-        {"dataset": "a", "model": "ae", "seed": seed, **{c: v for c in dis_eval.SCORE_COLUMNS}}
+        {"dataset": "a", "model": "ae", "seed": seed, **{c: v for c in dis_eval.DISENTANGLE_SCORES}}
         for seed, v in enumerate((0.02, 0.30, 0.03))
     ]
     assert dis_report.summary_table(pd.DataFrame(rows))["mcc_lo"].iloc[0] == 0.0
@@ -448,7 +450,7 @@ def test_tiny_end_to_end(tiny, tmp_path):
         for m in ("ae", "ae_ica", "ae_rand", "ae_oracle")
     ]
     scores = pd.concat(frames, ignore_index=True)
-    assert scores[list(dis_eval.SCORE_COLUMNS)].notna().all().all()
+    assert scores[list(dis_eval.DISENTANGLE_SCORES)].notna().all().all()
     assert np.array(json.loads(scores["nmi"][0])).shape == (7, SETTINGS["latent_dim"])
     assert len(json.loads(scores["infoe_sources"][0])) == 7
     # InfoE is invariant to the invertible linear maps that derive the AE + ... rows

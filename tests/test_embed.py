@@ -18,7 +18,7 @@ from phenoica.contract.screen import IMAGE_INDEX, ScreenError, feature_name, val
 from phenoica.embed.chunks import TIMING_KEY
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import assemble, iter_chunks, parts_dir, write_part
-from phenoica.embed.plate import PlateModel, embed_plate
+from phenoica.embed.plate import PlateModel, embed_plate, plate_image_rows
 from phenoica.models.device import resolve_device
 from phenoica.sources.preprocess import prepare
 
@@ -98,6 +98,18 @@ def run(store, meta, model, out, log=None, **kw):
     kw = {"crop_size": CROP, "device": "cpu", "threads": 1, **kw}
     plate_model = PlateModel(model, **{k: kw.pop(k) for k in MODEL_KEYS if k in kw})
     return embed_plate(store, meta, plate_model, out, EmbedOptions(**kw), log=log)
+
+
+def test_plate_image_rows_pick_the_stores_plate_sorted_by_image_index(tmp_path):
+    one = make_metadata([2, 0, 1]).assign(notes="x")
+    rows = plate_image_rows(one, tmp_path / "anything.zarr")  # one plate: taken as is
+    assert rows[IMAGE_INDEX].tolist() == [0, 1, 2] and rows["Metadata_Guide"].tolist() == ["g0", "g1", "g2"]
+    assert "notes" not in rows.columns  # only Metadata_* columns
+    two = pd.concat([make_metadata([1, 0], plate="P1"), make_metadata([0, 1, 2], plate="P2")])
+    assert plate_image_rows(two, tmp_path / "P2.zarr")[IMAGE_INDEX].tolist() == [0, 1, 2]
+    assert set(plate_image_rows(two, tmp_path / "P1.zarr")["Metadata_Plate"]) == {"P1"}
+    with pytest.raises(ScreenError, match=r"P3.zarr: metadata holds plates \['P1', 'P2'\] but none named 'P3'"):
+        plate_image_rows(two, tmp_path / "P3.zarr")
 
 
 def test_output_rows_columns_and_known_answer(tmp_path):

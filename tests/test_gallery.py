@@ -62,7 +62,7 @@ def test_reads_only_the_chunks_of_the_chosen_images(screen):
     # tile pixels equal 100 * (channel + 1) + image index: each tile is the image of its row
     for row, tile in zip(rows.itertuples(), tiles):
         assert tile[:, 0, 0].tolist() == [100 * (c + 1) + row.Metadata_ImageIndex for c in range(3)]
-    n_images = len(F.plate_rows("P1"))
+    n_images = len(F.plate_image_rows("P1"))
     assert stats.images == len(rows) and stats.bytes == stats.chunks * 4 * 3 * 16 * 16 * 2  # chunks of 4 images
     assert stats.chunks < 2 * n_images // 4  # fewer chunks than the two plates hold
 

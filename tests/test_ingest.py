@@ -147,6 +147,15 @@ def test_plate_map_rejects_non_metadata_and_per_image_columns() -> None:
         plate_map.validate_plate_map(plate_map_frame().assign(Metadata_Site=1))
 
 
+def test_plate_map_rows_of_one_plate() -> None:
+    rows = plate_map.plate_map_rows(plate_map_frame(), "P1")
+    assert rows["Metadata_Well"].tolist() == ["A01", "B02", "C03"] and rows.index.tolist() == [0, 1, 2]
+    assert set(rows["Metadata_Plate"]) == {"P1"} and "source" in rows.attrs
+    assert plate_map.plate_map_rows(plate_map_frame(), "P2")["Metadata_Note"].tolist() == ["other"]
+    with pytest.raises(ScreenError, match=r"no rows for plate 'P3'; plates there include \['P1', 'P2'\]"):
+        plate_map.plate_map_rows(plate_map_frame(), "P3")
+
+
 # --------------------------------------------------------------------------- image files
 
 

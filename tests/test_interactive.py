@@ -164,7 +164,7 @@ def test_in_chromium_hover_click_panel_screenshot_table(page):
         assert console_errors(driver) == []
         # the static report: a 40-column table scrolls in its own box, the page keeps its width
         wide = pd.DataFrame({f"a_long_column_name_{i}": [0.123456] * 3 for i in range(40)})
-        render.write_page(render.Page("wide", sections=[render.Section("t", [render.Table(wide)])]), out / "static")
+        render.write_page(render.Page("wide", sections=[render.PageSection("t", [render.Table(wide)])]), out / "static")
         driver.get((out / "static" / "index.html").as_uri())
         widths = driver.execute_script(
             "var d=document.querySelector('div.scroll');"

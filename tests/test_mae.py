@@ -14,6 +14,7 @@ from timm.models.vision_transformer import VisionTransformer
 from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
 from phenoica.models.features import FeatureExtractor, build_feature_extractor
+from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.mae import (
     TrainOptions,
     build_mae,
@@ -25,7 +26,7 @@ from phenoica.models.mae import (
     train_mae,
     warmup_cosine,
 )
-from phenoica.models.vit import MAX_CHANNELS, build_encoder, load_encoder, save_checkpoint
+from phenoica.models.vit import MAX_CHANNELS, ChannelAgnosticPatchEmbed, build_encoder, load_encoder, save_checkpoint
 
 torch.set_num_threads(1)
 
@@ -109,6 +110,25 @@ def test_channel_agnostic_serves_any_channel_count_with_same_weights():
     assert not torch.allclose(features(fx, x5), features(fx, x5[:, [1, 0, 2, 3, 4]]), atol=1e-5)
     with pytest.raises(ScreenError, match=f"at most {MAX_CHANNELS}"):
         fx(torch.randn(1, MAX_CHANNELS + 1, 16, 16))
+
+
+def test_channel_agnostic_patch_embed_keys_and_positions():
+    enc = build_encoder(CA_SPEC, 3)
+    pe = enc.patch_embed
+    assert isinstance(pe, SharedChannelPatchEmbed)  # the shared projection, plus positions
+    assert list(pe.state_dict()) == ["channel_embed", "proj.weight", "proj.bias"]
+    assert [k for k in enc.state_dict() if k.startswith("patch_embed.")] == [
+        "patch_embed.channel_embed",
+        "patch_embed.proj.weight",
+        "patch_embed.proj.bias",
+    ]
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        tokens = SharedChannelPatchEmbed.forward(pe, x)
+        want = tokens + (pe.spatial_embed.repeat(3, 1) + pe.channel_embed[:3].repeat_interleave(N_PATCHES, dim=0))
+        assert torch.equal(pe(x), want)
+    with pytest.raises(ValueError, match="channel-agnostic encoder supports 1..16 channels, got 17"):
+        ChannelAgnosticPatchEmbed(img_size=16, patch_size=4, in_chans=17, embed_dim=32)
 
 
 def test_build_encoder_is_seeded_and_leaves_global_rng_alone():

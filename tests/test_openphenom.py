@@ -23,7 +23,8 @@ from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata
 from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.features import build_feature_extractor
-from phenoica.models.openphenom import OpenPhenomGeometry, geometry_from_state, sincos_table
+from phenoica.models.layers import SharedChannelPatchEmbed
+from phenoica.models.openphenom import OpenPhenomGeometry, build_openphenom, geometry_from_state, sincos_table
 from phenoica.workflow.config import validate_config
 
 STORE_CHANNELS = ["Mito", "DNA", "ER", "AGP", "RNA"]
@@ -212,6 +213,33 @@ def test_embeddings_equal_an_independent_timm_forward(tiny, tmp_path, caplog, fm
     meta = embedding_metadata(tmp_path / "P1.parquet")
     assert meta["architecture"] == "openphenom" and meta["normalize"] == "crop" and meta["channels"] == MODEL_CHANNELS
     assert meta["pool"] == "mean" and meta["block"] is None and meta["per_channel"] is False
+
+
+def test_shared_channel_patch_embed_known_answer():
+    pe = SharedChannelPatchEmbed(img_size=4, patch_size=2, in_chans=3, embed_dim=2)
+    assert list(pe.state_dict()) == ["proj.weight", "proj.bias"] and pe.num_patches == 3 * 4
+    with torch.no_grad():
+        pe.proj.weight.fill_(1.0)
+        pe.proj.bias.copy_(torch.tensor([0.0, 1.0]))
+        x = torch.arange(2 * 16, dtype=torch.float32).reshape(2, 1, 4, 4).repeat(1, 2, 1, 1)
+        x[:, 1] *= 10  # channel 1 = ten times channel 0
+        tokens = pe(x)
+    assert tokens.shape == (2, 2 * 4, 2)  # two channels, four patches each, channel-major
+    first = torch.tensor([0 + 1 + 4 + 5, 2 + 3 + 6 + 7, 8 + 9 + 12 + 13, 10 + 11 + 14 + 15], dtype=torch.float32)
+    assert torch.equal(tokens[0, :4, 0], first) and torch.equal(tokens[0, 4:, 0], 10 * first)
+    assert torch.equal(tokens[..., 1], tokens[..., 0] + 1)
+    with pytest.raises(ScreenError, match="channel-shared encoder embeds at most 3 channels, got 4"):
+        pe(torch.zeros(1, 4, 4, 4))
+    with pytest.raises(ScreenError, match="expects 4x4 crops, got 2x2"):
+        pe(torch.zeros(1, 1, 2, 2))
+    model = build_openphenom(OpenPhenomGeometry(**TINY))
+    assert type(model.patch_embed) is SharedChannelPatchEmbed and model.patch_embed.max_chans == 11
+    assert [k for k in model.state_dict() if k.startswith("patch_embed.")] == [
+        "patch_embed.proj.weight",
+        "patch_embed.proj.bias",
+    ]
+    with pytest.raises(ScreenError, match=r"OpenPhenom encoder \(max_in_chans\) embeds at most 11 channels, got 12"):
+        model.patch_embed(torch.zeros(1, 12, 32, 32))
 
 
 def test_geometry_is_read_from_the_checkpoint(tiny):

@@ -18,10 +18,12 @@ def _page(figure_path: str = "figures/a.png") -> render.Page:
         "Study <one>",
         lead=["A & B: measured."],
         sections=[
-            render.Section("Verdict", ["rho = +0.50 [0.10, 0.80]."]),
-            render.Section("Table", [render.Table(table, caption="mean over seeds", float_format="{:.2f}")]),
-            render.Section("Figures", [render.Figure(figure_path, "B(z) per alpha")], level=3),
-            render.Section("Files", [render.Links([("table2.csv", "table2.csv"), ("a|b", "x.csv")], label="Tables:")]),
+            render.PageSection("Verdict", ["rho = +0.50 [0.10, 0.80]."]),
+            render.PageSection("Table", [render.Table(table, caption="mean over seeds", float_format="{:.2f}")]),
+            render.PageSection("Figures", [render.Figure(figure_path, "B(z) per alpha")], level=3),
+            render.PageSection(
+                "Files", [render.Links([("table2.csv", "table2.csv"), ("a|b", "x.csv")], label="Tables:")]
+            ),
         ],
     )
 
@@ -63,10 +65,10 @@ def test_write_page_writes_both_files_and_refuses_a_missing_figure(tmp_path):
 
 
 def test_empty_table_and_bad_block():
-    page = render.Page("t", sections=[render.Section("s", [render.Table(pd.DataFrame())])])
+    page = render.Page("t", sections=[render.PageSection("s", [render.Table(pd.DataFrame())])])
     assert "_(no rows)_" in render.render_markdown(page) and "(no rows)" in render.render_html(page)
     with pytest.raises(TypeError, match="block must be"):
-        render.render_markdown(render.Page("t", sections=[render.Section("s", [3.0])]))
+        render.render_markdown(render.Page("t", sections=[render.PageSection("s", [3.0])]))
 
 
 def test_write_csv_round_trips(tmp_path):
@@ -81,7 +83,7 @@ def test_bullets_inline_markup_and_column_formats():
     page = render.Page(
         "t",
         sections=[
-            render.Section(
+            render.PageSection(
                 "s",
                 [
                     render.Bullets(
@@ -122,5 +124,5 @@ def test_verdict_round_trip_and_bad_files(tmp_path):
 
 def test_wide_tables_scroll_in_their_own_box():
     wide = pd.DataFrame({f"column_{i}": [1.0, 2.0] for i in range(40)})
-    text = render.render_html(render.Page("p", sections=[render.Section("t", [render.Table(wide)])]))
+    text = render.render_html(render.Page("p", sections=[render.PageSection("t", [render.Table(wide)])]))
     assert '<div class="scroll"><table' in text and "div.scroll{max-width:100%" in text and "overflow:auto" in text

@@ -10,9 +10,11 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from phenoica.classify.engine import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.hits import calls as hits
 from phenoica.report import figures, summaries, truth_tables
+from phenoica.report.checks import check_rows
 from phenoica.report.inputs import ReportInputs, ReportOptions, StudyLink
 from phenoica.report.write import SECTIONS, write_report
 
@@ -312,6 +314,17 @@ def test_bad_inputs_name_the_problem():
         summaries.variant_summary(bad)
     with pytest.raises(ScreenError, match="auroc.*numeric"):
         summaries.paired_tests(genes.assign(auroc="high"))
+
+
+def test_guide_fold_rows_are_checked_against_the_one_score_table():
+    rows = make_rows(ica_gain, variants=("pca",), n_genes=2)
+    assert tuple(rows.columns) == SCORE_COLUMNS  # the fixture writes what classify writes
+    assert set(SCORE_INT_COLUMNS) | set(SCORE_FLOAT_COLUMNS) < set(SCORE_COLUMNS)
+    checked = check_rows(rows.assign(n_test_pos="4", auroc_rest="0.5"))
+    assert checked["n_test_pos"].tolist() == [4] * len(rows) and checked["auroc_rest"].tolist() == [0.5] * len(rows)
+    for col in (*SCORE_INT_COLUMNS, *SCORE_FLOAT_COLUMNS):
+        with pytest.raises(ScreenError, match=f"{col}.*numeric"):
+            check_rows(rows.assign(**{col: "many"}))
 
 
 def test_skips_counted_by_reason():

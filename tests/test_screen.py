@@ -108,6 +108,17 @@ def test_preprocess_known_answers():
         prepare(np.zeros((1, 1, 6, 6), np.uint8), 8, source="P1.zarr")
 
 
+@pytest.mark.parametrize("as_tensor", [None, torch.float32, torch.bfloat16, torch.float64])
+def test_non_finite_pixels_name_the_first_bad_image(as_tensor):
+    tiles = np.full((4, 2, 4, 4), 0.5)
+    tiles[2, 1, 3, 3], tiles[3, 0, 0, 0] = np.nan, np.inf
+    bad = tiles if as_tensor is None else torch.from_numpy(tiles).to(as_tensor)
+    with pytest.raises(ScreenError, match=r"^P1.zarr: non-finite pixels in image 2$"):
+        scale_intensity(bad, source="P1.zarr")
+    ok = tiles[:2] if as_tensor is None else torch.from_numpy(tiles[:2]).to(as_tensor)
+    assert float(scale_intensity(ok).max()) == 0.5
+
+
 def _embeddings(metadata, rng, d=3):
     df = metadata.copy()
     for i in range(d):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -17,6 +19,7 @@ from phenoica.sources.demo import layout as sim_layout
 from phenoica.sources.demo import nuisance as sim_nuisance
 from phenoica.sources.demo import plates as sim_plates
 from phenoica.sources.demo import render as sim_render
+from phenoica.utils.seeding import derive_seed, rng_for, rng_from_sequence
 from phenoica.workflow.config import demo_plates, validate_config
 
 SEED = 7
@@ -141,6 +144,20 @@ def test_unknown_plate_and_bad_config_are_clear_errors(demo):
 # ------------------------------------------------------------------ determinism
 
 
+def test_the_two_seeded_generators_known_answers():
+    """rng_for seeds with derive_seed's integer, rng_from_sequence (the simulator's) with the
+    SeedSequence of the same words: two pinned streams that stay apart."""
+    words = [7, int.from_bytes(hashlib.sha256(b"plate").digest()[:4], "little"), 3]
+    assert words == [7, 1388533307, 3] and derive_seed(7, "plate", 3) == 722191565
+    assert rng_for(7, "plate", 3).integers(0, 1000, 4).tolist() == [673, 37, 127, 141]
+    assert rng_from_sequence(7, "plate", 3).integers(0, 1000, 4).tolist() == [476, 354, 888, 691]
+    np.testing.assert_array_equal(
+        rng_from_sequence(7, "plate", 3).random(5), np.random.default_rng(np.random.SeedSequence(words)).random(5)
+    )
+    np.testing.assert_array_equal(rng_for(7, "plate", 3).random(5), np.random.default_rng(722191565).random(5))
+    assert not hasattr(sim_design, "rng_for")  # one definition, in phenoica.utils.seeding
+
+
 def test_same_seed_same_bytes_other_seed_differs(demo, plates):
     tiles, metadata, factors = sim_plates.simulate_plate(demo, SEED, "B01P01")
     ref_tiles, ref_metadata, ref_factors = plates["B01P01"]
@@ -164,12 +181,12 @@ def test_plate_does_not_depend_on_screen_size(demo, plates):
 
 def test_factor_distributions_are_standardized_non_gaussian_and_independent():
     n = len(sim_design.FACTORS)
-    x = sim_design.draw_factors(20000, n, sim_design.rng_for(0, "test"))
+    x = sim_design.draw_factors(20000, n, rng_from_sequence(0, "test"))
     assert np.abs(x.mean(axis=0)).max() < 0.04
     assert np.abs(x.std(axis=0) - 1).max() < 0.05
     skew, kurt = stats.skew(x, axis=0), stats.kurtosis(x, axis=0)
     assert ((np.abs(skew) > 0.5) | (np.abs(kurt) > 0.8)).all(), (skew, kurt)
-    gauss = sim_design.rng_for(0, "gauss").standard_normal((20000, 1))  # the same check rejects a Gaussian
+    gauss = rng_from_sequence(0, "gauss").standard_normal((20000, 1))  # the same check rejects a Gaussian
     assert not (abs(stats.skew(gauss)[0]) > 0.5 or abs(stats.kurtosis(gauss)[0]) > 0.8)
     corr = np.corrcoef(x, rowvar=False)
     assert np.abs(corr - np.eye(n)).max() < 0.05
@@ -269,7 +286,7 @@ def test_nucleus_area_grows_with_nucleus_size_factor():
     for value in (-2.0, -1.0, 0.0, 1.0, 2.0):
         factors = np.zeros((16, 10))
         factors[:, size_col] = value
-        clean = sim_render.render_cells(factors, ["nucleus", "er"], 48, 4, sim_design.rng_for(0, "layout"))
+        clean = sim_render.render_cells(factors, ["nucleus", "er"], 48, 4, rng_from_sequence(0, "layout"))
         areas.append(float((clean[:, 0] > 0.15).mean()))
     assert np.all(np.diff(areas) > 0), areas
     assert areas[-1] > 1.8 * areas[0]
@@ -290,7 +307,7 @@ def render_one(name: str, value: float, n: int = 8, size: int = 48, **kwargs) ->
     """n images with one factor at ``value`` and every other factor at 0, the same layout draws."""
     factors = np.zeros((n, len(sim_design.FACTORS)))
     factors[:, FACTOR_NAMES.index(name)] = value
-    return sim_render.render_cells(factors, CHANNELS, size, 5, sim_design.rng_for(0, "layout"), **kwargs)
+    return sim_render.render_cells(factors, CHANNELS, size, 5, rng_from_sequence(0, "layout"), **kwargs)
 
 
 def normalized(images: np.ndarray) -> np.ndarray:
@@ -376,7 +393,7 @@ def test_cell_count_factor_sets_the_number_of_nuclei():
     values = np.linspace(-2.5, 2.5, 24)
     factors = np.zeros((24, 10))
     factors[:, 0] = values
-    images = sim_render.render_cells(factors, CHANNELS, 64, 6, sim_design.rng_for(0, "count"))
+    images = sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "count"))
     counts = nuclei_counts(images)
     assert stats.spearmanr(values, counts).statistic > 0.85, counts
     assert counts[-4:].mean() > 3 * counts[:4].mean(), counts
@@ -384,8 +401,8 @@ def test_cell_count_factor_sets_the_number_of_nuclei():
 
 def test_zoom_nuisance_changes_apparent_size_and_count():
     factors = np.zeros((16, 10))
-    near = sim_render.render_cells(factors, CHANNELS, 64, 6, sim_design.rng_for(0, "z"), zoom=np.full(16, 1.25))
-    far = sim_render.render_cells(factors, CHANNELS, 64, 6, sim_design.rng_for(0, "z"), zoom=np.full(16, 0.8))
+    near = sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 1.25))
+    far = sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 0.8))
 
     def area(images: np.ndarray) -> np.ndarray:  # mean nucleus area per image, px
         return (images[:, 0] > 0.25).sum(axis=(1, 2)) / np.maximum(nuclei_counts(images), 1)
@@ -393,7 +410,7 @@ def test_zoom_nuisance_changes_apparent_size_and_count():
     assert area(near).mean() > 1.8 * area(far).mean()
     assert nuclei_counts(near).mean() < nuclei_counts(far).mean()
     with pytest.raises(ValueError, match="zoom"):
-        sim_render.render_cells(factors, CHANNELS, 64, 6, sim_design.rng_for(0, "z"), zoom=np.full(16, 3.0))
+        sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 3.0))
 
 
 def test_zoom_is_a_batch_nuisance():
@@ -447,13 +464,13 @@ def test_factors_are_recoverable_from_normalized_images_despite_batch_effects():
 
 def test_batch_effects_change_pixels_of_the_same_cells():
     demo = tiny_demo(n_batches=3, plates_per_batch=2)
-    factors = sim_design.draw_factors(12, demo["n_factors"], sim_design.rng_for(0, "f"))
-    clean = sim_render.render_cells(factors, demo["channels"], 32, 4, sim_design.rng_for(0, "r"))
+    factors = sim_design.draw_factors(12, demo["n_factors"], rng_from_sequence(0, "f"))
+    clean = sim_render.render_cells(factors, demo["channels"], 32, 4, rng_from_sequence(0, "r"))
 
     def image(d: dict, plate: str) -> np.ndarray:
         nuisance = sim_nuisance.nuisance_table(d, SEED, plate, len(clean))
         return sim_nuisance.apply_nuisance(
-            clean, nuisance, d["channels"], d["noise"], "uint8", sim_design.rng_for(0, "noise")
+            clean, nuisance, d["channels"], d["noise"], "uint8", rng_from_sequence(0, "noise")
         ).astype(float)
 
     a, b = image(demo, "B01P01"), image(demo, "B02P01")

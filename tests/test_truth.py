@@ -110,6 +110,23 @@ def test_probe_table_means_over_shifted_factors_only():
         truth.probe_table(structural.drop(columns="probe_r2_factor_04"), t)
 
 
+def test_effect_groups_known_groups_and_missing_truth():
+    t = truth_table(n_genes=3, null_genes=(1,), guides_per_gene=2)
+    t.loc[t[GUIDE] == "G0_1", "has_effect"] = False  # a guide without effect of a gene with one
+    t.loc[t[GUIDE] == "G2_0", "efficacy"] = 0.9
+    g = guide_scores(lambda v, gi, s: float("nan") if (gi, s) == (2, 1) else 0.7, t, variants=("pca",))
+    merged = truth.effect_groups(g, t, keep=("efficacy",))
+    assert merged[GUIDE].tolist() == ["G0_0", "G0_1", "G1_0", "G1_1", "G2_0"]  # no nulls, no NaN AUROC
+    assert merged["group"].tolist() == ["effect", "other", "no_effect", "no_effect", "effect"]
+    assert merged["efficacy"].tolist() == [0.5, 0.5, 0.5, 0.5, 0.9]
+    assert merged.index.tolist() == list(range(5))
+    assert "efficacy" not in truth.effect_groups(g, t).columns
+    with pytest.raises(ScreenError, match=r"no row for 1 scored guide\(s\), e.g. \['G1/G1_1'\]"):
+        truth.effect_groups(g, t[t[GUIDE] != "G1_1"])
+    with pytest.raises(ScreenError, match="truth table: missing column.*efficacy"):
+        truth.effect_groups(g, t.drop(columns="efficacy"), keep=("efficacy",))
+
+
 def test_effect_separation_known_answer_and_interval():
     t = truth_table()
 

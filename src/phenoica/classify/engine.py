@@ -65,8 +65,9 @@ SCORE_COLUMNS: tuple[str, ...] = (
     "status",
     "reason",
 )
-_INT_COLUMNS = ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg")
-_FLOAT_COLUMNS = ("auroc", "sparsity", "concentration", "auroc_top", "auroc_rest")
+#: The integer and the float columns of ``SCORE_COLUMNS``.
+SCORE_INT_COLUMNS: tuple[str, ...] = ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg")
+SCORE_FLOAT_COLUMNS: tuple[str, ...] = ("auroc", "sparsity", "concentration", "auroc_top", "auroc_rest")
 
 
 def _guide_seed(seed: int, gene: str, guide: str, fold: str) -> int:
@@ -229,9 +230,9 @@ def _typed_scores(df: pd.DataFrame) -> pd.DataFrame:
     for c in ("model", "variant", GENE, GUIDE, "fold", "status", "reason"):
         df[c] = df[c].astype(object).astype(str) if len(df) else pd.Series([], dtype=object)
     df["is_null_guide"] = df["is_null_guide"].astype(bool)
-    for c in _INT_COLUMNS:
+    for c in SCORE_INT_COLUMNS:
         df[c] = df[c].astype(np.int64)
-    for c in _FLOAT_COLUMNS:
+    for c in SCORE_FLOAT_COLUMNS:
         df[c] = df[c].astype(np.float64)
     return df.reset_index(drop=True)
 
@@ -346,7 +347,7 @@ def _skipped_row(job: _Job, plan: _Plan, m: int, fold_name: str) -> dict[str, An
         "n_train_neg": plan.n_train_neg,
         "n_test_pos": len(plan.tests[m]),
         "n_test_neg": len(plan.test_negs[m]),
-        **{c: math.nan for c in _FLOAT_COLUMNS},
+        **{c: math.nan for c in SCORE_FLOAT_COLUMNS},
         "status": SKIPPED,
         "reason": "; ".join(plan.reasons[m]),
     }

@@ -27,7 +27,7 @@ import pandas as pd
 import torch
 from torch import nn
 
-from phenoica.embed.parts import Chunk, check_finite, write_part
+from phenoica.embed.parts import Chunk, check_embeddings_finite, write_part
 from phenoica.models.device import InFlight, Staging
 from phenoica.models.extractor import embed_crops
 from phenoica.sources.preprocess import NORMALIZE_IMAGE, dtype_max, prepare
@@ -154,7 +154,7 @@ def finish_part(run: ChunkRun, chunk: Chunk, result: InFlight) -> dict[str, floa
     t0 = time.perf_counter()
     emb = Staging.result(result)
     t1 = time.perf_counter()
-    check_finite(emb, chunk, run.rows, run.store)
+    check_embeddings_finite(emb, chunk, run.rows, run.store)
     write_part(run.parts, chunk, emb, run.names)
     return {"device_wait_s": t1 - t0, "write_s": time.perf_counter() - t1}
 

@@ -39,7 +39,7 @@ from torch import nn
 from phenoica.embed.groups import PlateJob, check_group_channels
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata, parts_dir
-from phenoica.embed.plate import PlateModel, embed_plate, model_identity, plate_rows, torch_threads
+from phenoica.embed.plate import PlateModel, embed_plate, model_identity, plate_image_rows, torch_threads
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import ModelInputs
 from phenoica.utils.io import get_logger
@@ -135,7 +135,7 @@ def plate_work_key(plate: PlateJob, identity: Mapping[str, Any], settings: Mappi
     """SHA-256 of what one plate's embeddings are made from: the store's files, the plate's
     metadata rows, the model's identity and ``settings`` (crop size, intensity_max, channels,
     device type: what changes the numbers)."""
-    rows = plate_rows(plate.metadata, plate.store)
+    rows = plate_image_rows(plate.metadata, plate.store)
     digest = hashlib.sha256()
     digest.update(json.dumps(store_fingerprint(plate.store)).encode())
     digest.update(json.dumps(list(map(str, rows.columns))).encode())

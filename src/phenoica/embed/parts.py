@@ -24,7 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, ScreenError, feature_name
+from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, feature_name
+from phenoica.utils.arrays import check_finite
 from phenoica.utils.io import atomic_path
 
 MANIFEST = "manifest.json"
@@ -118,16 +119,18 @@ def embedding_metadata(path: Path | str) -> dict[str, Any]:
     return json.loads(raw) if raw else {}
 
 
-def check_finite(emb: np.ndarray, chunk: Chunk, rows: pd.DataFrame, store: Path) -> None:
-    """Raise ScreenError naming the plate and image of the first non-finite embedding."""
-    ok = np.isfinite(emb).all(axis=1)
-    if not ok.all():
-        i = int(np.flatnonzero(~ok)[0])
+def check_embeddings_finite(emb: np.ndarray, chunk: Chunk, rows: pd.DataFrame, store: Path) -> None:
+    """Raise ScreenError naming the plate and image of the first non-finite embedding of a chunk
+    (:func:`phenoica.utils.arrays.check_finite`, its rows labelled by their image)."""
+
+    def image(i: int) -> str:
         row = rows.iloc[chunk.rows.start + i]
-        raise ScreenError(
-            f"{store}: non-finite embedding for plate {row[PLATE]}, well {row[WELL]}, site {row[SITE]}, "
+        return (
+            f"non-finite embedding for plate {row[PLATE]}, well {row[WELL]}, site {row[SITE]}, "
             f"{IMAGE_INDEX} {int(chunk.image_indices[i])}"
         )
+
+    check_finite(emb, str(store), row_label=image)
 
 
 def assemble(

@@ -100,7 +100,7 @@ def model_identity(checkpoint: Path | str | None, spec: Mapping[str, Any]) -> di
     return {"checkpoint_sha256": digest, "spec": dict(spec)}
 
 
-def plate_rows(metadata: pd.DataFrame | Path | str, store: Path) -> pd.DataFrame:
+def plate_image_rows(metadata: pd.DataFrame | Path | str, store: Path) -> pd.DataFrame:
     """The validated metadata rows of the plate in ``store``, sorted by ``Metadata_ImageIndex``.
 
     A table of one plate is taken as is. A table of several plates is filtered to the plate
@@ -171,7 +171,7 @@ def _open_plate(
 ) -> _Plate:
     """Open ``store``, check it against its metadata rows and against the model's ``inputs`` (ScreenError)."""
     tiles_z = open_plate(store)
-    rows = plate_rows(metadata, store)
+    rows = plate_image_rows(metadata, store)
     plate = str(rows[PLATE].iloc[0])
     check_plate_against_metadata(tiles_z, rows, str(store))
     n_images, _, height, width = (int(v) for v in tiles_z.shape)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -35,6 +36,7 @@ from torch import nn
 from phenoica.contract.screen import ScreenError
 from phenoica.contract.values import ConfigError
 from phenoica.models.checkpoint import CheckpointError, check_keys, read_checkpoint, strip_prefixes
+from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.registry import register_model
 
 BACKBONE_PREFIX = "encoder.vit_backbone."
@@ -87,57 +89,6 @@ def position_table(grid: int, dim: int, max_in_chans: int) -> torch.Tensor:
     return torch.cat([torch.zeros(1, dim), table]).unsqueeze(0)
 
 
-class SharedChannelPatchEmbed(nn.Module):
-    """One Conv2d(1 -> D) applied to every channel; tokens channel-major, no positions added.
-
-    Built by ``VisionTransformer(embed_layer=SharedChannelPatchEmbed, in_chans=max_in_chans)``
-    with timm's keyword arguments: ``in_chans`` is the most channels the model embeds, and
-    ``num_patches`` counts the tokens of that many, so timm sizes ``pos_embed`` as the layout does.
-    """
-
-    shares_channels = True  # one projection for all channels: any count up to max_chans
-
-    def __init__(
-        self,
-        img_size: int = 256,
-        patch_size: int = 16,
-        in_chans: int = 11,
-        embed_dim: int = 384,
-        bias: bool = True,
-        dynamic_img_pad: bool = False,
-        device: Any = None,
-        dtype: Any = None,
-        **unsupported: Any,
-    ) -> None:
-        super().__init__()
-        if unsupported or dynamic_img_pad:
-            raise ValueError(
-                f"SharedChannelPatchEmbed: unsupported options {sorted(unsupported) or ['dynamic_img_pad']}"
-            )
-        if img_size % patch_size:
-            raise ValueError(f"img_size {img_size} is not a multiple of patch_size {patch_size}")
-        self.img_size = (img_size, img_size)
-        self.patch_size = (patch_size, patch_size)
-        self.grid_size = (img_size // patch_size, img_size // patch_size)
-        self.num_spatial = self.grid_size[0] * self.grid_size[1]
-        self.max_chans = in_chans
-        self.num_patches = in_chans * self.num_spatial
-        self.proj = nn.Conv2d(1, embed_dim, patch_size, patch_size, bias=bias, device=device, dtype=dtype)
-
-    def feat_ratio(self, as_scalar: bool = True) -> int | tuple[int, int]:
-        """Spatial reduction (the patch size), as timm's PatchEmbed reports it."""
-        return self.patch_size[0] if as_scalar else self.patch_size
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, c, h, w = x.shape
-        if c > self.max_chans:
-            raise ScreenError(f"OpenPhenom encoder embeds at most {self.max_chans} channels (max_in_chans), got {c}")
-        if (h, w) != self.img_size:
-            raise ScreenError(f"encoder expects {self.img_size[0]}x{self.img_size[1]} crops, got {h}x{w}")
-        tokens = self.proj(x.reshape(b * c, 1, h, w)).flatten(2).transpose(1, 2)  # (B*C, N, D)
-        return tokens.reshape(b, c * self.num_spatial, -1)
-
-
 class OpenPhenomViT(VisionTransformer):
     """timm ViT that adds only the first ``1 + C * N`` rows of ``pos_embed`` (C = the input's channels)."""
 
@@ -173,7 +124,7 @@ def build_openphenom(geometry: OpenPhenomGeometry = OpenPhenomGeometry(), seed: 
             class_token=True,
             global_pool="avg",
             fc_norm=None,
-            embed_layer=SharedChannelPatchEmbed,
+            embed_layer=partial(SharedChannelPatchEmbed, label="OpenPhenom encoder (max_in_chans)"),
         )
     with torch.no_grad():
         model.pos_embed.copy_(position_table(geometry.grid, geometry.embed_dim, geometry.max_in_chans))

@@ -40,6 +40,7 @@ from phenoica.models.checkpoint import (
     sort_safetensors_header,
     strip_prefixes,
 )
+from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.registry import register_model
 from phenoica.models.spec import ARCH_KEYS
 from phenoica.sources.preprocess import NORMALIZE_IMAGE
@@ -70,15 +71,15 @@ def sincos_grid(grid: int, dim: int) -> torch.Tensor:
     return build_sincos2d_pos_embed([grid, grid], dim=dim)
 
 
-class ChannelAgnosticPatchEmbed(nn.Module):
-    """timm-compatible patch embedding shared across channels.
+class ChannelAgnosticPatchEmbed(SharedChannelPatchEmbed):
+    """timm-compatible patch embedding shared across channels, with positions added.
 
     Called by ``VisionTransformer(embed_layer=ChannelAgnosticPatchEmbed, pos_embed='none')``
     with timm's keyword arguments. ``forward`` maps (B, C, H, W) with any C <= ``max_chans``
-    to (B, C * N, D), N = (img/patch)^2, and adds spatial + channel position embeddings.
+    to (B, C * N, D), N = (img/patch)^2 (the shared projection of
+    :class:`~phenoica.models.layers.SharedChannelPatchEmbed`), and adds spatial + channel
+    position embeddings. Weights: ``channel_embed``, ``proj.weight``, ``proj.bias``.
     """
-
-    shares_channels = True  # one projection for all channels: any count up to max_chans
 
     def __init__(
         self,
@@ -93,24 +94,19 @@ class ChannelAgnosticPatchEmbed(nn.Module):
         dtype: Any = None,
         **unsupported: Any,
     ) -> None:
-        super().__init__()
-        if unsupported:
-            raise ValueError(f"ChannelAgnosticPatchEmbed: unsupported options {sorted(unsupported)}")
-        if dynamic_img_pad:
-            raise ValueError("ChannelAgnosticPatchEmbed: dynamic_img_pad is not supported")
-        if img_size % patch_size:
-            raise ValueError(f"img_size {img_size} is not a multiple of patch_size {patch_size}")
-        if not 1 <= in_chans <= max_chans:
-            raise ValueError(f"channel-agnostic encoder supports 1..{max_chans} channels, got {in_chans}")
-        self.img_size = (img_size, img_size)
-        self.patch_size = (patch_size, patch_size)
-        self.grid_size = (img_size // patch_size, img_size // patch_size)
-        self.num_spatial = self.grid_size[0] * self.grid_size[1]
-        self.in_chans = in_chans
-        self.max_chans = max_chans
-        # Nominal token count (for the in_chans the model was built with); any C works.
-        self.num_patches = in_chans * self.num_spatial
-        self.proj = nn.Conv2d(1, embed_dim, patch_size, patch_size, bias=bias, device=device, dtype=dtype)
+        super().__init__(
+            img_size,
+            patch_size,
+            in_chans,
+            embed_dim,
+            bias,
+            dynamic_img_pad,
+            max_chans=max_chans,
+            label="channel-agnostic encoder",
+            device=device,
+            dtype=dtype,
+            **unsupported,
+        )
         self.channel_embed = nn.Parameter(torch.zeros(max_chans, embed_dim, device=device, dtype=dtype))
         self.register_buffer(
             "spatial_embed", sincos_grid(self.grid_size[0], embed_dim).to(device=device), persistent=False
@@ -121,10 +117,6 @@ class ChannelAgnosticPatchEmbed(nn.Module):
         """Channel table ~ N(0, 0.02); called by timm's ViT initialisation too."""
         nn.init.trunc_normal_(self.channel_embed, std=0.02)
 
-    def feat_ratio(self, as_scalar: bool = True) -> int | tuple[int, int]:
-        """Spatial reduction (the patch size), as timm's PatchEmbed reports it."""
-        return self.patch_size[0] if as_scalar else self.patch_size
-
     def position_embedding(self, n_chans: int) -> torch.Tensor:
         """(n_chans * N, D) position of every token: spatial sin-cos + learned channel embedding."""
         spatial = self.spatial_embed.to(self.channel_embed.dtype).repeat(n_chans, 1)
@@ -132,14 +124,8 @@ class ChannelAgnosticPatchEmbed(nn.Module):
         return spatial + channel
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        b, c, h, w = x.shape
-        if c > self.max_chans:
-            raise ScreenError(f"channel-agnostic encoder supports at most {self.max_chans} channels, got {c}")
-        if (h, w) != self.img_size:
-            raise ScreenError(f"encoder expects {self.img_size[0]}x{self.img_size[1]} crops, got {h}x{w}")
-        tokens = self.proj(x.reshape(b * c, 1, h, w)).flatten(2).transpose(1, 2)  # (B*C, N, D)
-        tokens = tokens.reshape(b, c * self.num_spatial, -1)
-        return tokens + self.position_embedding(c).unsqueeze(0)
+        """(B, C, H, W) -> (B, C * N, D): the shared projection's tokens plus their positions."""
+        return super().forward(x) + self.position_embedding(x.shape[1]).unsqueeze(0)
 
 
 def _check_spec(spec: Mapping[str, Any]) -> None:

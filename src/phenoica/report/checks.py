@@ -15,7 +15,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.classify.engine import SCORE_COLUMNS
+from phenoica.classify.engine import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.contract.values import OK, SKIPPED
 from phenoica.hits.calls import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS
@@ -27,8 +27,6 @@ VARIANT_LABELS: dict[str, str] = {
     "pca_ica": "PCA + ICA",
     "pca_rand": "PCA + Rand",
 }
-#: the guide-fold score rows, as classify writes them
-ROW_COLUMNS: tuple[str, ...] = SCORE_COLUMNS
 GUIDE_COLUMNS: tuple[str, ...] = GUIDE_SUMMARY_COLUMNS  # what hits.calls.summarize_scores writes
 GENE_COLUMNS: tuple[str, ...] = GENE_SUMMARY_COLUMNS
 MAP_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, GUIDE, "mean_average_precision", "map_p_value", "map_q_value")
@@ -103,18 +101,8 @@ def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
     out = checked_table(
         rows,
         "guide-fold rows",
-        ROW_COLUMNS,
-        numeric=(
-            "n_train_pos",
-            "n_train_neg",
-            "n_test_pos",
-            "n_test_neg",
-            "auroc",
-            "sparsity",
-            "concentration",
-            "auroc_top",
-            "auroc_rest",
-        ),
+        SCORE_COLUMNS,  # the guide-fold score rows, as classify writes them
+        numeric=(*SCORE_INT_COLUMNS, *SCORE_FLOAT_COLUMNS),
         boolean=("is_null_guide",),
     )
     bad = ~out["status"].isin([OK, SKIPPED])

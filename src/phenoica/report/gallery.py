@@ -491,14 +491,14 @@ def report_gallery(
     return write_gallery(out, genes, embedding_files, stores, styles, options)
 
 
-def gallery_section(result: GalleryResult, page_dir: Path | str, gallery_dir: Path | str) -> render.Section:
+def gallery_section(result: GalleryResult, page_dir: Path | str, gallery_dir: Path | str) -> render.PageSection:
     """The report's gallery section: the rule, the missing stores, a table of the panels and
     the first :data:`SHOWN_ON_PAGE` panels as figures (paths relative to ``page_dir``)."""
     rel = Path(gallery_dir).absolute().relative_to(Path(page_dir).absolute()).as_posix()
     panels = result.panels
     skipped = len(panels) == 1 and str(panels["status"].iloc[0]).startswith("skipped")
     if skipped:
-        return render.Section("Hit gallery", [f"Gallery {panels['status'].iloc[0]}."])
+        return render.PageSection("Hit gallery", [f"Gallery {panels['status'].iloc[0]}."])
     blocks: list[render.Block] = [
         "Per hit gene (any model or variant; and the genes of `gallery.genes`): for each guide the images "
         "nearest its mean image embedding, then control images of the same plates nearest their plate's mean "
@@ -509,7 +509,7 @@ def gallery_section(result: GalleryResult, page_dir: Path | str, gallery_dir: Pa
         blocks.append("**Plate store(s) not found** (moved since the run?): " + "; ".join(result.missing_stores))
     if panels.empty:
         blocks.append("No gene is called a hit, and no gene was requested: the gallery is empty.")
-        return render.Section("Hit gallery", blocks)
+        return render.PageSection("Hit gallery", blocks)
     blocks.append(render.Table(panels[["gene", "status", "guides", "n_guide_images", "n_control_images", "plates"]]))
     drawn = panels[panels["panel"].fillna("").astype(str) != ""]
     blocks += [render.Figure(f"{rel}/{p}", f"Gallery: {g}") for g, p in zip(drawn["gene"], drawn["panel"])][
@@ -518,4 +518,4 @@ def gallery_section(result: GalleryResult, page_dir: Path | str, gallery_dir: Pa
     if len(drawn) > SHOWN_ON_PAGE:
         rest = list(zip(drawn["gene"], drawn["panel"]))[SHOWN_ON_PAGE:]
         blocks.append(render.Links([(g, f"{rel}/{p}") for g, p in rest], label="More panels:"))
-    return render.Section("Hit gallery", blocks)
+    return render.PageSection("Hit gallery", blocks)

@@ -221,7 +221,7 @@ def _gene_map_pages(
     consistency: pd.DataFrame,
     neighbors: pd.DataFrame,
     ctx: ReportContext,
-) -> list[render.Section]:
+) -> list[render.PageSection]:
     """The gene-map page sections: batch vs biology, recall, coverage, consistency, neighbours
     and the recall sources skipped."""
 

@@ -33,7 +33,7 @@ def _biomap_inputs(inputs: ReportInputs) -> tuple[pd.DataFrame | None, pd.DataFr
     return read["neighbors"], summary
 
 
-def report_pages(report_dir: Path | str, inputs: ReportInputs, q_threshold: float) -> list[render.Section]:
+def report_pages(report_dir: Path | str, inputs: ReportInputs, q_threshold: float) -> list[render.PageSection]:
     """Write ``report_dir/gallery/``, ``report_dir/interactive.html`` and its assets from
     ``inputs`` (``hits``, ``genes``, ``guide_folds``, the biomap tables, ``page_settings``,
     ``gallery_embeddings``, ``stores`` and ``annotations``); return the page sections the report
@@ -68,7 +68,7 @@ def report_pages(report_dir: Path | str, inputs: ReportInputs, q_threshold: floa
     )
     written = write_interactive(out, page_inputs)
     log.info("interactive page: %s (%d asset files)", written["page"], len(written) - 1)
-    link = render.Section(
+    link = render.PageSection(
         "Interactive results page",
         [
             f"[{PAGE}]({PAGE}): volcano per model/variant (hover, click a gene), gene panels (guides per "

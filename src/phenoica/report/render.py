@@ -1,13 +1,14 @@
 """One renderer for every report page: a page of sections -> ``report.md`` + ``index.html``.
 
-A :class:`Page` is a title, an optional lead paragraph list and :class:`Section` s; a section
-holds blocks in order: paragraphs (``str``), :class:`Bullets` (a bullet list, nestable),
-:class:`Table` (a pandas DataFrame), :class:`Figure` (a PNG beside the page) and :class:`Links`.
-:func:`render_markdown` and :func:`render_html` turn the same page into GitHub-flavoured Markdown
-and a self-contained HTML page; :func:`write_page` writes both atomically into a folder, and
-:func:`save_figure` writes a matplotlib figure atomically. Paths of figures and links are
-relative to the page's folder, so a page can be linked from another page or moved with its
-folder.
+A :class:`Page` is a title, an optional lead paragraph list and :class:`PageSection` s (a heading
+and its blocks; not :class:`phenoica.report.sections.Section`, a part of the report that builds
+tables, figures and page sections). A page section holds blocks in order: paragraphs (``str``),
+:class:`Bullets` (a bullet list, nestable), :class:`Table` (a pandas DataFrame), :class:`Figure`
+(a PNG beside the page) and :class:`Links`. :func:`render_markdown` and :func:`render_html` turn
+the same page into GitHub-flavoured Markdown and a self-contained HTML page; :func:`write_page`
+writes both atomically into a folder, and :func:`save_figure` writes a matplotlib figure
+atomically. Paths of figures and links are relative to the page's folder, so a page can be
+linked from another page or moved with its folder.
 
 Text (paragraphs, bullet items) is Markdown with three inline forms, which the HTML page renders
 too: ```code```, ``**bold**`` and ``[text](href)``; everything else is escaped. Every page of
@@ -83,8 +84,8 @@ Block = Union[str, Bullets, Table, Figure, Links]
 
 
 @dataclass
-class Section:
-    """A heading (``level`` 2 = ``##``) and its blocks, in order."""
+class PageSection:
+    """A heading of a page (``level`` 2 = ``##``) and its blocks, in order."""
 
     heading: str
     blocks: list[Block] = field(default_factory=list)
@@ -97,7 +98,7 @@ class Page:
 
     title: str
     lead: list[Block] = field(default_factory=list)
-    sections: list[Section] = field(default_factory=list)
+    sections: list[PageSection] = field(default_factory=list)
 
 
 def _check_block(block: object) -> None:

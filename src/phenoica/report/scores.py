@@ -109,7 +109,7 @@ def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     }
     items = headline(tables["variant_summary"], tables["paired_tests"], q)
     blocks: list[render.Block] = [_intro(ctx), render.Bullets(items) if items else "No scores."]
-    return SectionOutput(tables=tables, page=[render.Section("Headline", blocks)])
+    return SectionOutput(tables=tables, page=[render.PageSection("Headline", blocks)])
 
 
 def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
@@ -328,7 +328,7 @@ def build_figures(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         "sparsity_by_variant": "Classifier sparsity per variant",
         "concentration_by_variant": "Concentration per variant",
     }
-    page = render.Section("Figures", figure_blocks(figures, captions, ctx))
+    page = render.PageSection("Figures", figure_blocks(figures, captions, ctx))
     return SectionOutput(figures=figures, page=[page])
 
 

@@ -3,7 +3,7 @@
 A :class:`Section` declares the fields of :class:`~phenoica.report.inputs.ReportInputs` it reads
 (``inputs``) and builds, from them and a :class:`ReportContext`, a :class:`SectionOutput`: the
 tables it writes (CSV, by name), the figures it drew (PNG, by name) and the page sections it shows
-(:class:`phenoica.report.render.Section`). A section whose inputs are absent returns an empty
+(:class:`phenoica.report.render.PageSection`). A section whose inputs are absent returns an empty
 output. :func:`phenoica.report.write.write_report` runs the sections in order, writes their
 tables, and puts their page sections on the page in the same order.
 """
@@ -28,7 +28,7 @@ class SectionOutput:
 
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
     figures: dict[str, Path] = field(default_factory=dict)
-    page: list[render.Section] = field(default_factory=list)
+    page: list[render.PageSection] = field(default_factory=list)
 
 
 @dataclass
@@ -81,11 +81,11 @@ def p_value_formats(df: pd.DataFrame) -> dict[str, str]:
     return {str(c): "{:.2g}" for c in df.columns if str(c).endswith("_p") or str(c).endswith("p_value")}
 
 
-def table_section(heading: str, note: str, df: pd.DataFrame, *extra: render.Block) -> render.Section:
+def table_section(heading: str, note: str, df: pd.DataFrame, *extra: render.Block) -> render.PageSection:
     """A page section of a note, a table (floats to 3 decimals, p-values to 2 significant
     digits) and any ``extra`` blocks (figures)."""
     table = render.Table(df, float_format="{:.3f}", formats=p_value_formats(df))
-    return render.Section(heading, ([note] if note else []) + [table, *extra])
+    return render.PageSection(heading, ([note] if note else []) + [table, *extra])
 
 
 def figure_blocks(figures: Mapping[str, Path], captions: Mapping[str, str], ctx: ReportContext) -> list[render.Block]:

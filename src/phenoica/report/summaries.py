@@ -26,13 +26,13 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from phenoica.classify.engine import SCORE_COLUMNS
 from phenoica.contract.screen import GENE, GUIDE
 from phenoica.contract.values import OK, SKIPPED
 from phenoica.identifiability.table1 import TABLE_COLUMNS as ALIGNMENT_COLUMNS
 from phenoica.report.checks import (
     GENE_COLUMNS,
     MAP_COLUMNS,
-    ROW_COLUMNS,
     check_genes,
     check_guides,
     check_rows,
@@ -341,7 +341,7 @@ def skipped_rows(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
     """All skipped guide-fold rows with their reasons, plus ``n_same_reason``: rows sharing the reason."""
     rows = check_rows(guide_fold_rows)
     skipped = rows[rows["status"] == SKIPPED]
-    cols = [*ROW_COLUMNS[: ROW_COLUMNS.index("n_test_neg") + 1], "reason"]  # who, where, how many; why
+    cols = [*SCORE_COLUMNS[: SCORE_COLUMNS.index("n_test_neg") + 1], "reason"]  # who, where, how many; why
     out = skipped[cols].sort_values(["model", "variant", GENE, GUIDE, "fold"], kind="stable").reset_index(drop=True)
     out["n_same_reason"] = out.groupby("reason")["reason"].transform("size").astype(int)
     return out

@@ -92,24 +92,31 @@ def probe_table(structural: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def effect_groups(guides: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
-    """Real guides (not null pseudo-guides) with finite AUROC, joined to the truth, with
-    ``group``: ``effect`` (the guide has a true effect), ``no_effect`` (no guide of its gene
-    has one) or ``other`` (a guide without effect of a gene with an effect elsewhere)."""
+def effect_groups(guides: pd.DataFrame, truth: pd.DataFrame, keep: Sequence[str] = ()) -> pd.DataFrame:
+    """Real guides (not null pseudo-guides) with finite AUROC, joined to the truth, with ``group``.
+
+    ``group`` is ``effect`` (the guide has a true effect), ``no_effect`` (no guide of its gene
+    has one) or ``other`` (a guide without effect of a gene with an effect elsewhere, left out
+    of both). Columns: model, variant, gene, guide, is_null_guide, auroc, has_effect, the truth
+    columns named in ``keep`` (e.g. ``("efficacy",)``) and group. A real guide the truth table
+    has no row for is an error naming it.
+    """
     needed = ["model", "variant", GENE, GUIDE, "is_null_guide", "auroc"]
     missing = [c for c in needed if c not in guides.columns]
     if missing:
         raise ScreenError(f"guide scores: missing column(s) {missing}")
-    missing = [c for c in (GENE, GUIDE, "has_effect") if c not in truth.columns]
+    truth_cols = [GENE, GUIDE, "has_effect", *keep]
+    missing = [c for c in truth_cols if c not in truth.columns]
     if missing:
         raise ScreenError(f"truth table: missing column(s) {missing}")
     real = guides.loc[~guides["is_null_guide"].astype(bool), needed]
-    real = real[np.isfinite(real["auroc"].to_numpy(dtype=float))]
-    known = truth[[GENE, GUIDE, "has_effect"]].drop_duplicates([GENE, GUIDE])
+    known = truth[truth_cols].drop_duplicates([GENE, GUIDE])
     merged = real.merge(known, on=[GENE, GUIDE], how="left")
-    if merged["has_effect"].isna().any():
-        shown = merged.loc[merged["has_effect"].isna(), GUIDE].unique()[:5].tolist()
-        raise ScreenError(f"truth table: no row for scored guide(s) {shown}")
+    unknown = merged.loc[merged["has_effect"].isna(), [GENE, GUIDE]].drop_duplicates()
+    if len(unknown):
+        shown = [f"{g}/{s}" for g, s in unknown.head(5).itertuples(index=False)]
+        raise ScreenError(f"truth table: no row for {len(unknown)} scored guide(s), e.g. {shown}")
+    merged = merged[np.isfinite(merged["auroc"].to_numpy(dtype=float))].reset_index(drop=True)
     effect = merged["has_effect"].astype(bool)
     gene_has = merged[GENE].map(truth.groupby(GENE)["has_effect"].any()).astype(bool)
     merged["group"] = np.where(effect, EFFECT, np.where(~gene_has, NO_EFFECT, OTHER))
@@ -266,7 +273,7 @@ def paired_effect_contrast(
     delta_lo, delta_hi."""
     if metric not in guides.columns:
         raise ScreenError(f"guide scores: no column {metric!r}")
-    merged = effect_groups(guides.assign(_m=guides[metric]), truth)
+    merged = effect_groups(guides, truth)
     values = guides.set_index(["model", "variant", GENE, GUIDE])[metric]
     merged["value"] = values.reindex(pd.MultiIndex.from_frame(merged[["model", "variant", GENE, GUIDE]])).to_numpy()
     eff = merged[(merged["group"] == EFFECT) & np.isfinite(merged["value"].to_numpy(dtype=float))]

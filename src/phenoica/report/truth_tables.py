@@ -11,30 +11,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.report import truth as demo_truth
 from phenoica.report.checks import check_guides, check_truth, mean_or_nan, model_variants, ordered_variants
 from phenoica.utils.arrays import finite_values
-
-
-def _effect_groups(guides: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
-    """Real guides joined to the truth, with ``group`` = effect / no_effect / other.
-
-    ``effect``: the guide has a true effect. ``no_effect``: no guide of its gene has one.
-    ``other``: a guide without effect of a gene that has an effect elsewhere (left out of both).
-    """
-    real = guides[~guides["is_null_guide"]]
-    known = truth.set_index([GENE, GUIDE])
-    keys = pd.MultiIndex.from_frame(real[[GENE, GUIDE]])
-    missing = keys.difference(known.index)
-    if len(missing):
-        shown = [f"{g}/{s}" for g, s in list(missing)[:5]]
-        raise ScreenError(f"truth table: no row for {len(missing)} scored guide(s), e.g. {shown}")
-    merged = real.merge(truth[[GENE, GUIDE, "has_effect", "efficacy"]], on=[GENE, GUIDE], how="left")
-    gene_effect = truth.groupby(GENE)["has_effect"].any()
-    gene_has = merged[GENE].map(gene_effect).astype(bool)
-    merged["group"] = np.where(merged["has_effect"], "effect", np.where(~gene_has, "no_effect", "other"))
-    return merged
 
 
 def truth_checks(guides_df: pd.DataFrame, truth: pd.DataFrame, alpha: float = 0.05) -> pd.DataFrame:
@@ -51,13 +30,12 @@ def truth_checks(guides_df: pd.DataFrame, truth: pd.DataFrame, alpha: float = 0.
         raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
     guides = check_guides(guides_df)
     truth = check_truth(truth)
-    merged = _effect_groups(guides, truth)
+    merged = demo_truth.effect_groups(guides, truth, keep=("efficacy",))
     records = []
     for model, variant in model_variants(guides):
         sel = merged[(merged["model"] == model) & (merged["variant"] == variant)]
-        sel = sel[np.isfinite(sel["auroc"].to_numpy(dtype=float))]
-        eff = sel.loc[sel["group"] == "effect", "auroc"].to_numpy(dtype=float)
-        none = sel.loc[sel["group"] == "no_effect", "auroc"].to_numpy(dtype=float)
+        eff = sel.loc[sel["group"] == demo_truth.EFFECT, "auroc"].to_numpy(dtype=float)
+        none = sel.loc[sel["group"] == demo_truth.NO_EFFECT, "auroc"].to_numpy(dtype=float)
         nulls = guides[(guides["model"] == model) & (guides["variant"] == variant) & guides["is_null_guide"]]
         null_auroc = finite_values(nulls["auroc"])
         notes = []
@@ -92,7 +70,7 @@ def truth_checks(guides_df: pd.DataFrame, truth: pd.DataFrame, alpha: float = 0.
             notes.append("fewer than 2 distinct no-effect AUROCs; no t-test")
         if none.size and null_auroc.size:
             row["no_effect_vs_null_p"] = float(stats.mannwhitneyu(none, null_auroc, alternative="two-sided").pvalue)
-        eff_rows = sel[sel["group"] == "effect"]
+        eff_rows = sel[sel["group"] == demo_truth.EFFECT]
         efficacy = eff_rows["efficacy"].to_numpy(dtype=float)
         ok = np.isfinite(efficacy)
         if ok.sum() >= 3 and np.ptp(efficacy[ok]) > 0 and np.ptp(eff[ok]) > 0:

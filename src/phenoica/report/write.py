@@ -27,7 +27,7 @@ def build_studies(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     if not inputs.studies:
         return SectionOutput()
     lines: list[render.Block] = [f"[{s.title}]({ctx.rel(s.page)}): {s.verdict}" for s in inputs.studies]
-    return SectionOutput(page=[render.Section("Studies", lines)])
+    return SectionOutput(page=[render.PageSection("Studies", lines)])
 
 
 STUDIES = Section("studies", ("studies",), build_studies)
@@ -77,7 +77,7 @@ def write_report(
         written.update(result.figures)
         page.sections += result.page
     tables = [(p.name, ctx.rel(p)) for p in written.values() if p.suffix == ".csv"]
-    page.sections.append(render.Section("Files", [render.Links(tables, label="Tables:")]))
+    page.sections.append(render.PageSection("Files", [render.Links(tables, label="Tables:")]))
     files = render.write_page(page, out)
     written["report_md"], written["index_html"] = files["report.md"], files["index.html"]
     return written

@@ -36,8 +36,8 @@ from phenoica.sources.plate_map import (
     natural_key,
     natural_sorted,
     normalize_well,
+    plate_map_rows,
     plate_metadata,
-    plate_rows,
     warn_missing_wells,
     write_plate_outputs,
 )
@@ -287,7 +287,7 @@ def ingest_image_plate(
     pattern, channels, chunk_images = options.pattern, options.channels, options.chunk_images
     images_dir = Path(images_dir)
     plate = str(plate)
-    rows = plate_rows(plate_map, plate)
+    rows = plate_map_rows(plate_map, plate)
     source = f"{images_dir / pattern} (plate {plate})"
     found = _scan_images(images_dir, pattern, plate)
     if found.empty:

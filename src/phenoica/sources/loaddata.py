@@ -41,8 +41,8 @@ from phenoica.sources.plate_map import (
     natural_key,
     natural_sorted,
     normalize_well,
+    plate_map_rows,
     plate_metadata,
-    plate_rows,
     write_plate_outputs,
 )
 from phenoica.utils.io import read_table
@@ -408,7 +408,7 @@ def ingest_loaddata_plate(
     metadata; sites of wells absent from the plate map are skipped (logged). A file that cannot
     be read, or differs in size or dtype from the plate's first, names its CSV row and file."""
     mapping = channel_map(table, channels, illum)
-    rows = plate_rows(plate_map, plate)
+    rows = plate_map_rows(plate_map, plate)
     found = plate_files(table, str(plate), mapping, illum)
     check_files(found, mapping)
     keep = found.sites[WELL].isin(set(rows[WELL])).to_numpy()

@@ -30,8 +30,8 @@ from phenoica.sources.plate_map import (
     natural_key,
     natural_sorted,
     normalize_well,
+    plate_map_rows,
     plate_metadata,
-    plate_rows,
     warn_missing_wells,
     write_plate_outputs,
 )
@@ -184,7 +184,7 @@ def ingest_ome_zarr_plate(
     log = log or get_logger("phenoica.ingest")
     plate_path = Path(plate_path)
     plate = str(plate)
-    rows = plate_rows(plate_map, plate)
+    rows = plate_map_rows(plate_map, plate)
     if hcs_plate_name(plate_path) != plate:
         log.info("plate %s: reading HCS store %s (folder name differs from the plate name)", plate, plate_path)
     fields = _hcs_fields(plate_path, log)

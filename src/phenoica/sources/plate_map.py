@@ -144,7 +144,7 @@ def read_plate_map(path: Path | str) -> pd.DataFrame:
     return validate_plate_map(df, source=str(path))
 
 
-def plate_rows(plate_map: pd.DataFrame, plate: str) -> pd.DataFrame:
+def plate_map_rows(plate_map: pd.DataFrame, plate: str) -> pd.DataFrame:
     """The validated plate-map rows of one plate; ScreenError if the plate is not there."""
     pm = validate_plate_map(plate_map)
     rows = pm[pm[PLATE] == str(plate)].reset_index(drop=True)

@@ -21,6 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from phenoica.contract.screen import SUPPORTED_DTYPES, ScreenError
+from phenoica.utils.arrays import check_finite
 
 EPS = 1e-6
 INSTANCE_NORM_EPS = 1e-5  # torch.nn.InstanceNorm2d's default, as the OpenPhenom recipe uses it
@@ -48,7 +49,8 @@ def scale_intensity(
     """
     if isinstance(tiles, torch.Tensor):
         if tiles.is_floating_point():
-            _check_finite(tiles.reshape(tiles.shape[0], -1).isfinite().all(dim=1).cpu().numpy(), source)
+            if not bool(tiles.isfinite().all()):  # on the tiles' device; to the host only to name the image
+                _check_pixels_finite(tiles.detach().cpu().to(_host_float(tiles.dtype)).numpy(), source)
             top = intensity_max if intensity_max is not None else 1.0
         else:
             top = intensity_max if intensity_max is not None else dtype_max(str(tiles.dtype).removeprefix("torch."))
@@ -57,7 +59,7 @@ def scale_intensity(
     if arr.dtype.kind != "f" and arr.dtype not in SUPPORTED_DTYPES:
         raise ScreenError(f"{source}: unsupported dtype {arr.dtype}; expected uint8 or uint16")
     if arr.dtype.kind == "f":
-        _check_finite(np.isfinite(arr).reshape(arr.shape[0], -1).all(axis=1), source)
+        _check_pixels_finite(arr, source)
         top = intensity_max if intensity_max is not None else 1.0
     else:
         top = intensity_max if intensity_max is not None else dtype_max(arr.dtype)
@@ -65,9 +67,14 @@ def scale_intensity(
     return (x / float(top)).clamp_(0.0, 1.0)
 
 
-def _check_finite(finite: np.ndarray, source: str) -> None:
-    if not finite.all():
-        raise ScreenError(f"{source}: non-finite pixels in image {int(np.flatnonzero(~finite)[0])}")
+def _check_pixels_finite(tiles: np.ndarray, source: str) -> None:
+    """ScreenError ``"{source}: non-finite pixels in image i"`` for the first image with NaN or inf."""
+    check_finite(tiles, source, row_label=lambda i: f"non-finite pixels in image {i}")
+
+
+def _host_float(dtype: torch.dtype) -> torch.dtype:
+    """A float dtype numpy holds that keeps every value of ``dtype`` (bfloat16 -> float32)."""
+    return torch.float32 if dtype == torch.bfloat16 else dtype
 
 
 def normalize_per_channel(x: torch.Tensor, eps: float = EPS) -> torch.Tensor:

@@ -6,8 +6,9 @@ One helper per job, shared by the transforms (:mod:`phenoica.variants`), the ali
 
 - :func:`row_chunks`: row selections of at most :data:`CHUNK_ROWS` rows, so float64 work on a
   table of millions of rows never copies it whole;
-- :func:`nonfinite_columns` / :func:`check_finite`: which feature columns hold NaN or inf,
-  without a temporary the size of the data;
+- :func:`nonfinite_columns` / :func:`first_nonfinite_row` / :func:`check_finite`: which
+  feature columns (or rows: images, embeddings) hold NaN or inf, without a temporary the size
+  of the data; the one finiteness check of phenoica, its error naming columns or rows;
 - :func:`check_matrix`: a finite, numeric, 2-D array with rows, or an error that says what was
   expected (and names the columns);
 - :func:`centered_chunks`: ``X - mean`` in float64, one row chunk at a time;
@@ -16,7 +17,7 @@ One helper per job, shared by the transforms (:mod:`phenoica.variants`), the ali
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -72,21 +73,48 @@ def nonfinite_columns(X: np.ndarray, names: Sequence[str]) -> list[str]:
     return [names[j] for j in np.flatnonzero(nonfinite_mask(X))]
 
 
-def check_finite(X: np.ndarray, what: str, names: Sequence[str] | None = None) -> None:
-    """A ScreenError naming the feature columns of ``X`` with NaN or inf (how many, and the
-    first row holding one); nothing when every value is finite."""
+def first_nonfinite_row(X: np.ndarray) -> int | None:
+    """Index along axis 0 of the first row (feature row, image, embedding) of ``X`` holding NaN
+    or inf; None when every value is finite (or ``X`` is not a float array).
+
+    A float64 sum is finite iff every value is, so finite data costs one pass and no temporary;
+    otherwise the rows are searched row chunk by row chunk.
+    """
+    if X.dtype.kind != "f" or X.shape[0] == 0 or np.isfinite(X.sum(dtype=np.float64)):
+        return None
+    for rows in row_chunks(X.shape[0]):
+        block = X[rows].reshape(rows.stop - rows.start, -1)  # type: ignore[union-attr]
+        hit = np.flatnonzero(~np.isfinite(block).all(axis=1))
+        if hit.size:
+            return rows.start + int(hit[0])  # type: ignore[union-attr]
+    return None
+
+
+def check_finite(
+    X: np.ndarray,
+    what: str,
+    names: Sequence[str] | None = None,
+    *,
+    row_label: Callable[[int], str] | None = None,
+) -> None:
+    """A ScreenError when ``X`` holds NaN or inf; nothing when every value is finite.
+
+    Without ``row_label`` ``X`` is a 2-D feature matrix and the error names its non-finite
+    feature columns (``names``, else indices), how many, and the first row holding one. With
+    ``row_label`` ``X`` has one item per leading-axis row (an image, an embedding) and the error
+    is ``f"{what}: {row_label(i)}"`` for its first non-finite row ``i``.
+    """
+    if row_label is not None:
+        row = first_nonfinite_row(X)
+        if row is not None:
+            raise ScreenError(f"{what}: {row_label(row)}")
+        return
     bad = np.flatnonzero(nonfinite_mask(X))
     if not bad.size:
         return
-    row = -1
-    for rows in row_chunks(X.shape[0]):
-        hit = np.flatnonzero(~np.isfinite(X[rows][:, bad]).all(axis=1))
-        if hit.size:
-            row = rows.start + int(hit[0])  # type: ignore[union-attr]
-            break
     raise ScreenError(
         f"{what}: non-finite values (NaN or inf) in feature column(s) {column_labels(bad, names)} "
-        f"({bad.size} in all; first at row {row})"
+        f"({bad.size} in all; first at row {first_nonfinite_row(X)})"
     )
 
 

@@ -4,6 +4,9 @@
 the same on every machine and in every process (strings are hashed with SHA-256, never with
 Python's salted ``hash``), and unchanged when other items are added: pseudo-guide 17 is
 the same whether 100 or 1,000 are drawn.
+
+Two generators, two seedings: :func:`rng_for` seeds with that integer, :func:`rng_from_sequence`
+(the demo simulator) with the ``SeedSequence`` it is drawn from.
 """
 
 from __future__ import annotations
@@ -45,5 +48,13 @@ def derive_seed(seed: int, *keys: str | int) -> int:
 
 
 def rng_for(seed: int, *keys: str | int) -> np.random.Generator:
-    """A numpy Generator for the purpose named by ``keys`` (see ``derive_seed``)."""
+    """A numpy Generator for the purpose named by ``keys``, seeded with the integer
+    :func:`derive_seed` gives (the classifiers, variants, alignment, gallery, scenarios)."""
     return np.random.default_rng(derive_seed(seed, *keys))
+
+
+def rng_from_sequence(seed: int, *keys: str | int) -> np.random.Generator:
+    """A numpy Generator for the purpose named by ``keys``, seeded with the keys'
+    :func:`seed_sequence` itself (its full entropy, not one integer drawn from it): the demo
+    simulator's generators, which have always been seeded so. Not the stream of :func:`rng_for`."""
+    return np.random.default_rng(seed_sequence(seed, *keys))

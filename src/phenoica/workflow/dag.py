@@ -44,7 +44,7 @@ def user_table(path: Path | str) -> pd.DataFrame:
     return _table(str(path))
 
 
-def _plate_rows(config: Mapping[str, Any]) -> pd.DataFrame | None:
+def _plate_list_table(config: Mapping[str, Any]) -> pd.DataFrame | None:
     """The user's table that lists plates: the metadata (zarr) or the plate map (images, ome_zarr)."""
     source = config["screen"]["source"]
     if source == "zarr":
@@ -66,7 +66,7 @@ def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
         return {plate: batch for batch, plate in demo_plates(config["demo"])}
     if source == "embeddings":
         return {}
-    table = _plate_rows(config)
+    table = _plate_list_table(config)
     name = config["screen"]["metadata"] if source == "zarr" else config["screen"]["plate_map"]
     per = "image" if source == "zarr" else "well"
     if len(table) == 0:

@@ -12,7 +12,7 @@ import pandas as pd
 from phenoica.biomap.annotations import corum_complexes
 from phenoica.contract import screen
 from phenoica.contract.values import FACTOR_PREFIX
-from phenoica.utils.seeding import seed_sequence
+from phenoica.utils.seeding import rng_from_sequence
 from phenoica.workflow.config import demo_plates
 
 CONTROL_GENE = "non-targeting"
@@ -81,12 +81,6 @@ _PLATE_FORMATS: tuple[tuple[int, int], ...] = ((8, 12), (16, 24), (32, 48))
 def factor_name(i: int) -> str:
     """Column name of morphology factor ``i``: ``factor_00``."""
     return f"{FACTOR_PREFIX}{i:02d}"
-
-
-def rng_for(seed: int, *keys: str | int) -> np.random.Generator:
-    """The simulator's generator for one purpose: seeded with the keys' ``SeedSequence``
-    (:func:`phenoica.utils.seeding.seed_sequence`, the same words ``derive_seed`` uses)."""
-    return np.random.default_rng(seed_sequence(seed, *keys))
 
 
 def _check_n_factors(n_factors: int) -> None:
@@ -196,7 +190,7 @@ def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tupl
     """
     n_genes = len(null)
     n_cx, size = n_complexes(demo), int(demo["genes_per_complex"])
-    rng = rng_for(seed, "complexes")
+    rng = rng_from_sequence(seed, "complexes")
     complexes = corum_complexes()
     names = sorted(complexes)
     big = [c for c in names if len(complexes[c]) >= size]
@@ -235,7 +229,7 @@ def _gene_design(demo: Mapping[str, Any], seed: int) -> tuple[pd.DataFrame, np.n
     n_factors, per_gene = int(demo["n_factors"]), int(demo["factors_per_gene"])
     guides_per_gene = int(demo["guides_per_gene"])
     lo, hi = (float(v) for v in demo["guide_efficacy"])
-    rng = rng_for(seed, "genes")
+    rng = rng_from_sequence(seed, "genes")
     null = np.zeros(n_genes, dtype=bool)
     null[rng.permutation(n_genes)[:n_null]] = True
     affected = [np.sort(rng.choice(n_factors, per_gene, replace=False)) for _ in range(n_genes)]

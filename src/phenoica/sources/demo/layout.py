@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract import screen
-from phenoica.sources.demo.design import batch_of, check_demo, gene_truth, plate_format, rng_for, row_label
+from phenoica.sources.demo.design import batch_of, check_demo, gene_truth, plate_format, row_label
+from phenoica.utils.seeding import rng_from_sequence
 
 
 def plate_layout(demo: dict, seed: int, plate: str) -> pd.DataFrame:
@@ -25,7 +26,7 @@ def plate_layout(demo: dict, seed: int, plate: str) -> pd.DataFrame:
     controls = truth.index[truth[screen.PERT_TYPE] == screen.CONTROL].to_numpy()
     wells_guides += [controls[i % len(controls)] for i in range(int(demo["control_wells_per_plate"]))]
     rows, cols = plate_format(len(wells_guides))
-    position = rng_for(seed, "layout", plate).choice(rows * cols, len(wells_guides), replace=False)
+    position = rng_from_sequence(seed, "layout", plate).choice(rows * cols, len(wells_guides), replace=False)
     order = np.argsort(position)
     position, guide_rows = position[order], np.asarray(wells_guides)[order]
     sites = int(demo["sites_per_well"])

@@ -8,8 +8,9 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.sources.demo.design import batch_of, check_demo, rng_for
+from phenoica.sources.demo.design import batch_of, check_demo
 from phenoica.sources.demo.render import ZOOM_RANGE, blur
+from phenoica.utils.seeding import rng_from_sequence
 
 NUISANCE_PREFIX = "nuisance_"
 
@@ -47,9 +48,9 @@ def nuisance_table(demo: dict, seed: int, plate: str, n_images: int) -> pd.DataF
             "log_zoom": np.array(scale * s * 0.08 * rng.standard_normal()),
         }
 
-    bat = level(rng_for(seed, "batch", batch), 1.0)
-    pla = level(rng_for(seed, "plate", plate), 0.3)
-    rng = rng_for(seed, "image-nuisance", plate)
+    bat = level(rng_from_sequence(seed, "batch", batch), 1.0)
+    pla = level(rng_from_sequence(seed, "plate", plate), 0.3)
+    rng = rng_from_sequence(seed, "image-nuisance", plate)
     jit_gain = s * 0.05 * rng.standard_normal((n_images, n_ch))
     jit_blur = s * 0.25 * px * np.abs(rng.standard_normal(n_images))
     jit_grad = s * 0.03 * rng.standard_normal((n_images, 2))

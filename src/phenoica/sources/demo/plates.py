@@ -8,11 +8,12 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract import screen
-from phenoica.sources.demo.design import check_demo, draw_factors, factor_name, guide_shifts, rng_for
+from phenoica.sources.demo.design import check_demo, draw_factors, factor_name, guide_shifts
 from phenoica.sources.demo.layout import plate_layout
 from phenoica.sources.demo.nuisance import NUISANCE_PREFIX, apply_nuisance, nuisance_table
 from phenoica.sources.demo.render import render_block, render_cells
 from phenoica.utils.io import write_parquet
+from phenoica.utils.seeding import rng_from_sequence
 from phenoica.workflow.config import demo_plates
 
 
@@ -26,13 +27,13 @@ def simulate_plate(demo: dict, seed: int, plate: str) -> tuple[np.ndarray, pd.Da
     metadata = plate_layout(demo, seed, plate)
     n, n_factors = len(metadata), int(demo["n_factors"])
     shifts = guide_shifts(demo, seed)
-    factors = draw_factors(n, n_factors, rng_for(seed, "factors", plate))
+    factors = draw_factors(n, n_factors, rng_from_sequence(seed, "factors", plate))
     factors += shifts.loc[metadata[screen.GUIDE]].to_numpy()
     nuisance = nuisance_table(demo, seed, plate, n)
 
     channels, size, dtype = list(demo["channels"]), int(demo["image_size"]), np.dtype(demo["dtype"])
     tiles = np.empty((n, len(channels), size, size), dtype=dtype)
-    render_rng, noise_rng = rng_for(seed, "render", plate), rng_for(seed, "noise", plate)
+    render_rng, noise_rng = rng_from_sequence(seed, "render", plate), rng_from_sequence(seed, "noise", plate)
     block = render_block(size, float(demo["cells_per_image"]))
     for start in range(0, n, block):
         stop = min(n, start + block)

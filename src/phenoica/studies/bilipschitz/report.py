@@ -219,14 +219,14 @@ def write_report(
         TITLE,
         lead=[intro],
         sections=[
-            render.Section("Verdict (measured)", [verdict(models, pairs, rho)]),
-            render.Section(
+            render.PageSection("Verdict (measured)", [verdict(models, pairs, rho)]),
+            render.PageSection(
                 "Spearman rank correlation: B vs identifiability error",
                 [render.Table(shown_rho, float_format="{:.3g}")],
             ),
-            render.Section("Per alpha", [render.Table(summary, float_format="{:.4g}")]),
-            render.Section("Figures", figure_blocks),
-            render.Section(
+            render.PageSection("Per alpha", [render.Table(summary, float_format="{:.4g}")]),
+            render.PageSection("Figures", figure_blocks),
+            render.PageSection(
                 "Tables",
                 [
                     render.Links(

@@ -20,10 +20,10 @@ from phenoica.variants.whitening import PCAWhitener
 EVALUATED: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica", "ae_rand", "ae_oracle")
 
 
-SCORE_COLUMNS: tuple[str, ...] = ("infom", "infoe", "infoc", "mcc", "r2", "dci_d", "dci_c", "dci_i")
+DISENTANGLE_SCORES: tuple[str, ...] = ("infom", "infoe", "infoc", "mcc", "r2", "dci_d", "dci_c", "dci_i")
 
 
-SCORE_RANGE: tuple[float, float] = (0.0, 1.0)  # every score in SCORE_COLUMNS lies in [0, 1]
+SCORE_RANGE: tuple[float, float] = (0.0, 1.0)  # every score in DISENTANGLE_SCORES lies in [0, 1]
 
 
 def read_latents(path: str | Path) -> dict[str, Any]:
@@ -102,7 +102,7 @@ def score_latents(
     Factors are class codes by construction (:class:`FactorDataset`), so InfoMEC and DCI
     label-encode every factor with all its values (``n_bins=None``; MPI3D's 40-valued factors
     keep 40 classes, as in Hsu et al.); InfoE regresses on all latents, as Nelson et al. (ICLR 2026) define it.
-    Returns the :data:`SCORE_COLUMNS` as floats (DCI NaN when ``with_dci`` is false), ``nmi``
+    Returns the :data:`DISENTANGLE_SCORES` as floats (DCI NaN when ``with_dci`` is false), ``nmi``
     (sources x all latents; inactive latents get 0), ``active`` (mask) and ``infoe_sources``
     (each factor's explicitness).
     """
@@ -155,7 +155,7 @@ def evaluate(
         "dataset": dataset,
         "model": model_name,
         "seed": int(seed),
-        **{c: float(s[c]) for c in SCORE_COLUMNS},
+        **{c: float(s[c]) for c in DISENTANGLE_SCORES},
         "nmi": json.dumps(np.round(s["nmi"], 5).tolist()),
         "factor_names": json.dumps([str(f) for f in z["factor_names"]]),
         "infoe_sources": json.dumps(np.round(s["infoe_sources"], 5).tolist()),

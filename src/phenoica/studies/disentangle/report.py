@@ -13,7 +13,7 @@ from matplotlib.figure import Figure
 from scipy import stats
 
 from phenoica.report import render
-from phenoica.studies.disentangle.evaluate import EVALUATED, SCORE_COLUMNS, SCORE_RANGE
+from phenoica.studies.disentangle.evaluate import DISENTANGLE_SCORES, EVALUATED, SCORE_RANGE
 from phenoica.studies.disentangle.model import MODELS
 
 TITLE = "Disentanglement benchmark (Nelson et al. 2026 Table 2)"
@@ -93,10 +93,10 @@ def summary_table(scores: pd.DataFrame, level: float = 0.95) -> pd.DataFrame:
     truncated to :data:`SCORE_RANGE` (every score lies in [0, 1], so its mean does too; with
     3 seeds the t interval is wide enough to cross those bounds).
     """
-    missing = {"dataset", "model", "seed", *SCORE_COLUMNS} - set(scores.columns)
+    missing = {"dataset", "model", "seed", *DISENTANGLE_SCORES} - set(scores.columns)
     if missing:
         raise ValueError(f"scores: missing columns {sorted(missing)}")
-    cols = list(SCORE_COLUMNS)
+    cols = list(DISENTANGLE_SCORES)
     per = scores[["dataset", "model", "seed", *cols]]
     if per["dataset"].nunique() > 1:
         agg = per.groupby(["model", "seed"], as_index=False)[cols].mean().assign(dataset="all")
@@ -190,7 +190,7 @@ def display_table(summary: pd.DataFrame) -> pd.DataFrame:
             "Seeds": summary["n_seeds"],
         }
     )
-    for c in SCORE_COLUMNS:
+    for c in DISENTANGLE_SCORES:
         out[SCORE_LABELS[c]] = [
             _interval_text(m, lo, hi) for m, lo, hi in zip(summary[f"{c}_mean"], summary[f"{c}_lo"], summary[f"{c}_hi"])
         ]
@@ -498,18 +498,18 @@ def write_report(
         TITLE,
         lead=[intro],
         sections=[
-            render.Section("Verdict (measured)", [verdict(scores)]),
-            render.Section(
+            render.PageSection("Verdict (measured)", [verdict(scores)]),
+            render.PageSection(
                 "Table 2 (this run, mean [95% CI]) beside the paper", [render.Table(display_table(summary)), paper]
             ),
-            render.Section("Paired differences (by seed)", [render.Table(diffs, float_format="{:+.3f}")]),
-            render.Section(
+            render.PageSection("Paired differences (by seed)", [render.Table(diffs, float_format="{:+.3f}")]),
+            render.PageSection(
                 "Explicitness of each factor (InfoE per factor, mean over seeds)",
                 [render.Table(per_factor, float_format="{:.2f}")],
             ),
-            render.Section("Figures", figures),
-            render.Section("Training", [render.Table(speed, float_format="{:.0f}")]),
-            render.Section(
+            render.PageSection("Figures", figures),
+            render.PageSection("Training", [render.Table(speed, float_format="{:.0f}")]),
+            render.PageSection(
                 "Tables",
                 [render.Links([(n, n) for n in ("table2.csv", "differences.csv", "factor_infoe.csv", "scores.csv")])],
             ),
