@@ -38,7 +38,7 @@ onerror:
         "shards are kept and not redone. If a run was killed (kill -9, a lost node, a closed terminal) the next "
         "one stops with 'Directory cannot be locked' (LockException): make sure no other Snakemake runs here, "
         "then `snakemake --unlock` with the same options (--configfile ...), and rerun with --rerun-incomplete. "
-        "See the README's Troubleshooting section."
+        "See docs/cluster.md, Troubleshooting."
     )
 
 
