@@ -32,8 +32,8 @@ from phenoica.classify.splits import read_folds
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, feature_columns
 from phenoica.hits.calls import recall_fdr
 from phenoica.variants.fit import fit_variants
+from phenoica.variants.names import component_name
 from phenoica.variants.sweep import SweepOptions, sweep_grid, sweep_model
-from phenoica.variants.variant import component_name
 from phenoica.workflow.config import validate_config
 
 VARIANTS = ("pca", "pca_ica")

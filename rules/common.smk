@@ -14,7 +14,7 @@ from phenoica.workflow.config import run_models, validate_config
 from phenoica.workflow.schema import check_yaml_files, schema_enum
 from phenoica.workflow import dag as wf
 from phenoica.workflow.paths import benchmark_path, log_path, output_paths
-from phenoica.variants.variant import swept_variants
+from phenoica.variants.names import swept_variants
 
 # Snakemake reads config files keeping the last of two equal keys without a word: read the
 # files it was given (configfile, --configfile) again, strictly (a key twice names both lines).

@@ -25,10 +25,11 @@ from phenoica.utils.arrays import check_matrix, check_rows, column_labels, row_c
 from phenoica.utils.io import atomic_path
 from phenoica.utils.seeding import derive_seed
 from phenoica.variants.accumulators import Moments, RowSample
+from phenoica.variants.names import VARIANTS, WHITENED_VARIANTS
 from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.rows import Profiles, RowBlock, profile_source, row_block, row_columns, source_features
 from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches, check_is_control
-from phenoica.variants.variant import VARIANTS, WHITENED_VARIANTS, VariantTransform
+from phenoica.variants.variant import VariantTransform
 from phenoica.variants.whitening import PCAWhitener
 from phenoica.workflow.config import resolve_section
 

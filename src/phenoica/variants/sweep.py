@@ -37,7 +37,7 @@ from phenoica.classify.params import ClassifyOptions
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
 from phenoica.hits.calls import screen_calls
 from phenoica.variants.fit import fit_variants
-from phenoica.variants.variant import component_name, swept_variants
+from phenoica.variants.names import component_name, swept_variants
 
 LOG = logging.getLogger(__name__)
 

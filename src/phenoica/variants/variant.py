@@ -5,28 +5,18 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
 from phenoica.utils.arrays import check_matrix
+from phenoica.variants.names import component_name
 from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches
 from phenoica.variants.serialize import export_step, read_transform, restore_step, write_transform
 from phenoica.variants.whitening import PCAWhitener
-from phenoica.workflow.schema import schema_enum
 
-#: every variant, in the report's order: the schema's ``transforms.variants`` names, declared once there
-VARIANTS: tuple[str, ...] = schema_enum("transforms.variants")
-#: the variants whitened by PCA (all but base)
-WHITENED_VARIANTS: tuple[str, ...] = tuple(v for v in VARIANTS if v != "base")
-COMPONENT_PREFIX = "comp_"
 STEPS: tuple[str, ...] = ("center_scale", "whitener", "rotation", "alignment")
-
-
-def component_name(i: int) -> str:
-    """Name of whitened/rotated feature ``i``: ``comp_0000``."""
-    return f"{COMPONENT_PREFIX}{i:04d}"
 
 
 @dataclass
@@ -116,9 +106,3 @@ class VariantTransform:
 def load_transform(path: Path | str) -> VariantTransform:
     """Read a fitted variant transform (.npz)."""
     return VariantTransform.load(path)
-
-
-def swept_variants(variants: Sequence[str]) -> tuple[str, ...]:
-    """The variants the sweep scores: the whitened ones of ``variants`` whose component count
-    the sweep sets (``tvn`` keeps every component)."""
-    return tuple(v for v in variants if v in WHITENED_VARIANTS and v != "tvn")
