@@ -46,6 +46,7 @@ from phenoica.classify.null import GuideSamples, control_mask, guide_samples, gu
 from phenoica.classify.params import ClassifyOptions, lightgbm_params, resolve_classify_config
 from phenoica.classify.protocol import PROTOCOLS, control_strata, training_controls
 from phenoica.classify.splits import Fold
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import (
     BATCH,
     CONTROL,
@@ -59,7 +60,6 @@ from phenoica.contract.screen import (
     WELL,
 )
 from phenoica.identifiability import metrics
-from phenoica.workflow.config import validate_config
 
 SITES = 4
 

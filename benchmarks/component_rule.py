@@ -2,8 +2,8 @@
 
 For every model of the run (``--results``: its results folder, with profiles/ and splits/),
 the whitened variants pca and pca_ica are refitted at each count of the sweep grid
-(:func:`phenoica.variants.sweep.sweep_grid`) and at the counts the rules ``deflated`` and ``parallel``
-choose, and the screen is scored again (:func:`phenoica.variants.sweep.sweep_model`: the run's LightGBM
+(:func:`phenoica.sweep.components.sweep_grid`) and at the counts the rules ``deflated`` and ``parallel``
+choose, and the screen is scored again (:func:`phenoica.sweep.components.sweep_model`: the run's LightGBM
 settings, folds and null, without concentration models). Against the truth (``--truth``), it
 prints per grid point and per rule the pooled guide recall (pca and pca_ica, all models) at
 q < 0.1 and the observed FDR, and whether each rule reaches 90% of the best grid point's recall
@@ -29,12 +29,12 @@ import yaml
 from phenoica.classify.engine import classify_shard
 from phenoica.classify.params import ClassifyOptions
 from phenoica.classify.splits import read_folds
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, feature_columns
 from phenoica.hits.calls import recall_fdr
+from phenoica.sweep.components import SweepOptions, sweep_grid, sweep_model
 from phenoica.variants.fit import fit_variants
 from phenoica.variants.names import component_name
-from phenoica.variants.sweep import SweepOptions, sweep_grid, sweep_model
-from phenoica.workflow.config import validate_config
 
 VARIANTS = ("pca", "pca_ica")
 

@@ -40,6 +40,7 @@ import torch
 import yaml
 
 from phenoica.contract import screen
+from phenoica.contract.config import demo_plates, validate_config
 from phenoica.identifiability import metrics
 from phenoica.models.extractor import embed_crops
 from phenoica.models.features import build_feature_extractor
@@ -49,7 +50,6 @@ from phenoica.sources import demo as sim
 from phenoica.sources.demo import design as sim_design
 from phenoica.sources.demo import plates as sim_plates
 from phenoica.sources.preprocess import prepare
-from phenoica.workflow.config import demo_plates, validate_config
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -100,8 +100,8 @@ def resident_mb() -> float:
 def screen_config(args: argparse.Namespace) -> dict[str, Any]:
     """The positive control's config as the workflow sees it (config.yaml, then the scenario,
     merged key by key; models resolved; validated), with this run's overrides."""
-    from phenoica.workflow.config import deep_merge, run_models, validate_config
-    from phenoica.workflow.schema import read_yaml
+    from phenoica.contract.config import deep_merge, run_models, validate_config
+    from phenoica.contract.schema import read_yaml
 
     merged = deep_merge(read_yaml(REPO / "config.yaml"), read_yaml(SCENARIO))
     overrides: dict[str, Any] = {
@@ -275,10 +275,10 @@ def stage_gene_map(w: Work) -> dict[str, Any]:
     import pandas as pd
 
     from phenoica.biomap.aggregate import aggregate_profiles
-    from phenoica.biomap.annotations import load_sources
     from phenoica.biomap.gene_map import MapInputs, gene_map
     from phenoica.contract.screen import GENE
     from phenoica.report.gene_maps import heatmap_figure
+    from phenoica.sources.annotations import load_sources
     from phenoica.workflow import dag
 
     cfg = dag.with_speed_settings(dag.job_params(w.cfg, "biomap", "biomap"), w.cfg, "biomap")

@@ -10,8 +10,8 @@ sys.path.insert(0, _SRC)
 # (Set, not required from the user: scripts and cluster jobs inherit it.)
 os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
 
-from phenoica.workflow.config import run_models, validate_config
-from phenoica.workflow.schema import check_yaml_files, schema_enum
+from phenoica.contract.config import run_models, validate_config
+from phenoica.contract.schema import check_yaml_files, schema_enum
 from phenoica.workflow import dag as wf
 from phenoica.workflow.paths import benchmark_path, log_path, output_paths
 from phenoica.variants.names import swept_variants
@@ -22,7 +22,7 @@ check_yaml_files(workflow.configfiles)
 
 # The models are exactly those the user names, else config.yaml's default_models (the demo's):
 # Snakemake merges config files key by key, so the defaults have their own key
-# (phenoica.workflow.config.run_models).
+# (phenoica.contract.config.run_models).
 _validated = validate_config(run_models(config))
 config.clear()
 config.update(_validated)
@@ -50,7 +50,7 @@ def benchmark_file(rule, wildcards=""):
 # model, before any job runs (a dry run too), for every source; a passed check is recorded
 # under a key of all it read, so it runs again only when the screen, the tables, the stores,
 # the embedding files or the models change.
-from phenoica.contract.validate import check_screen_once
+from phenoica.workflow.validate import check_screen_once
 
 check_screen_once(config, PLATES, OUT.screen.validated)
 

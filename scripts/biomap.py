@@ -6,10 +6,10 @@ log = rule_logger("phenoica.biomap", snakemake.log[0])  # first: the log holds e
 
 import pandas as pd
 
-from phenoica.biomap.annotations import load_sources
 from phenoica.biomap.gene_map import MapInputs, gene_map
 from phenoica.contract.screen import GENE
 from phenoica.report.gene_maps import heatmap_figure
+from phenoica.sources.annotations import load_sources
 from phenoica.utils.io import write_parquet
 from phenoica.workflow.dag import with_speed_settings
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.classify.splits import read_folds
+from phenoica.sweep.components import MainPoint, SweepOptions, chosen_count, sweep_model
 from phenoica.utils.io import write_parquet
-from phenoica.variants.sweep import MainPoint, SweepOptions, chosen_count, sweep_model
 from phenoica.workflow.dag import with_speed_settings
 
 p = snakemake.params

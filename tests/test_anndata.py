@@ -92,9 +92,9 @@ def _as_h5ad(files, folder, rename=None):
 
 
 def _door(tmp_path, pattern, **screen):
-    """The door (:func:`phenoica.contract.validate.check_screen_once`) on a source-embeddings config."""
-    from phenoica.contract import validate
-    from phenoica.workflow.config import run_models, validate_config
+    """The door (:func:`phenoica.workflow.validate.check_screen_once`) on a source-embeddings config."""
+    from phenoica.contract.config import run_models, validate_config
+    from phenoica.workflow import validate
 
     cfg = {"results": str(tmp_path / "res"), "screen": {"source": "embeddings", "embeddings": pattern, **screen}}
     cfg = validate_config(run_models(cfg))

@@ -1,6 +1,6 @@
 """Bad input fails early, names what is wrong and leads to the fix: the data contract's
 invariants, the messages of issue 12, and the up-front check of a whole screen against its
-models (``phenoica.contract.validate``), before any plate is worked on."""
+models (``phenoica.workflow.validate``), before any plate is worked on."""
 
 from __future__ import annotations
 
@@ -11,11 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError, read_plate_metadata, validate_metadata, validate_screen_metadata
-from phenoica.contract.validate import validate_screen
 from phenoica.contract.values import ConfigError
 from phenoica.workflow import dag as wf
-from phenoica.workflow.config import validate_config
+from phenoica.workflow.validate import validate_screen
 from tests.conftest import REPO, make_metadata
 
 # --------------------------------------------------------------------------- data contract
@@ -220,7 +220,7 @@ def test_misspelt_rule_under_resources_is_named():
 def test_rule_names_of_the_config_are_the_workflows_rules():
     import re
 
-    from phenoica.workflow.config import RULE_NAMES
+    from phenoica.contract.config import RULE_NAMES
 
     defined = set()
     for smk in (REPO / "rules").glob("*.smk"):
@@ -300,7 +300,7 @@ def test_zarr_screen_store_problems_are_found_before_any_plate_job(tmp_path):
 
 
 def test_a_screen_that_passed_is_not_checked_again_until_it_changes(tmp_path, monkeypatch):
-    from phenoica.contract import validate
+    from phenoica.workflow import validate
 
     cfg, meta, table = _zarr_screen(tmp_path)
     plates = wf.screen_plates(cfg)
@@ -367,13 +367,13 @@ def _emb_screen(tmp_path: Path, frames: dict[str, pd.DataFrame], **screen) -> di
         "screen": {"source": "embeddings", "embeddings": str(folder / "*.parquet")},
     }
     cfg["screen"].update(screen)
-    from phenoica.workflow.config import run_models
+    from phenoica.contract.config import run_models
 
     return validate_config(run_models(cfg))
 
 
 def _door(cfg: dict, plates: dict | None = None) -> dict:
-    from phenoica.contract import validate
+    from phenoica.workflow import validate
 
     wf._table.cache_clear()
     wf.plate_digests.cache_clear()
@@ -489,7 +489,7 @@ def case_results_read_only(tmp_path):
     import os
 
     if os.geteuid() == 0:  # root writes anywhere: stand in for a read-only folder
-        import phenoica.workflow.config as config_module
+        import phenoica.contract.config as config_module
 
         real = os.access
         config_module.os.access = lambda p, mode: False if str(p).endswith("scores") else real(p, mode)
@@ -531,14 +531,14 @@ def case_plate_name_control_character(tmp_path):
 
 
 def case_yaml_duplicate_key(tmp_path):
-    from phenoica.workflow.config import load_config
+    from phenoica.contract.config import load_config
 
     (tmp_path / "c.yaml").write_text("classify:\n  n_shards: 2\nseed: 1\nclassify:\n  num_boost_round: 5\n")
     load_config(tmp_path / "c.yaml")
 
 
 def case_yaml_python_tag(tmp_path):
-    from phenoica.workflow.config import load_config
+    from phenoica.contract.config import load_config
 
     (tmp_path / "c.yaml").write_text("seed: !!python/object/apply:os.system ['true']\n")
     load_config(tmp_path / "c.yaml")
@@ -611,14 +611,14 @@ def case_hostile_torch_zip(tmp_path):
 # --------------------------------------------------------------------------- issue 32: LoadData
 # Two LoadData plates (PL1 in batch B1, PL2 in B2; one CSV each, relative PathName, 32x32 uint16
 # TIFFs: tests.test_loaddata.write_fixture) and their plate map. Each case breaks one thing and
-# runs what the door runs before the models (phenoica.contract.validate), or the ingest job.
+# runs what the door runs before the models (phenoica.workflow.validate), or the ingest job.
 
 LOADDATA_PLATES = ("PL1", "PL2")
 
 
 def _loaddata_screen(tmp_path: Path, **screen) -> dict:
     """A source-loaddata config over the two plates' CSVs (a glob) and plate map."""
-    from phenoica.workflow.config import run_models
+    from phenoica.contract.config import run_models
     from tests.test_loaddata import write_fixture
 
     maps = [
@@ -659,8 +659,8 @@ def _loaddata_door(cfg: dict) -> dict:
     plate's files and geometry; raises as the door does, else returns the notes and geometry."""
     import logging
 
-    from phenoica.contract import validate
     from phenoica.contract.screen import raise_problems
+    from phenoica.workflow import validate
 
     _clear_loaddata_caches()
     plates = wf.screen_plates(cfg)
@@ -1037,7 +1037,7 @@ def test_a_valid_embeddings_screen_passes_the_door_and_heavy_null_reuse_is_warne
     report = _door(cfg)
     assert report["models"]["embeddings"]["features"] == 3 and report["notes"] == []
     cfg["classify"]["n_null_guides"] = 5000
-    with caplog.at_level(logging.WARNING, logger="phenoica.contract.validate"):
+    with caplog.at_level(logging.WARNING, logger="phenoica.workflow.validate"):
         report = _door(cfg)
         _door(cfg)  # recorded: not checked again, but said again
     assert "each control well sits in about" in report["notes"][0]
@@ -1111,7 +1111,7 @@ def test_a_loaddata_screen_passes_the_whole_door_and_its_notes_are_recorded(tmp_
     validated.json, logged again on the next invocation, which checks the key only."""
     import logging
 
-    from phenoica.contract import validate
+    from phenoica.workflow import validate
     from tests.test_loaddata import write_fixture
 
     cfg = _loaddata_screen(tmp_path)

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 
 from phenoica.biomap import aggregate as bm_aggregate
-from phenoica.biomap import annotations, batch_metrics
+from phenoica.biomap import batch_metrics
 from phenoica.biomap import consistency as bm_consistency
 from phenoica.biomap import gene_map as bm_gene_map
 from phenoica.biomap import recall as bm_recall
@@ -20,6 +20,7 @@ from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL,
 from phenoica.report.gene_maps import batch_biology_figure, biomap_summary, build_gene_maps, heatmap_figure
 from phenoica.report.inputs import ReportInputs, ReportOptions
 from phenoica.report.sections import ReportContext
+from phenoica.sources import annotations
 
 CFG = {
     "genes": "all",

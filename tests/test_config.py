@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
+from phenoica.contract.config import deep_merge, demo_plates, load_config, validate_config
 from phenoica.contract.values import ConfigError
-from phenoica.workflow.config import deep_merge, demo_plates, load_config, validate_config
 from tests.conftest import REPO
 
 
@@ -73,7 +73,7 @@ def test_demo_plate_names():
 
 def test_resolve_section_fills_defaults_validates_once_and_names_the_key(monkeypatch):
     """One place for a section's defaults and validation: what classify and the variants use."""
-    from phenoica.workflow import config as C
+    from phenoica.contract import config as C
 
     full = C.validate_config({})
     resolved = C.resolve_section("classify", {"num_boost_round": 5})
@@ -97,7 +97,7 @@ def test_resolve_section_fills_defaults_validates_once_and_names_the_key(monkeyp
 
 
 def test_run_models_replaces_the_models_the_user_names():
-    from phenoica.workflow.config import EMBEDDINGS_MODEL, run_models
+    from phenoica.contract.config import EMBEDDINGS_MODEL, run_models
 
     repo = yaml.safe_load((REPO / "config.yaml").read_text())
     assert "models" not in repo and set(repo["default_models"]) == {"mae", "mae_seed1"}
@@ -117,7 +117,7 @@ def test_run_models_replaces_the_models_the_user_names():
     got = run_models(deep_merge(repo, sets))
     assert got["models"] == {"a": {}, "b": {}}
     cfg = validate_config(got)
-    from phenoica.workflow.config import embedding_globs
+    from phenoica.contract.config import embedding_globs
 
     assert embedding_globs(cfg) == {"a": "/a/*.parquet", "b": "/b/*.parquet"}
     with pytest.raises(ConfigError, match=r"models \['c'\] have no embedding set"):
@@ -128,7 +128,7 @@ def test_yaml_is_read_strictly_but_merge_keys_may_be_overridden(tmp_path):
     """A key twice in one mapping names both lines (Snakemake's reader would keep the second
     silently; rules/common.smk reads the files it was given with check_yaml_files); the
     repository's config.yaml overrides a merged key (`<<: *mae` then `seed: 1`), which is YAML."""
-    from phenoica.workflow.schema import check_yaml_files, read_yaml
+    from phenoica.contract.schema import check_yaml_files, read_yaml
 
     config = read_yaml(REPO / "config.yaml")
     mae, seed1 = config["default_models"]["mae"], config["default_models"]["mae_seed1"]

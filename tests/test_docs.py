@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from phenoica.workflow.schema import config_reference
+from phenoica.contract.schema import config_reference
 from tests.conftest import REPO
 
 DOCS = REPO / "docs"
@@ -28,7 +28,7 @@ def test_config_reference_page_matches_schema():
     assert start in text and end in text
     block = text.split(start, 1)[1].split(end, 1)[0]
     assert block == config_reference(), (
-        "docs/configuration.md is stale: regenerate with python -m phenoica.workflow.schema"
+        "docs/configuration.md is stale: regenerate with python -m phenoica.contract.schema"
     )
 
 
@@ -53,19 +53,23 @@ def test_readme_links_resolve_to_files_in_the_repository():
     assert not missing
 
 
-def test_module_map_has_one_line_per_module():
-    """docs/architecture.md lists every module of the library, one line each."""
+def test_layer_map_lists_every_package_in_its_layer():
+    """docs/architecture.md lists the library's packages layer by layer, as tests/test_layout.py declares them."""
+    from tests.test_layout import LAYERS
+
     text = (DOCS / "architecture.md").read_text()
-    block = text.split("The library, one line per module", 1)[1].split("```", 2)[1]
-    listed = [line.split()[0] for line in block.strip().splitlines()]
-    src = REPO / "src" / "phenoica"
-    modules = sorted(
-        str(p.relative_to(src))
-        for p in src.rglob("*.py")
-        if p.name != "__init__.py" or p.parent.name in ("models", "variants")
-    )
-    assert sorted(m for m in listed if m.endswith(".py")) == modules
-    assert len(listed) == len(set(listed))
+    block = text.split("The library's packages, one layer per line", 1)[1].split("```", 2)[1]
+    listed = []
+    for line in block.strip().splitlines():
+        words = line.split()
+        assert words[0] == "layer" and int(words[1]) == len(listed), line
+        packages = {p for layer in LAYERS for p in layer}
+        leading = [w for w in words[2:]]
+        names = []
+        while leading and leading[0] in packages:  # the layer's packages, then what they hold
+            names.append(leading.pop(0))
+        listed.append(tuple(names))
+    assert tuple(listed) == LAYERS
 
 
 def test_no_file_refers_to_documents_outside_the_repository():

@@ -505,8 +505,8 @@ def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tm
 @pytest.mark.slow
 def test_compiled_model_embeds_like_the_eager_one(tmp_path):
     """embed.compile: the rule's function runs the model through torch.compile (here on the CPU)."""
+    from phenoica.contract.config import validate_config
     from phenoica.embed.jobs import EmbedJob, embed_model_plate
-    from phenoica.workflow.config import validate_config
 
     store, _ = make_store(tmp_path, n=6)
     spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]
@@ -525,8 +525,8 @@ def test_compiled_model_embeds_like_the_eager_one(tmp_path):
 
 
 def test_unknown_compile_option_names_the_key(tmp_path):
+    from phenoica.contract.config import validate_config
     from phenoica.embed.jobs import EmbedJob, embed_model_plate
-    from phenoica.workflow.config import validate_config
 
     store, _ = make_store(tmp_path, n=2)
     spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]

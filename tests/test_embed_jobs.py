@@ -13,6 +13,7 @@ import torch
 import yaml
 
 import phenoica.models.features as features
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.embed.chunks import EmbedTiming
 from phenoica.embed.groups import PlateJob, embed_groups
@@ -20,7 +21,6 @@ from phenoica.embed.jobs import EmbedJob, check_compile_cache, embed_model_plate
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import parts_dir
 from phenoica.models.device import Staging, resolve_device
-from phenoica.workflow.config import validate_config
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_store
 from tests.test_mae import SPEC
 

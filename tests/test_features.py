@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.values import ConfigError
 from phenoica.models.extractor import ModelInputs, check_fit
 from phenoica.models.features import FeatureExtractor, build_feature_extractor, create_model
@@ -16,7 +17,6 @@ from phenoica.models.registry import list_models, model_entrypoint, register_mod
 from phenoica.models.spec import training_spec
 from phenoica.models.vit import build_encoder
 from phenoica.sources.preprocess import normalize_crops, prepare, scale_intensity
-from phenoica.workflow.config import validate_config
 
 SPEC = dict(validate_config({})["models"]["mae"], img_size=16, patch_size=4, embed_dim=32, depth=3, num_heads=2)
 CA_SPEC = dict(SPEC, channel_agnostic=True)

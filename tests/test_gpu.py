@@ -104,9 +104,9 @@ def test_staging_round_trip_on_cuda():
 def test_a_job_of_two_plates_on_cuda_matches_the_cpu(tmp_path):
     """embed_model_plates (the rule's function) on CUDA, model built once: both plates equal
     to the fp32 CPU features up to bf16 rounding; compiled with a compile cache folder."""
+    from phenoica.contract.config import validate_config
     from phenoica.embed.groups import PlateJob
     from phenoica.embed.jobs import EmbedJob, embed_model_plates
-    from phenoica.workflow.config import validate_config
     from tests.test_embed_jobs import MODEL
 
     frames = {}

@@ -171,7 +171,7 @@ def test_discover_images_default_pattern(rxrx: tuple[Path, dict]) -> None:
 
 
 def test_default_pattern_matches_config_schema() -> None:
-    from phenoica.workflow.schema import load_schema
+    from phenoica.contract.schema import load_schema
 
     screen = load_schema()["properties"]["screen"]["properties"]
     assert screen["image_pattern"]["default"] == images.DEFAULT_PATTERN

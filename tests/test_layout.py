@@ -1,4 +1,5 @@
-"""The library's layout: data flows one way, so no module imports one that imports it back."""
+"""The library's layout: data flows one way, so no module imports one that imports it back and
+no package imports one above it."""
 
 from __future__ import annotations
 
@@ -72,6 +73,56 @@ def test_cycle_finder_finds_a_known_cycle():
 
 def test_no_import_cycle_in_the_library():
     assert cycles(import_graph()) == []
+
+
+#: The packages from the bottom up: a package imports only packages of the layers below its own.
+#: Orchestration sits above the stages it calls: the component sweep (reruns variants, classify,
+#: hits) and the report (reads every stage) above them, the workflow (the door, the DAG's inputs)
+#: and the studies at the top.
+LAYERS: tuple[tuple[str, ...], ...] = (
+    ("utils",),
+    ("contract",),
+    ("sources",),
+    ("models", "profiles"),
+    ("embed", "variants"),
+    ("identifiability",),
+    ("classify", "biomap"),
+    ("hits",),
+    ("report", "sweep"),
+    ("studies", "workflow"),
+)
+
+
+def _package(module: str) -> str | None:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 2 else None  # phenoica.<package>.<module>; top-level modules have none
+
+
+def upward_imports(graph: dict[str, set[str]], layers: tuple[tuple[str, ...], ...]) -> list[str]:
+    """Each import of a module from a package of its own layer or one above, as ``a -> b``."""
+    level = {pkg: i for i, layer in enumerate(layers) for pkg in layer}
+    found = []
+    for module, targets in sorted(graph.items()):
+        src = _package(module)
+        for target in sorted(targets):
+            dst = _package(target)
+            if src and dst and src != dst and level[dst] >= level[src]:
+                found.append(f"{module} -> {target}")
+    return found
+
+
+def test_layer_check_finds_a_known_upward_import():
+    graph = {"phenoica.a.x": {"phenoica.b.y"}, "phenoica.b.y": {"phenoica.a.z"}, "phenoica.a.z": set()}
+    assert upward_imports(graph, (("a",), ("b",))) == ["phenoica.a.x -> phenoica.b.y"]
+    assert upward_imports(graph, (("a", "b"),)) == ["phenoica.a.x -> phenoica.b.y", "phenoica.b.y -> phenoica.a.z"]
+
+
+def test_packages_import_only_the_layers_below_them():
+    """No two packages import each other, directly or round a loop: every package is in one
+    layer, and imports (module-level and inside functions) go down only."""
+    packages = sorted(p.name for p in (SRC / "phenoica").iterdir() if (p / "__init__.py").is_file())
+    assert sorted(pkg for layer in LAYERS for pkg in layer) == packages
+    assert upward_imports(import_graph(), LAYERS) == []
 
 
 MAX_MODULE_LINES = 600

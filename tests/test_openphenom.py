@@ -17,6 +17,7 @@ from safetensors.torch import save_file
 from timm.models.vision_transformer import ParallelScalingBlock, VisionTransformer
 from torch import nn
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.embed.jobs import EmbedJob, embed_model_plate
 from phenoica.embed.options import EmbedOptions
@@ -25,7 +26,6 @@ from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.features import build_feature_extractor
 from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.openphenom import OpenPhenomGeometry, build_openphenom, geometry_from_state, sincos_table
-from phenoica.workflow.config import validate_config
 
 STORE_CHANNELS = ["Mito", "DNA", "ER", "AGP", "RNA"]
 MODEL_CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito"]  # the model's order, a permutation of the store's

@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from phenoica.contract.config import validate_config
+from phenoica.contract.schema import run_time_keys
 from phenoica.workflow import dag as wf
-from phenoica.workflow.config import validate_config
-from phenoica.workflow.schema import run_time_keys
 from tests.conftest import REPO
 
 #: (section, rule) pairs whose rules take their section's params through job_params

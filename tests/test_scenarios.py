@@ -29,7 +29,7 @@ def scenario(name: str, workdir: Path, data: Path, own_metadata: bool = False) -
     """A working folder for ``config/scenarios/{name}.yaml`` as it is (its config.yaml) with
     ``scenario_data`` linked in; ``own_metadata`` copies the screen's metadata table so that a
     test may edit it. Returns the validated config."""
-    from phenoica.workflow.config import validate_config
+    from phenoica.contract.config import validate_config
 
     workdir.mkdir(parents=True, exist_ok=True)
     shutil.copy(SCENARIOS / f"{name}.yaml", workdir / "config.yaml")
@@ -45,8 +45,8 @@ def scenario(name: str, workdir: Path, data: Path, own_metadata: bool = False) -
 def test_scenario_configs_are_valid_and_share_the_demo_settings():
     """Every scenario is a complete config; those that embed images use the demo scenario's
     models, training and classification settings, so they differ only in where the screen comes from."""
+    from phenoica.contract.config import validate_config
     from phenoica.sources.scenarios import SCENARIOS as NAMES
-    from phenoica.workflow.config import validate_config
 
     assert sorted(p.stem for p in SCENARIOS.glob("*.yaml")) == sorted(NAMES)
     configs = {name: yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text()) for name in NAMES}

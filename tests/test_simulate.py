@@ -12,6 +12,7 @@ from scipy import stats
 from skimage import feature, measure
 
 from phenoica.contract import screen
+from phenoica.contract.config import demo_plates, validate_config
 from phenoica.identifiability import metrics
 from phenoica.sources import preprocess
 from phenoica.sources.demo import design as sim_design
@@ -20,7 +21,6 @@ from phenoica.sources.demo import nuisance as sim_nuisance
 from phenoica.sources.demo import plates as sim_plates
 from phenoica.sources.demo import render as sim_render
 from phenoica.utils.seeding import derive_seed, rng_for, rng_from_sequence
-from phenoica.workflow.config import demo_plates, validate_config
 
 SEED = 7
 
@@ -77,7 +77,7 @@ def test_gene_truth_rows_and_effects(demo):
 
 
 def test_complexes_share_factors_and_take_real_corum_symbols():
-    from phenoica.biomap.annotations import corum_complexes
+    from phenoica.sources.annotations import corum_complexes
 
     demo = tiny_demo(n_genes=12, n_null_genes=3, n_complexes=2, genes_per_complex=3)
     truth = sim_design.gene_truth(demo, SEED)

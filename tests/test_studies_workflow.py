@@ -56,9 +56,9 @@ TINY_STUDIES = {
 
 def test_bilipschitz_job_params_carry_what_a_training_job_reads(tmp_path):
     # the rule's params are all the script hands run_alpha: one job trains every configured seed
+    from phenoica.contract.config import load_config
     from phenoica.studies.bilipschitz.measure import run_alpha
     from phenoica.workflow import dag as wf
-    from phenoica.workflow.config import load_config
 
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     cfg = load_config(tmp_path / "config.yaml", {"bilipschitz": TINY_STUDIES["bilipschitz"]})

@@ -1,15 +1,15 @@
-"""The component sweep (phenoica.variants.sweep): its grid, and that its chosen point is the run's own answer."""
+"""The component sweep (phenoica.sweep.components): its grid, and that its chosen point is the run's own answer."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from phenoica.workflow.config import validate_config
+from phenoica.contract.config import validate_config
 
 
 def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
-    from phenoica.variants.sweep import sweep_grid
+    from phenoica.sweep.components import sweep_grid
 
     assert sweep_grid(192, 5000, 25, 5) == [2, 6, 20, 25, 61, 192]
     assert sweep_grid(48, 40, 20, 3) == [2, 9, 20, 38]  # at most rows - 2
@@ -37,9 +37,9 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     from phenoica.report.sections import ReportContext
     from phenoica.report.sweep import build_sweep
     from phenoica.sources.positive_control import ControlDesign, write_screen
+    from phenoica.sweep.components import MainPoint, SweepOptions, sweep_model
     from phenoica.variants.fit import fit_variants
     from phenoica.variants.names import component_name
-    from phenoica.variants.sweep import MainPoint, SweepOptions, sweep_model
 
     out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)

@@ -5,6 +5,7 @@ registered ViT (``test_vit``, 160 px) with random weights: nothing is downloaded
 from __future__ import annotations
 
 import logging
+import re
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ import torch
 from safetensors.torch import save_file
 from timm.models import adapt_input_conv
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import write_plate
 from phenoica.contract.values import ConfigError
 from phenoica.embed.jobs import EmbedJob, embed_model_plate
@@ -21,7 +23,6 @@ from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata
 from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.features import build_feature_extractor
-from phenoica.workflow.config import validate_config
 
 NAME = "test_vit"
 
@@ -132,12 +133,16 @@ def test_embed_rule_with_a_timm_model_and_chosen_channels(weights, tmp_path):
 
 def test_bad_names_and_files(weights, tmp_path):
     _, path = weights
-    with pytest.raises(
-        ConfigError,
-        match=r"models.t.timm_name: timm .* knows no model 'vit_bse_patch16_224'; "
+    from phenoica.workflow.validate import check_models
+
+    misspelt = validate_config({"models": {"t": {"timm_name": "vit_bse_patch16_224", "checkpoint": "x.pth"}}})
+    problems: list[str] = []
+    check_models(misspelt["models"], None, {}, problems)  # the door names the key, before any model is built
+    assert len(problems) == 1 and re.match(
+        r"config key models.t.timm_name: timm .* knows no model 'vit_bse_patch16_224'; "
         r"closest names: \['vit_base_patch16_224'",
-    ):
-        validate_config({"models": {"t": {"timm_name": "vit_bse_patch16_224", "checkpoint": "x.pth"}}})
+        problems[0],
+    )
     with pytest.raises(ConfigError, match="needs checkpoint"):
         validate_config({"models": {"t": {"timm_name": NAME}}})
     with pytest.raises(CheckpointError, match="absent.safetensors: checkpoint not found"):

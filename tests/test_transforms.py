@@ -13,6 +13,7 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
 
+from phenoica.contract.schema import load_schema
 from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError, feature_name
 from phenoica.utils.seeding import derive_seed
 from phenoica.variants.accumulators import Moments, RowSample
@@ -22,7 +23,6 @@ from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.scaling import CenterScale
 from phenoica.variants.variant import VariantTransform, load_transform
 from phenoica.variants.whitening import PCAWhitener, parallel_analysis
-from phenoica.workflow.schema import load_schema
 
 
 def independent_sources(n: int, rng: np.random.Generator) -> np.ndarray:

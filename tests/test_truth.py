@@ -7,10 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.report import truth, truth_tables
 from phenoica.sources.demo import design as sim_design
-from phenoica.workflow.config import validate_config
 
 
 def truth_table(n_genes=10, null_genes=(6, 7, 8, 9), guides_per_gene=3) -> pd.DataFrame:

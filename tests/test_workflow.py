@@ -19,7 +19,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from phenoica.workflow.schema import run_time_keys
+from phenoica.contract.schema import run_time_keys
 from tests.conftest import REPO
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

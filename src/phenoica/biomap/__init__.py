@@ -24,6 +24,6 @@ neighbours, guide consistency and known-relationship recall (the EFAAR protocol)
 Every random draw takes its seed from ``phenoica.utils.seeding.derive_seed``.
 
 Modules: :mod:`.aggregate`, :mod:`.similarity`, :mod:`.recall`, :mod:`.consistency`,
-:mod:`.gene_map` (the biomap job), :mod:`.annotations` (annotation pairs) and
-:mod:`.batch_metrics` (ASW-batch, iLISI, batch classifier).
+:mod:`.gene_map` (the biomap job; its annotation pairs are read by
+:mod:`phenoica.sources.annotations`) and :mod:`.batch_metrics` (ASW-batch, iLISI, batch classifier).
 """

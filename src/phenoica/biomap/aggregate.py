@@ -11,9 +11,9 @@ import pandas as pd
 import pyarrow as pa
 from scipy import sparse
 
+from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
-from phenoica.utils.arrays import check_matrix
 from phenoica.variants.rows import column_values
 
 LOG = logging.getLogger(__name__)

@@ -39,10 +39,10 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, GENE, PERT_TYPE, PLATE, WELL, feature_columns
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
 from phenoica.profiles.wells import WellMeans
-from phenoica.utils.arrays import check_matrix
 from phenoica.utils.seeding import derive_seed
 
 LOG = logging.getLogger(__name__)

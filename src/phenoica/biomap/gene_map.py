@@ -9,11 +9,11 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica.biomap.annotations import complex_pairs
 from phenoica.biomap.consistency import guide_consistency
 from phenoica.biomap.recall import relationship_recall
 from phenoica.biomap.similarity import BLOCK_ROWS, NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
 from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
+from phenoica.sources.annotations import complex_pairs
 
 TRUTH_SOURCE = "simulated_complexes"
 
@@ -34,7 +34,7 @@ def truth_complexes(truth: pd.DataFrame) -> dict[str, list[str]]:
 class MapInputs:
     """What one (model, variant)'s map is built from: its guide and gene profiles, its gene
     calls (None: every perturbed gene), annotation pairs by name
-    (``phenoica.biomap.annotations.load_sources``) and the demo's truth table, whose simulated
+    (``phenoica.sources.annotations.load_sources``) and the demo's truth table, whose simulated
     complexes are one more source, :data:`TRUTH_SOURCE`."""
 
     guides: pd.DataFrame

@@ -32,6 +32,7 @@ from phenoica.classify.bins import FoldBins, GuideBlock
 from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
 from phenoica.classify.params import ClassifyOptions
 from phenoica.classify.protocol import Training, control_strata, training_controls, trainings
+from phenoica.contract.arrays import check_finite
 from phenoica.contract.screen import (
     GENE,
     GUIDE,
@@ -43,7 +44,6 @@ from phenoica.contract.screen import (
 )
 from phenoica.contract.values import OK, SKIPPED
 from phenoica.identifiability import metrics
-from phenoica.utils.arrays import check_finite
 from phenoica.utils.seeding import derive_seed
 
 SCORE_COLUMNS: tuple[str, ...] = (

@@ -17,7 +17,7 @@ import numpy as np
 
 from phenoica.classify.bins import GUIDES_PER_BLOCK
 from phenoica.classify.protocol import PROTOCOLS
-from phenoica.workflow.config import resolve_section
+from phenoica.contract.config import resolve_section
 
 # LightGBM keys phenoica sets itself and a user may not override through classify.lightgbm.
 _RESERVED = {
@@ -28,7 +28,7 @@ _RESERVED = {
 
 def resolve_classify_config(cfg_classify: Mapping[str, Any] | None) -> dict[str, Any]:
     """``cfg_classify`` (config["classify"], possibly partial) with the schema's defaults filled in
-    (:func:`phenoica.workflow.config.resolve_section`; a section resolved once is not validated again).
+    (:func:`phenoica.contract.config.resolve_section`; a section resolved once is not validated again).
 
     Raises ValueError naming the key when a value breaks the schema.
     """

@@ -1,1 +1,4 @@
-"""The screen contract: its column names and checks, the values several stages share, and the check of the whole screen at the door."""
+"""The contract every stage builds on: the screen's column names and checks (:mod:`.screen`), the
+values several stages share (:mod:`.values`), the boundary checks of feature matrices
+(:mod:`.arrays`) and the configuration, its schema and the one resolution of its defaults
+(:mod:`.config`, :mod:`.schema`). It imports no stage."""

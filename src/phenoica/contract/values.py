@@ -3,7 +3,7 @@
 - :data:`OK` / :data:`SKIPPED`: the ``status`` of a row of the classifier scores (written by
   :mod:`phenoica.classify`, read by :mod:`phenoica.report.summaries`); a skipped row says why in ``reason``.
 - :class:`ConfigError`: a configuration value that does not match the schema or its rules
-  (raised by :mod:`phenoica.workflow.config` and by the model builders in :mod:`phenoica.models`).
+  (raised by :mod:`phenoica.contract.config` and by the model builders in :mod:`phenoica.models`).
 - :data:`FACTOR_PREFIX`: the columns of a screen's ground-truth factors (``factor_00``...),
   written by :mod:`phenoica.sources.demo`, read by :mod:`phenoica.identifiability`.
 """

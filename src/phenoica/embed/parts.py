@@ -24,8 +24,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from phenoica.contract.arrays import check_finite
 from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, feature_name
-from phenoica.utils.arrays import check_finite
 from phenoica.utils.io import atomic_path
 
 MANIFEST = "manifest.json"
@@ -121,7 +121,7 @@ def embedding_metadata(path: Path | str) -> dict[str, Any]:
 
 def check_embeddings_finite(emb: np.ndarray, chunk: Chunk, rows: pd.DataFrame, store: Path) -> None:
     """Raise ScreenError naming the plate and image of the first non-finite embedding of a chunk
-    (:func:`phenoica.utils.arrays.check_finite`, its rows labelled by their image)."""
+    (:func:`phenoica.contract.arrays.check_finite`, its rows labelled by their image)."""
 
     def image(i: int) -> str:
         row = rows.iloc[chunk.rows.start + i]

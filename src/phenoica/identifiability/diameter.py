@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from phenoica.utils.arrays import check_matrix, row_chunks
+from phenoica.contract.arrays import check_matrix
+from phenoica.utils.arrays import row_chunks
 
 DIAMETER_METHODS: tuple[str, ...] = ("auto", "exact", "estimate")
 

@@ -13,7 +13,8 @@ from scipy.optimize import linear_sum_assignment
 from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
-from phenoica.utils.arrays import check_matrix, row_chunks
+from phenoica.contract.arrays import check_matrix
+from phenoica.utils.arrays import row_chunks
 from phenoica.utils.seeding import derive_seed
 from phenoica.variants.rotations import ICARotation
 from phenoica.variants.whitening import PCAWhitener

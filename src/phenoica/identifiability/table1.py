@@ -11,6 +11,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from phenoica.contract.arrays import check_matrix
 from phenoica.identifiability.diameter import DIAMETER_METHODS, latent_diameter
 from phenoica.identifiability.maps import (
     MAPS,
@@ -24,7 +25,6 @@ from phenoica.identifiability.maps import (
     _check_pair,
 )
 from phenoica.identifiability.similarity import _cka, mutual_knn
-from phenoica.utils.arrays import check_matrix
 from phenoica.utils.seeding import derive_seed
 
 #: Columns of :func:`alignment_table`, in order (Table 1 first, then supporting numbers).

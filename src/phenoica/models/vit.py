@@ -31,6 +31,7 @@ from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
+from phenoica.contract.config import check_model_geometry
 from phenoica.contract.screen import ScreenError
 from phenoica.models.checkpoint import (
     CheckpointError,
@@ -45,7 +46,6 @@ from phenoica.models.registry import register_model
 from phenoica.models.spec import ARCH_KEYS
 from phenoica.sources.preprocess import NORMALIZE_IMAGE
 from phenoica.utils.io import atomic_path
-from phenoica.workflow.config import check_model_geometry
 
 MAX_CHANNELS = 16
 """Channels a channel-agnostic encoder can embed (size of its learned channel table)."""

@@ -226,7 +226,7 @@ def image_plate_geometry(
 ) -> tuple[list[str], tuple[int, int]]:
     """(channel names, (height, width)) that ingesting this plate's image files would give,
     from the file names and one image's header, without reading the plate: what the
-    screen check (:mod:`phenoica.contract.validate`) holds against the models before any plate is ingested."""
+    screen check (:mod:`phenoica.workflow.validate`) holds against the models before any plate is ingested."""
     source = f"{Path(images_dir) / pattern} (plate {plate})"
     found = _scan_images(images_dir, pattern, str(plate))
     if found.empty:

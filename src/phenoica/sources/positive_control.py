@@ -35,8 +35,8 @@ cell-state SD 4, about two thirds of the variance).
 
 Beside the embeddings it writes ``truth.parquet`` (gene, guide, ``has_effect``,
 ``affected_factors`` like ``factor_03+``, as the demo's truth table) and ``sources.parquet``
-(plate, well, site and every cell's true sources), which :func:`evaluate` reads
-to score a finished run. Seeds: ``rng_for(seed, "positive_control", screen, purpose)``.
+(plate, well, site and every cell's true sources), which
+:func:`phenoica.report.positive_control.evaluate` reads to score a finished run. Seeds: ``rng_for(seed, "positive_control", screen, purpose)``.
 """
 
 from __future__ import annotations
@@ -248,85 +248,18 @@ def write_screen(
     return {**paths, "files": files, "design": design}
 
 
-# --------------------------------------------------------------------------- scoring a finished run
-
-
-def variant_mcc(results: Path | str, data: Path | str, model: str, variants: list[str]) -> pd.DataFrame:
-    """Per variant: the MCC (:func:`phenoica.report.truth.source_mcc`) between its features (the
-    ``variants/{model}/{variant}.parquet`` rows of a finished run) and the true biological
-    sources of ``sources.parquet``, cells matched by plate, well and site; ``n_features`` is D."""
-    from phenoica.contract.screen import feature_columns
-    from phenoica.report.truth import source_mcc
-
-    sources = pd.read_parquet(Path(data) / "sources.parquet")
-    bio = [c for c in sources.columns if str(c).startswith("factor_")]
-    keys = [PLATE, WELL, SITE]
-    rows = []
-    for variant in variants:
-        table = pd.read_parquet(Path(results) / "variants" / model / f"{variant}.parquet")
-        table = table.astype({PLATE: str, WELL: str}).merge(sources, on=keys, how="inner", validate="one_to_one")
-        if len(table) != len(sources):
-            raise ValueError(f"{variant}: {len(table)} of {len(sources)} cells matched the sources by {keys}")
-        features = [c for c in feature_columns(table) if c not in sources.columns]
-        mcc, matched = source_mcc(table[features].to_numpy(), table[bio].to_numpy())
-        rows.append(
-            {"model": model, "variant": variant, "n_features": len(features), "mcc": mcc, "mcc_min": matched.min()}
-        )
-    return pd.DataFrame(rows)
-
-
-def evaluate(
-    results: Path | str, data: Path | str, model: str = "ext", q_threshold: float = 0.1, seed: int = 0
-) -> dict[str, pd.DataFrame]:
-    """Score a finished run of a known-truth screen (``results``: its results folder; ``data``:
-    the folder :func:`write_screen` wrote). Tables: ``separation`` (effect vs no-effect AUROC),
-    ``contrasts`` (variant contrasts of :func:`phenoica.report.truth.variant_contrasts`), ``auroc`` and
-    ``concentration`` (paired over effect genes), ``table4``, ``recall`` (guide and gene level at
-    ``q_threshold``), ``mcc``. Intervals: bootstrap over genes (seeded by ``seed``)."""
-    from phenoica.hits import calls as hits
-    from phenoica.report import checks, summaries, truth
-
-    results, data = Path(results), Path(data)
-    guides = pd.read_parquet(results / "scores" / "guides.parquet")
-    folds = pd.read_parquet(results / "scores" / "guide_folds.parquet")
-    known = pd.read_parquet(data / "truth.parquet")
-    guides = guides[guides["model"] == model]
-    variants = checks.ordered_variants(guides["variant"].unique())
-    return {
-        "separation": truth.effect_separation(guides, known, seed=seed),
-        "contrasts": truth.variant_contrasts(guides, known, seed=seed),
-        "auroc": truth.paired_effect_contrast(guides, known, "auroc", seed=seed),
-        "concentration": truth.paired_effect_contrast(guides, known, "concentration", seed=seed),
-        "table4": summaries.table4(folds[folds["model"] == model]),
-        "recall": hits.recall_fdr(guides, known, (q_threshold,)),
-        "mcc": variant_mcc(results, data, model, variants),
-    }
-
-
 def main(argv: list[str] | None = None) -> None:
-    """``python -m phenoica.sources.positive_control write|evaluate``: write a known-truth screen, or
-    print the scores of a finished run of one."""
+    """``python -m phenoica.sources.positive_control``: write a known-truth screen (score a
+    finished run of it with ``python -m phenoica.report.positive_control``)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    sub = parser.add_subparsers(dest="command", required=True)
-    w = sub.add_parser("write", help="write a known-truth screen's embeddings, truth and sources")
-    w.add_argument("--screen", default="positive_control", choices=sorted(SCREENS))
-    w.add_argument("--out", default=None, help="folder (default: scenario_data/<screen>)")
-    w.add_argument("--seed", type=int, default=0)
-    e = sub.add_parser("evaluate", help="score a finished run against the screen's truth")
-    e.add_argument("--results", required=True, help="the run's results folder")
-    e.add_argument("--data", required=True, help="the folder `write` wrote")
-    e.add_argument("--model", default="ext")
-    e.add_argument("--q", type=float, default=0.1)
+    parser.add_argument("--screen", default="positive_control", choices=sorted(SCREENS))
+    parser.add_argument("--out", default=None, help="folder (default: scenario_data/<screen>)")
+    parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    if args.command == "write":
-        out = write_screen(args.out or f"scenario_data/{args.screen}", args.seed, args.screen)
-        print(f"{args.screen}: {len(out['files'])} embedding files in {out['embeddings']}; truth {out['truth']}")
-        return
-    with pd.option_context("display.width", 200, "display.max_columns", 30):
-        for name, table in evaluate(args.results, args.data, args.model, args.q).items():
-            print(f"== {name}\n{table.to_string(index=False)}\n")
+    out = write_screen(args.out or f"scenario_data/{args.screen}", args.seed, args.screen)
+    print(f"{args.screen}: {len(out['files'])} embedding files in {out['embeddings']}; truth {out['truth']}")
 
 
 if __name__ == "__main__":

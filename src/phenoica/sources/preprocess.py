@@ -20,8 +20,8 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from phenoica.contract.arrays import check_finite
 from phenoica.contract.screen import SUPPORTED_DTYPES, ScreenError
-from phenoica.utils.arrays import check_finite
 
 EPS = 1e-6
 INSTANCE_NORM_EPS = 1e-5  # torch.nn.InstanceNorm2d's default, as the OpenPhenom recipe uses it

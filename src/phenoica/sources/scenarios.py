@@ -34,12 +34,12 @@ import pandas as pd
 import zarr
 from PIL import Image
 
+from phenoica.contract.config import validate_config
+from phenoica.contract.schema import read_yaml
 from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
 from phenoica.sources.demo.plates import simulate_screen
 from phenoica.sources.positive_control import write_screen
 from phenoica.utils.seeding import rng_for
-from phenoica.workflow.config import validate_config
-from phenoica.workflow.schema import read_yaml
 
 #: The checked-in scenarios, each ``config/scenarios/{name}.yaml``.
 SCENARIOS: tuple[str, ...] = (

@@ -1,4 +1,4 @@
-"""Feature matrices as numpy arrays: the checks every stage runs at its boundary, and row chunks.
+"""Feature matrices as numpy arrays: row chunks, non-finite entries, centring.
 
 One helper per job, shared by the transforms (:mod:`phenoica.variants`), the alignment
 (:mod:`phenoica.identifiability`), the profile tables (:mod:`phenoica.profiles`) and the classifiers
@@ -6,22 +6,18 @@ One helper per job, shared by the transforms (:mod:`phenoica.variants`), the ali
 
 - :func:`row_chunks`: row selections of at most :data:`CHUNK_ROWS` rows, so float64 work on a
   table of millions of rows never copies it whole;
-- :func:`nonfinite_columns` / :func:`first_nonfinite_row` / :func:`check_finite`: which
-  feature columns (or rows: images, embeddings) hold NaN or inf, without a temporary the size
-  of the data; the one finiteness check of phenoica, its error naming columns or rows;
-- :func:`check_matrix`: a finite, numeric, 2-D array with rows, or an error that says what was
-  expected (and names the columns);
+- :func:`nonfinite_columns` / :func:`first_nonfinite_row`: which feature columns (or rows:
+  images, embeddings) hold NaN or inf, without a temporary the size of the data (the checks
+  built on them, which raise the contract's errors, are :mod:`phenoica.contract.arrays`);
 - :func:`centered_chunks`: ``X - mean`` in float64, one row chunk at a time;
 - :func:`finite_values`: the finite entries of a score column (summaries and figures).
 """
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
-
-from phenoica.contract.screen import ScreenError
 
 #: Rows per float64 work chunk (a 8192 x 384 chunk is 25 MB; BLAS is as fast as on larger ones).
 CHUNK_ROWS = 8_192
@@ -88,57 +84,6 @@ def first_nonfinite_row(X: np.ndarray) -> int | None:
         if hit.size:
             return rows.start + int(hit[0])  # type: ignore[union-attr]
     return None
-
-
-def check_finite(
-    X: np.ndarray,
-    what: str,
-    names: Sequence[str] | None = None,
-    *,
-    row_label: Callable[[int], str] | None = None,
-) -> None:
-    """A ScreenError when ``X`` holds NaN or inf; nothing when every value is finite.
-
-    Without ``row_label`` ``X`` is a 2-D feature matrix and the error names its non-finite
-    feature columns (``names``, else indices), how many, and the first row holding one. With
-    ``row_label`` ``X`` has one item per leading-axis row (an image, an embedding) and the error
-    is ``f"{what}: {row_label(i)}"`` for its first non-finite row ``i``.
-    """
-    if row_label is not None:
-        row = first_nonfinite_row(X)
-        if row is not None:
-            raise ScreenError(f"{what}: {row_label(row)}")
-        return
-    bad = np.flatnonzero(nonfinite_mask(X))
-    if not bad.size:
-        return
-    raise ScreenError(
-        f"{what}: non-finite values (NaN or inf) in feature column(s) {column_labels(bad, names)} "
-        f"({bad.size} in all; first at row {first_nonfinite_row(X)})"
-    )
-
-
-def check_matrix(
-    X: Any, what: str = "X", n_features: int | None = None, names: Sequence[str] | None = None
-) -> np.ndarray:
-    """A finite, numeric, 2-D array with rows; errors say what was expected.
-
-    Integer and bool input becomes float64; float input is returned as is (no copy).
-    ``n_features``: the width the array must have (a fitted estimator's input width).
-    """
-    arr = np.asarray(X)
-    if arr.ndim != 2:
-        raise ValueError(f"{what}: expected a 2-D array (samples x features), got shape {arr.shape}")
-    if arr.shape[0] == 0 or arr.shape[1] == 0:
-        raise ValueError(f"{what}: expected at least one row and one feature, got shape {arr.shape}")
-    if arr.dtype.kind not in "fiub":
-        raise ValueError(f"{what}: expected numeric features, got dtype {arr.dtype}")
-    if arr.dtype.kind != "f":
-        arr = arr.astype(np.float64)
-    if n_features is not None and arr.shape[1] != n_features:
-        raise ValueError(f"{what}: has {arr.shape[1]} features, the transform was fitted on {n_features}")
-    check_finite(arr, what, names)
-    return arr
 
 
 def check_rows(values: Any, n: int, what: str) -> np.ndarray:

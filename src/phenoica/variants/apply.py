@@ -14,9 +14,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, ScreenError, metadata_columns
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, split_columns, write_batches
-from phenoica.utils.arrays import check_matrix
 from phenoica.variants.accumulators import BatchMoments, Moments
 from phenoica.variants.fit import whitened_moments
 from phenoica.variants.rows import profile_source, row_block, row_columns, source_features

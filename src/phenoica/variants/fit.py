@@ -20,8 +20,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
+from phenoica.contract.arrays import check_matrix
+from phenoica.contract.config import resolve_section
 from phenoica.contract.screen import CONTROL, PERT_TYPE, ScreenError
-from phenoica.utils.arrays import check_matrix, check_rows, column_labels, row_chunks
+from phenoica.utils.arrays import check_rows, column_labels, row_chunks
 from phenoica.utils.io import atomic_path
 from phenoica.utils.seeding import derive_seed
 from phenoica.variants.accumulators import Moments, RowSample
@@ -31,7 +33,6 @@ from phenoica.variants.rows import Profiles, RowBlock, profile_source, row_block
 from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches, check_is_control
 from phenoica.variants.variant import VariantTransform
 from phenoica.variants.whitening import PCAWhitener
-from phenoica.workflow.config import resolve_section
 
 LOG = logging.getLogger(__name__)
 
@@ -51,7 +52,7 @@ def transform_defaults() -> dict[str, Any]:
 
 def transform_config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     """config["transforms"] with absent keys defaulted from the config schema
-    (:func:`phenoica.workflow.config.resolve_section`); unknown keys and values the schema rejects are
+    (:func:`phenoica.contract.config.resolve_section`); unknown keys and values the schema rejects are
     errors naming the key and what it expects."""
     out = resolve_section("transforms", cfg)
     PCAWhitener(n_components=out["n_components"]).component_rule()

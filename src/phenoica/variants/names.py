@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from phenoica.workflow.schema import schema_enum
+from phenoica.contract.schema import schema_enum
 
 #: every variant, in the report's order: the schema's ``transforms.variants`` names, declared once there
 VARIANTS: tuple[str, ...] = schema_enum("transforms.variants")

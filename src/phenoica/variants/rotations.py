@@ -22,7 +22,8 @@ from sklearn.decomposition import FastICA
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
-from phenoica.utils.arrays import centered_chunks, check_matrix, out_dtype
+from phenoica.contract.arrays import check_matrix
+from phenoica.utils.arrays import centered_chunks, out_dtype
 from phenoica.variants.accumulators import RowSample
 
 LOG = logging.getLogger(__name__)

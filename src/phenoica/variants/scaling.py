@@ -21,8 +21,9 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, ScreenError
-from phenoica.utils.arrays import check_matrix, check_rows, column_labels, out_dtype, row_chunks
+from phenoica.utils.arrays import check_rows, column_labels, out_dtype, row_chunks
 from phenoica.variants.accumulators import BatchMoments, Moments
 
 LOG = logging.getLogger(__name__)

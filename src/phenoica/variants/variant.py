@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from phenoica.utils.arrays import check_matrix
+from phenoica.contract.arrays import check_matrix
 from phenoica.variants.names import component_name
 from phenoica.variants.rotations import ICARotation, RandomRotation
 from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches

@@ -24,8 +24,9 @@ from scipy import linalg
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
+from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import ScreenError
-from phenoica.utils.arrays import centered_chunks, check_matrix, out_dtype
+from phenoica.utils.arrays import centered_chunks, out_dtype
 from phenoica.variants.accumulators import Moments, RowSample
 from phenoica.variants.components import MIN_COMPONENTS, deflated_count, rule_name, too_few
 

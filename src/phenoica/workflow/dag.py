@@ -4,7 +4,7 @@ write through the library (e.g. :func:`phenoica.models.mae.record_training`).
 
 Rule params are what Snakemake reruns a job for, so a rule passes exactly the values its
 output depends on (:func:`job_params`), never a whole config section. Which keys reach which
-rule is declared once, in the schema (``x-jobs``; :func:`phenoica.workflow.config.key_jobs`): a key that
+rule is declared once, in the schema (``x-jobs``; :func:`phenoica.contract.config.key_jobs`): a key that
 changes only speed, memory, storage layout or log output (``x-run-time: speed``) is never a
 param, and scripts read those at run time (:func:`with_speed_settings`). Params are canonical (mapping keys
 sorted), so reordering the keys of a config file reruns nothing.
@@ -25,12 +25,12 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract import screen
+from phenoica.contract.config import deep_merge, demo_plates, embedding_globs
+from phenoica.contract.schema import key_jobs, package_schema
 from phenoica.profiles.embeddings import expand_glob
 from phenoica.report import render
 from phenoica.utils.io import read_table
-from phenoica.workflow.config import deep_merge, demo_plates, embedding_globs
 from phenoica.workflow.paths import output_paths
-from phenoica.workflow.schema import key_jobs, package_schema
 
 
 @functools.lru_cache(maxsize=4)

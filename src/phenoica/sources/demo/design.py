@@ -9,11 +9,11 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
-from phenoica.biomap.annotations import corum_complexes
 from phenoica.contract import screen
+from phenoica.contract.config import demo_plates
 from phenoica.contract.values import FACTOR_PREFIX
+from phenoica.sources.annotations import corum_complexes
 from phenoica.utils.seeding import rng_from_sequence
-from phenoica.workflow.config import demo_plates
 
 CONTROL_GENE = "non-targeting"
 
@@ -96,7 +96,7 @@ def check_demo(demo: Mapping[str, Any]) -> None:
     missing = [k for k in _DEMO_KEYS if k not in demo]
     if missing:
         raise ValueError(
-            f"demo config lacks key(s) {missing}; pass config['demo'] after phenoica.workflow.config.validate_config"
+            f"demo config lacks key(s) {missing}; pass config['demo'] after phenoica.contract.config.validate_config"
         )
     _check_n_factors(int(demo["n_factors"]))
     if not 1 <= demo["factors_per_gene"] <= demo["n_factors"]:
@@ -182,7 +182,7 @@ def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tupl
     """Gene symbols and simulated complexes: (symbol per gene, complex name per gene; "" = none).
 
     From ``(seed, "complexes")``: ``n_complexes`` real CORUM complexes of the built-in list
-    (``phenoica.biomap.annotations.corum_complexes``) with at least ``genes_per_complex`` members are
+    (``phenoica.sources.annotations.corum_complexes``) with at least ``genes_per_complex`` members are
     drawn; each gives a simulated complex of ``genes_per_complex`` genes with an effect, named
     by ``genes_per_complex`` of its real members. Every other gene (complex-free genes with an
     effect, and null genes) takes one member of a different unused real complex, so no two of

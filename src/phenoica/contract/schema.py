@@ -1,7 +1,7 @@
 """The workflow configuration's schema (``phenoica/schemas/config.schema.yaml``), the one
 description of every key: read it (strictly), the names a key allows, what each key reaches (its
 ``x-jobs`` / ``x-run-time`` annotations), and the configuration reference generated from it
-(``python -m phenoica.workflow.schema`` prints it).
+(``python -m phenoica.contract.schema`` prints it).
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def key_jobs(schema: Mapping[str, Any] | None = None) -> dict[str, tuple[str, ..
 def config_reference(schema: Mapping[str, Any] | None = None) -> str:
     """Every config key as a Markdown table (key, default, meaning), generated from the schema.
 
-    The README embeds this table; a test keeps the two identical. ``python -m phenoica.workflow.config``
+    The README embeds this table; a test keeps the two identical. ``python -m phenoica.contract.config``
     prints it.
     """
     schema = schema if schema is not None else load_schema()

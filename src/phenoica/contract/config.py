@@ -15,9 +15,9 @@ from typing import Any, Mapping
 
 import jsonschema
 
+from phenoica.contract.schema import describe_schema, package_schema, read_yaml
 from phenoica.contract.values import ConfigError
 from phenoica.utils.io import path_part_problem
-from phenoica.workflow.schema import describe_schema, package_schema, read_yaml
 
 
 def _with_defaults(validator_class: type) -> type:
@@ -346,10 +346,6 @@ def _check_model_entry(name: str, model: Mapping[str, Any]) -> None:
         raise ConfigError(f"{where}.timm_name is set, so architecture must be null or timm, not {arch!r}")
     if arch == "timm" and not timm_name:
         raise ConfigError(f"{where}.architecture is timm, which needs timm_name (a timm model name)")
-    if timm_name:
-        from phenoica.models.timm_models import check_timm_name  # imports torch: only when asked for
-
-        check_timm_name(timm_name, key=f"models.{name}.timm_name")
     if (timm_name or arch == "openphenom") and not checkpoint:
         what = f"timm_name {timm_name!r}" if timm_name else "architecture openphenom"
         raise ConfigError(f"{where}: {what} needs checkpoint (a local weights file; nothing is downloaded)")

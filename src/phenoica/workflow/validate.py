@@ -32,6 +32,7 @@ import pandas as pd
 
 from phenoica.contract import screen
 from phenoica.contract.screen import ScreenError, raise_problems
+from phenoica.contract.values import ConfigError
 from phenoica.sources.h5ad import parquet_source
 from phenoica.utils.io import atomic_path, get_logger
 
@@ -168,6 +169,7 @@ def check_models(
     from phenoica.models.checkpoint import CheckpointError
     from phenoica.models.extractor import ModelInputs, check_fit, probe_feature_dim, screen_subject
     from phenoica.models.features import build_feature_extractor
+    from phenoica.models.timm_models import check_timm_name
 
     log = log or logging.getLogger("phenoica.validate")
     summary: dict[str, dict[str, Any]] = {}
@@ -189,6 +191,12 @@ def check_models(
                 "expected a weights file (safetensors or a torch checkpoint)"
             )
             continue
+        if spec.get("timm_name"):  # a name timm does not know, said by its config key
+            try:
+                check_timm_name(spec["timm_name"], key=f"models.{name}.timm_name")
+            except ConfigError as exc:
+                problems.append(str(exc))
+                continue
         built: dict[int, Any] = {}
         for n in sorted({len(c) for c in fed.values()}):
             try:
@@ -404,7 +412,7 @@ def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:
 def annotation_problems(config: Mapping[str, Any]) -> list[str]:
     """Each ``biomap.annotations`` file read as the biomap job reads it (a wrong separator, an
     encoding or a missing column found now, not after the embedding)."""
-    from phenoica.biomap.annotations import read_annotation
+    from phenoica.sources.annotations import read_annotation
 
     if not config["biomap"]["enabled"]:
         return []
