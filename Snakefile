@@ -45,4 +45,5 @@ onerror:
 rule all:
     default_target: True
     input:
-        report_outputs(),
+        OUT.report.markdown,
+        OUT.report.html,

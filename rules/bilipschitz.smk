@@ -23,18 +23,18 @@ rule bilipschitz_train:
     output:
         f"{BL_DIR}/runs/{{dataset}}/{{group}}/alpha{{alpha}}.parquet",
     log:
-        log_file("bilipschitz", "train/{dataset}/{group}/alpha{alpha}"),
+        log_path(RESULTS, "bilipschitz", "train/{dataset}/{group}/alpha{alpha}"),
     benchmark:
-        benchmark_file("bilipschitz", "train/{dataset}/{group}/alpha{alpha}")
+        benchmark_path(RESULTS, "bilipschitz", "train/{dataset}/{group}/alpha{alpha}")
     wildcard_constraints:
         dataset="|".join(schema_enum("bilipschitz.datasets")),
         group=r"all|digit\d",
         alpha=r"[0-9.eE+-]+",
     conda:
         ENVS
-    threads: rule_threads("bilipschitz_train", 1)
+    threads: rule_threads(RESOURCES, "bilipschitz_train", 1)
     resources:
-        **rule_resources("bilipschitz_train"),
+        **rule_resources(RESOURCES, "bilipschitz_train"),
     params:
         settings=wf.job_params(config, "bilipschitz", "bilipschitz_train"),
         data_seed=config["seed"],
@@ -50,16 +50,16 @@ rule bilipschitz_gather:
         pairs=f"{BL_DIR}/{{dataset}}/pairs.parquet",
         samples=f"{BL_DIR}/{{dataset}}/samples.parquet",
     log:
-        log_file("bilipschitz", "gather/{dataset}"),
+        log_path(RESULTS, "bilipschitz", "gather/{dataset}"),
     benchmark:
-        benchmark_file("bilipschitz", "gather/{dataset}")
+        benchmark_path(RESULTS, "bilipschitz", "gather/{dataset}")
     wildcard_constraints:
         dataset="|".join(schema_enum("bilipschitz.datasets")),
     conda:
         ENVS
-    threads: rule_threads("bilipschitz_gather", 1)
+    threads: rule_threads(RESOURCES, "bilipschitz_gather", 1)
     resources:
-        **rule_resources("bilipschitz_gather"),
+        **rule_resources(RESOURCES, "bilipschitz_gather"),
     params:
         train_fraction=BL["train_fraction"],
         seed=config["seed"],
@@ -77,14 +77,14 @@ rule bilipschitz_report:
         html=f"{BL_DIR}/index.html",
         verdict=f"{BL_DIR}/verdict.json",
     log:
-        log_file("bilipschitz", "report"),
+        log_path(RESULTS, "bilipschitz", "report"),
     benchmark:
-        benchmark_file("bilipschitz", "report")
+        benchmark_path(RESULTS, "bilipschitz", "report")
     conda:
         ENVS
-    threads: rule_threads("bilipschitz_report", 1)
+    threads: rule_threads(RESOURCES, "bilipschitz_report", 1)
     resources:
-        **rule_resources("bilipschitz_report"),
+        **rule_resources(RESOURCES, "bilipschitz_report"),
     params:
         n_bootstrap=BL["n_bootstrap"],
         seed=config["seed"],

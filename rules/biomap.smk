@@ -1,6 +1,8 @@
 # From scores to biology: guide and gene profiles, the gene map (neighbours, guide consistency,
 # known-relationship recall, heatmap) and batch-mixing metrics per (model, variant), gathered.
 
+from phenoica.workflow.rule_inputs import BIOMAP_KINDS
+
 
 rule biomap_profiles:
     input:
@@ -9,14 +11,14 @@ rule biomap_profiles:
         guides=OUT.biomap.guide_profiles,
         genes=OUT.biomap.gene_profiles,
     log:
-        log_file("biomap_profiles", "{model}/{variant}"),
+        log_path(RESULTS, "biomap_profiles", "{model}/{variant}"),
     benchmark:
-        benchmark_file("biomap_profiles", "{model}/{variant}")
+        benchmark_path(RESULTS, "biomap_profiles", "{model}/{variant}")
     conda:
         ENVS
-    threads: rule_threads("biomap_profiles", 1)
+    threads: rule_threads(RESOURCES, "biomap_profiles", 1)
     resources:
-        **rule_resources("biomap_profiles"),
+        **rule_resources(RESOURCES, "biomap_profiles"),
     params:
         center_on_controls=config["biomap"]["center_on_controls"],
     script:
@@ -28,20 +30,20 @@ rule biomap:
         guides=OUT.biomap.guide_profiles,
         genes=OUT.biomap.gene_profiles,
         calls=OUT.classify.genes,
-        truth=truth_file(),
-        annotations=biomap_annotation_files(),
+        truth=IN.truth(),
+        annotations=IN.biomap_annotations(),
     output:
         **{k: expand(OUT.biomap.table, kind=k, allow_missing=True)[0] for k in BIOMAP_KINDS},
         heatmap=OUT.biomap.heatmap,
     log:
-        log_file("biomap", "{model}/{variant}"),
+        log_path(RESULTS, "biomap", "{model}/{variant}"),
     benchmark:
-        benchmark_file("biomap", "{model}/{variant}")
+        benchmark_path(RESULTS, "biomap", "{model}/{variant}")
     conda:
         ENVS
-    threads: rule_threads("biomap", 1)
+    threads: rule_threads(RESOURCES, "biomap", 1)
     resources:
-        **rule_resources("biomap"),
+        **rule_resources(RESOURCES, "biomap"),
     params:
         biomap=wf.job_params(config, "biomap", "biomap"),
         seed=config["seed"],
@@ -55,14 +57,14 @@ rule batch_metrics:
     output:
         OUT.biomap.batch_metrics,
     log:
-        log_file("batch_metrics", "{model}/{variant}"),
+        log_path(RESULTS, "batch_metrics", "{model}/{variant}"),
     benchmark:
-        benchmark_file("batch_metrics", "{model}/{variant}")
+        benchmark_path(RESULTS, "batch_metrics", "{model}/{variant}")
     conda:
         ENVS
-    threads: rule_threads("batch_metrics", 1)
+    threads: rule_threads(RESOURCES, "batch_metrics", 1)
     resources:
-        **rule_resources("batch_metrics"),
+        **rule_resources(RESOURCES, "batch_metrics"),
     params:
         seed=config["seed"],
         n_neighbors=config["biomap"]["batch_neighbors"],
@@ -80,13 +82,13 @@ rule gather_biomap:
     output:
         **{k: expand(OUT.biomap.gathered, kind=k)[0] for k in (*BIOMAP_KINDS, "batch_metrics")},
     log:
-        log_file("gather_biomap"),
+        log_path(RESULTS, "gather_biomap"),
     benchmark:
-        benchmark_file("gather_biomap")
+        benchmark_path(RESULTS, "gather_biomap")
     conda:
         ENVS
-    threads: rule_threads("gather_biomap", 1)
+    threads: rule_threads(RESOURCES, "gather_biomap", 1)
     resources:
-        **rule_resources("gather_biomap"),
+        **rule_resources(RESOURCES, "gather_biomap"),
     script:
         "../scripts/gather_biomap.py"

@@ -10,14 +10,14 @@ rule classify:
     output:
         OUT.classify.shard,
     log:
-        log_file("classify", "{model}/{variant}/shard_{shard}"),
+        log_path(RESULTS, "classify", "{model}/{variant}/shard_{shard}"),
     benchmark:
-        benchmark_file("classify", "{model}/{variant}/shard_{shard}")
+        benchmark_path(RESULTS, "classify", "{model}/{variant}/shard_{shard}")
     conda:
         ENVS
-    threads: rule_threads("classify", 1)
+    threads: rule_threads(RESOURCES, "classify", 1)
     resources:
-        **rule_resources("classify"),
+        **rule_resources(RESOURCES, "classify"),
     params:
         # only the keys that change a shard's scores (hit-call and mAP settings rerun nothing here)
         classify=wf.job_params(config, "classify", "classify"),
@@ -33,14 +33,14 @@ rule map_readout:
     output:
         OUT.classify.map,
     log:
-        log_file("map_readout", "{model}/{variant}"),
+        log_path(RESULTS, "map_readout", "{model}/{variant}"),
     benchmark:
-        benchmark_file("map_readout", "{model}/{variant}")
+        benchmark_path(RESULTS, "map_readout", "{model}/{variant}")
     conda:
         ENVS
-    threads: rule_threads("map_readout", 1)
+    threads: rule_threads(RESOURCES, "map_readout", 1)
     resources:
-        **rule_resources("map_readout"),
+        **rule_resources(RESOURCES, "map_readout"),
     params:
         seed=config["seed"],
         null_size=config["classify"]["map_null_size"],
@@ -51,7 +51,7 @@ rule map_readout:
 rule gather_scores:
     input:
         shards=expand(OUT.classify.shard, model=MODELS, variant=VARIANTS, shard=SHARDS),
-        maps=map_files(),
+        maps=IN.maps(),
     output:
         guide_folds=OUT.classify.guide_folds,
         guides=OUT.classify.guides,
@@ -60,14 +60,14 @@ rule gather_scores:
         hits=OUT.classify.hits,
         null=OUT.classify.null,
     log:
-        log_file("gather_scores"),
+        log_path(RESULTS, "gather_scores"),
     benchmark:
-        benchmark_file("gather_scores")
+        benchmark_path(RESULTS, "gather_scores")
     conda:
         ENVS
-    threads: rule_threads("gather_scores", 1)
+    threads: rule_threads(RESOURCES, "gather_scores", 1)
     resources:
-        **rule_resources("gather_scores"),
+        **rule_resources(RESOURCES, "gather_scores"),
     params:
         null_model=config["classify"]["null_model"],
         q_threshold=config["classify"]["q_threshold"],

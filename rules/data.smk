@@ -11,14 +11,14 @@ if SOURCE == "demo":
         output:
             OUT.screen.truth,
         log:
-            log_file("simulate_truth"),
+            log_path(RESULTS, "simulate_truth"),
         benchmark:
-            benchmark_file("simulate_truth")
+            benchmark_path(RESULTS, "simulate_truth")
         conda:
             ENVS
-        threads: rule_threads("simulate_truth", 1)
+        threads: rule_threads(RESOURCES, "simulate_truth", 1)
         resources:
-            **rule_resources("simulate_truth"),
+            **rule_resources(RESOURCES, "simulate_truth"),
         params:
             demo=wf.job_params(config, "demo", "simulate_truth"),
             seed=config["seed"],
@@ -31,14 +31,14 @@ if SOURCE == "demo":
             metadata=OUT.screen.metadata,
             factors=OUT.screen.factors,
         log:
-            log_file("simulate_plate", "{plate}"),
+            log_path(RESULTS, "simulate_plate", "{plate}"),
         benchmark:
-            benchmark_file("simulate_plate", "{plate}")
+            benchmark_path(RESULTS, "simulate_plate", "{plate}")
         conda:
             ENVS
-        threads: rule_threads("simulate_plate", 1)
+        threads: rule_threads(RESOURCES, "simulate_plate", 1)
         resources:
-            **rule_resources("simulate_plate"),
+            **rule_resources(RESOURCES, "simulate_plate"),
         params:
             # What a plate depends on (the rerun trigger): not the plate count, so adding
             # plates or batches leaves existing plates alone.
@@ -53,21 +53,21 @@ if SOURCE == "zarr":
     rule plate_metadata:
         input:
             table=ancient(config["screen"]["metadata"]),
-            store=lambda w: store_path(w.plate),
+            store=lambda w: IN.store(w.plate),
         output:
             OUT.screen.metadata,
         log:
-            log_file("plate_metadata", "{plate}"),
+            log_path(RESULTS, "plate_metadata", "{plate}"),
         benchmark:
-            benchmark_file("plate_metadata", "{plate}")
+            benchmark_path(RESULTS, "plate_metadata", "{plate}")
         conda:
             ENVS
-        threads: rule_threads("plate_metadata", 1)
+        threads: rule_threads(RESOURCES, "plate_metadata", 1)
         resources:
-            **rule_resources("plate_metadata"),
+            **rule_resources(RESOURCES, "plate_metadata"),
         params:
-            digest=lambda w: plate_digest(w.plate),
-            store=lambda w: plate_store_digest(w.plate),
+            digest=lambda w: IN.plate_digest(w.plate),
+            store=lambda w: IN.plate_store_digest(w.plate),
         script:
             "../scripts/plate_metadata.py"
 
@@ -81,17 +81,17 @@ if SOURCE == "images":
             store=directory(OUT.screen.store),
             metadata=OUT.screen.metadata,
         log:
-            log_file("ingest_images", "{plate}"),
+            log_path(RESULTS, "ingest_images", "{plate}"),
         benchmark:
-            benchmark_file("ingest_images", "{plate}")
+            benchmark_path(RESULTS, "ingest_images", "{plate}")
         conda:
             ENVS
-        threads: rule_threads("ingest_images", 1)
+        threads: rule_threads(RESOURCES, "ingest_images", 1)
         resources:
-            **rule_resources("ingest_images"),
+            **rule_resources(RESOURCES, "ingest_images"),
         params:
-            digest=lambda w: plate_digest(w.plate),
-            store=lambda w: plate_store_digest(w.plate),
+            digest=lambda w: IN.plate_digest(w.plate),
+            store=lambda w: IN.plate_store_digest(w.plate),
             images_dir=config["screen"]["images_dir"],
             pattern=lambda w: config["screen"]["image_pattern"],  # braces are not wildcards
             channels=config["screen"]["channels"],
@@ -109,17 +109,17 @@ if SOURCE == "ome_zarr":
             store=directory(OUT.screen.store),
             metadata=OUT.screen.metadata,
         log:
-            log_file("ingest_ome_zarr", "{plate}"),
+            log_path(RESULTS, "ingest_ome_zarr", "{plate}"),
         benchmark:
-            benchmark_file("ingest_ome_zarr", "{plate}")
+            benchmark_path(RESULTS, "ingest_ome_zarr", "{plate}")
         conda:
             ENVS
-        threads: rule_threads("ingest_ome_zarr", 1)
+        threads: rule_threads(RESOURCES, "ingest_ome_zarr", 1)
         resources:
-            **rule_resources("ingest_ome_zarr"),
+            **rule_resources(RESOURCES, "ingest_ome_zarr"),
         params:
-            digest=lambda w: plate_digest(w.plate),
-            store=lambda w: plate_store_digest(w.plate),
+            digest=lambda w: IN.plate_digest(w.plate),
+            store=lambda w: IN.plate_store_digest(w.plate),
         script:
             "../scripts/ingest_ome_zarr.py"
 
@@ -133,17 +133,17 @@ if SOURCE == "loaddata":  # issue 25: CellProfiler LoadData CSV(s) + plate map (
             store=directory(OUT.screen.store),
             metadata=OUT.screen.metadata,
         log:
-            log_file("ingest_loaddata", "{plate}"),
+            log_path(RESULTS, "ingest_loaddata", "{plate}"),
         benchmark:
-            benchmark_file("ingest_loaddata", "{plate}")
+            benchmark_path(RESULTS, "ingest_loaddata", "{plate}")
         conda:
             ENVS
-        threads: rule_threads("ingest_loaddata", 1)
+        threads: rule_threads(RESOURCES, "ingest_loaddata", 1)
         resources:
-            **rule_resources("ingest_loaddata"),
+            **rule_resources(RESOURCES, "ingest_loaddata"),
         params:
-            digest=lambda w: plate_digest(w.plate),
-            store=lambda w: plate_store_digest(w.plate),
+            digest=lambda w: IN.plate_digest(w.plate),
+            store=lambda w: IN.plate_store_digest(w.plate),
             loaddata=config["screen"]["loaddata"],
             channels=config["screen"]["loaddata_channels"],
             illum=config["screen"]["loaddata_illum"],

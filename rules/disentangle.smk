@@ -23,14 +23,14 @@ rule disentangle_train:
         latents=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/latents.npz",
         checkpoint=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/model.safetensors",
     log:
-        log_file("disentangle", "train/{dis_dataset}/{dis_model}/seed{dis_seed}"),
+        log_path(RESULTS, "disentangle", "train/{dis_dataset}/{dis_model}/seed{dis_seed}"),
     benchmark:
-        benchmark_file("disentangle", "train/{dis_dataset}/{dis_model}/seed{dis_seed}")
+        benchmark_path(RESULTS, "disentangle", "train/{dis_dataset}/{dis_model}/seed{dis_seed}")
     conda:
         ENVS
-    threads: rule_threads("disentangle_train", 1)
+    threads: rule_threads(RESOURCES, "disentangle_train", 1)
     resources:
-        **rule_resources("disentangle_train"),
+        **rule_resources(RESOURCES, "disentangle_train"),
     params:
         settings=wf.job_params(config, "disentangle", "disentangle_train"),
     script:
@@ -43,14 +43,14 @@ rule disentangle_evaluate:
     output:
         f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/scores.parquet",
     log:
-        log_file("disentangle", "evaluate/{dis_dataset}/{dis_model}/seed{dis_seed}"),
+        log_path(RESULTS, "disentangle", "evaluate/{dis_dataset}/{dis_model}/seed{dis_seed}"),
     benchmark:
-        benchmark_file("disentangle", "evaluate/{dis_dataset}/{dis_model}/seed{dis_seed}")
+        benchmark_path(RESULTS, "disentangle", "evaluate/{dis_dataset}/{dis_model}/seed{dis_seed}")
     conda:
         ENVS
-    threads: rule_threads("disentangle_evaluate", 1)
+    threads: rule_threads(RESOURCES, "disentangle_evaluate", 1)
     resources:
-        **rule_resources("disentangle_evaluate"),
+        **rule_resources(RESOURCES, "disentangle_evaluate"),
     params:
         settings=wf.job_params(config, "disentangle", "disentangle_evaluate"),
     script:
@@ -68,14 +68,14 @@ rule disentangle_report:
         scores=f"{DIS}/scores.csv",
         verdict=f"{DIS}/verdict.json",
     log:
-        log_file("disentangle", "report"),
+        log_path(RESULTS, "disentangle", "report"),
     benchmark:
-        benchmark_file("disentangle", "report")
+        benchmark_path(RESULTS, "disentangle", "report")
     conda:
         ENVS
-    threads: rule_threads("disentangle_report", 1)
+    threads: rule_threads(RESOURCES, "disentangle_report", 1)
     resources:
-        **rule_resources("disentangle_report"),
+        **rule_resources(RESOURCES, "disentangle_report"),
     params:
         settings=wf.job_params(config, "disentangle", "disentangle_report"),
     script:

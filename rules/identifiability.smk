@@ -9,14 +9,14 @@ rule align:
     output:
         OUT.identifiability.align,
     log:
-        log_file("align", "{variant}"),
+        log_path(RESULTS, "align", "{variant}"),
     benchmark:
-        benchmark_file("align", "{variant}")
+        benchmark_path(RESULTS, "align", "{variant}")
     conda:
         ENVS
-    threads: rule_threads("align", 2)
+    threads: rule_threads(RESOURCES, "align", 2)
     resources:
-        **rule_resources("align"),
+        **rule_resources(RESOURCES, "align"),
     params:
         models=MODELS,
         settings=wf.job_params(config, "identifiability", "align"),
@@ -32,14 +32,14 @@ rule structural:
     output:
         OUT.identifiability.structural,
     log:
-        log_file("structural", "{model}/{variant}"),
+        log_path(RESULTS, "structural", "{model}/{variant}"),
     benchmark:
-        benchmark_file("structural", "{model}/{variant}")
+        benchmark_path(RESULTS, "structural", "{model}/{variant}")
     conda:
         ENVS
-    threads: rule_threads("structural", 1)
+    threads: rule_threads(RESOURCES, "structural", 1)
     resources:
-        **rule_resources("structural"),
+        **rule_resources(RESOURCES, "structural"),
     params:
         settings=wf.job_params(config, "identifiability", "structural"),
         seed=config["seed"],
@@ -49,19 +49,19 @@ rule structural:
 
 rule gather_identifiability:
     input:
-        align=align_files(),
-        structural=structural_files(),
+        align=IN.aligns(),
+        structural=IN.structurals(),
     output:
         align=OUT.identifiability.table1,
         structural=OUT.identifiability.structural_table,
     log:
-        log_file("gather_identifiability"),
+        log_path(RESULTS, "gather_identifiability"),
     benchmark:
-        benchmark_file("gather_identifiability")
+        benchmark_path(RESULTS, "gather_identifiability")
     conda:
         ENVS
-    threads: rule_threads("gather_identifiability", 1)
+    threads: rule_threads(RESOURCES, "gather_identifiability", 1)
     resources:
-        **rule_resources("gather_identifiability"),
+        **rule_resources(RESOURCES, "gather_identifiability"),
     script:
         "../scripts/gather_identifiability.py"

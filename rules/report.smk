@@ -14,16 +14,16 @@ rule report:
         maps=OUT.classify.maps,
         hits=OUT.classify.hits,
         null=OUT.classify.null,
-        fit_reports=[fit_report_file(m) for m in MODELS],
-        truth=truth_file(),
+        fit_reports=[IN.fit_report(m) for m in MODELS],
+        truth=IN.truth(),
         table1=OUT.identifiability.table1,
         structural=OUT.identifiability.structural_table,
-        biomap_tables=biomap_tables(),  # gene maps, recall, batch metrics
-        biomap_heatmaps=biomap_heatmaps(),
+        biomap_tables=IN.biomap_tables(),  # gene maps, recall, batch metrics
+        biomap_heatmaps=IN.biomap_heatmaps(),
         # the image embeddings the gallery reads (none without pixels or when it is off)
-        gallery_embeddings=embedding_files(gallery_model(config, MODELS)) if gallery_reads_pixels(config) else [],
-        annotations=biomap_annotation_files(),
-        sweep=sweep_files(),  # the component sweep per model
+        gallery_embeddings=IN.embeddings(gallery_model(config, MODELS)) if gallery_reads_pixels(config) else [],
+        annotations=IN.biomap_annotations(),
+        sweep=IN.sweeps(),  # the component sweep per model
     output:
         markdown=OUT.report.markdown,
         html=OUT.report.html,
@@ -43,17 +43,17 @@ rule report:
         interactive=OUT.report.interactive,
         interactive_assets=directory(OUT.report.interactive_assets),
     log:
-        log_file("report"),
+        log_path(RESULTS, "report"),
     benchmark:
-        benchmark_file("report")
+        benchmark_path(RESULTS, "report")
     conda:
         ENVS
-    threads: rule_threads("report", 1)
+    threads: rule_threads(RESOURCES, "report", 1)
     resources:
-        **rule_resources("report"),
+        **rule_resources(RESOURCES, "report"),
     params:
         models=MODELS,
-        lightgbm=lightgbm_report_params(),
+        lightgbm=wf.lightgbm_report_params(config),
         q_threshold=config["classify"]["q_threshold"],
         seed=config["seed"],
         # The study pages that exist when the DAG is built, with their one-line verdicts: a
@@ -63,7 +63,7 @@ rule report:
         channels=wf.canonical(config["channels"]),
         source=SOURCE,
         # paths, not inputs: a store moved since the run is named by the gallery, not rebuilt
-        stores={plate: store_path(plate) for plate in PLATES},
+        stores={plate: IN.store(plate) for plate in PLATES},
         annotations=wf.job_params(config, "biomap", "report"),
     script:
         "../scripts/report.py"

@@ -10,14 +10,14 @@ if not config["transforms"]["frozen"]:
             transforms=expand(OUT.transform.transform, variant=VARIANTS, allow_missing=True),
             fit_report=OUT.transform.fit_report,
         log:
-            log_file("fit_transforms", "{model}"),
+            log_path(RESULTS, "fit_transforms", "{model}"),
         benchmark:
-            benchmark_file("fit_transforms", "{model}")
+            benchmark_path(RESULTS, "fit_transforms", "{model}")
         conda:
             ENVS
-        threads: rule_threads("fit_transforms", 2)
+        threads: rule_threads(RESOURCES, "fit_transforms", 2)
         resources:
-            **rule_resources("fit_transforms"),
+            **rule_resources(RESOURCES, "fit_transforms"),
         params:
             transforms=wf.job_params(config, "transforms", "fit_transforms"),
             seed=config["seed"],
@@ -28,18 +28,18 @@ if not config["transforms"]["frozen"]:
 rule apply_transform:
     input:
         profiles=OUT.embed.profiles,
-        transform=lambda w: transform_file(w.model, w.variant),
+        transform=lambda w: IN.transform(w.model, w.variant),
     output:
         OUT.transform.variant,
     log:
-        log_file("apply_transform", "{model}/{variant}"),
+        log_path(RESULTS, "apply_transform", "{model}/{variant}"),
     benchmark:
-        benchmark_file("apply_transform", "{model}/{variant}")
+        benchmark_path(RESULTS, "apply_transform", "{model}/{variant}")
     conda:
         ENVS
-    threads: rule_threads("apply_transform", 1)
+    threads: rule_threads(RESOURCES, "apply_transform", 1)
     resources:
-        **rule_resources("apply_transform"),
+        **rule_resources(RESOURCES, "apply_transform"),
     script:
         "../scripts/apply_transform.py"
 
@@ -50,14 +50,14 @@ rule splits:
     output:
         OUT.transform.folds,
     log:
-        log_file("splits", "{model}"),
+        log_path(RESULTS, "splits", "{model}"),
     benchmark:
-        benchmark_file("splits", "{model}")
+        benchmark_path(RESULTS, "splits", "{model}")
     conda:
         ENVS
-    threads: rule_threads("splits", 1)
+    threads: rule_threads(RESOURCES, "splits", 1)
     resources:
-        **rule_resources("splits"),
+        **rule_resources(RESOURCES, "splits"),
     params:
         splits=wf.splits_params(config),
     script:
@@ -72,18 +72,18 @@ rule component_sweep:
         # the chosen count's point is the main run's own (variant tables, classify shards, mAP)
         variants=expand(OUT.transform.variant, variant=SWEPT, allow_missing=True),
         shards=expand(OUT.classify.shard, variant=SWEPT, shard=SHARDS, allow_missing=True),
-        maps=expand(OUT.classify.map, variant=SWEPT, allow_missing=True) if config["classify"]["map_readout"] else [],
+        maps=IN.maps(SWEPT),
     output:
         OUT.transform.sweep,
     log:
-        log_file("component_sweep", "{model}"),
+        log_path(RESULTS, "component_sweep", "{model}"),
     benchmark:
-        benchmark_file("component_sweep", "{model}")
+        benchmark_path(RESULTS, "component_sweep", "{model}")
     conda:
         ENVS
-    threads: rule_threads("component_sweep", 1)
+    threads: rule_threads(RESOURCES, "component_sweep", 1)
     resources:
-        **rule_resources("component_sweep"),
+        **rule_resources(RESOURCES, "component_sweep"),
     params:
         transforms=wf.job_params(config, "transforms", "component_sweep"),
         classify=wf.job_params(config, "classify", "component_sweep"),

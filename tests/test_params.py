@@ -70,7 +70,9 @@ def _rule_params() -> dict[str, str]:
     """rule name -> the text of its ``params:`` directive, from every .smk file."""
     blocks: dict[str, str] = {}
     for path in sorted((REPO / "rules").glob("*.smk")):
-        parts = re.split(r"^\s*(?:rule|checkpoint) (\w+):", path.read_text(), flags=re.M)
+        # a family of rules written once in a loop (``rule:`` / ``name: embed_rule.name``) counts as its family
+        text = re.sub(r"^(\s*)rule:\n\s*name:\n\s*(\w+)_rule\.name\n", r"\1rule \2:\n", path.read_text(), flags=re.M)
+        parts = re.split(r"^\s*(?:rule|checkpoint) (\w+):", text, flags=re.M)
         for name, body in zip(parts[1::2], parts[2::2]):
             found = re.search(r"^(\s*)params:\n(.*?)(?=^\1\w+:|\Z)", body, flags=re.M | re.S)
             blocks[name] = found.group(2) if found else ""

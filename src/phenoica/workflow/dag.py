@@ -373,11 +373,15 @@ def with_speed_settings(params: Mapping[str, Any], config: Mapping[str, Any], se
     return deep_merge(params, speed_settings(config, section))
 
 
-def lightgbm_params_shown(params: Mapping[str, Any]) -> dict[str, Any]:
-    """LightGBM parameters (canonical names) without those that change only speed or logs."""
-    lightgbm = _section_schema("classify")["properties"]["lightgbm"]
-    speed_only = set(lightgbm["x-speed-only-keys"])
-    return canonical({k: v for k, v in params.items() if k not in speed_only})
+def lightgbm_report_params(config: Mapping[str, Any]) -> dict[str, Any]:
+    """The LightGBM parameters every classifier used (Table 6 + ``classify.lightgbm``, canonical
+    names), for the report: without the seed, the thread count, the log level and the other
+    keys that change only speed or logs (``x-speed-only-keys``)."""
+    from phenoica.classify.params import lightgbm_params  # imports lightgbm: only when asked for
+
+    speed_only = set(_section_schema("classify")["properties"]["lightgbm"]["x-speed-only-keys"])
+    params = lightgbm_params(config["classify"], config["seed"])
+    return canonical({k: v for k, v in params.items() if k not in speed_only and k != "seed"})
 
 
 def splits_params(config: Mapping[str, Any]) -> dict[str, Any]:

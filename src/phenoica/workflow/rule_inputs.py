@@ -1,0 +1,196 @@
+"""The file lists the rules read, decided from the validated config when the DAG is built.
+
+``rules/common.smk`` builds one :class:`RuleInputs` (``IN``) and the rules ask it for their inputs:
+``IN.store(plate)``, ``IN.checkpoint(model)``, ``IN.maps()``, ... Each method says which files a
+rule reads and when a file is not read at all (an empty list: the readout, the gene map or the
+sweep is off, the screen has no truth, a second model is missing). The paths are those of
+:mod:`phenoica.workflow.paths`; the user's own files (stores, checkpoints, embeddings, frozen
+transforms) replace the workflow's where the config names them.
+
+:func:`embed_rules` plans the embedding rules: one rule with a ``{plate}`` wildcard, or one rule
+per group of ``embed.plates_per_job`` plates, written once in ``rules/embed.smk`` over this list.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Callable, Mapping
+
+from snakemake.io import expand
+
+from phenoica.embed.groups import PlateJob, check_group_channels, embed_groups
+from phenoica.workflow import dag
+from phenoica.workflow.paths import output_paths
+
+#: The tables one biomap job writes (``{kind}`` of its table template).
+BIOMAP_KINDS = ("neighbors", "guide_neighbors", "consistency", "recall", "coverage")
+#: The gathered gene-map tables the report reads.
+BIOMAP_GATHERED = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
+
+
+@dataclass(frozen=True)
+class RuleInputs:
+    """The rules' input lists for one validated config and its plates (``{plate: batch}``)."""
+
+    config: Mapping[str, Any]
+    plates: Mapping[str, str]
+
+    @property
+    def out(self) -> SimpleNamespace:
+        """Every output's template below the results folder (:func:`output_paths`)."""
+        return output_paths(self.config["results"])
+
+    @property
+    def source(self) -> str:
+        return self.config["screen"]["source"]
+
+    @property
+    def models(self) -> list[str]:
+        """The models by name: the order of keys in a config file counts for nothing."""
+        return sorted(self.config["models"])
+
+    @property
+    def variants(self) -> list[str]:
+        return list(self.config["transforms"]["variants"])
+
+    def store(self, plate: str) -> str:
+        """The plate's Zarr store: produced by the workflow, or the user's (source zarr)."""
+        if self.source == "zarr":
+            return f"{self.config['screen']['plates_dir']}/{plate}.zarr"
+        return self.out.screen.store.format(plate=plate)
+
+    def plate_digest(self, plate: str) -> str:
+        """Content digest of one plate's rows in the user's metadata table or plate map, so a
+        plate's jobs rerun only when its own rows change (the table itself is an ancient input)."""
+        return dag.plate_digest(self.config, plate)
+
+    def plate_store_digest(self, plate: str) -> str:
+        """Content digest of the user's pixels of one plate (store, HCS plate or image files), so
+        a store rewritten in place reruns that plate's jobs (a folder's time does not change then)."""
+        return dag.plate_store_digest(self.config, plate)
+
+    def checkpoint(self, model: str) -> str:
+        """The encoder weights of a model: the configured checkpoint, or the one train_mae writes."""
+        return self.config["models"][model]["checkpoint"] or self.out.embed.checkpoint.format(model=model)
+
+    def embeddings(self, model: str) -> list[str]:
+        """Per-plate embedding parquets of a model (or the user's files, source embeddings)."""
+        if self.source == "embeddings":
+            return dag.embedding_inputs(self.config, model)
+        return expand(self.out.embed.embedding, model=model, plate=list(self.plates))
+
+    def _fitted(self, template: str, **wildcards: str) -> str:
+        """A fitted-transform file: fitted here, or the frozen one (``transforms.frozen``, a
+        folder laid out as the results' ``transforms/``)."""
+        path = template.format(**wildcards)
+        frozen = self.config["transforms"]["frozen"]
+        return path.replace(f"{self.config['results']}/transforms", frozen, 1) if frozen else path
+
+    def transform(self, model: str, variant: str) -> str:
+        """A model's fitted transform of one variant."""
+        return self._fitted(self.out.transform.transform, model=model, variant=variant)
+
+    def fit_report(self, model: str) -> str:
+        """The fit report beside a model's transforms."""
+        return self._fitted(self.out.transform.fit_report, model=model)
+
+    def maps(self, variants: list[str] | None = None, model: str | None = None) -> list[str]:
+        """copairs mAP tables per (model, variant), when the readout is on: of every model and
+        variant, or of ``variants`` with ``{model}`` left a wildcard (``model=None`` and
+        ``variants`` given) for a rule of one model."""
+        if not self.config["classify"]["map_readout"]:
+            return []
+        if variants is None:
+            return expand(self.out.classify.map, model=self.models, variant=self.variants)
+        return expand(self.out.classify.map, variant=variants, model=model or "{model}")
+
+    def truth(self) -> list[str]:
+        """The demo's per-guide ground truth (only the demo has one)."""
+        return [self.out.screen.truth] if self.source == "demo" else []
+
+    def aligns(self) -> list[str]:
+        """Table 1 per variant, when there are two or more models to align."""
+        if not (self.config["identifiability"]["align"] and len(self.models) >= 2):
+            return []
+        return expand(self.out.identifiability.align, variant=self.variants)
+
+    def structurals(self) -> list[str]:
+        """Factor-recovery scores per (model, variant), where ground-truth factors exist (demo)."""
+        if not (self.config["identifiability"]["structural"] and self.source == "demo"):
+            return []
+        return expand(self.out.identifiability.structural, model=self.models, variant=self.variants)
+
+    def biomap_annotations(self) -> list[str]:
+        """Annotation files the map reads (user files and the EFAAR wheel): a change reruns it."""
+        cfg = self.config["biomap"]
+        return list(cfg["annotations"].values()) + ([cfg["efaar_wheel"]] if cfg["efaar_wheel"] else [])
+
+    def biomap_tables(self) -> list[str]:
+        """The gathered gene-map tables the report reads (none when biomap.enabled is off)."""
+        if not self.config["biomap"]["enabled"]:
+            return []
+        return expand(self.out.biomap.gathered, kind=BIOMAP_GATHERED)
+
+    def biomap_heatmaps(self) -> list[str]:
+        """One clustered gene-map heatmap per (model, variant), when biomap is on."""
+        if not self.config["biomap"]["enabled"]:
+            return []
+        return expand(self.out.biomap.heatmap, model=self.models, variant=self.variants)
+
+    def sweeps(self) -> list[str]:
+        """The component sweep per model of ``transforms.sweep_models`` (none with frozen
+        transforms or ``transforms.sweep_points`` 0)."""
+        if self.config["transforms"]["frozen"] or not self.config["transforms"]["sweep_points"]:
+            return []
+        return expand(self.out.transform.sweep, model=dag.swept_models(self.config))
+
+
+@dataclass(frozen=True)
+class EmbedRule:
+    """One embedding rule: its name, the stores and metadata it reads, the embeddings it writes
+    (``{model}`` a wildcard) and the wildcards part of its log and benchmark paths."""
+
+    name: str
+    stores: list[str] | Callable[[Any], str]
+    metadata: list[str] | str
+    outputs: list[str]
+    log_wildcards: str
+
+
+def embed_rules(inputs: RuleInputs) -> list[EmbedRule]:
+    """The embedding rules: with ``embed.plates_per_job`` 1 one rule ``embed`` over ``{plate}``;
+    above 1 one rule ``embed_g0000, ...`` per group of plates (:func:`embed_groups`), each
+    group's stores checked for one channel set per model first when they are the user's
+    (source zarr: they exist when the DAG is built)."""
+    out = inputs.out
+    per_job = inputs.config["embed"]["plates_per_job"]
+    if per_job == 1:
+        return [
+            EmbedRule(
+                "embed", lambda w: inputs.store(w.plate), out.screen.metadata, [out.embed.embedding], "{model}/{plate}"
+            )
+        ]
+    groups = embed_groups(list(inputs.plates), per_job)
+    if inputs.source == "zarr":
+        check_groups_channels(inputs, groups)
+    return [
+        EmbedRule(
+            f"embed_{group}",
+            [inputs.store(p) for p in plates],
+            expand(out.screen.metadata, plate=plates),
+            expand(out.embed.embedding, model="{model}", plate=plates),
+            f"{{model}}/{group}",
+        )
+        for group, plates in groups.items()
+    ]
+
+
+def check_groups_channels(inputs: RuleInputs, groups: Mapping[str, list[str]]) -> None:
+    """Every group of plates feeds each model one channel set (ScreenError naming the plates
+    of each set otherwise, :func:`check_group_channels`)."""
+    for model, spec in inputs.config["models"].items():
+        for plates in groups.values():
+            jobs = [PlateJob(Path(inputs.store(p)), None, Path(f"{p}.parquet")) for p in plates]  # type: ignore[arg-type]
+            check_group_channels(jobs, spec.get("channels"), f"models.{model}.channels")
