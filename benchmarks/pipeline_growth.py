@@ -162,7 +162,7 @@ class Work:
 def stage_gather(w: Work) -> dict[str, Any]:
     from phenoica.profiles.features import FeatureSelection
     from phenoica.profiles.gather import write_profiles
-    from phenoica.workflow import dag
+    from phenoica.workflow import params as wparams
 
     files = sorted((w.root / "data" / "embeddings").glob("*.parquet"))
     rows = write_profiles(
@@ -170,26 +170,26 @@ def stage_gather(w: Work) -> dict[str, Any]:
         w.profiles,
         w.cfg["profiles"]["level"],
         w.cfg["screen"]["embedding_column"],
-        dag.speed_settings(w.cfg, "profiles")["batch_rows"],
-        FeatureSelection.from_config(dag.feature_params(w.cfg)),
+        wparams.speed_settings(w.cfg, "profiles")["batch_rows"],
+        FeatureSelection.from_config(wparams.feature_params(w.cfg)),
     )
     return {"rows": rows}
 
 
 def stage_fit(w: Work) -> dict[str, Any]:
     from phenoica.variants.fit import fit_transforms
-    from phenoica.workflow import dag
+    from phenoica.workflow import params as wparams
 
-    cfg = dag.with_speed_settings(dag.job_params(w.cfg, "transforms", "fit_transforms"), w.cfg, "transforms")
+    cfg = wparams.with_speed_settings(wparams.job_params(w.cfg, "transforms", "fit_transforms"), w.cfg, "transforms")
     fit_transforms(w.profiles, cfg, w.cfg["seed"], w.transforms, log=LOG)
     return {"rows": _rows(w.profiles)}
 
 
 def stage_apply(w: Work) -> dict[str, Any]:
     from phenoica.variants.apply import apply_transform_file
-    from phenoica.workflow import dag
+    from phenoica.workflow import params as wparams
 
-    batch_rows = dag.speed_settings(w.cfg, "transforms")["batch_rows"]
+    batch_rows = wparams.speed_settings(w.cfg, "transforms")["batch_rows"]
     rows = sum(
         apply_transform_file(w.profiles, w.transforms / f"{v}.npz", w.variant(v), batch_rows) for v in w.variants
     )
@@ -201,10 +201,11 @@ def stage_splits(w: Work) -> dict[str, Any]:
 
     from phenoica.classify.splits import folds_table, make_folds
     from phenoica.utils.io import write_parquet
-    from phenoica.workflow import dag
 
     profiles = pd.read_parquet(w.profiles)
-    params = dag.splits_params(w.cfg)
+    from phenoica.workflow import params as wparams
+
+    params = wparams.splits_params(w.cfg)
     folds = make_folds(profiles, params, params.get("seed", 0))
     write_parquet(folds_table(profiles, folds), w.folds)
     return {"rows": len(profiles), "folds": len(folds)}
@@ -217,9 +218,9 @@ def stage_classify(w: Work) -> dict[str, Any]:
     from phenoica.classify.params import ClassifyOptions
     from phenoica.classify.splits import read_folds
     from phenoica.utils.io import write_parquet
-    from phenoica.workflow import dag
+    from phenoica.workflow import params as wparams
 
-    cfg = dag.with_speed_settings(dag.job_params(w.cfg, "classify", "classify"), w.cfg, "classify")
+    cfg = wparams.with_speed_settings(wparams.job_params(w.cfg, "classify", "classify"), w.cfg, "classify")
     options = ClassifyOptions.from_config(cfg, w.cfg["seed"])
     n_shards, rows = w.cfg["classify"]["n_shards"], 0
     for v in w.variants:
@@ -279,9 +280,9 @@ def stage_gene_map(w: Work) -> dict[str, Any]:
     from phenoica.contract.screen import GENE
     from phenoica.report.gene_maps import heatmap_figure
     from phenoica.sources.annotations import load_sources
-    from phenoica.workflow import dag
+    from phenoica.workflow import params as wparams
 
-    cfg = dag.with_speed_settings(dag.job_params(w.cfg, "biomap", "biomap"), w.cfg, "biomap")
+    cfg = wparams.with_speed_settings(wparams.job_params(w.cfg, "biomap", "biomap"), w.cfg, "biomap")
     calls_all = pd.read_parquet(w.root / "hits" / "genes.parquet")
     sources, genes_mapped = load_sources(cfg), 0
     for v in w.variants:

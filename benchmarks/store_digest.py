@@ -1,6 +1,6 @@
 """What keying plate jobs on store content costs when the DAG is built, on a genome-scale plate list.
 
-Every invocation of the workflow (a dry run too) computes ``phenoica.workflow.dag.store_digest`` of
+Every invocation of the workflow (a dry run too) computes ``phenoica.workflow.digests.store_digest`` of
 each plate's store: one ``os.scandir`` walk (name, size and modification time of every file),
 the whole of the small metadata documents and the first and last 4 KiB of four chunk files.
 This script lays out ``--plates`` Zarr-shaped stores of ``--chunks`` chunk files each (default:
@@ -10,20 +10,20 @@ times, in the same run:
 
 - baseline: what building the DAG read of each store before (``os.stat`` of its two
   ``zarr.json`` documents, the screen check's key);
-- digest: :func:`phenoica.workflow.dag.store_digest` of every store, cold and warm (a second pass:
+- digest: :func:`phenoica.workflow.digests.store_digest` of every store, cold and warm (a second pass:
   the file system's metadata cached, as on a rerun).
 
 It prints seconds, per-plate milliseconds and the ratio digest / baseline.
 
 ``--loaddata``: the same for source loaddata, whose key is per plate too
-(:func:`phenoica.workflow.dag.plate_store_digest`: the plate's rows of the LoadData CSVs and a
+(:func:`phenoica.workflow.digests.plate_store_digest`: the plate's rows of the LoadData CSVs and a
 stat of every file they name, a few files' first and last bytes). It writes one LoadData CSV per
 plate (``--sites`` rows, ``--channels`` ``FileName_``/``PathName_`` pairs; default 3,456 sites x
 5 channels, a 384-well plate of 9 sites) and the (16-byte) files they name, then times, in the
 same run: the baseline (what building the DAG read before: every CSV read once, as the door's
 check does) and the digest of every plate after it, cold (a new process: the CSVs read and
 indexed once) and warm (a second pass), beside the digest source images takes of the same files
-(:func:`phenoica.workflow.dag.store_digest` of each plate's folder). Run:
+(:func:`phenoica.workflow.digests.store_digest` of each plate's folder). Run:
 
     python benchmarks/store_digest.py            # 1,400 plates x 96 chunks in a temp folder
     python benchmarks/store_digest.py --plates 100 --chunks 20
@@ -40,7 +40,7 @@ import time
 from pathlib import Path
 
 from phenoica.sources import loaddata
-from phenoica.workflow.dag import plate_store_digest, store_digest
+from phenoica.workflow.digests import plate_store_digest, store_digest
 
 
 def lay_out(root: Path, plates: int, chunks: int, chunk_bytes: int) -> list[Path]:

@@ -36,7 +36,7 @@ rule bilipschitz_train:
     resources:
         **rule_resources(RESOURCES, "bilipschitz_train"),
     params:
-        settings=wf.job_params(config, "bilipschitz", "bilipschitz_train"),
+        settings=job_params(config, "bilipschitz", "bilipschitz_train"),
         data_seed=config["seed"],
     script:
         "../scripts/bilipschitz_train.py"

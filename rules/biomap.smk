@@ -45,7 +45,7 @@ rule biomap:
     resources:
         **rule_resources(RESOURCES, "biomap"),
     params:
-        biomap=wf.job_params(config, "biomap", "biomap"),
+        biomap=job_params(config, "biomap", "biomap"),
         seed=config["seed"],
     script:
         "../scripts/biomap.py"

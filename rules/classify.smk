@@ -20,7 +20,7 @@ rule classify:
         **rule_resources(RESOURCES, "classify"),
     params:
         # only the keys that change a shard's scores (hit-call and mAP settings rerun nothing here)
-        classify=wf.job_params(config, "classify", "classify"),
+        classify=job_params(config, "classify", "classify"),
         seed=config["seed"],
         n_shards=config["classify"]["n_shards"],
     script:

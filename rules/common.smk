@@ -14,8 +14,9 @@ os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH",
 from phenoica.contract.config import run_models, validate_config
 from phenoica.contract.schema import check_yaml_files, schema_enum
 from phenoica.variants.names import swept_variants
-from phenoica.workflow import dag as wf
-from phenoica.workflow.paths import benchmark_path, log_path, output_paths
+from phenoica.workflow.dag import screen_plates, study_pages, training_plates
+from phenoica.workflow.params import canonical, feature_params, job_params, lightgbm_report_params, splits_params
+from phenoica.workflow.paths import benchmark_path, log_path
 from phenoica.workflow.rule_inputs import RuleInputs
 from phenoica.workflow.rule_resources import rule_resources, rule_threads
 from phenoica.workflow.validate import check_screen_once
@@ -31,7 +32,7 @@ config.update(_validated)
 RESULTS = config["results"]
 SOURCE = config["screen"]["source"]
 RESOURCES = config["resources"]
-PLATES = wf.screen_plates(config)  # {plate: batch}; empty when starting from embeddings
+PLATES = screen_plates(config)  # {plate: batch}; empty when starting from embeddings
 IN = RuleInputs(config, PLATES)  # every rule's input lists
 OUT = IN.out  # every output's template, by stage (phenoica.workflow.paths)
 MODELS = IN.models

@@ -20,7 +20,7 @@ if SOURCE == "demo":
         resources:
             **rule_resources(RESOURCES, "simulate_truth"),
         params:
-            demo=wf.job_params(config, "demo", "simulate_truth"),
+            demo=job_params(config, "demo", "simulate_truth"),
             seed=config["seed"],
         script:
             "../scripts/simulate_truth.py"
@@ -42,7 +42,7 @@ if SOURCE == "demo":
         params:
             # What a plate depends on (the rerun trigger): not the plate count, so adding
             # plates or batches leaves existing plates alone.
-            demo=wf.job_params(config, "demo", "simulate_plate"),
+            demo=job_params(config, "demo", "simulate_plate"),
             seed=config["seed"],
         script:
             "../scripts/simulate_plate.py"

@@ -7,7 +7,7 @@ from phenoica.workflow.rule_inputs import embed_rules
 
 rule train_mae:
     input:
-        stores=lambda w: [IN.store(p) for p in wf.training_plates(config, PLATES, w.model)],
+        stores=lambda w: [IN.store(p) for p in training_plates(config, PLATES, w.model)],
     output:
         checkpoint=OUT.embed.checkpoint,
         record=OUT.embed.training,
@@ -22,7 +22,7 @@ rule train_mae:
         **rule_resources(RESOURCES, "train_mae"),
     params:
         spec=lambda w: training_spec(config["models"][w.model]),
-        train=wf.job_params(config, "train", "train_mae"),
+        train=job_params(config, "train", "train_mae"),
         seed=lambda w: config["seed"] + config["models"][w.model]["seed"],
         device=config["embed"]["device"],
     script:
@@ -55,8 +55,8 @@ for embed_rule in embed_rules(IN):
         resources:
             **rule_resources(RESOURCES, "embed"),
         params:
-            spec=lambda w: wf.canonical(config["models"][w.model]),
-            embed=wf.job_params(config, "embed", "embed"),
+            spec=lambda w: canonical(config["models"][w.model]),
+            embed=job_params(config, "embed", "embed"),
         script:
             "../scripts/embed.py"
 
@@ -78,6 +78,6 @@ rule gather_profiles:
     params:
         level=config["profiles"]["level"],
         embedding_column=config["screen"]["embedding_column"],
-        features=wf.feature_params(config),
+        features=feature_params(config),
     script:
         "../scripts/gather_profiles.py"

@@ -19,7 +19,7 @@ rule align:
         **rule_resources(RESOURCES, "align"),
     params:
         models=MODELS,
-        settings=wf.job_params(config, "identifiability", "align"),
+        settings=job_params(config, "identifiability", "align"),
         seed=config["seed"],
     script:
         "../scripts/align.py"
@@ -41,7 +41,7 @@ rule structural:
     resources:
         **rule_resources(RESOURCES, "structural"),
     params:
-        settings=wf.job_params(config, "identifiability", "structural"),
+        settings=job_params(config, "identifiability", "structural"),
         seed=config["seed"],
     script:
         "../scripts/structural.py"

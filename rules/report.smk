@@ -53,17 +53,17 @@ rule report:
         **rule_resources(RESOURCES, "report"),
     params:
         models=MODELS,
-        lightgbm=wf.lightgbm_report_params(config),
+        lightgbm=lightgbm_report_params(config),
         q_threshold=config["classify"]["q_threshold"],
         seed=config["seed"],
         # The study pages that exist when the DAG is built, with their one-line verdicts: a
         # study finished since the last report reruns it; the default target never runs a study.
-        studies=wf.study_pages(RESULTS),
-        gallery=wf.canonical(config["gallery"]),
-        channels=wf.canonical(config["channels"]),
+        studies=study_pages(RESULTS),
+        gallery=canonical(config["gallery"]),
+        channels=canonical(config["channels"]),
         source=SOURCE,
         # paths, not inputs: a store moved since the run is named by the gallery, not rebuilt
         stores={plate: IN.store(plate) for plate in PLATES},
-        annotations=wf.job_params(config, "biomap", "report"),
+        annotations=job_params(config, "biomap", "report"),
     script:
         "../scripts/report.py"

@@ -19,7 +19,7 @@ if not config["transforms"]["frozen"]:
         resources:
             **rule_resources(RESOURCES, "fit_transforms"),
         params:
-            transforms=wf.job_params(config, "transforms", "fit_transforms"),
+            transforms=job_params(config, "transforms", "fit_transforms"),
             seed=config["seed"],
         script:
             "../scripts/fit_transforms.py"
@@ -59,7 +59,7 @@ rule splits:
     resources:
         **rule_resources(RESOURCES, "splits"),
     params:
-        splits=wf.splits_params(config),
+        splits=splits_params(config),
     script:
         "../scripts/splits.py"
 
@@ -85,8 +85,8 @@ rule component_sweep:
     resources:
         **rule_resources(RESOURCES, "component_sweep"),
     params:
-        transforms=wf.job_params(config, "transforms", "component_sweep"),
-        classify=wf.job_params(config, "classify", "component_sweep"),
+        transforms=job_params(config, "transforms", "component_sweep"),
+        classify=job_params(config, "classify", "component_sweep"),
         seed=config["seed"],
     script:
         "../scripts/component_sweep.py"

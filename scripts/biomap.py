@@ -11,7 +11,7 @@ from phenoica.contract.screen import GENE
 from phenoica.report.gene_maps import heatmap_figure
 from phenoica.sources.annotations import load_sources
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.dag import with_speed_settings
+from phenoica.workflow.params import with_speed_settings
 
 cfg = with_speed_settings(snakemake.params.biomap, snakemake.config, "biomap")
 model, variant = snakemake.wildcards.model, snakemake.wildcards.variant

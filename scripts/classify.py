@@ -10,7 +10,7 @@ from phenoica.classify.engine import classify_shard
 from phenoica.classify.params import ClassifyOptions
 from phenoica.classify.splits import read_folds
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.dag import with_speed_settings
+from phenoica.workflow.params import with_speed_settings
 
 w = snakemake.wildcards
 table = pd.read_parquet(snakemake.input.variant)

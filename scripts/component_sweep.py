@@ -12,7 +12,7 @@ import pandas as pd
 from phenoica.classify.splits import read_folds
 from phenoica.sweep.components import MainPoint, SweepOptions, chosen_count, sweep_model
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.dag import with_speed_settings
+from phenoica.workflow.params import with_speed_settings
 
 p = snakemake.params
 options = SweepOptions.from_config(

@@ -10,7 +10,7 @@ from pathlib import Path
 from phenoica.embed.groups import PlateJob
 from phenoica.embed.jobs import EmbedJob, embed_model_plates
 from phenoica.embed.options import EmbedOptions
-from phenoica.workflow.dag import with_speed_settings
+from phenoica.workflow.params import with_speed_settings
 
 
 def files(named) -> list[Path]:

@@ -8,7 +8,7 @@ log = rule_logger("phenoica.fit_transforms", snakemake.log[0])  # first: the log
 from pathlib import Path
 
 from phenoica.variants.fit import fit_transforms
-from phenoica.workflow.dag import with_speed_settings
+from phenoica.workflow.params import with_speed_settings
 
 cfg = with_speed_settings(snakemake.params.transforms, snakemake.config, "transforms")
 fit_transforms(snakemake.input[0], cfg, snakemake.params.seed, Path(snakemake.output.fit_report).parent, log=log)

@@ -6,7 +6,7 @@ log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the lo
 
 from phenoica.profiles.features import FeatureSelection
 from phenoica.profiles.gather import write_profiles
-from phenoica.workflow.dag import speed_settings
+from phenoica.workflow.params import speed_settings
 
 batch_rows = speed_settings(snakemake.config, "profiles")["batch_rows"]
 features = FeatureSelection.from_config(snakemake.params.features)

@@ -6,7 +6,7 @@ log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log 
 
 from phenoica.sources.images import ImageIngestOptions, ingest_image_plate
 from phenoica.sources.plate_map import read_plate_map
-from phenoica.workflow.dag import speed_settings
+from phenoica.workflow.params import speed_settings
 
 options = ImageIngestOptions(
     pattern=snakemake.params.pattern,

@@ -6,7 +6,7 @@ log = rule_logger("phenoica.ingest_loaddata", snakemake.log[0])  # first: the lo
 
 from phenoica.sources.loaddata import ingest_loaddata_plate, read_loaddata
 from phenoica.sources.plate_map import read_plate_map
-from phenoica.workflow.dag import speed_settings
+from phenoica.workflow.params import speed_settings
 
 ingest_loaddata_plate(
     read_loaddata(snakemake.params.loaddata),

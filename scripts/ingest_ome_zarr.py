@@ -6,7 +6,7 @@ log = rule_logger("phenoica.ingest_ome_zarr", snakemake.log[0])  # first: the lo
 
 from phenoica.sources.ome_zarr import ingest_ome_zarr_plate
 from phenoica.sources.plate_map import read_plate_map
-from phenoica.workflow.dag import speed_settings
+from phenoica.workflow.params import speed_settings
 
 ingest_ome_zarr_plate(
     snakemake.input.hcs,

@@ -5,7 +5,7 @@ from phenoica.utils.io import rule_logger
 log = rule_logger("phenoica.simulate_plate", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.sources.demo.plates import write_demo_plate
-from phenoica.workflow.dag import with_speed_settings
+from phenoica.workflow.params import with_speed_settings
 
 plate = snakemake.wildcards.plate
 write_demo_plate(

@@ -6,7 +6,7 @@ log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log
 
 from phenoica.sources.demo.design import gene_truth
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.dag import with_speed_settings
+from phenoica.workflow.params import with_speed_settings
 
 truth = gene_truth(with_speed_settings(snakemake.params.demo, snakemake.config, "demo"), snakemake.params.seed)
 write_parquet(truth, snakemake.output[0])

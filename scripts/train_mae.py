@@ -7,7 +7,7 @@ log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log hold
 import torch
 
 from phenoica.models.mae import TrainOptions, record_training, train_mae
-from phenoica.workflow.dag import with_speed_settings
+from phenoica.workflow.params import with_speed_settings
 
 torch.set_num_threads(snakemake.threads)
 summary = train_mae(

@@ -15,6 +15,7 @@ from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError, read_plate_metadata, validate_metadata, validate_screen_metadata
 from phenoica.contract.values import ConfigError
 from phenoica.workflow import dag as wf
+from phenoica.workflow import digests as wdigests
 from phenoica.workflow.validate import validate_screen
 from tests.conftest import REPO, make_metadata
 
@@ -131,9 +132,9 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
     spaced.to_parquet(path)
     cfg = validate_config({"screen": {"source": "zarr", "metadata": str(path), "plates_dir": str(tmp_path)}})
     wf._table.cache_clear()
-    wf.plate_digests.cache_clear()
+    wdigests.plate_digests.cache_clear()
     assert wf.screen_plates(cfg) == {"P1": "B1", "P2": "B1"}
-    assert wf.plate_digest(cfg, "P1") and wf.plate_digest(cfg, "P1") != wf.plate_digest(cfg, "P2")
+    assert wdigests.plate_digest(cfg, "P1") and wdigests.plate_digest(cfg, "P1") != wdigests.plate_digest(cfg, "P2")
     rows = read_plate_metadata(path, "P1")
     assert set(rows["Metadata_Plate"]) == {"P1"} and len(rows) == (metadata["Metadata_Plate"] == "P1").sum()
     from phenoica.sources.plate_map import validate_plate_map
@@ -320,7 +321,7 @@ def test_a_screen_that_passed_is_not_checked_again_until_it_changes(tmp_path, mo
         validate.check_screen_once({**cfg, "embed": {**cfg["embed"], "crop_size": 8}}, plates, record)
     meta.assign(Metadata_Extra=1).to_parquet(table)
     wf._table.cache_clear()
-    wf.plate_digests.cache_clear()
+    wdigests.plate_digests.cache_clear()
     with pytest.raises(AssertionError, match="checked again"):
         validate.check_screen_once(cfg, plates, record)
 
@@ -378,7 +379,7 @@ def _door(cfg: dict, plates: dict | None = None) -> dict:
     from phenoica.workflow import validate
 
     wf._table.cache_clear()
-    wf.plate_digests.cache_clear()
+    wdigests.plate_digests.cache_clear()
     return validate.check_screen_once(cfg, plates or {}, Path(cfg["results"]) / "validated.json")
 
 
@@ -652,7 +653,13 @@ def _edit_csv(path: Path, edit) -> None:
 def _clear_loaddata_caches() -> None:
     from phenoica.sources import loaddata
 
-    for cached in (wf._table, wf.plate_digests, loaddata.cached_table, loaddata._plate_index, loaddata._cached_map):
+    for cached in (
+        wf._table,
+        wdigests.plate_digests,
+        loaddata.cached_table,
+        loaddata._plate_index,
+        loaddata._cached_map,
+    ):
         cached.cache_clear()
 
 
@@ -999,21 +1006,21 @@ def test_a_rewritten_store_changes_its_digest_and_an_untouched_one_does_not(tmp_
 
     tiles = np.random.default_rng(0).integers(0, 255, size=(8, 2, 8, 8), dtype=np.uint8)
     store = write_plate(tmp_path / "P1.zarr", tiles, ["a", "b"], chunk_images=2)
-    before = wf.store_digest(store)
-    assert wf.store_digest(store) == before  # nothing changed: nothing reruns
+    before = wdigests.store_digest(store)
+    assert wdigests.store_digest(store) == before  # nothing changed: nothing reruns
     arr = zarr.open_group(str(store), mode="r+")["tiles"]
     arr[:] = 255 - arr[:]  # every pixel inverted in place
-    assert wf.store_digest(store) != before
+    assert wdigests.store_digest(store) != before
     # same sizes and times restored, new bytes: the sampled bytes still tell
-    after = wf.store_digest(store)
+    after = wdigests.store_digest(store)
     chunk = next(p for p in sorted(store.rglob("*")) if p.is_file() and p.name != "zarr.json")
     st = chunk.stat()
     data = bytearray(chunk.read_bytes())
     data[-1] ^= 0xFF
     chunk.write_bytes(bytes(data))
     os.utime(chunk, ns=(st.st_atime_ns, st.st_mtime_ns))
-    assert wf.store_digest(store) != after
-    assert wf.store_digest(tmp_path / "absent.zarr") == ""
+    assert wdigests.store_digest(store) != after
+    assert wdigests.store_digest(tmp_path / "absent.zarr") == ""
 
 
 def test_paths_and_names_read_as_the_user_wrote_them(tmp_path, monkeypatch):
@@ -1057,7 +1064,7 @@ def test_loaddata_digest_follows_each_plates_rows_and_the_files_they_name(tmp_pa
 
     def digests(config: dict = cfg) -> dict[str, str]:
         _clear_loaddata_caches()
-        return {p: wf.plate_store_digest(config, p) for p in LOADDATA_PLATES}
+        return {p: wdigests.plate_store_digest(config, p) for p in LOADDATA_PLATES}
 
     before = digests()
     assert all(before.values()) and before["PL1"] != before["PL2"] and digests() == before
@@ -1099,11 +1106,11 @@ def test_image_digest_follows_each_plates_own_files(tmp_path, pattern):
             write_png(root / pattern.format(plate=plate, well=well, site=site, channel=ch), arr)
     screen = {"source": "images", "images_dir": str(root), "image_pattern": pattern, "plate_map": "unread.csv"}
     cfg = validate_config({"screen": screen})
-    before = {p: wf.plate_store_digest(cfg, p) for p in ("P1", "P2")}
+    before = {p: wdigests.plate_store_digest(cfg, p) for p in ("P1", "P2")}
     assert all(before.values()) and before["P1"] != before["P2"]
     target = root / pattern.format(plate="P2", well="A01", site=1, channel="2")
     write_png(target, 255 - np.asarray(Image.open(target)))
-    after = {p: wf.plate_store_digest(cfg, p) for p in ("P1", "P2")}
+    after = {p: wdigests.plate_store_digest(cfg, p) for p in ("P1", "P2")}
     assert after["P2"] != before["P2"] and after["P1"] == before["P1"]
 
 

@@ -1,4 +1,4 @@
-"""Rule params carry exactly what a job's output depends on (phenoica.workflow.dag.job_params):
+"""Rule params carry exactly what a job's output depends on (phenoica.workflow.params.job_params):
 speed-only keys are read at run time instead, and really change nothing but speed."""
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 
 from phenoica.contract.config import validate_config
-from phenoica.contract.schema import run_time_keys
-from phenoica.workflow import dag as wf
+from phenoica.contract.schema import key_jobs, run_time_keys
+from phenoica.workflow import params as wparams
 from tests.conftest import REPO
 
 #: (section, rule) pairs whose rules take their section's params through job_params
@@ -34,36 +34,36 @@ RUN_TIME = set(run_time_keys("speed") + run_time_keys("screen-size"))
 def test_params_leave_out_speed_only_keys_and_scripts_get_them_back():
     cfg = validate_config({"classify": {"lightgbm": {"n_jobs": 4}}})
     for section, job in JOBS:
-        params = wf.job_params(cfg, section, job)
+        params = wparams.job_params(cfg, section, job)
         flat = {f"{section}.{k}" for k in params} | {f"{section}.lightgbm.{k}" for k in params.get("lightgbm", {})}
         assert not flat & RUN_TIME, (section, job)
     # the jobs that read a whole section get all of it back at run time
     for section, job in (("embed", "embed"), ("classify", "component_sweep"), ("profiles", "gather_profiles")):
-        assert wf.with_speed_settings(wf.job_params(cfg, section, job), cfg, section) == cfg[section], section
-    assert "batch_size" not in wf.job_params(cfg, "embed", "embed") and "crop_size" in wf.job_params(
+        assert wparams.with_speed_settings(wparams.job_params(cfg, section, job), cfg, section) == cfg[section], section
+    assert "batch_size" not in wparams.job_params(cfg, "embed", "embed") and "crop_size" in wparams.job_params(
         cfg, "embed", "embed"
     )
-    assert "n_jobs" not in wf.job_params(cfg, "classify", "classify")["lightgbm"]
+    assert "n_jobs" not in wparams.job_params(cfg, "classify", "classify")["lightgbm"]
     for alias in ("num_thread", "nthread", "nthreads", "n_jobs", "verbose"):
         aliased = validate_config({"classify": {"lightgbm": {alias: 3}}})
-        assert wf.job_params(aliased, "classify", "classify") == wf.job_params(
+        assert wparams.job_params(aliased, "classify", "classify") == wparams.job_params(
             validate_config({}), "classify", "classify"
         )
-    align = wf.job_params(cfg, "identifiability", "align")
+    align = wparams.job_params(cfg, "identifiability", "align")
     assert sorted(align) == ["ica", "ica_components", "ica_max_samples", "knn_k", "max_samples", "train_fraction"]
-    assert sorted(wf.job_params(cfg, "identifiability", "structural")) == [
+    assert sorted(wparams.job_params(cfg, "identifiability", "structural")) == [
         "factor_bins",
         "infoe_max_iter",
         "max_samples",
     ]
     # hit-call keys reach the gather and the sweep, not the classifier
-    assert "q_threshold" not in wf.job_params(cfg, "classify", "classify")
-    assert wf.job_params(cfg, "classify", "component_sweep")["q_threshold"] == cfg["classify"]["q_threshold"]
-    assert "plates" not in wf.job_params(cfg, "train", "train_mae") and "steps" in wf.job_params(
+    assert "q_threshold" not in wparams.job_params(cfg, "classify", "classify")
+    assert wparams.job_params(cfg, "classify", "component_sweep")["q_threshold"] == cfg["classify"]["q_threshold"]
+    assert "plates" not in wparams.job_params(cfg, "train", "train_mae") and "steps" in wparams.job_params(
         cfg, "train", "train_mae"
     )
     with pytest.raises(KeyError, match="no config key of the schema reaches a job 'clasify'"):
-        wf.job_params(cfg, "classify", "clasify")
+        wparams.job_params(cfg, "classify", "clasify")
 
 
 def _rule_params() -> dict[str, str]:
@@ -84,7 +84,7 @@ def test_every_annotated_job_is_a_rule_and_every_rule_read_is_declared():
     rule that takes a key as a single value (config["section"]["key"] in its params) is among the
     rules that key declares."""
     blocks = _rule_params()
-    declared = wf.key_jobs()
+    declared = key_jobs()
     assert {job for jobs in declared.values() for job in jobs} <= set(blocks)
     aliases = {"BL": "bilipschitz"}
     undeclared, checked = [], 0
@@ -107,14 +107,19 @@ def test_params_do_not_depend_on_key_order():
     cfg = validate_config({})
     flipped = {s: dict(reversed(list(v.items()))) if isinstance(v, dict) else v for s, v in reversed(list(cfg.items()))}
     for section, job in JOBS:
-        assert repr(wf.job_params(cfg, section, job)) == repr(wf.job_params(flipped, section, job)), section
+        assert repr(wparams.job_params(cfg, section, job)) == repr(wparams.job_params(flipped, section, job)), section
 
 
 def test_splits_params_are_what_the_scheme_reads():
     lobo = validate_config({"splits": {"holdout_fraction": 0.4}})
-    assert wf.splits_params(lobo) == {"scheme": "leave_one_batch_out"}
+    assert wparams.splits_params(lobo) == {"scheme": "leave_one_batch_out"}
     ind = validate_config({"seed": 3, "splits": {"scheme": "in_distribution", "n_folds": 2}})
-    assert wf.splits_params(ind) == {"holdout_fraction": 0.25, "n_folds": 2, "scheme": "in_distribution", "seed": 3}
+    assert wparams.splits_params(ind) == {
+        "holdout_fraction": 0.25,
+        "n_folds": 2,
+        "scheme": "in_distribution",
+        "seed": 3,
+    }
 
 
 def test_scripts_read_the_config_only_for_run_time_keys():
@@ -184,6 +189,6 @@ def test_bilipschitz_train_params_hold_every_key_one_job_reads():
     """One bilipschitz_train job trains every seed of its (dataset, group, alpha): the seeds are
     its params (a change reruns it), the sweep's wildcard keys are not."""
     cfg = validate_config({})
-    params = wf.job_params(cfg, "bilipschitz", "bilipschitz_train")
+    params = wparams.job_params(cfg, "bilipschitz", "bilipschitz_train")
     assert params["seeds"] == cfg["bilipschitz"]["seeds"]
     assert not {"datasets", "alphas", "per_digit", "train_fraction"} & set(params)

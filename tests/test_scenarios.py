@@ -67,16 +67,17 @@ def test_zarr_and_frozen_scenarios_plan_their_jobs(scenario_data, tmp_path, monk
     jobs = planned_jobs(tmp_path / "zarr")
     assert jobs["plate_metadata"] == 3 and jobs["embed"] == 2 * 3 and "simulate_plate" not in jobs, jobs
     from phenoica.workflow import dag as workflow
+    from phenoica.workflow import digests
 
     monkeypatch.chdir(tmp_path / "zarr")  # the scenario's paths are relative to its folder
-    before = {p: workflow.plate_digest(cfg, p) for p in ("B01P01", "B02P01", "B03P01")}
+    before = {p: digests.plate_digest(cfg, p) for p in ("B01P01", "B02P01", "B03P01")}
     table = Path(cfg["screen"]["metadata"])
     edited = pd.read_parquet(table)
     edited.loc[edited["Metadata_Plate"] == "B02P01", "Metadata_Site"] += 10
     edited.to_parquet(table)
     workflow._table.cache_clear()
-    workflow.plate_digests.cache_clear()
-    after = {p: workflow.plate_digest(cfg, p) for p in before}
+    digests.plate_digests.cache_clear()
+    after = {p: digests.plate_digest(cfg, p) for p in before}
     assert [p for p in before if before[p] != after[p]] == ["B02P01"]
     monkeypatch.undo()
 

@@ -58,11 +58,11 @@ def test_bilipschitz_job_params_carry_what_a_training_job_reads(tmp_path):
     # the rule's params are all the script hands run_alpha: one job trains every configured seed
     from phenoica.contract.config import load_config
     from phenoica.studies.bilipschitz.measure import run_alpha
-    from phenoica.workflow import dag as wf
+    from phenoica.workflow import params as wparams
 
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     cfg = load_config(tmp_path / "config.yaml", {"bilipschitz": TINY_STUDIES["bilipschitz"]})
-    params = wf.job_params(cfg, "bilipschitz", "bilipschitz_train")
+    params = wparams.job_params(cfg, "bilipschitz", "bilipschitz_train")
     table = run_alpha("isometric", "all", 0.0, params, data_seed=cfg["seed"])
     assert sorted(table["seed"].unique()) == [0, 1] and (table["alpha"] == 0.0).all()
 

@@ -37,7 +37,7 @@ class EmbedOptions:
     @classmethod
     def from_config(cls, embed: Mapping[str, Any]) -> EmbedOptions:
         """The options of a validated config's ``embed`` section (``config["embed"]``, after
-        :func:`phenoica.workflow.dag.with_speed_settings` in a job); keys it lacks keep the defaults,
+        :func:`phenoica.workflow.params.with_speed_settings` in a job); keys it lacks keep the defaults,
         keys that are not embedding settings (``plates_per_job``) are left to the workflow."""
         return cls(
             crop_size=embed.get("crop_size"),

@@ -328,7 +328,7 @@ class TrainOptions:
         cls, train: Mapping[str, Any], device: str = "auto", intensity_max: float | None = None
     ) -> TrainOptions:
         """The options of the ``train`` section (``config["train"]``, after
-        :func:`phenoica.workflow.dag.with_speed_settings` in a job); ``device`` is ``embed.device``."""
+        :func:`phenoica.workflow.params.with_speed_settings` in a job); ``device`` is ``embed.device``."""
         return cls(
             steps=int(train["steps"]),
             batch_size=int(train["batch_size"]),

@@ -21,7 +21,7 @@ from typing import Any, Callable, Mapping
 from snakemake.io import expand
 
 from phenoica.embed.groups import PlateJob, check_group_channels, embed_groups
-from phenoica.workflow import dag
+from phenoica.workflow import dag, digests
 from phenoica.workflow.paths import output_paths
 
 #: The tables one biomap job writes (``{kind}`` of its table template).
@@ -64,12 +64,12 @@ class RuleInputs:
     def plate_digest(self, plate: str) -> str:
         """Content digest of one plate's rows in the user's metadata table or plate map, so a
         plate's jobs rerun only when its own rows change (the table itself is an ancient input)."""
-        return dag.plate_digest(self.config, plate)
+        return digests.plate_digest(self.config, plate)
 
     def plate_store_digest(self, plate: str) -> str:
         """Content digest of the user's pixels of one plate (store, HCS plate or image files), so
         a store rewritten in place reruns that plate's jobs (a folder's time does not change then)."""
-        return dag.plate_store_digest(self.config, plate)
+        return digests.plate_store_digest(self.config, plate)
 
     def checkpoint(self, model: str) -> str:
         """The encoder weights of a model: the configured checkpoint, or the one train_mae writes."""

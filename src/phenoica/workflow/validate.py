@@ -35,6 +35,8 @@ from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.contract.values import ConfigError
 from phenoica.sources.h5ad import parquet_source
 from phenoica.utils.io import atomic_path, get_logger
+from phenoica.workflow import digests as wdigests
+from phenoica.workflow import params as wparams
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 3
@@ -481,12 +483,12 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
         files += sorted({f for m in config["models"] for f in wf.embedding_inputs(config, m)})
     digests: dict[str, str] = {}
     if source == "zarr":
-        digests = wf.plate_digests(str(cfg["metadata"]))
+        digests = wdigests.plate_digests(str(cfg["metadata"]))
         for plate in plates:
             store = Path(cfg["plates_dir"]) / f"{plate}.zarr"
             files += [str(store / "zarr.json"), str(store / screen.TILES / "zarr.json")]
     elif source in ("images", "ome_zarr", "loaddata"):
-        digests = wf.plate_digests(str(cfg["plate_map"]))
+        digests = wdigests.plate_digests(str(cfg["plate_map"]))
         if source == "loaddata":  # a changed LoadData CSV is checked again
             from phenoica.sources.loaddata import csv_paths
 
@@ -497,13 +499,15 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
                 files += [str(store / name) for name in ("zarr.json", ".zattrs", ".zgroup")]
     parts = {
         "checks": CHECKS_VERSION,
-        "screen": wf.without_run_time(config, "screen"),
-        "demo": wf.canonical({k: config["demo"][k] for k in ("image_size", "channels")}) if source == "demo" else None,
-        "models": wf.canonical(config["models"]),
+        "screen": wparams.without_run_time(config, "screen"),
+        "demo": wparams.canonical({k: config["demo"][k] for k in ("image_size", "channels")})
+        if source == "demo"
+        else None,
+        "models": wparams.canonical(config["models"]),
         "crop_size": config["embed"]["crop_size"],
         "analysis": {
             "seed": config["seed"],
-            "splits": wf.canonical(config["splits"]),
+            "splits": wparams.canonical(config["splits"]),
             "n_null_guides": config["classify"]["n_null_guides"],
             "biomap": config["biomap"]["enabled"],
         },
