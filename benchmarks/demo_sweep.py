@@ -6,7 +6,7 @@ per demo section), one MAE is trained on it with ``phenoica.models.mae.train_mae
 embedded (the workflow's preprocessing: scale, per-image per-channel instance normalization,
 non-overlapping crops, mean over crops) and the held-out linear-probe R^2 of the gene-shifted
 true factors is computed from the embeddings (``phenoica.identifiability.metrics.probe_r2``: ridge, 5-fold
-CV on z-scored emb_* columns; the factors from ``phenoica.report.truth.shifted_factors``). The
+CV on z-scored emb_* columns; the factors from ``phenoica.report.truth_stats.shifted_factors``). The
 baseline, measured in the same run for each setting, is the same encoder at its random
 initialization (0 training steps): the ratio says what training added. Prints one row per
 setting as it finishes (probe R^2 trained / random init, train and embed wall seconds) and
@@ -42,10 +42,10 @@ import yaml
 from phenoica.contract import screen
 from phenoica.contract.config import demo_plates, validate_config
 from phenoica.identifiability import metrics
+from phenoica.models.builders import build_feature_extractor
 from phenoica.models.extractor import embed_crops
-from phenoica.models.features import build_feature_extractor
 from phenoica.models.mae import TrainOptions, train_mae
-from phenoica.report import truth
+from phenoica.report import truth_stats as truth
 from phenoica.sources import demo as sim
 from phenoica.sources.demo import design as sim_design
 from phenoica.sources.demo import plates as sim_plates

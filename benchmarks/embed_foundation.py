@@ -36,9 +36,9 @@ import torch
 from phenoica.contract.screen import write_plate
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.plate import PlateModel, embed_plate
+from phenoica.models.builders import FeatureExtractor
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import embed_crops
-from phenoica.models.features import FeatureExtractor
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
 from phenoica.sources.preprocess import prepare
 

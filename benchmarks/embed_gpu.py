@@ -43,9 +43,9 @@ from phenoica.contract.screen import open_plate, write_plate
 from phenoica.embed.chunks import TIMING_KEY, EmbedTiming
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.plate import PlateModel, embed_plate
+from phenoica.models.builders import FeatureExtractor, build_feature_extractor
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import ModelInputs, inference_context
-from phenoica.models.features import FeatureExtractor, build_feature_extractor
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
 
 TINY = OpenPhenomGeometry(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, mlp_ratio=4.0, max_in_chans=11)

@@ -160,7 +160,7 @@ class Work:
 
 
 def stage_gather(w: Work) -> dict[str, Any]:
-    from phenoica.profiles.features import FeatureSelection
+    from phenoica.profiles.columns import FeatureSelection
     from phenoica.profiles.gather import write_profiles
     from phenoica.workflow import params as wparams
 

@@ -4,7 +4,7 @@ from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.profiles.features import FeatureSelection
+from phenoica.profiles.columns import FeatureSelection
 from phenoica.profiles.gather import write_profiles
 from phenoica.workflow.params import speed_settings
 

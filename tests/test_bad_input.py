@@ -200,8 +200,8 @@ def test_int8_tiles_are_rejected_by_the_library_as_by_the_workflow():
 
 
 def test_truncated_safetensors_names_its_path(tmp_path):
+    from phenoica.models.builders import build_feature_extractor
     from phenoica.models.checkpoint import CheckpointError
-    from phenoica.models.features import build_feature_extractor
     from phenoica.models.vit import build_encoder, save_checkpoint
 
     spec = validate_config({})["models"]["mae"]
@@ -951,7 +951,7 @@ def test_identifier_columns_are_left_out_and_listed_once_in_the_log(tmp_path, ca
     every numeric column left out, once."""
     import logging
 
-    from phenoica.profiles.features import FeatureSelection, is_identifier
+    from phenoica.profiles.columns import FeatureSelection, is_identifier
     from phenoica.profiles.gather import gather_profiles
 
     df = _emb(_four_plates())

@@ -399,7 +399,7 @@ SPEC = {
 
 @pytest.mark.parametrize("agnostic", [False, True])
 def test_phenoica_feature_extractor(tmp_path, agnostic):
-    from phenoica.models.features import build_feature_extractor
+    from phenoica.models.builders import build_feature_extractor
     from phenoica.models.vit import build_encoder
 
     store, tiles = make_store(tmp_path, n=5)
@@ -485,7 +485,7 @@ def test_feature_names_and_options_are_written(tmp_path):
 
 
 def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tmp_path):
-    from phenoica.models.features import build_feature_extractor
+    from phenoica.models.builders import build_feature_extractor
 
     store, tiles = make_store(tmp_path, n=5)
     extractor = build_feature_extractor(SPEC, in_chans=3)

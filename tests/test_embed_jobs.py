@@ -12,7 +12,7 @@ import pytest
 import torch
 import yaml
 
-import phenoica.models.features as features
+import phenoica.models.builders as features
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.embed.chunks import EmbedTiming

@@ -11,8 +11,8 @@ from torch import nn
 
 from phenoica.contract.config import validate_config
 from phenoica.contract.values import ConfigError
+from phenoica.models.builders import FeatureExtractor, build_feature_extractor, create_model
 from phenoica.models.extractor import ModelInputs, check_fit
-from phenoica.models.features import FeatureExtractor, build_feature_extractor, create_model
 from phenoica.models.registry import list_models, model_entrypoint, register_model
 from phenoica.models.spec import training_spec
 from phenoica.models.vit import build_encoder

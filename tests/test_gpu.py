@@ -16,7 +16,7 @@ from safetensors.torch import load_file
 
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.plate import PlateModel, embed_plate
-from phenoica.models.features import build_feature_extractor
+from phenoica.models.builders import build_feature_extractor
 from phenoica.models.mae import TrainOptions, train_mae
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_model, make_store

@@ -12,8 +12,8 @@ from skimage import data
 from timm.models.vision_transformer import VisionTransformer
 
 from phenoica.contract.screen import ScreenError, write_plate
+from phenoica.models.builders import FeatureExtractor, build_feature_extractor
 from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
-from phenoica.models.features import FeatureExtractor, build_feature_extractor
 from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.mae import (
     TrainOptions,

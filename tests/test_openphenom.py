@@ -22,8 +22,8 @@ from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.embed.jobs import EmbedJob, embed_model_plate
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata
+from phenoica.models.builders import build_feature_extractor
 from phenoica.models.checkpoint import CheckpointError
-from phenoica.models.features import build_feature_extractor
 from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.openphenom import OpenPhenomGeometry, build_openphenom, geometry_from_state, sincos_table
 

@@ -15,7 +15,7 @@ from phenoica.contract.screen import (
     validate_metadata,
     write_plate,
 )
-from phenoica.profiles.features import expand_embedding_column
+from phenoica.profiles.columns import expand_embedding_column
 from phenoica.profiles.gather import gather_profiles
 from phenoica.profiles.wells import aggregate_wells
 from phenoica.sources.preprocess import crop_grid, normalize_per_channel, prepare, scale_intensity

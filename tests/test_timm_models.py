@@ -21,8 +21,8 @@ from phenoica.contract.values import ConfigError
 from phenoica.embed.jobs import EmbedJob, embed_model_plate
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata
+from phenoica.models.builders import build_feature_extractor
 from phenoica.models.checkpoint import CheckpointError
-from phenoica.models.features import build_feature_extractor
 
 NAME = "test_vit"
 

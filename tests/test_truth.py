@@ -9,7 +9,8 @@ import pytest
 
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
-from phenoica.report import truth, truth_tables
+from phenoica.report import truth_stats as truth
+from phenoica.report import truth_tables
 from phenoica.sources.demo import design as sim_design
 
 

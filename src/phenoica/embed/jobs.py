@@ -161,7 +161,7 @@ def embed_model_plates(plates: Sequence[PlateJob], job: EmbedJob, log: logging.L
     (``embed.device``, ``embed.without_cuda``), the plates' channel sets (one set). Plates whose
     output records the same work are kept (their file's time is refreshed, so that Snakemake
     sees the job's outputs as newer than its inputs); if none is left, no model is built."""
-    from phenoica.models.features import build_feature_extractor  # imports timm
+    from phenoica.models.builders import build_feature_extractor  # imports timm
 
     log = log or get_logger("phenoica.embed")
     embed = job.options

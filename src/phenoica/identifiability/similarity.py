@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from sklearn.neighbors import NearestNeighbors
 
-from phenoica.identifiability.maps import CrossProducts, _check_pair
+from phenoica.identifiability.alignment import CrossProducts, _check_pair
 
 
 def _cka(cross: CrossProducts) -> float:

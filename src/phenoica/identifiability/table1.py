@@ -12,8 +12,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract.arrays import check_matrix
-from phenoica.identifiability.diameter import DIAMETER_METHODS, latent_diameter
-from phenoica.identifiability.maps import (
+from phenoica.identifiability.alignment import (
     MAPS,
     PERMUTATION_MATCHES,
     CrossProducts,
@@ -24,6 +23,7 @@ from phenoica.identifiability.maps import (
     _AffineMap,
     _check_pair,
 )
+from phenoica.identifiability.diameter import DIAMETER_METHODS, latent_diameter
 from phenoica.identifiability.similarity import _cka, mutual_knn
 from phenoica.utils.seeding import derive_seed
 

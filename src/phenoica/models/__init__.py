@@ -10,7 +10,7 @@
   (``register_model``, as timm's);
 * :mod:`~phenoica.models.extractor`: the declared extractor interface the embed and validate
   stages read, and the plate/model fit check both call;
-* :mod:`~phenoica.models.features`: config entry -> :class:`FeatureExtractor` (``create_model``
+* :mod:`~phenoica.models.builders`: config entry -> :class:`FeatureExtractor` (``create_model``
   by the registry, then pooling, block, per-channel embeddings);
 * :mod:`~phenoica.models.device`: the torch device of a job;
 * :mod:`~phenoica.models.mae`: MAE pretraining of phenoica's ViT (rule ``train_mae``).

@@ -5,7 +5,7 @@
 (``feature_dim``, or :meth:`Extractor.output_dim` for a channel count), the crop side it takes
 (``img_size``), its preprocessing (``normalize``), a shape check that needs no forward pass
 (:meth:`Extractor.check`), its feature names and the options recorded with its embeddings.
-:class:`phenoica.models.features.FeatureExtractor` implements it.
+:class:`phenoica.models.builders.FeatureExtractor` implements it.
 
 :class:`ModelInputs` is what the embed and validate stages read of any model, declared
 (an :class:`Extractor`) or not (a bare timm model or a test double, described once here from

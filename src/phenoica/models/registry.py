@@ -3,7 +3,7 @@
 In the style of timm's ``register_model`` / ``create_model``: each architecture's module
 decorates the function that builds its encoder with :func:`register_model` (the names are
 those of :mod:`phenoica.models.layouts`, spelled out: that module imports the builders' modules), and
-:func:`phenoica.models.features.create_model` looks the name up here
+:func:`phenoica.models.builders.create_model` looks the name up here
 (:func:`model_entrypoint`). A builder takes the model entry (``config["models"][name]``), the
 channel count the screen feeds it, the checkpoint (None = the entry's seeded init, where the
 architecture allows it), a logger and the checkpoint's tensors when they were already read to

@@ -27,7 +27,7 @@ Modules, one job each:
 
 - :mod:`~phenoica.profiles.tables`: profile parquets' columns, row batches read
   (``ProfileSource``) and written (``RowGroupWriter``, ``write_batches``);
-- :mod:`~phenoica.profiles.features`: which columns are features (``FeatureSelection``,
+- :mod:`~phenoica.profiles.columns`: which columns are features (``FeatureSelection``,
   ``IDENTIFIER_PATTERNS``); list-valued embedding columns;
 - :mod:`~phenoica.profiles.embeddings`: embedding files' footers planned and checked
   (``plan_embeddings``), their row batches validated as they stream; ``expand_glob``;

@@ -15,8 +15,8 @@ import pyarrow.parquet as pq
 
 from phenoica.contract import screen
 from phenoica.contract.screen import PLATE, WELL, ScreenError
+from phenoica.profiles.columns import FeatureSelection
 from phenoica.profiles.embeddings import EmbeddingPlan, GeneTypes, log_left_out, plan_files, read_blocks
-from phenoica.profiles.features import FeatureSelection
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, write_batches
 from phenoica.profiles.wells import N_IMAGES, WellMeans, constant_within_wells
 from phenoica.sources.h5ad import parquet_source

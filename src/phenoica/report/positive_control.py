@@ -14,12 +14,13 @@ import pandas as pd
 
 from phenoica.contract.screen import PLATE, SITE, WELL, feature_columns
 from phenoica.hits import calls as hits
-from phenoica.report import checks, summaries, truth
-from phenoica.report.truth import source_mcc
+from phenoica.report import checks, summaries
+from phenoica.report import truth_stats as truth
+from phenoica.report.truth_stats import source_mcc
 
 
 def variant_mcc(results: Path | str, data: Path | str, model: str, variants: list[str]) -> pd.DataFrame:
-    """Per variant: the MCC (:func:`phenoica.report.truth.source_mcc`) between its features (the
+    """Per variant: the MCC (:func:`phenoica.report.truth_stats.source_mcc`) between its features (the
     ``variants/{model}/{variant}.parquet`` rows of a finished run) and the true biological
     sources of ``sources.parquet``, cells matched by plate, well and site; ``n_features`` is D."""
     sources = pd.read_parquet(Path(data) / "sources.parquet")
@@ -44,7 +45,7 @@ def evaluate(
 ) -> dict[str, pd.DataFrame]:
     """Score a finished run of a known-truth screen (``results``: its results folder; ``data``:
     the folder :func:`phenoica.sources.positive_control.write_screen` wrote). Tables: ``separation`` (effect vs no-effect AUROC),
-    ``contrasts`` (variant contrasts of :func:`phenoica.report.truth.variant_contrasts`), ``auroc`` and
+    ``contrasts`` (variant contrasts of :func:`phenoica.report.truth_stats.variant_contrasts`), ``auroc`` and
     ``concentration`` (paired over effect genes), ``table4``, ``recall`` (guide and gene level at
     ``q_threshold``), ``mcc``. Intervals: bootstrap over genes (seeded by ``seed``)."""
     results, data = Path(results), Path(data)

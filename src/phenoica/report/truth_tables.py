@@ -1,6 +1,6 @@
 """The report's checks against a simulated truth (demo screens), reported as measured: effect
 guides against no-effect guides and the null, and the truth's recovery end to end (statistics in
-:mod:`phenoica.report.truth`)."""
+:mod:`phenoica.report.truth_stats`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.report import truth as demo_truth
+from phenoica.report import truth_stats as demo_truth
 from phenoica.report.checks import check_guides, check_truth, mean_or_nan, model_variants, ordered_variants
 from phenoica.utils.arrays import finite_values
 
@@ -108,7 +108,7 @@ def truth_recovery(
     guides_df: pd.DataFrame, truth: pd.DataFrame, structural: pd.DataFrame | None = None, *, seed: int = 0
 ) -> dict[str, pd.DataFrame]:
     """Demo screens: is the simulated truth recovered end to end? Two tables, as measured
-    (statistics in ``phenoica.report.truth``; bootstrap intervals resample genes, seeded by ``seed``).
+    (statistics in ``phenoica.report.truth_stats``; bootstrap intervals resample genes, seeded by ``seed``).
 
     ``truth_recovery``, per (model, variant): held-out probe R^2 of the gene-shifted factors
     (when ``structural`` has ``probe_r2_factor_*`` columns) beside effect vs no-effect guide

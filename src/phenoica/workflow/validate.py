@@ -168,9 +168,9 @@ def check_models(
     Problems are appended to ``problems``; returns a summary per model."""
     import torch
 
+    from phenoica.models.builders import build_feature_extractor
     from phenoica.models.checkpoint import CheckpointError
     from phenoica.models.extractor import ModelInputs, check_fit, probe_feature_dim, screen_subject
-    from phenoica.models.features import build_feature_extractor
     from phenoica.models.timm_models import check_timm_name
 
     log = log or logging.getLogger("phenoica.validate")
@@ -307,8 +307,8 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     (:func:`phenoica.profiles.embeddings.plan_embeddings`), and the contract across files (missing values,
     PertTypes, a guide under one gene, a gene under one PertType, a plate in one batch, a well
     with one perturbation, each image once), with the rows named by file and row."""
+    from phenoica.profiles.columns import FeatureSelection
     from phenoica.profiles.embeddings import plan_embeddings
-    from phenoica.profiles.features import FeatureSelection
     from phenoica.workflow import dag as wf
 
     cfg = config["screen"]
