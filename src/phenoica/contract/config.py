@@ -12,7 +12,7 @@ import functools
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import jsonschema
 
@@ -229,6 +229,27 @@ def section_defaults(section: str) -> ResolvedSection:
     """``config[section]`` when nothing is set: the schema's defaults (a fresh copy; the schema
     is read once per process)."""
     return _resolved(section, copy.deepcopy(dict(_defaults(section))))
+
+
+def config_default(key: str) -> Any:
+    """The schema's default of top-level key ``key`` (``seed``, ``results``), or of a section."""
+    entry = package_schema()["properties"][key]
+    if "properties" in entry:
+        return section_defaults(key)
+    return copy.deepcopy(entry["default"])
+
+
+def schema_default(dotted: str) -> Callable[[], Any]:
+    """A ``default_factory`` for a dataclass field that takes the schema's default of config key
+    ``dotted`` (``classify.q_threshold``, ``seed``), so that the field does not state it again."""
+    key, _, rest = dotted.partition(".")
+
+    def default() -> Any:
+        value = config_default(key)
+        return copy.deepcopy(value[rest]) if rest else value
+
+    default.__doc__ = f"The schema's default of config key {dotted}."
+    return default
 
 
 def _resolved(section: str, values: dict[str, Any]) -> ResolvedSection:
