@@ -197,7 +197,7 @@ def embed_path(
                 runner, inputs=ModelInputs.of(model), identity={"benchmark": "embed_gpu"}, normalize=model.normalize
             ),
             store.with_name("embed_path.parquet"),
-            EmbedOptions(
+            EmbedOptions.defaults(
                 crop_size=model.img_size,
                 batch_size=batch,
                 chunk_images=args.chunk_images,

@@ -42,7 +42,7 @@ def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
             meta,
             PlateModel(model),
             Path(store).with_suffix(".parquet"),
-            EmbedOptions(
+            EmbedOptions.defaults(
                 crop_size=args.crop,
                 batch_size=args.batch_size,
                 chunk_images=args.chunk_images,

@@ -99,7 +99,7 @@ def main() -> None:
                 meta,
                 PlateModel(model, identity={"benchmark": 1}),
                 Path(tmp) / "P01.parquet",
-                EmbedOptions(
+                EmbedOptions.defaults(
                     crop_size=args.crop,
                     batch_size=args.batch_size,
                     chunk_images=args.chunk_images,

@@ -78,10 +78,12 @@ def main() -> None:
         whole = sum(np.asarray(open_plate(s)[:]).nbytes for s in stores.values())
         t_whole = time.perf_counter() - t0
         t0 = time.perf_counter()
-        G.select_sites(files, genes, G.GalleryOptions())
+        G.select_sites(files, genes, G.GalleryOptions.defaults())
         t_sites = time.perf_counter() - t0
         t0 = time.perf_counter()
-        result = G.write_gallery(root / "gallery", genes, files, stores, channel_styles(CHANNELS), G.GalleryOptions())
+        result = G.write_gallery(
+            root / "gallery", genes, files, stores, channel_styles(CHANNELS), G.GalleryOptions.defaults()
+        )
         t_gallery = time.perf_counter() - t0
         st = result.stats
         n_chunks = args.plates * -(-args.images // 64)

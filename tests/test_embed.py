@@ -97,7 +97,7 @@ def run(store, meta, model, out, log=None, **kw):
     """embed_plate with the test's defaults; keywords of PlateModel go to the model, the rest to EmbedOptions."""
     kw = {"crop_size": CROP, "device": "cpu", "threads": 1, **kw}
     plate_model = PlateModel(model, **{k: kw.pop(k) for k in MODEL_KEYS if k in kw})
-    return embed_plate(store, meta, plate_model, out, EmbedOptions(**kw), log=log)
+    return embed_plate(store, meta, plate_model, out, EmbedOptions.defaults(**kw), log=log)
 
 
 def test_plate_image_rows_pick_the_stores_plate_sorted_by_image_index(tmp_path):

@@ -13,7 +13,7 @@ from phenoica.report import gallery as G
 from phenoica.report.channels import CELL_PAINTING, channel_styles, default_style
 from tests import report_fixtures as F
 
-OPTIONS = G.GalleryOptions(sites_per_guide=2, control_sites=4, tile_px=16, seed=0)
+OPTIONS = G.GalleryOptions.defaults(sites_per_guide=2, control_sites=4, tile_px=16, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_ties_are_broken_by_the_seed_and_reproducibly(screen):
     _, files, _ = screen
     third = {}
     for seed in range(6):
-        opts = G.GalleryOptions(sites_per_guide=3, control_sites=1, seed=seed)
+        opts = G.GalleryOptions.defaults(sites_per_guide=3, control_sites=1, seed=seed)
         a = G.select_sites(files, ["G1"], opts)
         assert a.equals(G.select_sites(files, ["G1"], opts))  # same seed, same choice
         extra = a[(a["role"] == G.GUIDE_ROLE) & (a["rank"] == 2)]

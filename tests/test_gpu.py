@@ -31,7 +31,9 @@ def _cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 def _embed(tmp_path: Path, store: Path, model: torch.nn.Module, device: str, **kw) -> pd.DataFrame:
     out = tmp_path / f"{device}_{kw.get('batch_size', 4)}.parquet"
-    embed_plate(store, make_metadata(range(24)), PlateModel(model), out, EmbedOptions(crop_size=8, device=device, **kw))
+    embed_plate(
+        store, make_metadata(range(24)), PlateModel(model), out, EmbedOptions.defaults(crop_size=8, device=device, **kw)
+    )
     return pd.read_parquet(out)
 
 

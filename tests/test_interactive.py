@@ -38,7 +38,7 @@ def biomap_summary() -> pd.DataFrame:
 def page(tmp_path_factory):
     root = tmp_path_factory.mktemp("interactive")
     files, stores = F.write_screen(root)
-    options = G.GalleryOptions(tile_px=32)
+    options = G.GalleryOptions.defaults(tile_px=32)
     gallery = G.write_gallery(root / "report" / "gallery", ["G1"], files, stores, channel_styles(F.CHANNELS), options)
     scores = F.score_tables()
     inputs = PageInputs(

@@ -317,7 +317,7 @@ def test_more_channels_than_max_in_chans(tiny, tmp_path):
             metadata(2),
             PlateModel(fx, channels_key="models.op.channels"),
             tmp_path / "o.parquet",
-            EmbedOptions(crop_size=32, device="cpu"),
+            EmbedOptions.defaults(crop_size=32, device="cpu"),
         )
     assert not (tmp_path / "o.parquet").exists()
 

@@ -11,7 +11,8 @@ import pandas as pd
 
 from phenoica.biomap.consistency import guide_consistency
 from phenoica.biomap.recall import relationship_recall
-from phenoica.biomap.similarity import BLOCK_ROWS, NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
+from phenoica.biomap.similarity import NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
+from phenoica.contract.config import as_resolved
 from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
 from phenoica.sources.annotations import complex_pairs
 
@@ -55,9 +56,11 @@ def gene_map(
 ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, np.ndarray, str]:
     """Everything of one (model, variant)'s map: tables ``neighbors``, ``guide_neighbors``,
     ``consistency``, ``recall``, ``coverage`` (each with model and variant columns), and the map's gene profiles,
-    their q-values and the note on how its genes were chosen. ``cfg`` is ``config["biomap"]``.
+    their q-values and the note on how its genes were chosen. ``cfg`` is ``config["biomap"]``
+    (possibly partial: resolved here once against the schema, unless it already is).
     """
     log = log or LOG
+    cfg = as_resolved("biomap", cfg)
     guides, genes, calls, sources, truth = inputs.guides, inputs.genes, inputs.calls, inputs.sources, inputs.truth
     chosen, q, note = map_genes(genes, calls, cfg["genes"])
     log.info("map %s/%s: %s", model, variant, note)
@@ -68,7 +71,7 @@ def gene_map(
     if truth is not None:
         all_sources[TRUTH_SOURCE] = complex_pairs(truth_complexes(truth))
     screen = genes.loc[genes[PERT_TYPE] == PERTURBATION, GENE].astype(str).tolist()
-    block = int(cfg.get("block_rows", BLOCK_ROWS))
+    block = int(cfg["block_rows"])
     tables: dict[str, pd.DataFrame] = {}
     if len(names) >= 2:
         tables["neighbors"] = nearest_neighbors(X, names, q, int(cfg["n_neighbors"]), block)

@@ -7,9 +7,11 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
+from phenoica.contract.config import schema_default
 from phenoica.contract.screen import GENE, GUIDE, PERT_TYPE, PERTURBATION, feature_columns
 
-BLOCK_ROWS = 1024
+#: Rows of one block of the similarity computations (the schema's default of biomap.block_rows).
+BLOCK_ROWS: int = schema_default("biomap.block_rows")()
 
 
 GENE_SELECTIONS: tuple[str, ...] = ("active", "all")

@@ -17,7 +17,7 @@ import numpy as np
 
 from phenoica.classify.bins import GUIDES_PER_BLOCK
 from phenoica.classify.protocol import PROTOCOLS
-from phenoica.contract.config import resolve_section
+from phenoica.contract.config import as_resolved, resolve_section, section_defaults
 
 # LightGBM keys phenoica sets itself and a user may not override through classify.lightgbm.
 _RESERVED = {
@@ -165,9 +165,9 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
     ``deterministic=True`` and ``force_col_wise=True`` (unless row-wise was asked for), so a
     fixed seed gives identical models. ``num_iterations`` and ``seed`` may not be set here.
     """
-    cfg = resolve_classify_config(cfg_classify)
+    cfg = as_resolved("classify", cfg_classify)
     given = dict(cfg["lightgbm"])
-    defaults = resolve_section("classify", {})["lightgbm"]
+    defaults = section_defaults("classify")["lightgbm"]
     canonical = lightgbm_parameter_names(given)
     groups: dict[str, list[str]] = {}
     for key in given:
@@ -223,10 +223,10 @@ class ClassifyOptions:
     min_train_samples: int
     min_test_samples: int
     n_null_guides: int
+    protocol: str
+    fast_train_controls: int
+    fast_fold_groups: int
     block_size: int = GUIDES_PER_BLOCK
-    protocol: str = "exact"
-    fast_train_controls: int = 4000
-    fast_fold_groups: int = 4
 
     def __post_init__(self) -> None:
         if self.protocol not in PROTOCOLS:
@@ -249,12 +249,13 @@ class ClassifyOptions:
     def from_config(
         cls, cfg_classify: Mapping[str, Any] | None, seed: int, block_size: int = GUIDES_PER_BLOCK
     ) -> "ClassifyOptions":
-        """From ``config["classify"]`` (possibly partial; schema defaults filled in) and the
+        """From ``config["classify"]`` (possibly partial: resolved here, once, against the schema,
+        whose defaults fill the absent keys; a section already resolved is used as is) and the
         workflow seed. Raises ValueError naming the key when a value breaks the schema or
         LightGBM rejects a ``classify.lightgbm`` key."""
         if block_size < 1:
             raise ValueError(f"classify: block_size must be >= 1, got {block_size}")
-        cfg = resolve_classify_config(cfg_classify)
+        cfg = as_resolved("classify", cfg_classify)
         return cls(
             seed=int(seed),
             lightgbm=lightgbm_params(cfg, seed),

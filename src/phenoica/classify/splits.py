@@ -20,6 +20,7 @@ from typing import Any, Mapping
 import numpy as np
 import pandas as pd
 
+from phenoica.contract.config import section_defaults
 from phenoica.contract.screen import (
     BATCH,
     CONTROL,
@@ -181,14 +182,14 @@ def in_distribution(table: pd.DataFrame, holdout_fraction: float, n_folds: int, 
 
 
 def make_folds(table: pd.DataFrame, cfg_splits: Mapping[str, Any], seed: int) -> list[Fold]:
-    """The folds config["splits"] asks for (``scheme``; ``holdout_fraction``, ``n_folds``)."""
-    scheme = cfg_splits.get("scheme", "leave_one_batch_out")
+    """The folds config["splits"] asks for (``scheme``; ``holdout_fraction``, ``n_folds``); keys
+    it lacks take the schema's defaults (:func:`phenoica.contract.config.section_defaults`)."""
+    cfg = {**section_defaults("splits"), **cfg_splits}
+    scheme = cfg["scheme"]
     if scheme == "leave_one_batch_out":
         return leave_one_batch_out(table)
     if scheme == "in_distribution":
-        return in_distribution(
-            table, float(cfg_splits.get("holdout_fraction", 0.25)), int(cfg_splits.get("n_folds", 4)), seed
-        )
+        return in_distribution(table, float(cfg["holdout_fraction"]), int(cfg["n_folds"]), seed)
     raise ValueError(f"splits.scheme: expected one of {SCHEMES}, got {scheme!r}")
 
 

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import copy
 import difflib
+import functools
 import os
 import re
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import jsonschema
 
@@ -157,6 +158,24 @@ class ResolvedSection(dict):
 
     section: str = ""
 
+    def updated(self, **changes: Any) -> ResolvedSection:
+        """A copy with ``changes`` (keys of the section), each changed value validated against
+        its key's schema; the unchanged keys are not validated again. Raises ConfigError naming
+        the key."""
+        schema = package_schema()["properties"][self.section]
+        known = schema.get("properties", {})
+        for key, value in changes.items():
+            if key not in known:
+                raise ConfigError(f"config key {self.section}: unknown key(s) {[key]}; expected keys {sorted(known)}")
+            validator = jsonschema.validators.validator_for(known[key])(known[key])
+            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
+            if error is not None:
+                raise ConfigError(
+                    f"config key {self.section}.{key}: expected {describe_schema(known[key])}, got {value!r} "
+                    f"({error.message})"
+                )
+        return _resolved(self.section, {**copy.deepcopy(dict(self)), **copy.deepcopy(changes)})
+
 
 def resolve_section(section: str, values: Mapping[str, Any] | None) -> ResolvedSection:
     """``config[section]`` (possibly partial: a test, a notebook) with the schema's defaults filled
@@ -190,6 +209,47 @@ def resolve_section(section: str, values: Mapping[str, Any] | None) -> ResolvedS
             f"config key {'.'.join([section, *path])}: expected {what}, got {err.instance!r} ({err.message})"
         )
     return _resolved(section, instance)
+
+
+def as_resolved(section: str, values: Mapping[str, Any] | None) -> ResolvedSection:
+    """``values`` itself when it is already ``section`` resolved (used as is: neither validated
+    nor copied again), else :func:`resolve_section` of it: what a library function reading a
+    section (never writing it) takes."""
+    if isinstance(values, ResolvedSection) and values.section == section:
+        return values
+    return resolve_section(section, values)
+
+
+@functools.lru_cache(maxsize=None)
+def _defaults(section: str) -> ResolvedSection:
+    return resolve_section(section, {})
+
+
+def section_defaults(section: str) -> ResolvedSection:
+    """``config[section]`` when nothing is set: the schema's defaults (a fresh copy; the schema
+    is read once per process)."""
+    return _resolved(section, copy.deepcopy(dict(_defaults(section))))
+
+
+def config_default(key: str) -> Any:
+    """The schema's default of top-level key ``key`` (``seed``, ``results``), or of a section."""
+    entry = package_schema()["properties"][key]
+    if "properties" in entry:
+        return section_defaults(key)
+    return copy.deepcopy(entry["default"])
+
+
+def schema_default(dotted: str) -> Callable[[], Any]:
+    """A ``default_factory`` for a dataclass field that takes the schema's default of config key
+    ``dotted`` (``classify.q_threshold``, ``seed``), so that the field does not state it again."""
+    key, _, rest = dotted.partition(".")
+
+    def default() -> Any:
+        value = config_default(key)
+        return copy.deepcopy(value[rest]) if rest else value
+
+    default.__doc__ = f"The schema's default of config key {dotted}."
+    return default
 
 
 def _resolved(section: str, values: dict[str, Any]) -> ResolvedSection:

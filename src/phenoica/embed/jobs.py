@@ -57,7 +57,7 @@ class EmbedJob:
     model_name: str
     spec: Mapping[str, Any]
     checkpoint: Path | str | None
-    options: EmbedOptions = field(default_factory=EmbedOptions)
+    options: EmbedOptions = field(default_factory=EmbedOptions.defaults)
     threads: int | None = None
 
 

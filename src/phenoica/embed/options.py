@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import dataclasses
+from dataclasses import dataclass
 from typing import Any, Mapping
+
+from phenoica.contract.config import resolve_section
 
 
 @dataclass(frozen=True)
@@ -21,37 +24,47 @@ class EmbedOptions:
     ``torch.compile`` and inductor's on-disk cache folder (:mod:`phenoica.embed.jobs`).
     """
 
-    crop_size: int | None = None
-    intensity_max: float | None = None
-    batch_size: int = 128
-    chunk_images: int | None = None
-    device: str = "auto"
-    without_cuda: str = "fail"
-    threads: int | None = None
-    loader_threads: int = 1
+    crop_size: int | None
+    intensity_max: float | None
+    batch_size: int
+    chunk_images: int | None
+    device: str
+    without_cuda: str
+    threads: int | None
+    loader_threads: int
+    compile: bool
+    compile_options: Mapping[str, Any]
+    compile_cache: str | None
     preprocess_on_device: bool | None = None
-    compile: bool = False
-    compile_options: Mapping[str, Any] = field(default_factory=dict)
-    compile_cache: str | None = None
 
     @classmethod
-    def from_config(cls, embed: Mapping[str, Any]) -> EmbedOptions:
-        """The options of a validated config's ``embed`` section (``config["embed"]``, after
-        :func:`phenoica.workflow.params.with_speed_settings` in a job); keys it lacks keep the defaults,
-        keys that are not embedding settings (``plates_per_job``) are left to the workflow."""
+    def from_config(cls, embed: Mapping[str, Any] | None) -> EmbedOptions:
+        """The options of the config's ``embed`` section (``config["embed"]``, after
+        :func:`phenoica.workflow.params.with_speed_settings` in a job), resolved here once against the
+        schema (:func:`phenoica.contract.config.resolve_section`: absent keys take the schema's
+        defaults, a section already resolved is not validated again); keys that are not embedding
+        settings (``plates_per_job``) are left to the workflow."""
+        section = resolve_section("embed", embed)
         return cls(
-            crop_size=embed.get("crop_size"),
-            intensity_max=embed.get("intensity_max"),
-            batch_size=int(embed.get("batch_size", 128)),
-            chunk_images=embed.get("chunk_images"),
-            device=str(embed.get("device", "auto")),
-            without_cuda=str(embed.get("without_cuda", "fail")),
-            threads=embed.get("threads"),
-            loader_threads=int(embed.get("loader_threads", 1)),
-            compile=bool(embed.get("compile")),
-            compile_options=dict(embed.get("compile_options") or {}),
-            compile_cache=embed.get("compile_cache"),
+            crop_size=section["crop_size"],
+            intensity_max=section["intensity_max"],
+            batch_size=int(section["batch_size"]),
+            chunk_images=section["chunk_images"],
+            device=str(section["device"]),
+            without_cuda=str(section["without_cuda"]),
+            threads=section["threads"],
+            loader_threads=int(section["loader_threads"]),
+            compile=bool(section["compile"]),
+            compile_options=dict(section["compile_options"] or {}),
+            compile_cache=section["compile_cache"],
         )
+
+    @classmethod
+    def defaults(cls, **changes: Any) -> EmbedOptions:
+        """The schema's ``embed`` defaults with ``changes``: ``embed`` keys (validated by the
+        schema) and ``preprocess_on_device``, which is no config key."""
+        own = {k: changes.pop(k) for k in ("preprocess_on_device",) if k in changes}
+        return dataclasses.replace(cls.from_config(changes), **own)
 
     def check(self) -> None:
         """ValueError for a batch size, chunk length or reader count below 1."""

@@ -5,13 +5,14 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from phenoica.contract.arrays import check_matrix
+from phenoica.contract.config import schema_default
 from phenoica.identifiability.alignment import (
     MAPS,
     PERMUTATION_MATCHES,
@@ -99,17 +100,18 @@ class AlignOptions:
     ``permutation_match`` to the permutation map; ``n_components``, ``ica_method``,
     ``ica_max_iter``, ``ica_tol`` and ``ica_max_samples`` to the ICA map. ``diameter``: "auto",
     "exact", "estimate", or a number (e.g. computed once per model). ``knn_k=None`` skips mutual
-    kNN, which uses at most ``knn_max_samples`` rows.
+    kNN, which uses at most ``knn_max_samples`` rows. ``train_fraction``, ``seed``, ``ica_method``
+    and ``knn_k`` default to the schema's ``identifiability`` keys (and ``seed``).
     """
 
-    train_fraction: float = 0.8
-    seed: int = 0
+    train_fraction: float = field(default_factory=schema_default("identifiability.train_fraction"))
+    seed: int = field(default_factory=schema_default("seed"))
     maps: Sequence[str] = MAPS
-    ica_method: str = "picard"
+    ica_method: str = field(default_factory=schema_default("identifiability.ica"))
     n_components: int | float | str | None = None
     ridge: float = 0.0
     scale: bool = False
-    knn_k: int | None = 10
+    knn_k: int | None = field(default_factory=schema_default("identifiability.knn_k"))
     diameter: str | float = "auto"
     permutation_match: str = "correlation"
     ica_max_iter: int = 500

@@ -26,6 +26,7 @@ import torch
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import nn
 
+from phenoica.contract.config import as_resolved, section_defaults
 from phenoica.contract.screen import ScreenError, channel_indices, open_plate
 from phenoica.models.device import resolve_device
 from phenoica.models.vit import (
@@ -320,15 +321,20 @@ class TrainOptions:
     norm_pix_loss: bool
     max_images: int
     log_every: int
-    device: str = "auto"
-    intensity_max: float | None = None
+    device: str
+    intensity_max: float | None
 
     @classmethod
     def from_config(
-        cls, train: Mapping[str, Any], device: str = "auto", intensity_max: float | None = None
+        cls, train: Mapping[str, Any] | None, device: str | None = None, intensity_max: float | None = None
     ) -> TrainOptions:
         """The options of the ``train`` section (``config["train"]``, after
-        :func:`phenoica.workflow.params.with_speed_settings` in a job); ``device`` is ``embed.device``."""
+        :func:`phenoica.workflow.params.with_speed_settings` in a job), resolved here once against the
+        schema (absent keys take its defaults; a section already resolved is used as is).
+        ``device`` and ``intensity_max`` are ``embed.device`` and ``embed.intensity_max`` (None:
+        the schema's defaults of those keys)."""
+        train = as_resolved("train", train)
+        embed = section_defaults("embed")
         return cls(
             steps=int(train["steps"]),
             batch_size=int(train["batch_size"]),
@@ -339,8 +345,8 @@ class TrainOptions:
             norm_pix_loss=bool(train["norm_pix_loss"]),
             max_images=int(train["max_images"]),
             log_every=int(train["log_every"]),
-            device=device,
-            intensity_max=intensity_max,
+            device=str(embed["device"] if device is None else device),
+            intensity_max=embed["intensity_max"] if intensity_max is None else intensity_max,
         )
 
 

@@ -34,6 +34,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 from PIL import Image, ImageDraw, ImageFont
 
+from phenoica.contract.config import as_resolved, config_default
 from phenoica.contract.screen import (
     CONTROL,
     GENE,
@@ -69,29 +70,39 @@ class GalleryError(ValueError):
 
 @dataclass(frozen=True)
 class GalleryOptions:
-    """What the gallery shows, built once from config ``gallery`` (:meth:`from_config`)."""
+    """What the gallery shows, built once from config ``gallery`` (:meth:`from_config`; every
+    default is the schema's: :meth:`defaults`)."""
 
-    sites_per_guide: int = 2
-    control_sites: int = 4
-    percentiles: tuple[float, float] = (0.5, 99.5)
-    tile_px: int = 96
-    genes: tuple[str, ...] = ()
-    composite: tuple[str, ...] | None = None
-    seed: int = 0
+    sites_per_guide: int
+    control_sites: int
+    percentiles: tuple[float, float]
+    tile_px: int
+    genes: tuple[str, ...]
+    composite: tuple[str, ...] | None
+    seed: int
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "GalleryOptions":
-        g = config.get("gallery") or {}
-        lo, hi = g.get("percentiles", cls.percentiles)
+        """From a config holding ``gallery`` (possibly partial: resolved here once against the
+        schema) and ``seed`` (absent: the schema's default)."""
+        g = as_resolved("gallery", config.get("gallery"))
+        lo, hi = g["percentiles"]
         return cls(
-            sites_per_guide=int(g.get("sites_per_guide", cls.sites_per_guide)),
-            control_sites=int(g.get("control_sites", cls.control_sites)),
+            sites_per_guide=int(g["sites_per_guide"]),
+            control_sites=int(g["control_sites"]),
             percentiles=(float(lo), float(hi)),
-            tile_px=int(g.get("tile_px", cls.tile_px)),
-            genes=tuple(str(x) for x in (g.get("genes") or ())),
-            composite=None if g.get("composite") is None else tuple(str(c) for c in g["composite"]),
-            seed=int(config.get("seed", 0)),
+            tile_px=int(g["tile_px"]),
+            genes=tuple(str(x) for x in (g["genes"] or ())),
+            composite=None if g["composite"] is None else tuple(str(c) for c in g["composite"]),
+            seed=int(config["seed"] if "seed" in config else config_default("seed")),
         )
+
+    @classmethod
+    def defaults(cls, seed: int | None = None, **gallery: Any) -> "GalleryOptions":
+        """The schema's ``gallery`` defaults with ``gallery`` keys changed (validated), and ``seed``
+        (None: the schema's)."""
+        gallery = {k: list(v) if isinstance(v, tuple) else v for k, v in gallery.items()}
+        return cls.from_config({"gallery": gallery} | ({} if seed is None else {"seed": seed}))
 
 
 @dataclass

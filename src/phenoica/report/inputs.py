@@ -17,6 +17,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from phenoica.contract.config import schema_default
+
 #: The gathered biomap tables the report reads, by file stem (``results/biomap/{stem}.parquet``).
 BIOMAP_TABLES: tuple[str, ...] = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
 
@@ -34,10 +36,11 @@ class StudyLink:
 class ReportOptions:
     """The report's settings: the q threshold of the hit calls, the seed of its bootstrap
     intervals and the gallery's tie-break, the page's title and the folders (under the report's
-    folder) of the tables and figures (empty: the report's folder itself)."""
+    folder) of the tables and figures (empty: the report's folder itself). The threshold and the
+    seed default to the schema's ``classify.q_threshold`` and ``seed``."""
 
-    q_threshold: float = 0.05
-    seed: int = 0
+    q_threshold: float = field(default_factory=schema_default("classify.q_threshold"))
+    seed: int = field(default_factory=schema_default("seed"))
     title: str = "phenoica report"
     tables_dir: str = "tables"
     figures_dir: str = "figures"

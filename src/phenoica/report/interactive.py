@@ -35,6 +35,7 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
+from phenoica.contract.config import schema_default
 from phenoica.contract.screen import GENE, GUIDE
 from phenoica.report.interactive_js import PAGE_CSS, PAGE_JS
 from phenoica.utils.io import atomic_path
@@ -62,7 +63,7 @@ class PageInputs:
     biomap_summary: pd.DataFrame | None = None
     gallery: pd.DataFrame | None = None
     gallery_dir: str = "gallery"
-    q_threshold: float = 0.05
+    q_threshold: float = field(default_factory=schema_default("classify.q_threshold"))
     title: str = "phenoica interactive results"
 
 

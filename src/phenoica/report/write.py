@@ -53,12 +53,14 @@ SECTIONS: tuple[Section, ...] = (
 def write_report(
     out_dir: Path | str,
     inputs: ReportInputs,
-    options: ReportOptions = ReportOptions(),
+    options: ReportOptions | None = None,
     sections: Sequence[Section] = SECTIONS,
 ) -> dict[str, Path]:
     """Write every file of the report (atomically) into ``out_dir`` and return them by name:
     each section's tables (``{tables_dir}/{name}.csv``) and figures (``{figures_dir}/{name}.png``),
-    ``report_md`` and ``index_html``. A section whose inputs are absent adds nothing."""
+    ``report_md`` and ``index_html``. A section whose inputs are absent adds nothing; ``options``
+    None is :class:`ReportOptions` with the schema's defaults."""
+    options = ReportOptions() if options is None else options
     out = Path(out_dir)
     ctx = ReportContext(
         out,

@@ -19,6 +19,7 @@ metadata file behind.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import re
 import string
@@ -31,6 +32,7 @@ import pandas as pd
 import tifffile
 from PIL import Image
 
+from phenoica.contract.config import schema_default, section_defaults
 from phenoica.contract.screen import SITE, SUPPORTED_DTYPES, WELL, ScreenError
 from phenoica.sources.plate_map import (
     natural_key,
@@ -44,7 +46,7 @@ from phenoica.sources.plate_map import (
 from phenoica.utils.io import get_logger
 
 PATTERN_FIELDS: tuple[str, ...] = ("plate", "well", "site", "channel")
-DEFAULT_PATTERN = "{plate}/{well}_s{site}_w{channel}.png"
+DEFAULT_PATTERN: str = schema_default("screen.image_pattern")()
 PNG_SUFFIXES = (".png",)
 TIFF_SUFFIXES = (".tif", ".tiff")
 DEFAULT_SITE = 1
@@ -252,17 +254,19 @@ class ImageIngestOptions:
     the store keeps them (None = every channel value found, natural order; files of channels
     not listed are ignored) and the Zarr chunk length ``chunk_images`` of the written store."""
 
-    pattern: str = DEFAULT_PATTERN
-    channels: Sequence[str] | None = None
-    chunk_images: int = 64
+    pattern: str = dataclasses.field(default_factory=schema_default("screen.image_pattern"))
+    channels: Sequence[str] | None = dataclasses.field(default_factory=schema_default("screen.channels"))
+    chunk_images: int = dataclasses.field(default_factory=schema_default("screen.chunk_images"))
 
     @classmethod
     def from_config(cls, screen_cfg: Mapping[str, Any]) -> "ImageIngestOptions":
-        """From the config's ``screen`` section: ``image_pattern``, ``channels``, ``chunk_images``."""
+        """From the config's ``screen`` section: ``image_pattern``, ``channels``, ``chunk_images``
+        (absent keys: the schema's defaults)."""
+        screen = {**section_defaults("screen"), **screen_cfg}
         return cls(
-            pattern=screen_cfg.get("image_pattern", DEFAULT_PATTERN),
-            channels=screen_cfg.get("channels"),
-            chunk_images=int(screen_cfg.get("chunk_images", 64)),
+            pattern=str(screen["image_pattern"]),
+            channels=screen["channels"],
+            chunk_images=int(screen["chunk_images"]),
         )
 
 

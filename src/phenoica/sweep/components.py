@@ -21,6 +21,7 @@ through its section :mod:`phenoica.report.sweep`.
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -34,6 +35,7 @@ from phenoica.biomap.batch_metrics import batch_classifier
 from phenoica.classify.engine import classify_shard
 from phenoica.classify.map_readout import guide_map, well_profiles
 from phenoica.classify.params import ClassifyOptions
+from phenoica.contract.config import as_resolved, resolve_section
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
 from phenoica.hits.calls import screen_calls
 from phenoica.variants.fit import fit_variants
@@ -59,26 +61,42 @@ SWEEP_COLUMNS: tuple[str, ...] = (
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """Everything a sweep reads from the config, built once (:meth:`from_config`)."""
+    """Everything a sweep reads from the config, built once (:meth:`from_config`): the
+    ``transforms`` and ``classify`` sections (resolved against the schema once, there), the
+    workflow seed, the swept variants and the grid's ``transforms.sweep_points``.
+    ``q_threshold`` is the sweep's own threshold of its hit counts (no config key)."""
 
     transforms: Mapping[str, Any]
     classify: Mapping[str, Any]
     seed: int
     variants: tuple[str, ...]
-    max_points: int = 5
+    max_points: int
     q_threshold: float = 0.1
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "SweepOptions":
-        t = config["transforms"]
-        variants = swept_variants(t["variants"])
+        """From ``{"transforms": ..., "classify": ..., "seed": ...}`` (each section possibly
+        partial: the schema's defaults fill it in)."""
+        t = resolve_section("transforms", config["transforms"])
         return cls(
-            transforms={k: v for k, v in t.items() if k not in ("variants", "frozen", "sweep_points", "sweep_models")},
-            classify=dict(config["classify"]),
+            transforms=t,
+            classify=resolve_section("classify", config["classify"]),
             seed=int(config["seed"]),
-            variants=variants,
+            variants=swept_variants(t["variants"]),
             max_points=int(t["sweep_points"]),
         )
+
+    @functools.cached_property
+    def scoring(self) -> ClassifyOptions:
+        """The classification of every grid point: the ``classify`` section without the
+        concentration models, built once per sweep."""
+        classify = as_resolved("classify", self.classify).updated(concentration=False)
+        return ClassifyOptions.from_config(classify, self.seed)
+
+    def transforms_at(self, n_components: int) -> Mapping[str, Any]:
+        """The ``transforms`` section at one grid point's component count (only the count is
+        checked again)."""
+        return as_resolved("transforms", self.transforms).updated(n_components=int(n_components))
 
 
 def sweep_grid(n_features: int, n_rows: int, chosen: int, max_points: int) -> list[int]:
@@ -115,10 +133,7 @@ def score_point(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """One variant at one count: (its sweep row without model/count, its guide calls)."""
     start = time.perf_counter()
-    cfg = {**options.classify, "concentration": False}
-    rows = classify_shard(
-        table, 0, 1, folds, ClassifyOptions.from_config(cfg, options.seed), variant=variant, model=model
-    )
+    rows = classify_shard(table, 0, 1, folds, options.scoring, variant=variant, model=model)
     return summarize_point(MainPoint(table, rows), options, variant, model, start)
 
 
@@ -185,7 +200,7 @@ def sweep_model(
                 X,
                 batches,
                 is_control,
-                {**options.transforms, "n_components": int(k)},
+                options.transforms_at(k),
                 options.seed,
                 features,
             )

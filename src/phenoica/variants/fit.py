@@ -21,7 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from phenoica.contract.arrays import check_matrix
-from phenoica.contract.config import resolve_section
+from phenoica.contract.config import as_resolved, section_defaults
 from phenoica.contract.screen import CONTROL, PERT_TYPE, ScreenError
 from phenoica.utils.arrays import check_rows, column_labels, row_chunks
 from phenoica.utils.io import atomic_path
@@ -47,14 +47,16 @@ SEED_PURPOSES: tuple[str, ...] = ("whiten", "ica_rows", "ica", "rand", "tvn")
 
 def transform_defaults() -> dict[str, Any]:
     """config["transforms"] when nothing is set: the defaults of the config schema."""
-    return dict(resolve_section("transforms", {}))
+    return section_defaults("transforms")
 
 
 def transform_config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
     """config["transforms"] with absent keys defaulted from the config schema
     (:func:`phenoica.contract.config.resolve_section`); unknown keys and values the schema rejects are
-    errors naming the key and what it expects."""
-    out = resolve_section("transforms", cfg)
+    errors naming the key and what it expects. A section already resolved is used as is (not
+    validated again), so the fit functions resolve once whichever of them is called first; the
+    component rule is checked here, before any row is read."""
+    out = as_resolved("transforms", cfg)
     PCAWhitener(n_components=out["n_components"]).component_rule()
     return out
 

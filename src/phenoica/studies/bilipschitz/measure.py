@@ -12,6 +12,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from phenoica.contract.config import section_defaults
 from phenoica.studies.bilipschitz.data import isometric_embed, load_group_data
 from phenoica.studies.bilipschitz.gather import gather_dataset
 from phenoica.studies.bilipschitz.model import (
@@ -174,6 +175,8 @@ def run_sweep(
         pd.concat(models, ignore_index=True),
         pd.concat(pairs, ignore_index=True),
         pd.concat(samples, ignore_index=True),
-        n_boot=int(settings.get("n_bootstrap", 1000)),
+        n_boot=int(
+            settings["n_bootstrap"] if "n_bootstrap" in settings else section_defaults("bilipschitz")["n_bootstrap"]
+        ),
         seed=data_seed,
     )

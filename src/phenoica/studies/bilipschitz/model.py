@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
@@ -12,6 +13,7 @@ from torch import nn
 from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 
+from phenoica.contract.config import schema_default, section_defaults
 from phenoica.models.device import resolve_device
 
 PARAMETRIZATIONS: tuple[str, ...] = ("orthogonal", "none")
@@ -78,21 +80,24 @@ class Autoencoder(nn.Module):
 class TrainSettings:
     """How one autoencoder is trained: its shape (``latent_dim``, ``hidden``, ``parametrization``),
     the optimizer's run (``epochs``, ``batch_size``, ``lr``), early stopping (``converge_tol``,
-    ``converge_window``; tol 0 never stops early) and the torch ``device``."""
+    ``converge_window``; tol 0 never stops early) and the torch ``device``. The defaults of the
+    keys the schema states are the schema's (``converge_tol`` 0 here: never stop early)."""
 
     latent_dim: int
     hidden: Sequence[int]
     epochs: int
     batch_size: int
     lr: float
-    parametrization: str = "orthogonal"
+    parametrization: str = dataclasses.field(default_factory=schema_default("bilipschitz.parametrization"))
     converge_tol: float = 0.0
-    converge_window: int = 200
-    device: str = "auto"
+    converge_window: int = dataclasses.field(default_factory=schema_default("bilipschitz.converge_window"))
+    device: str = dataclasses.field(default_factory=schema_default("bilipschitz.device"))
 
     @classmethod
     def from_config(cls, settings: Mapping[str, Any], dataset: str) -> TrainSettings:
-        """The study's settings (``config["bilipschitz"]``) for one dataset."""
+        """The study's settings (``config["bilipschitz"]``; absent keys: the schema's defaults) for
+        one dataset."""
+        settings = {**section_defaults("bilipschitz"), **settings}
         latent = int(settings["isometric"]["latent_dim"]) if dataset == "isometric" else int(settings["latent_dim"])
         return cls(
             latent_dim=latent,
@@ -100,10 +105,10 @@ class TrainSettings:
             epochs=int(settings["epochs"]),
             batch_size=int(settings["batch_size"]),
             lr=float(settings["lr"]),
-            parametrization=str(settings.get("parametrization", "orthogonal")),
-            converge_tol=float(settings.get("converge_tol", 0.0)),
-            converge_window=int(settings.get("converge_window", 200)),
-            device=str(settings.get("device", "auto")),
+            parametrization=str(settings["parametrization"]),
+            converge_tol=float(settings["converge_tol"]),
+            converge_window=int(settings["converge_window"]),
+            device=str(settings["device"]),
         )
 
 

@@ -12,6 +12,7 @@ import torch
 from torch import nn
 from torch.nn import functional as F
 
+from phenoica.contract.config import section_defaults
 from phenoica.models.device import resolve_device
 from phenoica.studies.disentangle.data import FactorDataset, eval_index
 from phenoica.utils.io import atomic_path
@@ -170,6 +171,11 @@ def model_loss(
     return loss, {k: float(v.detach()) for k, v in parts.items()}
 
 
+def _setting(settings: Mapping[str, Any], key: str) -> Any:
+    """``settings[key]`` (config["disentangle"]), or the schema's default where it lacks the key."""
+    return settings[key] if key in settings else section_defaults("disentangle")[key]
+
+
 def train_model(
     model_name: str,
     data: FactorDataset,
@@ -200,7 +206,7 @@ def train_model(
     marks = {int(m) for m in milestones}
     dev = resolve_device(device)
     torch.manual_seed(seed)
-    net = build_model(model_name, data.image_size, int(settings["latent_dim"]), float(settings.get("width", 1.0))).to(
+    net = build_model(model_name, data.image_size, int(settings["latent_dim"]), float(_setting(settings, "width"))).to(
         dev
     )
     opt = torch.optim.Adam(net.parameters(), lr=lr)
@@ -269,7 +275,7 @@ def train_and_encode(
     """Train one (dataset, model, seed), write the eval-set latents (npz) and the weights (safetensors)."""
     from safetensors.torch import save_file
 
-    net, summary = train_model(model_name, data, settings, seed, settings.get("device", "auto"), log)
+    net, summary = train_model(model_name, data, settings, seed, _setting(settings, "device"), log)
     index = eval_index(len(data), int(settings["n_eval"]), int(settings["eval_seed"]))
     latents = encode(net, data, index)
     with atomic_path(latents_path) as tmp:
@@ -293,7 +299,7 @@ def train_and_encode(
                 "seed": str(seed),
                 "dataset": data.name,
                 "latent_dim": str(settings["latent_dim"]),
-                "width": str(settings.get("width", 1.0)),
+                "width": str(_setting(settings, "width")),
                 "image_size": str(data.image_size),
             },
         )
