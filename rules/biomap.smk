@@ -6,7 +6,7 @@ from phenoica.workflow.rule_inputs import BIOMAP_KINDS
 
 rule biomap_profiles:
     input:
-        OUT.transform.variant,
+        OUT.transforms.variant,
     output:
         guides=OUT.biomap.guide_profiles,
         genes=OUT.biomap.gene_profiles,
@@ -53,7 +53,7 @@ rule biomap:
 
 rule batch_metrics:
     input:
-        OUT.transform.variant,
+        OUT.transforms.variant,
     output:
         OUT.biomap.batch_metrics,
     log:

@@ -5,8 +5,8 @@
 
 rule classify:
     input:
-        variant=OUT.transform.variant,
-        folds=OUT.transform.folds,
+        variant=OUT.transforms.variant,
+        folds=OUT.splits.folds,
     output:
         OUT.classify.shard,
     log:
@@ -29,7 +29,7 @@ rule classify:
 
 rule map_readout:
     input:
-        OUT.transform.variant,
+        OUT.transforms.variant,
     output:
         OUT.classify.map,
     log:

@@ -59,25 +59,3 @@ for embed_rule in embed_rules(IN):
             embed=job_params(config, "embed", "embed"),
         script:
             "../scripts/embed.py"
-
-
-rule gather_profiles:
-    input:
-        lambda w: IN.embeddings(w.model),
-    output:
-        OUT.embed.profiles,
-    log:
-        log_path(RESULTS, "gather_profiles", "{model}"),
-    benchmark:
-        benchmark_path(RESULTS, "gather_profiles", "{model}")
-    conda:
-        ENVS
-    threads: rule_threads(RESOURCES, "gather_profiles", 1)
-    resources:
-        **rule_resources(RESOURCES, "gather_profiles"),
-    params:
-        level=config["profiles"]["level"],
-        embedding_column=config["screen"]["embedding_column"],
-        features=feature_params(config),
-    script:
-        "../scripts/gather_profiles.py"

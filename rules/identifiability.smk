@@ -5,7 +5,7 @@
 
 rule align:
     input:
-        lambda w: expand(OUT.transform.variant, model=MODELS, variant=w.variant),
+        lambda w: expand(OUT.transforms.variant, model=MODELS, variant=w.variant),
     output:
         OUT.identifiability.align,
     log:
@@ -27,7 +27,7 @@ rule align:
 
 rule structural:
     input:
-        variant=OUT.transform.variant,
+        variant=OUT.transforms.variant,
         factors=expand(OUT.screen.factors, plate=PLATES),
     output:
         OUT.identifiability.structural,

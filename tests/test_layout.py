@@ -183,3 +183,13 @@ def test_package_inits_hold_only_their_docstring():
         if init.parent.name != "phenoica" and code:
             offenders.append(str(init.relative_to(SRC)))
     assert not offenders, offenders
+
+
+def test_each_rules_file_is_named_for_its_stage():
+    """A rules file is a stage of the output table (its ``OUT`` key) or one of its studies."""
+    from phenoica.workflow.paths import OUTPUTS
+
+    stems = {p.stem for p in (REPO / "rules").glob("*.smk")} - {"common"}
+    studies = {name for name in OUTPUTS["studies"] if "{" not in OUTPUTS["studies"][name]}
+    assert stems - set(OUTPUTS) == studies
+    assert set(OUTPUTS) - stems == {"studies"}  # every stage has its rules file

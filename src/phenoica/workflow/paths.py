@@ -27,14 +27,20 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
         "checkpoint": "models/{model}/encoder.safetensors",
         "training": "models/{model}/training.json",
         "embedding": "embeddings/{model}/{plate}.parquet",
-        "profiles": "profiles/{model}.parquet",
     },
-    "transform": {
+    "profiles": {
+        "table": "profiles/{model}.parquet",
+    },
+    "transforms": {
         "transform": "transforms/{model}/{variant}.npz",
         "fit_report": "transforms/{model}/fit_report.json",
         "variant": "variants/{model}/{variant}.parquet",
+    },
+    "splits": {
         "folds": "splits/{model}.parquet",
-        "sweep": "sweep/{model}.parquet",
+    },
+    "sweep": {
+        "table": "sweep/{model}.parquet",
     },
     "classify": {
         "shard": "scores/{model}/{variant}/shard_{shard}.parquet",

@@ -90,11 +90,11 @@ class RuleInputs:
 
     def transform(self, model: str, variant: str) -> str:
         """A model's fitted transform of one variant."""
-        return self._fitted(self.out.transform.transform, model=model, variant=variant)
+        return self._fitted(self.out.transforms.transform, model=model, variant=variant)
 
     def fit_report(self, model: str) -> str:
         """The fit report beside a model's transforms."""
-        return self._fitted(self.out.transform.fit_report, model=model)
+        return self._fitted(self.out.transforms.fit_report, model=model)
 
     def maps(self, variants: list[str] | None = None, model: str | None = None) -> list[str]:
         """copairs mAP tables per (model, variant), when the readout is on: of every model and
@@ -144,7 +144,7 @@ class RuleInputs:
         transforms or ``transforms.sweep_points`` 0)."""
         if self.config["transforms"]["frozen"] or not self.config["transforms"]["sweep_points"]:
             return []
-        return expand(self.out.transform.sweep, model=dag.swept_models(self.config))
+        return expand(self.out.sweep.table, model=dag.swept_models(self.config))
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,24 @@
+# The profile table of each model: every plate's embeddings gathered, checked against the contract,
+# at image or well level (phenoica.profiles).
+
+
+rule gather_profiles:
+    input:
+        lambda w: IN.embeddings(w.model),
+    output:
+        OUT.profiles.table,
+    log:
+        log_path(RESULTS, "gather_profiles", "{model}"),
+    benchmark:
+        benchmark_path(RESULTS, "gather_profiles", "{model}")
+    conda:
+        ENVS
+    threads: rule_threads(RESOURCES, "gather_profiles", 1)
+    resources:
+        **rule_resources(RESOURCES, "gather_profiles"),
+    params:
+        level=config["profiles"]["level"],
+        embedding_column=config["screen"]["embedding_column"],
+        features=feature_params(config),
+    script:
+        "../scripts/gather_profiles.py"

@@ -1,0 +1,22 @@
+# The batch-effect folds the classifiers use: leave-one-batch-out, or in-distribution repeats
+# (phenoica.classify.splits).
+
+
+rule splits:
+    input:
+        OUT.profiles.table,
+    output:
+        OUT.splits.folds,
+    log:
+        log_path(RESULTS, "splits", "{model}"),
+    benchmark:
+        benchmark_path(RESULTS, "splits", "{model}")
+    conda:
+        ENVS
+    threads: rule_threads(RESOURCES, "splits", 1)
+    resources:
+        **rule_resources(RESOURCES, "splits"),
+    params:
+        splits=splits_params(config),
+    script:
+        "../scripts/splits.py"

@@ -1,0 +1,44 @@
+# Post-processing variants (base, pca, pca_ica, pca_rand): fitted once per model, saved, and
+# applied to every profile row (phenoica.variants).
+
+if not config["transforms"]["frozen"]:
+
+    rule fit_transforms:
+        input:
+            OUT.profiles.table,
+        output:
+            transforms=expand(OUT.transforms.transform, variant=VARIANTS, allow_missing=True),
+            fit_report=OUT.transforms.fit_report,
+        log:
+            log_path(RESULTS, "fit_transforms", "{model}"),
+        benchmark:
+            benchmark_path(RESULTS, "fit_transforms", "{model}")
+        conda:
+            ENVS
+        threads: rule_threads(RESOURCES, "fit_transforms", 2)
+        resources:
+            **rule_resources(RESOURCES, "fit_transforms"),
+        params:
+            transforms=job_params(config, "transforms", "fit_transforms"),
+            seed=config["seed"],
+        script:
+            "../scripts/fit_transforms.py"
+
+
+rule apply_transform:
+    input:
+        profiles=OUT.profiles.table,
+        transform=lambda w: IN.transform(w.model, w.variant),
+    output:
+        OUT.transforms.variant,
+    log:
+        log_path(RESULTS, "apply_transform", "{model}/{variant}"),
+    benchmark:
+        benchmark_path(RESULTS, "apply_transform", "{model}/{variant}")
+    conda:
+        ENVS
+    threads: rule_threads(RESOURCES, "apply_transform", 1)
+    resources:
+        **rule_resources(RESOURCES, "apply_transform"),
+    script:
+        "../scripts/apply_transform.py"
