@@ -15,13 +15,13 @@ Screens: ``--screen positive_control`` builds the positive control
 (``phenoica.sources.positive_control``) with the design given by the flags (default: its own
 design scaled to 12 batches and 48 control wells per plate, so that the fast protocol's defaults
 act: 12 folds in 4 groups, 8,448 training controls capped at 4,000); ``--table`` and
-``--folds`` score a profile table of a finished run (a ``variants/{model}/{variant}.parquet``
+``--folds`` score a profile table of a finished run (a ``transforms/{model}/{variant}.parquet``
 with its ``splits/{model}.parquet``). ``--fast-fold-groups`` / ``--fast-train-controls`` lower the
 fast protocol's thresholds where a small screen would not reach them. Every figure is printed with
 the thresholds and whether each approximation acted (folds grouped, controls capped).
 
     python benchmarks/classify_fidelity.py --screen positive_control [--batches 12] [--seed-reference]
-    python benchmarks/classify_fidelity.py --table RUN/variants/mae/pca_ica.parquet --folds RUN/splits/mae.parquet \\
+    python benchmarks/classify_fidelity.py --table RUN/transforms/mae/pca_ica.parquet --folds RUN/splits/mae.parquet \\
         [--fast-fold-groups 2 --fast-train-controls 192]
 """
 
@@ -106,7 +106,7 @@ def compare(ref: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame]) -> dic
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--screen", choices=["positive_control"], default=None)
-    ap.add_argument("--table", type=Path, help="a profile table (variants/{model}/{variant}.parquet)")
+    ap.add_argument("--table", type=Path, help="a profile table (transforms/{model}/{variant}.parquet)")
     ap.add_argument("--folds", type=Path, help="its folds (splits/{model}.parquet)")
     ap.add_argument("--batches", type=int, default=12)
     ap.add_argument("--control-wells", type=int, default=48, help="positive control: control wells per plate")

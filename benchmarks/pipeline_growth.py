@@ -34,7 +34,7 @@ The stages, each in a fresh Python process on that scale's files:
     splits     classify.splits.make_folds + folds_table   (rule splits)
     classify   classify.engine.classify_shard             (rule classify, every variant and shard)
     map        classify.map_readout.guide_map             (rule map_readout, every variant)
-    hits       hits.calls.screen_calls                    (rule gather_scores)
+    hits       hits.calls.screen_calls                    (rule call_hits)
     gene_map   biomap.aggregate.aggregate_profiles + biomap.gene_map.gene_map + the heatmap
                (rules biomap_profiles and biomap, every variant)
     batch      biomap.batch_metrics                       (rule batch_metrics, every variant)

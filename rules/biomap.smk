@@ -29,7 +29,7 @@ rule biomap:
     input:
         guides=OUT.biomap.guide_profiles,
         genes=OUT.biomap.gene_profiles,
-        calls=OUT.classify.genes,
+        calls=OUT.hits.genes,
         truth=IN.truth(),
         annotations=IN.biomap_annotations(),
     output:

@@ -1,6 +1,6 @@
 # LightGBM per guide (and per null pseudo-guide) vs the shared controls, per (model, variant,
-# gene shard); the copairs mAP readout per (model, variant); one gather of all scores that also
-# calls hits (p- and q-values per guide and gene).
+# gene shard); the copairs mAP readout per (model, variant); one gather of every shard and mAP
+# table (the hit calls on them: rules/hits.smk).
 
 
 rule classify:
@@ -54,11 +54,7 @@ rule gather_scores:
         maps=IN.maps(),
     output:
         guide_folds=OUT.classify.guide_folds,
-        guides=OUT.classify.guides,
-        genes=OUT.classify.genes,
         maps=OUT.classify.maps,
-        hits=OUT.classify.hits,
-        null=OUT.classify.null,
     log:
         log_path(RESULTS, "gather_scores"),
     benchmark:
@@ -68,9 +64,5 @@ rule gather_scores:
     threads: rule_threads(RESOURCES, "gather_scores", 1)
     resources:
         **rule_resources(RESOURCES, "gather_scores"),
-    params:
-        null_model=config["classify"]["null_model"],
-        q_threshold=config["classify"]["q_threshold"],
-        n_null_guides=config["classify"]["n_null_guides"],
     script:
         "../scripts/gather_scores.py"

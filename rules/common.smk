@@ -16,7 +16,7 @@ from phenoica.contract.schema import check_yaml_files, schema_enum
 from phenoica.variants.names import swept_variants
 from phenoica.workflow.dag import screen_plates, study_pages, training_plates
 from phenoica.workflow.params import canonical, feature_params, job_params, lightgbm_report_params, splits_params
-from phenoica.workflow.paths import benchmark_path, log_path
+from phenoica.contract.paths import benchmark_path, log_path
 from phenoica.workflow.rule_inputs import RuleInputs
 from phenoica.workflow.rule_resources import rule_resources, rule_threads
 from phenoica.workflow.validate import check_screen_once
@@ -34,7 +34,7 @@ SOURCE = config["screen"]["source"]
 RESOURCES = config["resources"]
 PLATES = screen_plates(config)  # {plate: batch}; empty when starting from embeddings
 IN = RuleInputs(config, PLATES)  # every rule's input lists
-OUT = IN.out  # every output's template, by stage (phenoica.workflow.paths)
+OUT = IN.out  # every output's template, by stage (phenoica.contract.paths)
 MODELS = IN.models
 VARIANTS = IN.variants
 SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep scores

@@ -9,11 +9,11 @@ from phenoica.report.gallery import gallery_model, gallery_reads_pixels
 rule report:
     input:
         guide_folds=OUT.classify.guide_folds,
-        guides=OUT.classify.guides,
-        genes=OUT.classify.genes,
+        guides=OUT.hits.guides,
+        genes=OUT.hits.genes,
         maps=OUT.classify.maps,
-        hits=OUT.classify.hits,
-        null=OUT.classify.null,
+        hits=OUT.hits.hits,
+        null=OUT.hits.null,
         fit_reports=[IN.fit_report(m) for m in MODELS],
         truth=IN.truth(),
         table1=OUT.identifiability.table1,

@@ -1,33 +1,19 @@
-"""Rule gather_scores: all shards -> guide-fold rows, guide and gene scores with hit calls, the
-hit table beside the mAP readout, and the null's calibration summary."""
+"""Rule gather_scores: every shard's guide-fold rows in one table, every (model, variant)'s mAP
+readout in another (an empty table when the readout is off)."""
 
 from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.gather_scores", snakemake.log[0])  # first: the log holds everything the job prints
 
-import pandas as pd
+from phenoica.utils.io import read_parquets, write_parquet
 
-from phenoica.hits.calls import screen_calls
-from phenoica.utils.io import write_parquet
-
-p = snakemake.params
-rows = pd.concat([pd.read_parquet(f) for f in snakemake.input.shards], ignore_index=True)
-maps = (
-    pd.concat([pd.read_parquet(f) for f in snakemake.input.maps], ignore_index=True) if snakemake.input.maps else None
-)
-if p.n_null_guides == 0:
-    log.warning("classify.n_null_guides is 0: no null, so no p-values, q-values or hit calls")
-out = screen_calls(rows, maps, p.null_model, p.q_threshold, with_null=p.n_null_guides > 0)
+rows = read_parquets(snakemake.input.shards)
+maps = read_parquets(snakemake.input.maps)
 write_parquet(rows, snakemake.output.guide_folds)
-for name in ("guides", "genes", "hits", "null"):
-    write_parquet(out[name], snakemake.output[name])
-write_parquet(maps if maps is not None else pd.DataFrame(), snakemake.output.maps)
-real = out["guides"][~out["guides"]["is_null_guide"]]
+write_parquet(maps, snakemake.output.maps)
 log.info(
-    "%d guide-fold rows, %d skipped; %d guide hit(s) at q < %g over %d (model, variant) pairs",
+    "%d guide-fold rows from %d shard(s), %d skipped",
     len(rows),
+    len(snakemake.input.shards),
     int((rows["status"] != "ok").sum()),
-    int(real["hit"].sum()),
-    p.q_threshold,
-    len(real.groupby(["model", "variant"])),
 )

@@ -1,5 +1,6 @@
-"""AnnData export (phenoica.sources.h5ad): parquet -> h5ad -> phenoica gives identical tables and identical
-guide and gene profiles; a results folder's levels are written with the hit calls joined to obs."""
+"""AnnData export (phenoica.report.anndata) and reading back (phenoica.sources.h5ad): parquet ->
+h5ad -> phenoica gives identical tables and identical guide and gene profiles; a results folder's
+levels are written with the hit calls joined to obs."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pytest
 
 from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.contract.screen import ScreenError
+from phenoica.report import anndata as h5ad_export
 from phenoica.sources import h5ad
 from tests import report_fixtures as F
 
@@ -31,7 +33,7 @@ def _same(a: pd.DataFrame, b: pd.DataFrame) -> None:
 
 def test_round_trip_gives_identical_tables_and_scores(screen, tmp_path):
     root, path, table = screen
-    written = h5ad.write_h5ad(h5ad.to_anndata(table, "image", "mae", "base"), tmp_path / "image.h5ad")
+    written = h5ad_export.write_h5ad(h5ad_export.to_anndata(table, "image", "mae", "base"), tmp_path / "image.h5ad")
     adata = ad.read_h5ad(written)
     assert adata.shape == (len(table), F.DIM) and adata.uns["phenoica"]["level"] == "image"
     assert list(adata.obs.columns) == [c for c in table.columns if c.startswith("Metadata_")]
@@ -50,36 +52,36 @@ def test_guide_and_gene_levels_join_the_hit_calls(screen):
     guides, genes = aggregate_profiles(path, center_on_controls=True)
     scores = F.score_tables()
     hits = scores["hits"][scores["hits"]["variant"] == "pca"]
-    adata = h5ad.to_anndata(guides, "guide", "mae", "pca", hits)
+    adata = h5ad_export.to_anndata(guides, "guide", "mae", "pca", hits)
     obs = adata.obs.set_index("Metadata_Guide")
     assert bool(obs.loc["G1_g1", "call_hit"]) is True and bool(obs.loc["G3_g2", "call_hit"]) is False
     assert obs.loc["G1_g1", "call_q_value"] == pytest.approx(0.001)
     controls = obs[obs["Metadata_PertType"] == "control"]
     assert len(controls) and controls["call_hit"].isna().all()  # controls have no call
     gene_calls = scores["genes"][scores["genes"]["variant"] == "pca_ica"]
-    g = h5ad.to_anndata(genes, "gene", "mae", "pca_ica", gene_calls).obs.set_index("Metadata_Gene")
+    g = h5ad_export.to_anndata(genes, "gene", "mae", "pca_ica", gene_calls).obs.set_index("Metadata_Gene")
     assert bool(g.loc["G2", "call_hit"]) is True and g.loc["G2", "call_n_guides_hit"] == 2
 
 
 def test_export_run_writes_every_level(screen, tmp_path):
     _, path, table = screen
     res = tmp_path / "results"
-    (res / "variants" / "mae").mkdir(parents=True)
-    (res / "embeddings" / "mae").mkdir(parents=True)
-    (res / "scores").mkdir()
-    table.to_parquet(res / "variants" / "mae" / "base.parquet", index=False)
-    table.to_parquet(res / "embeddings" / "mae" / "P.parquet", index=False)
+    (res / "transforms" / "mae").mkdir(parents=True)
+    (res / "embed" / "mae").mkdir(parents=True)
+    (res / "hits").mkdir()
+    table.to_parquet(res / "transforms" / "mae" / "base.parquet", index=False)
+    table.to_parquet(res / "embed" / "mae" / "P.parquet", index=False)
     guides, genes = aggregate_profiles(path, center_on_controls=True)
     (res / "biomap" / "mae" / "base").mkdir(parents=True)
     guides.to_parquet(res / "biomap" / "mae" / "base" / "guide_profiles.parquet", index=False)
     genes.to_parquet(res / "biomap" / "mae" / "base" / "gene_profiles.parquet", index=False)
     for name, df in F.score_tables().items():
-        df.to_parquet(res / "scores" / f"{name}.parquet", index=False)
-    written = h5ad.export_run(res)
+        df.to_parquet(res / "hits" / f"{name}.parquet", index=False)
+    written = h5ad_export.export_run(res)
     assert sorted(p.name for p in written) == ["gene.h5ad", "guide.h5ad", "image.h5ad", "profile.h5ad"]
     assert "call_hit" in ad.read_h5ad(res / "anndata" / "mae" / "base" / "guide.h5ad").obs
-    with pytest.raises(FileNotFoundError, match="no variants"):
-        h5ad.export_run(tmp_path / "empty")
+    with pytest.raises(FileNotFoundError, match="no transforms"):
+        h5ad_export.export_run(tmp_path / "empty")
 
 
 def _as_h5ad(files, folder, rename=None):
@@ -87,7 +89,9 @@ def _as_h5ad(files, folder, rename=None):
     out = []
     for f in files:
         table = pd.read_parquet(f).rename(columns=rename or {})
-        out.append(h5ad.write_h5ad(h5ad.to_anndata(table, "image", "other", "base"), folder / f"{f.stem}.h5ad"))
+        out.append(
+            h5ad_export.write_h5ad(h5ad_export.to_anndata(table, "image", "other", "base"), folder / f"{f.stem}.h5ad")
+        )
     return out
 
 
@@ -151,7 +155,7 @@ def test_h5ad_embeddings_pass_the_door_with_the_parquet_checks(tmp_path):
     bad.loc[bad["Metadata_Guide"] == "G1_g1", "Metadata_Gene"] = "G2"
     (tmp_path / "bad").mkdir()
     bad.to_parquet(tmp_path / "bad" / "P2.parquet", index=False)
-    h5ad.write_h5ad(h5ad.to_anndata(bad, "image", "other", "base"), tmp_path / "bad" / "P2.h5ad")
+    h5ad_export.write_h5ad(h5ad_export.to_anndata(bad, "image", "other", "base"), tmp_path / "bad" / "P2.h5ad")
     pd.read_parquet(files[0]).to_parquet(tmp_path / "bad" / "P1.parquet", index=False)
     _as_h5ad(files[:1], tmp_path / "bad")
     messages = []
@@ -167,15 +171,15 @@ def test_h5ad_embeddings_pass_the_door_with_the_parquet_checks(tmp_path):
 def test_broken_h5ad_embeddings_name_the_file(screen, tmp_path):
     """Missing Metadata_ columns, a file that is not AnnData, and a feature twice name the file."""
     _, _, table = screen
-    broken = h5ad.to_anndata(table.drop(columns=["Metadata_Plate"]), "image", "other", "base")
-    bad = h5ad.write_h5ad(broken, tmp_path / "bad.h5ad")
+    broken = h5ad_export.to_anndata(table.drop(columns=["Metadata_Plate"]), "image", "other", "base")
+    bad = h5ad_export.write_h5ad(broken, tmp_path / "bad.h5ad")
     with pytest.raises(ScreenError, match=r"bad.h5ad: missing required column\(s\) \['Metadata_Plate'\]"):
         h5ad.read_h5ad_embeddings(bad)
     junk = tmp_path / "junk.h5ad"
     junk.write_bytes(b"not an h5ad")
     with pytest.raises(ScreenError, match=r"junk.h5ad: not a readable .h5ad file"):
         h5ad.parquet_source(junk)
-    twice = h5ad.to_anndata(table, "image", "other", "base")
+    twice = h5ad_export.to_anndata(table, "image", "other", "base")
     twice.var_names = ["emb_0000"] * F.DIM
     with pytest.raises(ScreenError, match=r"twice.h5ad: feature name\(s\) \['emb_0000'\]"):
-        h5ad.read_h5ad_profiles(h5ad.write_h5ad(twice, tmp_path / "twice.h5ad"))
+        h5ad.read_h5ad_profiles(h5ad_export.write_h5ad(twice, tmp_path / "twice.h5ad"))

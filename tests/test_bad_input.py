@@ -495,15 +495,15 @@ def case_results_read_only(tmp_path):
         import phenoica.contract.config as config_module
 
         real = os.access
-        config_module.os.access = lambda p, mode: False if str(p).endswith("scores") else real(p, mode)
+        config_module.os.access = lambda p, mode: False if str(p).endswith("classify") else real(p, mode)
         try:
-            (tmp_path / "r" / "scores").mkdir(parents=True)
+            (tmp_path / "r" / "classify").mkdir(parents=True)
             validate_config({"results": str(tmp_path / "r")})
         finally:
             config_module.os.access = real
         return
-    (tmp_path / "r" / "scores").mkdir(parents=True)
-    (tmp_path / "r" / "scores").chmod(0o500)
+    (tmp_path / "r" / "classify").mkdir(parents=True)
+    (tmp_path / "r" / "classify").chmod(0o500)
     validate_config({"results": str(tmp_path / "r")})
 
 
@@ -832,7 +832,7 @@ BAD_INPUT_CASES = [
     ("7", case_latin1_csv, ValueError, r"m\.csv: not UTF-8 text \(byte 0xe4"),
     ("7", case_semicolon_csv, ValueError, r"m\.csv: the header is one column .*looks ';'-separated"),
     ("7", case_results_is_a_file, ConfigError, r"results .*r' is an existing file; expected a folder path"),
-    ("7", case_results_read_only, ConfigError, r"results folder .*scores' is not writable"),
+    ("7", case_results_read_only, ConfigError, r"results folder .*classify' is not writable"),
     (
         "7",
         case_plate_name_traversal,

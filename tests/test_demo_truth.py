@@ -51,7 +51,7 @@ def test_default_demo_recovers_the_simulated_truth(demo_run: Path) -> None:
     res = demo_run
     truth_table = pd.read_parquet(res / "screen" / "truth.parquet")
     structural = pd.read_parquet(res / "identifiability" / "structural.parquet")
-    guides = pd.read_parquet(res / "scores" / "guides.parquet")
+    guides = pd.read_parquet(res / "hits" / "guides.parquet")
 
     # 1. The embedding sees the biology: every model's raw embedding (variant base) predicts
     #    the factors genes shift, held out.

@@ -213,7 +213,7 @@ def test_the_workflow_embeds_a_group_of_plates_in_one_job_and_reruns_only_a_chan
     cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
     cfg["models"] = {"mae": cfg["models"]["mae"]}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
-    targets = [f"results/embeddings/mae/B0{b}P01.parquet" for b in (1, 2)]
+    targets = [f"results/embed/mae/B0{b}P01.parquet" for b in (1, 2)]
     snakemake(tmp_path, *targets)
     log = tmp_path / "results" / "logs" / "embed" / "mae" / "g0000.log"
     assert log.read_text().count("plate 1/2 of this job") == 1 and all((tmp_path / t).exists() for t in targets)
@@ -225,7 +225,7 @@ def test_the_workflow_embeds_a_group_of_plates_in_one_job_and_reruns_only_a_chan
     assert planned_jobs(tmp_path, "--", *targets) == {"embed_g0000": 1}
     snakemake(tmp_path, *targets)
     text = log.read_text()
-    assert "plate B02P01: results/embeddings/mae/B02P01.parquet is up to date" in text
+    assert "plate B02P01: results/embed/mae/B02P01.parquet is up to date" in text
     assert "job: plate 1/1 of this job (B01P01)" in text
     assert pd.read_parquet(tmp_path / targets[0])["Metadata_Guide"].iloc[0] == "renamed"
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / targets[1]), kept)

@@ -187,7 +187,7 @@ def test_package_inits_hold_only_their_docstring():
 
 def test_each_rules_file_is_named_for_its_stage():
     """A rules file is a stage of the output table (its ``OUT`` key) or one of its studies."""
-    from phenoica.workflow.paths import OUTPUTS
+    from phenoica.contract.paths import OUTPUTS
 
     stems = {p.stem for p in (REPO / "rules").glob("*.smk")} - {"common"}
     studies = {name for name in OUTPUTS["studies"] if "{" not in OUTPUTS["studies"][name]}

@@ -475,7 +475,7 @@ def test_workflow_embeds_with_an_openphenom_checkpoint(tmp_path):
     assert "train_mae" not in dry.stdout and "embed" in dry.stdout  # weights come from the checkpoint
     run = subprocess.run([*cmd, "results/embeddings/op/B01P01.parquet"], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
-    out = tmp_path / "results" / "embeddings" / "op" / "B01P01.parquet"
+    out = tmp_path / "results" / "embed" / "op" / "B01P01.parquet"
     df = pd.read_parquet(out)
     features = [c for c in df.columns if not c.startswith("Metadata_")]
     assert len(features) == 3 * 48 and features[0] == "emb_mito_0000" and features[-1] == "emb_er_0047"

@@ -87,7 +87,7 @@ def test_positive_control_shows_the_ica_gain(tmp_path):
     write_screen(data, seed=0)
     shutil.copy(SCENARIOS / "positive_control.yaml", tmp_path / "config.yaml")
     results = tmp_path / yaml.safe_load((tmp_path / "config.yaml").read_text())["results"]
-    snakemake(tmp_path, f"{results.relative_to(tmp_path)}/scores/guides.parquet")
+    snakemake(tmp_path, f"{results.relative_to(tmp_path)}/hits/guides.parquet")
     out = evaluate(results, data)
 
     auroc = out["auroc"].set_index(["variant", "reference"])

@@ -23,13 +23,13 @@ def test_demo_inputs_are_the_workflows_own_files():
     run = inputs(results="res")
     assert run.store("P2") == "res/screen/plates/P2.zarr"
     assert run.truth() == ["res/screen/truth.parquet"]
-    assert run.checkpoint(run.models[0]) == f"res/models/{run.models[0]}/encoder.safetensors"
-    assert run.embeddings("m") == [f"res/embeddings/m/{p}.parquet" for p in PLATES]
+    assert run.checkpoint(run.models[0]) == f"res/embed/{run.models[0]}/encoder.safetensors"
+    assert run.embeddings("m") == [f"res/embed/m/{p}.parquet" for p in PLATES]
     # product order: models (by name) outer, variants inner, as Snakemake's expand
-    assert run.maps() == [f"res/scores/{m}/{v}/map.parquet" for m in run.models for v in run.variants]
+    assert run.maps() == [f"res/classify/{m}/{v}/map.parquet" for m in run.models for v in run.variants]
     assert run.maps(["pca", "pca_ica"]) == [
-        "res/scores/{model}/pca/map.parquet",
-        "res/scores/{model}/pca_ica/map.parquet",
+        "res/classify/{model}/pca/map.parquet",
+        "res/classify/{model}/pca_ica/map.parquet",
     ]
     assert len(run.structurals()) == len(run.models) * len(run.variants)
 
@@ -64,11 +64,11 @@ def test_embed_rules_one_per_plate_or_one_per_group():
     single = embed_rules(inputs(results="res", embed={"plates_per_job": 1}))
     assert [r.name for r in single] == ["embed"]
     assert single[0].stores(SimpleNamespace(plate="P3")) == "res/screen/plates/P3.zarr"
-    assert single[0].outputs == ["res/embeddings/{model}/{plate}.parquet"]
+    assert single[0].outputs == ["res/embed/{model}/{plate}.parquet"]
     groups = embed_rules(inputs(results="res", embed={"plates_per_job": 2}))
     assert [r.name for r in groups] == ["embed_g0000", "embed_g0001"]
     assert groups[1].stores == ["res/screen/plates/P3.zarr"]
-    assert groups[0].outputs == ["res/embeddings/{model}/P1.parquet", "res/embeddings/{model}/P2.parquet"]
+    assert groups[0].outputs == ["res/embed/{model}/P1.parquet", "res/embed/{model}/P2.parquet"]
     assert groups[0].log_wildcards == "{model}/g0000"
 
 

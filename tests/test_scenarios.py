@@ -100,8 +100,8 @@ def test_images_and_ome_zarr_scenarios_ingest_the_screens_tiles(scenario_data, t
     meta = pd.read_parquet(scenario_data / "screen" / "metadata.parquet")
     plate_rows = meta[meta["Metadata_Plate"] == "B02P01"]
     cfg = scenario("images", tmp_path / "images", scenario_data)
-    snakemake(tmp_path / "images", f"{cfg['results']}/embeddings/mae/B02P01.parquet")
-    emb = pd.read_parquet(tmp_path / "images" / cfg["results"] / "embeddings" / "mae" / "B02P01.parquet")
+    snakemake(tmp_path / "images", f"{cfg['results']}/embed/mae/B02P01.parquet")
+    emb = pd.read_parquet(tmp_path / "images" / cfg["results"] / "embed" / "mae" / "B02P01.parquet")
     assert len(emb) == len(plate_rows)
     assert set(emb["Metadata_Guide"]) == set(plate_rows["Metadata_Guide"])
 
@@ -127,7 +127,7 @@ def test_embeddings_scenario_runs_from_profiles_on(scenario_data, tmp_path):
     jobs = planned_jobs(tmp_path)
     assert "embed" not in jobs and "train_mae" not in jobs and jobs["gather_profiles"] == 1
     snakemake(tmp_path)
-    guides = pd.read_parquet(tmp_path / cfg["results"] / "scores" / "guides.parquet")
+    guides = pd.read_parquet(tmp_path / cfg["results"] / "hits" / "guides.parquet")
     assert set(guides["model"]) == {"ext"}
     base = guides[(guides["variant"] == "base") & ~guides["is_null_guide"]].set_index("Metadata_Guide")["auroc"]
     assert base["G1_a"] > 0.9 and base["G1_a"] > base["G2_a"]
@@ -149,7 +149,7 @@ def test_zarr_screen_with_a_cross_plate_error_fails_before_any_plate_job(scenari
     text = proc.stdout + proc.stderr
     assert "is listed under both PertTypes" in text and "metadata.parquet" in text
     res = tmp_path / cfg["results"]
-    assert not (res / "embeddings").exists() and not (res / "models").exists()
+    assert not (res / "embed").exists()
     assert not (res / "screen" / "metadata").exists()
 
 

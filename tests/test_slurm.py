@@ -43,7 +43,7 @@ SLURM_ARGS = [
     "--latency-wait",
     "5",
 ]
-SCORES = ["results/scores/genes.parquet", "results/scores/guides.parquet"]
+SCORES = ["results/hits/genes.parquet", "results/hits/guides.parquet"]
 SUBMITTED = re.compile(r"Job (\d+) has been submitted with SLURM jobid (\d+) \(log: (\S+)\)\.")
 
 
@@ -146,7 +146,7 @@ def test_tiny_workflow_on_slurm_equals_local_run(tmp_path, slurm_cluster):
     assert local_proc.returncode == 0, f"local run failed:\n{local_out[-6000:]}"
 
     # Same numbers: the workflow is seeded and each rule runs with the same threads both ways.
-    for table in ("scores/genes.parquet", "scores/guides.parquet", "embeddings/mae/B01P01.parquet"):
+    for table in ("hits/genes.parquet", "hits/guides.parquet", "embed/mae/B01P01.parquet"):
         a = pd.read_parquet(on_slurm / "results" / table)
         b = pd.read_parquet(local / "results" / table)
         pd.testing.assert_frame_equal(a, b, check_exact=False, rtol=0, atol=1e-9, obj=table)

@@ -145,10 +145,10 @@ def test_lint_is_clean(tmp_path):
 @pytest.mark.slow
 def test_tiny_workflow_end_to_end_and_incremental(finished_tiny):
     res = finished_tiny / "results"
-    genes = pd.read_parquet(res / "scores" / "genes.parquet")
+    genes = pd.read_parquet(res / "hits" / "genes.parquet")
     assert set(genes["variant"]) == {"base", "pca", "pca_ica", "pca_rand"}
     assert genes["auroc"].between(0, 1).all()
-    emb = pd.read_parquet(res / "embeddings" / "mae" / "B01P01.parquet")
+    emb = pd.read_parquet(res / "embed" / "mae" / "B01P01.parquet")
     assert emb.filter(like="emb_").shape[1] == 32 and emb["Metadata_ImageIndex"].is_monotonic_increasing
     assert (res / "report" / "index.html").exists() and (res / "report" / "report.md").exists()
     table1 = pd.read_parquet(res / "identifiability" / "table1.parquet")
@@ -241,6 +241,7 @@ AFTER_THE_VARIANTS = {
     "structural": 8,
     "gather_identifiability": 1,
     "gather_scores": 1,
+    "call_hits": 1,
     "biomap_profiles": 8,
     BIOMAP: 8,
     "batch_metrics": 8,
@@ -252,20 +253,23 @@ AFTER_THE_VARIANTS = {
 #: Keys that do change results, and exactly the jobs a change must rerun (tiny config:
 #: 2 models x 3 plates, 4 variants, 2 shards).
 RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
-    # the gene maps read the gene calls: whatever reruns the gather reruns them (biomap, gather_biomap)
+    # the gene maps read the gene calls: whatever reruns the hit calls reruns them (biomap, gather_biomap)
     "classify.num_boost_round": (
         12,
-        {"classify": 16, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+        {"classify": 16, "gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
     ),
     "classify.lightgbm.num_leaves": (
         7,
-        {"classify": 16, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+        {"classify": 16, "gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
     ),
-    "classify.q_threshold": (0.1, {"gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
-    "classify.map_readout": (False, {"gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
+    "classify.q_threshold": (0.1, {"call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
+    "classify.map_readout": (
+        False,
+        {"gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+    ),
     "classify.map_null_size": (
         500,
-        {"map_readout": 8, "gather_scores": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+        {"map_readout": 8, "gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
     ),
     "biomap.n_neighbors": (5, {BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
     "biomap.center_on_controls": (False, {"biomap_profiles": 8, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
@@ -464,7 +468,7 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
 
     # 2. Rerun, killed again as soon as Snakemake has recorded a classification shard as finished.
     def shards_done() -> list[Path]:
-        return [p for p in sorted(res.glob("scores/*/*/shard_*.parquet")) if finished_by_snakemake(work, p)]
+        return [p for p in sorted(res.glob("classify/*/*/shard_*.parquet")) if finished_by_snakemake(work, p)]
 
     proc = start_snakemake(work, out, "--rerun-incomplete")
     kill_group_when(proc, lambda: bool(shards_done()), "finished shard")
@@ -472,7 +476,8 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
     assert 0 < len(shards) < 16
     done_before = {p: (p.stat().st_mtime_ns, p.read_bytes()) for p in shards}
     logs_before = {
-        p: (res / "logs" / "classify" / p.relative_to(res / "scores").with_suffix(".log")).read_bytes() for p in shards
+        p: (res / "logs" / "classify" / p.relative_to(res / "classify").with_suffix(".log")).read_bytes()
+        for p in shards
     }
 
     # 3. Unlock and finish.
@@ -505,7 +510,7 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
     classified = jobs_run(text)["classify"]
     for shard, (mtime, data) in done_before.items():
         assert shard.stat().st_mtime_ns == mtime and shard.read_bytes() == data
-        log = res / "logs" / "classify" / shard.relative_to(res / "scores").with_suffix(".log")
+        log = res / "logs" / "classify" / shard.relative_to(res / "classify").with_suffix(".log")
         assert log.read_bytes() == logs_before[shard]
-    rest = set(res.glob("scores/*/*/shard_*.parquet")) - set(done_before)
+    rest = set(res.glob("classify/*/*/shard_*.parquet")) - set(done_before)
     assert classified == {str(p.relative_to(work)) for p in rest} and len(classified) == 16 - len(done_before)

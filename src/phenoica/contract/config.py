@@ -277,6 +277,7 @@ RULE_NAMES: tuple[str, ...] = (
     "classify",
     "map_readout",
     "gather_scores",
+    "call_hits",
     "align",
     "structural",
     "gather_identifiability",

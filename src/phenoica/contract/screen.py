@@ -334,7 +334,7 @@ def read_metadata(path: Path | str) -> pd.DataFrame:
 
 def check_plate_names(plates: Iterable[str], source: str) -> None:
     """Plate names become folder and file names (``results/screen/plates/{plate}.zarr``,
-    ``results/embeddings/{model}/{plate}.parquet``): each must be a safe path part
+    ``results/embed/{model}/{plate}.parquet``): each must be a safe path part
     (:func:`phenoica.utils.io.path_part_problem`: no ``/``, no ``.``/``..``, no control characters).
     One ScreenError naming ``source`` and every unsafe plate."""
     problems = []

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
+from phenoica.contract.paths import OUTPUTS
 from phenoica.contract.screen import PLATE, SITE, WELL, feature_columns
 from phenoica.hits import calls as hits
 from phenoica.report import checks, summaries
@@ -21,14 +22,14 @@ from phenoica.report.truth_stats import source_mcc
 
 def variant_mcc(results: Path | str, data: Path | str, model: str, variants: list[str]) -> pd.DataFrame:
     """Per variant: the MCC (:func:`phenoica.report.truth_stats.source_mcc`) between its features (the
-    ``variants/{model}/{variant}.parquet`` rows of a finished run) and the true biological
+    ``transforms/{model}/{variant}.parquet`` rows of a finished run) and the true biological
     sources of ``sources.parquet``, cells matched by plate, well and site; ``n_features`` is D."""
     sources = pd.read_parquet(Path(data) / "sources.parquet")
     bio = [c for c in sources.columns if str(c).startswith("factor_")]
     keys = [PLATE, WELL, SITE]
     rows = []
     for variant in variants:
-        table = pd.read_parquet(Path(results) / "variants" / model / f"{variant}.parquet")
+        table = pd.read_parquet(Path(results) / OUTPUTS["transforms"]["variant"].format(model=model, variant=variant))
         table = table.astype({PLATE: str, WELL: str}).merge(sources, on=keys, how="inner", validate="one_to_one")
         if len(table) != len(sources):
             raise ValueError(f"{variant}: {len(table)} of {len(sources)} cells matched the sources by {keys}")
@@ -49,8 +50,8 @@ def evaluate(
     ``concentration`` (paired over effect genes), ``table4``, ``recall`` (guide and gene level at
     ``q_threshold``), ``mcc``. Intervals: bootstrap over genes (seeded by ``seed``)."""
     results, data = Path(results), Path(data)
-    guides = pd.read_parquet(results / "scores" / "guides.parquet")
-    folds = pd.read_parquet(results / "scores" / "guide_folds.parquet")
+    guides = pd.read_parquet(results / OUTPUTS["hits"]["guides"])
+    folds = pd.read_parquet(results / OUTPUTS["classify"]["guide_folds"])
     known = pd.read_parquet(data / "truth.parquet")
     guides = guides[guides["model"] == model]
     variants = checks.ordered_variants(guides["variant"].unique())

@@ -51,6 +51,14 @@ def write_parquet(df: pd.DataFrame, path: Path | str) -> Path:
     return Path(path)
 
 
+def read_parquets(paths: Sequence[Path | str]) -> pd.DataFrame:
+    """The parquet files ``paths`` as one table, rows in the order given (a fresh index); an
+    empty table (no columns) when ``paths`` is empty."""
+    if not paths:
+        return pd.DataFrame()
+    return pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True)
+
+
 def write_json(value: Any, path: Path | str, indent: int = 2) -> Path:
     """Write ``value`` as JSON (non-JSON values as their ``str``) to ``path`` atomically."""
     with atomic_path(path) as tmp:

@@ -16,10 +16,10 @@ import pandas as pd
 
 from phenoica.contract import screen
 from phenoica.contract.config import demo_plates, embedding_globs
+from phenoica.contract.paths import output_paths
 from phenoica.profiles.embeddings import expand_glob
 from phenoica.report import render
 from phenoica.utils.io import read_table
-from phenoica.workflow.paths import output_paths
 
 
 @functools.lru_cache(maxsize=4)
@@ -89,7 +89,7 @@ def training_plates(config: Mapping[str, Any], plates: Mapping[str, str], model:
 
     ``train.plates`` if set; else, once the model is trained, the plates recorded beside its
     checkpoint (so plates added later never retrain it or re-embed finished plates); else the
-    first ``train.max_plates`` plates by name. Delete ``results/models/{model}`` to retrain.
+    first ``train.max_plates`` plates by name. Delete ``encoder.safetensors`` and ``training.json`` of ``results/embed/{model}/`` to retrain.
     """
     given = config["train"].get("plates")
     record = training_record(config["results"], model)

@@ -4,7 +4,7 @@
 ``IN.store(plate)``, ``IN.checkpoint(model)``, ``IN.maps()``, ... Each method says which files a
 rule reads and when a file is not read at all (an empty list: the readout, the gene map or the
 sweep is off, the screen has no truth, a second model is missing). The paths are those of
-:mod:`phenoica.workflow.paths`; the user's own files (stores, checkpoints, embeddings, frozen
+:mod:`phenoica.contract.paths`; the user's own files (stores, checkpoints, embeddings, frozen
 transforms) replace the workflow's where the config names them.
 
 :func:`embed_rules` plans the embedding rules: one rule with a ``{plate}`` wildcard, or one rule
@@ -20,9 +20,9 @@ from typing import Any, Callable, Mapping
 
 from snakemake.io import expand
 
+from phenoica.contract.paths import output_paths
 from phenoica.embed.groups import PlateJob, check_group_channels, embed_groups
 from phenoica.workflow import dag, digests
-from phenoica.workflow.paths import output_paths
 
 #: The tables one biomap job writes (``{kind}`` of its table template).
 BIOMAP_KINDS = ("neighbors", "guide_neighbors", "consistency", "recall", "coverage")

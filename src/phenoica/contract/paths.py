@@ -3,7 +3,7 @@ results folder, in the wildcards of the rule that writes it (``{plate}``, ``{mod
 ``{variant}``, ``{shard}``, ``{kind}``).
 
 The rules take their outputs and the inputs they read from other stages from this table
-(``OUT = output_paths(RESULTS)`` in ``rules/common.smk``; ``expand(OUT.classify.shard, ...)`` for
+(``OUT``, built in ``rules/common.smk``; ``expand(OUT.classify.shard, ...)`` for
 lists), the library finds the same files through it (e.g. :func:`phenoica.workflow.dag.training_record`),
 and the logs and benchmark files of every rule follow one pattern (:func:`log_path`,
 :func:`benchmark_path`). A path changed here changes everywhere it is used.
@@ -24,9 +24,9 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
         "validated": "screen/validated.json",
     },
     "embed": {
-        "checkpoint": "models/{model}/encoder.safetensors",
-        "training": "models/{model}/training.json",
-        "embedding": "embeddings/{model}/{plate}.parquet",
+        "checkpoint": "embed/{model}/encoder.safetensors",
+        "training": "embed/{model}/training.json",
+        "embedding": "embed/{model}/{plate}.parquet",
     },
     "profiles": {
         "table": "profiles/{model}.parquet",
@@ -34,7 +34,7 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
     "transforms": {
         "transform": "transforms/{model}/{variant}.npz",
         "fit_report": "transforms/{model}/fit_report.json",
-        "variant": "variants/{model}/{variant}.parquet",
+        "variant": "transforms/{model}/{variant}.parquet",
     },
     "splits": {
         "folds": "splits/{model}.parquet",
@@ -43,14 +43,16 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
         "table": "sweep/{model}.parquet",
     },
     "classify": {
-        "shard": "scores/{model}/{variant}/shard_{shard}.parquet",
-        "map": "scores/{model}/{variant}/map.parquet",
-        "guide_folds": "scores/guide_folds.parquet",
-        "guides": "scores/guides.parquet",
-        "genes": "scores/genes.parquet",
-        "maps": "scores/map.parquet",
-        "hits": "scores/hits.parquet",
-        "null": "scores/null.parquet",
+        "shard": "classify/{model}/{variant}/shard_{shard}.parquet",
+        "map": "classify/{model}/{variant}/map.parquet",
+        "guide_folds": "classify/guide_folds.parquet",
+        "maps": "classify/map.parquet",
+    },
+    "hits": {
+        "guides": "hits/guides.parquet",
+        "genes": "hits/genes.parquet",
+        "hits": "hits/hits.parquet",
+        "null": "hits/null.parquet",
     },
     "identifiability": {
         "align": "identifiability/align/{variant}.parquet",
@@ -85,7 +87,7 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
 
 def output_paths(results: str) -> SimpleNamespace:
     """The table with the results folder in front: ``output_paths("results").embed.embedding``
-    is ``"results/embeddings/{model}/{plate}.parquet"``."""
+    is ``"results/embed/{model}/{plate}.parquet"``."""
     return SimpleNamespace(
         **{
             stage: SimpleNamespace(**{name: f"{results}/{template}" for name, template in outputs.items()})

@@ -1,0 +1,29 @@
+"""Rule call_hits: the gathered guide-fold rows (and mAP readout) -> guide and gene scores with
+hit calls, the hit table beside the mAP readout, and the null's calibration summary."""
+
+from phenoica.utils.io import rule_logger
+
+log = rule_logger("phenoica.call_hits", snakemake.log[0])  # first: the log holds everything the job prints
+
+import pandas as pd
+
+from phenoica.hits.calls import screen_calls
+from phenoica.utils.io import write_parquet
+
+p = snakemake.params
+rows = pd.read_parquet(snakemake.input.guide_folds)
+maps = pd.read_parquet(snakemake.input.maps)
+if p.n_null_guides == 0:
+    log.warning("classify.n_null_guides is 0: no null, so no p-values, q-values or hit calls")
+out = screen_calls(
+    rows, maps if len(maps.columns) else None, p.null_model, p.q_threshold, with_null=p.n_null_guides > 0
+)
+for name in ("guides", "genes", "hits", "null"):
+    write_parquet(out[name], snakemake.output[name])
+real = out["guides"][~out["guides"]["is_null_guide"]]
+log.info(
+    "%d guide hit(s) at q < %g over %d (model, variant) pairs",
+    int(real["hit"].sum()),
+    p.q_threshold,
+    len(real.groupby(["model", "variant"])),
+)
