@@ -9,15 +9,16 @@ import pandas as pd
 
 from phenoica.hits.calls import screen_calls
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.params import rule_settings
 
-p = snakemake.params
+hits = rule_settings(snakemake.config, "gather_scores")["classify"]
 rows = pd.concat([pd.read_parquet(f) for f in snakemake.input.shards], ignore_index=True)
 maps = (
     pd.concat([pd.read_parquet(f) for f in snakemake.input.maps], ignore_index=True) if snakemake.input.maps else None
 )
-if p.n_null_guides == 0:
+if hits["n_null_guides"] == 0:
     log.warning("classify.n_null_guides is 0: no null, so no p-values, q-values or hit calls")
-out = screen_calls(rows, maps, p.null_model, p.q_threshold, with_null=p.n_null_guides > 0)
+out = screen_calls(rows, maps, hits["null_model"], hits["q_threshold"], with_null=hits["n_null_guides"] > 0)
 write_parquet(rows, snakemake.output.guide_folds)
 for name in ("guides", "genes", "hits", "null"):
     write_parquet(out[name], snakemake.output[name])
@@ -28,6 +29,6 @@ log.info(
     len(rows),
     int((rows["status"] != "ok").sum()),
     int(real["hit"].sum()),
-    p.q_threshold,
+    hits["q_threshold"],
     len(real.groupby(["model", "variant"])),
 )
