@@ -128,7 +128,7 @@ def test_rules_take_their_config_params_one_way():
         expected = [family] if family and wparams.rule_params(cfg, family) else []
         if named != expected:
             wrong.append(f"{rule}: params from rule_params {named}, expected {expected}")
-        for read in re.findall(r'(?:config|BL|DIS)\[[^\]]+\](?:\[[^\]]+\])*', text):
+        for read in re.findall(r"(?:config|BL|DIS)\[[^\]]+\](?:\[[^\]]+\])*", text):
             if not read.startswith('config["models"][w.model]'):
                 wrong.append(f"{rule} reads {read} in its params")
     assert not wrong, wrong
