@@ -165,13 +165,14 @@ def stage_gather(w: Work) -> dict[str, Any]:
     from phenoica.workflow import params as wparams
 
     files = sorted((w.root / "data" / "embeddings").glob("*.parquet"))
+    settings = wparams.rule_settings(w.cfg, "gather_profiles")
     rows = write_profiles(
         files,
         w.profiles,
-        w.cfg["profiles"]["level"],
-        w.cfg["screen"]["embedding_column"],
-        wparams.speed_settings(w.cfg, "profiles")["batch_rows"],
-        FeatureSelection.from_config(wparams.feature_params(w.cfg)),
+        settings["profiles"]["level"],
+        settings["screen"]["embedding_column"],
+        settings["profiles"]["batch_rows"],
+        FeatureSelection.from_config(settings["screen"]),
     )
     return {"rows": rows}
 
@@ -180,8 +181,8 @@ def stage_fit(w: Work) -> dict[str, Any]:
     from phenoica.variants.fit import fit_transforms
     from phenoica.workflow import params as wparams
 
-    cfg = wparams.with_speed_settings(wparams.job_params(w.cfg, "transforms", "fit_transforms"), w.cfg, "transforms")
-    fit_transforms(w.profiles, cfg, w.cfg["seed"], w.transforms, log=LOG)
+    settings = wparams.rule_settings(w.cfg, "fit_transforms")
+    fit_transforms(w.profiles, settings["transforms"], settings["seed"], w.transforms, log=LOG)
     return {"rows": _rows(w.profiles)}
 
 
@@ -189,7 +190,7 @@ def stage_apply(w: Work) -> dict[str, Any]:
     from phenoica.variants.apply import apply_transform_file
     from phenoica.workflow import params as wparams
 
-    batch_rows = wparams.speed_settings(w.cfg, "transforms")["batch_rows"]
+    batch_rows = wparams.rule_settings(w.cfg, "apply_transform")["transforms"]["batch_rows"]
     rows = sum(
         apply_transform_file(w.profiles, w.transforms / f"{v}.npz", w.variant(v), batch_rows) for v in w.variants
     )
@@ -205,8 +206,8 @@ def stage_splits(w: Work) -> dict[str, Any]:
     profiles = pd.read_parquet(w.profiles)
     from phenoica.workflow import params as wparams
 
-    params = wparams.splits_params(w.cfg)
-    folds = make_folds(profiles, params, params.get("seed", 0))
+    settings = wparams.rule_settings(w.cfg, "splits")
+    folds = make_folds(profiles, settings["splits"], settings["seed"])
     write_parquet(folds_table(profiles, folds), w.folds)
     return {"rows": len(profiles), "folds": len(folds)}
 
@@ -220,9 +221,9 @@ def stage_classify(w: Work) -> dict[str, Any]:
     from phenoica.utils.io import write_parquet
     from phenoica.workflow import params as wparams
 
-    cfg = wparams.with_speed_settings(wparams.job_params(w.cfg, "classify", "classify"), w.cfg, "classify")
-    options = ClassifyOptions.from_config(cfg, w.cfg["seed"])
-    n_shards, rows = w.cfg["classify"]["n_shards"], 0
+    settings = wparams.rule_settings(w.cfg, "classify")
+    options = ClassifyOptions.from_config(settings["classify"], settings["seed"])
+    n_shards, rows = settings["classify"]["n_shards"], 0
     for v in w.variants:
         table = pd.read_parquet(w.variant(v))
         folds = read_folds(w.folds, table)
@@ -282,7 +283,7 @@ def stage_gene_map(w: Work) -> dict[str, Any]:
     from phenoica.sources.annotations import load_sources
     from phenoica.workflow import params as wparams
 
-    cfg = wparams.with_speed_settings(wparams.job_params(w.cfg, "biomap", "biomap"), w.cfg, "biomap")
+    cfg = wparams.rule_settings(w.cfg, "biomap")["biomap"]
     calls_all = pd.read_parquet(w.root / "hits" / "genes.parquet")
     sources, genes_mapped = load_sources(cfg), 0
     for v in w.variants:

@@ -36,8 +36,7 @@ rule bilipschitz_train:
     resources:
         **rule_resources(RESOURCES, "bilipschitz_train"),
     params:
-        settings=job_params(config, "bilipschitz", "bilipschitz_train"),
-        data_seed=config["seed"],
+        **rule_params(config, "bilipschitz_train"),
     script:
         "../scripts/bilipschitz_train.py"
 
@@ -61,8 +60,7 @@ rule bilipschitz_gather:
     resources:
         **rule_resources(RESOURCES, "bilipschitz_gather"),
     params:
-        train_fraction=BL["train_fraction"],
-        seed=config["seed"],
+        **rule_params(config, "bilipschitz_gather"),
     script:
         "../scripts/bilipschitz_gather.py"
 
@@ -86,8 +84,7 @@ rule bilipschitz_report:
     resources:
         **rule_resources(RESOURCES, "bilipschitz_report"),
     params:
-        n_bootstrap=BL["n_bootstrap"],
-        seed=config["seed"],
+        **rule_params(config, "bilipschitz_report"),
     script:
         "../scripts/bilipschitz_report.py"
 

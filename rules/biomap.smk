@@ -20,7 +20,7 @@ rule biomap_profiles:
     resources:
         **rule_resources(RESOURCES, "biomap_profiles"),
     params:
-        center_on_controls=config["biomap"]["center_on_controls"],
+        **rule_params(config, "biomap_profiles"),
     script:
         "../scripts/biomap_profiles.py"
 
@@ -45,8 +45,7 @@ rule biomap:
     resources:
         **rule_resources(RESOURCES, "biomap"),
     params:
-        biomap=job_params(config, "biomap", "biomap"),
-        seed=config["seed"],
+        **rule_params(config, "biomap"),
     script:
         "../scripts/biomap.py"
 
@@ -66,9 +65,7 @@ rule batch_metrics:
     resources:
         **rule_resources(RESOURCES, "batch_metrics"),
     params:
-        seed=config["seed"],
-        n_neighbors=config["biomap"]["batch_neighbors"],
-        max_samples=config["biomap"]["batch_max_samples"],
+        **rule_params(config, "batch_metrics"),
     script:
         "../scripts/batch_metrics.py"
 

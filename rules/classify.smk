@@ -20,9 +20,7 @@ rule classify:
         **rule_resources(RESOURCES, "classify"),
     params:
         # only the keys that change a shard's scores (hit-call and mAP settings rerun nothing here)
-        classify=job_params(config, "classify", "classify"),
-        seed=config["seed"],
-        n_shards=config["classify"]["n_shards"],
+        **rule_params(config, "classify"),
     script:
         "../scripts/classify.py"
 
@@ -42,8 +40,7 @@ rule map_readout:
     resources:
         **rule_resources(RESOURCES, "map_readout"),
     params:
-        seed=config["seed"],
-        null_size=config["classify"]["map_null_size"],
+        **rule_params(config, "map_readout"),
     script:
         "../scripts/map_readout.py"
 

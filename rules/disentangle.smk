@@ -32,7 +32,7 @@ rule disentangle_train:
     resources:
         **rule_resources(RESOURCES, "disentangle_train"),
     params:
-        settings=job_params(config, "disentangle", "disentangle_train"),
+        **rule_params(config, "disentangle_train"),
     script:
         "../scripts/disentangle_train.py"
 
@@ -52,7 +52,7 @@ rule disentangle_evaluate:
     resources:
         **rule_resources(RESOURCES, "disentangle_evaluate"),
     params:
-        settings=job_params(config, "disentangle", "disentangle_evaluate"),
+        **rule_params(config, "disentangle_evaluate"),
     script:
         "../scripts/disentangle_evaluate.py"
 
@@ -77,7 +77,7 @@ rule disentangle_report:
     resources:
         **rule_resources(RESOURCES, "disentangle_report"),
     params:
-        settings=job_params(config, "disentangle", "disentangle_report"),
+        **rule_params(config, "disentangle_report"),
     script:
         "../scripts/disentangle_report.py"
 

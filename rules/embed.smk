@@ -21,10 +21,9 @@ rule train_mae:
     resources:
         **rule_resources(RESOURCES, "train_mae"),
     params:
+        **rule_params(config, "train_mae"),
         spec=lambda w: training_spec(config["models"][w.model]),
-        train=job_params(config, "train", "train_mae"),
-        seed=lambda w: config["seed"] + config["models"][w.model]["seed"],
-        device=config["embed"]["device"],
+        model_seed=lambda w: config["models"][w.model]["seed"],  # added to the workflow's seed
     script:
         "../scripts/train_mae.py"
 
@@ -55,7 +54,7 @@ for embed_rule in embed_rules(IN):
         resources:
             **rule_resources(RESOURCES, "embed"),
         params:
+            **rule_params(config, "embed"),
             spec=lambda w: canonical(config["models"][w.model]),
-            embed=job_params(config, "embed", "embed"),
         script:
             "../scripts/embed.py"

@@ -22,8 +22,6 @@ rule call_hits:
     resources:
         **rule_resources(RESOURCES, "call_hits"),
     params:
-        null_model=config["classify"]["null_model"],
-        q_threshold=config["classify"]["q_threshold"],
-        n_null_guides=config["classify"]["n_null_guides"],
+        **rule_params(config, "call_hits"),
     script:
         "../scripts/call_hits.py"

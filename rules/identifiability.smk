@@ -18,9 +18,8 @@ rule align:
     resources:
         **rule_resources(RESOURCES, "align"),
     params:
-        models=MODELS,
-        settings=job_params(config, "identifiability", "align"),
-        seed=config["seed"],
+        **rule_params(config, "align"),
+        model_names=MODELS,
     script:
         "../scripts/align.py"
 
@@ -41,8 +40,7 @@ rule structural:
     resources:
         **rule_resources(RESOURCES, "structural"),
     params:
-        settings=job_params(config, "identifiability", "structural"),
-        seed=config["seed"],
+        **rule_params(config, "structural"),
     script:
         "../scripts/structural.py"
 

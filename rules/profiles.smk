@@ -17,8 +17,6 @@ rule gather_profiles:
     resources:
         **rule_resources(RESOURCES, "gather_profiles"),
     params:
-        level=config["profiles"]["level"],
-        embedding_column=config["screen"]["embedding_column"],
-        features=feature_params(config),
+        **rule_params(config, "gather_profiles"),
     script:
         "../scripts/gather_profiles.py"

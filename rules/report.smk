@@ -52,18 +52,12 @@ rule report:
     resources:
         **rule_resources(RESOURCES, "report"),
     params:
-        models=MODELS,
-        lightgbm=lightgbm_report_params(config),
-        q_threshold=config["classify"]["q_threshold"],
-        seed=config["seed"],
+        **rule_params(config, "report"),
+        model_names=MODELS,
         # The study pages that exist when the DAG is built, with their one-line verdicts: a
         # study finished since the last report reruns it; the default target never runs a study.
         studies=study_pages(RESULTS),
-        gallery=canonical(config["gallery"]),
-        channels=canonical(config["channels"]),
-        source=SOURCE,
         # paths, not inputs: a store moved since the run is named by the gallery, not rebuilt
         stores={plate: IN.store(plate) for plate in PLATES},
-        annotations=job_params(config, "biomap", "report"),
     script:
         "../scripts/report.py"

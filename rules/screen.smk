@@ -20,8 +20,7 @@ if SOURCE == "demo":
         resources:
             **rule_resources(RESOURCES, "simulate_truth"),
         params:
-            demo=job_params(config, "demo", "simulate_truth"),
-            seed=config["seed"],
+            **rule_params(config, "simulate_truth"),
         script:
             "../scripts/simulate_truth.py"
 
@@ -42,8 +41,7 @@ if SOURCE == "demo":
         params:
             # What a plate depends on (the rerun trigger): not the plate count, so adding
             # plates or batches leaves existing plates alone.
-            demo=job_params(config, "demo", "simulate_plate"),
-            seed=config["seed"],
+            **rule_params(config, "simulate_plate"),
         script:
             "../scripts/simulate_plate.py"
 
@@ -90,11 +88,9 @@ if SOURCE == "images":
         resources:
             **rule_resources(RESOURCES, "ingest_images"),
         params:
+            **rule_params(config, "ingest_images"),  # a mapping: its pattern's braces are not wildcards
             digest=lambda w: IN.plate_digest(w.plate),
             store=lambda w: IN.plate_store_digest(w.plate),
-            images_dir=config["screen"]["images_dir"],
-            pattern=lambda w: config["screen"]["image_pattern"],  # braces are not wildcards
-            channels=config["screen"]["channels"],
         script:
             "../scripts/ingest_images.py"
 
@@ -142,10 +138,8 @@ if SOURCE == "loaddata":  # issue 25: CellProfiler LoadData CSV(s) + plate map (
         resources:
             **rule_resources(RESOURCES, "ingest_loaddata"),
         params:
+            **rule_params(config, "ingest_loaddata"),
             digest=lambda w: IN.plate_digest(w.plate),
             store=lambda w: IN.plate_store_digest(w.plate),
-            loaddata=config["screen"]["loaddata"],
-            channels=config["screen"]["loaddata_channels"],
-            illum=config["screen"]["loaddata_illum"],
         script:
             "../scripts/ingest_loaddata.py"

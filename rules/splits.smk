@@ -17,6 +17,6 @@ rule splits:
     resources:
         **rule_resources(RESOURCES, "splits"),
     params:
-        splits=splits_params(config),
+        **rule_params(config, "splits"),
     script:
         "../scripts/splits.py"

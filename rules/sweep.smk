@@ -23,8 +23,6 @@ rule component_sweep:
     resources:
         **rule_resources(RESOURCES, "component_sweep"),
     params:
-        transforms=job_params(config, "transforms", "component_sweep"),
-        classify=job_params(config, "classify", "component_sweep"),
-        seed=config["seed"],
+        **rule_params(config, "component_sweep"),
     script:
         "../scripts/component_sweep.py"

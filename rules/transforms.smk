@@ -19,8 +19,7 @@ if not config["transforms"]["frozen"]:
         resources:
             **rule_resources(RESOURCES, "fit_transforms"),
         params:
-            transforms=job_params(config, "transforms", "fit_transforms"),
-            seed=config["seed"],
+            **rule_params(config, "fit_transforms"),
         script:
             "../scripts/fit_transforms.py"
 

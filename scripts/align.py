@@ -8,9 +8,10 @@ import pandas as pd
 
 from phenoica.identifiability.branch import alignment_for_variant
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.params import rule_settings
 
-tables = {m: pd.read_parquet(p) for m, p in zip(snakemake.params.models, snakemake.input)}
-out = alignment_for_variant(
-    tables, snakemake.wildcards.variant, snakemake.params.settings, snakemake.params.seed, log=log
-)
+settings = rule_settings(snakemake.config, "align")
+
+tables = {m: pd.read_parquet(p) for m, p in zip(snakemake.params.model_names, snakemake.input)}
+out = alignment_for_variant(tables, snakemake.wildcards.variant, settings["identifiability"], settings["seed"], log=log)
 write_parquet(out, snakemake.output[0])

@@ -5,8 +5,8 @@ from phenoica.utils.io import rule_logger
 log = rule_logger("phenoica.apply_transform", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.variants.apply import apply_transform_file
-from phenoica.workflow.params import speed_settings
+from phenoica.workflow.params import rule_settings
 
-batch_rows = speed_settings(snakemake.config, "transforms")["batch_rows"]
+batch_rows = rule_settings(snakemake.config, "apply_transform")["transforms"]["batch_rows"]
 rows = apply_transform_file(snakemake.input.profiles, snakemake.input.transform, snakemake.output[0], batch_rows)
 log.info("variant %s: %d rows", snakemake.wildcards.variant, rows)

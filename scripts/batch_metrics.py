@@ -6,15 +6,18 @@ log = rule_logger("phenoica.biomap.batch_metrics", snakemake.log[0])  # first: t
 
 from phenoica.biomap.batch_metrics import batch_metrics, well_profile_table
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.params import rule_settings
+
+settings = rule_settings(snakemake.config, "batch_metrics")
 
 wells = well_profile_table(snakemake.input[0])
 table = batch_metrics(
     wells,
     model=snakemake.wildcards.model,
     variant=snakemake.wildcards.variant,
-    seed=snakemake.params.seed,
-    n_neighbors=snakemake.params.n_neighbors,
-    max_samples=snakemake.params.max_samples,
+    seed=settings["seed"],
+    n_neighbors=settings["biomap"]["batch_neighbors"],
+    max_samples=settings["biomap"]["batch_max_samples"],
     log=log,
 )
 write_parquet(table, snakemake.output[0])

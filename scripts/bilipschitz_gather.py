@@ -8,9 +8,12 @@ import pandas as pd
 
 from phenoica.studies.bilipschitz.gather import gather_dataset
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.params import rule_settings
+
+settings = rule_settings(snakemake.config, "bilipschitz_gather")
 
 models, pairs, samples = gather_dataset(
-    [pd.read_parquet(p) for p in snakemake.input], snakemake.params.train_fraction, snakemake.params.seed
+    [pd.read_parquet(p) for p in snakemake.input], settings["bilipschitz"]["train_fraction"], settings["seed"]
 )
 log.info("%d models, %d seed pairs", len(models), len(pairs))
 write_parquet(models, snakemake.output.models)

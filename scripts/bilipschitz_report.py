@@ -9,6 +9,9 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.studies.bilipschitz.report import write_report
+from phenoica.workflow.params import rule_settings
+
+settings = rule_settings(snakemake.config, "bilipschitz_report")
 
 inp = snakemake.input
 files = write_report(
@@ -16,7 +19,7 @@ files = write_report(
     pd.concat([pd.read_parquet(p) for p in inp.models], ignore_index=True),
     pd.concat([pd.read_parquet(p) for p in inp.pairs], ignore_index=True),
     pd.concat([pd.read_parquet(p) for p in inp.samples], ignore_index=True),
-    n_boot=snakemake.params.n_bootstrap,
-    seed=snakemake.params.seed,
+    n_boot=settings["bilipschitz"]["n_bootstrap"],
+    seed=settings["seed"],
 )
 log.info("wrote %s", ", ".join(str(p) for p in files.values()))

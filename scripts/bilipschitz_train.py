@@ -8,10 +8,10 @@ import torch
 
 from phenoica.studies.bilipschitz.measure import run_alpha
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.params import rule_settings
 
 torch.set_num_threads(snakemake.threads)
 w = snakemake.wildcards
-table = run_alpha(
-    w.dataset, w.group, float(w.alpha), snakemake.params.settings, data_seed=snakemake.params.data_seed, log=log
-)
+settings = rule_settings(snakemake.config, "bilipschitz_train")
+table = run_alpha(w.dataset, w.group, float(w.alpha), settings["bilipschitz"], data_seed=settings["seed"], log=log)
 write_parquet(table, snakemake.output[0])

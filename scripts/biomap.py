@@ -11,9 +11,10 @@ from phenoica.contract.screen import GENE
 from phenoica.report.gene_maps import heatmap_figure
 from phenoica.sources.annotations import load_sources
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import with_speed_settings
+from phenoica.workflow.params import rule_settings
 
-cfg = with_speed_settings(snakemake.params.biomap, snakemake.config, "biomap")
+settings = rule_settings(snakemake.config, "biomap")
+cfg = settings["biomap"]
 model, variant = snakemake.wildcards.model, snakemake.wildcards.variant
 calls = pd.read_parquet(snakemake.input.calls)
 calls = calls[(calls["model"] == model) & (calls["variant"] == variant)]
@@ -21,7 +22,7 @@ truth = pd.read_parquet(snakemake.input.truth[0]) if snakemake.input.truth else 
 inputs = MapInputs(
     pd.read_parquet(snakemake.input.guides), pd.read_parquet(snakemake.input.genes), calls, load_sources(cfg), truth
 )
-tables, chosen, q, note = gene_map(inputs, cfg, seed=snakemake.params.seed, model=model, variant=variant, log=log)
+tables, chosen, q, note = gene_map(inputs, cfg, seed=settings["seed"], model=model, variant=variant, log=log)
 for name in ("neighbors", "guide_neighbors", "consistency", "recall", "coverage"):
     write_parquet(tables[name], snakemake.output[name])
 features = [c for c in chosen.columns if not str(c).startswith("Metadata_")]

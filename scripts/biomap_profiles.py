@@ -6,8 +6,13 @@ log = rule_logger("phenoica.biomap_profiles", snakemake.log[0])  # first: the lo
 
 from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.params import rule_settings
 
-guides, genes = aggregate_profiles(snakemake.input[0], center_on_controls=snakemake.params.center_on_controls, log=log)
+settings = rule_settings(snakemake.config, "biomap_profiles")
+
+guides, genes = aggregate_profiles(
+    snakemake.input[0], center_on_controls=settings["biomap"]["center_on_controls"], log=log
+)
 write_parquet(guides, snakemake.output.guides)
 write_parquet(genes, snakemake.output.genes)
 log.info("%d guide and %d gene profiles", len(guides), len(genes))

@@ -10,17 +10,17 @@ from phenoica.classify.engine import classify_shard
 from phenoica.classify.params import ClassifyOptions
 from phenoica.classify.splits import read_folds
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import with_speed_settings
+from phenoica.workflow.params import rule_settings
 
 w = snakemake.wildcards
 table = pd.read_parquet(snakemake.input.variant)
 folds = read_folds(snakemake.input.folds, table)
-cfg = with_speed_settings(snakemake.params.classify, snakemake.config, "classify")
-options = ClassifyOptions.from_config(cfg, snakemake.params.seed)
+settings = rule_settings(snakemake.config, "classify")
+options = ClassifyOptions.from_config(settings["classify"], settings["seed"])
 rows = classify_shard(
     table,
     int(w.shard),
-    snakemake.params.n_shards,
+    settings["classify"]["n_shards"],
     folds,
     options,
     variant=w.variant,

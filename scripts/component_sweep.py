@@ -12,16 +12,9 @@ import pandas as pd
 from phenoica.classify.splits import read_folds
 from phenoica.sweep.components import MainPoint, SweepOptions, chosen_count, sweep_model
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import with_speed_settings
+from phenoica.workflow.params import rule_settings
 
-p = snakemake.params
-options = SweepOptions.from_config(
-    {
-        "transforms": with_speed_settings(p.transforms, snakemake.config, "transforms"),
-        "classify": with_speed_settings(p.classify, snakemake.config, "classify"),
-        "seed": p.seed,
-    }
-)
+options = SweepOptions.from_config(rule_settings(snakemake.config, "component_sweep"))
 profiles = pd.read_parquet(snakemake.input.profiles)
 folds = read_folds(snakemake.input.folds, profiles)
 chosen = chosen_count(json.loads(Path(snakemake.input.fit_report).read_text()))

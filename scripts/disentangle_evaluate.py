@@ -5,10 +5,16 @@ from phenoica.utils.io import rule_logger
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.studies.disentangle.evaluate import DISENTANGLE_SCORES, evaluate
+from phenoica.workflow.params import rule_settings
 
 w = snakemake.wildcards
 row = evaluate(
-    snakemake.input[0], w.dis_model, snakemake.params.settings, int(w.dis_seed), w.dis_dataset, snakemake.output[0]
+    snakemake.input[0],
+    w.dis_model,
+    rule_settings(snakemake.config, "disentangle_evaluate")["disentangle"],
+    int(w.dis_seed),
+    w.dis_dataset,
+    snakemake.output[0],
 )
 log.info(
     "%s/%s/seed%s: %s",

@@ -9,7 +9,10 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.studies.disentangle.report import write_report
+from phenoica.workflow.params import rule_settings
 
 scores = pd.concat([pd.read_parquet(p) for p in snakemake.input], ignore_index=True)
-written = write_report(scores, Path(snakemake.output.md).parent, snakemake.params.settings)
+written = write_report(
+    scores, Path(snakemake.output.md).parent, rule_settings(snakemake.config, "disentangle_report")["disentangle"]
+)
 log.info("wrote %s", ", ".join(str(p) for p in written.values()))

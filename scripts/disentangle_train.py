@@ -8,9 +8,10 @@ import torch
 
 from phenoica.studies.disentangle.data import load_dataset
 from phenoica.studies.disentangle.model import train_and_encode
+from phenoica.workflow.params import rule_settings
 
 torch.set_num_threads(snakemake.threads)
-w, settings = snakemake.wildcards, snakemake.params.settings
+w, settings = snakemake.wildcards, rule_settings(snakemake.config, "disentangle_train")["disentangle"]
 data = load_dataset(w.dis_dataset, settings, seed=settings["data_seed"])
 log.info(
     "%s: %d images %dx%d, factors %s",

@@ -10,7 +10,7 @@ from pathlib import Path
 from phenoica.embed.groups import PlateJob
 from phenoica.embed.jobs import EmbedJob, embed_model_plates
 from phenoica.embed.options import EmbedOptions
-from phenoica.workflow.params import with_speed_settings
+from phenoica.workflow.params import rule_settings
 
 
 def files(named) -> list[Path]:
@@ -29,7 +29,7 @@ embed_model_plates(
         model_name=snakemake.wildcards.model,
         spec=snakemake.params.spec,
         checkpoint=snakemake.input.checkpoint,
-        options=EmbedOptions.from_config(with_speed_settings(snakemake.params.embed, snakemake.config, "embed")),
+        options=EmbedOptions.from_config(rule_settings(snakemake.config, "embed")["embed"]),
         threads=snakemake.threads,
     ),
     log=log,

@@ -8,7 +8,9 @@ log = rule_logger("phenoica.fit_transforms", snakemake.log[0])  # first: the log
 from pathlib import Path
 
 from phenoica.variants.fit import fit_transforms
-from phenoica.workflow.params import with_speed_settings
+from phenoica.workflow.params import rule_settings
 
-cfg = with_speed_settings(snakemake.params.transforms, snakemake.config, "transforms")
-fit_transforms(snakemake.input[0], cfg, snakemake.params.seed, Path(snakemake.output.fit_report).parent, log=log)
+settings = rule_settings(snakemake.config, "fit_transforms")
+fit_transforms(
+    snakemake.input[0], settings["transforms"], settings["seed"], Path(snakemake.output.fit_report).parent, log=log
+)

@@ -6,16 +6,16 @@ log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the lo
 
 from phenoica.profiles.columns import FeatureSelection
 from phenoica.profiles.gather import write_profiles
-from phenoica.workflow.params import speed_settings
+from phenoica.workflow.params import rule_settings
 
-batch_rows = speed_settings(snakemake.config, "profiles")["batch_rows"]
-features = FeatureSelection.from_config(snakemake.params.features)
+settings = rule_settings(snakemake.config, "gather_profiles")
+level = settings["profiles"]["level"]
 rows = write_profiles(
     list(snakemake.input),
     snakemake.output[0],
-    snakemake.params.level,
-    snakemake.params.embedding_column,
-    batch_rows,
-    features,
+    level,
+    settings["screen"]["embedding_column"],
+    settings["profiles"]["batch_rows"],
+    FeatureSelection.from_config(settings["screen"]),
 )
-log.info("%d profiles (%s level) from %d files", rows, snakemake.params.level, len(snakemake.input))
+log.info("%d profiles (%s level) from %d files", rows, level, len(snakemake.input))

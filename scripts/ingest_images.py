@@ -6,15 +6,12 @@ log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log 
 
 from phenoica.sources.images import ImageIngestOptions, ingest_image_plate
 from phenoica.sources.plate_map import read_plate_map
-from phenoica.workflow.params import speed_settings
+from phenoica.workflow.params import rule_settings
 
-options = ImageIngestOptions(
-    pattern=snakemake.params.pattern,
-    channels=snakemake.params.channels,
-    chunk_images=speed_settings(snakemake.config, "screen")["chunk_images"],
-)
+screen = rule_settings(snakemake.config, "ingest_images")["screen"]
+options = ImageIngestOptions.from_config(screen)
 ingest_image_plate(
-    snakemake.params.images_dir,
+    screen["images_dir"],
     read_plate_map(snakemake.input.plate_map),
     snakemake.wildcards.plate,
     store=snakemake.output.store,

@@ -6,15 +6,16 @@ log = rule_logger("phenoica.ingest_loaddata", snakemake.log[0])  # first: the lo
 
 from phenoica.sources.loaddata import ingest_loaddata_plate, read_loaddata
 from phenoica.sources.plate_map import read_plate_map
-from phenoica.workflow.params import speed_settings
+from phenoica.workflow.params import rule_settings
 
+screen = rule_settings(snakemake.config, "ingest_loaddata")["screen"]
 ingest_loaddata_plate(
-    read_loaddata(snakemake.params.loaddata),
+    read_loaddata(screen["loaddata"]),
     read_plate_map(snakemake.input.plate_map),
     snakemake.wildcards.plate,
     store=snakemake.output.store,
     metadata_out=snakemake.output.metadata,
-    channels=snakemake.params.channels,
-    illum=snakemake.params.illum,
-    chunk_images=speed_settings(snakemake.config, "screen")["chunk_images"],
+    channels=screen["loaddata_channels"],
+    illum=screen["loaddata_illum"],
+    chunk_images=screen["chunk_images"],
 )

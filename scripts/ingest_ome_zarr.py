@@ -6,7 +6,7 @@ log = rule_logger("phenoica.ingest_ome_zarr", snakemake.log[0])  # first: the lo
 
 from phenoica.sources.ome_zarr import ingest_ome_zarr_plate
 from phenoica.sources.plate_map import read_plate_map
-from phenoica.workflow.params import speed_settings
+from phenoica.workflow.params import rule_settings
 
 ingest_ome_zarr_plate(
     snakemake.input.hcs,
@@ -14,6 +14,6 @@ ingest_ome_zarr_plate(
     snakemake.wildcards.plate,
     store=snakemake.output.store,
     metadata_out=snakemake.output.metadata,
-    chunk_images=speed_settings(snakemake.config, "screen")["chunk_images"],
+    chunk_images=rule_settings(snakemake.config, "ingest_ome_zarr")["screen"]["chunk_images"],
     log=log,
 )

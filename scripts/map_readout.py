@@ -9,14 +9,16 @@ import pandas as pd
 
 from phenoica.classify.map_readout import guide_map
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.params import rule_settings
 
 w = snakemake.wildcards
+settings = rule_settings(snakemake.config, "map_readout")
 out = guide_map(
     pd.read_parquet(snakemake.input[0]),
     variant=w.variant,
     model=w.model,
-    seed=snakemake.params.seed,
-    null_size=snakemake.params.null_size,
+    seed=settings["seed"],
+    null_size=settings["classify"]["map_null_size"],
     log=log,
 )
 write_parquet(out, snakemake.output[0])

@@ -8,11 +8,12 @@ from pathlib import Path
 
 from phenoica.report.inputs import ReportOptions, read_inputs
 from phenoica.report.write import write_report
+from phenoica.workflow.params import rule_settings
 
-par = snakemake.params
+settings = rule_settings(snakemake.config, "report")
 paths = write_report(
     Path(snakemake.output.markdown).parent,
-    read_inputs(snakemake.input, par),
-    ReportOptions(q_threshold=par.q_threshold, seed=par.seed),
+    read_inputs(snakemake.input, snakemake.params, settings),
+    ReportOptions(q_threshold=settings["classify"]["q_threshold"], seed=settings["seed"]),
 )
 log.info("report written: %s", sorted(paths))

@@ -6,8 +6,9 @@ log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log
 
 from phenoica.sources.demo.design import gene_truth
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import with_speed_settings
+from phenoica.workflow.params import rule_settings
 
-truth = gene_truth(with_speed_settings(snakemake.params.demo, snakemake.config, "demo"), snakemake.params.seed)
+settings = rule_settings(snakemake.config, "simulate_truth")
+truth = gene_truth(settings["demo"], settings["seed"])
 write_parquet(truth, snakemake.output[0])
 log.info("wrote %d guides (%d with an effect)", len(truth), int(truth["has_effect"].sum()))

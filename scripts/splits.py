@@ -8,9 +8,11 @@ import pandas as pd
 
 from phenoica.classify.splits import folds_table, make_folds
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.params import rule_settings
 
 profiles = pd.read_parquet(snakemake.input[0])
-folds = make_folds(profiles, snakemake.params.splits, snakemake.params.splits.get("seed", 0))
+settings = rule_settings(snakemake.config, "splits")
+folds = make_folds(profiles, settings["splits"], settings["seed"])  # leave-one-batch-out draws nothing
 write_parquet(folds_table(profiles, folds), snakemake.output[0])
 for fold in folds:
     log.info("fold %s: %d train rows, %d test rows", fold.name, len(fold.train), len(fold.test))

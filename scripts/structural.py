@@ -8,13 +8,15 @@ import pandas as pd
 
 from phenoica.identifiability.branch import structural_scores
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.params import rule_settings
 
-w, s = snakemake.wildcards, snakemake.params.settings
+w, settings = snakemake.wildcards, rule_settings(snakemake.config, "structural")
+s = settings["identifiability"]
 factors = pd.concat([pd.read_parquet(p) for p in snakemake.input.factors], ignore_index=True)
 scores = structural_scores(
     pd.read_parquet(snakemake.input.variant),
     factors,
-    seed=snakemake.params.seed,
+    seed=settings["seed"],
     max_samples=s["max_samples"],
     n_bins=s["factor_bins"],
     infoe_max_iter=s["infoe_max_iter"],

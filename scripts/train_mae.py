@@ -7,16 +7,15 @@ log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log hold
 import torch
 
 from phenoica.models.mae import TrainOptions, record_training, train_mae
-from phenoica.workflow.params import with_speed_settings
+from phenoica.workflow.params import rule_settings
 
 torch.set_num_threads(snakemake.threads)
+settings = rule_settings(snakemake.config, "train_mae")
 summary = train_mae(
     list(snakemake.input.stores),
     snakemake.params.spec,
-    TrainOptions.from_config(
-        with_speed_settings(snakemake.params.train, snakemake.config, "train"), device=snakemake.params.device
-    ),
-    snakemake.params.seed,
+    TrainOptions.from_config(settings["train"], device=settings["embed"]["device"]),
+    settings["seed"] + snakemake.params.model_seed,
     snakemake.output.checkpoint,
     log=log,
 )

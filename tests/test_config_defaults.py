@@ -221,3 +221,57 @@ def test_updated_checks_the_changed_keys():
         resolved.updated(concentration="no")
     with pytest.raises(C.ConfigError, match=r"config key classify: unknown key\(s\) \['concentrate'\]"):
         resolved.updated(concentrate=False)
+
+
+#: The library modules that read a ``models`` entry's keys.
+MODEL_READERS = sorted(
+    inspect.getfile(__import__(m, fromlist=["_"]))
+    for m in (
+        "phenoica.models.builders",
+        "phenoica.models.vit",
+        "phenoica.models.spec",
+        "phenoica.models.timm_models",
+        "phenoica.models.openphenom",
+        "phenoica.embed.jobs",
+    )
+)
+
+
+def test_no_model_reader_restates_a_model_entry_default():
+    """``spec.get("pool", "mean")`` states a default of a ``models`` entry's key a second time:
+    the builders read the entry resolved against the schema (contract.config.resolve_model)."""
+    keys = set(C.package_schema()["$defs"]["model"]["properties"])
+    found = []
+    for path in MODEL_READERS:
+        for node in ast.walk(ast.parse(open(path).read())):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "get"):
+                continue
+            first = node.args[0] if node.args else None
+            if len(node.args) == 2 and isinstance(first, ast.Constant) and first.value in keys:
+                found.append(f"{path}:{node.lineno}: .get({first.value!r}, ...)")
+    assert not found, "model entry defaults stated again:\n" + "\n".join(found)
+
+
+def test_a_model_entry_resolves_against_the_schema_once():
+    schema = C.package_schema()["$defs"]["model"]["properties"]
+    resolved = C.resolve_model({"pool": "cls"})
+    assert resolved["pool"] == "cls"
+    assert {k: v for k, v in resolved.items() if k != "pool"} == {
+        k: e["default"] for k, e in schema.items() if k != "pool"
+    }
+    assert C.resolve_model(resolved) is resolved  # used as is, not validated again
+    with pytest.raises(C.ConfigError, match=r"config key models.NAME.pool: expected one of \['mean', 'cls'\]"):
+        C.resolve_model({"pool": "max"})
+
+
+def test_a_feature_extractor_takes_the_schema_defaults_of_its_entry(monkeypatch):
+    """An entry without pool / block / per_channel gets the schema's (not a builder's own)."""
+    from phenoica.models import builders
+
+    schema = C.package_schema()["$defs"]["model"]["properties"]
+    spec = {k: e["default"] for k, e in schema.items()}
+    spec.update(img_size=8, patch_size=4, embed_dim=8, depth=1, num_heads=2, decoder_embed_dim=8)
+    fx = builders.build_feature_extractor(
+        {k: v for k, v in spec.items() if k not in ("pool", "block", "per_channel")}, 3
+    )
+    assert (fx.pool, fx.block, fx.per_channel) == (schema["pool"]["default"], schema["block"]["default"], False)

@@ -1,5 +1,6 @@
-"""Rule params carry exactly what a job's output depends on (phenoica.workflow.params.job_params):
-speed-only keys are read at run time instead, and really change nothing but speed."""
+"""Rule params carry exactly what a job's output depends on (phenoica.workflow.params.rule_params):
+its script reads the same selection with the run-time keys (rule_settings), and those really
+change nothing but speed."""
 
 from __future__ import annotations
 
@@ -9,61 +10,93 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.contract.config import validate_config
+from phenoica.contract.config import RULE_NAMES, validate_config
 from phenoica.contract.schema import key_jobs, run_time_keys
 from phenoica.workflow import params as wparams
 from tests.conftest import REPO
 
-#: (section, rule) pairs whose rules take their section's params through job_params
-JOBS = (
-    ("demo", "simulate_plate"),
-    ("train", "train_mae"),
-    ("embed", "embed"),
-    ("profiles", "gather_profiles"),
-    ("transforms", "fit_transforms"),
-    ("transforms", "component_sweep"),
-    ("splits", "splits"),
-    ("classify", "classify"),
-    ("classify", "component_sweep"),
-    ("identifiability", "align"),
-    ("biomap", "biomap"),
-)
 RUN_TIME = set(run_time_keys("speed") + run_time_keys("screen-size"))
 
 
-def test_params_leave_out_speed_only_keys_and_scripts_get_them_back():
-    cfg = validate_config({"classify": {"lightgbm": {"n_jobs": 4}}})
-    for section, job in JOBS:
-        params = wparams.job_params(cfg, section, job)
-        flat = {f"{section}.{k}" for k in params} | {f"{section}.lightgbm.{k}" for k in params.get("lightgbm", {})}
-        assert not flat & RUN_TIME, (section, job)
-    # the jobs that read a whole section get all of it back at run time
-    for section, job in (("embed", "embed"), ("classify", "component_sweep"), ("profiles", "gather_profiles")):
-        assert wparams.with_speed_settings(wparams.job_params(cfg, section, job), cfg, section) == cfg[section], section
-    assert "batch_size" not in wparams.job_params(cfg, "embed", "embed") and "crop_size" in wparams.job_params(
-        cfg, "embed", "embed"
-    )
-    assert "n_jobs" not in wparams.job_params(cfg, "classify", "classify")["lightgbm"]
+def _flat(selection: dict, prefix: str = "") -> set[str]:
+    """The dotted keys of a (config-shaped) selection, down to its leaves."""
+    out = set()
+    for key, value in selection.items():
+        dotted = f"{prefix}{key}"
+        out |= _flat(value, dotted + ".") if isinstance(value, dict) and value else {dotted}
+    return out
+
+
+def test_params_are_the_settings_without_the_run_time_keys():
+    """One selection read two ways: a rule's params are exactly what its script reads
+    (rule_settings) less the run-time keys, so a script reads nothing that is not a param but the
+    keys that change only speed, logs or which jobs exist."""
+    cfg = validate_config({"classify": {"lightgbm": {"n_jobs": 4}}, "splits": {"scheme": "in_distribution"}})
+    for rule in RULE_NAMES:
+        settings, params = wparams.rule_settings(cfg, rule), wparams.rule_params(cfg, rule)
+        assert not _flat(params) & RUN_TIME, rule
+        less = {s: wparams.without_run_time(settings, s) if isinstance(v, dict) else v for s, v in settings.items()}
+        less = {s: v for s, v in less.items() if v != {} or settings[s] == {}}  # a section of run-time keys only
+        assert params == wparams.canonical(less) or rule in wparams.READS_BY_VALUE, rule
+        assert _flat(params) <= _flat(settings), rule
+    assert "batch_size" not in wparams.rule_params(cfg, "embed")["embed"]
+    assert wparams.rule_settings(cfg, "embed")["embed"]["batch_size"] == cfg["embed"]["batch_size"]
+    assert "n_jobs" not in wparams.rule_params(cfg, "classify")["classify"]["lightgbm"]
+    assert wparams.rule_settings(cfg, "classify")["classify"]["lightgbm"]["n_jobs"] == 4
     for alias in ("num_thread", "nthread", "nthreads", "n_jobs", "verbose"):
         aliased = validate_config({"classify": {"lightgbm": {alias: 3}}})
-        assert wparams.job_params(aliased, "classify", "classify") == wparams.job_params(
-            validate_config({}), "classify", "classify"
-        )
-    align = wparams.job_params(cfg, "identifiability", "align")
-    assert sorted(align) == ["ica", "ica_components", "ica_max_samples", "knn_k", "max_samples", "train_fraction"]
-    assert sorted(wparams.job_params(cfg, "identifiability", "structural")) == [
+        assert wparams.rule_params(aliased, "classify") == wparams.rule_params(validate_config({}), "classify")
+    align = wparams.rule_params(cfg, "align")
+    assert sorted(align) == ["identifiability", "seed"]
+    assert sorted(align["identifiability"]) == [
+        "ica",
+        "ica_components",
+        "ica_max_samples",
+        "knn_k",
+        "max_samples",
+        "train_fraction",
+    ]
+    assert sorted(wparams.rule_params(cfg, "structural")["identifiability"]) == [
         "factor_bins",
         "infoe_max_iter",
         "max_samples",
     ]
     # hit-call keys reach the gather and the sweep, not the classifier
-    assert "q_threshold" not in wparams.job_params(cfg, "classify", "classify")
-    assert wparams.job_params(cfg, "classify", "component_sweep")["q_threshold"] == cfg["classify"]["q_threshold"]
-    assert "plates" not in wparams.job_params(cfg, "train", "train_mae") and "steps" in wparams.job_params(
-        cfg, "train", "train_mae"
-    )
-    with pytest.raises(KeyError, match="no config key of the schema reaches a job 'clasify'"):
-        wparams.job_params(cfg, "classify", "clasify")
+    assert "q_threshold" not in wparams.rule_params(cfg, "classify")["classify"]
+    assert wparams.rule_params(cfg, "component_sweep")["classify"]["q_threshold"] == cfg["classify"]["q_threshold"]
+    assert wparams.rule_params(cfg, "gather_scores") == {
+        "classify": {k: cfg["classify"][k] for k in ("n_null_guides", "null_model", "q_threshold")}
+    }
+    assert "plates" not in wparams.rule_params(cfg, "train_mae")["train"]
+    assert "seed" not in wparams.rule_params(cfg, "gather_scores")
+    with pytest.raises(KeyError, match="no rule 'clasify'"):
+        wparams.rule_params(cfg, "clasify")
+
+
+def test_every_key_reaches_a_rule_or_only_the_dag():
+    """Every key of every section reaches some rule's settings, but the keys declared to reach no
+    job (``x-jobs: []``: which jobs exist, read when the DAG is built), the models (each job's
+    entry is its ``spec``) and the resources (the executor's): no run-time key is lost to the
+    scripts, no result-changing key escapes the params."""
+    cfg = validate_config({})
+    reached = set().union(*(_flat(wparams.rule_settings(cfg, rule)) for rule in RULE_NAMES))
+    declared = key_jobs()
+    dag_only = {k for k, jobs in declared.items() if not jobs and k not in RUN_TIME}
+    dag_only |= {k for k in _flat(cfg) if k not in declared}  # unannotated: inputs the DAG reads (screen.plate_map)
+    skipped = {"results", "models", "default_models", "resources"}
+    for key in _flat({k: v for k, v in cfg.items() if k not in skipped}):
+        parts = key.split(".")
+        assert key in reached or any(".".join(parts[:i]) in dag_only for i in range(1, len(parts) + 1)), key
+
+
+def test_the_report_gets_the_lightgbm_parameters_the_classifiers_used():
+    from phenoica.classify.params import lightgbm_params, lightgbm_report_params
+
+    cfg = validate_config({"classify": {"lightgbm": {"num_leaves": 7, "n_jobs": 2}}})
+    shown = lightgbm_report_params(wparams.rule_settings(cfg, "report"))
+    used = lightgbm_params(cfg["classify"], cfg["seed"])
+    assert shown["num_leaves"] == 7 == used["num_leaves"] and "n_jobs" not in shown and "seed" not in shown
+    assert list(shown) == sorted(shown)
 
 
 def _rule_params() -> dict[str, str]:
@@ -79,25 +112,27 @@ def _rule_params() -> dict[str, str]:
     return blocks
 
 
-def test_every_annotated_job_is_a_rule_and_every_rule_read_is_declared():
-    """The schema's x-jobs annotations (which keys reach which rule) name real rules, and a
-    rule that takes a key as a single value (config["section"]["key"] in its params) is among the
-    rules that key declares."""
+def test_rules_take_their_config_params_one_way():
+    """The schema's x-jobs annotations name real rules, and every rule takes its config-derived
+    params one way: ``**rule_params(config, "<the rule's own name>")`` where some key reaches it,
+    beside values that are no config key (the models, the plate digests) or a job's own model
+    entry (``config["models"][w.model]``); no section key read in a params block."""
     blocks = _rule_params()
     declared = key_jobs()
     assert {job for jobs in declared.values() for job in jobs} <= set(blocks)
-    aliases = {"BL": "bilipschitz"}
-    undeclared, checked = [], 0
+    cfg = validate_config({"screen": {"source": "images", "plate_map": "p.csv", "images_dir": "i"}})
+    wrong = []
     for rule, text in blocks.items():
-        reads = re.findall(r'config\["(\w+)"\]\["(\w+)"\]', text)
-        reads += [(aliases[a], k) for a, k in re.findall(r'\b(BL)\["(\w+)"\]', text)]
-        for section, key in reads:
-            dotted = f"{section}.{key}"
-            checked += dotted in declared
-            if dotted in declared and rule not in declared[dotted]:
-                undeclared.append(f"{rule} reads {dotted} (declared for {list(declared[dotted])})")
-    assert not undeclared, undeclared
-    assert checked >= 10  # the reader finds the rules' single-value reads
+        named = re.findall(r"\brule_params\(config, \"(\w+)\"\)", text)
+        family = rule if rule in RULE_NAMES else None
+        expected = [family] if family and wparams.rule_params(cfg, family) else []
+        if named != expected:
+            wrong.append(f"{rule}: params from rule_params {named}, expected {expected}")
+        for read in re.findall(r"(?:config|BL|DIS)\[[^\]]+\](?:\[[^\]]+\])*", text):
+            if not read.startswith('config["models"][w.model]'):
+                wrong.append(f"{rule} reads {read} in its params")
+    assert not wrong, wrong
+    assert sum(bool(re.search(r"\brule_params\(", t)) for t in blocks.values()) >= 20  # the reader finds them
     # and a known answer: the classifier's key reaches classify and the sweep, a speed key none
     assert declared["classify.num_boost_round"] == ("classify", "component_sweep")
     assert declared["embed.batch_size"] == ()
@@ -106,29 +141,35 @@ def test_every_annotated_job_is_a_rule_and_every_rule_read_is_declared():
 def test_params_do_not_depend_on_key_order():
     cfg = validate_config({})
     flipped = {s: dict(reversed(list(v.items()))) if isinstance(v, dict) else v for s, v in reversed(list(cfg.items()))}
-    for section, job in JOBS:
-        assert repr(wparams.job_params(cfg, section, job)) == repr(wparams.job_params(flipped, section, job)), section
+    for rule in RULE_NAMES:
+        assert repr(wparams.rule_params(cfg, rule)) == repr(wparams.rule_params(flipped, rule)), rule
+        assert repr(wparams.rule_settings(cfg, rule)) == repr(wparams.rule_settings(flipped, rule)), rule
 
 
 def test_splits_params_are_what_the_scheme_reads():
-    lobo = validate_config({"splits": {"holdout_fraction": 0.4}})
-    assert wparams.splits_params(lobo) == {"scheme": "leave_one_batch_out"}
+    lobo = validate_config({"seed": 5, "splits": {"holdout_fraction": 0.4}})
+    assert wparams.rule_params(lobo, "splits") == {"splits": {"scheme": "leave_one_batch_out"}}
     ind = validate_config({"seed": 3, "splits": {"scheme": "in_distribution", "n_folds": 2}})
-    assert wparams.splits_params(ind) == {
-        "holdout_fraction": 0.25,
-        "n_folds": 2,
-        "scheme": "in_distribution",
+    assert wparams.rule_params(ind, "splits") == {
         "seed": 3,
+        "splits": {"holdout_fraction": 0.25, "n_folds": 2, "scheme": "in_distribution"},
     }
 
 
-def test_scripts_read_the_config_only_for_run_time_keys():
-    """Anything else a script read from snakemake.config would change its output without
-    rerunning it: every other value arrives as a param."""
+def test_scripts_read_their_settings_one_way():
+    """A script reads the config once, through rule_settings of its own rule (the params plus the
+    run-time keys: anything else it read would change its output without rerunning it), and
+    takes from snakemake.params only values that are no config key of its rule."""
+    top_level = set(validate_config({}))
     for script in sorted((REPO / "scripts").glob("*.py")):
-        for line in script.read_text().splitlines():
+        text = script.read_text()
+        for line in text.splitlines():
             if "snakemake.config" in line:
-                assert re.search(r"\b(with_speed_settings|speed_settings)\(", line), f"{script.name}: {line.strip()}"
+                assert f'rule_settings(snakemake.config, "{script.stem}")' in line, f"{script.name}: {line.strip()}"
+        assert text.count("snakemake.config") <= 1, f"{script.name} reads the config more than once"
+        params = set(re.findall(r"snakemake\.params\.(\w+)", text)) | set(re.findall(r"\bp\.(\w+)", text))
+        assert not params & top_level, f"{script.name} takes config values {params & top_level} from its params"
+        assert "speed_settings" not in text and "job_params" not in text, script.name
 
 
 def test_lightgbm_thread_count_changes_no_score():
@@ -189,6 +230,6 @@ def test_bilipschitz_train_params_hold_every_key_one_job_reads():
     """One bilipschitz_train job trains every seed of its (dataset, group, alpha): the seeds are
     its params (a change reruns it), the sweep's wildcard keys are not."""
     cfg = validate_config({})
-    params = wparams.job_params(cfg, "bilipschitz", "bilipschitz_train")
+    params = wparams.rule_params(cfg, "bilipschitz_train")["bilipschitz"]
     assert params["seeds"] == cfg["bilipschitz"]["seeds"]
     assert not {"datasets", "alphas", "per_digit", "train_fraction"} & set(params)

@@ -18,6 +18,7 @@ import numpy as np
 from phenoica.classify.bins import GUIDES_PER_BLOCK
 from phenoica.classify.protocol import PROTOCOLS
 from phenoica.contract.config import as_resolved, resolve_section, section_defaults
+from phenoica.contract.schema import package_schema
 
 # LightGBM keys phenoica sets itself and a user may not override through classify.lightgbm.
 _RESERVED = {
@@ -200,6 +201,16 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
         params.setdefault("force_col_wise", True)
     params.setdefault("verbosity", -1)
     return params
+
+
+def lightgbm_report_params(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The LightGBM parameters every classifier used (Table 6 + ``classify.lightgbm``, canonical
+    names, keys sorted), for the report: without the seed, the thread count, the log level and
+    the other keys that change only speed or logs (``x-speed-only-keys``). ``settings`` holds
+    ``classify.lightgbm`` and ``seed`` (the config, or the report's rule settings)."""
+    speed_only = set(package_schema()["properties"]["classify"]["properties"]["lightgbm"]["x-speed-only-keys"])
+    params = lightgbm_params({"lightgbm": settings["classify"]["lightgbm"]}, settings["seed"])
+    return {k: params[k] for k in sorted(params) if k not in speed_only and k != "seed"}
 
 
 @dataclass(frozen=True)

@@ -188,7 +188,12 @@ def resolve_section(section: str, values: Mapping[str, Any] | None) -> ResolvedS
     properties = package_schema()["properties"]
     if section not in properties:
         raise KeyError(f"the config schema has no section {section!r}")
-    schema = properties[section]
+    return _resolve(section, properties[section], values)
+
+
+def _resolve(section: str, schema: Mapping[str, Any], values: Mapping[str, Any] | None) -> ResolvedSection:
+    """``values`` validated against ``schema`` with its defaults filled in; ConfigError naming
+    the key (``section`` first)."""
     instance = copy.deepcopy(dict(values or {}))
     validator = _with_defaults(jsonschema.validators.validator_for(schema))(schema)
     errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
@@ -218,6 +223,19 @@ def as_resolved(section: str, values: Mapping[str, Any] | None) -> ResolvedSecti
     if isinstance(values, ResolvedSection) and values.section == section:
         return values
     return resolve_section(section, values)
+
+
+#: The name a resolved ``models`` entry carries (:func:`resolve_model`).
+MODEL_ENTRY = "models.NAME"
+
+
+def resolve_model(entry: Mapping[str, Any] | None) -> ResolvedSection:
+    """A ``models`` entry (or a spec built in Python, possibly partial) with the schema's defaults
+    (``$defs/model``) filled in and validated; an entry already resolved is used as is. What a
+    model builder reads, so that no builder states a default of the entry's keys again."""
+    if isinstance(entry, ResolvedSection) and entry.section == MODEL_ENTRY:
+        return entry
+    return _resolve(MODEL_ENTRY, package_schema()["$defs"]["model"], entry)
 
 
 @functools.lru_cache(maxsize=None)

@@ -134,8 +134,8 @@ def _annotated_keys(schema: Mapping[str, Any], prefix: str) -> Iterable[tuple[st
 
 def run_time_keys(kind: str, schema: Mapping[str, Any] | None = None) -> tuple[str, ...]:
     """Dotted config keys the schema marks ``x-run-time: kind`` (``speed`` or ``screen-size``):
-    never a job's params, so changing one plans no job; scripts read them at run time
-    (:func:`phenoica.workflow.params.with_speed_settings`). Speed-only keys change at most the order of floating-point sums."""
+    never a job's params, so changing one plans no job; scripts read them at run time, with
+    the rest of their rule's keys (:func:`phenoica.workflow.params.rule_settings`). Speed-only keys change at most the order of floating-point sums."""
     if kind not in RUN_TIME_KINDS:
         raise ValueError(f"unknown run-time kind {kind!r}; expected one of {list(RUN_TIME_KINDS)}")
     schema = schema if schema is not None else package_schema()

@@ -39,8 +39,8 @@ class EmbedOptions:
 
     @classmethod
     def from_config(cls, embed: Mapping[str, Any] | None) -> EmbedOptions:
-        """The options of the config's ``embed`` section (``config["embed"]``, after
-        :func:`phenoica.workflow.params.with_speed_settings` in a job), resolved here once against the
+        """The options of the config's ``embed`` section (``config["embed"]``; in a job, the
+        ``embed`` of :func:`phenoica.workflow.params.rule_settings`), resolved here once against the
         schema (:func:`phenoica.contract.config.resolve_section`: absent keys take the schema's
         defaults, a section already resolved is not validated again); keys that are not embedding
         settings (``plates_per_job``) are left to the workflow."""

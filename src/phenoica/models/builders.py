@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import nn
 
+from phenoica.contract.config import resolve_model
 from phenoica.contract.screen import ScreenError, feature_name
 from phenoica.contract.values import ConfigError
 from phenoica.models import openphenom, timm_models, vit
@@ -225,6 +226,7 @@ def build_feature_extractor(
     openphenom: the checkpoint's encoder (geometry read from it); timm: ``timm_name`` + checkpoint.
     """
     log = log or logging.getLogger("phenoica.models")
+    spec = resolve_model(spec)  # the schema's defaults of the entry's keys, stated once there
     arch, state = resolve_architecture(spec, checkpoint, log)
     try:
         encoder, normalize = create_model(arch, spec, in_chans, checkpoint, log, state)
@@ -236,9 +238,9 @@ def build_feature_extractor(
         raise CheckpointError(f"{exc} [layout {arch!r} {how}; {closeness(key_patterns(keys))}]") from None
     return FeatureExtractor(
         encoder,
-        pool=str(spec.get("pool", "mean")),
-        block=spec.get("block"),
-        per_channel=bool(spec.get("per_channel", False)),
+        pool=str(spec["pool"]),
+        block=spec["block"],
+        per_channel=bool(spec["per_channel"]),
         normalize=normalize,
         architecture=arch,
     ).eval()

@@ -328,8 +328,8 @@ class TrainOptions:
     def from_config(
         cls, train: Mapping[str, Any] | None, device: str | None = None, intensity_max: float | None = None
     ) -> TrainOptions:
-        """The options of the ``train`` section (``config["train"]``, after
-        :func:`phenoica.workflow.params.with_speed_settings` in a job), resolved here once against the
+        """The options of the ``train`` section (``config["train"]``; in a job, the
+        ``train`` of :func:`phenoica.workflow.params.rule_settings`), resolved here once against the
         schema (absent keys take its defaults; a section already resolved is used as is).
         ``device`` and ``intensity_max`` are ``embed.device`` and ``embed.intensity_max`` (None:
         the schema's defaults of those keys)."""

@@ -106,8 +106,12 @@ def read_biomap(tables: Sequence[Path | str], heatmaps: Sequence[Path | str]) ->
     return by_stem, maps
 
 
-def read_inputs(inp: Any, params: Any) -> ReportInputs:
-    """The report's inputs from the report rule's ``snakemake.input`` and ``snakemake.params``."""
+def read_inputs(inp: Any, params: Any, settings: Mapping[str, Any]) -> ReportInputs:
+    """The report's inputs from the report rule's ``snakemake.input``, its ``snakemake.params``
+    (the models, the study pages, the stores) and the config it reads (``settings``:
+    :func:`phenoica.workflow.params.rule_settings` of the report)."""
+    from phenoica.classify.params import lightgbm_report_params  # imports lightgbm: only here
+
     biomap, heatmaps = read_biomap(inp.biomap_tables, inp.biomap_heatmaps) if inp.biomap_tables else (None, {})
     sweep = [pd.read_parquet(p) for p in inp.sweep]
     return ReportInputs(
@@ -118,21 +122,21 @@ def read_inputs(inp: Any, params: Any) -> ReportInputs:
         hits=pd.read_parquet(inp.hits),
         null=pd.read_parquet(inp.null),
         truth=pd.read_parquet(inp.truth[0]) if inp.truth else None,
-        fit_reports={m: json.loads(Path(p).read_text()) for m, p in zip(params.models, inp.fit_reports)},
+        fit_reports={m: json.loads(Path(p).read_text()) for m, p in zip(params.model_names, inp.fit_reports)},
         table1=pd.read_parquet(inp.table1),
         structural=pd.read_parquet(inp.structural),
-        lightgbm=params.lightgbm,
+        lightgbm=lightgbm_report_params(settings),
         studies=[StudyLink(**page) for page in params.studies],
         biomap_tables=biomap,
         biomap_heatmaps=heatmaps,
         sweep=pd.concat(sweep, ignore_index=True) if sweep else None,
         page_settings={
-            "gallery": params.gallery,
-            "channels": params.channels,
-            "seed": params.seed,
-            "screen": {"source": params.source},
+            "gallery": settings["gallery"],
+            "channels": settings["channels"],
+            "seed": settings["seed"],
+            "screen": {"source": settings["screen"]["source"]},
         },
         gallery_embeddings=list(inp.gallery_embeddings),
         stores=dict(params.stores),
-        annotations=params.annotations if inp.biomap_tables else None,
+        annotations=settings["biomap"] if inp.biomap_tables else None,
     )

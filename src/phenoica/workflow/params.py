@@ -1,28 +1,22 @@
-"""The params of every rule: what Snakemake reruns a job for.
+"""The params of every rule (what Snakemake reruns a job for) and the settings its script reads.
 
-A rule passes exactly the values its output depends on (:func:`job_params`), never a whole config
-section. Which keys reach which rule is declared once, in the schema (``x-jobs``;
-:func:`phenoica.contract.schema.key_jobs`): a key that changes only speed, memory, storage layout or
-log output (``x-run-time: speed``) is never a param, and scripts read those at run time
-(:func:`with_speed_settings`). Params are canonical (mapping keys sorted), so reordering the keys
-of a config file reruns nothing.
+Which config keys reach which rule is declared once, in the schema (``x-jobs`` on a key, else its
+section's; :func:`phenoica.contract.schema.key_jobs`). One selection is read two ways:
+
+- :func:`rule_settings` -- every key that reaches a rule, run-time keys (``x-run-time``: speed,
+  memory, storage layout, logs, screen size) included, shaped like the config (``{"classify":
+  {...}, "seed": 0}``): what the rule's script reads, once, to build its options;
+- :func:`rule_params` -- the same selection without the run-time keys, mapping keys sorted
+  (:func:`canonical`): the rule's params (``params: **rule_params(config, "classify")``), so a job
+  reruns exactly when a key it reads changes, never for a run-time key or for key order.
 """
 
 from __future__ import annotations
 
-import functools
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Mapping
 
-from phenoica.contract.config import deep_merge
-from phenoica.contract.schema import key_jobs, package_schema
-
-
-def feature_params(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The feature-column keys of ``config["screen"]`` that gather_profiles reads (source
-    embeddings chooses its features by them; phenoica's own embeddings are the default,
-    ``emb_``): its params, so that declaring other features regathers the profiles."""
-    keys = ("feature_prefix", "feature_regex", "feature_columns")
-    return {k: config["screen"][k] for k in keys}
+from phenoica.contract.config import RULE_NAMES
+from phenoica.contract.schema import package_schema
 
 
 def canonical(value: Any) -> Any:
@@ -35,48 +29,72 @@ def canonical(value: Any) -> Any:
     return value
 
 
-def _entries(
-    values: Mapping[str, Any], schema: Mapping[str, Any]
-) -> Iterable[tuple[str, Any, Mapping[str, Any], bool]]:
-    """``(key, value, key schema, is a run-time key)`` for each entry of a config mapping."""
+def _is_run_time(key: str, sub: Mapping[str, Any], schema: Mapping[str, Any]) -> bool:
+    """Whether ``key`` (schema ``sub``) of a mapping with schema ``schema`` is a run-time key."""
+    return bool(sub.get("x-run-time")) or key in set(schema.get("x-speed-only-keys", ()))
+
+
+def _select(
+    values: Mapping[str, Any],
+    schema: Mapping[str, Any],
+    rule: str | None,
+    inherited: tuple[str, ...],
+    run_time: bool,
+) -> dict[str, Any]:
+    """The entries of ``values`` whose declared rules (the key's ``x-jobs``, else ``inherited``)
+    include ``rule`` (every entry when ``rule`` is None), run-time keys only when ``run_time``;
+    a mapping that reaches ``rule`` is selected the same way inside, and one that does not is
+    looked into for keys that do (a section without ``x-jobs`` of its own: ``screen``)."""
     props = schema.get("properties") or {}
-    speed_only = set(schema.get("x-speed-only-keys", ()))
+    out: dict[str, Any] = {}
     for key, value in values.items():
         sub = props.get(key) or {}
-        yield key, value, sub, bool(sub.get("x-run-time")) or key in speed_only
-
-
-def _reaching(
-    values: Mapping[str, Any], schema: Mapping[str, Any], job: str | None, inherited: tuple[str, ...]
-) -> dict[str, Any]:
-    """The entries of ``values`` whose declared jobs (the key's ``x-jobs``, else ``inherited``)
-    include ``job`` (every entry when ``job`` is None), run-time keys left out, mappings
-    filtered the same way inside."""
-    out: dict[str, Any] = {}
-    for key, value, sub, run_time in _entries(values, schema):
         jobs = tuple(sub.get("x-jobs", inherited))
-        if run_time or (job is not None and job not in jobs):
+        if not run_time and _is_run_time(key, sub, schema):
             continue
-        out[key] = _reaching(value, sub, job, jobs) if isinstance(value, Mapping) else value
-    return out
-
-
-def _run_time_only(values: Mapping[str, Any], schema: Mapping[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for key, value, sub, run_time in _entries(values, schema):
-        if run_time:
-            out[key] = value
+        if rule is None or rule in jobs:
+            out[key] = _select(value, sub, rule, jobs, run_time) if isinstance(value, Mapping) else value
         elif isinstance(value, Mapping):
-            inner = _run_time_only(value, sub)
+            inner = _select(value, sub, rule, jobs, run_time)
             if inner:
                 out[key] = inner
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def _annotated_jobs() -> frozenset[str]:
-    """Every rule some key of the package's schema reaches (read once per process)."""
-    return frozenset(job for jobs in key_jobs().values() for job in jobs)
+def _check_rule(rule: str) -> None:
+    if rule not in RULE_NAMES:
+        raise KeyError(f"no rule {rule!r}; the workflow's rules are {list(RULE_NAMES)}")
+
+
+def rule_settings(config: Mapping[str, Any], rule: str) -> dict[str, Any]:
+    """Every key of the (validated) ``config`` that reaches rule ``rule``, run-time keys included,
+    shaped like the config (sections as mappings, top-level keys such as ``seed`` as values),
+    mapping keys sorted: what the rule's script reads, once, ``rule_settings(snakemake.config,
+    "classify")``."""
+    _check_rule(rule)
+    return canonical(_select(config, package_schema(), rule, (), run_time=True))
+
+
+def _splits_reads(selected: dict[str, Any]) -> dict[str, Any]:
+    """Leave-one-batch-out draws nothing: it reads the scheme alone (not the seed, the share or
+    the repeats of in_distribution)."""
+    if selected["splits"]["scheme"] == "leave_one_batch_out":
+        return {"splits": {"scheme": selected["splits"]["scheme"]}}
+    return selected
+
+
+#: Rules that read less of their selection for some values of it (the one exception to the
+#: schema's declaration): rule -> what the rule reads of its selection.
+READS_BY_VALUE: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {"splits": _splits_reads}
+
+
+def rule_params(config: Mapping[str, Any], rule: str) -> dict[str, Any]:
+    """The params of rule ``rule``: :func:`rule_settings` without the run-time keys, mapping keys
+    sorted (:func:`canonical`); a rule passes them as ``params: **rule_params(config, rule)``, so
+    Snakemake reruns a job only when a value it reads changes."""
+    _check_rule(rule)
+    selected = _select(config, package_schema(), rule, (), run_time=False)
+    return canonical(READS_BY_VALUE.get(rule, lambda s: s)(selected))
 
 
 def _section_schema(section: str) -> Mapping[str, Any]:
@@ -86,53 +104,7 @@ def _section_schema(section: str) -> Mapping[str, Any]:
     return properties[section]
 
 
-def job_params(config: Mapping[str, Any], section: str, job: str) -> dict[str, Any]:
-    """The values of ``config[section]`` the output of rule ``job`` depends on: the keys whose
-    schema annotation (``x-jobs``, the key's own or its section's) names ``job``, without the
-    run-time keys (``x-run-time``), mapping keys sorted (:func:`canonical`).
-
-    Rules pass this (or single values) as params, so that Snakemake reruns a job only when a
-    value it reads changes; which keys reach which job is declared once, in the schema.
-    """
-    schema = _section_schema(section)
-    if job not in _annotated_jobs():
-        raise KeyError(f"no config key of the schema reaches a job {job!r} (x-jobs annotations)")
-    return canonical(_reaching(config[section], schema, job, tuple(schema.get("x-jobs", ()))))
-
-
 def without_run_time(config: Mapping[str, Any], section: str) -> dict[str, Any]:
     """``config[section]`` without its run-time keys (``x-run-time``), mapping keys sorted: what
     a reader of the whole section (the check at the door) depends on."""
-    return canonical(_reaching(config.get(section) or {}, _section_schema(section), None, ()))
-
-
-def speed_settings(config: Mapping[str, Any], section: str) -> dict[str, Any]:
-    """The run-time-only keys of ``config[section]`` that are set (speed-only and screen-size
-    keys, nested as in the config): what a script adds to its params at run time."""
-    return _run_time_only(config.get(section) or {}, _section_schema(section))
-
-
-def with_speed_settings(params: Mapping[str, Any], config: Mapping[str, Any], section: str) -> dict[str, Any]:
-    """A job's params for ``config[section]`` completed with the section's run-time-only keys:
-    what a script hands the library. The only way a script reads ``snakemake.config``."""
-    return deep_merge(params, speed_settings(config, section))
-
-
-def lightgbm_report_params(config: Mapping[str, Any]) -> dict[str, Any]:
-    """The LightGBM parameters every classifier used (Table 6 + ``classify.lightgbm``, canonical
-    names), for the report: without the seed, the thread count, the log level and the other
-    keys that change only speed or logs (``x-speed-only-keys``)."""
-    from phenoica.classify.params import lightgbm_params  # imports lightgbm: only when asked for
-
-    speed_only = set(_section_schema("classify")["properties"]["lightgbm"]["x-speed-only-keys"])
-    params = lightgbm_params(config["classify"], config["seed"])
-    return canonical({k: v for k, v in params.items() if k not in speed_only and k != "seed"})
-
-
-def splits_params(config: Mapping[str, Any]) -> dict[str, Any]:
-    """What the folds depend on: the scheme, and for ``in_distribution`` its share, repeats and
-    the seed (leave-one-batch-out draws nothing)."""
-    splits = config["splits"]
-    if splits["scheme"] == "leave_one_batch_out":
-        return {"scheme": splits["scheme"]}
-    return canonical({**job_params(config, "splits", "splits"), "seed": config["seed"]})
+    return canonical(_select(config.get(section) or {}, _section_schema(section), None, (), run_time=False))
