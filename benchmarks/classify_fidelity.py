@@ -43,6 +43,7 @@ from phenoica.classify.null import null_guide_design
 from phenoica.classify.params import ClassifyOptions, resolve_classify_config
 from phenoica.classify.protocol import trainings
 from phenoica.classify.splits import leave_one_batch_out, read_folds
+from phenoica.contract.config import resolve_section
 from phenoica.contract.screen import GENE, GUIDE, feature_name
 from phenoica.hits.calls import screen_calls
 from phenoica.sources import positive_control as pc
@@ -66,15 +67,18 @@ def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:
     return pd.concat([table, feats], axis=1)
 
 
-def score(table: pd.DataFrame, folds: list, cfg: dict, seed: int) -> tuple[dict[str, pd.DataFrame], float]:
-    """Score every guide and ``n_null_guides`` pseudo-guides; the hit calls (with the score
-    rows under ``rows``) and CPU seconds."""
+def score(
+    table: pd.DataFrame, folds: list, cfg: dict, seed: int, q_threshold: float
+) -> tuple[dict[str, pd.DataFrame], float]:
+    """Score every guide and ``n_null_guides`` pseudo-guides; the hit calls at ``q_threshold``
+    (with the score rows under ``rows``) and CPU seconds."""
     options = ClassifyOptions.from_config(cfg, seed)
     nulls = null_guide_design(table, options.n_null_guides, seed)
     t0 = time.process_time()
     rows = classify_guides(table, None, folds, options, "variant", "model", nulls=nulls)
     cpu = time.process_time() - t0
-    return {**screen_calls(rows, None, cfg["null_model"], cfg["q_threshold"]), "rows": rows}, cpu
+    hits = resolve_section("hits", {"q_threshold": q_threshold})
+    return {**screen_calls(rows, None, hits["null_model"], hits["q_threshold"]), "rows": rows}, cpu
 
 
 def _mask(rows: np.ndarray, n: int) -> np.ndarray:
@@ -133,7 +137,7 @@ def main() -> None:
         table = pd.read_parquet(args.table)
         folds = read_folds(args.folds, table)
         name = str(args.table)
-    cfg = {"q_threshold": args.q, "lightgbm": {"num_threads": 1}}
+    cfg = {"lightgbm": {"num_threads": 1}}
     for key, value in (
         ("num_boost_round", args.rounds),
         ("n_null_guides", args.nulls),
@@ -172,7 +176,7 @@ def main() -> None:
     )
     runs = {}
     for run, (protocol, seed) in protocols.items():
-        calls, cpu = runs[run] = score(table, folds, dict(cfg, protocol=protocol), seed)
+        calls, cpu = runs[run] = score(table, folds, dict(cfg, protocol=protocol), seed, args.q)
         ks = float(calls["null"]["loo_uniform_ks_p"].iloc[0])
         real = calls["guides"][~calls["guides"]["is_null_guide"]]
         line = f"{run:16s} {cpu:8.1f} {int(real['hit'].sum()):10d} {int(calls['genes']['hit'].sum()):9d} {ks:9.3f}"

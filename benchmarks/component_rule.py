@@ -92,7 +92,7 @@ def main() -> None:
     args = parser.parse_args()
     cfg = validate_config(yaml.safe_load(Path(args.configfile).read_text()) or {})
     options = SweepOptions.from_config(cfg)
-    options = SweepOptions(options.transforms, options.classify, options.seed, VARIANTS, options.max_points)
+    options = SweepOptions(options.transforms, options.classify, options.hits, options.seed, VARIANTS, options.max_points)
     truth = pd.read_parquet(args.truth)
     results = Path(args.results)
     calls, chosen, seconds, baseline = [], {}, 0.0, 0.0

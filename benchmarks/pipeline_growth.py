@@ -263,11 +263,11 @@ def stage_hits(w: Work) -> dict[str, Any]:
     from phenoica.hits.calls import screen_calls
     from phenoica.utils.io import write_parquet
 
-    c = w.cfg["classify"]
+    c, h = w.cfg["classify"], w.cfg["hits"]
     rows = pd.concat([pd.read_parquet(f) for f in sorted((w.root / "scores").glob("*.parquet"))], ignore_index=True)
     map_files = sorted((w.root / "maps").glob("*.parquet"))
     maps = pd.concat([pd.read_parquet(f) for f in map_files], ignore_index=True) if map_files else None
-    out = screen_calls(rows, maps, c["null_model"], c["q_threshold"], with_null=c["n_null_guides"] > 0)
+    out = screen_calls(rows, maps, h["null_model"], h["q_threshold"], with_null=c["n_null_guides"] > 0)
     for name in ("guides", "genes", "hits", "null"):
         write_parquet(out[name], w.root / "hits" / f"{name}.parquet")
     return {"rows": len(rows), "guides": len(out["guides"])}

@@ -1,5 +1,5 @@
 # The component sweep: the screen scored again at other counts of whitened components, per model
-# of transforms.sweep_models (phenoica.sweep).
+# of sweep.models (phenoica.sweep).
 
 
 rule component_sweep:

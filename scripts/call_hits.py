@@ -11,13 +11,14 @@ from phenoica.hits.calls import screen_calls
 from phenoica.utils.io import write_parquet
 from phenoica.workflow.params import rule_settings
 
-p = rule_settings(snakemake.config, "call_hits")["classify"]
+settings = rule_settings(snakemake.config, "call_hits")
+p, n_null_guides = settings["hits"], settings["classify"]["n_null_guides"]
 rows = pd.read_parquet(snakemake.input.guide_folds)
 maps = pd.read_parquet(snakemake.input.maps)
-if p["n_null_guides"] == 0:
+if n_null_guides == 0:
     log.warning("classify.n_null_guides is 0: no null, so no p-values, q-values or hit calls")
 out = screen_calls(
-    rows, maps if len(maps.columns) else None, p["null_model"], p["q_threshold"], with_null=p["n_null_guides"] > 0
+    rows, maps if len(maps.columns) else None, p["null_model"], p["q_threshold"], with_null=n_null_guides > 0
 )
 for name in ("guides", "genes", "hits", "null"):
     write_parquet(out[name], snakemake.output[name])

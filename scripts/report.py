@@ -14,6 +14,6 @@ settings = rule_settings(snakemake.config, "report")
 paths = write_report(
     Path(snakemake.output.markdown).parent,
     read_inputs(snakemake.input, snakemake.params, settings),
-    ReportOptions(q_threshold=settings["classify"]["q_threshold"], seed=settings["seed"]),
+    ReportOptions(q_threshold=settings["hits"]["q_threshold"], seed=settings["seed"]),
 )
 log.info("report written: %s", sorted(paths))

@@ -483,6 +483,10 @@ def case_results_empty(tmp_path):
     validate_config({"results": ""})
 
 
+def case_moved_key(tmp_path):
+    validate_config({"classify": {"q_threshold": 0.1}, "transforms": {"sweep_points": 0}})
+
+
 def case_results_is_a_file(tmp_path):
     (tmp_path / "r").write_text("x")
     validate_config({"results": str(tmp_path / "r")})
@@ -831,6 +835,12 @@ BAD_INPUT_CASES = [
     ),
     ("7", case_latin1_csv, ValueError, r"m\.csv: not UTF-8 text \(byte 0xe4"),
     ("7", case_semicolon_csv, ValueError, r"m\.csv: the header is one column .*looks ';'-separated"),
+    (
+        "7",
+        case_moved_key,
+        ConfigError,
+        r"classify\.q_threshold: moved to hits\.q_threshold.*\n.*transforms\.sweep_points: moved to sweep\.points",
+    ),
     ("7", case_results_is_a_file, ConfigError, r"results .*r' is an existing file; expected a folder path"),
     ("7", case_results_read_only, ConfigError, r"results folder .*classify' is not writable"),
     (

@@ -54,7 +54,10 @@ def test_cross_key_rules():
     with pytest.raises(ConfigError, match="n_null_guides is 2.*at least 3"):
         validate_config({"classify": {"n_null_guides": 2}})
     assert (
-        validate_config({"classify": {"n_null_guides": 2, "null_model": "empirical"}})["classify"]["n_null_guides"] == 2
+        validate_config({"classify": {"n_null_guides": 2}, "hits": {"null_model": "empirical"}})["classify"][
+            "n_null_guides"
+        ]
+        == 2
     )
 
 

@@ -46,7 +46,7 @@ OPTIONS: dict[type, dict[str, str]] = {
     ClassifyOptions: {k: f"classify.{k}" for k in CLASSIFY_KEYS},
     TrainOptions: {**{k: f"train.{k}" for k in TRAIN_KEYS}, "device": "embed.device"}
     | {"intensity_max": "embed.intensity_max"},
-    SweepOptions: {"max_points": "transforms.sweep_points", "seed": "seed"},
+    SweepOptions: {"max_points": "sweep.points", "seed": "seed"},
     GalleryOptions: {**{k: f"gallery.{k}" for k in GALLERY_KEYS}, "seed": "seed"},
     ImageIngestOptions: {
         "pattern": "screen.image_pattern",
@@ -63,8 +63,8 @@ OPTIONS: dict[type, dict[str, str]] = {
         "knn_k": "identifiability.knn_k",
         "seed": "seed",
     },
-    ReportOptions: {"q_threshold": "classify.q_threshold", "seed": "seed"},
-    PageInputs: {"q_threshold": "classify.q_threshold"},
+    ReportOptions: {"q_threshold": "hits.q_threshold", "seed": "seed"},
+    PageInputs: {"q_threshold": "hits.q_threshold"},
 }
 
 #: Library modules that read config sections (the options above, and functions taking a section).
@@ -203,7 +203,7 @@ def test_the_sweep_builds_its_sections_once(validations):
     options = SweepOptions.from_config(
         {"transforms": {"n_components": 8}, "classify": {"num_boost_round": 5}, "seed": 1}
     )
-    assert validations["n"] == 2  # transforms and classify, once each
+    assert validations["n"] == 4  # transforms, classify, hits and sweep, once each
     scoring = options.scoring
     assert options.scoring is scoring and not scoring.concentration and scoring.num_boost_round == 5
     at = options.transforms_at(4)
@@ -211,7 +211,7 @@ def test_the_sweep_builds_its_sections_once(validations):
     assert {k: v for k, v in at.items() if k != "n_components"} == {
         k: v for k, v in options.transforms.items() if k != "n_components"
     }
-    assert validations["n"] == 2  # neither the scoring options nor a grid point resolves a section again
+    assert validations["n"] == 4  # neither the scoring options nor a grid point resolves a section again
 
 
 def test_updated_checks_the_changed_keys():

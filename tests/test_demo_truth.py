@@ -1,7 +1,7 @@
 """The default demo end to end: the biology the simulator put in comes out (slow).
 
 Runs the workflow on the repository's own config.yaml in a scratch folder, unchanged but for the
-component sweep (``transforms.sweep_points: 0``: the truth checks do not read it, it costs about as
+component sweep (``sweep.points: 0``: the truth checks do not read it, it costs about as
 much as the rest of the run, and ``tests/test_sweep.py`` covers it), and
 checks the run against the simulated truth with the same library functions the report uses
 (``phenoica.report.truth_stats``). The floors are set well clear of chance and of what the MAE saw before
@@ -34,7 +34,7 @@ HIT_FDR_CEILING = 0.2  # pooled observed FDR (measured 0.0; nominal 0.1)
 def demo_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     work = tmp_path_factory.mktemp("demo")
     cfg = yaml.safe_load((REPO / "config.yaml").read_text())
-    cfg["transforms"]["sweep_points"] = 0
+    cfg.setdefault("sweep", {})["points"] = 0
     # What this test reads is the truth recovery (embedding, classifier, hit calls, the report's
     # truth table): the gene maps, the gallery and the mAP readout it does not read are run by the
     # scenario tests (tests/test_workflow.py), and left out here to keep the suite's longest test short.

@@ -61,14 +61,16 @@ def test_params_are_the_settings_without_the_run_time_keys():
         "infoe_max_iter",
         "max_samples",
     ]
-    # hit-call keys reach the gather and the sweep, not the classifier
-    assert "q_threshold" not in wparams.rule_params(cfg, "classify")["classify"]
-    assert wparams.rule_params(cfg, "component_sweep")["classify"]["q_threshold"] == cfg["classify"]["q_threshold"]
-    assert wparams.rule_params(cfg, "gather_scores") == {
-        "classify": {k: cfg["classify"][k] for k in ("n_null_guides", "null_model", "q_threshold")}
+    # hit-call keys reach the hit calls and the sweep, not the classifier nor the gather
+    assert "hits" not in wparams.rule_params(cfg, "classify")
+    assert wparams.rule_params(cfg, "component_sweep")["hits"]["q_threshold"] == cfg["hits"]["q_threshold"]
+    assert wparams.rule_params(cfg, "call_hits") == {
+        "classify": {"n_null_guides": cfg["classify"]["n_null_guides"]},
+        "hits": {k: cfg["hits"][k] for k in ("null_model", "q_threshold")},
     }
+    assert wparams.rule_params(cfg, "gather_scores") == {}
     assert "plates" not in wparams.rule_params(cfg, "train_mae")["train"]
-    assert "seed" not in wparams.rule_params(cfg, "gather_scores")
+    assert "seed" not in wparams.rule_params(cfg, "call_hits")
     with pytest.raises(KeyError, match="no rule 'clasify'"):
         wparams.rule_params(cfg, "clasify")
 

@@ -51,7 +51,7 @@ def test_user_files_replace_the_workflows_where_the_config_names_them(tmp_path):
 
 
 def test_switched_off_readouts_read_nothing():
-    run = inputs(classify={"map_readout": False}, biomap={"enabled": False}, transforms={"sweep_points": 0})
+    run = inputs(classify={"map_readout": False}, biomap={"enabled": False}, sweep={"points": 0})
     assert run.maps() == [] and run.maps(["pca"]) == []
     assert run.biomap_tables() == [] and run.biomap_heatmaps() == []
     assert run.sweeps() == []

@@ -19,11 +19,11 @@ def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
 def test_sweep_models_takes_the_first_models_by_name():
     from phenoica.workflow.dag import swept_models
 
-    config = {"models": {"b": {}, "a": {}, "c": {}}, "transforms": {"sweep_models": None}}
+    config = {"models": {"b": {}, "a": {}, "c": {}}, "sweep": {"models": None}}
     assert swept_models(config) == ["a", "b", "c"]
-    assert swept_models({**config, "transforms": {"sweep_models": 1}}) == ["a"]
-    assert swept_models({**config, "transforms": {"sweep_models": 5}}) == ["a", "b", "c"]
-    assert validate_config({"transforms": {"sweep_models": 2}})["transforms"]["sweep_models"] == 2
+    assert swept_models({**config, "sweep": {"models": 1}}) == ["a"]
+    assert swept_models({**config, "sweep": {"models": 5}}) == ["a", "b", "c"]
+    assert validate_config({"sweep": {"models": 2}})["sweep"]["models"] == 2
 
 
 def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_path):
@@ -49,7 +49,7 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
         {"classify": {"num_boost_round": 8, "n_null_guides": 12, "min_train_samples": 3, "map_null_size": 100}}
     )
     options = SweepOptions.from_config(cfg)
-    options = SweepOptions(options.transforms, options.classify, 0, ("pca_ica",), 2)
+    options = SweepOptions(options.transforms, options.classify, options.hits, 0, ("pca_ica",), 2)
     folds = leave_one_batch_out(profiles)
     table, calls = sweep_model(profiles, folds, "ext", 20, options, grid=[4, 20])
     assert table["n_components"].tolist() == [4, 20] and table["chosen"].tolist() == [False, True]

@@ -262,7 +262,7 @@ RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
         7,
         {"classify": 16, "gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
     ),
-    "classify.q_threshold": (0.1, {"call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
+    "hits.q_threshold": (0.1, {"call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
     "classify.map_readout": (
         False,
         {"gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},

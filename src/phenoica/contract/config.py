@@ -51,11 +51,33 @@ def _with_defaults(validator_class: type) -> type:
     )
 
 
+#: Keys that moved to the section of their stage: old dotted key -> where it is now.
+MOVED_KEYS: Mapping[str, str] = {
+    "classify.null_model": "hits.null_model",
+    "classify.q_threshold": "hits.q_threshold",
+    "transforms.sweep_points": "sweep.points",
+    "transforms.sweep_models": "sweep.models",
+}
+
+
+def _check_moved_keys(config: Mapping[str, Any]) -> None:
+    """A key of an older config that moved (:data:`MOVED_KEYS`) is named with its new place,
+    rather than reported as unknown."""
+    found = []
+    for old, new in MOVED_KEYS.items():
+        section, key = old.split(".")
+        if isinstance(config.get(section), Mapping) and key in config[section]:
+            found.append(f"  config key {old}: moved to {new}; write it there")
+    if found:
+        raise ConfigError("invalid configuration:\n" + "\n".join(found))
+
+
 def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """Return a validated copy of ``config`` with every default filled in.
 
     Raises ConfigError naming the offending key path and what was expected.
     """
+    _check_moved_keys(config)
     schema = dict(schema) if schema is not None else package_schema()
     instance = copy.deepcopy(dict(config))
     validator_class = _with_defaults(jsonschema.validators.validator_for(schema))
@@ -259,7 +281,7 @@ def config_default(key: str) -> Any:
 
 def schema_default(dotted: str) -> Callable[[], Any]:
     """A ``default_factory`` for a dataclass field that takes the schema's default of config key
-    ``dotted`` (``classify.q_threshold``, ``seed``), so that the field does not state it again."""
+    ``dotted`` (``hits.q_threshold``, ``seed``), so that the field does not state it again."""
     key, _, rest = dotted.partition(".")
 
     def default() -> Any:
@@ -349,7 +371,7 @@ def _check_consistency(config: dict[str, Any]) -> None:
     if demo["n_null_genes"] > demo["n_genes"]:
         raise ConfigError("invalid configuration: demo.n_null_genes exceeds demo.n_genes")
     classify = config["classify"]
-    if classify["null_model"] == "parametric" and 0 < classify["n_null_guides"] < 3:
+    if config["hits"]["null_model"] == "parametric" and 0 < classify["n_null_guides"] < 3:
         raise ConfigError(
             f"invalid configuration: classify.n_null_guides is {classify['n_null_guides']}; the parametric null "
             "fits a mean and a spread and needs at least 3 pseudo-guides (100 or more for calibrated calls), "

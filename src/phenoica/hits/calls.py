@@ -99,7 +99,7 @@ class NullFit:
 
     def __post_init__(self) -> None:
         if self.model not in NULL_MODELS:
-            raise ValueError(f"classify.null_model: expected one of {NULL_MODELS}, got {self.model!r}")
+            raise ValueError(f"hits.null_model: expected one of {NULL_MODELS}, got {self.model!r}")
         a = np.asarray(self.auroc, dtype=float)
         if a.ndim != 1 or not np.isfinite(a).all():
             raise ValueError("NullFit: auroc must be a 1-d array of finite values")
@@ -193,7 +193,7 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
     fold get NaN and no call.
     """
     if not 0 < q_threshold < 1:
-        raise ValueError(f"classify.q_threshold: expected a value in (0, 1), got {q_threshold}")
+        raise ValueError(f"hits.q_threshold: expected a value in (0, 1), got {q_threshold}")
     out = guides.reset_index(drop=True).copy()
     p = np.full(len(out), math.nan)
     q = np.full(len(out), math.nan)

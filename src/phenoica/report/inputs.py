@@ -37,9 +37,9 @@ class ReportOptions:
     """The report's settings: the q threshold of the hit calls, the seed of its bootstrap
     intervals and the gallery's tie-break, the page's title and the folders (under the report's
     folder) of the tables and figures (empty: the report's folder itself). The threshold and the
-    seed default to the schema's ``classify.q_threshold`` and ``seed``."""
+    seed default to the schema's ``hits.q_threshold`` and ``seed``."""
 
-    q_threshold: float = field(default_factory=schema_default("classify.q_threshold"))
+    q_threshold: float = field(default_factory=schema_default("hits.q_threshold"))
     seed: int = field(default_factory=schema_default("seed"))
     title: str = "phenoica report"
     tables_dir: str = "tables"

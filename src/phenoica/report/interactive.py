@@ -63,7 +63,7 @@ class PageInputs:
     biomap_summary: pd.DataFrame | None = None
     gallery: pd.DataFrame | None = None
     gallery_dir: str = "gallery"
-    q_threshold: float = field(default_factory=schema_default("classify.q_threshold"))
+    q_threshold: float = field(default_factory=schema_default("hits.q_threshold"))
     title: str = "phenoica interactive results"
 
 

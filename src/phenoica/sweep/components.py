@@ -1,6 +1,6 @@
 """The component sweep: how a screen's answers move with the number of whitened components.
 
-For one model, at every count of a grid (``transforms.sweep_points`` counts spaced in log
+For one model, at every count of a grid (``sweep.points`` counts spaced in log
 scale from 2 to the embedding's width, plus the count the rule chose; 0 = no sweep), the whitened variants are refitted with that
 count and the screen is scored again:
 
@@ -62,12 +62,13 @@ SWEEP_COLUMNS: tuple[str, ...] = (
 @dataclass(frozen=True)
 class SweepOptions:
     """Everything a sweep reads from the config, built once (:meth:`from_config`): the
-    ``transforms`` and ``classify`` sections (resolved against the schema once, there), the
-    workflow seed, the swept variants and the grid's ``transforms.sweep_points``.
+    ``transforms``, ``classify`` and ``hits`` sections (resolved against the schema once, there),
+    the workflow seed, the swept variants and the grid's ``sweep.points``.
     ``q_threshold`` is the sweep's own threshold of its hit counts (no config key)."""
 
     transforms: Mapping[str, Any]
     classify: Mapping[str, Any]
+    hits: Mapping[str, Any]
     seed: int
     variants: tuple[str, ...]
     max_points: int
@@ -75,15 +76,16 @@ class SweepOptions:
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "SweepOptions":
-        """From ``{"transforms": ..., "classify": ..., "seed": ...}`` (each section possibly
-        partial: the schema's defaults fill it in)."""
+        """From ``{"transforms": ..., "classify": ..., "hits": ..., "sweep": ..., "seed": ...}``
+        (each section possibly partial or absent: the schema's defaults fill it in)."""
         t = resolve_section("transforms", config["transforms"])
         return cls(
             transforms=t,
             classify=resolve_section("classify", config["classify"]),
+            hits=resolve_section("hits", config.get("hits")),
             seed=int(config["seed"]),
             variants=swept_variants(t["variants"]),
-            max_points=int(t["sweep_points"]),
+            max_points=int(resolve_section("sweep", config.get("sweep"))["points"]),
         )
 
     @functools.cached_property
@@ -143,13 +145,15 @@ def summarize_point(
     """The sweep row (without model/count) and the guide calls of one variant's scored point;
     ``start`` is when its work began (``time.perf_counter``). A point without a mAP table
     (``point.mAP`` None) computes it here."""
-    cfg = options.classify
-    calls = screen_calls(point.rows, None, cfg["null_model"], options.q_threshold, with_null=cfg["n_null_guides"] > 0)
+    with_null = options.classify["n_null_guides"] > 0
+    calls = screen_calls(point.rows, None, options.hits["null_model"], options.q_threshold, with_null=with_null)
     guides, genes = calls["guides"], calls["genes"]
     real = guides[~guides["is_null_guide"].astype(bool)]
     mAP = point.mAP
     if mAP is None:
-        mAP = guide_map(point.table, variant=variant, model=model, seed=options.seed, null_size=cfg["map_null_size"])
+        mAP = guide_map(
+            point.table, variant=variant, model=model, seed=options.seed, null_size=options.classify["map_null_size"]
+        )
     acc, chance = _batch_accuracy(point.table, feature_columns(point.table), options.seed)
     row = {
         "guide_hits": int((real["q_value"] < options.q_threshold).sum()),

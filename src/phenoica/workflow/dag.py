@@ -71,10 +71,10 @@ def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
 
 
 def swept_models(config: Mapping[str, Any]) -> list[str]:
-    """The models the component sweep runs for: the first ``transforms.sweep_models`` in name
+    """The models the component sweep runs for: the first ``sweep.models`` in name
     order (every model when it is null)."""
     models = sorted(config["models"])
-    n = config["transforms"]["sweep_models"]
+    n = config["sweep"]["models"]
     return models if n is None else models[: int(n)]
 
 

@@ -140,9 +140,9 @@ class RuleInputs:
         return expand(self.out.biomap.heatmap, model=self.models, variant=self.variants)
 
     def sweeps(self) -> list[str]:
-        """The component sweep per model of ``transforms.sweep_models`` (none with frozen
-        transforms or ``transforms.sweep_points`` 0)."""
-        if self.config["transforms"]["frozen"] or not self.config["transforms"]["sweep_points"]:
+        """The component sweep per model of ``sweep.models`` (none with frozen
+        transforms or ``sweep.points`` 0)."""
+        if self.config["transforms"]["frozen"] or not self.config["sweep"]["points"]:
             return []
         return expand(self.out.sweep.table, model=dag.swept_models(self.config))
 
