@@ -45,7 +45,7 @@ def make_data(genes: int, d: int, n_pairs: int, seed: int) -> tuple[np.ndarray, 
     """Profiles with planted complexes, gene names and an annotation table of gene pairs."""
     import pandas as pd
 
-    from phenoica.sources.annotations import canonical_pairs
+    from phenoica.screen.annotations import canonical_pairs
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((genes, d), dtype=np.float32)

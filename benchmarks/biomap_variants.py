@@ -26,9 +26,9 @@ from phenoica.biomap.batch_metrics import batch_metrics
 from phenoica.biomap.gene_map import TRUTH_SOURCE, MapInputs, gene_map
 from phenoica.classify.map_readout import well_profiles
 from phenoica.contract.config import validate_config
-from phenoica.sources.annotations import load_sources
-from phenoica.variants.apply import apply_transform
-from phenoica.variants.fit import fit_transforms
+from phenoica.screen.annotations import load_sources
+from phenoica.transforms.apply import apply_transform
+from phenoica.transforms.fit import fit_transforms
 
 
 def main() -> None:

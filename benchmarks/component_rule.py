@@ -33,8 +33,8 @@ from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, feature_columns
 from phenoica.hits.calls import recall_fdr
 from phenoica.sweep.components import SweepOptions, sweep_grid, sweep_model
-from phenoica.variants.fit import fit_variants
-from phenoica.variants.names import component_name
+from phenoica.transforms.fit import fit_variants
+from phenoica.transforms.names import component_name
 
 VARIANTS = ("pca", "pca_ica")
 
@@ -92,7 +92,9 @@ def main() -> None:
     args = parser.parse_args()
     cfg = validate_config(yaml.safe_load(Path(args.configfile).read_text()) or {})
     options = SweepOptions.from_config(cfg)
-    options = SweepOptions(options.transforms, options.classify, options.hits, options.seed, VARIANTS, options.max_points)
+    options = SweepOptions(
+        options.transforms, options.classify, options.hits, options.seed, VARIANTS, options.max_points
+    )
     truth = pd.read_parquet(args.truth)
     results = Path(args.results)
     calls, chosen, seconds, baseline = [], {}, 0.0, 0.0

@@ -46,10 +46,10 @@ from phenoica.models.builders import build_feature_extractor
 from phenoica.models.extractor import embed_crops
 from phenoica.models.mae import TrainOptions, train_mae
 from phenoica.report import truth_stats as truth
-from phenoica.sources import demo as sim
-from phenoica.sources.demo import design as sim_design
-from phenoica.sources.demo import plates as sim_plates
-from phenoica.sources.preprocess import prepare
+from phenoica.screen import demo as sim
+from phenoica.screen.demo import design as sim_design
+from phenoica.screen.demo import plates as sim_plates
+from phenoica.screen.preprocess import prepare
 
 REPO = Path(__file__).resolve().parents[1]
 

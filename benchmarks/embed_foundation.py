@@ -40,7 +40,7 @@ from phenoica.models.builders import FeatureExtractor
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import embed_crops
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
-from phenoica.sources.preprocess import prepare
+from phenoica.screen.preprocess import prepare
 
 CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito", "BF"]
 

@@ -28,7 +28,7 @@ from phenoica.embed.options import EmbedOptions
 from phenoica.embed.plate import PlateModel, embed_plate
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import embed_crops
-from phenoica.sources.preprocess import prepare
+from phenoica.screen.preprocess import prepare
 
 
 def demo_model(in_chans: int, seed: int) -> VisionTransformer:

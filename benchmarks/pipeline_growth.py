@@ -1,6 +1,6 @@
 """Benchmark: how the cost of the post-embedding path grows with the screen (issue 30).
 
-The positive control's screen (``phenoica.sources.positive_control``, shipped design: 12 genes,
+The positive control's screen (``phenoica.screen.positive_control``, shipped design: 12 genes,
 2 guides each, 3 batches of one plate, 16 control wells and 2 wells per guide per plate, 16 cells
 per well, 48 dims) is written at 1x, 4x and 16x its guides. A screen of scale ``k`` has ``k``
 times the genes (8k with an effect, 4k without) on ``k`` plates per batch: every plate keeps
@@ -121,7 +121,7 @@ def write_scaled_screen(folder: Path, scale: int, seed: int, controls: str = "pe
     per batch, each plate with the shipped screen's control wells (``controls`` "per-plate"), or
     with 1/``scale`` of them, so that a batch holds the shipped screen's controls ("fixed": a
     check of what the growing control set costs)."""
-    from phenoica.sources.positive_control import SCREENS, write_screen
+    from phenoica.screen.positive_control import SCREENS, write_screen
 
     base = SCREENS["positive_control"]
     control_wells = base.control_wells
@@ -178,7 +178,7 @@ def stage_gather(w: Work) -> dict[str, Any]:
 
 
 def stage_fit(w: Work) -> dict[str, Any]:
-    from phenoica.variants.fit import fit_transforms
+    from phenoica.transforms.fit import fit_transforms
     from phenoica.workflow import params as wparams
 
     settings = wparams.rule_settings(w.cfg, "fit_transforms")
@@ -187,7 +187,7 @@ def stage_fit(w: Work) -> dict[str, Any]:
 
 
 def stage_apply(w: Work) -> dict[str, Any]:
-    from phenoica.variants.apply import apply_transform_file
+    from phenoica.transforms.apply import apply_transform_file
     from phenoica.workflow import params as wparams
 
     batch_rows = wparams.rule_settings(w.cfg, "apply_transform")["transforms"]["batch_rows"]
@@ -280,7 +280,7 @@ def stage_gene_map(w: Work) -> dict[str, Any]:
     from phenoica.biomap.gene_map import MapInputs, gene_map
     from phenoica.contract.screen import GENE
     from phenoica.report.gene_maps import heatmap_figure
-    from phenoica.sources.annotations import load_sources
+    from phenoica.screen.annotations import load_sources
     from phenoica.workflow import params as wparams
 
     cfg = wparams.rule_settings(w.cfg, "biomap")["biomap"]
@@ -365,7 +365,7 @@ def child(stage: str, root: Path) -> dict[str, Any]:
     import phenoica.biomap.gene_map  # noqa: F401  (the package's heavy imports, the same floor for every stage)
     import phenoica.classify.engine  # noqa: F401
     import phenoica.hits.calls  # noqa: F401
-    import phenoica.variants.fit  # noqa: F401
+    import phenoica.transforms.fit  # noqa: F401
 
     cfg = json.loads((root.parent / "config.json").read_text())
     work = Work(root, cfg)

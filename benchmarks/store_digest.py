@@ -39,7 +39,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from phenoica.sources import loaddata
+from phenoica.screen import loaddata
 from phenoica.workflow.digests import plate_store_digest, store_digest
 
 

@@ -7,8 +7,8 @@ for each size, each stage runs in a fresh Python process, which reports its peak
 memory (``ru_maxrss``) and wall time:
 
     gather   phenoica.profiles.gather.write_profiles: plate files -> profile parquet (image level)
-    fit      phenoica.variants.fit.fit_transforms on the profile parquet (all four variants)
-    apply    phenoica.variants.apply.apply_transform_file, variant pca_ica (``--apply``)
+    fit      phenoica.transforms.fit.fit_transforms on the profile parquet (all four variants)
+    apply    phenoica.transforms.apply.apply_transform_file, variant pca_ica (``--apply``)
 
 and a process that only imports phenoica gives the import baseline. Printed per stage: both
 peaks, the growth of the 4N peak over the N peak in percent, and the same growth measured
@@ -94,8 +94,8 @@ def write_plates(folder: Path, n: int, d: int, plate_rows: int, plates_per_batch
 def child(args: argparse.Namespace) -> None:
     """One stage in this (fresh) process; prints a JSON line with its peak memory and time."""
     from phenoica.profiles.gather import write_profiles
-    from phenoica.variants.apply import apply_transform_file
-    from phenoica.variants.fit import fit_transforms
+    from phenoica.transforms.apply import apply_transform_file
+    from phenoica.transforms.fit import fit_transforms
 
     work = Path(args.dir) / f"n{args.n}"
     profiles = work / "profiles.parquet"

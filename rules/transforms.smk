@@ -1,5 +1,5 @@
 # Post-processing variants (base, pca, pca_ica, pca_rand): fitted once per model, saved, and
-# applied to every profile row (phenoica.variants).
+# applied to every profile row (phenoica.transforms).
 
 if not config["transforms"]["frozen"]:
 

@@ -4,7 +4,7 @@ from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.apply_transform", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.variants.apply import apply_transform_file
+from phenoica.transforms.apply import apply_transform_file
 from phenoica.workflow.params import rule_settings
 
 batch_rows = rule_settings(snakemake.config, "apply_transform")["transforms"]["batch_rows"]

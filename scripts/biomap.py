@@ -9,7 +9,7 @@ import pandas as pd
 from phenoica.biomap.gene_map import MapInputs, gene_map
 from phenoica.contract.screen import GENE
 from phenoica.report.gene_maps import heatmap_figure
-from phenoica.sources.annotations import load_sources
+from phenoica.screen.annotations import load_sources
 from phenoica.utils.io import write_parquet
 from phenoica.workflow.params import rule_settings
 

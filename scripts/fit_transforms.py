@@ -7,7 +7,7 @@ log = rule_logger("phenoica.fit_transforms", snakemake.log[0])  # first: the log
 
 from pathlib import Path
 
-from phenoica.variants.fit import fit_transforms
+from phenoica.transforms.fit import fit_transforms
 from phenoica.workflow.params import rule_settings
 
 settings = rule_settings(snakemake.config, "fit_transforms")

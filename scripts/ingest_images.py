@@ -4,8 +4,8 @@ from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.sources.images import ImageIngestOptions, ingest_image_plate
-from phenoica.sources.plate_map import read_plate_map
+from phenoica.screen.images import ImageIngestOptions, ingest_image_plate
+from phenoica.screen.plate_map import read_plate_map
 from phenoica.workflow.params import rule_settings
 
 screen = rule_settings(snakemake.config, "ingest_images")["screen"]

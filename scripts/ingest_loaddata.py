@@ -4,8 +4,8 @@ from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.ingest_loaddata", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.sources.loaddata import ingest_loaddata_plate, read_loaddata
-from phenoica.sources.plate_map import read_plate_map
+from phenoica.screen.loaddata import ingest_loaddata_plate, read_loaddata
+from phenoica.screen.plate_map import read_plate_map
 from phenoica.workflow.params import rule_settings
 
 screen = rule_settings(snakemake.config, "ingest_loaddata")["screen"]

@@ -4,8 +4,8 @@ from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.ingest_ome_zarr", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.sources.ome_zarr import ingest_ome_zarr_plate
-from phenoica.sources.plate_map import read_plate_map
+from phenoica.screen.ome_zarr import ingest_ome_zarr_plate
+from phenoica.screen.plate_map import read_plate_map
 from phenoica.workflow.params import rule_settings
 
 ingest_ome_zarr_plate(

@@ -4,7 +4,7 @@ from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.simulate_plate", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.sources.demo.plates import write_demo_plate
+from phenoica.screen.demo.plates import write_demo_plate
 from phenoica.workflow.params import rule_settings
 
 settings = rule_settings(snakemake.config, "simulate_plate")

@@ -4,7 +4,7 @@ from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.sources.demo.design import gene_truth
+from phenoica.screen.demo.design import gene_truth
 from phenoica.utils.io import write_parquet
 from phenoica.workflow.params import rule_settings
 

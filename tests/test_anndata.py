@@ -1,4 +1,4 @@
-"""AnnData export (phenoica.report.anndata) and reading back (phenoica.sources.h5ad): parquet ->
+"""AnnData export (phenoica.report.anndata) and reading back (phenoica.screen.h5ad): parquet ->
 h5ad -> phenoica gives identical tables and identical guide and gene profiles; a results folder's
 levels are written with the hit calls joined to obs."""
 
@@ -10,7 +10,7 @@ import pytest
 from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.contract.screen import ScreenError
 from phenoica.report import anndata as h5ad_export
-from phenoica.sources import h5ad
+from phenoica.screen import h5ad
 from tests import report_fixtures as F
 
 ad = pytest.importorskip("anndata")  # extra 'scverse'

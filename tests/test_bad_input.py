@@ -137,7 +137,7 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
     assert wdigests.plate_digest(cfg, "P1") and wdigests.plate_digest(cfg, "P1") != wdigests.plate_digest(cfg, "P2")
     rows = read_plate_metadata(path, "P1")
     assert set(rows["Metadata_Plate"]) == {"P1"} and len(rows) == (metadata["Metadata_Plate"] == "P1").sum()
-    from phenoica.sources.plate_map import validate_plate_map
+    from phenoica.screen.plate_map import validate_plate_map
 
     wells = metadata.drop(columns=["Metadata_Site", "Metadata_ImageIndex"]).drop_duplicates(
         ["Metadata_Plate", "Metadata_Well"]
@@ -147,7 +147,7 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
 
 
 def test_plate_map_guide_under_two_genes():
-    from phenoica.sources.plate_map import validate_plate_map
+    from phenoica.screen.plate_map import validate_plate_map
 
     wells = (
         make_metadata()
@@ -190,7 +190,7 @@ def test_embeddings_from_elsewhere_keep_the_contract_across_files(tmp_path, meta
 
 
 def test_int8_tiles_are_rejected_by_the_library_as_by_the_workflow():
-    from phenoica.sources.preprocess import prepare
+    from phenoica.screen.preprocess import prepare
 
     with pytest.raises(ScreenError, match="unsupported dtype int8; expected uint8 or uint16"):
         prepare(np.zeros((1, 2, 8, 8), np.int8), 8, source="P1.zarr")
@@ -270,7 +270,7 @@ def test_crop_and_channel_mismatches_are_all_found_up_front(tmp_path):
 
 
 def _zarr_screen(tmp_path: Path) -> tuple[dict, pd.DataFrame, Path]:
-    from phenoica.sources.demo.plates import simulate_screen
+    from phenoica.screen.demo.plates import simulate_screen
 
     cfg = _tiny()
     meta = simulate_screen(cfg["demo"], 0, tmp_path / "screen")
@@ -329,8 +329,8 @@ def test_a_screen_that_passed_is_not_checked_again_until_it_changes(tmp_path, mo
 def test_image_and_hcs_plate_geometry_without_reading_the_plates(tmp_path):
     """The screen check reads a plate's channels and image size from file names and one header
     (images) or from NGFF metadata (OME-Zarr), as ingest would find them."""
-    from phenoica.sources.images import image_plate_geometry
-    from phenoica.sources.ome_zarr import hcs_plate_geometry
+    from phenoica.screen.images import image_plate_geometry
+    from phenoica.screen.ome_zarr import hcs_plate_geometry
     from tests.test_ingest import H, W, hcs_pixels, make_pixels, write_hcs_by_hand_v3, write_png
 
     root = tmp_path / "images"
@@ -582,7 +582,7 @@ def case_embedding_column_and_emb_columns(tmp_path):
 
 
 def case_hostile_npz(tmp_path):
-    from phenoica.variants.serialize import read_transform
+    from phenoica.transforms.serialize import read_transform
 
     np.savez(tmp_path / "t.npz", meta=np.array([{"x": 1}], dtype=object))
     read_transform(tmp_path / "t.npz")
@@ -655,7 +655,7 @@ def _edit_csv(path: Path, edit) -> None:
 
 
 def _clear_loaddata_caches() -> None:
-    from phenoica.sources import loaddata
+    from phenoica.screen import loaddata
 
     for cached in (
         wf._table,
@@ -731,8 +731,8 @@ def case_loaddata_wells_left_out_leave_a_guide_in_one_batch(tmp_path):
 
 def _ingest_pl1(tmp_path: Path, cfg: dict) -> None:
     """What the ingest job of plate PL1 runs (scripts/ingest_loaddata.py)."""
-    from phenoica.sources.loaddata import ingest_loaddata_plate, read_loaddata
-    from phenoica.sources.plate_map import read_plate_map
+    from phenoica.screen.loaddata import ingest_loaddata_plate, read_loaddata
+    from phenoica.screen.plate_map import read_plate_map
 
     screen = cfg["screen"]
     ingest_loaddata_plate(

@@ -20,7 +20,7 @@ from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL,
 from phenoica.report.gene_maps import batch_biology_figure, biomap_summary, build_gene_maps, heatmap_figure
 from phenoica.report.inputs import ReportInputs, ReportOptions
 from phenoica.report.sections import ReportContext
-from phenoica.sources import annotations
+from phenoica.screen import annotations
 
 CFG = {
     "genes": "all",

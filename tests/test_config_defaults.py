@@ -18,7 +18,7 @@ from phenoica.models.mae import TrainOptions
 from phenoica.report.gallery import GalleryOptions
 from phenoica.report.inputs import ReportOptions
 from phenoica.report.interactive import PageInputs
-from phenoica.sources.images import ImageIngestOptions
+from phenoica.screen.images import ImageIngestOptions
 from phenoica.studies.bilipschitz.model import TrainSettings
 from phenoica.sweep.components import SweepOptions
 
@@ -75,7 +75,7 @@ READERS = sorted(
         for m in (
             "phenoica.classify.splits",
             "phenoica.biomap.gene_map",
-            "phenoica.variants.fit",
+            "phenoica.transforms.fit",
             "phenoica.studies.bilipschitz.measure",
             "phenoica.studies.disentangle.model",
         )
@@ -184,7 +184,7 @@ def validations(monkeypatch):
 
 def test_a_section_is_resolved_once_on_its_way_to_the_library(validations):
     from phenoica.classify.params import lightgbm_params
-    from phenoica.variants.fit import transform_config
+    from phenoica.transforms.fit import transform_config
 
     options = ClassifyOptions.from_config({"num_boost_round": 5, "lightgbm": {"num_threads": 1}}, 0)
     assert validations["n"] == 1 and options.num_boost_round == 5

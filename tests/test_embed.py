@@ -20,7 +20,7 @@ from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import assemble, iter_chunks, parts_dir, write_part
 from phenoica.embed.plate import PlateModel, embed_plate, plate_image_rows
 from phenoica.models.device import resolve_device
-from phenoica.sources.preprocess import prepare
+from phenoica.screen.preprocess import prepare
 
 torch.set_num_threads(1)
 

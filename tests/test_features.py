@@ -16,7 +16,7 @@ from phenoica.models.extractor import ModelInputs, check_fit
 from phenoica.models.registry import list_models, model_entrypoint, register_model
 from phenoica.models.spec import training_spec
 from phenoica.models.vit import build_encoder
-from phenoica.sources.preprocess import normalize_crops, prepare, scale_intensity
+from phenoica.screen.preprocess import normalize_crops, prepare, scale_intensity
 
 SPEC = dict(validate_config({})["models"]["mae"], img_size=16, patch_size=4, embed_dim=32, depth=3, num_heads=2)
 CA_SPEC = dict(SPEC, channel_agnostic=True)

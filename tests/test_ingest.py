@@ -22,7 +22,7 @@ from phenoica.contract.screen import (
     plate_channels,
     read_metadata,
 )
-from phenoica.sources import images, ome_zarr, plate_map
+from phenoica.screen import images, ome_zarr, plate_map
 
 H, W = 6, 10  # non-square so that a swapped axis shows
 WELLS = ["A01", "B02"]

@@ -76,15 +76,15 @@ def test_no_import_cycle_in_the_library():
 
 
 #: The packages from the bottom up: a package imports only packages of the layers below its own.
-#: Orchestration sits above the stages it calls: the component sweep (reruns variants, classify,
+#: Orchestration sits above the stages it calls: the component sweep (reruns transforms, classify,
 #: hits) and the report (reads every stage) above them, the workflow (the door, the DAG's inputs)
 #: and the studies at the top.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("utils",),
     ("contract",),
-    ("sources",),
+    ("screen",),
     ("models", "profiles"),
-    ("embed", "variants"),
+    ("embed", "transforms"),
     ("identifiability",),
     ("classify", "biomap"),
     ("hits",),

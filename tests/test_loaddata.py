@@ -1,4 +1,4 @@
-"""CellProfiler LoadData CSVs as an image source (phenoica.sources.loaddata), on a fixture written here in the
+"""CellProfiler LoadData CSVs as an image source (phenoica.screen.loaddata), on a fixture written here in the
 layout of pycytominer's and JUMP's load_data CSVs: FileName_/PathName_ per channel (Orig*), optional
 Illum* functions, Metadata_Plate/Well/Site."""
 
@@ -11,8 +11,8 @@ import tifffile
 
 from phenoica.contract.screen import ScreenError, open_plate, plate_channels
 from phenoica.report.gallery import ReadStats, read_gene_tiles
-from phenoica.sources import loaddata as L
-from phenoica.sources.plate_map import validate_plate_map
+from phenoica.screen import loaddata as L
+from phenoica.screen.plate_map import validate_plate_map
 
 CHANNELS = {"DNA": "OrigDNA", "ER": "OrigER", "Mito": "OrigMito"}
 WELLS = ["A01", "A02", "B01"]

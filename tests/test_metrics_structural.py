@@ -27,8 +27,8 @@ from phenoica.identifiability.metrics import (
     mcc,
     nmi_matrix,
 )
-from phenoica.variants.rotations import ICARotation
-from phenoica.variants.whitening import PCAWhitener
+from phenoica.transforms.rotations import ICARotation
+from phenoica.transforms.whitening import PCAWhitener
 
 N = 2000
 LEVELS = (4, 6, 10)

@@ -194,7 +194,7 @@ def test_lightgbm_thread_count_changes_no_score():
 def test_a_demo_plate_does_not_depend_on_the_screen_size():
     """demo.n_batches / plates_per_batch are not simulate_plate's params: a plate must not change
     when batches are added."""
-    from phenoica.sources.demo.plates import simulate_plate
+    from phenoica.screen.demo.plates import simulate_plate
 
     demo = validate_config(
         {

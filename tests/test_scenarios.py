@@ -1,5 +1,5 @@
 """The checked-in scenario configs (config/scenarios/) run as they are, from a folder holding
-the inputs `python -m phenoica.sources.scenarios` writes; and the models a user's config names are
+the inputs `python -m phenoica.screen.scenarios` writes; and the models a user's config names are
 exactly the run's models (dry runs)."""
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from tests.test_workflow import SCENARIOS, planned_jobs, snakemake, write_config
 
 @pytest.fixture(scope="module")
 def scenario_data(tmp_path_factory) -> Path:
-    """The inputs of every scenario (phenoica.sources.scenarios.prepare), written once per module."""
-    from phenoica.sources.scenarios import prepare_from_config
+    """The inputs of every scenario (phenoica.screen.scenarios.prepare), written once per module."""
+    from phenoica.screen.scenarios import prepare_from_config
 
     data = tmp_path_factory.mktemp("scenario_inputs") / "scenario_data"
     prepare_from_config(SCENARIOS / "demo.yaml", data)
@@ -46,7 +46,7 @@ def test_scenario_configs_are_valid_and_share_the_demo_settings():
     """Every scenario is a complete config; those that embed images use the demo scenario's
     models, training and classification settings, so they differ only in where the screen comes from."""
     from phenoica.contract.config import validate_config
-    from phenoica.sources.scenarios import SCENARIOS as NAMES
+    from phenoica.screen.scenarios import SCENARIOS as NAMES
 
     assert sorted(p.stem for p in SCENARIOS.glob("*.yaml")) == sorted(NAMES)
     configs = {name: yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text()) for name in NAMES}

@@ -18,7 +18,7 @@ from phenoica.contract.screen import (
 from phenoica.profiles.columns import expand_embedding_column
 from phenoica.profiles.gather import gather_profiles
 from phenoica.profiles.wells import aggregate_wells
-from phenoica.sources.preprocess import crop_grid, normalize_per_channel, prepare, scale_intensity
+from phenoica.screen.preprocess import crop_grid, normalize_per_channel, prepare, scale_intensity
 
 
 def test_valid_metadata_passes_and_extra_columns_travel(metadata):

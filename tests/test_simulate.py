@@ -14,12 +14,12 @@ from skimage import feature, measure
 from phenoica.contract import screen
 from phenoica.contract.config import demo_plates, validate_config
 from phenoica.identifiability import metrics
-from phenoica.sources import preprocess
-from phenoica.sources.demo import design as sim_design
-from phenoica.sources.demo import layout as sim_layout
-from phenoica.sources.demo import nuisance as sim_nuisance
-from phenoica.sources.demo import plates as sim_plates
-from phenoica.sources.demo import render as sim_render
+from phenoica.screen import preprocess
+from phenoica.screen.demo import design as sim_design
+from phenoica.screen.demo import layout as sim_layout
+from phenoica.screen.demo import nuisance as sim_nuisance
+from phenoica.screen.demo import plates as sim_plates
+from phenoica.screen.demo import render as sim_render
 from phenoica.utils.seeding import derive_seed, rng_for, rng_from_sequence
 
 SEED = 7
@@ -77,7 +77,7 @@ def test_gene_truth_rows_and_effects(demo):
 
 
 def test_complexes_share_factors_and_take_real_corum_symbols():
-    from phenoica.sources.annotations import corum_complexes
+    from phenoica.screen.annotations import corum_complexes
 
     demo = tiny_demo(n_genes=12, n_null_genes=3, n_complexes=2, genes_per_complex=3)
     truth = sim_design.gene_truth(demo, SEED)
@@ -311,7 +311,7 @@ def render_one(name: str, value: float, n: int = 8, size: int = 48, **kwargs) ->
 
 
 def normalized(images: np.ndarray) -> np.ndarray:
-    """The MAE's per-image, per-channel instance normalization (phenoica.sources.preprocess)."""
+    """The MAE's per-image, per-channel instance normalization (phenoica.screen.preprocess)."""
     return preprocess.normalize_per_channel(torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))).numpy()
 
 

@@ -36,10 +36,10 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     from phenoica.report.inputs import ReportInputs, ReportOptions
     from phenoica.report.sections import ReportContext
     from phenoica.report.sweep import build_sweep
-    from phenoica.sources.positive_control import ControlDesign, write_screen
+    from phenoica.screen.positive_control import ControlDesign, write_screen
     from phenoica.sweep.components import MainPoint, SweepOptions, sweep_model
-    from phenoica.variants.fit import fit_variants
-    from phenoica.variants.names import component_name
+    from phenoica.transforms.fit import fit_variants
+    from phenoica.transforms.names import component_name
 
     out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)

@@ -15,14 +15,14 @@ from scipy.stats import ortho_group
 
 from phenoica.contract.schema import load_schema
 from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError, feature_name
+from phenoica.transforms.accumulators import Moments, RowSample
+from phenoica.transforms.apply import apply_transform, apply_transform_file
+from phenoica.transforms.fit import fit_transforms, fit_variants, transform_config, variant_seeds
+from phenoica.transforms.rotations import ICARotation, RandomRotation
+from phenoica.transforms.scaling import CenterScale
+from phenoica.transforms.variant import VariantTransform, load_transform
+from phenoica.transforms.whitening import PCAWhitener, parallel_analysis
 from phenoica.utils.seeding import derive_seed
-from phenoica.variants.accumulators import Moments, RowSample
-from phenoica.variants.apply import apply_transform, apply_transform_file
-from phenoica.variants.fit import fit_transforms, fit_variants, transform_config, variant_seeds
-from phenoica.variants.rotations import ICARotation, RandomRotation
-from phenoica.variants.scaling import CenterScale
-from phenoica.variants.variant import VariantTransform, load_transform
-from phenoica.variants.whitening import PCAWhitener, parallel_analysis
 
 
 def independent_sources(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -161,7 +161,7 @@ def test_ica_recovers_orthogonally_mixed_sources(method, rng):
 @pytest.mark.parametrize("method", ["picard", "fastica"])
 def test_ica_non_convergence_is_reported(method, rng, caplog):
     Z = PCAWhitener(n_components=6).fit_transform(independent_sources(2000, rng) @ rng.normal(size=(6, 6)))
-    with caplog.at_level(logging.WARNING, logger="phenoica.variants"):
+    with caplog.at_level(logging.WARNING, logger="phenoica.transforms"):
         ica = ICARotation(method=method, max_iter=1, tol=1e-12, seed=0).fit(Z)
     assert ica.converged_ is False
     assert any("did not converge" in r.getMessage() for r in caplog.records)
@@ -474,7 +474,7 @@ def test_unseen_batches_extend_a_copy_of_center_scale(rng):
     batches, ctrl = np.array(["A"] * 20 + ["B"] * 20), np.arange(40) % 2 == 0
     cs = CenterScale().fit(X, batches, ctrl)
     assert cs.unseen(np.array(["B", "C", "A", "C"])) == ["C"]
-    from phenoica.variants.accumulators import BatchMoments
+    from phenoica.transforms.accumulators import BatchMoments
 
     Xn = rng.normal(5, 2, size=(10, 3))
     own = BatchMoments(3).update(Xn, np.array(["C"] * 10), np.arange(10) < 5, only={"C"})
@@ -517,7 +517,7 @@ def test_every_random_choice_of_a_fit_has_its_derived_seed():
 
 
 def test_noise_edge_is_the_marchenko_pastur_edge_for_equal_variances():
-    from phenoica.variants.components import noise_edge
+    from phenoica.transforms.components import noise_edge
 
     for s, aspect in ((1.0, 0.25), (2.5, 0.01), (0.3, 1.0)):
         assert noise_edge(np.full(40, s), aspect) == pytest.approx(s * (1 + np.sqrt(aspect)) ** 2, rel=1e-6)
@@ -526,7 +526,7 @@ def test_noise_edge_is_the_marchenko_pastur_edge_for_equal_variances():
 
 
 def _screen_rows(tmp_path, screen):
-    from phenoica.sources.positive_control import write_screen
+    from phenoica.screen.positive_control import write_screen
 
     out = write_screen(tmp_path / screen, 0, screen)
     t = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)

@@ -11,7 +11,7 @@ from phenoica.contract.config import validate_config
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.report import truth_stats as truth
 from phenoica.report import truth_tables
-from phenoica.sources.demo import design as sim_design
+from phenoica.screen.demo import design as sim_design
 
 
 def truth_table(n_genes=10, null_genes=(6, 7, 8, 9), guides_per_gene=3) -> pd.DataFrame:

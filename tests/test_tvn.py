@@ -8,11 +8,11 @@ import pandas as pd
 import pytest
 
 from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError
-from phenoica.variants.accumulators import Moments
-from phenoica.variants.apply import apply_transform
-from phenoica.variants.fit import fit_transforms
-from phenoica.variants.scaling import CoralAlignment
-from phenoica.variants.variant import load_transform
+from phenoica.transforms.accumulators import Moments
+from phenoica.transforms.apply import apply_transform
+from phenoica.transforms.fit import fit_transforms
+from phenoica.transforms.scaling import CoralAlignment
+from phenoica.transforms.variant import load_transform
 
 D = 6
 

@@ -25,5 +25,5 @@ Every random draw takes its seed from ``phenoica.utils.seeding.derive_seed``.
 
 Modules: :mod:`.aggregate`, :mod:`.similarity`, :mod:`.recall`, :mod:`.consistency`,
 :mod:`.gene_map` (the biomap job; its annotation pairs are read by
-:mod:`phenoica.sources.annotations`) and :mod:`.batch_metrics` (ASW-batch, iLISI, batch classifier).
+:mod:`phenoica.screen.annotations`) and :mod:`.batch_metrics` (ASW-batch, iLISI, batch classifier).
 """

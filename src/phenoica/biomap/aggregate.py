@@ -14,7 +14,7 @@ from scipy import sparse
 from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
-from phenoica.variants.rows import column_values
+from phenoica.transforms.rows import column_values
 
 LOG = logging.getLogger(__name__)
 

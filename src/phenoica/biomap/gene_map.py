@@ -14,7 +14,7 @@ from phenoica.biomap.recall import relationship_recall
 from phenoica.biomap.similarity import NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
 from phenoica.contract.config import as_resolved
 from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
-from phenoica.sources.annotations import complex_pairs
+from phenoica.screen.annotations import complex_pairs
 
 TRUTH_SOURCE = "simulated_complexes"
 
@@ -25,7 +25,7 @@ def truth_complexes(truth: pd.DataFrame) -> dict[str, list[str]]:
     """The demo's simulated complexes (complex -> genes) from its truth table's ``complex`` column."""
     if "complex" not in truth.columns:
         raise ScreenError(
-            "truth table: no 'complex' column (written by phenoica.sources.demo.design.gene_truth since issue 15)"
+            "truth table: no 'complex' column (written by phenoica.screen.demo.design.gene_truth since issue 15)"
         )
     named = truth[truth["complex"].fillna("").astype(str) != ""]
     return {str(c): sorted(set(g[GENE].astype(str))) for c, g in named.groupby("complex")}
@@ -35,7 +35,7 @@ def truth_complexes(truth: pd.DataFrame) -> dict[str, list[str]]:
 class MapInputs:
     """What one (model, variant)'s map is built from: its guide and gene profiles, its gene
     calls (None: every perturbed gene), annotation pairs by name
-    (``phenoica.sources.annotations.load_sources``) and the demo's truth table, whose simulated
+    (``phenoica.screen.annotations.load_sources``) and the demo's truth table, whose simulated
     complexes are one more source, :data:`TRUTH_SOURCE`."""
 
     guides: pd.DataFrame

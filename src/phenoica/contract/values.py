@@ -5,7 +5,7 @@
 - :class:`ConfigError`: a configuration value that does not match the schema or its rules
   (raised by :mod:`phenoica.contract.config` and by the model builders in :mod:`phenoica.models`).
 - :data:`FACTOR_PREFIX`: the columns of a screen's ground-truth factors (``factor_00``...),
-  written by :mod:`phenoica.sources.demo`, read by :mod:`phenoica.identifiability`.
+  written by :mod:`phenoica.screen.demo`, read by :mod:`phenoica.identifiability`.
 """
 
 from __future__ import annotations

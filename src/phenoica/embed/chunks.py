@@ -1,7 +1,7 @@
 """The chunk loop of one plate: read, prepare, embed and write chunks, five stages overlapped.
 
 While the model runs on one chunk, ``loader_threads`` background threads read the next ones.
-Preprocessing (:func:`phenoica.sources.preprocess.prepare`: scale, per-channel normalization of each
+Preprocessing (:func:`phenoica.screen.preprocess.prepare`: scale, per-channel normalization of each
 image or each crop as the model's recipe says, centred non-overlapping crops) runs in those
 threads on the CPU; on CUDA the raw integer tiles travel to the GPU (a quarter of the bytes of
 float32 for uint8), through pinned memory on a side stream, and are prepared there. Crops go
@@ -30,7 +30,7 @@ from torch import nn
 from phenoica.embed.parts import Chunk, check_embeddings_finite, write_part
 from phenoica.models.device import InFlight, Staging
 from phenoica.models.extractor import embed_crops
-from phenoica.sources.preprocess import NORMALIZE_IMAGE, dtype_max, prepare
+from phenoica.screen.preprocess import NORMALIZE_IMAGE, dtype_max, prepare
 
 TIMING_KEY = "phenoica_embed_timing"
 """LogRecord attribute of the plate's closing timing line: :class:`EmbedTiming` as a dict."""

@@ -47,7 +47,7 @@ from phenoica.embed.parts import PARTS_FORMAT, Chunk, assemble, iter_chunks, par
 from phenoica.models.checkpoint import file_sha256
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import ModelInputs, check_fit, probe_feature_dim
-from phenoica.sources.preprocess import NORMALIZATIONS, NORMALIZE_IMAGE
+from phenoica.screen.preprocess import NORMALIZATIONS, NORMALIZE_IMAGE
 from phenoica.utils.io import get_logger
 
 
@@ -62,7 +62,7 @@ class PlateModel:
     were made by the same model; None = a hash of the module's class and state dict).
     ``channels`` names the store's channels the model takes, in its order (None = all, as
     stored; ``channels_key`` names the config key in errors); ``normalize`` is the model's
-    preprocessing (:mod:`phenoica.sources.preprocess`); ``feature_names`` name the features (their
+    preprocessing (:mod:`phenoica.screen.preprocess`); ``feature_names`` name the features (their
     count must be the model's output width; None = ``emb_0000 ...``); ``options`` (JSON-able)
     are recorded with the identity in the output's schema metadata.
     """

@@ -27,7 +27,7 @@ intercept chosen so that the map sends A's training mean to B's training mean:
   ``ridge * ||W||_F^2`` (scikit-learn's ``Ridge(alpha=ridge)`` convention). Solved from the
   training cross-products in float64 (one pass over the data).
 - ``ica`` (:class:`ICAMap`): ICA is fitted on A and on B separately, without the pairing
-  (:class:`phenoica.variants.whitening.PCAWhitener` + :class:`phenoica.variants.rotations.ICARotation`);
+  (:class:`phenoica.transforms.whitening.PCAWhitener` + :class:`phenoica.transforms.rotations.ICARotation`);
   then only a signed permutation, matched on the training split by the absolute correlation
   of the two source sets, maps A's sources to B's sources, and the error is measured back in
   B's space through the inverse of B's ICA rotation and whitening. If B's whitening keeps

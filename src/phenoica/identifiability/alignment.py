@@ -14,10 +14,10 @@ from sklearn.base import BaseEstimator
 from sklearn.utils.validation import check_is_fitted
 
 from phenoica.contract.arrays import check_matrix
+from phenoica.transforms.rotations import ICARotation
+from phenoica.transforms.whitening import PCAWhitener
 from phenoica.utils.arrays import row_chunks
 from phenoica.utils.seeding import derive_seed
-from phenoica.variants.rotations import ICARotation
-from phenoica.variants.whitening import PCAWhitener
 
 LOG = logging.getLogger(__name__)
 
@@ -301,9 +301,9 @@ def _numerical_rank(scatter: np.ndarray) -> int:
 class ICAMap(_AffineMap):
     """ICA on each model separately, then a signed permutation of sources, back in B's space.
 
-    ``fit`` whitens A and B separately (:class:`~phenoica.variants.whitening.PCAWhitener` with
+    ``fit`` whitens A and B separately (:class:`~phenoica.transforms.whitening.PCAWhitener` with
     ``n_components``) and learns an ICA rotation on each
-    (:class:`~phenoica.variants.rotations.ICARotation`, ``method``/``max_iter``/``tol``/
+    (:class:`~phenoica.transforms.rotations.ICARotation`, ``method``/``max_iter``/``tol``/
     ``max_samples``) - neither sees the pairing. The pairing is used only to match the two
     source sets: Hungarian on the absolute correlation of A's and B's training sources, with
     signs. The composed map is affine: ``a -> sources_A -> signed permutation -> B's sources ->
@@ -311,7 +311,7 @@ class ICAMap(_AffineMap):
 
     ``n_components``: None = every component up to the numerical rank of the training data
     (at most n_train - 1), per model; an integer (capped likewise per model), a fraction of
-    explained variance, or ``"parallel"`` as in :class:`~phenoica.variants.whitening.PCAWhitener`.
+    explained variance, or ``"parallel"`` as in :class:`~phenoica.transforms.whitening.PCAWhitener`.
     Attributes: ``whitener_a_``, ``whitener_b_``, ``rotation_a_``, ``rotation_b_``,
     ``a_sources_``, ``b_sources_``, ``signs_``, ``source_correlation_`` (|corr| of each
     matched pair), ``converged_`` (both ICA fits).

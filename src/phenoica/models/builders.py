@@ -17,7 +17,7 @@ options of the config:
   ``emb_{channel}_{j}``).
 
 Each extractor also says how its crops are preprocessed (``normalize``, see
-:mod:`phenoica.sources.preprocess`) and which crop size it takes (``img_size``).
+:mod:`phenoica.screen.preprocess`) and which crop size it takes (``img_size``).
 """
 
 from __future__ import annotations
@@ -38,7 +38,7 @@ from phenoica.models.extractor import Extractor
 from phenoica.models.layouts import PHENOICA, TIMM, closeness, detect_architecture, key_patterns
 from phenoica.models.registry import model_entrypoint
 from phenoica.models.vit import check_input, shares_channels
-from phenoica.sources.preprocess import NORMALIZE_IMAGE
+from phenoica.screen.preprocess import NORMALIZE_IMAGE
 
 POOLS = ("mean", "cls")
 ARCHITECTURE_MODULES = (vit, openphenom, timm_models)

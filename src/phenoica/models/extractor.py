@@ -37,7 +37,7 @@ class Extractor(nn.Module):
     Attributes: ``in_chans`` (the channel count it takes; None = any count up to
     ``max_in_chans``), ``max_in_chans`` (None = no limit), ``feature_dim`` (features per crop;
     None when it depends on the channel count, see :meth:`output_dim`), ``img_size`` (the crop
-    side it takes) and ``normalize`` (its preprocessing, :mod:`phenoica.sources.preprocess`).
+    side it takes) and ``normalize`` (its preprocessing, :mod:`phenoica.screen.preprocess`).
     """
 
     in_chans: int | None

@@ -37,7 +37,7 @@ from phenoica.models.vit import (
     save_checkpoint,
     sincos_grid,
 )
-from phenoica.sources.preprocess import normalize_per_channel, scale_intensity
+from phenoica.screen.preprocess import normalize_per_channel, scale_intensity
 from phenoica.utils.io import get_logger, write_json
 
 # --------------------------------------------------------------------------------------------
@@ -266,7 +266,7 @@ def random_crops(
 ) -> torch.Tensor:
     """A batch of ``crop`` x ``crop`` random crops of randomly chosen images, preprocessed.
 
-    Each chosen image is scaled and instance-normalized whole (phenoica.sources.preprocess), then one
+    Each chosen image is scaled and instance-normalized whole (phenoica.screen.preprocess), then one
     random crop is cut. Returns (batch_size, C, crop, crop) float32 (CPU).
     """
     sizes = torch.tensor([len(a) for a in images])

@@ -45,7 +45,7 @@ DECODER_PREFIXES = ("decoder", "encoder_decoder_proj", "mask_token")
 LAYER_SCALE_INIT = 1e-4
 SINCOS_SCALE = 10000.0
 NORMALIZE = "crop"
-"""The recipe normalizes each crop the model sees (phenoica.sources.preprocess, ``normalize="crop"``)."""
+"""The recipe normalizes each crop the model sees (phenoica.screen.preprocess, ``normalize="crop"``)."""
 
 
 @dataclass(frozen=True)

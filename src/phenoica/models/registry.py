@@ -8,7 +8,7 @@ those of :mod:`phenoica.models.layouts`, spelled out: that module imports the bu
 channel count the screen feeds it, the checkpoint (None = the entry's seeded init, where the
 architecture allows it), a logger and the checkpoint's tensors when they were already read to
 detect the layout; it returns the encoder and the normalization its recipe asks for
-(:mod:`phenoica.sources.preprocess`).
+(:mod:`phenoica.screen.preprocess`).
 """
 
 from __future__ import annotations

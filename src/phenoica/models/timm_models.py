@@ -36,7 +36,7 @@ from phenoica.models.checkpoint import (
     strip_prefixes,
 )
 from phenoica.models.registry import register_model
-from phenoica.sources.preprocess import NORMALIZE_IMAGE
+from phenoica.screen.preprocess import NORMALIZE_IMAGE
 
 
 def check_timm_name(name: str, key: str = "timm_name") -> None:

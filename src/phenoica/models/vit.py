@@ -44,7 +44,7 @@ from phenoica.models.checkpoint import (
 from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.registry import register_model
 from phenoica.models.spec import ARCH_KEYS
-from phenoica.sources.preprocess import NORMALIZE_IMAGE
+from phenoica.screen.preprocess import NORMALIZE_IMAGE
 from phenoica.utils.io import atomic_path
 
 MAX_CHANNELS = 16

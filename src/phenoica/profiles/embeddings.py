@@ -19,7 +19,7 @@ from phenoica.contract import screen
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError, feature_name
 from phenoica.profiles.columns import FeatureSelection, check_row_counters, choose_features, is_identifier, list_matrix
 from phenoica.profiles.tables import as_float32, batch_features, data_columns, is_numeric_type, open_parquet
-from phenoica.sources.h5ad import parquet_source
+from phenoica.screen.h5ad import parquet_source
 from phenoica.utils.arrays import nonfinite_columns
 
 log = logging.getLogger(__name__)

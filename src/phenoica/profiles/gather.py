@@ -19,7 +19,7 @@ from phenoica.profiles.columns import FeatureSelection
 from phenoica.profiles.embeddings import EmbeddingPlan, GeneTypes, log_left_out, plan_files, read_blocks
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, write_batches
 from phenoica.profiles.wells import N_IMAGES, WellMeans, constant_within_wells
-from phenoica.sources.h5ad import parquet_source
+from phenoica.screen.h5ad import parquet_source
 
 LEVELS = ("image", "well")
 

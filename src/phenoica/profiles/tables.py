@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phenoica.contract.screen import ScreenError, feature_columns, metadata_columns
-from phenoica.sources.h5ad import parquet_source
+from phenoica.screen.h5ad import parquet_source
 from phenoica.utils.io import atomic_path
 
 #: Rows per streamed batch (and per written row group) when the config does not say.

@@ -7,7 +7,7 @@ variant's ``comp_*``; float32), ``obs`` the ``Metadata_`` columns, ``var`` the f
 ``uns["phenoica"]`` the level, model and variant. At guide and gene level the hit calls of that
 model and variant join ``obs`` (AUROC, p, q, hit; the mAP readout's where it ran).
 :func:`export_run` writes every level of every model and variant of a results folder.
-Reading an ``.h5ad`` back into a profile table: :func:`phenoica.sources.h5ad.read_h5ad_profiles`.
+Reading an ``.h5ad`` back into a profile table: :func:`phenoica.screen.h5ad.read_h5ad_profiles`.
 
 Levels and their files (the results layout, :data:`phenoica.contract.paths.OUTPUTS`): ``image`` -
 the embeddings (``embed/{model}/{plate}.parquet``; variant ``base`` only, before any transform);

@@ -53,7 +53,7 @@ def report_pages(report_dir: Path | str, inputs: ReportInputs, q_threshold: floa
     neighbors, summary = _biomap_inputs(inputs)
     annotations: dict[str, pd.DataFrame] = {}
     if inputs.annotations:
-        from phenoica.sources.annotations import load_sources
+        from phenoica.screen.annotations import load_sources
 
         annotations = load_sources(inputs.annotations)
     page_inputs = PageInputs(

@@ -10,7 +10,7 @@ by :mod:`phenoica.report.checks`:
 - gene scores: per (model, variant, gene), real guides only;
 - optionally a mAP table (copairs), the transform fit report and the identifiability tables.
 
-Every variant subset is handled (those of :data:`phenoica.variants.names.VARIANTS`, or any other
+Every variant subset is handled (those of :data:`phenoica.transforms.names.VARIANTS`, or any other
 name, which sorts after them). Each table is a small function a test can call. The checks against
 a simulated truth are in :mod:`phenoica.report.truth_tables`, drawing in
 :mod:`phenoica.report.figures`, the page in :mod:`phenoica.report.write`.
@@ -432,7 +432,7 @@ def classifier_cost(guide_fold_rows: pd.DataFrame) -> pd.DataFrame:
 def fit_report_table(fit_report: Mapping[str, Any], max_list: int = 6) -> pd.DataFrame:
     """The transform fit report (nested dict from JSON) as a table.
 
-    Every mapping with a scalar ``variant`` entry (as ``phenoica.variants`` writes them, also
+    Every mapping with a scalar ``variant`` entry (as ``phenoica.transforms`` writes them, also
     nested under model names) becomes one row: ``model`` (the keys above it, joined with ".",
     the variant's own key left out), ``variant``, then its fields, nested ones joined with "."
     (``ica.converged``). A report without such records is flattened into ``setting``/``value``

@@ -50,7 +50,7 @@ def shifted_factors(truth: pd.DataFrame) -> list[str]:
     for col in ("has_effect", "affected_factors"):
         if col not in truth.columns:
             raise ScreenError(
-                f"truth table: missing column {col!r}; expected the table phenoica.sources.demo.design.gene_truth writes"
+                f"truth table: missing column {col!r}; expected the table phenoica.screen.demo.design.gene_truth writes"
             )
     names: set[str] = set()
     for row, (effect, text) in enumerate(zip(truth["has_effect"], truth["affected_factors"].fillna(""))):

@@ -38,8 +38,8 @@ from phenoica.classify.params import ClassifyOptions
 from phenoica.contract.config import as_resolved, resolve_section
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
 from phenoica.hits.calls import screen_calls
-from phenoica.variants.fit import fit_variants
-from phenoica.variants.names import component_name, swept_variants
+from phenoica.transforms.fit import fit_variants
+from phenoica.transforms.names import component_name, swept_variants
 
 LOG = logging.getLogger(__name__)
 

@@ -1,6 +1,6 @@
 """Feature matrices as numpy arrays: row chunks, non-finite entries, centring.
 
-One helper per job, shared by the transforms (:mod:`phenoica.variants`), the alignment
+One helper per job, shared by the transforms (:mod:`phenoica.transforms`), the alignment
 (:mod:`phenoica.identifiability`), the profile tables (:mod:`phenoica.profiles`) and the classifiers
 (:mod:`phenoica.classify`):
 

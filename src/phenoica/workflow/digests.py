@@ -115,7 +115,7 @@ def plate_store_digest(config: Mapping[str, Any], plate: str) -> str:
     pattern starts with ``{plate}/``; else the files the pattern matches for the plate; the whole
     ``images_dir`` for a pattern without ``{plate}``, whose files are every plate's). Source
     loaddata: the channel mapping, each site's files as the plate's rows of the LoadData CSVs name
-    them (:func:`phenoica.sources.loaddata.plate_inputs`), and each file's path, size and time
+    them (:func:`phenoica.screen.loaddata.plate_inputs`), and each file's path, size and time
     with the first and last bytes of a few of them, as :func:`store_digest` hashes a store's
     files. So editing a plate's rows of a CSV, or rewriting an image they name, reruns that
     plate alone. ``''`` for sources without user pixels (demo, embeddings)."""
@@ -131,12 +131,12 @@ def plate_store_digest(config: Mapping[str, Any], plate: str) -> str:
             return store_digest(Path(cfg["images_dir"]) / plate)
         if "{plate}" not in pattern:
             return store_digest(cfg["images_dir"])
-        from phenoica.sources.images import discover_images
+        from phenoica.screen.images import discover_images
 
         files = discover_images(cfg["images_dir"], pattern, plate)["path"].tolist()
         header = pattern
     elif source == "loaddata":
-        from phenoica.sources.loaddata import plate_inputs
+        from phenoica.screen.loaddata import plate_inputs
 
         header, files = plate_inputs(cfg["loaddata"], cfg["loaddata_channels"], cfg["loaddata_illum"], plate)
     else:

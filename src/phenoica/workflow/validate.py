@@ -33,7 +33,7 @@ import pandas as pd
 from phenoica.contract import screen
 from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.contract.values import ConfigError
-from phenoica.sources.h5ad import parquet_source
+from phenoica.screen.h5ad import parquet_source
 from phenoica.utils.io import atomic_path, get_logger
 from phenoica.workflow import digests as wdigests
 from phenoica.workflow import params as wparams
@@ -84,9 +84,9 @@ def _zarr_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: 
 def _plate_map_geometry(
     cfg: Mapping[str, Any], plates: Mapping[str, str], problems: list[str]
 ) -> dict[str, PlateGeometry]:
-    from phenoica.sources.images import image_plate_geometry
-    from phenoica.sources.ome_zarr import hcs_plate_geometry
-    from phenoica.sources.plate_map import validate_plate_map
+    from phenoica.screen.images import image_plate_geometry
+    from phenoica.screen.ome_zarr import hcs_plate_geometry
+    from phenoica.screen.plate_map import validate_plate_map
     from phenoica.workflow.dag import user_table
 
     plate_map = validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
@@ -97,7 +97,7 @@ def _plate_map_geometry(
             if cfg["source"] == "images":
                 channels, (h, w) = image_plate_geometry(cfg["images_dir"], cfg["image_pattern"], plate, cfg["channels"])
             elif cfg["source"] == "loaddata":
-                from phenoica.sources.loaddata import plate_geometry as loaddata_geometry
+                from phenoica.screen.loaddata import plate_geometry as loaddata_geometry
 
                 channels, (h, w) = loaddata_geometry(
                     cfg["loaddata"], cfg["loaddata_channels"], plate, cfg["loaddata_illum"]
@@ -345,9 +345,9 @@ def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str, l
     """The table that describes the whole screen, its name and the notes on what it leaves
     out: the metadata (zarr, one row per image), the plate map (images / ome_zarr, one row per
     well; loaddata: its wells with LoadData sites,
-    :func:`phenoica.sources.loaddata.screen_wells`); None for the demo and for embeddings (read
+    :func:`phenoica.screen.loaddata.screen_wells`); None for the demo and for embeddings (read
     by :func:`embedding_problems`)."""
-    from phenoica.sources.plate_map import validate_plate_map
+    from phenoica.screen.plate_map import validate_plate_map
     from phenoica.workflow.dag import user_table
 
     cfg = config["screen"]
@@ -358,7 +358,7 @@ def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str, l
         table = validate_plate_map(user_table(cfg["plate_map"]), source=str(cfg["plate_map"]))
         if cfg["source"] != "loaddata":
             return table, str(cfg["plate_map"]), []
-        from phenoica.sources.loaddata import cached_table, csv_paths, screen_wells
+        from phenoica.screen.loaddata import cached_table, csv_paths, screen_wells
 
         wells, notes = screen_wells(cached_table(tuple(csv_paths(cfg["loaddata"]))), table)
         return wells, str(cfg["plate_map"]), notes
@@ -414,7 +414,7 @@ def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:
 def annotation_problems(config: Mapping[str, Any]) -> list[str]:
     """Each ``biomap.annotations`` file read as the biomap job reads it (a wrong separator, an
     encoding or a missing column found now, not after the embedding)."""
-    from phenoica.sources.annotations import read_annotation
+    from phenoica.screen.annotations import read_annotation
 
     if not config["biomap"]["enabled"]:
         return []
@@ -490,7 +490,7 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
     elif source in ("images", "ome_zarr", "loaddata"):
         digests = wdigests.plate_digests(str(cfg["plate_map"]))
         if source == "loaddata":  # a changed LoadData CSV is checked again
-            from phenoica.sources.loaddata import csv_paths
+            from phenoica.screen.loaddata import csv_paths
 
             files += csv_paths(cfg["loaddata"])
         if source == "ome_zarr":

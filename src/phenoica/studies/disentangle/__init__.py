@@ -17,9 +17,9 @@ data, seeds, steps, batch size, Adam learning rate):
   each with its own coefficient; nonnegativity is the soft penalty (not a ReLU), so a latent
   can still be read as a signed value and no unit dies at initialization.
 
-``ae_ica`` is not trained: the AE's latents are whitened with :class:`phenoica.variants.whitening.PCAWhitener`
+``ae_ica`` is not trained: the AE's latents are whitened with :class:`phenoica.transforms.whitening.PCAWhitener`
 (``n_components`` = latent size unless configured) and rotated with
-:class:`phenoica.variants.rotations.ICARotation`, the same code as the screen's pca_ica variant. The
+:class:`phenoica.transforms.rotations.ICARotation`, the same code as the screen's pca_ica variant. The
 transform is unsupervised and is fitted on the evaluation latents themselves (no factor is used).
 
 Scores per (dataset, model, seed) on a fixed seeded evaluation subset: InfoM, InfoE, InfoC

@@ -13,9 +13,9 @@ from scipy.linalg import orthogonal_procrustes
 
 from phenoica.identifiability import metrics
 from phenoica.studies.disentangle.model import MODELS
+from phenoica.transforms.rotations import ICARotation, RandomRotation
+from phenoica.transforms.whitening import PCAWhitener
 from phenoica.utils.io import write_parquet
-from phenoica.variants.rotations import ICARotation, RandomRotation
-from phenoica.variants.whitening import PCAWhitener
 
 EVALUATED: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae", "ae_ica", "ae_rand", "ae_oracle")
 

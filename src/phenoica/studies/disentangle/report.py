@@ -481,7 +481,7 @@ def write_report(
     intro = (
         "Disentanglement on factor datasets (Nelson et al. 2026 Table 2), every model trained in the same harness "
         "(same encoder/decoder, data, seeds and budget). AE + ICA = the AE's latents PCA-whitened and ICA-rotated "
-        "with phenoica.variants (the screen's pca_ica); AE + random rotation = whitened and Haar-rotated (the "
+        "with phenoica.transforms (the screen's pca_ica); AE + random rotation = whitened and Haar-rotated (the "
         "control for 'any rotation'); AE + factor-fitted rotation = whitened and rotated onto the factors by "
         "orthogonal Procrustes (uses the labels: a reference, not a method). Factors are label-encoded with all "
         "their values. Intervals: 95% Student-t over seeds; differences are paired by seed. InfoM and InfoC are "

@@ -1,6 +1,6 @@
 """Embedding post-processing: variants of the same embeddings, fitted once, re-applied.
 
-The variants (``phenoica.variants.names.VARIANTS``; Nelson et al., ICLR 2026, Tables 3, 4 and 6):
+The variants (``phenoica.transforms.names.VARIANTS``; Nelson et al., ICLR 2026, Tables 3, 4 and 6):
 
 - ``base``: the embeddings as they are (identity; feature names kept, ``emb_*``).
 - ``pca``: per-batch center-scale on controls (if ``center_scale``), then PCA whitening.
@@ -14,17 +14,17 @@ step. Whitened features are named ``comp_0000 ...``. The estimators follow the s
 
 Modules, one job each:
 
-- :mod:`~phenoica.variants.accumulators`: streaming statistics (moments, per-batch control
+- :mod:`~phenoica.transforms.accumulators`: streaming statistics (moments, per-batch control
   moments, seeded row samples);
-- :mod:`~phenoica.variants.components`: the rules that choose how many whitened components
+- :mod:`~phenoica.transforms.components`: the rules that choose how many whitened components
   to keep (``transforms.n_components``; default ``deflated``);
-- :mod:`~phenoica.variants.scaling`: the per-batch estimators fitted on controls,
+- :mod:`~phenoica.transforms.scaling`: the per-batch estimators fitted on controls,
   ``CenterScale`` (public ``partial_fit`` / ``finalize`` for streaming) and ``CoralAlignment``;
-- :mod:`~phenoica.variants.whitening`: ``PCAWhitener`` (streaming) and parallel analysis;
-- :mod:`~phenoica.variants.rotations`: ``ICARotation``, ``RandomRotation``;
-- :mod:`~phenoica.variants.variant`: ``VariantTransform``, the chain of fitted steps;
-- :mod:`~phenoica.variants.serialize`: the ``.npz`` + JSON format of a fitted transform;
-- :mod:`~phenoica.variants.rows`: row blocks of a profile table;
-- :mod:`~phenoica.variants.fit`: the streaming fit of every variant, from blocks, arrays or tables;
-- :mod:`~phenoica.variants.apply`: a profile table through a fitted variant, row batch by row batch.
+- :mod:`~phenoica.transforms.whitening`: ``PCAWhitener`` (streaming) and parallel analysis;
+- :mod:`~phenoica.transforms.rotations`: ``ICARotation``, ``RandomRotation``;
+- :mod:`~phenoica.transforms.variant`: ``VariantTransform``, the chain of fitted steps;
+- :mod:`~phenoica.transforms.serialize`: the ``.npz`` + JSON format of a fitted transform;
+- :mod:`~phenoica.transforms.rows`: row blocks of a profile table;
+- :mod:`~phenoica.transforms.fit`: the streaming fit of every variant, from blocks, arrays or tables;
+- :mod:`~phenoica.transforms.apply`: a profile table through a fitted variant, row batch by row batch.
 """

@@ -4,7 +4,7 @@
 - :class:`BatchMoments`: per-batch :class:`Moments` of the control rows (for center-scale);
 - :class:`RowSample`: a seeded subsample of rows drawn up front and collected as blocks stream past.
 
-The estimators (:mod:`phenoica.variants.scaling`, :mod:`phenoica.variants.whitening`) fit from
+The estimators (:mod:`phenoica.transforms.scaling`, :mod:`phenoica.transforms.whitening`) fit from
 these, so an in-memory fit and a fit streamed over row batches of a parquet run the same
 arithmetic.
 """

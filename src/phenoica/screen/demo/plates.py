@@ -9,10 +9,10 @@ import pandas as pd
 
 from phenoica.contract import screen
 from phenoica.contract.config import demo_plates
-from phenoica.sources.demo.design import check_demo, draw_factors, factor_name, guide_shifts
-from phenoica.sources.demo.layout import plate_layout
-from phenoica.sources.demo.nuisance import NUISANCE_PREFIX, apply_nuisance, nuisance_table
-from phenoica.sources.demo.render import render_block, render_cells
+from phenoica.screen.demo.design import check_demo, draw_factors, factor_name, guide_shifts
+from phenoica.screen.demo.layout import plate_layout
+from phenoica.screen.demo.nuisance import NUISANCE_PREFIX, apply_nuisance, nuisance_table
+from phenoica.screen.demo.render import render_block, render_cells
 from phenoica.utils.io import write_parquet
 from phenoica.utils.seeding import rng_from_sequence
 

@@ -27,7 +27,7 @@ import pyarrow as pa
 from phenoica.contract.screen import ScreenError, validate_profile_metadata
 from phenoica.utils.io import write_parquet
 
-log = logging.getLogger("phenoica.sources.h5ad")
+log = logging.getLogger("phenoica.screen.h5ad")
 
 H5AD_SUFFIX = ".h5ad"
 

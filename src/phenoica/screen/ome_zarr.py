@@ -9,7 +9,7 @@ is the store's folder name without ``.zarr`` (``P1.zarr`` -> ``P1``; see ``hcs_p
 A well of the HCS plate that the plate map lacks is an error; plate-map wells absent from the
 HCS plate are a warning in the log.
 
-Well names are normalized and the plate map is read as :mod:`phenoica.sources.plate_map` says;
+Well names are normalized and the plate map is read as :mod:`phenoica.screen.plate_map` says;
 every failure raises ``ScreenError`` naming the array or well at fault and leaves neither a
 store nor a metadata file behind.
 """
@@ -26,7 +26,7 @@ import pandas as pd
 import zarr
 
 from phenoica.contract.screen import SITE, SUPPORTED_DTYPES, WELL, ScreenError
-from phenoica.sources.plate_map import (
+from phenoica.screen.plate_map import (
     natural_key,
     natural_sorted,
     normalize_well,

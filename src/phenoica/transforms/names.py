@@ -1,5 +1,5 @@
 """The variants' names and their components' names: the facts the workflow reads when it builds
-its DAG, in a module that imports no fitting library (the fits are :mod:`phenoica.variants.variant`)."""
+its DAG, in a module that imports no fitting library (the fits are :mod:`phenoica.transforms.variant`)."""
 
 from __future__ import annotations
 

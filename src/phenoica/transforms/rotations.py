@@ -23,8 +23,8 @@ from sklearn.exceptions import ConvergenceWarning
 from sklearn.utils.validation import check_is_fitted
 
 from phenoica.contract.arrays import check_matrix
+from phenoica.transforms.accumulators import RowSample
 from phenoica.utils.arrays import centered_chunks, out_dtype
-from phenoica.variants.accumulators import RowSample
 
 LOG = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ of one size and dtype per plate. Images of wells that are absent from the plate 
 skipped with a warning in the log (the plate map selects the wells, e.g. after QC); wells of
 the plate map without any image are reported as a warning too.
 
-Well names are normalized and the plate map is read as :mod:`phenoica.sources.plate_map` says;
+Well names are normalized and the plate map is read as :mod:`phenoica.screen.plate_map` says;
 every failure raises ``ScreenError`` naming the file at fault and leaves neither a store nor a
 metadata file behind.
 """
@@ -34,7 +34,7 @@ from PIL import Image
 
 from phenoica.contract.config import schema_default, section_defaults
 from phenoica.contract.screen import SITE, SUPPORTED_DTYPES, WELL, ScreenError
-from phenoica.sources.plate_map import (
+from phenoica.screen.plate_map import (
     natural_key,
     natural_sorted,
     normalize_well,

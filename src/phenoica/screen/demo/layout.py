@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract import screen
-from phenoica.sources.demo.design import batch_of, check_demo, gene_truth, plate_format, row_label
+from phenoica.screen.demo.design import batch_of, check_demo, gene_truth, plate_format, row_label
 from phenoica.utils.seeding import rng_from_sequence
 
 

@@ -16,10 +16,10 @@ from typing import Any, Mapping
 import numpy as np
 from sklearn.base import BaseEstimator
 
+from phenoica.transforms.rotations import ICARotation, RandomRotation
+from phenoica.transforms.scaling import CenterScale, CoralAlignment
+from phenoica.transforms.whitening import PCAWhitener
 from phenoica.utils.io import atomic_path
-from phenoica.variants.rotations import ICARotation, RandomRotation
-from phenoica.variants.scaling import CenterScale, CoralAlignment
-from phenoica.variants.whitening import PCAWhitener
 
 FORMAT = "phenoica.transform"
 FORMAT_VERSION = 1

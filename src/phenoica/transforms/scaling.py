@@ -6,7 +6,7 @@ They follow the scikit-learn idiom: hyper-parameters in ``__init__``, learned at
 ``_`` and are set by ``fit``; ``transform`` never refits. Arithmetic is float64 on row chunks;
 float32 input gives float32 output. :class:`CenterScale` also fits block by block:
 ``partial_fit`` adds a block of rows to the accumulated statistics
-(:mod:`phenoica.variants.accumulators`) and ``finalize`` turns them into the fitted attributes;
+(:mod:`phenoica.transforms.accumulators`) and ``finalize`` turns them into the fitted attributes;
 ``fit(X)`` is ``partial_fit(X)`` then ``finalize()``, the same arithmetic.
 """
 
@@ -23,8 +23,8 @@ from sklearn.utils.validation import check_is_fitted
 
 from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, ScreenError
+from phenoica.transforms.accumulators import BatchMoments, Moments
 from phenoica.utils.arrays import check_rows, column_labels, out_dtype, row_chunks
-from phenoica.variants.accumulators import BatchMoments, Moments
 
 LOG = logging.getLogger(__name__)
 

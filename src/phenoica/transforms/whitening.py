@@ -7,7 +7,7 @@ them into the fitted attributes (with the checks a fit makes); ``fit(X)`` is ``p
 then ``finalize()``, the same arithmetic. float32 input gives float32 output.
 
 Component rules (``n_components``: a count, a fraction, ``"parallel"`` or ``"deflated"``, the
-default) live in :mod:`phenoica.variants.components`. The count decides whether ICA helps:
+default) live in :mod:`phenoica.transforms.components`. The count decides whether ICA helps:
 whitening pure-noise directions inflates them to unit variance and ICA then rotates noise into
 the signal, while keeping too few drops biology; the default keeps the components above a
 noise floor that large nuisance directions do not raise.
@@ -26,9 +26,9 @@ from sklearn.utils.validation import check_is_fitted
 
 from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import ScreenError
+from phenoica.transforms.accumulators import Moments, RowSample
+from phenoica.transforms.components import MIN_COMPONENTS, deflated_count, rule_name, too_few
 from phenoica.utils.arrays import centered_chunks, out_dtype
-from phenoica.variants.accumulators import Moments, RowSample
-from phenoica.variants.components import MIN_COMPONENTS, deflated_count, rule_name, too_few
 
 LOG = logging.getLogger(__name__)
 
@@ -92,7 +92,7 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
 
     ``n_components``: an integer count, a fraction in (0, 1) of explained variance (smallest k
     reaching it), ``"deflated"`` (default; deflated deterministic parallel analysis, from the
-    covariance alone, :func:`phenoica.variants.components.deflated_count`) or ``"parallel"``
+    covariance alone, :func:`phenoica.transforms.components.deflated_count`) or ``"parallel"``
     (Horn's parallel analysis, see :func:`parallel_analysis`, seeded by ``seed``, on at most
     ``parallel_max_samples`` rows). A rule keeping fewer than 2 components is an error naming
     the rule and the leading eigenvalues; a rule keeping more than the numerical rank is capped
@@ -126,7 +126,7 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
     def component_rule(self) -> str:
         """The component rule as a string for reports (``count 8``, ``fraction 0.9``,
         ``parallel``, ``deflated``); an error when ``n_components`` is none of these
-        (:func:`phenoica.variants.components.rule_name`)."""
+        (:func:`phenoica.transforms.components.rule_name`)."""
         return rule_name(self.n_components)
 
     def _check_params(self) -> str:

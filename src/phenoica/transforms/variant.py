@@ -10,11 +10,11 @@ from typing import Any
 import numpy as np
 
 from phenoica.contract.arrays import check_matrix
-from phenoica.variants.names import component_name
-from phenoica.variants.rotations import ICARotation, RandomRotation
-from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches
-from phenoica.variants.serialize import export_step, read_transform, restore_step, write_transform
-from phenoica.variants.whitening import PCAWhitener
+from phenoica.transforms.names import component_name
+from phenoica.transforms.rotations import ICARotation, RandomRotation
+from phenoica.transforms.scaling import CenterScale, CoralAlignment, check_batches
+from phenoica.transforms.serialize import export_step, read_transform, restore_step, write_transform
+from phenoica.transforms.whitening import PCAWhitener
 
 STEPS: tuple[str, ...] = ("center_scale", "whitener", "rotation", "alignment")
 

@@ -1,11 +1,11 @@
 """Inputs of the checked-in scenario configs (``config/scenarios/*.yaml``): one small screen in
 each form the workflow starts from, so every scenario runs by hand and in the tests.
 
-``python -m phenoica.sources.scenarios [--config config/scenarios/demo.yaml] [--out scenario_data]``
+``python -m phenoica.screen.scenarios [--config config/scenarios/demo.yaml] [--out scenario_data]``
 writes, from the demo scenario's ``demo`` section and ``seed``:
 
 - ``screen/``: the demo screen in the data contract, ``plates/{plate}.zarr`` + one
-  ``metadata.parquet`` (source ``zarr``; :func:`phenoica.sources.demo.plates.simulate_screen`);
+  ``metadata.parquet`` (source ``zarr``; :func:`phenoica.screen.demo.plates.simulate_screen`);
 - ``images/{plate}/{well}_s{site}_w{channel}.png`` (one 8/16-bit PNG per channel, channels
   numbered from 1, RxRx style) + ``images/plate_map.csv`` (source ``images``);
 - ``ome_zarr/{plate}.zarr``: the same tiles as OME-Zarr HCS plates (NGFF 0.5 on Zarr v3: plate,
@@ -15,7 +15,7 @@ writes, from the demo scenario's ``demo`` section and ``seed``:
   ``vector`` per image, 3 batches of controls and two genes, one with a strong effect on one
   feature and one without (source ``embeddings``);
 - ``positive_control/`` and ``cell_state/``: the known-truth embedding screens of
-  :mod:`phenoica.sources.positive_control` (``embeddings/{batch}.parquet``, ``truth.parquet``,
+  :mod:`phenoica.screen.positive_control` (``embeddings/{batch}.parquet``, ``truth.parquet``,
   ``sources.parquet``; source ``embeddings``), drawn from ``seed``.
 
 Paths in the scenario configs are relative to the working directory, so run the workflow from
@@ -37,8 +37,8 @@ from PIL import Image
 from phenoica.contract.config import validate_config
 from phenoica.contract.schema import read_yaml
 from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
-from phenoica.sources.demo.plates import simulate_screen
-from phenoica.sources.positive_control import write_screen
+from phenoica.screen.demo.plates import simulate_screen
+from phenoica.screen.positive_control import write_screen
 from phenoica.utils.seeding import rng_for
 
 #: The checked-in scenarios, each ``config/scenarios/{name}.yaml``.
@@ -52,7 +52,7 @@ SCENARIOS: tuple[str, ...] = (
     "positive_control",
     "cell_state",
 )
-#: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.sources.positive_control`.
+#: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.screen.positive_control`.
 KNOWN_TRUTH_SCREENS: tuple[str, ...] = ("positive_control", "cell_state")
 #: Where the scenario configs expect their inputs (relative to the working directory).
 DATA_DIR = "scenario_data"

@@ -10,7 +10,7 @@ import numpy as np
 from scipy import special
 from skimage import filters
 
-from phenoica.sources.demo.design import FACTORS
+from phenoica.screen.demo.design import FACTORS
 
 ROLES: tuple[str, ...] = ("nucleus", "er", "actin", "mito", "golgi")
 

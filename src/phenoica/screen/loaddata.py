@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract.screen import PLATE, SITE, WELL, ScreenError, check_columns, normalize_names
-from phenoica.sources.images import read_image
-from phenoica.sources.plate_map import (
+from phenoica.screen.images import read_image
+from phenoica.screen.plate_map import (
     natural_key,
     natural_sorted,
     normalize_well,
@@ -47,7 +47,7 @@ from phenoica.sources.plate_map import (
 )
 from phenoica.utils.io import read_table
 
-log = logging.getLogger("phenoica.sources.loaddata")
+log = logging.getLogger("phenoica.screen.loaddata")
 
 KEYS = (PLATE, WELL, SITE)
 FILE, PATH, ILLUM = "FileName_", "PathName_", "Illum"

@@ -23,16 +23,16 @@ import numpy as np
 from phenoica.contract.arrays import check_matrix
 from phenoica.contract.config import as_resolved, section_defaults
 from phenoica.contract.screen import CONTROL, PERT_TYPE, ScreenError
+from phenoica.transforms.accumulators import Moments, RowSample
+from phenoica.transforms.names import VARIANTS, WHITENED_VARIANTS
+from phenoica.transforms.rotations import ICARotation, RandomRotation
+from phenoica.transforms.rows import Profiles, RowBlock, profile_source, row_block, row_columns, source_features
+from phenoica.transforms.scaling import CenterScale, CoralAlignment, check_batches, check_is_control
+from phenoica.transforms.variant import VariantTransform
+from phenoica.transforms.whitening import PCAWhitener
 from phenoica.utils.arrays import check_rows, column_labels, row_chunks
 from phenoica.utils.io import atomic_path
 from phenoica.utils.seeding import derive_seed
-from phenoica.variants.accumulators import Moments, RowSample
-from phenoica.variants.names import VARIANTS, WHITENED_VARIANTS
-from phenoica.variants.rotations import ICARotation, RandomRotation
-from phenoica.variants.rows import Profiles, RowBlock, profile_source, row_block, row_columns, source_features
-from phenoica.variants.scaling import CenterScale, CoralAlignment, check_batches, check_is_control
-from phenoica.variants.variant import VariantTransform
-from phenoica.variants.whitening import PCAWhitener
 
 LOG = logging.getLogger(__name__)
 

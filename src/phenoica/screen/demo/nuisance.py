@@ -8,8 +8,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.sources.demo.design import batch_of, check_demo
-from phenoica.sources.demo.render import ZOOM_RANGE, blur
+from phenoica.screen.demo.design import batch_of, check_demo
+from phenoica.screen.demo.render import ZOOM_RANGE, blur
 from phenoica.utils.seeding import rng_from_sequence
 
 NUISANCE_PREFIX = "nuisance_"

@@ -1,7 +1,7 @@
 """The plate map, well names and the steps every image source shares (images, OME-Zarr, LoadData).
 
-Each converter (:mod:`phenoica.sources.images`, :mod:`phenoica.sources.ome_zarr`,
-:mod:`phenoica.sources.loaddata`) works one plate at a time (the workflow runs one job per plate)
+Each converter (:mod:`phenoica.screen.images`, :mod:`phenoica.screen.ome_zarr`,
+:mod:`phenoica.screen.loaddata`) works one plate at a time (the workflow runs one job per plate)
 and writes the plate's tile store (``phenoica.contract.screen.write_plate``, streamed in blocks of images
 so a big plate is never held in memory whole) and the plate's metadata table (one row per image):
 :func:`write_plate_outputs`.

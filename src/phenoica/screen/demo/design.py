@@ -12,7 +12,7 @@ import pandas as pd
 from phenoica.contract import screen
 from phenoica.contract.config import demo_plates
 from phenoica.contract.values import FACTOR_PREFIX
-from phenoica.sources.annotations import corum_complexes
+from phenoica.screen.annotations import corum_complexes
 from phenoica.utils.seeding import rng_from_sequence
 
 CONTROL_GENE = "non-targeting"
@@ -182,7 +182,7 @@ def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tupl
     """Gene symbols and simulated complexes: (symbol per gene, complex name per gene; "" = none).
 
     From ``(seed, "complexes")``: ``n_complexes`` real CORUM complexes of the built-in list
-    (``phenoica.sources.annotations.corum_complexes``) with at least ``genes_per_complex`` members are
+    (``phenoica.screen.annotations.corum_complexes``) with at least ``genes_per_complex`` members are
     drawn; each gives a simulated complex of ``genes_per_complex`` genes with an effect, named
     by ``genes_per_complex`` of its real members. Every other gene (complex-free genes with an
     effect, and null genes) takes one member of a different unused real complex, so no two of

@@ -5,7 +5,7 @@ A rule turns the covariance of the (center-scaled) fit rows into a count. Four e
 - an integer: that many components (at most the data's numerical rank: more is an error);
 - a fraction in (0, 1): the fewest leading components whose eigenvalues reach that share of
   the total variance;
-- ``"parallel"``: Horn's parallel analysis (:func:`phenoica.variants.whitening.parallel_analysis`): keep
+- ``"parallel"``: Horn's parallel analysis (:func:`phenoica.transforms.whitening.parallel_analysis`): keep
   the leading eigenvalues above the 95th percentile of the eigenvalues of column-wise permuted
   data. The permuted data keep every column's full variance, so when a few large nuisance
   directions (cell-to-cell variation unrelated to guides) hold most of the variance the floor
