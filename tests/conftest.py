@@ -58,8 +58,16 @@ def rng() -> np.random.Generator:
 
 #: Test files whose slow tests run a whole demo or a cluster (the longest of the suite): they are
 #: handed to the xdist workers first, so the suite's wall time is the longest file's, not the sum
-#: of it and whatever a worker was given before it (`--dist loadfile` keeps collection order).
+#: of it and whatever a worker was given before it (`--dist loadfile` keeps collection order, once
+#: pytest_configure below has turned off xdist's reordering of files by their number of tests).
 LONG_FILES: tuple[str, ...] = ("test_demo_truth.py", "test_slurm.py", "test_workflow.py", "test_studies_workflow.py")
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    # pytest-xdist (3.x) hands out `--dist loadfile` files in order of their number of tests unless
+    # told otherwise: the longest files, which hold few tests, would start last and run alone.
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
