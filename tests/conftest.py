@@ -60,7 +60,10 @@ def rng() -> np.random.Generator:
 #: handed to the xdist workers first, so the suite's wall time is the longest file's, not the sum
 #: of it and whatever a worker was given before it (`--dist loadfile` keeps collection order, once
 #: pytest_configure below has turned off xdist's reordering of files by their number of tests).
-LONG_FILES: tuple[str, ...] = ("test_demo_truth.py", "test_slurm.py", "test_workflow.py", "test_studies_workflow.py")
+#: Order: xdist gives the first file to one worker, the second to the other, and the third to the first
+#: again at once (test_demo_truth.py holds one test, below xdist's two-pending-tests watermark), so
+#: the two longest files start on different workers (a loaded run: demo 1883 s, workflow 1819 s).
+LONG_FILES: tuple[str, ...] = ("test_demo_truth.py", "test_workflow.py", "test_studies_workflow.py", "test_slurm.py")
 
 
 def pytest_configure(config: pytest.Config) -> None:
