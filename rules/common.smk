@@ -15,7 +15,7 @@ from phenoica.contract.config import run_models, validate_config
 from phenoica.contract.schema import check_yaml_files, schema_enum
 from phenoica.transforms.names import swept_variants
 from phenoica.workflow.dag import screen_plates, study_pages, training_plates
-from phenoica.workflow.params import canonical, rule_params
+from phenoica.workflow.params import model_params, rule_params
 from phenoica.contract.paths import benchmark_path, log_path
 from phenoica.workflow.rule_inputs import RuleInputs
 from phenoica.workflow.rule_resources import rule_resources, rule_threads

@@ -1,7 +1,6 @@
 # MAE pretraining on the screen's own tiles (unless a checkpoint is given) and streaming
 # embedding, one job per (model, plate).
 
-from phenoica.models.spec import training_spec
 from phenoica.workflow.rule_inputs import embed_rules
 
 
@@ -22,8 +21,7 @@ rule train_mae:
         **rule_resources(RESOURCES, "train_mae"),
     params:
         **rule_params(config, "train_mae"),
-        spec=lambda w: training_spec(config["models"][w.model]),
-        model_seed=lambda w: config["models"][w.model]["seed"],  # added to the workflow's seed
+        model=model_params(config, "train_mae"),  # the entry's seed is added to the workflow's
     script:
         "../scripts/train_mae.py"
 
@@ -55,6 +53,6 @@ for embed_rule in embed_rules(IN):
             **rule_resources(RESOURCES, "embed"),
         params:
             **rule_params(config, "embed"),
-            spec=lambda w: canonical(config["models"][w.model]),
+            model=model_params(config, "embed"),
         script:
             "../scripts/embed.py"

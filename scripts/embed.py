@@ -27,7 +27,7 @@ embed_model_plates(
     ],
     EmbedJob(
         model_name=snakemake.wildcards.model,
-        spec=snakemake.params.spec,
+        spec=snakemake.params.model["spec"],
         checkpoint=snakemake.input.checkpoint,
         options=EmbedOptions.from_config(rule_settings(snakemake.config, "embed")["embed"]),
         threads=snakemake.threads,

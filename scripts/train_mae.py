@@ -13,9 +13,9 @@ torch.set_num_threads(snakemake.threads)
 settings = rule_settings(snakemake.config, "train_mae")
 summary = train_mae(
     list(snakemake.input.stores),
-    snakemake.params.spec,
+    snakemake.params.model["spec"],
     TrainOptions.from_config(settings["train"], device=settings["embed"]["device"]),
-    settings["seed"] + snakemake.params.model_seed,
+    settings["seed"] + snakemake.params.model["seed"],
     snakemake.output.checkpoint,
     log=log,
 )

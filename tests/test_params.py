@@ -235,3 +235,22 @@ def test_bilipschitz_train_params_hold_every_key_one_job_reads():
     params = wparams.rule_params(cfg, "bilipschitz_train")["bilipschitz"]
     assert params["seeds"] == cfg["bilipschitz"]["seeds"]
     assert not {"datasets", "alphas", "per_digit", "train_fraction"} & set(params)
+
+
+def test_a_model_job_takes_its_own_entry_through_model_params():
+    """train_mae reruns for the entry's shape, channels and seed, never for an embedding option
+    (pool); embed reruns for any key of the entry; a rule that reads no entry is refused."""
+    from types import SimpleNamespace
+
+    cfg = validate_config({})
+    name = sorted(cfg["models"])[0]
+    job = SimpleNamespace(model=name)
+    train, embed = wparams.model_params(cfg, "train_mae"), wparams.model_params(cfg, "embed")
+    entry = cfg["models"][name]
+    assert train(job)["seed"] == entry["seed"] and "pool" not in train(job)["spec"]
+    assert embed(job) == {"spec": wparams.canonical(entry)}
+    other = {**cfg, "models": {name: {**entry, "pool": "cls" if entry.get("pool") != "cls" else "mean"}}}
+    assert wparams.model_params(other, "train_mae")(job) == train(job)
+    assert wparams.model_params(other, "embed")(job) != embed(job)
+    with pytest.raises(KeyError, match="reads no models entry"):
+        wparams.model_params(cfg, "classify")

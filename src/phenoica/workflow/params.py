@@ -17,6 +17,7 @@ from typing import Any, Callable, Mapping
 
 from phenoica.contract.config import RULE_NAMES
 from phenoica.contract.schema import package_schema
+from phenoica.models.spec import training_spec
 
 
 def canonical(value: Any) -> Any:
@@ -95,6 +96,28 @@ def rule_params(config: Mapping[str, Any], rule: str) -> dict[str, Any]:
     _check_rule(rule)
     selected = _select(config, package_schema(), rule, (), run_time=False)
     return canonical(READS_BY_VALUE.get(rule, lambda s: s)(selected))
+
+
+def _model_reads(rule: str, entry: Mapping[str, Any]) -> dict[str, Any]:
+    if rule == "train_mae":  # the shape and channels it trains (never the embedding options), its seed
+        return {"spec": training_spec(entry), "seed": entry["seed"]}
+    if rule == "embed":
+        return {"spec": canonical(entry)}
+    raise KeyError(f"rule {rule!r} reads no models entry (train_mae and embed do)")
+
+
+def model_params(config: Mapping[str, Any], rule: str) -> Callable[[Any], dict[str, Any]]:
+    """The param a ``{model}`` job takes from its own ``models`` entry, as a function of the job's
+    wildcards (Snakemake calls it per job): ``train_mae`` the part of the entry training depends
+    on (:func:`phenoica.models.spec.training_spec`) and the entry's seed, ``embed`` the whole
+    entry. Rules pass it beside their settings: ``params: **rule_params(config, rule),
+    model=model_params(config, rule)``; the script reads ``snakemake.params.model``."""
+    _model_reads(rule, {"seed": 0})  # an unknown rule fails when the rule is defined
+
+    def params(wildcards: Any) -> dict[str, Any]:
+        return _model_reads(rule, config["models"][wildcards.model])
+
+    return params
 
 
 def _section_schema(section: str) -> Mapping[str, Any]:
