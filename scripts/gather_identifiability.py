@@ -4,12 +4,10 @@ from phenoica.utils.io import rule_logger
 
 log = rule_logger("phenoica.gather_identifiability", snakemake.log[0])  # first: the log holds everything the job prints
 
-import pandas as pd
-
-from phenoica.utils.io import write_parquet
+from phenoica.utils.io import read_parquets, write_parquet
 
 for name in ("align", "structural"):
     paths = list(getattr(snakemake.input, name))
-    table = pd.concat([pd.read_parquet(p) for p in paths], ignore_index=True) if paths else pd.DataFrame()
+    table = read_parquets(paths)
     write_parquet(table, getattr(snakemake.output, name))
     log.info("%s: %d rows from %d files", name, len(table), len(paths))

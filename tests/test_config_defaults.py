@@ -67,19 +67,23 @@ OPTIONS: dict[type, dict[str, str]] = {
     PageInputs: {"q_threshold": "hits.q_threshold"},
 }
 
+
+def _module_files(modules: tuple[str, ...]) -> set[str]:
+    return {inspect.getfile(__import__(m, fromlist=["_"])) for m in modules}
+
+
 #: Library modules that read config sections (the options above, and functions taking a section).
 READERS = sorted(
     {inspect.getfile(cls) for cls in OPTIONS}
-    | {
-        inspect.getfile(__import__(m, fromlist=["_"]))
-        for m in (
+    | _module_files(
+        (
             "phenoica.classify.splits",
             "phenoica.biomap.gene_map",
             "phenoica.transforms.fit",
             "phenoica.studies.bilipschitz.measure",
             "phenoica.studies.disentangle.model",
         )
-    }
+    )
 )
 
 
@@ -225,14 +229,15 @@ def test_updated_checks_the_changed_keys():
 
 #: The library modules that read a ``models`` entry's keys.
 MODEL_READERS = sorted(
-    inspect.getfile(__import__(m, fromlist=["_"]))
-    for m in (
-        "phenoica.models.builders",
-        "phenoica.models.vit",
-        "phenoica.models.spec",
-        "phenoica.models.timm_models",
-        "phenoica.models.openphenom",
-        "phenoica.embed.jobs",
+    _module_files(
+        (
+            "phenoica.models.builders",
+            "phenoica.models.vit",
+            "phenoica.models.spec",
+            "phenoica.models.timm_models",
+            "phenoica.models.openphenom",
+            "phenoica.embed.jobs",
+        )
     )
 )
 

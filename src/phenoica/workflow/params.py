@@ -98,12 +98,14 @@ def rule_params(config: Mapping[str, Any], rule: str) -> dict[str, Any]:
     return canonical(READS_BY_VALUE.get(rule, lambda s: s)(selected))
 
 
+#: The rules of a ``{model}`` job that read its own ``models`` entry.
+MODEL_RULES: tuple[str, ...] = ("train_mae", "embed")
+
+
 def _model_reads(rule: str, entry: Mapping[str, Any]) -> dict[str, Any]:
     if rule == "train_mae":  # the shape and channels it trains (never the embedding options), its seed
         return {"spec": training_spec(entry), "seed": entry["seed"]}
-    if rule == "embed":
-        return {"spec": canonical(entry)}
-    raise KeyError(f"rule {rule!r} reads no models entry (train_mae and embed do)")
+    return {"spec": canonical(entry)}
 
 
 def model_params(config: Mapping[str, Any], rule: str) -> Callable[[Any], dict[str, Any]]:
@@ -112,7 +114,8 @@ def model_params(config: Mapping[str, Any], rule: str) -> Callable[[Any], dict[s
     on (:func:`phenoica.models.spec.training_spec`) and the entry's seed, ``embed`` the whole
     entry. Rules pass it beside their settings: ``params: **rule_params(config, rule),
     model=model_params(config, rule)``; the script reads ``snakemake.params.model``."""
-    _model_reads(rule, {"seed": 0})  # an unknown rule fails when the rule is defined
+    if rule not in MODEL_RULES:  # fails when the rule is defined, not per job
+        raise KeyError(f"rule {rule!r} reads no models entry ({' and '.join(MODEL_RULES)} do)")
 
     def params(wildcards: Any) -> dict[str, Any]:
         return _model_reads(rule, config["models"][wildcards.model])
