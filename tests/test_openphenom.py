@@ -473,7 +473,7 @@ def test_workflow_embeds_with_an_openphenom_checkpoint(tmp_path):
     dry = subprocess.run([*cmd, "-n", "--quiet", "rules"], capture_output=True, text=True, cwd=tmp_path)
     assert dry.returncode == 0, dry.stderr[-3000:]
     assert "train_mae" not in dry.stdout and "embed" in dry.stdout  # weights come from the checkpoint
-    run = subprocess.run([*cmd, "results/embeddings/op/B01P01.parquet"], capture_output=True, text=True, cwd=tmp_path)
+    run = subprocess.run([*cmd, "results/embed/op/B01P01.parquet"], capture_output=True, text=True, cwd=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     out = tmp_path / "results" / "embed" / "op" / "B01P01.parquet"
     df = pd.read_parquet(out)

@@ -442,7 +442,7 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
     def finished_chunks() -> dict[Path, int]:
         """Plates interrupted mid-way: {final parquet: finished chunks}."""
         found = {}
-        for parts in res.glob("embeddings/*/*.parquet.parts"):
+        for parts in res.glob("embed/*/*.parquet.parts"):
             final = parts.with_name(parts.name.removesuffix(".parts"))
             done = len(list(parts.glob("chunk_*.parquet")))
             if done and not final.exists():
@@ -454,7 +454,7 @@ def test_kill_during_embed_and_classify_then_rerun_resumes(finished_tiny, tmp_pa
     interrupted: dict[Path, int] = {}
     for _ in range(6):
         proc = start_snakemake(work, out, "--rerun-incomplete")
-        kill_group_when(proc, lambda: any(res.glob("embeddings/*/*.parquet.parts/chunk_*.parquet")), "embedded chunk")
+        kill_group_when(proc, lambda: any(res.glob("embed/*/*.parquet.parts/chunk_*.parquet")), "embedded chunk")
         interrupted = finished_chunks()
         if interrupted:
             break
