@@ -26,7 +26,11 @@ from tests.test_workflow import snakemake
 PROBE_R2_FLOOR = 0.4  # held-out ridge probe of the gene-shifted factors from the raw embedding
 SEPARATION_P = 0.01  # one-sided Mann-Whitney, effect guides > guides of genes without effect
 HIT_Q = 0.1  # q-value threshold of the hit calls checked against the truth
-HIT_RECALL_FLOOR = 0.5  # pooled recall of effect guides (measured 0.66, then 0.55 after issue 15)
+# Pooled recall of effect guides. Reseeding the classifier alone moves it: 0.469-0.552 over 8 seeds
+# (mean 0.516, sd 0.033; benchmarks/demo_recall_spread.py, docs/demo.md), and so does the last digit of
+# a CPU's float arithmetic (0.56 on one machine, 0.47 on another, same code). The floor is 3 sd below
+# that mean, so the test fails on a regression (a blind classifier calls nothing: recall 0), not on noise.
+HIT_RECALL_FLOOR = 0.4
 HIT_FDR_CEILING = 0.2  # pooled observed FDR (measured 0.0; nominal 0.1)
 
 
@@ -70,8 +74,7 @@ def test_default_demo_recovers_the_simulated_truth(demo_run: Path) -> None:
 
     # 3. Hit calling against the truth: the calibrated q-values (issue 10) call effect guides
     #    and not the guides of genes without effect. Pooled over both models, pca and pca_ica,
-    #    at q < 0.1 (measured on the default run: recall 63/96 = 0.66 at b709300, 53/96 = 0.55 since issue 15;
-    #    observed FDR 0 and 1/54).
+    #    at q < 0.1 (HIT_RECALL_FLOOR above: how far the pooled recall moves on noise alone).
     calls = hits.recall_fdr(guides, truth_table, (HIT_Q,))
     pooled = calls[(calls["level"] == "guide") & calls["variant"].isin(["pca", "pca_ica"])]
     assert len(pooled) == 4, calls

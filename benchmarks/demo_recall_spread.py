@@ -1,0 +1,93 @@
+"""How much the demo's hit recall moves when only the classifier's seed changes.
+
+Re-scores a finished demo run's guides (the variants ``--variants`` of every model, the run's own
+transform tables and folds) with the run's classify settings at seeds 0 .. ``--seeds`` - 1 of the
+classifier alone (LightGBM's feature sampling, the pseudo-guides' draw); the embeddings, the
+variants and the folds stay the run's. Seed ``config seed`` reproduces the run's own calls. Calls
+are the run's hit calls (``hits`` section; q < ``--q``), scored against the simulated truth and
+pooled over the cells as ``tests/test_demo_truth.py`` pools them. Prints one line per seed (pooled
+recall, observed FDR, true positives per cell), then the mean, standard deviation and range: the
+spread a floor on the pooled recall must clear.
+
+    python benchmarks/demo_recall_spread.py results --config config.yaml [--seeds 8]
+
+Concentration models are not trained (they do not change the full model's AUROC); LightGBM runs on
+one thread per process, two processes side by side.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from phenoica.classify.engine import classify_shard
+from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.splits import read_folds
+from phenoica.contract.config import load_config
+from phenoica.contract.paths import OUTPUTS
+from phenoica.hits.calls import recall_fdr, screen_calls
+from phenoica.workflow.params import rule_settings
+
+
+def score_cell(results: Path, classify: dict, model: str, variant: str, seed: int) -> pd.DataFrame:
+    """The guide-fold rows of one (model, variant) at classifier seed ``seed``."""
+    table = pd.read_parquet(results / OUTPUTS["transforms"]["variant"].format(model=model, variant=variant))
+    folds = read_folds(results / OUTPUTS["splits"]["folds"].format(model=model), table)
+    options = ClassifyOptions.from_config(classify, seed)
+    return classify_shard(table, 0, 1, folds, options, variant=variant, model=model)
+
+
+def _score(args: tuple) -> tuple[int, pd.DataFrame]:
+    return args[-1], score_cell(*args)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("results", type=Path, help="a finished demo run's results folder")
+    ap.add_argument("--config", type=Path, required=True, help="the config the run used")
+    ap.add_argument("--seeds", type=int, default=8)
+    ap.add_argument("--variants", nargs="+", default=["pca", "pca_ica"])
+    ap.add_argument("--q", type=float, default=0.1)
+    ap.add_argument("--workers", type=int, default=2)
+    args = ap.parse_args()
+    config = load_config(args.config)
+    classify = dict(rule_settings(config, "classify")["classify"])
+    classify.update(n_shards=1, concentration=False, lightgbm=dict(classify["lightgbm"], num_threads=1))
+    null_model = rule_settings(config, "call_hits")["hits"]["null_model"]
+    models = sorted(config["models"])
+    truth = pd.read_parquet(args.results / OUTPUTS["screen"]["truth"])
+    print(
+        f"{args.results}: models {models}, variants {args.variants}, classifier seeds 0..{args.seeds - 1} "
+        f"(the run's: {config['seed']}), q < {args.q}, null {null_model}",
+        flush=True,
+    )
+    t0 = time.time()
+    jobs = [(args.results, classify, m, v, s) for s in range(args.seeds) for m in models for v in args.variants]
+    by_seed: dict[int, list[pd.DataFrame]] = {}
+    with ProcessPoolExecutor(args.workers) as pool:
+        for seed, rows in pool.map(_score, jobs):
+            by_seed.setdefault(seed, []).append(rows)
+    recalls = []
+    for seed, parts in sorted(by_seed.items()):
+        calls = screen_calls(pd.concat(parts, ignore_index=True), None, null_model, args.q)
+        table = recall_fdr(calls["guides"], truth, (args.q,))
+        guide = table[table["level"] == "guide"]
+        tp, n, called = (int(guide[c].sum()) for c in ("true_positives", "n_true_effects", "n_called"))
+        recall, fdr = tp / n, int(guide["false_positives"].sum()) / max(called, 1)
+        cells = " ".join(f"{r.model}/{r.variant} {r.true_positives}" for r in guide.itertuples())
+        print(f"seed {seed}: pooled recall {recall:.3f} ({tp} of {n}), observed FDR {fdr:.3f}; {cells}", flush=True)
+        recalls.append(recall)
+    r = np.asarray(recalls)
+    print(
+        f"pooled recall over {len(r)} seeds: mean {r.mean():.3f}, sd {r.std(ddof=1):.3f}, "
+        f"range {r.min():.3f}-{r.max():.3f}; mean - 3 sd {r.mean() - 3 * r.std(ddof=1):.3f} ({time.time() - t0:.0f} s wall)"
+    )
+
+
+if __name__ == "__main__":
+    main()
