@@ -34,16 +34,19 @@ from phenoica.hits.calls import recall_fdr, screen_calls
 from phenoica.workflow.params import rule_settings
 
 
-def score_cell(results: Path, classify: dict, model: str, variant: str, seed: int) -> pd.DataFrame:
-    """The guide-fold rows of one (model, variant) at classifier seed ``seed``."""
+def score_cell(results: Path, classify: dict, model: str, variant: str, seeds: int) -> list[pd.DataFrame]:
+    """The guide-fold rows of one (model, variant) at each classifier seed 0 .. ``seeds`` - 1
+    (its table and folds read once)."""
     table = pd.read_parquet(results / OUTPUTS["transforms"]["variant"].format(model=model, variant=variant))
     folds = read_folds(results / OUTPUTS["splits"]["folds"].format(model=model), table)
-    options = ClassifyOptions.from_config(classify, seed)
-    return classify_shard(table, 0, 1, folds, options, variant=variant, model=model)
+    return [
+        classify_shard(table, 0, 1, folds, ClassifyOptions.from_config(classify, seed), variant=variant, model=model)
+        for seed in range(seeds)
+    ]
 
 
-def _score(args: tuple) -> tuple[int, pd.DataFrame]:
-    return args[-1], score_cell(*args)
+def _score(args: tuple) -> list[pd.DataFrame]:
+    return score_cell(*args)
 
 
 def main() -> None:
@@ -57,7 +60,7 @@ def main() -> None:
     args = ap.parse_args()
     config = load_config(args.config)
     classify = dict(rule_settings(config, "classify")["classify"])
-    classify.update(n_shards=1, concentration=False, lightgbm=dict(classify["lightgbm"], num_threads=1))
+    classify.update(concentration=False, lightgbm=dict(classify["lightgbm"], num_threads=1))
     null_model = rule_settings(config, "call_hits")["hits"]["null_model"]
     models = sorted(config["models"])
     truth = pd.read_parquet(args.results / OUTPUTS["screen"]["truth"])
@@ -67,13 +70,11 @@ def main() -> None:
         flush=True,
     )
     t0 = time.time()
-    jobs = [(args.results, classify, m, v, s) for s in range(args.seeds) for m in models for v in args.variants]
-    by_seed: dict[int, list[pd.DataFrame]] = {}
+    jobs = [(args.results, classify, m, v, args.seeds) for m in models for v in args.variants]
     with ProcessPoolExecutor(args.workers) as pool:
-        for seed, rows in pool.map(_score, jobs):
-            by_seed.setdefault(seed, []).append(rows)
+        by_cell = list(pool.map(_score, jobs))  # cell -> rows per seed
     recalls = []
-    for seed, parts in sorted(by_seed.items()):
+    for seed, parts in enumerate(zip(*by_cell)):
         calls = screen_calls(pd.concat(parts, ignore_index=True), None, null_model, args.q)
         table = recall_fdr(calls["guides"], truth, (args.q,))
         guide = table[table["level"] == "guide"]

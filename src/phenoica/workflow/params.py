@@ -98,14 +98,20 @@ def rule_params(config: Mapping[str, Any], rule: str) -> dict[str, Any]:
     return canonical(READS_BY_VALUE.get(rule, lambda s: s)(selected))
 
 
-#: The rules of a ``{model}`` job that read its own ``models`` entry.
-MODEL_RULES: tuple[str, ...] = ("train_mae", "embed")
+def _training_reads(entry: Mapping[str, Any]) -> dict[str, Any]:
+    """What training reads: the shape and channels it trains (never the embedding options), its seed."""
+    return {"spec": training_spec(entry), "seed": entry["seed"]}
 
 
-def _model_reads(rule: str, entry: Mapping[str, Any]) -> dict[str, Any]:
-    if rule == "train_mae":  # the shape and channels it trains (never the embedding options), its seed
-        return {"spec": training_spec(entry), "seed": entry["seed"]}
+def _embedding_reads(entry: Mapping[str, Any]) -> dict[str, Any]:
     return {"spec": canonical(entry)}
+
+
+#: The rules of a ``{model}`` job that read its own ``models`` entry -> what each reads of it.
+MODEL_READS: dict[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "train_mae": _training_reads,
+    "embed": _embedding_reads,
+}
 
 
 def model_params(config: Mapping[str, Any], rule: str) -> Callable[[Any], dict[str, Any]]:
@@ -114,11 +120,12 @@ def model_params(config: Mapping[str, Any], rule: str) -> Callable[[Any], dict[s
     on (:func:`phenoica.models.spec.training_spec`) and the entry's seed, ``embed`` the whole
     entry. Rules pass it beside their settings: ``params: **rule_params(config, rule),
     model=model_params(config, rule)``; the script reads ``snakemake.params.model``."""
-    if rule not in MODEL_RULES:  # fails when the rule is defined, not per job
-        raise KeyError(f"rule {rule!r} reads no models entry ({' and '.join(MODEL_RULES)} do)")
+    if rule not in MODEL_READS:  # fails when the rule is defined, not per job
+        raise KeyError(f"rule {rule!r} reads no models entry ({' and '.join(MODEL_READS)} do)")
+    reads = MODEL_READS[rule]
 
     def params(wildcards: Any) -> dict[str, Any]:
-        return _model_reads(rule, config["models"][wildcards.model])
+        return reads(config["models"][wildcards.model])
 
     return params
 
