@@ -1,18 +1,21 @@
 """The checked-in scenario configs (config/scenarios/) run as they are, from a folder holding
 the inputs `python -m phenoica.screen.scenarios` writes; and the models a user's config names are
-exactly the run's models (dry runs)."""
+exactly the run's models, and a ``--configfile`` is the whole config (dry runs)."""
 
 from __future__ import annotations
 
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from tests.test_workflow import SCENARIOS, planned_jobs, snakemake, write_config
+from tests.conftest import REPO
+from tests.test_workflow import SCENARIOS, Configs, planned_jobs, snakemake, write_config
 
 
 @pytest.fixture(scope="module")
@@ -179,7 +182,7 @@ def _embedding_sets(root: Path, names: tuple[str, ...]) -> None:
             df.to_parquet(root / name / f"B{b}.parquet")
 
 
-def dry_run(workdir: Path, configfile: str) -> tuple[dict[str, int], set[str]]:
+def dry_run(workdir: Path, configfile: Configs) -> tuple[dict[str, int], set[str]]:
     """Rule -> job count and the output files of one dry run."""
     out = snakemake(workdir, "-n", configfile=configfile).stdout
     jobs = {
@@ -197,11 +200,12 @@ def dry_run(workdir: Path, configfile: str) -> tuple[dict[str, int], set[str]]:
 
 
 def test_source_embeddings_means_exactly_the_models_named(tmp_path):
-    """Run from a folder whose workflow config holds the demo's models mae and mae_seed1 as its
-    default_models (as the repository's config.yaml does), `--configfile user.yaml` naming one
-    model runs exactly that model: the defaults are never merged into the models a user names. One glob is one model (the one named); a
-    {model: glob} mapping is one model per set. (The other cases of the rule, e.g. the unnamed
-    model and several models on one glob, are unit-tested in tests/test_config.py.)"""
+    """Over a base config holding the demo's models mae and mae_seed1 as its default_models (as
+    the repository's config.yaml does), `--configfile config.yaml user.yaml` with user.yaml
+    naming one model runs exactly that model: the defaults are never merged into the models a
+    user names. One glob is one model (the one named); a {model: glob} mapping is one model per
+    set. (The other cases of the rule, e.g. the unnamed model and several models on one glob, are
+    unit-tested in tests/test_config.py.)"""
     write_config(tmp_path)
     workflow_config = yaml.safe_load((tmp_path / "config.yaml").read_text())
     workflow_config["default_models"] = workflow_config.pop("models")
@@ -213,7 +217,7 @@ def test_source_embeddings_means_exactly_the_models_named(tmp_path):
         "transforms": {"n_components": 2},
     }
     (tmp_path / "named.yaml").write_text(yaml.safe_dump({**one_glob, "models": {"ext": {}}}))
-    jobs, outputs = dry_run(tmp_path, "named.yaml")
+    jobs, outputs = dry_run(tmp_path, ("config.yaml", "named.yaml"))
     assert jobs["gather_profiles"] == 1 and jobs["classify"] == 4 * 2 and "embed" not in jobs, jobs
     assert "align" not in jobs and "train_mae" not in jobs
     assert "results/profiles/ext.parquet" in outputs and not any("/mae" in f for f in outputs)
@@ -226,5 +230,28 @@ def test_source_embeddings_means_exactly_the_models_named(tmp_path):
         },
     }
     (tmp_path / "sets.yaml").write_text(yaml.safe_dump(two_sets))
-    jobs = planned_jobs(tmp_path, configfile="sets.yaml")
+    jobs = planned_jobs(tmp_path, configfile=("config.yaml", "sets.yaml"))
     assert jobs["gather_profiles"] == 2 and jobs["align"] == 4 and jobs["classify"] == 2 * 4 * 2, jobs
+
+
+def test_a_configfile_stands_on_the_schema_not_on_the_workflow_config(tmp_path):
+    """With ``--configfile user.yaml`` the folder's config.yaml (the demo's, for a run from the
+    repository) is not read: a key user.yaml leaves out takes the schema's default, not the demo's
+    value. Without ``--configfile`` config.yaml is the run's config. Observed through
+    ``results``, the folder every output path starts with."""
+    cfg = write_config(tmp_path)
+    user = {k: v for k, v in cfg.items() if k != "results"}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**user, "results": "demo_results"}))
+    (tmp_path / "user.yaml").write_text(yaml.safe_dump(user))
+
+    _, outputs = dry_run(tmp_path, "user.yaml")
+    assert outputs and all(f.startswith("results/") for f in outputs), sorted(outputs)[:5]
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "demo_results/report/report.md" in proc.stdout, proc.stdout[-2000:]

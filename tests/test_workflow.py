@@ -26,7 +26,11 @@ SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 SCENARIOS = REPO / "config" / "scenarios"
 
 
-def _command(workdir: Path, args: tuple[str, ...], configfile: str) -> list[str]:
+Configs = str | tuple[str, ...]
+
+
+def _command(workdir: Path, args: tuple[str, ...], configfile: Configs) -> list[str]:
+    files = (configfile,) if isinstance(configfile, str) else configfile
     return [
         *SNAKEMAKE,
         "-s",
@@ -34,7 +38,7 @@ def _command(workdir: Path, args: tuple[str, ...], configfile: str) -> list[str]
         "--directory",
         str(workdir),
         "--configfile",
-        str(workdir / configfile),
+        *(str(workdir / f) for f in files),
         "--cores",
         "2",
         *args,
@@ -42,7 +46,7 @@ def _command(workdir: Path, args: tuple[str, ...], configfile: str) -> list[str]
 
 
 def snakemake(
-    workdir: Path, *args: str, check: bool = True, configfile: str = "config.yaml"
+    workdir: Path, *args: str, check: bool = True, configfile: Configs = "config.yaml"
 ) -> subprocess.CompletedProcess:
     proc = subprocess.run(_command(workdir, args, configfile), capture_output=True, text=True, cwd=workdir)
     if check and proc.returncode != 0:
@@ -50,7 +54,7 @@ def snakemake(
     return proc
 
 
-def planned_jobs(workdir: Path, *args: str, configfile: str = "config.yaml") -> dict[str, int]:
+def planned_jobs(workdir: Path, *args: str, configfile: Configs = "config.yaml") -> dict[str, int]:
     """Rule -> job count of a dry run (the 'Job stats' table)."""
     out = snakemake(workdir, "-n", "--quiet", "rules", *args, configfile=configfile).stdout
     counts = {}
@@ -86,10 +90,11 @@ def merge(base: dict, change: dict) -> dict:
     return out
 
 
-def probe(workdir: Path, changes: dict, name: str = "probe.yaml") -> str:
-    """A config file holding only ``changes``: Snakemake merges it over the workdir's config."""
+def probe(workdir: Path, changes: dict, name: str = "probe.yaml") -> tuple[str, str]:
+    """The workdir's config and a file holding only ``changes``, for ``--configfile``: Snakemake
+    merges the second over the first."""
     (workdir / name).write_text(yaml.safe_dump(changes))
-    return name
+    return ("config.yaml", name)
 
 
 @pytest.fixture(scope="module")

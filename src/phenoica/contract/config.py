@@ -476,8 +476,9 @@ EMBEDDINGS_MODEL = "embeddings"
 def run_models(config: Mapping[str, Any]) -> dict[str, Any]:
     """``config`` with the models a run uses, in ``models``: exactly those the user names.
 
-    ``config`` is Snakemake's merged config (the workflow's ``config.yaml`` with the user's
-    ``--configfile`` files and ``--config`` merged over it key by key).
+    ``config`` is Snakemake's config: the workflow's ``config.yaml`` when no ``--configfile`` is
+    given, else the ``--configfile`` files merged in order; ``--config`` merged over either, key by
+    key.
 
     - ``models`` names the run's models; when it names none, :func:`validate_config` uses
       ``default_models`` (the embedded default sets the demo's ``mae`` and ``mae_seed1`` there).
