@@ -25,13 +25,13 @@ import numpy as np
 def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
     """Runs in the subprocess: embed one store and print the peak RSS in MiB."""
     import torch
-    from embed_throughput import demo_model, plate_metadata
+    from embed_throughput import plate_metadata, small_vit
 
     from phenoica.embed.options import EmbedOptions
     from phenoica.embed.plate import PlateModel, embed_plate
 
     torch.set_num_threads(args.threads)
-    model = demo_model(args.channels, args.seed)
+    model = small_vit(args.channels, args.seed)
     meta = plate_metadata(n, "P01")
     if embed:
         log = logging.getLogger("embed_memory")

@@ -31,8 +31,9 @@ from phenoica.models.extractor import embed_crops
 from phenoica.screen.preprocess import prepare
 
 
-def demo_model(in_chans: int, seed: int) -> VisionTransformer:
-    """The demo's encoder shape: img 32, patch 8, dim 96, depth 4, heads 4 (random weights)."""
+def small_vit(in_chans: int, seed: int) -> VisionTransformer:
+    """A small ViT: img 32, patch 8, dim 96, depth 4, heads 4, random weights (not the demo's encoder,
+    which is config.yaml's default_models)."""
     torch.manual_seed(seed)
     return VisionTransformer(
         img_size=32, patch_size=8, in_chans=in_chans, embed_dim=96, depth=4, num_heads=4, num_classes=0
@@ -70,7 +71,7 @@ def main() -> None:
 
     torch.set_num_threads(args.threads)
     device = resolve_device(args.device)
-    model = demo_model(args.channels, args.seed).to(device)
+    model = small_vit(args.channels, args.seed).to(device)
     rng = np.random.default_rng(args.seed)
     tiles = rng.integers(0, 256, (args.images, args.channels, args.size, args.size), dtype=np.uint8)
     log = logging.getLogger("embed_throughput")

@@ -29,8 +29,8 @@ makes.
 The stages, each in a fresh Python process on that scale's files:
 
     gather     profiles.gather.write_profiles             (rule gather_profiles)
-    fit        variants.fit.fit_transforms                (rule fit_transforms)
-    apply      variants.apply.apply_transform_file        (rule apply_transform, every variant)
+    fit        transforms.fit.fit_transforms                (rule fit_transforms)
+    apply      transforms.apply.apply_transform_file        (rule apply_transform, every variant)
     splits     classify.splits.make_folds + folds_table   (rule splits)
     classify   classify.engine.classify_shard             (rule classify, every variant and shard)
     map        classify.map_readout.guide_map             (rule map_readout, every variant)

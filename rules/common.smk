@@ -1,6 +1,6 @@
 # Reads and validates: the config against its JSON schema (defaults filled in) before any rule is
 # defined, the screen's plates, and the whole screen at the door. What the rules read is decided
-# by the library (phenoica.workflow.rule_inputs, .rule_resources, .paths).
+# by the library (phenoica.workflow.rule_inputs, .rule_resources; paths: phenoica.contract.paths).
 
 import os
 import sys
