@@ -22,9 +22,7 @@ dimensions is far beyond a few minutes on 2 cores (Picard measured ~2 s per iter
 components, which also drops A's 352 noise directions that the rigid map carries over, so ICA
 lands near the linear map and its efficiency exceeds 1 (measured 2.55): expected here, not a bug.
 
-Measured on the 2-core dev VM (shared, noisy), default arguments, two runs: baseline 9.1 / 27.3 s,
-full alignment 42.6 / 89.3 s (ratio 4.7 / 3.3), without ICA 13.1 / 27.2 s (ratio 1.4 / 1.0),
-wall 70 / 149 s, peak RSS 2.6 GB.
+Measured figures, with their commit: docs/benchmarks.md.
 
     python benchmarks/align_full.py                      # default: ~3 min on 2 cores
     python benchmarks/align_full.py --n 50000 --d 128    # smaller machines

@@ -90,7 +90,7 @@ def run_embed(store: Path, n: int, model: FeatureExtractor, out: Path, args: arg
         plate_metadata(n),
         PlateModel(model, identity={"benchmark": "openphenom-random"}, normalize=model.normalize),
         out,
-        EmbedOptions(
+        EmbedOptions.defaults(
             crop_size=256,
             batch_size=args.batch_size,
             chunk_images=args.chunk_images,

@@ -1,5 +1,6 @@
-"""The prepared GPU benchmark runs end to end on a CPU with its tiny setting (a check that the
-script works where no GPU is lent; its numbers are not measurements)."""
+"""Benchmark scripts run end to end on a CPU with small settings: the prepared GPU benchmark with
+its tiny setting, and the others a session may be the first in weeks to run (a check that each
+script works, above all where no GPU is lent; their numbers are not measurements)."""
 
 from __future__ import annotations
 
@@ -126,3 +127,16 @@ def test_pipeline_growth_script_measures_every_stage_at_every_scale(tmp_path):
     assert result["driver_mb"] < min(floors) and max(floors) - min(floors) < 10
     assert all(isinstance(v["linear"], bool) and v["cpu_slope"] == v["cpu_slope"] for v in result["summary"].values())
     assert "grows worst:" in proc.stdout and "working-set MB" in proc.stdout
+
+
+@pytest.mark.slow
+def test_embed_foundation_script_runs_with_two_images(tmp_path):
+    """The OpenPhenom-size benchmark builds its options and embeds through the library as the
+    workflow does (it broke once when EmbedOptions stopped restating the schema's defaults)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "embed_foundation.py"), "--images", "2", "--rss-images", "1"]
+    proc = subprocess.run([*cmd, "--repeats", "1"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ratio = float(proc.stdout.split("ratio streamed / baseline")[1].split(":")[1].split()[0])
+    assert ratio > 0, proc.stdout
+    assert "growth N -> 4N" in proc.stdout, proc.stdout
