@@ -8,7 +8,7 @@ min_version("8.20")
 
 # The demo's config.yaml is the run's config when no --configfile is given. A --configfile stands
 # on its own: what it leaves out takes the schema's defaults, not the demo's small settings
-# (docs/configuration.md). Several --configfile files are merged in order.
+# (docs/data.md). Several --configfile files are merged in order.
 if not workflow.overwrite_configfiles:
 
     configfile: "config.yaml"
