@@ -30,7 +30,7 @@ from phenoica.classify.params import ClassifyOptions
 from phenoica.classify.splits import read_folds
 from phenoica.contract.config import load_config
 from phenoica.contract.paths import OUTPUTS
-from phenoica.hits.calls import recall_fdr, screen_calls
+from phenoica.hits.calls import pooled_recall_fdr, recall_fdr, screen_calls
 from phenoica.workflow.params import rule_settings
 
 
@@ -43,10 +43,6 @@ def score_cell(results: Path, classify: dict, model: str, variant: str, seeds: i
         classify_shard(table, 0, 1, folds, ClassifyOptions.from_config(classify, seed), variant=variant, model=model)
         for seed in range(seeds)
     ]
-
-
-def _score(args: tuple) -> list[pd.DataFrame]:
-    return score_cell(*args)
 
 
 def main() -> None:
@@ -72,14 +68,14 @@ def main() -> None:
     t0 = time.time()
     jobs = [(args.results, classify, m, v, args.seeds) for m in models for v in args.variants]
     with ProcessPoolExecutor(args.workers) as pool:
-        by_cell = list(pool.map(_score, jobs))  # cell -> rows per seed
+        by_cell = list(pool.map(score_cell, *zip(*jobs)))  # cell -> rows per seed
     recalls = []
     for seed, parts in enumerate(zip(*by_cell)):
         calls = screen_calls(pd.concat(parts, ignore_index=True), None, null_model, args.q)
         table = recall_fdr(calls["guides"], truth, (args.q,))
         guide = table[table["level"] == "guide"]
-        tp, n, called = (int(guide[c].sum()) for c in ("true_positives", "n_true_effects", "n_called"))
-        recall, fdr = tp / n, int(guide["false_positives"].sum()) / max(called, 1)
+        tp, n = int(guide["true_positives"].sum()), int(guide["n_true_effects"].sum())
+        recall, fdr = pooled_recall_fdr(guide)
         cells = " ".join(f"{r.model}/{r.variant} {r.true_positives}" for r in guide.itertuples())
         print(f"seed {seed}: pooled recall {recall:.3f} ({tp} of {n}), observed FDR {fdr:.3f}; {cells}", flush=True)
         recalls.append(recall)

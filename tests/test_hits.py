@@ -232,3 +232,12 @@ def test_recall_and_observed_fdr_against_truth():
     assert guide["recall"] == pytest.approx(3 / 4) and guide["observed_fdr"] == pytest.approx(1 / 4)
     gene = out.loc["gene"]
     assert gene["n_true_effects"] == 2 and gene["true_positives"] == 2 and gene["false_positives"] == 1
+
+
+def test_pooled_recall_fdr_sums_the_rows_before_dividing():
+    rows = pd.DataFrame(
+        {"true_positives": [3, 1], "n_true_effects": [4, 4], "false_positives": [1, 0], "n_called": [4, 1]}
+    )
+    assert H.pooled_recall_fdr(rows) == (4 / 8, 1 / 5)
+    nothing = rows.assign(true_positives=0, false_positives=0, n_called=0)
+    assert H.pooled_recall_fdr(nothing) == (0.0, 0.0)  # nothing called: FDR 0, not a division by 0

@@ -6,15 +6,12 @@ from __future__ import annotations
 
 import re
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import REPO
 from tests.test_workflow import SCENARIOS, Configs, planned_jobs, snakemake, write_config
 
 
@@ -247,11 +244,5 @@ def test_a_configfile_stands_on_the_schema_not_on_the_workflow_config(tmp_path):
     _, outputs = dry_run(tmp_path, "user.yaml")
     assert outputs and all(f.startswith("results/") for f in outputs), sorted(outputs)[:5]
 
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "-n"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    assert "demo_results/report/report.md" in proc.stdout, proc.stdout[-2000:]
+    _, outputs = dry_run(tmp_path, ())
+    assert "demo_results/report/report.md" in outputs, sorted(outputs)[:5]

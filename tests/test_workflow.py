@@ -30,19 +30,11 @@ Configs = str | tuple[str, ...]
 
 
 def _command(workdir: Path, args: tuple[str, ...], configfile: Configs) -> list[str]:
+    """The Snakemake command in ``workdir``; ``configfile`` names its ``--configfile`` files
+    (``()``: none, so the folder's config.yaml is read by the Snakefile itself)."""
     files = (configfile,) if isinstance(configfile, str) else configfile
-    return [
-        *SNAKEMAKE,
-        "-s",
-        str(REPO / "Snakefile"),
-        "--directory",
-        str(workdir),
-        "--configfile",
-        *(str(workdir / f) for f in files),
-        "--cores",
-        "2",
-        *args,
-    ]
+    configs = ["--configfile", *(str(workdir / f) for f in files)] if files else []
+    return [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *configs, "--cores", "2", *args]
 
 
 def snakemake(

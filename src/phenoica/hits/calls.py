@@ -399,6 +399,14 @@ def recall_fdr(
     return pd.DataFrame(rows)
 
 
+def pooled_recall_fdr(rows: pd.DataFrame) -> tuple[float, float]:
+    """Recall and observed FDR of several :func:`recall_fdr` rows taken together (e.g. the guide
+    rows of some models and variants at one threshold): true positives over true effects, false
+    calls over calls (0 when nothing is called)."""
+    called = int(rows["n_called"].sum())
+    return rows["true_positives"].sum() / rows["n_true_effects"].sum(), rows["false_positives"].sum() / max(called, 1)
+
+
 def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Guide-level and gene-level means of the ``ok`` (guide, fold) rows.
 
