@@ -172,9 +172,13 @@ def main() -> None:
         )
     )
     fixed = fixed_job_cost(args.results)
-    print(
-        f"fixed cost of a job (smallest 'work' mark): {fixed:.2f} CPU s; x {total['jobs']} jobs = {fixed * total['jobs']:.0f}"
-    )
+    if fixed == fixed:
+        print(
+            f"fixed cost of a job (smallest 'work' mark): {fixed:.2f} CPU s; x {total['jobs']} jobs = "
+            f"{fixed * total['jobs']:.0f} CPU s"
+        )
+    else:
+        print("no job logged its CPU marks (a run before the scripts logged them): own CPU and outside share unknown")
     result: dict[str, object] = {"rules": [asdict(r) for r in costs], "sum": total, "fixed_job_cpu_s": fixed}
     if args.time:
         run = time_v_cpu(args.time)
