@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -82,6 +84,20 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     assert np.allclose(
         reused_calls.set_index(["n_components", "Metadata_Guide"])["auroc"].sort_index(),
         calls.set_index(["n_components", "Metadata_Guide"])["auroc"].sort_index(),
+    )
+
+    # sweep.null_guides 5 of the main run's 12: the chosen point's calls from the main run's
+    # scores cut to its first 5 pseudo-guides are those of the point classified with 5.
+    small = dataclasses.replace(options, null_guides=5)
+    assert small.n_null_guides == 5 and small.scoring.n_null_guides == 5
+    fresh, fresh_calls = sweep_model(profiles, folds, "ext", 4, small, grid=[20])
+    cut, cut_calls = sweep_model(profiles, folds, "ext", 20, small, grid=[20], main={"pca_ica": point})
+    pd.testing.assert_frame_equal(cut.drop(columns=["seconds", "chosen"]), fresh.drop(columns=["seconds", "chosen"]))
+    assert int(fresh_calls["is_null_guide"].sum()) == 5 and int(cut_calls["is_null_guide"].sum()) == 5
+    assert np.allclose(
+        cut_calls.set_index("Metadata_Guide")["q_value"].sort_index(),
+        fresh_calls.set_index("Metadata_Guide")["q_value"].sort_index(),
+        equal_nan=True,  # pseudo-guides get no q-value
     )
 
     none = pd.DataFrame()
