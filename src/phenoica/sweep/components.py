@@ -17,7 +17,9 @@ random rotation) and, per variant, one classification of every guide and pseudo-
 concentration models, one mAP and one batch classifier; the chosen point is read from the main
 run instead (:class:`MainPoint`). Every point's null holds ``sweep.null_guides`` pseudo-guides
 (the first of the main run's; all of them when unset): the chosen point's calls are made again
-from the main run's scores with the same ones. Each row records its seconds. The report shows the sweep
+from the main run's scores with the same ones. A point whose fit fails in linear algebra (an SVD
+or eigendecomposition that does not converge, as on some real-width per-well screens) is skipped
+with a warning in the log naming the count and the error; the other points stand. Each row records its seconds. The report shows the sweep
 through its section :mod:`phenoica.report.sweep`.
 """
 
@@ -218,19 +220,24 @@ def sweep_model(
     for k in counts:
         start = time.perf_counter()
         todo = [v for v in options.variants if not (k == chosen and v in main)]
-        fitted = (
-            {}
-            if not todo
-            else fit_variants(
-                todo,
-                X,
-                batches,
-                is_control,
-                options.transforms_at(k),
-                options.seed,
-                features,
+        try:
+            fitted = (
+                {}
+                if not todo
+                else fit_variants(todo, X, batches, is_control, options.transforms_at(k), options.seed, features)
             )
-        )
+        except np.linalg.LinAlgError as err:  # scipy's LinAlgError too: e.g. "SVD did not converge"
+            log.warning(
+                "sweep %s at %d components: point skipped, the variants' fit failed (%s: %s) on %d rows x %d "
+                "features; the other points stand",
+                model,
+                k,
+                type(err).__name__,
+                err,
+                len(X),
+                len(features),
+            )
+            continue
         fit_seconds = time.perf_counter() - start
         for variant in options.variants:
             if variant not in todo:
