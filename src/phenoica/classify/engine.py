@@ -126,7 +126,7 @@ def shard_genes(genes: Sequence[str], n_shards: int) -> list[list[str]]:
 # ----------------------------------------------------------------------------- folds
 
 
-def _fold_arrays(folds: Sequence[Any], n_rows: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def fold_masks(folds: Sequence[Any], n_rows: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(name, train mask, test mask) per fold; checks indices and disjointness."""
     out, seen = [], set()
     for i, fold in enumerate(folds):
@@ -237,7 +237,7 @@ def _typed_scores(df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _skip_reasons(n_train_pos: int, n_test_pos: int, options: ClassifyOptions) -> list[str]:
+def skip_reasons(n_train_pos: int, n_test_pos: int, options: ClassifyOptions) -> list[str]:
     """Why a (guide, fold) cannot be scored; empty when it can."""
     reasons = []
     lo_train, lo_test = options.min_train_samples, options.min_test_samples
@@ -329,7 +329,7 @@ def _plans(
             te = r[test[r]]
             tests.append(te)
             negs.append(ctrl[~np.isin(ctrl, te)] if target.is_null else ctrl)
-            reasons.append(_skip_reasons(len(tr), len(te), job.options))
+            reasons.append(skip_reasons(len(tr), len(te), job.options))
         plans.append(_Plan(target, tr, n_train_neg, tuple(tests), tuple(negs), tuple(reasons)))
     return plans
 
@@ -501,7 +501,7 @@ def classify_guides(
     validate_profile_metadata(table, source=source)
     X, _names = feature_matrix(table, source, log)
     targets = _targets(table, guides, nulls, source)
-    fold_arrays = _fold_arrays(folds, len(table))
+    fold_arrays = fold_masks(folds, len(table))
     if not targets or not fold_arrays:
         return _empty_scores()
     if X.shape[1] < 2:

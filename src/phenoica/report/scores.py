@@ -42,9 +42,34 @@ def _thresholds(q_threshold: float) -> tuple[float, ...]:
     return tuple(sorted({q_threshold, 0.05, 0.1}))
 
 
-def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.05) -> list[str | render.Bullets]:
+def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict[tuple[str, str], dict[str, object]]:
+    """Per (model, variant): ``no_calls`` (why the classifier made no hit calls, absent when it
+    did) and the mAP readout's ``map_hits`` / ``map_scored`` guides, from the hit and null tables."""
+    out: dict[tuple[str, str], dict[str, object]] = {}
+    if null is not None and "calls" in null.columns:
+        for row in null.itertuples(index=False):
+            if not bool(row.calls):
+                out.setdefault((row.model, row.variant), {})["no_calls"] = str(row.reason)
+    if hits is not None and len(hits) and "map_hit" in hits.columns:
+        for (model, variant), sub in hits.groupby(["model", "variant"]):
+            scored = int(np.isfinite(sub["mean_average_precision"].to_numpy(dtype=float)).sum())
+            if scored:
+                entry = out.setdefault((model, variant), {})
+                entry.update(map_hits=int(sub["map_hit"].astype(bool).sum()), map_scored=scored)
+    return out
+
+
+def headline(
+    summary: pd.DataFrame,
+    tests: pd.DataFrame,
+    q_threshold: float = 0.05,
+    status: dict[tuple[str, str], dict[str, object]] | None = None,
+) -> list[str | render.Bullets]:
     """Short sentences with the numbers a reader wants first: one bullet per model, its variants
-    and comparisons nested under it (a list for :class:`phenoica.report.render.Bullets`)."""
+    and comparisons nested under it (a list for :class:`phenoica.report.render.Bullets`).
+    ``status`` (:func:`readout_status`) says where the classifier could not call hits and what
+    the mAP readout called there."""
+    status = status or {}
     items: list[str | render.Bullets] = []
     hit_col = f"hits_q<{q_threshold:g}"
     for model in sorted(summary["model"].unique()):
@@ -61,12 +86,18 @@ def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.
         nested: list[str | render.Bullets] = []
         for _, r in sub.iterrows():
             n_hits = r[hit_col] if hit_col in r.index else pd.NA
-            hits = (
-                "no null pseudo-guides, no hit calls"
-                if pd.isna(n_hits)
-                else f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
-                f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
-            )
+            state = status.get((model, r["variant"]), {})
+            if "no_calls" in state:
+                hits = f"**no classifier hit calls**: {state['no_calls']}"
+            elif pd.isna(n_hits):
+                hits = "no null pseudo-guides, no hit calls"
+            else:
+                hits = (
+                    f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
+                    f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
+                )
+            if "map_hits" in state:
+                hits += f"; mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}"
             nested.append(
                 f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
                 f"{r['n_guides_skipped']} skipped; {hits}."
@@ -107,7 +138,8 @@ def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         "variant_summary": variant_summary(ctx.guides, (q, 0.1) if q != 0.1 else (0.05, 0.1)),
         "paired_tests": paired_tests(ctx.genes, seed=ctx.options.seed),
     }
-    items = headline(tables["variant_summary"], tables["paired_tests"], q)
+    status = readout_status(inputs.table("hits"), inputs.table("null"))
+    items = headline(tables["variant_summary"], tables["paired_tests"], q, status)
     blocks: list[render.Block] = [_intro(ctx), render.Bullets(items) if items else "No scores."]
     return SectionOutput(tables=tables, page=[render.PageSection("Headline", blocks)])
 
@@ -332,7 +364,7 @@ def build_figures(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     return SectionOutput(figures=figures, page=[page])
 
 
-HEADLINE = Section("headline", SCORES, build_headline)
+HEADLINE = Section("headline", (*SCORES, "hits", "null"), build_headline)
 HIT_CALLS = Section("hit_calls", ("guides", "genes", "hits", "maps", "null"), build_hit_calls)
 TRUTH = Section("truth", ("guides", "truth", "structural"), build_truth)
 VARIANTS = Section("variants", (*SCORES, "fit_reports"), build_variants)
