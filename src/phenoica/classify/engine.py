@@ -29,7 +29,14 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify.bins import FoldBins, GuideBlock
-from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
+from phenoica.classify.null import (
+    GuideSamples,
+    control_constructs,
+    control_mask,
+    guide_samples,
+    guides_of,
+    null_guide_design,
+)
 from phenoica.classify.params import ClassifyOptions
 from phenoica.classify.protocol import Training, control_strata, training_controls, trainings
 from phenoica.contract.arrays import check_finite
@@ -532,13 +539,17 @@ def classify_shard(
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
     """Classify every guide of shard ``shard`` (of ``n_shards``) of the table's perturbed genes,
-    and the pseudo-guides ``j`` with ``j % n_shards == shard`` of the null
-    (``null_guide_design(table, classify.n_null_guides, seed)``: the same draw in every shard)."""
+    the pseudo-guides ``j`` with ``j % n_shards == shard`` of the null
+    (``null_guide_design(table, classify.n_null_guides, seed)``: the same draw in every shard),
+    and, where the controls hold several constructs, the control constructs ``i`` with
+    ``i % n_shards == shard`` (:func:`phenoica.classify.null.control_constructs`: scored against
+    the remaining controls as a pseudo-guide is; their rows carry ``is_null_guide`` and the
+    controls' gene, and the gather step moves them to the control table)."""
     if not 0 <= shard < n_shards:
         raise ValueError(f"classify_shard: shard {shard} is not in 0..{n_shards - 1}")
     log = log or logging.getLogger(__name__)
     design = null_guide_design(table, options.n_null_guides, options.seed, log)
-    nulls = design[shard::n_shards]
+    nulls = design[shard::n_shards] + control_constructs(table)[shard::n_shards]
     pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
     genes = shard_genes(table.loc[pert, GENE].astype(str).unique().tolist(), n_shards)[shard]
     guides = guides_of(table, genes)
