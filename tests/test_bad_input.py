@@ -790,6 +790,48 @@ def case_loaddata_sites_of_a_well_the_plate_map_lacks(tmp_path):
     return _loaddata_door(cfg)
 
 
+def _arrayed_door(tmp_path: Path, constructs: int = 4, control_wells_per_construct: int = 4, **classify) -> dict:
+    """The door on a small simulated arrayed screen (one well per guide per plate, 2 batches of 4
+    replicate plates, 4 control wells per plate of each of ``constructs`` control constructs),
+    with ``classify`` settings."""
+    from phenoica.contract.config import run_models
+    from phenoica.screen import arrayed
+
+    design = arrayed.ArrayedDesign(
+        n_effect_genes=2,
+        n_null_genes=1,
+        n_latent=4,
+        n_features=12,
+        n_control_constructs=constructs,
+        control_wells_per_construct=control_wells_per_construct,
+    )
+    paths = arrayed.write_screen(tmp_path / "arrayed", 0, design)
+    cfg = {
+        "results": str(tmp_path / "res"),
+        "screen": {
+            "source": "embeddings",
+            "embeddings": str(paths["profiles"] / "*.parquet"),
+            "feature_regex": arrayed.FEATURE_REGEX,
+        },
+        "classify": classify,
+    }
+    return _door(validate_config(run_models(cfg)))
+
+
+def case_arrayed_training_rows_below_the_minimum(tmp_path):
+    return _arrayed_door(tmp_path, min_train_samples=5)
+
+
+def case_arrayed_no_readout_can_score(tmp_path):
+    return _arrayed_door(tmp_path, min_train_samples=5, map_readout=False)
+
+
+def case_arrayed_too_few_control_wells_for_the_null(tmp_path):
+    # one control well per plate, 4 per batch: a pseudo-guide laid out like a guide takes 1 per plate
+    # (4 per batch), and at least one must stay a control
+    return _arrayed_door(tmp_path, constructs=1, control_wells_per_construct=1)
+
+
 BAD_INPUT_CASES = [
     # (issue section, case, error, what the message must say)
     ("1", case_counter_column, ScreenError, r"P1\.parquet: feature column 'cell_id' holds integers that increase"),
@@ -935,6 +977,28 @@ BAD_INPUT_CASES = [
         case_loaddata_sites_of_a_well_the_plate_map_lacks,
         None,
         r"LoadData: 2 site\(s\) in 1 well\(s\) the plate map lacks are skipped: \['PL1 C02'\] \(e\.g\. .*PL1\.csv row 6\)",
+    ),
+    # what each readout can score, counted before any job on the field's arrayed layout
+    (
+        "readouts",
+        case_arrayed_training_rows_below_the_minimum,
+        None,
+        r"readout classifier: no classifier hit calls: the null would have 0 scored pseudo-guide\(s\) of 100 drawn.*"
+        r"6 of 6 guides get no scored fold .*fewer than classify\.min_train_samples = 5 training rows in every fold: "
+        r"at most 4.*GENE01/GENE01_1.*Lower classify\.min_train_samples to 4",
+    ),
+    (
+        "readouts",
+        case_arrayed_no_readout_can_score,
+        ScreenError,
+        r"no readout can score any guide: classifier: .*min_train_samples = 5",
+    ),
+    (
+        "readouts",
+        case_arrayed_too_few_control_wells_for_the_null,
+        None,
+        r"readout classifier: no classifier hit calls: null guides: batch 'batch1' has 4 control well\(s\); a "
+        r"pseudo-guide laid out like the real guides needs up to 4 there",
     ),
 ]
 

@@ -76,7 +76,19 @@ def headline(
         sub = summary[summary["model"] == model]
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
         if scored.empty:
-            items.append(f"Model `{model}`: no guide was scored.")
+            items.append(f"Model `{model}`: the classifier scored no guide.")
+            nested_empty: list[str | render.Bullets] = []
+            for variant in sub["variant"]:
+                state = status.get((model, variant), {})
+                parts = [f"**no classifier hit calls**: {state['no_calls']}"] if "no_calls" in state else []
+                if "map_hits" in state:
+                    parts.append(
+                        f"**mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}**"
+                    )
+                if parts:
+                    nested_empty.append(f"`{variant}`: " + "; ".join(parts) + ".")
+            if nested_empty:
+                items.append(render.Bullets(nested_empty))
             continue
         best = scored.loc[scored["auroc_mean"].idxmax()]
         items.append(
@@ -130,6 +142,45 @@ def _intro(ctx: ReportContext) -> str:
     )
 
 
+#: What screens of the field report as the share of active perturbations (about half of CRISPR guides
+#: are phenotypically active in Cell Painting screens: Kalinin et al. 2025, "A versatile information
+#: retrieval framework for evaluating profile strength and similarity", Nature Communications).
+FIELD_ACTIVE_SHARE = "about half of CRISPR guides in Cell Painting screens (Kalinin et al. 2025)"
+
+
+def control_headline(controls: pd.DataFrame | None, summary: pd.DataFrame, q_threshold: float) -> list[str]:
+    """One sentence per (model, variant) whose control constructs are themselves called hits
+    against the pseudo-guide null, with the guides' hit rate beside what screens of the kind
+    report; one sentence when every construct passed."""
+    if controls is None:
+        return []
+    hit_col = f"hits_q<{q_threshold:g}"
+    out = []
+    called = controls[controls["hit"].astype(bool)]
+    for (model, variant), sub in controls.groupby(["model", "variant"], sort=True):
+        hits = sub[sub["hit"].astype(bool)]
+        if hits.empty:
+            continue
+        row = summary[(summary["model"] == model) & (summary["variant"] == variant)]
+        rate = ""
+        if len(row) and hit_col in row.columns and pd.notna(row[hit_col].iloc[0]) and row["n_guides_scored"].iloc[0]:
+            share = float(row[hit_col].iloc[0]) / float(row["n_guides_scored"].iloc[0])
+            rate = f" The guides' hit rate here is {share:.0%}, beside {FIELD_ACTIVE_SHARE}."
+        out.append(
+            f"**Controls are not one homogeneous null** in `{model}` / `{variant}`: {len(hits)} of {len(sub)} control "
+            f"constructs are called hits against the other controls ({', '.join(f'`{g}`' for g in hits[GUIDE])}), "
+            f"so the guides' calls mix their own phenotype with that difference and mean less.{rate} See "
+            "'Control constructs' for the features that separate them; choose other controls, or drop the "
+            "construct, if it is not inert."
+        )
+    if called.empty and len(controls):
+        out.append(
+            f"Control constructs checked as a null: none of {controls[GUIDE].nunique()} is called a hit against "
+            "the other controls in any model and variant."
+        )
+    return out
+
+
 def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     """What was scored, then per model its best variant, hit counts and the paired comparisons;
     writes ``variant_summary`` and ``paired_tests`` (shown under "Variants")."""
@@ -140,6 +191,7 @@ def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     }
     status = readout_status(inputs.table("hits"), inputs.table("null"))
     items = headline(tables["variant_summary"], tables["paired_tests"], q, status)
+    items += control_headline(inputs.table("controls"), tables["variant_summary"], q)
     blocks: list[render.Block] = [_intro(ctx), render.Bullets(items) if items else "No scores."]
     return SectionOutput(tables=tables, page=[render.PageSection("Headline", blocks)])
 
@@ -189,6 +241,15 @@ def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
             "their leave-one-out p-values; see the QQ figure."
         )
         out.page.append(table_section("Null calibration", note, out.tables["null_calibration"]))
+    if inputs.table("controls") is not None:
+        out.tables["control_constructs"] = inputs.controls.copy()
+        note = (
+            "Each control construct classified against the remaining controls exactly as a guide is, its held-out "
+            "AUROC called against the same pseudo-guide null (q over the constructs of a model and variant), and "
+            "the features whose means separate it most from the other controls (in SDs of the other controls, "
+            "after each batch's control mean is taken out). A construct called a hit is not inert."
+        )
+        out.page.append(table_section("Control constructs", note, out.tables["control_constructs"]))
     if "readout_agreement" in out.tables:
         note = (
             "Guides called by the classifier (AUROC q) and by phenotypic activity (mAP q), Cohen's "
@@ -364,8 +425,8 @@ def build_figures(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     return SectionOutput(figures=figures, page=[page])
 
 
-HEADLINE = Section("headline", (*SCORES, "hits", "null"), build_headline)
-HIT_CALLS = Section("hit_calls", ("guides", "genes", "hits", "maps", "null"), build_hit_calls)
+HEADLINE = Section("headline", (*SCORES, "hits", "null", "controls"), build_headline)
+HIT_CALLS = Section("hit_calls", ("guides", "genes", "hits", "maps", "null", "controls"), build_hit_calls)
 TRUTH = Section("truth", ("guides", "truth", "structural"), build_truth)
 VARIANTS = Section("variants", (*SCORES, "fit_reports"), build_variants)
 ACTIVITY = Section("activity", ("maps",), build_activity)

@@ -8,15 +8,20 @@ every plate, several control constructs, and a few hundred correlated features. 
 such a screen with known truth, as per-well profile tables with CellProfiler-style feature names,
 so it enters the workflow as a user's export does (source ``embeddings`` with ``feature_regex``).
 
-The design (:class:`ArrayedDesign`) was fixed from that description before any readout was
-scored on it, and is not tuned:
+The design (:class:`ArrayedDesign`) follows that description; the one free size, the effect,
+is set by a stated target and not by any readout's result: an effect guide's replicate wells
+have a cosine similarity of about 0.3 to each other (shift norm^2 / (shift norm^2 + well noise
+norm^2) = 2 x 2.5^2 x 300/24 / (that + 300 x 1.25) = 0.29), the middle of what active
+perturbations show in published arrayed screens:
 
 - ``n_batches`` batches of ``plates_per_batch`` replicate plates; every plate holds every guide
   once, at the same (seeded) well on every plate, and ``control_wells_per_construct`` wells of
   each of ``n_control_constructs`` control constructs at fixed central positions;
 - a well's profile: ``n_latent`` independent standard-normal biological programmes (well-to-well
   variation) mixed into ``n_features`` correlated features by a fixed loading matrix, plus
-  per-feature noise, a per-batch and a per-plate offset of every feature;
+  per-feature noise, a per-batch and a per-plate offset of every feature; then each plate is
+  normalized against its control wells (median and MAD per feature), as the screens' authors
+  normalize per-well profiles with pycytominer before they publish them;
 - an effect gene shifts ``programmes_per_effect`` programmes by ``effect_size`` SDs (signs seeded),
   the same for both of its guides; genes without effect shift nothing;
 - the last control construct (``control_effect_construct``) shifts one programme by
@@ -65,8 +70,8 @@ class ArrayedDesign:
     n_latent: int = 24
     n_features: int = 300
     programmes_per_effect: int = 2
-    effect_size: float = 1.0  # shift of each affected programme, in its SDs
-    control_effect: float = 1.0  # shift of one programme in the last control construct (0 = alike)
+    effect_size: float = 2.5  # shift of each affected programme, in its SDs (replicate cosine ~0.3)
+    control_effect: float = 2.5  # shift of one programme in the last control construct (0 = alike)
     noise_sd: float = 0.5  # per-feature noise, in units of a programme's loading
     batch_sd: float = 1.0  # SD of a batch's offset of each feature
     plate_sd: float = 0.3  # SD of a plate's offset of each feature
@@ -183,6 +188,16 @@ def _shifts(design: ArrayedDesign, truth: pd.DataFrame) -> dict[str, np.ndarray]
     return out
 
 
+def normalize_to_controls(x: np.ndarray, is_control: np.ndarray) -> np.ndarray:
+    """One plate's profiles as pycytominer's ``normalize(method="mad_robustize")`` against the
+    control wells leaves them: minus the controls' median, over 1.4826 x their median absolute
+    deviation, per feature."""
+    ctrl = x[is_control]
+    median = np.median(ctrl, axis=0)
+    mad = 1.4826 * np.median(np.abs(ctrl - median), axis=0)
+    return (x - median) / np.where(mad > 0, mad, 1.0)
+
+
 def batch_profiles(
     design: ArrayedDesign, truth: pd.DataFrame, layout: pd.DataFrame, seed: int, batch: int
 ) -> pd.DataFrame:
@@ -199,6 +214,7 @@ def batch_profiles(
         z = rng.normal(size=(len(layout), design.n_latent)) + np.stack([shifts[g] for g in layout[GUIDE]])
         x = z @ loadings + rng.normal(scale=design.noise_sd, size=(len(layout), design.n_features))
         x += batch_offset + plate_offset
+        x = normalize_to_controls(x, (layout[PERT_TYPE] == CONTROL).to_numpy())
         meta = layout.assign(**{BATCH: f"batch{batch + 1}", PLATE: f"plate{plate + 1:02d}"})
         parts.append(pd.concat([meta, pd.DataFrame(x.astype(np.float32), columns=design.feature_names())], axis=1))
     table = pd.concat(parts, ignore_index=True)
