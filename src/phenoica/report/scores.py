@@ -300,7 +300,7 @@ def build_truth(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
 
 def build_variants(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     """The variant summary, the paper's Tables 3 and 4 and the paired comparisons."""
-    widths = variant_widths(inputs.fit_reports)  # each variant's D (issue 21)
+    widths = variant_widths(inputs.fit_reports)  # (model, variant) -> D, the features its classifiers see
     out = SectionOutput(tables={"table3": table3(ctx.genes, widths), "table4": table4(ctx.rows, widths)})
     shown = [
         (
