@@ -27,6 +27,6 @@ rule call_hits:
         **rule_resources(RESOURCES, "call_hits"),
     params:
         **rule_params(config, "call_hits"),
-        models=MODELS,
+        model_names=MODELS,
     script:
         "../scripts/call_hits.py"

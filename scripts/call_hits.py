@@ -22,7 +22,7 @@ out = screen_calls(
     rows, maps if len(maps.columns) else None, p["null_model"], p["q_threshold"], with_null=n_null_guides > 0
 )
 controls = pd.read_parquet(snakemake.input.controls)
-separating = separating_by_model(controls, dict(zip(snakemake.params.models, snakemake.input.profiles)))
+separating = separating_by_model(controls, dict(zip(snakemake.params.model_names, snakemake.input.profiles)))
 out["controls"] = control_calls(controls, out["guides"], p["null_model"], p["q_threshold"], separating)
 for name in ("guides", "genes", "hits", "null", "controls"):
     write_parquet(out[name], snakemake.output[name])
