@@ -123,10 +123,25 @@ def _score_rows(n_null_ok: int) -> pd.DataFrame:
     for gene, guide, is_null, auc in rows:
         for fold in ("B1", "B2"):
             out.append(
-                {"model": "m", "variant": "pca", GENE: gene, GUIDE: guide, "is_null_guide": is_null, "fold": fold,
-                 "n_train_pos": 4, "n_train_neg": 32, "n_test_pos": 4, "n_test_neg": 32, "auroc": auc,
-                 "sparsity": np.nan, "concentration": np.nan, "auroc_top": np.nan, "auroc_rest": np.nan,
-                 "status": "ok" if np.isfinite(auc) else "skipped", "reason": ""}  # fmt: skip
+                {
+                    "model": "m",
+                    "variant": "pca",
+                    GENE: gene,
+                    GUIDE: guide,
+                    "is_null_guide": is_null,
+                    "fold": fold,
+                    "n_train_pos": 4,
+                    "n_train_neg": 32,
+                    "n_test_pos": 4,
+                    "n_test_neg": 32,
+                    "auroc": auc,
+                    "sparsity": np.nan,
+                    "concentration": np.nan,
+                    "auroc_top": np.nan,
+                    "auroc_rest": np.nan,
+                    "status": "ok" if np.isfinite(auc) else "skipped",
+                    "reason": "",
+                }  # fmt: skip
             )
     return pd.DataFrame(out)
 
@@ -135,9 +150,16 @@ def test_a_variant_without_a_null_keeps_its_aurocs_and_the_map_calls():
     from phenoica.hits.calls import screen_calls
 
     maps = pd.DataFrame(
-        {"model": "m", "variant": "pca", GENE: [f"G{i}" for i in range(6)], GUIDE: [f"G{i}_1" for i in range(6)],
-         "n_wells": 8, "mean_average_precision": [0.9, 0.8, 0.85, 0.3, 0.3, 0.3],
-         "map_p_value": [1e-4, 2e-4, 1e-4, 0.6, 0.7, 0.8], "map_q_value": [3e-4, 3e-4, 3e-4, 0.7, 0.8, 0.8]}  # fmt: skip
+        {
+            "model": "m",
+            "variant": "pca",
+            GENE: [f"G{i}" for i in range(6)],
+            GUIDE: [f"G{i}_1" for i in range(6)],
+            "n_wells": 8,
+            "mean_average_precision": [0.9, 0.8, 0.85, 0.3, 0.3, 0.3],
+            "map_p_value": [1e-4, 2e-4, 1e-4, 0.6, 0.7, 0.8],
+            "map_q_value": [3e-4, 3e-4, 3e-4, 0.7, 0.8, 0.8],
+        }  # fmt: skip
     )
     out = screen_calls(_score_rows(n_null_ok=2), maps, "parametric", 0.05)
     null = out["null"].iloc[0]
@@ -157,9 +179,16 @@ def test_headline_says_what_the_classifier_could_not_call_and_what_map_called():
     from phenoica.report.summaries import paired_tests, variant_summary
 
     maps = pd.DataFrame(
-        {"model": "m", "variant": "pca", GENE: [f"G{i}" for i in range(6)], GUIDE: [f"G{i}_1" for i in range(6)],
-         "n_wells": 8, "mean_average_precision": 0.5, "map_p_value": [1e-4] * 2 + [0.5] * 4,
-         "map_q_value": [6e-4] * 2 + [0.6] * 4}  # fmt: skip
+        {
+            "model": "m",
+            "variant": "pca",
+            GENE: [f"G{i}" for i in range(6)],
+            GUIDE: [f"G{i}_1" for i in range(6)],
+            "n_wells": 8,
+            "mean_average_precision": 0.5,
+            "map_p_value": [1e-4] * 2 + [0.5] * 4,
+            "map_q_value": [6e-4] * 2 + [0.6] * 4,
+        }  # fmt: skip
     )
     out = screen_calls(_score_rows(n_null_ok=0), maps, "parametric", 0.05)
     status = readout_status(out["hits"], out["null"])
@@ -183,8 +212,12 @@ def test_control_constructs_are_targets_only_when_there_are_several():
 
 def test_gather_moves_control_rows_apart_from_the_null():
     rows = pd.DataFrame(
-        {GENE: ["G1", NULL_GENE, arrayed.CONTROL_GENE], GUIDE: ["G1_1", "null_0001", "NTC_2"],
-         "is_null_guide": [False, True, True], "auroc": [0.7, 0.5, 0.6]}  # fmt: skip
+        {
+            GENE: ["G1", NULL_GENE, arrayed.CONTROL_GENE],
+            GUIDE: ["G1_1", "null_0001", "NTC_2"],
+            "is_null_guide": [False, True, True],
+            "auroc": [0.7, 0.5, 0.6],
+        }  # fmt: skip
     )
     guides, controls = split_control_rows(rows)
     assert guides[GUIDE].tolist() == ["G1_1", "null_0001"] and controls[GUIDE].tolist() == ["NTC_2"]
@@ -213,8 +246,15 @@ def test_control_calls_use_the_guides_null():
     guides, _ = summarize_scores(_score_rows(n_null_ok=10))
     guides = call_guides(guides)
     controls = pd.DataFrame(
-        {"model": "m", "variant": "pca", GENE: "nt", GUIDE: ["NTC_1", "NTC_1", "NTC_4", "NTC_4"],
-         "fold": ["B1", "B2"] * 2, "auroc": [0.5, 0.52, 0.95, 0.97], "status": "ok"}  # fmt: skip
+        {
+            "model": "m",
+            "variant": "pca",
+            GENE: "nt",
+            GUIDE: ["NTC_1", "NTC_1", "NTC_4", "NTC_4"],
+            "fold": ["B1", "B2"] * 2,
+            "auroc": [0.5, 0.52, 0.95, 0.97],
+            "status": "ok",
+        }  # fmt: skip
     )
     calls = control_calls(controls, guides, "parametric", 0.05, {("m", "nt", "NTC_4"): "f3 (+3.0 SD)"})
     assert calls[GUIDE].tolist() == ["NTC_1", "NTC_4"] and calls["hit"].tolist() == [False, True]
