@@ -109,6 +109,16 @@ def summarize(draws: list[dict[str, pd.DataFrame]]) -> list[str]:
                 f"  {readout:10s} {variant:8s} recall {recall:.2f}  FDR {false}/{len(called)} = "
                 f"{false / max(1, len(called)):.3f} [{lo:.3f}, {hi:.3f}] (nominal 0.05)"
             )
+    for readout, col in (("classifier", "hit"), ("mAP", "map_hit")):
+        per_draw = [
+            float((d["hits"]["variant"].eq("base") & d["hits"][col] & d["hits"]["has_effect"]).sum())
+            / max(1, int((d["hits"]["variant"].eq("base") & d["hits"]["has_effect"]).sum()))
+            for d in draws
+        ]
+        lines.append(
+            f"  {readout} base recall per draw: mean {np.mean(per_draw):.3f}, sd {np.std(per_draw, ddof=1):.3f}, "
+            f"min {min(per_draw):.3f} over {len(per_draw)} draws"
+        )
     differs = controls[controls["has_effect"]]
     inert = controls[~controls["has_effect"]]
     lines.append(
@@ -131,7 +141,10 @@ def main() -> None:
     )
     for n_batches in args.batches:
         t0 = time.perf_counter()
-        draws = [one_draw(n_batches, seed, cfg) for seed in range(args.draws)]
+        draws = []
+        for seed in range(args.draws):
+            draws.append(one_draw(n_batches, seed, cfg))
+            print(f"  draw {seed} done ({time.perf_counter() - t0:.0f} s)", flush=True)
         print(f"{n_batches} batches x 4 plates, {args.draws} draws ({time.perf_counter() - t0:.0f} s):")
         print("\n".join(summarize(draws)), flush=True)
 

@@ -4,6 +4,8 @@ readout that can still call, and the control constructs checked as a null (pheno
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -13,6 +15,9 @@ from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL
 from phenoica.screen import arrayed
 
+#: Floors of the shipped scenario's recall of the effect guides at q < 0.05 (base variant), set 3 SD
+#: below the mean over simulated draws of the same design (benchmarks/arrayed_calibration.py).
+RECALL_FLOOR, MAP_RECALL_FLOOR = 0.75, 0.4
 SMALL = arrayed.ArrayedDesign(n_effect_genes=3, n_null_genes=2, n_latent=4, n_features=12)
 
 
@@ -259,3 +264,46 @@ def test_control_calls_use_the_guides_null():
     calls = control_calls(controls, guides, "parametric", 0.05, {("m", "nt", "NTC_4"): "f3 (+3.0 SD)"})
     assert calls[GUIDE].tolist() == ["NTC_1", "NTC_4"] and calls["hit"].tolist() == [False, True]
     assert calls["n_folds_ok"].tolist() == [2, 2] and calls["separating_features"].tolist() == ["", "f3 (+3.0 SD)"]
+
+
+# --------------------------------------------------------------------------- the scenario, run
+
+
+@pytest.mark.slow
+def test_arrayed_scenario_runs_at_the_defaults_with_a_calibrated_null(tmp_path):
+    """config/scenarios/arrayed.yaml as shipped (every analysis setting at the schema's defaults):
+    the door counts 4 training wells per guide and fold and a null it can build; every guide and
+    pseudo-guide is scored; each variant's null is calibrated (KS p > 0.01); the effect guides
+    are recovered and the control construct that differs is called against the other controls."""
+    import json
+    import shutil
+
+    import yaml
+
+    from tests.test_workflow import SCENARIOS, snakemake
+
+    data = tmp_path / "scenario_data" / "arrayed"
+    arrayed.write_screen(data, seed=0)
+    shutil.copy(SCENARIOS / "arrayed.yaml", tmp_path / "config.yaml")
+    results = Path(yaml.safe_load((tmp_path / "config.yaml").read_text())["results"])
+    snakemake(tmp_path, str(results / "hits" / "guides.parquet"), str(results / "hits" / "controls.parquet"))
+    out = tmp_path / results
+
+    readouts = {r["readout"]: r for r in json.loads((out / "screen" / "validated.json").read_text())["readouts"]}
+    assert readouts["classifier"]["units"]["train_per_fold"] == {"min": 4, "median": 4.0, "max": 4}
+    assert readouts["classifier"]["calls"] and readouts["classifier"]["n_scored"] == 48
+    assert readouts["map"]["n_scored"] == 48
+
+    null = pd.read_parquet(out / "hits" / "null.parquet")
+    assert null["calls"].all() and (null["n_null"] == 100).all()
+    assert (null["loo_uniform_ks_p"] > 0.01).all(), null
+    truth = pd.read_parquet(data / "truth.parquet").set_index(GUIDE)["has_effect"]
+    hits = pd.read_parquet(out / "hits" / "hits.parquet")
+    hits["has_effect"] = hits[GUIDE].map(truth).astype(bool)
+    base = hits[hits["variant"] == "base"]
+    recall = (base["hit"] & base["has_effect"]).sum() / base["has_effect"].sum()
+    map_recall = (base["map_hit"] & base["has_effect"]).sum() / base["has_effect"].sum()
+    assert recall >= RECALL_FLOOR and map_recall >= MAP_RECALL_FLOOR, (recall, map_recall)
+    controls = pd.read_parquet(out / "hits" / "controls.parquet").set_index(["variant", GUIDE])
+    assert controls.loc[("base", "NTC_4"), "hit"]
+    assert controls.loc[("base", "NTC_4"), "separating_features"].count("SD)") == 5

@@ -167,8 +167,9 @@ def control_headline(controls: pd.DataFrame | None, summary: pd.DataFrame, q_thr
             share = float(row[hit_col].iloc[0]) / float(row["n_guides_scored"].iloc[0])
             rate = f" The guides' hit rate here is {share:.0%}, beside {FIELD_ACTIVE_SHARE}."
         out.append(
-            f"**Controls are not one homogeneous null** in `{model}` / `{variant}`: {len(hits)} of {len(sub)} control "
-            f"constructs are called hits against the other controls ({', '.join(f'`{g}`' for g in hits[GUIDE])}), "
+            f"**Controls are not one homogeneous null** in `{model}` / `{variant}`: control construct(s) "
+            f"{', '.join(f'`{g}`' for g in hits[GUIDE])} ({len(hits)} of {len(sub)}) called hits against the other "
+            "controls, "
             f"so the guides' calls mix their own phenotype with that difference and mean less.{rate} See "
             "'Control constructs' for the features that separate them; choose other controls, or drop the "
             "construct, if it is not inert."
