@@ -326,9 +326,9 @@ def test_skips_are_recorded_with_reasons():
     out = classify_guides(t, None, folds, ClassifyOptions.from_config(CFG, 0), variant="base")
     assert len(out) == 3 * 3 and not out.duplicated([GUIDE, "fold"]).any()
     reason = out.set_index([GUIDE, "fold"])["reason"]
-    assert reason["FEW_1", "holdout_B0"] == "too few training samples (0 < 5)"
+    assert reason["FEW_1", "holdout_B0"] == "too few training samples (0 < 4)"
     assert reason["FEW_1", "holdout_B1"] == (
-        "too few training samples (3 < 5); held-out fold has no samples of this guide"
+        "too few training samples (3 < 4); held-out fold has no samples of this guide"
     )
     skipped = out[out["status"] == "skipped"]
     assert len(skipped) == 3  # FEW_1 in every fold
@@ -350,7 +350,7 @@ def test_a_fold_without_controls_is_an_error_naming_the_counts():
     with pytest.raises(ScreenError, match=r"fold 'no_controls' has 40 training control.*and 0 held-out control"):
         classify_guides(t, None, [no_test_controls], ClassifyOptions.from_config(CFG, 0), variant="base")
     few = Fold("few", np.r_[np.arange(3), guide_rows[:30]], np.flatnonzero(t[BATCH] == "B2"), ())
-    with pytest.raises(ScreenError, match=r"has 3 training control.*min_train_samples = 5"):
+    with pytest.raises(ScreenError, match=r"has 3 training control.*min_train_samples = 4"):
         classify_guides(t, None, [few], ClassifyOptions.from_config(CFG, 0), variant="base")
 
 
