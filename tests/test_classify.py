@@ -664,6 +664,24 @@ def test_guide_map_separates_strong_from_no_effect_on_wells(tmp_path):
     pd.testing.assert_frame_equal(out, again)
 
 
+def test_guide_map_measures_from_each_plates_controls(tmp_path):
+    """A common offset of all of a plate's wells (a transform's centre, a plate effect) changes
+    no mAP: cosine similarity is taken from the plate's control mean. A large one would otherwise
+    make every well alike."""
+    guides = [("STRONG", "STRONG_1", STRONG_FEATURE, 8.0), ("NONE", "NONE_1", None, 0.0)]
+    t = make_table(seed=1, n_controls=40, guides=guides, n_per_guide=6)
+    features = [c for c in t.columns if c.startswith("emb_")]
+    shifted = t.copy()
+    offsets = np.random.default_rng(2).normal(scale=50.0, size=(t[PLATE].nunique(), len(features)))
+    for offset, plate in zip(offsets, sorted(t[PLATE].unique())):
+        rows = shifted[PLATE] == plate
+        shifted.loc[rows, features] = shifted.loc[rows, features].to_numpy() + offset.astype(np.float32)
+    a = guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
+    b = guide_map(shifted, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
+    np.testing.assert_allclose(a["mean_average_precision"], b["mean_average_precision"], atol=1e-3)
+    assert b.set_index(GUIDE).loc["STRONG_1", "map_q_value"] < 0.05
+
+
 def test_a_small_screen_runs_with_the_default_null():
     """3 batches, 16 control wells x 2 sites per plate (the size that failed with the old null):
     the default 100 pseudo-guides are drawn and scored, every real guide keeps all controls."""
