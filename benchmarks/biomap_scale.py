@@ -1,4 +1,4 @@
-"""Benchmark: the similarity and recall stage of the gene map at genome scale (issue 15).
+"""Benchmark: the similarity and recall stage of the gene map at genome scale.
 
 Synthetic gene profiles (``--genes`` x ``--d`` float32: Gaussian noise plus 300 planted
 complexes of 3-8 genes sharing a direction) and an annotation source of ``--pairs`` gene pairs

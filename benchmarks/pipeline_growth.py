@@ -1,4 +1,4 @@
-"""Benchmark: how the cost of the post-embedding path grows with the screen (issue 30).
+"""Benchmark: how the cost of the post-embedding path grows with the screen.
 
 The positive control's screen (``phenoica.screen.positive_control``, shipped design: 12 genes,
 2 guides each, 3 batches of one plate, 16 control wells and 2 wells per guide per plate, 16 cells

@@ -51,6 +51,7 @@ rule gather_scores:
         maps=IN.maps(),
     output:
         guide_folds=OUT.classify.guide_folds,
+        controls=OUT.classify.controls,
         maps=OUT.classify.maps,
     log:
         log_path(RESULTS, "gather_scores"),

@@ -14,6 +14,7 @@ rule report:
         maps=OUT.classify.maps,
         hits=OUT.hits.hits,
         null=OUT.hits.null,
+        controls=OUT.hits.controls,
         fit_reports=[IN.fit_report(m) for m in MODELS],
         truth=IN.truth(),
         table1=OUT.identifiability.table1,

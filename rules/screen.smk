@@ -120,7 +120,7 @@ if SOURCE == "ome_zarr":
             "../scripts/ingest_ome_zarr.py"
 
 
-if SOURCE == "loaddata":  # issue 25: CellProfiler LoadData CSV(s) + plate map (phenoica.screen.loaddata)
+if SOURCE == "loaddata":  # CellProfiler LoadData CSV(s) + plate map (phenoica.screen.loaddata)
 
     rule ingest_loaddata:
         input:

@@ -8,6 +8,7 @@ log = rule_logger("phenoica.call_hits", snakemake.log[0])  # first: the log hold
 import pandas as pd
 
 from phenoica.hits.calls import screen_calls
+from phenoica.hits.controls import control_calls, separating_by_model
 from phenoica.utils.io import write_parquet
 from phenoica.workflow.params import rule_settings
 
@@ -21,7 +22,10 @@ log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports,
 out = screen_calls(
     rows, maps if len(maps.columns) else None, p["null_model"], p["q_threshold"], with_null=n_null_guides > 0
 )
-for name in ("guides", "genes", "hits", "null"):
+controls = pd.read_parquet(snakemake.input.controls)
+separating = separating_by_model(controls, dict(zip(snakemake.params.model_names, snakemake.input.profiles)))
+out["controls"] = control_calls(controls, out["guides"], p["null_model"], p["q_threshold"], separating)
+for name in ("guides", "genes", "hits", "null", "controls"):
     write_parquet(out[name], snakemake.output[name])
 real = out["guides"][~out["guides"]["is_null_guide"]]
 log.info(

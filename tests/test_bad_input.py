@@ -1,5 +1,5 @@
 """Bad input fails early, names what is wrong and leads to the fix: the data contract's
-invariants, the messages of issue 12, and the up-front check of a whole screen against its
+invariants, the messages that name the culprit and the fix, and the up-front check of a whole screen against its
 models (``phenoica.workflow.validate``), before any plate is worked on."""
 
 from __future__ import annotations
@@ -345,7 +345,7 @@ def test_image_and_hcs_plate_geometry_without_reading_the_plates(tmp_path):
     assert hcs_plate_geometry(tmp_path / "P1.zarr") == (["c0", "c1"], (H, W))
 
 
-# --------------------------------------------------------------------------- issue 23: one table of cases
+# --------------------------------------------------------------------------- one table of cases
 # Each case builds a bad input in tmp_path and calls what the workflow calls at the door (or the
 # library function a user would); the error must name the file / column / row / key and what
 # was expected. docs/bad-input.md lists the same cases.
@@ -615,7 +615,7 @@ def case_hostile_torch_zip(tmp_path):
     read_checkpoint(tmp_path / "evil.safetensors")
 
 
-# --------------------------------------------------------------------------- issue 32: LoadData
+# --------------------------------------------------------------------------- LoadData
 # Two LoadData plates (PL1 in batch B1, PL2 in B2; one CSV each, relative PathName, 32x32 uint16
 # TIFFs: tests.test_loaddata.write_fixture) and their plate map. Each case breaks one thing and
 # runs what the door runs before the models (phenoica.workflow.validate), or the ingest job.
@@ -790,8 +790,50 @@ def case_loaddata_sites_of_a_well_the_plate_map_lacks(tmp_path):
     return _loaddata_door(cfg)
 
 
+def _arrayed_door(tmp_path: Path, constructs: int = 4, control_wells_per_construct: int = 4, **classify) -> dict:
+    """The door on a small simulated arrayed screen (one well per guide per plate, 2 batches of 4
+    replicate plates, 4 control wells per plate of each of ``constructs`` control constructs),
+    with ``classify`` settings."""
+    from phenoica.contract.config import run_models
+    from phenoica.screen import arrayed
+
+    design = arrayed.ArrayedDesign(
+        n_effect_genes=2,
+        n_null_genes=1,
+        n_latent=4,
+        n_features=12,
+        n_control_constructs=constructs,
+        control_wells_per_construct=control_wells_per_construct,
+    )
+    paths = arrayed.write_screen(tmp_path / "arrayed", 0, design)
+    cfg = {
+        "results": str(tmp_path / "res"),
+        "screen": {
+            "source": "embeddings",
+            "embeddings": str(paths["profiles"] / "*.parquet"),
+            "feature_regex": arrayed.FEATURE_REGEX,
+        },
+        "classify": classify,
+    }
+    return _door(validate_config(run_models(cfg)))
+
+
+def case_arrayed_training_rows_below_the_minimum(tmp_path):
+    return _arrayed_door(tmp_path, min_train_samples=5)
+
+
+def case_arrayed_no_readout_can_score(tmp_path):
+    return _arrayed_door(tmp_path, min_train_samples=5, map_readout=False)
+
+
+def case_arrayed_too_few_control_wells_for_the_null(tmp_path):
+    # one control well per plate, 4 per batch: a pseudo-guide laid out like a guide takes 1 per plate
+    # (4 per batch), and at least one must stay a control
+    return _arrayed_door(tmp_path, constructs=1, control_wells_per_construct=1)
+
+
 BAD_INPUT_CASES = [
-    # (issue section, case, error, what the message must say)
+    # (group of cases, case, error, what the message must say)
     ("1", case_counter_column, ScreenError, r"P1\.parquet: feature column 'cell_id' holds integers that increase"),
     ("1", case_prefix_chooses_nothing, ScreenError, r"no column is chosen by screen\.feature_prefix 'emb_'.*f0000"),
     ("1", case_named_feature_absent, ScreenError, r"'emb_00001' \(did you mean 'emb_0001'\?\) named by screen\.feat"),
@@ -936,6 +978,28 @@ BAD_INPUT_CASES = [
         None,
         r"LoadData: 2 site\(s\) in 1 well\(s\) the plate map lacks are skipped: \['PL1 C02'\] \(e\.g\. .*PL1\.csv row 6\)",
     ),
+    # what each readout can score, counted before any job on the field's arrayed layout
+    (
+        "readouts",
+        case_arrayed_training_rows_below_the_minimum,
+        None,
+        r"readout classifier: no classifier hit calls: the null would have 0 scored pseudo-guide\(s\) of 100 drawn.*"
+        r"6 of 6 guides get no scored fold .*fewer than classify\.min_train_samples = 5 training rows in every fold: "
+        r"at most 4.*GENE01/GENE01_1.*Lower classify\.min_train_samples to 4",
+    ),
+    (
+        "readouts",
+        case_arrayed_no_readout_can_score,
+        ScreenError,
+        r"no readout can score any guide: classifier: .*min_train_samples = 5",
+    ),
+    (
+        "readouts",
+        case_arrayed_too_few_control_wells_for_the_null,
+        None,
+        r"readout classifier: no classifier hit calls: null guides: batch 'batch1' has 4 control well\(s\); a "
+        r"pseudo-guide laid out like the real guides needs up to 4 there",
+    ),
 ]
 
 
@@ -1064,7 +1128,7 @@ def test_a_valid_embeddings_screen_passes_the_door_and_heavy_null_reuse_is_warne
 
 
 def test_loaddata_digest_follows_each_plates_rows_and_the_files_they_name(tmp_path):
-    """Issue 32: the content key of a LoadData plate (its ingest job's ``store`` param) changes
+    """The content key of a LoadData plate (its ingest job's ``store`` param) changes
     when the plate's rows of the CSVs name other files, or a file they name is rewritten in
     place, and only for that plate; columns or rows in another order, or a column ingest does
     not read, leave it alone."""
@@ -1104,7 +1168,7 @@ def test_loaddata_digest_follows_each_plates_rows_and_the_files_they_name(tmp_pa
 
 @pytest.mark.parametrize("pattern", ["{plate}/{well}_s{site}_w{channel}.png", "{well}/{plate}_s{site}_w{channel}.png"])
 def test_image_digest_follows_each_plates_own_files(tmp_path, pattern):
-    """Issue 32: rewriting one image file in place changes that plate's digest alone, with the
+    """Rewriting one image file in place changes that plate's digest alone, with the
     plate in the pattern's folder or further in; a file of another plate beside it does not."""
     from PIL import Image
 
@@ -1125,7 +1189,7 @@ def test_image_digest_follows_each_plates_own_files(tmp_path, pattern):
 
 
 def test_a_loaddata_screen_passes_the_whole_door_and_its_notes_are_recorded(tmp_path, caplog):
-    """Issue 32: the door passes a valid LoadData screen (every file there, the models against
+    """The door passes a valid LoadData screen (every file there, the models against
     the plates' geometry) and notes a CSV's plate the plate map lacks: recorded once in
     validated.json, logged again on the next invocation, which checks the key only."""
     import logging

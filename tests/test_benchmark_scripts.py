@@ -1,5 +1,5 @@
 """Benchmark scripts run end to end on a CPU with small settings: the prepared GPU benchmark with
-its tiny setting, and the others a session may be the first in weeks to run (a check that each
+its tiny setting, and the others, which can go weeks without a run (a check that each
 script works, above all where no GPU is lent; their numbers are not measurements)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Gene maps (issue 15): aggregation, similarity, neighbours, recall (EFAAR protocol), guide
+"""Gene maps: aggregation, similarity, neighbours, recall (EFAAR protocol), guide
 consistency, annotation sources, batch-mixing metrics and the report's tables and figures.
 Known answers on small generated data; brute force as the reference for the blocked code."""
 
@@ -218,6 +218,14 @@ def test_annotation_with_missing_columns_is_a_clear_error(tmp_path):
         ScreenError, match=r"pairs\.csv: missing column\(s\) \['entity1', 'entity2'\].*found \['gene_a', 'gene_b'\]"
     ):
         annotations.read_annotation(path)
+
+
+def test_truth_table_without_complexes_says_how_to_rewrite_it():
+    truth = pd.DataFrame({GENE: ["A", "B"], "has_effect": [True, False]})
+    with pytest.raises(ScreenError, match=r"no 'complex' column.*delete screen/truth\.parquet.*simulate_truth"):
+        bm_gene_map.truth_complexes(truth)
+    truth["complex"] = ["CX1", ""]
+    assert bm_gene_map.truth_complexes(truth) == {"CX1": ["A"]}
 
 
 def test_annotation_pairs_are_canonical(tmp_path):

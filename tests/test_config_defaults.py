@@ -1,5 +1,5 @@
 """Config flows one way: each default is stated once, in the schema; a stage's options are built
-once from its section, and a resolved section is not resolved again (issue 31)."""
+once from its section, and a resolved section is not resolved again."""
 
 from __future__ import annotations
 

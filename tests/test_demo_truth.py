@@ -75,7 +75,7 @@ def test_default_demo_recovers_the_simulated_truth(demo_run: Path) -> None:
             assert row["mannwhitney_p"] < SEPARATION_P, separation
             assert row["separation_lo"] > 0, separation
 
-    # 3. Hit calling against the truth: the calibrated q-values (issue 10) call effect guides
+    # 3. Hit calling against the truth: the calibrated q-values call effect guides
     #    and not the guides of genes without effect. Pooled over both models, pca and pca_ica,
     #    at q < 0.1 (HIT_RECALL_FLOOR above: how far the pooled recall moves on noise alone).
     calls = hits.recall_fdr(guides, truth_table, (HIT_Q,))

@@ -144,12 +144,18 @@ def test_call_guides_per_model_variant_with_pseudo_guides_left_out_of_bh():
     assert np.allclose(pca.loc[["g00000", "g00001"], "q_value"], bh_qvalues(p))
 
 
-def test_a_null_without_finite_auroc_is_an_error_naming_the_counts():
+def test_a_null_without_finite_auroc_gives_no_calls_and_says_why_with_the_counts():
     table = guide_table([0.7, 0.6], [np.nan, np.nan, np.nan])
     with pytest.raises(ScreenError, match=r"m/pca: the null has 0 pseudo-guide.*3 drawn, 3 skipped"):
-        H.call_guides(table)
-    with pytest.raises(ScreenError, match="n_null_guides"):
-        H.call_guides(guide_table([0.7], []))
+        H.null_fit_for(table, "m", "pca", "parametric")
+    calls = H.call_guides(table)
+    real = calls[~calls["is_null_guide"]]
+    assert real["auroc"].notna().all() and real["p_value"].isna().all() and not calls["hit"].any()
+    summary = H.null_summary(calls).iloc[0]
+    assert not summary["calls"] and summary["n_null"] == 0 and summary["n_null_skipped"] == 3
+    assert "3 drawn, 3 skipped" in summary["reason"] and "min_train_samples" in summary["reason"]
+    none = H.null_summary(H.call_guides(guide_table([0.7], []))).iloc[0]
+    assert not none["calls"] and "0 drawn" in none["reason"]
 
 
 def test_call_genes_combine_guides_with_acat_and_count_agreeing_guides():

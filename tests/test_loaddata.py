@@ -116,7 +116,7 @@ def test_a_site_listed_twice_names_both_rows(tmp_path):
 
 
 def test_channels_are_matched_by_name_whatever_each_csvs_column_order(tmp_path):
-    """Issue 32: one plate's CSV listing its channels in another column order (no
+    """One plate's CSV listing its channels in another column order (no
     loaddata_channels) gives that plate the same channels, in the same store order, as the
     others: natural order of the names, each channel's files taken by name."""
     maps = [write_fixture(tmp_path, plate=plate)[1] for plate in ("PA", "PB")]

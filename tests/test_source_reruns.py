@@ -1,4 +1,4 @@
-"""Sources keyed on their content (issue 32): rewriting what one plate's ingest reads reruns that
+"""Sources keyed on their content: rewriting what one plate's ingest reads reruns that
 plate's ingest alone (slow: each case ingests a two-plate screen of its source).
 
 Kept apart from tests/test_workflow.py so that the two files' slow tests can run on different
@@ -91,7 +91,7 @@ def _rerun_screen(workdir: Path, source: str) -> tuple[dict, str, list[tuple[str
 @pytest.mark.slow
 @pytest.mark.parametrize("source", ["loaddata", "images", "ome_zarr"])
 def test_rewritten_source_data_reruns_its_plate_alone(tmp_path, source):
-    """Issue 32: after both plates are ingested, a dry run plans nothing; editing what one plate's
+    """After both plates are ingested, a dry run plans nothing; editing what one plate's
     ingest reads (a LoadData CSV's channel columns swapped, an image it names rewritten in place,
     an image file or an OME-Zarr field rewritten in place) plans that plate's ingest job alone,
     for changed params (its content digest); its embedding and what follows it then follow its

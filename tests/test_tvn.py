@@ -1,4 +1,4 @@
-"""The tvn variant (issue 15): control-fitted whitening, then per-batch CORAL of the controls'
+"""The tvn variant: control-fitted whitening, then per-batch CORAL of the controls'
 covariance onto the pooled controls', fitted once, saved, re-applied (frozen) like the others."""
 
 from __future__ import annotations

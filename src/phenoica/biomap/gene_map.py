@@ -25,7 +25,8 @@ def truth_complexes(truth: pd.DataFrame) -> dict[str, list[str]]:
     """The demo's simulated complexes (complex -> genes) from its truth table's ``complex`` column."""
     if "complex" not in truth.columns:
         raise ScreenError(
-            "truth table: no 'complex' column (written by phenoica.screen.demo.design.gene_truth since issue 15)"
+            "truth table: no 'complex' column, so an older phenoica wrote it; delete screen/truth.parquet "
+            "under the results folder and run the workflow again (rule simulate_truth rewrites it)"
         )
     named = truth[truth["complex"].fillna("").astype(str) != ""]
     return {str(c): sorted(set(g[GENE].astype(str))) for c, g in named.groupby("complex")}

@@ -29,7 +29,14 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify.bins import FoldBins, GuideBlock
-from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
+from phenoica.classify.null import (
+    GuideSamples,
+    control_constructs,
+    control_mask,
+    guide_samples,
+    guides_of,
+    null_guide_design,
+)
 from phenoica.classify.params import ClassifyOptions
 from phenoica.classify.protocol import Training, control_strata, training_controls, trainings
 from phenoica.contract.arrays import check_finite
@@ -126,7 +133,7 @@ def shard_genes(genes: Sequence[str], n_shards: int) -> list[list[str]]:
 # ----------------------------------------------------------------------------- folds
 
 
-def _fold_arrays(folds: Sequence[Any], n_rows: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
+def fold_masks(folds: Sequence[Any], n_rows: int) -> list[tuple[str, np.ndarray, np.ndarray]]:
     """(name, train mask, test mask) per fold; checks indices and disjointness."""
     out, seen = [], set()
     for i, fold in enumerate(folds):
@@ -237,7 +244,7 @@ def _typed_scores(df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def _skip_reasons(n_train_pos: int, n_test_pos: int, options: ClassifyOptions) -> list[str]:
+def skip_reasons(n_train_pos: int, n_test_pos: int, options: ClassifyOptions) -> list[str]:
     """Why a (guide, fold) cannot be scored; empty when it can."""
     reasons = []
     lo_train, lo_test = options.min_train_samples, options.min_test_samples
@@ -329,7 +336,7 @@ def _plans(
             te = r[test[r]]
             tests.append(te)
             negs.append(ctrl[~np.isin(ctrl, te)] if target.is_null else ctrl)
-            reasons.append(_skip_reasons(len(tr), len(te), job.options))
+            reasons.append(skip_reasons(len(tr), len(te), job.options))
         plans.append(_Plan(target, tr, n_train_neg, tuple(tests), tuple(negs), tuple(reasons)))
     return plans
 
@@ -501,7 +508,7 @@ def classify_guides(
     validate_profile_metadata(table, source=source)
     X, _names = feature_matrix(table, source, log)
     targets = _targets(table, guides, nulls, source)
-    fold_arrays = _fold_arrays(folds, len(table))
+    fold_arrays = fold_masks(folds, len(table))
     if not targets or not fold_arrays:
         return _empty_scores()
     if X.shape[1] < 2:
@@ -532,13 +539,17 @@ def classify_shard(
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
     """Classify every guide of shard ``shard`` (of ``n_shards``) of the table's perturbed genes,
-    and the pseudo-guides ``j`` with ``j % n_shards == shard`` of the null
-    (``null_guide_design(table, classify.n_null_guides, seed)``: the same draw in every shard)."""
+    the pseudo-guides ``j`` with ``j % n_shards == shard`` of the null
+    (``null_guide_design(table, classify.n_null_guides, seed)``: the same draw in every shard),
+    and, where the controls hold several constructs, the control constructs ``i`` with
+    ``i % n_shards == shard`` (:func:`phenoica.classify.null.control_constructs`: scored against
+    the remaining controls as a pseudo-guide is; their rows carry ``is_null_guide`` and the
+    controls' gene, and the gather step moves them to the control table)."""
     if not 0 <= shard < n_shards:
         raise ValueError(f"classify_shard: shard {shard} is not in 0..{n_shards - 1}")
     log = log or logging.getLogger(__name__)
     design = null_guide_design(table, options.n_null_guides, options.seed, log)
-    nulls = design[shard::n_shards]
+    nulls = design[shard::n_shards] + control_constructs(table)[shard::n_shards]
     pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
     genes = shard_genes(table.loc[pert, GENE].astype(str).unique().tolist(), n_shards)[shard]
     guides = guides_of(table, genes)

@@ -44,6 +44,18 @@ def well_profiles(table: pd.DataFrame) -> pd.DataFrame:
     return aggregate_wells(table)
 
 
+def centered_on_plate_controls(X: np.ndarray, plate: np.ndarray, is_control: np.ndarray) -> np.ndarray:
+    """Each row minus the mean of its plate's control rows (rows of a plate without controls are
+    left as they are: they have no negatives and get no average precision)."""
+    out = X.copy()
+    for p in np.unique(plate):
+        rows = plate == p
+        ctrl = rows & is_control
+        if ctrl.any():
+            out[rows] -= X[ctrl].mean(axis=0)
+    return out
+
+
 def guide_map(
     table: pd.DataFrame,
     variant: str,
@@ -58,7 +70,11 @@ def guide_map(
     As the field's recipes do it (jump-profiling-recipe, Kalinin et al. 2025): on well-level
     profiles (sites averaged), each well of a guide ranks the guide's other wells (positives)
     among the control wells of its own plate (negatives) by cosine similarity; the guide's
-    mAP averages its wells' average precision. Controls are never positives of each other.
+    mAP averages its wells' average precision. Cosine similarity depends on the origin, and the
+    recipes measure it on profiles normalized against the plate's controls: here each plate's
+    wells are taken from its control wells' mean (:func:`centered_on_plate_controls`), so every
+    variant is compared from the same place, whatever centre its transform leaves (a whitening
+    fitted on all rows leaves the controls off the origin, and mAP then loses its power). Controls are never positives of each other.
     p-values come from copairs' null of random rank lists (``null_size`` draws per
     configuration, seeded by ``derive_seed(seed, "map", model, variant)``); ``map_q_value`` is
     the Benjamini-Hochberg correction over the guides of this (model, variant). A guide with a
@@ -76,6 +92,7 @@ def guide_map(
     is_control = control_mask(wells)
     if not is_control.any():
         raise ScreenError(f"{source}: no control rows ({PERT_TYPE} == {CONTROL!r}) to compare guides against")
+    X = centered_on_plate_controls(X.astype(np.float64), wells[PLATE].astype(str).to_numpy(), is_control)
     group_col, ctrl_col = "Metadata_MapGroup", "Metadata_MapIsControl"
     gene = wells[GENE].astype(str).to_numpy()
     guide = wells[GUIDE].astype(str).to_numpy()
@@ -96,7 +113,7 @@ def guide_map(
         return pd.DataFrame({c: [] for c in MAP_COLUMNS})
     ap = average_precision(
         meta,
-        X.astype(np.float64, copy=False),
+        X,
         pos_sameby=[group_col],
         pos_diffby=[],
         neg_sameby=[PLATE],

@@ -72,6 +72,25 @@ def guide_samples(table: pd.DataFrame, guides: Sequence[tuple[str, str]]) -> lis
     return [GuideSamples(g, s, index[positions[f"{g}\x1f{s}"]]) for g, s in guides]
 
 
+def control_constructs(table: pd.DataFrame) -> list[GuideSamples]:
+    """Each control construct (a ``Metadata_Guide`` of the control rows) as a classification
+    target, when the controls hold two or more: its rows leave the control set for its own
+    classifier, exactly as a pseudo-guide's wells do, so it is scored against the remaining
+    controls as a guide is. Its gene is the controls' gene name (never :data:`NULL_GENE`, which
+    the door reserves), which tells its score rows from the pseudo-guides'. Sorted by (gene, guide)."""
+    is_control = control_mask(table)
+    if not is_control.any():
+        return []
+    keys = pd.Series(
+        table[GENE].astype(str).to_numpy()[is_control] + "\x1f" + table[GUIDE].astype(str).to_numpy()[is_control]
+    )
+    positions = keys.groupby(keys, sort=True).indices
+    if len(positions) < 2:
+        return []
+    index = np.flatnonzero(is_control)
+    return [GuideSamples(*key.split("\x1f"), index[rows], True) for key, rows in positions.items()]
+
+
 def null_guide_name(j: int, n: int) -> str:
     """Name of pseudo-guide ``j`` (0-based) of ``n``: ``null_0001``..."""
     return f"null_{j + 1:0{max(4, len(str(n)))}d}"
@@ -172,3 +191,12 @@ def null_guide_design(table: pd.DataFrame, n: int, seed: int, log: logging.Logge
             " ..." if len(fallback_plates) > 5 else "",
         )
     return out
+
+
+def split_control_rows(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Score rows -> (guide and pseudo-guide rows, control-construct rows): a control construct's
+    rows carry ``is_null_guide`` (its wells are controls) under the controls' gene, a pseudo-guide's
+    under :data:`NULL_GENE`. The control rows lose ``is_null_guide``."""
+    is_control = rows["is_null_guide"].astype(bool).to_numpy() & (rows[GENE].astype(str).to_numpy() != NULL_GENE)
+    controls = rows[is_control].drop(columns=["is_null_guide"]).reset_index(drop=True)
+    return rows[~is_control].reset_index(drop=True), controls

@@ -46,6 +46,7 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
         "shard": "classify/{model}/{variant}/shard_{shard}.parquet",
         "map": "classify/{model}/{variant}/map.parquet",
         "guide_folds": "classify/guide_folds.parquet",
+        "controls": "classify/controls.parquet",
         "maps": "classify/map.parquet",
     },
     "hits": {
@@ -53,6 +54,7 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
         "genes": "hits/genes.parquet",
         "hits": "hits/hits.parquet",
         "null": "hits/null.parquet",
+        "controls": "hits/controls.parquet",
     },
     "identifiability": {
         "align": "identifiability/align/{variant}.parquet",

@@ -80,6 +80,8 @@ NULL_COLUMNS: tuple[str, ...] = (
     "normality_p",
     "loo_uniform_ks_p",
     "loo_fraction_below_05",
+    "calls",
+    "reason",
 )
 AGREEMENT: tuple[str, ...] = ("both", "classifier_only", "map_only", "neither")
 
@@ -179,8 +181,10 @@ def null_fit_for(guides: pd.DataFrame, model: str, variant: str, null_model: str
         raise ScreenError(
             f"hit calls for {model}/{variant}: the null has {finite.size} pseudo-guide(s) with a finite AUROC "
             f"({len(sub)} drawn, {len(sub) - finite.size} skipped in every fold; reasons in guide_folds.parquet); "
-            f"the {null_model} null needs at least {need}. Raise classify.n_null_guides, or check that every "
-            "batch has control wells"
+            f"the {null_model} null needs at least {need}. Pseudo-guides copy the real guides' layouts, so they are "
+            "skipped for the same reasons (too few training or held-out rows per fold: classify.min_train_samples, "
+            "classify.min_test_samples, the batches and replicate plates of splits.scheme), and need control wells "
+            "in every batch; the door's readout notes (screen/validated.json) give the counts"
         )
     return NullFit(finite, null_model)
 
@@ -199,7 +203,10 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
     q = np.full(len(out), math.nan)
     is_null = out["is_null_guide"].astype(bool).to_numpy()
     for (model, variant), idx in _groups(out):
-        fit = null_fit_for(out.iloc[idx], model, variant, null_model)
+        try:
+            fit = null_fit_for(out.iloc[idx], model, variant, null_model)
+        except ScreenError:  # no null: this (model, variant) gets no classifier calls (null_summary says why)
+            continue
         real = idx[~is_null[idx]]
         p[real] = fit.p_values(out["auroc"].to_numpy(dtype=float)[real])
         q[real] = bh_qvalues(p[real])
@@ -256,7 +263,11 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric") -> p
     for (model, variant), idx in _groups(guide_calls):
         sub = guide_calls.iloc[idx]
         nulls = sub[sub["is_null_guide"].astype(bool)]
-        fit = null_fit_for(sub, model, variant, null_model)
+        try:
+            fit = null_fit_for(sub, model, variant, null_model)
+        except ScreenError as exc:
+            rows.append(_no_null_row(model, variant, null_model, len(nulls), str(exc)))
+            continue
         loo = fit.leave_one_out_p()
         loo = loo[np.isfinite(loo)]
         z = logit_auroc(fit.auroc)
@@ -274,9 +285,19 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric") -> p
                 "normality_p": float(stats.shapiro(z).pvalue) if fit.n >= 3 and np.ptp(z) > 0 else math.nan,
                 "loo_uniform_ks_p": float(stats.kstest(loo, "uniform").pvalue) if loo.size else math.nan,
                 "loo_fraction_below_05": float(np.mean(loo < 0.05)) if loo.size else math.nan,
+                "calls": True,
+                "reason": "",
             }
         )
     return pd.DataFrame(rows, columns=list(NULL_COLUMNS))
+
+
+def _no_null_row(model: str, variant: str, null_model: str, n_drawn: int, reason: str) -> dict[str, object]:
+    """The null summary of a (model, variant) whose null cannot be fitted: no classifier calls, and why."""
+    row: dict[str, object] = {c: math.nan for c in NULL_COLUMNS}
+    row.update(model=model, variant=variant, null_model=null_model, n_null=0, n_null_skipped=n_drawn)
+    row.update(calls=False, reason=reason)
+    return row
 
 
 def hit_table(guide_calls: pd.DataFrame, map_df: pd.DataFrame | None, q_threshold: float = 0.05) -> pd.DataFrame:
@@ -469,4 +490,28 @@ def screen_calls(
         null = pd.DataFrame(columns=list(NULL_COLUMNS))
     genes["hit"] = genes["hit"].fillna(False).astype(bool)
     genes["n_guides_hit"] = genes["n_guides_hit"].fillna(0).astype(np.int64)
-    return {"guides": guides, "genes": genes, "hits": hit_table(guides, map_df, q_threshold), "null": null}
+    hits = hit_table(guides, map_df, q_threshold)
+    hits["note"] = readout_notes(hits, null, with_null, map_df is not None and len(map_df) > 0)
+    return {"guides": guides, "genes": genes, "hits": hits, "null": null}
+
+
+def readout_notes(hits: pd.DataFrame, null: pd.DataFrame, with_null: bool, with_map: bool) -> np.ndarray:
+    """Per hit-table row: what its (model, variant) could not call, empty when both readouts called
+    (the classifier without a null; the mAP readout, when it ran, where it scored no guide)."""
+    no_calls = {}
+    if not with_null:
+        no_calls = {k: "classify.n_null_guides is 0" for k in hits.groupby(list(KEYS)).groups}
+    else:
+        for row in null.itertuples(index=False):
+            if not bool(row.calls):
+                no_calls[(row.model, row.variant)] = str(row.reason)
+    map_scored = hits.groupby(list(KEYS))["mean_average_precision"].apply(lambda s: bool(np.isfinite(s).any()))
+    notes = []
+    for key in zip(hits["model"], hits["variant"]):
+        parts = []
+        if key in no_calls:
+            parts.append(f"classifier: no hit calls ({no_calls[key]})")
+        if with_map and not map_scored.get(key, False):
+            parts.append("mAP: no guide scored (guides need 2 wells or more, on plates with control wells)")
+        notes.append("; ".join(parts))
+    return np.asarray(notes, dtype=object)

@@ -53,7 +53,8 @@ class ReportInputs:
     sections that read it are left out).
 
     ``maps``: the copairs mAP table; ``hits``: :func:`phenoica.hits.calls.hit_table`; ``null``: the null
-    summary; ``truth``: a demo screen's truth; ``fit_reports``: model -> variant -> fit report;
+    summary; ``controls``: each control construct's call against the other controls
+    (:func:`phenoica.hits.controls.control_calls`); ``truth``: a demo screen's truth; ``fit_reports``: model -> variant -> fit report;
     ``table1`` / ``structural``: the identifiability tables; ``lightgbm``: the parameters every
     classifier used; ``studies``: the study pages to link; ``biomap_tables``: the gathered gene-map
     tables by :data:`BIOMAP_TABLES` stem; ``biomap_heatmaps``: (model, variant) -> heatmap PNG;
@@ -68,6 +69,7 @@ class ReportInputs:
     maps: pd.DataFrame | None = None
     hits: pd.DataFrame | None = None
     null: pd.DataFrame | None = None
+    controls: pd.DataFrame | None = None
     truth: pd.DataFrame | None = None
     fit_reports: Mapping[str, Any] | None = None
     table1: pd.DataFrame | None = None
@@ -121,6 +123,7 @@ def read_inputs(inp: Any, params: Any, settings: Mapping[str, Any]) -> ReportInp
         maps=pd.read_parquet(inp.maps),
         hits=pd.read_parquet(inp.hits),
         null=pd.read_parquet(inp.null),
+        controls=pd.read_parquet(inp.controls),
         truth=pd.read_parquet(inp.truth[0]) if inp.truth else None,
         fit_reports={m: json.loads(Path(p).read_text()) for m, p in zip(params.model_names, inp.fit_reports)},
         table1=pd.read_parquet(inp.table1),

@@ -42,16 +42,53 @@ def _thresholds(q_threshold: float) -> tuple[float, ...]:
     return tuple(sorted({q_threshold, 0.05, 0.1}))
 
 
-def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.05) -> list[str | render.Bullets]:
+def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict[tuple[str, str], dict[str, object]]:
+    """Per (model, variant): ``no_calls`` (why the classifier made no hit calls, absent when it
+    did) and the mAP readout's ``map_hits`` / ``map_scored`` guides, from the hit and null tables."""
+    out: dict[tuple[str, str], dict[str, object]] = {}
+    if null is not None and "calls" in null.columns:
+        for row in null.itertuples(index=False):
+            if not bool(row.calls):
+                out.setdefault((row.model, row.variant), {})["no_calls"] = str(row.reason)
+    if hits is not None and len(hits) and "map_hit" in hits.columns:
+        for (model, variant), sub in hits.groupby(["model", "variant"]):
+            scored = int(np.isfinite(sub["mean_average_precision"].to_numpy(dtype=float)).sum())
+            if scored:
+                entry = out.setdefault((model, variant), {})
+                entry.update(map_hits=int(sub["map_hit"].astype(bool).sum()), map_scored=scored)
+    return out
+
+
+def headline(
+    summary: pd.DataFrame,
+    tests: pd.DataFrame,
+    q_threshold: float = 0.05,
+    status: dict[tuple[str, str], dict[str, object]] | None = None,
+) -> list[str | render.Bullets]:
     """Short sentences with the numbers a reader wants first: one bullet per model, its variants
-    and comparisons nested under it (a list for :class:`phenoica.report.render.Bullets`)."""
+    and comparisons nested under it (a list for :class:`phenoica.report.render.Bullets`).
+    ``status`` (:func:`readout_status`) says where the classifier could not call hits and what
+    the mAP readout called there."""
+    status = status or {}
     items: list[str | render.Bullets] = []
     hit_col = f"hits_q<{q_threshold:g}"
     for model in sorted(summary["model"].unique()):
         sub = summary[summary["model"] == model]
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
         if scored.empty:
-            items.append(f"Model `{model}`: no guide was scored.")
+            items.append(f"Model `{model}`: the classifier scored no guide.")
+            nested_empty: list[str | render.Bullets] = []
+            for variant in sub["variant"]:
+                state = status.get((model, variant), {})
+                parts = [f"**no classifier hit calls**: {state['no_calls']}"] if "no_calls" in state else []
+                if "map_hits" in state:
+                    parts.append(
+                        f"**mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}**"
+                    )
+                if parts:
+                    nested_empty.append(f"`{variant}`: " + "; ".join(parts) + ".")
+            if nested_empty:
+                items.append(render.Bullets(nested_empty))
             continue
         best = scored.loc[scored["auroc_mean"].idxmax()]
         items.append(
@@ -61,12 +98,18 @@ def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.
         nested: list[str | render.Bullets] = []
         for _, r in sub.iterrows():
             n_hits = r[hit_col] if hit_col in r.index else pd.NA
-            hits = (
-                "no null pseudo-guides, no hit calls"
-                if pd.isna(n_hits)
-                else f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
-                f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
-            )
+            state = status.get((model, r["variant"]), {})
+            if "no_calls" in state:
+                hits = f"**no classifier hit calls**: {state['no_calls']}"
+            elif pd.isna(n_hits):
+                hits = "no null pseudo-guides, no hit calls"
+            else:
+                hits = (
+                    f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
+                    f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
+                )
+            if "map_hits" in state:
+                hits += f"; mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}"
             nested.append(
                 f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
                 f"{r['n_guides_skipped']} skipped; {hits}."
@@ -99,6 +142,46 @@ def _intro(ctx: ReportContext) -> str:
     )
 
 
+#: What screens of the field report as the share of active perturbations (about half of CRISPR guides
+#: are phenotypically active in Cell Painting screens: Kalinin et al. 2025, "A versatile information
+#: retrieval framework for evaluating profile strength and similarity", Nature Communications).
+FIELD_ACTIVE_SHARE = "about half of CRISPR guides in Cell Painting screens (Kalinin et al. 2025)"
+
+
+def control_headline(controls: pd.DataFrame | None, summary: pd.DataFrame, q_threshold: float) -> list[str]:
+    """One sentence per (model, variant) whose control constructs are themselves called hits
+    against the pseudo-guide null, with the guides' hit rate beside what screens of the kind
+    report; one sentence when every construct passed."""
+    if controls is None:
+        return []
+    hit_col = f"hits_q<{q_threshold:g}"
+    out = []
+    called = controls[controls["hit"].astype(bool)]
+    for (model, variant), sub in controls.groupby(["model", "variant"], sort=True):
+        hits = sub[sub["hit"].astype(bool)]
+        if hits.empty:
+            continue
+        row = summary[(summary["model"] == model) & (summary["variant"] == variant)]
+        rate = ""
+        if len(row) and hit_col in row.columns and pd.notna(row[hit_col].iloc[0]) and row["n_guides_scored"].iloc[0]:
+            share = float(row[hit_col].iloc[0]) / float(row["n_guides_scored"].iloc[0])
+            rate = f" The guides' hit rate here is {share:.0%}, beside {FIELD_ACTIVE_SHARE}."
+        out.append(
+            f"**Controls are not one homogeneous null** in `{model}` / `{variant}`: control construct(s) "
+            f"{', '.join(f'`{g}`' for g in hits[GUIDE])} ({len(hits)} of {len(sub)}) called hits against the other "
+            "controls, "
+            f"so the guides' calls mix their own phenotype with that difference and mean less.{rate} See "
+            "'Control constructs' for the features that separate them; choose other controls, or drop the "
+            "construct, if it is not inert."
+        )
+    if called.empty and len(controls):
+        out.append(
+            f"Control constructs checked as a null: none of {controls[GUIDE].nunique()} is called a hit against "
+            "the other controls in any model and variant."
+        )
+    return out
+
+
 def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     """What was scored, then per model its best variant, hit counts and the paired comparisons;
     writes ``variant_summary`` and ``paired_tests`` (shown under "Variants")."""
@@ -107,7 +190,9 @@ def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         "variant_summary": variant_summary(ctx.guides, (q, 0.1) if q != 0.1 else (0.05, 0.1)),
         "paired_tests": paired_tests(ctx.genes, seed=ctx.options.seed),
     }
-    items = headline(tables["variant_summary"], tables["paired_tests"], q)
+    status = readout_status(inputs.table("hits"), inputs.table("null"))
+    items = headline(tables["variant_summary"], tables["paired_tests"], q, status)
+    items += control_headline(inputs.table("controls"), tables["variant_summary"], q)
     blocks: list[render.Block] = [_intro(ctx), render.Bullets(items) if items else "No scores."]
     return SectionOutput(tables=tables, page=[render.PageSection("Headline", blocks)])
 
@@ -157,6 +242,15 @@ def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
             "their leave-one-out p-values; see the QQ figure."
         )
         out.page.append(table_section("Null calibration", note, out.tables["null_calibration"]))
+    if inputs.table("controls") is not None:
+        out.tables["control_constructs"] = inputs.controls.copy()
+        note = (
+            "Each control construct classified against the remaining controls exactly as a guide is, its held-out "
+            "AUROC called against the same pseudo-guide null (q over the constructs of a model and variant), and "
+            "the features whose means separate it most from the other controls (in SDs of the other controls, "
+            "after each batch's control mean is taken out). A construct called a hit is not inert."
+        )
+        out.page.append(table_section("Control constructs", note, out.tables["control_constructs"]))
     if "readout_agreement" in out.tables:
         note = (
             "Guides called by the classifier (AUROC q) and by phenotypic activity (mAP q), Cohen's "
@@ -207,7 +301,7 @@ def build_truth(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
 
 def build_variants(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     """The variant summary, the paper's Tables 3 and 4 and the paired comparisons."""
-    widths = variant_widths(inputs.fit_reports)  # each variant's D (issue 21)
+    widths = variant_widths(inputs.fit_reports)  # (model, variant) -> D, the features its classifiers see
     out = SectionOutput(tables={"table3": table3(ctx.genes, widths), "table4": table4(ctx.rows, widths)})
     shown = [
         (
@@ -332,8 +426,8 @@ def build_figures(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     return SectionOutput(figures=figures, page=[page])
 
 
-HEADLINE = Section("headline", SCORES, build_headline)
-HIT_CALLS = Section("hit_calls", ("guides", "genes", "hits", "maps", "null"), build_hit_calls)
+HEADLINE = Section("headline", (*SCORES, "hits", "null", "controls"), build_headline)
+HIT_CALLS = Section("hit_calls", ("guides", "genes", "hits", "maps", "null", "controls"), build_hit_calls)
 TRUTH = Section("truth", ("guides", "truth", "structural"), build_truth)
 VARIANTS = Section("variants", (*SCORES, "fit_reports"), build_variants)
 ACTIVITY = Section("activity", ("maps",), build_activity)

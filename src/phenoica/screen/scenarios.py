@@ -16,7 +16,10 @@ writes, from the demo scenario's ``demo`` section and ``seed``:
   feature and one without (source ``embeddings``);
 - ``positive_control/`` and ``cell_state/``: the known-truth embedding screens of
   :mod:`phenoica.screen.positive_control` (``embeddings/{batch}.parquet``, ``truth.parquet``,
-  ``sources.parquet``; source ``embeddings``), drawn from ``seed``.
+  ``sources.parquet``; source ``embeddings``), drawn from ``seed``;
+- ``arrayed/``: the arrayed per-well profile screen of :mod:`phenoica.screen.arrayed`
+  (``profiles/{batch}.parquet`` with CellProfiler-style feature columns, ``truth.parquet``; source
+  ``embeddings`` with ``feature_regex``), drawn from ``seed``.
 
 Paths in the scenario configs are relative to the working directory, so run the workflow from
 the folder that holds ``scenario_data/`` (the repository root by default). The ``frozen``
@@ -37,6 +40,7 @@ from PIL import Image
 from phenoica.contract.config import validate_config
 from phenoica.contract.schema import read_yaml
 from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
+from phenoica.screen import arrayed
 from phenoica.screen.demo.plates import simulate_screen
 from phenoica.screen.positive_control import write_screen
 from phenoica.utils.seeding import rng_for
@@ -51,6 +55,7 @@ SCENARIOS: tuple[str, ...] = (
     "frozen",
     "positive_control",
     "cell_state",
+    "arrayed",
 )
 #: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.screen.positive_control`.
 KNOWN_TRUTH_SCREENS: tuple[str, ...] = ("positive_control", "cell_state")
@@ -189,6 +194,7 @@ def prepare(demo: Mapping[str, Any], seed: int, out_dir: Path | str = DATA_DIR) 
         "ome_zarr": write_ome_zarr(metadata, plates, out / "ome_zarr"),
         "embeddings": write_embeddings(out / "embeddings", seed)[0].parent,
         **{name: write_screen(out / name, seed, name)["embeddings"] for name in KNOWN_TRUTH_SCREENS},
+        "arrayed": arrayed.write_screen(out / "arrayed", seed)["profiles"],
     }
 
 

@@ -39,7 +39,7 @@ from phenoica.workflow import digests as wdigests
 from phenoica.workflow import params as wparams
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
-CHECKS_VERSION = 3
+CHECKS_VERSION = 4
 #: Above this many pseudo-guides per control well of a batch (classify.n_null_guides x a guide's
 #: wells there / the batch's control wells), the null's pseudo-guides share their wells so
 #: heavily that their AUROCs are far from independent draws: a warning (stated in advance, not
@@ -365,12 +365,17 @@ def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str, l
     return None, "", []
 
 
-def scoring_problems(table: pd.DataFrame, config: Mapping[str, Any], source: str) -> tuple[list[str], list[str]]:
-    """(problems, notes) of a screen table against the analysis it will get: perturbations to
-    score, the folds of ``splits.scheme`` (leave-one-batch-out: two batches or more, controls in
-    each, every guide in two batches or more; built here as the ``splits`` job builds them),
-    and a warning when ``classify.n_null_guides`` pseudo-guides must share control wells
-    heavily (:data:`NULL_REUSE_WARNING`)."""
+def scoring_problems(
+    table: pd.DataFrame, config: Mapping[str, Any], source: str
+) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """(problems, notes, readouts) of a screen table against the analysis it will get:
+    perturbations to score, the folds of ``splits.scheme`` (leave-one-batch-out: two batches or
+    more, controls in each, every guide in two batches or more; built here as the ``splits`` job
+    builds them), what each readout can score and whether the classifier's null can be built
+    (:func:`phenoica.classify.capacity.readout_capacity`, on the rows the jobs will classify:
+    wells under ``profiles.level: well``), and a warning when ``classify.n_null_guides``
+    pseudo-guides must share control wells heavily (:data:`NULL_REUSE_WARNING`)."""
+    from phenoica.classify.capacity import readout_capacity
     from phenoica.classify.splits import make_folds
 
     problems: list[str] = []
@@ -379,13 +384,19 @@ def scoring_problems(table: pd.DataFrame, config: Mapping[str, Any], source: str
             f"no row has {screen.PERT_TYPE} {screen.PERTURBATION!r}: the screen holds only controls, so there is no "
             "guide or gene to score; expected perturbation rows beside the controls"
         )
-        return problems, []
+        return problems, [], []
     scheme = config["splits"]["scheme"]
     try:
         make_folds(table.reset_index(drop=True), config["splits"], config["seed"])
     except ScreenError as exc:
         problems.append(f"under splits.scheme {scheme}: {str(exc).removeprefix('profiles: ')}")
-    return problems, _null_reuse(table, config["classify"]["n_null_guides"])
+        return problems, [], []
+    per_well = screen.WELL in table.columns and config["profiles"]["level"] == "well"
+    units = table.drop_duplicates([screen.PLATE, screen.WELL]) if per_well else table
+    units_known = per_well or screen.SITE in table.columns or config["screen"]["source"] == "embeddings"
+    capacities, found, notes = readout_capacity(units, config, units_known)
+    problems += found
+    return problems, notes + _null_reuse(table, config["classify"]["n_null_guides"]), [c.as_dict() for c in capacities]
 
 
 def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:
@@ -437,6 +448,7 @@ def contract_problems(
     problems: list[str] = []
     notes: list[str] = []
     summary: dict[str, Any] = {}
+    readouts: list[dict[str, Any]] = []
     source = config["screen"]["source"]
     if source == "embeddings":
         problems, summary = embedding_problems(config, log)
@@ -445,17 +457,19 @@ def contract_problems(
 
             model = sorted(config["models"])[0]
             table = _embedding_metadata(wf.embedding_inputs(config, model))
-            found, notes = scoring_problems(table, config, f"embeddings of model {model}")
+            found, notes, readouts = scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
     elif source != "demo":
         table, name, notes = screen_table(config)
         if table is not None:
-            found, reuse = scoring_problems(table, config, name)
+            found, reuse, readouts = scoring_problems(table, config, name)
             problems += [f"{name}: {p}" for p in found]
             notes += reuse
     problems += annotation_problems(config)
     for note in notes:
         log.warning("%s", note)
+    if readouts:
+        summary = {**summary, "readouts": readouts}
     return problems, notes, summary
 
 
@@ -543,13 +557,14 @@ def check_screen_once(
     source = config["screen"]["source"]
     problems, notes, summary = contract_problems(config, plates, log)
     raise_problems(f"screen ({source})", problems)
+    readouts = summary.pop("readouts", [])
     if plates:
         report = validate_screen(
             config["screen"], plates, config["models"], config["embed"]["crop_size"], config["demo"], log=log
         )
     else:
         report = {"source": source, "plates": {}, "models": summary}
-    report = {"key": key, **report, "notes": notes}
+    report = {"key": key, **report, "notes": notes, "readouts": readouts}
     with atomic_path(record) as tmp:
         tmp.write_text(json.dumps(report, indent=1, sort_keys=True))
     return report

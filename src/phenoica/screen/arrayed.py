@@ -1,0 +1,260 @@
+"""An arrayed screen of per-well profiles, simulated in the shape the field's screens arrive in.
+
+Most screens that reach phenoica are not its simulator's pooled image screens but arrayed screens
+already reduced to per-well profiles by CellProfiler and pycytominer (JUMP's CRISPR and ORF
+plates, Cell Health, variant-effect screens): one well per perturbation per plate, 4 or 5
+replicate plates per batch, 16 to 64 negative-control wells per plate at the same positions on
+every plate, several control constructs, and a few hundred correlated features. This module writes
+such a screen with known truth, as per-well profile tables with CellProfiler-style feature names,
+so it enters the workflow as a user's export does (source ``embeddings`` with ``feature_regex``).
+
+The design (:class:`ArrayedDesign`) follows that description; the one free size, the effect,
+is set by a stated target and not by any readout's result: an effect guide's replicate wells
+have a cosine similarity of about 0.3 to each other (shift norm^2 / (shift norm^2 + well noise
+norm^2) = 2 x 2.5^2 x 300/24 / (that + 300 x 1.25) = 0.29), the middle of what active
+perturbations show in published arrayed screens:
+
+- ``n_batches`` batches of ``plates_per_batch`` replicate plates; every plate holds every guide
+  once, at the same (seeded) well on every plate, and ``control_wells_per_construct`` wells of
+  each of ``n_control_constructs`` control constructs at fixed central positions;
+- a well's profile: ``n_latent`` independent standard-normal biological programmes (well-to-well
+  variation) mixed into ``n_features`` correlated features by a fixed loading matrix, plus
+  per-feature noise, a per-batch and a per-plate offset of every feature; then each plate is
+  normalized against its control wells (median and MAD per feature), as the screens' authors
+  normalize per-well profiles with pycytominer before they publish them;
+- an effect gene shifts ``programmes_per_effect`` programmes by ``effect_size`` SDs (signs seeded),
+  the same for both of its guides; genes without effect shift nothing;
+- the last control construct (``control_effect_construct``) shifts one programme by
+  ``control_effect`` SDs: controls that differ from one another, as real control constructs do.
+
+Beside the profiles it writes ``truth.parquet``: one row per guide and per control construct
+(gene, guide, PertType, ``has_effect``). Seeds: ``rng_for(seed, "arrayed", purpose, ...)``.
+``python -m phenoica.screen.arrayed --out scenario_data/arrayed`` writes it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL
+from phenoica.utils.io import atomic_path
+from phenoica.utils.seeding import rng_for
+
+#: Gene name of the negative controls; the constructs are ``NTC_1`` ... ``NTC_k``.
+CONTROL_GENE = "non-targeting"
+#: The compartments feature names cycle through (CellProfiler's objects).
+COMPARTMENTS: tuple[str, ...] = ("Cells", "Cytoplasm", "Nuclei")
+#: The regular expression that declares the features of the written tables (``screen.feature_regex``).
+FEATURE_REGEX = "(Cells|Cytoplasm|Nuclei)_.*"
+#: Rows and columns of the simulated plate (a 384-well plate's grid).
+PLATE_ROWS, PLATE_COLUMNS = "ABCDEFGHIJKLMNOP", 24
+
+
+@dataclass(frozen=True)
+class ArrayedDesign:
+    """The arrayed screen's layout and its sources (see the module doc)."""
+
+    n_batches: int = 2
+    plates_per_batch: int = 4
+    n_effect_genes: int = 16
+    n_null_genes: int = 8
+    guides_per_gene: int = 2
+    n_control_constructs: int = 4
+    control_wells_per_construct: int = 4  # per plate
+    n_latent: int = 24
+    n_features: int = 300
+    programmes_per_effect: int = 2
+    effect_size: float = 2.5  # shift of each affected programme, in its SDs (replicate cosine ~0.3)
+    control_effect: float = 2.5  # shift of one programme in the last control construct (0 = alike)
+    noise_sd: float = 0.5  # per-feature noise, in units of a programme's loading
+    batch_sd: float = 1.0  # SD of a batch's offset of each feature
+    plate_sd: float = 0.3  # SD of a plate's offset of each feature
+
+    def __post_init__(self) -> None:
+        counts = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.type in ("int", int)}
+        low = {k: v for k, v in counts.items() if v < (0 if k == "n_null_genes" else 1)}
+        if low:
+            raise ValueError(f"arrayed screen: counts must be >= 1 (n_null_genes >= 0), got {low}")
+        if self.n_batches < 2:
+            raise ValueError(f"arrayed screen: n_batches must be >= 2 (leave-one-batch-out), got {self.n_batches}")
+        if self.programmes_per_effect > self.n_latent:
+            raise ValueError("arrayed screen: programmes_per_effect exceeds n_latent")
+        if self.wells_per_plate > len(PLATE_ROWS) * PLATE_COLUMNS:
+            raise ValueError(f"arrayed screen: {self.wells_per_plate} wells do not fit a 384-well plate")
+        if min(self.noise_sd, self.batch_sd, self.plate_sd) < 0:
+            raise ValueError("arrayed screen: noise_sd, batch_sd and plate_sd must be >= 0")
+
+    @property
+    def n_genes(self) -> int:
+        return self.n_effect_genes + self.n_null_genes
+
+    @property
+    def n_guides(self) -> int:
+        return self.n_genes * self.guides_per_gene
+
+    @property
+    def control_wells(self) -> int:
+        return self.n_control_constructs * self.control_wells_per_construct
+
+    @property
+    def wells_per_plate(self) -> int:
+        return self.n_guides + self.control_wells
+
+    def feature_names(self) -> list[str]:
+        """CellProfiler-style names, ``Cells_Feature_000``, ``Cytoplasm_Feature_001``, ..."""
+        return [f"{COMPARTMENTS[i % len(COMPARTMENTS)]}_Feature_{i:03d}" for i in range(self.n_features)]
+
+    def control_guides(self) -> list[str]:
+        return [f"NTC_{i + 1}" for i in range(self.n_control_constructs)]
+
+
+def well_names(n: int) -> list[str]:
+    """The first ``n`` wells of a 384-well grid, read row by row from the centre outwards: the
+    central wells first (where fixed control positions sit), then the rest."""
+    grid = [(r, c) for r in range(len(PLATE_ROWS)) for c in range(PLATE_COLUMNS)]
+    centre = ((len(PLATE_ROWS) - 1) / 2, (PLATE_COLUMNS - 1) / 2)
+    grid.sort(key=lambda rc: (abs(rc[0] - centre[0]) + abs(rc[1] - centre[1]), rc))
+    return [f"{PLATE_ROWS[r]}{c + 1:02d}" for r, c in grid[:n]]
+
+
+def screen_truth(design: ArrayedDesign, seed: int) -> pd.DataFrame:
+    """One row per guide and per control construct: gene, guide, PertType, ``has_effect``, the
+    shifted programmes (``programmes``, e.g. ``3+,7-``) and their signed shifts (internal)."""
+    rng = rng_for(seed, "arrayed", "truth")
+    rows = []
+    for g in range(design.n_genes):
+        effect = g < design.n_effect_genes
+        programmes = rng.choice(design.n_latent, size=design.programmes_per_effect, replace=False) if effect else []
+        signs = rng.choice([-1.0, 1.0], size=len(programmes))
+        for k in range(design.guides_per_gene):
+            rows.append(
+                {
+                    GENE: f"GENE{g + 1:02d}",
+                    GUIDE: f"GENE{g + 1:02d}_{k + 1}",
+                    PERT_TYPE: PERTURBATION,
+                    "has_effect": bool(effect),
+                    "programmes": ",".join(f"{int(p)}{'+' if s > 0 else '-'}" for p, s in zip(programmes, signs)),
+                }
+            )
+    for i, guide in enumerate(design.control_guides()):
+        differs = i == design.n_control_constructs - 1 and design.control_effect > 0
+        rows.append(
+            {
+                GENE: CONTROL_GENE,
+                GUIDE: guide,
+                PERT_TYPE: CONTROL,
+                "has_effect": bool(differs),
+                "programmes": "0+" if differs else "",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def plate_layout(design: ArrayedDesign, truth: pd.DataFrame, seed: int) -> pd.DataFrame:
+    """Well -> (gene, guide, PertType) of every plate: control wells at the central positions
+    (construct by construct), guides at the remaining wells in a seeded order, the same on every
+    replicate plate."""
+    wells = well_names(design.wells_per_plate)
+    controls = truth[truth[PERT_TYPE] == CONTROL]
+    guides = truth[truth[PERT_TYPE] == PERTURBATION]
+    order = rng_for(seed, "arrayed", "layout").permutation(len(guides))
+    content = [row for _, row in controls.iterrows() for _ in range(design.control_wells_per_construct)]
+    content += [guides.iloc[i] for i in order]
+    return pd.DataFrame(
+        {
+            WELL: wells,
+            GENE: [r[GENE] for r in content],
+            GUIDE: [r[GUIDE] for r in content],
+            PERT_TYPE: [r[PERT_TYPE] for r in content],
+        }  # fmt: skip
+    )
+
+
+def _shifts(design: ArrayedDesign, truth: pd.DataFrame) -> dict[str, np.ndarray]:
+    """Each guide's and control construct's shift of the programmes (zeros without effect)."""
+    out = {}
+    for guide, kind, spec in zip(truth[GUIDE], truth[PERT_TYPE], truth["programmes"]):
+        shift = np.zeros(design.n_latent)
+        size = design.control_effect if kind == CONTROL else design.effect_size
+        for part in filter(None, str(spec).split(",")):
+            shift[int(part[:-1])] += size if part[-1] == "+" else -size
+        out[guide] = shift
+    return out
+
+
+def normalize_to_controls(x: np.ndarray, is_control: np.ndarray) -> np.ndarray:
+    """One plate's profiles as pycytominer's ``normalize(method="mad_robustize")`` against the
+    control wells leaves them: minus the controls' median, over 1.4826 x their median absolute
+    deviation, per feature."""
+    ctrl = x[is_control]
+    median = np.median(ctrl, axis=0)
+    mad = 1.4826 * np.median(np.abs(ctrl - median), axis=0)
+    return (x - median) / np.where(mad > 0, mad, 1.0)
+
+
+def batch_profiles(
+    design: ArrayedDesign, truth: pd.DataFrame, layout: pd.DataFrame, seed: int, batch: int
+) -> pd.DataFrame:
+    """One batch's per-well profiles: metadata columns and the named features (float32)."""
+    loadings = rng_for(seed, "arrayed", "loadings").normal(size=(design.n_latent, design.n_features))
+    loadings /= np.sqrt(design.n_latent)
+    shifts = _shifts(design, truth)
+    batch_offset = rng_for(seed, "arrayed", "batch", batch).normal(scale=design.batch_sd, size=design.n_features)
+    parts = []
+    for p in range(design.plates_per_batch):
+        plate = batch * design.plates_per_batch + p
+        rng = rng_for(seed, "arrayed", "plate", plate)
+        plate_offset = rng.normal(scale=design.plate_sd, size=design.n_features)
+        z = rng.normal(size=(len(layout), design.n_latent)) + np.stack([shifts[g] for g in layout[GUIDE]])
+        x = z @ loadings + rng.normal(scale=design.noise_sd, size=(len(layout), design.n_features))
+        x += batch_offset + plate_offset
+        x = normalize_to_controls(x, (layout[PERT_TYPE] == CONTROL).to_numpy())
+        meta = layout.assign(**{BATCH: f"batch{batch + 1}", PLATE: f"plate{plate + 1:02d}"})
+        parts.append(pd.concat([meta, pd.DataFrame(x.astype(np.float32), columns=design.feature_names())], axis=1))
+    table = pd.concat(parts, ignore_index=True)
+    return table[[BATCH, PLATE, WELL, GENE, GUIDE, PERT_TYPE, *design.feature_names()]]
+
+
+def write_screen(out_dir: Path | str, seed: int = 0, design: ArrayedDesign | None = None) -> dict[str, Any]:
+    """Write the arrayed screen under ``out_dir``: ``profiles/{batch}.parquet`` (per-well
+    profiles, the ``embeddings`` source's contract with named features) and ``truth.parquet``.
+    Returns the paths by name."""
+    design = design or ArrayedDesign()
+    out = Path(out_dir)
+    truth = screen_truth(design, seed)
+    layout = plate_layout(design, truth, seed)
+    (out / "profiles").mkdir(parents=True, exist_ok=True)
+    files = []
+    for b in range(design.n_batches):
+        table = batch_profiles(design, truth, layout, seed, b)
+        path = out / "profiles" / f"batch{b + 1}.parquet"
+        with atomic_path(path) as tmp:
+            table.to_parquet(tmp, index=False)
+        files.append(path)
+    truth_path = out / "truth.parquet"
+    with atomic_path(truth_path) as tmp:
+        truth.to_parquet(tmp, index=False)
+    return {"profiles": out / "profiles", "truth": truth_path, "files": files, "design": design}
+
+
+def main(argv: list[str] | None = None) -> None:
+    """``python -m phenoica.screen.arrayed``: write the simulated arrayed per-well screen."""
+    import argparse
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default="scenario_data/arrayed")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--batches", type=int, default=ArrayedDesign.n_batches)
+    args = parser.parse_args(argv)
+    paths = write_screen(args.out, args.seed, ArrayedDesign(n_batches=args.batches))
+    print(f"arrayed screen written: {paths['profiles']} ({len(paths['files'])} batch files), {paths['truth']}")
+
+
+if __name__ == "__main__":
+    main()

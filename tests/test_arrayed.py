@@ -1,0 +1,309 @@
+"""The field's arrayed layout of per-well profiles: the simulated screen (phenoica.screen.arrayed),
+what each readout can score on it (phenoica.classify.capacity), hit calls that degrade to the
+readout that can still call, and the control constructs checked as a null (phenoica.hits.controls)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phenoica.classify.null import NULL_GENE, control_constructs, split_control_rows
+from phenoica.contract.config import validate_config
+from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL
+from phenoica.screen import arrayed
+
+#: Floors of the shipped scenario's recall of the effect guides at q < 0.05 (base variant), set 3 SD
+#: below the mean over simulated draws of the same design (benchmarks/arrayed_calibration.py).
+RECALL_FLOOR, MAP_RECALL_FLOOR = 0.75, 0.4
+SMALL = arrayed.ArrayedDesign(n_effect_genes=3, n_null_genes=2, n_latent=4, n_features=12)
+
+
+def _profiles(design: arrayed.ArrayedDesign = SMALL, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    truth = arrayed.screen_truth(design, seed)
+    layout = arrayed.plate_layout(design, truth, seed)
+    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
+    return pd.concat(parts, ignore_index=True), truth
+
+
+# --------------------------------------------------------------------------- the simulated screen
+
+
+def test_written_screen_has_the_arrayed_layout_and_its_truth(tmp_path):
+    paths = arrayed.write_screen(tmp_path, 0, SMALL)
+    table = pd.concat([pd.read_parquet(p) for p in sorted(paths["profiles"].glob("*.parquet"))], ignore_index=True)
+    assert len(paths["files"]) == 2 and table[PLATE].nunique() == 8
+    assert table.groupby(PLATE)[BATCH].nunique().eq(1).all()
+    # one well per guide per plate, at the same well on every plate
+    guides = table[table[PERT_TYPE] == "perturbation"]
+    assert guides.groupby([PLATE, GUIDE]).size().eq(1).all()
+    assert guides.groupby(GUIDE)[WELL].nunique().eq(1).all() and guides[GUIDE].nunique() == SMALL.n_guides
+    # 16 control wells of 4 constructs per plate, at the same central wells on every plate
+    controls = table[table[PERT_TYPE] == CONTROL]
+    assert controls.groupby(PLATE).size().eq(16).all()
+    assert controls.groupby(GUIDE)[WELL].nunique().eq(4).all() and controls[GUIDE].nunique() == 4
+    assert set(controls[WELL]) == set(arrayed.well_names(16))
+    # the features are exactly what the declared regex names, normalized per plate against controls
+    features = [c for c in table.columns if pd.Series([c]).str.fullmatch(arrayed.FEATURE_REGEX).iloc[0]]
+    assert features == SMALL.feature_names()
+    medians = controls.groupby(PLATE)[features].median().to_numpy()
+    np.testing.assert_allclose(medians, 0.0, atol=1e-5)
+    truth = pd.read_parquet(paths["truth"])
+    assert truth.loc[truth[PERT_TYPE] == CONTROL, "has_effect"].tolist() == [False, False, False, True]
+    assert int(truth.loc[truth[PERT_TYPE] != CONTROL, "has_effect"].sum()) == 2 * SMALL.n_effect_genes
+
+
+def test_same_seed_same_screen_other_seed_other_screen():
+    a, _ = _profiles(seed=3)
+    b, _ = _profiles(seed=3)
+    c, _ = _profiles(seed=4)
+    pd.testing.assert_frame_equal(a, b)
+    assert not np.allclose(a[SMALL.feature_names()].to_numpy(), c[SMALL.feature_names()].to_numpy())
+
+
+def test_a_layout_that_does_not_fit_a_plate_is_refused():
+    with pytest.raises(ValueError, match="do not fit a 384-well plate"):
+        arrayed.ArrayedDesign(n_effect_genes=200, n_null_genes=0)
+    with pytest.raises(ValueError, match="n_batches must be >= 2"):
+        arrayed.ArrayedDesign(n_batches=1)
+
+
+# --------------------------------------------------------------------------- the door's counts
+
+
+def test_capacity_counts_training_wells_as_the_engine_does():
+    from phenoica.classify.capacity import classifier_capacity, map_capacity
+    from phenoica.classify.params import ClassifyOptions
+
+    table, _ = _profiles()
+    cfg = validate_config({})
+    at = {k: ClassifyOptions.from_config({"min_train_samples": k}, 0) for k in (4, 5)}
+    four = classifier_capacity(table, cfg["splits"], at[4], "parametric", 0)
+    five = classifier_capacity(table, cfg["splits"], at[5], "parametric", 0)
+    # leave-one-batch-out over 2 batches of 4 plates: every guide trains on 4 wells, tests on 4
+    assert four.units["train_per_fold"] == {"min": 4, "median": 4.0, "max": 4}
+    assert (four.n_scored, four.calls, four.units["null_scored"]) == (SMALL.n_guides, True, 100)
+    assert (five.n_scored, five.calls, five.units["null_scored"]) == (0, False, 0)
+    assert "Lower classify.min_train_samples to 4" in five.reason
+    assert map_capacity(table).n_scored == SMALL.n_guides  # mAP needs no training set
+    # a third batch gives 8 training wells
+    three, _ = _profiles(arrayed.ArrayedDesign(**{**SMALL.__dict__, "n_batches": 3}))
+    assert classifier_capacity(three, cfg["splits"], at[5], "parametric", 0).units["train_per_fold"]["min"] == 8
+
+
+def test_capacity_agrees_with_the_engines_skips():
+    """What the door counts is what the classifier then skips: the same guides, the same reason."""
+    from phenoica.classify.capacity import classifier_capacity
+    from phenoica.classify.engine import classify_guides
+    from phenoica.classify.params import ClassifyOptions
+    from phenoica.classify.splits import make_folds
+
+    table, _ = _profiles()
+    # drop one plate's well of two guides: they train on 3 wells in one fold
+    gone = table[(table[PLATE] == "plate01") & table[GUIDE].isin(["GENE01_1", "GENE02_2"])].index
+    table = table.drop(gone).reset_index(drop=True)
+    options = ClassifyOptions.from_config({"num_boost_round": 2, "concentration": False}, 0)
+    cap = classifier_capacity(table, {"scheme": "leave_one_batch_out"}, options, "parametric", 0)
+    rows = classify_guides(table, None, make_folds(table, {}, 0), options, "base")
+    skipped = rows.groupby([GENE, GUIDE])["status"].apply(lambda s: (s != "ok").all())
+    assert sorted(skipped[skipped].index) == sorted(cap.unscored) == []
+    per_fold = rows[rows["status"] != "ok"][[GUIDE, "reason"]]
+    assert sorted(per_fold[GUIDE]) == ["GENE01_1", "GENE02_2"]
+    assert per_fold["reason"].str.contains(r"too few training samples \(3 < 4\)").all()
+
+
+# --------------------------------------------------------------------------- degrade, not fail
+
+
+def _score_rows(n_null_ok: int) -> pd.DataFrame:
+    rng = np.random.default_rng(0)
+    rows = []
+    for i in range(6):
+        rows.append(("G%d" % i, "G%d_1" % i, False, 0.9 if i < 3 else 0.5 + rng.normal(0, 0.02)))
+    for j in range(10):
+        rows.append((NULL_GENE, f"null_{j:04d}", True, 0.5 + rng.normal(0, 0.03) if j < n_null_ok else np.nan))
+    out = []
+    for gene, guide, is_null, auc in rows:
+        for fold in ("B1", "B2"):
+            out.append(
+                {
+                    "model": "m",
+                    "variant": "pca",
+                    GENE: gene,
+                    GUIDE: guide,
+                    "is_null_guide": is_null,
+                    "fold": fold,
+                    "n_train_pos": 4,
+                    "n_train_neg": 32,
+                    "n_test_pos": 4,
+                    "n_test_neg": 32,
+                    "auroc": auc,
+                    "sparsity": np.nan,
+                    "concentration": np.nan,
+                    "auroc_top": np.nan,
+                    "auroc_rest": np.nan,
+                    "status": "ok" if np.isfinite(auc) else "skipped",
+                    "reason": "",
+                }  # fmt: skip
+            )
+    return pd.DataFrame(out)
+
+
+def test_a_variant_without_a_null_keeps_its_aurocs_and_the_map_calls():
+    from phenoica.hits.calls import screen_calls
+
+    maps = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": "pca",
+            GENE: [f"G{i}" for i in range(6)],
+            GUIDE: [f"G{i}_1" for i in range(6)],
+            "n_wells": 8,
+            "mean_average_precision": [0.9, 0.8, 0.85, 0.3, 0.3, 0.3],
+            "map_p_value": [1e-4, 2e-4, 1e-4, 0.6, 0.7, 0.8],
+            "map_q_value": [3e-4, 3e-4, 3e-4, 0.7, 0.8, 0.8],
+        }  # fmt: skip
+    )
+    out = screen_calls(_score_rows(n_null_ok=2), maps, "parametric", 0.05)
+    null = out["null"].iloc[0]
+    assert not null["calls"] and "the parametric null needs at least 3" in null["reason"]
+    assert out["guides"].loc[~out["guides"]["is_null_guide"], "auroc"].notna().all()
+    assert not out["hits"]["hit"].any() and out["hits"]["map_hit"].sum() == 3
+    assert out["hits"]["note"].str.startswith("classifier: no hit calls (hit calls for m/pca").all()
+    # with a null the same rows are called and noted as such
+    called = screen_calls(_score_rows(n_null_ok=10), maps, "parametric", 0.05)
+    assert called["null"]["calls"].all() and called["hits"]["hit"].sum() == 3
+    assert (called["hits"]["note"] == "").all()
+
+
+def test_headline_says_what_the_classifier_could_not_call_and_what_map_called():
+    from phenoica.hits.calls import screen_calls
+    from phenoica.report.scores import headline, readout_status
+    from phenoica.report.summaries import paired_tests, variant_summary
+
+    maps = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": "pca",
+            GENE: [f"G{i}" for i in range(6)],
+            GUIDE: [f"G{i}_1" for i in range(6)],
+            "n_wells": 8,
+            "mean_average_precision": 0.5,
+            "map_p_value": [1e-4] * 2 + [0.5] * 4,
+            "map_q_value": [6e-4] * 2 + [0.6] * 4,
+        }  # fmt: skip
+    )
+    out = screen_calls(_score_rows(n_null_ok=0), maps, "parametric", 0.05)
+    status = readout_status(out["hits"], out["null"])
+    assert status[("m", "pca")]["map_hits"] == 2 and "no_calls" in status[("m", "pca")]
+    text = str(headline(variant_summary(out["guides"]), paired_tests(out["genes"]), 0.05, status))
+    assert "no classifier hit calls" in text and "mAP readout: 2/6 guides active at q < 0.05" in text
+
+
+# --------------------------------------------------------------------------- controls as a null
+
+
+def test_control_constructs_are_targets_only_when_there_are_several():
+    table, _ = _profiles()
+    targets = control_constructs(table)
+    assert [t.guide for t in targets] == ["NTC_1", "NTC_2", "NTC_3", "NTC_4"]
+    assert all(t.is_null and t.gene == arrayed.CONTROL_GENE for t in targets)
+    assert all((table.loc[t.rows, GUIDE] == t.guide).all() and len(t.rows) == 32 for t in targets)
+    one = table.assign(**{GUIDE: np.where(table[PERT_TYPE] == CONTROL, "NTC", table[GUIDE])})
+    assert control_constructs(one) == []
+
+
+def test_gather_moves_control_rows_apart_from_the_null():
+    rows = pd.DataFrame(
+        {
+            GENE: ["G1", NULL_GENE, arrayed.CONTROL_GENE],
+            GUIDE: ["G1_1", "null_0001", "NTC_2"],
+            "is_null_guide": [False, True, True],
+            "auroc": [0.7, 0.5, 0.6],
+        }  # fmt: skip
+    )
+    guides, controls = split_control_rows(rows)
+    assert guides[GUIDE].tolist() == ["G1_1", "null_0001"] and controls[GUIDE].tolist() == ["NTC_2"]
+    assert "is_null_guide" not in controls.columns
+
+
+def test_separating_features_name_the_shifted_feature_without_batch_offsets():
+    from phenoica.hits.controls import separating_features
+
+    rng = np.random.default_rng(1)
+    n = 64
+    X = rng.normal(size=(n, 6))
+    guide = np.repeat(["NTC_1", "NTC_2"], n // 2)
+    batch = np.tile(["b1", "b2"], n // 2)
+    X[batch == "b2"] += 10.0  # a batch offset must not count
+    X[guide == "NTC_2", 3] += 3.0
+    table = pd.DataFrame(X, columns=[f"f{i}" for i in range(6)]).assign(**{GENE: "nt", GUIDE: guide, BATCH: batch})
+    out = separating_features(table, [f"f{i}" for i in range(6)], k=2)
+    assert out[("nt", "NTC_2")].startswith("f3 (+3.") and out[("nt", "NTC_1")].startswith("f3 (-")
+
+
+def test_control_calls_use_the_guides_null():
+    from phenoica.hits.calls import call_guides, summarize_scores
+    from phenoica.hits.controls import control_calls
+
+    guides, _ = summarize_scores(_score_rows(n_null_ok=10))
+    guides = call_guides(guides)
+    controls = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": "pca",
+            GENE: "nt",
+            GUIDE: ["NTC_1", "NTC_1", "NTC_4", "NTC_4"],
+            "fold": ["B1", "B2"] * 2,
+            "auroc": [0.5, 0.52, 0.95, 0.97],
+            "status": "ok",
+        }  # fmt: skip
+    )
+    calls = control_calls(controls, guides, "parametric", 0.05, {("m", "nt", "NTC_4"): "f3 (+3.0 SD)"})
+    assert calls[GUIDE].tolist() == ["NTC_1", "NTC_4"] and calls["hit"].tolist() == [False, True]
+    assert calls["n_folds_ok"].tolist() == [2, 2] and calls["separating_features"].tolist() == ["", "f3 (+3.0 SD)"]
+
+
+# --------------------------------------------------------------------------- the scenario, run
+
+
+@pytest.mark.slow
+def test_arrayed_scenario_runs_at_the_defaults_with_a_calibrated_null(tmp_path):
+    """config/scenarios/arrayed.yaml as shipped (every analysis setting at the schema's defaults):
+    the door counts 4 training wells per guide and fold and a null it can build; every guide and
+    pseudo-guide is scored; each variant's null is calibrated (KS p > 0.01); the effect guides
+    are recovered and the control construct that differs is called against the other controls."""
+    import json
+    import shutil
+
+    import yaml
+
+    from tests.test_workflow import SCENARIOS, snakemake
+
+    data = tmp_path / "scenario_data" / "arrayed"
+    arrayed.write_screen(data, seed=0)
+    shutil.copy(SCENARIOS / "arrayed.yaml", tmp_path / "config.yaml")
+    results = Path(yaml.safe_load((tmp_path / "config.yaml").read_text())["results"])
+    snakemake(tmp_path, str(results / "hits" / "guides.parquet"), str(results / "hits" / "controls.parquet"))
+    out = tmp_path / results
+
+    readouts = {r["readout"]: r for r in json.loads((out / "screen" / "validated.json").read_text())["readouts"]}
+    assert readouts["classifier"]["units"]["train_per_fold"] == {"min": 4, "median": 4.0, "max": 4}
+    assert readouts["classifier"]["calls"] and readouts["classifier"]["n_scored"] == 48
+    assert readouts["map"]["n_scored"] == 48
+
+    null = pd.read_parquet(out / "hits" / "null.parquet")
+    assert null["calls"].all() and (null["n_null"] == 100).all()
+    assert (null["loo_uniform_ks_p"] > 0.01).all(), null
+    truth = pd.read_parquet(data / "truth.parquet").set_index(GUIDE)["has_effect"]
+    hits = pd.read_parquet(out / "hits" / "hits.parquet")
+    hits["has_effect"] = hits[GUIDE].map(truth).astype(bool)
+    base = hits[hits["variant"] == "base"]
+    recall = (base["hit"] & base["has_effect"]).sum() / base["has_effect"].sum()
+    map_recall = (base["map_hit"] & base["has_effect"]).sum() / base["has_effect"].sum()
+    assert recall >= RECALL_FLOOR and map_recall >= MAP_RECALL_FLOOR, (recall, map_recall)
+    controls = pd.read_parquet(out / "hits" / "controls.parquet").set_index(["variant", GUIDE])
+    assert controls.loc[("base", "NTC_4"), "hit"]
+    assert controls.loc[("base", "NTC_4"), "separating_features"].count("SD)") == 5
