@@ -190,3 +190,22 @@ def test_run_cost_sums_a_finished_runs_benchmark_files_and_job_cpu_marks(tmp_pat
     lines = proc.stdout.splitlines()
     assert lines[1].split()[:3] == ["classify", "2", "20.0"] and lines[1].split()[-1] == "19%"  # 4 of 21
     assert any(line.startswith("sum ") for line in lines) and "Snakemake" in proc.stdout
+
+
+def test_arrayed_run_cost_scales_the_plates_and_points_the_scenario_at_its_screen(tmp_path):
+    """The 1x shape is a real screen's width (2,304 wells x 300 features); 4x has four times the
+    wells and controls with the same guides; the config is the arrayed scenario's, redirected."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from arrayed_run_cost import scale_design, scenario_config
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    from phenoica.screen.arrayed import ArrayedDesign
+
+    base = ArrayedDesign(n_effect_genes=96, n_null_genes=40)
+    wells = [d.n_batches * d.plates_per_batch * d.wells_per_plate for d in (base, scale_design(base, 4))]
+    assert wells == [2304, 9216] and scale_design(base, 4).n_guides == base.n_guides == 272
+    cfg = scenario_config(tmp_path / "profiles", tmp_path / "results", {"sweep.points": 2, "classify.n_shards": 1})
+    assert cfg["screen"]["embeddings"] == str(tmp_path / "profiles" / "*.parquet")
+    assert cfg["results"] == str(tmp_path / "results") and cfg["screen"]["source"] == "embeddings"
+    assert cfg["sweep"]["points"] == 2 and cfg["classify"]["n_shards"] == 1 and "cellprofiler" in cfg["models"]
