@@ -826,7 +826,7 @@ BAD_INPUT_CASES = [
         ScreenError,
         r"big\.parquet: feature column 'emb_0001' row 5 holds 1e\+39: finite, but",
     ),
-    ("7", case_n_components_negative, ConfigError, r"transforms\.n_components is -3; expected an integer >= 1"),
+    ("7", case_n_components_negative, ConfigError, r"transforms\.n_components is -3; expected an integer >= 2"),
     (
         "7",
         case_checkpoint_is_a_folder,
