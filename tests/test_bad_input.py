@@ -790,6 +790,83 @@ def case_loaddata_sites_of_a_well_the_plate_map_lacks(tmp_path):
     return _loaddata_door(cfg)
 
 
+# names that are not text, feature rows that are not measurements, settings the schema states
+def _named(column: str, name: str) -> dict[str, pd.DataFrame]:
+    meta = _four_plates()
+    meta.loc[meta["Metadata_Gene"] == "G3", column] = name
+    return _by_plate(meta)
+
+
+def case_gene_name_with_nul(tmp_path):
+    _door(_emb_screen(tmp_path, _named("Metadata_Gene", "G\x003")))
+
+
+def case_gene_name_5000_characters(tmp_path):
+    _door(_emb_screen(tmp_path, _named("Metadata_Gene", "G" * 5000)))
+
+
+def case_guide_name_with_rtl_override(tmp_path):
+    _door(_emb_screen(tmp_path, _named("Metadata_Guide", "RTL\u202egnp.exe")))
+
+
+def case_batch_name_with_newline_in_a_plate_map(tmp_path):
+    from phenoica.screen.plate_map import validate_plate_map
+
+    wells = (
+        _four_plates()
+        .drop(columns=["Metadata_Site", "Metadata_ImageIndex"])
+        .drop_duplicates(["Metadata_Plate", "Metadata_Well"])
+    )
+    wells.loc[wells["Metadata_Batch"] == "B2", "Metadata_Batch"] = "B\n2"
+    validate_plate_map(wells.reset_index(drop=True), source="plate_map.csv")
+
+
+def case_channel_name_with_rtl_override(tmp_path):
+    validate_config({"screen": {"source": "images", "plate_map": "m.csv", "images_dir": "i", "channels": ["a\u202e"]}})
+
+
+def _constant_rows(tmp_path, value: float) -> dict:
+    frames = _by_plate(_four_plates())
+    for df in frames.values():
+        df.loc[df["Metadata_Gene"] == "G3", ["emb_0000", "emb_0001", "emb_0002"]] = value
+    return _door(_emb_screen(tmp_path, frames))
+
+
+def case_gene_with_all_zero_features(tmp_path):
+    return _constant_rows(tmp_path, 0.0)
+
+
+def case_gene_with_all_equal_features(tmp_path):
+    return _constant_rows(tmp_path, 0.5)
+
+
+def case_n_components_one(tmp_path):
+    validate_config({"transforms": {"n_components": 1}})
+
+
+def case_n_components_above_the_features(tmp_path):
+    cfg = _emb_screen(tmp_path, _by_plate(_four_plates()))
+    cfg["transforms"]["n_components"] = 500
+    _door(cfg)
+
+
+def case_lightgbm_typos(tmp_path):
+    cfg = _emb_screen(tmp_path, _by_plate(_four_plates()))
+    cfg["classify"]["lightgbm"] |= {"num_leave": 7, "learnin_rate": 0.1}
+    _door(cfg)
+
+
+def case_config_without_screen(tmp_path):
+    from phenoica.contract.config import planned_demo_note
+    from phenoica.workflow import validate
+
+    raw = yaml.safe_load((REPO / "config" / "scenarios" / "demo.yaml").read_text())
+    raw.pop("screen", None)
+    cfg = validate_config({**raw, "results": str(tmp_path / "res")})
+    record = tmp_path / "res" / "validated.json"
+    return validate.check_screen_once(cfg, wf.screen_plates(cfg), record, notes=[planned_demo_note(raw)])
+
+
 BAD_INPUT_CASES = [
     # (issue section, case, error, what the message must say)
     ("1", case_counter_column, ScreenError, r"P1\.parquet: feature column 'cell_id' holds integers that increase"),
@@ -935,6 +1012,74 @@ BAD_INPUT_CASES = [
         case_loaddata_sites_of_a_well_the_plate_map_lacks,
         None,
         r"LoadData: 2 site\(s\) in 1 well\(s\) the plate map lacks are skipped: \['PL1 C02'\] \(e\.g\. .*PL1\.csv row 6\)",
+    ),
+    # names that are not text, feature rows that are not measurements, settings the schema states
+    (
+        "names",
+        case_gene_name_with_nul,
+        ScreenError,
+        r"column Metadata_Gene: 8 row\(s\) hold a name that is not plain text: .*P1\.parquet row 6 'G\\x003' holds "
+        r"control or format character\(s\) U\+0000; .* and 3 more row\(s\); a name is plain text: no control",
+    ),
+    (
+        "names",
+        case_gene_name_5000_characters,
+        ScreenError,
+        r"column Metadata_Gene: .*'G{40}\.\.\.' is 5000 characters long.*at most 200 characters",
+    ),
+    (
+        "names",
+        case_guide_name_with_rtl_override,
+        ScreenError,
+        r"column Metadata_Guide: .*row 6 'RTL\\u202egnp\.exe' holds control or format character\(s\) U\+202E",
+    ),
+    (
+        "names",
+        case_batch_name_with_newline_in_a_plate_map,
+        ScreenError,
+        r"plate_map\.csv: column Metadata_Batch: 8 row\(s\) .*row 8 'B\\n2' holds control .* U\+000A",
+    ),
+    (
+        "names",
+        case_channel_name_with_rtl_override,
+        ConfigError,
+        r"config key screen\.channels: 'a\\u202e' holds control or format character\(s\) U\+202E",
+    ),
+    (
+        "features",
+        case_gene_with_all_zero_features,
+        None,
+        r"8 of 32 row\(s\) have every feature 0 \(failed segmentation.*e\.g\. .*P1\.parquet row 6, .*per gene: 'G3' 8 of 8",
+    ),
+    (
+        "features",
+        case_gene_with_all_equal_features,
+        None,
+        r"8 of 32 row\(s\) have every feature one value \(not 0\).*per gene: 'G3' 8 of 8",
+    ),
+    (
+        "settings",
+        case_n_components_one,
+        ConfigError,
+        r"transforms\.n_components is 1; expected an integer >= 2 \(a rule keeping fewer components is an error\)",
+    ),
+    (
+        "settings",
+        case_n_components_above_the_features,
+        ConfigError,
+        r"transforms\.n_components is 500, but model 'embeddings' has 3 feature\(s\) per profile; expected at most 3",
+    ),
+    (
+        "settings",
+        case_lightgbm_typos,
+        ConfigError,
+        r"config key\(s\) classify\.lightgbm\.num_leave, classify\.lightgbm\.learnin_rate: not LightGBM .* parameters",
+    ),
+    (
+        "settings",
+        case_config_without_screen,
+        None,
+        r"the config names no screen \(no screen\.source\): the simulated demo screen is planned \(.*, \d+ simulated plates",
     ),
 ]
 

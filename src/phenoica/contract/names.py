@@ -32,10 +32,17 @@ def name_problem(name: Any) -> str | None:
     text = str(name)
     bad = sorted({f"U+{ord(ch):04X}" for ch in text if unicodedata.category(ch) in INVISIBLE_CATEGORIES})
     if bad:
-        return f"holds control or format character(s) {', '.join(bad)} (NUL, line breaks, bidi overrides are not text)"
+        return f"holds control or format character(s) {', '.join(bad)}"
     if len(text) > MAX_NAME_LENGTH:
-        return f"is {len(text)} characters long; names hold at most {MAX_NAME_LENGTH}"
+        return f"is {len(text)} characters long"
     return None
+
+
+#: What a name must be, said once per message.
+RULE = (
+    f"a name is plain text: no control or format characters (NUL, line breaks, tabs, bidi overrides, zero-width "
+    f"characters) and at most {MAX_NAME_LENGTH} characters"
+)
 
 
 def _row(label: Any) -> str:
@@ -64,10 +71,10 @@ def name_problems(df: pd.DataFrame, columns: Sequence[str]) -> list[str]:
             continue
         shown = "; ".join(f"{_row(label)} {_shown(name)} {why[name]}" for label, name in bad.head(EXAMPLES).items())
         more = f" and {len(bad) - EXAMPLES} more row(s)" if len(bad) > EXAMPLES else ""
-        problems.append(f"column {col}: {len(bad)} row(s) hold a name that is not plain text: {shown}{more}")
+        problems.append(f"column {col}: {len(bad)} row(s) hold a name that is not plain text: {shown}{more}; {RULE}")
     return problems
 
 
 def config_name_problems(names: Iterable[Any], key: str) -> list[str]:
     """Problems of the names a config key lists (channels): each refused name with ``key``."""
-    return [f"config key {key}: {_shown(str(n))} {why}" for n in names if (why := name_problem(n)) is not None]
+    return [f"config key {key}: {_shown(str(n))} {why}; {RULE}" for n in names if (why := name_problem(n)) is not None]

@@ -87,8 +87,8 @@ def constant_row_notes(
     counts = ConstantRows()
     for file in plan.files:
         for block in read_blocks(file, plan, batch_rows, None, None):
-            genes = block.batch.column(GENE).to_pylist() if GENE in block.batch.schema.names else [""] * len(
-                block.features
+            genes = (
+                block.batch.column(GENE).to_pylist() if GENE in block.batch.schema.names else [""] * len(block.features)
             )
             counts.update(block.features, genes, file.path, block.start)
     return counts.notes()
