@@ -17,6 +17,7 @@ from plotly.offline import get_plotlyjs
 from phenoica.report import gallery as G
 from phenoica.report import render
 from phenoica.report.channels import channel_styles
+from phenoica.report.gallery import panel_file
 from phenoica.report.interactive import ASSETS, PAGE, PageInputs, gene_records, place_labels, write_interactive
 from tests import report_fixtures as F
 from tests.browser import chromium, console_errors
@@ -62,7 +63,11 @@ def test_page_is_self_contained_and_gene_records_are_complete(page):
     assert "<script src=" not in own and "http://" not in own and "https://" not in own
     assert (out / ASSETS / "genes_0000.js").is_file()
     rec = gene_records(inputs)["G1"]
-    assert len(rec["guides"]) == 2 * 4 and len(rec["folds"]) == 2 * 4 * 2 and rec["gallery"] == "gallery/G1.png"
+    assert (
+        len(rec["guides"]) == 2 * 4
+        and len(rec["folds"]) == 2 * 4 * 2
+        and rec["gallery"] == f"gallery/{panel_file('G1')}"
+    )
     assert ["demo_pairs", "G2"] in rec["known"] and ["demo_pairs", "G1"] in gene_records(inputs)["G2"]["known"]
     data = json.loads(text.split('id="phenoica-data" type="application/json">', 1)[1].split("</script>", 1)[0])
     assert data["genes"] == F.GENES and len(data["table"]["rows"]) == 3 * 4
@@ -196,7 +201,6 @@ def test_report_pages_write_the_gallery_and_the_page_and_return_their_sections(t
     )
     sections = report_pages(tmp_path / "report", inputs, 0.05)
     assert [s.heading for s in sections] == ["Interactive results page", "Hit gallery"]
-    assert (tmp_path / "report" / PAGE).is_file() and (tmp_path / "report" / "gallery" / "G1.png").is_file()
-    assert (tmp_path / "report" / "gallery" / "G2.png").is_file() and not (
-        tmp_path / "report" / "gallery" / "G3.png"
-    ).exists()
+    gallery = tmp_path / "report" / "gallery"
+    assert (tmp_path / "report" / PAGE).is_file() and (gallery / panel_file("G1")).is_file()
+    assert (gallery / panel_file("G2")).is_file() and not (gallery / panel_file("G3")).exists()

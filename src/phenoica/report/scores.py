@@ -51,11 +51,11 @@ def headline(summary: pd.DataFrame, tests: pd.DataFrame, q_threshold: float = 0.
         sub = summary[summary["model"] == model]
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
         if scored.empty:
-            items.append(f"Model `{model}`: no guide was scored.")
+            items.append(f"Model {render.md_text(model)}: no guide was scored.")
             continue
         best = scored.loc[scored["auroc_mean"].idxmax()]
         items.append(
-            f"Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
+            f"Model {render.md_text(model)}: highest mean guide AUROC with **{variant_label(best['variant'])}** "
             f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides)."
         )
         nested: list[str | render.Bullets] = []
@@ -90,7 +90,7 @@ def _intro(ctx: ReportContext) -> str:
     n_ok = int((rows["status"] == OK).sum())
     variants = ordered_variants(pd.concat([rows["variant"], guides["variant"], genes["variant"]]))
     return (
-        f"Models: {', '.join(f'`{m}`' for m in sorted(set(guides['model']) | set(rows['model'])))}. "
+        f"Models: {', '.join(render.md_text(m) for m in sorted(set(guides['model']) | set(rows['model'])))}. "
         f"Variants: {', '.join(f'`{v}` ({variant_label(v)})' for v in variants)}. "
         f"Guide-folds: {n_ok} scored, {len(rows) - n_ok} skipped. "
         f"Real guides: {guides.loc[~guides['is_null_guide'], GUIDE].nunique()}; "
