@@ -73,9 +73,10 @@ def _key(model: str, variant: str) -> str:
 
 def plotly_text(values: Sequence[Any]) -> list[str]:
     """Names as plotly text: plotly draws a label's ``<b>``, ``<a href>``, ``<br>`` ... as
-    markup, so ``<``, ``>``, ``&`` and quotes are written as entities, which it draws as the
-    characters. What a click hands back is decoded by the page's script (``unescapeText``)."""
-    return [html.escape(str(v), quote=True) for v in values]
+    markup, so ``&``, ``<`` and ``>`` are written as entities, which it draws as the characters
+    (quotes need none: outside a tag they are text, and plotly would show ``&quot;`` as is).
+    What a click hands back is decoded by the page's script (``unescapeText``)."""
+    return [html.escape(str(v), quote=False) for v in values]
 
 
 def _keys(df: pd.DataFrame) -> list[tuple[str, str]]:
@@ -109,7 +110,7 @@ def volcano_figure(hits: pd.DataFrame, q_threshold: float) -> go.Figure:
                 x=sub["auroc"].to_numpy(np.float32),
                 y=neg_log10_q(sub["q_value"].to_numpy()).astype(np.float32),
                 mode="markers",
-                name=html.escape(_key(model, variant)),
+                name=html.escape(_key(model, variant), quote=False),
                 visible=i == 0,
                 text=plotly_text(sub[GENE]),
                 hovertext=plotly_text(sub[GUIDE]),
@@ -129,7 +130,11 @@ def volcano_figure(hits: pd.DataFrame, q_threshold: float) -> go.Figure:
             )
         )
     buttons = [
-        {"label": html.escape(_key(*mv)), "method": "update", "args": [{"visible": [j == i for j in range(len(keys))]}]}
+        {
+            "label": html.escape(_key(*mv), quote=False),
+            "method": "update",
+            "args": [{"visible": [j == i for j in range(len(keys))]}],
+        }
         for i, mv in enumerate(keys)
     ]
     fig.add_hline(y=-math.log10(q_threshold), line_dash="dash", line_color="#555")
@@ -164,7 +169,7 @@ def variant_figure(guides: pd.DataFrame, model: str) -> go.Figure:
         )
     )
     fig.update_layout(
-        template=TEMPLATE, height=560, title=f"{html.escape(model)}: guide AUROC, variant against variant"
+        template=TEMPLATE, height=560, title=f"{html.escape(model, quote=False)}: guide AUROC, variant against variant"
     )
     return fig
 

@@ -38,14 +38,12 @@ PAGE_JS = r"""
   }
   // Names are drawn by plotly as text only when written as entities (plotly_text in Python,
   // escapeText here); a clicked point's name is read back from them.
-  var ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">", "&quot;": '"', "&#x27;": "'"};
+  var ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">"};
   function unescapeText(s) {
-    return String(s).replace(/&(amp|lt|gt|quot|#x27);/g, function (m) { return ENTITIES[m]; });
+    return String(s).replace(/&(amp|lt|gt);/g, function (m) { return ENTITIES[m]; });
   }
   function escapeText(s) {
-    return String(s).replace(/[&<>"']/g, function (c) {
-      return {"&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#x27;"}[c];
-    });
+    return String(s).replace(/[&<>]/g, function (c) { return {"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c]; });
   }
   function geneLink(name) {
     var a = el("a", {"class": "gene", "data-gene": name}, name);
