@@ -312,7 +312,8 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     (:func:`phenoica.profiles.embeddings.plan_embeddings`), and the contract across files (missing values,
     PertTypes, a guide under one gene, a gene under one PertType, a plate in one batch, a well
     with one perturbation, each image once, names that are plain text), with the rows named by
-    file and row; the notes on rows whose features are all 0 or all equal go in the summary."""
+    file and row; the notes on rows whose features are all 0 or all equal go in the summary
+    (``notes`` of a model, which :func:`contract_problems` moves to its notes)."""
     from phenoica.profiles.columns import FeatureSelection
     from phenoica.profiles.constant_rows import constant_row_notes
     from phenoica.profiles.embeddings import plan_embeddings
@@ -457,7 +458,7 @@ def contract_problems(
             table = _embedding_metadata(wf.embedding_inputs(config, model))
             found, notes = scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
-            notes += [f"embeddings of model {m}: {n}" for m, s in summary.items() for n in s.get("notes", [])]
+            notes += [f"embeddings of model {m}: {n}" for m, s in summary.items() for n in s.pop("notes", [])]
     elif source != "demo":
         table, name, notes = screen_table(config)
         if table is not None:
