@@ -850,6 +850,12 @@ def case_n_components_above_the_features(tmp_path):
     _door(cfg)
 
 
+def case_n_components_above_a_models_features(tmp_path):
+    cfg = _tiny()
+    cfg["results"], cfg["transforms"]["n_components"] = str(tmp_path / "res"), 500
+    _door(cfg, wf.screen_plates(cfg))
+
+
 def case_lightgbm_typos(tmp_path):
     cfg = _emb_screen(tmp_path, _by_plate(_four_plates()))
     cfg["classify"]["lightgbm"] |= {"num_leave": 7, "learnin_rate": 0.1}
@@ -1068,6 +1074,12 @@ BAD_INPUT_CASES = [
         case_n_components_above_the_features,
         ConfigError,
         r"transforms\.n_components is 500, but model 'embeddings' has 3 feature\(s\) per profile; expected at most 3",
+    ),
+    (
+        "settings",
+        case_n_components_above_a_models_features,
+        ConfigError,
+        r"transforms\.n_components is 500, but model 'mae' has 32 feature\(s\) per profile; expected at most 32",
     ),
     (
         "settings",

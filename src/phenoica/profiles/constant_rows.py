@@ -70,7 +70,7 @@ class ConstantRows:
             out.append(
                 f"{n} of {self.rows} row(s) have {kind} (failed segmentation, or a missing-value fill?): "
                 f"e.g. {', '.join(self.examples[kind])}; per gene: {shown}{more}. They are analysed as data: a gene "
-                "whose rows are all like this separates from the controls and can be called a hit"
+                "whose rows are all like this can separate from the controls and be called a hit"
             )
         return out
 
