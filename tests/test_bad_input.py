@@ -825,6 +825,15 @@ def case_channel_name_with_rtl_override(tmp_path):
     validate_config({"screen": {"source": "images", "plate_map": "m.csv", "images_dir": "i", "channels": ["a\u202e"]}})
 
 
+def case_store_channel_name_with_rtl_override(tmp_path):
+    import zarr
+
+    cfg, _, _ = _zarr_screen(tmp_path)
+    store = zarr.open_group(str(tmp_path / "screen" / "plates" / "B01P01.zarr"), mode="r+")
+    store.attrs["channels"] = ["DNA\u202e", *store.attrs["channels"][1:]]
+    validate_screen(cfg["screen"], wf.screen_plates(cfg), cfg["models"], None)
+
+
 def _constant_rows(tmp_path, value: float) -> dict:
     frames = _by_plate(_four_plates())
     for df in frames.values():
@@ -1050,6 +1059,12 @@ BAD_INPUT_CASES = [
         case_channel_name_with_rtl_override,
         ConfigError,
         r"config key screen\.channels: 'a\\u202e' holds control or format character\(s\) U\+202E",
+    ),
+    (
+        "names",
+        case_store_channel_name_with_rtl_override,
+        ScreenError,
+        r"a channel name: 'DNA\\u202e' holds control or format character\(s\) U\+202E",
     ),
     (
         "features",

@@ -75,6 +75,11 @@ def name_problems(df: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     return problems
 
 
+def listed_name_problems(names: Iterable[Any], where: str) -> list[str]:
+    """Problems of a list of names (channels) that ``where`` names: each refused name."""
+    return [f"{where}: {_shown(str(n))} {why}; {RULE}" for n in names if (why := name_problem(n)) is not None]
+
+
 def config_name_problems(names: Iterable[Any], key: str) -> list[str]:
     """Problems of the names a config key lists (channels): each refused name with ``key``."""
-    return [f"config key {key}: {_shown(str(n))} {why}; {RULE}" for n in names if (why := name_problem(n)) is not None]
+    return listed_name_problems(names, f"config key {key}")

@@ -32,7 +32,7 @@ import pandas as pd
 
 from phenoica.contract import screen
 from phenoica.contract.config import component_problems
-from phenoica.contract.names import name_problems
+from phenoica.contract.names import listed_name_problems, name_problems
 from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.contract.values import ConfigError
 from phenoica.screen.h5ad import parquet_source
@@ -270,6 +270,7 @@ def validate_screen(
         raise ScreenError("validate_screen: the screen has no plates")
     problems: list[str] = []
     geometry = plate_geometry(screen_cfg, plates, problems, demo)
+    problems += dict.fromkeys(p for g in geometry.values() for p in listed_name_problems(g.channels, "a channel name"))
     summary = check_models(models, crop_size, geometry, problems, log) if geometry else {}
     raise_problems(f"screen ({screen_cfg['source']}, {len(plates)} plates)", problems)
     report = {
