@@ -238,3 +238,22 @@ def test_report_md_rendered_by_commonmark_holds_no_element_a_name_made(tmp_path)
     }
     assert {a["src"] for t, a in html_page.tags if t == "img"} <= targets
     assert all(name in "".join(html_page.text) for name in PAYLOADS.values())
+
+
+def test_figure_text_is_drawn_as_written_never_as_mathtext(tmp_path):
+    """A name in a figure's title or tick labels is text: ``$...$`` is not mathtext, so a name
+    that is broken mathtext (``$\\frac{$``) draws as written instead of failing the report, and
+    one that is valid mathtext (``$x^2$``) draws the same pixels as plain text would."""
+    fig = MplFigure()
+    ax = fig.subplots()
+    ax.set_title("gene $\\frac{$ / model a$x^2$b")
+    ax.set_xticks([0, 1], ["$\\alpha$", "G$1"])
+    render.save_figure(fig, tmp_path / "names.png")  # raised ValueError (mathtext) before
+    plain = MplFigure()
+    ax = plain.subplots()
+    ax.set_title("gene $\\frac{$ / model a$x^2$b", parse_math=False)
+    ax.set_xticks([0, 1], ["$\\alpha$", "G$1"])
+    for label in ax.get_xticklabels():
+        label.set_parse_math(False)
+    render.save_figure(plain, tmp_path / "plain.png")
+    assert (tmp_path / "names.png").read_bytes() == (tmp_path / "plain.png").read_bytes()
