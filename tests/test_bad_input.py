@@ -871,6 +871,29 @@ def case_lightgbm_typos(tmp_path):
     _door(cfg)
 
 
+def case_names_in_markup_in_report_md(tmp_path):
+    from phenoica.report import render
+    from tests.test_render import _payload_page
+
+    page, _, report_md = _payload_page(tmp_path)
+    return report_md + render.render_markdown(page)
+
+
+def case_gene_names_that_read_alike_in_the_gallery(tmp_path):
+    from phenoica.report import gallery as G
+    from phenoica.report.channels import channel_styles
+    from tests import report_fixtures as F
+
+    files, stores = F.write_screen(tmp_path)
+    names = {"G1": "<script>alert(1)</script>", "G2": "_script_alert_1___script_"}
+    for path in files:
+        table = pd.read_parquet(path)
+        table.assign(Metadata_Gene=table["Metadata_Gene"].replace(names)).to_parquet(path, index=False)
+    options = G.GalleryOptions.defaults(sites_per_guide=1, control_sites=2, tile_px=16, seed=0)
+    G.write_gallery(tmp_path / "g", list(names.values()), files, stores, channel_styles(F.CHANNELS), options)
+    return (tmp_path / "g" / G.PANELS_FILE).read_text()
+
+
 def case_config_without_screen(tmp_path):
     from phenoica.contract.config import planned_demo_note
     from phenoica.workflow import validate
@@ -881,6 +904,9 @@ def case_config_without_screen(tmp_path):
     record = tmp_path / "res" / "validated.json"
     return validate.check_screen_once(cfg, wf.screen_plates(cfg), record, notes=[planned_demo_note(raw)])
 
+
+#: The "error" of a case whose input is legal and analysed: the message is what its output says.
+OUTPUT = "output"
 
 BAD_INPUT_CASES = [
     # (issue section, case, error, what the message must say)
@@ -1103,6 +1129,22 @@ BAD_INPUT_CASES = [
         r"config key\(s\) classify\.lightgbm\.num_leave, classify\.lightgbm\.learnin_rate: not LightGBM .* parameters",
     ),
     (
+        "names",
+        case_names_in_markup_in_report_md,
+        OUTPUT,
+        r"Model m\\<img src=x onerror=alert\(1\)\\>: highest mean guide AUROC(.|\n)*"
+        r"!\[Gallery: \\<script\\>alert\(1\)\\</script\\>\]\(gallery/_script_alert_1___script_-[0-9a-f]{10}\.png\)"
+        r"(.|\n)*!\[Clustered gene-gene cosine map, m\\<img src=x onerror=alert\(1\)\\> / pca\]"
+        r"\(figures/biomap_heatmap_m%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E_pca\.png\)",
+    ),
+    (
+        "names",
+        case_gene_names_that_read_alike_in_the_gallery,
+        OUTPUT,
+        r"<script>alert\(1\)</script>,.*,(_script_alert_1___script_-[0-9a-f]{10}\.png),.*\n"
+        r"_script_alert_1___script_,.*,(?!\1)_script_alert_1___script_-[0-9a-f]{10}\.png,",
+    ),
+    (
         "settings",
         case_config_without_screen,
         None,
@@ -1115,11 +1157,15 @@ BAD_INPUT_CASES = [
     ("section", "case", "error", "message"), BAD_INPUT_CASES, ids=[c[1].__name__[5:] for c in BAD_INPUT_CASES]
 )
 def test_bad_input_case(tmp_path, section, case, error, message):
-    if error is None:  # legal input, left out of the screen: the door says so, once
-        import re
+    import re
 
+    if error is None:  # legal input, left out of the screen: the door says so, once
         notes = case(tmp_path)["notes"]
         assert sum(bool(re.search(message, note)) for note in notes) == 1, notes
+        return
+    if error is OUTPUT:  # legal input, analysed: what the case returns (an output's text) says this
+        text = case(tmp_path)
+        assert re.search(message, text), text[:3000]
         return
     with pytest.raises(error, match=message) as err:
         case(tmp_path)

@@ -129,8 +129,10 @@ def _formatted(table: Table) -> pd.DataFrame:
 
 
 #: Characters :func:`md_text` escapes: those that start an inline form (code, emphasis, a link,
-#: strikethrough), an HTML element, an autolink or an entity, a table cell's border, or an escape.
-_MD_SPECIAL = frozenset("\\`*[]<>&|~:@")
+#: strikethrough), an HTML element, an e-mail autolink or an entity, a table cell's border, or an
+#: escape (and, in context, an ``_`` that could open emphasis, the ``:`` of ``://`` and the ``.``
+#: of ``www.``).
+_MD_SPECIAL = frozenset("\\`*[]<>&|~@")
 
 _INLINE = re.compile(r"\\([!-/:-@\[-`{-~])|`([^`]+)`|\*\*(.+?)\*\*|\[((?:\\.|[^\]\\])+)\]\(([^)\s]+)\)")
 
@@ -151,6 +153,8 @@ def md_text(text: object) -> str:
             out.append("\\_")
         elif ch == "." and text[max(0, i - 3) : i].lower() == "www":  # GitHub's www. autolinks
             out.append("\\.")
+        elif ch == ":" and text[i + 1 : i + 3] == "//":  # and its http:// ones
+            out.append("\\:")
         elif ch < " " or ch == "\x7f":
             out.append(" ")
         else:
