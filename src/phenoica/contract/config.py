@@ -423,7 +423,8 @@ def component_problems(n_components: Any, features: Mapping[str, int]) -> list[s
 
 def _check_channel_names(config: Mapping[str, Any]) -> None:
     """Channel names of the config (``screen.channels``, ``screen.loaddata_channels``,
-    ``demo.channels``, each ``models.NAME.channels``) are plain text
+    ``demo.channels``, each ``models.NAME.channels``, the names and labels of ``channels``) are
+    plain text
     (:func:`phenoica.contract.names.name_problem`)."""
     lists: dict[str, Any] = {
         "screen.channels": config["screen"].get("channels"),
@@ -431,6 +432,8 @@ def _check_channel_names(config: Mapping[str, Any]) -> None:
         "demo.channels": config["demo"].get("channels"),
     }
     lists.update({f"models.{name}.channels": m.get("channels") for name, m in config["models"].items()})
+    styles = config.get("channels") or {}
+    lists["channels"] = [*styles, *(s["label"] for s in styles.values() if isinstance(s, Mapping) and s.get("label"))]
     problems = []
     for key, names in lists.items():
         if isinstance(names, Mapping):
