@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import math
 
 import numpy as np
@@ -257,3 +258,20 @@ def test_figure_text_is_drawn_as_written_never_as_mathtext(tmp_path):
         label.set_parse_math(False)
     render.save_figure(plain, tmp_path / "plain.png")
     assert (tmp_path / "names.png").read_bytes() == (tmp_path / "plain.png").read_bytes()
+
+
+def test_md_text_escapes_markup_and_inline_html_reads_it_back():
+    cases = {
+        "G1_g1": "G1_g1",  # an underscore inside a word opens no emphasis: left as is
+        "_e_": "\\_e\\_",
+        "<b>&</b>": "\\<b\\>\\&\\</b\\>",
+        "[x](y)": "\\[x\\](y)",
+        "a|b`c`*d*~~e~~": "a\\|b\\`c\\`\\*d\\*\\~\\~e\\~\\~",
+        "see http://x and www.y, me@z": "see http\\://x and www\\.y, me\\@z",
+        "line\nbreak\x00": "line break ",
+        "Gallery: G1": "Gallery: G1",
+    }
+    for name, escaped in cases.items():
+        assert render.md_text(name) == escaped
+        assert render.inline_html(escaped) == html.escape(name.replace("\n", " ").replace("\x00", " "))
+    assert render.href("gene_maps/m<i> x(1)#?.png") == "gene_maps/m%3Ci%3E%20x%281%29%23%3F.png"
