@@ -14,7 +14,6 @@ from __future__ import annotations
 import unicodedata
 from typing import Any, Iterable, Sequence
 
-import numpy as np
 import pandas as pd
 
 #: The longest name (characters) of a gene, guide, plate, batch, well, PertType or channel.
@@ -45,10 +44,6 @@ RULE = (
 )
 
 
-def _row(label: Any) -> str:
-    return label if isinstance(label, str) else f"row {int(label) if isinstance(label, np.integer) else label}"
-
-
 def _shown(name: str) -> str:
     return repr(name if len(name) <= 40 else name[:40] + "...")
 
@@ -57,6 +52,8 @@ def name_problems(df: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     """One problem per column of ``columns`` (those present) whose names :func:`name_problem`
     refuses: the column, how many rows, and the first :data:`EXAMPLES` rows (the table's index
     labels) with their names and why."""
+    from phenoica.contract.screen import row_name  # the screen's checks import this module
+
     problems = []
     for col in columns:
         if col not in df.columns:  # an absent column is the column check's to name
@@ -69,7 +66,7 @@ def name_problems(df: pd.DataFrame, columns: Sequence[str]) -> list[str]:
         bad = text[text.map(why).notna()]
         if bad.empty:
             continue
-        shown = "; ".join(f"{_row(label)} {_shown(name)} {why[name]}" for label, name in bad.head(EXAMPLES).items())
+        shown = "; ".join(f"{row_name(label)} {_shown(name)} {why[name]}" for label, name in bad.head(EXAMPLES).items())
         more = f" and {len(bad) - EXAMPLES} more row(s)" if len(bad) > EXAMPLES else ""
         problems.append(f"column {col}: {len(bad)} row(s) hold a name that is not plain text: {shown}{more}; {RULE}")
     return problems
