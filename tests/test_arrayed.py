@@ -307,3 +307,26 @@ def test_arrayed_scenario_runs_at_the_defaults_with_a_calibrated_null(tmp_path):
     controls = pd.read_parquet(out / "hits" / "controls.parquet").set_index(["variant", GUIDE])
     assert controls.loc[("base", "NTC_4"), "hit"]
     assert controls.loc[("base", "NTC_4"), "separating_features"].count("SD)") == 5
+
+
+def test_control_headline_names_called_constructs_and_says_when_none_could_be_called():
+    from phenoica.report.scores import control_headline
+
+    summary = pd.DataFrame({"model": ["m"], "variant": ["base"], "hits_q<0.05": [40], "n_guides_scored": [48]})
+    calls = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": "base",
+            GENE: "nt",
+            GUIDE: ["NTC_1", "NTC_4"],
+            "p_value": [0.4, 1e-5],
+            "hit": [False, True],
+        }  # fmt: skip
+    )
+    (text,) = control_headline(calls, summary, 0.05)
+    assert "not one homogeneous null" in text and "NTC_4 (1 of 2)" in text and "83%" in text
+    (text,) = control_headline(calls.assign(hit=False), summary, 0.05)
+    assert text.startswith("Control constructs checked as a null: none of 2")
+    (text,) = control_headline(calls.assign(hit=False, p_value=np.nan), summary, 0.05)
+    assert "not called: there is no null" in text
+    assert control_headline(None, summary, 0.05) == []

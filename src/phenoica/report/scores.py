@@ -76,19 +76,19 @@ def headline(
         sub = summary[summary["model"] == model]
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
         if scored.empty:
-            items.append(f"Model {render.md_text(model)}: the classifier scored no guide.")
+            items.append(
+                f"Model {render.md_text(model)}: **the classifier scored no guide**, so it calls no hits (every "
+                "(guide, fold) was skipped: the reasons are in `guide_folds.parquet`, the counts and the setting that "
+                "would change them in the door's readout notes, `screen/validated.json`)."
+            )
             nested_empty: list[str | render.Bullets] = []
             for variant in sub["variant"]:
                 state = status.get((model, variant), {})
-                parts = (
-                    [f"**no classifier hit calls**: {render.md_text(state['no_calls'])}"] if "no_calls" in state else []
-                )
                 if "map_hits" in state:
-                    parts.append(
-                        f"**mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}**"
+                    nested_empty.append(
+                        f"`{variant}`: **mAP readout: {state['map_hits']}/{state['map_scored']} guides active at "
+                        f"q < {q_threshold:g}**."
                     )
-                if parts:
-                    nested_empty.append(f"`{variant}`: " + "; ".join(parts) + ".")
             if nested_empty:
                 items.append(render.Bullets(nested_empty))
             continue
@@ -176,10 +176,16 @@ def control_headline(controls: pd.DataFrame | None, summary: pd.DataFrame, q_thr
             "'Control constructs' for the features that separate them; choose other controls, or drop the "
             "construct, if it is not inert."
         )
-    if called.empty and len(controls):
+    tested = np.isfinite(controls["p_value"].to_numpy(dtype=float))
+    if called.empty and tested.any():
         out.append(
             f"Control constructs checked as a null: none of {controls[GUIDE].nunique()} is called a hit against "
             "the other controls in any model and variant."
+        )
+    elif len(controls) and not tested.any():
+        out.append(
+            f"Control constructs: {controls[GUIDE].nunique()} scored against the other controls ('Control "
+            "constructs'), but not called: there is no null to call them against."
         )
     return out
 
