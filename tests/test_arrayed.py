@@ -115,6 +115,26 @@ def test_capacity_agrees_with_the_engines_skips():
     assert per_fold["reason"].str.contains(r"too few training samples \(3 < 4\)").all()
 
 
+def test_the_door_counts_again_when_a_setting_it_reads_changes(tmp_path):
+    """A passed check is replayed from validated.json only while the settings the counts read are
+    the same: lowering classify.min_train_samples clears the note it caused."""
+    from phenoica.contract.config import run_models
+    from phenoica.workflow.validate import check_screen_once
+
+    paths = arrayed.write_screen(tmp_path / "arrayed", 0, SMALL)
+    screen = {"source": "embeddings", "embeddings": str(paths["profiles"] / "*.parquet")}
+    screen["feature_regex"] = arrayed.FEATURE_REGEX
+
+    def door(min_train: int) -> dict:
+        cfg = validate_config(run_models({"results": str(tmp_path / "res"), "screen": screen,
+                                          "classify": {"min_train_samples": min_train}}))  # fmt: skip
+        return check_screen_once(cfg, {}, tmp_path / "res" / "validated.json")
+
+    assert any("min_train_samples = 5" in n for n in door(5)["notes"])
+    assert not any("readout classifier" in n for n in door(4)["notes"])
+    assert door(4)["readouts"][0]["n_scored"] == SMALL.n_guides
+
+
 # --------------------------------------------------------------------------- degrade, not fail
 
 

@@ -42,6 +42,14 @@ from phenoica.workflow import params as wparams
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 4
+#: The classify keys the door's readout counts read (besides n_null_guides, splits and seed).
+READOUT_KEYS: tuple[str, ...] = (
+    "min_train_samples",
+    "min_test_samples",
+    "protocol",
+    "fast_fold_groups",
+    "map_readout",
+)
 #: Above this many pseudo-guides per control well of a batch (classify.n_null_guides x a guide's
 #: wells there / the batch's control wells), the null's pseudo-guides share their wells so
 #: heavily that their AUROCs are far from independent draws: a warning (stated in advance, not
@@ -556,6 +564,14 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
             "biomap": config["biomap"]["enabled"],
             "n_components": config["transforms"]["n_components"],
             "lightgbm": wparams.canonical(config["classify"]["lightgbm"]),
+            # what the readouts can score (phenoica.classify.capacity) reads these
+            "readouts": wparams.canonical(
+                {
+                    **{k: config["classify"][k] for k in READOUT_KEYS},
+                    "null_model": config["hits"]["null_model"],
+                    "level": config["profiles"]["level"],
+                }
+            ),
         },
         "notes": list(notes),
         "plates": dict(plates),
