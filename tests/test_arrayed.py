@@ -172,21 +172,26 @@ def _score_rows(n_null_ok: int) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def test_a_variant_without_a_null_keeps_its_aurocs_and_the_map_calls():
-    from phenoica.hits.calls import screen_calls
-
-    maps = pd.DataFrame(
+def _map_rows(p: list[float], q: list[float]) -> pd.DataFrame:
+    """The mAP table of the 6 guides of :func:`_score_rows` with these p- and q-values."""
+    return pd.DataFrame(
         {
             "model": "m",
             "variant": "pca",
             GENE: [f"G{i}" for i in range(6)],
             GUIDE: [f"G{i}_1" for i in range(6)],
             "n_wells": 8,
-            "mean_average_precision": [0.9, 0.8, 0.85, 0.3, 0.3, 0.3],
-            "map_p_value": [1e-4, 2e-4, 1e-4, 0.6, 0.7, 0.8],
-            "map_q_value": [3e-4, 3e-4, 3e-4, 0.7, 0.8, 0.8],
+            "mean_average_precision": [0.9 if v < 0.05 else 0.3 for v in q],
+            "map_p_value": p,
+            "map_q_value": q,
         }  # fmt: skip
     )
+
+
+def test_a_variant_without_a_null_keeps_its_aurocs_and_the_map_calls():
+    from phenoica.hits.calls import screen_calls
+
+    maps = _map_rows([1e-4, 2e-4, 1e-4, 0.6, 0.7, 0.8], [3e-4, 3e-4, 3e-4, 0.7, 0.8, 0.8])
     out = screen_calls(_score_rows(n_null_ok=2), maps, "parametric", 0.05)
     null = out["null"].iloc[0]
     assert not null["calls"] and "the parametric null needs at least 3" in null["reason"]
@@ -204,18 +209,7 @@ def test_headline_says_what_the_classifier_could_not_call_and_what_map_called():
     from phenoica.report.scores import headline, readout_status
     from phenoica.report.summaries import paired_tests, variant_summary
 
-    maps = pd.DataFrame(
-        {
-            "model": "m",
-            "variant": "pca",
-            GENE: [f"G{i}" for i in range(6)],
-            GUIDE: [f"G{i}_1" for i in range(6)],
-            "n_wells": 8,
-            "mean_average_precision": 0.5,
-            "map_p_value": [1e-4] * 2 + [0.5] * 4,
-            "map_q_value": [6e-4] * 2 + [0.6] * 4,
-        }  # fmt: skip
-    )
+    maps = _map_rows([1e-4] * 2 + [0.5] * 4, [6e-4] * 2 + [0.6] * 4)
     out = screen_calls(_score_rows(n_null_ok=0), maps, "parametric", 0.05)
     status = readout_status(out["hits"], out["null"])
     assert status[("m", "pca")]["map_hits"] == 2 and "no_calls" in status[("m", "pca")]
