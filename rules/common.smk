@@ -11,7 +11,7 @@ sys.path.insert(0, _SRC)
 # (Set, not required from the user: scripts and cluster jobs inherit it.)
 os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
 
-from phenoica.contract.config import run_models, validate_config
+from phenoica.contract.config import planned_demo_note, run_models, validate_config
 from phenoica.contract.schema import check_yaml_files, schema_enum
 from phenoica.transforms.names import swept_variants
 from phenoica.workflow.dag import screen_plates, study_pages, training_plates
@@ -25,6 +25,8 @@ from phenoica.workflow.validate import check_screen_once
 # it was given (configfile, --configfile) again, strictly (a key twice names both lines). The
 # models are those the user names, else config.yaml's default_models (phenoica.contract.config.run_models).
 check_yaml_files(workflow.configfiles)
+# A config that names no screen plans the simulated demo: said in the log and validated.json.
+_CONFIG_NOTES = [n for n in [planned_demo_note(config)] if n]
 _validated = validate_config(run_models(config))
 config.clear()
 config.update(_validated)
@@ -44,7 +46,7 @@ ENVS = "../envs/phenoica.yaml"
 # The door: the whole screen against the data contract, the analysis and every model, before
 # any job runs (a dry run too); recorded under a key of all it read, so it runs again only when
 # the screen, the tables, the stores, the embedding files or the models change.
-check_screen_once(config, PLATES, OUT.screen.validated)
+check_screen_once(config, PLATES, OUT.screen.validated, notes=_CONFIG_NOTES)
 
 
 wildcard_constraints:

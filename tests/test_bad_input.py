@@ -832,6 +832,124 @@ def case_arrayed_too_few_control_wells_for_the_null(tmp_path):
     return _arrayed_door(tmp_path, constructs=1, control_wells_per_construct=1)
 
 
+# names that are not text, feature rows that are not measurements, settings the schema states
+def _named(column: str, name: str) -> dict[str, pd.DataFrame]:
+    meta = _four_plates()
+    meta.loc[meta["Metadata_Gene"] == "G3", column] = name
+    return _by_plate(meta)
+
+
+def case_gene_name_with_nul(tmp_path):
+    _door(_emb_screen(tmp_path, _named("Metadata_Gene", "G\x003")))
+
+
+def case_gene_name_5000_characters(tmp_path):
+    _door(_emb_screen(tmp_path, _named("Metadata_Gene", "G" * 5000)))
+
+
+def case_guide_name_with_rtl_override(tmp_path):
+    _door(_emb_screen(tmp_path, _named("Metadata_Guide", "RTL\u202egnp.exe")))
+
+
+def case_batch_name_with_newline_in_a_plate_map(tmp_path):
+    from phenoica.screen.plate_map import validate_plate_map
+
+    wells = (
+        _four_plates()
+        .drop(columns=["Metadata_Site", "Metadata_ImageIndex"])
+        .drop_duplicates(["Metadata_Plate", "Metadata_Well"])
+    )
+    wells.loc[wells["Metadata_Batch"] == "B2", "Metadata_Batch"] = "B\n2"
+    validate_plate_map(wells.reset_index(drop=True), source="plate_map.csv")
+
+
+def case_channel_name_with_rtl_override(tmp_path):
+    validate_config({"screen": {"source": "images", "plate_map": "m.csv", "images_dir": "i", "channels": ["a\u202e"]}})
+
+
+def case_store_channel_name_with_rtl_override(tmp_path):
+    import zarr
+
+    cfg, _, _ = _zarr_screen(tmp_path)
+    store = zarr.open_group(str(tmp_path / "screen" / "plates" / "B01P01.zarr"), mode="r+")
+    store.attrs["channels"] = ["DNA\u202e", *store.attrs["channels"][1:]]
+    validate_screen(cfg["screen"], wf.screen_plates(cfg), cfg["models"], None)
+
+
+def _constant_rows(tmp_path, value: float) -> dict:
+    frames = _by_plate(_four_plates())
+    for df in frames.values():
+        df.loc[df["Metadata_Gene"] == "G3", ["emb_0000", "emb_0001", "emb_0002"]] = value
+    return _door(_emb_screen(tmp_path, frames))
+
+
+def case_gene_with_all_zero_features(tmp_path):
+    return _constant_rows(tmp_path, 0.0)
+
+
+def case_gene_with_all_equal_features(tmp_path):
+    return _constant_rows(tmp_path, 0.5)
+
+
+def case_n_components_one(tmp_path):
+    validate_config({"transforms": {"n_components": 1}})
+
+
+def case_n_components_above_the_features(tmp_path):
+    cfg = _emb_screen(tmp_path, _by_plate(_four_plates()))
+    cfg["transforms"]["n_components"] = 500
+    _door(cfg)
+
+
+def case_n_components_above_a_models_features(tmp_path):
+    cfg = _tiny()
+    cfg["results"], cfg["transforms"]["n_components"] = str(tmp_path / "res"), 500
+    _door(cfg, wf.screen_plates(cfg))
+
+
+def case_lightgbm_typos(tmp_path):
+    cfg = _emb_screen(tmp_path, _by_plate(_four_plates()))
+    cfg["classify"]["lightgbm"] |= {"num_leave": 7, "learnin_rate": 0.1}
+    _door(cfg)
+
+
+def case_names_in_markup_in_report_md(tmp_path):
+    from phenoica.report import render
+    from tests.test_render import _payload_page
+
+    page, _, report_md = _payload_page(tmp_path)
+    return report_md + render.render_markdown(page)
+
+
+def case_gene_names_that_read_alike_in_the_gallery(tmp_path):
+    from phenoica.report import gallery as G
+    from phenoica.report.channels import channel_styles
+    from tests import report_fixtures as F
+
+    files, stores = F.write_screen(tmp_path)
+    names = {"G1": "<script>alert(1)</script>", "G2": "_script_alert_1___script_"}
+    for path in files:
+        table = pd.read_parquet(path)
+        table.assign(Metadata_Gene=table["Metadata_Gene"].replace(names)).to_parquet(path, index=False)
+    options = G.GalleryOptions.defaults(sites_per_guide=1, control_sites=2, tile_px=16, seed=0)
+    G.write_gallery(tmp_path / "g", list(names.values()), files, stores, channel_styles(F.CHANNELS), options)
+    return (tmp_path / "g" / G.PANELS_FILE).read_text()
+
+
+def case_config_without_screen(tmp_path):
+    from phenoica.contract.config import planned_demo_note
+    from phenoica.workflow import validate
+
+    raw = yaml.safe_load((REPO / "config" / "scenarios" / "demo.yaml").read_text())
+    raw.pop("screen", None)
+    cfg = validate_config({**raw, "results": str(tmp_path / "res")})
+    record = tmp_path / "res" / "validated.json"
+    return validate.check_screen_once(cfg, wf.screen_plates(cfg), record, notes=[planned_demo_note(raw)])
+
+
+#: The "error" of a case whose input is legal and analysed: the message is what its output says.
+OUTPUT = "output"
+
 BAD_INPUT_CASES = [
     # (group of cases, case, error, what the message must say)
     ("1", case_counter_column, ScreenError, r"P1\.parquet: feature column 'cell_id' holds integers that increase"),
@@ -868,7 +986,7 @@ BAD_INPUT_CASES = [
         ScreenError,
         r"big\.parquet: feature column 'emb_0001' row 5 holds 1e\+39: finite, but",
     ),
-    ("7", case_n_components_negative, ConfigError, r"transforms\.n_components is -3; expected an integer >= 1"),
+    ("7", case_n_components_negative, ConfigError, r"transforms\.n_components is -3; expected an integer >= 2"),
     (
         "7",
         case_checkpoint_is_a_folder,
@@ -1000,6 +1118,102 @@ BAD_INPUT_CASES = [
         r"readout classifier: no classifier hit calls: null guides: batch 'batch1' has 4 control well\(s\); a "
         r"pseudo-guide laid out like the real guides needs up to 4 there",
     ),
+    # names that are not text, feature rows that are not measurements, settings the schema states
+    (
+        "names",
+        case_gene_name_with_nul,
+        ScreenError,
+        r"column Metadata_Gene: 8 row\(s\) hold a name that is not plain text: .*P1\.parquet row 6 'G\\x003' holds "
+        r"control or format character\(s\) U\+0000; .* and 3 more row\(s\); a name is plain text: no control",
+    ),
+    (
+        "names",
+        case_gene_name_5000_characters,
+        ScreenError,
+        r"column Metadata_Gene: .*'G{40}\.\.\.' is 5000 characters long.*at most 200 characters",
+    ),
+    (
+        "names",
+        case_guide_name_with_rtl_override,
+        ScreenError,
+        r"column Metadata_Guide: .*row 6 'RTL\\u202egnp\.exe' holds control or format character\(s\) U\+202E",
+    ),
+    (
+        "names",
+        case_batch_name_with_newline_in_a_plate_map,
+        ScreenError,
+        r"plate_map\.csv: column Metadata_Batch: 8 row\(s\) .*row 8 'B\\n2' holds control .* U\+000A",
+    ),
+    (
+        "names",
+        case_channel_name_with_rtl_override,
+        ConfigError,
+        r"config key screen\.channels: 'a\\u202e' holds control or format character\(s\) U\+202E",
+    ),
+    (
+        "names",
+        case_store_channel_name_with_rtl_override,
+        ScreenError,
+        r"a channel name: 'DNA\\u202e' holds control or format character\(s\) U\+202E",
+    ),
+    (
+        "features",
+        case_gene_with_all_zero_features,
+        None,
+        r"8 of 32 row\(s\) have every feature 0 \(failed segmentation.*e\.g\. .*P1\.parquet row 6, .*per gene: 'G3' 8 of 8",
+    ),
+    (
+        "features",
+        case_gene_with_all_equal_features,
+        None,
+        r"8 of 32 row\(s\) have every feature one value \(not 0\).*per gene: 'G3' 8 of 8",
+    ),
+    (
+        "settings",
+        case_n_components_one,
+        ConfigError,
+        r"transforms\.n_components is 1; expected an integer >= 2 \(a rule keeping fewer components is an error\)",
+    ),
+    (
+        "settings",
+        case_n_components_above_the_features,
+        ConfigError,
+        r"transforms\.n_components is 500, but model 'embeddings' has 3 feature\(s\) per profile; expected at most 3",
+    ),
+    (
+        "settings",
+        case_n_components_above_a_models_features,
+        ConfigError,
+        r"transforms\.n_components is 500, but model 'mae' has 32 feature\(s\) per profile; expected at most 32",
+    ),
+    (
+        "settings",
+        case_lightgbm_typos,
+        ConfigError,
+        r"config key\(s\) classify\.lightgbm\.num_leave, classify\.lightgbm\.learnin_rate: not LightGBM .* parameters",
+    ),
+    (
+        "names",
+        case_names_in_markup_in_report_md,
+        OUTPUT,
+        r"Model m\\<img src=x onerror=alert\(1\)\\>: highest mean guide AUROC(.|\n)*"
+        r"!\[Gallery: \\<script\\>alert\(1\)\\</script\\>\]\(gallery/_script_alert_1___script_-[0-9a-f]{10}\.png\)"
+        r"(.|\n)*!\[Clustered gene-gene cosine map, m\\<img src=x onerror=alert\(1\)\\> / pca\]"
+        r"\(figures/biomap_heatmap_m%3Cimg%20src%3Dx%20onerror%3Dalert%281%29%3E_pca\.png\)",
+    ),
+    (
+        "names",
+        case_gene_names_that_read_alike_in_the_gallery,
+        OUTPUT,
+        r"<script>alert\(1\)</script>,.*,(_script_alert_1___script_-[0-9a-f]{10}\.png),.*\n"
+        r"_script_alert_1___script_,.*,(?!\1)_script_alert_1___script_-[0-9a-f]{10}\.png,",
+    ),
+    (
+        "settings",
+        case_config_without_screen,
+        None,
+        r"the config names no screen \(no screen\.source\): the simulated demo screen is planned \(.*, \d+ simulated plates",
+    ),
 ]
 
 
@@ -1007,11 +1221,15 @@ BAD_INPUT_CASES = [
     ("section", "case", "error", "message"), BAD_INPUT_CASES, ids=[c[1].__name__[5:] for c in BAD_INPUT_CASES]
 )
 def test_bad_input_case(tmp_path, section, case, error, message):
-    if error is None:  # legal input, left out of the screen: the door says so, once
-        import re
+    import re
 
+    if error is None:  # legal input, left out of the screen: the door says so, once
         notes = case(tmp_path)["notes"]
         assert sum(bool(re.search(message, note)) for note in notes) == 1, notes
+        return
+    if error is OUTPUT:  # legal input, analysed: what the case returns (an output's text) says this
+        text = case(tmp_path)
+        assert re.search(message, text), text[:3000]
         return
     with pytest.raises(error, match=message) as err:
         case(tmp_path)

@@ -140,3 +140,12 @@ def test_yaml_is_read_strictly_but_merge_keys_may_be_overridden(tmp_path):
     (tmp_path / "c.yaml").write_text("models:\n  m:\n    depth: 2\n    seed: 0\n    depth: 3\n")
     with pytest.raises(ConfigError, match=r"c\.yaml: key 'depth' appears twice in one mapping, at line 3 and line 5"):
         check_yaml_files([tmp_path / "c.yaml"])
+
+
+def test_the_demo_is_noted_only_when_the_config_names_no_screen():
+    from phenoica.contract.config import planned_demo_note
+
+    assert "the simulated demo screen is planned" in planned_demo_note({"results": "r"})
+    assert "6 simulated plates" in planned_demo_note({"screen": {}, "demo": {"n_batches": 3, "plates_per_batch": 2}})
+    assert planned_demo_note({"screen": {"source": "demo"}}) is None  # the demo, named
+    assert planned_demo_note({"screen": {"source": "zarr", "metadata": "m.csv"}}) is None

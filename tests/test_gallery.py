@@ -145,4 +145,28 @@ def test_report_gallery_skips_the_embeddings_source_and_builds_a_section(screen,
     assert list(result.panels["gene"]) == ["G1", "G2", "G3"]
     section = G.gallery_section(result, tmp_path, tmp_path / "gallery")
     figures = [b for b in section.blocks if hasattr(b, "path")]
-    assert [f.path for f in figures] == ["gallery/G1.png", "gallery/G2.png", "gallery/G3.png"]
+    assert [f.path for f in figures] == [f"gallery/{G.panel_file(g)}" for g in ("G1", "G2", "G3")]
+
+
+def test_names_that_read_alike_get_a_panel_each(screen, tmp_path):
+    """Two genes whose names sanitize alike (``<script>...`` and ``_script_...``) once shared one
+    file, the second gene's image shown for both: now each has its own file, a readable stem
+    plus a hash of the name, and gallery.csv maps each name to its file. A name of any length
+    makes a short file name."""
+    _, files, stores = screen
+    alike = {"G1": "<script>alert(1)</script>", "G2": "_script_alert_1___script_"}
+    renamed = []
+    for path in files:
+        table = pd.read_parquet(path)
+        table["Metadata_Gene"] = table["Metadata_Gene"].replace(alike)
+        renamed.append(tmp_path / path.name)
+        table.to_parquet(renamed[-1], index=False)
+    out = tmp_path / "g"
+    result = G.write_gallery(out, list(alike.values()), renamed, stores, channel_styles(F.CHANNELS), OPTIONS)
+    panels = pd.read_csv(out / G.PANELS_FILE).set_index("gene")["panel"]
+    assert panels.index.tolist() == list(alike.values()) and panels.is_unique
+    assert all(p.startswith("_script_alert_1___script_-") and p.endswith(".png") for p in panels)
+    pixels = [np.asarray(Image.open(out / p)) for p in panels]
+    assert pixels[0].shape != pixels[1].shape or not np.array_equal(*pixels)  # each its own gene's images
+    assert dict(zip(result.panels["gene"], result.panels["panel"])) == panels.to_dict()
+    assert len(G.panel_file("G" * 5000)) == len("G" * G.PANEL_STEM_CHARS) + len("-0123456789.png")

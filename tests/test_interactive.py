@@ -4,6 +4,7 @@ panel, an inspected screenshot, the hit table's filter and sort, non-overlapping
 
 from __future__ import annotations
 
+import html
 import io
 import json
 import time
@@ -17,6 +18,7 @@ from plotly.offline import get_plotlyjs
 from phenoica.report import gallery as G
 from phenoica.report import render
 from phenoica.report.channels import channel_styles
+from phenoica.report.gallery import panel_file
 from phenoica.report.interactive import ASSETS, PAGE, PageInputs, gene_records, place_labels, write_interactive
 from tests import report_fixtures as F
 from tests.browser import chromium, console_errors
@@ -62,7 +64,11 @@ def test_page_is_self_contained_and_gene_records_are_complete(page):
     assert "<script src=" not in own and "http://" not in own and "https://" not in own
     assert (out / ASSETS / "genes_0000.js").is_file()
     rec = gene_records(inputs)["G1"]
-    assert len(rec["guides"]) == 2 * 4 and len(rec["folds"]) == 2 * 4 * 2 and rec["gallery"] == "gallery/G1.png"
+    assert (
+        len(rec["guides"]) == 2 * 4
+        and len(rec["folds"]) == 2 * 4 * 2
+        and rec["gallery"] == f"gallery/{panel_file('G1')}"
+    )
     assert ["demo_pairs", "G2"] in rec["known"] and ["demo_pairs", "G1"] in gene_records(inputs)["G2"]["known"]
     data = json.loads(text.split('id="phenoica-data" type="application/json">', 1)[1].split("</script>", 1)[0])
     assert data["genes"] == F.GENES and len(data["table"]["rows"]) == 3 * 4
@@ -196,7 +202,89 @@ def test_report_pages_write_the_gallery_and_the_page_and_return_their_sections(t
     )
     sections = report_pages(tmp_path / "report", inputs, 0.05)
     assert [s.heading for s in sections] == ["Interactive results page", "Hit gallery"]
-    assert (tmp_path / "report" / PAGE).is_file() and (tmp_path / "report" / "gallery" / "G1.png").is_file()
-    assert (tmp_path / "report" / "gallery" / "G2.png").is_file() and not (
-        tmp_path / "report" / "gallery" / "G3.png"
-    ).exists()
+    gallery = tmp_path / "report" / "gallery"
+    assert (tmp_path / "report" / PAGE).is_file() and (gallery / panel_file("G1")).is_file()
+    assert (gallery / panel_file("G2")).is_file() and not (gallery / panel_file("G3")).exists()
+
+
+#: A gene, guide and model name that plotly would draw as markup (bold, an image, a link) if given raw.
+HOSTILE_GENE = "<b>G1</b><img src=x onerror=alert(1)>"
+HOSTILE_GUIDE = '<a href="javascript:alert(1)">g1</a>'
+HOSTILE_MODEL = "m<i>x</i>&amp;"
+
+
+@pytest.fixture(scope="module")
+def hostile_page(tmp_path_factory):
+    """The tiny screen's page with gene G1, its first guide and the model renamed to markup."""
+    root = tmp_path_factory.mktemp("hostile")
+    scores = F.score_tables(model=HOSTILE_MODEL)
+    tables = {}
+    for name, df in {**scores, "neighbors": F.neighbors(model=HOSTILE_MODEL)}.items():
+        df = df.replace({"Metadata_Gene": {"G1": HOSTILE_GENE}, "neighbor": {"G1": HOSTILE_GENE}})
+        if "Metadata_Guide" in df:
+            df["Metadata_Guide"] = df["Metadata_Guide"].replace({"G1_g1": HOSTILE_GUIDE})
+        tables[name] = df
+    inputs = PageInputs(
+        hits=tables["hits"], genes=tables["genes"], guide_folds=tables["guide_folds"], neighbors=tables["neighbors"]
+    )
+    write_interactive(root, inputs)
+    return root
+
+
+def test_names_are_plotly_text_in_the_figures(hostile_page):
+    """Plotly draws ``<b>``, ``<a href>`` ... in labels as markup: the page hands it names as
+    entities (which it draws as the characters), never raw."""
+    body = (hostile_page / PAGE).read_text().replace(get_plotlyjs(), "").split("</head>", 1)[1]
+    figures = body
+    for code, char in (("\\u003c", "<"), ("\\u003e", ">"), ("\\u002f", "/"), ("\\u0026", "&")):
+        figures = figures.replace(code, char)  # plotly's JSON writes these as escapes
+
+    def in_json(name: str) -> str:
+        return json.dumps(name)[1:-1]
+
+    assert not [n for n in (HOSTILE_GENE, HOSTILE_GUIDE, HOSTILE_MODEL) if in_json(n) in figures]
+    assert all(in_json(html.escape(n, quote=False)) in figures for n in (HOSTILE_GENE, HOSTILE_GUIDE, HOSTILE_MODEL))
+
+
+def test_in_chromium_hover_labels_and_panels_show_names_as_text(hostile_page):
+    from selenium.webdriver.common.actions.action_builder import ActionBuilder
+
+    with chromium() as driver:
+        driver.get((hostile_page / PAGE).as_uri())
+        _wait(driver, "return document.querySelector('#volcano .main-svg') && 1")
+        driver.execute_script("document.getElementById('volcano').scrollIntoView()")
+        x, y = _point(driver, "volcano", html.escape(HOSTILE_GUIDE, quote=False))
+        pointer = ActionBuilder(driver)
+        pointer.pointer_action.move_to_location(int(x), int(y))
+        pointer.perform()
+        hover = _wait(
+            driver, "var h=document.querySelector('#volcano .hoverlayer .hovertext'); return h && h.textContent"
+        )
+        assert f"gene {HOSTILE_GENE}" in hover and f"guide {HOSTILE_GUIDE}" in hover  # the characters, as text
+        made = driver.execute_script(
+            "return Array.from(document.querySelectorAll('.js-plotly-plot svg a, .js-plotly-plot svg image, "
+            ".js-plotly-plot img, #gene-panel img, #gene-panel a:not(.gene)')).length"
+        )
+        assert made == 0
+        bold = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#volcano .hoverlayer tspan'))"
+            ".filter(function(t){return /bold/.test(t.getAttribute('style') || '');}).length"
+        )
+        assert bold == 0
+        click = ActionBuilder(driver)
+        click.pointer_action.move_to_location(int(x), int(y)).click()
+        click.perform()
+        title = _wait(driver, "var t=document.getElementById('gene-panel-title'); return t && t.textContent")
+        assert title == f"Gene {HOSTILE_GENE}"  # the click opened the gene by its own name
+        legend = _wait(
+            driver,
+            "var l=document.querySelectorAll('#gene-variants-plot .legendtext');"
+            "return l.length && Array.from(l).map(function(e){return e.textContent;})",
+        )
+        assert f"{HOSTILE_MODEL} {HOSTILE_GUIDE}" in legend
+        menu = driver.execute_script(
+            "return Array.from(document.querySelectorAll('#volcano .updatemenu-item-text, #volcano .updatemenu-header'))"
+            ".map(function(e){return e.textContent;})"
+        )
+        assert any(m.startswith(f"{HOSTILE_MODEL}/") for m in menu), menu
+        assert console_errors(driver) == []

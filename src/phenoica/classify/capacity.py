@@ -196,7 +196,8 @@ def readout_capacity(
     readout can score any guide. ``units_known`` False (a plate map read before the images are
     counted) skips the classifier's training counts, which would then be lower bounds."""
     cfg = config["classify"]
-    options = ClassifyOptions.from_config(cfg, config["seed"])
+    # what is scored does not depend on LightGBM's parameters (the door checks those on their own)
+    options = ClassifyOptions.from_config({k: v for k, v in cfg.items() if k != "lightgbm"}, config["seed"])
     out = []
     if units_known:
         out.append(classifier_capacity(table, config["splits"], options, config["hits"]["null_model"], config["seed"]))

@@ -158,8 +158,8 @@ def lightgbm_parameter_names(params: Mapping[str, Any]) -> dict[str, str | None]
 def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
     """LightGBM parameters: Nelson et al. 2026 Table 6 (schema defaults) merged with classify.lightgbm.
 
-    Keys are checked by LightGBM itself (:func:`lightgbm_parameter_names`): an unknown key is an
-    error naming it, and keys are returned under their canonical names (``reg_alpha`` ->
+    Keys are checked by LightGBM itself (:func:`lightgbm_parameter_names`): unknown keys are one
+    error naming every one of them, and keys are returned under their canonical names (``reg_alpha`` ->
     ``lambda_l1``) wherever LightGBM names them. Two keys naming the same parameter
     with different values are an error, unless one of them is a schema default left untouched
     (then the other, explicitly set, wins). Adds ``objective=binary``, ``seed``,
@@ -170,11 +170,16 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
     given = dict(cfg["lightgbm"])
     defaults = section_defaults("classify")["lightgbm"]
     canonical = lightgbm_parameter_names(given)
+    unknown = [key for key in given if canonical[key] is None]
+    if unknown:
+        keys = ", ".join(f"classify.lightgbm.{key}" for key in unknown)
+        raise ValueError(
+            f"config key(s) {keys}: not LightGBM {lgb.__version__} parameters or aliases (names are LightGBM's own, "
+            "e.g. num_leaves, learning_rate)"
+        )
     groups: dict[str, list[str]] = {}
     for key in given:
-        canon = canonical[key]
-        if canon is None:
-            raise ValueError(f"config key classify.lightgbm.{key}: not a LightGBM {lgb.__version__} parameter or alias")
+        canon = str(canonical[key])
         if canon in _RESERVED:
             raise ValueError(f"config key classify.lightgbm.{key}: may not be set here; {_RESERVED[canon]}")
         groups.setdefault(canon, []).append(key)

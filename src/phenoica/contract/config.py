@@ -16,6 +16,7 @@ from typing import Any, Callable, Mapping
 
 import jsonschema
 
+from phenoica.contract.names import config_name_problems
 from phenoica.contract.schema import describe_schema, package_schema, read_yaml
 from phenoica.contract.values import ConfigError
 from phenoica.utils.io import path_part_problem
@@ -386,11 +387,12 @@ def _check_consistency(config: dict[str, Any]) -> None:
     for name in config["transforms"]["variants"]:
         check_path_part(name, "variant name (transforms.variants)")
     _check_feature_keys(screen)
+    _check_channel_names(config)
     n = config["transforms"]["n_components"]
-    if isinstance(n, bool) or (isinstance(n, int) and n < 1):
+    if isinstance(n, bool) or (isinstance(n, int) and n < MIN_COMPONENTS):
         raise ConfigError(
-            f"invalid configuration: transforms.n_components is {n!r}; expected an integer >= 1, a fraction in (0, 1), "
-            "'deflated' or 'parallel'"
+            f"invalid configuration: transforms.n_components is {n!r}; expected an integer >= {MIN_COMPONENTS} (a "
+            "rule keeping fewer components is an error), a fraction in (0, 1), 'deflated' or 'parallel'"
         )
     if isinstance(n, str) and n not in ("deflated", "parallel"):
         raise ConfigError(
@@ -399,6 +401,61 @@ def _check_consistency(config: dict[str, Any]) -> None:
         )
     if isinstance(n, float) and not 0 < n < 1:
         raise ConfigError(f"invalid configuration: transforms.n_components fraction {n} not in (0, 1)")
+
+
+#: The fewest whitened components a transform keeps (ICA needs two sources to rotate).
+MIN_COMPONENTS = 2
+
+
+def component_problems(n_components: Any, features: Mapping[str, int]) -> list[str]:
+    """``transforms.n_components`` against each model's feature count (``features``: model ->
+    features per profile, as the door finds them): an integer count above a model's features
+    cannot be kept (the whitened components are at most the features)."""
+    if isinstance(n_components, bool) or not isinstance(n_components, int):
+        return []
+    return [
+        f"config key transforms.n_components is {n_components}, but model {model!r} has {d} feature(s) per profile; "
+        f"expected at most {d} (or a fraction in (0, 1), 'deflated' or 'parallel')"
+        for model, d in features.items()
+        if n_components > d
+    ]
+
+
+def _check_channel_names(config: Mapping[str, Any]) -> None:
+    """Channel names of the config (``screen.channels``, ``screen.loaddata_channels``,
+    ``demo.channels``, each ``models.NAME.channels``, the names and labels of ``channels``) are
+    plain text
+    (:func:`phenoica.contract.names.name_problem`)."""
+    lists: dict[str, Any] = {
+        "screen.channels": config["screen"].get("channels"),
+        "screen.loaddata_channels": config["screen"].get("loaddata_channels"),
+        "demo.channels": config["demo"].get("channels"),
+    }
+    lists.update({f"models.{name}.channels": m.get("channels") for name, m in config["models"].items()})
+    styles = config.get("channels") or {}
+    lists["channels"] = [*styles, *(s["label"] for s in styles.values() if isinstance(s, Mapping) and s.get("label"))]
+    problems = []
+    for key, names in lists.items():
+        if isinstance(names, Mapping):
+            names = [*names, *names.values()]
+        problems += config_name_problems(names or [], key)
+    if problems:
+        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in problems))
+
+
+def planned_demo_note(config: Mapping[str, Any]) -> str | None:
+    """A note when ``config`` (as given, before defaults) names no ``screen`` (or no
+    ``screen.source``): the schema's default, the simulated demo screen, is planned, which a
+    config written for a real screen never means."""
+    screen = config.get("screen")
+    if isinstance(screen, Mapping) and screen.get("source"):
+        return None
+    demo = section_defaults("demo") | dict(config.get("demo") or {})
+    plates = int(demo["n_batches"]) * int(demo["plates_per_batch"])
+    return (
+        "the config names no screen (no screen.source): the simulated demo screen is planned (screen.source: demo, "
+        f"{plates} simulated plates, a model trained on them); set screen.source and its paths to analyse a real screen"
+    )
 
 
 def _check_feature_keys(screen: Mapping[str, Any]) -> None:

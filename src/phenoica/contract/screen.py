@@ -18,6 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
+from phenoica.contract.names import name_problems
 from phenoica.utils.io import atomic_path, path_part_problem, read_table
 
 BATCH = "Metadata_Batch"
@@ -246,7 +247,8 @@ def validate_metadata(df: pd.DataFrame, source: str = "metadata") -> pd.DataFram
     Raises one ScreenError naming ``source`` and, at once, every problem found with the
     columns or rows at fault: no rows; missing required columns (with the column probably
     meant, e.g. ``Metadata_gene``); missing values; non-integer sites or image indices; a
-    PertType other than control/perturbation; duplicate (plate, well, site); duplicate (plate,
+    PertType other than control/perturbation; a name that is not plain text
+    (:func:`phenoica.contract.names.name_problems`); duplicate (plate, well, site); duplicate (plate,
     image index); a negative image index; and the relations of :func:`relation_problems` (a
     guide under two genes, a gene under two PertTypes, a plate in two batches, a well whose
     perturbation changes). Rows are the table's index labels: a file's 0-based data rows when
@@ -274,6 +276,7 @@ def validate_metadata(df: pd.DataFrame, source: str = "metadata") -> pd.DataFram
         else:
             df[col] = numbers.astype(np.int64)
     problems += pert_type_problems(df)
+    problems += name_problems(df, KEY_COLUMNS)
     raise_problems(source, problems)
     dup = df.duplicated([PLATE, WELL, SITE], keep=False)
     if dup.any():
@@ -321,6 +324,7 @@ def validate_profile_metadata(df: pd.DataFrame, source: str = "profiles") -> Non
     raise_problems(source, problems)
     df = df.astype({c: str for c in PROFILE_COLUMNS})
     problems += pert_type_problems(df)
+    problems += name_problems(df, PROFILE_COLUMNS)
     raise_problems(source, problems)
     problems += relation_problems(df)
     raise_problems(source, problems)

@@ -4,6 +4,7 @@ written to one profile parquet (:func:`write_profiles`) or read into memory (:fu
 from __future__ import annotations
 
 import itertools
+import logging
 from pathlib import Path
 from typing import Iterator, Sequence
 
@@ -16,12 +17,14 @@ import pyarrow.parquet as pq
 from phenoica.contract import screen
 from phenoica.contract.screen import PLATE, WELL, ScreenError
 from phenoica.profiles.columns import FeatureSelection
+from phenoica.profiles.constant_rows import ConstantRows
 from phenoica.profiles.embeddings import EmbeddingPlan, GeneTypes, log_left_out, plan_files, read_blocks
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, write_batches
 from phenoica.profiles.wells import N_IMAGES, WellMeans, constant_within_wells
 from phenoica.screen.h5ad import parquet_source
 
 LEVELS = ("image", "well")
+log = logging.getLogger(__name__)
 
 
 def _metadata_arrays(batch: pa.RecordBatch, schema: pa.Schema) -> list[pa.Array]:
@@ -94,7 +97,8 @@ def iter_profiles(
     column as string, identifier names without surrounding whitespace), then float32
     features: those ``selection`` chooses (default: the ``emb_`` columns; see
     :class:`FeatureSelection`), or a list-valued ``embedding_column`` expanded. The numeric
-    columns left out are listed once in the log. Image level: at most ``batch_rows`` rows per
+    columns left out are listed once in the log, and so are rows whose features are all 0 or all
+    one value (:class:`phenoica.profiles.constant_rows.ConstantRows`). Image level: at most ``batch_rows`` rows per
     batch. Well level: one batch per file (its wells, sorted by plate and well).
     """
     if level not in LEVELS:
@@ -106,16 +110,20 @@ def iter_profiles(
     plan = plan_files(paths, embedding_column, selection)
     log_left_out(plan, selection)
     genes = GeneTypes()
+    constant = ConstantRows()
     reference: list[str] | None = None
     schema: pa.Schema | None = None
     if level == "image":
         for file in plan.files:
             for block in read_blocks(file, plan, batch_rows, reference, genes):
+                constant.update(block.features, block.batch.column(screen.GENE).to_pylist(), file.path, block.start)
                 reference = block.names
                 schema = schema or _output_schema(plan.metadata, block.names)
                 arrays = _metadata_arrays(block.batch, plan.metadata) + _feature_arrays(block.features)
                 yield pa.RecordBatch.from_arrays(arrays, schema=schema)
         genes.finish([f.path for f in plan.files])
+        for note in constant.notes():
+            log.warning("%s", note)
         return
     kept = well_plan(plan, genes)
     genes.finish([f.path for f in plan.files])
@@ -127,6 +135,7 @@ def iter_profiles(
     for file in plan.files:
         wells: WellMeans | None = None
         for block in read_blocks(file, plan, batch_rows, reference, None):
+            constant.update(block.features, block.batch.column(screen.GENE).to_pylist(), file.path, block.start)
             reference = block.names
             wells = wells or WellMeans(kept, len(block.names))
             wells.update(_with_columns(block.batch, [PLATE, WELL, *kept], plan.metadata), block.features)
@@ -136,6 +145,8 @@ def iter_profiles(
         schema = schema or _output_schema(meta_schema, reference)  # type: ignore[arg-type]
         arrays = _metadata_arrays(meta.combine_chunks().to_batches()[0], meta_schema) + _feature_arrays(means)
         yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+    for note in constant.notes():
+        log.warning("%s", note)
 
 
 def _with_columns(batch: pa.RecordBatch, columns: Sequence[str], schema: pa.Schema) -> pa.RecordBatch:

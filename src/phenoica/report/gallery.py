@@ -23,6 +23,7 @@ its controls are scaled identically; the figure states the range.
 from __future__ import annotations
 
 import difflib
+import hashlib
 import logging
 import re
 from dataclasses import dataclass, field
@@ -355,9 +356,17 @@ def _wrap(text: str, font: Any, width: int) -> list[str]:
     return lines + ([line] if line else [])
 
 
+#: Characters of a gene's name kept in its panel's file name.
+PANEL_STEM_CHARS = 40
+
+
 def panel_file(gene: str) -> str:
-    """The gallery file name of a gene's panel (characters outside [A-Za-z0-9._-] as _)."""
-    return re.sub(r"[^A-Za-z0-9._-]", "_", gene) + ".png"
+    """The gallery file name of a gene's panel, unique by construction: a readable stem (the
+    first :data:`PANEL_STEM_CHARS` characters of the name, those outside [A-Za-z0-9._-] as
+    ``_``) and the first 10 hex digits of the name's SHA-256 (``TP53-3f2c...png``), so that
+    two names that read alike (``<b>`` and ``_b_``) never share a file."""
+    stem = re.sub(r"[^A-Za-z0-9._-]", "_", gene[:PANEL_STEM_CHARS]).lstrip(".") or "gene"
+    return f"{stem}-{hashlib.sha256(gene.encode('utf-8')).hexdigest()[:10]}.png"
 
 
 def save_image(image: Image.Image, path: Path | str) -> Path:
@@ -517,7 +526,10 @@ def gallery_section(result: GalleryResult, page_dir: Path | str, gallery_dir: Pa
         "each channel is the same for a gene's images and its controls, and is stated under each panel."
     ]
     if result.missing_stores:
-        blocks.append("**Plate store(s) not found** (moved since the run?): " + "; ".join(result.missing_stores))
+        blocks.append(
+            "**Plate store(s) not found** (moved since the run?): "
+            + "; ".join(map(render.md_text, result.missing_stores))
+        )
     if panels.empty:
         blocks.append("No gene is called a hit, and no gene was requested: the gallery is empty.")
         return render.PageSection("Hit gallery", blocks)

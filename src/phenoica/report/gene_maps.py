@@ -177,6 +177,11 @@ def batch_biology_figure(summary: pd.DataFrame, path: Path | str) -> Path:
     return out
 
 
+def heatmap_caption(model: str, variant: str) -> str:
+    """The caption of a (model, variant)'s gene-map heatmap (plain text: the page escapes it)."""
+    return f"Clustered gene-gene cosine map, {model} / {variant}"
+
+
 def build_gene_maps(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     """The gene-map section from the gathered biomap tables (:data:`BIOMAP_TABLES`) and the
     heatmaps: the CSVs, the batch-vs-biology figure, each (model, variant)'s heatmap copied
@@ -208,7 +213,7 @@ def build_gene_maps(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         dest.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(src, dest)
         out.figures[name] = dest
-        captions[name] = f"Clustered gene-gene cosine map, {model} / {variant}"
+        captions[name] = heatmap_caption(model, variant)
     out.page = _gene_map_pages(summary, recall, coverage, consistency, neighbors, ctx)
     out.page[0].blocks += figure_blocks(out.figures, captions, ctx)
     return out

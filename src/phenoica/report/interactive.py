@@ -71,6 +71,14 @@ def _key(model: str, variant: str) -> str:
     return f"{model}/{variant}"
 
 
+def plotly_text(values: Sequence[Any]) -> list[str]:
+    """Names as plotly text: plotly draws a label's ``<b>``, ``<a href>``, ``<br>`` ... as
+    markup, so ``&``, ``<`` and ``>`` are written as entities, which it draws as the characters
+    (quotes need none: outside a tag they are text, and plotly would show ``&quot;`` as is).
+    What a click hands back is decoded by the page's script (``unescapeText``)."""
+    return [html.escape(str(v), quote=False) for v in values]
+
+
 def _keys(df: pd.DataFrame) -> list[tuple[str, str]]:
     from phenoica.report.checks import ordered_variants
 
@@ -89,7 +97,8 @@ def neg_log10_q(q: np.ndarray) -> np.ndarray:
 
 def volcano_figure(hits: pd.DataFrame, q_threshold: float) -> go.Figure:
     """One Scattergl trace per model/variant (one shown at a time, a dropdown picks it): x =
-    AUROC, y = -log10 q; ``text`` = gene (what a click opens), ``hovertext`` = guide."""
+    AUROC, y = -log10 q; ``text`` = gene (what a click opens), ``hovertext`` = guide, both as
+    :func:`plotly_text`."""
     fig = go.Figure()
     keys = _keys(hits)
     for i, (model, variant) in enumerate(keys):
@@ -101,10 +110,10 @@ def volcano_figure(hits: pd.DataFrame, q_threshold: float) -> go.Figure:
                 x=sub["auroc"].to_numpy(np.float32),
                 y=neg_log10_q(sub["q_value"].to_numpy()).astype(np.float32),
                 mode="markers",
-                name=_key(model, variant),
+                name=html.escape(_key(model, variant), quote=False),
                 visible=i == 0,
-                text=sub[GENE].astype(str).tolist(),
-                hovertext=sub[GUIDE].astype(str).tolist(),
+                text=plotly_text(sub[GENE]),
+                hovertext=plotly_text(sub[GUIDE]),
                 customdata=custom,
                 marker={
                     "size": 6,
@@ -121,7 +130,11 @@ def volcano_figure(hits: pd.DataFrame, q_threshold: float) -> go.Figure:
             )
         )
     buttons = [
-        {"label": _key(*mv), "method": "update", "args": [{"visible": [j == i for j in range(len(keys))]}]}
+        {
+            "label": html.escape(_key(*mv), quote=False),
+            "method": "update",
+            "args": [{"visible": [j == i for j in range(len(keys))]}],
+        }
         for i, mv in enumerate(keys)
     ]
     fig.add_hline(y=-math.log10(q_threshold), line_dash="dash", line_color="#555")
@@ -147,15 +160,17 @@ def variant_figure(guides: pd.DataFrame, model: str) -> go.Figure:
     fig = go.Figure(
         go.Splom(
             dimensions=[{"label": v, "values": wide[v].to_numpy(np.float32)} for v in variants if v in wide],
-            text=wide[GENE].astype(str).tolist(),
-            hovertext=wide[GUIDE].astype(str).tolist(),
+            text=plotly_text(wide[GENE]),
+            hovertext=plotly_text(wide[GUIDE]),
             hovertemplate="gene %{text}<br>guide %{hovertext}<br>%{xaxis.title.text} %{x:.3f}<br>"
             "%{yaxis.title.text} %{y:.3f}<extra></extra>",
             marker={"size": 4, "opacity": 0.6, "color": "#1f77b4"},
             diagonal_visible=False,
         )
     )
-    fig.update_layout(template=TEMPLATE, height=560, title=f"{model}: guide AUROC, variant against variant")
+    fig.update_layout(
+        template=TEMPLATE, height=560, title=f"{html.escape(model, quote=False)}: guide AUROC, variant against variant"
+    )
     return fig
 
 
@@ -215,7 +230,7 @@ def batch_biology_figure(summary: pd.DataFrame) -> go.Figure:
             x=[p[0] for p in pts],
             y=[p[1] for p in pts],
             mode="markers",
-            text=list(groups.values),
+            text=plotly_text(groups.values),
             marker={"size": 10, "color": "#2ca02c"},
             hovertemplate="%{text}<br>batch removal %{x:.3f}<br>recall %{y:.3f}<extra></extra>",
         )

@@ -36,6 +36,15 @@ PAGE_JS = r"""
     if (typeof v === "number") { return Math.abs(v) < 1e-3 && v !== 0 ? v.toExponential(1) : String(+v.toPrecision(3)); }
     return String(v);
   }
+  // Names are drawn by plotly as text only when written as entities (plotly_text in Python,
+  // escapeText here); a clicked point's name is read back from them.
+  var ENTITIES = {"&amp;": "&", "&lt;": "<", "&gt;": ">"};
+  function unescapeText(s) {
+    return String(s).replace(/&(amp|lt|gt);/g, function (m) { return ENTITIES[m]; });
+  }
+  function escapeText(s) {
+    return String(s).replace(/[&<>]/g, function (c) { return {"&": "&amp;", "<": "&lt;", ">": "&gt;"}[c]; });
+  }
   function geneLink(name) {
     var a = el("a", {"class": "gene", "data-gene": name}, name);
     a.addEventListener("click", function () { showGene(name); });
@@ -96,7 +105,7 @@ PAGE_JS = r"""
     var traces = {};
     rec.guides.forEach(function (r) {
       var t = r[0] + " " + r[2];
-      if (!traces[t]) { traces[t] = {x: [], y: [], name: t, mode: "lines+markers", type: "scatter"}; }
+      if (!traces[t]) { traces[t] = {x: [], y: [], name: escapeText(t), mode: "lines+markers", type: "scatter"}; }
       traces[t].x.push(r[1]); traces[t].y.push(r[3]);
     });
     Plotly.newPlot(plot, Object.values(traces), {height: 300, margin: {t: 10}, yaxis: {title: {text: "AUROC"}},
@@ -135,7 +144,7 @@ PAGE_JS = r"""
     var gd = document.getElementById(id);
     gd.on("plotly_click", function (ev) {
       var p = ev.points[0], name = p.text !== undefined ? p.text : p.data.text[p.pointIndex];
-      if (name) { showGene(name); }
+      if (name) { showGene(unescapeText(name)); }
     });
   };
   function drawTable() {

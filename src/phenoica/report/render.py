@@ -10,9 +10,14 @@ writes both atomically into a folder, and :func:`save_figure` writes a matplotli
 atomically. Paths of figures and links are relative to the page's folder, so a page can be
 linked from another page or moved with its folder.
 
-Text (paragraphs, bullet items) is Markdown with three inline forms, which the HTML page renders
-too: ```code```, ``**bold**`` and ``[text](href)``; everything else is escaped. Every page of
-the project (the screen's report and the studies') is written by this module.
+Text (paragraphs, bullet items, table captions) is Markdown with three inline forms, which the
+HTML page renders too: ```code```, ``**bold**`` and ``[text](href)``, and backslash escapes;
+everything else is escaped. A name from the user's data (gene, guide, plate, batch, model,
+channel) put into such text goes through :func:`md_text`, which makes it text in both pages.
+The title, headings, table cells, figure captions and link texts are plain text: escaped here
+for each page (:func:`md_text` for Markdown, HTML escaping for HTML), and paths are
+percent-encoded (:func:`href`), so that no name can become an element of either page. Every
+page of the project (the screen's report and the studies') is written by this module.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ from __future__ import annotations
 import html
 import json
 import re
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence, Union
@@ -122,17 +128,57 @@ def _formatted(table: Table) -> pd.DataFrame:
     return out
 
 
-_INLINE = re.compile(r"`([^`]+)`|\*\*(.+?)\*\*|\[([^\]]+)\]\(([^)\s]+)\)")
+#: Characters :func:`md_text` escapes: those that start an inline form (code, emphasis, a link,
+#: strikethrough), an HTML element, an e-mail autolink or an entity, a table cell's border, or an
+#: escape (and, in context, an ``_`` that could open emphasis, the ``:`` of ``://`` and the ``.``
+#: of ``www.``).
+_MD_SPECIAL = frozenset("\\`*[]<>&|~@")
+
+_INLINE = re.compile(r"\\([!-/:-@\[-`{-~])|`([^`]+)`|\*\*(.+?)\*\*|\[((?:\\.|[^\]\\])+)\]\(([^)\s]+)\)")
+
+
+def md_text(text: object) -> str:
+    """``text`` as literal Markdown text: every character that Markdown (CommonMark, GitHub's
+    tables) would read as markup escaped with a backslash, line breaks and other control
+    characters as spaces. A name from the user's data goes through this before it is put into
+    a paragraph, caption or cell: rendered, it reads as the name, in ``report.md`` as in
+    ``index.html`` (:func:`inline_html` reads the escapes back)."""
+    text = str(text)
+    out = []
+    for i, ch in enumerate(text):
+        before, after = text[i - 1 : i], text[i + 1 : i + 2]
+        if ch in _MD_SPECIAL:
+            out.append("\\" + ch)
+        elif ch == "_" and not (before.isalnum() and after.isalnum()):  # G1_g1 is no emphasis; _x_ is
+            out.append("\\_")
+        elif ch == "." and text[max(0, i - 3) : i].lower() == "www":  # GitHub's www. autolinks
+            out.append("\\.")
+        elif ch == ":" and text[i + 1 : i + 3] == "//":  # and its http:// ones
+            out.append("\\:")
+        elif ch < " " or ch == "\x7f":
+            out.append(" ")
+        else:
+            out.append(ch)
+    return "".join(out)
+
+
+def href(path: str) -> str:
+    """A relative path as a link target: percent-encoded (``/`` kept), so that a name in it
+    (``<``, spaces, parentheses) can neither end the link nor become markup; a browser decodes
+    it back to the file's name."""
+    return urllib.parse.quote(str(path), safe="/")
 
 
 def inline_html(text: str) -> str:
-    """``text`` (Markdown with inline code, bold and links) as escaped HTML."""
+    """``text`` (Markdown with inline code, bold, links and backslash escapes) as escaped HTML."""
     esc = html.escape
     parts, last = [], 0
     for m in _INLINE.finditer(text):
         parts.append(esc(text[last : m.start()]))
-        code, bold, label, href = m.groups()
-        if code is not None:
+        escaped, code, bold, label, href = m.groups()
+        if escaped is not None:
+            parts.append(esc(escaped))
+        elif code is not None:
             parts.append(f"<code>{esc(code)}</code>")
         elif bold is not None:
             parts.append(f"<strong>{inline_html(bold)}</strong>")
@@ -167,15 +213,6 @@ def _html_bullets(bullets: Bullets) -> str:
     return "<ul>" + "".join(items) + "</ul>"
 
 
-#: Characters of a table cell (names from the user's data: genes, guides) that Markdown would
-#: read as HTML, a link or code: written as entities / backslash escapes, as index.html escapes them.
-_MD_CELL_ESCAPES = {"&": "&amp;", "<": "&lt;", ">": "&gt;", "[": "\\[", "]": "\\]", "`": "\\`", "|": "\\|", "\n": " "}
-
-
-def _md_cell(text: str) -> str:
-    return "".join(_MD_CELL_ESCAPES.get(ch, ch) for ch in text)
-
-
 def _md_block(block: Block) -> str:
     _check_block(block)
     if isinstance(block, str):
@@ -187,21 +224,22 @@ def _md_block(block: Block) -> str:
             body = "_(no rows)_"
         else:
             shown = _formatted(block)
-            lines = ["| " + " | ".join(_md_cell(c) for c in shown.columns) + " |", "|" + "---|" * len(shown.columns)]
-            lines += ["| " + " | ".join(_md_cell(v) for v in row) + " |" for row in shown.itertuples(index=False)]
+            lines = ["| " + " | ".join(md_text(c) for c in shown.columns) + " |", "|" + "---|" * len(shown.columns)]
+            lines += ["| " + " | ".join(md_text(v) for v in row) + " |" for row in shown.itertuples(index=False)]
             body = "\n".join(lines)
         return body + (f"\n\n_{block.caption}_" if block.caption else "")
     if isinstance(block, Figure):
-        return f"![{block.caption}]({block.path})" + (f"\n\n_{block.caption}_" if block.caption else "")
-    links = ", ".join(f"[{text}]({href})" for text, href in block.items)
+        caption = md_text(block.caption)
+        return f"![{caption}]({href(block.path)})" + (f"\n\n_{caption}_" if block.caption else "")
+    links = ", ".join(f"[{md_text(text)}]({href(target)})" for text, target in block.items)
     return f"{block.label} {links}".strip()
 
 
 def render_markdown(page: Page) -> str:
     """The page as Markdown: ``# title``, lead blocks, then each section's heading and blocks."""
-    parts = [f"# {page.title}"] + [_md_block(b) for b in page.lead]
+    parts = [f"# {md_text(page.title)}"] + [_md_block(b) for b in page.lead]
     for section in page.sections:
-        parts.append("#" * max(2, section.level) + f" {section.heading}")
+        parts.append("#" * max(2, section.level) + f" {md_text(section.heading)}")
         parts += [_md_block(b) for b in section.blocks]
     return "\n\n".join(parts) + "\n"
 
@@ -223,10 +261,10 @@ def _html_block(block: Block) -> str:
     if isinstance(block, Figure):
         cap = f"<figcaption>{esc(block.caption)}</figcaption>" if block.caption else ""
         return (
-            f'<figure><img src="{esc(block.path, quote=True)}" alt="{esc(block.caption or block.path, quote=True)}"'
+            f'<figure><img src="{esc(href(block.path), quote=True)}" alt="{esc(block.caption or block.path, quote=True)}"'
             f' style="max-width:100%">{cap}</figure>'
         )
-    links = ", ".join(f'<a href="{esc(href, quote=True)}">{esc(text)}</a>' for text, href in block.items)
+    links = ", ".join(f'<a href="{esc(href(target), quote=True)}">{esc(text)}</a>' for text, target in block.items)
     return f"<p>{inline_html(block.label)} {links}</p>" if block.label else f"<p>{links}</p>"
 
 
@@ -266,7 +304,13 @@ def write_page(
 
 
 def save_figure(fig: "MplFigure", path: Path | str, dpi: int = 110) -> Path:
-    """Save a matplotlib figure as PNG at ``path`` atomically (tight bounding box)."""
+    """Save a matplotlib figure as PNG at ``path`` atomically (tight bounding box). Every text of
+    the figure (titles, tick labels, legends, annotations: names from the user's data among
+    them) is drawn as it is written: ``$...$`` is not read as mathtext."""
+    from matplotlib.text import Text
+
+    for text in fig.findobj(Text):
+        text.set_parse_math(False)
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")

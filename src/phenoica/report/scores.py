@@ -76,23 +76,25 @@ def headline(
         sub = summary[summary["model"] == model]
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
         if scored.empty:
-            items.append(f"Model `{model}`: the classifier scored no guide.")
+            items.append(
+                f"Model {render.md_text(model)}: **the classifier scored no guide**, so it calls no hits (every "
+                "(guide, fold) was skipped: the reasons are in `guide_folds.parquet`, the counts and the setting that "
+                "would change them in the door's readout notes, `screen/validated.json`)."
+            )
             nested_empty: list[str | render.Bullets] = []
             for variant in sub["variant"]:
                 state = status.get((model, variant), {})
-                parts = [f"**no classifier hit calls**: {state['no_calls']}"] if "no_calls" in state else []
                 if "map_hits" in state:
-                    parts.append(
-                        f"**mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}**"
+                    nested_empty.append(
+                        f"`{variant}`: **mAP readout: {state['map_hits']}/{state['map_scored']} guides active at "
+                        f"q < {q_threshold:g}**."
                     )
-                if parts:
-                    nested_empty.append(f"`{variant}`: " + "; ".join(parts) + ".")
             if nested_empty:
                 items.append(render.Bullets(nested_empty))
             continue
         best = scored.loc[scored["auroc_mean"].idxmax()]
         items.append(
-            f"Model `{model}`: highest mean guide AUROC with **{variant_label(best['variant'])}** "
+            f"Model {render.md_text(model)}: highest mean guide AUROC with **{variant_label(best['variant'])}** "
             f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides)."
         )
         nested: list[str | render.Bullets] = []
@@ -100,7 +102,7 @@ def headline(
             n_hits = r[hit_col] if hit_col in r.index else pd.NA
             state = status.get((model, r["variant"]), {})
             if "no_calls" in state:
-                hits = f"**no classifier hit calls**: {state['no_calls']}"
+                hits = f"**no classifier hit calls**: {render.md_text(state['no_calls'])}"
             elif pd.isna(n_hits):
                 hits = "no null pseudo-guides, no hit calls"
             else:
@@ -133,7 +135,7 @@ def _intro(ctx: ReportContext) -> str:
     n_ok = int((rows["status"] == OK).sum())
     variants = ordered_variants(pd.concat([rows["variant"], guides["variant"], genes["variant"]]))
     return (
-        f"Models: {', '.join(f'`{m}`' for m in sorted(set(guides['model']) | set(rows['model'])))}. "
+        f"Models: {', '.join(render.md_text(m) for m in sorted(set(guides['model']) | set(rows['model'])))}. "
         f"Variants: {', '.join(f'`{v}` ({variant_label(v)})' for v in variants)}. "
         f"Guide-folds: {n_ok} scored, {len(rows) - n_ok} skipped. "
         f"Real guides: {guides.loc[~guides['is_null_guide'], GUIDE].nunique()}; "
@@ -167,17 +169,23 @@ def control_headline(controls: pd.DataFrame | None, summary: pd.DataFrame, q_thr
             share = float(row[hit_col].iloc[0]) / float(row["n_guides_scored"].iloc[0])
             rate = f" The guides' hit rate here is {share:.0%}, beside {FIELD_ACTIVE_SHARE}."
         out.append(
-            f"**Controls are not one homogeneous null** in `{model}` / `{variant}`: control construct(s) "
-            f"{', '.join(f'`{g}`' for g in hits[GUIDE])} ({len(hits)} of {len(sub)}) called hits against the other "
+            f"**Controls are not one homogeneous null** in {render.md_text(model)} / `{variant}`: control construct(s) "
+            f"{', '.join(render.md_text(g) for g in hits[GUIDE])} ({len(hits)} of {len(sub)}) called hits against the other "
             "controls, "
             f"so the guides' calls mix their own phenotype with that difference and mean less.{rate} See "
             "'Control constructs' for the features that separate them; choose other controls, or drop the "
             "construct, if it is not inert."
         )
-    if called.empty and len(controls):
+    tested = np.isfinite(controls["p_value"].to_numpy(dtype=float))
+    if called.empty and tested.any():
         out.append(
             f"Control constructs checked as a null: none of {controls[GUIDE].nunique()} is called a hit against "
             "the other controls in any model and variant."
+        )
+    elif len(controls) and not tested.any():
+        out.append(
+            f"Control constructs: {controls[GUIDE].nunique()} scored against the other controls ('Control "
+            "constructs'), but not called: there is no null to call them against."
         )
     return out
 

@@ -21,8 +21,6 @@ def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from phenoica.utils.io import atomic_path
-
     models = sorted(sweep["model"].unique())
     fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), squeeze=False)
     for ax, model in zip(axes[0], models):
@@ -38,8 +36,7 @@ def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
         ax.set_title(model)
         ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_path(path) as tmp:
-        fig.savefig(tmp, format="png", dpi=110)
+    render.save_figure(fig, path)
     plt.close(fig)
     return path
 

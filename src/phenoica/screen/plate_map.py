@@ -33,6 +33,7 @@ from typing import Any, Iterable, Iterator
 import numpy as np
 import pandas as pd
 
+from phenoica.contract.names import name_problems
 from phenoica.contract.screen import (
     BATCH,
     GENE,
@@ -94,7 +95,8 @@ def validate_plate_map(df: pd.DataFrame, source: str | None = None) -> pd.DataFr
     ``Metadata_ImageIndex`` column (ingest sets those), missing values, a PertType other than
     control/perturbation, duplicate (plate, well), and the data contract's relations
     (:func:`phenoica.contract.screen.relation_problems`: a guide under two genes, a gene under both
-    PertTypes, a plate in two batches). Names lose surrounding whitespace
+    PertTypes, a plate in two batches), a name that is not plain text
+    (:func:`phenoica.contract.names.name_problems`). Names lose surrounding whitespace
     (:func:`phenoica.contract.screen.normalize_names`).
     """
     source = source or str(df.attrs.get("source", "plate map"))
@@ -119,6 +121,7 @@ def validate_plate_map(df: pd.DataFrame, source: str | None = None) -> pd.DataFr
         if bad.any():
             rows = [int(r) for r in np.flatnonzero(bad.to_numpy())[:5]]
             raise ScreenError(f"{source}: column {col} has missing values at row(s) {rows}")
+    raise_problems(source, name_problems(out, KEY_COLUMNS))
     out[WELL] = out[WELL].map(normalize_well).astype(str)
     bad_type = ~out[PERT_TYPE].isin(PERT_TYPES)
     if bad_type.any():

@@ -26,11 +26,13 @@ import logging
 import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
 from phenoica.contract import screen
+from phenoica.contract.config import component_problems
+from phenoica.contract.names import listed_name_problems, name_problems
 from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.contract.values import ConfigError
 from phenoica.screen.h5ad import parquet_source
@@ -40,6 +42,14 @@ from phenoica.workflow import params as wparams
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 4
+#: The classify keys the door's readout counts read (besides n_null_guides, splits and seed).
+READOUT_KEYS: tuple[str, ...] = (
+    "min_train_samples",
+    "min_test_samples",
+    "protocol",
+    "fast_fold_groups",
+    "map_readout",
+)
 #: Above this many pseudo-guides per control well of a batch (classify.n_null_guides x a guide's
 #: wells there / the batch's control wells), the null's pseudo-guides share their wells so
 #: heavily that their AUROCs are far from independent draws: a warning (stated in advance, not
@@ -216,6 +226,7 @@ def check_models(
                 "or use channel_agnostic: true"
             )
         crops: dict[str, int] = {}
+        dims: dict[str, int] = {}  # features per profile, per plate
         failed: dict[str, list[str]] = {}  # one line per kind of problem, naming its plates
         for plate, channels in fed.items():
             model = built.get(len(channels))
@@ -229,7 +240,8 @@ def check_models(
             else:
                 try:
                     cpu = torch.device("cpu")
-                    probe_feature_dim(model, inputs[len(channels)], len(channels), crop, cpu, Path(f"model {name}"))
+                    where = Path(f"model {name}")
+                    dims[plate] = probe_feature_dim(model, inputs[len(channels)], len(channels), crop, cpu, where)
                     continue
                 except ScreenError as exc:
                     why = f"{screen_subject((geo.height, geo.width), channels)}: {exc}"
@@ -239,6 +251,7 @@ def check_models(
             "checkpoint": spec.get("checkpoint"),
             "crop_size": sorted(set(crops.values())),
             "channels_fed": sorted(set(counts.values())),
+            "features": min(dims.values(), default=None),
         }
     return summary
 
@@ -265,6 +278,7 @@ def validate_screen(
         raise ScreenError("validate_screen: the screen has no plates")
     problems: list[str] = []
     geometry = plate_geometry(screen_cfg, plates, problems, demo)
+    problems += dict.fromkeys(p for g in geometry.values() for p in listed_name_problems(g.channels, "a channel name"))
     summary = check_models(models, crop_size, geometry, problems, log) if geometry else {}
     raise_problems(f"screen ({screen_cfg['source']}, {len(plates)} plates)", problems)
     report = {
@@ -306,8 +320,11 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     """Source embeddings, every model's files at once: the feature columns each set declares
     (:func:`phenoica.profiles.embeddings.plan_embeddings`), and the contract across files (missing values,
     PertTypes, a guide under one gene, a gene under one PertType, a plate in one batch, a well
-    with one perturbation, each image once), with the rows named by file and row."""
+    with one perturbation, each image once, names that are plain text), with the rows named by
+    file and row; the notes on rows whose features are all 0 or all equal go in the summary
+    (``notes`` of a model, which :func:`contract_problems` moves to its notes)."""
     from phenoica.profiles.columns import FeatureSelection
+    from phenoica.profiles.constant_rows import constant_row_notes
     from phenoica.profiles.embeddings import plan_embeddings
     from phenoica.workflow import dag as wf
 
@@ -319,11 +336,13 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     for model in sorted(config["models"]):
         paths = tuple(wf.embedding_inputs(config, model))
         features, left_out = plan_embeddings(paths, cfg["embedding_column"], selection)
-        summary[model] = {"files": len(paths), "features": len(features), "left_out": left_out}
+        n_features = None if cfg["embedding_column"] else len(features)  # a list column's length is read later
+        summary[model] = {"files": len(paths), "features": n_features, "left_out": left_out}
         if left_out:
             log.info("model %s: %d numeric column(s) are not features: %s", model, len(left_out), left_out[:20])
         if paths in checked:
             continue
+        summary[model]["notes"] = constant_row_notes(paths, cfg["embedding_column"], selection)
         table = checked[paths] = _embedding_metadata(list(paths))
         where = f"embeddings of model {model} ({len(paths)} file(s): {', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''})"
         found = [
@@ -336,6 +355,7 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         keys = [screen.PLATE, screen.WELL, screen.SITE] if screen.SITE in table.columns else [screen.PLATE, screen.WELL]
         found += screen.duplicate_problems(table, keys, "an image" if screen.SITE in table.columns else "a well")
         found += screen.relation_problems(table)
+        found += name_problems(table, screen.KEY_COLUMNS)
         found += screen.control_problems(table)
         problems += [f"{where}: {p}" for p in found]
     return problems, summary
@@ -459,6 +479,7 @@ def contract_problems(
             table = _embedding_metadata(wf.embedding_inputs(config, model))
             found, notes, readouts = scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
+            notes += [f"embeddings of model {m}: {n}" for m, s in summary.items() for n in s.pop("notes", [])]
     elif source != "demo":
         table, name, notes = screen_table(config)
         if table is not None:
@@ -473,6 +494,23 @@ def contract_problems(
     return problems, notes, summary
 
 
+def settings_problems(config: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """The settings the schema cannot check alone, against what the door found: every
+    ``classify.lightgbm`` key LightGBM does not know, at once
+    (:func:`phenoica.classify.params.lightgbm_params`), and ``transforms.n_components`` against
+    each model's features (:func:`phenoica.contract.config.component_problems`; ``models`` is
+    the door's summary per model, with ``features``)."""
+    from phenoica.classify.params import lightgbm_params
+
+    problems = []
+    try:
+        lightgbm_params(config["classify"], config["seed"])
+    except ValueError as exc:
+        problems.append(str(exc))
+    features = {m: int(s["features"]) for m, s in models.items() if s.get("features")}
+    return problems + component_problems(config["transforms"]["n_components"], features)
+
+
 def _stat(path: Path | str) -> list[int] | None:
     """(size, modification time in ns) of a file, None if absent."""
     try:
@@ -482,7 +520,7 @@ def _stat(path: Path | str) -> list[int] | None:
     return [int(st.st_size), int(st.st_mtime_ns)]
 
 
-def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
+def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequence[str] = ()) -> str:
     """SHA-256 of everything :func:`validate_screen` reads for this config: the screen, demo
     geometry, model and crop keys, the plates, the per-plate digests of the user's table, and
     the size and time of each plate store's metadata, HCS plate's metadata and checkpoint.
@@ -524,7 +562,18 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str]) -> str:
             "splits": wparams.canonical(config["splits"]),
             "n_null_guides": config["classify"]["n_null_guides"],
             "biomap": config["biomap"]["enabled"],
+            "n_components": config["transforms"]["n_components"],
+            "lightgbm": wparams.canonical(config["classify"]["lightgbm"]),
+            # what the readouts can score (phenoica.classify.capacity) reads these
+            "readouts": wparams.canonical(
+                {
+                    **{k: config["classify"][k] for k in READOUT_KEYS},
+                    "null_model": config["hits"]["null_model"],
+                    "level": config["profiles"]["level"],
+                }
+            ),
         },
+        "notes": list(notes),
         "plates": dict(plates),
         "digests": digests,
         "files": {f: _stat(f) for f in files},
@@ -537,14 +586,18 @@ def check_screen_once(
     plates: Mapping[str, str],
     record: Path | str,
     log: logging.Logger | None = None,
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
     """The door: the screen-wide contract (:func:`contract_problems`, every source) and, for a
     screen of plates, :func:`validate_screen` (geometry and models), for a validated workflow
     config, unless ``record`` says this very screen (same :func:`screen_key`) passed before.
     Raises ScreenError listing every problem; on success writes ``record`` (JSON: the key, the
-    plates' geometry, the models' crops, the notes, which are logged again on every call)."""
+    plates' geometry, the models' crops, the notes, which are logged again on every call).
+    ``notes`` are the caller's (the config's: :func:`phenoica.contract.config.planned_demo_note`),
+    logged and recorded with the door's own. The settings are checked against LightGBM and the
+    models' feature counts (:func:`settings_problems`)."""
     log = log or logging.getLogger("phenoica.validate")
-    key = screen_key(config, plates)
+    key = screen_key(config, plates, notes)
     record = Path(record)
     try:
         known = json.loads(record.read_text())
@@ -555,7 +608,9 @@ def check_screen_once(
             log.warning("%s", note)
         return known
     source = config["screen"]["source"]
-    problems, notes, summary = contract_problems(config, plates, log)
+    for note in notes:
+        log.warning("%s", note)
+    problems, found, summary = contract_problems(config, plates, log)
     raise_problems(f"screen ({source})", problems)
     readouts = summary.pop("readouts", [])
     if plates:
@@ -564,7 +619,10 @@ def check_screen_once(
         )
     else:
         report = {"source": source, "plates": {}, "models": summary}
-    report = {"key": key, **report, "notes": notes, "readouts": readouts}
+    settings = settings_problems(config, report["models"])
+    if settings:
+        raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in settings))
+    report = {"key": key, **report, "notes": [*notes, *found], "readouts": readouts}
     with atomic_path(record) as tmp:
         tmp.write_text(json.dumps(report, indent=1, sort_keys=True))
     return report
