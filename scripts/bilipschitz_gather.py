@@ -1,6 +1,6 @@
 """Rule bilipschitz_gather: per-model B summaries and cross-seed alignment errors of one dataset."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.bilipschitz_gather", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -12,6 +12,7 @@ from phenoica.workflow.params import rule_settings
 
 settings = rule_settings(snakemake.config, "bilipschitz_gather")
 
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 models, pairs, samples = gather_dataset(
     [pd.read_parquet(p) for p in snakemake.input], settings["bilipschitz"]["train_fraction"], settings["seed"]
 )

@@ -1,6 +1,6 @@
 """Rule bilipschitz_report: figures, Spearman table (bootstrap intervals), verdict, Markdown and HTML page."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.bilipschitz_report", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -14,6 +14,7 @@ from phenoica.workflow.params import rule_settings
 settings = rule_settings(snakemake.config, "bilipschitz_report")
 
 inp = snakemake.input
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 files = write_report(
     Path(snakemake.output.markdown).parent,
     pd.concat([pd.read_parquet(p) for p in inp.models], ignore_index=True),

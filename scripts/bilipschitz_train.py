@@ -1,6 +1,6 @@
 """Rule bilipschitz_train: train every seed of one (dataset, group, alpha) and measure B(z), latents, reconstruction."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.bilipschitz_train", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -13,5 +13,6 @@ from phenoica.workflow.params import rule_settings
 torch.set_num_threads(snakemake.threads)
 w = snakemake.wildcards
 settings = rule_settings(snakemake.config, "bilipschitz_train")
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 table = run_alpha(w.dataset, w.group, float(w.alpha), settings["bilipschitz"], data_seed=settings["seed"], log=log)
 write_parquet(table, snakemake.output[0])

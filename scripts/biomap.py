@@ -1,6 +1,6 @@
 """Rule biomap: one (model, variant)'s gene map: neighbours, consistency, recall, coverage, heatmap."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.biomap", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -22,6 +22,7 @@ truth = pd.read_parquet(snakemake.input.truth[0]) if snakemake.input.truth else 
 inputs = MapInputs(
     pd.read_parquet(snakemake.input.guides), pd.read_parquet(snakemake.input.genes), calls, load_sources(cfg), truth
 )
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 tables, chosen, q, note = gene_map(inputs, cfg, seed=settings["seed"], model=model, variant=variant, log=log)
 for name in ("neighbors", "guide_neighbors", "consistency", "recall", "coverage"):
     write_parquet(tables[name], snakemake.output[name])

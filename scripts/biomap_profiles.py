@@ -1,6 +1,6 @@
 """Rule biomap_profiles: guide and gene profiles of one (model, variant)."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.biomap_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -10,6 +10,7 @@ from phenoica.workflow.params import rule_settings
 
 settings = rule_settings(snakemake.config, "biomap_profiles")
 
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 guides, genes = aggregate_profiles(
     snakemake.input[0], center_on_controls=settings["biomap"]["center_on_controls"], log=log
 )

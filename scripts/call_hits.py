@@ -1,7 +1,7 @@
 """Rule call_hits: the gathered guide-fold rows (and mAP readout) -> guide and gene scores with
 hit calls, the hit table beside the mAP readout, and the null's calibration summary."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.call_hits", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -18,6 +18,7 @@ rows = pd.read_parquet(snakemake.input.guide_folds)
 maps = pd.read_parquet(snakemake.input.maps)
 if n_null_guides == 0:
     log.warning("classify.n_null_guides is 0: no null, so no p-values, q-values or hit calls")
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 out = screen_calls(
     rows, maps if len(maps.columns) else None, p["null_model"], p["q_threshold"], with_null=n_null_guides > 0
 )

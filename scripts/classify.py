@@ -1,6 +1,6 @@
 """Rule classify: LightGBM per guide vs controls for one gene shard of one (model, variant)."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.classify", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -17,6 +17,7 @@ table = pd.read_parquet(snakemake.input.variant)
 folds = read_folds(snakemake.input.folds, table)
 settings = rule_settings(snakemake.config, "classify")
 options = ClassifyOptions.from_config(settings["classify"], settings["seed"])
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 rows = classify_shard(
     table,
     int(w.shard),

@@ -1,6 +1,6 @@
 """Rule component_sweep: one model's screen scored again at a grid of whitened component counts."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.component_sweep", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -26,6 +26,7 @@ main = {
     v: MainPoint(pd.read_parquet(f), rows[rows["variant"] == v].reset_index(drop=True), maps.get(v))
     for v, f in zip(options.variants, inputs.variants)
 }
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 table, _ = sweep_model(profiles, folds, snakemake.wildcards.model, chosen, options, log=log, main=main)
 write_parquet(table, snakemake.output[0])
 log.info("sweep of %s: %d points, %.0f s", snakemake.wildcards.model, len(table), table["seconds"].sum())

@@ -1,6 +1,6 @@
 """Rule disentangle_evaluate: InfoMEC, MCC, R^2, DCI of one (dataset, model, seed); ae_ica from the AE's latents."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,6 +8,7 @@ from phenoica.studies.disentangle.evaluate import DISENTANGLE_SCORES, evaluate
 from phenoica.workflow.params import rule_settings
 
 w = snakemake.wildcards
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 row = evaluate(
     snakemake.input[0],
     w.dis_model,

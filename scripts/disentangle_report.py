@@ -1,6 +1,6 @@
 """Rule disentangle_report: gather every (dataset, model, seed) score, write Table 2, NMI figures, report.md, index.html."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.disentangle_report", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -12,6 +12,7 @@ from phenoica.studies.disentangle.report import write_report
 from phenoica.workflow.params import rule_settings
 
 scores = pd.concat([pd.read_parquet(p) for p in snakemake.input], ignore_index=True)
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 written = write_report(
     scores, Path(snakemake.output.md).parent, rule_settings(snakemake.config, "disentangle_report")["disentangle"]
 )

@@ -1,6 +1,6 @@
 """Rule disentangle_train: train one (dataset, model, seed), write eval-set latents + weights."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.disentangle_train", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -21,6 +21,7 @@ log.info(
     data.image_size,
     dict(zip(data.factor_names, data.sizes)),
 )
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 summary = train_and_encode(
     data, w.dis_model, settings, int(w.dis_seed), snakemake.output.latents, snakemake.output.checkpoint, log=log
 )

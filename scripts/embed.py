@@ -1,7 +1,7 @@
 """Rule embed: stream one plate's (or a group of plates') tiles through the model's encoder into
 each plate's embeddings parquet, the model built once per job."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.embed", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -18,6 +18,7 @@ def files(named) -> list[Path]:
     return [Path(named)] if isinstance(named, str) else [Path(f) for f in named]
 
 
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 embed_model_plates(
     [
         PlateJob(store, metadata, out)

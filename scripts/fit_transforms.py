@@ -1,7 +1,7 @@
 """Rule fit_transforms: fit every variant's transform once on a model's profiles and save it
 (the profile parquet is read in row batches of transforms.batch_rows, two passes)."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.fit_transforms", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -11,6 +11,7 @@ from phenoica.transforms.fit import fit_transforms
 from phenoica.workflow.params import rule_settings
 
 settings = rule_settings(snakemake.config, "fit_transforms")
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 fit_transforms(
     snakemake.input[0], settings["transforms"], settings["seed"], Path(snakemake.output.fit_report).parent, log=log
 )

@@ -1,6 +1,6 @@
 """Rule gather_biomap: every (model, variant)'s biomap tables, one table per kind."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.gather_biomap", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -10,6 +10,7 @@ import pandas as pd
 
 from phenoica.utils.io import write_parquet
 
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 for kind, out in snakemake.output.items():
     parts = [pd.read_parquet(p) for p in getattr(snakemake.input, kind)]
     write_parquet(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(), out)

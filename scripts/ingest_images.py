@@ -1,6 +1,6 @@
 """Rule ingest_images: per-channel image files of one plate -> plate store + metadata."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -10,6 +10,7 @@ from phenoica.workflow.params import rule_settings
 
 screen = rule_settings(snakemake.config, "ingest_images")["screen"]
 options = ImageIngestOptions.from_config(screen)
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 ingest_image_plate(
     screen["images_dir"],
     read_plate_map(snakemake.input.plate_map),

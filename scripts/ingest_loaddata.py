@@ -1,6 +1,6 @@
 """Rule ingest_loaddata: one plate of CellProfiler LoadData CSV(s) -> plate store + metadata."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.ingest_loaddata", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -9,6 +9,7 @@ from phenoica.screen.plate_map import read_plate_map
 from phenoica.workflow.params import rule_settings
 
 screen = rule_settings(snakemake.config, "ingest_loaddata")["screen"]
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 ingest_loaddata_plate(
     read_loaddata(screen["loaddata"]),
     read_plate_map(snakemake.input.plate_map),

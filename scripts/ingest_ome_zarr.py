@@ -1,6 +1,6 @@
 """Rule ingest_ome_zarr: one OME-Zarr HCS plate -> plate store + metadata."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.ingest_ome_zarr", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,6 +8,7 @@ from phenoica.screen.ome_zarr import ingest_ome_zarr_plate
 from phenoica.screen.plate_map import read_plate_map
 from phenoica.workflow.params import rule_settings
 
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 ingest_ome_zarr_plate(
     snakemake.input.hcs,
     read_plate_map(snakemake.input.plate_map),

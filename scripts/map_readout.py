@@ -1,7 +1,7 @@
 """Rule map_readout: copairs phenotypic activity (mAP of a guide's wells vs same-plate control
 wells) with p- and q-values, per (model, variant)."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.map_readout", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -13,6 +13,7 @@ from phenoica.workflow.params import rule_settings
 
 w = snakemake.wildcards
 settings = rule_settings(snakemake.config, "map_readout")
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 out = guide_map(
     pd.read_parquet(snakemake.input[0]),
     variant=w.variant,

@@ -1,6 +1,6 @@
 """Rule plate_metadata: one plate's rows of the user's metadata table, checked against its store."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.plate_metadata", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,6 +8,7 @@ from phenoica.contract.screen import check_plate_against_metadata, open_plate, r
 from phenoica.utils.io import write_parquet
 
 plate = snakemake.wildcards.plate
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 rows = read_plate_metadata(snakemake.input.table, plate)
 check_plate_against_metadata(open_plate(snakemake.input.store), rows, snakemake.input.store)
 write_parquet(rows, snakemake.output[0])

@@ -1,6 +1,6 @@
 """Rule report: the report's sections (phenoica.report.write.SECTIONS) over the rule's inputs."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.report", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -11,6 +11,7 @@ from phenoica.report.write import write_report
 from phenoica.workflow.params import rule_settings
 
 settings = rule_settings(snakemake.config, "report")
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 paths = write_report(
     Path(snakemake.output.markdown).parent,
     read_inputs(snakemake.input, snakemake.params, settings),

@@ -1,6 +1,6 @@
 """Rule simulate_plate: one demo plate (tiles, metadata, ground-truth factors)."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.simulate_plate", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -9,6 +9,7 @@ from phenoica.workflow.params import rule_settings
 
 settings = rule_settings(snakemake.config, "simulate_plate")
 plate = snakemake.wildcards.plate
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 write_demo_plate(
     settings["demo"],
     settings["seed"],

@@ -1,6 +1,6 @@
 """Rule simulate_truth: the demo screen's per-guide ground truth."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -9,6 +9,7 @@ from phenoica.utils.io import write_parquet
 from phenoica.workflow.params import rule_settings
 
 settings = rule_settings(snakemake.config, "simulate_truth")
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 truth = gene_truth(settings["demo"], settings["seed"])
 write_parquet(truth, snakemake.output[0])
 log.info("wrote %d guides (%d with an effect)", len(truth), int(truth["has_effect"].sum()))

@@ -1,6 +1,6 @@
 """Rule splits: the batch-effect folds (leave one batch out, or in-distribution) of a model's profiles."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.classify.splits", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -12,6 +12,7 @@ from phenoica.workflow.params import rule_settings
 
 profiles = pd.read_parquet(snakemake.input[0])
 settings = rule_settings(snakemake.config, "splits")
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 folds = make_folds(profiles, settings["splits"], settings["seed"])  # leave-one-batch-out draws nothing
 write_parquet(folds_table(profiles, folds), snakemake.output[0])
 for fold in folds:

@@ -1,6 +1,6 @@
 """Rule structural: how well one (model, variant) recovers the demo's ground-truth factors."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.structural", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -13,6 +13,7 @@ from phenoica.workflow.params import rule_settings
 w, settings = snakemake.wildcards, rule_settings(snakemake.config, "structural")
 s = settings["identifiability"]
 factors = pd.concat([pd.read_parquet(p) for p in snakemake.input.factors], ignore_index=True)
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 scores = structural_scores(
     pd.read_parquet(snakemake.input.variant),
     factors,

@@ -1,6 +1,6 @@
 """Rule train_mae: masked-autoencoder pretraining on the screen's own tiles."""
 
-from phenoica.utils.io import rule_logger
+from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -11,6 +11,7 @@ from phenoica.workflow.params import rule_settings
 
 torch.set_num_threads(snakemake.threads)
 settings = rule_settings(snakemake.config, "train_mae")
+log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 summary = train_mae(
     list(snakemake.input.stores),
     snakemake.params.model["spec"],

@@ -140,3 +140,72 @@ def test_embed_foundation_script_runs_with_two_images(tmp_path):
     ratio = float(proc.stdout.split("ratio streamed / baseline")[1].split(":")[1].split()[0])
     assert ratio > 0, proc.stdout
     assert "growth N -> 4N" in proc.stdout, proc.stdout
+
+
+def test_run_cost_sums_a_finished_runs_benchmark_files_and_job_cpu_marks(tmp_path):
+    """benchmarks/run_cost.py on a small finished run laid out as the workflow writes it: two jobs
+    of one rule and one of another, their benchmark files, their logs' CPU marks (one log resumed:
+    the earlier run's marks are ignored) and /usr/bin/time -v's lines; known sums."""
+    results = tmp_path / "results"
+    header = "s\th:m:s\tmax_rss\tmax_vms\tmax_uss\tmax_pss\tio_in\tio_out\tmean_load\tcpu_time\n"
+    jobs = {  # (rule, wildcards): (wall s, RSS MB, cpu_time, start, work, end)
+        ("classify", "m/pca/shard_0"): (10.0, 300.0, 9.0, 0.5, 2.0, 9.5),
+        ("classify", "m/pca_ica/shard_0"): (12.0, 320.0, 11.0, 0.5, 2.0, 11.5),
+        ("call_hits", ""): (2.0, 150.0, 1.5, 0.4, 1.0, 1.5),
+    }
+    for (rule, wildcards), (wall, rss, cpu, start, work, end) in jobs.items():
+        name = f"{rule}/{wildcards}" if wildcards else rule
+        bench, log = results / "benchmarks" / f"{name}.tsv", results / "logs" / f"{name}.log"
+        bench.parent.mkdir(parents=True, exist_ok=True)
+        log.parent.mkdir(parents=True, exist_ok=True)
+        bench.write_text(header + f"{wall}\t0:00:{int(wall):02d}\t{rss}\t0\t0\t0\t0\t0\t50\t{cpu}\n")
+        earlier = "2026-01-01 00:00:00 phenoica.x INFO job cpu start: 7.000 s\n" if rule == "call_hits" else ""
+        log.write_text(
+            earlier
+            + "".join(
+                f"2026-01-01 00:00:01 phenoica.x INFO job cpu {p}: {v:.3f} s\n"
+                for p, v in (("start", start), ("work", work), ("end", end))
+            )
+        )
+    timing = tmp_path / "run.time"
+    timing.write_text(
+        "\tUser time (seconds): 30.00\n\tSystem time (seconds): 2.00\n"
+        "\tElapsed (wall clock) time (h:mm:ss or m:ss): 1:05.50\n\tMaximum resident set size (kbytes): 512000\n"
+    )
+    out = tmp_path / "cost.json"
+    env = dict(os.environ, PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "run_cost.py"), "--results", str(results), "--time", str(timing)]
+    proc = subprocess.run([*cmd, "--json", str(out)], capture_output=True, text=True, env=env, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(out.read_text())
+    rules = {r["rule"]: r for r in result["rules"]}
+    assert [r["rule"] for r in result["rules"]] == ["classify", "call_hits"]  # by CPU, largest first
+    assert rules["classify"]["jobs"] == 2 and rules["classify"]["cpu_s"] == 20.0
+    assert rules["classify"]["logged_cpu_s"] == 21.0 and rules["classify"]["outside_s"] == 4.0
+    assert rules["call_hits"]["outside_s"] == 1.0 and rules["call_hits"]["max_rss_mb"] == 150.0
+    assert result["sum"]["jobs"] == 3 and result["sum"]["cpu_s"] == 21.5 and result["sum"]["logged_cpu_s"] == 22.5
+    assert result["fixed_job_cpu_s"] == 1.0
+    assert result["run"]["cpu_s"] == 32.0 and result["run"]["wall_s"] == 65.5
+    assert result["run"]["outside_jobs_cpu_s"] == 32.0 - 22.5
+    lines = proc.stdout.splitlines()
+    assert lines[1].split()[:3] == ["classify", "2", "20.0"] and lines[1].split()[-1] == "19%"  # 4 of 21
+    assert any(line.startswith("sum ") for line in lines) and "Snakemake" in proc.stdout
+
+
+def test_arrayed_run_cost_scales_the_plates_and_points_the_scenario_at_its_screen(tmp_path):
+    """The 1x shape is a real screen's width (2,304 wells x 300 features); 4x has four times the
+    wells and controls with the same guides; the config is the arrayed scenario's, redirected."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from arrayed_run_cost import scale_design, scenario_config
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    from phenoica.screen.arrayed import ArrayedDesign
+
+    base = ArrayedDesign(n_effect_genes=96, n_null_genes=40)
+    wells = [d.n_batches * d.plates_per_batch * d.wells_per_plate for d in (base, scale_design(base, 4))]
+    assert wells == [2304, 9216] and scale_design(base, 4).n_guides == base.n_guides == 272
+    cfg = scenario_config(tmp_path / "profiles", tmp_path / "results", {"sweep.points": 2, "classify.n_shards": 1})
+    assert cfg["screen"]["embeddings"] == str(tmp_path / "profiles" / "*.parquet")
+    assert cfg["results"] == str(tmp_path / "results") and cfg["screen"]["source"] == "embeddings"
+    assert cfg["sweep"]["points"] == 2 and cfg["classify"]["n_shards"] == 1 and "cellprofiler" in cfg["models"]

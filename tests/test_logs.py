@@ -95,7 +95,8 @@ def test_a_warning_raised_in_a_snakemake_script_lands_in_its_rule_log(tmp_path):
 
 def test_every_rule_script_logs_through_rule_logger_first():
     """Each script's first statement after its docstring imports rule_logger and the next
-    installs it on the rule's log, before any import that could warn."""
+    installs it on the rule's log, before any import that could warn; each marks the start of
+    its library call once (the CPU seconds before it are the job's start-up)."""
     scripts = sorted((REPO / "scripts").glob("*.py"))
     assert len(scripts) > 20
     for path in scripts:
@@ -104,9 +105,35 @@ def test_every_rule_script_logs_through_rule_logger_first():
         assert (
             isinstance(first, ast.ImportFrom)
             and first.module == "phenoica.utils.io"
-            and [a.name for a in first.names] == ["rule_logger"]
+            and "rule_logger" in [a.name for a in first.names]
+            and {a.name for a in first.names} <= {"rule_logger", "log_job_cpu"}
         ), path.name
         assert ast.unparse(second).startswith("log = rule_logger(") and ast.unparse(second).endswith(
             ", snakemake.log[0])"
         ), path.name
         assert "get_logger" not in path.read_text(), path.name
+        assert path.read_text().count('log_job_cpu(log, "work")') == 1, path.name
+
+
+def test_a_job_logs_its_cpu_seconds_at_start_work_and_exit(tmp_path):
+    """The lines benchmarks/run_cost.py reads: start, the script's own mark, and the end at exit,
+    in that order and growing; a resumed job's log keeps the earlier run's lines before them."""
+    log = tmp_path / "job.log"
+    log.write_text("2026-01-01 00:00:00 phenoica.some_rule INFO job cpu start: 9.000 s\n")
+    code = textwrap.dedent(f"""
+        from phenoica.utils.io import log_job_cpu, rule_logger
+        log = rule_logger("phenoica.some_rule", {str(log)!r})
+        log_job_cpu(log, "work")
+        total = sum(i * i for i in range(3_000_000))  # CPU between the work mark and the end
+    """)
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=_env())
+    assert proc.returncode == 0, proc.stderr
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    try:
+        from run_cost import job_marks
+    finally:
+        sys.path.remove(str(REPO / "benchmarks"))
+    marks = job_marks(log)
+    assert list(marks) == ["start", "work", "end"]
+    assert 0 < marks["start"] <= marks["work"] < marks["end"]
+    assert marks["end"] - marks["work"] > 0.05

@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 from scipy.stats import ortho_group
+from sklearn.feature_selection import mutual_info_classif
 from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 from sklearn.utils.class_weight import compute_class_weight
@@ -23,8 +24,10 @@ from phenoica.identifiability.metrics import (
     infoe,
     infom,
     infomec,
+    jittered_columns,
     linear_r2,
     mcc,
+    mutual_info_columns,
     nmi_matrix,
 )
 from phenoica.transforms.rotations import ICARotation
@@ -209,6 +212,38 @@ def test_nmi_matrix_of_close_latents_is_near_identity(world):
 def test_nmi_matrix_is_invariant_to_affine_rescaling_of_latents(world):
     f, z = world["factors"], world["close"]
     np.testing.assert_allclose(nmi_matrix(f, 7.0 * z - 3.0), nmi_matrix(f, z), atol=1e-6)
+
+
+def test_mutual_info_columns_equals_scikit_learns_estimate(world):
+    """The sorted 1-D estimator gives scikit-learn's numbers, column by column: continuous
+    latents, a latent with tied values, an informative one, labels of unequal sizes and one
+    label held by a single row (left out by both). Classes hold at least 2 x n_neighbors rows,
+    where scikit-learn's neighbour search is its KD-tree, whose distances are exact; below that
+    it computes them by a dot-product expansion that rounds, and a count at the boundary may
+    move by one."""
+    rng = np.random.default_rng(11)
+    n = 1500
+    labels = rng.choice(7, size=n, p=[0.3, 0.2, 0.15, 0.15, 0.1, 0.05, 0.05])
+    labels[17] = 9  # a label of one row
+    z = rng.standard_normal((n, 6))
+    z[:, 1] = np.round(z[:, 1], 1)  # ties, broken by the jitter
+    z[:, 2] += 0.8 * labels  # informative
+    z[:, 3] = np.exp(z[:, 3])  # skewed
+    expected = mutual_info_classif(z, labels, discrete_features=False, n_neighbors=10, random_state=3)
+    got = mutual_info_columns(jittered_columns(z, 3), labels, n_neighbors=10)
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
+    assert got[2] > 0.5 and got[0] < 0.05
+
+
+def test_nmi_matrix_equals_per_source_scikit_learn_estimates(world):
+    f, z = world["factors"], world["rotated"]
+    codes = discretize(f)
+    zs = (z - z.mean(axis=0)) / z.std(axis=0)
+    for i in range(codes.shape[1]):
+        y = codes[:, i]
+        mi = mutual_info_classif(zs, y, discrete_features=False, n_neighbors=10, random_state=0)
+        h = -np.sum(np.bincount(y) / y.size * np.log(np.bincount(y) / y.size))
+        np.testing.assert_allclose(nmi_matrix(f, z)[i], mi / h, rtol=0, atol=1e-12)
 
 
 def test_nmi_matrix_rejects_constant_source(world):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pandas as pd
 
@@ -84,6 +86,20 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
         calls.set_index(["n_components", "Metadata_Guide"])["auroc"].sort_index(),
     )
 
+    # sweep.null_guides 5 of the main run's 12: the chosen point's calls from the main run's
+    # scores cut to its first 5 pseudo-guides are those of the point classified with 5.
+    small = dataclasses.replace(options, null_guides=5)
+    assert small.n_null_guides == 5 and small.scoring.n_null_guides == 5
+    fresh, fresh_calls = sweep_model(profiles, folds, "ext", 4, small, grid=[20])
+    cut, cut_calls = sweep_model(profiles, folds, "ext", 20, small, grid=[20], main={"pca_ica": point})
+    pd.testing.assert_frame_equal(cut.drop(columns=["seconds", "chosen"]), fresh.drop(columns=["seconds", "chosen"]))
+    assert int(fresh_calls["is_null_guide"].sum()) == 5 and int(cut_calls["is_null_guide"].sum()) == 5
+    assert np.allclose(
+        cut_calls.set_index("Metadata_Guide")["q_value"].sort_index(),
+        fresh_calls.set_index("Metadata_Guide")["q_value"].sort_index(),
+        equal_nan=True,  # pseudo-guides get no q-value
+    )
+
     none = pd.DataFrame()
     inputs = ReportInputs(none, none, none, sweep=pd.read_parquet(_save(table, tmp_path)))
     result = build_sweep(inputs, ReportContext(tmp_path / "report", ReportOptions(), none, none, none))
@@ -95,3 +111,41 @@ def _save(table: pd.DataFrame, tmp_path) -> object:
     path = tmp_path / "sweep.parquet"
     table.to_parquet(path)
     return path
+
+
+def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reason(tmp_path, monkeypatch, caplog):
+    """scipy's "SVD did not converge" at one count: that point is left out with a warning naming
+    the count and the error; the other points are scored."""
+    import logging
+
+    import scipy.linalg
+
+    import phenoica.sweep.components as components
+    from phenoica.classify.splits import leave_one_batch_out
+    from phenoica.screen.positive_control import ControlDesign, write_screen
+
+    out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=2))
+    raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
+    X = np.stack(raw.pop("vector")).astype(np.float32)
+    profiles = pd.concat([raw, pd.DataFrame(X, columns=[f"emb_{i:03d}" for i in range(X.shape[1])])], axis=1)
+    cfg = validate_config(
+        {"classify": {"num_boost_round": 4, "n_null_guides": 4, "min_train_samples": 3, "map_null_size": 100}}
+    )
+    options = components.SweepOptions.from_config(cfg)
+    options = components.SweepOptions(options.transforms, options.classify, options.hits, 0, ("pca",), 2)
+    real_fit = components.fit_variants
+
+    def fit_failing_at_8(variants, X, *args, **kwargs):
+        if args[2]["n_components"] == 8:
+            raise scipy.linalg.LinAlgError("SVD did not converge")
+        return real_fit(variants, X, *args, **kwargs)
+
+    monkeypatch.setattr(components, "fit_variants", fit_failing_at_8)
+    log = logging.getLogger("test.sweep")
+    with caplog.at_level(logging.WARNING, logger="test.sweep"):
+        table, _ = components.sweep_model(
+            profiles, leave_one_batch_out(profiles), "ext", 4, options, grid=[4, 8], log=log
+        )
+    assert table["n_components"].tolist() == [4]
+    (record,) = [r for r in caplog.records if "skipped" in r.getMessage()]
+    assert "ext at 8 components" in record.getMessage() and "LinAlgError: SVD did not converge" in record.getMessage()

@@ -15,7 +15,11 @@ count and the screen is scored again:
 What is rerun per grid point: one fit of the variants (center-scale, eigendecomposition, ICA,
 random rotation) and, per variant, one classification of every guide and pseudo-guide without
 concentration models, one mAP and one batch classifier; the chosen point is read from the main
-run instead (:class:`MainPoint`). Each row records its seconds. The report shows the sweep
+run instead (:class:`MainPoint`). Every point's null holds ``sweep.null_guides`` pseudo-guides
+(the first of the main run's; all of them when unset): the chosen point's calls are made again
+from the main run's scores with the same ones. A point whose fit fails in linear algebra (an SVD
+or eigendecomposition that does not converge, as on some real-width per-well screens) is skipped
+with a warning in the log naming the count and the error; the other points stand. Each row records its seconds. The report shows the sweep
 through its section :mod:`phenoica.report.sweep`.
 """
 
@@ -34,9 +38,10 @@ import pandas as pd
 from phenoica.biomap.batch_metrics import batch_classifier
 from phenoica.classify.engine import classify_shard
 from phenoica.classify.map_readout import guide_map, well_profiles
+from phenoica.classify.null import NULL_GENE, null_guide_name
 from phenoica.classify.params import ClassifyOptions
 from phenoica.contract.config import as_resolved, resolve_section
-from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, WELL, feature_columns
+from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, WELL, feature_columns
 from phenoica.hits.calls import screen_calls
 from phenoica.transforms.fit import fit_variants
 from phenoica.transforms.names import component_name, swept_variants
@@ -73,26 +78,36 @@ class SweepOptions:
     variants: tuple[str, ...]
     max_points: int
     q_threshold: float = 0.1
+    null_guides: int | None = None
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any]) -> "SweepOptions":
         """From ``{"transforms": ..., "classify": ..., "hits": ..., "sweep": ..., "seed": ...}``
         (each section possibly partial or absent: the schema's defaults fill it in)."""
         t = resolve_section("transforms", config["transforms"])
+        sweep = resolve_section("sweep", config.get("sweep"))
         return cls(
             transforms=t,
             classify=resolve_section("classify", config["classify"]),
             hits=resolve_section("hits", config.get("hits")),
             seed=int(config["seed"]),
             variants=swept_variants(t["variants"]),
-            max_points=int(resolve_section("sweep", config.get("sweep"))["points"]),
+            max_points=int(sweep["points"]),
+            null_guides=None if sweep["null_guides"] is None else int(sweep["null_guides"]),
         )
+
+    @property
+    def n_null_guides(self) -> int:
+        """Pseudo-guides of each point's null: ``sweep.null_guides``, at most the main run's
+        ``classify.n_null_guides`` (all of them when unset)."""
+        full = int(self.classify["n_null_guides"])
+        return full if self.null_guides is None else min(full, self.null_guides)
 
     @functools.cached_property
     def scoring(self) -> ClassifyOptions:
         """The classification of every grid point: the ``classify`` section without the
-        concentration models, built once per sweep."""
-        classify = as_resolved("classify", self.classify).updated(concentration=False)
+        concentration models and with the sweep's null (:attr:`n_null_guides`), built once per sweep."""
+        classify = as_resolved("classify", self.classify).updated(concentration=False, n_null_guides=self.n_null_guides)
         return ClassifyOptions.from_config(classify, self.seed)
 
     def transforms_at(self, n_components: int) -> Mapping[str, Any]:
@@ -137,6 +152,15 @@ def score_point(
     start = time.perf_counter()
     rows = classify_shard(table, 0, 1, folds, options.scoring, variant=variant, model=model)
     return summarize_point(MainPoint(table, rows), options, variant, model, start)
+
+
+def first_null_guides(rows: pd.DataFrame, n: int, n_full: int) -> pd.DataFrame:
+    """Guide-fold score rows with the null cut to its first ``n`` pseudo-guides: the real guides'
+    rows and those of pseudo-guides 0 .. n - 1 of a null of ``n_full`` (pseudo-guide ``j`` and its
+    classifiers are the same whatever the count: ``classify.null.null_guide_design``)."""
+    keep = {null_guide_name(j, n_full) for j in range(n)}
+    is_null = rows[GENE].astype(str) == NULL_GENE
+    return rows[~is_null | rows[GUIDE].astype(str).isin(keep)].reset_index(drop=True)
 
 
 def summarize_point(
@@ -196,23 +220,34 @@ def sweep_model(
     for k in counts:
         start = time.perf_counter()
         todo = [v for v in options.variants if not (k == chosen and v in main)]
-        fitted = (
-            {}
-            if not todo
-            else fit_variants(
-                todo,
-                X,
-                batches,
-                is_control,
-                options.transforms_at(k),
-                options.seed,
-                features,
+        try:
+            fitted = (
+                {}
+                if not todo
+                else fit_variants(todo, X, batches, is_control, options.transforms_at(k), options.seed, features)
             )
-        )
+        except np.linalg.LinAlgError as err:  # scipy's LinAlgError too: e.g. "SVD did not converge"
+            log.warning(
+                "sweep %s at %d components: point skipped, the variants' fit failed (%s: %s) on %d rows x %d "
+                "features; the other points stand",
+                model,
+                k,
+                type(err).__name__,
+                err,
+                len(X),
+                len(features),
+            )
+            continue
         fit_seconds = time.perf_counter() - start
         for variant in options.variants:
             if variant not in todo:
-                row, calls = summarize_point(main[variant], options, variant, model, time.perf_counter())
+                point = main[variant]
+                full = int(options.classify["n_null_guides"])
+                if options.n_null_guides < full:
+                    point = MainPoint(
+                        point.table, first_null_guides(point.rows, options.n_null_guides, full), point.mAP
+                    )
+                row, calls = summarize_point(point, options, variant, model, time.perf_counter())
             else:
                 Z = fitted[variant].transform(X, batches, is_control).astype(np.float32)
                 columns = [component_name(i) for i in range(Z.shape[1])]

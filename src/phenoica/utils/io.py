@@ -8,10 +8,12 @@ what native libraries write to standard error, and the traceback of a failure.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import json
 import logging
 import os
+import resource
 import shutil
 import sys
 import unicodedata
@@ -129,6 +131,27 @@ def path_part_problem(name: Any) -> str | None:
 
 LOG_FORMAT = logging.Formatter("%(asctime)s %(name)s %(levelname)s %(message)s", "%Y-%m-%d %H:%M:%S")
 
+#: The prefix of the lines in which a rule's job logs its CPU seconds (:func:`log_job_cpu`);
+#: ``benchmarks/run_cost.py`` reads them.
+JOB_CPU = "job cpu"
+
+
+def process_cpu_seconds() -> float:
+    """User + system CPU seconds of this process (all its threads) and of its finished children."""
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+def log_job_cpu(log: logging.Logger, point: str) -> None:
+    """Log the job's CPU seconds so far at ``point``: a line ``job cpu <point>: <seconds> s``.
+
+    :func:`rule_logger` logs ``start`` (interpreter, Snakemake's script preamble, the first
+    imports) and, at the process's exit, ``end``; a script logs ``work`` just before its library
+    call, so everything before that line (imports, reading inputs) is the job's cost outside the
+    library's work.
+    """
+    log.info("%s %s: %.3f s", JOB_CPU, point, process_cpu_seconds())
+
 
 def rule_logger(name: str, log_file: Path | str) -> logging.Logger:
     """The logger of a rule's script, and everything else the job prints, into the rule's log.
@@ -140,6 +163,7 @@ def rule_logger(name: str, log_file: Path | str) -> logging.Logger:
     and the library's own loggers (``phenoica.*``) are logged there with a timestamp; an uncaught
     exception is logged with its traceback. Call it first in a script, before the imports that
     may warn. Meant for a process that is one job: it changes the process's standard streams.
+    The job's CPU seconds are logged at this call and at the process's exit (:func:`log_job_cpu`).
     """
     path = Path(log_file)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -168,6 +192,8 @@ def rule_logger(name: str, log_file: Path | str) -> logging.Logger:
         logger.error("failed: %s", exc, exc_info=(exc_type, exc, tb))
 
     sys.excepthook = log_uncaught
+    log_job_cpu(logger, "start")
+    atexit.register(log_job_cpu, logger, "end")
     return logger
 
 
@@ -202,4 +228,6 @@ def get_logger(name: str, log_file: Path | str | None = None) -> logging.Logger:
             logger.error("failed: %s", exc, exc_info=(exc_type, exc, tb))
 
         sys.excepthook = log_uncaught
+    log_job_cpu(logger, "start")
+    atexit.register(log_job_cpu, logger, "end")
     return logger
