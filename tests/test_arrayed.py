@@ -345,3 +345,17 @@ def test_control_headline_names_called_constructs_and_says_when_none_could_be_ca
     (text,) = control_headline(calls.assign(hit=False, p_value=np.nan), summary, 0.05)
     assert "not called: there is no null" in text
     assert control_headline(None, summary, 0.05) == []
+
+
+def test_the_sweep_leaves_the_control_constructs_out_of_its_null():
+    """The classify shards hold the control constructs' rows beside the pseudo-guides'; the
+    component sweep's calls, like the main run's, count only the pseudo-guides as the null."""
+    from phenoica.classify.splits import leave_one_batch_out
+    from phenoica.sweep.components import SweepOptions, sweep_model
+
+    table, _ = _profiles()
+    cfg = validate_config({"classify": {"num_boost_round": 4, "n_null_guides": 6, "map_null_size": 100}})
+    options = SweepOptions.from_config(cfg)
+    options = SweepOptions(options.transforms, options.classify, options.hits, 0, ("pca",), 1)
+    _, calls = sweep_model(table, leave_one_batch_out(table), "cp", 4, options, grid=[4])
+    assert int(calls["is_null_guide"].sum()) == 6 and arrayed.CONTROL_GENE not in set(calls[GENE])

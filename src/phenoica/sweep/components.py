@@ -38,7 +38,7 @@ import pandas as pd
 from phenoica.biomap.batch_metrics import batch_classifier
 from phenoica.classify.engine import classify_shard
 from phenoica.classify.map_readout import guide_map, well_profiles
-from phenoica.classify.null import NULL_GENE, null_guide_name
+from phenoica.classify.null import NULL_GENE, null_guide_name, split_control_rows
 from phenoica.classify.params import ClassifyOptions
 from phenoica.contract.config import as_resolved, resolve_section
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, WELL, feature_columns
@@ -168,9 +168,11 @@ def summarize_point(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """The sweep row (without model/count) and the guide calls of one variant's scored point;
     ``start`` is when its work began (``time.perf_counter``). A point without a mAP table
-    (``point.mAP`` None) computes it here."""
+    (``point.mAP`` None) computes it here. The control constructs' rows that the classify shards
+    hold (:func:`phenoica.classify.null.split_control_rows`) are left out."""
     with_null = options.classify["n_null_guides"] > 0
-    calls = screen_calls(point.rows, None, options.hits["null_model"], options.q_threshold, with_null=with_null)
+    rows, _controls = split_control_rows(point.rows)  # the control constructs are not guides, nor the null
+    calls = screen_calls(rows, None, options.hits["null_model"], options.q_threshold, with_null=with_null)
     guides, genes = calls["guides"], calls["genes"]
     real = guides[~guides["is_null_guide"].astype(bool)]
     mAP = point.mAP
