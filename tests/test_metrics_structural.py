@@ -24,12 +24,11 @@ from phenoica.identifiability.metrics import (
     infoe,
     infom,
     infomec,
-    jittered_columns,
     linear_r2,
     mcc,
-    mutual_info_columns,
     nmi_matrix,
 )
+from phenoica.identifiability.mutual_information import jittered_columns, mutual_info_columns
 from phenoica.transforms.rotations import ICARotation
 from phenoica.transforms.whitening import PCAWhitener
 

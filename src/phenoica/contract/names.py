@@ -44,6 +44,12 @@ RULE = (
 )
 
 
+def row_name(label: Any) -> str:
+    """A row label in a message: ``row 3`` (a file's 0-based data row), or the label itself
+    when it names its file already (``B0.parquet row 3``, a screen read from several files)."""
+    return label if isinstance(label, str) else f"row {label}"
+
+
 def _shown(name: str) -> str:
     return repr(name if len(name) <= 40 else name[:40] + "...")
 
@@ -52,8 +58,6 @@ def name_problems(df: pd.DataFrame, columns: Sequence[str]) -> list[str]:
     """One problem per column of ``columns`` (those present) whose names :func:`name_problem`
     refuses: the column, how many rows, and the first :data:`EXAMPLES` rows (the table's index
     labels) with their names and why."""
-    from phenoica.contract.screen import row_name  # the screen's checks import this module
-
     problems = []
     for col in columns:
         if col not in df.columns:  # an absent column is the column check's to name

@@ -18,7 +18,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import zarr
 
-from phenoica.contract.names import name_problems
+from phenoica.contract.names import name_problems, row_name
 from phenoica.utils.io import atomic_path, path_part_problem, read_table
 
 BATCH = "Metadata_Batch"
@@ -117,12 +117,6 @@ def _labels(df: pd.DataFrame, mask: Any, limit: int = EXAMPLES) -> list:
     """Row labels (the table's index: a file's 0-based data rows) where ``mask`` holds."""
     labels = df.index[np.asarray(mask, dtype=bool)][:limit]
     return [int(x) if isinstance(x, (int, np.integer)) else x for x in labels]
-
-
-def row_name(label: Any) -> str:
-    """A row label in a message: ``row 3`` (a file's 0-based data row), or the label itself
-    when it names its file already (``B0.parquet row 3``, a screen read from several files)."""
-    return label if isinstance(label, str) else f"row {label}"
 
 
 def _values_with_rows(df: pd.DataFrame, where: Any, col: str) -> str:

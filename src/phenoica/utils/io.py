@@ -153,6 +153,15 @@ def log_job_cpu(log: logging.Logger, point: str) -> None:
     log.info("%s %s: %.3f s", JOB_CPU, point, process_cpu_seconds())
 
 
+def _log_job_cpu_at_exit(log: logging.Logger) -> None:
+    """:func:`log_job_cpu` ``end``, unless a handler's stream is already closed (a process that
+    called :func:`rule_logger` in passing, e.g. a test run, closes its streams before exit)."""
+    handlers = [h for lg in (log, logging.getLogger()) for h in lg.handlers]
+    if any(getattr(getattr(h, "stream", None), "closed", False) for h in handlers):
+        return
+    log_job_cpu(log, "end")
+
+
 def rule_logger(name: str, log_file: Path | str) -> logging.Logger:
     """The logger of a rule's script, and everything else the job prints, into the rule's log.
 
@@ -193,7 +202,7 @@ def rule_logger(name: str, log_file: Path | str) -> logging.Logger:
 
     sys.excepthook = log_uncaught
     log_job_cpu(logger, "start")
-    atexit.register(log_job_cpu, logger, "end")
+    atexit.register(_log_job_cpu_at_exit, logger)
     return logger
 
 
@@ -229,5 +238,5 @@ def get_logger(name: str, log_file: Path | str | None = None) -> logging.Logger:
 
         sys.excepthook = log_uncaught
     log_job_cpu(logger, "start")
-    atexit.register(log_job_cpu, logger, "end")
+    atexit.register(_log_job_cpu_at_exit, logger)
     return logger

@@ -37,24 +37,12 @@ from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.contract.values import ConfigError
 from phenoica.screen.h5ad import parquet_source
 from phenoica.utils.io import atomic_path, get_logger
+from phenoica.workflow import analysis
 from phenoica.workflow import digests as wdigests
 from phenoica.workflow import params as wparams
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 4
-#: The classify keys the door's readout counts read (besides n_null_guides, splits and seed).
-READOUT_KEYS: tuple[str, ...] = (
-    "min_train_samples",
-    "min_test_samples",
-    "protocol",
-    "fast_fold_groups",
-    "map_readout",
-)
-#: Above this many pseudo-guides per control well of a batch (classify.n_null_guides x a guide's
-#: wells there / the batch's control wells), the null's pseudo-guides share their wells so
-#: heavily that their AUROCs are far from independent draws: a warning (stated in advance, not
-#: tuned; the demo's default, 100 pseudo-guides over 32 control wells with 2 wells a guide, is 6).
-NULL_REUSE_WARNING = 10
 
 
 @dataclass(frozen=True)
@@ -385,63 +373,6 @@ def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str, l
     return None, "", []
 
 
-def scoring_problems(
-    table: pd.DataFrame, config: Mapping[str, Any], source: str
-) -> tuple[list[str], list[str], list[dict[str, Any]]]:
-    """(problems, notes, readouts) of a screen table against the analysis it will get:
-    perturbations to score, the folds of ``splits.scheme`` (leave-one-batch-out: two batches or
-    more, controls in each, every guide in two batches or more; built here as the ``splits`` job
-    builds them), what each readout can score and whether the classifier's null can be built
-    (:func:`phenoica.classify.capacity.readout_capacity`, on the rows the jobs will classify:
-    wells under ``profiles.level: well``), and a warning when ``classify.n_null_guides``
-    pseudo-guides must share control wells heavily (:data:`NULL_REUSE_WARNING`)."""
-    from phenoica.classify.capacity import readout_capacity
-    from phenoica.classify.splits import make_folds
-
-    problems: list[str] = []
-    if not (table[screen.PERT_TYPE] == screen.PERTURBATION).any():
-        problems.append(
-            f"no row has {screen.PERT_TYPE} {screen.PERTURBATION!r}: the screen holds only controls, so there is no "
-            "guide or gene to score; expected perturbation rows beside the controls"
-        )
-        return problems, [], []
-    scheme = config["splits"]["scheme"]
-    try:
-        make_folds(table.reset_index(drop=True), config["splits"], config["seed"])
-    except ScreenError as exc:
-        problems.append(f"under splits.scheme {scheme}: {str(exc).removeprefix('profiles: ')}")
-        return problems, [], []
-    per_well = screen.WELL in table.columns and config["profiles"]["level"] == "well"
-    units = table.drop_duplicates([screen.PLATE, screen.WELL]) if per_well else table
-    units_known = per_well or screen.SITE in table.columns or config["screen"]["source"] == "embeddings"
-    capacities, found, notes = readout_capacity(units, config, units_known)
-    problems += found
-    return problems, notes + _null_reuse(table, config["classify"]["n_null_guides"]), [c.as_dict() for c in capacities]
-
-
-def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:
-    """A note per batch where each control well would sit in more than
-    :data:`NULL_REUSE_WARNING` pseudo-guides on average."""
-    if n_null <= 0 or screen.WELL not in table.columns:
-        return []
-    wells = table.drop_duplicates([screen.PLATE, screen.WELL])
-    notes = []
-    for batch, rows in wells.groupby(screen.BATCH, sort=True):
-        controls = int((rows[screen.PERT_TYPE] == screen.CONTROL).sum())
-        pert = rows[rows[screen.PERT_TYPE] == screen.PERTURBATION]
-        if not controls or pert.empty:
-            continue
-        per_guide = float(pert.groupby(screen.GUIDE).size().mean())
-        reuse = n_null * per_guide / controls
-        if reuse > NULL_REUSE_WARNING:
-            notes.append(
-                f"classify.n_null_guides {n_null}: batch {batch!r} has {controls} control wells and a guide holds "
-                f"{per_guide:.1f} wells there, so each control well sits in about {reuse:.0f} pseudo-guides: the null's "
-                "AUROCs share wells and are far from independent (fewer pseudo-guides, or more control wells)"
-            )
-    return notes
-
-
 def annotation_problems(config: Mapping[str, Any]) -> list[str]:
     """Each ``biomap.annotations`` file read as the biomap job reads it (a wrong separator, an
     encoding or a missing column found now, not after the embedding)."""
@@ -463,7 +394,7 @@ def contract_problems(
 ) -> tuple[list[str], list[str], dict[str, Any]]:
     """(problems, notes, summary) of the screen-wide contract, for every source: the user's
     table (or embedding files) against the contract and against the analysis it will get
-    (:func:`scoring_problems`), and the annotation files; plate names are checked when the
+    (:func:`phenoica.workflow.analysis.scoring_problems`), and the annotation files; plate names are checked when the
     plate list is read (:func:`phenoica.workflow.dag.screen_plates`)."""
     problems: list[str] = []
     notes: list[str] = []
@@ -477,13 +408,13 @@ def contract_problems(
 
             model = sorted(config["models"])[0]
             table = _embedding_metadata(wf.embedding_inputs(config, model))
-            found, notes, readouts = scoring_problems(table, config, f"embeddings of model {model}")
+            found, notes, readouts = analysis.scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
             notes += [f"embeddings of model {m}: {n}" for m, s in summary.items() for n in s.pop("notes", [])]
     elif source != "demo":
         table, name, notes = screen_table(config)
         if table is not None:
-            found, reuse, readouts = scoring_problems(table, config, name)
+            found, reuse, readouts = analysis.scoring_problems(table, config, name)
             problems += [f"{name}: {p}" for p in found]
             notes += reuse
     problems += annotation_problems(config)
@@ -567,7 +498,7 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
             # what the readouts can score (phenoica.classify.capacity) reads these
             "readouts": wparams.canonical(
                 {
-                    **{k: config["classify"][k] for k in READOUT_KEYS},
+                    **{k: config["classify"][k] for k in analysis.READOUT_KEYS},
                     "null_model": config["hits"]["null_model"],
                     "level": config["profiles"]["level"],
                 }

@@ -1,0 +1,84 @@
+"""The screen against the analysis it will get, checked by the door
+(:func:`phenoica.workflow.validate.contract_problems`): perturbations to score, the folds of
+``splits.scheme``, what each readout can score and whether the classifier's null can be built
+(:mod:`phenoica.classify.capacity`), and how heavily the null's pseudo-guides share control wells."""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+import pandas as pd
+
+from phenoica.contract import screen
+from phenoica.contract.screen import ScreenError
+
+#: The classify keys the door's readout counts read (besides n_null_guides, splits and seed).
+READOUT_KEYS: tuple[str, ...] = (
+    "min_train_samples",
+    "min_test_samples",
+    "protocol",
+    "fast_fold_groups",
+    "map_readout",
+)
+#: Above this many pseudo-guides per control well of a batch (classify.n_null_guides x a guide's
+#: wells there / the batch's control wells), the null's pseudo-guides share their wells so
+#: heavily that their AUROCs are far from independent draws: a warning (stated in advance, not
+#: tuned; the demo's default, 100 pseudo-guides over 32 control wells with 2 wells a guide, is 6).
+NULL_REUSE_WARNING = 10
+
+
+def scoring_problems(
+    table: pd.DataFrame, config: Mapping[str, Any], source: str
+) -> tuple[list[str], list[str], list[dict[str, Any]]]:
+    """(problems, notes, readouts) of a screen table against the analysis it will get:
+    perturbations to score, the folds of ``splits.scheme`` (leave-one-batch-out: two batches or
+    more, controls in each, every guide in two batches or more; built here as the ``splits`` job
+    builds them), what each readout can score and whether the classifier's null can be built
+    (:func:`phenoica.classify.capacity.readout_capacity`, on the rows the jobs will classify:
+    wells under ``profiles.level: well``), and a warning when ``classify.n_null_guides``
+    pseudo-guides must share control wells heavily (:data:`NULL_REUSE_WARNING`)."""
+    from phenoica.classify.capacity import readout_capacity
+    from phenoica.classify.splits import make_folds
+
+    problems: list[str] = []
+    if not (table[screen.PERT_TYPE] == screen.PERTURBATION).any():
+        problems.append(
+            f"no row has {screen.PERT_TYPE} {screen.PERTURBATION!r}: the screen holds only controls, so there is no "
+            "guide or gene to score; expected perturbation rows beside the controls"
+        )
+        return problems, [], []
+    scheme = config["splits"]["scheme"]
+    try:
+        make_folds(table.reset_index(drop=True), config["splits"], config["seed"])
+    except ScreenError as exc:
+        problems.append(f"under splits.scheme {scheme}: {str(exc).removeprefix('profiles: ')}")
+        return problems, [], []
+    per_well = screen.WELL in table.columns and config["profiles"]["level"] == "well"
+    units = table.drop_duplicates([screen.PLATE, screen.WELL]) if per_well else table
+    units_known = per_well or screen.SITE in table.columns or config["screen"]["source"] == "embeddings"
+    capacities, found, notes = readout_capacity(units, config, units_known)
+    problems += found
+    return problems, notes + _null_reuse(table, config["classify"]["n_null_guides"]), [c.as_dict() for c in capacities]
+
+
+def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:
+    """A note per batch where each control well would sit in more than
+    :data:`NULL_REUSE_WARNING` pseudo-guides on average."""
+    if n_null <= 0 or screen.WELL not in table.columns:
+        return []
+    wells = table.drop_duplicates([screen.PLATE, screen.WELL])
+    notes = []
+    for batch, rows in wells.groupby(screen.BATCH, sort=True):
+        controls = int((rows[screen.PERT_TYPE] == screen.CONTROL).sum())
+        pert = rows[rows[screen.PERT_TYPE] == screen.PERTURBATION]
+        if not controls or pert.empty:
+            continue
+        per_guide = float(pert.groupby(screen.GUIDE).size().mean())
+        reuse = n_null * per_guide / controls
+        if reuse > NULL_REUSE_WARNING:
+            notes.append(
+                f"classify.n_null_guides {n_null}: batch {batch!r} has {controls} control wells and a guide holds "
+                f"{per_guide:.1f} wells there, so each control well sits in about {reuse:.0f} pseudo-guides: the null's "
+                "AUROCs share wells and are far from independent (fewer pseudo-guides, or more control wells)"
+            )
+    return notes
