@@ -20,7 +20,7 @@ setting would change it.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -100,14 +100,20 @@ def _spread(values: np.ndarray) -> dict[str, float]:
 
 
 def classifier_capacity(
-    table: pd.DataFrame, cfg_splits: Mapping[str, Any], options: ClassifyOptions, null_model: str, seed: int
+    table: pd.DataFrame,
+    cfg_splits: Mapping[str, Any],
+    options: ClassifyOptions,
+    null_model: str,
+    seed: int,
+    folds: Sequence[Any] | None = None,
 ) -> ReadoutCapacity:
     """The classifier readout on ``table`` (one row per classified unit: image or well, as the
     jobs will classify it): which guides get at least one scored fold, and whether the null's
     pseudo-guides (``options.n_null_guides``, drawn as the jobs draw them) leave enough scored
-    ones to call hits with ``null_model``."""
+    ones to call hits with ``null_model``. ``folds`` are the table's folds when the caller built
+    them already (else made here from ``cfg_splits``)."""
     table = table.reset_index(drop=True)
-    folds = make_folds(table, cfg_splits, seed)
+    folds = make_folds(table, cfg_splits, seed) if folds is None else list(folds)
     guides = guides_of(table)
     real = guide_samples(table, guides)
     train, test, ok = _fold_counts(real, table, folds, options)
@@ -118,14 +124,13 @@ def classifier_capacity(
     if unscored:
         lo_train, lo_test = options.min_train_samples, options.min_test_samples
         short_train = int((train[~scored] < lo_train).all(axis=1).sum())
+        most = int(train[~scored].max()) if train.size else 0  # the most training rows an unscored guide has
         reason = (
             f"{len(unscored)} of {len(guides)} guides get no scored fold under splits.scheme "
             f"{cfg_splits.get('scheme', 'leave_one_batch_out')} ({short_train} have fewer than "
-            f"classify.min_train_samples = {lo_train} training rows in every fold: at most "
-            f"{int(train[~scored].max()) if train.size else 0}; held-out rows at least {lo_test} = "
-            f"classify.min_test_samples): {_names(unscored)}. Lower classify.min_train_samples to "
-            f"{max(1, int(train[~scored].max()) if train.size else 1)}, add batches or replicate plates, or use "
-            "splits.scheme: in_distribution"
+            f"classify.min_train_samples = {lo_train} training rows in every fold: at most {most}; held-out rows at "
+            f"least {lo_test} = classify.min_test_samples): {_names(unscored)}. Lower classify.min_train_samples to "
+            f"{max(1, most)}, add batches or replicate plates, or use splits.scheme: in_distribution"
         )
     calls = True
     need = NULL_NEEDS[null_model]
@@ -162,13 +167,10 @@ def map_capacity(table: pd.DataFrame) -> ReadoutCapacity:
     plate = table[PLATE].astype(str).to_numpy()
     control_plates = set(plate[is_control])
     guides = guides_of(table)
-    samples = guide_samples(table.reset_index(drop=True), guides)
     unscored, wells = [], []
-    for pair, target in zip(guides, samples):
-        its_units = np.unique(units[target.rows])
-        wells.append(len(its_units))
-        on_control_plate = any(plate[target.rows[units[target.rows] == u][0]] in control_plates for u in its_units)
-        if len(its_units) < 2 or not on_control_plate:
+    for pair, target in zip(guides, guide_samples(table, guides)):
+        wells.append(len(np.unique(units[target.rows])))
+        if wells[-1] < 2 or control_plates.isdisjoint(plate[target.rows]):
             unscored.append(pair)
     reason = ""
     if unscored:
@@ -188,19 +190,21 @@ def map_capacity(table: pd.DataFrame) -> ReadoutCapacity:
 
 
 def readout_capacity(
-    table: pd.DataFrame, config: Mapping[str, Any], units_known: bool = True
+    table: pd.DataFrame, config: Mapping[str, Any], units_known: bool = True, folds: Sequence[Any] | None = None
 ) -> tuple[list[ReadoutCapacity], list[str], list[str]]:
     """Both readouts on a screen's table, for a validated workflow ``config``: (capacities,
     problems, notes). A note per readout that leaves guides unscored or cannot call hits (the
     count, the first names, the setting that would change it); a problem only when neither
     readout can score any guide. ``units_known`` False (a plate map read before the images are
-    counted) skips the classifier's training counts, which would then be lower bounds."""
+    counted) skips the classifier's training counts, which would then be lower bounds.
+    ``folds``: the table's folds, when the caller built them already."""
     cfg = config["classify"]
     # what is scored does not depend on LightGBM's parameters (the door checks those on their own)
     options = ClassifyOptions.from_config({k: v for k, v in cfg.items() if k != "lightgbm"}, config["seed"])
     out = []
     if units_known:
-        out.append(classifier_capacity(table, config["splits"], options, config["hits"]["null_model"], config["seed"]))
+        null_model, seed = config["hits"]["null_model"], config["seed"]
+        out.append(classifier_capacity(table, config["splits"], options, null_model, seed, folds))
     if cfg["map_readout"]:
         out.append(map_capacity(table))
     notes = [f"readout {c.readout}: {c.reason}" for c in out if c.reason]

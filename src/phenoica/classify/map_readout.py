@@ -45,14 +45,14 @@ def well_profiles(table: pd.DataFrame) -> pd.DataFrame:
 
 
 def centered_on_plate_controls(X: np.ndarray, plate: np.ndarray, is_control: np.ndarray) -> np.ndarray:
-    """Each row minus the mean of its plate's control rows (rows of a plate without controls are
-    left as they are: they have no negatives and get no average precision)."""
-    out = X.copy()
+    """Each row minus the mean of its plate's control rows, as float64 (rows of a plate without
+    controls are left as they are: they have no negatives and get no average precision)."""
+    out = X.astype(np.float64, copy=True)
     for p in np.unique(plate):
         rows = plate == p
         ctrl = rows & is_control
         if ctrl.any():
-            out[rows] -= X[ctrl].mean(axis=0)
+            out[rows] -= out[ctrl].mean(axis=0)
     return out
 
 
@@ -92,7 +92,7 @@ def guide_map(
     is_control = control_mask(wells)
     if not is_control.any():
         raise ScreenError(f"{source}: no control rows ({PERT_TYPE} == {CONTROL!r}) to compare guides against")
-    X = centered_on_plate_controls(X.astype(np.float64), wells[PLATE].astype(str).to_numpy(), is_control)
+    X = centered_on_plate_controls(X, wells[PLATE].astype(str).to_numpy(), is_control)
     group_col, ctrl_col = "Metadata_MapGroup", "Metadata_MapIsControl"
     gene = wells[GENE].astype(str).to_numpy()
     guide = wells[GUIDE].astype(str).to_numpy()

@@ -116,22 +116,3 @@ def separating_by_model(control_rows: pd.DataFrame, profiles: dict[str, str]) ->
         for (gene, guide), text in separating_features(table, feature_columns(table)).items():
             out[(model, gene, guide)] = text
     return out
-
-
-def control_summary(calls: pd.DataFrame) -> pd.DataFrame:
-    """Per (model, variant): control constructs scored and called hits."""
-    if calls.empty:
-        return pd.DataFrame(columns=["model", "variant", "n_constructs", "n_scored", "n_hits", "hits"])
-    rows = []
-    for (model, variant), sub in calls.groupby(["model", "variant"], sort=True):
-        rows.append(
-            {
-                "model": model,
-                "variant": variant,
-                "n_constructs": len(sub),
-                "n_scored": int(np.isfinite(sub["p_value"].to_numpy(dtype=float)).sum()),
-                "n_hits": int(sub["hit"].sum()),
-                "hits": ", ".join(sub.loc[sub["hit"], GUIDE].astype(str)),
-            }
-        )
-    return pd.DataFrame(rows)

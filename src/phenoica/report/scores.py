@@ -59,6 +59,11 @@ def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict
     return out
 
 
+def _map_calls(state: dict[str, object], q_threshold: float) -> str:
+    """The mAP readout's calls of one (model, variant) (:func:`readout_status`), as a phrase."""
+    return f"mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}"
+
+
 def headline(
     summary: pd.DataFrame,
     tests: pd.DataFrame,
@@ -85,10 +90,7 @@ def headline(
             for variant in sub["variant"]:
                 state = status.get((model, variant), {})
                 if "map_hits" in state:
-                    nested_empty.append(
-                        f"`{variant}`: **mAP readout: {state['map_hits']}/{state['map_scored']} guides active at "
-                        f"q < {q_threshold:g}**."
-                    )
+                    nested_empty.append(f"`{variant}`: **{_map_calls(state, q_threshold)}**.")
             if nested_empty:
                 items.append(render.Bullets(nested_empty))
             continue
@@ -111,7 +113,7 @@ def headline(
                     f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
                 )
             if "map_hits" in state:
-                hits += f"; mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}"
+                hits += f"; {_map_calls(state, q_threshold)}"
             nested.append(
                 f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
                 f"{r['n_guides_skipped']} skipped; {hits}."

@@ -36,9 +36,9 @@ import numpy as np
 import pandas as pd
 
 from phenoica.biomap.batch_metrics import batch_classifier
-from phenoica.classify.engine import classify_shard
+from phenoica.classify.engine import classify_guides
 from phenoica.classify.map_readout import guide_map, well_profiles
-from phenoica.classify.null import NULL_GENE, null_guide_name, split_control_rows
+from phenoica.classify.null import NULL_GENE, null_guide_design, null_guide_name, split_control_rows
 from phenoica.classify.params import ClassifyOptions
 from phenoica.contract.config import as_resolved, resolve_section
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, WELL, feature_columns
@@ -150,7 +150,9 @@ def score_point(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """One variant at one count: (its sweep row without model/count, its guide calls)."""
     start = time.perf_counter()
-    rows = classify_shard(table, 0, 1, folds, options.scoring, variant=variant, model=model)
+    scoring = options.scoring  # every guide and the null's pseudo-guides, as one shard; no control constructs
+    nulls = null_guide_design(table, scoring.n_null_guides, scoring.seed)
+    rows = classify_guides(table, None, folds, scoring, variant, model, nulls=nulls)
     return summarize_point(MainPoint(table, rows), options, variant, model, start)
 
 

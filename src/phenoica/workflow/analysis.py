@@ -47,16 +47,16 @@ def scoring_problems(
             "guide or gene to score; expected perturbation rows beside the controls"
         )
         return problems, [], []
+    per_well = screen.WELL in table.columns and config["profiles"]["level"] == "well"
+    units = (table.drop_duplicates([screen.PLATE, screen.WELL]) if per_well else table).reset_index(drop=True)
+    units_known = per_well or screen.SITE in table.columns or config["screen"]["source"] == "embeddings"
     scheme = config["splits"]["scheme"]
-    try:
-        make_folds(table.reset_index(drop=True), config["splits"], config["seed"])
+    try:  # on the rows the splits job will split: images, or wells under profiles.level well
+        folds = make_folds(units, config["splits"], config["seed"])
     except ScreenError as exc:
         problems.append(f"under splits.scheme {scheme}: {str(exc).removeprefix('profiles: ')}")
         return problems, [], []
-    per_well = screen.WELL in table.columns and config["profiles"]["level"] == "well"
-    units = table.drop_duplicates([screen.PLATE, screen.WELL]) if per_well else table
-    units_known = per_well or screen.SITE in table.columns or config["screen"]["source"] == "embeddings"
-    capacities, found, notes = readout_capacity(units, config, units_known)
+    capacities, found, notes = readout_capacity(units, config, units_known, folds)
     problems += found
     return problems, notes + _null_reuse(table, config["classify"]["n_null_guides"]), [c.as_dict() for c in capacities]
 
