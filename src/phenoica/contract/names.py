@@ -16,11 +16,10 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
+from phenoica.utils.io import INVISIBLE_CATEGORIES
+
 #: The longest name (characters) of a gene, guide, plate, batch, well, PertType or channel.
 MAX_NAME_LENGTH = 200
-#: Unicode categories a name may not hold: controls, format characters (bidi overrides,
-#: zero-width characters), line and paragraph separators.
-INVISIBLE_CATEGORIES = ("Cc", "Cf", "Zl", "Zp")
 #: Rows named per column and kind of problem.
 EXAMPLES = 5
 

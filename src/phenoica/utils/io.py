@@ -108,6 +108,11 @@ def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFra
     return table
 
 
+#: Unicode categories no name may hold: controls, format characters (bidi overrides, zero-width
+#: characters), line and paragraph separators.
+INVISIBLE_CATEGORIES: tuple[str, ...] = ("Cc", "Cf", "Zl", "Zp")
+
+
 def path_part_problem(name: Any) -> str | None:
     """Why ``name`` cannot be one part of a file path (a model, plate, variant or gene name
     that becomes a folder or file name under results/), or None when it can: it must be a
@@ -121,7 +126,7 @@ def path_part_problem(name: Any) -> str | None:
         return f"is {name!r}, which names a folder, not a file"
     if "/" in name or "\\" in name:
         return "holds a path separator ('/' or '\\')"
-    bad = [ch for ch in name if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp")]
+    bad = [ch for ch in name if unicodedata.category(ch) in INVISIBLE_CATEGORIES]
     if bad:
         return f"holds the control character(s) {sorted({hex(ord(c)) for c in bad})}"
     if name != name.strip():
