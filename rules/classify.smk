@@ -1,3 +1,5 @@
+from phenoica.classify.options import ClassifyOptions
+
 # LightGBM per guide (and per null pseudo-guide) vs the shared controls, per (model, variant,
 # gene shard); the copairs mAP readout per (model, variant); one gather of every shard and mAP
 # table (the hit calls on them: rules/hits.smk).
@@ -19,8 +21,8 @@ rule classify:
     resources:
         **rule_resources(RESOURCES, "classify"),
     params:
-        # only the keys that change a shard's scores (hit-call and mAP settings rerun nothing here)
-        **rule_params(config, "classify"),
+        # what a shard's scores depend on (hit-call and mAP settings rerun nothing here)
+        options=ClassifyOptions.from_config(config),
     script:
         "../scripts/classify.py"
 

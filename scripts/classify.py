@@ -7,25 +7,12 @@ log = rule_logger("phenoica.classify", snakemake.log[0])  # first: the log holds
 import pandas as pd
 
 from phenoica.classify.engine import classify_shard
-from phenoica.classify.params import ClassifyOptions
 from phenoica.classify.splits import read_folds
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import rule_settings
 
 w = snakemake.wildcards
 table = pd.read_parquet(snakemake.input.variant)
 folds = read_folds(snakemake.input.folds, table)
-settings = rule_settings(snakemake.config, "classify")
-options = ClassifyOptions.from_config(settings["classify"], settings["seed"])
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-rows = classify_shard(
-    table,
-    int(w.shard),
-    settings["classify"]["n_shards"],
-    folds,
-    options,
-    variant=w.variant,
-    model=w.model,
-    log=log,
-)
+rows = classify_shard(table, int(w.shard), folds, snakemake.params.options, variant=w.variant, model=w.model, log=log)
 write_parquet(rows, snakemake.output[0])

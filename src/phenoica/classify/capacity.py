@@ -27,7 +27,7 @@ import pandas as pd
 
 from phenoica.classify.engine import fold_masks, skip_reasons
 from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
-from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.protocol import trainings
 from phenoica.classify.splits import make_folds
 from phenoica.contract.screen import PLATE, WELL, ScreenError
@@ -200,7 +200,7 @@ def readout_capacity(
     ``folds``: the table's folds, when the caller built them already."""
     cfg = config["classify"]
     # what is scored does not depend on LightGBM's parameters (the door checks those on their own)
-    options = ClassifyOptions.from_config({k: v for k, v in cfg.items() if k != "lightgbm"}, config["seed"])
+    options = ClassifyOptions.from_config({**config, "classify": {**cfg, "lightgbm": {}}})
     out = []
     if units_known:
         null_model, seed = config["hits"]["null_model"], config["seed"]

@@ -28,7 +28,7 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from phenoica.classify.bins import FoldBins, GuideBlock
+from phenoica.classify.bins import GUIDES_PER_BLOCK, FoldBins, GuideBlock
 from phenoica.classify.null import (
     GuideSamples,
     control_constructs,
@@ -37,7 +37,7 @@ from phenoica.classify.null import (
     guides_of,
     null_guide_design,
 )
-from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.protocol import Training, control_strata, training_controls, trainings
 from phenoica.contract.arrays import check_finite
 from phenoica.contract.screen import (
@@ -276,6 +276,7 @@ class _Job:
     is_control: np.ndarray
     strata: np.ndarray
     options: ClassifyOptions
+    params: Mapping[str, Any]  # LightGBM's parameters (options.booster_params()), built once
     model: str
     variant: str
     source: str
@@ -372,7 +373,7 @@ def _score_plan(
         neg = X_test_ctrls[m] if len(plan.test_negs[m]) == len(X_test_ctrls[m]) else X[plan.test_negs[m]]
         y = np.concatenate([np.zeros(len(plan.test_negs[m])), np.ones(len(plan.tests[m]))])
         tests.append((np.concatenate([neg, X[plan.tests[m]]]), y))
-    guide_params = dict(options.lightgbm, seed=_guide_seed(options.seed, target.gene, target.guide, training.name))
+    guide_params = dict(job.params, seed=_guide_seed(options.seed, target.gene, target.guide, training.name))
     try:
         scores = score_guide_on(
             functools.partial(block.guide_dataset, plan.train),
@@ -412,16 +413,16 @@ def _score_training(
     one row per member fold, in the targets' order.
 
     The training's bins are found once on its training controls; consecutive blocks of
-    ``options.block_size`` trainable targets share one binned block of training rows.
+    ``GUIDES_PER_BLOCK`` trainable targets share one binned block of training rows.
     """
-    log, size, name = job.log, job.options.block_size, training.name
+    log, size, name = job.log, GUIDES_PER_BLOCK, training.name
     t0, done = time.perf_counter(), 0
     train_ctrl, test_ctrls = _training_setup(job, training)
     plans = _plans(job, targets, training, train_ctrl, test_ctrls)
     to_train = [p for p in plans if p.trainable]
     fold_bins = None
     if to_train:
-        fold_bins = FoldBins.build(job.X, train_ctrl, job.options.lightgbm)
+        fold_bins = FoldBins.build(job.X, train_ctrl, job.params)
         log.info(
             "fold %s (%d/%d): bins of %d features on %d training controls in %.1fs; %d guide(s) to score "
             "(%d pseudo-guides)",
@@ -498,10 +499,10 @@ def classify_guides(
     ``guides`` are (gene, guide) pairs of the table's perturbations (None = all of them);
     ``nulls`` are pseudo-guides (``null_guide_design``), scored after them the same way but
     without the concentration models. ``folds`` carry positional ``train``/``test`` row
-    indices. ``options`` (:meth:`ClassifyOptions.from_config`) carries the settings and the
+    indices. ``options`` (:class:`ClassifyOptions`) carries the settings and the
     seed. Pairs that cannot be scored get status ``skipped`` with the reason and NaN scores;
     nothing is dropped silently. Results are deterministic for a fixed seed and independent
-    of which other guides are scored alongside, and of ``options.block_size``.
+    of which other guides are scored alongside, and of the block size (``GUIDES_PER_BLOCK``).
     """
     log = log or logging.getLogger(__name__)
     source = f"classification table ({model or 'model'}/{variant})"
@@ -513,7 +514,9 @@ def classify_guides(
         return _empty_scores()
     if X.shape[1] < 2:
         raise ValueError(f"{source}: needs at least 2 non-constant feature columns, has {X.shape[1]}")
-    job = _Job(X, control_mask(table), control_strata(table), options, model, variant, source, log)
+    job = _Job(
+        X, control_mask(table), control_strata(table), options, options.booster_params(), model, variant, source, log
+    )
     sets = trainings(folds, fold_arrays, options.max_fold_groups)
     if len(sets) < len(fold_arrays):
         log.info(
@@ -531,20 +534,20 @@ def classify_guides(
 def classify_shard(
     table: pd.DataFrame,
     shard: int,
-    n_shards: int,
     folds: Sequence[Any],
     options: ClassifyOptions,
     variant: str,
     model: str = "",
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
-    """Classify every guide of shard ``shard`` (of ``n_shards``) of the table's perturbed genes,
+    """Classify every guide of shard ``shard`` (of ``options.n_shards``) of the table's perturbed genes,
     the pseudo-guides ``j`` with ``j % n_shards == shard`` of the null
     (``null_guide_design(table, classify.n_null_guides, seed)``: the same draw in every shard),
     and, where the controls hold several constructs, the control constructs ``i`` with
     ``i % n_shards == shard`` (:func:`phenoica.classify.null.control_constructs`: scored against
     the remaining controls as a pseudo-guide is; their rows carry ``is_null_guide`` and the
     controls' gene, and the gather step moves them to the control table)."""
+    n_shards = options.n_shards
     if not 0 <= shard < n_shards:
         raise ValueError(f"classify_shard: shard {shard} is not in 0..{n_shards - 1}")
     log = log or logging.getLogger(__name__)

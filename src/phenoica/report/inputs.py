@@ -112,7 +112,7 @@ def read_inputs(inp: Any, params: Any, settings: Mapping[str, Any]) -> ReportInp
     """The report's inputs from the report rule's ``snakemake.input``, its ``snakemake.params``
     (the models, the study pages, the stores) and the config it reads (``settings``:
     :func:`phenoica.workflow.params.rule_settings` of the report)."""
-    from phenoica.classify.params import lightgbm_report_params  # imports lightgbm: only here
+    from phenoica.classify.lightgbm_params import lightgbm_report_params  # imports lightgbm: only here
 
     biomap, heatmaps = read_biomap(inp.biomap_tables, inp.biomap_heatmaps) if inp.biomap_tables else (None, {})
     sweep = [pd.read_parquet(p) for p in inp.sweep]
@@ -128,7 +128,7 @@ def read_inputs(inp: Any, params: Any, settings: Mapping[str, Any]) -> ReportInp
         fit_reports={m: json.loads(Path(p).read_text()) for m, p in zip(params.model_names, inp.fit_reports)},
         table1=pd.read_parquet(inp.table1),
         structural=pd.read_parquet(inp.structural),
-        lightgbm=lightgbm_report_params(settings),
+        lightgbm=lightgbm_report_params(settings["classify"]["lightgbm"]),
         studies=[StudyLink(**page) for page in params.studies],
         biomap_tables=biomap,
         biomap_heatmaps=heatmaps,

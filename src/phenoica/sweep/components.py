@@ -39,7 +39,7 @@ from phenoica.biomap.batch_metrics import batch_classifier
 from phenoica.classify.engine import classify_guides
 from phenoica.classify.map_readout import guide_map, well_profiles
 from phenoica.classify.null import NULL_GENE, null_guide_design, null_guide_name, split_control_rows
-from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions
 from phenoica.contract.config import as_resolved, resolve_section
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, WELL, feature_columns
 from phenoica.hits.calls import screen_calls
@@ -107,8 +107,8 @@ class SweepOptions:
     def scoring(self) -> ClassifyOptions:
         """The classification of every grid point: the ``classify`` section without the
         concentration models and with the sweep's null (:attr:`n_null_guides`), built once per sweep."""
-        classify = as_resolved("classify", self.classify).updated(concentration=False, n_null_guides=self.n_null_guides)
-        return ClassifyOptions.from_config(classify, self.seed)
+        main = ClassifyOptions.from_config({"classify": as_resolved("classify", self.classify), "seed": self.seed})
+        return main._replace(concentration=False, n_null_guides=self.n_null_guides)
 
     def transforms_at(self, n_components: int) -> Mapping[str, Any]:
         """The ``transforms`` section at one grid point's component count (only the count is

@@ -428,14 +428,14 @@ def contract_problems(
 def settings_problems(config: Mapping[str, Any], models: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The settings the schema cannot check alone, against what the door found: every
     ``classify.lightgbm`` key LightGBM does not know, at once
-    (:func:`phenoica.classify.params.lightgbm_params`), and ``transforms.n_components`` against
+    (:func:`phenoica.classify.lightgbm_params.lightgbm_params`), and ``transforms.n_components`` against
     each model's features (:func:`phenoica.contract.config.component_problems`; ``models`` is
     the door's summary per model, with ``features``)."""
-    from phenoica.classify.params import lightgbm_params
+    from phenoica.classify.lightgbm_params import lightgbm_params
 
     problems = []
     try:
-        lightgbm_params(config["classify"], config["seed"])
+        lightgbm_params(config["classify"]["lightgbm"], config["seed"])
     except ValueError as exc:
         problems.append(str(exc))
     features = {m: int(s["features"]) for m, s in models.items() if s.get("features")}

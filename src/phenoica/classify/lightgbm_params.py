@@ -1,6 +1,6 @@
-"""The classify section and LightGBM's parameters: schema defaults, LightGBM's own check of every
-key (unknown keys and aliases named by LightGBM itself), and :class:`ClassifyOptions`, the
-settings one classification job reads, resolved once from the config section."""
+"""LightGBM's parameters: Nelson et al. 2026 Table 6 (the schema's defaults of ``classify.lightgbm``)
+merged with the user's keys, every key checked by LightGBM itself (unknown keys and aliases named
+by LightGBM), and the keys that change only speed or logs."""
 
 from __future__ import annotations
 
@@ -9,15 +9,11 @@ import json
 import re
 import threading
 import warnings
-from dataclasses import dataclass
 from typing import Any, Mapping
 
 import lightgbm as lgb
 import numpy as np
 
-from phenoica.classify.bins import GUIDES_PER_BLOCK
-from phenoica.classify.protocol import PROTOCOLS
-from phenoica.contract.config import as_resolved, resolve_section, section_defaults
 from phenoica.contract.schema import package_schema
 
 # LightGBM keys phenoica sets itself and a user may not override through classify.lightgbm.
@@ -27,13 +23,15 @@ _RESERVED = {
 }
 
 
-def resolve_classify_config(cfg_classify: Mapping[str, Any] | None) -> dict[str, Any]:
-    """``cfg_classify`` (config["classify"], possibly partial) with the schema's defaults filled in
-    (:func:`phenoica.contract.config.resolve_section`; a section resolved once is not validated again).
+#: LightGBM keys (and their aliases) that change only speed or logs: never a param of a job, never
+#: in the report's parameter table.
+RUN_TIME_KEYS: tuple[str, ...] = ("num_threads", "num_thread", "nthread", "nthreads", "n_jobs", "verbosity", "verbose")
 
-    Raises ValueError naming the key when a value breaks the schema.
-    """
-    return resolve_section("classify", cfg_classify)
+
+def _schema_defaults() -> dict[str, Any]:
+    """The schema's defaults of ``classify.lightgbm`` (Table 6)."""
+    properties = package_schema()["properties"]["classify"]["properties"]["lightgbm"]["properties"]
+    return {key: entry["default"] for key, entry in properties.items() if "default" in entry}
 
 
 #: Canonical names of the LightGBM parameters phenoica sets, defaults or checks itself, each with
@@ -155,8 +153,9 @@ def lightgbm_parameter_names(params: Mapping[str, Any]) -> dict[str, str | None]
     return dict(_lightgbm_names(frozen))
 
 
-def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[str, Any]:
-    """LightGBM parameters: Nelson et al. 2026 Table 6 (schema defaults) merged with classify.lightgbm.
+def lightgbm_params(given: Mapping[str, Any], seed: int) -> dict[str, Any]:
+    """LightGBM parameters of ``given`` (``classify.lightgbm`` of a validated config: Nelson et al.
+    2026 Table 6, the schema's defaults, merged with the user's keys).
 
     Keys are checked by LightGBM itself (:func:`lightgbm_parameter_names`): unknown keys are one
     error naming every one of them, and keys are returned under their canonical names (``reg_alpha`` ->
@@ -166,9 +165,8 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
     ``deterministic=True`` and ``force_col_wise=True`` (unless row-wise was asked for), so a
     fixed seed gives identical models. ``num_iterations`` and ``seed`` may not be set here.
     """
-    cfg = as_resolved("classify", cfg_classify)
-    given = dict(cfg["lightgbm"])
-    defaults = section_defaults("classify")["lightgbm"]
+    given = dict(given)
+    defaults = _schema_defaults()
     canonical = lightgbm_parameter_names(given)
     unknown = [key for key in given if canonical[key] is None]
     if unknown:
@@ -208,81 +206,9 @@ def lightgbm_params(cfg_classify: Mapping[str, Any] | None, seed: int) -> dict[s
     return params
 
 
-def lightgbm_report_params(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The LightGBM parameters every classifier used (Table 6 + ``classify.lightgbm``, canonical
-    names, keys sorted), for the report: without the seed, the thread count, the log level and
-    the other keys that change only speed or logs (``x-speed-only-keys``). ``settings`` holds
-    ``classify.lightgbm`` and ``seed`` (the config, or the report's rule settings)."""
-    speed_only = set(package_schema()["properties"]["classify"]["properties"]["lightgbm"]["x-speed-only-keys"])
-    params = lightgbm_params({"lightgbm": settings["classify"]["lightgbm"]}, settings["seed"])
-    return {k: params[k] for k in sorted(params) if k not in speed_only and k != "seed"}
-
-
-@dataclass(frozen=True)
-class ClassifyOptions:
-    """The settings of one classification job, resolved and checked once (:meth:`from_config`).
-
-    ``lightgbm`` holds the job's LightGBM parameters (:func:`lightgbm_params`: Table 6 defaults,
-    ``classify.lightgbm`` under LightGBM's canonical names, ``seed`` the workflow seed); each
-    (guide, fold) model replaces that seed with its own. ``block_size`` guides share one binned
-    block of training rows (a memory/speed trade-off only; results do not depend on it).
-    ``protocol`` is ``exact`` or ``fast`` (:mod:`phenoica.classify.protocol`); the fast
-    protocol's fold groups and training-control cap are read through :attr:`max_fold_groups`
-    and :attr:`max_train_controls` (None under ``exact``).
-    """
-
-    seed: int
-    lightgbm: Mapping[str, Any]
-    num_boost_round: int
-    concentration: bool
-    concentration_k: float
-    min_train_samples: int
-    min_test_samples: int
-    n_null_guides: int
-    protocol: str
-    fast_train_controls: int
-    fast_fold_groups: int
-    block_size: int = GUIDES_PER_BLOCK
-
-    def __post_init__(self) -> None:
-        if self.protocol not in PROTOCOLS:
-            raise ValueError(f"config key classify.protocol: expected one of {list(PROTOCOLS)}, got {self.protocol!r}")
-        for key in ("fast_train_controls", "fast_fold_groups"):
-            if int(getattr(self, key)) < 1:
-                raise ValueError(f"config key classify.{key}: must be >= 1, got {getattr(self, key)}")
-
-    @property
-    def max_train_controls(self) -> int | None:
-        """Training controls per training set: ``fast_train_controls`` under ``fast``, None (all) under ``exact``."""
-        return self.fast_train_controls if self.protocol == "fast" else None
-
-    @property
-    def max_fold_groups(self) -> int | None:
-        """Training sets per guide: ``fast_fold_groups`` under ``fast``, None (one per fold) under ``exact``."""
-        return self.fast_fold_groups if self.protocol == "fast" else None
-
-    @classmethod
-    def from_config(
-        cls, cfg_classify: Mapping[str, Any] | None, seed: int, block_size: int = GUIDES_PER_BLOCK
-    ) -> "ClassifyOptions":
-        """From ``config["classify"]`` (possibly partial: resolved here, once, against the schema,
-        whose defaults fill the absent keys; a section already resolved is used as is) and the
-        workflow seed. Raises ValueError naming the key when a value breaks the schema or
-        LightGBM rejects a ``classify.lightgbm`` key."""
-        if block_size < 1:
-            raise ValueError(f"classify: block_size must be >= 1, got {block_size}")
-        cfg = as_resolved("classify", cfg_classify)
-        return cls(
-            seed=int(seed),
-            lightgbm=lightgbm_params(cfg, seed),
-            num_boost_round=int(cfg["num_boost_round"]),
-            concentration=bool(cfg["concentration"]),
-            concentration_k=float(cfg["concentration_k"]),
-            min_train_samples=int(cfg["min_train_samples"]),
-            min_test_samples=int(cfg["min_test_samples"]),
-            n_null_guides=int(cfg["n_null_guides"]),
-            block_size=int(block_size),
-            protocol=str(cfg["protocol"]),
-            fast_train_controls=int(cfg["fast_train_controls"]),
-            fast_fold_groups=int(cfg["fast_fold_groups"]),
-        )
+def lightgbm_report_params(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The LightGBM parameters every classifier of ``given`` (``classify.lightgbm``) used, canonical
+    names, keys sorted, for the report: without the seed and the keys that change only speed or
+    logs (:data:`RUN_TIME_KEYS`)."""
+    params = lightgbm_params(given, 0)
+    return {k: params[k] for k in sorted(params) if k not in RUN_TIME_KEYS and k != "seed"}

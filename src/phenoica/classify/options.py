@@ -1,0 +1,61 @@
+"""What a classification job reads: :class:`ClassifyOptions`, the ``classify`` rule's params and
+the settings :func:`phenoica.classify.engine.classify_shard` takes."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NamedTuple
+
+from phenoica.classify.lightgbm_params import RUN_TIME_KEYS, lightgbm_params
+from phenoica.contract.options import Setting, stage_options
+
+
+def model_parameters(given: dict[str, Any]) -> dict[str, Any]:
+    """The LightGBM parameters of ``classify.lightgbm`` a model depends on (:func:`lightgbm_params`
+    under LightGBM's canonical names), without the seed and the run-time keys."""
+    return {k: v for k, v in lightgbm_params(given, 0).items() if k not in RUN_TIME_KEYS and k != "seed"}
+
+
+def run_time_parameters(given: dict[str, Any]) -> dict[str, Any]:
+    """The LightGBM parameters of ``classify.lightgbm`` that change only speed or logs (threads, verbosity)."""
+    return {k: v for k, v in lightgbm_params(given, 0).items() if k in RUN_TIME_KEYS}
+
+
+@stage_options("classify")
+class ClassifyOptions(NamedTuple):
+    """The settings of one classification job, built once from the validated config.
+
+    ``lightgbm`` holds the LightGBM parameters the models depend on (Table 6 and
+    ``classify.lightgbm`` under LightGBM's canonical names), ``lightgbm_run_time`` the threads
+    and log level; :meth:`booster_params` joins them with the seed, which each (guide, fold)
+    model replaces with its own. ``protocol`` is ``exact`` or ``fast``
+    (:mod:`phenoica.classify.protocol`); the fast protocol's fold groups and training-control
+    cap are read through :attr:`max_fold_groups` and :attr:`max_train_controls` (None under ``exact``).
+    """
+
+    seed: Annotated[int, Setting("seed")]
+    lightgbm: Annotated[dict[str, Any], Setting("classify.lightgbm", read=model_parameters)]
+    lightgbm_run_time: Annotated[dict[str, Any], Setting("classify.lightgbm", run_time=True, read=run_time_parameters)]
+    num_boost_round: Annotated[int, Setting("classify.num_boost_round")]
+    concentration: Annotated[bool, Setting("classify.concentration")]
+    concentration_k: Annotated[float, Setting("classify.concentration_k")]
+    min_train_samples: Annotated[int, Setting("classify.min_train_samples")]
+    min_test_samples: Annotated[int, Setting("classify.min_test_samples")]
+    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+    n_shards: Annotated[int, Setting("classify.n_shards")]
+    protocol: Annotated[str, Setting("classify.protocol")]
+    fast_train_controls: Annotated[int, Setting("classify.fast_train_controls")]
+    fast_fold_groups: Annotated[int, Setting("classify.fast_fold_groups")]
+
+    @property
+    def max_train_controls(self) -> int | None:
+        """Training controls per training set: ``fast_train_controls`` under ``fast``, None (all) under ``exact``."""
+        return self.fast_train_controls if self.protocol == "fast" else None
+
+    @property
+    def max_fold_groups(self) -> int | None:
+        """Training sets per guide: ``fast_fold_groups`` under ``fast``, None (one per fold) under ``exact``."""
+        return self.fast_fold_groups if self.protocol == "fast" else None
+
+    def booster_params(self) -> dict[str, Any]:
+        """LightGBM's parameters for :func:`lightgbm.train`: the model and run-time keys, and the seed."""
+        return lightgbm_params({**self.lightgbm, **self.lightgbm_run_time}, self.seed)
