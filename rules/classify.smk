@@ -1,4 +1,4 @@
-from phenoica.classify.options import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions, MapReadoutOptions
 
 # LightGBM per guide (and per null pseudo-guide) vs the shared controls, per (model, variant,
 # gene shard); the copairs mAP readout per (model, variant); one gather of every shard and mAP
@@ -42,7 +42,7 @@ rule map_readout:
     resources:
         **rule_resources(RESOURCES, "map_readout"),
     params:
-        **rule_params(config, "map_readout"),
+        options=MapReadoutOptions.from_config(config),
     script:
         "../scripts/map_readout.py"
 

@@ -9,17 +9,15 @@ import pandas as pd
 
 from phenoica.classify.map_readout import guide_map
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import rule_settings
 
-w = snakemake.wildcards
-settings = rule_settings(snakemake.config, "map_readout")
+w, options = snakemake.wildcards, snakemake.params.options
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 out = guide_map(
     pd.read_parquet(snakemake.input[0]),
     variant=w.variant,
     model=w.model,
-    seed=settings["seed"],
-    null_size=settings["classify"]["map_null_size"],
+    seed=options.seed,
+    null_size=options.map_null_size,
     log=log,
 )
 write_parquet(out, snakemake.output[0])

@@ -110,10 +110,10 @@ def test_h5ad_embeddings_give_the_parquet_table_and_identical_scores(tmp_path):
     parquet holds (same profiles, to the bit), and the guides' scores are identical."""
     from phenoica.classify.engine import classify_guides
     from phenoica.classify.null import null_guide_design
-    from phenoica.classify.params import ClassifyOptions
     from phenoica.classify.splits import leave_one_batch_out
     from phenoica.profiles.embeddings import plan_embeddings
     from phenoica.profiles.gather import gather_profiles
+    from tests.test_classify import classify_options
 
     files, _ = F.write_screen(tmp_path)
     h5ads = _as_h5ad(files, tmp_path)
@@ -122,7 +122,7 @@ def test_h5ad_embeddings_give_the_parquet_table_and_identical_scores(tmp_path):
     pd.testing.assert_frame_equal(a, b)
     pd.testing.assert_frame_equal(gather_profiles(files, "well"), gather_profiles(h5ads, "well"))
     cfg = {"num_boost_round": 20, "n_null_guides": 2, "min_train_samples": 3, "lightgbm": {"num_threads": 1}}
-    options = ClassifyOptions.from_config(cfg, 0)
+    options = classify_options(cfg, 0)
     scores = [
         classify_guides(t, None, leave_one_batch_out(t), options, "base", "m", nulls=null_guide_design(t, 2, seed=0))
         for t in (a, b)

@@ -76,11 +76,11 @@ def test_a_layout_that_does_not_fit_a_plate_is_refused():
 
 def test_capacity_counts_training_wells_as_the_engine_does():
     from phenoica.classify.capacity import classifier_capacity, map_capacity
-    from phenoica.classify.params import ClassifyOptions
+    from tests.test_classify import classify_options
 
     table, _ = _profiles()
     cfg = validate_config({})
-    at = {k: ClassifyOptions.from_config({"min_train_samples": k}, 0) for k in (4, 5)}
+    at = {k: classify_options({"min_train_samples": k}, 0) for k in (4, 5)}
     four = classifier_capacity(table, cfg["splits"], at[4], "parametric", 0)
     five = classifier_capacity(table, cfg["splits"], at[5], "parametric", 0)
     # leave-one-batch-out over 2 batches of 4 plates: every guide trains on 4 wells, tests on 4
@@ -98,14 +98,14 @@ def test_capacity_agrees_with_the_engines_skips():
     """What the door counts is what the classifier then skips: the same guides, the same reason."""
     from phenoica.classify.capacity import classifier_capacity
     from phenoica.classify.engine import classify_guides
-    from phenoica.classify.params import ClassifyOptions
     from phenoica.classify.splits import make_folds
+    from tests.test_classify import classify_options
 
     table, _ = _profiles()
     # drop one plate's well of two guides: they train on 3 wells in one fold
     gone = table[(table[PLATE] == "plate01") & table[GUIDE].isin(["GENE01_1", "GENE02_2"])].index
     table = table.drop(gone).reset_index(drop=True)
-    options = ClassifyOptions.from_config({"num_boost_round": 2, "concentration": False}, 0)
+    options = classify_options({"num_boost_round": 2, "concentration": False}, 0)
     cap = classifier_capacity(table, {"scheme": "leave_one_batch_out"}, options, "parametric", 0)
     rows = classify_guides(table, None, make_folds(table, {}, 0), options, "base")
     skipped = rows.groupby([GENE, GUIDE])["status"].apply(lambda s: (s != "ok").all())

@@ -14,7 +14,6 @@ from scipy import stats
 
 from phenoica.classify.engine import classify_guides
 from phenoica.classify.null import null_guide_design
-from phenoica.classify.params import ClassifyOptions
 from phenoica.classify.splits import leave_one_batch_out
 from phenoica.contract.screen import (
     BATCH,
@@ -30,6 +29,7 @@ from phenoica.contract.screen import (
 )
 from phenoica.hits import calls as H
 from phenoica.hits.calls import summarize_scores
+from tests.test_classify import classify_options
 
 CFG = {"num_boost_round": 50, "n_null_guides": 100, "concentration": False, "lightgbm": {"num_threads": 1}}
 
@@ -81,7 +81,7 @@ def null_screen(
 def screen_calls(table: pd.DataFrame, seed: int) -> pd.DataFrame:
     folds = leave_one_batch_out(table)
     nulls = null_guide_design(table, CFG["n_null_guides"], seed)
-    rows = classify_guides(table, None, folds, ClassifyOptions.from_config(CFG, seed), "base", "m", nulls=nulls)
+    rows = classify_guides(table, None, folds, classify_options(CFG, seed), "base", "m", nulls=nulls)
     guides, _ = summarize_scores(rows)
     return H.call_guides(guides, "parametric", 0.05)
 

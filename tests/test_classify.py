@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify import params as classify_params
+from phenoica.classify import lightgbm_params as classify_params
 from phenoica.classify.bins import FoldBins
 from phenoica.classify.engine import (
     SCORE_COLUMNS,
@@ -22,16 +22,12 @@ from phenoica.classify.engine import (
     score_guide,
     shard_genes,
 )
+from phenoica.classify.lightgbm_params import _lightgbm_names, lightgbm_parameter_names, lightgbm_params
 from phenoica.classify.map_readout import MAP_COLUMNS, guide_map
 from phenoica.classify.null import control_mask, null_guide_design
-from phenoica.classify.params import (
-    ClassifyOptions,
-    _lightgbm_names,
-    lightgbm_parameter_names,
-    lightgbm_params,
-    resolve_classify_config,
-)
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.splits import Fold
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import (
     BATCH,
     CONTROL,
@@ -52,6 +48,20 @@ from phenoica.identifiability import metrics
 D = 8
 STRONG_FEATURE = 2
 CFG = {"num_boost_round": 20, "n_null_guides": 2, "lightgbm": {"num_threads": 1}}
+
+
+def classify_options(classify: dict = CFG, seed: int = 0) -> ClassifyOptions:
+    """The options of a config whose classify section is ``classify`` (the schema's defaults elsewhere;
+    the empirical null, which reads no spread, so that a null of 2 pseudo-guides is a valid config)."""
+    config = {"classify": classify, "seed": seed, "hits": {"null_model": "empirical"}}
+    return ClassifyOptions.from_config(validate_config(config))
+
+
+def validated_lightgbm(given: dict) -> dict:
+    """``classify.lightgbm`` of a validated config that sets ``given`` (Table 6 defaults filled in)."""
+    return validate_config({"classify": {"lightgbm": given}})["classify"]["lightgbm"]
+
+
 # (gene, guide, feature with an effect, shift in SD)
 GUIDES = [
     ("STRONG", "STRONG_1", STRONG_FEATURE, 4.0),
@@ -119,7 +129,7 @@ def nulls(table) -> list:
 @pytest.fixture(scope="module")
 def scores(table, nulls) -> pd.DataFrame:
     return classify_guides(
-        table, None, batch_folds(table), ClassifyOptions.from_config(CFG, 0), variant="base", model="m", nulls=nulls
+        table, None, batch_folds(table), classify_options(CFG, 0), variant="base", model="m", nulls=nulls
     )
 
 
@@ -153,7 +163,7 @@ def test_concentration_switch_trains_the_full_model_only(table, scores):
         table,
         [("WEAK", "WEAK_1")],
         batch_folds(table),
-        ClassifyOptions.from_config(dict(CFG, concentration=False), 0),
+        classify_options(dict(CFG, concentration=False), 0),
         variant="base",
         model="m",
     )
@@ -188,8 +198,10 @@ def test_split_feature_of_strong_guide(table):
     train[fold.train] = True
     ctrl = np.flatnonzero(train & control_mask(table))
     guide = np.flatnonzero(train & (table[GUIDE] == "STRONG_1").to_numpy())
-    bins = FoldBins.build(X, ctrl, lightgbm_params(CFG, 0))
-    booster = lgb.train(lightgbm_params(CFG, 0), bins.block(guide).guide_dataset(guide), num_boost_round=20)
+    bins = FoldBins.build(X, ctrl, classify_options(CFG, 0).booster_params())
+    booster = lgb.train(
+        classify_options(CFG, 0).booster_params(), bins.block(guide).guide_dataset(guide), num_boost_round=20
+    )
     counts = booster.feature_importance(importance_type="split")
     assert int(np.argmax(counts)) == STRONG_FEATURE
     top, _ = metrics.top_features(counts, 0.25)
@@ -213,7 +225,7 @@ def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, s
     """Subsetting the shared binned datasets == building each of the guide's three datasets
     anew from raw floats, with bins found on the same training controls: identical scores."""
     X, _ = feature_matrix(table)
-    params = lightgbm_params(CFG, 0)
+    params = classify_options(CFG, 0).booster_params()
     perturbed = np.flatnonzero(~control_mask(table))
     for fold in batch_folds(table):
         for guide in ("WEAK_1", "NONE_1"):
@@ -241,7 +253,7 @@ def test_pseudo_guide_dataset_equals_scratch_without_its_own_wells(table, nulls,
     """A pseudo-guide trains against the controls minus its own wells and is scored against
     the held-out controls minus its own wells: the shared path equals that built from scratch."""
     X, _ = feature_matrix(table)
-    params = lightgbm_params(CFG, 0)
+    params = classify_options(CFG, 0).booster_params()
     ctrl = control_mask(table)
     target = nulls[0]
     for fold in batch_folds(table):
@@ -277,7 +289,9 @@ def test_shared_bins_close_to_naive_per_guide_rebuild(table, scores):
             tr_ctrl, tr, te_ctrl, te = _fold_parts(table, fold, guide)
             rows = np.r_[tr_ctrl, tr]
             y = np.r_[np.zeros(len(tr_ctrl)), np.ones(len(tr))]
-            params = dict(lightgbm_params(CFG, 0), seed=_guide_seed(0, guide.split("_")[0], guide, fold.name))
+            params = dict(
+                classify_options(CFG, 0).booster_params(), seed=_guide_seed(0, guide.split("_")[0], guide, fold.name)
+            )
             booster = lgb.train(params, lgb.Dataset(X[rows], label=y, params=params), num_boost_round=20)
             y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
             naive = metrics.auroc(y_test, booster.predict(np.concatenate([X[te_ctrl], X[te]])))
@@ -285,19 +299,20 @@ def test_shared_bins_close_to_naive_per_guide_rebuild(table, scores):
             assert abs(naive - row["auroc"]) < 0.1
 
 
-def test_deterministic_and_independent_of_other_guides(table, nulls, scores):
+def test_deterministic_and_independent_of_other_guides(table, nulls, scores, monkeypatch):
     again = classify_guides(
-        table, None, batch_folds(table), ClassifyOptions.from_config(CFG, 0), variant="base", model="m", nulls=nulls
+        table, None, batch_folds(table), classify_options(CFG, 0), variant="base", model="m", nulls=nulls
     )
     pd.testing.assert_frame_equal(scores, again)
     alone = classify_guides(
-        table, [("WEAK", "WEAK_2")], batch_folds(table), ClassifyOptions.from_config(CFG, 0), variant="base", model="m"
+        table, [("WEAK", "WEAK_2")], batch_folds(table), classify_options(CFG, 0), variant="base", model="m"
     )
+    monkeypatch.setattr("phenoica.classify.engine.GUIDES_PER_BLOCK", 2)
     blocks_of_two = classify_guides(
         table,
         None,
         batch_folds(table),
-        ClassifyOptions.from_config(CFG, 0, block_size=2),
+        classify_options(CFG, 0),
         variant="base",
         model="m",
         nulls=nulls,
@@ -305,7 +320,7 @@ def test_deterministic_and_independent_of_other_guides(table, nulls, scores):
     pd.testing.assert_frame_equal(scores, blocks_of_two)
     pd.testing.assert_frame_equal(alone, scores[scores[GUIDE] == "WEAK_2"].reset_index(drop=True))
     other_seed = classify_guides(
-        table, [("WEAK", "WEAK_2")], batch_folds(table), ClassifyOptions.from_config(CFG, 1), variant="base", model="m"
+        table, [("WEAK", "WEAK_2")], batch_folds(table), classify_options(CFG, 1), variant="base", model="m"
     )
     assert not np.allclose(other_seed["sparsity"], alone["sparsity"])
 
@@ -323,7 +338,7 @@ def test_skips_are_recorded_with_reasons():
     few[IMAGE_INDEX] = np.arange(len(t), len(t) + 3)
     t = pd.concat([t, few], ignore_index=True)
     folds = batch_folds(t)
-    out = classify_guides(t, None, folds, ClassifyOptions.from_config(CFG, 0), variant="base")
+    out = classify_guides(t, None, folds, classify_options(CFG, 0), variant="base")
     assert len(out) == 3 * 3 and not out.duplicated([GUIDE, "fold"]).any()
     reason = out.set_index([GUIDE, "fold"])["reason"]
     assert reason["FEW_1", "holdout_B0"] == "too few training samples (0 < 4)"
@@ -348,10 +363,10 @@ def test_a_fold_without_controls_is_an_error_naming_the_counts():
         ("B0",),
     )
     with pytest.raises(ScreenError, match=r"fold 'no_controls' has 40 training control.*and 0 held-out control"):
-        classify_guides(t, None, [no_test_controls], ClassifyOptions.from_config(CFG, 0), variant="base")
+        classify_guides(t, None, [no_test_controls], classify_options(CFG, 0), variant="base")
     few = Fold("few", np.r_[np.arange(3), guide_rows[:30]], np.flatnonzero(t[BATCH] == "B2"), ())
     with pytest.raises(ScreenError, match=r"has 3 training control.*min_train_samples = 4"):
-        classify_guides(t, None, [few], ClassifyOptions.from_config(CFG, 0), variant="base")
+        classify_guides(t, None, [few], classify_options(CFG, 0), variant="base")
 
 
 def test_too_few_heldout_samples_is_a_skip():
@@ -360,7 +375,7 @@ def test_too_few_heldout_samples_is_a_skip():
         t,
         None,
         batch_folds(t),
-        ClassifyOptions.from_config(dict(CFG, min_train_samples=2, min_test_samples=4), 0),
+        classify_options(dict(CFG, min_train_samples=2, min_test_samples=4), 0),
         variant="base",
     )
     assert set(out["reason"]) == {"too few held-out samples (3 < 4)"}
@@ -371,7 +386,7 @@ def test_non_finite_features_raise_naming_columns():
     t.loc[5, feature_name(3)] = np.nan
     t.loc[7, feature_name(6)] = np.inf
     with pytest.raises(ValueError, match=r"non-finite.*emb_0003.*emb_0006.*row 5"):
-        classify_guides(t, None, batch_folds(t), ClassifyOptions.from_config(CFG, 0), variant="base")
+        classify_guides(t, None, batch_folds(t), classify_options(CFG, 0), variant="base")
 
 
 def test_constant_features_are_dropped_with_a_warning(caplog):
@@ -380,7 +395,7 @@ def test_constant_features_are_dropped_with_a_warning(caplog):
     # constant over the training controls of fold holdout_B0 only: one bin there, no crash
     t.loc[(t[BATCH] != "B0") & (t[PERT_TYPE] == CONTROL), feature_name(6)] = np.float32(0.0)
     with caplog.at_level(logging.WARNING, logger="phenoica.classify"):
-        out = classify_guides(t, None, batch_folds(t), ClassifyOptions.from_config(CFG, 0), variant="base")
+        out = classify_guides(t, None, batch_folds(t), classify_options(CFG, 0), variant="base")
     assert "emb_0004" in caplog.text and "constant" in caplog.text
     assert (out["status"] == "ok").all() and out["auroc"].between(0, 1).all()
     # a model that makes no split (LightGBM's default min_data_in_leaf of 20 on 60 rows) is
@@ -393,30 +408,26 @@ def test_gene_under_two_pert_types_is_rejected():
     t = make_table(n_controls=10, guides=GUIDES[:1])
     t.loc[0, GENE] = "STRONG"
     with pytest.raises(ScreenError, match="STRONG.*both PertTypes"):
-        classify_guides(t, None, batch_folds(t), ClassifyOptions.from_config(CFG, 0), variant="base")
+        classify_guides(t, None, batch_folds(t), classify_options(CFG, 0), variant="base")
 
 
 def test_bad_folds_and_guides_are_rejected():
     t = make_table(n_controls=10, guides=GUIDES[:1])
     with pytest.raises(ValueError, match="both train and test"):
-        classify_guides(
-            t, None, [Fold("f", np.arange(10), np.arange(5, 20), ())], ClassifyOptions.from_config(CFG, 0), "base"
-        )
+        classify_guides(t, None, [Fold("f", np.arange(10), np.arange(5, 20), ())], classify_options(CFG, 0), "base")
     with pytest.raises(ValueError, match="out of range"):
-        classify_guides(
-            t, None, [Fold("f", np.arange(10), np.array([10**6]), ())], ClassifyOptions.from_config(CFG, 0), "base"
-        )
+        classify_guides(t, None, [Fold("f", np.arange(10), np.array([10**6]), ())], classify_options(CFG, 0), "base")
     with pytest.raises(ValueError, match="MISSING"):
-        classify_guides(t, [("MISSING", "M_1")], batch_folds(t), ClassifyOptions.from_config(CFG, 0), "base")
+        classify_guides(t, [("MISSING", "M_1")], batch_folds(t), classify_options(CFG, 0), "base")
     with pytest.raises(ValueError, match="NTC_1.*not perturbation guides"):  # controls are not guides
-        classify_guides(t, [("NTC", "NTC_1")], batch_folds(t), ClassifyOptions.from_config(CFG, 0), "base", nulls=[])
+        classify_guides(t, [("NTC", "NTC_1")], batch_folds(t), classify_options(CFG, 0), "base", nulls=[])
 
 
 # ----------------------------------------------------------------------------- LightGBM parameters
 
 
 def test_lightgbm_params_table6_defaults_and_overrides():
-    p = lightgbm_params({}, seed=7)
+    p = classify_options({}, 7).booster_params()
     assert p["is_unbalance"] is True and p["learning_rate"] == 0.05 and p["num_leaves"] == 31
     assert p["feature_fraction"] == 0.6 and p["lambda_l1"] == 5.0 and p["lambda_l2"] == 1.0
     assert p["objective"] == "binary" and p["seed"] == 7 and p["deterministic"] is True
@@ -425,16 +436,16 @@ def test_lightgbm_params_table6_defaults_and_overrides():
     model_keys = set(p) - {"seed", "deterministic", "force_col_wise", "verbosity", "num_threads", "objective"}
     assert model_keys == {"is_unbalance", "learning_rate", "num_leaves", "feature_fraction", "lambda_l1", "lambda_l2"}
     # an alias set explicitly beats the untouched default of the same parameter
-    p = lightgbm_params({"lightgbm": {"lambda_l1": 0.5, "bagging_fraction": 0.8}}, seed=0)
+    p = lightgbm_params(validated_lightgbm({"lambda_l1": 0.5, "bagging_fraction": 0.8}), seed=0)
     assert p["lambda_l1"] == 0.5 and p["bagging_fraction"] == 0.8
     with pytest.raises(ValueError, match="classify.lightgbm.num_leavez"):
-        lightgbm_params({"lightgbm": {"num_leavez": 8}}, seed=0)
+        lightgbm_params(validated_lightgbm({"num_leavez": 8}), seed=0)
     with pytest.raises(ValueError, match="num_boost_round"):
-        lightgbm_params({"lightgbm": {"num_rounds": 8}}, seed=0)
+        lightgbm_params(validated_lightgbm({"num_rounds": 8}), seed=0)
     with pytest.raises(ValueError, match="lambda_l1 and reg_alpha|reg_alpha and lambda_l1"):
-        lightgbm_params({"lightgbm": {"reg_alpha": 2.0, "lambda_l1": 3.0}}, seed=0)
+        lightgbm_params(validated_lightgbm({"reg_alpha": 2.0, "lambda_l1": 3.0}), seed=0)
     with pytest.raises(ValueError, match="classify.num_boost_round"):
-        lightgbm_params({"num_boost_round": 0}, seed=0)
+        classify_options({"num_boost_round": 0})
 
 
 def test_lightgbm_reads_the_parameter_names_itself():
@@ -449,9 +460,9 @@ def test_lightgbm_reads_the_parameter_names_itself():
         "max_bin_by_feature": "max_bin_by_feature",
     }  # data-dependent keys pass
     with pytest.raises(ValueError, match="reg_alpha and l1_regularization|l1_regularization and reg_alpha"):
-        lightgbm_params({"lightgbm": {"reg_alpha": 2.0, "l1_regularization": 3.0}}, seed=0)
+        lightgbm_params(validated_lightgbm({"reg_alpha": 2.0, "l1_regularization": 3.0}), seed=0)
     with pytest.raises(ValueError, match="classify.lightgbm.random_state: may not be set here"):
-        lightgbm_params({"lightgbm": {"random_state": 3}}, seed=0)
+        lightgbm_params(validated_lightgbm({"random_state": 3}), seed=0)
     # outside a check LightGBM's log behaves as its default logger: warnings stay Python warnings
     with pytest.warns(UserWarning, match="categorical_feature keyword"):
         lgb.Dataset(
@@ -466,7 +477,7 @@ def test_lightgbm_parameter_check_never_switches_off_silently(monkeypatch):
     _lightgbm_names.cache_clear()
     try:
         with pytest.raises(RuntimeError, match="cannot check classify.lightgbm"):
-            lightgbm_params({"lightgbm": {"num_leaves": 15}}, seed=0)
+            lightgbm_params(validated_lightgbm({"num_leaves": 15}), seed=0)
     finally:
         _lightgbm_names.cache_clear()
 
@@ -579,7 +590,8 @@ def test_shards_cover_every_guide_once_and_match_unsharded(scores):
     t = make_table()  # classify_shard draws the same pseudo-guides itself, in every shard
     folds = batch_folds(t)
     parts = [
-        classify_shard(t, s, 2, folds, ClassifyOptions.from_config(CFG, 0), variant="base", model="m") for s in range(2)
+        classify_shard(t, s, folds, classify_options(dict(CFG, n_shards=2), 0), variant="base", model="m")
+        for s in range(2)
     ]
     # pseudo-guide j is scored in shard j % 2
     assert set(parts[0].loc[parts[0]["is_null_guide"], GUIDE]) == {"null_0001"}
@@ -698,9 +710,9 @@ def test_a_small_screen_runs_with_the_default_null():
     t[IMAGE_INDEX] = t.groupby(PLATE).cumcount()
     for j in range(D):
         t[feature_name(j)] = rng.standard_normal(len(t)).astype(np.float32)
-    cfg = resolve_classify_config({"num_boost_round": 5, "concentration": False, "min_train_samples": 2})
-    assert cfg["n_null_guides"] == 100
-    out = classify_shard(t, 0, 1, batch_folds(t), ClassifyOptions.from_config(cfg, 0), variant="base", model="m")
+    options = classify_options({"num_boost_round": 5, "concentration": False, "min_train_samples": 2, "n_shards": 1})
+    assert options.n_null_guides == 100
+    out = classify_shard(t, 0, batch_folds(t), options, variant="base", model="m")
     nulls, real = out[out["is_null_guide"]], out[~out["is_null_guide"]]
     assert nulls[GUIDE].nunique() == 100 and (nulls["status"] == "ok").all()
     assert set(real["n_train_neg"]) == {2 * 16 * 2} and set(nulls["n_train_neg"]) == {2 * 15 * 2}

@@ -14,11 +14,10 @@ import pytest
 from phenoica.classify.bins import FoldBins
 from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix, score_guide, score_guide_on
 from phenoica.classify.null import control_mask, null_guide_design
-from phenoica.classify.params import ClassifyOptions, lightgbm_params
 from phenoica.classify.protocol import control_strata, training_controls, trainings
 from phenoica.classify.splits import Fold, in_distribution
 from phenoica.contract.screen import BATCH, GENE, GUIDE, PLATE
-from tests.test_classify import CFG, GUIDES, batch_folds, make_table
+from tests.test_classify import CFG, GUIDES, batch_folds, classify_options, make_table
 
 #: sha256 of the score table (CSV, floats to 17 digits) of ``make_table(n_batches=4)`` with
 #: concentration and 3 pseudo-guides, computed with the code before classify.protocol existed
@@ -45,7 +44,7 @@ def table4() -> pd.DataFrame:
 
 
 def _scores(table, protocol, nulls=3, guides=None, **cfg):
-    options = ClassifyOptions.from_config(dict(CFG, concentration=True, protocol=protocol, **cfg), 0)
+    options = classify_options(dict(CFG, concentration=True, protocol=protocol, **cfg), 0)
     return classify_guides(
         table, guides, batch_folds(table), options, "base", "m", nulls=null_guide_design(table, nulls, 0)
     )
@@ -108,7 +107,7 @@ def test_fast_scores_are_the_group_model_on_each_fold_against_the_shared_subsamp
     """A real guide's fast score = a model trained on its group's rows against the group's
     control subsample, scored on each member fold's held-out rows alone."""
     cfg = dict(CFG, concentration=True, protocol="fast", fast_fold_groups=2, fast_train_controls=100)
-    options = ClassifyOptions.from_config(cfg, 0)
+    options = classify_options(cfg, 0)
     scores = classify_guides(table4, [("WEAK", "WEAK_1")], batch_folds(table4), options, "base", "m")
     X, _ = feature_matrix(table4)
     folds = batch_folds(table4)
@@ -118,12 +117,12 @@ def test_fast_scores_are_the_group_model_on_each_fold_against_the_shared_subsamp
     sub = training_controls(np.flatnonzero(group.train & ctrl), control_strata(table4), 100, 0, group.name)
     assert len(sub) == 100
     tr = np.flatnonzero(group.train & guide)
-    block = FoldBins.build(X, sub, options.lightgbm).block(tr)
+    block = FoldBins.build(X, sub, options.booster_params()).block(tr)
     tests = []
     for _, test in group.members:
         te, te_ctrl = np.flatnonzero(test & guide), np.flatnonzero(test & ctrl)
         tests.append((np.concatenate([X[te_ctrl], X[te]]), np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]))
-    params = dict(lightgbm_params(cfg, 0), seed=_guide_seed(0, "WEAK", "WEAK_1", group.name))
+    params = dict(options.booster_params(), seed=_guide_seed(0, "WEAK", "WEAK_1", group.name))
     expected = score_guide_on(functools.partial(block.guide_dataset, tr), tests, params, 20, 0.25)
     for (fold, _), want in zip(group.members, expected):
         row = scores[scores["fold"] == fold].iloc[0]
@@ -134,13 +133,14 @@ def test_fast_scores_are_the_group_model_on_each_fold_against_the_shared_subsamp
     assert one == expected[0]
 
 
-def test_fast_scores_do_not_depend_on_the_other_guides_or_the_block(table4):
+def test_fast_scores_do_not_depend_on_the_other_guides_or_the_block(table4, monkeypatch):
     cfg = {"fast_fold_groups": 2, "fast_train_controls": 100}
     every = _scores(table4, "fast", **cfg)
     some = _scores(table4, "fast", guides=[("WEAK", "WEAK_2"), ("NONE", "NONE_1")], **cfg)
     mine = every.set_index([GUIDE, "fold"]).loc[some.set_index([GUIDE, "fold"]).index]
     pd.testing.assert_frame_equal(mine.reset_index(), some.set_index([GUIDE, "fold"]).reset_index())
-    opts = ClassifyOptions.from_config(dict(CFG, concentration=True, protocol="fast", **cfg), 0, block_size=1)
+    monkeypatch.setattr("phenoica.classify.engine.GUIDES_PER_BLOCK", 1)
+    opts = classify_options(dict(CFG, concentration=True, protocol="fast", **cfg), 0)
     small = classify_guides(table4, None, batch_folds(table4), opts, "base", "m", nulls=null_guide_design(table4, 3, 0))
     pd.testing.assert_frame_equal(small, every)
 
@@ -189,7 +189,7 @@ def test_grouping_can_leave_a_guide_without_training_rows_and_says_so():
 )
 def test_bad_protocol_settings_are_errors_naming_the_key(cfg, key):
     with pytest.raises(ValueError, match=key):
-        ClassifyOptions.from_config(cfg, 0)
+        classify_options(cfg, 0)
 
 
 def test_strata_are_batch_and_plate():

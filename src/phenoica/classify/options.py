@@ -59,3 +59,11 @@ class ClassifyOptions(NamedTuple):
     def booster_params(self) -> dict[str, Any]:
         """LightGBM's parameters for :func:`lightgbm.train`: the model and run-time keys, and the seed."""
         return lightgbm_params({**self.lightgbm, **self.lightgbm_run_time}, self.seed)
+
+
+@stage_options("map_readout")
+class MapReadoutOptions(NamedTuple):
+    """The settings of one mAP readout job (:func:`phenoica.classify.map_readout.guide_map`)."""
+
+    seed: Annotated[int, Setting("seed")]
+    map_null_size: Annotated[int, Setting("classify.map_null_size")]
