@@ -30,6 +30,10 @@ include: "rules/disentangle.smk"
 include: "rules/bilipschitz.smk"
 
 
+# A name under resources that is no rule's is an error, not a silent fall-back to the default.
+check_resource_rules(RESOURCES, resource_rules(os.path.join(workflow.basedir, "rules")))
+
+
 onstart:
     print(
         f"phenoica: screen source {config['screen']['source']!r}, models {list(config['models'])}, results in {RESULTS}/"

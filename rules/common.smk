@@ -18,7 +18,7 @@ from phenoica.workflow.dag import screen_plates, study_pages, training_plates
 from phenoica.workflow.params import model_params, rule_params
 from phenoica.contract.paths import benchmark_path, log_path
 from phenoica.workflow.rule_inputs import RuleInputs
-from phenoica.workflow.rule_resources import rule_resources, rule_threads
+from phenoica.workflow.rule_resources import check_resource_rules, resource_rules, rule_resources, rule_threads
 from phenoica.workflow.validate import check_screen_once
 
 # Snakemake keeps the last of two equal keys of a config file without a word: read the files

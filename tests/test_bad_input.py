@@ -213,15 +213,20 @@ def test_truncated_safetensors_names_its_path(tmp_path):
 
 
 def test_misspelt_rule_under_resources_is_named():
+    from phenoica.workflow.rule_resources import check_resource_rules, resource_rules
+
+    rules = resource_rules(REPO / "rules")
     with pytest.raises(ConfigError, match=r"resources\.clasify \(did you mean classify\?\): no rule of that name"):
-        validate_config({"resources": {"clasify": {"cpus": 2}}})
-    assert validate_config({"resources": {"classify": {"cpus": 2}}})["resources"]["classify"]["cpus"] == 2
+        check_resource_rules(validate_config({"resources": {"clasify": {"cpus": 2}}})["resources"], rules)
+    resources = validate_config({"resources": {"classify": {"cpus": 2}, "ingest_images": {"cpus": 2}}})["resources"]
+    check_resource_rules(resources, rules)  # a rule of another screen source is a rule too
+    assert resources["classify"]["cpus"] == 2
 
 
-def test_rule_names_of_the_config_are_the_workflows_rules():
+def test_the_rules_that_take_resources_are_the_workflows_job_rules():
     import re
 
-    from phenoica.contract.config import RULE_NAMES
+    from phenoica.workflow.rule_resources import resource_rules
 
     defined = set()
     for smk in (REPO / "rules").glob("*.smk"):
@@ -229,7 +234,7 @@ def test_rule_names_of_the_config_are_the_workflows_rules():
         # a family of rules written once in a loop (``rule:`` / ``name: embed_rule.name``) counts as its family
         defined |= set(re.findall(r"^\s*rule:\n\s*name:\n\s*(\w+)_rule\.name", smk.read_text(), flags=re.M))
     targets = {"all", "disentangle", "bilipschitz"}  # run nothing, take no resources
-    assert set(RULE_NAMES) == defined - targets
+    assert resource_rules(REPO / "rules") == defined - targets
 
 
 # --------------------------------------------------------------------------- the screen vs its models

@@ -7,7 +7,6 @@ unknown or mistyped key is an error that names the key's full path (``classify.l
 from __future__ import annotations
 
 import copy
-import difflib
 import functools
 import os
 import re
@@ -299,61 +298,9 @@ def _resolved(section: str, values: dict[str, Any]) -> ResolvedSection:
     return out
 
 
-#: The workflow's job rules (target rules all / disentangle / bilipschitz run nothing): the
-#: names the ``resources`` section may hold besides ``default``. A test keeps it equal to rules/.
-RULE_NAMES: tuple[str, ...] = (
-    "simulate_truth",
-    "simulate_plate",
-    "plate_metadata",
-    "ingest_images",
-    "ingest_ome_zarr",
-    "ingest_loaddata",
-    "train_mae",
-    "embed",
-    "gather_profiles",
-    "fit_transforms",
-    "apply_transform",
-    "component_sweep",
-    "splits",
-    "classify",
-    "map_readout",
-    "gather_scores",
-    "call_hits",
-    "align",
-    "structural",
-    "gather_identifiability",
-    "report",
-    "biomap_profiles",
-    "biomap",
-    "batch_metrics",
-    "gather_biomap",
-    "disentangle_train",
-    "disentangle_evaluate",
-    "disentangle_report",
-    "bilipschitz_train",
-    "bilipschitz_gather",
-    "bilipschitz_report",
-)
-
-
-def _check_resources(resources: Mapping[str, Any]) -> None:
-    """Every name under ``resources`` is ``default`` or a rule: a misspelt rule would silently
-    fall back to ``default``."""
-    unknown = [name for name in resources if name != "default" and name not in RULE_NAMES]
-    if unknown:
-        hints = []
-        for name in unknown:
-            close = difflib.get_close_matches(name, RULE_NAMES, n=1, cutoff=0.6)
-            hints.append(f"resources.{name}" + (f" (did you mean {close[0]}?)" if close else ""))
-        raise ConfigError(
-            f"invalid configuration: {', '.join(hints)}: no rule of that name; resources takes default "
-            f"or a rule: {', '.join(RULE_NAMES)}"
-        )
-
-
 def _check_consistency(config: dict[str, Any]) -> None:
-    """Cross-key rules the schema cannot express."""
-    _check_resources(config["resources"])
+    """Cross-key rules the schema cannot express (the names under ``resources`` are checked once
+    the rules are defined: :func:`phenoica.workflow.rule_resources.check_resource_rules`)."""
     screen = config["screen"]
     needs = {
         "zarr": ["metadata", "plates_dir"],
@@ -450,7 +397,7 @@ def planned_demo_note(config: Mapping[str, Any]) -> str | None:
     screen = config.get("screen")
     if isinstance(screen, Mapping) and screen.get("source"):
         return None
-    demo = section_defaults("demo") | dict(config.get("demo") or {})
+    demo = validate_config({"demo": dict(config.get("demo") or {})})["demo"]
     plates = int(demo["n_batches"]) * int(demo["plates_per_batch"])
     return (
         "the config names no screen (no screen.source): the simulated demo screen is planned (screen.source: demo, "

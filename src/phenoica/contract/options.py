@@ -20,8 +20,6 @@ filled, and states no default itself. A notebook or a test writes
 from __future__ import annotations
 
 import copy
-import importlib
-import pkgutil
 from typing import Any, Callable, Mapping, NamedTuple, TypeVar, get_type_hints
 
 from phenoica.contract.values import ConfigError
@@ -53,7 +51,7 @@ def canonical(value: Any) -> Any:
     Snakemake records are compared as text, so key order must not count."""
     if isinstance(value, Mapping):
         return {str(k): canonical(value[k]) for k in sorted(value, key=str)}
-    if isinstance(value, (list, tuple)):
+    if isinstance(value, (list, tuple)) and not hasattr(value, "_fields"):  # an options object stays one
         return [canonical(v) for v in value]
     return value
 
@@ -119,27 +117,3 @@ def stage_options(*rules: str) -> Callable[[type[T]], type[T]]:
         return cls
 
     return decorate
-
-
-def load_stage_options() -> dict[str, type]:
-    """Import every stage's ``options`` module (``phenoica.<stage>.options``) and return
-    :data:`RULE_OPTIONS`: which options class each rule takes."""
-    import phenoica
-
-    for info in pkgutil.walk_packages(phenoica.__path__, "phenoica."):
-        if info.name.rsplit(".", 1)[-1] == "options":
-            importlib.import_module(info.name)
-    return dict(RULE_OPTIONS)
-
-
-def key_rules() -> dict[str, tuple[str, ...]]:
-    """Dotted config key -> the rules a change of it reruns (those whose options read it, not at
-    run time), for every key some stage reads (``models.{model}`` as ``models.NAME``); a key read
-    at run time only maps to ``()``: the configuration reference's "reruns" column."""
-    out: dict[str, list[str]] = {}
-    for rule, cls in sorted(load_stage_options().items()):
-        for setting in settings_of(cls).values():
-            rules = out.setdefault(setting.key.replace("{model}", "NAME"), [])
-            if not setting.run_time and rule not in rules:
-                rules.append(rule)
-    return {key: tuple(rules) for key, rules in out.items()}

@@ -33,13 +33,13 @@ import pandas as pd
 from phenoica.contract import screen
 from phenoica.contract.config import component_problems
 from phenoica.contract.names import listed_name_problems, name_problems
+from phenoica.contract.options import canonical
 from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.contract.values import ConfigError
 from phenoica.screen.h5ad import parquet_source
 from phenoica.utils.io import atomic_path, get_logger
 from phenoica.workflow import analysis
 from phenoica.workflow import digests as wdigests
-from phenoica.workflow import params as wparams
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 4
@@ -482,21 +482,22 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
                 files += [str(store / name) for name in ("zarr.json", ".zattrs", ".zgroup")]
     parts = {
         "checks": CHECKS_VERSION,
-        "screen": wparams.without_run_time(config, "screen"),
-        "demo": wparams.canonical({k: config["demo"][k] for k in ("image_size", "channels")})
+        # the screen's keys but the chunk length the ingest rules write their stores in (speed only)
+        "screen": canonical({k: v for k, v in cfg.items() if k != "chunk_images"}),
+        "demo": canonical({k: config["demo"][k] for k in ("image_size", "channels")})
         if source == "demo"
         else None,
-        "models": wparams.canonical(config["models"]),
+        "models": canonical(config["models"]),
         "crop_size": config["embed"]["crop_size"],
         "analysis": {
             "seed": config["seed"],
-            "splits": wparams.canonical(config["splits"]),
+            "splits": canonical(config["splits"]),
             "n_null_guides": config["classify"]["n_null_guides"],
             "biomap": config["biomap"]["enabled"],
             "n_components": config["transforms"]["n_components"],
-            "lightgbm": wparams.canonical(config["classify"]["lightgbm"]),
+            "lightgbm": canonical(config["classify"]["lightgbm"]),
             # what the readouts can score (phenoica.classify.capacity) reads these
-            "readouts": wparams.canonical(
+            "readouts": canonical(
                 {
                     **{k: config["classify"][k] for k in analysis.READOUT_KEYS},
                     "null_model": config["hits"]["null_model"],
