@@ -26,7 +26,7 @@ import pandas as pd
 from phenoica.classify.null import NULL_GENE
 from phenoica.contract.screen import GENE, GUIDE
 from phenoica.hits.calls import screen_calls
-from phenoica.sweep.components import first_null_guides
+from phenoica.sweep.component_sweep import first_null_guides
 
 
 def calls(rows: pd.DataFrame, q: float) -> tuple[set[str], int]:

@@ -13,7 +13,7 @@ os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH",
 
 from phenoica.contract.config import planned_demo_note, run_models, validate_config
 from phenoica.contract.schema import check_yaml_files, schema_enum
-from phenoica.transforms.names import swept_variants
+from phenoica.transforms.variant_names import swept_variants
 from phenoica.workflow.dag import screen_plates, study_pages, training_plates
 from phenoica.workflow.params import model_params, rule_params
 from phenoica.contract.paths import benchmark_path, log_path

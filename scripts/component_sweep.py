@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.classify.splits import read_folds
-from phenoica.sweep.components import MainPoint, SweepOptions, chosen_count, sweep_model
+from phenoica.sweep.component_sweep import MainPoint, SweepOptions, chosen_count, sweep_model
 from phenoica.utils.io import write_parquet
 from phenoica.workflow.params import rule_settings
 

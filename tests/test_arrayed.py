@@ -351,7 +351,7 @@ def test_the_sweep_leaves_the_control_constructs_out_of_its_null():
     """The classify shards hold the control constructs' rows beside the pseudo-guides'; the
     component sweep's calls, like the main run's, count only the pseudo-guides as the null."""
     from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.sweep.components import SweepOptions, sweep_model
+    from phenoica.sweep.component_sweep import SweepOptions, sweep_model
 
     table, _ = _profiles()
     cfg = validate_config({"classify": {"num_boost_round": 4, "n_null_guides": 6, "map_null_size": 100}})

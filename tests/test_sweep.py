@@ -1,4 +1,4 @@
-"""The component sweep (phenoica.sweep.components): its grid, and that its chosen point is the run's own answer."""
+"""The component sweep (phenoica.sweep.component_sweep): its grid, and that its chosen point is the run's own answer."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from phenoica.contract.config import validate_config
 
 
 def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
-    from phenoica.sweep.components import sweep_grid
+    from phenoica.sweep.component_sweep import sweep_grid
 
     assert sweep_grid(192, 5000, 25, 5) == [2, 6, 20, 25, 61, 192]
     assert sweep_grid(48, 40, 20, 3) == [2, 9, 20, 38]  # at most rows - 2
@@ -39,9 +39,9 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     from phenoica.report.sections import ReportContext
     from phenoica.report.sweep import build_sweep
     from phenoica.screen.positive_control import ControlDesign, write_screen
-    from phenoica.sweep.components import MainPoint, SweepOptions, sweep_model
+    from phenoica.sweep.component_sweep import MainPoint, SweepOptions, sweep_model
     from phenoica.transforms.fit import fit_variants
-    from phenoica.transforms.names import component_name
+    from phenoica.transforms.variant_names import component_name
 
     out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
@@ -120,7 +120,7 @@ def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reas
 
     import scipy.linalg
 
-    import phenoica.sweep.components as components
+    import phenoica.sweep.component_sweep as components
     from phenoica.classify.splits import leave_one_batch_out
     from phenoica.screen.positive_control import ControlDesign, write_screen
 

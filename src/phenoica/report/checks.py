@@ -3,7 +3,7 @@
 Inputs are the classification stage's tables (see ``phenoica.classify``): guide-fold rows, guide
 scores, gene scores, optionally a mAP table and a truth table. Each ``check_*`` returns a checked
 copy or raises an error that names the table and the column or rows at fault. Variants are
-ordered as :data:`phenoica.transforms.names.VARIANTS` declares them (base, pca, pca_ica, pca_rand,
+ordered as :data:`phenoica.transforms.variant_names.VARIANTS` declares them (base, pca, pca_ica, pca_rand,
 tvn), any other name after them, sorted.
 """
 
@@ -19,7 +19,7 @@ from phenoica.classify.engine import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_I
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.contract.values import OK, SKIPPED
 from phenoica.hits.calls import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS
-from phenoica.transforms.names import VARIANTS
+from phenoica.transforms.variant_names import VARIANTS
 
 VARIANT_LABELS: dict[str, str] = {
     "base": "Base",

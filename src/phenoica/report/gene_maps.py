@@ -29,7 +29,7 @@ from phenoica.report import render  # noqa: E402
 from phenoica.report.inputs import ReportInputs  # noqa: E402
 from phenoica.report.render import save_figure  # noqa: E402
 from phenoica.report.sections import ReportContext, Section, SectionOutput, figure_blocks, table_section  # noqa: E402
-from phenoica.transforms.names import VARIANTS, WHITENED_VARIANTS  # noqa: E402
+from phenoica.transforms.variant_names import VARIANTS, WHITENED_VARIANTS  # noqa: E402
 
 MARKERS = ("o", "s", "^", "D", "v", "P")
 

@@ -10,7 +10,7 @@ by :mod:`phenoica.report.checks`:
 - gene scores: per (model, variant, gene), real guides only;
 - optionally a mAP table (copairs), the transform fit report and the identifiability tables.
 
-Every variant subset is handled (those of :data:`phenoica.transforms.names.VARIANTS`, or any other
+Every variant subset is handled (those of :data:`phenoica.transforms.variant_names.VARIANTS`, or any other
 name, which sorts after them). Each table is a small function a test can call. The checks against
 a simulated truth are in :mod:`phenoica.report.truth_tables`, drawing in
 :mod:`phenoica.report.figures`, the page in :mod:`phenoica.report.write`.

@@ -1,5 +1,5 @@
 """The report's component-sweep section: how the answers move with the number of whitened
-components (the sweep itself is :func:`phenoica.sweep.components.sweep_model`)."""
+components (the sweep itself is :func:`phenoica.sweep.component_sweep.sweep_model`)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Embedding post-processing: variants of the same embeddings, fitted once, re-applied.
 
-The variants (``phenoica.transforms.names.VARIANTS``; Nelson et al., ICLR 2026, Tables 3, 4 and 6):
+The variants (``phenoica.transforms.variant_names.VARIANTS``; Nelson et al., ICLR 2026, Tables 3, 4 and 6):
 
 - ``base``: the embeddings as they are (identity; feature names kept, ``emb_*``).
 - ``pca``: per-batch center-scale on controls (if ``center_scale``), then PCA whitening.

@@ -24,7 +24,7 @@ from phenoica.contract.arrays import check_matrix
 from phenoica.contract.config import as_resolved, section_defaults
 from phenoica.contract.screen import CONTROL, PERT_TYPE, ScreenError
 from phenoica.transforms.accumulators import Moments, RowSample
-from phenoica.transforms.names import VARIANTS, WHITENED_VARIANTS
+from phenoica.transforms.variant_names import VARIANTS, WHITENED_VARIANTS
 from phenoica.transforms.rotations import ICARotation, RandomRotation
 from phenoica.transforms.rows import Profiles, RowBlock, profile_source, row_block, row_columns, source_features
 from phenoica.transforms.scaling import CenterScale, CoralAlignment, check_batches, check_is_control

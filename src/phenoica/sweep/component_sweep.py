@@ -44,7 +44,7 @@ from phenoica.contract.config import as_resolved, resolve_section
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, WELL, feature_columns
 from phenoica.hits.calls import screen_calls
 from phenoica.transforms.fit import fit_variants
-from phenoica.transforms.names import component_name, swept_variants
+from phenoica.transforms.variant_names import component_name, swept_variants
 
 LOG = logging.getLogger(__name__)
 
