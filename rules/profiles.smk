@@ -1,3 +1,5 @@
+from phenoica.profiles.options import GatherOptions
+
 # The profile table of each model: every plate's embeddings gathered, checked against the contract,
 # at image or well level (phenoica.profiles).
 
@@ -17,6 +19,6 @@ rule gather_profiles:
     resources:
         **rule_resources(RESOURCES, "gather_profiles"),
     params:
-        **rule_params(config, "gather_profiles"),
+        options=GatherOptions.from_config(config),
     script:
         "../scripts/gather_profiles.py"

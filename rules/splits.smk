@@ -1,3 +1,5 @@
+from phenoica.classify.options import SplitOptions
+
 # The batch-effect folds the classifiers use: leave-one-batch-out, or in-distribution repeats
 # (phenoica.classify.splits).
 
@@ -17,6 +19,6 @@ rule splits:
     resources:
         **rule_resources(RESOURCES, "splits"),
     params:
-        **rule_params(config, "splits"),
+        options=SplitOptions.from_config(config),
     script:
         "../scripts/splits.py"

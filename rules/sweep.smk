@@ -1,3 +1,5 @@
+from phenoica.sweep.options import SweepOptions
+
 # The component sweep: the screen scored again at other counts of whitened components, per model
 # of sweep.models (phenoica.sweep).
 
@@ -23,6 +25,6 @@ rule component_sweep:
     resources:
         **rule_resources(RESOURCES, "component_sweep"),
     params:
-        **rule_params(config, "component_sweep"),
+        options=SweepOptions.from_config(config),
     script:
         "../scripts/component_sweep.py"

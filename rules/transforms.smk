@@ -1,3 +1,5 @@
+from phenoica.transforms.options import ApplyTransformOptions, TransformOptions
+
 # Post-processing variants (base, pca, pca_ica, pca_rand): fitted once per model, saved, and
 # applied to every profile row (phenoica.transforms).
 
@@ -19,7 +21,7 @@ if not config["transforms"]["frozen"]:
         resources:
             **rule_resources(RESOURCES, "fit_transforms"),
         params:
-            **rule_params(config, "fit_transforms"),
+            options=TransformOptions.from_config(config),
         script:
             "../scripts/fit_transforms.py"
 
@@ -39,5 +41,7 @@ rule apply_transform:
     threads: rule_threads(RESOURCES, "apply_transform", 1)
     resources:
         **rule_resources(RESOURCES, "apply_transform"),
+    params:
+        options=ApplyTransformOptions.from_config(config),
     script:
         "../scripts/apply_transform.py"

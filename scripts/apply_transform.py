@@ -5,9 +5,8 @@ from phenoica.utils.io import log_job_cpu, rule_logger
 log = rule_logger("phenoica.apply_transform", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.transforms.apply import apply_transform_file
-from phenoica.workflow.params import rule_settings
 
-batch_rows = rule_settings(snakemake.config, "apply_transform")["transforms"]["batch_rows"]
+batch_rows = snakemake.params.options.batch_rows
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 rows = apply_transform_file(snakemake.input.profiles, snakemake.input.transform, snakemake.output[0], batch_rows)
 log.info("variant %s: %d rows", snakemake.wildcards.variant, rows)

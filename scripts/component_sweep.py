@@ -10,11 +10,10 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.classify.splits import read_folds
-from phenoica.sweep.component_sweep import MainPoint, SweepOptions, chosen_count, sweep_model
+from phenoica.sweep.component_sweep import MainPoint, chosen_count, sweep_model
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import rule_settings
 
-options = SweepOptions.from_config(rule_settings(snakemake.config, "component_sweep"))
+options = snakemake.params.options
 profiles = pd.read_parquet(snakemake.input.profiles)
 folds = read_folds(snakemake.input.folds, profiles)
 chosen = chosen_count(json.loads(Path(snakemake.input.fit_report).read_text()))

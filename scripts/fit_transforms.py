@@ -8,10 +8,6 @@ log = rule_logger("phenoica.fit_transforms", snakemake.log[0])  # first: the log
 from pathlib import Path
 
 from phenoica.transforms.fit import fit_transforms
-from phenoica.workflow.params import rule_settings
 
-settings = rule_settings(snakemake.config, "fit_transforms")
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-fit_transforms(
-    snakemake.input[0], settings["transforms"], settings["seed"], Path(snakemake.output.fit_report).parent, log=log
-)
+fit_transforms(snakemake.input[0], snakemake.params.options, Path(snakemake.output.fit_report).parent, log=log)

@@ -67,3 +67,22 @@ class MapReadoutOptions(NamedTuple):
 
     seed: Annotated[int, Setting("seed")]
     map_null_size: Annotated[int, Setting("classify.map_null_size")]
+
+
+@stage_options("splits")
+class SplitOptions(NamedTuple):
+    """The settings of one model's folds (:func:`phenoica.classify.splits.make_folds`).
+
+    ``scheme`` is ``leave_one_batch_out`` (one fold per batch: it draws nothing, so it reads
+    nothing else, :meth:`depends_on`) or ``in_distribution`` (``n_folds`` seeded holdouts of
+    ``holdout_fraction`` of each batch's wells).
+    """
+
+    scheme: Annotated[str, Setting("splits.scheme")]
+    holdout_fraction: Annotated[float, Setting("splits.holdout_fraction")]
+    n_folds: Annotated[int, Setting("splits.n_folds")]
+    seed: Annotated[int, Setting("seed")]
+
+    def depends_on(self) -> tuple[str, ...]:
+        """The fields the folds depend on: the scheme alone under leave-one-batch-out, every field otherwise."""
+        return ("scheme",) if self.scheme == "leave_one_batch_out" else self._fields

@@ -15,12 +15,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.config import section_defaults
+from phenoica.classify.options import SplitOptions
 from phenoica.contract.screen import (
     BATCH,
     CONTROL,
@@ -181,15 +180,14 @@ def in_distribution(table: pd.DataFrame, holdout_fraction: float, n_folds: int, 
     return folds
 
 
-def make_folds(table: pd.DataFrame, cfg_splits: Mapping[str, Any], seed: int) -> list[Fold]:
-    """The folds config["splits"] asks for (``scheme``; ``holdout_fraction``, ``n_folds``); keys
-    it lacks take the schema's defaults (:func:`phenoica.contract.config.section_defaults`)."""
-    cfg = {**section_defaults("splits"), **cfg_splits}
-    scheme = cfg["scheme"]
+def make_folds(table: pd.DataFrame, options: SplitOptions) -> list[Fold]:
+    """The folds ``options.scheme`` asks for: :func:`leave_one_batch_out`, or
+    :func:`in_distribution` with ``options``' share, repeats and seed."""
+    scheme = options.scheme
     if scheme == "leave_one_batch_out":
         return leave_one_batch_out(table)
     if scheme == "in_distribution":
-        return in_distribution(table, float(cfg["holdout_fraction"]), int(cfg["n_folds"]), seed)
+        return in_distribution(table, float(options.holdout_fraction), int(options.n_folds), options.seed)
     raise ValueError(f"splits.scheme: expected one of {SCHEMES}, got {scheme!r}")
 
 

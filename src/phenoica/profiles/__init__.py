@@ -34,5 +34,8 @@ Modules, one job each:
 - :mod:`~phenoica.profiles.wells`: per-well means, streamed (``WellMeans``) or in memory
   (``aggregate_wells``);
 - :mod:`~phenoica.profiles.gather`: the gather itself (``iter_profiles``, ``write_profiles``,
-  ``gather_profiles``).
+  ``gather_profiles``);
+- :mod:`~phenoica.profiles.options`: ``GatherOptions``, what the ``gather_profiles`` job reads.
 """
+
+__all__ = ["columns", "constant_rows", "embeddings", "gather", "options", "tables", "wells"]

@@ -58,18 +58,15 @@ class FeatureSelection:
     columns: tuple[str, ...] | None = None
 
     @classmethod
-    def from_config(cls, screen_cfg: Mapping[str, Any]) -> "FeatureSelection":
-        """The selection of a validated ``config["screen"]``."""
-        columns = screen_cfg.get("feature_columns")
-        return cls(
-            str(screen_cfg.get("feature_prefix") or screen.FEATURE_PREFIX),
-            screen_cfg.get("feature_regex") or None,
-            tuple(columns) if columns else None,
-        )
+    def of(cls, prefix: str | None, regex: str | None, columns: Sequence[str] | None) -> "FeatureSelection":
+        """The selection of ``screen.feature_prefix``, ``feature_regex`` and ``feature_columns``
+        (an empty value is unset: the prefix is then phenoica's own)."""
+        return cls(str(prefix or screen.FEATURE_PREFIX), regex or None, tuple(columns) if columns else None)
 
-    def params(self) -> dict[str, Any]:
-        """The selection as a rule's params (what the gathered profiles depend on)."""
-        return {"prefix": self.prefix, "regex": self.regex, "columns": list(self.columns) if self.columns else None}
+    @classmethod
+    def from_config(cls, screen_cfg: Mapping[str, Any]) -> "FeatureSelection":
+        """The selection of a validated ``config["screen"]`` (:meth:`of` its three keys)."""
+        return cls.of(screen_cfg["feature_prefix"], screen_cfg["feature_regex"], screen_cfg["feature_columns"])
 
     def describe(self) -> str:
         """The config key that chose the features, in words."""

@@ -25,7 +25,6 @@ through its section :mod:`phenoica.report.sweep`.
 
 from __future__ import annotations
 
-import functools
 import logging
 import math
 import time
@@ -39,12 +38,11 @@ from phenoica.biomap.batch_metrics import batch_classifier
 from phenoica.classify.engine import classify_guides
 from phenoica.classify.map_readout import guide_map, well_profiles
 from phenoica.classify.null import NULL_GENE, null_guide_design, null_guide_name, split_control_rows
-from phenoica.classify.options import ClassifyOptions
-from phenoica.contract.config import as_resolved, resolve_section
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, WELL, feature_columns
 from phenoica.hits.calls import screen_calls
+from phenoica.sweep.options import SweepOptions
 from phenoica.transforms.fit import fit_variants
-from phenoica.transforms.variant_names import component_name, swept_variants
+from phenoica.transforms.variant_names import component_name
 
 LOG = logging.getLogger(__name__)
 
@@ -62,58 +60,6 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "batch_chance",
     "seconds",
 )
-
-
-@dataclass(frozen=True)
-class SweepOptions:
-    """Everything a sweep reads from the config, built once (:meth:`from_config`): the
-    ``transforms``, ``classify`` and ``hits`` sections (resolved against the schema once, there),
-    the workflow seed, the swept variants and the grid's ``sweep.points``.
-    ``q_threshold`` is the sweep's own threshold of its hit counts (no config key)."""
-
-    transforms: Mapping[str, Any]
-    classify: Mapping[str, Any]
-    hits: Mapping[str, Any]
-    seed: int
-    variants: tuple[str, ...]
-    max_points: int
-    q_threshold: float = 0.1
-    null_guides: int | None = None
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "SweepOptions":
-        """From ``{"transforms": ..., "classify": ..., "hits": ..., "sweep": ..., "seed": ...}``
-        (each section possibly partial or absent: the schema's defaults fill it in)."""
-        t = resolve_section("transforms", config["transforms"])
-        sweep = resolve_section("sweep", config.get("sweep"))
-        return cls(
-            transforms=t,
-            classify=resolve_section("classify", config["classify"]),
-            hits=resolve_section("hits", config.get("hits")),
-            seed=int(config["seed"]),
-            variants=swept_variants(t["variants"]),
-            max_points=int(sweep["points"]),
-            null_guides=None if sweep["null_guides"] is None else int(sweep["null_guides"]),
-        )
-
-    @property
-    def n_null_guides(self) -> int:
-        """Pseudo-guides of each point's null: ``sweep.null_guides``, at most the main run's
-        ``classify.n_null_guides`` (all of them when unset)."""
-        full = int(self.classify["n_null_guides"])
-        return full if self.null_guides is None else min(full, self.null_guides)
-
-    @functools.cached_property
-    def scoring(self) -> ClassifyOptions:
-        """The classification of every grid point: the ``classify`` section without the
-        concentration models and with the sweep's null (:attr:`n_null_guides`), built once per sweep."""
-        main = ClassifyOptions.from_config({"classify": as_resolved("classify", self.classify), "seed": self.seed})
-        return main._replace(concentration=False, n_null_guides=self.n_null_guides)
-
-    def transforms_at(self, n_components: int) -> Mapping[str, Any]:
-        """The ``transforms`` section at one grid point's component count (only the count is
-        checked again)."""
-        return as_resolved("transforms", self.transforms).updated(n_components=int(n_components))
 
 
 def sweep_grid(n_features: int, n_rows: int, chosen: int, max_points: int) -> list[int]:
@@ -150,7 +96,7 @@ def score_point(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """One variant at one count: (its sweep row without model/count, its guide calls)."""
     start = time.perf_counter()
-    scoring = options.scoring  # every guide and the null's pseudo-guides, as one shard; no control constructs
+    scoring = options.scoring()  # every guide and the null's pseudo-guides, as one shard; no control constructs
     nulls = null_guide_design(table, scoring.n_null_guides, scoring.seed)
     rows = classify_guides(table, None, folds, scoring, variant, model, nulls=nulls)
     return summarize_point(MainPoint(table, rows), options, variant, model, start)
@@ -172,15 +118,15 @@ def summarize_point(
     ``start`` is when its work began (``time.perf_counter``). A point without a mAP table
     (``point.mAP`` None) computes it here. The control constructs' rows that the classify shards
     hold (:func:`phenoica.classify.null.split_control_rows`) are left out."""
-    with_null = options.classify["n_null_guides"] > 0
+    with_null = options.n_null_guides > 0
     rows, _controls = split_control_rows(point.rows)  # the control constructs are not guides, nor the null
-    calls = screen_calls(rows, None, options.hits["null_model"], options.q_threshold, with_null=with_null)
+    calls = screen_calls(rows, None, options.null_model, options.q_threshold, with_null=with_null)
     guides, genes = calls["guides"], calls["genes"]
     real = guides[~guides["is_null_guide"].astype(bool)]
     mAP = point.mAP
     if mAP is None:
         mAP = guide_map(
-            point.table, variant=variant, model=model, seed=options.seed, null_size=options.classify["map_null_size"]
+            point.table, variant=variant, model=model, seed=options.seed, null_size=options.map_null_size
         )
     acc, chance = _batch_accuracy(point.table, feature_columns(point.table), options.seed)
     row = {
@@ -218,7 +164,7 @@ def sweep_model(
     X = profiles[features].to_numpy(dtype=np.float64)
     batches = profiles[BATCH].astype(str).to_numpy()
     is_control = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
-    counts = list(grid) if grid is not None else sweep_grid(len(features), len(X), chosen, options.max_points)
+    counts = list(grid) if grid is not None else sweep_grid(len(features), len(X), chosen, options.points)
     records, all_calls = [], []
     main = main or {}
     for k in counts:
@@ -228,7 +174,7 @@ def sweep_model(
             fitted = (
                 {}
                 if not todo
-                else fit_variants(todo, X, batches, is_control, options.transforms_at(k), options.seed, features)
+                else fit_variants(todo, X, batches, is_control, options.transforms_at(k), features)
             )
         except np.linalg.LinAlgError as err:  # scipy's LinAlgError too: e.g. "SVD did not converge"
             log.warning(
@@ -246,10 +192,10 @@ def sweep_model(
         for variant in options.variants:
             if variant not in todo:
                 point = main[variant]
-                full = int(options.classify["n_null_guides"])
-                if options.n_null_guides < full:
+                full = int(options.n_null_guides)
+                if options.point_null_guides < full:
                     point = MainPoint(
-                        point.table, first_null_guides(point.rows, options.n_null_guides, full), point.mAP
+                        point.table, first_null_guides(point.rows, options.point_null_guides, full), point.mAP
                     )
                 row, calls = summarize_point(point, options, variant, model, time.perf_counter())
             else:

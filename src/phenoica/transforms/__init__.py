@@ -26,5 +26,23 @@ Modules, one job each:
 - :mod:`~phenoica.transforms.serialize`: the ``.npz`` + JSON format of a fitted transform;
 - :mod:`~phenoica.transforms.rows`: row blocks of a profile table;
 - :mod:`~phenoica.transforms.fit`: the streaming fit of every variant, from blocks, arrays or tables;
-- :mod:`~phenoica.transforms.apply`: a profile table through a fitted variant, row batch by row batch.
+- :mod:`~phenoica.transforms.apply`: a profile table through a fitted variant, row batch by row batch;
+- :mod:`~phenoica.transforms.variant_names`: the variants' and components' names (no fitting library);
+- :mod:`~phenoica.transforms.options`: ``TransformOptions`` (what a fit reads: the ``fit_transforms``
+  job, and each point of the component sweep) and ``ApplyTransformOptions``.
 """
+
+__all__ = [
+    "accumulators",
+    "apply",
+    "components",
+    "fit",
+    "options",
+    "rotations",
+    "rows",
+    "scaling",
+    "serialize",
+    "variant",
+    "variant_names",
+    "whitening",
+]

@@ -21,9 +21,9 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from phenoica.contract.arrays import check_matrix
-from phenoica.contract.config import as_resolved, section_defaults
 from phenoica.contract.screen import CONTROL, PERT_TYPE, ScreenError
 from phenoica.transforms.accumulators import Moments, RowSample
+from phenoica.transforms.options import TransformOptions
 from phenoica.transforms.variant_names import VARIANTS, WHITENED_VARIANTS
 from phenoica.transforms.rotations import ICARotation, RandomRotation
 from phenoica.transforms.rows import Profiles, RowBlock, profile_source, row_block, row_columns, source_features
@@ -42,23 +42,7 @@ LOG = logging.getLogger(__name__)
 SEED_PURPOSES: tuple[str, ...] = ("whiten", "ica_rows", "ica", "rand", "tvn")
 
 
-# --------------------------------------------------------------------------- configuration
-
-
-def transform_defaults() -> dict[str, Any]:
-    """config["transforms"] when nothing is set: the defaults of the config schema."""
-    return section_defaults("transforms")
-
-
-def transform_config(cfg: Mapping[str, Any] | None) -> dict[str, Any]:
-    """config["transforms"] with absent keys defaulted from the config schema
-    (:func:`phenoica.contract.config.resolve_section`); unknown keys and values the schema rejects are
-    errors naming the key and what it expects. A section already resolved is used as is (not
-    validated again), so the fit functions resolve once whichever of them is called first; the
-    component rule is checked here, before any row is read."""
-    out = as_resolved("transforms", cfg)
-    PCAWhitener(n_components=out["n_components"]).component_rule()
-    return out
+# --------------------------------------------------------------------------- seeds
 
 
 def variant_seeds(seed: int) -> dict[str, int]:
@@ -204,7 +188,7 @@ def _check_fit_rows(
         )
 
 
-def _tvn_rows(cfg: Mapping[str, Any], seeds: Mapping[str, int], n_ctrl: int, source: str) -> _TvnRows:
+def _tvn_rows(options: TransformOptions, seeds: Mapping[str, int], n_ctrl: int, source: str) -> _TvnRows:
     """TVN's second-pass accumulator: its own whitener on the controls unless ``fit_on`` is
     ``controls`` (then the shared whitener is TVN's); at least two control rows are needed."""
     if n_ctrl < 2:
@@ -213,29 +197,29 @@ def _tvn_rows(cfg: Mapping[str, Any], seeds: Mapping[str, int], n_ctrl: int, sou
         )
     own = (
         None
-        if cfg["fit_on"] == "controls"
+        if options.fit_on == "controls"
         else PCAWhitener(
-            cfg["n_components"], cfg["whiten_eps"], seeds["tvn"], parallel_max_samples=cfg["parallel_max_samples"]
+            options.n_components, options.whiten_eps, seeds["tvn"], parallel_max_samples=options.parallel_max_samples
         )
     )
     return _TvnRows(own, n_ctrl, {})
 
 
 def _shared_report(
-    cfg: Mapping[str, Any], d: int, n_fit: int, scaler: CenterScale | None, whitener: PCAWhitener
+    options: TransformOptions, d: int, n_fit: int, scaler: CenterScale | None, whitener: PCAWhitener
 ) -> dict[str, Any]:
     """The fit report every whitened variant starts from: the shared center-scale and whitening."""
     return {
         "n_features_in": d,
-        "fit_on": cfg["fit_on"],
+        "fit_on": options.fit_on,
         "n_samples_fit": int(n_fit),
-        "center_scale": bool(cfg["center_scale"]),
+        "center_scale": bool(options.center_scale),
         "batches": [] if scaler is None else scaler.batches_.tolist(),
         "controls_per_batch": [] if scaler is None else scaler.n_controls_.tolist(),
         "n_components_rule": whitener.component_rule(),
         "n_components": int(whitener.n_components_),
         "explained_variance_ratio": float(whitener.explained_variance_ratio_.sum()),
-        "whiten_eps": float(cfg["whiten_eps"]),
+        "whiten_eps": float(options.whiten_eps),
     }
 
 
@@ -244,13 +228,13 @@ def _fit_tvn(
     scaler: CenterScale | None,
     whitener: PCAWhitener,
     tvn: _TvnRows,
-    cfg: Mapping[str, Any],
+    options: TransformOptions,
     n_ctrl: int,
     report: dict[str, Any],
 ) -> VariantTransform:
     """The tvn variant: center-scale, the whitener on the controls, then per-batch CORAL."""
     tvn_whitener = whitener if tvn.whitener is None else tvn.whitener
-    coral = CoralAlignment(cfg["tvn_coral_eps"]).fit_moments(whitened_moments(tvn.moments, tvn_whitener))
+    coral = CoralAlignment(options.tvn_coral_eps).fit_moments(whitened_moments(tvn.moments, tvn_whitener))
     report.update(
         fit_on="controls",
         n_samples_fit=int(n_ctrl),
@@ -258,7 +242,7 @@ def _fit_tvn(
         n_components_rule=tvn_whitener.component_rule(),
         explained_variance_ratio=float(tvn_whitener.explained_variance_ratio_.sum()),
         coral={
-            "eps": float(cfg["tvn_coral_eps"]),
+            "eps": float(options.tvn_coral_eps),
             "batches": coral.batches_.tolist(),
             "controls_per_batch": coral.n_controls_.tolist(),
         },
@@ -272,21 +256,23 @@ def _fit_rotated(
     scaler: CenterScale | None,
     whitener: PCAWhitener,
     ica_rows: RowSample | None,
-    cfg: Mapping[str, Any],
+    options: TransformOptions,
     seeds: Mapping[str, int],
     report: dict[str, Any],
 ) -> VariantTransform:
     """``pca`` (no rotation), ``pca_ica`` (ICA on the whitened ICA sample) or ``pca_rand``."""
     rotation: ICARotation | RandomRotation | None = None
     if variant == "pca_ica":
-        rotation = ICARotation(cfg["ica"], cfg["ica_max_iter"], cfg["ica_tol"], seeds["ica"], cfg["ica_max_samples"])
+        rotation = ICARotation(
+            options.ica, options.ica_max_iter, options.ica_tol, seeds["ica"], options.ica_max_samples
+        )
         rotation.fit(whitener.transform(ica_rows.rows()))  # type: ignore[union-attr]
         report["ica"] = {
-            "method": cfg["ica"],
+            "method": options.ica,
             "converged": bool(rotation.converged_),
             "n_iter": int(rotation.n_iter_),
-            "max_iter": int(cfg["ica_max_iter"]),
-            "tol": float(cfg["ica_tol"]),
+            "max_iter": int(options.ica_max_iter),
+            "tol": float(options.ica_tol),
             "n_samples": int(rotation.n_samples_fit_),
             "orthogonality_error": float(rotation.orthogonality_error_),
         }
@@ -299,15 +285,15 @@ def _fit_rotated(
 def fit_variants_streaming(
     variants: Sequence[str],
     blocks: Callable[[], Iterable[RowBlock]],
-    cfg: Mapping[str, Any] | None,
-    seed: int,
+    options: TransformOptions,
     feature_names: Sequence[str],
     source: str = "profiles",
 ) -> dict[str, VariantTransform]:
     """Fit several variants from row blocks, sharing one center-scale and one whitening.
 
     ``blocks()`` returns a fresh iterator over the rows in the same order each time (it is
-    called once or twice). ``cfg`` is config["transforms"]. Memory holds one block, the
+    called once or twice). ``options`` holds the fit's settings (its ``variants`` are not read:
+    ``variants`` are fitted). Memory holds one block, the
     (features x features) scatter and the seeded row samples, never the table:
 
     - pass 1: rows are checked (finite, numeric; features constant over the fit rows are an
@@ -319,9 +305,8 @@ def fit_variants_streaming(
       ``ica_max_samples`` fit rows is collected for ICA.
 
     Then :meth:`PCAWhitener.finalize` whitens, ICA is fitted on the whitened ICA sample and the
-    random rotation drawn. Seeds: :func:`variant_seeds`.
+    random rotation drawn. Seeds: :func:`variant_seeds` of ``options.seed``.
     """
-    cfg = transform_config(cfg)
     variants = list(variants)
     unknown = [v for v in variants if v not in VARIANTS]
     if unknown:
@@ -329,11 +314,11 @@ def fit_variants_streaming(
     names = list(feature_names)
     d = len(names)
     whitened = [v for v in variants if v in WHITENED_VARIANTS]
-    center = bool(whitened) and bool(cfg["center_scale"])
-    how = _Blocks(names, source, center, cfg["fit_on"] == "controls", bool(whitened), "tvn" in whitened)
+    center = bool(whitened) and bool(options.center_scale)
+    how = _Blocks(names, source, center, options.fit_on == "controls", bool(whitened), "tvn" in whitened)
     scaler = CenterScale() if center else None
     n, n_fit, n_ctrl, lo, hi = _first_pass(blocks(), how, scaler)
-    _check_fit_rows(source, cfg["fit_on"], names, n, n_fit, lo, hi)
+    _check_fit_rows(source, options.fit_on, names, n, n_fit, lo, hi)
     fitted: dict[str, VariantTransform] = {}
     if "base" in variants:
         fitted["base"] = VariantTransform(
@@ -343,28 +328,28 @@ def fit_variants_streaming(
         return fitted
     if scaler is not None:
         scaler.finalize(names)
-    seeds = variant_seeds(seed)
+    seeds = variant_seeds(options.seed)
     whitener = PCAWhitener(
-        cfg["n_components"],
-        cfg["whiten_eps"],
+        options.n_components,
+        options.whiten_eps,
         seeds["whiten"],
-        parallel_max_samples=cfg["parallel_max_samples"],
+        parallel_max_samples=options.parallel_max_samples,
     )
-    ica_rows = RowSample(n_fit, cfg["ica_max_samples"], seeds["ica_rows"]) if "pca_ica" in whitened else None
-    tvn = _tvn_rows(cfg, seeds, n_ctrl, source) if "tvn" in whitened else None
+    ica_rows = RowSample(n_fit, options.ica_max_samples, seeds["ica_rows"]) if "pca_ica" in whitened else None
+    tvn = _tvn_rows(options, seeds, n_ctrl, source) if "tvn" in whitened else None
     seen = _second_pass(blocks(), how, scaler, whitener, n_fit, ica_rows, tvn)
     if seen != n_fit:
         raise ValueError(f"{source}: the second pass saw {seen} fit rows, the first {n_fit}; the rows changed")
     whitener.finalize()
     if tvn is not None and tvn.whitener is not None:
         tvn.whitener.finalize()
-    shared = _shared_report(cfg, d, n_fit, scaler, whitener)
+    shared = _shared_report(options, d, n_fit, scaler, whitener)
     for variant in whitened:
         report = {"variant": variant, **shared}
         if variant == "tvn":
-            fitted[variant] = _fit_tvn(names, scaler, whitener, tvn, cfg, n_ctrl, report)  # type: ignore[arg-type]
+            fitted[variant] = _fit_tvn(names, scaler, whitener, tvn, options, n_ctrl, report)  # type: ignore[arg-type]
         else:
-            fitted[variant] = _fit_rotated(variant, names, scaler, whitener, ica_rows, cfg, seeds, report)
+            fitted[variant] = _fit_rotated(variant, names, scaler, whitener, ica_rows, options, seeds, report)
     return fitted
 
 
@@ -376,17 +361,15 @@ def fit_variants(
     X: Any,
     batches: Any,
     is_control: Any,
-    cfg: Mapping[str, Any] | None,
-    seed: int,
+    options: TransformOptions,
     feature_names: Sequence[str] | None = None,
 ) -> dict[str, VariantTransform]:
     """Fit several variants on in-memory rows (:func:`fit_variants_streaming` over row chunks
-    of ``X``, ``batch_rows`` rows each).
+    of ``X``, ``options.batch_rows`` rows each).
 
     Center-scale (if ``center_scale``) is fitted on each batch's controls; whitening and ICA
     on the rows chosen by ``fit_on`` (all rows, or the controls), after center-scale.
     """
-    cfg = transform_config(cfg)
     names = list(feature_names) if feature_names is not None else [f"feature_{i}" for i in range(np.shape(X)[1])]
     X = check_matrix(X, "fit X", len(names), names)
     n = X.shape[0]
@@ -394,22 +377,21 @@ def fit_variants(
     c = None if is_control is None else check_rows(is_control, n, "is_control")
 
     def blocks() -> Iterator[RowBlock]:
-        for rows in row_chunks(n, cfg["batch_rows"]):
+        for rows in row_chunks(n, options.batch_rows):
             yield X[rows], None if b is None else b[rows], None if c is None else c[rows]
 
-    return fit_variants_streaming(variants, blocks, cfg, seed, names, source="fit X")
+    return fit_variants_streaming(variants, blocks, options, names, source="fit X")
 
 
 def fit_transforms(
     profiles: Profiles,
-    cfg: Mapping[str, Any] | None,
-    seed: int,
+    options: TransformOptions,
     out_dir: Path | str,
     log: logging.Logger | None = None,
 ) -> dict[str, Path]:
-    """Fit every variant in ``cfg["variants"]`` on a profile table and save it.
+    """Fit every variant of ``options.variants`` on a profile table and save it.
 
-    ``profiles`` is the profile parquet (read in row batches of ``cfg["batch_rows"]``, two
+    ``profiles`` is the profile parquet (read in row batches of ``options.batch_rows``, two
     passes, memory independent of its length) or an in-memory table, which goes through the
     same streaming fit (:func:`fit_variants_streaming`).
 
@@ -418,14 +400,13 @@ def fit_transforms(
     errors naming the columns. Returns variant -> .npz path.
     """
     log = log or LOG
-    cfg = transform_config(cfg)
     out_dir = Path(out_dir)
-    src = profile_source(profiles, cfg["batch_rows"])
+    src = profile_source(profiles, options.batch_rows)
     features = source_features(src, src.label)
     needs_rows = (
-        bool(cfg["center_scale"] or cfg["fit_on"] == "controls")
-        and any(v in WHITENED_VARIANTS for v in cfg["variants"])
-    ) or "tvn" in cfg["variants"]
+        bool(options.center_scale or options.fit_on == "controls")
+        and any(v in WHITENED_VARIANTS for v in options.variants)
+    ) or "tvn" in options.variants
     read_rows = row_columns(src, src.label, needs_rows)
 
     def blocks() -> Iterator[RowBlock]:
@@ -434,7 +415,7 @@ def fit_transforms(
             del batch  # hold one copy of the rows, not two
             yield block
 
-    fitted = fit_variants_streaming(cfg["variants"], blocks, cfg, seed, features, source=src.label)
+    fitted = fit_variants_streaming(options.variants, blocks, options, features, source=src.label)
     paths: dict[str, Path] = {}
     reports: dict[str, Any] = {}
     for variant, transform in fitted.items():
