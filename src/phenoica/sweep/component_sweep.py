@@ -125,9 +125,7 @@ def summarize_point(
     real = guides[~guides["is_null_guide"].astype(bool)]
     mAP = point.mAP
     if mAP is None:
-        mAP = guide_map(
-            point.table, variant=variant, model=model, seed=options.seed, null_size=options.map_null_size
-        )
+        mAP = guide_map(point.table, variant=variant, model=model, seed=options.seed, null_size=options.map_null_size)
     acc, chance = _batch_accuracy(point.table, feature_columns(point.table), options.seed)
     row = {
         "guide_hits": int((real["q_value"] < options.q_threshold).sum()),
@@ -171,11 +169,7 @@ def sweep_model(
         start = time.perf_counter()
         todo = [v for v in options.variants if not (k == chosen and v in main)]
         try:
-            fitted = (
-                {}
-                if not todo
-                else fit_variants(todo, X, batches, is_control, options.transforms_at(k), features)
-            )
+            fitted = {} if not todo else fit_variants(todo, X, batches, is_control, options.transforms_at(k), features)
         except np.linalg.LinAlgError as err:  # scipy's LinAlgError too: e.g. "SVD did not converge"
             log.warning(
                 "sweep %s at %d components: point skipped, the variants' fit failed (%s: %s) on %d rows x %d "

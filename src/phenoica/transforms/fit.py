@@ -24,11 +24,11 @@ from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import CONTROL, PERT_TYPE, ScreenError
 from phenoica.transforms.accumulators import Moments, RowSample
 from phenoica.transforms.options import TransformOptions
-from phenoica.transforms.variant_names import VARIANTS, WHITENED_VARIANTS
 from phenoica.transforms.rotations import ICARotation, RandomRotation
 from phenoica.transforms.rows import Profiles, RowBlock, profile_source, row_block, row_columns, source_features
 from phenoica.transforms.scaling import CenterScale, CoralAlignment, check_batches, check_is_control
 from phenoica.transforms.variant import VariantTransform
+from phenoica.transforms.variant_names import VARIANTS, WHITENED_VARIANTS
 from phenoica.transforms.whitening import PCAWhitener
 from phenoica.utils.arrays import check_rows, column_labels, row_chunks
 from phenoica.utils.io import atomic_path

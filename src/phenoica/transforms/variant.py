@@ -10,10 +10,10 @@ from typing import Any
 import numpy as np
 
 from phenoica.contract.arrays import check_matrix
-from phenoica.transforms.variant_names import component_name
 from phenoica.transforms.rotations import ICARotation, RandomRotation
 from phenoica.transforms.scaling import CenterScale, CoralAlignment, check_batches
 from phenoica.transforms.serialize import export_step, read_transform, restore_step, write_transform
+from phenoica.transforms.variant_names import component_name
 from phenoica.transforms.whitening import PCAWhitener
 
 STEPS: tuple[str, ...] = ("center_scale", "whitener", "rotation", "alignment")
