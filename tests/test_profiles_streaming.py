@@ -8,8 +8,11 @@ import pyarrow.parquet as pq
 import pytest
 
 from phenoica.contract import screen
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError
+from phenoica.profiles.columns import FeatureSelection
 from phenoica.profiles.gather import gather_profiles, write_profiles
+from phenoica.profiles.options import GatherOptions
 from phenoica.profiles.tables import ProfileSource
 from tests.conftest import make_metadata
 
@@ -169,3 +172,25 @@ def test_profile_source_batches_a_parquet_or_a_table(tmp_path, rng):
     np.testing.assert_array_equal(got, table["emb_0001"].to_numpy()[::2])
     with pytest.raises(ScreenError, match=r"t.parquet: missing column\(s\) \['Metadata_Nope'\]"):
         next(src.batches(["Metadata_Nope"]))
+
+
+def test_the_gather_reads_its_level_and_features_from_the_validated_config(tmp_path, rng):
+    """GatherOptions: the schema's defaults (image level, phenoica's own ``emb_`` features), the
+    screen's feature keys as one FeatureSelection; the rows per batch are no part of the params."""
+    paths, table = plate_files(tmp_path, rng)
+    default = GatherOptions.from_config(validate_config({}))
+    assert default.level == "image" and default.selection == FeatureSelection()
+    config = {"screen": {"feature_columns": FEATURES[:2]}, "profiles": {"level": "well", "batch_rows": 3}}
+    options = GatherOptions.from_config(validate_config(config))
+    assert options.selection == FeatureSelection(columns=tuple(FEATURES[:2]))
+    out = tmp_path / "profiles.parquet"
+    write_profiles(paths, out, options.level, options.embedding_column, options.batch_rows, options.selection)
+    got = pd.read_parquet(out)
+    assert [c for c in got.columns if c.startswith("emb_")] == FEATURES[:2]
+    assert len(got) == len(table.drop_duplicates(["Metadata_Plate", "Metadata_Well"]))
+    assert max(row_groups(out)) == 3  # row groups of profiles.batch_rows rows
+    assert repr(options._replace(batch_rows=99)) == repr(options) and "batch_rows" not in repr(options)
+    assert repr(options._replace(level="image")) != repr(options)
+    regex = GatherOptions.from_config(validate_config({"screen": {"feature_regex": "emb_000[13]"}}))
+    assert regex.selection == FeatureSelection(regex="emb_000[13]")
+    assert list(gather_profiles(paths, selection=regex.selection).columns[-2:]) == [FEATURES[1], FEATURES[3]]

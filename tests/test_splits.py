@@ -6,6 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from phenoica.classify.options import SplitOptions
 from phenoica.classify.splits import (
     Fold,
     folds_from_table,
@@ -15,6 +16,7 @@ from phenoica.classify.splits import (
     make_folds,
     read_folds,
 )
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 from phenoica.utils.io import write_parquet
 from tests.conftest import make_metadata
@@ -106,13 +108,32 @@ def test_in_distribution_holds_out_whole_wells():
         assert ((per_guide["sum"] - 0.25 * per_guide["size"]).abs() < 1).all()
 
 
+def split_options(seed: int = 0, **splits: object) -> SplitOptions:
+    """The folds' options of a validated config whose ``splits`` section holds ``splits``."""
+    return SplitOptions.from_config(validate_config({"splits": splits, "seed": seed}))
+
+
 def test_make_folds_dispatches():
     table = screen(n_batches=3)
-    assert len(make_folds(table, {"scheme": "leave_one_batch_out"}, 0)) == 3
-    folds = make_folds(table, {"scheme": "in_distribution", "holdout_fraction": 0.5, "n_folds": 2}, 0)
+    assert split_options().scheme == "leave_one_batch_out"  # the schema's default
+    assert len(make_folds(table, split_options())) == 3
+    folds = make_folds(table, split_options(scheme="in_distribution", holdout_fraction=0.5, n_folds=2))
     assert len(folds) == 2 and abs(folds[0].test.size - len(table) / 2) <= 3
+    again = make_folds(table, split_options(scheme="in_distribution", holdout_fraction=0.5, n_folds=2, seed=1))
+    assert not np.array_equal(folds[0].test, again[0].test)  # the seed draws the holdout
     with pytest.raises(ValueError, match="scheme"):
-        make_folds(table, {"scheme": "k_fold"}, 0)
+        make_folds(table, split_options()._replace(scheme="k_fold"))
+
+
+def test_leave_one_batch_out_params_hold_the_scheme_alone():
+    """Leave-one-batch-out draws nothing: the seed, the share and the repeats are no part of its
+    params; under in_distribution each of them is."""
+    base = repr(split_options())
+    assert base == "SplitOptions(scheme='leave_one_batch_out')"
+    assert repr(split_options(seed=4, holdout_fraction=0.5, n_folds=7)) == base
+    drawn = repr(split_options(scheme="in_distribution"))
+    for change in ({"seed": 4}, {"holdout_fraction": 0.5}, {"n_folds": 7}):
+        assert repr(split_options(**{"scheme": "in_distribution", **change})) != drawn, change
 
 
 def test_folds_table_round_trip(tmp_path):

@@ -1,13 +1,63 @@
-"""The component sweep (phenoica.sweep.component_sweep): its grid, and that its chosen point is the run's own answer."""
+"""The component sweep (phenoica.sweep.component_sweep): its options, its grid, and that its chosen
+point is the run's own answer."""
 
 from __future__ import annotations
-
-import dataclasses
 
 import numpy as np
 import pandas as pd
 
+from phenoica.classify.options import ClassifyOptions
 from phenoica.contract.config import validate_config
+from phenoica.contract.options import settings_of
+from phenoica.sweep.options import SweepOptions
+from phenoica.transforms.options import TransformOptions
+
+
+def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
+    """SweepOptions' fields read the keys of the main run's options of the same name; a point is
+    classified with the main run's settings less the concentration models, with the sweep's null,
+    as one shard, and fitted with the main run's settings at its own count."""
+    sweep, classify, transforms = (settings_of(c) for c in (SweepOptions, ClassifyOptions, TransformOptions))
+    shared = [name for name in sweep if name in classify or name in transforms]
+    assert len(shared) == 22
+    for name in shared:
+        main = classify.get(name) or transforms[name]
+        assert sweep[name] == main or name == "variants", name
+    cfg = validate_config(
+        {
+            "classify": {"num_boost_round": 5, "n_null_guides": 12, "lightgbm": {"num_threads": 2}},
+            "transforms": {"n_components": 8, "variants": ["base", "pca", "tvn", "pca_ica"], "ica_max_iter": 9},
+            "sweep": {"null_guides": 5},
+            "seed": 3,
+        }
+    )
+    options = SweepOptions.from_config(cfg)
+    assert options.variants == ["pca", "pca_ica"] and options.point_null_guides == 5
+    main = ClassifyOptions.from_config(cfg)
+    assert options.scoring() == main._replace(concentration=False, n_null_guides=5, n_shards=1)
+    assert options._replace(null_guides=None).scoring().n_null_guides == 12
+    assert options._replace(null_guides=50).point_null_guides == 12  # at most the main run's
+    fit = TransformOptions.from_config(cfg)
+    assert options.transforms_at(4) == fit._replace(n_components=4, variants=["pca", "pca_ica"])
+    # what reruns the sweep: the keys it reads, not the run-time ones nor those it does not read
+    base = repr(options)
+    for change in (
+        {"classify": {"lightgbm": {"num_threads": 1}}},
+        {"transforms": {"batch_rows": 5}},
+        {"transforms": {"n_components": 6}},
+        {"hits": {"q_threshold": 0.2}},
+        {"classify": {"n_shards": 5, "map_readout": False, "concentration": False}},
+    ):
+        again = validate_config({**cfg, **{k: {**cfg[k], **v} for k, v in change.items()}})
+        assert repr(SweepOptions.from_config(again)) == base, change
+    for change in (
+        {"sweep": {"points": 2}},
+        {"hits": {"null_model": "empirical"}},
+        {"classify": {"map_null_size": 500}},
+        {"transforms": {"ica": "fastica"}},
+    ):
+        again = validate_config({**cfg, **{k: {**cfg[k], **v} for k, v in change.items()}})
+        assert repr(SweepOptions.from_config(again)) != base, change
 
 
 def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
@@ -32,14 +82,13 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     """At the chosen count the sweep's guide AUROCs are the main classification's (which also
     trains the concentration models); the section marks the chosen row; the figure is written."""
     from phenoica.classify.engine import classify_shard
-    from phenoica.classify.params import ClassifyOptions
     from phenoica.classify.splits import leave_one_batch_out
     from phenoica.hits.calls import screen_calls
     from phenoica.report.inputs import ReportInputs, ReportOptions
     from phenoica.report.sections import ReportContext
     from phenoica.report.sweep import build_sweep
     from phenoica.screen.positive_control import ControlDesign, write_screen
-    from phenoica.sweep.component_sweep import MainPoint, SweepOptions, sweep_model
+    from phenoica.sweep.component_sweep import MainPoint, sweep_model
     from phenoica.transforms.fit import fit_variants
     from phenoica.transforms.variant_names import component_name
 
@@ -50,33 +99,26 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     cfg = validate_config(
         {"classify": {"num_boost_round": 8, "n_null_guides": 12, "min_train_samples": 3, "map_null_size": 100}}
     )
-    options = SweepOptions.from_config(cfg)
-    options = SweepOptions(options.transforms, options.classify, options.hits, 0, ("pca_ica",), 2)
+    options = SweepOptions.from_config(cfg)._replace(variants=["pca_ica"], points=2)
     folds = leave_one_batch_out(profiles)
     table, calls = sweep_model(profiles, folds, "ext", 20, options, grid=[4, 20])
     assert table["n_components"].tolist() == [4, 20] and table["chosen"].tolist() == [False, True]
     assert ((table["batch_accuracy"] >= 0) & (table["batch_accuracy"] <= 1)).all()
 
     b, c = profiles["Metadata_Batch"].to_numpy(), (profiles["Metadata_PertType"] == "control").to_numpy()
-    fitted = fit_variants(["pca_ica"], X, b, c, {"n_components": 20}, 0)
+    fitted = fit_variants(["pca_ica"], X, b, c, TransformOptions.from_config(cfg)._replace(n_components=20))
     Z = fitted["pca_ica"].transform(X, b, c).astype(np.float32)
     variant = pd.concat([raw, pd.DataFrame(Z, columns=[component_name(i) for i in range(20)])], axis=1)
-    rows = classify_shard(
-        variant, 0, 1, folds, ClassifyOptions.from_config(options.classify, 0), variant="pca_ica", model="ext"
-    )
+    main_options = ClassifyOptions.from_config(cfg)
+    rows = classify_shard(variant, 0, folds, main_options._replace(n_shards=1), variant="pca_ica", model="ext")
     main = screen_calls(rows, None, "parametric", 0.1)["guides"].set_index("Metadata_Guide")["auroc"]
     swept = calls[calls["n_components"] == 20].set_index("Metadata_Guide")["auroc"]
     assert np.allclose(swept.loc[main.index], main)
 
     # The workflow's sweep reads the chosen point from the main run (its variant table, its shards
     # scored with the concentration models on, no mAP table: computed then): the same row.
-    with_concentration = {**options.classify, "concentration": True}
-    shards = [
-        classify_shard(
-            variant, s, 2, folds, ClassifyOptions.from_config(with_concentration, 0), variant="pca_ica", model="ext"
-        )
-        for s in range(2)
-    ]
+    with_concentration = main_options._replace(concentration=True, n_shards=2)
+    shards = [classify_shard(variant, s, folds, with_concentration, variant="pca_ica", model="ext") for s in range(2)]
     point = MainPoint(variant, pd.concat(shards, ignore_index=True))
     reused, reused_calls = sweep_model(profiles, folds, "ext", 20, options, grid=[4, 20], main={"pca_ica": point})
     assert reused["n_components"].tolist() == [4, 20]
@@ -88,8 +130,8 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
 
     # sweep.null_guides 5 of the main run's 12: the chosen point's calls from the main run's
     # scores cut to its first 5 pseudo-guides are those of the point classified with 5.
-    small = dataclasses.replace(options, null_guides=5)
-    assert small.n_null_guides == 5 and small.scoring.n_null_guides == 5
+    small = options._replace(null_guides=5)
+    assert small.point_null_guides == 5 and small.scoring().n_null_guides == 5
     fresh, fresh_calls = sweep_model(profiles, folds, "ext", 4, small, grid=[20])
     cut, cut_calls = sweep_model(profiles, folds, "ext", 20, small, grid=[20], main={"pca_ica": point})
     pd.testing.assert_frame_equal(cut.drop(columns=["seconds", "chosen"]), fresh.drop(columns=["seconds", "chosen"]))
@@ -131,12 +173,11 @@ def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reas
     cfg = validate_config(
         {"classify": {"num_boost_round": 4, "n_null_guides": 4, "min_train_samples": 3, "map_null_size": 100}}
     )
-    options = components.SweepOptions.from_config(cfg)
-    options = components.SweepOptions(options.transforms, options.classify, options.hits, 0, ("pca",), 2)
+    options = SweepOptions.from_config(cfg)._replace(variants=["pca"], points=2)
     real_fit = components.fit_variants
 
     def fit_failing_at_8(variants, X, *args, **kwargs):
-        if args[2]["n_components"] == 8:
+        if args[2].n_components == 8:
             raise scipy.linalg.LinAlgError("SVD did not converge")
         return real_fit(variants, X, *args, **kwargs)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,11 +14,15 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
 
+from phenoica.contract.config import validate_config
+from phenoica.contract.options import settings_of
 from phenoica.contract.schema import load_schema
 from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError, feature_name
+from phenoica.contract.values import ConfigError
 from phenoica.transforms.accumulators import Moments, RowSample
 from phenoica.transforms.apply import apply_transform, apply_transform_file
-from phenoica.transforms.fit import fit_transforms, fit_variants, transform_config, variant_seeds
+from phenoica.transforms.fit import fit_transforms, fit_variants, variant_seeds
+from phenoica.transforms.options import TransformOptions
 from phenoica.transforms.rotations import ICARotation, RandomRotation
 from phenoica.transforms.scaling import CenterScale
 from phenoica.transforms.variant import VariantTransform, load_transform
@@ -74,6 +79,11 @@ def split(table: pd.DataFrame) -> tuple[np.ndarray, np.ndarray, np.ndarray, list
 
 
 CFG = {"n_components": 4, "center_scale": True, "fit_on": "all", "ica": "picard"}
+
+
+def transform_options(seed: int = 0, **transforms: Any) -> TransformOptions:
+    """The fit's options of a validated config whose ``transforms`` section holds ``transforms``."""
+    return TransformOptions.from_config(validate_config({"transforms": transforms, "seed": seed}))
 
 
 # ---------------------------------------------------------------- whitening
@@ -234,7 +244,7 @@ def test_center_scale_errors_name_batch_and_columns(rng):
 
 def test_variants_share_whitening_and_round_trip(tmp_path):
     X, b, c, names = split(make_profiles())
-    fitted = fit_variants(["base", "pca", "pca_ica", "pca_rand"], X, b, c, CFG, seed=0, feature_names=names)
+    fitted = fit_variants(["base", "pca", "pca_ica", "pca_rand"], X, b, c, transform_options(**CFG), names)
     pca = fitted["pca"].transform(X, b, c)
     np.testing.assert_array_equal(fitted["base"].transform(X), X)
     np.testing.assert_allclose(fitted["pca_rand"].transform(X, b, c), pca @ fitted["pca_rand"].rotation.rotation_.T)
@@ -254,7 +264,7 @@ def test_new_batch_is_not_refitted(tmp_path):
     table = make_profiles(n_batches=3)
     train, new = table[table[BATCH] != "B3"], table[table[BATCH] == "B3"]
     X, b, c, names = split(train)
-    vt = fit_variants(["pca_ica"], X, b, c, CFG, seed=0, feature_names=names)["pca_ica"]
+    vt = fit_variants(["pca_ica"], X, b, c, transform_options(**CFG), names)["pca_ica"]
     steps = (vt.center_scale, vt.whitener, vt.rotation)
     before = [{k: np.copy(v) for k, v in vars(s).items() if k.endswith("_")} for s in steps]
     Xn, bn, cn, _ = split(new)
@@ -269,18 +279,18 @@ def test_new_batch_is_not_refitted(tmp_path):
 
 def test_fit_on_controls_and_seed(rng):
     X, b, c, names = split(make_profiles())
-    on_ctrl = fit_variants(["pca_rand"], X, b, c, {**CFG, "fit_on": "controls"}, seed=0, feature_names=names)[
+    on_ctrl = fit_variants(["pca_rand"], X, b, c, transform_options(**{**CFG, "fit_on": "controls"}), names)["pca_rand"]
+    assert on_ctrl.fit_report["n_samples_fit"] == int(c.sum())
+    other = fit_variants(["pca_rand"], X, b, c, transform_options(1, **{**CFG, "fit_on": "controls"}), names)[
         "pca_rand"
     ]
-    assert on_ctrl.fit_report["n_samples_fit"] == int(c.sum())
-    other = fit_variants(["pca_rand"], X, b, c, {**CFG, "fit_on": "controls"}, seed=1, feature_names=names)["pca_rand"]
     assert not np.allclose(on_ctrl.rotation.rotation_, other.rotation.rotation_)
 
 
 def test_fit_transforms_and_apply_on_tables(tmp_path):
     table = make_profiles()
     cfg = {"variants": ["base", "pca", "pca_ica", "pca_rand"], "n_components": "parallel", "ica": "fastica"}
-    paths = fit_transforms(table, cfg, seed=0, out_dir=tmp_path)
+    paths = fit_transforms(table, transform_options(**cfg), tmp_path)
     assert sorted(paths) == ["base", "pca", "pca_ica", "pca_rand"]
     report = json.loads((tmp_path / "fit_report.json").read_text())
     assert report["pca"]["n_components"] == 4  # the 4 planted sources, by parallel analysis
@@ -303,19 +313,17 @@ def test_table_errors_name_columns(tmp_path):
     bad = table.copy()
     bad.loc[5, "emb_0003"] = np.inf
     with pytest.raises(ScreenError, match="emb_0003"):
-        fit_transforms(bad, CFG, 0, tmp_path)
+        fit_transforms(bad, transform_options(**CFG), tmp_path)
     flat = table.copy()
     flat["emb_0007"] = np.float32(1.0)
     with pytest.raises(ScreenError, match=r"emb_0007.*constant"):
-        fit_transforms(flat, CFG, 0, tmp_path)
-    paths = fit_transforms(table, {**CFG, "variants": ["pca"]}, 0, tmp_path)
+        fit_transforms(flat, transform_options(**CFG), tmp_path)
+    paths = fit_transforms(table, transform_options(**{**CFG, "variants": ["pca"]}), tmp_path)
     with pytest.raises(ScreenError, match="missing \\['emb_0002'\\]"):
         apply_transform(table.drop(columns="emb_0002"), paths["pca"])
     no_ctrl = make_profiles(n_batches=1, seed=3).assign(**{BATCH: "B9", PERT_TYPE: "perturbation"})
     with pytest.raises(ScreenError, match="batch 'B9': 0 control"):
         apply_transform(no_ctrl, paths["pca"])
-    with pytest.raises(ValueError, match="unknown key"):
-        fit_transforms(table, {"n_component": 3}, 0, tmp_path)
 
 
 # ---------------------------------------------------------------- streaming
@@ -336,8 +344,8 @@ def test_fit_streamed_from_parquet_equals_the_in_memory_fit(tmp_path, fit_on):
     table.to_parquet(tmp_path / "profiles.parquet")
     # subsamples smaller than the fit rows, so both are collected across row batches
     cfg = {"n_components": "parallel", "fit_on": fit_on, "parallel_max_samples": 250, "ica_max_samples": 200}
-    fit_transforms(table, cfg, seed=0, out_dir=tmp_path / "memory")
-    fit_transforms(tmp_path / "profiles.parquet", {**cfg, "batch_rows": 97}, seed=0, out_dir=tmp_path / "streamed")
+    fit_transforms(table, transform_options(**cfg), tmp_path / "memory")
+    fit_transforms(tmp_path / "profiles.parquet", transform_options(**cfg, batch_rows=97), tmp_path / "streamed")
     memory, streamed = saved(tmp_path / "memory"), saved(tmp_path / "streamed")
     assert sorted(memory) == ["base", "pca", "pca_ica", "pca_rand"]
     for variant, arrays in memory.items():
@@ -386,7 +394,7 @@ def test_row_sample_collects_the_rows_drawn_up_front(rng):
 
 def test_apply_streams_a_parquet_and_scales_an_unseen_batch_on_all_its_controls(tmp_path):
     table = make_profiles(n_batches=2)
-    paths = fit_transforms(table, {**CFG, "variants": ["base", "pca_ica"]}, seed=0, out_dir=tmp_path)
+    paths = fit_transforms(table, transform_options(**{**CFG, "variants": ["base", "pca_ica"]}), tmp_path)
     new = make_profiles(n_batches=1, per_batch=400, seed=8).assign(**{BATCH: "B7"})  # unseen at fit
     profiles = pd.concat([table, new], ignore_index=True)
     profiles.to_parquet(tmp_path / "profiles.parquet")
@@ -415,12 +423,10 @@ def test_streamed_fit_errors_name_the_file_and_columns(tmp_path):
     bad.loc[650, "emb_0004"] = np.nan  # in the last row batch
     bad.to_parquet(tmp_path / "bad.parquet")
     with pytest.raises(ScreenError, match=r"bad.parquet: non-finite.*\['emb_0004'\]"):
-        fit_transforms(tmp_path / "bad.parquet", {**CFG, "batch_rows": 100}, 0, tmp_path / "t")
+        fit_transforms(tmp_path / "bad.parquet", transform_options(**CFG, batch_rows=100), tmp_path / "t")
     table.drop(columns=[PERT_TYPE]).to_parquet(tmp_path / "noctrl.parquet")
     with pytest.raises(ScreenError, match=r"noctrl.parquet: missing column\(s\) \['Metadata_PertType'\]"):
-        fit_transforms(tmp_path / "noctrl.parquet", CFG, 0, tmp_path / "t")
-    with pytest.raises(ValueError, match=r"transforms.batch_rows: expected an integer >= 1"):
-        fit_transforms(table, {**CFG, "batch_rows": 0}, 0, tmp_path / "t")
+        fit_transforms(tmp_path / "noctrl.parquet", transform_options(**CFG), tmp_path / "t")
     assert not (tmp_path / "t").exists()
 
 
@@ -485,18 +491,31 @@ def test_unseen_batches_extend_a_copy_of_center_scale(rng):
     )
 
 
-def test_transform_config_takes_its_defaults_from_the_schema():
+def test_transform_options_hold_the_schema_defaults_and_the_door_checks_them():
+    """A fit's options are the schema's defaults where the config is silent; the rows per batch
+    are no part of the params, every other key is; a value the schema rejects (or an unknown
+    key) is refused at the door, before any fit."""
     props = load_schema()["properties"]["transforms"]["properties"]
-    assert transform_config({}) == {k: v["default"] for k, v in props.items()}
-    assert transform_config({"n_components": 8})["n_components"] == 8
-    with pytest.raises(ValueError, match=r"transforms.ica: expected one of \['picard', 'fastica'\], got 'jade'"):
-        transform_config({"ica": "jade"})
-    with pytest.raises(ValueError, match=r"transforms.parallel_max_samples: expected an integer >= 3 or null, got 2"):
-        transform_config({"parallel_max_samples": 2})
-    with pytest.raises(ValueError, match="transforms.center_scale: expected true or false"):
-        transform_config({"center_scale": "yes"})
-    with pytest.raises(ValueError, match="'parallel'"):
-        transform_config({"n_components": "all"})
+    options = transform_options()
+    for name, setting in settings_of(TransformOptions).items():
+        section, _, key = setting.key.partition(".")
+        expected = props[key]["default"] if section == "transforms" else 0
+        assert getattr(options, name) == expected, name
+    assert transform_options(n_components=8).n_components == 8 and transform_options(7).seed == 7
+    assert repr(transform_options(batch_rows=7)) == repr(options) and "batch_rows" not in repr(options)
+    for change in ({"ica_max_iter": 7}, {"fit_on": "controls"}, {"variants": ["pca"]}, {"tvn_coral_eps": 0.1}):
+        assert repr(transform_options(**change)) != repr(options), change
+    assert repr(transform_options(1)) != repr(options)
+    for bad, message in (
+        ({"ica": "jade"}, r"transforms.ica: 'jade' is not one of \['picard', 'fastica'\]"),
+        ({"parallel_max_samples": 2}, r"transforms.parallel_max_samples: 2 is less than the minimum of 3"),
+        ({"center_scale": "yes"}, "transforms.center_scale: 'yes' is not of type 'boolean'"),
+        ({"n_components": "all"}, "transforms.n_components"),
+        ({"batch_rows": 0}, r"transforms.batch_rows: 0 is less than the minimum of 1"),
+        ({"n_component": 3}, "'n_component' was unexpected"),
+    ):
+        with pytest.raises(ConfigError, match=message):
+            transform_options(**bad)
 
 
 def test_every_random_choice_of_a_fit_has_its_derived_seed():
@@ -504,7 +523,7 @@ def test_every_random_choice_of_a_fit_has_its_derived_seed():
     seeds = variant_seeds(3)
     assert seeds == {p: derive_seed(3, "variants", p) for p in ("whiten", "ica_rows", "ica", "rand", "tvn")}
     fitted = fit_variants(
-        ["pca_ica", "pca_rand"], X, b, c, {**CFG, "n_components": "parallel"}, seed=3, feature_names=names
+        ["pca_ica", "pca_rand"], X, b, c, transform_options(3, **{**CFG, "n_components": "parallel"}), names
     )
     k = fitted["pca_rand"].whitener.n_components_
     np.testing.assert_array_equal(
@@ -541,7 +560,7 @@ def test_deflated_rule_keeps_every_source_and_is_not_shadowed_by_cell_state(tmp_
     for screen in ("positive_control", "cell_state"):
         X, b, c = _screen_rows(tmp_path, screen)
         for rule in ("deflated", "parallel"):
-            fitted = fit_variants(["pca"], X, b, c, {"n_components": rule}, seed=0)
+            fitted = fit_variants(["pca"], X, b, c, transform_options(n_components=rule))
             counts[screen, rule] = fitted["pca"].whitener.n_components_
             assert fitted["pca"].fit_report["n_components_rule"] == rule
     assert counts["positive_control", "deflated"] == 20
@@ -562,5 +581,6 @@ def test_component_rules_bad_input(rng):
     for bad in (-2, 0):
         with pytest.raises(ValueError, match="must be >= 1"):
             PCAWhitener(bad).fit(low_rank)
+    X, b, c, names = split(make_profiles())  # a count the door never sees (the sweep's, a library call's)
     with pytest.raises(ValueError, match="must be >= 1"):
-        transform_config({"n_components": -1})
+        fit_variants(["pca"], X, b, c, transform_options()._replace(n_components=-1), names)

@@ -13,6 +13,7 @@ from phenoica.transforms.apply import apply_transform
 from phenoica.transforms.fit import fit_transforms
 from phenoica.transforms.scaling import CoralAlignment
 from phenoica.transforms.variant import load_transform
+from tests.test_transforms import transform_options
 
 D = 6
 
@@ -41,7 +42,9 @@ def control_covs(out: pd.DataFrame) -> dict[str, np.ndarray]:
 def test_tvn_aligns_every_batch_and_a_frozen_transform_aligns_an_unseen_batch(tmp_path):
     table = screen_table()
     train = table[table[BATCH] != "B3"]
-    paths = fit_transforms(train, {"variants": ["pca", "tvn"], "n_components": D, "tvn_coral_eps": 0.0}, 0, tmp_path)
+    paths = fit_transforms(
+        train, transform_options(variants=["pca", "tvn"], n_components=D, tvn_coral_eps=0.0), tmp_path
+    )
     out = apply_transform(table, paths["tvn"])
     covs = control_covs(out)
     for b in ("B0", "B1", "B2", "B3"):  # B3 was never seen: aligned on its own controls
@@ -80,4 +83,4 @@ def test_tvn_needs_controls_in_every_batch(tmp_path):
     table = screen_table(3)
     table = table[~((table[BATCH] == "B1") & (table[PERT_TYPE] == "control"))]
     with pytest.raises(ScreenError, match="batch 'B1': 0 control row"):
-        fit_transforms(table, {"variants": ["tvn"], "n_components": D, "center_scale": False}, 0, tmp_path)
+        fit_transforms(table, transform_options(variants=["tvn"], n_components=D, center_scale=False), tmp_path)
