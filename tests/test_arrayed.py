@@ -98,6 +98,7 @@ def test_capacity_agrees_with_the_engines_skips():
     """What the door counts is what the classifier then skips: the same guides, the same reason."""
     from phenoica.classify.capacity import classifier_capacity
     from phenoica.classify.engine import classify_guides
+    from phenoica.classify.options import SplitOptions
     from phenoica.classify.splits import make_folds
     from tests.test_classify import classify_options
 
@@ -107,7 +108,9 @@ def test_capacity_agrees_with_the_engines_skips():
     table = table.drop(gone).reset_index(drop=True)
     options = classify_options({"num_boost_round": 2, "concentration": False}, 0)
     cap = classifier_capacity(table, {"scheme": "leave_one_batch_out"}, options, "parametric", 0)
-    rows = classify_guides(table, None, make_folds(table, {}, 0), options, "base")
+    rows = classify_guides(
+        table, None, make_folds(table, SplitOptions.from_config(validate_config({}))), options, "base"
+    )
     skipped = rows.groupby([GENE, GUIDE])["status"].apply(lambda s: (s != "ok").all())
     assert sorted(skipped[skipped].index) == sorted(cap.unscored) == []
     per_fold = rows[rows["status"] != "ok"][[GUIDE, "reason"]]
@@ -351,11 +354,11 @@ def test_the_sweep_leaves_the_control_constructs_out_of_its_null():
     """The classify shards hold the control constructs' rows beside the pseudo-guides'; the
     component sweep's calls, like the main run's, count only the pseudo-guides as the null."""
     from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.sweep.component_sweep import SweepOptions, sweep_model
+    from phenoica.sweep.component_sweep import sweep_model
+    from phenoica.sweep.options import SweepOptions
 
     table, _ = _profiles()
     cfg = validate_config({"classify": {"num_boost_round": 4, "n_null_guides": 6, "map_null_size": 100}})
-    options = SweepOptions.from_config(cfg)
-    options = SweepOptions(options.transforms, options.classify, options.hits, 0, ("pca",), 1)
+    options = SweepOptions.from_config(cfg)._replace(variants=["pca"], points=1)
     _, calls = sweep_model(table, leave_one_batch_out(table), "cp", 4, options, grid=[4])
     assert int(calls["is_null_guide"].sum()) == 6 and arrayed.CONTROL_GENE not in set(calls[GENE])
