@@ -71,7 +71,7 @@ def run_stage(stage: str, args: argparse.Namespace) -> dict:
     """One measurement, in this process."""
     import phenoica  # noqa: F401  (the import floor includes the package)
     from phenoica.biomap import recall as bm_recall
-    from phenoica.biomap import similarity as bm_similarity
+    from phenoica.biomap import gene_similarity
 
     if stage == "import":
         return {"stage": stage, "seconds": 0.0, "peak_mb": peak_mb()}
@@ -79,14 +79,14 @@ def run_stage(stage: str, args: argparse.Namespace) -> dict:
     base = peak_mb()
     start = time.perf_counter()
     if stage == "matmul":
-        U = bm_similarity.unit_rows(X)
+        U = gene_similarity.unit_rows(X)
         S = U @ U.T
         checksum = float(S[0, 1])
         del S
         detail = {"checksum": checksum}
     else:
         q = np.linspace(0.0, 0.05, len(names))
-        nn = bm_similarity.nearest_neighbors(X, names, q, args.k, args.block_rows)
+        nn = gene_similarity.nearest_neighbors(X, names, q, args.k, args.block_rows)
         recall, _ = bm_recall.relationship_recall(
             X, names, {"synthetic": pairs}, min_entities=20, block_rows=args.block_rows
         )

@@ -15,7 +15,7 @@ from sklearn.linear_model import LinearRegression, Ridge
 from phenoica.contract.screen import ScreenError
 from phenoica.identifiability.alignment import CrossProducts, ICAMap, LinearMap, PermutationMap, RigidMap
 from phenoica.identifiability.diameter import diameter_estimate, diameter_exact, latent_diameter
-from phenoica.identifiability.similarity import linear_cka, mutual_knn
+from phenoica.identifiability.representation_similarity import linear_cka, mutual_knn
 from phenoica.identifiability.table1 import TABLE_COLUMNS, AlignOptions, align_errors, alignment_table, split_rows
 from phenoica.utils.seeding import rng_for
 

@@ -15,7 +15,7 @@ from phenoica.biomap import batch_metrics
 from phenoica.biomap import consistency as bm_consistency
 from phenoica.biomap import gene_map as bm_gene_map
 from phenoica.biomap import recall as bm_recall
-from phenoica.biomap import similarity as bm_similarity
+from phenoica.biomap import gene_similarity
 from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 from phenoica.report.gene_maps import batch_biology_figure, biomap_summary, build_gene_maps, heatmap_figure
 from phenoica.report.inputs import ReportInputs, ReportOptions
@@ -104,7 +104,7 @@ def test_source_sharing_too_few_genes_is_a_recorded_skip_with_counts():
 def test_nearest_neighbors_match_brute_force_and_carry_q_values():
     X, names, _ = planted_map()
     q = np.linspace(0, 1, len(names))
-    nn = bm_similarity.nearest_neighbors(X, names, q, k=4, block_rows=9)
+    nn = gene_similarity.nearest_neighbors(X, names, q, k=4, block_rows=9)
     U = X / np.linalg.norm(X, axis=1, keepdims=True)
     S = U @ U.T
     np.fill_diagonal(S, -np.inf)
@@ -202,9 +202,9 @@ def test_aggregation_needs_controls_in_every_batch_when_centring():
 def test_map_genes_active_uses_the_gene_calls_and_falls_back_without_calls():
     genes = bm_aggregate.aggregate_profiles(profile_rows())[1]
     calls = pd.DataFrame({GENE: ["A", "B"], "q_value": [0.01, 0.5], "hit": [True, False]})
-    chosen, q, note = bm_similarity.map_genes(genes, calls, "active")
+    chosen, q, note = gene_similarity.map_genes(genes, calls, "active")
     assert chosen[GENE].tolist() == ["A"] and q.tolist() == [0.01] and "1 of 2" in note
-    chosen, q, note = bm_similarity.map_genes(genes, None, "active")
+    chosen, q, note = gene_similarity.map_genes(genes, None, "active")
     assert chosen[GENE].tolist() == ["A", "B"] and "no hit calls" in note
 
 

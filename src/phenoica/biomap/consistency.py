@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phenoica.biomap.similarity import unit_rows
+from phenoica.biomap.gene_similarity import unit_rows
 from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, feature_columns
 from phenoica.utils.seeding import derive_seed
 

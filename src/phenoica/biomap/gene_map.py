@@ -11,7 +11,7 @@ import pandas as pd
 
 from phenoica.biomap.consistency import guide_consistency
 from phenoica.biomap.recall import relationship_recall
-from phenoica.biomap.similarity import NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
+from phenoica.biomap.gene_similarity import NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
 from phenoica.contract.config import as_resolved
 from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
 from phenoica.screen.annotations import complex_pairs

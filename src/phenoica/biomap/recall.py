@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.biomap.similarity import BLOCK_ROWS, similarity_blocks, unit_rows
+from phenoica.biomap.gene_similarity import BLOCK_ROWS, similarity_blocks, unit_rows
 from phenoica.contract.screen import ScreenError
 
 LOG = logging.getLogger(__name__)

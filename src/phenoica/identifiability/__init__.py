@@ -59,7 +59,8 @@ Choices this module makes (the paper does not state them):
   subsample) because it costs O(N^2).
 - The same ``seed`` gives the same image split for every pair of models with the same N.
 
-Modules: :mod:`.alignment` (the four alignment maps), :mod:`.diameter`, :mod:`.similarity` (CKA, mutual kNN),
+Modules: :mod:`.alignment` (the four alignment maps), :mod:`.diameter`, :mod:`.representation_similarity`
+(CKA, mutual kNN),
 :mod:`.table1` (``align_errors``, ``alignment_table``) and :mod:`.branch` (the workflow's
 ``align`` and ``structural`` jobs on profile tables).
 """

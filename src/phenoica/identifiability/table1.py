@@ -21,11 +21,11 @@ from phenoica.identifiability.alignment import (
     LinearMap,
     PermutationMap,
     RigidMap,
-    _AffineMap,
-    _check_pair,
+    AffineMap,
+    check_embedding_pair,
 )
 from phenoica.identifiability.diameter import DIAMETER_METHODS, latent_diameter
-from phenoica.identifiability.similarity import _cka, mutual_knn
+from phenoica.identifiability.representation_similarity import cka_from_cross_products, mutual_knn
 from phenoica.utils.seeding import derive_seed
 
 #: Columns of :func:`alignment_table`, in order (Table 1 first, then supporting numbers).
@@ -160,10 +160,10 @@ def _supervised_maps(
     """Held-out and training errors of the permutation, rigid and linear maps, into ``out``."""
     train, test = split
 
-    def heldout(m: _AffineMap) -> float:
+    def heldout(m: AffineMap) -> float:
         return float(m.row_errors(A, B, test).mean() / diam)
 
-    def rms_train(m: _AffineMap) -> float:
+    def rms_train(m: AffineMap) -> float:
         e = m.row_errors(A, B, train)
         return float(np.sqrt(np.mean(e * e)) / diam)
 
@@ -218,7 +218,7 @@ def align_errors(A: Any, B: Any, options: AlignOptions | None = None) -> dict[st
     and ``ica_converged``, ``ica_components_a``, ``ica_components_b`` when ICA ran.
     """
     opts = options if options is not None else AlignOptions()
-    A, B = _check_pair(A, B)
+    A, B = check_embedding_pair(A, B)
     opts = replace(opts, maps=_check_maps(opts.maps))
     if opts.permutation_match not in PERMUTATION_MATCHES:
         raise ValueError(f"permutation_match must be one of {PERMUTATION_MATCHES}, got {opts.permutation_match!r}")
@@ -238,7 +238,7 @@ def align_errors(A: Any, B: Any, options: AlignOptions | None = None) -> dict[st
     _supervised_maps(A, B, (train, test), cross_train, diam, opts, out)
     if "ica" in opts.maps:
         _ica_map(A, B, (train, test), cross_train, diam, opts, out)
-    out["cka"] = _cka(cross_all)
+    out["cka"] = cka_from_cross_products(cross_all)
     if opts.knn_k is not None:
         rows = np.arange(n)
         if opts.knn_max_samples is not None and n > opts.knn_max_samples:
