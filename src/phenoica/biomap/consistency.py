@@ -38,9 +38,9 @@ def guide_consistency(
     guides: pd.DataFrame,
     *,
     seed: int,
+    null_size: int,
     model: str = "",
     variant: str = "",
-    null_size: int = 5000,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
     """Do a gene's guides agree? Per perturbed gene: the mean pairwise cosine of its guide
