@@ -70,8 +70,8 @@ def make_data(genes: int, d: int, n_pairs: int, seed: int) -> tuple[np.ndarray, 
 def run_stage(stage: str, args: argparse.Namespace) -> dict:
     """One measurement, in this process."""
     import phenoica  # noqa: F401  (the import floor includes the package)
-    from phenoica.biomap import recall as bm_recall
     from phenoica.biomap import gene_similarity
+    from phenoica.biomap import recall as bm_recall
 
     if stage == "import":
         return {"stage": stage, "seconds": 0.0, "peak_mb": peak_mb()}
