@@ -32,6 +32,7 @@ Measured figures, with their commit: docs/benchmarks.md.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import logging
 import resource
 import time
@@ -41,6 +42,8 @@ import numpy as np
 from scipy.stats import ortho_group
 from threadpoolctl import threadpool_limits
 
+from phenoica.contract.config import validate_config
+from phenoica.identifiability.options import Table1Options
 from phenoica.identifiability.table1 import AlignOptions, align_errors, split_rows
 
 
@@ -92,23 +95,27 @@ def main() -> None:
     if n_components is None and args.n_components != "all":
         n_components = int(args.n_components)
 
+    # the schema's train_fraction, ICA method and k of the mutual kNN; this run's seed and sizes
+    table1 = Table1Options.from_config(validate_config({"seed": args.seed}))
+    options = dataclasses.replace(
+        AlignOptions.for_variant(table1, "pca"),
+        n_components=n_components,
+        ica_max_samples=args.ica_samples or None,
+        knn_k=table1.knn_k if args.knn_samples else None,
+        knn_max_samples=args.knn_samples or None,
+    )
     with threadpool_limits(args.threads):
         (A, B), t_data = timed(lambda: synthetic(args.n, args.d, args.sources, args.seed))
         print(f"data: 2 x {args.n:,} x {args.d} float32 ({args.sources} shared sources) in {t_data:.1f} s")
-        train, _ = split_rows(args.n, 0.8, args.seed)
+        train, _ = split_rows(args.n, options.train_fraction, options.seed)
         _, t_base = timed(lambda: baseline_lstsq(A, B, train))
         print(f"baseline  numpy.linalg.lstsq on {train.size:,} x {args.d + 1}: {t_base:8.1f} s")
-        kw = dict(
-            seed=args.seed,
-            n_components=n_components,
-            ica_max_samples=args.ica_samples or None,
-            knn_k=10 if args.knn_samples else None,
-            knn_max_samples=args.knn_samples or None,
-        )
-        res, t_align = timed(lambda: align_errors(A, B, AlignOptions(**kw)))
+        res, t_align = timed(lambda: align_errors(A, B, options))
         print(f"align     all four maps + CKA + mutual kNN:   {t_align:8.1f} s   ratio {t_align / t_base:6.2f}")
         if not args.no_ica_run:
-            _, t_rest = timed(lambda: align_errors(A, B, AlignOptions(maps=("permutation", "rigid", "linear"), **kw)))
+            _, t_rest = timed(
+                lambda: align_errors(A, B, dataclasses.replace(options, maps=("permutation", "rigid", "linear")))
+            )
             print(
                 f"no_ica    permutation, rigid, linear + CKA + kNN: {t_rest:5.1f} s   ratio {t_rest / t_base:6.2f}"
                 f"   (ICA map ~{t_align - t_rest:.1f} s)"

@@ -70,25 +70,33 @@ def make_data(genes: int, d: int, n_pairs: int, seed: int) -> tuple[np.ndarray, 
 def run_stage(stage: str, args: argparse.Namespace) -> dict:
     """One measurement, in this process."""
     import phenoica  # noqa: F401  (the import floor includes the package)
+    from phenoica.biomap import gene_similarity
     from phenoica.biomap import recall as bm_recall
-    from phenoica.biomap import similarity as bm_similarity
+    from phenoica.biomap.options import GeneMapOptions
+    from phenoica.contract.config import validate_config
 
     if stage == "import":
         return {"stage": stage, "seconds": 0.0, "peak_mb": peak_mb()}
     X, names, pairs = make_data(args.genes, args.d, args.pairs, args.seed)
+    schema = GeneMapOptions.from_config(validate_config({}))  # EFAAR's recall thresholds and minimum
     base = peak_mb()
     start = time.perf_counter()
     if stage == "matmul":
-        U = bm_similarity.unit_rows(X)
+        U = gene_similarity.unit_rows(X)
         S = U @ U.T
         checksum = float(S[0, 1])
         del S
         detail = {"checksum": checksum}
     else:
         q = np.linspace(0.0, 0.05, len(names))
-        nn = bm_similarity.nearest_neighbors(X, names, q, args.k, args.block_rows)
+        nn = gene_similarity.nearest_neighbors(X, names, q, args.k, args.block_rows)
         recall, _ = bm_recall.relationship_recall(
-            X, names, {"synthetic": pairs}, min_entities=20, block_rows=args.block_rows
+            X,
+            names,
+            {"synthetic": pairs},
+            thresholds=schema.recall_thresholds,
+            min_entities=schema.min_entities,
+            block_rows=args.block_rows,
         )
         detail = {
             "neighbor_rows": len(nn),

@@ -24,6 +24,7 @@ import yaml
 from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.biomap.batch_metrics import batch_metrics
 from phenoica.biomap.gene_map import TRUTH_SOURCE, MapInputs, gene_map
+from phenoica.biomap.options import BatchMetricsOptions, GeneMapOptions, ProfileOptions
 from phenoica.classify.map_readout import well_profiles
 from phenoica.contract.config import validate_config
 from phenoica.screen.annotations import load_sources
@@ -41,8 +42,10 @@ def main() -> None:
     args = parser.parse_args()
     config = validate_config(yaml.safe_load(args.config.read_text()))
     seed = int(config["seed"])
-    cfg = {**config["biomap"], "genes": "all"}
-    sources = load_sources(cfg)
+    map_options = GeneMapOptions.from_config(config)._replace(genes="all")
+    batch_options = BatchMetricsOptions.from_config(config)
+    center = ProfileOptions.from_config(config).center_on_controls
+    sources = load_sources(map_options.annotation_sources())
     truth_path = args.results / "screen" / "truth.parquet"
     truth = pd.read_parquet(truth_path) if truth_path.exists() else None
     profiles = pd.read_parquet(args.results / "profiles" / f"{args.model}.parquet")
@@ -52,17 +55,10 @@ def main() -> None:
         paths = fit_transforms(profiles, {**config["transforms"], "variants": variants, "frozen": None}, seed, tmp)
         for variant in variants:
             table = apply_transform(profiles, paths[variant])
-            batch = batch_metrics(
-                well_profiles(table),
-                model=args.model,
-                variant=variant,
-                seed=seed,
-                n_neighbors=cfg["batch_neighbors"],
-                max_samples=cfg["batch_max_samples"],
-            )
-            guides, genes = aggregate_profiles(table, cfg["center_on_controls"])
+            batch = batch_metrics(well_profiles(table), batch_options, model=args.model, variant=variant)
+            guides, genes = aggregate_profiles(table, center)
             inputs = MapInputs(guides, genes, None, sources, truth)
-            tables, *_ = gene_map(inputs, cfg, seed=seed, model=args.model, variant=variant)
+            tables, *_ = gene_map(inputs, map_options, model=args.model, variant=variant)
             row = {"variant": variant}
             for r in batch.itertuples():
                 row[f"batch_removal_{r.subset}"] = r.batch_removal

@@ -43,9 +43,10 @@ from phenoica.classify.null import null_guide_design
 from phenoica.classify.params import ClassifyOptions, resolve_classify_config
 from phenoica.classify.protocol import trainings
 from phenoica.classify.splits import leave_one_batch_out, read_folds
-from phenoica.contract.config import resolve_section
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import GENE, GUIDE, feature_name
 from phenoica.hits.calls import screen_calls
+from phenoica.hits.options import HitOptions
 from phenoica.screen import positive_control as pc
 
 
@@ -77,8 +78,8 @@ def score(
     t0 = time.process_time()
     rows = classify_guides(table, None, folds, options, "variant", "model", nulls=nulls)
     cpu = time.process_time() - t0
-    hits = resolve_section("hits", {"q_threshold": q_threshold})
-    return {**screen_calls(rows, None, hits["null_model"], hits["q_threshold"]), "rows": rows}, cpu
+    hits = HitOptions.from_config(validate_config({"hits": {"q_threshold": q_threshold}}))
+    return {**screen_calls(rows, None, hits.null_model, hits.q_threshold), "rows": rows}, cpu
 
 
 def _mask(rows: np.ndarray, n: int) -> np.ndarray:

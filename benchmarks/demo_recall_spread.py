@@ -31,6 +31,7 @@ from phenoica.classify.splits import read_folds
 from phenoica.contract.config import load_config
 from phenoica.contract.paths import OUTPUTS
 from phenoica.hits.calls import pooled_recall_fdr, recall_fdr, screen_calls
+from phenoica.hits.options import HitOptions
 from phenoica.workflow.params import rule_settings
 
 
@@ -57,7 +58,7 @@ def main() -> None:
     config = load_config(args.config)
     classify = dict(rule_settings(config, "classify")["classify"])
     classify.update(concentration=False, lightgbm=dict(classify["lightgbm"], num_threads=1))
-    null_model = rule_settings(config, "call_hits")["hits"]["null_model"]
+    null_model = HitOptions.from_config(config).null_model
     models = sorted(config["models"])
     truth = pd.read_parquet(args.results / OUTPUTS["screen"]["truth"])
     print(

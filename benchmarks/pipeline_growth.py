@@ -261,13 +261,14 @@ def stage_hits(w: Work) -> dict[str, Any]:
     import pandas as pd
 
     from phenoica.hits.calls import screen_calls
+    from phenoica.hits.options import HitOptions
     from phenoica.utils.io import write_parquet
 
-    c, h = w.cfg["classify"], w.cfg["hits"]
+    options = HitOptions.from_config(w.cfg)
     rows = pd.concat([pd.read_parquet(f) for f in sorted((w.root / "scores").glob("*.parquet"))], ignore_index=True)
     map_files = sorted((w.root / "maps").glob("*.parquet"))
     maps = pd.concat([pd.read_parquet(f) for f in map_files], ignore_index=True) if map_files else None
-    out = screen_calls(rows, maps, h["null_model"], h["q_threshold"], with_null=c["n_null_guides"] > 0)
+    out = screen_calls(rows, maps, options.null_model, options.q_threshold, with_null=options.with_null)
     for name in ("guides", "genes", "hits", "null"):
         write_parquet(out[name], w.root / "hits" / f"{name}.parquet")
     return {"rows": len(rows), "guides": len(out["guides"])}
@@ -278,28 +279,27 @@ def stage_gene_map(w: Work) -> dict[str, Any]:
 
     from phenoica.biomap.aggregate import aggregate_profiles
     from phenoica.biomap.gene_map import MapInputs, gene_map
+    from phenoica.biomap.options import GeneMapOptions, ProfileOptions
     from phenoica.contract.screen import GENE
     from phenoica.report.gene_maps import heatmap_figure
     from phenoica.screen.annotations import load_sources
-    from phenoica.workflow import params as wparams
 
-    cfg = wparams.rule_settings(w.cfg, "biomap")["biomap"]
+    options = GeneMapOptions.from_config(w.cfg)
+    center = ProfileOptions.from_config(w.cfg).center_on_controls
     calls_all = pd.read_parquet(w.root / "hits" / "genes.parquet")
-    sources, genes_mapped = load_sources(cfg), 0
+    sources, genes_mapped = load_sources(options.annotation_sources()), 0
     for v in w.variants:
-        guides, genes = aggregate_profiles(
-            w.variant(v), center_on_controls=w.cfg["biomap"]["center_on_controls"], log=LOG
-        )
+        guides, genes = aggregate_profiles(w.variant(v), center_on_controls=center, log=LOG)
         calls = calls_all[(calls_all["model"] == w.model) & (calls_all["variant"] == v)]
         inputs = MapInputs(guides, genes, calls, sources, None)
-        _tables, chosen, q, note = gene_map(inputs, cfg, seed=w.cfg["seed"], model=w.model, variant=v, log=LOG)
+        _tables, chosen, q, note = gene_map(inputs, options, model=w.model, variant=v, log=LOG)
         features = [c for c in chosen.columns if not str(c).startswith("Metadata_")]
         heatmap_figure(
             chosen[features].to_numpy(),
             chosen[GENE].tolist(),
             q,
             w.root / "biomap" / f"{v}_heatmap.png",
-            max_genes=cfg["heatmap_max_genes"],
+            max_genes=options.heatmap_max_genes,
             title=f"{w.model} / {v}\n{note}",
         )
         genes_mapped += len(genes)
@@ -308,19 +308,12 @@ def stage_gene_map(w: Work) -> dict[str, Any]:
 
 def stage_batch(w: Work) -> dict[str, Any]:
     from phenoica.biomap.batch_metrics import batch_metrics, well_profile_table
+    from phenoica.biomap.options import BatchMetricsOptions
 
-    b, wells_seen = w.cfg["biomap"], 0
+    options, wells_seen = BatchMetricsOptions.from_config(w.cfg), 0
     for v in w.variants:
         wells = well_profile_table(str(w.variant(v)))
-        batch_metrics(
-            wells,
-            model=w.model,
-            variant=v,
-            seed=w.cfg["seed"],
-            n_neighbors=b["batch_neighbors"],
-            max_samples=b["batch_max_samples"],
-            log=LOG,
-        )
+        batch_metrics(wells, options, model=w.model, variant=v, log=LOG)
         wells_seen += len(wells)
     return {"rows": wells_seen}
 

@@ -1,6 +1,7 @@
 # From scores to biology: guide and gene profiles, the gene map (neighbours, guide consistency,
 # known-relationship recall, heatmap) and batch-mixing metrics per (model, variant), gathered.
 
+from phenoica.biomap.options import BatchMetricsOptions, GeneMapOptions, ProfileOptions
 from phenoica.workflow.rule_inputs import BIOMAP_KINDS
 
 
@@ -20,7 +21,7 @@ rule biomap_profiles:
     resources:
         **rule_resources(RESOURCES, "biomap_profiles"),
     params:
-        **rule_params(config, "biomap_profiles"),
+        options=ProfileOptions.from_config(config),
     script:
         "../scripts/biomap_profiles.py"
 
@@ -45,7 +46,7 @@ rule biomap:
     resources:
         **rule_resources(RESOURCES, "biomap"),
     params:
-        **rule_params(config, "biomap"),
+        options=GeneMapOptions.from_config(config),
     script:
         "../scripts/biomap.py"
 
@@ -65,7 +66,7 @@ rule batch_metrics:
     resources:
         **rule_resources(RESOURCES, "batch_metrics"),
     params:
-        **rule_params(config, "batch_metrics"),
+        options=BatchMetricsOptions.from_config(config),
     script:
         "../scripts/batch_metrics.py"
 

@@ -1,3 +1,5 @@
+from phenoica.hits.options import HitOptions
+
 # The hit calls: p-values of every guide against the null pseudo-guides, Benjamini-Hochberg
 # q-values per (model, variant), guide and gene calls, the hit table beside the mAP readout and
 # the null's calibration summary, from the gathered guide-fold scores; each control construct's
@@ -26,7 +28,7 @@ rule call_hits:
     resources:
         **rule_resources(RESOURCES, "call_hits"),
     params:
-        **rule_params(config, "call_hits"),
+        options=HitOptions.from_config(config),
         model_names=MODELS,
     script:
         "../scripts/call_hits.py"

@@ -1,3 +1,5 @@
+from phenoica.identifiability.options import StructuralOptions, Table1Options
+
 # Identifiability: how well two models' embeddings of the same images align under
 # permutation, rigid, linear and ICA maps (Nelson et al. 2026 Table 1), per variant; and, where the
 # screen has ground-truth factors (the demo), how well each variant recovers them.
@@ -18,7 +20,7 @@ rule align:
     resources:
         **rule_resources(RESOURCES, "align"),
     params:
-        **rule_params(config, "align"),
+        options=Table1Options.from_config(config),
         model_names=MODELS,
     script:
         "../scripts/align.py"
@@ -40,7 +42,7 @@ rule structural:
     resources:
         **rule_resources(RESOURCES, "structural"),
     params:
-        **rule_params(config, "structural"),
+        options=StructuralOptions.from_config(config),
     script:
         "../scripts/structural.py"
 

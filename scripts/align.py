@@ -8,11 +8,8 @@ import pandas as pd
 
 from phenoica.identifiability.branch import alignment_for_variant
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import rule_settings
-
-settings = rule_settings(snakemake.config, "align")
 
 tables = {m: pd.read_parquet(p) for m, p in zip(snakemake.params.model_names, snakemake.input)}
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-out = alignment_for_variant(tables, snakemake.wildcards.variant, settings["identifiability"], settings["seed"], log=log)
+out = alignment_for_variant(tables, snakemake.wildcards.variant, snakemake.params.options, log=log)
 write_parquet(out, snakemake.output[0])

@@ -6,19 +6,9 @@ log = rule_logger("phenoica.biomap.batch_metrics", snakemake.log[0])  # first: t
 
 from phenoica.biomap.batch_metrics import batch_metrics, well_profile_table
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import rule_settings
 
-settings = rule_settings(snakemake.config, "batch_metrics")
-
+w = snakemake.wildcards
 wells = well_profile_table(snakemake.input[0])
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-table = batch_metrics(
-    wells,
-    model=snakemake.wildcards.model,
-    variant=snakemake.wildcards.variant,
-    seed=settings["seed"],
-    n_neighbors=settings["biomap"]["batch_neighbors"],
-    max_samples=settings["biomap"]["batch_max_samples"],
-    log=log,
-)
+table = batch_metrics(wells, snakemake.params.options, model=w.model, variant=w.variant, log=log)
 write_parquet(table, snakemake.output[0])

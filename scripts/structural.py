@@ -8,19 +8,10 @@ import pandas as pd
 
 from phenoica.identifiability.branch import structural_scores
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import rule_settings
 
-w, settings = snakemake.wildcards, rule_settings(snakemake.config, "structural")
-s = settings["identifiability"]
+w = snakemake.wildcards
 factors = pd.concat([pd.read_parquet(p) for p in snakemake.input.factors], ignore_index=True)
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-scores = structural_scores(
-    pd.read_parquet(snakemake.input.variant),
-    factors,
-    seed=settings["seed"],
-    max_samples=s["max_samples"],
-    n_bins=s["factor_bins"],
-    infoe_max_iter=s["infoe_max_iter"],
-)
+scores = structural_scores(pd.read_parquet(snakemake.input.variant), factors, snakemake.params.options)
 write_parquet(pd.DataFrame([{"model": w.model, "variant": w.variant, **scores}]), snakemake.output[0])
 log.info("%s/%s: %s", w.model, w.variant, {k: scores[k] for k in ("mcc", "r2_mean", "infom", "infoe", "infoc")})

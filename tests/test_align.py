@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -12,14 +14,25 @@ from scipy.spatial.distance import pdist
 from scipy.stats import ortho_group
 from sklearn.linear_model import LinearRegression, Ridge
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError
 from phenoica.identifiability.alignment import CrossProducts, ICAMap, LinearMap, PermutationMap, RigidMap
+from phenoica.identifiability.branch import alignment_for_variant
 from phenoica.identifiability.diameter import diameter_estimate, diameter_exact, latent_diameter
-from phenoica.identifiability.similarity import linear_cka, mutual_knn
+from phenoica.identifiability.options import Table1Options
+from phenoica.identifiability.representation_similarity import linear_cka, mutual_knn
 from phenoica.identifiability.table1 import TABLE_COLUMNS, AlignOptions, align_errors, alignment_table, split_rows
 from phenoica.utils.seeding import rng_for
 
 FAST = dict(maps=("permutation", "rigid", "linear"), knn_k=None)
+
+#: The workflow's alignment of a whitened variant with the schema's defaults; each test replaces what it varies.
+DEFAULT = AlignOptions.for_variant(Table1Options.from_config(validate_config({})), "pca")
+
+
+def options(**changes: Any) -> AlignOptions:
+    """:data:`DEFAULT` with ``changes``."""
+    return dataclasses.replace(DEFAULT, **changes)
 
 
 def sources(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
@@ -51,7 +64,7 @@ def test_signed_permutation_is_recovered_to_the_noise_level() -> None:
     truth = dict(zip(perm.tolist(), range(d)))  # A dim -> B dim
     assert {int(a): int(b) for a, b in zip(fitted.a_dims_, fitted.b_dims_)} == truth
     np.testing.assert_array_equal(fitted.signs_, signs[fitted.b_dims_])
-    res = align_errors(A, B, AlignOptions(seed=3, **FAST))
+    res = align_errors(A, B, options(seed=3, **FAST))
     expected = noise_error(noise, d, res["diameter"])
     assert res["permutation"] == pytest.approx(expected, rel=0.15)
     assert res["rigid"] == pytest.approx(expected, rel=0.15)
@@ -63,7 +76,7 @@ def test_rotation_is_rigid_not_permutation() -> None:
     A = rng.standard_normal((n, d)) * np.linspace(1, 3, d)
     Q = ortho_group.rvs(d, random_state=4)
     B = A @ Q + noise * rng.standard_normal((n, d))
-    res = align_errors(A, B, AlignOptions(**FAST))
+    res = align_errors(A, B, options(**FAST))
     expected = noise_error(noise, d, res["diameter"])
     assert res["rigid"] == pytest.approx(expected, rel=0.15)
     assert res["linear"] == pytest.approx(expected, rel=0.15)
@@ -81,7 +94,7 @@ def test_invertible_map_is_linear_not_rigid() -> None:
     A = rng.standard_normal((n, d))
     M = rng.standard_normal((d, d)) + 2 * np.eye(d)
     B = A @ M - 4.0 + noise * rng.standard_normal((n, d))
-    res = align_errors(A, B, AlignOptions(**FAST))
+    res = align_errors(A, B, options(**FAST))
     expected = noise_error(noise, d, res["diameter"])
     assert res["linear"] == pytest.approx(expected, rel=0.15)
     assert res["rigid"] > 5 * res["linear"]
@@ -108,7 +121,7 @@ def test_ica_recovers_two_rotations_of_the_same_sources(db: int) -> None:
     A = S @ ortho_group.rvs(d, random_state=5)
     B = 2.0 * S @ ortho_group.rvs(db, random_state=6)[:d] + 0.01 * rng.standard_normal((n, db))
     res = align_errors(
-        A, B, AlignOptions(maps=("permutation", "rigid", "linear", "ica"), n_components=d, knn_k=None, seed=1)
+        A, B, options(maps=("permutation", "rigid", "linear", "ica"), n_components=d, knn_k=None, seed=1)
     )
     assert res["ica_converged"]
     assert (res["ica_components_a"], res["ica_components_b"]) == (d, d)
@@ -126,7 +139,7 @@ def _ica_efficiencies(draw_latents, seeds: range) -> np.ndarray:
         rng = np.random.default_rng(s)
         G = draw_latents(rng)
         A, B = G @ ortho_group.rvs(6, random_state=rng), G @ ortho_group.rvs(6, random_state=rng)
-        res = align_errors(A, B, AlignOptions(knn_k=None, maps=("permutation", "rigid", "ica"), ica_method="fastica", ica_max_iter=200, ica_tol=1e-4, seed=s))  # fmt: skip
+        res = align_errors(A, B, options(knn_k=None, maps=("permutation", "rigid", "ica"), ica_method="fastica", ica_max_iter=200, ica_tol=1e-4, seed=s))  # fmt: skip
         effs.append(res["ica_efficiency"])
     return np.array(effs)
 
@@ -202,7 +215,7 @@ def test_training_rms_is_nested_linear_rigid_permutation(da: int, db: int, seed:
     B = heterogeneous(120, db, rng)
     B[:, : min(da, db)] += A[:, : min(da, db)] @ rng.standard_normal((min(da, db), min(da, db)))
     for kw in ({}, {"scale": True, "ridge": 50.0}):
-        res = align_errors(A, B, AlignOptions(seed=seed, **FAST, **kw))
+        res = align_errors(A, B, options(seed=seed, **FAST, **kw))
         tol = 1e-9 * res["rms_train_permutation"]
         assert res["rms_train_linear"] <= res["rms_train_rigid"] + tol
         assert res["rms_train_rigid"] <= res["rms_train_permutation"] + tol
@@ -341,7 +354,7 @@ def test_align_errors_keys_split_and_determinism() -> None:
     rng = np.random.default_rng(13)
     A = rng.standard_normal((250, 4))
     B = np.tanh(A @ rng.standard_normal((4, 5))) + 0.1 * rng.standard_normal((250, 5))
-    res = align_errors(A, B, AlignOptions(seed=5, knn_k=5, ica_method="fastica", ica_tol=1e-4))
+    res = align_errors(A, B, options(seed=5, knn_k=5, ica_method="fastica", ica_tol=1e-4))
     for key in (
         "permutation",
         "rigid",
@@ -364,8 +377,8 @@ def test_align_errors_keys_split_and_determinism() -> None:
     assert res["mutual_knn"] == pytest.approx(mutual_knn(A, B, 5))
     # On this realistic (smooth, noisy) pair the held-out scores follow the nested order too.
     assert res["linear"] <= res["rigid"] <= res["permutation"]
-    assert align_errors(A, B, AlignOptions(seed=5, knn_k=5, ica_method="fastica", ica_tol=1e-4)) == res
-    assert align_errors(A, B, AlignOptions(seed=6, **FAST))["rigid"] != res["rigid"]
+    assert align_errors(A, B, options(seed=5, knn_k=5, ica_method="fastica", ica_tol=1e-4)) == res
+    assert align_errors(A, B, options(seed=6, **FAST))["rigid"] != res["rigid"]
     train, test = split_rows(250, 0.8, 5)
     assert np.intersect1d(train, test).size == 0 and np.union1d(train, test).size == 250
     # The held-out score is the mean l2 error of the held-out rows over B's diameter.
@@ -374,7 +387,7 @@ def test_align_errors_keys_split_and_determinism() -> None:
         np.linalg.norm(rigid.predict(A[test]) - B[test], axis=1).mean() / pdist(B).max()
     )
     # Maps not run are NaN; a fixed diameter is used as given.
-    part = align_errors(A, B, AlignOptions(seed=5, maps=["linear"], knn_k=None, diameter=2.0))
+    part = align_errors(A, B, options(seed=5, maps=["linear"], knn_k=None, diameter=2.0))
     assert np.isnan(part["permutation"]) and np.isnan(part["ica_efficiency"]) and np.isnan(part["mutual_knn"])
     assert part["linear"] == pytest.approx(res["linear"] * res["diameter"] / 2.0, rel=1e-12)
 
@@ -394,17 +407,17 @@ def test_alignment_table_ordered_pairs() -> None:
     rng = np.random.default_rng(15)
     base = rng.standard_normal((200, 4))
     emb = {"m1": base, "m2": base @ ortho_group.rvs(4, random_state=3), "m3": np.c_[base, base[:, :1] ** 2]}
-    table = alignment_table(emb, options=AlignOptions(seed=2, **FAST))
+    table = alignment_table(emb, options=options(seed=2, **FAST))
     assert list(table.columns) == list(TABLE_COLUMNS)
     assert list(zip(table.model_a, table.model_b)) == list(itertools.permutations(emb, 2))
     row = table.set_index(["model_a", "model_b"]).loc[("m1", "m3")]
-    single = align_errors(emb["m1"], emb["m3"], AlignOptions(seed=2, **FAST))
+    single = align_errors(emb["m1"], emb["m3"], options(seed=2, **FAST))
     assert row["perm"] == pytest.approx(single["permutation"])
     assert row["linear"] == pytest.approx(single["linear"])
     assert row["diameter"] == pytest.approx(pdist(emb["m3"]).max())
     assert table.set_index(["model_a", "model_b"]).loc[("m1", "m2"), "rigid"] < 1e-10
     assert table["ica_converged"].isna().all() and table["ica"].isna().all()  # ICA not run
-    one = alignment_table(emb, pairs=[("m2", "m1")], options=AlignOptions(seed=2, **FAST))
+    one = alignment_table(emb, pairs=[("m2", "m1")], options=options(seed=2, **FAST))
     assert len(one) == 1 and isinstance(one, pd.DataFrame)
 
 
@@ -412,29 +425,54 @@ def test_bad_input_is_named() -> None:
     rng = np.random.default_rng(16)
     A, B = rng.standard_normal((50, 3)), rng.standard_normal((50, 2))
     with pytest.raises(ValueError, match="same images row for row: A has 50 rows, B has 49"):
-        align_errors(A, B[:49])
+        align_errors(A, B[:49], DEFAULT)
     bad = B.copy()
     bad[7, 1] = np.nan
     with pytest.raises(ScreenError, match=r"B \(embeddings of model B\).*feature 1"):
-        align_errors(A, bad)
+        align_errors(A, bad, DEFAULT)
     with pytest.raises(ValueError, match="at least 3 training and 2 held-out rows"):
-        align_errors(A[:4], B[:4])
+        align_errors(A[:4], B[:4], DEFAULT)
     with pytest.raises(ValueError, match="train_fraction"):
-        align_errors(A, B, AlignOptions(train_fraction=1.0))
+        align_errors(A, B, options(train_fraction=1.0))
+    with pytest.raises(ValueError, match="ICA map needs ica_method"):
+        align_errors(A, B, options(ica_method=None))
     with pytest.raises(ValueError, match="maps: expected distinct names"):
-        align_errors(A, B, AlignOptions(maps=("permutation", "affine")))
+        align_errors(A, B, options(maps=("permutation", "affine")))
     with pytest.raises(ValueError, match="k must be an integer"):
         mutual_knn(A, B, k=50)
     with pytest.raises(ValueError, match="diameter"):
-        align_errors(A, B, AlignOptions(diameter="fast"))
+        align_errors(A, B, options(diameter="fast"))
     with pytest.raises(ValueError, match="positive finite"):
-        align_errors(A, np.ones((50, 2)), AlignOptions(**FAST))
+        align_errors(A, np.ones((50, 2)), options(**FAST))
     with pytest.raises(ValueError, match="every model must embed the same images"):
-        alignment_table({"a": A, "b": B[:40]})
+        alignment_table({"a": A, "b": B[:40]}, DEFAULT)
     with pytest.raises(ValueError, match="must name two models"):
-        alignment_table({"a": A, "b": B}, pairs=[("a", "c")])
+        alignment_table({"a": A, "b": B}, DEFAULT, pairs=[("a", "c")])
     with pytest.raises(ValueError, match="expected a 2-D array"):
         linear_cka(A[:, 0], B)
+
+
+def test_the_workflow_aligns_each_variant_by_its_options() -> None:
+    """The align rule's options give every pair's: ICA keeps ``ica_components`` on the base
+    variant only (whitened variants keep every dimension), and at most ``max_samples`` matched
+    rows enter, matched by image whatever the row order."""
+    config = validate_config({"seed": 4, "identifiability": {"ica_components": 3, "knn_k": 4, "max_samples": 100}})
+    table1 = Table1Options.from_config(config)
+    base, pca = AlignOptions.for_variant(table1, "base"), AlignOptions.for_variant(table1, "pca")
+    assert (base.n_components, pca.n_components) == (3, None)
+    assert (base.seed, base.knn_k, base.ica_method, base.train_fraction) == (4, 4, table1.ica, table1.train_fraction)
+    rng = np.random.default_rng(17)
+    keys = pd.DataFrame({"Metadata_Plate": "P1", "Metadata_ImageIndex": np.arange(150)})
+    x = rng.standard_normal((150, 3))
+    tables = {
+        "m1": pd.concat([keys, pd.DataFrame(x, columns=["a", "b", "c"])], axis=1),
+        "m2": pd.concat([keys, pd.DataFrame(x @ ortho_group.rvs(3, random_state=2), columns=["d", "e", "f"])], axis=1),
+    }
+    tables["m2"] = tables["m2"].iloc[::-1]
+    fast = table1._replace(ica_components=2)
+    out = alignment_for_variant(tables, "base", fast)
+    assert list(out["variant"]) == ["base", "base"] and (out["n_train"] + out["n_test"] == 100).all()
+    assert (out["rigid"] < 1e-9).all()  # the same images, rotated: matched by key, not by row order
 
 
 def test_split_takes_its_seed_from_the_one_seed_helper():

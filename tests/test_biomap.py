@@ -11,11 +11,12 @@ import pandas as pd
 import pytest
 
 from phenoica.biomap import aggregate as bm_aggregate
-from phenoica.biomap import batch_metrics
+from phenoica.biomap import batch_metrics, gene_similarity
 from phenoica.biomap import consistency as bm_consistency
 from phenoica.biomap import gene_map as bm_gene_map
 from phenoica.biomap import recall as bm_recall
-from phenoica.biomap import similarity as bm_similarity
+from phenoica.biomap.options import BatchMetricsOptions, GeneMapOptions
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 from phenoica.report.gene_maps import batch_biology_figure, biomap_summary, build_gene_maps, heatmap_figure
 from phenoica.report.inputs import ReportInputs, ReportOptions
@@ -30,6 +31,12 @@ CFG = {
     "consistency_null_size": 500,
     "block_rows": 7,
 }
+#: The gene map's options on small data (seed and the rest from the schema).
+MAP_OPTIONS = GeneMapOptions.from_config(validate_config({"biomap": CFG}))
+#: The recall's thresholds and blocks of :data:`CFG`.
+RECALL = {"thresholds": CFG["recall_thresholds"], "block_rows": CFG["block_rows"]}
+#: Batch metrics with the schema's settings.
+BATCH_OPTIONS = BatchMetricsOptions.from_config(validate_config({}))
 
 
 def brute_recall(X: np.ndarray, names: list[str], pairs: pd.DataFrame, lo: float, hi: float) -> float:
@@ -66,7 +73,9 @@ def test_blocked_recall_equals_efaar_on_the_full_matrix():
     rng = np.random.default_rng(1)
     pairs = pd.DataFrame({"entity1": rng.choice(names, 80), "entity2": rng.choice(names, 80)})
     pairs = annotations.canonical_pairs(pairs, "random")
-    recall, coverage = bm_recall.relationship_recall(X, names, {"random": pairs}, min_entities=3, block_rows=7)
+    recall, coverage = bm_recall.relationship_recall(
+        X, names, {"random": pairs}, thresholds=CFG["recall_thresholds"], min_entities=3, block_rows=7
+    )
     for row in recall.itertuples():
         assert row.status == "ok"
         assert row.recall == pytest.approx(brute_recall(X, names, pairs, row.lower, row.upper))
@@ -81,7 +90,7 @@ def test_planted_complexes_are_recalled_and_random_pairs_near_chance():
     far = annotations.canonical_pairs(
         pd.DataFrame({"entity1": rng.choice(names[12:], 300), "entity2": rng.choice(names[12:], 300)}), "far"
     )
-    recall, _ = bm_recall.relationship_recall(X, names, {"complexes": complexes, "far": far}, min_entities=3)
+    recall, _ = bm_recall.relationship_recall(X, names, {"complexes": complexes, "far": far}, min_entities=3, **RECALL)
     at5 = recall[recall["lower"] == 0.05].set_index("source")
     assert at5.loc["complexes", "recall"] == 1.0
     assert at5.loc["far", "recall"] < 0.25  # chance is 0.10
@@ -91,7 +100,7 @@ def test_source_sharing_too_few_genes_is_a_recorded_skip_with_counts():
     X, names, complexes = planted_map()
     few = pd.DataFrame({"entity1": ["G000", "G001", "OTHER1"], "entity2": ["G001", "OTHER2", "OTHER3"]})
     recall, coverage = bm_recall.relationship_recall(
-        X, names, {"few": annotations.canonical_pairs(few, "few"), "complexes": complexes}, min_entities=5
+        X, names, {"few": annotations.canonical_pairs(few, "few"), "complexes": complexes}, min_entities=5, **RECALL
     )
     skipped = recall[recall["source"] == "few"]
     assert (skipped["status"] == "skipped").all() and skipped["recall"].isna().all()
@@ -104,7 +113,7 @@ def test_source_sharing_too_few_genes_is_a_recorded_skip_with_counts():
 def test_nearest_neighbors_match_brute_force_and_carry_q_values():
     X, names, _ = planted_map()
     q = np.linspace(0, 1, len(names))
-    nn = bm_similarity.nearest_neighbors(X, names, q, k=4, block_rows=9)
+    nn = gene_similarity.nearest_neighbors(X, names, q, k=4, block_rows=9)
     U = X / np.linalg.norm(X, axis=1, keepdims=True)
     S = U @ U.T
     np.fill_diagonal(S, -np.inf)
@@ -200,11 +209,11 @@ def test_aggregation_needs_controls_in_every_batch_when_centring():
 
 
 def test_map_genes_active_uses_the_gene_calls_and_falls_back_without_calls():
-    genes = bm_aggregate.aggregate_profiles(profile_rows())[1]
+    genes = bm_aggregate.aggregate_profiles(profile_rows(), center_on_controls=True)[1]
     calls = pd.DataFrame({GENE: ["A", "B"], "q_value": [0.01, 0.5], "hit": [True, False]})
-    chosen, q, note = bm_similarity.map_genes(genes, calls, "active")
+    chosen, q, note = gene_similarity.map_genes(genes, calls, "active")
     assert chosen[GENE].tolist() == ["A"] and q.tolist() == [0.01] and "1 of 2" in note
-    chosen, q, note = bm_similarity.map_genes(genes, None, "active")
+    chosen, q, note = gene_similarity.map_genes(genes, None, "active")
     assert chosen[GENE].tolist() == ["A", "B"] and "no hit calls" in note
 
 
@@ -246,13 +255,14 @@ def test_efaar_sources_read_from_a_wheel_without_the_package(tmp_path):
         annotations.read_efaar_source("GO", wheel)
     mine = tmp_path / "mine.tsv"
     pd.DataFrame({"entity1": ["X"], "entity2": ["Y"]}).to_csv(mine, sep="\t", index=False)
+    chosen = {
+        "builtin_corum": False,
+        "efaar_sources": ["CORUM"],
+        "efaar_wheel": str(wheel),
+        "annotations": {"mine": str(mine)},
+    }
     sources = annotations.load_sources(
-        {
-            "builtin_corum": False,
-            "efaar_sources": ["CORUM"],
-            "efaar_wheel": str(wheel),
-            "annotations": {"mine": str(mine)},
-        }
+        GeneMapOptions.from_config(validate_config({"biomap": chosen})).annotation_sources()
     )
     assert list(sources) == ["CORUM", "mine"] and sources["mine"].values.tolist() == [["X", "Y"]]
 
@@ -276,8 +286,16 @@ def test_builtin_corum_list_is_disjoint_real_symbols():
     assert {"PSMA1", "PSMB7"} <= set(complexes["20S proteasome"])
     pairs = annotations.complex_pairs(complexes)
     assert len(pairs) == sum(len(m) * (len(m) - 1) // 2 for m in complexes.values())
-    sources = annotations.load_sources({"builtin_corum": True, "efaar_sources": [], "annotations": {}})
+    sources = annotations.load_sources(MAP_OPTIONS.annotation_sources())
     assert list(sources) == [annotations.BUILTIN]
+
+
+def test_the_gene_map_reruns_for_its_settings_not_for_its_block_size():
+    """The biomap rule's params (the options' repr) hold what the tables depend on, not
+    ``block_rows`` (memory only: the blocked results equal the whole-matrix ones)."""
+    assert "block_rows" not in repr(MAP_OPTIONS) and "n_neighbors=3" in repr(MAP_OPTIONS)
+    assert repr(MAP_OPTIONS._replace(block_rows=5)) == repr(MAP_OPTIONS)
+    assert repr(MAP_OPTIONS._replace(min_entities=4)) != repr(MAP_OPTIONS)
 
 
 # --------------------------------------------------------------------------- batch metrics
@@ -305,8 +323,8 @@ def batch_table(effect: float, n_batches: int = 3, seed: int = 0) -> pd.DataFram
 
 
 def test_batch_metrics_see_a_strong_batch_effect_and_none_without_one():
-    strong = batch_metrics.batch_metrics(batch_table(5.0), model="m", variant="v", seed=0).set_index("subset")
-    none = batch_metrics.batch_metrics(batch_table(0.0), model="m", variant="v", seed=0).set_index("subset")
+    strong = batch_metrics.batch_metrics(batch_table(5.0), BATCH_OPTIONS, model="m", variant="v").set_index("subset")
+    none = batch_metrics.batch_metrics(batch_table(0.0), BATCH_OPTIONS, model="m", variant="v").set_index("subset")
     for subset in ("controls", "all"):
         assert strong.loc[subset, "batch_accuracy"] > 0.95 and strong.loc[subset, "batch_chance"] == pytest.approx(
             1 / 3
@@ -334,7 +352,7 @@ def test_well_profiles_are_streamed_from_the_parquet(tmp_path):
 
 
 def test_single_batch_gets_no_batch_metrics_with_the_reason():
-    out = batch_metrics.batch_metrics(batch_table(1.0, n_batches=1), model="m", variant="v", seed=0)
+    out = batch_metrics.batch_metrics(batch_table(1.0, n_batches=1), BATCH_OPTIONS, model="m", variant="v")
     assert out["asw_batch"].isna().all() and out["batch_accuracy"].isna().all()
     assert out["reason"].str.contains("1 batch\\(es\\) among the").all()
 
@@ -373,7 +391,7 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
         {GENE: names, "q_value": np.linspace(0.001, 0.5, len(names)), "hit": True, "model": "m", "variant": "v"}
     )
     inputs = bm_gene_map.MapInputs(guides, genes, calls, {"c": complexes}, truth)
-    tables, chosen, q, _ = bm_gene_map.gene_map(inputs, CFG, seed=0, model="m", variant="v")
+    tables, chosen, q, _ = bm_gene_map.gene_map(inputs, MAP_OPTIONS, model="m", variant="v")
     rec = tables["recall"].set_index(["source", "lower"])
     # 18 complex pairs among 276: at 5/95 only the top 13 cosines (#null below >= 0.95 * 276) can be
     # recalled, so 13/18 is the most there is; at 10/90 all 18 fit
@@ -388,7 +406,7 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
         chosen[list(feats.columns)].to_numpy(), chosen[GENE].tolist(), q, tmp_path / "h.png", max_genes=10
     )
     assert heat.stat().st_size > 1000
-    batch = batch_metrics.batch_metrics(batch_table(2.0), model="m", variant="v", seed=0)
+    batch = batch_metrics.batch_metrics(batch_table(2.0), BATCH_OPTIONS, model="m", variant="v")
     biomap = {
         "recall": tables["recall"],
         "coverage": tables["coverage"],

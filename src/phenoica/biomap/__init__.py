@@ -23,7 +23,11 @@ neighbours, guide consistency and known-relationship recall (the EFAAR protocol)
 
 Every random draw takes its seed from ``phenoica.utils.seeding.derive_seed``.
 
-Modules: :mod:`.aggregate`, :mod:`.similarity`, :mod:`.recall`, :mod:`.consistency`,
+Modules: :mod:`.aggregate`, :mod:`.gene_similarity`, :mod:`.recall`, :mod:`.consistency`,
 :mod:`.gene_map` (the biomap job; its annotation pairs are read by
-:mod:`phenoica.screen.annotations`) and :mod:`.batch_metrics` (ASW-batch, iLISI, batch classifier).
+:mod:`phenoica.screen.annotations`), :mod:`.batch_metrics` (ASW-batch, iLISI, batch classifier)
+and :mod:`.options` (``ProfileOptions``, ``GeneMapOptions``, ``BatchMetricsOptions``: what the
+``biomap_profiles``, ``biomap`` and ``batch_metrics`` jobs read).
 """
+
+__all__ = ["aggregate", "batch_metrics", "consistency", "gene_map", "gene_similarity", "options", "recall"]

@@ -77,7 +77,7 @@ def control_means(src: ProfileSource, features: Sequence[str]) -> dict[str, np.n
 
 def aggregate_profiles(
     profiles: pd.DataFrame | Path | str,
-    center_on_controls: bool = True,
+    center_on_controls: bool,
     batch_rows: int = DEFAULT_BATCH_ROWS,
     log: logging.Logger | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:

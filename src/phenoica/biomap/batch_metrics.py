@@ -39,6 +39,7 @@ from sklearn.neighbors import NearestNeighbors
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
+from phenoica.biomap.options import BatchMetricsOptions
 from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, GENE, PERT_TYPE, PLATE, WELL, feature_columns
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
@@ -147,8 +148,8 @@ def batch_scores(
     variant: str,
     subset: str,
     seed: int,
-    n_neighbors: int = 15,
-    max_samples: int = 10000,
+    n_neighbors: int,
+    max_samples: int,
 ) -> dict[str, Any]:
     """All scores of one table (one row of :data:`COLUMNS`); a single batch = NaNs and a reason."""
     row: dict[str, Any] = {c: math.nan for c in COLUMNS}
@@ -192,16 +193,15 @@ def batch_scores(
 
 def batch_metrics(
     table: pd.DataFrame,
+    options: BatchMetricsOptions,
     *,
     model: str,
     variant: str,
-    seed: int,
-    n_neighbors: int = 15,
-    max_samples: int = 10000,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
     """Batch-mixing scores of a (model, variant) profile table on its controls and on all its
-    profiles (:data:`SUBSETS`); one row each, :data:`COLUMNS`."""
+    profiles (:data:`SUBSETS`); one row each, :data:`COLUMNS`, by the ``batch_metrics`` rule's
+    ``options`` (seed, iLISI's k, the profiles' cap)."""
     log = log or LOG
     is_control = (table[PERT_TYPE] == CONTROL).to_numpy() if PERT_TYPE in table.columns else np.zeros(len(table), bool)
     rows = []
@@ -211,9 +211,9 @@ def batch_metrics(
             model=model,
             variant=variant,
             subset=subset,
-            seed=seed,
-            n_neighbors=n_neighbors,
-            max_samples=max_samples,
+            seed=options.seed,
+            n_neighbors=options.batch_neighbors,
+            max_samples=options.batch_max_samples,
         )
         if row["reason"]:
             log.warning("batch metrics %s/%s (%s): skipped: %s", model, variant, subset, row["reason"])

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phenoica.biomap.similarity import unit_rows
+from phenoica.biomap.gene_similarity import unit_rows
 from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, feature_columns
 from phenoica.utils.seeding import derive_seed
 
@@ -38,9 +38,9 @@ def guide_consistency(
     guides: pd.DataFrame,
     *,
     seed: int,
+    null_size: int,
     model: str = "",
     variant: str = "",
-    null_size: int = 5000,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
     """Do a gene's guides agree? Per perturbed gene: the mean pairwise cosine of its guide

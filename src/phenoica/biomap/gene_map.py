@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from phenoica.biomap.consistency import guide_consistency
+from phenoica.biomap.gene_similarity import NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
+from phenoica.biomap.options import GeneMapOptions
 from phenoica.biomap.recall import relationship_recall
-from phenoica.biomap.similarity import NEIGHBOR_COLUMNS, guide_neighbors, map_genes, nearest_neighbors
-from phenoica.contract.config import as_resolved
 from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
 from phenoica.screen.annotations import complex_pairs
 
@@ -48,22 +48,19 @@ class MapInputs:
 
 def gene_map(
     inputs: MapInputs,
-    cfg: Mapping[str, Any],
+    options: GeneMapOptions,
     *,
-    seed: int,
     model: str,
     variant: str,
     log: logging.Logger | None = None,
 ) -> tuple[dict[str, pd.DataFrame], pd.DataFrame, np.ndarray, str]:
     """Everything of one (model, variant)'s map: tables ``neighbors``, ``guide_neighbors``,
     ``consistency``, ``recall``, ``coverage`` (each with model and variant columns), and the map's gene profiles,
-    their q-values and the note on how its genes were chosen. ``cfg`` is ``config["biomap"]``
-    (possibly partial: resolved here once against the schema, unless it already is).
+    their q-values and the note on how its genes were chosen, by the ``biomap`` rule's ``options``.
     """
     log = log or LOG
-    cfg = as_resolved("biomap", cfg)
     guides, genes, calls, sources, truth = inputs.guides, inputs.genes, inputs.calls, inputs.sources, inputs.truth
-    chosen, q, note = map_genes(genes, calls, cfg["genes"])
+    chosen, q, note = map_genes(genes, calls, options.genes)
     log.info("map %s/%s: %s", model, variant, note)
     features = feature_columns(chosen)
     X = chosen[features].to_numpy(np.float32)
@@ -72,10 +69,10 @@ def gene_map(
     if truth is not None:
         all_sources[TRUTH_SOURCE] = complex_pairs(truth_complexes(truth))
     screen = genes.loc[genes[PERT_TYPE] == PERTURBATION, GENE].astype(str).tolist()
-    block = int(cfg["block_rows"])
+    block = int(options.block_rows)
     tables: dict[str, pd.DataFrame] = {}
     if len(names) >= 2:
-        tables["neighbors"] = nearest_neighbors(X, names, q, int(cfg["n_neighbors"]), block)
+        tables["neighbors"] = nearest_neighbors(X, names, q, int(options.n_neighbors), block)
     else:
         log.warning("map %s/%s: %d gene(s) in the map; no neighbours", model, variant, len(names))
         tables["neighbors"] = pd.DataFrame({c: [] for c in NEIGHBOR_COLUMNS if c not in ("model", "variant")})
@@ -84,15 +81,15 @@ def gene_map(
         names,
         all_sources,
         screen_genes=screen,
-        thresholds=[tuple(t) for t in cfg["recall_thresholds"]],
-        min_entities=int(cfg["min_entities"]),
+        thresholds=[tuple(t) for t in options.recall_thresholds],
+        min_entities=int(options.min_entities),
         block_rows=block,
         log=log,
     )
     tables["recall"], tables["coverage"] = recall, coverage
-    tables["guide_neighbors"] = guide_neighbors(guides, set(names), int(cfg["n_neighbors"]), block)
+    tables["guide_neighbors"] = guide_neighbors(guides, set(names), int(options.n_neighbors), block)
     tables["consistency"] = guide_consistency(
-        guides, seed=seed, model=model, variant=variant, null_size=int(cfg["consistency_null_size"]), log=log
+        guides, seed=options.seed, null_size=int(options.consistency_null_size), model=model, variant=variant, log=log
     )
     for name in ("neighbors", "guide_neighbors", "recall", "coverage"):
         df = tables[name]

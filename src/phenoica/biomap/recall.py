@@ -9,7 +9,7 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.biomap.similarity import BLOCK_ROWS, similarity_blocks, unit_rows
+from phenoica.biomap.gene_similarity import similarity_blocks, unit_rows
 from phenoica.contract.screen import ScreenError
 
 LOG = logging.getLogger(__name__)
@@ -17,10 +17,6 @@ LOG = logging.getLogger(__name__)
 
 #: Cosines closer than this are ties when ranking a query in the null (float32 rounding).
 TIE_TOLERANCE = 1e-6
-
-
-#: EFAAR's recall thresholds (lower, upper quantile of the null).
-RECALL_THRESHOLDS: tuple[tuple[float, float], ...] = ((0.05, 0.95), (0.1, 0.9))
 
 
 RECALL_COLUMNS: tuple[str, ...] = (
@@ -64,7 +60,7 @@ def pair_cosines(U: np.ndarray, index: Mapping[str, int], pairs: pd.DataFrame) -
 
 
 def null_rank_counts(
-    U: np.ndarray, queries: np.ndarray, block_rows: int = BLOCK_ROWS, log: logging.Logger | None = None
+    U: np.ndarray, queries: np.ndarray, block_rows: int, log: logging.Logger | None = None
 ) -> tuple[np.ndarray, np.ndarray, int]:
     """For each query cosine: (#null <= x, #null < x, null size), where the null is every
     pairwise cosine of the rows of unit ``U`` (upper triangle); computed block by block (each
@@ -106,9 +102,9 @@ def relationship_recall(
     sources: Mapping[str, pd.DataFrame],
     *,
     screen_genes: Sequence[str] | None = None,
-    thresholds: Sequence[Sequence[float]] = RECALL_THRESHOLDS,
-    min_entities: int = 20,
-    block_rows: int = BLOCK_ROWS,
+    thresholds: Sequence[Sequence[float]],
+    min_entities: int,
+    block_rows: int,
     log: logging.Logger | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(recall, coverage) of every annotation source against the map ``X`` (genes ``names``).

@@ -59,7 +59,11 @@ Choices this module makes (the paper does not state them):
   subsample) because it costs O(N^2).
 - The same ``seed`` gives the same image split for every pair of models with the same N.
 
-Modules: :mod:`.alignment` (the four alignment maps), :mod:`.diameter`, :mod:`.similarity` (CKA, mutual kNN),
-:mod:`.table1` (``align_errors``, ``alignment_table``) and :mod:`.branch` (the workflow's
-``align`` and ``structural`` jobs on profile tables).
+Modules: :mod:`.alignment` (the four alignment maps), :mod:`.diameter`,
+:mod:`.representation_similarity` (CKA, mutual kNN), :mod:`.table1` (``align_errors``,
+``alignment_table``, ``AlignOptions``), :mod:`.metrics` (MCC, R^2, InfoMEC),
+:mod:`.branch` (the workflow's ``align`` and ``structural`` jobs on profile tables) and
+:mod:`.options` (``Table1Options`` and ``StructuralOptions``: what those jobs read).
 """
+
+__all__ = ["alignment", "branch", "diameter", "metrics", "options", "representation_similarity", "table1"]

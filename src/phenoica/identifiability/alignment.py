@@ -28,7 +28,7 @@ MAPS: tuple[str, ...] = ("permutation", "rigid", "linear", "ica")
 PERMUTATION_MATCHES: tuple[str, ...] = ("correlation", "least_squares")
 
 
-def _check_pair(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
+def check_embedding_pair(A: Any, B: Any) -> tuple[np.ndarray, np.ndarray]:
     """Two finite numeric 2-D arrays with the same number of rows (the same images)."""
     A = check_matrix(A, "A (embeddings of model A)")
     B = check_matrix(B, "B (embeddings of model B)")
@@ -96,7 +96,7 @@ class CrossProducts:
         )
 
 
-class _AffineMap(BaseEstimator):
+class AffineMap(BaseEstimator):
     """Shared prediction and scoring of the affine maps: ``f(a) = a @ coef_ + intercept_``.
 
     scikit-learn idiom: hyper-parameters in ``__init__``, fitted attributes end in ``_``.
@@ -124,7 +124,7 @@ class _AffineMap(BaseEstimator):
     def row_errors(self, A: Any, B: Any, rows: np.ndarray | None = None) -> np.ndarray:
         """l2 error ``||f(a_i) - b_i||`` of each row (of ``rows``, or all), chunked."""
         check_is_fitted(self, "coef_")
-        A, B = _check_pair(A, B)
+        A, B = check_embedding_pair(A, B)
         if (A.shape[1], B.shape[1]) != self.coef_.shape:
             raise ValueError(
                 f"{type(self).__name__}: fitted for {self.coef_.shape[0]} -> {self.coef_.shape[1]} "
@@ -150,7 +150,7 @@ def _signed_assignment(
     return rows, cols, signs
 
 
-class PermutationMap(_AffineMap):
+class PermutationMap(AffineMap):
     """A signed matching of A's dimensions to B's (no scaling), plus an intercept.
 
     ``match="correlation"``: Hungarian on the absolute Pearson correlation of training
@@ -166,7 +166,7 @@ class PermutationMap(_AffineMap):
 
     def fit(self, A: Any, B: Any) -> "PermutationMap":
         """Match dimensions on training rows ``A``, ``B``."""
-        return self.fit_cross(CrossProducts.of(*_check_pair(A, B)))
+        return self.fit_cross(CrossProducts.of(*check_embedding_pair(A, B)))
 
     def fit_cross(self, cross: CrossProducts) -> "PermutationMap":
         """Match dimensions from the training cross-products."""
@@ -188,7 +188,7 @@ class PermutationMap(_AffineMap):
         return self
 
 
-class RigidMap(_AffineMap):
+class RigidMap(AffineMap):
     """Orthogonal Procrustes after centering: ``f(a) = c (a - mean_a) R + mean_b``.
 
     ``R`` (Da x Db) is (semi-)orthogonal: ``U V^T`` of the thin SVD of ``A_c^T B_c``, the
@@ -221,7 +221,7 @@ class RigidMap(_AffineMap):
 
     def fit(self, A: Any, B: Any) -> "RigidMap":
         """Fit on training rows ``A``, ``B``."""
-        return self.fit_cross(CrossProducts.of(*_check_pair(A, B)))
+        return self.fit_cross(CrossProducts.of(*check_embedding_pair(A, B)))
 
     def fit_cross(self, cross: CrossProducts) -> "RigidMap":
         """Fit from the training cross-products."""
@@ -267,7 +267,7 @@ class RigidMap(_AffineMap):
         return R, c
 
 
-class LinearMap(_AffineMap):
+class LinearMap(AffineMap):
     """Least squares with intercept: ``W = argmin ||A_c W - B_c||^2 + ridge ||W||^2``.
 
     Solved in float64 from the training cross-products (``scipy.linalg.lstsq`` on the normal
@@ -280,7 +280,7 @@ class LinearMap(_AffineMap):
 
     def fit(self, A: Any, B: Any) -> "LinearMap":
         """Fit on training rows ``A``, ``B``."""
-        return self.fit_cross(CrossProducts.of(*_check_pair(A, B)))
+        return self.fit_cross(CrossProducts.of(*check_embedding_pair(A, B)))
 
     def fit_cross(self, cross: CrossProducts) -> "LinearMap":
         """Fit from the training cross-products."""
@@ -298,7 +298,7 @@ def _numerical_rank(scatter: np.ndarray) -> int:
     return max(1, int((ev > ev[-1] * 1e-10).sum())) if ev[-1] > 0 else 1
 
 
-class ICAMap(_AffineMap):
+class ICAMap(AffineMap):
     """ICA on each model separately, then a signed permutation of sources, back in B's space.
 
     ``fit`` whitens A and B separately (:class:`~phenoica.transforms.whitening.PCAWhitener` with
@@ -362,7 +362,7 @@ class ICAMap(_AffineMap):
 
         ``cross``: the cross-products of these rows, if already computed (saves a pass).
         """
-        A, B = _check_pair(A, B)
+        A, B = check_embedding_pair(A, B)
         if A.shape[0] < 3:
             raise ValueError(f"ICAMap: needs at least 3 training rows, got {A.shape[0]}")
         if cross is None:

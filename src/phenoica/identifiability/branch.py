@@ -16,6 +16,7 @@ from phenoica.contract import screen
 from phenoica.contract.screen import ScreenError, feature_columns
 from phenoica.contract.values import FACTOR_PREFIX
 from phenoica.identifiability import metrics
+from phenoica.identifiability.options import StructuralOptions, Table1Options
 from phenoica.identifiability.table1 import AlignOptions, alignment_table
 
 
@@ -77,30 +78,30 @@ def attach_factors(table: pd.DataFrame, factors: pd.DataFrame) -> tuple[np.ndarr
 
 
 def structural_scores(
-    table: pd.DataFrame,
-    factors: pd.DataFrame,
-    *,
-    seed: int = 0,
-    max_samples: int | None = 20000,
-    n_bins: int = 20,
-    n_neighbors: int = 10,
-    infoe_max_iter: int = 1000,
+    table: pd.DataFrame, factors: pd.DataFrame, options: StructuralOptions, *, n_neighbors: int = 10
 ) -> dict[str, Any]:
     """How well the table's latents recover the known factors: MCC, mean linear R^2 (and per
     factor), held-out ridge-probe R^2 (``metrics.probe_r2``, 5-fold; mean and per factor as
-    ``probe_r2_factor_XX``), InfoM/InfoE/InfoC (factors discretized into ``n_bins`` quantile bins).
+    ``probe_r2_factor_XX``), InfoM/InfoE/InfoC (factors discretized into ``options.factor_bins``
+    quantile bins, ``n_neighbors`` neighbours in the kNN mutual information).
 
-    At most ``max_samples`` rows (seeded subsample) enter the kNN mutual information and the
-    logistic regressions of InfoMEC; MCC and R^2 use every row.
+    At most ``options.max_samples`` rows (seeded subsample) enter the kNN mutual information and
+    the logistic regressions of InfoMEC; MCC and R^2 use every row.
     """
+    seed, max_samples = options.seed, options.max_samples
     latents, truth, names = attach_factors(table, factors)
     r2 = metrics.linear_r2(latents, truth)
     probe = metrics.probe_r2(latents, truth, seed=seed)
     rows = np.arange(len(latents))
-    if max_samples is not None and len(rows) > max_samples:
+    if len(rows) > max_samples:
         rows = np.sort(np.random.default_rng(seed).choice(rows, size=max_samples, replace=False))
     info = metrics.infomec(
-        truth[rows], latents[rows], n_neighbors=n_neighbors, seed=seed, n_bins=n_bins, infoe_max_iter=infoe_max_iter
+        truth[rows],
+        latents[rows],
+        n_neighbors=n_neighbors,
+        seed=seed,
+        n_bins=options.factor_bins,
+        infoe_max_iter=options.infoe_max_iter,
     )
     out: dict[str, Any] = {
         "n_samples": len(latents),
@@ -119,28 +120,24 @@ def structural_scores(
 
 
 def alignment_for_variant(
-    tables: Mapping[str, pd.DataFrame],
-    variant: str,
-    settings: Mapping[str, Any],
-    seed: int,
-    log: Any = None,
+    tables: Mapping[str, pd.DataFrame], variant: str, options: Table1Options, log: Any = None
 ) -> pd.DataFrame:
     """Table 1 for one variant: every ordered pair of models' profiles, row-matched by image.
 
-    ``settings`` is config["identifiability"]: train_fraction, ica, ica_components,
-    ica_max_samples, knn_k, max_samples (a seeded subsample of the matched rows keeps large
-    screens tractable).
+    ``options``: the ``align`` rule's settings; at most ``options.max_samples`` matched rows (a
+    seeded subsample keeps large screens tractable) enter the maps of
+    :meth:`AlignOptions.for_variant`.
     """
 
     keys, features = matched_features(tables)
     n = len(keys)
     rows = np.arange(n)
-    if n > settings["max_samples"]:
-        rows = np.sort(np.random.default_rng(seed).choice(n, size=settings["max_samples"], replace=False))
+    if n > options.max_samples:
+        rows = np.sort(np.random.default_rng(options.seed).choice(n, size=options.max_samples, replace=False))
     if log is not None:
         log.info("variant %s: %d matched rows, %d used; models %s", variant, n, len(rows), list(tables))
     table = alignment_table(
-        {name: x[rows] for name, x in features.items()}, options=AlignOptions.for_variant(settings, variant, seed)
+        {name: x[rows] for name, x in features.items()}, options=AlignOptions.for_variant(options, variant)
     )
     table.insert(0, "variant", variant)
     if log is not None:

@@ -5,27 +5,27 @@ from __future__ import annotations
 import itertools
 import logging
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
 from phenoica.contract.arrays import check_matrix
-from phenoica.contract.config import schema_default
 from phenoica.identifiability.alignment import (
     MAPS,
     PERMUTATION_MATCHES,
+    AffineMap,
     CrossProducts,
     ICAMap,
     LinearMap,
     PermutationMap,
     RigidMap,
-    _AffineMap,
-    _check_pair,
+    check_embedding_pair,
 )
 from phenoica.identifiability.diameter import DIAMETER_METHODS, latent_diameter
-from phenoica.identifiability.similarity import _cka, mutual_knn
+from phenoica.identifiability.options import Table1Options
+from phenoica.identifiability.representation_similarity import cka_from_cross_products, mutual_knn
 from phenoica.utils.seeding import derive_seed
 
 #: Columns of :func:`alignment_table`, in order (Table 1 first, then supporting numbers).
@@ -91,27 +91,28 @@ def _resolve_diameter(B: np.ndarray, diameter: str | float, seed: int) -> float:
     return value
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class AlignOptions:
     """How a pair of models is aligned (see the package docstring for every choice).
 
     ``maps`` are fitted on a seeded ``train_fraction`` of the rows (``seed`` also seeds ICA and
     the mutual-kNN subsample). ``ridge`` applies to the linear map, ``scale`` to the rigid map,
-    ``permutation_match`` to the permutation map; ``n_components``, ``ica_method``,
-    ``ica_max_iter``, ``ica_tol`` and ``ica_max_samples`` to the ICA map. ``diameter``: "auto",
-    "exact", "estimate", or a number (e.g. computed once per model). ``knn_k=None`` skips mutual
-    kNN, which uses at most ``knn_max_samples`` rows. ``train_fraction``, ``seed``, ``ica_method``
-    and ``knn_k`` default to the schema's ``identifiability`` keys (and ``seed``).
+    ``permutation_match`` to the permutation map; ``n_components``, ``ica_method`` (required
+    when ``ica`` is among the maps), ``ica_max_iter``, ``ica_tol`` and ``ica_max_samples`` to the
+    ICA map. ``diameter``: "auto", "exact", "estimate", or a number (e.g. computed once per
+    model). ``knn_k=None`` skips mutual kNN, which uses at most ``knn_max_samples`` rows. The
+    workflow's options come from its config (:meth:`for_variant`), which states the defaults of
+    ``train_fraction``, ``seed``, ``ica_method`` and ``knn_k``.
     """
 
-    train_fraction: float = field(default_factory=schema_default("identifiability.train_fraction"))
-    seed: int = field(default_factory=schema_default("seed"))
+    train_fraction: float
+    seed: int
+    knn_k: int | None
     maps: Sequence[str] = MAPS
-    ica_method: str = field(default_factory=schema_default("identifiability.ica"))
+    ica_method: str | None = None
     n_components: int | float | str | None = None
     ridge: float = 0.0
     scale: bool = False
-    knn_k: int | None = field(default_factory=schema_default("identifiability.knn_k"))
     diameter: str | float = "auto"
     permutation_match: str = "correlation"
     ica_max_iter: int = 500
@@ -120,19 +121,19 @@ class AlignOptions:
     knn_max_samples: int | None = 5000
 
     @classmethod
-    def for_variant(cls, settings: Mapping[str, Any], variant: str, seed: int) -> AlignOptions:
-        """The workflow's options for one variant from ``config["identifiability"]``.
+    def for_variant(cls, options: Table1Options, variant: str) -> AlignOptions:
+        """The workflow's options for one variant, from the ``align`` rule's :class:`Table1Options`.
 
         Whitened variants have identity covariance: a variance rule (parallel analysis) cannot
         tell signal from noise there, so their ICA keeps every dimension.
         """
         return cls(
-            train_fraction=settings["train_fraction"],
-            seed=seed,
-            ica_method=settings["ica"],
-            n_components=settings["ica_components"] if variant == "base" else None,
-            ica_max_samples=settings["ica_max_samples"],
-            knn_k=settings["knn_k"],
+            train_fraction=options.train_fraction,
+            seed=options.seed,
+            ica_method=options.ica,
+            n_components=options.ica_components if variant == "base" else None,
+            ica_max_samples=options.ica_max_samples,
+            knn_k=options.knn_k,
         )
 
 
@@ -160,10 +161,10 @@ def _supervised_maps(
     """Held-out and training errors of the permutation, rigid and linear maps, into ``out``."""
     train, test = split
 
-    def heldout(m: _AffineMap) -> float:
+    def heldout(m: AffineMap) -> float:
         return float(m.row_errors(A, B, test).mean() / diam)
 
-    def rms_train(m: _AffineMap) -> float:
+    def rms_train(m: AffineMap) -> float:
         e = m.row_errors(A, B, train)
         return float(np.sqrt(np.mean(e * e)) / diam)
 
@@ -204,7 +205,7 @@ def _ica_map(
         out["ica_efficiency"] = float((out["permutation"] - out["ica"]) / gap)
 
 
-def align_errors(A: Any, B: Any, options: AlignOptions | None = None) -> dict[str, Any]:
+def align_errors(A: Any, B: Any, options: AlignOptions) -> dict[str, Any]:
     """Table-1 alignment errors of model A's embeddings to model B's (same images, row for row).
 
     Maps in ``options.maps`` are fitted on a seeded training share of the rows and scored on the
@@ -217,11 +218,12 @@ def align_errors(A: Any, B: Any, options: AlignOptions | None = None) -> dict[st
     RMS / diameter of each class's least-squares optimum, so linear <= rigid <= permutation),
     and ``ica_converged``, ``ica_components_a``, ``ica_components_b`` when ICA ran.
     """
-    opts = options if options is not None else AlignOptions()
-    A, B = _check_pair(A, B)
-    opts = replace(opts, maps=_check_maps(opts.maps))
+    A, B = check_embedding_pair(A, B)
+    opts = replace(options, maps=_check_maps(options.maps))
     if opts.permutation_match not in PERMUTATION_MATCHES:
         raise ValueError(f"permutation_match must be one of {PERMUTATION_MATCHES}, got {opts.permutation_match!r}")
+    if "ica" in opts.maps and opts.ica_method is None:
+        raise ValueError("the ICA map needs ica_method (picard or fastica)")
     n = A.shape[0]
     train, test = split_rows(n, opts.train_fraction, opts.seed)
     if train.size <= max(A.shape[1], B.shape[1]):
@@ -238,7 +240,7 @@ def align_errors(A: Any, B: Any, options: AlignOptions | None = None) -> dict[st
     _supervised_maps(A, B, (train, test), cross_train, diam, opts, out)
     if "ica" in opts.maps:
         _ica_map(A, B, (train, test), cross_train, diam, opts, out)
-    out["cka"] = _cka(cross_all)
+    out["cka"] = cka_from_cross_products(cross_all)
     if opts.knn_k is not None:
         rows = np.arange(n)
         if opts.knn_max_samples is not None and n > opts.knn_max_samples:
@@ -253,8 +255,8 @@ def align_errors(A: Any, B: Any, options: AlignOptions | None = None) -> dict[st
 
 def alignment_table(
     embeddings: Mapping[str, Any],
+    options: AlignOptions,
     pairs: Sequence[tuple[str, str]] | None = None,
-    options: AlignOptions | None = None,
 ) -> pd.DataFrame:
     """Table 1 for several models' embeddings of the same images: one row per ORDERED pair.
 
@@ -278,14 +280,13 @@ def alignment_table(
     sizes = {m: a.shape[0] for m, a in arrays.items()}
     if len(set(sizes.values())) > 1:
         raise ValueError(f"alignment_table: every model must embed the same images; rows per model: {sizes}")
-    opts = options if options is not None else AlignOptions()
     diameters: dict[str, float] = {}
     rows = []
     for a, b in pairs:
         if b not in diameters:
-            diameters[b] = _resolve_diameter(arrays[b], opts.diameter, opts.seed)
+            diameters[b] = _resolve_diameter(arrays[b], options.diameter, options.seed)
         LOG.info("alignment %s -> %s", a, b)
-        res = align_errors(arrays[a], arrays[b], replace(opts, diameter=diameters[b]))
+        res = align_errors(arrays[a], arrays[b], replace(options, diameter=diameters[b]))
         rows.append(
             {"model_a": a, "model_b": b, "perm": res["permutation"], **{k: res.get(k) for k in TABLE_COLUMNS[3:]}}
         )

@@ -24,7 +24,7 @@ from scipy.cluster import hierarchy  # noqa: E402
 from scipy.spatial.distance import squareform  # noqa: E402
 
 from phenoica.biomap.gene_map import TRUTH_SOURCE  # noqa: E402
-from phenoica.biomap.similarity import similarity_matrix  # noqa: E402
+from phenoica.biomap.gene_similarity import similarity_matrix  # noqa: E402
 from phenoica.report import render  # noqa: E402
 from phenoica.report.inputs import ReportInputs  # noqa: E402
 from phenoica.report.render import save_figure  # noqa: E402

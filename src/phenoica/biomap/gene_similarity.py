@@ -7,12 +7,7 @@ from typing import Iterator, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.config import schema_default
 from phenoica.contract.screen import GENE, GUIDE, PERT_TYPE, PERTURBATION, feature_columns
-
-#: Rows of one block of the similarity computations (the schema's default of biomap.block_rows).
-BLOCK_ROWS: int = schema_default("biomap.block_rows")()
-
 
 GENE_SELECTIONS: tuple[str, ...] = ("active", "all")
 
@@ -27,9 +22,7 @@ def unit_rows(X: np.ndarray) -> np.ndarray:
     return np.divide(X, norms, out=np.zeros_like(X), where=norms > 0)
 
 
-def map_genes(
-    genes: pd.DataFrame, calls: pd.DataFrame | None, selection: str = "active"
-) -> tuple[pd.DataFrame, np.ndarray, str]:
+def map_genes(genes: pd.DataFrame, calls: pd.DataFrame | None, selection: str) -> tuple[pd.DataFrame, np.ndarray, str]:
     """(the map's gene profiles, their gene q-values, a note on how they were chosen).
 
     ``selection`` ``active``: the perturbed genes whose gene call is a hit (``calls``: the
@@ -60,7 +53,7 @@ def map_genes(
     return perturbed[hit].reset_index(drop=True), q[hit], note
 
 
-def similarity_blocks(X: np.ndarray, block_rows: int = BLOCK_ROWS) -> Iterator[tuple[int, np.ndarray]]:
+def similarity_blocks(X: np.ndarray, block_rows: int) -> Iterator[tuple[int, np.ndarray]]:
     """(first row, cosine similarities of rows [first, first + block) against all rows) for
     unit-normalized ``X``, one (block x n) float32 slab at a time."""
     n = X.shape[0]
@@ -75,7 +68,7 @@ def similarity_matrix(X: np.ndarray) -> np.ndarray:
 
 
 def nearest_neighbors(
-    X: np.ndarray, names: Sequence[str], q_values: Sequence[float], k: int, block_rows: int = BLOCK_ROWS
+    X: np.ndarray, names: Sequence[str], q_values: Sequence[float], k: int, block_rows: int
 ) -> pd.DataFrame:
     """Top ``k`` genes by cosine for every gene (itself excluded): gene, rank (1 = nearest),
     neighbour, cosine, the neighbour's q-value. Blocked over rows."""
@@ -108,7 +101,7 @@ def nearest_neighbors(
     return pd.concat(parts, ignore_index=True)
 
 
-def guide_neighbors(guides: pd.DataFrame, genes: set[str], k: int, block_rows: int = BLOCK_ROWS) -> pd.DataFrame:
+def guide_neighbors(guides: pd.DataFrame, genes: set[str], k: int, block_rows: int) -> pd.DataFrame:
     """The guide-level map: top ``k`` guides by cosine for every guide of the map's ``genes``
     (among those guides), with each guide's and neighbour's gene and ``same_gene``."""
     sel = guides[(guides[PERT_TYPE] == PERTURBATION) & guides[GENE].astype(str).isin(genes)].reset_index(drop=True)
