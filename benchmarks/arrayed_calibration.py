@@ -29,7 +29,7 @@ import pandas as pd
 from phenoica.classify.engine import classify_guides
 from phenoica.classify.map_readout import guide_map
 from phenoica.classify.null import control_constructs, null_guide_design, split_control_rows
-from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions, SplitOptions
 from phenoica.classify.splits import make_folds
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, CONTROL, GUIDE, PERT_TYPE, feature_columns
@@ -37,6 +37,7 @@ from phenoica.hits.calls import screen_calls
 from phenoica.hits.controls import control_calls
 from phenoica.screen import arrayed
 from phenoica.transforms.fit import fit_variants
+from phenoica.transforms.options import TransformOptions
 
 VARIANTS = ("base", "pca", "pca_ica")
 
@@ -57,7 +58,7 @@ def variant_tables(profiles: pd.DataFrame, cfg: dict, seed: int) -> dict[str, pd
     X = profiles[features].to_numpy(np.float64)
     b = profiles[BATCH].astype(str).to_numpy()
     c = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
-    fitted = fit_variants(["pca", "pca_ica"], X, b, c, cfg["transforms"], seed, features)
+    fitted = fit_variants(["pca", "pca_ica"], X, b, c, TransformOptions.from_config(cfg)._replace(seed=seed), features)
     meta = profiles[[col for col in profiles.columns if col not in features]].reset_index(drop=True)
     out = {"base": profiles.reset_index(drop=True)}
     for name, transform in fitted.items():
@@ -73,10 +74,10 @@ def one_draw(n_batches: int, seed: int, cfg: dict) -> dict[str, pd.DataFrame]:
     layout = arrayed.plate_layout(design, truth, seed)
     profiles = pd.concat([arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(n_batches)])
     profiles = profiles.reset_index(drop=True)
-    options = ClassifyOptions.from_config(cfg["classify"], seed)
+    options = ClassifyOptions.from_config(cfg)._replace(seed=seed)
     rows, maps = [], []
     for variant, table in variant_tables(profiles, cfg, seed).items():
-        folds = make_folds(table, cfg["splits"], seed)
+        folds = make_folds(table, SplitOptions.from_config(cfg)._replace(seed=seed))
         nulls = null_guide_design(table, options.n_null_guides, seed) + control_constructs(table)
         rows.append(classify_guides(table, None, folds, options, variant, "sim", nulls=nulls))
         maps.append(guide_map(table, variant, "sim", seed, cfg["classify"]["map_null_size"]))

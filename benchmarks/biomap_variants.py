@@ -30,6 +30,7 @@ from phenoica.contract.config import validate_config
 from phenoica.screen.annotations import load_sources
 from phenoica.transforms.apply import apply_transform
 from phenoica.transforms.fit import fit_transforms
+from phenoica.transforms.options import TransformOptions
 
 
 def main() -> None:
@@ -41,7 +42,6 @@ def main() -> None:
     parser.add_argument("--csv", type=Path, help="also write the table here")
     args = parser.parse_args()
     config = validate_config(yaml.safe_load(args.config.read_text()))
-    seed = int(config["seed"])
     map_options = GeneMapOptions.from_config(config)._replace(genes="all")
     batch_options = BatchMetricsOptions.from_config(config)
     center = ProfileOptions.from_config(config).center_on_controls
@@ -52,7 +52,7 @@ def main() -> None:
     variants = args.variants.split(",")
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
-        paths = fit_transforms(profiles, {**config["transforms"], "variants": variants, "frozen": None}, seed, tmp)
+        paths = fit_transforms(profiles, TransformOptions.from_config(config)._replace(variants=variants), tmp)
         for variant in variants:
             table = apply_transform(profiles, paths[variant])
             batch = batch_metrics(well_profiles(table), batch_options, model=args.model, variant=variant)

@@ -27,19 +27,21 @@ import pandas as pd
 import yaml
 
 from phenoica.classify.engine import classify_shard
-from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.splits import read_folds
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, feature_columns
 from phenoica.hits.calls import recall_fdr
-from phenoica.sweep.component_sweep import SweepOptions, sweep_grid, sweep_model
+from phenoica.sweep.component_sweep import sweep_grid, sweep_model
+from phenoica.sweep.options import SweepOptions
 from phenoica.transforms.fit import fit_variants
+from phenoica.transforms.options import TransformOptions
 from phenoica.transforms.variant_names import component_name
 
 VARIANTS = ("pca", "pca_ica")
 
 
-def rule_counts(profiles: pd.DataFrame, options: SweepOptions) -> dict[str, int]:
+def rule_counts(profiles: pd.DataFrame, fit: TransformOptions) -> dict[str, int]:
     """The count each named rule keeps on these profiles (the run's transform settings)."""
     features = feature_columns(profiles)
     X = profiles[features].to_numpy(np.float64)
@@ -47,31 +49,25 @@ def rule_counts(profiles: pd.DataFrame, options: SweepOptions) -> dict[str, int]
     c = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
     out = {}
     for rule in ("deflated", "parallel"):
-        fitted = fit_variants(["pca"], X, b, c, {**options.transforms, "n_components": rule}, options.seed, features)
+        fitted = fit_variants(["pca"], X, b, c, fit._replace(n_components=rule), features)
         out[rule] = int(fitted["pca"].whitener.n_components_)
     return out
 
 
-def full_classification_seconds(profiles: pd.DataFrame, folds, options: SweepOptions, k: int) -> float:
+def full_classification_seconds(
+    profiles: pd.DataFrame, folds, options: ClassifyOptions, fit: TransformOptions, k: int
+) -> float:
     """Seconds of one classification as the run does it (concentration models on), pca_ica at k."""
     features = feature_columns(profiles)
     X = profiles[features].to_numpy(np.float64)
     b = profiles[BATCH].astype(str).to_numpy()
     c = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
-    fitted = fit_variants(["pca_ica"], X, b, c, {**options.transforms, "n_components": k}, options.seed, features)
+    fitted = fit_variants(["pca_ica"], X, b, c, fit._replace(n_components=k), features)
     Z = fitted["pca_ica"].transform(X, b, c).astype(np.float32)
     meta = profiles[[col for col in profiles.columns if col not in features]].reset_index(drop=True)
     table = pd.concat([meta, pd.DataFrame(Z, columns=[component_name(i) for i in range(k)])], axis=1)
     start = time.perf_counter()
-    classify_shard(
-        table,
-        0,
-        1,
-        folds,
-        ClassifyOptions.from_config(options.classify, options.seed),
-        variant="pca_ica",
-        model="bench",
-    )
+    classify_shard(table, 0, folds, options._replace(n_shards=1), variant="pca_ica", model="bench")
     return time.perf_counter() - start
 
 
@@ -91,10 +87,8 @@ def main() -> None:
     parser.add_argument("--out", default=None, help="CSV of the grid (default: <results>/component_rule.csv)")
     args = parser.parse_args()
     cfg = validate_config(yaml.safe_load(Path(args.configfile).read_text()) or {})
-    options = SweepOptions.from_config(cfg)
-    options = SweepOptions(
-        options.transforms, options.classify, options.hits, options.seed, VARIANTS, options.max_points
-    )
+    options = SweepOptions.from_config(cfg)._replace(variants=list(VARIANTS))
+    run, fit = ClassifyOptions.from_config(cfg), TransformOptions.from_config(cfg)
     truth = pd.read_parquet(args.truth)
     results = Path(args.results)
     calls, chosen, seconds, baseline = [], {}, 0.0, 0.0
@@ -102,13 +96,13 @@ def main() -> None:
         model = path.stem
         profiles = pd.read_parquet(path)
         folds = read_folds(results / "splits" / f"{model}.parquet", profiles)
-        chosen[model] = rule_counts(profiles, options)
+        chosen[model] = rule_counts(profiles, fit)
         grid = sorted(
-            set(sweep_grid(len(feature_columns(profiles)), len(profiles), 2, options.max_points))
+            set(sweep_grid(len(feature_columns(profiles)), len(profiles), 2, options.points))
             | set(chosen[model].values())
         )
         print(f"{model}: rules keep {chosen[model]}; grid {grid}", flush=True)
-        baseline += full_classification_seconds(profiles, folds, options, chosen[model]["deflated"])
+        baseline += full_classification_seconds(profiles, folds, run, fit, chosen[model]["deflated"])
         start = time.perf_counter()
         table, model_calls = sweep_model(profiles, folds, model, chosen[model]["deflated"], options, grid)
         seconds += time.perf_counter() - start

@@ -160,37 +160,30 @@ class Work:
 
 
 def stage_gather(w: Work) -> dict[str, Any]:
-    from phenoica.profiles.columns import FeatureSelection
     from phenoica.profiles.gather import write_profiles
-    from phenoica.workflow import params as wparams
+    from phenoica.profiles.options import GatherOptions
 
     files = sorted((w.root / "data" / "embeddings").glob("*.parquet"))
-    settings = wparams.rule_settings(w.cfg, "gather_profiles")
+    options = GatherOptions.from_config(w.cfg)
     rows = write_profiles(
-        files,
-        w.profiles,
-        settings["profiles"]["level"],
-        settings["screen"]["embedding_column"],
-        settings["profiles"]["batch_rows"],
-        FeatureSelection.from_config(settings["screen"]),
+        files, w.profiles, options.level, options.embedding_column, options.batch_rows, options.selection
     )
     return {"rows": rows}
 
 
 def stage_fit(w: Work) -> dict[str, Any]:
     from phenoica.transforms.fit import fit_transforms
-    from phenoica.workflow import params as wparams
+    from phenoica.transforms.options import TransformOptions
 
-    settings = wparams.rule_settings(w.cfg, "fit_transforms")
-    fit_transforms(w.profiles, settings["transforms"], settings["seed"], w.transforms, log=LOG)
+    fit_transforms(w.profiles, TransformOptions.from_config(w.cfg), w.transforms, log=LOG)
     return {"rows": _rows(w.profiles)}
 
 
 def stage_apply(w: Work) -> dict[str, Any]:
     from phenoica.transforms.apply import apply_transform_file
-    from phenoica.workflow import params as wparams
+    from phenoica.transforms.options import ApplyTransformOptions
 
-    batch_rows = wparams.rule_settings(w.cfg, "apply_transform")["transforms"]["batch_rows"]
+    batch_rows = ApplyTransformOptions.from_config(w.cfg).batch_rows
     rows = sum(
         apply_transform_file(w.profiles, w.transforms / f"{v}.npz", w.variant(v), batch_rows) for v in w.variants
     )
@@ -200,14 +193,12 @@ def stage_apply(w: Work) -> dict[str, Any]:
 def stage_splits(w: Work) -> dict[str, Any]:
     import pandas as pd
 
+    from phenoica.classify.options import SplitOptions
     from phenoica.classify.splits import folds_table, make_folds
     from phenoica.utils.io import write_parquet
 
     profiles = pd.read_parquet(w.profiles)
-    from phenoica.workflow import params as wparams
-
-    settings = wparams.rule_settings(w.cfg, "splits")
-    folds = make_folds(profiles, settings["splits"], settings["seed"])
+    folds = make_folds(profiles, SplitOptions.from_config(w.cfg))
     write_parquet(folds_table(profiles, folds), w.folds)
     return {"rows": len(profiles), "folds": len(folds)}
 

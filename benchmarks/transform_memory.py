@@ -93,20 +93,23 @@ def write_plates(folder: Path, n: int, d: int, plate_rows: int, plates_per_batch
 
 def child(args: argparse.Namespace) -> None:
     """One stage in this (fresh) process; prints a JSON line with its peak memory and time."""
+    from phenoica.contract.config import validate_config
     from phenoica.profiles.gather import write_profiles
     from phenoica.transforms.apply import apply_transform_file
     from phenoica.transforms.fit import fit_transforms
+    from phenoica.transforms.options import TransformOptions
 
     work = Path(args.dir) / f"n{args.n}"
     profiles = work / "profiles.parquet"
-    cfg = {"batch_rows": args.batch_rows, "n_components": "parallel", "ica_max_samples": args.ica_rows}
+    transforms = {"batch_rows": args.batch_rows, "n_components": "parallel", "ica_max_samples": args.ica_rows}
+    options = TransformOptions.from_config(validate_config({"transforms": transforms}))
     base = peak_mb()
     t0 = time.perf_counter()
     if args.stage == "gather":
         rows = write_profiles(sorted((work / "plates").glob("*.parquet")), profiles, "image", None, args.batch_rows)
         info = {"rows": rows}
     elif args.stage == "fit":
-        fit_transforms(profiles, cfg, 0, work / "transforms")
+        fit_transforms(profiles, options, work / "transforms")
         report = json.loads((work / "transforms" / "fit_report.json").read_text())
         info = {"n_components": report["pca"]["n_components"], "ica_rows": report["pca_ica"]["ica"]["n_samples"]}
     elif args.stage == "apply":
