@@ -36,8 +36,6 @@ from scipy import optimize
 
 #: The named rules (strings) ``transforms.n_components`` accepts beside counts and fractions.
 NAMED_RULES: tuple[str, ...] = ("deflated", "parallel")
-#: The default rule.
-DEFAULT_RULE = "deflated"
 #: Fewest components a rule may keep.
 MIN_COMPONENTS = 2
 
