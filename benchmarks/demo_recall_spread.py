@@ -26,21 +26,20 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify.engine import classify_shard
-from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.splits import read_folds
 from phenoica.contract.config import load_config
 from phenoica.contract.paths import OUTPUTS
 from phenoica.hits.calls import pooled_recall_fdr, recall_fdr, screen_calls
-from phenoica.workflow.params import rule_settings
 
 
-def score_cell(results: Path, classify: dict, model: str, variant: str, seeds: int) -> list[pd.DataFrame]:
+def score_cell(results: Path, options: ClassifyOptions, model: str, variant: str, seeds: int) -> list[pd.DataFrame]:
     """The guide-fold rows of one (model, variant) at each classifier seed 0 .. ``seeds`` - 1
-    (its table and folds read once)."""
+    (``options`` with that seed; its table and folds read once)."""
     table = pd.read_parquet(results / OUTPUTS["transforms"]["variant"].format(model=model, variant=variant))
     folds = read_folds(results / OUTPUTS["splits"]["folds"].format(model=model), table)
     return [
-        classify_shard(table, 0, 1, folds, ClassifyOptions.from_config(classify, seed), variant=variant, model=model)
+        classify_shard(table, 0, folds, options._replace(seed=seed), variant=variant, model=model)
         for seed in range(seeds)
     ]
 
@@ -55,9 +54,11 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     config = load_config(args.config)
-    classify = dict(rule_settings(config, "classify")["classify"])
-    classify.update(concentration=False, lightgbm=dict(classify["lightgbm"], num_threads=1))
-    null_model = rule_settings(config, "call_hits")["hits"]["null_model"]
+    run = ClassifyOptions.from_config(config)
+    options = run._replace(
+        concentration=False, n_shards=1, lightgbm_run_time=dict(run.lightgbm_run_time, num_threads=1)
+    )
+    null_model = config["hits"]["null_model"]
     models = sorted(config["models"])
     truth = pd.read_parquet(args.results / OUTPUTS["screen"]["truth"])
     print(
@@ -66,7 +67,7 @@ def main() -> None:
         flush=True,
     )
     t0 = time.time()
-    jobs = [(args.results, classify, m, v, args.seeds) for m in models for v in args.variants]
+    jobs = [(args.results, options, m, v, args.seeds) for m in models for v in args.variants]
     with ProcessPoolExecutor(args.workers) as pool:
         by_cell = list(pool.map(score_cell, *zip(*jobs)))  # cell -> rows per seed
     recalls = []
