@@ -18,6 +18,7 @@ one thread per process, two processes side by side.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -68,7 +69,9 @@ def main() -> None:
     )
     t0 = time.time()
     jobs = [(args.results, options, m, v, args.seeds) for m in models for v in args.variants]
-    with ProcessPoolExecutor(args.workers) as pool:
+    # spawned workers: this process has run LightGBM (the parameter check of ClassifyOptions), and
+    # a worker forked after OpenMP has started can hang in its first LightGBM call
+    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         by_cell = list(pool.map(score_cell, *zip(*jobs)))  # cell -> rows per seed
     recalls = []
     for seed, parts in enumerate(zip(*by_cell)):
