@@ -29,7 +29,7 @@ import pandas as pd
 from phenoica.classify.engine import classify_guides
 from phenoica.classify.map_readout import guide_map
 from phenoica.classify.null import control_constructs, null_guide_design, split_control_rows
-from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.splits import make_folds
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, CONTROL, GUIDE, PERT_TYPE, feature_columns
@@ -73,7 +73,7 @@ def one_draw(n_batches: int, seed: int, cfg: dict) -> dict[str, pd.DataFrame]:
     layout = arrayed.plate_layout(design, truth, seed)
     profiles = pd.concat([arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(n_batches)])
     profiles = profiles.reset_index(drop=True)
-    options = ClassifyOptions.from_config(cfg["classify"], seed)
+    options = ClassifyOptions.from_config(cfg)._replace(seed=seed)
     rows, maps = [], []
     for variant, table in variant_tables(profiles, cfg, seed).items():
         folds = make_folds(table, cfg["splits"], seed)
