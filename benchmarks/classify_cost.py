@@ -43,7 +43,7 @@ import yaml
 from phenoica.classify.bins import FoldBins
 from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix
 from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
-from phenoica.classify.params import ClassifyOptions, lightgbm_params, resolve_classify_config
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.protocol import PROTOCOLS, control_strata, training_controls
 from phenoica.classify.splits import Fold
 from phenoica.contract.config import validate_config
@@ -102,12 +102,12 @@ def synthetic_screen(
 
 
 def floor_seconds(
-    table: pd.DataFrame, targets: list[GuideSamples], fold: Fold, cfg: dict, seed: int, concentration: bool
+    table: pd.DataFrame, targets: list[GuideSamples], fold: Fold, options: ClassifyOptions, concentration: bool
 ) -> float:
     """lightgbm.train time of each target's models on prebuilt, constructed, binned Datasets."""
     X, _ = feature_matrix(table)
-    params = lightgbm_params(cfg, seed)
-    rounds, k = int(cfg["num_boost_round"]), float(cfg["concentration_k"])
+    params, seed = options.booster_params(), options.seed
+    rounds, k = options.num_boost_round, options.concentration_k
     train = np.zeros(len(table), bool)
     train[fold.train] = True
     ctrl = control_mask(table)
@@ -153,7 +153,7 @@ def _genome_shape(config: Path) -> dict:
     }
 
 
-def _protocol_costs(table, guides, nulls, fold, base: dict, seed: int) -> dict[str, dict[str, float]]:
+def _protocol_costs(table, guides, nulls, fold, base: ClassifyOptions) -> dict[str, dict[str, float]]:
     """Library CPU-s of the real guides (concentration on, off) and the pseudo-guides on one
     training set, and the once-per-training setup, under each protocol."""
     X, _ = feature_matrix(table)
@@ -163,16 +163,15 @@ def _protocol_costs(table, guides, nulls, fold, base: dict, seed: int) -> dict[s
     guide_rows = np.concatenate([t.rows[train[t.rows]] for t in guide_samples(table, guides)])
     out = {}
     for protocol in PROTOCOLS:
-        on = resolve_classify_config(dict(base, protocol=protocol, concentration=True))
-        off = resolve_classify_config(dict(base, protocol=protocol, concentration=False))
-        opt_on, opt_off = ClassifyOptions.from_config(on, seed), ClassifyOptions.from_config(off, seed)
+        opt_on = base._replace(protocol=protocol, concentration=True)
+        opt_off = base._replace(protocol=protocol, concentration=False)
         cost = {
             "on": timed(lambda: classify_guides(table, guides, [fold], opt_on, "base", "bench"))[0],
             "off": timed(lambda: classify_guides(table, guides, [fold], opt_off, "base", "bench"))[0],
             "null": timed(lambda: classify_guides(table, [], [fold], opt_on, "base", "bench", nulls=nulls))[0],
         }
-        ctrl = training_controls(tr_all, control_strata(table), opt_on.max_train_controls, seed, fold.name)
-        cost["setup"] = timed(lambda: FoldBins.build(X, ctrl, opt_on.lightgbm).block(guide_rows))[0]
+        ctrl = training_controls(tr_all, control_strata(table), opt_on.max_train_controls, base.seed, fold.name)
+        cost["setup"] = timed(lambda: FoldBins.build(X, ctrl, opt_on.booster_params()).block(guide_rows))[0]
         cost["controls"] = len(ctrl)
         out[protocol] = cost
     return out
@@ -197,17 +196,17 @@ def main() -> None:
     held = f"B{args.batches - 1}"
     batch = table[BATCH].to_numpy()
     fold = Fold(f"holdout_{held}", np.flatnonzero(batch != held), np.flatnonzero(batch == held), (held,))
-    base = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": 1}}
+    classify = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": 1}}
+    base = ClassifyOptions.from_config(validate_config({"classify": classify, "seed": args.seed}))
     guides = guides_of(table)
     nulls = null_guide_design(table, args.nulls, args.seed)
-    defaults = resolve_classify_config({})
     print(
         f"screen: {args.controls} controls x {args.features} features, {len(guides)} guides of "
         f"{args.plates * args.batches} wells x {SITES} samples, {len(nulls)} pseudo-guides, 1 fold, "
         f"num_boost_round={args.rounds}, 1 thread; LightGBM {lgb.__version__}; fast protocol: "
-        f"fast_fold_groups={defaults['fast_fold_groups']}, fast_train_controls={defaults['fast_train_controls']}"
+        f"fast_fold_groups={base.fast_fold_groups}, fast_train_controls={base.fast_train_controls}"
     )
-    costs = _protocol_costs(table, guides, nulls, fold, base, args.seed)
+    costs = _protocol_costs(table, guides, nulls, fold, base)
     shape = _genome_shape(args.config)
     n, m, per_job = len(guides), len(nulls), shape["per_job"]
     print("\nCPU s per guide and training set (the once-per-training setup spread over one job's guides):")
@@ -224,15 +223,13 @@ def main() -> None:
         print(f"{protocol:9s} {c['controls']:10d} {c['setup']:8.2f} {p['on']:9.3f} {p['off']:10.3f} {p['null']:7.3f}")
 
     if not args.no_floor:
-        cfg_on = resolve_classify_config(dict(base, concentration=True))
-        cfg_off = resolve_classify_config(dict(base, concentration=False))
         real = guide_samples(table, guides)
         ex = costs["exact"]
         print("\nexact protocol against its floor (lightgbm.train alone on prebuilt binned Datasets):")
         for name, t, f, k in (
-            ("concentration on", ex["on"], floor_seconds(table, real, fold, cfg_on, args.seed, True), n),
-            ("concentration off", ex["off"], floor_seconds(table, real, fold, cfg_off, args.seed, False), n),
-            ("null pseudo-guides", ex["null"], floor_seconds(table, nulls, fold, cfg_on, args.seed, False), m),
+            ("concentration on", ex["on"], floor_seconds(table, real, fold, base, True), n),
+            ("concentration off", ex["off"], floor_seconds(table, real, fold, base, False), n),
+            ("null pseudo-guides", ex["null"], floor_seconds(table, nulls, fold, base, False), m),
         ):
             marginal = (t - ex["setup"]) / k
             print(
@@ -240,7 +237,7 @@ def main() -> None:
             )
 
     folds, pairs, n_null = shape["folds"], shape["pairs"], shape["nulls"]
-    groups = min(defaults["fast_fold_groups"], folds) if shape["grouped"] else folds
+    groups = min(base.fast_fold_groups, folds) if shape["grouped"] else folds
     sets = {"exact": folds, "fast": groups}
     print(
         f"\n{args.config.name}: {shape['guides']} guides x {folds} folds x {pairs} (model, variant) pairs, "

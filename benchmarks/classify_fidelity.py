@@ -40,13 +40,12 @@ from scipy import stats
 
 from phenoica.classify.engine import classify_guides
 from phenoica.classify.null import null_guide_design
-from phenoica.classify.params import ClassifyOptions, resolve_classify_config
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.protocol import trainings
 from phenoica.classify.splits import leave_one_batch_out, read_folds
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import GENE, GUIDE, feature_name
 from phenoica.hits.calls import screen_calls
-from phenoica.hits.options import HitOptions
 from phenoica.screen import positive_control as pc
 
 
@@ -69,17 +68,15 @@ def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:
 
 
 def score(
-    table: pd.DataFrame, folds: list, cfg: dict, seed: int, q_threshold: float
+    table: pd.DataFrame, folds: list, options: ClassifyOptions, null_model: str, q_threshold: float
 ) -> tuple[dict[str, pd.DataFrame], float]:
-    """Score every guide and ``n_null_guides`` pseudo-guides; the hit calls at ``q_threshold``
-    (with the score rows under ``rows``) and CPU seconds."""
-    options = ClassifyOptions.from_config(cfg, seed)
-    nulls = null_guide_design(table, options.n_null_guides, seed)
+    """Score every guide and ``n_null_guides`` pseudo-guides; the hit calls under ``null_model`` at
+    ``q_threshold`` (with the score rows under ``rows``) and CPU seconds."""
+    nulls = null_guide_design(table, options.n_null_guides, options.seed)
     t0 = time.process_time()
     rows = classify_guides(table, None, folds, options, "variant", "model", nulls=nulls)
     cpu = time.process_time() - t0
-    hits = HitOptions.from_config(validate_config({"hits": {"q_threshold": q_threshold}}))
-    return {**screen_calls(rows, None, hits.null_model, hits.q_threshold), "rows": rows}, cpu
+    return {**screen_calls(rows, None, null_model, q_threshold), "rows": rows}, cpu
 
 
 def _mask(rows: np.ndarray, n: int) -> np.ndarray:
@@ -138,7 +135,7 @@ def main() -> None:
         table = pd.read_parquet(args.table)
         folds = read_folds(args.folds, table)
         name = str(args.table)
-    cfg = {"lightgbm": {"num_threads": 1}}
+    classify = {"lightgbm": {"num_threads": 1}}
     for key, value in (
         ("num_boost_round", args.rounds),
         ("n_null_guides", args.nulls),
@@ -146,9 +143,10 @@ def main() -> None:
         ("fast_train_controls", args.fast_train_controls),
     ):
         if value is not None:
-            cfg[key] = value
-    cfg = resolve_classify_config(cfg)
-    fast = ClassifyOptions.from_config(dict(cfg, protocol="fast"), args.seed)
+            classify[key] = value
+    config = validate_config({"classify": classify, "seed": args.seed, "hits": {"q_threshold": args.q}})
+    options = ClassifyOptions.from_config(config)
+    fast = options._replace(protocol="fast")
     is_ctrl = table["Metadata_PertType"].astype(str).to_numpy() == "control"
     n_train_ctrl = max(int(is_ctrl[f.train].sum()) for f in folds)
     n_sets = len(
@@ -160,7 +158,8 @@ def main() -> None:
     )
     print(
         f"{name}: {len(table)} rows, {(~is_ctrl).sum()} perturbation rows, {len(folds)} folds; rounds "
-        f"{cfg['num_boost_round']}, {cfg['n_null_guides']} pseudo-guides, concentration {cfg['concentration']}, q < {args.q}"
+        f"{options.num_boost_round}, {options.n_null_guides} pseudo-guides, concentration {options.concentration}, "
+        f"q < {args.q}"
     )
     print(
         f"fast: fast_fold_groups {fast.fast_fold_groups} -> {n_sets} training sets per guide "
@@ -177,7 +176,8 @@ def main() -> None:
     )
     runs = {}
     for run, (protocol, seed) in protocols.items():
-        calls, cpu = runs[run] = score(table, folds, dict(cfg, protocol=protocol), seed, args.q)
+        run_options = options._replace(protocol=protocol, seed=seed)
+        calls, cpu = runs[run] = score(table, folds, run_options, config["hits"]["null_model"], args.q)
         ks = float(calls["null"]["loo_uniform_ks_p"].iloc[0])
         real = calls["guides"][~calls["guides"]["is_null_guide"]]
         line = f"{run:16s} {cpu:8.1f} {int(real['hit'].sum()):10d} {int(calls['genes']['hit'].sum()):9d} {ks:9.3f}"

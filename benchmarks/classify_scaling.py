@@ -20,7 +20,8 @@ from classify_throughput import Fold, synthetic_screen
 
 from phenoica.classify.engine import classify_guides
 from phenoica.classify.null import guides_of
-from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH
 
 
@@ -42,7 +43,8 @@ def main() -> None:
     held = f"B{args.batches - 1}"
     batch = table[BATCH].to_numpy()
     fold = Fold(f"holdout_{held}", np.flatnonzero(batch != held), np.flatnonzero(batch == held), (held,))
-    cfg = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": args.threads}}
+    classify = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": args.threads}}
+    options = ClassifyOptions.from_config(validate_config({"classify": classify, "seed": args.seed}))
     all_guides = guides_of(table)
     print(
         f"screen: {args.controls} controls x {args.features} features, guides of {args.samples} samples, "
@@ -51,9 +53,7 @@ def main() -> None:
     base, times = None, []
     for n in sizes:
         t0 = time.perf_counter()
-        out = classify_guides(
-            table, all_guides[:n], [fold], ClassifyOptions.from_config(cfg, args.seed), variant="base", model="bench"
-        )
+        out = classify_guides(table, all_guides[:n], [fold], options, variant="base", model="bench")
         dt = time.perf_counter() - t0
         assert len(out) == n and (out["status"] == "ok").all()
         per = dt / n

@@ -30,8 +30,9 @@ import pandas as pd
 
 from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix, score_guide
 from phenoica.classify.null import control_mask, guides_of
-from phenoica.classify.params import ClassifyOptions, lightgbm_params, resolve_classify_config
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.splits import Fold
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import (
     BATCH,
     CONTROL,
@@ -83,11 +84,13 @@ def synthetic_screen(
     return pd.concat([meta, feats], axis=1)
 
 
-def naive_scores(table: pd.DataFrame, guides: list[tuple[str, str]], fold: Fold, cfg: dict, seed: int) -> pd.DataFrame:
+def naive_scores(
+    table: pd.DataFrame, guides: list[tuple[str, str]], fold: Fold, options: ClassifyOptions
+) -> pd.DataFrame:
     """Rebuild all three datasets of every guide from raw floats (bins found per dataset)."""
     X, _ = feature_matrix(table)
-    params = lightgbm_params(cfg, seed)
-    rounds, k = int(cfg["num_boost_round"]), float(cfg["concentration_k"])
+    params, seed = options.booster_params(), options.seed
+    rounds, k = options.num_boost_round, options.concentration_k
     train = np.zeros(len(table), bool)
     train[fold.train] = True
     ctrl = control_mask(table)
@@ -129,7 +132,8 @@ def main() -> None:
     held = f"B{args.batches - 1}"
     batch = table[BATCH].to_numpy()
     fold = Fold(f"holdout_{held}", np.flatnonzero(batch != held), np.flatnonzero(batch == held), (held,))
-    cfg = resolve_classify_config({"num_boost_round": args.rounds, "lightgbm": {"num_threads": args.threads}})
+    classify = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": args.threads}}
+    options = ClassifyOptions.from_config(validate_config({"classify": classify, "seed": args.seed}))
     guides = guides_of(table)
     n_train_ctrl = int((control_mask(table) & (batch != held)).sum())
     print(
@@ -139,20 +143,18 @@ def main() -> None:
     )
 
     t0 = time.perf_counter()
-    shared = classify_guides(
-        table, guides, [fold], ClassifyOptions.from_config(cfg, args.seed), variant="base", model="bench"
-    )
+    shared = classify_guides(table, guides, [fold], options, variant="base", model="bench")
     t_shared = time.perf_counter() - t0
     assert (shared["status"] == "ok").all(), shared["reason"].unique()
 
     naive_guides = guides[: args.naive_guides]
     t0 = time.perf_counter()
-    naive = naive_scores(table, naive_guides, fold, cfg, args.seed)
+    naive = naive_scores(table, naive_guides, fold, options)
     t_naive = time.perf_counter() - t0
 
     # scale of run-to-run noise: the shared path with another seed, on the same guides
     other = classify_guides(
-        table, naive_guides, [fold], ClassifyOptions.from_config(cfg, args.seed + 1), variant="base", model="bench"
+        table, naive_guides, [fold], options._replace(seed=args.seed + 1), variant="base", model="bench"
     )
 
     rate_shared = len(guides) / t_shared

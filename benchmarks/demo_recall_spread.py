@@ -18,6 +18,7 @@ one thread per process, two processes side by side.
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
@@ -26,22 +27,21 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify.engine import classify_shard
-from phenoica.classify.params import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.splits import read_folds
 from phenoica.contract.config import load_config
 from phenoica.contract.paths import OUTPUTS
 from phenoica.hits.calls import pooled_recall_fdr, recall_fdr, screen_calls
 from phenoica.hits.options import HitOptions
-from phenoica.workflow.params import rule_settings
 
 
-def score_cell(results: Path, classify: dict, model: str, variant: str, seeds: int) -> list[pd.DataFrame]:
+def score_cell(results: Path, options: ClassifyOptions, model: str, variant: str, seeds: int) -> list[pd.DataFrame]:
     """The guide-fold rows of one (model, variant) at each classifier seed 0 .. ``seeds`` - 1
-    (its table and folds read once)."""
+    (``options`` with that seed; its table and folds read once)."""
     table = pd.read_parquet(results / OUTPUTS["transforms"]["variant"].format(model=model, variant=variant))
     folds = read_folds(results / OUTPUTS["splits"]["folds"].format(model=model), table)
     return [
-        classify_shard(table, 0, 1, folds, ClassifyOptions.from_config(classify, seed), variant=variant, model=model)
+        classify_shard(table, 0, folds, options._replace(seed=seed), variant=variant, model=model)
         for seed in range(seeds)
     ]
 
@@ -56,8 +56,10 @@ def main() -> None:
     ap.add_argument("--workers", type=int, default=2)
     args = ap.parse_args()
     config = load_config(args.config)
-    classify = dict(rule_settings(config, "classify")["classify"])
-    classify.update(concentration=False, lightgbm=dict(classify["lightgbm"], num_threads=1))
+    run = ClassifyOptions.from_config(config)
+    options = run._replace(
+        concentration=False, n_shards=1, lightgbm_run_time=dict(run.lightgbm_run_time, num_threads=1)
+    )
     null_model = HitOptions.from_config(config).null_model
     models = sorted(config["models"])
     truth = pd.read_parquet(args.results / OUTPUTS["screen"]["truth"])
@@ -67,8 +69,10 @@ def main() -> None:
         flush=True,
     )
     t0 = time.time()
-    jobs = [(args.results, classify, m, v, args.seeds) for m in models for v in args.variants]
-    with ProcessPoolExecutor(args.workers) as pool:
+    jobs = [(args.results, options, m, v, args.seeds) for m in models for v in args.variants]
+    # spawned workers: this process has run LightGBM (the parameter check of ClassifyOptions), and
+    # a worker forked after OpenMP has started can hang in its first LightGBM call
+    with ProcessPoolExecutor(args.workers, mp_context=multiprocessing.get_context("spawn")) as pool:
         by_cell = list(pool.map(score_cell, *zip(*jobs)))  # cell -> rows per seed
     recalls = []
     for seed, parts in enumerate(zip(*by_cell)):

@@ -174,15 +174,55 @@ def test_modules_functions_and_signatures_stay_small():
     assert size_problems() == []
 
 
-def test_package_inits_hold_only_their_docstring():
-    """Every import names the module that holds the function: no package re-exports names."""
+def _public_modules(init: Path) -> list[str] | None:
+    """The ``__all__`` of a package's ``__init__.py`` (a list of its public modules), None without one."""
+    for node in ast.parse(init.read_text()).body:
+        if isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]:
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+def test_package_inits_hold_their_docstring_and_public_modules():
+    """Every import names the module that holds the function: no package re-exports names. A
+    stage package's ``__init__`` holds its docstring and ``__all__``, the modules that are its
+    public API, each a module of the package."""
     offenders = []
     for init in sorted((SRC / "phenoica").rglob("__init__.py")):
         body = ast.parse(init.read_text()).body
-        code = [n for n in body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+        code = [
+            n
+            for n in body
+            if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+            and not (isinstance(n, ast.Assign) and [getattr(t, "id", None) for t in n.targets] == ["__all__"])
+        ]
         if init.parent.name != "phenoica" and code:
             offenders.append(str(init.relative_to(SRC)))
+        public = _public_modules(init)
+        if public is not None:
+            absent = [m for m in public if not (init.parent / f"{m}.py").exists() and not (init.parent / m).is_dir()]
+            offenders += [f"{init.relative_to(SRC)}: __all__ names {m}, no module of the package" for m in absent]
     assert not offenders, offenders
+
+
+def test_scripts_and_other_stages_use_a_stage_through_its_public_modules():
+    """The scripts and the other stages import a stage package's modules only among its
+    ``__all__``: the rest is the stage's own."""
+    stages = {
+        init.parent.name: _public_modules(init)
+        for init in (SRC / "phenoica").glob("*/__init__.py")
+        if _public_modules(init) is not None
+    }
+    assert len(stages) >= 10, sorted(stages)
+    wrong = []
+    files = sorted((REPO / "scripts").glob("*.py")) + sorted((SRC / "phenoica").rglob("*.py"))
+    for path in files:
+        own = path.relative_to(SRC / "phenoica").parts[0] if SRC in path.parents else None
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("phenoica."):
+                parts = node.module.split(".")
+                if len(parts) >= 3 and parts[1] in stages and parts[1] != own and parts[2] not in stages[parts[1]]:
+                    wrong.append(f"{path.relative_to(REPO)} imports {node.module}")
+    assert not wrong, wrong
 
 
 def test_each_rules_file_is_named_for_its_stage():
