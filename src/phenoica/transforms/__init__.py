@@ -32,8 +32,9 @@ Modules, one job each:
   job, and each point of the component sweep) and ``ApplyTransformOptions``.
 """
 
+#: The modules the scripts, the other stages and the docs use (the accumulators and the file
+#: format are the package's own).
 __all__ = [
-    "accumulators",
     "apply",
     "components",
     "fit",
@@ -41,7 +42,6 @@ __all__ = [
     "rotations",
     "rows",
     "scaling",
-    "serialize",
     "variant",
     "variant_names",
     "whitening",
