@@ -19,7 +19,7 @@ from phenoica.screen.demo import design as sim_design
 from phenoica.screen.demo import layout as sim_layout
 from phenoica.screen.demo import nuisance as sim_nuisance
 from phenoica.screen.demo import plates as sim_plates
-from phenoica.screen.demo import render as sim_render
+from phenoica.screen.demo import cells as sim_cells
 from phenoica.utils.seeding import derive_seed, rng_for, rng_from_sequence
 
 SEED = 7
@@ -269,8 +269,8 @@ def test_images_shape_dtype_and_dynamic_range(demo, plates):
 
 
 def test_channel_roles_by_name_then_position():
-    assert sim_render.channel_roles(["nucleus", "er", "actin", "mito", "golgi"]) == list(sim_render.ROLES)
-    assert sim_render.channel_roles(["dna", "Mito", "c2", "c3", "c4", "c5"]) == [
+    assert sim_cells.channel_roles(["nucleus", "er", "actin", "mito", "golgi"]) == list(sim_cells.ROLES)
+    assert sim_cells.channel_roles(["dna", "Mito", "c2", "c3", "c4", "c5"]) == [
         "nucleus",
         "mito",
         "actin",
@@ -286,7 +286,7 @@ def test_nucleus_area_grows_with_nucleus_size_factor():
     for value in (-2.0, -1.0, 0.0, 1.0, 2.0):
         factors = np.zeros((16, 10))
         factors[:, size_col] = value
-        clean = sim_render.render_cells(factors, ["nucleus", "er"], 48, 4, rng_from_sequence(0, "layout"))
+        clean = sim_cells.render_cells(factors, ["nucleus", "er"], 48, 4, rng_from_sequence(0, "layout"))
         areas.append(float((clean[:, 0] > 0.15).mean()))
     assert np.all(np.diff(areas) > 0), areas
     assert areas[-1] > 1.8 * areas[0]
@@ -300,14 +300,14 @@ def test_nucleus_area_tracks_factor_in_simulated_plate():
 
 
 FACTOR_NAMES = [name for name, _ in sim_design.FACTORS]
-CHANNELS = list(sim_render.ROLES)
+CHANNELS = list(sim_cells.ROLES)
 
 
 def render_one(name: str, value: float, n: int = 8, size: int = 48, **kwargs) -> np.ndarray:
     """n images with one factor at ``value`` and every other factor at 0, the same layout draws."""
     factors = np.zeros((n, len(sim_design.FACTORS)))
     factors[:, FACTOR_NAMES.index(name)] = value
-    return sim_render.render_cells(factors, CHANNELS, size, 5, rng_from_sequence(0, "layout"), **kwargs)
+    return sim_cells.render_cells(factors, CHANNELS, size, 5, rng_from_sequence(0, "layout"), **kwargs)
 
 
 def normalized(images: np.ndarray) -> np.ndarray:
@@ -393,7 +393,7 @@ def test_cell_count_factor_sets_the_number_of_nuclei():
     values = np.linspace(-2.5, 2.5, 24)
     factors = np.zeros((24, 10))
     factors[:, 0] = values
-    images = sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "count"))
+    images = sim_cells.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "count"))
     counts = nuclei_counts(images)
     assert stats.spearmanr(values, counts).statistic > 0.85, counts
     assert counts[-4:].mean() > 3 * counts[:4].mean(), counts
@@ -401,8 +401,8 @@ def test_cell_count_factor_sets_the_number_of_nuclei():
 
 def test_zoom_nuisance_changes_apparent_size_and_count():
     factors = np.zeros((16, 10))
-    near = sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 1.25))
-    far = sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 0.8))
+    near = sim_cells.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 1.25))
+    far = sim_cells.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 0.8))
 
     def area(images: np.ndarray) -> np.ndarray:  # mean nucleus area per image, px
         return (images[:, 0] > 0.25).sum(axis=(1, 2)) / np.maximum(nuclei_counts(images), 1)
@@ -410,13 +410,13 @@ def test_zoom_nuisance_changes_apparent_size_and_count():
     assert area(near).mean() > 1.8 * area(far).mean()
     assert nuclei_counts(near).mean() < nuclei_counts(far).mean()
     with pytest.raises(ValueError, match="zoom"):
-        sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 3.0))
+        sim_cells.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 3.0))
 
 
 def test_zoom_is_a_batch_nuisance():
     demo = tiny_demo(n_batches=4, plates_per_batch=2)
     zoom = {p: sim_nuisance.nuisance_table(demo, SEED, p, 50)["nuisance_zoom"] for _, p in demo_plates(demo)}
-    lo, hi = sim_render.ZOOM_RANGE
+    lo, hi = sim_cells.ZOOM_RANGE
     assert all(z.between(lo, hi).all() for z in zoom.values())
     per_batch = [np.log(zoom[f"B0{b}P01"].mean()) for b in range(1, 5)]
     within = np.mean([abs(np.log(zoom[f"B0{b}P01"].mean() / zoom[f"B0{b}P02"].mean())) for b in range(1, 5)])
@@ -465,7 +465,7 @@ def test_factors_are_recoverable_from_normalized_images_despite_batch_effects():
 def test_batch_effects_change_pixels_of_the_same_cells():
     demo = tiny_demo(n_batches=3, plates_per_batch=2)
     factors = sim_design.draw_factors(12, demo["n_factors"], rng_from_sequence(0, "f"))
-    clean = sim_render.render_cells(factors, demo["channels"], 32, 4, rng_from_sequence(0, "r"))
+    clean = sim_cells.render_cells(factors, demo["channels"], 32, 4, rng_from_sequence(0, "r"))
 
     def image(d: dict, plate: str) -> np.ndarray:
         nuisance = sim_nuisance.nuisance_table(d, SEED, plate, len(clean))
