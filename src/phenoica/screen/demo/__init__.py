@@ -34,5 +34,8 @@ other plates the screen has.
 
 Modules: :mod:`.design` (factors, genes, guides, effects), :mod:`.layout` (plates), :mod:`.cells`
 (cells into images), :mod:`.nuisance` (the microscope's batch effects) and :mod:`.plates` (a
-plate and the whole screen in the data contract).
+plate and the whole screen in the data contract), all reading the demo's settings from
+:class:`phenoica.screen.options.DemoOptions`.
 """
+
+__all__ = ["cells", "design", "layout", "nuisance", "plates"]
