@@ -12,7 +12,7 @@ exact protocol:
   pseudo-guides' leave-one-out p-values against uniform, ``loo_uniform_ks_p``) and CPU seconds.
 
 Screens: ``--screen positive_control`` builds the positive control
-(``phenoica.screen.positive_control``) with the design given by the flags (default: its own
+(``phenoica.screen.known_truth``) with the design given by the flags (default: its own
 design scaled to 12 batches and 48 control wells per plate, so that the fast protocol's defaults
 act: 12 folds in 4 groups, 8,448 training controls capped at 4,000); ``--table`` and
 ``--folds`` score a profile table of a finished run (a ``transforms/{model}/{variant}.parquet``
@@ -46,7 +46,7 @@ from phenoica.classify.splits import leave_one_batch_out, read_folds
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import GENE, GUIDE, feature_name
 from phenoica.hits.calls import screen_calls
-from phenoica.screen import positive_control as pc
+from phenoica.screen import known_truth as pc
 
 
 def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:

@@ -40,15 +40,17 @@ import torch
 import yaml
 
 from phenoica.contract import screen
-from phenoica.contract.config import demo_plates, validate_config
+from phenoica.contract.config import validate_config
 from phenoica.identifiability import metrics
 from phenoica.models.builders import build_feature_extractor
 from phenoica.models.extractor import embed_crops
-from phenoica.models.mae import TrainOptions, train_mae
+from phenoica.models.mae import train_mae
+from phenoica.models.options import TrainOptions
 from phenoica.report import truth_stats as truth
 from phenoica.screen import demo as sim
 from phenoica.screen.demo import design as sim_design
 from phenoica.screen.demo import plates as sim_plates
+from phenoica.screen.options import DemoOptions
 from phenoica.screen.preprocess import prepare
 
 REPO = Path(__file__).resolve().parents[1]
@@ -104,15 +106,15 @@ def apply(config: dict[str, Any], overrides: dict[str, Any], model: str) -> dict
     return validate_config(cfg)
 
 
-def simulated(demo: dict[str, Any], seed: int, cache: Path, log: logging.Logger) -> Path:
-    """The demo screen under ``cache`` (simulated once per demo section, seed and simulator code)."""
+def simulated(demo: DemoOptions, cache: Path, log: logging.Logger) -> Path:
+    """The demo screen under ``cache`` (simulated once per demo settings, seed and simulator code)."""
     code = "".join(p.read_text() for p in sorted(Path(sim.__file__).parent.glob("*.py")))
-    digest = hashlib.sha256(json.dumps([demo, seed, code], sort_keys=True).encode()).hexdigest()[:12]
+    digest = hashlib.sha256(json.dumps([demo._asdict(), code], sort_keys=True).encode()).hexdigest()[:12]
     out = cache / f"screen-{digest}"
     if not (out / "metadata.parquet").exists():
         t0 = time.perf_counter()
-        sim_plates.simulate_screen(demo, seed, out)
-        sim_design.gene_truth(demo, seed).to_parquet(out / "truth.parquet")
+        sim_plates.simulate_screen(demo, out)
+        sim_design.gene_truth(demo).to_parquet(out / "truth.parquet")
         log.info("simulated screen %s in %.1f s", out.name, time.perf_counter() - t0)
     return out
 
@@ -136,8 +138,9 @@ def run_setting(name: str, cfg: dict[str, Any], model: str, cache: Path, log: lo
     seed = int(cfg["seed"])
     demo, spec, train = cfg["demo"], cfg["models"][model], cfg["train"]
     crop = int(cfg["embed"]["crop_size"] or spec["img_size"])
-    screen_dir = simulated(demo, seed, cache, log)
-    plates = [p for _, p in demo_plates(demo)]
+    demo_options = DemoOptions.from_config(cfg)
+    screen_dir = simulated(demo_options, cache, log)
+    plates = [p for _, p in demo_options.plates()]
     shifted = truth.shifted_factors(pd.read_parquet(screen_dir / "truth.parquet"))
     factors = factors_of(screen_dir, plates)
     target = factors[shifted].to_numpy()
@@ -153,9 +156,8 @@ def run_setting(name: str, cfg: dict[str, Any], model: str, cache: Path, log: lo
     with tempfile.TemporaryDirectory() as tmp:
         ckpt = Path(tmp) / "encoder.safetensors"
         t0 = time.perf_counter()
-        summary = train_mae(
-            stores, spec, TrainOptions.from_config(train, device="cpu"), seed + int(spec["seed"]), ckpt, log=log
-        )
+        options = TrainOptions.from_config(cfg, model=model)._replace(device="cpu")
+        summary = train_mae(stores, options, ckpt, log=log)
         train_s = time.perf_counter() - t0
         trained = build_feature_extractor(spec, in_chans, ckpt)
     emb = embed_screen(trained, screen_dir, plates, crop, int(cfg["embed"]["batch_size"]))

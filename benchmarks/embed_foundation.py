@@ -33,6 +33,7 @@ import pandas as pd
 import psutil
 import torch
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import write_plate
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.plate import PlateModel, embed_plate
@@ -43,6 +44,12 @@ from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_open
 from phenoica.screen.preprocess import prepare
 
 CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito", "BF"]
+
+
+def embed_options(**embed) -> EmbedOptions:
+    """The embedding job's options of these ``embed`` keys, the rest at the schema's defaults (the
+    model entry too: ``embed_plate`` reads the ``embed`` keys only)."""
+    return EmbedOptions.from_config(validate_config({"models": {"bench": {}}, "embed": embed}), model="bench")
 
 
 def openphenom_extractor(seed: int = 0) -> FeatureExtractor:
@@ -90,7 +97,7 @@ def run_embed(store: Path, n: int, model: FeatureExtractor, out: Path, args: arg
         plate_metadata(n),
         PlateModel(model, identity={"benchmark": "openphenom-random"}, normalize=model.normalize),
         out,
-        EmbedOptions.defaults(
+        embed_options(
             crop_size=256,
             batch_size=args.batch_size,
             chunk_images=args.chunk_images,

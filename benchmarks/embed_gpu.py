@@ -39,6 +39,7 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import open_plate, write_plate
 from phenoica.embed.chunks import TIMING_KEY, EmbedTiming
 from phenoica.embed.options import EmbedOptions
@@ -75,10 +76,17 @@ def bf16_peak(device: torch.device, override: float | None) -> float | None:
     return next((tflops for fragment, tflops in BF16_PEAK_TFLOPS if fragment in name), None)
 
 
+def embed_options(checkpoint: Path | str | None, **embed) -> EmbedOptions:
+    """The embedding job's options of these ``embed`` keys, for an OpenPhenom-layout model of
+    ``checkpoint`` (None: the schema's model entry; ``embed_plate`` reads the ``embed`` keys only)."""
+    entry = {"architecture": "openphenom", "checkpoint": str(checkpoint)} if checkpoint else {}
+    return EmbedOptions.from_config(validate_config({"models": {"bench": entry}, "embed": embed}), model="bench")
+
+
 def model_for(args: argparse.Namespace) -> FeatureExtractor:
     if args.checkpoint:
-        spec = {"architecture": "openphenom", "pool": "mean", "block": None, "per_channel": False}
-        return build_feature_extractor(spec, args.channels, args.checkpoint)
+        options = embed_options(args.checkpoint)
+        return build_feature_extractor(options.spec, args.channels, args.checkpoint)
     geometry = TINY if args.tiny else OpenPhenomGeometry()
     return FeatureExtractor(
         build_openphenom(geometry, seed=args.seed), normalize=NORMALIZE, architecture="openphenom"
@@ -197,7 +205,8 @@ def embed_path(
                 runner, inputs=ModelInputs.of(model), identity={"benchmark": "embed_gpu"}, normalize=model.normalize
             ),
             store.with_name("embed_path.parquet"),
-            EmbedOptions.defaults(
+            embed_options(
+                None,
                 crop_size=model.img_size,
                 batch_size=batch,
                 chunk_images=args.chunk_images,
@@ -337,10 +346,9 @@ def job_child(spec_json: str) -> None:
     imported = time.time() - started
     log, timings = recording_logger()
     plates = [PlateJob(Path(s), plate_metadata(n, Path(s).stem), Path(o)) for s, n, o in job["plates"]]
-    spec = {"architecture": "openphenom", "pool": "mean", "block": None, "per_channel": False}
     t0 = time.time()
     embed_model_plates(
-        plates, EmbedJob("bench", spec, job["checkpoint"], EmbedOptions.from_config(job["embed"])), log=log
+        plates, EmbedJob("bench", job["checkpoint"], embed_options(job["checkpoint"], **job["embed"])), log=log
     )
     print(json.dumps({"imports_s": imported, "embed_s": time.time() - t0, "plate_loops": timings.records}))
 

@@ -25,9 +25,8 @@ import numpy as np
 def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
     """Runs in the subprocess: embed one store and print the peak RSS in MiB."""
     import torch
-    from embed_throughput import plate_metadata, small_vit
+    from embed_throughput import embed_options, plate_metadata, small_vit
 
-    from phenoica.embed.options import EmbedOptions
     from phenoica.embed.plate import PlateModel, embed_plate
 
     torch.set_num_threads(args.threads)
@@ -42,7 +41,7 @@ def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
             meta,
             PlateModel(model),
             Path(store).with_suffix(".parquet"),
-            EmbedOptions.defaults(
+            embed_options(
                 crop_size=args.crop,
                 batch_size=args.batch_size,
                 chunk_images=args.chunk_images,

@@ -23,12 +23,19 @@ import pandas as pd
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import write_plate
 from phenoica.embed.options import EmbedOptions
 from phenoica.embed.plate import PlateModel, embed_plate
 from phenoica.models.device import resolve_device
 from phenoica.models.extractor import embed_crops
 from phenoica.screen.preprocess import prepare
+
+
+def embed_options(**embed) -> EmbedOptions:
+    """The embedding job's options of these ``embed`` keys, the rest at the schema's defaults (the
+    model entry too: ``embed_plate`` reads the ``embed`` keys only)."""
+    return EmbedOptions.from_config(validate_config({"models": {"bench": {}}, "embed": embed}), model="bench")
 
 
 def small_vit(in_chans: int, seed: int) -> VisionTransformer:
@@ -100,7 +107,7 @@ def main() -> None:
                 meta,
                 PlateModel(model, identity={"benchmark": 1}),
                 Path(tmp) / "P01.parquet",
-                EmbedOptions.defaults(
+                embed_options(
                     crop_size=args.crop,
                     batch_size=args.batch_size,
                     chunk_images=args.chunk_images,

@@ -1,6 +1,6 @@
 """Benchmark: how the cost of the post-embedding path grows with the screen.
 
-The positive control's screen (``phenoica.screen.positive_control``, shipped design: 12 genes,
+The positive control's screen (``phenoica.screen.known_truth``, shipped design: 12 genes,
 2 guides each, 3 batches of one plate, 16 control wells and 2 wells per guide per plate, 16 cells
 per well, 48 dims) is written at 1x, 4x and 16x its guides. A screen of scale ``k`` has ``k``
 times the genes (8k with an effect, 4k without) on ``k`` plates per batch: every plate keeps
@@ -121,7 +121,7 @@ def write_scaled_screen(folder: Path, scale: int, seed: int, controls: str = "pe
     per batch, each plate with the shipped screen's control wells (``controls`` "per-plate"), or
     with 1/``scale`` of them, so that a batch holds the shipped screen's controls ("fixed": a
     check of what the growing control set costs)."""
-    from phenoica.screen.positive_control import SCREENS, write_screen
+    from phenoica.screen.known_truth import SCREENS, write_screen
 
     base = SCREENS["positive_control"]
     control_wells = base.control_wells

@@ -1,6 +1,8 @@
 # MAE pretraining on the screen's own tiles (unless a checkpoint is given) and streaming
 # embedding, one job per (model, plate).
 
+from phenoica.embed.options import EmbedOptions
+from phenoica.models.options import TrainOptions
 from phenoica.workflow.rule_inputs import embed_rules
 
 
@@ -20,8 +22,8 @@ rule train_mae:
     resources:
         **rule_resources(RESOURCES, "train_mae"),
     params:
-        **rule_params(config, "train_mae"),
-        model=model_params(config, "train_mae"),  # the entry's seed is added to the workflow's
+        # what training depends on: the train section, the entry's shape, channels and seed
+        options=lambda w: TrainOptions.from_config(config, model=w.model),
     script:
         "../scripts/train_mae.py"
 
@@ -52,7 +54,6 @@ for embed_rule in embed_rules(IN):
         resources:
             **rule_resources(RESOURCES, "embed"),
         params:
-            **rule_params(config, "embed"),
-            model=model_params(config, "embed"),
+            options=lambda w: EmbedOptions.from_config(config, model=w.model),
         script:
             "../scripts/embed.py"

@@ -5,6 +5,13 @@
 # (store: the content digest of the user's store, image files, or LoadData rows and the files
 # they name), and only then.
 
+from phenoica.screen.options import (
+    DemoOptions,
+    ImageIngestOptions,
+    LoadDataIngestOptions,
+    OmeZarrIngestOptions,
+)
+
 if SOURCE == "demo":
 
     rule simulate_truth:
@@ -20,7 +27,7 @@ if SOURCE == "demo":
         resources:
             **rule_resources(RESOURCES, "simulate_truth"),
         params:
-            **rule_params(config, "simulate_truth"),
+            options=DemoOptions.from_config(config),
         script:
             "../scripts/simulate_truth.py"
 
@@ -41,7 +48,7 @@ if SOURCE == "demo":
         params:
             # What a plate depends on (the rerun trigger): not the plate count, so adding
             # plates or batches leaves existing plates alone.
-            **rule_params(config, "simulate_plate"),
+            options=DemoOptions.from_config(config),
         script:
             "../scripts/simulate_plate.py"
 
@@ -88,7 +95,7 @@ if SOURCE == "images":
         resources:
             **rule_resources(RESOURCES, "ingest_images"),
         params:
-            **rule_params(config, "ingest_images"),  # a mapping: its pattern's braces are not wildcards
+            options=ImageIngestOptions.from_config(config),
             digest=lambda w: IN.plate_digest(w.plate),
             store=lambda w: IN.plate_store_digest(w.plate),
         script:
@@ -114,6 +121,7 @@ if SOURCE == "ome_zarr":
         resources:
             **rule_resources(RESOURCES, "ingest_ome_zarr"),
         params:
+            options=OmeZarrIngestOptions.from_config(config),
             digest=lambda w: IN.plate_digest(w.plate),
             store=lambda w: IN.plate_store_digest(w.plate),
         script:
@@ -138,7 +146,7 @@ if SOURCE == "loaddata":  # CellProfiler LoadData CSV(s) + plate map (phenoica.s
         resources:
             **rule_resources(RESOURCES, "ingest_loaddata"),
         params:
-            **rule_params(config, "ingest_loaddata"),
+            options=LoadDataIngestOptions.from_config(config),
             digest=lambda w: IN.plate_digest(w.plate),
             store=lambda w: IN.plate_store_digest(w.plate),
         script:

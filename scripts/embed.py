@@ -9,8 +9,6 @@ from pathlib import Path
 
 from phenoica.embed.groups import PlateJob
 from phenoica.embed.jobs import EmbedJob, embed_model_plates
-from phenoica.embed.options import EmbedOptions
-from phenoica.workflow.params import rule_settings
 
 
 def files(named) -> list[Path]:
@@ -28,9 +26,8 @@ embed_model_plates(
     ],
     EmbedJob(
         model_name=snakemake.wildcards.model,
-        spec=snakemake.params.model["spec"],
         checkpoint=snakemake.input.checkpoint,
-        options=EmbedOptions.from_config(rule_settings(snakemake.config, "embed")["embed"]),
+        options=snakemake.params.options,
         threads=snakemake.threads,
     ),
     log=log,

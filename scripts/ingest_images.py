@@ -4,19 +4,15 @@ from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.screen.images import ImageIngestOptions, ingest_image_plate
+from phenoica.screen.images import ingest_image_plate
 from phenoica.screen.plate_map import read_plate_map
-from phenoica.workflow.params import rule_settings
 
-screen = rule_settings(snakemake.config, "ingest_images")["screen"]
-options = ImageIngestOptions.from_config(screen)
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 ingest_image_plate(
-    screen["images_dir"],
     read_plate_map(snakemake.input.plate_map),
     snakemake.wildcards.plate,
     store=snakemake.output.store,
     metadata_out=snakemake.output.metadata,
-    options=options,
+    options=snakemake.params.options,
     log=log,
 )

@@ -6,17 +6,14 @@ log = rule_logger("phenoica.ingest_loaddata", snakemake.log[0])  # first: the lo
 
 from phenoica.screen.loaddata import ingest_loaddata_plate, read_loaddata
 from phenoica.screen.plate_map import read_plate_map
-from phenoica.workflow.params import rule_settings
 
-screen = rule_settings(snakemake.config, "ingest_loaddata")["screen"]
+options = snakemake.params.options
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 ingest_loaddata_plate(
-    read_loaddata(screen["loaddata"]),
+    read_loaddata(options.loaddata),
     read_plate_map(snakemake.input.plate_map),
     snakemake.wildcards.plate,
     store=snakemake.output.store,
     metadata_out=snakemake.output.metadata,
-    channels=screen["loaddata_channels"],
-    illum=screen["loaddata_illum"],
-    chunk_images=screen["chunk_images"],
+    options=options,
 )

@@ -6,7 +6,6 @@ log = rule_logger("phenoica.ingest_ome_zarr", snakemake.log[0])  # first: the lo
 
 from phenoica.screen.ome_zarr import ingest_ome_zarr_plate
 from phenoica.screen.plate_map import read_plate_map
-from phenoica.workflow.params import rule_settings
 
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 ingest_ome_zarr_plate(
@@ -15,6 +14,6 @@ ingest_ome_zarr_plate(
     snakemake.wildcards.plate,
     store=snakemake.output.store,
     metadata_out=snakemake.output.metadata,
-    chunk_images=rule_settings(snakemake.config, "ingest_ome_zarr")["screen"]["chunk_images"],
+    options=snakemake.params.options,
     log=log,
 )

@@ -5,14 +5,11 @@ from phenoica.utils.io import log_job_cpu, rule_logger
 log = rule_logger("phenoica.simulate_plate", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.screen.demo.plates import write_demo_plate
-from phenoica.workflow.params import rule_settings
 
-settings = rule_settings(snakemake.config, "simulate_plate")
 plate = snakemake.wildcards.plate
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 write_demo_plate(
-    settings["demo"],
-    settings["seed"],
+    snakemake.params.options,
     plate,
     store=snakemake.output.store,
     metadata_path=snakemake.output.metadata,

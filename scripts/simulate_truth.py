@@ -6,10 +6,8 @@ log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log
 
 from phenoica.screen.demo.design import gene_truth
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import rule_settings
 
-settings = rule_settings(snakemake.config, "simulate_truth")
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-truth = gene_truth(settings["demo"], settings["seed"])
+truth = gene_truth(snakemake.params.options)
 write_parquet(truth, snakemake.output[0])
 log.info("wrote %d guides (%d with an effect)", len(truth), int(truth["has_effect"].sum()))

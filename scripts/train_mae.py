@@ -6,19 +6,10 @@ log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log hold
 
 import torch
 
-from phenoica.models.mae import TrainOptions, record_training, train_mae
-from phenoica.workflow.params import rule_settings
+from phenoica.models.mae import record_training, train_mae
 
 torch.set_num_threads(snakemake.threads)
-settings = rule_settings(snakemake.config, "train_mae")
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-summary = train_mae(
-    list(snakemake.input.stores),
-    snakemake.params.model["spec"],
-    TrainOptions.from_config(settings["train"], device=settings["embed"]["device"]),
-    settings["seed"] + snakemake.params.model["seed"],
-    snakemake.output.checkpoint,
-    log=log,
-)
+summary = train_mae(list(snakemake.input.stores), snakemake.params.options, snakemake.output.checkpoint, log=log)
 log.info("training summary: %s", summary)
 record_training(snakemake.output.record, list(snakemake.input.stores), summary)

@@ -276,9 +276,10 @@ def test_crop_and_channel_mismatches_are_all_found_up_front(tmp_path):
 
 def _zarr_screen(tmp_path: Path) -> tuple[dict, pd.DataFrame, Path]:
     from phenoica.screen.demo.plates import simulate_screen
+    from phenoica.screen.options import DemoOptions
 
     cfg = _tiny()
-    meta = simulate_screen(cfg["demo"], 0, tmp_path / "screen")
+    meta = simulate_screen(DemoOptions.from_config(cfg)._replace(seed=0), tmp_path / "screen")
     table = tmp_path / "screen" / "metadata.parquet"
     cfg["screen"] = {
         **cfg["screen"],
@@ -737,17 +738,17 @@ def case_loaddata_wells_left_out_leave_a_guide_in_one_batch(tmp_path):
 def _ingest_pl1(tmp_path: Path, cfg: dict) -> None:
     """What the ingest job of plate PL1 runs (scripts/ingest_loaddata.py)."""
     from phenoica.screen.loaddata import ingest_loaddata_plate, read_loaddata
+    from phenoica.screen.options import LoadDataIngestOptions
     from phenoica.screen.plate_map import read_plate_map
 
-    screen = cfg["screen"]
+    options = LoadDataIngestOptions.from_config(cfg)
     ingest_loaddata_plate(
-        read_loaddata(screen["loaddata"]),
-        read_plate_map(screen["plate_map"]),
+        read_loaddata(options.loaddata),
+        read_plate_map(cfg["screen"]["plate_map"]),
         "PL1",
         tmp_path / "out" / "PL1.zarr",
         tmp_path / "out" / "PL1.parquet",
-        screen["loaddata_channels"],
-        screen["loaddata_illum"],
+        options,
     )
 
 

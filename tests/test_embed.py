@@ -16,11 +16,11 @@ from torch import nn
 
 from phenoica.contract.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
 from phenoica.embed.chunks import TIMING_KEY
-from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import assemble, iter_chunks, parts_dir, write_part
 from phenoica.embed.plate import PlateModel, embed_plate, plate_image_rows
 from phenoica.models.device import resolve_device
 from phenoica.screen.preprocess import prepare
+from tests.model_options import embed_options, model_entry
 
 torch.set_num_threads(1)
 
@@ -93,11 +93,13 @@ class Counting(nn.Module):
 MODEL_KEYS = ("identity", "channels", "channels_key", "normalize", "feature_names", "options")
 
 
-def run(store, meta, model, out, log=None, **kw):
-    """embed_plate with the test's defaults; keywords of PlateModel go to the model, the rest to EmbedOptions."""
+def run(store, meta, model, out, log=None, preprocess_on_device=None, **kw):
+    """embed_plate with the test's defaults; keywords of PlateModel go to the model, the rest are
+    ``embed`` keys of the options (:func:`tests.model_options.embed_options`)."""
     kw = {"crop_size": CROP, "device": "cpu", "threads": 1, **kw}
     plate_model = PlateModel(model, **{k: kw.pop(k) for k in MODEL_KEYS if k in kw})
-    return embed_plate(store, meta, plate_model, out, EmbedOptions.defaults(**kw), log=log)
+    options = embed_options(**kw)
+    return embed_plate(store, meta, plate_model, out, options, log=log, preprocess_on_device=preprocess_on_device)
 
 
 def test_plate_image_rows_pick_the_stores_plate_sorted_by_image_index(tmp_path):
@@ -384,17 +386,19 @@ def test_declared_attributes_are_checked(tmp_path):
     assert not list(tmp_path.glob("[abc].parquet*"))
 
 
-SPEC = {
-    "img_size": CROP,
-    "patch_size": 4,
-    "embed_dim": DIM,
-    "depth": 1,
-    "num_heads": 2,
-    "mlp_ratio": 2.0,
-    "channel_agnostic": False,
-    "pool": "mean",
-    "seed": 0,
-}
+SPEC = model_entry(
+    {
+        "img_size": CROP,
+        "patch_size": 4,
+        "embed_dim": DIM,
+        "depth": 1,
+        "num_heads": 2,
+        "mlp_ratio": 2.0,
+        "channel_agnostic": False,
+        "pool": "mean",
+        "seed": 0,
+    }
+)
 
 
 @pytest.mark.parametrize("agnostic", [False, True])
@@ -403,7 +407,7 @@ def test_phenoica_feature_extractor(tmp_path, agnostic):
     from phenoica.models.vit import build_encoder
 
     store, tiles = make_store(tmp_path, n=5)
-    spec = {**SPEC, "channel_agnostic": agnostic}
+    spec = dict(SPEC, channel_agnostic=agnostic)
     extractor = build_feature_extractor(spec, in_chans=3)
     df = pd.read_parquet(run(store, make_metadata(range(5)), extractor, tmp_path / "o.parquet"))
     np.testing.assert_allclose(embeddings(df), direct(extractor, tiles), atol=1e-5, rtol=0)
@@ -505,37 +509,31 @@ def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tm
 @pytest.mark.slow
 def test_compiled_model_embeds_like_the_eager_one(tmp_path):
     """embed.compile: the rule's function runs the model through torch.compile (here on the CPU)."""
-    from phenoica.contract.config import validate_config
     from phenoica.embed.jobs import EmbedJob, embed_model_plate
 
     store, _ = make_store(tmp_path, n=6)
-    spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]
     frames = []
     # eager; compiled; compiled with the inductor setting that avoids torch 2.11's tiling crash
     settings = ({}, {"compile": True}, {"compile": True, "compile_options": {"triton.coalesce_tiling_analysis": False}})
     for i, setting in enumerate(settings):
         out = tmp_path / f"{i}.parquet"
-        embed = validate_config({})["embed"] | {"device": "cpu", **setting}
-        embed_model_plate(
-            store, make_metadata(range(6)), out, EmbedJob("m", spec, None, EmbedOptions.from_config(embed), threads=1)
-        )
+        options = embed_options(SPEC, device="cpu", **setting)
+        embed_model_plate(store, make_metadata(range(6)), out, EmbedJob("m", None, options, threads=1))
         frames.append(pd.read_parquet(out))
     for frame in frames[1:]:
         np.testing.assert_allclose(embeddings(frame), embeddings(frames[0]), atol=1e-5, rtol=0)
 
 
 def test_unknown_compile_option_names_the_key(tmp_path):
-    from phenoica.contract.config import validate_config
     from phenoica.embed.jobs import EmbedJob, embed_model_plate
 
     store, _ = make_store(tmp_path, n=2)
-    spec = validate_config({"models": {"m": {**SPEC, "embed_dim": DIM}}})["models"]["m"]
-    embed = validate_config({})["embed"] | {"device": "cpu", "compile": True, "compile_options": {"no_such": 1}}
+    options = embed_options(SPEC, device="cpu", compile=True, compile_options={"no_such": 1})
     with pytest.raises(ValueError, match=r"embed\.compile_options: torch\.compile does not know the option 'no_such'"):
         embed_model_plate(
             store,
             make_metadata(range(2)),
             tmp_path / "x.parquet",
-            EmbedJob("m", spec, None, EmbedOptions.from_config(embed)),
+            EmbedJob("m", None, options),
         )
     assert not (tmp_path / "x.parquet").exists()

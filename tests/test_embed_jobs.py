@@ -13,19 +13,17 @@ import torch
 import yaml
 
 import phenoica.models.builders as features
-from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError, write_plate
 from phenoica.embed.chunks import EmbedTiming
 from phenoica.embed.groups import PlateJob, embed_groups
 from phenoica.embed.jobs import EmbedJob, check_compile_cache, embed_model_plate, embed_model_plates
-from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import parts_dir
 from phenoica.models.device import Staging, resolve_device
+from tests.model_options import embed_options
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_store
 from tests.test_mae import SPEC
 
-MODEL = validate_config({"models": {"m": dict(SPEC)}})["models"]["m"]
-EMBED = validate_config({})["embed"] | {"device": "cpu", "chunk_images": 4}
+EMBED = {"device": "cpu", "chunk_images": 4}
 BUILD = features.build_feature_extractor
 
 
@@ -64,9 +62,8 @@ def plates(tmp_path: Path, n: int = 2, images: int = 8) -> list[PlateJob]:
 
 
 def job(**embed) -> EmbedJob:
-    return EmbedJob(
-        model_name="m", spec=MODEL, checkpoint=None, options=EmbedOptions.from_config(EMBED | embed), threads=1
-    )
+    """A job of model entry ``SPEC`` with the ``embed`` keys ``EMBED`` and ``embed``, one thread."""
+    return EmbedJob(model_name="m", checkpoint=None, options=embed_options(SPEC, **(EMBED | embed)), threads=1)
 
 
 def test_embed_groups_are_consecutive_plates():
@@ -123,9 +120,7 @@ def test_a_killed_job_resumes_without_redoing_finished_plates_or_chunks(tmp_path
     embed_model_plates(group, job(batch_size=4))
     assert builds.crops == 4  # only P2's last chunk; P1 assembled from its parts
     reference = tmp_path / "ref.parquet"
-    embed_model_plate(
-        group[0].store, group[0].metadata, reference, EmbedJob("m", MODEL, None, EmbedOptions.from_config(EMBED))
-    )
+    embed_model_plate(group[0].store, group[0].metadata, reference, EmbedJob("m", None, embed_options(SPEC, **EMBED)))
     np.testing.assert_allclose(
         embeddings(pd.read_parquet(group[0].out)), embeddings(pd.read_parquet(reference)), atol=1e-6
     )
@@ -143,7 +138,7 @@ def test_plates_with_different_channel_sets_are_refused_before_any_work(tmp_path
     ):
         embed_model_plates(group, job())
     assert builds.models == 0 and not (tmp_path / "out").exists()
-    named = EmbedJob("m", MODEL | {"channels": ["actin"]}, None, EmbedOptions.from_config(EMBED))
+    named = EmbedJob("m", None, embed_options(dict(SPEC, channels=["actin"]), **EMBED))
     with pytest.raises(ScreenError, match=r"P3.zarr: channel\(s\) \['actin'\] named by config key models.m.channels"):
         embed_model_plates(group, named)
     assert builds.models == 0 and not (tmp_path / "out").exists()
@@ -229,3 +224,14 @@ def test_the_workflow_embeds_a_group_of_plates_in_one_job_and_reruns_only_a_chan
     assert "job: plate 1/1 of this job (B01P01)" in text
     assert pd.read_parquet(tmp_path / targets[0])["Metadata_Guide"].iloc[0] == "renamed"
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / targets[1]), kept)
+
+
+def test_an_embedding_job_reruns_for_what_changes_its_numbers_only():
+    """The embed params (the options' repr) leave out the speed keys and hold the model's entry
+    and the keys that change the embeddings."""
+    base = embed_options(SPEC)
+    fast = embed_options(SPEC, batch_size=7, chunk_images=3, loader_threads=2, threads=1, compile=True)
+    assert repr(base) == repr(fast._replace(compile_options={"a": 1}, compile_cache="cache"))
+    assert repr(base) != repr(embed_options(SPEC, intensity_max=128))
+    assert repr(base) != repr(embed_options(dict(SPEC, pool="cls")))
+    assert base.spec == SPEC and job().spec == SPEC

@@ -14,11 +14,11 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from phenoica.embed.options import EmbedOptions
 from phenoica.embed.plate import PlateModel, embed_plate
 from phenoica.models.builders import build_feature_extractor
-from phenoica.models.mae import TrainOptions, train_mae
+from phenoica.models.mae import train_mae
 from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
+from tests.model_options import embed_options, train_options
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_model, make_store
 from tests.test_mae import SPEC, TRAIN, cell_tiles
 
@@ -32,7 +32,7 @@ def _cosine_rows(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 def _embed(tmp_path: Path, store: Path, model: torch.nn.Module, device: str, **kw) -> pd.DataFrame:
     out = tmp_path / f"{device}_{kw.get('batch_size', 4)}.parquet"
     embed_plate(
-        store, make_metadata(range(24)), PlateModel(model), out, EmbedOptions.defaults(crop_size=8, device=device, **kw)
+        store, make_metadata(range(24)), PlateModel(model), out, embed_options(crop_size=8, device=device, **kw)
     )
     return pd.read_parquet(out)
 
@@ -78,9 +78,7 @@ def test_mae_trains_on_cuda_and_its_checkpoint_loads_on_the_cpu(tmp_path):
 
     plate = write_plate(tmp_path / "P1.zarr", cell_tiles(32), list(CHANNELS), chunk_images=8)
     train = dict(TRAIN, steps=60, batch_size=32, warmup_steps=5, log_every=20)
-    summary = train_mae(
-        [plate], SPEC, TrainOptions.from_config(train, device="cuda"), seed=0, out=tmp_path / "m.safetensors"
-    )
+    summary = train_mae([plate], train_options(SPEC, seed=0, device="cuda", **train), out=tmp_path / "m.safetensors")
     assert summary["steps"] == 60 and np.isfinite(summary["final_loss"])
     assert summary["final_loss"] < summary["initial_loss"]
     state = load_file(str(tmp_path / "m.safetensors"))
@@ -106,10 +104,8 @@ def test_staging_round_trip_on_cuda():
 def test_a_job_of_two_plates_on_cuda_matches_the_cpu(tmp_path):
     """embed_model_plates (the rule's function) on CUDA, model built once: both plates equal
     to the fp32 CPU features up to bf16 rounding; compiled with a compile cache folder."""
-    from phenoica.contract.config import validate_config
     from phenoica.embed.groups import PlateJob
     from phenoica.embed.jobs import EmbedJob, embed_model_plates
-    from tests.test_embed_jobs import MODEL
 
     frames = {}
     for device, extra in (("cpu", {}), ("cuda", {"compile": True, "compile_cache": str(tmp_path / "cache")})):
@@ -118,8 +114,8 @@ def test_a_job_of_two_plates_on_cuda_matches_the_cpu(tmp_path):
             store, _ = make_store(tmp_path / device, n=8, name=f"P{i + 1}.zarr", seed=i)
             out = tmp_path / device / f"P{i + 1}.parquet"
             plates.append(PlateJob(store, make_metadata(range(8), plate=f"P{i + 1}"), out))
-        embed = validate_config({})["embed"] | {"device": device, "chunk_images": 4, **extra}
-        embed_model_plates(plates, EmbedJob("m", MODEL, None, EmbedOptions.from_config(embed)))
+        options = embed_options(SPEC, device=device, chunk_images=4, **extra)
+        embed_model_plates(plates, EmbedJob("m", None, options))
         frames[device] = [embeddings(pd.read_parquet(p.out)) for p in plates]
     assert any((tmp_path / "cache").rglob("*"))  # the compile cache was written
     for cpu, gpu in zip(frames["cpu"], frames["cuda"]):

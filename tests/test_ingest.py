@@ -12,6 +12,7 @@ import tifffile
 import zarr
 from PIL import Image
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import (
     IMAGE_INDEX,
     REQUIRED_COLUMNS,
@@ -23,11 +24,26 @@ from phenoica.contract.screen import (
     read_metadata,
 )
 from phenoica.screen import images, ome_zarr, plate_map
+from phenoica.screen.options import ImageIngestOptions, OmeZarrIngestOptions
 
 H, W = 6, 10  # non-square so that a swapped axis shows
 WELLS = ["A01", "B02"]
 SITES = [1, 2]
 LOG = logging.getLogger("phenoica.test_ingest")
+
+
+DEFAULT_PATTERN = ImageIngestOptions.from_config(validate_config({})).pattern
+
+
+def image_options(images_dir: Path, **screen) -> ImageIngestOptions:
+    """The ``ingest_images`` options of a config whose ``screen`` section has ``images_dir`` and
+    ``screen`` (the other keys: the schema's defaults)."""
+    return ImageIngestOptions.from_config(validate_config({"screen": {"images_dir": str(images_dir), **screen}}))
+
+
+def hcs_options(**screen) -> OmeZarrIngestOptions:
+    """The ``ingest_ome_zarr`` options of a config whose ``screen`` section has ``screen``."""
+    return OmeZarrIngestOptions.from_config(validate_config({"screen": screen}))
 
 
 def plate_map_frame(wells_p1: list[str] = ["A1", "B02", "C03"]) -> pd.DataFrame:
@@ -161,7 +177,7 @@ def test_plate_map_rows_of_one_plate() -> None:
 
 def test_discover_images_default_pattern(rxrx: tuple[Path, dict]) -> None:
     root, _ = rxrx
-    found = images.discover_images(root, images.DEFAULT_PATTERN, "P1")
+    found = images.discover_images(root, DEFAULT_PATTERN, "P1")
     assert list(found.columns) == ["plate", "well", "site", "channel", "path"]
     assert len(found) == 12  # 2 wells x 2 sites x 3 channels; notes.txt, sX and P2 ignored
     assert set(found["plate"]) == {"P1"} and set(found["well"]) == set(WELLS)
@@ -174,14 +190,14 @@ def test_default_pattern_matches_config_schema() -> None:
     from phenoica.contract.schema import load_schema
 
     screen = load_schema()["properties"]["screen"]["properties"]
-    assert screen["image_pattern"]["default"] == images.DEFAULT_PATTERN
+    assert screen["image_pattern"]["default"] == DEFAULT_PATTERN == "{plate}/{well}_s{site}_w{channel}.png"
 
 
 def test_two_files_for_one_image_are_an_error(rxrx: tuple[Path, dict]) -> None:
     root, pixels = rxrx
     write_png(root / "P1" / "A1_s1_w1.png", pixels[("A01", 1, "1")])  # same image as A01_s1_w1.png
     with pytest.raises(ScreenError, match=r"well A01 site 1 channel '1' matches more than one file"):
-        images.discover_images(root, images.DEFAULT_PATTERN, "P1")
+        images.discover_images(root, DEFAULT_PATTERN, "P1")
 
 
 def test_ingest_png_uint8_round_trip(rxrx: tuple[Path, dict], tmp_path: Path, caplog) -> None:
@@ -189,7 +205,7 @@ def test_ingest_png_uint8_round_trip(rxrx: tuple[Path, dict], tmp_path: Path, ca
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     with caplog.at_level(logging.WARNING, logger=LOG.name):
         meta = images.ingest_image_plate(
-            root, plate_map_frame(), "P1", store, meta_path, images.ImageIngestOptions(chunk_images=3), log=LOG
+            plate_map_frame(), "P1", store, meta_path, image_options(root, chunk_images=3), log=LOG
         )
     assert any("C03" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     tiles = open_plate(store)
@@ -220,12 +236,11 @@ def test_ingest_tiff_uint16_custom_pattern_and_channel_order(tmp_path: Path) -> 
     write_tiff(root / "P1" / "site1" / "GFP" / "P2_A01.tif", pixels[("A01", 1, "GFP")])  # other plate
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     meta = images.ingest_image_plate(
-        root,
         plate_map_frame(["A01", "B2"]),
         "P1",
         store,
         meta_path,
-        images.ImageIngestOptions(pattern=pattern, channels=channels),
+        image_options(root, image_pattern=pattern, channels=channels),
         log=LOG,
     )
     tiles = open_plate(store)
@@ -246,12 +261,11 @@ def test_ingest_png_uint16_without_site_field(tmp_path: Path) -> None:
         write_png(root / f"{well}-ch{ch}.png", arr)
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     meta = images.ingest_image_plate(
-        root,
         plate_map_frame(["A01", "B02"]),
         "P1",
         store,
         meta_path,
-        images.ImageIngestOptions(pattern="{well}-ch{channel}.png"),
+        image_options(root, image_pattern="{well}-ch{channel}.png"),
         log=LOG,
     )
     assert meta[SITE].tolist() == [images.DEFAULT_SITE] * 2
@@ -263,7 +277,7 @@ def test_images_of_unmapped_wells_are_skipped_with_a_warning(rxrx: tuple[Path, d
     root, pixels = rxrx
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     with caplog.at_level(logging.WARNING, logger=LOG.name):
-        meta = images.ingest_image_plate(root, plate_map_frame(["B02"]), "P1", store, meta_path, log=LOG)
+        meta = images.ingest_image_plate(plate_map_frame(["B02"]), "P1", store, meta_path, image_options(root), log=LOG)
     assert any("A01" in r.getMessage() and "absent from the plate map" in r.getMessage() for r in caplog.records)
     assert meta[WELL].tolist() == ["B02", "B02"]
     np.testing.assert_array_equal(open_plate(store)[:], expected_tiles(pixels, ["1", "2", "3"])[2:])
@@ -271,11 +285,11 @@ def test_images_of_unmapped_wells_are_skipped_with_a_warning(rxrx: tuple[Path, d
 
 def _ingest_rxrx(root: Path, tmp_path: Path) -> pd.DataFrame:
     return images.ingest_image_plate(
-        root,
         plate_map_frame(),
         "P1",
         tmp_path / "out" / "P1.zarr",
         tmp_path / "out" / "P1.parquet",
+        image_options(root),
         log=LOG,
     )
 
@@ -327,12 +341,11 @@ def test_float_and_rgb_tiff_are_rejected(tmp_path: Path, arr: np.ndarray, messag
     write_tiff(root / "B02_2.tif", arr)
     with pytest.raises(ScreenError, match=rf"B02_2\.tif: {message}"):
         images.ingest_image_plate(
-            root,
             plate_map_frame(),
             "P1",
             tmp_path / "out" / "P1.zarr",
             tmp_path / "out" / "P1.parquet",
-            images.ImageIngestOptions(pattern="{well}_{channel}.tif"),
+            image_options(root, image_pattern="{well}_{channel}.tif"),
             log=LOG,
         )
     assert_no_outputs(tmp_path)
@@ -350,11 +363,11 @@ def test_plate_absent_from_plate_map(rxrx: tuple[Path, dict], tmp_path: Path) ->
     root, _ = rxrx
     with pytest.raises(ScreenError, match="no rows for plate 'P9'"):
         images.ingest_image_plate(
-            root,
             plate_map_frame(),
             "P9",
             tmp_path / "out" / "P9.zarr",
             tmp_path / "out" / "P9.parquet",
+            image_options(root),
             log=LOG,
         )
     assert_no_outputs(tmp_path)
@@ -446,7 +459,7 @@ def test_ome_zarr_writer_plate_round_trip(tmp_path: Path, version: str, caplog) 
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
     with caplog.at_level(logging.WARNING, logger=LOG.name):
         meta = ome_zarr.ingest_ome_zarr_plate(
-            hcs, plate_map_frame(), ome_zarr.hcs_plate_name(hcs), store, meta_path, chunk_images=3, log=LOG
+            hcs, plate_map_frame(), ome_zarr.hcs_plate_name(hcs), store, meta_path, hcs_options(chunk_images=3), log=LOG
         )
     assert any("C03" in r.getMessage() for r in caplog.records if r.levelno == logging.WARNING)
     tiles = open_plate(store)
@@ -465,7 +478,9 @@ def test_hand_written_v3_tczyx_plate(tmp_path: Path) -> None:
     hcs = tmp_path / "hcs" / "P1.zarr"
     write_hcs_by_hand_v3(hcs, pixels)
     store, meta_path = tmp_path / "out" / "P1.zarr", tmp_path / "out" / "P1.parquet"
-    meta = ome_zarr.ingest_ome_zarr_plate(hcs, plate_map_frame(["A1", "B2"]), "P1", store, meta_path, log=LOG)
+    meta = ome_zarr.ingest_ome_zarr_plate(
+        hcs, plate_map_frame(["A1", "B2"]), "P1", store, meta_path, hcs_options(), log=LOG
+    )
     want = np.stack([pixels[(w, f)][0].max(axis=1) for w in ["A1", "B2"] for f in range(2)])  # t = 0, max z
     tiles = open_plate(store)
     assert tiles.dtype == np.uint16
@@ -483,6 +498,7 @@ def assert_hcs_ingest_fails(tmp_path: Path, hcs: Path, match: str) -> None:
             "P1",
             tmp_path / "out" / "P1.zarr",
             tmp_path / "out" / "P1.parquet",
+            hcs_options(),
             log=LOG,
         )
     assert_no_outputs(tmp_path)

@@ -9,13 +9,22 @@ import pandas as pd
 import pytest
 import tifffile
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError, open_plate, plate_channels
 from phenoica.report.gallery import ReadStats, read_gene_tiles
 from phenoica.screen import loaddata as L
+from phenoica.screen.options import LoadDataIngestOptions
 from phenoica.screen.plate_map import validate_plate_map
 
 CHANNELS = {"DNA": "OrigDNA", "ER": "OrigER", "Mito": "OrigMito"}
 WELLS = ["A01", "A02", "B01"]
+
+
+def loaddata_options(csv, channels=None, **screen) -> LoadDataIngestOptions:
+    """The ``ingest_loaddata`` options of a config reading ``csv`` (a path or a glob) with these
+    ``loaddata_channels`` and other ``screen`` keys (the rest: the schema's defaults)."""
+    config = {"screen": {"loaddata": str(csv), "loaddata_channels": channels, **screen}}
+    return LoadDataIngestOptions.from_config(validate_config(config))
 
 
 def write_fixture(root, plate="BR00117010", relative=True, shape=(12, 10), batch="2021_04_26_Batch1"):
@@ -58,7 +67,7 @@ def test_loaddata_plate_becomes_a_plate_store(tmp_path):
     table = L.read_loaddata(csv)
     assert L.loaddata_channels(list(table.columns)) == list(CHANNELS.values())  # Illum* are not channels
     meta = L.ingest_loaddata_plate(
-        table, plate_map, "BR00117010", tmp_path / "p.zarr", tmp_path / "p.parquet", CHANNELS
+        table, plate_map, "BR00117010", tmp_path / "p.zarr", tmp_path / "p.parquet", loaddata_options(csv, CHANNELS)
     )
     tiles = np.asarray(open_plate(tmp_path / "p.zarr")[:])
     assert tiles.shape == (6, 3, 12, 10) and plate_channels(tmp_path / "p.zarr") == list(CHANNELS)
@@ -76,7 +85,12 @@ def test_illumination_functions_are_applied_when_asked(tmp_path):
     csv, plate_map = write_fixture(tmp_path, relative=False)
     table = L.read_loaddata(csv)
     L.ingest_loaddata_plate(
-        table, plate_map, "BR00117010", tmp_path / "p.zarr", tmp_path / "p.parquet", CHANNELS, illum=True
+        table,
+        plate_map,
+        "BR00117010",
+        tmp_path / "p.zarr",
+        tmp_path / "p.parquet",
+        loaddata_options(csv, CHANNELS, loaddata_illum=True),
     )
     tiles = np.asarray(open_plate(tmp_path / "p.zarr")[:])
     assert tiles[0, 0, 0, 0] == round((1000 + 1) / 2) and tiles[0, 1, 0, 0] == 2001  # DNA halved, ER unchanged
@@ -92,7 +106,12 @@ def test_a_missing_file_names_the_csv_row(tmp_path):
         match=r"load_data_with_illum_BR00117010.csv row 3 \(plate BR00117010, well A02, site 2\).*gone.tiff.*'OrigER'",
     ):
         L.ingest_loaddata_plate(
-            L.read_loaddata(csv), plate_map, "BR00117010", tmp_path / "p.zarr", tmp_path / "m.parquet", CHANNELS
+            L.read_loaddata(csv),
+            plate_map,
+            "BR00117010",
+            tmp_path / "p.zarr",
+            tmp_path / "m.parquet",
+            loaddata_options(csv, CHANNELS),
         )
     assert not (tmp_path / "p.zarr").exists()
 
@@ -130,7 +149,9 @@ def test_channels_are_matched_by_name_whatever_each_csvs_column_order(tmp_path):
     plate_map = validate_plate_map(pd.concat(maps).reset_index(drop=True))
     stores = {}
     for plate in ("PA", "PB"):
-        L.ingest_loaddata_plate(both, plate_map, plate, tmp_path / f"{plate}.zarr", tmp_path / f"{plate}.parquet")
+        L.ingest_loaddata_plate(
+            both, plate_map, plate, tmp_path / f"{plate}.zarr", tmp_path / f"{plate}.parquet", loaddata_options(glob)
+        )
         stores[plate] = np.asarray(open_plate(tmp_path / f"{plate}.zarr")[:])
         assert plate_channels(tmp_path / f"{plate}.zarr") == ["OrigDNA", "OrigER", "OrigMito"]
     np.testing.assert_array_equal(stores["PA"], stores["PB"])  # the fixture's pixels do not depend on the plate

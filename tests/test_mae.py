@@ -16,7 +16,6 @@ from phenoica.models.builders import FeatureExtractor, build_feature_extractor
 from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
 from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.mae import (
-    TrainOptions,
     build_mae,
     patchify,
     random_crops,
@@ -27,10 +26,11 @@ from phenoica.models.mae import (
     warmup_cosine,
 )
 from phenoica.models.vit import MAX_CHANNELS, ChannelAgnosticPatchEmbed, build_encoder, load_encoder, save_checkpoint
+from tests.model_options import model_entry, train_options
 
 torch.set_num_threads(1)
 
-SPEC = dict(
+SPEC = model_entry(
     checkpoint=None,
     seed=0,
     img_size=16,
@@ -275,9 +275,7 @@ def test_training_lowers_the_loss(tmp_path, plate):
     seen = []
     summary = train_mae(
         [plate],
-        SPEC,
-        TrainOptions.from_config(train, device="cpu"),
-        seed=0,
+        train_options(SPEC, seed=0, **train),
         out=tmp_path / "m.safetensors",
         on_step=lambda step, loss: seen.append(loss),
     )
@@ -291,9 +289,7 @@ def test_training_lowers_the_loss(tmp_path, plate):
 
 def test_training_is_deterministic(tmp_path, plate):
     runs = [
-        train_mae(
-            [plate], CA_SPEC, TrainOptions.from_config(TRAIN, device="cpu"), seed=s, out=tmp_path / f"m{i}.safetensors"
-        )
+        train_mae([plate], train_options(CA_SPEC, seed=s, **TRAIN), out=tmp_path / f"m{i}.safetensors")
         for i, s in enumerate((5, 5, 6))
     ]
     a, b, c = (load_file(str(tmp_path / f"m{i}.safetensors")) for i in range(3))
@@ -408,3 +404,15 @@ def test_training_images_keep_the_models_channels_in_its_order(tmp_path, plate):
     four = write_plate(tmp_path / "P4.zarr", cell_tiles(4, channels=4), ["actin", "x", "dna", "y"])
     both = sample_training_images([plate, four], 40, seed=0, channels=["dna", "actin"])
     assert {a.shape[1] for a in both} == {2}
+
+
+def test_training_reruns_for_what_it_depends_on_only():
+    """The train_mae params (the options' repr) leave out how a model embeds (pool, block) and the
+    log interval, and hold the entry's shape and seed; the training seed adds the entry's seed to
+    the workflow's."""
+    base = train_options(SPEC, **TRAIN)
+    assert repr(base) == repr(train_options(dict(SPEC, pool="cls", block=-1), **TRAIN))
+    assert repr(base) == repr(train_options(SPEC, **dict(TRAIN, log_every=5)))
+    assert repr(base) != repr(train_options(dict(SPEC, seed=1), **TRAIN))
+    assert repr(base) != repr(train_options(dict(SPEC, embed_dim=64), **TRAIN))
+    assert base.training_seed == 0 and train_options(dict(SPEC, seed=2), seed=3, **TRAIN).training_seed == 5

@@ -26,6 +26,7 @@ from phenoica.models.builders import build_feature_extractor
 from phenoica.models.checkpoint import CheckpointError
 from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.openphenom import OpenPhenomGeometry, build_openphenom, geometry_from_state, sincos_table
+from tests.model_options import embed_options
 
 STORE_CHANNELS = ["Mito", "DNA", "ER", "AGP", "RNA"]
 MODEL_CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito"]  # the model's order, a permutation of the store's
@@ -163,6 +164,13 @@ def model_entry(checkpoint: Path, **extra) -> dict:
     ]["op"]
 
 
+def op_job(spec: dict, checkpoint: Path, **embed) -> EmbedJob:
+    """The embedding job of model ``op`` (entry ``spec``, weights from ``checkpoint``) with these
+    ``embed`` keys, one thread."""
+    options = EmbedOptions.from_config(validate_config({"models": {"op": spec}, "embed": embed}), model="op")
+    return EmbedJob("op", checkpoint, options, threads=1)
+
+
 # ----------------------------------------------------------------- fixtures
 
 
@@ -185,13 +193,7 @@ def embed(tiny, checkpoint: Path, out: Path, caplog=None, **extra) -> pd.DataFra
         tiny["store"],
         metadata(6),
         out,
-        EmbedJob(
-            "op",
-            model_entry(checkpoint, **extra),
-            checkpoint,
-            EmbedOptions.from_config(validate_config({})["embed"] | {"device": "cpu", "batch_size": 5}),
-            threads=1,
-        ),
+        op_job(model_entry(checkpoint, **extra), checkpoint, device="cpu", batch_size=5),
         log=logging.getLogger("phenoica.embed"),
     )
     return pd.read_parquet(out)
@@ -260,13 +262,7 @@ def test_explicit_architecture_and_the_channels_the_recipe_drops(tiny, tmp_path)
         tiny["store"],
         metadata(6),
         out,
-        EmbedJob(
-            "op",
-            spec,
-            tiny["files"]["pickle"],
-            EmbedOptions.from_config(validate_config({})["embed"] | {"device": "cpu"}),
-            threads=1,
-        ),
+        op_job(spec, tiny["files"]["pickle"], device="cpu"),
     )
     want = reference_image_embeddings(tiny["vit"], tiny["tiles"][:, [STORE_CHANNELS.index(c) for c in three]], 32)
     assert np.abs(pd.read_parquet(out).filter(like="emb_").to_numpy() - want).max() < 1e-4
@@ -317,7 +313,7 @@ def test_more_channels_than_max_in_chans(tiny, tmp_path):
             metadata(2),
             PlateModel(fx, channels_key="models.op.channels"),
             tmp_path / "o.parquet",
-            EmbedOptions.defaults(crop_size=32, device="cpu"),
+            embed_options(crop_size=32, device="cpu"),
         )
     assert not (tmp_path / "o.parquet").exists()
 
@@ -333,9 +329,7 @@ def test_missing_channel_names_the_key_and_the_plate_channels(tiny, tmp_path):
             tiny["store"],
             metadata(6),
             tmp_path / "o.parquet",
-            EmbedJob(
-                "op", spec, tiny["files"]["pickle"], EmbedOptions.from_config(validate_config({})["embed"]), threads=1
-            ),
+            op_job(spec, tiny["files"]["pickle"]),
         )
 
 
@@ -346,13 +340,7 @@ def test_image_smaller_than_the_models_crop(tiny, tmp_path):
             store,
             metadata(2),
             tmp_path / "o.parquet",
-            EmbedJob(
-                "op",
-                model_entry(tiny["files"]["pickle"]),
-                tiny["files"]["pickle"],
-                EmbedOptions.from_config(validate_config({})["embed"]),
-                threads=1,
-            ),
+            op_job(model_entry(tiny["files"]["pickle"]), tiny["files"]["pickle"]),
         )
 
 
@@ -418,13 +406,7 @@ def test_published_size_vit_s16_at_256px_on_a_512px_image(tmp_path):
             store,
             metadata(1),
             out,
-            EmbedJob(
-                "op",
-                spec,
-                files[fmt],
-                EmbedOptions.from_config(validate_config({})["embed"] | {"device": "cpu", "batch_size": 4}),
-                threads=1,
-            ),
+            op_job(spec, files[fmt], device="cpu", batch_size=4),
         )
         got = pd.read_parquet(out).filter(like="emb_").to_numpy()
         assert got.shape == (1, 384) and np.abs(got - want).max() < 1e-4, (fmt, np.abs(got - want).max())

@@ -12,20 +12,21 @@ from scipy import stats
 from skimage import feature, measure
 
 from phenoica.contract import screen
-from phenoica.contract.config import demo_plates, validate_config
+from phenoica.contract.config import validate_config
 from phenoica.identifiability import metrics
 from phenoica.screen import preprocess
+from phenoica.screen.demo import cells as sim_cells
 from phenoica.screen.demo import design as sim_design
 from phenoica.screen.demo import layout as sim_layout
 from phenoica.screen.demo import nuisance as sim_nuisance
 from phenoica.screen.demo import plates as sim_plates
-from phenoica.screen.demo import render as sim_render
+from phenoica.screen.options import DemoOptions
 from phenoica.utils.seeding import derive_seed, rng_for, rng_from_sequence
 
 SEED = 7
 
 
-def tiny_demo(**overrides) -> dict:
+def tiny_demo(**overrides) -> DemoOptions:
     """2 batches x 1 plate, 3 genes (1 null) x 2 guides, 32x32 images: fast to render."""
     demo = {
         "n_batches": 2,
@@ -41,24 +42,24 @@ def tiny_demo(**overrides) -> dict:
         "chunk_images": 8,
     }
     demo.update(overrides)
-    return validate_config({"demo": demo})["demo"]
+    return DemoOptions.from_config(validate_config({"demo": demo, "seed": SEED}))
 
 
 @pytest.fixture(scope="module")
-def demo() -> dict:
+def demo() -> DemoOptions:
     return tiny_demo()
 
 
 @pytest.fixture(scope="module")
 def plates(demo) -> dict[str, tuple[np.ndarray, pd.DataFrame, pd.DataFrame]]:
-    return {plate: sim_plates.simulate_plate(demo, SEED, plate) for _, plate in demo_plates(demo)}
+    return {plate: sim_plates.simulate_plate(demo, plate) for _, plate in demo.plates()}
 
 
 # ------------------------------------------------------------------ truth and layout
 
 
 def test_gene_truth_rows_and_effects(demo):
-    truth = sim_design.gene_truth(demo, SEED)
+    truth = sim_design.gene_truth(demo)
     pert = truth[truth[screen.PERT_TYPE] == screen.PERTURBATION]
     ctrl = truth[truth[screen.PERT_TYPE] == screen.CONTROL]
     assert len(pert) == 3 * 2 and pert[screen.GUIDE].is_unique
@@ -66,21 +67,21 @@ def test_gene_truth_rows_and_effects(demo):
     assert list(pert[screen.GUIDE][:2]) == [f"{first}_g1", f"{first}_g2"]
     assert len(ctrl) == sim_design.MAX_CONTROL_GUIDES and set(ctrl[screen.GENE]) == {sim_design.CONTROL_GENE}
     assert pert.groupby(screen.GENE)["has_effect"].first().sum() == 3 - 1
-    lo, hi = demo["guide_efficacy"]
+    lo, hi = demo.guide_efficacy
     assert pert["efficacy"].between(lo, hi).all() and (ctrl["efficacy"] == 0).all()
     assert pert["efficacy"].nunique() == len(pert)  # guides of a gene differ in efficacy
     for _, row in pert.iterrows():
         items = [s for s in row["affected_factors"].split(",") if s]
-        assert len(items) == (demo["factors_per_gene"] if row["has_effect"] else 0)
+        assert len(items) == (demo.factors_per_gene if row["has_effect"] else 0)
     assert not ctrl["has_effect"].any() and (ctrl["affected_factors"] == "").all()
-    assert not sim_design.gene_truth(demo, SEED + 1).equals(truth)
+    assert not sim_design.gene_truth(demo._replace(seed=SEED + 1)).equals(truth)
 
 
 def test_complexes_share_factors_and_take_real_corum_symbols():
     from phenoica.screen.annotations import corum_complexes
 
     demo = tiny_demo(n_genes=12, n_null_genes=3, n_complexes=2, genes_per_complex=3)
-    truth = sim_design.gene_truth(demo, SEED)
+    truth = sim_design.gene_truth(demo)
     genes = truth[truth[screen.PERT_TYPE] == screen.PERTURBATION].drop_duplicates(screen.GENE)
     real = corum_complexes()
     owner = {g: c for c, members in real.items() for g in members}
@@ -97,30 +98,28 @@ def test_complexes_share_factors_and_take_real_corum_symbols():
     effic = truth[truth["complex"] == named["complex"].iloc[0]]["efficacy"]
     assert effic.nunique() == len(effic)
     # fewer genes with an effect than the complexes need: as many complexes as fit
-    small = sim_design.gene_truth(tiny_demo(n_genes=5, n_null_genes=1, n_complexes=2, genes_per_complex=3), SEED)
+    small = sim_design.gene_truth(tiny_demo(n_genes=5, n_null_genes=1, n_complexes=2, genes_per_complex=3))
     assert small.loc[small["complex"] != "", "complex"].nunique() == 1
     # more genes than the list has complexes for: synthetic names for the rest
-    big = sim_design.gene_truth(
-        tiny_demo(n_genes=60, n_null_genes=20, wells_per_guide_per_plate=1, guides_per_gene=1), SEED
-    )
+    big = sim_design.gene_truth(tiny_demo(n_genes=60, n_null_genes=20, wells_per_guide_per_plate=1, guides_per_gene=1))
     big = big[big[screen.PERT_TYPE] == screen.PERTURBATION]
     assert big[screen.GENE].str.startswith("SIM").sum() > 0 and big[screen.GENE].is_unique
 
 
 def test_metadata_contract_counts_and_shuffled_wells(demo, plates):
     n_guides = 3 * 2
-    wells = n_guides * demo["wells_per_guide_per_plate"] + demo["control_wells_per_plate"]
+    wells = n_guides * demo.wells_per_guide_per_plate + demo.control_wells_per_plate
     layouts = []
-    for (batch, plate), (tiles, metadata, factors) in zip(demo_plates(demo), plates.values()):
+    for (batch, plate), (tiles, metadata, factors) in zip(demo.plates(), plates.values()):
         checked = screen.validate_metadata(metadata, source=plate)
         assert list(checked.columns[:8]) == list(screen.REQUIRED_COLUMNS)
-        assert len(metadata) == wells * demo["sites_per_well"] == tiles.shape[0] == len(factors)
+        assert len(metadata) == wells * demo.sites_per_well == tiles.shape[0] == len(factors)
         assert (metadata[screen.BATCH] == batch).all() and (metadata[screen.PLATE] == plate).all()
         assert (metadata[screen.IMAGE_INDEX].to_numpy() == np.arange(len(metadata))).all()
         per_guide = metadata[metadata[screen.PERT_TYPE] == screen.PERTURBATION].groupby(screen.GUIDE).size()
-        assert len(per_guide) == n_guides and (per_guide == demo["sites_per_well"]).all()
+        assert len(per_guide) == n_guides and (per_guide == demo.sites_per_well).all()
         ctrl = metadata[metadata[screen.PERT_TYPE] == screen.CONTROL]
-        assert len(ctrl) == demo["control_wells_per_plate"] * demo["sites_per_well"]
+        assert len(ctrl) == demo.control_wells_per_plate * demo.sites_per_well
         assert ctrl[screen.GUIDE].nunique() == 4 and (ctrl[screen.GENE] == sim_design.CONTROL_GENE).all()
         assert metadata.groupby(screen.WELL)[screen.GUIDE].nunique().max() == 1
         assert (metadata[screen.WELL] == metadata["Metadata_Row"] + metadata["Metadata_Col"].map("{:02d}".format)).all()
@@ -132,13 +131,13 @@ def test_metadata_contract_counts_and_shuffled_wells(demo, plates):
 
 def test_unknown_plate_and_bad_config_are_clear_errors(demo):
     with pytest.raises(ValueError, match="B09P01.*B01P01"):
-        sim_plates.simulate_plate(demo, SEED, "B09P01")
+        sim_plates.simulate_plate(demo, "B09P01")
     with pytest.raises(ValueError, match="demo.factors_per_gene"):
-        sim_design.gene_truth({**demo, "factors_per_gene": demo["n_factors"] + 1}, SEED)
+        sim_design.gene_truth(demo._replace(factors_per_gene=demo.n_factors + 1))
     with pytest.raises(ValueError, match="demo.n_factors"):
-        sim_design.gene_truth({**demo, "n_factors": len(sim_design.FACTORS) + 1, "factors_per_gene": 1}, SEED)
+        sim_design.gene_truth(demo._replace(n_factors=len(sim_design.FACTORS) + 1, factors_per_gene=1))
     with pytest.raises(ValueError, match="wells per plate"):
-        sim_layout.plate_layout({**demo, "control_wells_per_plate": 2000}, SEED, "B01P01")
+        sim_layout.plate_layout(demo._replace(control_wells_per_plate=2000), "B01P01")
 
 
 # ------------------------------------------------------------------ determinism
@@ -159,19 +158,19 @@ def test_the_two_seeded_generators_known_answers():
 
 
 def test_same_seed_same_bytes_other_seed_differs(demo, plates):
-    tiles, metadata, factors = sim_plates.simulate_plate(demo, SEED, "B01P01")
+    tiles, metadata, factors = sim_plates.simulate_plate(demo, "B01P01")
     ref_tiles, ref_metadata, ref_factors = plates["B01P01"]
     assert tiles.tobytes() == ref_tiles.tobytes()
     pd.testing.assert_frame_equal(metadata, ref_metadata)
     pd.testing.assert_frame_equal(factors, ref_factors)
-    other, other_md, other_factors = sim_plates.simulate_plate(demo, SEED + 1, "B01P01")
+    other, other_md, other_factors = sim_plates.simulate_plate(demo._replace(seed=SEED + 1), "B01P01")
     assert other.tobytes() != tiles.tobytes()
     assert not np.allclose(other_factors.filter(like="factor_").to_numpy(), factors.filter(like="factor_").to_numpy())
 
 
 def test_plate_does_not_depend_on_screen_size(demo, plates):
     bigger = tiny_demo(n_batches=3)
-    tiles, metadata, factors = sim_plates.simulate_plate(bigger, SEED, "B02P01")
+    tiles, metadata, factors = sim_plates.simulate_plate(bigger, "B02P01")
     assert tiles.tobytes() == plates["B02P01"][0].tobytes()
     pd.testing.assert_frame_equal(factors, plates["B02P01"][2])
 
@@ -194,10 +193,10 @@ def test_factor_distributions_are_standardized_non_gaussian_and_independent():
 
 def test_control_factors_on_a_plate_are_centred_non_gaussian_and_uncorrelated():
     demo = tiny_demo(control_wells_per_plate=96, sites_per_well=4, image_size=16, cells_per_image=2)
-    _, metadata, factors = sim_plates.simulate_plate(demo, SEED, "B01P01")
+    _, metadata, factors = sim_plates.simulate_plate(demo, "B01P01")
     ctrl = factors.loc[metadata[screen.PERT_TYPE] == screen.CONTROL].filter(like="factor_").to_numpy()
     n = len(ctrl)
-    assert n == 384 and ctrl.shape[1] == demo["n_factors"]
+    assert n == 384 and ctrl.shape[1] == demo.n_factors
     assert np.abs(ctrl.mean(axis=0)).max() < 4 / np.sqrt(n)
     non_gaussian = (np.abs(stats.skew(ctrl, axis=0)) > 0.4) | (np.abs(stats.kurtosis(ctrl, axis=0)) > 0.6)
     assert non_gaussian.mean() >= 0.8
@@ -207,13 +206,13 @@ def test_control_factors_on_a_plate_are_centred_non_gaussian_and_uncorrelated():
 
 def test_gene_shifts_exactly_its_affected_factors_on_every_plate():
     on, off = tiny_demo(effect_size=1.5), tiny_demo(effect_size=0.0)
-    truth = sim_design.gene_truth(on, SEED)
-    pd.testing.assert_frame_equal(truth, sim_design.gene_truth(off, SEED))  # effect_size only scales
+    truth = sim_design.gene_truth(on)
+    pd.testing.assert_frame_equal(truth, sim_design.gene_truth(off))  # effect_size only scales
     truth = truth.set_index(screen.GUIDE)
-    for _, plate in demo_plates(on):
-        _, metadata, with_effect = sim_plates.simulate_plate(on, SEED, plate)
-        _, _, without = sim_plates.simulate_plate(off, SEED, plate)
-        cols = [sim_design.factor_name(j) for j in range(on["n_factors"])]
+    for _, plate in on.plates():
+        _, metadata, with_effect = sim_plates.simulate_plate(on, plate)
+        _, _, without = sim_plates.simulate_plate(off, plate)
+        cols = [sim_design.factor_name(j) for j in range(on.n_factors)]
         diff = with_effect[cols].to_numpy() - without[cols].to_numpy()
         for guide, rows in metadata.groupby(screen.GUIDE).groups.items():
             expected = np.zeros(len(cols))
@@ -222,7 +221,7 @@ def test_gene_shifts_exactly_its_affected_factors_on_every_plate():
                 sign = 1.0 if item[-1] == "+" else -1.0
                 expected[cols.index(item[:-1])] = sign * 1.5 * row["efficacy"]
             np.testing.assert_allclose(diff[rows], np.tile(expected, (len(rows), 1)), atol=1e-12)
-            assert (np.count_nonzero(expected) == on["factors_per_gene"]) == bool(row["has_effect"])
+            assert (np.count_nonzero(expected) == on.factors_per_gene) == bool(row["has_effect"])
 
 
 def test_gene_images_differ_from_controls_only_in_affected_factors():
@@ -235,9 +234,9 @@ def test_gene_images_differ_from_controls_only_in_affected_factors():
         image_size=16,
         cells_per_image=2,
     )
-    _, metadata, factors = sim_plates.simulate_plate(demo, SEED, "B01P01")
-    shifts = sim_design.guide_shifts(demo, SEED)
-    truth = sim_design.gene_truth(demo, SEED)
+    _, metadata, factors = sim_plates.simulate_plate(demo, "B01P01")
+    shifts = sim_design.guide_shifts(demo)
+    truth = sim_design.gene_truth(demo)
     cols = list(shifts.columns)
     ctrl = factors.loc[metadata[screen.PERT_TYPE] == screen.CONTROL, cols]
     for gene, rows in metadata[metadata[screen.PERT_TYPE] == screen.PERTURBATION].groupby(screen.GENE):
@@ -264,13 +263,13 @@ def test_images_shape_dtype_and_dynamic_range(demo, plates):
             assert np.percentile(channel, 99.5) > 0.2 * 255, c
             assert (channel == 255).mean() < 0.01, c
             assert np.median(channel) > 0, c  # background offset + noise, not a black frame
-    tiles16, _, _ = sim_plates.simulate_plate(tiny_demo(dtype="uint16", channels=["dna", "actin", "x"]), SEED, "B01P01")
+    tiles16, _, _ = sim_plates.simulate_plate(tiny_demo(dtype="uint16", channels=["dna", "actin", "x"]), "B01P01")
     assert tiles16.dtype == np.uint16 and tiles16.shape[1] == 3 and tiles16.max() > 255
 
 
 def test_channel_roles_by_name_then_position():
-    assert sim_render.channel_roles(["nucleus", "er", "actin", "mito", "golgi"]) == list(sim_render.ROLES)
-    assert sim_render.channel_roles(["dna", "Mito", "c2", "c3", "c4", "c5"]) == [
+    assert sim_cells.channel_roles(["nucleus", "er", "actin", "mito", "golgi"]) == list(sim_cells.ROLES)
+    assert sim_cells.channel_roles(["dna", "Mito", "c2", "c3", "c4", "c5"]) == [
         "nucleus",
         "mito",
         "actin",
@@ -286,7 +285,7 @@ def test_nucleus_area_grows_with_nucleus_size_factor():
     for value in (-2.0, -1.0, 0.0, 1.0, 2.0):
         factors = np.zeros((16, 10))
         factors[:, size_col] = value
-        clean = sim_render.render_cells(factors, ["nucleus", "er"], 48, 4, rng_from_sequence(0, "layout"))
+        clean = sim_cells.render_cells(factors, ["nucleus", "er"], 48, 4, rng_from_sequence(0, "layout"))
         areas.append(float((clean[:, 0] > 0.15).mean()))
     assert np.all(np.diff(areas) > 0), areas
     assert areas[-1] > 1.8 * areas[0]
@@ -294,20 +293,20 @@ def test_nucleus_area_grows_with_nucleus_size_factor():
 
 def test_nucleus_area_tracks_factor_in_simulated_plate():
     demo = tiny_demo(control_wells_per_plate=48, image_size=32)
-    tiles, _, factors = sim_plates.simulate_plate(demo, SEED, "B01P01")
+    tiles, _, factors = sim_plates.simulate_plate(demo, "B01P01")
     area = (tiles[:, 0] > 0.3 * 255).mean(axis=(1, 2))
     assert stats.spearmanr(area, factors["factor_01"]).statistic > 0.25
 
 
 FACTOR_NAMES = [name for name, _ in sim_design.FACTORS]
-CHANNELS = list(sim_render.ROLES)
+CHANNELS = list(sim_cells.ROLES)
 
 
 def render_one(name: str, value: float, n: int = 8, size: int = 48, **kwargs) -> np.ndarray:
     """n images with one factor at ``value`` and every other factor at 0, the same layout draws."""
     factors = np.zeros((n, len(sim_design.FACTORS)))
     factors[:, FACTOR_NAMES.index(name)] = value
-    return sim_render.render_cells(factors, CHANNELS, size, 5, rng_from_sequence(0, "layout"), **kwargs)
+    return sim_cells.render_cells(factors, CHANNELS, size, 5, rng_from_sequence(0, "layout"), **kwargs)
 
 
 def normalized(images: np.ndarray) -> np.ndarray:
@@ -393,7 +392,7 @@ def test_cell_count_factor_sets_the_number_of_nuclei():
     values = np.linspace(-2.5, 2.5, 24)
     factors = np.zeros((24, 10))
     factors[:, 0] = values
-    images = sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "count"))
+    images = sim_cells.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "count"))
     counts = nuclei_counts(images)
     assert stats.spearmanr(values, counts).statistic > 0.85, counts
     assert counts[-4:].mean() > 3 * counts[:4].mean(), counts
@@ -401,8 +400,8 @@ def test_cell_count_factor_sets_the_number_of_nuclei():
 
 def test_zoom_nuisance_changes_apparent_size_and_count():
     factors = np.zeros((16, 10))
-    near = sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 1.25))
-    far = sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 0.8))
+    near = sim_cells.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 1.25))
+    far = sim_cells.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 0.8))
 
     def area(images: np.ndarray) -> np.ndarray:  # mean nucleus area per image, px
         return (images[:, 0] > 0.25).sum(axis=(1, 2)) / np.maximum(nuclei_counts(images), 1)
@@ -410,18 +409,18 @@ def test_zoom_nuisance_changes_apparent_size_and_count():
     assert area(near).mean() > 1.8 * area(far).mean()
     assert nuclei_counts(near).mean() < nuclei_counts(far).mean()
     with pytest.raises(ValueError, match="zoom"):
-        sim_render.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 3.0))
+        sim_cells.render_cells(factors, CHANNELS, 64, 6, rng_from_sequence(0, "z"), zoom=np.full(16, 3.0))
 
 
 def test_zoom_is_a_batch_nuisance():
     demo = tiny_demo(n_batches=4, plates_per_batch=2)
-    zoom = {p: sim_nuisance.nuisance_table(demo, SEED, p, 50)["nuisance_zoom"] for _, p in demo_plates(demo)}
-    lo, hi = sim_render.ZOOM_RANGE
+    zoom = {p: sim_nuisance.nuisance_table(demo, p, 50)["nuisance_zoom"] for _, p in demo.plates()}
+    lo, hi = sim_cells.ZOOM_RANGE
     assert all(z.between(lo, hi).all() for z in zoom.values())
     per_batch = [np.log(zoom[f"B0{b}P01"].mean()) for b in range(1, 5)]
     within = np.mean([abs(np.log(zoom[f"B0{b}P01"].mean() / zoom[f"B0{b}P02"].mean())) for b in range(1, 5)])
     assert np.std(per_batch) > 2 * within > 0
-    flat = sim_nuisance.nuisance_table({**demo, "batch_strength": 0.0}, SEED, "B02P01", 5)
+    flat = sim_nuisance.nuisance_table(demo._replace(batch_strength=0.0), "B02P01", 5)
     assert (flat["nuisance_zoom"] == 1.0).all()
 
 
@@ -452,11 +451,11 @@ def test_factors_are_recoverable_from_normalized_images_despite_batch_effects():
     the simulator's phenotypes survive the MAE's preprocessing and the nuisances."""
     demo = tiny_demo(n_batches=2, control_wells_per_plate=60, sites_per_well=4, image_size=48, cells_per_image=5)
     tiles, factors = [], []
-    for _, plate in demo_plates(demo):
-        t, _, f = sim_plates.simulate_plate(demo, SEED, plate)
+    for _, plate in demo.plates():
+        t, _, f = sim_plates.simulate_plate(demo, plate)
         tiles.append(t)
         factors.append(f)
-    names = [sim_design.factor_name(j) for j in range(demo["n_factors"])]
+    names = [sim_design.factor_name(j) for j in range(demo.n_factors)]
     table = pd.concat(factors)
     r2 = metrics.probe_r2(handcrafted_features(np.concatenate(tiles)), table[names].to_numpy())
     assert r2.mean() > 0.6 and r2.min() > 0.3, dict(zip(FACTOR_NAMES, r2.round(2)))
@@ -464,13 +463,13 @@ def test_factors_are_recoverable_from_normalized_images_despite_batch_effects():
 
 def test_batch_effects_change_pixels_of_the_same_cells():
     demo = tiny_demo(n_batches=3, plates_per_batch=2)
-    factors = sim_design.draw_factors(12, demo["n_factors"], rng_from_sequence(0, "f"))
-    clean = sim_render.render_cells(factors, demo["channels"], 32, 4, rng_from_sequence(0, "r"))
+    factors = sim_design.draw_factors(12, demo.n_factors, rng_from_sequence(0, "f"))
+    clean = sim_cells.render_cells(factors, demo.channels, 32, 4, rng_from_sequence(0, "r"))
 
-    def image(d: dict, plate: str) -> np.ndarray:
-        nuisance = sim_nuisance.nuisance_table(d, SEED, plate, len(clean))
+    def image(d: DemoOptions, plate: str) -> np.ndarray:
+        nuisance = sim_nuisance.nuisance_table(d, plate, len(clean))
         return sim_nuisance.apply_nuisance(
-            clean, nuisance, d["channels"], d["noise"], "uint8", rng_from_sequence(0, "noise")
+            clean, nuisance, d.channels, d.noise, "uint8", rng_from_sequence(0, "noise")
         ).astype(float)
 
     a, b = image(demo, "B01P01"), image(demo, "B02P01")
@@ -478,14 +477,13 @@ def test_batch_effects_change_pixels_of_the_same_cells():
     assert np.max(np.abs(np.log(means_a / means_b))) > 0.1
     # Batch effects outweigh plate effects: plates of one batch look more alike.
     gains = {
-        p: np.log(sim_nuisance.nuisance_table(demo, SEED, p, 1).filter(like="gain_").to_numpy()[0])
-        for _, p in demo_plates(demo)
+        p: np.log(sim_nuisance.nuisance_table(demo, p, 1).filter(like="gain_").to_numpy()[0]) for _, p in demo.plates()
     }
     within = np.mean([np.linalg.norm(gains[f"B0{b}P01"] - gains[f"B0{b}P02"]) for b in (1, 2, 3)])
     between = np.mean([np.linalg.norm(gains[f"B0{b}P01"] - gains[f"B0{c}P01"]) for b, c in ((1, 2), (1, 3), (2, 3))])
     assert within < between
     # Without batch strength every plate sees the same microscope.
-    flat = {**demo, "batch_strength": 0.0}
+    flat = demo._replace(batch_strength=0.0)
     assert np.array_equal(image(flat, "B01P01"), image(flat, "B03P02"))
     assert not np.array_equal(image(flat, "B01P01"), a)
 
@@ -495,20 +493,20 @@ def test_batch_effects_change_pixels_of_the_same_cells():
 
 def test_write_demo_plate_round_trip(demo, plates, tmp_path):
     store = tmp_path / "plates" / "B01P01.zarr"
-    sim_plates.write_demo_plate(demo, SEED, "B01P01", store, tmp_path / "md.parquet", tmp_path / "f.parquet")
+    sim_plates.write_demo_plate(demo, "B01P01", store, tmp_path / "md.parquet", tmp_path / "f.parquet")
     tiles, metadata, factors = plates["B01P01"]
     stored = screen.open_plate(store)
-    assert stored.chunks[0] == demo["chunk_images"]
+    assert stored.chunks[0] == demo.chunk_images
     np.testing.assert_array_equal(stored[:], tiles)
-    assert screen.plate_channels(store) == demo["channels"]
+    assert screen.plate_channels(store) == demo.channels
     pd.testing.assert_frame_equal(screen.read_metadata(tmp_path / "md.parquet"), screen.validate_metadata(metadata))
     pd.testing.assert_frame_equal(pd.read_parquet(tmp_path / "f.parquet"), factors)
     assert not [p for p in tmp_path.rglob("*") if ".tmp-" in p.name]
 
 
 def test_simulate_screen_writes_every_plate(demo, tmp_path):
-    metadata = sim_plates.simulate_screen(demo, SEED, tmp_path)
-    plates = [p for _, p in demo_plates(demo)]
+    metadata = sim_plates.simulate_screen(demo, tmp_path)
+    plates = [p for _, p in demo.plates()]
     assert screen.plates_of(metadata) == plates
     pd.testing.assert_frame_equal(screen.read_metadata(tmp_path / "metadata.parquet"), metadata)
     for plate in plates:
@@ -518,3 +516,11 @@ def test_simulate_screen_writes_every_plate(demo, tmp_path):
         assert tiles.shape[0] == len(rows) == len(pd.read_parquet(tmp_path / "factors" / f"{plate}.parquet"))
     guides = metadata.groupby(screen.BATCH)[screen.GUIDE].apply(set)
     assert all(g == guides.iloc[0] for g in guides)  # every batch has every guide
+
+
+def test_a_plate_reruns_for_what_it_depends_on_only():
+    """The rules' params (the options' repr) leave out the screen's size and the chunk length,
+    which change no existing plate, and hold every key that does."""
+    demo = tiny_demo()
+    assert repr(demo) == repr(tiny_demo(n_batches=3, plates_per_batch=2, chunk_images=4))
+    assert repr(demo) != repr(tiny_demo(noise=0.1)) and repr(demo) != repr(demo._replace(seed=SEED + 1))

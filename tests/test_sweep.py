@@ -87,7 +87,7 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     from phenoica.report.inputs import ReportInputs, ReportOptions
     from phenoica.report.sections import ReportContext
     from phenoica.report.sweep import build_sweep
-    from phenoica.screen.positive_control import ControlDesign, write_screen
+    from phenoica.screen.known_truth import ControlDesign, write_screen
     from phenoica.sweep.component_sweep import MainPoint, sweep_model
     from phenoica.transforms.fit import fit_variants
     from phenoica.transforms.variant_names import component_name
@@ -164,7 +164,7 @@ def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reas
 
     import phenoica.sweep.component_sweep as components
     from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.screen.positive_control import ControlDesign, write_screen
+    from phenoica.screen.known_truth import ControlDesign, write_screen
 
     out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=2))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)

@@ -19,10 +19,10 @@ from phenoica.contract.config import validate_config
 from phenoica.contract.screen import write_plate
 from phenoica.contract.values import ConfigError
 from phenoica.embed.jobs import EmbedJob, embed_model_plate
-from phenoica.embed.options import EmbedOptions
 from phenoica.embed.parts import embedding_metadata
 from phenoica.models.builders import build_feature_extractor
 from phenoica.models.checkpoint import CheckpointError
+from tests.model_options import embed_options
 
 NAME = "test_vit"
 
@@ -117,13 +117,7 @@ def test_embed_rule_with_a_timm_model_and_chosen_channels(weights, tmp_path):
         store,
         meta,
         out,
-        EmbedJob(
-            "t",
-            spec(path, channels=["Mito", "ER", "DNA"]),
-            path,
-            EmbedOptions.from_config(validate_config({})["embed"] | {"device": "cpu"}),
-            threads=1,
-        ),
+        EmbedJob("t", path, embed_options(spec(path, channels=["Mito", "ER", "DNA"]), device="cpu"), threads=1),
     )
     df = pd.read_parquet(out)
     assert df.filter(like="emb_").shape == (3, 64)

@@ -545,7 +545,7 @@ def test_noise_edge_is_the_marchenko_pastur_edge_for_equal_variances():
 
 
 def _screen_rows(tmp_path, screen):
-    from phenoica.screen.positive_control import write_screen
+    from phenoica.screen.known_truth import write_screen
 
     out = write_screen(tmp_path / screen, 0, screen)
     t = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)

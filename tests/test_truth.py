@@ -12,6 +12,7 @@ from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.report import truth_stats as truth
 from phenoica.report import truth_tables
 from phenoica.screen.demo import design as sim_design
+from phenoica.screen.options import DemoOptions
 
 
 def truth_table(n_genes=10, null_genes=(6, 7, 8, 9), guides_per_gene=3) -> pd.DataFrame:
@@ -80,9 +81,11 @@ def guide_scores(score, truth_df, variants=("pca", "pca_ica", "pca_rand"), model
 
 
 def test_shifted_factors_from_the_simulator_truth():
-    demo = validate_config({"demo": {"n_genes": 6, "n_null_genes": 2, "n_factors": 8}})["demo"]
-    t = sim_design.gene_truth(demo, 3)
-    shifts = sim_design.guide_shifts(demo, 3)
+    demo = DemoOptions.from_config(
+        validate_config({"demo": {"n_genes": 6, "n_null_genes": 2, "n_factors": 8}, "seed": 3})
+    )
+    t = sim_design.gene_truth(demo)
+    shifts = sim_design.guide_shifts(demo)
     expected = sorted(shifts.columns[(shifts != 0).any(axis=0)])
     assert truth.shifted_factors(t) == expected and 0 < len(expected) <= 8
     assert truth.shifted_factors(truth_table()) == ["factor_00", "factor_01", "factor_02", "factor_03", "factor_04"]

@@ -4,8 +4,8 @@
   planned when the DAG is built, without torch;
 * :mod:`~phenoica.embed.jobs`: the rule's function (:func:`~phenoica.embed.jobs.embed_model_plates`):
   one model built (and compiled) once for the job's plates, unchanged plates kept;
-* :mod:`~phenoica.embed.options`: the config's ``embed`` section read once
-  (:class:`~phenoica.embed.options.EmbedOptions`);
+* :mod:`~phenoica.embed.options`: what a job reads of the config, its model's entry and the
+  ``embed`` section, read once (:class:`~phenoica.embed.options.EmbedOptions`);
 * :mod:`~phenoica.embed.plate`: one plate store through one model
   (:func:`~phenoica.embed.plate.embed_plate`);
 * :mod:`~phenoica.embed.chunks`: the overlapped chunk loop (read, prepare, embed, write) and its timing;
@@ -13,3 +13,7 @@
 
 What a model takes and whether a plate fits it is declared in :mod:`phenoica.models.extractor`.
 """
+
+from phenoica.embed.options import EmbedOptions
+
+__all__ = ["EmbedOptions", "chunks", "groups", "jobs", "options", "parts", "plate"]

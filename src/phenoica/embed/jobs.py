@@ -28,7 +28,7 @@ import logging
 import os
 import shutil
 import tempfile
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -50,15 +50,19 @@ WORK_KEY = "work_sha256"
 
 @dataclass(frozen=True)
 class EmbedJob:
-    """What a job embeds with: model ``model_name`` built from its config entry ``spec`` (weights
-    from ``checkpoint``, None = the spec's seeded init), the config's ``embed`` section read once
-    (:meth:`EmbedOptions.from_config`) and the job's CPU threads."""
+    """What a job embeds with: model ``model_name`` built from its config entry (``options.spec``;
+    weights from ``checkpoint``, None = the entry's seeded init), the job's settings read once
+    from the config (:class:`~phenoica.embed.options.EmbedOptions`) and its CPU threads."""
 
     model_name: str
-    spec: Mapping[str, Any]
     checkpoint: Path | str | None
-    options: EmbedOptions = field(default_factory=EmbedOptions.defaults)
+    options: EmbedOptions
     threads: int | None = None
+
+    @property
+    def spec(self) -> Mapping[str, Any]:
+        """The model's ``models`` entry."""
+        return self.options.spec
 
 
 def check_compile_cache(path: Path | str) -> Path:
@@ -193,8 +197,8 @@ def embed_model_plates(plates: Sequence[PlateJob], job: EmbedJob, log: logging.L
     with torch_threads(job.threads):
         model = build_feature_extractor(job.spec, len(fed), job.checkpoint, log=log)
     runner = compiled(model, embed, job.model_name, log) if embed.compile else model
-    options = replace(
-        embed, crop_size=embed.crop_size or model.img_size, device=str(device), threads=embed.threads or job.threads
+    options = embed._replace(
+        crop_size=embed.crop_size or model.img_size, device=str(device), threads=embed.threads or job.threads
     )
     inputs = ModelInputs.of(model)  # the declared interface, also when the runner is compiled
     for i, plate in enumerate(todo):

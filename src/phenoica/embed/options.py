@@ -1,17 +1,16 @@
-"""The embedding settings of a job (the config's ``embed`` section), read once: :class:`EmbedOptions`."""
+"""What an embedding job reads: :class:`EmbedOptions`, the ``embed`` rule's params (one model's
+entry and the config's ``embed`` section), built once from the validated config."""
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Annotated, Any, NamedTuple
 
-from phenoica.contract.config import resolve_section
+from phenoica.contract.options import Setting, stage_options
 
 
-@dataclass(frozen=True)
-class EmbedOptions:
-    """How plates are embedded: the config's ``embed`` section (:meth:`from_config`).
+@stage_options("embed")
+class EmbedOptions(NamedTuple):
+    """How one model embeds plates: its ``models`` entry (``spec``) and the ``embed`` section.
 
     ``crop_size``: the crop side (None = the model's ``img_size``; :func:`~phenoica.embed.plate.embed_plate`
     needs it set); ``intensity_max``: the intensity that scales to 1 (None = the dtype's maximum);
@@ -19,52 +18,26 @@ class EmbedOptions:
     time (None = the store's chunk length); ``device`` (``auto``, ``cpu``, ``cuda``) and
     ``without_cuda`` (``fail`` or ``cpu``: what ``cuda`` does on a machine without one);
     ``threads``: torch's CPU threads (None = the job's); ``loader_threads``: chunks read ahead;
-    ``preprocess_on_device``: ship raw tiles to the device and prepare them there (None = on
-    CUDA only; not a config key); ``compile``, ``compile_options``, ``compile_cache``:
-    ``torch.compile`` and inductor's on-disk cache folder (:mod:`phenoica.embed.jobs`).
+    ``compile``, ``compile_options``, ``compile_cache``: ``torch.compile`` and inductor's
+    on-disk cache folder (:mod:`phenoica.embed.jobs`); ``plates_per_job``: plates one job
+    embeds with one model (the workflow's grouping, :mod:`phenoica.embed.groups`).
+
+    Build it with ``EmbedOptions.from_config(validate_config({...}), model=NAME)``.
     """
 
-    crop_size: int | None
-    intensity_max: float | None
-    batch_size: int
-    chunk_images: int | None
-    device: str
-    without_cuda: str
-    threads: int | None
-    loader_threads: int
-    compile: bool
-    compile_options: Mapping[str, Any]
-    compile_cache: str | None
-    preprocess_on_device: bool | None = None
-
-    @classmethod
-    def from_config(cls, embed: Mapping[str, Any] | None) -> EmbedOptions:
-        """The options of the config's ``embed`` section (``config["embed"]``; in a job, the
-        ``embed`` of :func:`phenoica.workflow.params.rule_settings`), resolved here once against the
-        schema (:func:`phenoica.contract.config.resolve_section`: absent keys take the schema's
-        defaults, a section already resolved is not validated again); keys that are not embedding
-        settings (``plates_per_job``) are left to the workflow."""
-        section = resolve_section("embed", embed)
-        return cls(
-            crop_size=section["crop_size"],
-            intensity_max=section["intensity_max"],
-            batch_size=int(section["batch_size"]),
-            chunk_images=section["chunk_images"],
-            device=str(section["device"]),
-            without_cuda=str(section["without_cuda"]),
-            threads=section["threads"],
-            loader_threads=int(section["loader_threads"]),
-            compile=bool(section["compile"]),
-            compile_options=dict(section["compile_options"] or {}),
-            compile_cache=section["compile_cache"],
-        )
-
-    @classmethod
-    def defaults(cls, **changes: Any) -> EmbedOptions:
-        """The schema's ``embed`` defaults with ``changes``: ``embed`` keys (validated by the
-        schema) and ``preprocess_on_device``, which is no config key."""
-        own = {k: changes.pop(k) for k in ("preprocess_on_device",) if k in changes}
-        return dataclasses.replace(cls.from_config(changes), **own)
+    spec: Annotated[dict[str, Any], Setting("models.{model}")]
+    crop_size: Annotated[int | None, Setting("embed.crop_size")]
+    intensity_max: Annotated[float | None, Setting("embed.intensity_max")]
+    batch_size: Annotated[int, Setting("embed.batch_size", run_time=True)]
+    chunk_images: Annotated[int | None, Setting("embed.chunk_images", run_time=True)]
+    device: Annotated[str, Setting("embed.device")]
+    without_cuda: Annotated[str, Setting("embed.without_cuda")]
+    threads: Annotated[int | None, Setting("embed.threads", run_time=True)]
+    loader_threads: Annotated[int, Setting("embed.loader_threads", run_time=True)]
+    compile: Annotated[bool, Setting("embed.compile", run_time=True)]
+    compile_options: Annotated[dict[str, Any], Setting("embed.compile_options", run_time=True)]
+    compile_cache: Annotated[str | None, Setting("embed.compile_cache", run_time=True)]
+    plates_per_job: Annotated[int, Setting("embed.plates_per_job")]
 
     def check(self) -> None:
         """ValueError for a batch size, chunk length or reader count below 1."""

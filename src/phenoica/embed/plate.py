@@ -194,6 +194,7 @@ def embed_plate(
     options: EmbedOptions,
     log: logging.Logger | None = None,
     keep_parts: bool = False,
+    preprocess_on_device: bool | None = None,
 ) -> Path:
     """Embed the images of one plate store referenced by ``metadata``; write ``out`` (parquet).
 
@@ -206,6 +207,8 @@ def embed_plate(
     (:class:`~phenoica.embed.options.EmbedOptions`: batch, chunking, device, threads, read-ahead).
     ``keep_parts`` leaves the finished parts beside ``out`` (a job of several plates removes
     them when all its plates are written, so a kill loses none of them).
+    ``preprocess_on_device``: ship raw tiles to the device and prepare them there (None = on
+    CUDA only).
     """
     store, out = Path(store), Path(out)
     log = log or get_logger("phenoica.embed")
@@ -262,7 +265,7 @@ def embed_plate(
             normalize=model.normalize,
             names=names,
             loader_threads=options.loader_threads,
-            on_device=dev.type == "cuda" if options.preprocess_on_device is None else options.preprocess_on_device,
+            on_device=dev.type == "cuda" if preprocess_on_device is None else preprocess_on_device,
         )
         run_chunks(todo, run, log)
     record = {

@@ -13,5 +13,26 @@
 * :mod:`~phenoica.models.builders`: config entry -> :class:`FeatureExtractor` (``create_model``
   by the registry, then pooling, block, per-channel embeddings);
 * :mod:`~phenoica.models.device`: the torch device of a job;
-* :mod:`~phenoica.models.mae`: MAE pretraining of phenoica's ViT (rule ``train_mae``).
+* :mod:`~phenoica.models.mae`: MAE pretraining of phenoica's ViT (rule ``train_mae``), its
+  settings :class:`~phenoica.models.options.TrainOptions` (:mod:`~phenoica.models.options`);
+* :mod:`~phenoica.models.spec`: the keys of a ``models`` entry that decide the ViT and its training.
 """
+
+from phenoica.models.options import TrainOptions
+
+__all__ = [
+    "TrainOptions",
+    "builders",
+    "checkpoint",
+    "device",
+    "extractor",
+    "layers",
+    "layouts",
+    "mae",
+    "openphenom",
+    "options",
+    "registry",
+    "spec",
+    "timm_models",
+    "vit",
+]

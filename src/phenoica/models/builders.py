@@ -29,7 +29,6 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import nn
 
-from phenoica.contract.config import resolve_model
 from phenoica.contract.screen import ScreenError, feature_name
 from phenoica.contract.values import ConfigError
 from phenoica.models import openphenom, timm_models, vit
@@ -219,14 +218,15 @@ def build_feature_extractor(
     checkpoint: Path | str | None = None,
     log: logging.Logger | None = None,
 ) -> FeatureExtractor:
-    """The feature extractor of a model entry (``config["models"][name]``), in eval mode.
+    """The feature extractor of a model entry (``config["models"][name]`` of a config
+    :func:`phenoica.contract.config.validate_config` filled: every key of the entry present), in
+    eval mode.
 
     ``in_chans`` is the number of channels the screen feeds it (after ``models.NAME.channels``).
     phenoica: weights from ``checkpoint`` or seeded random init (the spec's geometry);
     openphenom: the checkpoint's encoder (geometry read from it); timm: ``timm_name`` + checkpoint.
     """
     log = log or logging.getLogger("phenoica.models")
-    spec = resolve_model(spec)  # the schema's defaults of the entry's keys, stated once there
     arch, state = resolve_architecture(spec, checkpoint, log)
     try:
         encoder, normalize = create_model(arch, spec, in_chans, checkpoint, log, state)

@@ -4,7 +4,7 @@ The MAE (:class:`MaskedAutoencoder`) masks a seeded random ``mask_ratio`` of the
 the encoder (:func:`phenoica.models.vit.build_encoder`) on the visible ones, and a light
 timm-``Block`` decoder predicts the pixels of every token; the loss is the MSE over masked
 tokens only, on per-patch normalized pixels when ``norm_pix_loss``. :func:`train_mae` (rule
-``train_mae``, its settings the config's ``train`` section read once: :class:`TrainOptions`)
+``train_mae``, its settings read once from the config: :class:`~phenoica.models.options.TrainOptions`)
 writes a safetensors checkpoint (encoder keys in timm's names, decoder under ``decoder.*``).
 
 Encoders, checkpoints, feature extraction and device choice live in the other modules of
@@ -17,7 +17,6 @@ from __future__ import annotations
 import logging
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -26,9 +25,9 @@ import torch
 from timm.models.vision_transformer import Block, VisionTransformer
 from torch import nn
 
-from phenoica.contract.config import as_resolved, section_defaults
 from phenoica.contract.screen import ScreenError, channel_indices, open_plate
 from phenoica.models.device import resolve_device
+from phenoica.models.options import TrainOptions
 from phenoica.models.vit import (
     MAX_CHANNELS,
     build_encoder,
@@ -307,68 +306,24 @@ def _param_groups(model: nn.Module, weight_decay: float) -> list[dict[str, Any]]
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-@dataclass(frozen=True)
-class TrainOptions:
-    """How the MAE is trained: the config's ``train`` section (:meth:`from_config`), plus the
-    device (``embed.device``) and the preprocessing's ``intensity_max``."""
-
-    steps: int
-    batch_size: int
-    lr: float
-    weight_decay: float
-    warmup_steps: int
-    mask_ratio: float
-    norm_pix_loss: bool
-    max_images: int
-    log_every: int
-    device: str
-    intensity_max: float | None
-
-    @classmethod
-    def from_config(
-        cls, train: Mapping[str, Any] | None, device: str | None = None, intensity_max: float | None = None
-    ) -> TrainOptions:
-        """The options of the ``train`` section (``config["train"]``; in a job, the
-        ``train`` of :func:`phenoica.workflow.params.rule_settings`), resolved here once against the
-        schema (absent keys take its defaults; a section already resolved is used as is).
-        ``device`` and ``intensity_max`` are ``embed.device`` and ``embed.intensity_max`` (None:
-        the schema's defaults of those keys)."""
-        train = as_resolved("train", train)
-        embed = section_defaults("embed")
-        return cls(
-            steps=int(train["steps"]),
-            batch_size=int(train["batch_size"]),
-            lr=float(train["lr"]),
-            weight_decay=float(train["weight_decay"]),
-            warmup_steps=int(train["warmup_steps"]),
-            mask_ratio=float(train["mask_ratio"]),
-            norm_pix_loss=bool(train["norm_pix_loss"]),
-            max_images=int(train["max_images"]),
-            log_every=int(train["log_every"]),
-            device=str(embed["device"] if device is None else device),
-            intensity_max=embed["intensity_max"] if intensity_max is None else intensity_max,
-        )
-
-
 def train_mae(
     stores: list[Path],
-    spec: Mapping[str, Any],
     train: TrainOptions,
-    seed: int,
     out: Path,
     log: logging.Logger | None = None,
     on_step: Callable[[int, float], None] | None = None,
 ) -> dict[str, Any]:
     """Masked-autoencoder pretraining on the screen's own tiles; writes a safetensors checkpoint.
 
-    Samples up to ``train.max_images`` images (seeded) across ``stores``, draws a random
-    ``spec["img_size"]`` crop per image per step, trains with AdamW (warmup + cosine) for
-    ``train.steps`` steps, logs every ``train.log_every`` steps and writes ``out``
+    Builds the MAE of ``train.spec`` and samples up to ``train.max_images`` images across
+    ``stores``, both from ``train.training_seed``; draws a random ``spec["img_size"]`` crop per
+    image per step (intensities scaled by the dtype's maximum), trains with AdamW (warmup +
+    cosine) for ``train.steps`` steps, logs every ``train.log_every`` steps and writes ``out``
     atomically. CUDA with bf16 autocast when available (and ``train.device`` allows).
-    ``on_step`` is called with (step, loss) after each step; ``train.intensity_max`` is passed
-    to preprocessing (as the embedding stage's ``embed.intensity_max``). Returns a summary dict.
+    ``on_step`` is called with (step, loss) after each step. Returns a summary dict.
     """
     log = log or get_logger("phenoica.mae")
+    spec, seed = train.spec, train.training_seed
     dev = resolve_device(train.device)
     t0 = time.perf_counter()
     images = sample_training_images([Path(s) for s in stores], train.max_images, seed, channels=spec.get("channels"))
@@ -443,7 +398,7 @@ def _optimize(
     losses: list[float] = []
     t_window, last_logged = time.perf_counter(), 0
     for step in range(1, steps + 1):
-        batch = random_crops(images, batch_size, crop, generator, train.intensity_max).to(dev)
+        batch = random_crops(images, batch_size, crop, generator).to(dev)
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_bf16):
             loss, _, _ = model(batch, mask_ratio, generator)
         optimizer.zero_grad(set_to_none=True)

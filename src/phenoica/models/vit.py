@@ -31,7 +31,7 @@ from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from phenoica.contract.config import check_model_geometry, resolve_model
+from phenoica.contract.config import check_model_geometry
 from phenoica.contract.screen import ScreenError
 from phenoica.models.checkpoint import (
     CheckpointError,
@@ -324,5 +324,5 @@ def phenoica_encoder(
     """phenoica's ViT (architecture ``phenoica``): weights from ``checkpoint`` (strictly), or the
     spec's seeded random init when there is none; images normalized whole."""
     if checkpoint is None:
-        return build_encoder(spec, in_chans, seed=int(resolve_model(spec)["seed"])), NORMALIZE_IMAGE
+        return build_encoder(spec, in_chans, seed=int(spec["seed"])), NORMALIZE_IMAGE
     return load_encoder(Path(checkpoint), spec, in_chans, log, state=state), NORMALIZE_IMAGE

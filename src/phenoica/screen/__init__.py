@@ -1,5 +1,30 @@
 """Where a screen comes from: the simulated demo screen (:mod:`.demo`), the user's image files,
 OME-Zarr HCS plates and LoadData CSVs (:mod:`.images`, :mod:`.ome_zarr`, :mod:`.loaddata`, with
 the plate map of :mod:`.plate_map`), embeddings as parquet or ``.h5ad`` (:mod:`.h5ad`), the
-scenario inputs and the positive control (:mod:`.scenarios`, :mod:`.positive_control`), and the
-image preprocessing every encoder's input goes through (:mod:`.preprocess`)."""
+scenario inputs and the known-truth embedding screens (:mod:`.scenarios`, :mod:`.known_truth`),
+and the image preprocessing every encoder's input goes through (:mod:`.preprocess`). What each
+of the screen's jobs reads of the config: :mod:`.options`.
+
+The public API: the options classes (imported here: light, no torch) and the modules below,
+each imported by name (``from phenoica.screen.images import ingest_image_plate``)."""
+
+from phenoica.screen.options import DemoOptions, ImageIngestOptions, LoadDataIngestOptions, OmeZarrIngestOptions
+
+__all__ = [
+    "DemoOptions",
+    "ImageIngestOptions",
+    "LoadDataIngestOptions",
+    "OmeZarrIngestOptions",
+    "annotations",
+    "arrayed",
+    "demo",
+    "h5ad",
+    "images",
+    "known_truth",
+    "loaddata",
+    "ome_zarr",
+    "options",
+    "plate_map",
+    "preprocess",
+    "scenarios",
+]

@@ -19,21 +19,20 @@ metadata file behind.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 import re
 import string
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
 import tifffile
 from PIL import Image
 
-from phenoica.contract.config import schema_default, section_defaults
 from phenoica.contract.screen import SITE, SUPPORTED_DTYPES, WELL, ScreenError
+from phenoica.screen.options import ImageIngestOptions
 from phenoica.screen.plate_map import (
     natural_key,
     natural_sorted,
@@ -46,7 +45,6 @@ from phenoica.screen.plate_map import (
 from phenoica.utils.io import get_logger
 
 PATTERN_FIELDS: tuple[str, ...] = ("plate", "well", "site", "channel")
-DEFAULT_PATTERN: str = schema_default("screen.image_pattern")()
 PNG_SUFFIXES = (".png",)
 TIFF_SUFFIXES = (".tif", ".tiff")
 DEFAULT_SITE = 1
@@ -247,49 +245,29 @@ def _expected_path(images_dir: Path, pattern: str, plate: str, sibling: pd.Serie
     return images_dir / pattern.format(**values)
 
 
-@dataclass(frozen=True)
-class ImageIngestOptions:
-    """How a plate's image files are found and stored: the file-name ``pattern`` below
-    ``images_dir`` (fields {plate}, {well}, {site}, {channel}), the ``channels`` in the order
-    the store keeps them (None = every channel value found, natural order; files of channels
-    not listed are ignored) and the Zarr chunk length ``chunk_images`` of the written store."""
-
-    pattern: str = dataclasses.field(default_factory=schema_default("screen.image_pattern"))
-    channels: Sequence[str] | None = dataclasses.field(default_factory=schema_default("screen.channels"))
-    chunk_images: int = dataclasses.field(default_factory=schema_default("screen.chunk_images"))
-
-    @classmethod
-    def from_config(cls, screen_cfg: Mapping[str, Any]) -> "ImageIngestOptions":
-        """From the config's ``screen`` section: ``image_pattern``, ``channels``, ``chunk_images``
-        (absent keys: the schema's defaults)."""
-        screen = {**section_defaults("screen"), **screen_cfg}
-        return cls(
-            pattern=str(screen["image_pattern"]),
-            channels=screen["channels"],
-            chunk_images=int(screen["chunk_images"]),
-        )
-
-
 def ingest_image_plate(
-    images_dir: Path | str,
     plate_map: pd.DataFrame,
     plate: str,
     store: Path | str,
     metadata_out: Path | str,
-    options: ImageIngestOptions = ImageIngestOptions(),
+    options: ImageIngestOptions,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
     """Per-channel image files of one plate -> its plate store and metadata table.
 
-    Stacks one image per channel (in ``options.channels`` order, see
-    :class:`ImageIngestOptions`) for every (well, site) found in a plate-map well. Returns the
+    Finds the files below ``options.images_dir`` by ``options.pattern`` and stacks one image per
+    channel (in ``options.channels`` order, see
+    :class:`~phenoica.screen.options.ImageIngestOptions`) for every (well, site) found in a
+    plate-map well. Returns the
     validated metadata written to ``metadata_out``. Raises ScreenError naming the file for a
     (well, site) missing a channel, images of different size or dtype, non-grayscale or
     non-uint8/uint16 images and unreadable files.
     """
     log = log or get_logger("phenoica.ingest")
     pattern, channels, chunk_images = options.pattern, options.channels, options.chunk_images
-    images_dir = Path(images_dir)
+    if options.images_dir is None:
+        raise ScreenError("screen.images_dir: not set; it names the folder of the image files")
+    images_dir = Path(options.images_dir)
     plate = str(plate)
     rows = plate_map_rows(plate_map, plate)
     source = f"{images_dir / pattern} (plate {plate})"

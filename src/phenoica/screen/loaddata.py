@@ -37,6 +37,7 @@ import pandas as pd
 
 from phenoica.contract.screen import PLATE, SITE, WELL, ScreenError, check_columns, normalize_names
 from phenoica.screen.images import read_image
+from phenoica.screen.options import LoadDataIngestOptions
 from phenoica.screen.plate_map import (
     natural_key,
     natural_sorted,
@@ -400,14 +401,15 @@ def ingest_loaddata_plate(
     plate: str,
     store: Path | str,
     metadata_out: Path | str,
-    channels: Mapping[str, str] | Sequence[str] | None = None,
-    illum: bool = False,
-    chunk_images: int = 64,
+    options: LoadDataIngestOptions,
 ) -> pd.DataFrame:
-    """One plate of a LoadData table -> its plate store (channels named as the screen's) and
-    metadata; sites of wells absent from the plate map are skipped (logged). A file that cannot
+    """One plate of a LoadData table (:func:`read_loaddata` of ``options.loaddata``) -> its plate
+    store (``options.channels``, named as the screen's; divided by the illumination functions
+    with ``options.illum``; chunks of ``options.chunk_images`` images) and metadata; sites of
+    wells absent from the plate map are skipped (logged). A file that cannot
     be read, or differs in size or dtype from the plate's first, names its CSV row and file."""
-    mapping = channel_map(table, channels, illum)
+    illum, chunk_images = options.illum, options.chunk_images
+    mapping = channel_map(table, options.channels, illum)
     rows = plate_map_rows(plate_map, plate)
     found = plate_files(table, str(plate), mapping, illum)
     check_files(found, mapping)

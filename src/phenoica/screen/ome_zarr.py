@@ -26,6 +26,7 @@ import pandas as pd
 import zarr
 
 from phenoica.contract.screen import SITE, SUPPORTED_DTYPES, WELL, ScreenError
+from phenoica.screen.options import OmeZarrIngestOptions
 from phenoica.screen.plate_map import (
     natural_key,
     natural_sorted,
@@ -171,10 +172,11 @@ def ingest_ome_zarr_plate(
     plate: str,
     store: Path | str,
     metadata_out: Path | str,
-    chunk_images: int = 64,
+    options: OmeZarrIngestOptions,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
-    """An OME-Zarr HCS plate -> its plate store and metadata table.
+    """An OME-Zarr HCS plate -> its plate store (chunks of ``options.chunk_images`` images) and
+    metadata table.
 
     One image per field (site = field index), full resolution, t = 0, maximum projection over
     z, channels from omero labels (else c0..). Returns the validated metadata written to
@@ -182,6 +184,7 @@ def ingest_ome_zarr_plate(
     the plate map, fields of different channels, size or dtype, and unsupported axes/dtypes.
     """
     log = log or get_logger("phenoica.ingest")
+    chunk_images = options.chunk_images
     plate_path = Path(plate_path)
     plate = str(plate)
     rows = plate_map_rows(plate_map, plate)

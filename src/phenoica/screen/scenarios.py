@@ -15,7 +15,7 @@ writes, from the demo scenario's ``demo`` section and ``seed``:
   ``vector`` per image, 3 batches of controls and two genes, one with a strong effect on one
   feature and one without (source ``embeddings``);
 - ``positive_control/`` and ``cell_state/``: the known-truth embedding screens of
-  :mod:`phenoica.screen.positive_control` (``embeddings/{batch}.parquet``, ``truth.parquet``,
+  :mod:`phenoica.screen.known_truth` (``embeddings/{batch}.parquet``, ``truth.parquet``,
   ``sources.parquet``; source ``embeddings``), drawn from ``seed``;
 - ``arrayed/``: the arrayed per-well profile screen of :mod:`phenoica.screen.arrayed`
   (``profiles/{batch}.parquet`` with CellProfiler-style feature columns, ``truth.parquet``; source
@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -42,7 +41,8 @@ from phenoica.contract.schema import read_yaml
 from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
 from phenoica.screen import arrayed
 from phenoica.screen.demo.plates import simulate_screen
-from phenoica.screen.positive_control import write_screen
+from phenoica.screen.known_truth import write_screen
+from phenoica.screen.options import DemoOptions
 from phenoica.utils.seeding import rng_for
 
 #: The checked-in scenarios, each ``config/scenarios/{name}.yaml``.
@@ -57,7 +57,7 @@ SCENARIOS: tuple[str, ...] = (
     "cell_state",
     "arrayed",
 )
-#: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.screen.positive_control`.
+#: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.screen.known_truth`.
 KNOWN_TRUTH_SCREENS: tuple[str, ...] = ("positive_control", "cell_state")
 #: Where the scenario configs expect their inputs (relative to the working directory).
 DATA_DIR = "scenario_data"
@@ -183,10 +183,12 @@ def write_embeddings(out_dir: Path, seed: int = 0, n_features: int = 12) -> list
     return written
 
 
-def prepare(demo: Mapping[str, Any], seed: int, out_dir: Path | str = DATA_DIR) -> dict[str, Path]:
-    """Write every scenario's inputs under ``out_dir`` (see the module doc); returns them by name."""
+def prepare(demo: DemoOptions, out_dir: Path | str = DATA_DIR) -> dict[str, Path]:
+    """Write every scenario's inputs under ``out_dir`` (see the module doc), the demo screen and
+    the other screens from ``demo`` (and its seed); returns them by name."""
+    seed = demo.seed
     out = Path(out_dir)
-    metadata = simulate_screen(dict(demo), seed, out / "screen")
+    metadata = simulate_screen(demo, out / "screen")
     plates = out / "screen" / "plates"
     return {
         "screen": out / "screen" / "metadata.parquet",
@@ -200,8 +202,7 @@ def prepare(demo: Mapping[str, Any], seed: int, out_dir: Path | str = DATA_DIR) 
 
 def prepare_from_config(config_path: Path | str, out_dir: Path | str = DATA_DIR) -> dict[str, Path]:
     """:func:`prepare` with the ``demo`` section and ``seed`` of a config file (validated)."""
-    cfg = validate_config(read_yaml(config_path) or {})
-    return prepare(cfg["demo"], cfg["seed"], out_dir)
+    return prepare(DemoOptions.from_config(validate_config(read_yaml(config_path) or {})), out_dir)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -484,9 +484,7 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
         "checks": CHECKS_VERSION,
         # the screen's keys but the chunk length the ingest rules write their stores in (speed only)
         "screen": canonical({k: v for k, v in cfg.items() if k != "chunk_images"}),
-        "demo": canonical({k: config["demo"][k] for k in ("image_size", "channels")})
-        if source == "demo"
-        else None,
+        "demo": canonical({k: config["demo"][k] for k in ("image_size", "channels")}) if source == "demo" else None,
         "models": canonical(config["models"]),
         "crop_size": config["embed"]["crop_size"],
         "analysis": {

@@ -32,7 +32,10 @@ The saved factors are the values used to render (after gene shifts, before nuisa
 given the seed; plate outputs depend only on (seed, plate name, demo sizes), not on how many
 other plates the screen has.
 
-Modules: :mod:`.design` (factors, genes, guides, effects), :mod:`.layout` (plates), :mod:`.render`
+Modules: :mod:`.design` (factors, genes, guides, effects), :mod:`.layout` (plates), :mod:`.cells`
 (cells into images), :mod:`.nuisance` (the microscope's batch effects) and :mod:`.plates` (a
-plate and the whole screen in the data contract).
+plate and the whole screen in the data contract), all reading the demo's settings from
+:class:`phenoica.screen.options.DemoOptions`.
 """
+
+__all__ = ["cells", "design", "layout", "nuisance", "plates"]

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import itertools
 import math
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from phenoica.contract import screen
-from phenoica.contract.config import demo_plates
 from phenoica.contract.values import FACTOR_PREFIX
 from phenoica.screen.annotations import corum_complexes
+from phenoica.screen.options import DemoOptions
 from phenoica.utils.seeding import rng_from_sequence
 
 CONTROL_GENE = "non-targeting"
@@ -49,31 +49,6 @@ FACTORS: tuple[tuple[str, str], ...] = (
 _BIMODAL_MEAN = 0.9  # +/- mode of the bimodal mixture; its SD is sqrt(1 - 0.9**2)
 
 
-_DEMO_KEYS = (
-    "n_batches",
-    "plates_per_batch",
-    "n_genes",
-    "n_null_genes",
-    "guides_per_gene",
-    "control_wells_per_plate",
-    "wells_per_guide_per_plate",
-    "sites_per_well",
-    "image_size",
-    "channels",
-    "cells_per_image",
-    "n_factors",
-    "factors_per_gene",
-    "effect_size",
-    "guide_efficacy",
-    "batch_strength",
-    "noise",
-    "dtype",
-    "chunk_images",
-    "n_complexes",
-    "genes_per_complex",
-)
-
-
 # Standard plate formats (rows, columns), smallest first.
 _PLATE_FORMATS: tuple[tuple[int, int], ...] = ((8, 12), (16, 24), (32, 48))
 
@@ -91,57 +66,50 @@ def _check_n_factors(n_factors: int) -> None:
         )
 
 
-def check_demo(demo: Mapping[str, Any]) -> None:
+def check_demo(demo: DemoOptions) -> None:
     """Raise ValueError naming the ``demo.*`` key that the simulator cannot work with."""
-    missing = [k for k in _DEMO_KEYS if k not in demo]
-    if missing:
+    _check_n_factors(int(demo.n_factors))
+    if not 1 <= demo.factors_per_gene <= demo.n_factors:
         raise ValueError(
-            f"demo config lacks key(s) {missing}; pass config['demo'] after phenoica.contract.config.validate_config"
+            f"demo.factors_per_gene ({demo.factors_per_gene}) must be between 1 and demo.n_factors ({demo.n_factors})"
         )
-    _check_n_factors(int(demo["n_factors"]))
-    if not 1 <= demo["factors_per_gene"] <= demo["n_factors"]:
-        raise ValueError(
-            f"demo.factors_per_gene ({demo['factors_per_gene']}) must be between 1 and "
-            f"demo.n_factors ({demo['n_factors']})"
-        )
-    if not 0 <= demo["n_null_genes"] <= demo["n_genes"]:
-        raise ValueError(f"demo.n_null_genes ({demo['n_null_genes']}) must be between 0 and demo.n_genes")
-    lo, hi = demo["guide_efficacy"]
+    if not 0 <= demo.n_null_genes <= demo.n_genes:
+        raise ValueError(f"demo.n_null_genes ({demo.n_null_genes}) must be between 0 and demo.n_genes")
+    lo, hi = demo.guide_efficacy
     if not 0 <= lo <= hi:
-        raise ValueError(
-            f"demo.guide_efficacy {list(demo['guide_efficacy'])} must be [low, high] with 0 <= low <= high"
-        )
-    channels = list(demo["channels"])
+        raise ValueError(f"demo.guide_efficacy {list(demo.guide_efficacy)} must be [low, high] with 0 <= low <= high")
+    channels = list(demo.channels)
     if len(channels) < 1 or len(set(channels)) != len(channels):
         raise ValueError(f"demo.channels {channels} must be non-empty and have unique names")
-    if np.dtype(demo["dtype"]) not in screen.SUPPORTED_DTYPES:
-        raise ValueError(f"demo.dtype is {demo['dtype']!r}; expected uint8 or uint16")
-    if demo["image_size"] < 8:
-        raise ValueError(f"demo.image_size ({demo['image_size']}) must be at least 8 pixels")
-    if not demo["cells_per_image"] > 0:
-        raise ValueError(f"demo.cells_per_image must be positive, got {demo['cells_per_image']}")
-    if n_complexes(demo) and int(demo["genes_per_complex"]) < 2:
-        raise ValueError(f"demo.genes_per_complex ({demo['genes_per_complex']}) must be at least 2")
-    big = [c for c, genes in corum_complexes().items() if len(genes) >= int(demo["genes_per_complex"])]
+    if np.dtype(demo.dtype) not in screen.SUPPORTED_DTYPES:
+        raise ValueError(f"demo.dtype is {demo.dtype!r}; expected uint8 or uint16")
+    if demo.image_size < 8:
+        raise ValueError(f"demo.image_size ({demo.image_size}) must be at least 8 pixels")
+    if not demo.cells_per_image > 0:
+        raise ValueError(f"demo.cells_per_image must be positive, got {demo.cells_per_image}")
+    if n_complexes(demo) and int(demo.genes_per_complex) < 2:
+        raise ValueError(f"demo.genes_per_complex ({demo.genes_per_complex}) must be at least 2")
+    big = [c for c, genes in corum_complexes().items() if len(genes) >= int(demo.genes_per_complex)]
     if n_complexes(demo) > len(big):
         raise ValueError(
-            f"demo.n_complexes ({demo['n_complexes']}): the built-in CORUM list has only {len(big)} complexes with at "
-            f"least demo.genes_per_complex ({demo['genes_per_complex']}) members"
+            f"demo.n_complexes ({demo.n_complexes}): the built-in CORUM list has only {len(big)} complexes with at "
+            f"least demo.genes_per_complex ({demo.genes_per_complex}) members"
         )
     for key in ("effect_size", "batch_strength", "noise"):
-        if demo[key] < 0:
-            raise ValueError(f"demo.{key} must be >= 0, got {demo[key]}")
+        if getattr(demo, key) < 0:
+            raise ValueError(f"demo.{key} must be >= 0, got {getattr(demo, key)}")
     plate_format(_wells_per_plate(demo))
 
 
-def batch_of(demo: Mapping[str, Any], plate: str) -> str:
-    plates = demo_plates(demo)
+def batch_of(demo: DemoOptions, plate: str) -> str:
+    """The batch of demo plate ``plate``; ValueError for a plate the screen does not have."""
+    plates = demo.plates()
     for batch, name in plates:
         if name == plate:
             return batch
     raise ValueError(
         f"plate {plate!r} is not a demo plate; expected one of {[p for _, p in plates]} "
-        f"(demo.n_batches={demo['n_batches']}, demo.plates_per_batch={demo['plates_per_batch']})"
+        f"(demo.n_batches={demo.n_batches}, demo.plates_per_batch={demo.plates_per_batch})"
     )
 
 
@@ -171,17 +139,17 @@ def draw_factors(n_images: int, n_factors: int, rng: np.random.Generator) -> np.
     return out
 
 
-def n_complexes(demo: Mapping[str, Any]) -> int:
+def n_complexes(demo: DemoOptions) -> int:
     """The simulated complexes: ``demo.n_complexes``, or as many as the genes with an effect
     hold (``(n_genes - n_null_genes) // genes_per_complex``) when fewer."""
-    n_effect = int(demo["n_genes"]) - int(demo["n_null_genes"])
-    return min(int(demo["n_complexes"]), n_effect // max(1, int(demo["genes_per_complex"])))
+    n_effect = int(demo.n_genes) - int(demo.n_null_genes)
+    return min(int(demo.n_complexes), n_effect // max(1, int(demo.genes_per_complex)))
 
 
-def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tuple[list[str], list[str]]:
+def complex_design(demo: DemoOptions, null: np.ndarray) -> tuple[list[str], list[str]]:
     """Gene symbols and simulated complexes: (symbol per gene, complex name per gene; "" = none).
 
-    From ``(seed, "complexes")``: ``n_complexes`` real CORUM complexes of the built-in list
+    From ``(demo.seed, "complexes")``: ``n_complexes`` real CORUM complexes of the built-in list
     (``phenoica.screen.annotations.corum_complexes``) with at least ``genes_per_complex`` members are
     drawn; each gives a simulated complex of ``genes_per_complex`` genes with an effect, named
     by ``genes_per_complex`` of its real members. Every other gene (complex-free genes with an
@@ -189,8 +157,8 @@ def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tupl
     them share a complex; when the list runs out, the rest get synthetic names ``SIM001 ...``.
     """
     n_genes = len(null)
-    n_cx, size = n_complexes(demo), int(demo["genes_per_complex"])
-    rng = rng_from_sequence(seed, "complexes")
+    n_cx, size = n_complexes(demo), int(demo.genes_per_complex)
+    rng = rng_from_sequence(demo.seed, "complexes")
     complexes = corum_complexes()
     names = sorted(complexes)
     big = [c for c in names if len(complexes[c]) >= size]
@@ -213,30 +181,30 @@ def complex_design(demo: Mapping[str, Any], seed: int, null: np.ndarray) -> tupl
     return symbol, complex_of
 
 
-def _control_guides(demo: Mapping[str, Any]) -> list[str]:
-    n = min(MAX_CONTROL_GUIDES, int(demo["control_wells_per_plate"]))
+def _control_guides(demo: DemoOptions) -> list[str]:
+    n = min(MAX_CONTROL_GUIDES, int(demo.control_wells_per_plate))
     return [f"{CONTROL_GUIDE_PREFIX}{i + 1:02d}" for i in range(n)]
 
 
-def _gene_design(demo: Mapping[str, Any], seed: int) -> tuple[pd.DataFrame, np.ndarray]:
+def _gene_design(demo: DemoOptions) -> tuple[pd.DataFrame, np.ndarray]:
     """Truth table (one row per guide, controls last) and its shift matrix (guides x factors).
 
-    Draws come from (seed, "genes") only and in a fixed order: null genes, then each gene's
+    Draws come from (demo.seed, "genes") only and in a fixed order: null genes, then each gene's
     affected factors and signs, then guide efficacies; effect_size only scales the shifts.
     """
     check_demo(demo)
-    n_genes, n_null = int(demo["n_genes"]), int(demo["n_null_genes"])
-    n_factors, per_gene = int(demo["n_factors"]), int(demo["factors_per_gene"])
-    guides_per_gene = int(demo["guides_per_gene"])
-    lo, hi = (float(v) for v in demo["guide_efficacy"])
-    rng = rng_from_sequence(seed, "genes")
+    n_genes, n_null = int(demo.n_genes), int(demo.n_null_genes)
+    n_factors, per_gene = int(demo.n_factors), int(demo.factors_per_gene)
+    guides_per_gene = int(demo.guides_per_gene)
+    lo, hi = (float(v) for v in demo.guide_efficacy)
+    rng = rng_from_sequence(demo.seed, "genes")
     null = np.zeros(n_genes, dtype=bool)
     null[rng.permutation(n_genes)[:n_null]] = True
     affected = [np.sort(rng.choice(n_factors, per_gene, replace=False)) for _ in range(n_genes)]
     signs = [rng.choice(np.array([-1.0, 1.0]), per_gene) for _ in range(n_genes)]
     efficacy = rng.uniform(lo, hi, size=(n_genes, guides_per_gene))
     morph = [name for name, _ in FACTORS]
-    symbols, complex_of = complex_design(demo, seed, null)
+    symbols, complex_of = complex_design(demo, null)
     for members in pd.Series(range(n_genes)).groupby(pd.Series(complex_of)).groups.values():
         first = int(min(members))
         if complex_of[first]:  # members of a complex shift the same factors, the same way
@@ -252,7 +220,7 @@ def _gene_design(demo: Mapping[str, Any], seed: int) -> tuple[pd.DataFrame, np.n
         for k in range(guides_per_gene):
             shift = np.zeros(n_factors)
             if not null[g]:
-                shift[idx] = sgn * float(demo["effect_size"]) * efficacy[g, k]
+                shift[idx] = sgn * float(demo.effect_size) * efficacy[g, k]
             shifts.append(shift)
             rows.append(
                 {
@@ -283,7 +251,7 @@ def _gene_design(demo: Mapping[str, Any], seed: int) -> tuple[pd.DataFrame, np.n
     return pd.DataFrame(rows), np.vstack(shifts)
 
 
-def gene_truth(demo: dict, seed: int) -> pd.DataFrame:
+def gene_truth(demo: DemoOptions) -> pd.DataFrame:
     """One row per guide incl. controls: gene, guide, PertType, has_effect, efficacy, affected
     factors and ``complex`` (the simulated complex the gene belongs to, named after the real
     CORUM complex its symbols come from; "" for complex-free genes and controls).
@@ -292,12 +260,12 @@ def gene_truth(demo: dict, seed: int) -> pd.DataFrame:
     ``affected_morphology`` names the same factors by what they control. Controls have
     efficacy 0; a null gene's guides keep their drawn efficacy but shift nothing.
     """
-    return _gene_design(demo, seed)[0]
+    return _gene_design(demo)[0]
 
 
-def guide_shifts(demo: dict, seed: int) -> pd.DataFrame:
+def guide_shifts(demo: DemoOptions) -> pd.DataFrame:
     """Factor shift of every guide (rows ``Metadata_Guide``, columns ``factor_00 ...``), in factor SDs."""
-    truth, shifts = _gene_design(demo, seed)
+    truth, shifts = _gene_design(demo)
     return pd.DataFrame(
         shifts,
         index=pd.Index(truth[screen.GUIDE], name=screen.GUIDE),
@@ -305,9 +273,9 @@ def guide_shifts(demo: dict, seed: int) -> pd.DataFrame:
     )
 
 
-def _wells_per_plate(demo: Mapping[str, Any]) -> int:
-    n_guides = int(demo["n_genes"]) * int(demo["guides_per_gene"])
-    return n_guides * int(demo["wells_per_guide_per_plate"]) + int(demo["control_wells_per_plate"])
+def _wells_per_plate(demo: DemoOptions) -> int:
+    n_guides = int(demo.n_genes) * int(demo.guides_per_gene)
+    return n_guides * int(demo.wells_per_guide_per_plate) + int(demo.control_wells_per_plate)
 
 
 def plate_format(n_wells: int) -> tuple[int, int]:

@@ -7,29 +7,30 @@ import pandas as pd
 
 from phenoica.contract import screen
 from phenoica.screen.demo.design import batch_of, check_demo, gene_truth, plate_format, row_label
+from phenoica.screen.options import DemoOptions
 from phenoica.utils.seeding import rng_from_sequence
 
 
-def plate_layout(demo: dict, seed: int, plate: str) -> pd.DataFrame:
+def plate_layout(demo: DemoOptions, plate: str) -> pd.DataFrame:
     """The plate's metadata in the data contract (one row per image, ordered by image index).
 
     Every perturbation guide gets ``wells_per_guide_per_plate`` wells and the control guides
     share ``control_wells_per_plate`` wells; wells are placed at seeded random positions of
-    the smallest standard plate (96/384/1536) that holds them, from (seed, plate). Images are
+    the smallest standard plate (96/384/1536) that holds them, from (demo.seed, plate). Images are
     indexed in plate reading order (row-major wells, then sites 1..sites_per_well).
     """
     check_demo(demo)
     batch = batch_of(demo, plate)
-    truth = gene_truth(demo, seed)
+    truth = gene_truth(demo)
     perturbed = truth[truth[screen.PERT_TYPE] == screen.PERTURBATION]
-    wells_guides = list(np.repeat(perturbed.index.to_numpy(), int(demo["wells_per_guide_per_plate"])))
+    wells_guides = list(np.repeat(perturbed.index.to_numpy(), int(demo.wells_per_guide_per_plate)))
     controls = truth.index[truth[screen.PERT_TYPE] == screen.CONTROL].to_numpy()
-    wells_guides += [controls[i % len(controls)] for i in range(int(demo["control_wells_per_plate"]))]
+    wells_guides += [controls[i % len(controls)] for i in range(int(demo.control_wells_per_plate))]
     rows, cols = plate_format(len(wells_guides))
-    position = rng_from_sequence(seed, "layout", plate).choice(rows * cols, len(wells_guides), replace=False)
+    position = rng_from_sequence(demo.seed, "layout", plate).choice(rows * cols, len(wells_guides), replace=False)
     order = np.argsort(position)
     position, guide_rows = position[order], np.asarray(wells_guides)[order]
-    sites = int(demo["sites_per_well"])
+    sites = int(demo.sites_per_well)
     r, c = np.divmod(np.repeat(position, sites), cols)
     picked = truth.loc[np.repeat(guide_rows, sites)]
     n = len(picked)

@@ -8,16 +8,17 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from phenoica.screen.demo.cells import ZOOM_RANGE, blur
 from phenoica.screen.demo.design import batch_of, check_demo
-from phenoica.screen.demo.render import ZOOM_RANGE, blur
+from phenoica.screen.options import DemoOptions
 from phenoica.utils.seeding import rng_from_sequence
 
 NUISANCE_PREFIX = "nuisance_"
 
 
-def nuisance_table(demo: dict, seed: int, plate: str, n_images: int) -> pd.DataFrame:
-    """Per-image nuisance parameters of a plate: batch level from (seed, batch), plate level
-    from (seed, plate), small per-image jitter from (seed, plate); all scaled by batch_strength.
+def nuisance_table(demo: DemoOptions, plate: str, n_images: int) -> pd.DataFrame:
+    """Per-image nuisance parameters of a plate: batch level from (demo.seed, batch), plate
+    level from (demo.seed, plate), small per-image jitter from (demo.seed, plate); all scaled by batch_strength.
 
     Columns ``nuisance_{gain,offset,gamma,crosstalk}_{channel}`` and ``nuisance_gradient_x``,
     ``nuisance_gradient_y``, ``nuisance_vignette``, ``nuisance_blur`` (px, defocus),
@@ -27,9 +28,9 @@ def nuisance_table(demo: dict, seed: int, plate: str, n_images: int) -> pd.DataF
     """
     check_demo(demo)
     batch = batch_of(demo, plate)
-    channels = list(demo["channels"])
-    n_ch, s = len(channels), float(demo["batch_strength"])
-    px = demo["image_size"] / 64.0
+    channels = list(demo.channels)
+    n_ch, s = len(channels), float(demo.batch_strength)
+    px = demo.image_size / 64.0
 
     def level(rng: np.random.Generator, scale: float) -> dict[str, np.ndarray]:
         angle = rng.uniform(0.0, 2.0 * math.pi)
@@ -48,9 +49,9 @@ def nuisance_table(demo: dict, seed: int, plate: str, n_images: int) -> pd.DataF
             "log_zoom": np.array(scale * s * 0.08 * rng.standard_normal()),
         }
 
-    bat = level(rng_from_sequence(seed, "batch", batch), 1.0)
-    pla = level(rng_from_sequence(seed, "plate", plate), 0.3)
-    rng = rng_from_sequence(seed, "image-nuisance", plate)
+    bat = level(rng_from_sequence(demo.seed, "batch", batch), 1.0)
+    pla = level(rng_from_sequence(demo.seed, "plate", plate), 0.3)
+    rng = rng_from_sequence(demo.seed, "image-nuisance", plate)
     jit_gain = s * 0.05 * rng.standard_normal((n_images, n_ch))
     jit_blur = s * 0.25 * px * np.abs(rng.standard_normal(n_images))
     jit_grad = s * 0.03 * rng.standard_normal((n_images, 2))

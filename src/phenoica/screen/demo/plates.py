@@ -8,45 +8,45 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract import screen
-from phenoica.contract.config import demo_plates
+from phenoica.screen.demo.cells import render_block, render_cells
 from phenoica.screen.demo.design import check_demo, draw_factors, factor_name, guide_shifts
 from phenoica.screen.demo.layout import plate_layout
 from phenoica.screen.demo.nuisance import NUISANCE_PREFIX, apply_nuisance, nuisance_table
-from phenoica.screen.demo.render import render_block, render_cells
+from phenoica.screen.options import DemoOptions
 from phenoica.utils.io import write_parquet
 from phenoica.utils.seeding import rng_from_sequence
 
 
-def simulate_plate(demo: dict, seed: int, plate: str) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
+def simulate_plate(demo: DemoOptions, plate: str) -> tuple[np.ndarray, pd.DataFrame, pd.DataFrame]:
     """Simulate one plate: tiles (n, C, H, W) in demo.dtype, contract metadata, factors table.
 
     The factors table has ``Metadata_Plate``, ``Metadata_ImageIndex``, the rendered factor
     values ``factor_00 ...`` (after gene shifts, before nuisance) and ``nuisance_*`` columns.
     """
     check_demo(demo)
-    metadata = plate_layout(demo, seed, plate)
-    n, n_factors = len(metadata), int(demo["n_factors"])
-    shifts = guide_shifts(demo, seed)
-    factors = draw_factors(n, n_factors, rng_from_sequence(seed, "factors", plate))
+    metadata = plate_layout(demo, plate)
+    n, n_factors = len(metadata), int(demo.n_factors)
+    shifts = guide_shifts(demo)
+    factors = draw_factors(n, n_factors, rng_from_sequence(demo.seed, "factors", plate))
     factors += shifts.loc[metadata[screen.GUIDE]].to_numpy()
-    nuisance = nuisance_table(demo, seed, plate, n)
+    nuisance = nuisance_table(demo, plate, n)
 
-    channels, size, dtype = list(demo["channels"]), int(demo["image_size"]), np.dtype(demo["dtype"])
+    channels, size, dtype = list(demo.channels), int(demo.image_size), np.dtype(demo.dtype)
     tiles = np.empty((n, len(channels), size, size), dtype=dtype)
-    render_rng, noise_rng = rng_from_sequence(seed, "render", plate), rng_from_sequence(seed, "noise", plate)
-    block = render_block(size, float(demo["cells_per_image"]))
+    render_rng, noise_rng = rng_from_sequence(demo.seed, "render", plate), rng_from_sequence(demo.seed, "noise", plate)
+    block = render_block(size, float(demo.cells_per_image))
     for start in range(0, n, block):
         stop = min(n, start + block)
         clean = render_cells(
             factors[start:stop],
             channels,
             size,
-            float(demo["cells_per_image"]),
+            float(demo.cells_per_image),
             render_rng,
             zoom=nuisance[f"{NUISANCE_PREFIX}zoom"].to_numpy()[start:stop],
         )
         tiles[start:stop] = apply_nuisance(
-            clean, nuisance.iloc[start:stop], channels, float(demo["noise"]), dtype, noise_rng
+            clean, nuisance.iloc[start:stop], channels, float(demo.noise), dtype, noise_rng
         )
 
     table = pd.DataFrame(factors, columns=[factor_name(j) for j in range(n_factors)])
@@ -56,24 +56,23 @@ def simulate_plate(demo: dict, seed: int, plate: str) -> tuple[np.ndarray, pd.Da
     return tiles, metadata, table
 
 
-def write_demo_plate(demo: dict, seed: int, plate: str, store: Path, metadata_path: Path, factors_path: Path) -> None:
+def write_demo_plate(demo: DemoOptions, plate: str, store: Path, metadata_path: Path, factors_path: Path) -> None:
     """Simulate one plate and write its Zarr store, metadata and factors (each atomically)."""
-    tiles, metadata, factors = simulate_plate(demo, seed, plate)
+    tiles, metadata, factors = simulate_plate(demo, plate)
     metadata = screen.validate_metadata(metadata, source=f"simulated metadata of plate {plate}")
-    screen.write_plate(store, tiles, list(demo["channels"]), chunk_images=int(demo["chunk_images"]))
+    screen.write_plate(store, tiles, list(demo.channels), chunk_images=int(demo.chunk_images))
     write_parquet(metadata, metadata_path)
     write_parquet(factors, factors_path)
 
 
-def simulate_screen(demo: dict, seed: int, out_dir: Path) -> pd.DataFrame:
+def simulate_screen(demo: DemoOptions, out_dir: Path) -> pd.DataFrame:
     """Write every demo plate under ``out_dir`` (plates/, metadata/, factors/ and metadata.parquet
     for all plates) and return the screen's metadata."""
     out_dir = Path(out_dir)
     tables = []
-    for _, plate in demo_plates(demo):
+    for _, plate in demo.plates():
         write_demo_plate(
             demo,
-            seed,
             plate,
             out_dir / "plates" / f"{plate}.zarr",
             out_dir / "metadata" / f"{plate}.parquet",

@@ -249,7 +249,7 @@ def write_screen(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """``python -m phenoica.screen.positive_control``: write a known-truth screen (score a
+    """``python -m phenoica.screen.known_truth``: write a known-truth screen (score a
     finished run of it with ``python -m phenoica.report.positive_control``)."""
     import argparse
 
