@@ -160,10 +160,7 @@ def model_loss(
         weights = sum((p**2).sum() for n, p in net.decoder.named_parameters() if n.endswith("weight"))
         parts.update(nonneg=nonneg, activity=activity, weight_energy=weights)
         loss = (
-            recon
-            + options.bioae_nonneg * nonneg
-            + options.bioae_activity * activity
-            + options.bioae_weight * weights
+            recon + options.bioae_nonneg * nonneg + options.bioae_activity * activity + options.bioae_weight * weights
         )
     elif model_name == "ae":
         loss = recon
