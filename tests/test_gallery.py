@@ -174,3 +174,13 @@ def test_names_that_read_alike_get_a_panel_each(screen, tmp_path):
     assert pixels[0].shape != pixels[1].shape or not np.array_equal(*pixels)  # each its own gene's images
     assert dict(zip(result.panels["gene"], result.panels["panel"])) == panels.to_dict()
     assert len(G.panel_file("G" * 5000)) == len("G" * G.PANEL_STEM_CHARS) + len("-0123456789.png")
+
+
+def test_the_options_name_the_gallery_model_and_whether_it_reads_pixels():
+    options = F.report_options()
+    assert options.gallery_model_of(["mae_seed1", "mae"]) == "mae"  # the first by name
+    assert options._replace(gallery_model="mae_seed1").gallery_model_of(["mae", "mae_seed1"]) == "mae_seed1"
+    with pytest.raises(ValueError, match=r"gallery\.model: 'other' is not a model of this run; models are \['mae'\]"):
+        options._replace(gallery_model="other").gallery_model_of(["mae"])
+    assert options.gallery_reads_pixels and not options._replace(source="embeddings").gallery_reads_pixels
+    assert not options._replace(gallery_enabled=False).gallery_reads_pixels

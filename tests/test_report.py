@@ -576,6 +576,17 @@ def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
             assert path.read_bytes() == linked[name].read_bytes(), name
 
 
+def test_the_report_reruns_for_what_it_reads_and_not_for_run_time_keys():
+    """The report rule's params are its options' repr: LightGBM's threads and log level (run time)
+    leave it alone; a gallery, hit-call or annotation setting changes it."""
+    base = repr(report_options())
+    assert repr(report_options(classify={"lightgbm": {"num_threads": 4, "verbosity": 1}})) == base
+    assert repr(report_options(classify={"num_boost_round": 7})) == base  # not read by the report
+    for changed in ({"gallery": {"tile_px": 32}}, {"hits": {"q_threshold": 0.1}}, {"biomap": {"builtin_corum": False}}):
+        assert repr(report_options(**changed)) != base, changed
+    assert report_options(classify={"lightgbm": {"reg_alpha": 2.0}}).lightgbm["lambda_l1"] == 2.0  # canonical names
+
+
 def test_sections_declare_every_input_of_the_report_rule():
     """The report is a list of sections, each declaring the ReportInputs fields it reads; every
     input of rule report is read by some section (the field names are the rule's input names)."""
