@@ -33,25 +33,34 @@ import numpy as np
 import pandas as pd
 import torch
 
+from phenoica.contract.config import validate_config
 from phenoica.studies.disentangle import evaluate as dis_eval
 from phenoica.studies.disentangle import model as dis_model
 from phenoica.studies.disentangle.data import eval_index, procedural_dataset, scenes_dataset
+from phenoica.studies.disentangle.options import DisentangleEvaluateOptions, DisentangleTrainOptions
 
 SCORES = ("infom", "infoe", "infoc", "mcc", "r2")
 VARIANTS = ("ae", "ae_ica", "ae_rand")
 KEYS = ["dataset", "image_size", "object_scale", "n_images", "lr", "width", "seed"]
 
 
-def settings_for(args: argparse.Namespace, width: float, lr: float) -> dict:
-    return {
-        "latent_dim": args.latent_dim,
-        "steps": max(args.milestones),
-        "batch_size": args.batch_size,
-        "lr": lr,
-        "width": width,
-        "ica": {"method": "picard", "n_components": None},
-        "metrics": {"n_neighbors": 10, "infoe_max_iter": 1000},
-    }
+def options_for(
+    args: argparse.Namespace, width: float, lr: float
+) -> tuple[DisentangleTrainOptions, DisentangleEvaluateOptions]:
+    """The study's training options of one setting (on the CPU) and its scoring options (the schema's)."""
+    config = validate_config(
+        {
+            "disentangle": {
+                "latent_dim": args.latent_dim,
+                "steps": max(args.milestones),
+                "batch_size": args.batch_size,
+                "lr": lr,
+                "width": width,
+                "device": "cpu",
+            }
+        }
+    )
+    return DisentangleTrainOptions.from_config(config), DisentangleEvaluateOptions.from_config(config)
 
 
 def run_setting(
@@ -70,7 +79,7 @@ def run_setting(
         data = procedural_dataset(n_images, image_size, seed=0, object_scale=object_scale)
     index = eval_index(len(data), args.n_eval, args.eval_seed)
     factors = data.factors[index]
-    settings = settings_for(args, width, lr)
+    train, evaluate = options_for(args, width, lr)
     rows: list[dict] = []
     clock = {"train": 0.0, "last": time.perf_counter()}
 
@@ -79,8 +88,8 @@ def run_setting(
         t0 = time.perf_counter()
         z = dis_model.encode(net, data, index)
         for variant in VARIANTS:
-            lat = z if variant == "ae" else dis_eval.derived_latents(variant, z, settings, seed)
-            s = dis_eval.score_latents(lat, factors, settings, seed, with_dci=False)
+            lat = z if variant == "ae" else dis_eval.derived_latents(variant, z, evaluate, seed)
+            s = dis_eval.score_latents(lat, factors, evaluate, seed, with_dci=False)
             row = {
                 "dataset": dataset,
                 "image_size": image_size,
@@ -107,9 +116,7 @@ def run_setting(
         f"# setting dataset={dataset} image_size={image_size} object_scale={object_scale} n_images={n_images} lr={lr} width={width} seed={seed}: {n_params} parameters",
         flush=True,
     )
-    _, summary = dis_model.train_model(
-        "ae", data, settings, seed, device="cpu", on_milestone=on_milestone, milestones=args.milestones
-    )
+    _, summary = dis_model.train_model("ae", data, train, seed, on_milestone=on_milestone, milestones=args.milestones)
     loss = np.asarray(summary["loss"])
     for r in rows:
         r["recon_loss"] = float(loss[max(0, r["step"] - 50) : r["step"]].mean())

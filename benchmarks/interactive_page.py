@@ -80,7 +80,7 @@ def tables(n_genes: int, rng: np.random.Generator) -> PageInputs:
             "neighbor_q_value": rng.uniform(0, 1, n_genes * 40),
         }
     )
-    return PageInputs(pd.concat(hits), pd.concat(calls), pd.concat(folds), neighbors=nb)
+    return PageInputs(pd.concat(hits), pd.concat(calls), pd.concat(folds), neighbors=nb, q_threshold=0.05)
 
 
 def measure(out: Path) -> tuple[float, float, float, float]:

@@ -5,6 +5,11 @@
 # one report. Target: `snakemake bilipschitz`.
 # Logic: phenoica.studies.bilipschitz.
 
+from phenoica.studies.bilipschitz.options import (
+    BilipschitzGatherOptions,
+    BilipschitzReportOptions,
+    BilipschitzTrainOptions,
+)
 from phenoica.studies.plan import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
 
 BL = config["bilipschitz"]
@@ -36,7 +41,7 @@ rule bilipschitz_train:
     resources:
         **rule_resources(RESOURCES, "bilipschitz_train"),
     params:
-        **rule_params(config, "bilipschitz_train"),
+        options=BilipschitzTrainOptions.from_config(config),
     script:
         "../scripts/bilipschitz_train.py"
 
@@ -60,7 +65,7 @@ rule bilipschitz_gather:
     resources:
         **rule_resources(RESOURCES, "bilipschitz_gather"),
     params:
-        **rule_params(config, "bilipschitz_gather"),
+        options=BilipschitzGatherOptions.from_config(config),
     script:
         "../scripts/bilipschitz_gather.py"
 
@@ -84,7 +89,7 @@ rule bilipschitz_report:
     resources:
         **rule_resources(RESOURCES, "bilipschitz_report"),
     params:
-        **rule_params(config, "bilipschitz_report"),
+        options=BilipschitzReportOptions.from_config(config),
     script:
         "../scripts/bilipschitz_report.py"
 

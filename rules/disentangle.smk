@@ -3,6 +3,11 @@
 # ae_ica, ae_rand and ae_oracle are scored from the AE's latents; a gather + report job; target
 # `disentangle`.
 
+from phenoica.studies.disentangle.options import (
+    DisentangleEvaluateOptions,
+    DisentangleReportOptions,
+    DisentangleTrainOptions,
+)
 from phenoica.studies.plan import AE_DERIVED as DIS_AE_DERIVED
 
 DIS = OUT.studies.disentangle
@@ -32,7 +37,7 @@ rule disentangle_train:
     resources:
         **rule_resources(RESOURCES, "disentangle_train"),
     params:
-        **rule_params(config, "disentangle_train"),
+        options=DisentangleTrainOptions.from_config(config),
     script:
         "../scripts/disentangle_train.py"
 
@@ -52,7 +57,7 @@ rule disentangle_evaluate:
     resources:
         **rule_resources(RESOURCES, "disentangle_evaluate"),
     params:
-        **rule_params(config, "disentangle_evaluate"),
+        options=DisentangleEvaluateOptions.from_config(config),
     script:
         "../scripts/disentangle_evaluate.py"
 
@@ -77,7 +82,7 @@ rule disentangle_report:
     resources:
         **rule_resources(RESOURCES, "disentangle_report"),
     params:
-        **rule_params(config, "disentangle_report"),
+        options=DisentangleReportOptions.from_config(config),
     script:
         "../scripts/disentangle_report.py"
 

@@ -3,7 +3,9 @@
 # the hit gallery and the interactive results page beside it (docs/report.md).
 
 
-from phenoica.report.gallery import gallery_model, gallery_reads_pixels
+from phenoica.report.options import ReportOptions
+
+REPORT_OPTIONS = ReportOptions.from_config(config)
 
 
 rule report:
@@ -22,7 +24,9 @@ rule report:
         biomap_tables=IN.biomap_tables(),  # gene maps, recall, batch metrics
         biomap_heatmaps=IN.biomap_heatmaps(),
         # the image embeddings the gallery reads (none without pixels or when it is off)
-        gallery_embeddings=IN.embeddings(gallery_model(config, MODELS)) if gallery_reads_pixels(config) else [],
+        gallery_embeddings=(
+            IN.embeddings(REPORT_OPTIONS.gallery_model_of(MODELS)) if REPORT_OPTIONS.gallery_reads_pixels else []
+        ),
         annotations=IN.biomap_annotations(),
         sweep=IN.sweeps(),  # the component sweep per model
     output:
@@ -53,7 +57,7 @@ rule report:
     resources:
         **rule_resources(RESOURCES, "report"),
     params:
-        **rule_params(config, "report"),
+        options=REPORT_OPTIONS,
         model_names=MODELS,
         # The study pages that exist when the DAG is built, with their one-line verdicts: a
         # study finished since the last report reruns it; the default target never runs a study.

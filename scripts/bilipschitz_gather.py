@@ -8,13 +8,11 @@ import pandas as pd
 
 from phenoica.studies.bilipschitz.gather import gather_dataset
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import rule_settings
 
-settings = rule_settings(snakemake.config, "bilipschitz_gather")
-
+options = snakemake.params.options
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 models, pairs, samples = gather_dataset(
-    [pd.read_parquet(p) for p in snakemake.input], settings["bilipschitz"]["train_fraction"], settings["seed"]
+    [pd.read_parquet(p) for p in snakemake.input], options.train_fraction, options.seed
 )
 log.info("%d models, %d seed pairs", len(models), len(pairs))
 write_parquet(models, snakemake.output.models)

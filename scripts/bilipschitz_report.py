@@ -9,18 +9,15 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.studies.bilipschitz.report import write_report
-from phenoica.workflow.params import rule_settings
 
-settings = rule_settings(snakemake.config, "bilipschitz_report")
-
-inp = snakemake.input
+inp, options = snakemake.input, snakemake.params.options
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 files = write_report(
     Path(snakemake.output.markdown).parent,
     pd.concat([pd.read_parquet(p) for p in inp.models], ignore_index=True),
     pd.concat([pd.read_parquet(p) for p in inp.pairs], ignore_index=True),
     pd.concat([pd.read_parquet(p) for p in inp.samples], ignore_index=True),
-    n_boot=settings["bilipschitz"]["n_bootstrap"],
-    seed=settings["seed"],
+    n_boot=options.n_bootstrap,
+    seed=options.seed,
 )
 log.info("wrote %s", ", ".join(str(p) for p in files.values()))

@@ -8,11 +8,9 @@ import torch
 
 from phenoica.studies.bilipschitz.measure import run_alpha
 from phenoica.utils.io import write_parquet
-from phenoica.workflow.params import rule_settings
 
 torch.set_num_threads(snakemake.threads)
 w = snakemake.wildcards
-settings = rule_settings(snakemake.config, "bilipschitz_train")
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-table = run_alpha(w.dataset, w.group, float(w.alpha), settings["bilipschitz"], data_seed=settings["seed"], log=log)
+table = run_alpha(w.dataset, w.group, float(w.alpha), snakemake.params.options, log=log)
 write_parquet(table, snakemake.output[0])

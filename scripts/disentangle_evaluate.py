@@ -5,14 +5,13 @@ from phenoica.utils.io import log_job_cpu, rule_logger
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.studies.disentangle.evaluate import DISENTANGLE_SCORES, evaluate
-from phenoica.workflow.params import rule_settings
 
 w = snakemake.wildcards
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 row = evaluate(
     snakemake.input[0],
     w.dis_model,
-    rule_settings(snakemake.config, "disentangle_evaluate")["disentangle"],
+    snakemake.params.options,
     int(w.dis_seed),
     w.dis_dataset,
     snakemake.output[0],

@@ -9,11 +9,8 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.studies.disentangle.report import write_report
-from phenoica.workflow.params import rule_settings
 
 scores = pd.concat([pd.read_parquet(p) for p in snakemake.input], ignore_index=True)
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-written = write_report(
-    scores, Path(snakemake.output.md).parent, rule_settings(snakemake.config, "disentangle_report")["disentangle"]
-)
+written = write_report(scores, Path(snakemake.output.md).parent, snakemake.params.options)
 log.info("wrote %s", ", ".join(str(p) for p in written.values()))

@@ -8,11 +8,10 @@ import torch
 
 from phenoica.studies.disentangle.data import load_dataset
 from phenoica.studies.disentangle.model import train_and_encode
-from phenoica.workflow.params import rule_settings
 
 torch.set_num_threads(snakemake.threads)
-w, settings = snakemake.wildcards, rule_settings(snakemake.config, "disentangle_train")["disentangle"]
-data = load_dataset(w.dis_dataset, settings, seed=settings["data_seed"])
+w, options = snakemake.wildcards, snakemake.params.options
+data = load_dataset(w.dis_dataset, options)
 log.info(
     "%s: %d images %dx%d, factors %s",
     data.name,
@@ -23,7 +22,7 @@ log.info(
 )
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 summary = train_and_encode(
-    data, w.dis_model, settings, int(w.dis_seed), snakemake.output.latents, snakemake.output.checkpoint, log=log
+    data, w.dis_model, options, int(w.dis_seed), snakemake.output.latents, snakemake.output.checkpoint, log=log
 )
 log.info(
     "%s seed %s: %.0f images/s on %s, %.1f s, loss %.2f -> %.2f",

@@ -6,15 +6,13 @@ log = rule_logger("phenoica.report", snakemake.log[0])  # first: the log holds e
 
 from pathlib import Path
 
-from phenoica.report.inputs import ReportOptions, read_inputs
+from phenoica.report.inputs import read_inputs
 from phenoica.report.write import write_report
-from phenoica.workflow.params import rule_settings
 
-settings = rule_settings(snakemake.config, "report")
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 paths = write_report(
     Path(snakemake.output.markdown).parent,
-    read_inputs(snakemake.input, snakemake.params, settings),
-    ReportOptions(q_threshold=settings["hits"]["q_threshold"], seed=settings["seed"]),
+    read_inputs(snakemake.input, snakemake.params),
+    snakemake.params.options,
 )
 log.info("report written: %s", sorted(paths))

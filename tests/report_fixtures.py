@@ -6,11 +6,14 @@ nearest-to-mean images are known; score tables in the shapes the workflow gather
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from phenoica.contract.config import validate_config
 from phenoica.contract.screen import write_plate
+from phenoica.report.options import ReportOptions
 
 CHANNELS = ["DNA", "ER", "Mito"]
 PLATES = ["P1", "P2"]
@@ -19,6 +22,11 @@ VARIANTS = ["base", "pca", "pca_ica", "pca_rand"]
 SITES = 3
 CONTROLS = 8
 DIM = 4
+
+
+def report_options(**config: Any) -> ReportOptions:
+    """The report's options from a validated config holding ``config`` (the schema's defaults elsewhere)."""
+    return ReportOptions.from_config(validate_config(config))
 
 
 def plate_image_rows(plate: str) -> pd.DataFrame:

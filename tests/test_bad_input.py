@@ -937,7 +937,7 @@ def case_gene_names_that_read_alike_in_the_gallery(tmp_path):
     for path in files:
         table = pd.read_parquet(path)
         table.assign(Metadata_Gene=table["Metadata_Gene"].replace(names)).to_parquet(path, index=False)
-    options = G.GalleryOptions.defaults(sites_per_guide=1, control_sites=2, tile_px=16, seed=0)
+    options = F.report_options(gallery={"sites_per_guide": 1, "control_sites": 2, "tile_px": 16}, seed=0).gallery
     G.write_gallery(tmp_path / "g", list(names.values()), files, stores, channel_styles(F.CHANNELS), options)
     return (tmp_path / "g" / G.PANELS_FILE).read_text()
 

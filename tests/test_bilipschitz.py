@@ -9,12 +9,14 @@ import pandas as pd
 import pytest
 import torch
 
+from phenoica.contract.config import validate_config
 from phenoica.studies import plan
 from phenoica.studies.bilipschitz import data as bl_data
 from phenoica.studies.bilipschitz import gather as bl_gather
 from phenoica.studies.bilipschitz import measure as bl_measure
 from phenoica.studies.bilipschitz import model as bl_model
 from phenoica.studies.bilipschitz import report as bl_report
+from phenoica.studies.bilipschitz.options import BilipschitzTrainOptions
 
 torch.set_num_threads(1)
 
@@ -120,8 +122,9 @@ def test_convergence_rule_and_early_stop():
     assert not bl_model.converged([2.0] * 5 + [1.5] * 5, window=5, tol=0.01)
     assert bl_model.late_improvement([4.0, 3.0, 2.0, 1.0], fraction=0.25) == pytest.approx(1.0)
     x = np.random.default_rng(0).random((64, 6)).astype(np.float32)
-    kw = dict(latent_dim=2, hidden=[8], batch_size=16, lr=1e-2, device="cpu")  # 4 steps per epoch
-    _, full = bl_model.train_autoencoder(x, 0.0, 0, bl_model.TrainSettings(epochs=400, **kw))
+    kw = dict(latent_dim=2, hidden=[8], batch_size=16, lr=1e-2, device="cpu", parametrization="orthogonal")
+    full_run = bl_model.TrainSettings(epochs=400, converge_tol=0.0, converge_window=40, **kw)  # 4 steps per epoch
+    _, full = bl_model.train_autoencoder(x, 0.0, 0, full_run)
     early_stop = bl_model.TrainSettings(epochs=400, converge_tol=0.01, converge_window=40, **kw)
     _, early = bl_model.train_autoencoder(x, 0.0, 0, early_stop)
     assert len(full) == 400 and 20 <= len(early) < 400 and len(early) % 10 == 0  # checks every 40 steps = 10 epochs
@@ -294,7 +297,17 @@ def test_spearman_interval_covers_zero_without_a_relation_and_resamples_models()
 
 def test_training_is_seeded():
     x = np.random.default_rng(0).random((40, 6)).astype(np.float32)
-    train = bl_model.TrainSettings(latent_dim=2, hidden=[8], epochs=3, batch_size=16, lr=1e-2, device="cpu")
+    train = bl_model.TrainSettings(
+        latent_dim=2,
+        hidden=[8],
+        epochs=3,
+        batch_size=16,
+        lr=1e-2,
+        parametrization="orthogonal",
+        converge_tol=0.0,
+        converge_window=200,
+        device="cpu",
+    )
     m1, h1 = bl_model.train_autoencoder(x, 0.5, 7, train)
     m2, h2 = bl_model.train_autoencoder(x, 0.5, 7, train)
     m3, _ = bl_model.train_autoencoder(x, 0.5, 8, train)
@@ -305,7 +318,7 @@ def test_training_is_seeded():
         assert not torch.allclose(m1.encoder(xt), m3.encoder(xt))
 
 
-TINY = dict(
+TINY_STUDY = dict(
     datasets=["isometric", "digits"],
     alphas=[0.0, 0.9],
     seeds=[0, 1],
@@ -326,10 +339,19 @@ TINY = dict(
     n_bootstrap=50,
     isometric=dict(latent_dim=2, ambient_dim=6, curvature=0.5),
 )
+CONFIG = validate_config({"bilipschitz": TINY_STUDY, "seed": 0})
+TINY = BilipschitzTrainOptions.from_config(CONFIG)
+
+
+def test_training_settings_of_a_dataset():
+    """The isometric dataset's autoencoders take its own latent size; the others take ``latent_dim``."""
+    assert bl_model.TrainSettings.from_options(TINY, "isometric").latent_dim == 2
+    digits = bl_model.TrainSettings.from_options(TINY, "digits")
+    assert (digits.latent_dim, tuple(digits.hidden), digits.epochs, digits.device) == (3, (8,), 3, "cpu")
 
 
 def test_tiny_sweep_end_to_end(tmp_path):
-    files = bl_measure.run_sweep(TINY, tmp_path / "study", data_seed=0)
+    files = bl_measure.run_sweep(CONFIG, tmp_path / "study")
     for key in ("report.md", "index.html", "distributions", "identifiability", "reconstruction", "per_digit"):
         assert files[key].exists() and files[key].stat().st_size > 0, key
     pairs = pd.read_csv(tmp_path / "study/tables/pairs.csv")
@@ -369,7 +391,7 @@ def test_run_model_requires_mnist_path():
     with pytest.raises(ValueError, match="mnist_path"):
         bl_measure.run_model("mnist", "all", 0.5, 0, TINY)
     with pytest.raises(ValueError, match="isometric"):
-        bl_data.load_group_data("isometric", "digit3", TINY, 0)
+        bl_data.load_group_data("isometric", "digit3", TINY)
 
 
 def test_groups_and_labels_the_dag_plans_without_torch():

@@ -19,9 +19,10 @@ from phenoica.biomap.options import BatchMetricsOptions, GeneMapOptions
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
 from phenoica.report.gene_maps import batch_biology_figure, biomap_summary, build_gene_maps, heatmap_figure
-from phenoica.report.inputs import ReportInputs, ReportOptions
+from phenoica.report.inputs import ReportInputs
 from phenoica.report.sections import ReportContext
 from phenoica.screen import annotations
+from tests.report_fixtures import report_options
 
 CFG = {
     "genes": "all",
@@ -416,7 +417,7 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
     }
     none = pd.DataFrame()
     inputs = ReportInputs(none, none, calls, biomap_tables=biomap, biomap_heatmaps={("m", "v"): heat})
-    result = build_gene_maps(inputs, ReportContext(tmp_path / "report", ReportOptions(), none, none, none))
+    result = build_gene_maps(inputs, ReportContext(tmp_path / "report", report_options(), none, none, none))
     figures = result.figures
     assert all(path.exists() for path in figures.values())
     assert {"biomap_batch_vs_biology", "biomap_heatmap_m_v"} <= set(figures)

@@ -12,29 +12,34 @@ import torch
 from PIL import Image
 from scipy.stats import chi2_contingency, ortho_group
 
+from phenoica.contract.config import validate_config
 from phenoica.studies.disentangle import data as fd
 from phenoica.studies.disentangle import evaluate as dis_eval
 from phenoica.studies.disentangle import model as dis_model
 from phenoica.studies.disentangle import report as dis_report
+from phenoica.studies.disentangle.options import (
+    DisentangleEvaluateOptions,
+    DisentangleReportOptions,
+    DisentangleTrainOptions,
+)
 
 torch.set_num_threads(1)
 
-SETTINGS = {
-    "device": "cpu",
-    "latent_dim": 6,
-    "steps": 40,
-    "batch_size": 32,
-    "lr": 1e-3,
-    "n_eval": 200,
-    "eval_seed": 0,
-    "beta_vae_beta": 4.0,
-    "beta_tcvae_beta": 6.0,
-    "bioae_nonneg": 1.0,
-    "bioae_activity": 0.01,
-    "bioae_weight": 1e-4,
-    "ica": {"method": "picard", "n_components": None},
-    "metrics": {"n_neighbors": 10, "infoe_max_iter": 300},
-}
+CONFIG = validate_config(
+    {
+        "disentangle": {
+            "device": "cpu",
+            "latent_dim": 6,
+            "steps": 40,
+            "batch_size": 32,
+            "lr": 1e-3,
+            "n_eval": 200,
+            "metrics": {"infoe_max_iter": 300},
+        }
+    }
+)
+TRAIN = DisentangleTrainOptions.from_config(CONFIG)
+EVALUATE = DisentangleEvaluateOptions.from_config(CONFIG)
 
 
 @pytest.fixture(scope="module")
@@ -100,7 +105,10 @@ def test_scenes_are_seeded_independent_and_every_factor_changes_many_pixels():
         assert table.shape == (a.sizes[i], a.sizes[j])
     with pytest.raises(ValueError, match="codes must lie"):
         fd.render_scenes(np.array([[8, 0, 0, 0, 0, 0]]))
-    assert fd.load_dataset("scenes", {"scenes": {"n_images": 20, "image_size": 16, "seed": 0}}).name == "scenes"
+    small = TRAIN._replace(scenes={"n_images": 20, "image_size": 16, "seed": 0})
+    assert fd.load_dataset("scenes", small).name == "scenes" and len(fd.load_dataset("scenes", small)) == 20
+    with pytest.raises(ValueError, match="unknown dataset 'dsprites'"):
+        fd.load_dataset("dsprites", small)
 
 
 def test_render_rejects_out_of_range_codes():
@@ -204,14 +212,14 @@ def _discrete_factors(n: int = 500, k: int = 3, levels: int = 8, seed: int = 0) 
 def test_scores_of_the_factors_are_near_one():
     f = _discrete_factors()
     z = f + np.random.default_rng(1).normal(0, 0.01, f.shape)
-    s = dis_eval.score_latents(z, f, SETTINGS, seed=0)
+    s = dis_eval.score_latents(z, f, EVALUATE, seed=0)
     assert s["infom"] > 0.9 and s["infoc"] > 0.9 and s["infoe"] > 0.9
     assert s["mcc"] > 0.99 and s["r2"] > 0.99 and s["nmi"].shape == (3, 3)
 
 
 def test_noise_latents_score_near_zero_on_infoe():
     f = _discrete_factors()
-    s = dis_eval.score_latents(np.random.default_rng(2).normal(size=(500, 3)), f, SETTINGS, seed=0)
+    s = dis_eval.score_latents(np.random.default_rng(2).normal(size=(500, 3)), f, EVALUATE, seed=0)
     assert s["infoe"] < 0.05 and s["mcc"] < 0.15
 
 
@@ -220,7 +228,7 @@ def test_forty_valued_factor_keeps_its_forty_classes():
     rng = np.random.default_rng(0)
     f = np.column_stack([rng.integers(0, 40, 600), rng.integers(0, 4, 600)]).astype(float)
     z = f + rng.normal(0, 0.01, f.shape)
-    s = dis_eval.score_latents(z, f, SETTINGS, seed=0, with_dci=False)
+    s = dis_eval.score_latents(z, f, EVALUATE, seed=0, with_dci=False)
     assert s["infoe_sources"].shape == (2,) and s["infoe_sources"][1] > 0.9
     assert np.isnan(s["dci_d"])
     from phenoica.identifiability.metrics import infomec
@@ -233,7 +241,7 @@ def test_controls_random_and_factor_fitted_rotation():
     f = _discrete_factors()
     noisy = f + np.random.default_rng(5).normal(0, 0.05, f.shape)
     rotated = (noisy - noisy.mean(0)) @ ortho_group.rvs(3, random_state=4)
-    settings = {**SETTINGS, "ica": {"method": "picard", "n_components": None}}
+    settings = EVALUATE._replace(ica_method="picard", ica_n_components=None)
     oracle = dis_eval.derived_latents("ae_oracle", rotated, settings, seed=0, factors=f)
     rand = dis_eval.derived_latents("ae_rand", rotated, settings, seed=0)
     from phenoica.identifiability.metrics import mcc
@@ -251,8 +259,8 @@ def test_rotation_lowers_infom_and_ica_restores_it():
     f = _discrete_factors()
     noisy = f + np.random.default_rng(5).normal(0, 0.05, f.shape)  # latents are never exactly tied
     rotated = (noisy - noisy.mean(0)) @ ortho_group.rvs(3, random_state=4)
-    mixed = dis_eval.score_latents(rotated, f, SETTINGS, seed=0)
-    unmixed = dis_eval.score_latents(dis_eval.ica_latents(rotated, None, "picard", seed=0), f, SETTINGS, seed=0)
+    mixed = dis_eval.score_latents(rotated, f, EVALUATE, seed=0)
+    unmixed = dis_eval.score_latents(dis_eval.ica_latents(rotated, None, "picard", seed=0), f, EVALUATE, seed=0)
     assert mixed["infom"] < 0.7
     assert unmixed["infom"] > 0.9 and unmixed["mcc"] > 0.98
 
@@ -262,33 +270,32 @@ def test_rotation_lowers_infom_and_ica_restores_it():
 
 @pytest.mark.parametrize("model", dis_model.MODELS)
 def test_training_lowers_the_loss(tiny, model):
-    net, summary = dis_model.train_model(model, tiny, SETTINGS, seed=0, device="cpu")
+    net, summary = dis_model.train_model(model, tiny, TRAIN, seed=0)
     loss = np.array(summary["loss"])
-    assert loss.size == SETTINGS["steps"] and np.isfinite(loss).all()
+    assert loss.size == TRAIN.steps and np.isfinite(loss).all() and summary["device"] == "cpu"
     assert loss[-5:].mean() < loss[:5].mean()
     assert summary["images_per_s"] > 0
     z = dis_model.encode(net, tiny, np.arange(10))
-    assert z.shape == (10, SETTINGS["latent_dim"])
+    assert z.shape == (10, TRAIN.latent_dim)
 
 
 def test_milestones_give_the_networks_of_shorter_runs(tiny):
     seen = {}
     idx = np.arange(20)
-    settings = {**SETTINGS, "steps": 12}
+    settings = TRAIN._replace(steps=12)
     _, summary = dis_model.train_model(
         "ae",
         tiny,
         settings,
         seed=1,
-        device="cpu",
         milestones=[5, 12],
         on_milestone=lambda step, net: seen.setdefault(step, dis_model.encode(net, tiny, idx)),
     )
     assert sorted(seen) == [5, 12] and len(summary["loss"]) == 12
-    short, _ = dis_model.train_model("ae", tiny, {**SETTINGS, "steps": 5}, seed=1, device="cpu")
+    short, _ = dis_model.train_model("ae", tiny, TRAIN._replace(steps=5), seed=1)
     np.testing.assert_allclose(seen[5], dis_model.encode(short, tiny, idx), atol=1e-5)
     with pytest.raises(ValueError, match="milestones"):
-        dis_model.train_model("ae", tiny, settings, seed=1, device="cpu", milestones=[13])
+        dis_model.train_model("ae", tiny, settings, seed=1, milestones=[13])
 
 
 def test_width_scales_the_network():
@@ -306,8 +313,8 @@ def test_tc_decomposition_sums_to_the_minibatch_kl():
     mu, logvar = torch.randn(64, 4), torch.randn(64, 4) * 0.3
     z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
     d = dis_model.tc_decomposition(z, mu, logvar, dataset_size=1000)
-    lq = dis_model._gaussian_log_density(z, mu, logvar).sum(1)
-    lp = dis_model._gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z)).sum(1)
+    lq = dis_model.gaussian_log_density(z, mu, logvar).sum(1)
+    lp = dis_model.gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z)).sum(1)
     assert torch.isclose(d["mi"] + d["tc"] + d["dwkl"], (lq - lp).mean(), atol=1e-4)
 
 
@@ -442,25 +449,26 @@ def test_verdict_line_is_one_line_from_the_scores():
 
 def test_tiny_end_to_end(tiny, tmp_path):
     summary = dis_model.train_and_encode(
-        tiny, "ae", SETTINGS, 0, tmp_path / "ae" / "latents.npz", tmp_path / "ae" / "model.safetensors"
+        tiny, "ae", TRAIN, 0, tmp_path / "ae" / "latents.npz", tmp_path / "ae" / "model.safetensors"
     )
     assert summary["images_per_s"] > 0
     frames = [
-        dis_eval.evaluate(tmp_path / "ae" / "latents.npz", m, SETTINGS, 0, "procedural", tmp_path / f"{m}.parquet")
+        dis_eval.evaluate(tmp_path / "ae" / "latents.npz", m, EVALUATE, 0, "procedural", tmp_path / f"{m}.parquet")
         for m in ("ae", "ae_ica", "ae_rand", "ae_oracle")
     ]
     scores = pd.concat(frames, ignore_index=True)
     assert scores[list(dis_eval.DISENTANGLE_SCORES)].notna().all().all()
-    assert np.array(json.loads(scores["nmi"][0])).shape == (7, SETTINGS["latent_dim"])
+    assert np.array(json.loads(scores["nmi"][0])).shape == (7, TRAIN.latent_dim)
     assert len(json.loads(scores["infoe_sources"][0])) == 7
     # InfoE is invariant to the invertible linear maps that derive the AE + ... rows
     assert scores["infoe"].to_numpy() == pytest.approx(scores["infoe"][0], abs=0.02)
-    written = dis_report.write_report(scores, tmp_path / "report", SETTINGS)
+    written = dis_report.write_report(scores, tmp_path / "report", DisentangleReportOptions.from_config(CONFIG))
     for key in ("report_md", "index_html", "table2.csv", "differences.csv", "nmi_procedural", "scores_procedural"):
         assert written[key].exists() and written[key].stat().st_size > 0
     md = written["report_md"].read_text()
     assert "AE + ICA" in md and "## Verdict (measured)" in md and "paper (agg.) M/E/C" in md
     assert "0.39 / 0.76 / 0.25" in md  # the paper's AE row beside ours
+    assert "Setup: latent_dim = 6, steps = 40, batch_size = 32, lr = 0.001, n_eval = 200." in md
     from phenoica.report import render
 
     linked = render.read_verdict(tmp_path / "report")
@@ -468,7 +476,7 @@ def test_tiny_end_to_end(tiny, tmp_path):
     from safetensors.torch import load_file
 
     weights = load_file(str(tmp_path / "ae" / "model.safetensors"))
-    net = dis_model.build_model("ae", 16, SETTINGS["latent_dim"])
+    net = dis_model.build_model("ae", 16, TRAIN.latent_dim)
     net.load_state_dict(weights)
     z = dis_eval.read_latents(tmp_path / "ae" / "latents.npz")
     assert np.allclose(dis_model.encode(net.eval(), tiny, z["index"]), z["latents"], atol=1e-5)

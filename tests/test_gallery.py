@@ -13,7 +13,7 @@ from phenoica.report import gallery as G
 from phenoica.report.channels import CELL_PAINTING, channel_styles, default_style
 from tests import report_fixtures as F
 
-OPTIONS = G.GalleryOptions.defaults(sites_per_guide=2, control_sites=4, tile_px=16, seed=0)
+OPTIONS = F.report_options(gallery={"sites_per_guide": 2, "control_sites": 4, "tile_px": 16}, seed=0).gallery
 
 
 @pytest.fixture(scope="module")
@@ -43,7 +43,7 @@ def test_ties_are_broken_by_the_seed_and_reproducibly(screen):
     _, files, _ = screen
     third = {}
     for seed in range(6):
-        opts = G.GalleryOptions.defaults(sites_per_guide=3, control_sites=1, seed=seed)
+        opts = F.report_options(gallery={"sites_per_guide": 3, "control_sites": 1}, seed=seed).gallery
         a = G.select_sites(files, ["G1"], opts)
         assert a.equals(G.select_sites(files, ["G1"], opts))  # same seed, same choice
         extra = a[(a["role"] == G.GUIDE_ROLE) & (a["rank"] == 2)]
@@ -131,17 +131,21 @@ def test_a_moved_store_is_named_and_the_other_genes_are_drawn(screen, tmp_path):
 
 def test_report_gallery_skips_the_embeddings_source_and_builds_a_section(screen, tmp_path):
     _, files, stores = screen
-    config = {
-        "gallery": {"enabled": True, "genes": ["G3"]},
-        "channels": {},
-        "screen": {"source": "embeddings"},
-        "seed": 0,
-    }
-    skipped = G.report_gallery(tmp_path / "s", F.score_tables()["genes"], files, stores, config)
+    options = F.report_options(gallery={"enabled": True, "genes": ["G3"]}, seed=0)._replace(source="embeddings")
+    skipped = G.report_gallery(tmp_path / "s", F.score_tables()["genes"], files, stores, options)
     section = G.gallery_section(skipped, tmp_path, tmp_path / "s")
     assert "source embeddings has no pixels" in section.blocks[0]
-    config["screen"]["source"] = "zarr"
-    result = G.report_gallery(tmp_path / "gallery", F.score_tables()["genes"], files, stores, config)
+    off = G.report_gallery(
+        tmp_path / "off",
+        F.score_tables()["genes"],
+        files,
+        stores,
+        options._replace(source="zarr", gallery_enabled=False),
+    )
+    assert "gallery.enabled is off" in G.gallery_section(off, tmp_path, tmp_path / "off").blocks[0]
+    result = G.report_gallery(
+        tmp_path / "gallery", F.score_tables()["genes"], files, stores, options._replace(source="zarr")
+    )
     assert list(result.panels["gene"]) == ["G1", "G2", "G3"]
     section = G.gallery_section(result, tmp_path, tmp_path / "gallery")
     figures = [b for b in section.blocks if hasattr(b, "path")]
@@ -170,3 +174,13 @@ def test_names_that_read_alike_get_a_panel_each(screen, tmp_path):
     assert pixels[0].shape != pixels[1].shape or not np.array_equal(*pixels)  # each its own gene's images
     assert dict(zip(result.panels["gene"], result.panels["panel"])) == panels.to_dict()
     assert len(G.panel_file("G" * 5000)) == len("G" * G.PANEL_STEM_CHARS) + len("-0123456789.png")
+
+
+def test_the_options_name_the_gallery_model_and_whether_it_reads_pixels():
+    options = F.report_options()
+    assert options.gallery_model_of(["mae_seed1", "mae"]) == "mae"  # the first by name
+    assert options._replace(gallery_model="mae_seed1").gallery_model_of(["mae", "mae_seed1"]) == "mae_seed1"
+    with pytest.raises(ValueError, match=r"gallery\.model: 'other' is not a model of this run; models are \['mae'\]"):
+        options._replace(gallery_model="other").gallery_model_of(["mae"])
+    assert options.gallery_reads_pixels and not options._replace(source="embeddings").gallery_reads_pixels
+    assert not options._replace(gallery_enabled=False).gallery_reads_pixels

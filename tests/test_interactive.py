@@ -40,7 +40,7 @@ def biomap_summary() -> pd.DataFrame:
 def page(tmp_path_factory):
     root = tmp_path_factory.mktemp("interactive")
     files, stores = F.write_screen(root)
-    options = G.GalleryOptions.defaults(tile_px=32)
+    options = F.report_options(gallery={"tile_px": 32}).gallery
     gallery = G.write_gallery(root / "report" / "gallery", ["G1"], files, stores, channel_styles(F.CHANNELS), options)
     scores = F.score_tables()
     inputs = PageInputs(
@@ -51,6 +51,7 @@ def page(tmp_path_factory):
         annotations={"demo_pairs": pd.DataFrame({"entity1": ["G1"], "entity2": ["G2"]})},
         biomap_summary=biomap_summary(),
         gallery=gallery.panels,
+        q_threshold=0.05,
     )
     write_interactive(root / "report", inputs)
     return root / "report", inputs
@@ -190,17 +191,11 @@ def test_report_pages_write_the_gallery_and_the_page_and_return_their_sections(t
         pd.DataFrame(),
         scores["genes"],
         hits=scores["hits"],
-        page_settings={
-            "gallery": {"enabled": True, "genes": []},
-            "channels": {},
-            "seed": 0,
-            "screen": {"source": "images"},
-        },
         gallery_embeddings=files,
         stores=stores,
-        annotations={"builtin_corum": True, "efaar_sources": [], "efaar_wheel": None, "annotations": {}},
     )
-    sections = report_pages(tmp_path / "report", inputs, 0.05)
+    options = F.report_options(gallery={"enabled": True, "genes": []}, seed=0)._replace(source="images")
+    sections = report_pages(tmp_path / "report", inputs, options)
     assert [s.heading for s in sections] == ["Interactive results page", "Hit gallery"]
     gallery = tmp_path / "report" / "gallery"
     assert (tmp_path / "report" / PAGE).is_file() and (gallery / panel_file("G1")).is_file()
@@ -225,7 +220,11 @@ def hostile_page(tmp_path_factory):
             df["Metadata_Guide"] = df["Metadata_Guide"].replace({"G1_g1": HOSTILE_GUIDE})
         tables[name] = df
     inputs = PageInputs(
-        hits=tables["hits"], genes=tables["genes"], guide_folds=tables["guide_folds"], neighbors=tables["neighbors"]
+        hits=tables["hits"],
+        genes=tables["genes"],
+        guide_folds=tables["guide_folds"],
+        neighbors=tables["neighbors"],
+        q_threshold=0.05,
     )
     write_interactive(root, inputs)
     return root

@@ -80,7 +80,7 @@ def test_positive_control_shows_the_ica_gain(tmp_path):
     pca_ica beats pca on effect-guide AUROC (paired interval over effect genes above 0), has the
     highest concentration, recovers the biological sources (MCC), and a random rotation does not
     give the ICA gain; hit calls at q < 0.1 keep observed FDR <= 0.15."""
-    from phenoica.report.positive_control import evaluate
+    from phenoica.report.known_truth_section import evaluate
     from phenoica.screen.known_truth import write_screen
 
     data = tmp_path / "scenario_data" / "positive_control"

@@ -165,6 +165,7 @@ def _payload_page(tmp_path) -> tuple[render.Page, set[str], str]:
     from phenoica.report.gene_maps import heatmap_caption
     from phenoica.report.inputs import ReportInputs
     from phenoica.report.write import write_report
+    from tests.report_fixtures import report_options
     from tests.test_report import aggregate, ica_gain, make_rows
 
     rows = make_rows(ica_gain, model=PAYLOADS["model"], n_genes=4, n_null=3)
@@ -173,7 +174,7 @@ def _payload_page(tmp_path) -> tuple[render.Page, set[str], str]:
     rows["Metadata_Guide"] = [names.get(g, g) + guide[2:] for g, guide in guide_names]
     rows["Metadata_Gene"] = rows["Metadata_Gene"].replace(names)
     guides, genes = aggregate(rows)
-    written = write_report(tmp_path / "r", ReportInputs(rows, guides, genes))
+    written = write_report(tmp_path / "r", ReportInputs(rows, guides, genes), report_options())
     page = render.Page("phenoica report")
     md = written["report_md"].read_text()
     assert PAYLOADS["model"] not in md and PAYLOADS["gene"] not in md  # raw nowhere

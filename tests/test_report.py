@@ -15,8 +15,10 @@ from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.hits import calls as hits
 from phenoica.report import figures, summaries, truth_tables
 from phenoica.report.checks import check_rows
-from phenoica.report.inputs import ReportInputs, ReportOptions, StudyLink
+from phenoica.report.inputs import ReportInputs, StudyLink
+from phenoica.report.sections import ReportLayout
 from phenoica.report.write import SECTIONS, write_report
+from tests.report_fixtures import report_options
 
 VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
 
@@ -430,9 +432,9 @@ def test_write_report_full(tmp_path):
         fit_reports=fit,
         hits=hit_table,
         null=null,
-        lightgbm={"learning_rate": 0.05, "seed": 3},
     )
-    written = write_report(out, inputs, ReportOptions(title="demo <screen>"))
+    options = report_options(classify={"lightgbm": {"max_depth": 4}})
+    written = write_report(out, inputs, options, layout=ReportLayout(title="demo <screen>"))
     expected = {
         "table3",
         "table4",
@@ -503,7 +505,9 @@ def test_write_report_full(tmp_path):
     recall = pd.read_csv(written["recall_fdr"])
     assert set(recall["level"]) == {"guide", "gene"} and recall["recall"].between(0, 1).all()
     lgbm = pd.read_csv(written["lightgbm_parameters"]).set_index("parameter")
-    assert lgbm.loc["learning_rate", "source"] == "Table 6"
+    assert lgbm.loc["learning_rate", "source"] == "Table 6" and lgbm.loc["learning_rate", "value"] == "0.05"
+    assert lgbm.loc["max_depth", "source"] == "override" and lgbm.loc["max_depth", "value"] == "4"
+    assert not {"seed", "num_threads", "verbosity"} & set(lgbm.index)  # neither the seed nor run-time keys
     skips = pd.read_csv(written["skips"])
     assert len(skips) == 4 and set(skips[GUIDE]) == {"G3_1"}
 
@@ -511,7 +515,8 @@ def test_write_report_full(tmp_path):
 def test_write_report_with_only_base(tmp_path):
     rows = make_rows(ica_gain, variants=("base",), n_genes=3, n_null=0)
     guides, genes = aggregate(rows)
-    written = write_report(tmp_path, ReportInputs(rows, guides, genes), ReportOptions(tables_dir="", figures_dir=""))
+    layout = ReportLayout(tables_dir="", figures_dir="")
+    written = write_report(tmp_path, ReportInputs(rows, guides, genes), report_options(), layout=layout)
     assert "truth_checks" not in written and "map_summary" not in written
     assert all(p.parent == tmp_path for p in written.values())
     assert "(table3.csv)" in written["report_md"].read_text()
@@ -527,7 +532,7 @@ def test_write_report_when_everything_was_skipped(tmp_path):
     rows[["status", "reason"]] = ["skipped", "too few training samples"]
     rows[["auroc", "concentration"]] = math.nan
     guides, genes = aggregate(rows)
-    written = write_report(tmp_path, ReportInputs(rows, guides, genes))
+    written = write_report(tmp_path, ReportInputs(rows, guides, genes), report_options())
     assert "No scores." in written["report_md"].read_text()
     assert summaries.skip_counts(rows).loc[0, "n_rows"] == len(rows)
     assert summaries.table4(rows).loc[0, "n"] == 0
@@ -555,9 +560,11 @@ def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
             "page": str(study / "index.html"),
         }
     ]
-    plain = write_report(tmp_path / "plain", ReportInputs(rows, guides, genes))
+    plain = write_report(tmp_path / "plain", ReportInputs(rows, guides, genes), report_options())
     linked = write_report(
-        results / "report", ReportInputs(rows, guides, genes, studies=[StudyLink(**p) for p in pages])
+        results / "report",
+        ReportInputs(rows, guides, genes, studies=[StudyLink(**p) for p in pages]),
+        report_options(),
     )
     md = linked["report_md"].read_text()
     assert "## Studies" in md and "[Bi-Lipschitz <study>](../studies/bilipschitz/index.html): digits: rho" in md
@@ -567,6 +574,17 @@ def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
     for name, path in plain.items():
         if path.suffix == ".csv":
             assert path.read_bytes() == linked[name].read_bytes(), name
+
+
+def test_the_report_reruns_for_what_it_reads_and_not_for_run_time_keys():
+    """The report rule's params are its options' repr: LightGBM's threads and log level (run time)
+    leave it alone; a gallery, hit-call or annotation setting changes it."""
+    base = repr(report_options())
+    assert repr(report_options(classify={"lightgbm": {"num_threads": 4, "verbosity": 1}})) == base
+    assert repr(report_options(classify={"num_boost_round": 7})) == base  # not read by the report
+    for changed in ({"gallery": {"tile_px": 32}}, {"hits": {"q_threshold": 0.1}}, {"biomap": {"builtin_corum": False}}):
+        assert repr(report_options(**changed)) != base, changed
+    assert report_options(classify={"lightgbm": {"reg_alpha": 2.0}}).lightgbm["lambda_l1"] == 2.0  # canonical names
 
 
 def test_sections_declare_every_input_of_the_report_rule():

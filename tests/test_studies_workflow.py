@@ -55,15 +55,14 @@ TINY_STUDIES = {
 
 
 def test_bilipschitz_train_settings_carry_what_a_training_job_reads(tmp_path):
-    # the rule's params are all the script hands run_alpha: one job trains every configured seed
+    # the rule's options are all the script hands run_alpha: one job trains every configured seed
     from phenoica.contract.config import load_config
     from phenoica.studies.bilipschitz.measure import run_alpha
-    from phenoica.workflow import params as wparams
+    from phenoica.studies.bilipschitz.options import BilipschitzTrainOptions
 
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     cfg = load_config(tmp_path / "config.yaml", {"bilipschitz": TINY_STUDIES["bilipschitz"]})
-    settings = wparams.rule_settings(cfg, "bilipschitz_train")
-    table = run_alpha("isometric", "all", 0.0, settings["bilipschitz"], data_seed=settings["seed"])
+    table = run_alpha("isometric", "all", 0.0, BilipschitzTrainOptions.from_config(cfg))
     assert sorted(table["seed"].unique()) == [0, 1] and (table["alpha"] == 0.0).all()
 
 

@@ -84,13 +84,14 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     from phenoica.classify.engine import classify_shard
     from phenoica.classify.splits import leave_one_batch_out
     from phenoica.hits.calls import screen_calls
-    from phenoica.report.inputs import ReportInputs, ReportOptions
+    from phenoica.report.inputs import ReportInputs
     from phenoica.report.sections import ReportContext
     from phenoica.report.sweep import build_sweep
     from phenoica.screen.known_truth import ControlDesign, write_screen
     from phenoica.sweep.component_sweep import MainPoint, sweep_model
     from phenoica.transforms.fit import fit_variants
     from phenoica.transforms.variant_names import component_name
+    from tests.report_fixtures import report_options
 
     out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
@@ -144,7 +145,7 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
 
     none = pd.DataFrame()
     inputs = ReportInputs(none, none, none, sweep=pd.read_parquet(_save(table, tmp_path)))
-    result = build_sweep(inputs, ReportContext(tmp_path / "report", ReportOptions(), none, none, none))
+    result = build_sweep(inputs, ReportContext(tmp_path / "report", report_options(), none, none, none))
     shown = result.page[0].blocks[1].df
     assert "<- chosen" in shown["chosen"].tolist() and result.figures["component_sweep"].stat().st_size > 0
 

@@ -5,7 +5,7 @@ whose embedding (model ``gallery.model``, the image-level embedding before any v
 lies nearest, in Euclidean distance, to the guide's mean image embedding; for the controls, on each
 plate that holds a shown guide image, the control images nearest that plate's mean control
 embedding, ``control_sites`` in all, taken from those plates in turn. Ties are broken by a random
-order seeded from the config (``phenoica.utils.seeding``). :func:`select_sites` does this in two streamed
+order seeded from the workflow seed (``phenoica.utils.seeding``). :func:`select_sites` does this in two streamed
 passes over the per-plate embedding files.
 
 Which pixels: :func:`read_gene_tiles` reads the images chosen for a batch of :data:`GENE_BATCH`
@@ -35,7 +35,6 @@ import pandas as pd
 import pyarrow.parquet as pq
 from PIL import Image, ImageDraw, ImageFont
 
-from phenoica.contract.config import as_resolved, config_default
 from phenoica.contract.screen import (
     CONTROL,
     GENE,
@@ -51,6 +50,7 @@ from phenoica.contract.screen import (
 )
 from phenoica.report import render
 from phenoica.report.channels import ChannelStyle, channel_styles, composite_rgb, tint
+from phenoica.report.options import GalleryOptions, ReportOptions
 from phenoica.utils.io import atomic_path
 from phenoica.utils.seeding import rng_for
 
@@ -67,43 +67,6 @@ STATUS_OK = "ok"
 
 class GalleryError(ValueError):
     """A gallery request that cannot be met (unknown genes, channels); the message names them."""
-
-
-@dataclass(frozen=True)
-class GalleryOptions:
-    """What the gallery shows, built once from config ``gallery`` (:meth:`from_config`; every
-    default is the schema's: :meth:`defaults`)."""
-
-    sites_per_guide: int
-    control_sites: int
-    percentiles: tuple[float, float]
-    tile_px: int
-    genes: tuple[str, ...]
-    composite: tuple[str, ...] | None
-    seed: int
-
-    @classmethod
-    def from_config(cls, config: Mapping[str, Any]) -> "GalleryOptions":
-        """From a config holding ``gallery`` (possibly partial: resolved here once against the
-        schema) and ``seed`` (absent: the schema's default)."""
-        g = as_resolved("gallery", config.get("gallery"))
-        lo, hi = g["percentiles"]
-        return cls(
-            sites_per_guide=int(g["sites_per_guide"]),
-            control_sites=int(g["control_sites"]),
-            percentiles=(float(lo), float(hi)),
-            tile_px=int(g["tile_px"]),
-            genes=tuple(str(x) for x in (g["genes"] or ())),
-            composite=None if g["composite"] is None else tuple(str(c) for c in g["composite"]),
-            seed=int(config["seed"] if "seed" in config else config_default("seed")),
-        )
-
-    @classmethod
-    def defaults(cls, seed: int | None = None, **gallery: Any) -> "GalleryOptions":
-        """The schema's ``gallery`` defaults with ``gallery`` keys changed (validated), and ``seed``
-        (None: the schema's)."""
-        gallery = {k: list(v) if isinstance(v, tuple) else v for k, v in gallery.items()}
-        return cls.from_config({"gallery": gallery} | ({} if seed is None else {"seed": seed}))
 
 
 @dataclass
@@ -461,20 +424,6 @@ def skipped_gallery(out_dir: Path | str, reason: str) -> GalleryResult:
     return GalleryResult(panels, pd.DataFrame(), [], ReadStats())
 
 
-def gallery_model(config: Mapping[str, Any], models: Sequence[str]) -> str:
-    """The model whose image embeddings choose the gallery's images: ``gallery.model``, else the
-    first model by name; a model the run lacks is an error naming the run's models."""
-    model = config["gallery"]["model"] or sorted(models)[0]
-    if model not in models:
-        raise ValueError(f"config gallery.model: {model!r} is not a model of this run; models are {sorted(models)}")
-    return str(model)
-
-
-def gallery_reads_pixels(config: Mapping[str, Any]) -> bool:
-    """Whether the gallery reads images: it is on and the source has pixels (not embeddings)."""
-    return bool(config["gallery"]["enabled"]) and config["screen"]["source"] != "embeddings"
-
-
 #: Panels shown as figures on the static report page (all are linked, and in the interactive page).
 SHOWN_ON_PAGE = 24
 
@@ -484,24 +433,25 @@ def report_gallery(
     gene_calls: pd.DataFrame,
     embedding_files: Sequence[Path | str],
     stores: Mapping[str, str],
-    config: Mapping[str, Any],
+    report: ReportOptions,
 ) -> GalleryResult:
-    """The report's gallery from the workflow config: skipped (with the reason) when
-    ``gallery.enabled`` is off or the source has no pixels (``embeddings``); else every hit gene
-    and every gene of ``gallery.genes``. Unknown genes or channels are errors naming them; a
-    missing plate store is named in the genes' status and the other genes are drawn."""
+    """The report's gallery as ``report`` (:class:`~phenoica.report.options.ReportOptions`) asks:
+    skipped (with the reason) when ``gallery.enabled`` is off or the source has no pixels
+    (``embeddings``); else every hit gene and every gene of ``gallery.genes``. Unknown genes or
+    channels are errors naming them; a missing plate store is named in the genes' status and the
+    other genes are drawn."""
     from phenoica.contract.screen import plate_channels
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    if not gallery_reads_pixels(config):
-        reason = "gallery.enabled is off" if not config["gallery"]["enabled"] else "source embeddings has no pixels"
+    if not report.gallery_reads_pixels:
+        reason = "gallery.enabled is off" if not report.gallery_enabled else "source embeddings has no pixels"
         return skipped_gallery(out, f"{reason}, so the report shows no images")
-    options = GalleryOptions.from_config(config)
+    options = report.gallery
     genes = gallery_genes(gene_calls, options.genes)
     present = [s for s in stores.values() if Path(s).exists()]
     channels = plate_channels(present[0]) if present else []
-    styles = channel_styles(channels, config.get("channels")) if present else []
+    styles = channel_styles(channels, report.channels) if present else []
     unknown = [c for c in options.composite or () if c not in set(channels)]
     if present and unknown:
         raise GalleryError(

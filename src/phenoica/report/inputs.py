@@ -1,6 +1,6 @@
 """What the report reads, built once: the score tables and the optional stage outputs
-(:class:`ReportInputs`, field names are the report rule's input and param names) and the
-report's own settings (:class:`ReportOptions`).
+(:class:`ReportInputs`, field names are the report rule's input and param names). The report's
+settings are :class:`phenoica.report.options.ReportOptions`.
 
 :func:`read_inputs` builds the inputs from the rule's files; tests build :class:`ReportInputs`
 from tables directly. Each section of the report (:mod:`phenoica.report.sections`) declares the
@@ -17,8 +17,6 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
-from phenoica.contract.config import schema_default
-
 #: The gathered biomap tables the report reads, by file stem (``results/biomap/{stem}.parquet``).
 BIOMAP_TABLES: tuple[str, ...] = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
 
@@ -33,20 +31,6 @@ class StudyLink:
 
 
 @dataclass(frozen=True)
-class ReportOptions:
-    """The report's settings: the q threshold of the hit calls, the seed of its bootstrap
-    intervals and the gallery's tie-break, the page's title and the folders (under the report's
-    folder) of the tables and figures (empty: the report's folder itself). The threshold and the
-    seed default to the schema's ``hits.q_threshold`` and ``seed``."""
-
-    q_threshold: float = field(default_factory=schema_default("hits.q_threshold"))
-    seed: int = field(default_factory=schema_default("seed"))
-    title: str = "phenoica report"
-    tables_dir: str = "tables"
-    figures_dir: str = "figures"
-
-
-@dataclass(frozen=True)
 class ReportInputs:
     """Everything the report's sections read. ``guide_folds``, ``guides`` and ``genes`` are the
     classification stage's score tables; every other field is optional (None or empty: the
@@ -55,13 +39,14 @@ class ReportInputs:
     ``maps``: the copairs mAP table; ``hits``: :func:`phenoica.hits.calls.hit_table`; ``null``: the null
     summary; ``controls``: each control construct's call against the other controls
     (:func:`phenoica.hits.controls.control_calls`); ``truth``: a demo screen's truth; ``fit_reports``: model -> variant -> fit report;
-    ``table1`` / ``structural``: the identifiability tables; ``lightgbm``: the parameters every
-    classifier used; ``studies``: the study pages to link; ``biomap_tables``: the gathered gene-map
-    tables by :data:`BIOMAP_TABLES` stem; ``biomap_heatmaps``: (model, variant) -> heatmap PNG;
-    ``sweep``: the component sweep of every model; ``page_settings``: the config's ``gallery``,
-    ``channels``, ``seed`` and ``screen.source`` (None: no gallery and no interactive page);
-    ``gallery_embeddings``: the image embeddings the gallery reads; ``stores``: plate -> store;
-    ``annotations``: the ``biomap`` annotation keys (None: no annotation sources)."""
+    ``table1`` / ``structural``: the identifiability tables; ``studies``: the study pages to link;
+    ``biomap_tables``: the gathered gene-map tables by :data:`BIOMAP_TABLES` stem;
+    ``biomap_heatmaps``: (model, variant) -> heatmap PNG; ``sweep``: the component sweep of every
+    model; ``gallery_embeddings``: the image embeddings the gallery reads; ``stores``: plate ->
+    store (None: no hit gallery and no interactive page; ``{}``: a screen without plate stores);
+    ``annotations``: the annotation files the gene maps read (their sources are named by
+    :attr:`phenoica.report.options.ReportOptions.annotation_sources` and loaded with the biomap
+    tables)."""
 
     guide_folds: pd.DataFrame
     guides: pd.DataFrame
@@ -74,15 +59,13 @@ class ReportInputs:
     fit_reports: Mapping[str, Any] | None = None
     table1: pd.DataFrame | None = None
     structural: pd.DataFrame | None = None
-    lightgbm: Mapping[str, Any] | None = None
     studies: Sequence[StudyLink] = ()
     biomap_tables: Mapping[str, pd.DataFrame] | None = None
     biomap_heatmaps: Mapping[tuple[str, str], Path] = field(default_factory=dict)
     sweep: pd.DataFrame | None = None
-    page_settings: Mapping[str, Any] | None = None
     gallery_embeddings: Sequence[str] = ()
-    stores: Mapping[str, str] = field(default_factory=dict)
-    annotations: Mapping[str, Any] | None = None
+    stores: Mapping[str, str] | None = None
+    annotations: Sequence[str] = ()
 
     def present(self, name: str) -> bool:
         """Whether field ``name`` holds something to report (not None, not empty)."""
@@ -108,12 +91,9 @@ def read_biomap(tables: Sequence[Path | str], heatmaps: Sequence[Path | str]) ->
     return by_stem, maps
 
 
-def read_inputs(inp: Any, params: Any, settings: Mapping[str, Any]) -> ReportInputs:
-    """The report's inputs from the report rule's ``snakemake.input``, its ``snakemake.params``
-    (the models, the study pages, the stores) and the config it reads (``settings``:
-    :func:`phenoica.workflow.params.rule_settings` of the report)."""
-    from phenoica.classify.lightgbm_params import lightgbm_report_params  # imports lightgbm: only here
-
+def read_inputs(inp: Any, params: Any) -> ReportInputs:
+    """The report's inputs from the report rule's ``snakemake.input`` and its ``snakemake.params``
+    (the models, the study pages, the stores)."""
     biomap, heatmaps = read_biomap(inp.biomap_tables, inp.biomap_heatmaps) if inp.biomap_tables else (None, {})
     sweep = [pd.read_parquet(p) for p in inp.sweep]
     return ReportInputs(
@@ -128,18 +108,11 @@ def read_inputs(inp: Any, params: Any, settings: Mapping[str, Any]) -> ReportInp
         fit_reports={m: json.loads(Path(p).read_text()) for m, p in zip(params.model_names, inp.fit_reports)},
         table1=pd.read_parquet(inp.table1),
         structural=pd.read_parquet(inp.structural),
-        lightgbm=lightgbm_report_params(settings["classify"]["lightgbm"]),
         studies=[StudyLink(**page) for page in params.studies],
         biomap_tables=biomap,
         biomap_heatmaps=heatmaps,
         sweep=pd.concat(sweep, ignore_index=True) if sweep else None,
-        page_settings={
-            "gallery": settings["gallery"],
-            "channels": settings["channels"],
-            "seed": settings["seed"],
-            "screen": {"source": settings["screen"]["source"]},
-        },
         gallery_embeddings=list(inp.gallery_embeddings),
         stores=dict(params.stores),
-        annotations=settings["biomap"] if inp.biomap_tables else None,
+        annotations=list(inp.annotations),
     )

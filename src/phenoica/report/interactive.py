@@ -35,7 +35,6 @@ import plotly.graph_objects as go
 import plotly.io as pio
 from plotly.offline import get_plotlyjs
 
-from phenoica.contract.config import schema_default
 from phenoica.contract.screen import GENE, GUIDE
 from phenoica.report.interactive_js import PAGE_CSS, PAGE_JS
 from phenoica.utils.io import atomic_path
@@ -53,7 +52,8 @@ TEMPLATE = "plotly_white"
 class PageInputs:
     """What the page shows: the hit table (``phenoica.hits.calls.hit_table``), the gene calls, the
     guide-fold scores, optional map neighbours, annotation pairs, the biomap summary and the
-    gallery's panels table (paths relative to the page's folder)."""
+    gallery's panels table (paths relative to the page's folder); hits are marked at
+    ``q_threshold`` (the report's ``hits.q_threshold``)."""
 
     hits: pd.DataFrame
     genes: pd.DataFrame
@@ -63,8 +63,8 @@ class PageInputs:
     biomap_summary: pd.DataFrame | None = None
     gallery: pd.DataFrame | None = None
     gallery_dir: str = "gallery"
-    q_threshold: float = field(default_factory=schema_default("hits.q_threshold"))
     title: str = "phenoica interactive results"
+    q_threshold: float = field(kw_only=True)
 
 
 def _key(model: str, variant: str) -> str:

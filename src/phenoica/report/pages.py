@@ -19,6 +19,7 @@ from phenoica.report.gallery import gallery_section, report_gallery
 from phenoica.report.gene_maps import biomap_summary
 from phenoica.report.inputs import ReportInputs
 from phenoica.report.interactive import ASSETS, PAGE, PageInputs, write_interactive
+from phenoica.report.options import ReportOptions
 from phenoica.report.sections import ReportContext, Section, SectionOutput
 
 log = logging.getLogger("phenoica.report.pages")
@@ -33,14 +34,14 @@ def _biomap_inputs(inputs: ReportInputs) -> tuple[pd.DataFrame | None, pd.DataFr
     return read["neighbors"], summary
 
 
-def report_pages(report_dir: Path | str, inputs: ReportInputs, q_threshold: float) -> list[render.PageSection]:
+def report_pages(report_dir: Path | str, inputs: ReportInputs, options: ReportOptions) -> list[render.PageSection]:
     """Write ``report_dir/gallery/``, ``report_dir/interactive.html`` and its assets from
-    ``inputs`` (``hits``, ``genes``, ``guide_folds``, the biomap tables, ``page_settings``,
-    ``gallery_embeddings``, ``stores`` and ``annotations``); return the page sections the report
-    shows for them."""
+    ``inputs`` (``hits``, ``genes``, ``guide_folds``, the biomap tables, ``gallery_embeddings``
+    and ``stores``) as ``options`` ask (the gallery, the channels, the q threshold and, with the
+    biomap tables, the annotation sources); return the page sections the report shows for them."""
     out = Path(report_dir)
-    settings = inputs.page_settings or {}
-    gallery = report_gallery(out / "gallery", inputs.genes, inputs.gallery_embeddings, inputs.stores, settings)
+    stores = inputs.stores or {}
+    gallery = report_gallery(out / "gallery", inputs.genes, inputs.gallery_embeddings, stores, options)
     for line in gallery.missing_stores:
         log.warning("gallery: %s", line)
     log.info(
@@ -52,10 +53,10 @@ def report_pages(report_dir: Path | str, inputs: ReportInputs, q_threshold: floa
     )
     neighbors, summary = _biomap_inputs(inputs)
     annotations: dict[str, pd.DataFrame] = {}
-    if inputs.annotations:
+    if inputs.biomap_tables is not None:
         from phenoica.screen.annotations import load_sources
 
-        annotations = load_sources(inputs.annotations)
+        annotations = load_sources(options.annotation_sources)
     page_inputs = PageInputs(
         hits=inputs.hits if inputs.hits is not None else pd.DataFrame(),
         genes=inputs.genes,
@@ -64,7 +65,7 @@ def report_pages(report_dir: Path | str, inputs: ReportInputs, q_threshold: floa
         annotations=annotations,
         biomap_summary=summary,
         gallery=gallery.panels[gallery.panels["panel"].fillna("").astype(str) != ""],
-        q_threshold=float(q_threshold),
+        q_threshold=float(options.q_threshold),
     )
     written = write_interactive(out, page_inputs)
     log.info("interactive page: %s (%d asset files)", written["page"], len(written) - 1)
@@ -80,10 +81,11 @@ def report_pages(report_dir: Path | str, inputs: ReportInputs, q_threshold: floa
 
 
 def build_pages(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
-    """The companion pages when the run's settings for them are given (else nothing)."""
-    if inputs.page_settings is None:
+    """The companion pages when the plate stores are given (the report rule gives them, ``{}`` for
+    a screen without stores; a report built from tables alone has none: no pages)."""
+    if inputs.stores is None:
         return SectionOutput()
-    return SectionOutput(page=report_pages(ctx.out_dir, inputs, ctx.options.q_threshold))
+    return SectionOutput(page=report_pages(ctx.out_dir, inputs, ctx.options))
 
 
 PAGES = Section(
@@ -93,7 +95,6 @@ PAGES = Section(
         "genes",
         "guide_folds",
         "biomap_tables",
-        "page_settings",
         "gallery_embeddings",
         "stores",
         "annotations",

@@ -18,7 +18,8 @@ from typing import Callable, Mapping
 import pandas as pd
 
 from phenoica.report import render
-from phenoica.report.inputs import FIELDS, ReportInputs, ReportOptions
+from phenoica.report.inputs import FIELDS, ReportInputs
+from phenoica.report.options import ReportOptions
 
 
 @dataclass
@@ -31,11 +32,22 @@ class SectionOutput:
     page: list[render.PageSection] = field(default_factory=list)
 
 
+@dataclass(frozen=True)
+class ReportLayout:
+    """How the report's page is laid out: its title and the folders (under the report's folder)
+    of its tables and figures (empty: the report's folder itself)."""
+
+    title: str = "phenoica report"
+    tables_dir: str = "tables"
+    figures_dir: str = "figures"
+
+
 @dataclass
 class ReportContext:
-    """What every section shares: the report's folder and options, the score tables checked
-    once (``rows``, ``guides``, ``genes``: :mod:`phenoica.report.checks`) and the tables the
-    sections before it wrote (``tables``, by name)."""
+    """What every section shares: the report's folder and options
+    (:class:`~phenoica.report.options.ReportOptions`), the score tables checked once (``rows``,
+    ``guides``, ``genes``: :mod:`phenoica.report.checks`), the tables the sections before it wrote
+    (``tables``, by name) and the page's :class:`ReportLayout`."""
 
     out_dir: Path
     options: ReportOptions
@@ -43,14 +55,15 @@ class ReportContext:
     guides: pd.DataFrame
     genes: pd.DataFrame
     tables: dict[str, pd.DataFrame] = field(default_factory=dict)
+    layout: ReportLayout = field(default_factory=ReportLayout)
 
     def table_path(self, name: str) -> Path:
         """Where table ``name`` is written."""
-        return self.out_dir / self.options.tables_dir / f"{name}.csv"
+        return self.out_dir / self.layout.tables_dir / f"{name}.csv"
 
     def figure_path(self, name: str) -> Path:
         """Where figure ``name`` is written."""
-        return self.out_dir / self.options.figures_dir / f"{name}.png"
+        return self.out_dir / self.layout.figures_dir / f"{name}.png"
 
     def rel(self, path: Path | str) -> str:
         """``path`` relative to the report's folder, as the page links it."""

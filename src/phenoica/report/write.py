@@ -12,12 +12,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Sequence
 
-from phenoica.report import render, scores
+from phenoica.report import render
+from phenoica.report import score_sections as scores
 from phenoica.report.checks import check_genes, check_guides, check_rows
 from phenoica.report.gene_maps import GENE_MAPS
-from phenoica.report.inputs import ReportInputs, ReportOptions
+from phenoica.report.inputs import ReportInputs
+from phenoica.report.options import ReportOptions
 from phenoica.report.pages import PAGES
-from phenoica.report.sections import ReportContext, Section, SectionOutput
+from phenoica.report.sections import ReportContext, ReportLayout, Section, SectionOutput
 from phenoica.report.sweep import SWEEP
 
 
@@ -53,14 +55,15 @@ SECTIONS: tuple[Section, ...] = (
 def write_report(
     out_dir: Path | str,
     inputs: ReportInputs,
-    options: ReportOptions | None = None,
+    options: ReportOptions,
     sections: Sequence[Section] = SECTIONS,
+    layout: ReportLayout = ReportLayout(),
 ) -> dict[str, Path]:
     """Write every file of the report (atomically) into ``out_dir`` and return them by name:
-    each section's tables (``{tables_dir}/{name}.csv``) and figures (``{figures_dir}/{name}.png``),
-    ``report_md`` and ``index_html``. A section whose inputs are absent adds nothing; ``options``
-    None is :class:`ReportOptions` with the schema's defaults."""
-    options = ReportOptions() if options is None else options
+    each section's tables (``{tables_dir}/{name}.csv``) and figures (``{figures_dir}/{name}.png``,
+    folders of ``layout``), ``report_md`` and ``index_html``. A section whose inputs are absent
+    adds nothing; ``options`` are the report's settings
+    (:class:`~phenoica.report.options.ReportOptions`)."""
     out = Path(out_dir)
     ctx = ReportContext(
         out,
@@ -68,8 +71,9 @@ def write_report(
         rows=check_rows(inputs.guide_folds),
         guides=check_guides(inputs.guides),
         genes=check_genes(inputs.genes),
+        layout=layout,
     )
-    page = render.Page(options.title)
+    page = render.Page(layout.title)
     written: dict[str, Path] = {}
     for section in sections:
         result = section.build(inputs, ctx)

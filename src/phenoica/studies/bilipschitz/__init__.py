@@ -33,7 +33,12 @@ Choices this module makes (the paper does not state them):
 - **Digit-specific models**: one model per digit class (group ``digit{k}``), trained and
   aligned on that class's images only; group ``all`` uses every class.
 
-Modules: :mod:`.data` (datasets), :mod:`.model` (autoencoders, training), :mod:`.measure`
-(bi-Lipschitz estimates, one job per alpha), :mod:`.gather` (cross-seed errors, rank
-correlations), :mod:`.report` (figures, verdict, page).
+Modules: :mod:`.options` (what each rule reads of the config: ``BilipschitzTrainOptions``,
+``BilipschitzGatherOptions``, ``BilipschitzReportOptions``), :mod:`.data` (datasets),
+:mod:`.model` (autoencoders, training), :mod:`.measure` (bi-Lipschitz estimates, one job per
+alpha, ``run_alpha``; the whole study in one process, ``run_sweep``), :mod:`.gather` (cross-seed
+errors, rank correlations), :mod:`.report` (figures, verdict, page). The public API is these
+modules (importing them here would load torch when the DAG is built).
 """
+
+__all__ = ["data", "gather", "measure", "model", "options", "report"]

@@ -5,11 +5,12 @@ from __future__ import annotations
 import gzip
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
+from phenoica.studies.bilipschitz.options import BilipschitzTrainOptions
 from phenoica.studies.plan import DATASETS, parse_group
 
 MNIST_NPZ_KEYS: tuple[str, ...] = ("x_train", "y_train")
@@ -135,33 +136,30 @@ def load_mnist(path: Path | str) -> tuple[np.ndarray, np.ndarray]:
     return x / 255.0, y.astype(np.int64)
 
 
-def load_group_data(dataset: str, group: str, settings: Mapping[str, Any], seed: int) -> dict[str, Any]:
+def load_group_data(dataset: str, group: str, options: BilipschitzTrainOptions) -> dict[str, Any]:
     """The samples one model of (dataset, group) is trained and measured on.
 
     Returns ``x`` (float32 n x D), ``labels`` (or None), and for the isometric dataset
     ``z``, ``embedding``, ``curvature`` (so the Jacobian can be taken through the generator).
-    At most ``settings["n_samples"]`` rows, a seeded subsample shared by every seed and alpha.
+    At most ``options.n_samples`` rows, a subsample seeded by ``options.seed`` and shared by
+    every training seed and alpha.
     """
     digit = parse_group(group)
-    n_max = int(settings["n_samples"])
+    n_max, seed = int(options.n_samples), int(options.seed)
     if dataset == "isometric":
         if digit is not None:
             raise ValueError("isometric: has no digit classes; group must be 'all'")
-        iso = settings["isometric"]
-        out = isometric_data(n_max, int(iso["latent_dim"]), int(iso["ambient_dim"]), float(iso["curvature"]), seed)
-        return {
-            "x": out["x"],
-            "labels": None,
-            "z": out["z"],
-            "embedding": out["embedding"],
-            "curvature": float(iso["curvature"]),
-        }
+        curvature = float(options.isometric_curvature)
+        out = isometric_data(
+            n_max, int(options.isometric_latent_dim), int(options.isometric_ambient_dim), curvature, seed
+        )
+        return {"x": out["x"], "labels": None, "z": out["z"], "embedding": out["embedding"], "curvature": curvature}
     if dataset == "digits":
         x, y = load_digits_data()
     elif dataset == "mnist":
-        if not settings.get("mnist_path"):
+        if not options.mnist_path:
             raise ValueError("bilipschitz: dataset mnist needs bilipschitz.mnist_path (an .npz or IDX folder)")
-        x, y = load_mnist(settings["mnist_path"])
+        x, y = load_mnist(options.mnist_path)
     else:
         raise ValueError(f"dataset must be one of {DATASETS}, got {dataset!r}")
     if digit is not None:

@@ -132,7 +132,7 @@ def spearman_interval(
     return float(lo), float(hi)
 
 
-def spearman_table(pairs: pd.DataFrame, n_boot: int = 1000, seed: int = 0) -> pd.DataFrame:
+def spearman_table(pairs: pd.DataFrame, *, n_boot: int, seed: int) -> pd.DataFrame:
     """Spearman rank correlation of identifiability error (rigid, linear) with the pair's mean
     and max B, per dataset and model kind (``all`` or ``per-digit``, the digits pooled), as
     measured, with a 95% model-resampling bootstrap interval (:func:`spearman_interval`). The

@@ -12,7 +12,6 @@ import numpy as np
 import pandas as pd
 import torch
 
-from phenoica.contract.config import section_defaults
 from phenoica.studies.bilipschitz.data import isometric_embed, load_group_data
 from phenoica.studies.bilipschitz.gather import gather_dataset
 from phenoica.studies.bilipschitz.model import (
@@ -21,6 +20,11 @@ from phenoica.studies.bilipschitz.model import (
     late_improvement,
     negative_slope,
     train_autoencoder,
+)
+from phenoica.studies.bilipschitz.options import (
+    BilipschitzGatherOptions,
+    BilipschitzReportOptions,
+    BilipschitzTrainOptions,
 )
 from phenoica.studies.bilipschitz.report import write_report
 from phenoica.studies.plan import dataset_groups
@@ -90,12 +94,11 @@ def run_model(
     group: str,
     alpha: float,
     seed: int,
-    settings: Mapping[str, Any],
-    data_seed: int = 0,
+    options: BilipschitzTrainOptions,
     log: logging.Logger | None = None,
     data: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """Train one autoencoder of (dataset, group, alpha, seed) and measure it.
+    """Train one autoencoder of (dataset, group, alpha, seed) and measure it (settings: ``options``).
 
     Returns :func:`measure_model`'s table with ``dataset``, ``group``, ``alpha``, ``slope``,
     ``seed``, ``parametrization``, ``final_loss`` and ``late_improvement`` (relative loss fall
@@ -103,8 +106,8 @@ def run_model(
     :func:`load_group_data` returns it) saves reloading when several models share it.
     """
     log = log or LOG
-    data = data if data is not None else load_group_data(dataset, group, settings, data_seed)
-    train = TrainSettings.from_config(settings, dataset)
+    data = data if data is not None else load_group_data(dataset, group, options)
+    train = TrainSettings.from_options(options, dataset)
     param = train.parametrization
     start = time.perf_counter()
     model, hist = train_autoencoder(data["x"], alpha, seed, train)
@@ -122,7 +125,7 @@ def run_model(
         hist[-1],
         100 * improvement,
     )
-    table = measure_model(model, data, int(settings["max_jacobian_samples"]), seed)
+    table = measure_model(model, data, int(options.max_jacobian_samples), seed)
     head = pd.DataFrame(
         {
             "dataset": dataset,
@@ -141,42 +144,39 @@ def run_model(
 
 
 def run_alpha(
-    dataset: str,
-    group: str,
-    alpha: float,
-    settings: Mapping[str, Any],
-    data_seed: int = 0,
-    log: logging.Logger | None = None,
+    dataset: str, group: str, alpha: float, options: BilipschitzTrainOptions, log: logging.Logger | None = None
 ) -> pd.DataFrame:
-    """Every seed of (dataset, group, alpha): :func:`run_model` per ``settings["seeds"]``, one table (a job of the DAG)."""
-    data = load_group_data(dataset, group, settings, data_seed)
+    """Every seed of (dataset, group, alpha): :func:`run_model` per ``options.seeds``, one table (a job of the DAG)."""
+    data = load_group_data(dataset, group, options)
     return pd.concat(
-        [run_model(dataset, group, alpha, int(s), settings, data_seed, log, data=data) for s in settings["seeds"]],
+        [run_model(dataset, group, alpha, int(s), options, log, data=data) for s in options.seeds],
         ignore_index=True,
     )
 
 
-def run_sweep(
-    settings: Mapping[str, Any], out_dir: Path | str, data_seed: int = 0, log: logging.Logger | None = None
-) -> dict[str, Path]:
-    """The whole study in one process (what the DAG does job by job): train and measure every
-    (dataset, group, alpha, seed), gather per dataset, write the report."""
+def run_sweep(config: Mapping[str, Any], out_dir: Path | str, log: logging.Logger | None = None) -> dict[str, Path]:
+    """The whole study in one process (what the DAG does job by job) from a validated ``config``
+    (:func:`phenoica.contract.config.validate_config`): train and measure every (dataset, group,
+    alpha, seed) of ``bilipschitz.datasets``, ``per_digit`` and ``alphas``, gather per dataset,
+    write the report; each step reads the options its rule takes."""
+    train = BilipschitzTrainOptions.from_config(config)
+    gather = BilipschitzGatherOptions.from_config(config)
+    report = BilipschitzReportOptions.from_config(config)
+    study = config["bilipschitz"]
     models, pairs, samples = [], [], []
-    for ds in settings["datasets"]:
+    for ds in study["datasets"]:
         runs = [
-            run_alpha(ds, g, float(a), settings, data_seed, log)
-            for g in dataset_groups(ds, settings["per_digit"])
-            for a in settings["alphas"]
+            run_alpha(ds, g, float(a), train, log)
+            for g in dataset_groups(ds, study["per_digit"])
+            for a in study["alphas"]
         ]
-        m, p, smp = gather_dataset(runs, float(settings["train_fraction"]), data_seed)
+        m, p, smp = gather_dataset(runs, float(gather.train_fraction), gather.seed)
         models.append(m), pairs.append(p), samples.append(smp)
     return write_report(
         out_dir,
         pd.concat(models, ignore_index=True),
         pd.concat(pairs, ignore_index=True),
         pd.concat(samples, ignore_index=True),
-        n_boot=int(
-            settings["n_bootstrap"] if "n_bootstrap" in settings else section_defaults("bilipschitz")["n_bootstrap"]
-        ),
-        seed=data_seed,
+        n_boot=int(report.n_bootstrap),
+        seed=report.seed,
     )

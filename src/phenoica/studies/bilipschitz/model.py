@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 import torch
@@ -13,8 +12,10 @@ from torch import nn
 from torch.nn.utils import parametrize
 from torch.nn.utils.parametrizations import orthogonal
 
-from phenoica.contract.config import schema_default, section_defaults
 from phenoica.models.device import resolve_device
+
+if TYPE_CHECKING:
+    from phenoica.studies.bilipschitz.options import BilipschitzTrainOptions
 
 PARAMETRIZATIONS: tuple[str, ...] = ("orthogonal", "none")
 
@@ -80,35 +81,34 @@ class Autoencoder(nn.Module):
 class TrainSettings:
     """How one autoencoder is trained: its shape (``latent_dim``, ``hidden``, ``parametrization``),
     the optimizer's run (``epochs``, ``batch_size``, ``lr``), early stopping (``converge_tol``,
-    ``converge_window``; tol 0 never stops early) and the torch ``device``. The defaults of the
-    keys the schema states are the schema's (``converge_tol`` 0 here: never stop early)."""
+    ``converge_window``; tol 0 never stops early) and the torch ``device``; the study's are
+    :meth:`from_options`."""
 
     latent_dim: int
     hidden: Sequence[int]
     epochs: int
     batch_size: int
     lr: float
-    parametrization: str = dataclasses.field(default_factory=schema_default("bilipschitz.parametrization"))
-    converge_tol: float = 0.0
-    converge_window: int = dataclasses.field(default_factory=schema_default("bilipschitz.converge_window"))
-    device: str = dataclasses.field(default_factory=schema_default("bilipschitz.device"))
+    parametrization: str
+    converge_tol: float
+    converge_window: int
+    device: str
 
     @classmethod
-    def from_config(cls, settings: Mapping[str, Any], dataset: str) -> TrainSettings:
-        """The study's settings (``config["bilipschitz"]``; absent keys: the schema's defaults) for
-        one dataset."""
-        settings = {**section_defaults("bilipschitz"), **settings}
-        latent = int(settings["isometric"]["latent_dim"]) if dataset == "isometric" else int(settings["latent_dim"])
+    def from_options(cls, options: BilipschitzTrainOptions, dataset: str) -> TrainSettings:
+        """The study's training settings (:class:`~phenoica.studies.bilipschitz.options.BilipschitzTrainOptions`)
+        for one dataset: the isometric dataset's latent size is ``isometric_latent_dim``."""
+        latent = options.isometric_latent_dim if dataset == "isometric" else options.latent_dim
         return cls(
-            latent_dim=latent,
-            hidden=tuple(settings["hidden"]),
-            epochs=int(settings["epochs"]),
-            batch_size=int(settings["batch_size"]),
-            lr=float(settings["lr"]),
-            parametrization=str(settings["parametrization"]),
-            converge_tol=float(settings["converge_tol"]),
-            converge_window=int(settings["converge_window"]),
-            device=str(settings["device"]),
+            latent_dim=int(latent),
+            hidden=tuple(options.hidden),
+            epochs=int(options.epochs),
+            batch_size=int(options.batch_size),
+            lr=float(options.lr),
+            parametrization=str(options.parametrization),
+            converge_tol=float(options.converge_tol),
+            converge_window=int(options.converge_window),
+            device=str(options.device),
         )
 
 

@@ -174,11 +174,13 @@ def write_report(
     models: pd.DataFrame,
     pairs: pd.DataFrame,
     samples: pd.DataFrame,
-    n_boot: int = 1000,
-    seed: int = 0,
+    *,
+    n_boot: int,
+    seed: int,
 ) -> dict[str, Path]:
     """Figures, CSV tables, ``report.md`` and ``index.html`` of the study under ``out_dir``
-    (one page through :mod:`phenoica.report.render`)."""
+    (one page through :mod:`phenoica.report.render`); the Spearman intervals draw ``n_boot``
+    bootstrap replicates seeded by ``seed`` (config ``bilipschitz.n_bootstrap`` and ``seed``)."""
     out = Path(out_dir)
     fig_dir, tab_dir = out / "figures", out / "tables"
     files: dict[str, Path] = {

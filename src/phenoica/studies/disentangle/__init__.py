@@ -27,6 +27,11 @@ Scores per (dataset, model, seed) on a fixed seeded evaluation subset: InfoM, In
 are ratios of NMIs and stay high for noise latents; read them beside InfoE), MCC, mean linear
 R^2 (in-sample) and DCI (:func:`phenoica.identifiability.metrics.dci`).
 
-Modules: :mod:`.data` (the factor datasets), :mod:`.model` (networks, losses, training),
-:mod:`.evaluate` (scores of latents), :mod:`.report` (tables, verdict, figures, page).
+Modules: :mod:`.options` (what each rule reads of the config: ``DisentangleTrainOptions``,
+``DisentangleEvaluateOptions``, ``DisentangleReportOptions``), :mod:`.data` (the factor
+datasets), :mod:`.model` (networks, losses, training), :mod:`.evaluate` (scores of latents),
+:mod:`.report` (tables, verdict, figures, page). The public API is these modules (importing them
+here would load torch when the DAG is built).
 """
+
+__all__ = ["data", "evaluate", "model", "options", "report"]

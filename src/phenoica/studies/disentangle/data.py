@@ -34,6 +34,8 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
+from phenoica.studies.disentangle.options import DisentangleTrainOptions
+
 SHAPES3D_FACTORS: tuple[str, ...] = ("floor_hue", "wall_hue", "object_hue", "scale", "shape", "orientation")
 SHAPES3D_SIZES: tuple[int, ...] = (10, 10, 10, 8, 4, 15)
 MPI3D_FACTORS: tuple[str, ...] = (
@@ -446,23 +448,17 @@ def procedural_dataset(
     return FactorDataset("procedural", images, factors, tuple(PROCEDURAL_FACTORS), sizes)
 
 
-def load_dataset(name: str, settings: dict[str, Any], seed: int = 0) -> FactorDataset:
-    """The dataset ``name`` as configured in ``settings`` (config ``disentangle``)."""
-    max_images = settings.get("max_images")
+def load_dataset(name: str, options: DisentangleTrainOptions) -> FactorDataset:
+    """The dataset ``name`` as ``options`` configure it (``disentangle.<name>``; a real dataset's
+    seeded ``max_images`` subset drawn with ``data_seed``)."""
+    d = options.dataset_settings(name)
+    max_images, seed = options.max_images, options.data_seed
     if name == "procedural":
-        p = settings["procedural"]
-        return procedural_dataset(
-            p["n_images"], p["image_size"], seed=p["seed"], object_scale=p.get("object_scale", 1.0)
-        )
+        return procedural_dataset(d["n_images"], d["image_size"], seed=d["seed"], object_scale=d["object_scale"])
     if name == "scenes":
-        p = settings["scenes"]
-        return scenes_dataset(p["n_images"], p["image_size"], seed=p["seed"])
+        return scenes_dataset(d["n_images"], d["image_size"], seed=d["seed"])
     if name == "shapes3d":
-        return load_shapes3d(settings["shapes3d"]["path"], max_images, seed)
+        return load_shapes3d(d["path"], max_images, seed)
     if name == "mpi3d":
-        m = settings["mpi3d"]
-        return load_mpi3d(m["path"], m["factor_sizes"], max_images, seed)
-    if name in FOLDER_DATASETS:
-        d = settings[name]
-        return load_image_folder(name, d["images_dir"], d["labels"], d["image_size"], max_images, seed)
-    raise ValueError(f"unknown dataset {name!r}; expected procedural, scenes, shapes3d, mpi3d, falcor3d or isaac3d")
+        return load_mpi3d(d["path"], d["factor_sizes"], max_images, seed)
+    return load_image_folder(name, d["images_dir"], d["labels"], d["image_size"], max_images, seed)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -13,6 +13,7 @@ from scipy.linalg import orthogonal_procrustes
 
 from phenoica.identifiability import metrics
 from phenoica.studies.disentangle.model import MODELS
+from phenoica.studies.disentangle.options import DisentangleEvaluateOptions
 from phenoica.transforms.rotations import ICARotation, RandomRotation
 from phenoica.transforms.whitening import PCAWhitener
 from phenoica.utils.io import write_parquet
@@ -76,26 +77,31 @@ def oracle_rotation_latents(
 
 
 def derived_latents(
-    model_name: str, latents: np.ndarray, settings: Mapping[str, Any], seed: int, factors: np.ndarray | None = None
+    model_name: str,
+    latents: np.ndarray,
+    options: DisentangleEvaluateOptions,
+    seed: int,
+    factors: np.ndarray | None = None,
 ) -> np.ndarray:
     """The latents scored for ``model_name``: the trained model's own, or the AE's transformed
-    (``ae_ica``, ``ae_rand``, ``ae_oracle``; the last needs ``factors``)."""
-    ica = settings["ica"]
+    (``ae_ica``, ``ae_rand``, ``ae_oracle``; the last needs ``factors``), keeping
+    ``options.ica_n_components`` whitened components."""
+    n_components = options.ica_n_components
     if model_name == "ae_ica":
-        return ica_latents(latents, ica["n_components"], ica["method"], seed)
+        return ica_latents(latents, n_components, options.ica_method, seed)
     if model_name == "ae_rand":
-        return random_rotation_latents(latents, ica["n_components"], seed)
+        return random_rotation_latents(latents, n_components, seed)
     if model_name == "ae_oracle":
         if factors is None:
             raise ValueError("ae_oracle: the factor-fitted rotation needs the factors")
-        return oracle_rotation_latents(latents, factors, ica["n_components"], seed)
+        return oracle_rotation_latents(latents, factors, n_components, seed)
     if model_name not in MODELS:
         raise ValueError(f"model must be one of {EVALUATED}, got {model_name!r}")
     return latents
 
 
 def score_latents(
-    latents: np.ndarray, factors: np.ndarray, settings: Mapping[str, Any], seed: int, with_dci: bool = True
+    latents: np.ndarray, factors: np.ndarray, options: DisentangleEvaluateOptions, seed: int, with_dci: bool = True
 ) -> dict[str, Any]:
     """InfoM/E/C, MCC, mean linear R^2 and DCI of ``latents`` against discrete ``factors``.
 
@@ -104,16 +110,16 @@ def score_latents(
     keep 40 classes, as in Hsu et al.); InfoE regresses on all latents, as Nelson et al. (ICLR 2026) define it.
     Returns the :data:`DISENTANGLE_SCORES` as floats (DCI NaN when ``with_dci`` is false), ``nmi``
     (sources x all latents; inactive latents get 0), ``active`` (mask) and ``infoe_sources``
-    (each factor's explicitness).
+    (each factor's explicitness). The NMI estimator's neighbours and InfoE's iterations are
+    ``options``'.
     """
-    m = settings["metrics"]
     info = metrics.infomec(
         factors,
         latents,
-        n_neighbors=m["n_neighbors"],
+        n_neighbors=options.n_neighbors,
         seed=seed,
         n_bins=None,
-        infoe_max_iter=m["infoe_max_iter"],
+        infoe_max_iter=options.infoe_max_iter,
         infoe_all_latents=True,
     )
     nmi_full = np.zeros((factors.shape[1], latents.shape[1]))
@@ -140,7 +146,7 @@ def score_latents(
 def evaluate(
     latents_path: str | Path,
     model_name: str,
-    settings: Mapping[str, Any],
+    options: DisentangleEvaluateOptions,
     seed: int,
     dataset: str,
     out_path: str | Path,
@@ -149,8 +155,8 @@ def evaluate(
     if model_name not in EVALUATED:
         raise ValueError(f"model must be one of {EVALUATED}, got {model_name!r}")
     z = read_latents(latents_path)
-    latents = derived_latents(model_name, z["latents"], settings, seed, z["factors"])
-    s = score_latents(latents, z["factors"], settings, seed)
+    latents = derived_latents(model_name, z["latents"], options, seed, z["factors"])
+    s = score_latents(latents, z["factors"], options, seed)
     row = {
         "dataset": dataset,
         "model": model_name,

@@ -5,16 +5,16 @@ from __future__ import annotations
 import math
 import time
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 from torch.nn import functional as F
 
-from phenoica.contract.config import section_defaults
 from phenoica.models.device import resolve_device
 from phenoica.studies.disentangle.data import FactorDataset, eval_index
+from phenoica.studies.disentangle.options import DisentangleTrainOptions
 from phenoica.utils.io import atomic_path
 
 MODELS: tuple[str, ...] = ("ae", "beta_vae", "beta_tcvae", "bioae")
@@ -108,7 +108,7 @@ def build_model(model: str, image_size: int, latent_dim: int, width: float = 1.0
     return FactorAE(image_size, latent_dim, variational=model in ("beta_vae", "beta_tcvae"), width=float(width))
 
 
-def _gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
+def gaussian_log_density(z: torch.Tensor, mu: torch.Tensor, logvar: torch.Tensor) -> torch.Tensor:
     return -0.5 * (math.log(2 * math.pi) + logvar + (z - mu) ** 2 * torch.exp(-logvar))
 
 
@@ -121,12 +121,12 @@ def tc_decomposition(
     ``prod_k q(z_ik)``, with ``N`` the dataset size and ``M`` the batch size.
     """
     m = z.shape[0]
-    pairwise = _gaussian_log_density(z[:, None, :], mu[None, :, :], logvar[None, :, :])  # (M, M, D)
+    pairwise = gaussian_log_density(z[:, None, :], mu[None, :, :], logvar[None, :, :])  # (M, M, D)
     log_nm = math.log(dataset_size * m)
     log_qz = torch.logsumexp(pairwise.sum(dim=2), dim=1) - log_nm
     log_prod_qzk = (torch.logsumexp(pairwise, dim=1) - log_nm).sum(dim=1)
-    log_qz_x = _gaussian_log_density(z, mu, logvar).sum(dim=1)
-    log_pz = _gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z)).sum(dim=1)
+    log_qz_x = gaussian_log_density(z, mu, logvar).sum(dim=1)
+    log_pz = gaussian_log_density(z, torch.zeros_like(z), torch.zeros_like(z)).sum(dim=1)
     return {
         "mi": (log_qz_x - log_qz).mean(),
         "tc": (log_qz - log_prod_qzk).mean(),
@@ -135,9 +135,10 @@ def tc_decomposition(
 
 
 def model_loss(
-    model_name: str, net: FactorAE, x: torch.Tensor, settings: Mapping[str, Any], dataset_size: int
+    model_name: str, net: FactorAE, x: torch.Tensor, options: DisentangleTrainOptions, dataset_size: int
 ) -> tuple[torch.Tensor, dict[str, float]]:
-    """The training loss of ``model_name`` on batch ``x`` (and its parts, as floats)."""
+    """The training loss of ``model_name`` on batch ``x`` (and its parts, as floats); the losses'
+    weights are ``options``'."""
     mu, logvar = net.encode(x)
     if net.variational:
         z = mu + torch.randn_like(mu) * torch.exp(0.5 * logvar)
@@ -148,21 +149,18 @@ def model_loss(
     if model_name == "beta_vae":
         kl = 0.5 * (mu**2 + logvar.exp() - 1.0 - logvar).sum(dim=1).mean()
         parts["kl"] = kl
-        loss = recon + settings["beta_vae_beta"] * kl
+        loss = recon + options.beta_vae_beta * kl
     elif model_name == "beta_tcvae":
         d = tc_decomposition(z, mu, logvar, dataset_size)
         parts.update(d)
-        loss = recon + d["mi"] + settings["beta_tcvae_beta"] * d["tc"] + d["dwkl"]
+        loss = recon + d["mi"] + options.beta_tcvae_beta * d["tc"] + d["dwkl"]
     elif model_name == "bioae":
         nonneg = (F.relu(-z) ** 2).sum(dim=1).mean()
         activity = (z**2).sum(dim=1).mean()
         weights = sum((p**2).sum() for n, p in net.decoder.named_parameters() if n.endswith("weight"))
         parts.update(nonneg=nonneg, activity=activity, weight_energy=weights)
         loss = (
-            recon
-            + settings["bioae_nonneg"] * nonneg
-            + settings["bioae_activity"] * activity
-            + settings["bioae_weight"] * weights
+            recon + options.bioae_nonneg * nonneg + options.bioae_activity * activity + options.bioae_weight * weights
         )
     elif model_name == "ae":
         loss = recon
@@ -171,25 +169,20 @@ def model_loss(
     return loss, {k: float(v.detach()) for k, v in parts.items()}
 
 
-def _setting(settings: Mapping[str, Any], key: str) -> Any:
-    """``settings[key]`` (config["disentangle"]), or the schema's default where it lacks the key."""
-    return settings[key] if key in settings else section_defaults("disentangle")[key]
-
-
 def train_model(
     model_name: str,
     data: FactorDataset,
-    settings: Mapping[str, Any],
+    options: DisentangleTrainOptions,
     seed: int,
-    device: str = "auto",
     log: Any = None,
     on_milestone: Callable[[int, FactorAE], None] | None = None,
     milestones: Sequence[int] = (),
 ) -> tuple[FactorAE, dict[str, Any]]:
-    """Train one model with Adam for ``settings['steps']`` minibatches of ``settings['batch_size']``.
+    """Train one model with Adam (learning rate ``options.lr``) for ``options.steps`` minibatches
+    of ``options.batch_size`` on ``options.device``.
 
-    Minibatches are drawn uniformly with replacement (seeded). ``settings['width']`` (default 1)
-    scales the network. ``on_milestone(step, net)`` is called (network in eval mode, on the
+    Minibatches are drawn uniformly with replacement (seeded). ``options.width`` scales the
+    network, ``options.latent_dim`` is its latent size. ``on_milestone(step, net)`` is called (network in eval mode, on the
     training device; it is put back into training mode after) after each step count in
     ``milestones``: with a constant learning rate, the network at step t is exactly the
     network of a ``steps = t`` run, so one run gives a whole training-length curve. Returns the
@@ -197,18 +190,16 @@ def train_model(
     (training throughput, excluding the first 5 warm-up steps and milestone callbacks),
     ``seconds`` (training only), ``device``.
     """
-    steps, batch_size, lr = int(settings["steps"]), int(settings["batch_size"]), float(settings["lr"])
+    steps, batch_size, lr = int(options.steps), int(options.batch_size), float(options.lr)
     if steps < 1 or batch_size < 2 or lr <= 0:
         raise ValueError(f"steps >= 1, batch_size >= 2 and lr > 0 required, got {steps}, {batch_size}, {lr}")
     bad = [m for m in milestones if not 1 <= int(m) <= steps]
     if bad:
         raise ValueError(f"milestones must lie in 1..steps={steps}, got {bad}")
     marks = {int(m) for m in milestones}
-    dev = resolve_device(device)
+    dev = resolve_device(options.device)
     torch.manual_seed(seed)
-    net = build_model(model_name, data.image_size, int(settings["latent_dim"]), float(_setting(settings, "width"))).to(
-        dev
-    )
+    net = build_model(model_name, data.image_size, int(options.latent_dim), float(options.width)).to(dev)
     opt = torch.optim.Adam(net.parameters(), lr=lr)
     rng = np.random.default_rng(seed)
     losses: list[float] = []
@@ -218,7 +209,7 @@ def train_model(
     for step in range(steps):
         t0 = time.perf_counter()
         x = torch.from_numpy(data.batch(rng.integers(0, len(data), size=batch_size))).to(dev)
-        loss, parts = model_loss(model_name, net, x, settings, len(data))
+        loss, parts = model_loss(model_name, net, x, options, len(data))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -266,17 +257,18 @@ def encode(net: FactorAE, data: FactorDataset, index: np.ndarray, batch_size: in
 def train_and_encode(
     data: FactorDataset,
     model_name: str,
-    settings: Mapping[str, Any],
+    options: DisentangleTrainOptions,
     seed: int,
     latents_path: str | Path,
     checkpoint_path: str | Path,
     log: Any = None,
 ) -> dict[str, Any]:
-    """Train one (dataset, model, seed), write the eval-set latents (npz) and the weights (safetensors)."""
+    """Train one (dataset, model, seed) as ``options`` say, write the eval-set latents (npz; the
+    seeded evaluation subset of ``options.n_eval`` images) and the weights (safetensors)."""
     from safetensors.torch import save_file
 
-    net, summary = train_model(model_name, data, settings, seed, _setting(settings, "device"), log)
-    index = eval_index(len(data), int(settings["n_eval"]), int(settings["eval_seed"]))
+    net, summary = train_model(model_name, data, options, seed, log)
+    index = eval_index(len(data), int(options.n_eval), int(options.eval_seed))
     latents = encode(net, data, index)
     with atomic_path(latents_path) as tmp:
         with open(tmp, "wb") as fh:
@@ -298,8 +290,8 @@ def train_and_encode(
                 "model": model_name,
                 "seed": str(seed),
                 "dataset": data.name,
-                "latent_dim": str(settings["latent_dim"]),
-                "width": str(_setting(settings, "width")),
+                "latent_dim": str(options.latent_dim),
+                "width": str(options.width),
                 "image_size": str(data.image_size),
             },
         )

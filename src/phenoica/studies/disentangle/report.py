@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,6 +15,7 @@ from scipy import stats
 from phenoica.report import render
 from phenoica.studies.disentangle.evaluate import DISENTANGLE_SCORES, EVALUATED, SCORE_RANGE
 from phenoica.studies.disentangle.model import MODELS
+from phenoica.studies.disentangle.options import DisentangleReportOptions
 
 TITLE = "Disentanglement benchmark (Nelson et al. 2026 Table 2)"
 
@@ -433,9 +434,11 @@ def nmi_figure(scores: pd.DataFrame, dataset: str) -> Figure:
 
 
 def write_report(
-    scores: pd.DataFrame, out_dir: str | Path, settings: Mapping[str, Any] | None = None
+    scores: pd.DataFrame, out_dir: str | Path, options: DisentangleReportOptions | None = None
 ) -> dict[str, Path]:
-    """Tables (CSV), figures (PNG), ``report.md`` and ``index.html`` in ``out_dir``, through :mod:`phenoica.report.render`."""
+    """Tables (CSV), figures (PNG), ``report.md`` and ``index.html`` in ``out_dir``, through
+    :mod:`phenoica.report.render`; the page states the training setup of ``options`` (None: no
+    setup line)."""
     out_dir = Path(out_dir)
     written: dict[str, Path] = {}
     summary = summary_table(scores)
@@ -474,10 +477,7 @@ def write_report(
         .reset_index()
     )
     speed["model"] = speed["model"].map(lambda m: MODEL_LABELS.get(m, m))
-    cfg = dict(settings or {})
-    setup = ", ".join(
-        f"{k} = {cfg[k]}" for k in ("latent_dim", "width", "steps", "batch_size", "lr", "n_eval") if k in cfg
-    )
+    setup = ", ".join(f"{k} = {v}" for k, v in options._asdict().items()) if options is not None else ""
     intro = (
         "Disentanglement on factor datasets (Nelson et al. 2026 Table 2), every model trained in the same harness "
         "(same encoder/decoder, data, seeds and budget). AE + ICA = the AE's latents PCA-whitened and ICA-rotated "

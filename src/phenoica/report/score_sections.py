@@ -367,10 +367,9 @@ def build_cost(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         "share of the classification work."
     )
     out.page.append(table_section("Classification cost", note, out.tables["classifier_cost"]))
-    if inputs.lightgbm is not None:
-        out.tables["lightgbm_parameters"] = lightgbm_table(inputs.lightgbm)
-        note = "Nelson et al. (ICLR 2026) Table 6; every parameter not listed is at LightGBM's own default."
-        out.page.append(table_section("LightGBM parameters used", note, out.tables["lightgbm_parameters"]))
+    out.tables["lightgbm_parameters"] = lightgbm_table(ctx.options.lightgbm)
+    note = "Nelson et al. (ICLR 2026) Table 6; every parameter not listed is at LightGBM's own default."
+    out.page.append(table_section("LightGBM parameters used", note, out.tables["lightgbm_parameters"]))
     if inputs.fit_reports is not None:
         out.tables["transform_fit"] = fit_report_table(inputs.fit_reports)
         out.page.append(table_section("Transform fit", "", out.tables["transform_fit"]))
@@ -422,7 +421,7 @@ def build_skips(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
 def build_figures(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     """The score figures of :func:`phenoica.report.figures.make_figures`."""
     q = ctx.options.q_threshold
-    out_dir = ctx.out_dir / ctx.options.figures_dir
+    out_dir = ctx.out_dir / ctx.layout.figures_dir
     figures = make_figures(out_dir, ctx.guides, ctx.genes, truth=inputs.truth, q_threshold=q)
     captions = {
         "auroc_by_variant": "Guide AUROC per variant (null pseudo-guides as grey crosses)",
@@ -441,7 +440,7 @@ HIT_CALLS = Section("hit_calls", ("guides", "genes", "hits", "maps", "null", "co
 TRUTH = Section("truth", ("guides", "truth", "structural"), build_truth)
 VARIANTS = Section("variants", (*SCORES, "fit_reports"), build_variants)
 ACTIVITY = Section("activity", ("maps",), build_activity)
-COST = Section("cost", ("guide_folds", "lightgbm", "fit_reports"), build_cost)
+COST = Section("cost", ("guide_folds", "fit_reports"), build_cost)
 IDENTIFIABILITY = Section("identifiability", ("table1", "structural"), build_identifiability)
 SKIPS = Section("skips", ("guide_folds",), build_skips)
 FIGURES = Section("figures", ("guides", "genes", "truth"), build_figures)

@@ -1,9 +1,9 @@
 """Scoring a finished run of a known-truth screen (the positive control or the cell-state screen
-that :mod:`phenoica.screen.positive_control` writes) against its truth: how well effect genes
+that :mod:`phenoica.screen.known_truth` writes) against its truth: how well effect genes
 separate from the rest, the variants' contrasts with intervals, Table 4, recall and FDR of the hit
 calls, and how well each variant's features match the true biological sources (MCC).
 
-``python -m phenoica.report.positive_control --results RESULTS --data DATA`` prints the tables.
+``python -m phenoica.report.known_truth_section --results RESULTS --data DATA`` prints the tables.
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ def evaluate(
     results: Path | str, data: Path | str, model: str = "ext", q_threshold: float = 0.1, seed: int = 0
 ) -> dict[str, pd.DataFrame]:
     """Score a finished run of a known-truth screen (``results``: its results folder; ``data``:
-    the folder :func:`phenoica.screen.positive_control.write_screen` wrote). Tables: ``separation`` (effect vs no-effect AUROC),
+    the folder :func:`phenoica.screen.known_truth.write_screen` wrote). Tables: ``separation`` (effect vs no-effect AUROC),
     ``contrasts`` (variant contrasts of :func:`phenoica.report.truth_stats.variant_contrasts`), ``auroc`` and
     ``concentration`` (paired over effect genes), ``table4``, ``recall`` (guide and gene level at
     ``q_threshold``), ``mcc``. Intervals: bootstrap over genes (seeded by ``seed``)."""
@@ -72,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--results", required=True, help="the run's results folder")
-    parser.add_argument("--data", required=True, help="the folder `python -m phenoica.screen.positive_control` wrote")
+    parser.add_argument("--data", required=True, help="the folder `python -m phenoica.screen.known_truth` wrote")
     parser.add_argument("--model", default="ext")
     parser.add_argument("--q", type=float, default=0.1)
     args = parser.parse_args(argv)
