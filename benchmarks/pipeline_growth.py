@@ -207,19 +207,17 @@ def stage_classify(w: Work) -> dict[str, Any]:
     import pandas as pd
 
     from phenoica.classify.engine import classify_shard
-    from phenoica.classify.params import ClassifyOptions
+    from phenoica.classify.options import ClassifyOptions
     from phenoica.classify.splits import read_folds
     from phenoica.utils.io import write_parquet
-    from phenoica.workflow import params as wparams
 
-    settings = wparams.rule_settings(w.cfg, "classify")
-    options = ClassifyOptions.from_config(settings["classify"], settings["seed"])
-    n_shards, rows = settings["classify"]["n_shards"], 0
+    options = ClassifyOptions.from_config(w.cfg)
+    n_shards, rows = options.n_shards, 0
     for v in w.variants:
         table = pd.read_parquet(w.variant(v))
         folds = read_folds(w.folds, table)
         for shard in range(n_shards):
-            scores = classify_shard(table, shard, n_shards, folds, options, variant=v, model=w.model, log=LOG)
+            scores = classify_shard(table, shard, folds, options, variant=v, model=w.model, log=LOG)
             write_parquet(scores, w.root / "scores" / f"{v}_{shard}.parquet")
             rows += len(scores)
     return {"rows": rows}

@@ -15,7 +15,6 @@ from phenoica.contract.config import planned_demo_note, run_models, validate_con
 from phenoica.contract.schema import check_yaml_files, schema_enum
 from phenoica.transforms.variant_names import swept_variants
 from phenoica.workflow.dag import screen_plates, study_pages, training_plates
-from phenoica.workflow.params import model_params, rule_params
 from phenoica.contract.paths import benchmark_path, log_path
 from phenoica.workflow.rule_inputs import RuleInputs
 from phenoica.workflow.rule_resources import check_resource_rules, resource_rules, rule_resources, rule_threads

@@ -11,6 +11,7 @@ import pandas as pd
 import pytest
 
 from phenoica.classify.null import NULL_GENE, control_constructs, split_control_rows
+from phenoica.classify.options import SplitOptions
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL
 from phenoica.screen import arrayed
@@ -81,8 +82,8 @@ def test_capacity_counts_training_wells_as_the_engine_does():
     table, _ = _profiles()
     cfg = validate_config({})
     at = {k: classify_options({"min_train_samples": k}, 0) for k in (4, 5)}
-    four = classifier_capacity(table, cfg["splits"], at[4], "parametric", 0)
-    five = classifier_capacity(table, cfg["splits"], at[5], "parametric", 0)
+    four = classifier_capacity(table, SplitOptions.from_config(cfg), at[4], "parametric", 0)
+    five = classifier_capacity(table, SplitOptions.from_config(cfg), at[5], "parametric", 0)
     # leave-one-batch-out over 2 batches of 4 plates: every guide trains on 4 wells, tests on 4
     assert four.units["train_per_fold"] == {"min": 4, "median": 4.0, "max": 4}
     assert (four.n_scored, four.calls, four.units["null_scored"]) == (SMALL.n_guides, True, 100)
@@ -91,14 +92,16 @@ def test_capacity_counts_training_wells_as_the_engine_does():
     assert map_capacity(table).n_scored == SMALL.n_guides  # mAP needs no training set
     # a third batch gives 8 training wells
     three, _ = _profiles(arrayed.ArrayedDesign(**{**SMALL.__dict__, "n_batches": 3}))
-    assert classifier_capacity(three, cfg["splits"], at[5], "parametric", 0).units["train_per_fold"]["min"] == 8
+    assert (
+        classifier_capacity(three, SplitOptions.from_config(cfg), at[5], "parametric", 0).units["train_per_fold"]["min"]
+        == 8
+    )
 
 
 def test_capacity_agrees_with_the_engines_skips():
     """What the door counts is what the classifier then skips: the same guides, the same reason."""
     from phenoica.classify.capacity import classifier_capacity
     from phenoica.classify.engine import classify_guides
-    from phenoica.classify.options import SplitOptions
     from phenoica.classify.splits import make_folds
     from tests.test_classify import classify_options
 
@@ -107,7 +110,7 @@ def test_capacity_agrees_with_the_engines_skips():
     gone = table[(table[PLATE] == "plate01") & table[GUIDE].isin(["GENE01_1", "GENE02_2"])].index
     table = table.drop(gone).reset_index(drop=True)
     options = classify_options({"num_boost_round": 2, "concentration": False}, 0)
-    cap = classifier_capacity(table, {"scheme": "leave_one_batch_out"}, options, "parametric", 0)
+    cap = classifier_capacity(table, SplitOptions.from_config(validate_config({})), options, "parametric", 0)
     rows = classify_guides(
         table, None, make_folds(table, SplitOptions.from_config(validate_config({}))), options, "base"
     )

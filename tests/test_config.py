@@ -74,27 +74,19 @@ def test_demo_plate_names():
     assert plates[0] == ("B01", "B01P01") and plates[-1] == ("B02", "B02P03") and len(plates) == 6
 
 
-def test_resolve_section_fills_defaults_validates_once_and_names_the_key(monkeypatch):
-    """One place for a section's defaults and validation: what classify and the variants use."""
+def test_validate_config_fills_defaults_and_names_the_key():
+    """One place for every default and check: validate_config (the options read what it filled)."""
     from phenoica.contract import config as C
 
     full = C.validate_config({})
-    resolved = C.resolve_section("classify", {"num_boost_round": 5})
-    assert resolved == {**full["classify"], "num_boost_round": 5}
-    assert C.resolve_section("transforms", None) == full["transforms"]
-    with pytest.raises(C.ConfigError, match=r"config key transforms.batch_rows: expected an integer >= 1, got 0"):
-        C.resolve_section("transforms", {"batch_rows": 0})
-    with pytest.raises(C.ConfigError, match=r"config key classify: unknown key\(s\) \['num_boost_rounds'\]"):
-        C.resolve_section("classify", {"num_boost_rounds": 5})
-
-    def no_validation(cls):
-        raise AssertionError("validated twice")
-
-    monkeypatch.setattr(C, "_with_defaults", no_validation)
-    again = C.resolve_section("classify", resolved)  # already resolved: a copy, not validated again
-    assert again == resolved and again is not resolved
-    with pytest.raises(AssertionError, match="validated twice"):
-        C.resolve_section("classify", dict(resolved))
+    assert C.validate_config({"classify": {"num_boost_round": 5}})["classify"] == {
+        **full["classify"],
+        "num_boost_round": 5,
+    }
+    with pytest.raises(C.ConfigError, match=r"config key transforms.batch_rows: .*0"):
+        C.validate_config({"transforms": {"batch_rows": 0}})
+    with pytest.raises(C.ConfigError, match=r"num_boost_rounds"):
+        C.validate_config({"classify": {"num_boost_rounds": 5}})
     with pytest.raises(C.ConfigError, match=r"models.m.embed_dim \(30\) is not divisible by num_heads \(4\)"):
         C.check_model_geometry({"img_size": 16, "patch_size": 4, "embed_dim": 30, "num_heads": 4}, "models.m")
 

@@ -27,7 +27,7 @@ import pandas as pd
 
 from phenoica.classify.engine import fold_masks, skip_reasons
 from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
-from phenoica.classify.options import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions, SplitOptions
 from phenoica.classify.protocol import trainings
 from phenoica.classify.splits import make_folds
 from phenoica.contract.screen import PLATE, WELL, ScreenError
@@ -101,7 +101,7 @@ def _spread(values: np.ndarray) -> dict[str, float]:
 
 def classifier_capacity(
     table: pd.DataFrame,
-    cfg_splits: Mapping[str, Any],
+    splits: SplitOptions,
     options: ClassifyOptions,
     null_model: str,
     seed: int,
@@ -111,9 +111,9 @@ def classifier_capacity(
     jobs will classify it): which guides get at least one scored fold, and whether the null's
     pseudo-guides (``options.n_null_guides``, drawn as the jobs draw them) leave enough scored
     ones to call hits with ``null_model``. ``folds`` are the table's folds when the caller built
-    them already (else made here from ``cfg_splits``)."""
+    them already (else made here from ``splits``)."""
     table = table.reset_index(drop=True)
-    folds = make_folds(table, cfg_splits, seed) if folds is None else list(folds)
+    folds = make_folds(table, splits) if folds is None else list(folds)
     guides = guides_of(table)
     real = guide_samples(table, guides)
     train, test, ok = _fold_counts(real, table, folds, options)
@@ -127,7 +127,7 @@ def classifier_capacity(
         most = int(train[~scored].max()) if train.size else 0  # the most training rows an unscored guide has
         reason = (
             f"{len(unscored)} of {len(guides)} guides get no scored fold under splits.scheme "
-            f"{cfg_splits.get('scheme', 'leave_one_batch_out')} ({short_train} have fewer than "
+            f"{splits.scheme} ({short_train} have fewer than "
             f"classify.min_train_samples = {lo_train} training rows in every fold: at most {most}; held-out rows at "
             f"least {lo_test} = classify.min_test_samples): {_names(unscored)}. Lower classify.min_train_samples to "
             f"{max(1, most)}, add batches or replicate plates, or use splits.scheme: in_distribution"
@@ -204,7 +204,7 @@ def readout_capacity(
     out = []
     if units_known:
         null_model, seed = config["hits"]["null_model"], config["seed"]
-        out.append(classifier_capacity(table, config["splits"], options, null_model, seed, folds))
+        out.append(classifier_capacity(table, SplitOptions.from_config(config), options, null_model, seed, folds))
     if cfg["map_readout"]:
         out.append(map_capacity(table))
     notes = [f"readout {c.readout}: {c.reason}" for c in out if c.reason]

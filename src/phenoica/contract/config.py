@@ -7,16 +7,15 @@ unknown or mistyped key is an error that names the key's full path (``classify.l
 from __future__ import annotations
 
 import copy
-import functools
 import os
 import re
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Mapping
 
 import jsonschema
 
 from phenoica.contract.names import config_name_problems
-from phenoica.contract.schema import describe_schema, package_schema, read_yaml
+from phenoica.contract.schema import package_schema, read_yaml
 from phenoica.contract.values import ConfigError
 from phenoica.utils.io import path_part_problem
 
@@ -172,130 +171,6 @@ def check_path_part(name: Any, what: str) -> None:
             "they need letters, digits and the like without '/', '\\', '.' or '..', control characters or "
             "surrounding whitespace"
         )
-
-
-class ResolvedSection(dict):
-    """A config section with its defaults filled in and validated (:func:`resolve_section`);
-    resolving it again returns a copy without validating twice."""
-
-    section: str = ""
-
-    def updated(self, **changes: Any) -> ResolvedSection:
-        """A copy with ``changes`` (keys of the section), each changed value validated against
-        its key's schema; the unchanged keys are not validated again. Raises ConfigError naming
-        the key."""
-        schema = package_schema()["properties"][self.section]
-        known = schema.get("properties", {})
-        for key, value in changes.items():
-            if key not in known:
-                raise ConfigError(f"config key {self.section}: unknown key(s) {[key]}; expected keys {sorted(known)}")
-            validator = jsonschema.validators.validator_for(known[key])(known[key])
-            error = jsonschema.exceptions.best_match(validator.iter_errors(value))
-            if error is not None:
-                raise ConfigError(
-                    f"config key {self.section}.{key}: expected {describe_schema(known[key])}, got {value!r} "
-                    f"({error.message})"
-                )
-        return _resolved(self.section, {**copy.deepcopy(dict(self)), **copy.deepcopy(changes)})
-
-
-def resolve_section(section: str, values: Mapping[str, Any] | None) -> ResolvedSection:
-    """``config[section]`` (possibly partial: a test, a notebook) with the schema's defaults filled
-    in and validated by the same rules as :func:`validate_config`.
-
-    Raises ConfigError naming the key (``transforms.batch_rows``), what it expects and the value.
-    """
-    if isinstance(values, ResolvedSection) and values.section == section:
-        return _resolved(section, copy.deepcopy(dict(values)))
-    properties = package_schema()["properties"]
-    if section not in properties:
-        raise KeyError(f"the config schema has no section {section!r}")
-    return _resolve(section, properties[section], values)
-
-
-def _resolve(section: str, schema: Mapping[str, Any], values: Mapping[str, Any] | None) -> ResolvedSection:
-    """``values`` validated against ``schema`` with its defaults filled in; ConfigError naming
-    the key (``section`` first)."""
-    instance = copy.deepcopy(dict(values or {}))
-    validator = _with_defaults(jsonschema.validators.validator_for(schema))(schema)
-    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
-    if errors:
-        err = errors[0]
-        path = [str(p) for p in err.absolute_path]
-        entry: Mapping[str, Any] = schema
-        for part in path:
-            entry = (entry.get("properties") or {}).get(part) or entry.get("additionalProperties") or {}
-        if err.validator == "additionalProperties":
-            unknown = sorted(set(err.instance) - set(err.schema.get("properties", {})))
-            raise ConfigError(
-                f"config key {'.'.join([section, *path])}: unknown key(s) {unknown}; "
-                f"expected keys {sorted(err.schema.get('properties', {}))}"
-            )
-        what = describe_schema(entry) if path else "a mapping"
-        raise ConfigError(
-            f"config key {'.'.join([section, *path])}: expected {what}, got {err.instance!r} ({err.message})"
-        )
-    return _resolved(section, instance)
-
-
-def as_resolved(section: str, values: Mapping[str, Any] | None) -> ResolvedSection:
-    """``values`` itself when it is already ``section`` resolved (used as is: neither validated
-    nor copied again), else :func:`resolve_section` of it: what a library function reading a
-    section (never writing it) takes."""
-    if isinstance(values, ResolvedSection) and values.section == section:
-        return values
-    return resolve_section(section, values)
-
-
-#: The name a resolved ``models`` entry carries (:func:`resolve_model`).
-MODEL_ENTRY = "models.NAME"
-
-
-def resolve_model(entry: Mapping[str, Any] | None) -> ResolvedSection:
-    """A ``models`` entry (or a spec built in Python, possibly partial) with the schema's defaults
-    (``$defs/model``) filled in and validated; an entry already resolved is used as is. What a
-    model builder reads, so that no builder states a default of the entry's keys again."""
-    if isinstance(entry, ResolvedSection) and entry.section == MODEL_ENTRY:
-        return entry
-    return _resolve(MODEL_ENTRY, package_schema()["$defs"]["model"], entry)
-
-
-@functools.lru_cache(maxsize=None)
-def _defaults(section: str) -> ResolvedSection:
-    return resolve_section(section, {})
-
-
-def section_defaults(section: str) -> ResolvedSection:
-    """``config[section]`` when nothing is set: the schema's defaults (a fresh copy; the schema
-    is read once per process)."""
-    return _resolved(section, copy.deepcopy(dict(_defaults(section))))
-
-
-def config_default(key: str) -> Any:
-    """The schema's default of top-level key ``key`` (``seed``, ``results``), or of a section."""
-    entry = package_schema()["properties"][key]
-    if "properties" in entry:
-        return section_defaults(key)
-    return copy.deepcopy(entry["default"])
-
-
-def schema_default(dotted: str) -> Callable[[], Any]:
-    """A ``default_factory`` for a dataclass field that takes the schema's default of config key
-    ``dotted`` (``hits.q_threshold``, ``seed``), so that the field does not state it again."""
-    key, _, rest = dotted.partition(".")
-
-    def default() -> Any:
-        value = config_default(key)
-        return copy.deepcopy(value[rest]) if rest else value
-
-    default.__doc__ = f"The schema's default of config key {dotted}."
-    return default
-
-
-def _resolved(section: str, values: dict[str, Any]) -> ResolvedSection:
-    out = ResolvedSection(values)
-    out.section = section
-    return out
 
 
 def _check_consistency(config: dict[str, Any]) -> None:

@@ -36,7 +36,7 @@ cell-state SD 4, about two thirds of the variance).
 Beside the embeddings it writes ``truth.parquet`` (gene, guide, ``has_effect``,
 ``affected_factors`` like ``factor_03+``, as the demo's truth table) and ``sources.parquet``
 (plate, well, site and every cell's true sources), which
-:func:`phenoica.report.positive_control.evaluate` reads to score a finished run. Seeds: ``rng_for(seed, "positive_control", screen, purpose)``.
+:func:`phenoica.report.known_truth_section.evaluate` reads to score a finished run. Seeds: ``rng_for(seed, "positive_control", screen, purpose)``.
 """
 
 from __future__ import annotations
@@ -250,7 +250,7 @@ def write_screen(
 
 def main(argv: list[str] | None = None) -> None:
     """``python -m phenoica.screen.known_truth``: write a known-truth screen (score a
-    finished run of it with ``python -m phenoica.report.positive_control``)."""
+    finished run of it with ``python -m phenoica.report.known_truth_section``)."""
     import argparse
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])

@@ -38,6 +38,7 @@ def scoring_problems(
     wells under ``profiles.level: well``), and a warning when ``classify.n_null_guides``
     pseudo-guides must share control wells heavily (:data:`NULL_REUSE_WARNING`)."""
     from phenoica.classify.capacity import readout_capacity
+    from phenoica.classify.options import SplitOptions
     from phenoica.classify.splits import make_folds
 
     problems: list[str] = []
@@ -52,7 +53,7 @@ def scoring_problems(
     units_known = per_well or screen.SITE in table.columns or config["screen"]["source"] == "embeddings"
     scheme = config["splits"]["scheme"]
     try:  # on the rows the splits job will split: images, or wells under profiles.level well
-        folds = make_folds(units, config["splits"], config["seed"])
+        folds = make_folds(units, SplitOptions.from_config(config))
     except ScreenError as exc:
         problems.append(f"under splits.scheme {scheme}: {str(exc).removeprefix('profiles: ')}")
         return problems, [], []
