@@ -14,6 +14,4 @@
 What a model takes and whether a plate fits it is declared in :mod:`phenoica.models.extractor`.
 """
 
-from phenoica.embed.options import EmbedOptions
-
-__all__ = ["EmbedOptions", "chunks", "groups", "jobs", "options", "parts", "plate"]
+__all__ = ["chunks", "groups", "jobs", "options", "parts", "plate"]

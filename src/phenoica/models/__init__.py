@@ -18,10 +18,7 @@
 * :mod:`~phenoica.models.spec`: the keys of a ``models`` entry that decide the ViT and its training.
 """
 
-from phenoica.models.options import TrainOptions
-
 __all__ = [
-    "TrainOptions",
     "builders",
     "checkpoint",
     "device",

@@ -8,13 +8,7 @@ of the screen's jobs reads of the config: :mod:`.options`.
 The public API: the options classes (imported here: light, no torch) and the modules below,
 each imported by name (``from phenoica.screen.images import ingest_image_plate``)."""
 
-from phenoica.screen.options import DemoOptions, ImageIngestOptions, LoadDataIngestOptions, OmeZarrIngestOptions
-
 __all__ = [
-    "DemoOptions",
-    "ImageIngestOptions",
-    "LoadDataIngestOptions",
-    "OmeZarrIngestOptions",
     "annotations",
     "arrayed",
     "demo",
