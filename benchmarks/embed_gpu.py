@@ -101,14 +101,19 @@ def sync(device: torch.device) -> None:
 def time_forward(
     runner: torch.nn.Module, batch: int, shape: tuple[int, ...], device: torch.device, iters: int, warmup: int
 ) -> dict:
-    """images/s and peak memory of ``iters`` forwards of one batch (after ``warmup`` untimed ones)."""
+    """images/s and peak memory of ``iters`` forwards of one batch (after ``warmup`` untimed ones;
+    the first of those is timed apart as ``first_call_s``: compiled, it holds the compilation)."""
     if device.type == "cuda":
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     try:
         x = torch.randn(batch, *shape, device=device)
         with inference_context(device):
-            for _ in range(warmup):
+            t_first = time.perf_counter()
+            runner(x)  # compiled: the compilation for this shape
+            sync(device)
+            first = time.perf_counter() - t_first
+            for _ in range(warmup - 1):
                 runner(x)
             sync(device)
             t0 = time.perf_counter()
@@ -119,7 +124,8 @@ def time_forward(
     except torch.cuda.OutOfMemoryError:
         return {"batch": batch, "oom": True}
     peak = torch.cuda.max_memory_allocated(device) / 2**30 if device.type == "cuda" else float("nan")
-    return {"batch": batch, "oom": False, "images_per_s": batch * iters / seconds, "peak_gib": peak}
+    rate = batch * iters / seconds
+    return {"batch": batch, "oom": False, "images_per_s": rate, "peak_gib": peak, "first_call_s": first}
 
 
 def sweep(
@@ -143,7 +149,10 @@ def sweep(
             row["tflops"] = flops * row["images_per_s"] / 1e12
             row["pct_peak"] = 100 * row["tflops"] / peak if peak else None
             pct = f"{row['pct_peak']:6.1f} %" if peak else "   n/a  "
-            print(f"  {batch:5d}  {row['images_per_s']:10.1f}  {row['tflops']:8.2f}  {pct}  {row['peak_gib']:7.2f} GiB")
+            print(
+                f"  {batch:5d}  {row['images_per_s']:10.1f}  {row['tflops']:8.2f}  {pct}  {row['peak_gib']:7.2f} GiB"
+                f"  (first call {row['first_call_s']:.1f} s)"
+            )
         rows.append(row)
     return rows
 
@@ -325,11 +334,16 @@ def save_checkpoint(model: FeatureExtractor, path: Path) -> Path:
     return path
 
 
-def job_child(spec_json: str) -> None:
-    """A job in a fresh process (``--job-child``): embed_model_plates, then its timings as JSON."""
+def process_started() -> float:
+    """When this process started (seconds since the epoch)."""
     import psutil
 
-    started = psutil.Process().create_time()
+    return psutil.Process().create_time()
+
+
+def job_child(spec_json: str) -> None:
+    """A job in a fresh process (``--job-child``): embed_model_plates, then its timings as JSON."""
+    started = process_started()
     job = json.loads(spec_json)
     from phenoica.embed.groups import PlateJob
     from phenoica.embed.jobs import EmbedJob, embed_model_plates
@@ -434,25 +448,44 @@ def main() -> None:
     batches = [int(b) for b in args.batch_sizes.split(",")]
     result: dict = {"device": name, "torch": torch.__version__, "bf16_peak_tflops": peak, "flops_per_crop": flops}
     result["tokens"] = tokens
+    section: dict[str, float] = {"startup": time.time() - process_started()}  # wall seconds of each part
+    result["section_s"] = section
+    t_section = time.perf_counter()
+
+    def save(part: str) -> None:
+        """Close a part: its seconds; the JSON so far written (a run stopped later keeps it)."""
+        nonlocal t_section
+        section[part] = time.perf_counter() - t_section
+        t_section = time.perf_counter()
+        if args.json:
+            Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+
     result["sdpa"] = sdpa_check(model, tokens, max(batches), device, args.iters)
     precision = "bf16 autocast" if device.type == "cuda" else "float32"  # the embedding stage's policy
     eager = f"eager {precision}"
     rows = sweep(model, eager, args, shape, device, flops, peak, batches)
+    result["sweep"] = rows
     runners: dict = {eager: model}
     fastest = result["sdpa"]["fastest"]
-    if fastest != result["sdpa"]["picked"]:
-        label = f"eager {precision}, SDPA forced to {fastest}"
-        runners[label] = ForcedSdpa(model, fastest)
+    forced = fastest if fastest != result["sdpa"]["picked"] else None
+    if forced:
+        label = f"eager {precision}, SDPA forced to {forced}"
+        runners[label] = ForcedSdpa(model, forced)
         rows += sweep(runners[label], label, args, shape, device, flops, peak, batches)
-    compiled_variants = compile_sweeps(model, args, (shape, device, flops, peak, precision), rows, runners)
+    save("eager")
+    compiled_variants = compile_sweeps(model, args, (shape, device, flops, peak, precision), rows, runners, forced)
+    save("compiled")
     ok = [r for r in rows if "images_per_s" in r and not r["oom"]]
     best = max(ok, key=lambda r: r["images_per_s"])
+    traced_last = [label for label in runners if label.startswith("compiled")][-1:]
+    if best["mode"].startswith("compiled") and forced and [best["mode"]] != traced_last:
+        torch._dynamo.reset()  # traced since with SDPA forced: the best variant traces afresh (first embed run)
     pct = f", {best['pct_peak']:.1f} % of peak" if best.get("pct_peak") else ""
     print(
         f"\nbest forward: {best['mode']} batch {best['batch']}: {best['images_per_s']:.1f} images/s, "
         f"{best['tflops']:.2f} TFLOP/s{pct} (goal >= 40 % on an H100-class GPU)"
     )
-    result |= {"sweep": rows, "best": best}
+    result["best"] = best
     with tempfile.TemporaryDirectory() as tmp:
         store, write_s = write_store(
             Path(tmp) / "P01.zarr", args.images, args.chunk_images, args.channels, size, args.seed
@@ -461,6 +494,7 @@ def main() -> None:
         result["embed_path"] = embed_path(
             runners[best["mode"]], model, best["batch"], best["images_per_s"], args, device, store
         )
+        save("embed_path")
         if not args.skip_jobs:
             embed = {"device": str(device), "batch_size": best["batch"], "chunk_images": args.chunk_images}
             embed |= {"loader_threads": args.loader_threads}
@@ -471,35 +505,62 @@ def main() -> None:
                 Path(tmp) / "jobs" / "P01.zarr", args.job_images, args.chunk_images, args.channels, size, args.seed
             )
             result["jobs"] = jobs_section(model, args, embed, job_store, steady, Path(tmp) / "jobs")
+            save("jobs")
     if not args.skip_tests:
         result["tests"] = gpu_tests()
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=1, default=str))
+        save("tests")
+    print("\nseconds: " + ", ".join(f"{part} {sec:.0f}" for part, sec in section.items()))
+
+
+COALESCE_OFF = {"triton.coalesce_tiling_analysis": False}
+"""The inductor setting tried when the default compilation fails: torch 2.11's coalescing/tiling
+analysis raised an AssertionError on this model (H200, 2026-11-30)."""
 
 
 def compile_sweeps(
-    model: torch.nn.Module, args: argparse.Namespace, setup: tuple, rows: list, runners: dict
+    model: torch.nn.Module, args: argparse.Namespace, setup: tuple, rows: list, runners: dict, forced: str | None
 ) -> list[dict]:
     """With --compile: the compiled sweep of each --compile-options variant (a variant that fails
-    to compile is reported, and the run goes on); the options of those that compiled. ``setup``:
+    to compile is reported, and the run goes on; without --compile-options, when the default
+    fails, :data:`COALESCE_OFF` is tried); then, when SDPA's fastest backend (``forced``) is not
+    the one it picks, the first variant that compiled with SDPA forced to it (compiled afresh
+    after ``torch._dynamo.reset()``: the backend is chosen when the graph is traced). Returns the
+    options of the variants that compiled (without forcing: what the jobs can use). ``setup``:
     (crop shape, device, FLOPs per crop, bf16 peak, precision label)."""
     if not args.compile:
         return []
     shape, device, flops, peak, precision = setup
+    batches = [int(b) for b in args.compile_batch_sizes.split(",")]
+    variants = [json.loads(text) for text in args.compile_options or ["{}"]]
     worked = []
-    for options in [json.loads(text) for text in args.compile_options or ["{}"]]:
+
+    def try_variant(options: dict, backend: str | None = None) -> bool:
         label = f"compiled {precision} {json.dumps(options)}" if options else f"compiled {precision}"
+        if backend:
+            label += f", SDPA forced to {backend}"
+        t0 = time.perf_counter()
         try:
             compiled = torch.compile(model, dynamic=False, options=options or None)  # one shape per batch size
-            batches = [int(b) for b in args.compile_batch_sizes.split(",")]
-            rows += sweep(compiled, label, args, shape, device, flops, peak, batches)
+            runner = ForcedSdpa(compiled, backend) if backend else compiled
+            rows.extend(sweep(runner, label, args, shape, device, flops, peak, batches))
         except Exception as exc:  # a compiler crash ends this variant, not the run
             first = (str(exc).strip().splitlines() or [""])[0][:300]
-            print(f"  compilation failed: {type(exc).__name__}: {first}")
+            print(f"  compilation failed after {time.perf_counter() - t0:.1f} s: {type(exc).__name__}: {first}")
             rows.append({"mode": label, "error": f"{type(exc).__name__}: {first}", "oom": False})
-            continue
-        runners[label] = compiled
-        worked.append(options)
+            return False
+        runners[label] = runner
+        return True
+
+    for options in variants:
+        if try_variant(options):
+            worked.append(options)
+    if not worked and not args.compile_options:
+        print(f"  the default compilation failed: trying {json.dumps(COALESCE_OFF)}")
+        if try_variant(COALESCE_OFF):
+            worked.append(COALESCE_OFF)
+    if forced and worked:
+        torch._dynamo.reset()  # the SDPA backend is fixed when a graph is traced: trace afresh
+        try_variant(worked[0], forced)
     return worked
 
 
