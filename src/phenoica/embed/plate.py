@@ -1,8 +1,8 @@
 """One plate store through one model: :func:`embed_plate` (tiles -> one embedding per image).
 
-The plate's ``tiles`` array is read through dask chunk by chunk along images, keeping the
-channels the model takes in the model's order (:class:`PlateModel`: names of the store's
-channels), and streamed through the model (:func:`phenoica.embed.chunks.run_chunks`); crops go
+The plate's ``tiles`` array is read chunk by chunk along images (laid out by dask, each chunk's
+slice read straight from zarr), keeping the channels the model takes in the model's order
+(:class:`PlateModel`: names of the store's channels), and streamed through the model (:func:`phenoica.embed.chunks.run_chunks`); crops go
 through it under ``torch.inference_mode`` (bf16 autocast on CUDA, float32 on the CPU).
 
 Resume: finished chunks are kept as parts beside the output (:mod:`phenoica.embed.parts`) under
@@ -27,6 +27,7 @@ from typing import Any, Iterator, Mapping, Sequence
 import dask.array as da
 import pandas as pd
 import torch
+import zarr
 from torch import nn
 
 from phenoica.contract.screen import (
@@ -152,12 +153,14 @@ def _as_json(value: dict[str, Any], what: str) -> dict[str, Any]:
 
 @dataclass(frozen=True, eq=False)
 class _Plate:
-    """A plate store opened for embedding: its tiles (rechunked along images), its metadata
-    rows, the channels fed to the model and the chunks to embed."""
+    """A plate store opened for embedding: its tiles (the store's array, which the chunks are
+    read from, and a dask view of it rechunked along images, which lays the chunks out), its
+    metadata rows, the channels fed to the model and the chunks to embed."""
 
     store: Path
     name: str
     rows: pd.DataFrame
+    array: zarr.Array
     tiles: da.Array
     shape: list[int]  # images, channels fed, height, width
     dtype: str
@@ -183,7 +186,7 @@ def _open_plate(
     tiles = tiles.rechunk({0: options.chunk_images or tiles.chunks[0][0], 1: -1, 2: -1, 3: -1})
     chunks = list(iter_chunks(tiles.chunks[0], rows[IMAGE_INDEX].to_numpy()))
     shape = [n_images, len(fed), height, width]
-    return _Plate(store, plate, rows, tiles, shape, str(tiles_z.dtype), selected, fed, chunks)
+    return _Plate(store, plate, rows, tiles_z, tiles, shape, str(tiles_z.dtype), selected, fed, chunks)
 
 
 def embed_plate(
@@ -251,7 +254,7 @@ def embed_plate(
         todo = [c for c in plate.chunks if not part_is_done(parts, c, dim)]
         _log_start(log, plate, todo, parts, f"on {dev}, channels {plate.fed}, {model.normalize} normalization, D={dim}")
         run = ChunkRun(
-            tiles=plate.tiles,
+            tiles=plate.array,  # a chunk's slice read from zarr is one array; through dask it is copied once more
             model=model.module,
             rows=plate.rows,
             parts=parts,
