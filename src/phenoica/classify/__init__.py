@@ -4,8 +4,11 @@ For every (guide, fold) a LightGBM binary classifier separates the guide's sampl
 shared control set; an empirical null of pseudo-guides made of control wells is scored the same
 way, and the mAP readout ranks each guide's wells among the controls. Modules, one job each:
 
-- :mod:`~phenoica.classify.params`: the classify section and LightGBM's parameters, checked by
-  LightGBM itself; ``ClassifyOptions``, the settings of one job built once from the config;
+- :mod:`~phenoica.classify.options`: what the classify, map_readout and splits jobs read
+  (``ClassifyOptions``, ``MapReadoutOptions``, ``SplitOptions``), their params;
+- :mod:`~phenoica.classify.lightgbm_params`: LightGBM's parameters, checked by LightGBM itself;
+- :mod:`~phenoica.classify.capacity`: what the readouts can score on a screen, counted at the door;
+- :mod:`~phenoica.classify.splits` and :mod:`~phenoica.classify.protocol`: the folds and the training sets;
 - :mod:`~phenoica.classify.null`: the targets, real guides and the pseudo-guides of the null
   design (``null_guide_design``);
 - :mod:`~phenoica.classify.bins`: bin boundaries found once per fold on the training controls,
@@ -17,3 +20,5 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
 The score table's guide and gene means (``summarize_scores``) belong to hit calling
 (:mod:`phenoica.hits.calls`).
 """
+
+__all__ = ["bins", "capacity", "engine", "lightgbm_params", "map_readout", "null", "options", "protocol", "splits"]
