@@ -41,7 +41,7 @@ onstart:
 
 
 onsuccess:
-    print(f"phenoica: done. Report: {OUT.report.html}")
+    print(f"phenoica: done. Report: {PATHS.report.html}")
 
 
 onerror:
@@ -58,5 +58,5 @@ onerror:
 rule all:
     default_target: True
     input:
-        OUT.report.markdown,
-        OUT.report.html,
+        PATHS.report.markdown,
+        PATHS.report.html,

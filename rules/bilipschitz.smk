@@ -13,7 +13,7 @@ from phenoica.studies.bilipschitz.options import (
 from phenoica.studies.plan import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
 
 BL = config["bilipschitz"]
-BL_DIR = OUT.studies.bilipschitz
+BL_DIR = PATHS.studies.bilipschitz
 BL_RUNS = {
     ds: [
         f"{BL_DIR}/runs/{ds}/{g}/alpha{bl_alpha_label(a)}.parquet"

@@ -7,10 +7,10 @@ from phenoica.workflow.rule_inputs import BIOMAP_KINDS
 
 rule biomap_profiles:
     input:
-        OUT.transforms.variant,
+        PATHS.transforms.variant,
     output:
-        guides=OUT.biomap.guide_profiles,
-        genes=OUT.biomap.gene_profiles,
+        guides=PATHS.biomap.guide_profiles,
+        genes=PATHS.biomap.gene_profiles,
     log:
         log_path(RESULTS, "biomap_profiles", "{model}/{variant}"),
     benchmark:
@@ -28,14 +28,14 @@ rule biomap_profiles:
 
 rule biomap:
     input:
-        guides=OUT.biomap.guide_profiles,
-        genes=OUT.biomap.gene_profiles,
-        calls=OUT.hits.genes,
-        truth=IN.truth(),
-        annotations=IN.biomap_annotations(),
+        guides=PATHS.biomap.guide_profiles,
+        genes=PATHS.biomap.gene_profiles,
+        calls=PATHS.hits.genes,
+        truth=INPUTS.truth(),
+        annotations=INPUTS.biomap_annotations(),
     output:
-        **{k: expand(OUT.biomap.table, kind=k, allow_missing=True)[0] for k in BIOMAP_KINDS},
-        heatmap=OUT.biomap.heatmap,
+        **{k: expand(PATHS.biomap.table, kind=k, allow_missing=True)[0] for k in BIOMAP_KINDS},
+        heatmap=PATHS.biomap.heatmap,
     log:
         log_path(RESULTS, "biomap", "{model}/{variant}"),
     benchmark:
@@ -53,9 +53,9 @@ rule biomap:
 
 rule batch_metrics:
     input:
-        OUT.transforms.variant,
+        PATHS.transforms.variant,
     output:
-        OUT.biomap.batch_metrics,
+        PATHS.biomap.batch_metrics,
     log:
         log_path(RESULTS, "batch_metrics", "{model}/{variant}"),
     benchmark:
@@ -74,11 +74,11 @@ rule batch_metrics:
 rule gather_biomap:
     input:
         **{
-            k: expand(OUT.biomap.table, model=MODELS, variant=VARIANTS, kind=k)
+            k: expand(PATHS.biomap.table, model=MODELS, variant=VARIANTS, kind=k)
             for k in (*BIOMAP_KINDS, "batch_metrics")
         },
     output:
-        **{k: expand(OUT.biomap.gathered, kind=k)[0] for k in (*BIOMAP_KINDS, "batch_metrics")},
+        **{k: expand(PATHS.biomap.gathered, kind=k)[0] for k in (*BIOMAP_KINDS, "batch_metrics")},
     log:
         log_path(RESULTS, "gather_biomap"),
     benchmark:

@@ -7,10 +7,10 @@ from phenoica.classify.options import ClassifyOptions, MapReadoutOptions
 
 rule classify:
     input:
-        variant=OUT.transforms.variant,
-        folds=OUT.splits.folds,
+        variant=PATHS.transforms.variant,
+        folds=PATHS.splits.folds,
     output:
-        OUT.classify.shard,
+        PATHS.classify.shard,
     log:
         log_path(RESULTS, "classify", "{model}/{variant}/shard_{shard}"),
     benchmark:
@@ -29,9 +29,9 @@ rule classify:
 
 rule map_readout:
     input:
-        OUT.transforms.variant,
+        PATHS.transforms.variant,
     output:
-        OUT.classify.map,
+        PATHS.classify.map,
     log:
         log_path(RESULTS, "map_readout", "{model}/{variant}"),
     benchmark:
@@ -49,12 +49,12 @@ rule map_readout:
 
 rule gather_scores:
     input:
-        shards=expand(OUT.classify.shard, model=MODELS, variant=VARIANTS, shard=SHARDS),
-        maps=IN.maps(),
+        shards=expand(PATHS.classify.shard, model=MODELS, variant=VARIANTS, shard=SHARDS),
+        maps=INPUTS.maps(),
     output:
-        guide_folds=OUT.classify.guide_folds,
-        controls=OUT.classify.controls,
-        maps=OUT.classify.maps,
+        guide_folds=PATHS.classify.guide_folds,
+        controls=PATHS.classify.controls,
+        maps=PATHS.classify.maps,
     log:
         log_path(RESULTS, "gather_scores"),
     benchmark:

@@ -34,10 +34,10 @@ RESULTS = config["results"]
 SOURCE = config["screen"]["source"]
 RESOURCES = config["resources"]
 PLATES = screen_plates(config)  # {plate: batch}; empty when starting from embeddings
-IN = RuleInputs(config, PLATES)  # every rule's input lists
-OUT = IN.out  # every output's template, by stage (phenoica.contract.paths)
-MODELS = IN.models
-VARIANTS = IN.variants
+INPUTS = RuleInputs(config, PLATES)  # every rule's input lists
+PATHS = INPUTS.out  # every output's template, by stage (phenoica.contract.paths)
+MODELS = INPUTS.models
+VARIANTS = INPUTS.variants
 SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep scores
 SHARDS = list(range(config["classify"]["n_shards"]))
 ENVS = "../envs/phenoica.yaml"
@@ -45,7 +45,7 @@ ENVS = "../envs/phenoica.yaml"
 # The door: the whole screen against the data contract, the analysis and every model, before
 # any job runs (a dry run too); recorded under a key of all it read, so it runs again only when
 # the screen, the tables, the stores, the embedding files or the models change.
-check_screen_once(config, PLATES, OUT.screen.validated, notes=_CONFIG_NOTES)
+check_screen_once(config, PLATES, PATHS.screen.validated, notes=_CONFIG_NOTES)
 
 
 wildcard_constraints:

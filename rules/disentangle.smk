@@ -10,7 +10,7 @@ from phenoica.studies.disentangle.options import (
 )
 from phenoica.studies.plan import AE_DERIVED as DIS_AE_DERIVED
 
-DIS = OUT.studies.disentangle
+DIS = PATHS.studies.disentangle
 DIS_DATASETS = list(config["disentangle"]["datasets"])
 DIS_TRAINED = list(config["disentangle"]["models"])
 DIS_EVALUATED = DIS_TRAINED + (list(DIS_AE_DERIVED) if "ae" in DIS_TRAINED else [])

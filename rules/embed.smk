@@ -8,10 +8,10 @@ from phenoica.workflow.rule_inputs import embed_rules
 
 rule train_mae:
     input:
-        stores=lambda w: [IN.store(p) for p in training_plates(config, PLATES, w.model)],
+        stores=lambda w: [INPUTS.store(p) for p in training_plates(config, PLATES, w.model)],
     output:
-        checkpoint=OUT.embed.checkpoint,
-        record=OUT.embed.training,
+        checkpoint=PATHS.embed.checkpoint,
+        record=PATHS.embed.training,
     log:
         log_path(RESULTS, "train_mae", "{model}"),
     benchmark:
@@ -33,7 +33,7 @@ rule train_mae:
 # keeps its own output (phenoica.workflow.rule_inputs.embed_rules). update(): Snakemake does not
 # delete an output before its job runs, and the job keeps a plate whose output records the same
 # work (phenoica.embed.jobs), so a rerun job redoes only its changed plates.
-for embed_rule in embed_rules(IN):
+for embed_rule in embed_rules(INPUTS):
 
     rule:
         name:
@@ -41,7 +41,7 @@ for embed_rule in embed_rules(IN):
         input:
             stores=embed_rule.stores,
             metadata=embed_rule.metadata,
-            checkpoint=lambda w: IN.checkpoint(w.model),
+            checkpoint=lambda w: INPUTS.checkpoint(w.model),
         output:
             [update(path) for path in embed_rule.outputs],
         log:

@@ -8,16 +8,16 @@ from phenoica.hits.options import HitOptions
 
 rule call_hits:
     input:
-        guide_folds=OUT.classify.guide_folds,
-        controls=OUT.classify.controls,
-        maps=OUT.classify.maps,
-        profiles=expand(OUT.profiles.table, model=MODELS),
+        guide_folds=PATHS.classify.guide_folds,
+        controls=PATHS.classify.controls,
+        maps=PATHS.classify.maps,
+        profiles=expand(PATHS.profiles.table, model=MODELS),
     output:
-        guides=OUT.hits.guides,
-        genes=OUT.hits.genes,
-        hits=OUT.hits.hits,
-        null=OUT.hits.null,
-        controls=OUT.hits.controls,
+        guides=PATHS.hits.guides,
+        genes=PATHS.hits.genes,
+        hits=PATHS.hits.hits,
+        null=PATHS.hits.null,
+        controls=PATHS.hits.controls,
     log:
         log_path(RESULTS, "call_hits"),
     benchmark:

@@ -7,9 +7,9 @@ from phenoica.identifiability.options import StructuralOptions, Table1Options
 
 rule align:
     input:
-        lambda w: expand(OUT.transforms.variant, model=MODELS, variant=w.variant),
+        lambda w: expand(PATHS.transforms.variant, model=MODELS, variant=w.variant),
     output:
-        OUT.identifiability.align,
+        PATHS.identifiability.align,
     log:
         log_path(RESULTS, "align", "{variant}"),
     benchmark:
@@ -28,10 +28,10 @@ rule align:
 
 rule structural:
     input:
-        variant=OUT.transforms.variant,
-        factors=expand(OUT.screen.factors, plate=PLATES),
+        variant=PATHS.transforms.variant,
+        factors=expand(PATHS.screen.factors, plate=PLATES),
     output:
-        OUT.identifiability.structural,
+        PATHS.identifiability.structural,
     log:
         log_path(RESULTS, "structural", "{model}/{variant}"),
     benchmark:
@@ -49,11 +49,11 @@ rule structural:
 
 rule gather_identifiability:
     input:
-        align=IN.aligns(),
-        structural=IN.structurals(),
+        align=INPUTS.aligns(),
+        structural=INPUTS.structurals(),
     output:
-        align=OUT.identifiability.table1,
-        structural=OUT.identifiability.structural_table,
+        align=PATHS.identifiability.table1,
+        structural=PATHS.identifiability.structural_table,
     log:
         log_path(RESULTS, "gather_identifiability"),
     benchmark:

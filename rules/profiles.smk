@@ -6,9 +6,9 @@ from phenoica.profiles.options import GatherOptions
 
 rule gather_profiles:
     input:
-        lambda w: IN.embeddings(w.model),
+        lambda w: INPUTS.embeddings(w.model),
     output:
-        OUT.profiles.table,
+        PATHS.profiles.table,
     log:
         log_path(RESULTS, "gather_profiles", "{model}"),
     benchmark:

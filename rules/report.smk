@@ -10,43 +10,43 @@ REPORT_OPTIONS = ReportOptions.from_config(config)
 
 rule report:
     input:
-        guide_folds=OUT.classify.guide_folds,
-        guides=OUT.hits.guides,
-        genes=OUT.hits.genes,
-        maps=OUT.classify.maps,
-        hits=OUT.hits.hits,
-        null=OUT.hits.null,
-        controls=OUT.hits.controls,
-        fit_reports=[IN.fit_report(m) for m in MODELS],
-        truth=IN.truth(),
-        table1=OUT.identifiability.table1,
-        structural=OUT.identifiability.structural_table,
-        biomap_tables=IN.biomap_tables(),  # gene maps, recall, batch metrics
-        biomap_heatmaps=IN.biomap_heatmaps(),
+        guide_folds=PATHS.classify.guide_folds,
+        guides=PATHS.hits.guides,
+        genes=PATHS.hits.genes,
+        maps=PATHS.classify.maps,
+        hits=PATHS.hits.hits,
+        null=PATHS.hits.null,
+        controls=PATHS.hits.controls,
+        fit_reports=[INPUTS.fit_report(m) for m in MODELS],
+        truth=INPUTS.truth(),
+        table1=PATHS.identifiability.table1,
+        structural=PATHS.identifiability.structural_table,
+        biomap_tables=INPUTS.biomap_tables(),  # gene maps, recall, batch metrics
+        biomap_heatmaps=INPUTS.biomap_heatmaps(),
         # the image embeddings the gallery reads (none without pixels or when it is off)
         gallery_embeddings=(
-            IN.embeddings(REPORT_OPTIONS.gallery_model_of(MODELS)) if REPORT_OPTIONS.gallery_reads_pixels else []
+            INPUTS.embeddings(REPORT_OPTIONS.gallery_model_of(MODELS)) if REPORT_OPTIONS.gallery_reads_pixels else []
         ),
-        annotations=IN.biomap_annotations(),
-        sweep=IN.sweeps(),  # the component sweep per model
+        annotations=INPUTS.biomap_annotations(),
+        sweep=INPUTS.sweeps(),  # the component sweep per model
     output:
-        markdown=OUT.report.markdown,
-        html=OUT.report.html,
+        markdown=PATHS.report.markdown,
+        html=PATHS.report.html,
         figures=report(
-            directory(OUT.report.figures),
+            directory(PATHS.report.figures),
             patterns=["{name}.png"],
             caption="../docs/report_caption.rst",
             category="Classification",
         ),
         tables=report(
-            directory(OUT.report.tables),
+            directory(PATHS.report.tables),
             patterns=["{name}.csv"],
             caption="../docs/report_caption.rst",
             category="Tables",
         ),
-        gallery=directory(OUT.report.gallery),
-        interactive=OUT.report.interactive,
-        interactive_assets=directory(OUT.report.interactive_assets),
+        gallery=directory(PATHS.report.gallery),
+        interactive=PATHS.report.interactive,
+        interactive_assets=directory(PATHS.report.interactive_assets),
     log:
         log_path(RESULTS, "report"),
     benchmark:
@@ -63,6 +63,6 @@ rule report:
         # study finished since the last report reruns it; the default target never runs a study.
         studies=study_pages(RESULTS),
         # paths, not inputs: a store moved since the run is named by the gallery, not rebuilt
-        stores={plate: IN.store(plate) for plate in PLATES},
+        stores={plate: INPUTS.store(plate) for plate in PLATES},
     script:
         "../scripts/report.py"

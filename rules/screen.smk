@@ -16,7 +16,7 @@ if SOURCE == "demo":
 
     rule simulate_truth:
         output:
-            OUT.screen.truth,
+            PATHS.screen.truth,
         log:
             log_path(RESULTS, "simulate_truth"),
         benchmark:
@@ -33,9 +33,9 @@ if SOURCE == "demo":
 
     rule simulate_plate:
         output:
-            store=directory(OUT.screen.store),
-            metadata=OUT.screen.metadata,
-            factors=OUT.screen.factors,
+            store=directory(PATHS.screen.store),
+            metadata=PATHS.screen.metadata,
+            factors=PATHS.screen.factors,
         log:
             log_path(RESULTS, "simulate_plate", "{plate}"),
         benchmark:
@@ -58,9 +58,9 @@ if SOURCE == "zarr":
     rule plate_metadata:
         input:
             table=ancient(config["screen"]["metadata"]),
-            store=lambda w: IN.store(w.plate),
+            store=lambda w: INPUTS.store(w.plate),
         output:
-            OUT.screen.metadata,
+            PATHS.screen.metadata,
         log:
             log_path(RESULTS, "plate_metadata", "{plate}"),
         benchmark:
@@ -71,8 +71,8 @@ if SOURCE == "zarr":
         resources:
             **rule_resources(RESOURCES, "plate_metadata"),
         params:
-            digest=lambda w: IN.plate_digest(w.plate),
-            store=lambda w: IN.plate_store_digest(w.plate),
+            digest=lambda w: INPUTS.plate_digest(w.plate),
+            store=lambda w: INPUTS.plate_store_digest(w.plate),
         script:
             "../scripts/plate_metadata.py"
 
@@ -83,8 +83,8 @@ if SOURCE == "images":
         input:
             plate_map=ancient(config["screen"]["plate_map"]),
         output:
-            store=directory(OUT.screen.store),
-            metadata=OUT.screen.metadata,
+            store=directory(PATHS.screen.store),
+            metadata=PATHS.screen.metadata,
         log:
             log_path(RESULTS, "ingest_images", "{plate}"),
         benchmark:
@@ -96,8 +96,8 @@ if SOURCE == "images":
             **rule_resources(RESOURCES, "ingest_images"),
         params:
             options=ImageIngestOptions.from_config(config),
-            digest=lambda w: IN.plate_digest(w.plate),
-            store=lambda w: IN.plate_store_digest(w.plate),
+            digest=lambda w: INPUTS.plate_digest(w.plate),
+            store=lambda w: INPUTS.plate_store_digest(w.plate),
         script:
             "../scripts/ingest_images.py"
 
@@ -109,8 +109,8 @@ if SOURCE == "ome_zarr":
             plate_map=ancient(config["screen"]["plate_map"]),
             hcs=f"{config['screen']['ome_zarr_dir']}/{{plate}}.zarr",
         output:
-            store=directory(OUT.screen.store),
-            metadata=OUT.screen.metadata,
+            store=directory(PATHS.screen.store),
+            metadata=PATHS.screen.metadata,
         log:
             log_path(RESULTS, "ingest_ome_zarr", "{plate}"),
         benchmark:
@@ -122,8 +122,8 @@ if SOURCE == "ome_zarr":
             **rule_resources(RESOURCES, "ingest_ome_zarr"),
         params:
             options=OmeZarrIngestOptions.from_config(config),
-            digest=lambda w: IN.plate_digest(w.plate),
-            store=lambda w: IN.plate_store_digest(w.plate),
+            digest=lambda w: INPUTS.plate_digest(w.plate),
+            store=lambda w: INPUTS.plate_store_digest(w.plate),
         script:
             "../scripts/ingest_ome_zarr.py"
 
@@ -134,8 +134,8 @@ if SOURCE == "loaddata":  # CellProfiler LoadData CSV(s) + plate map (phenoica.s
         input:
             plate_map=ancient(config["screen"]["plate_map"]),
         output:
-            store=directory(OUT.screen.store),
-            metadata=OUT.screen.metadata,
+            store=directory(PATHS.screen.store),
+            metadata=PATHS.screen.metadata,
         log:
             log_path(RESULTS, "ingest_loaddata", "{plate}"),
         benchmark:
@@ -147,7 +147,7 @@ if SOURCE == "loaddata":  # CellProfiler LoadData CSV(s) + plate map (phenoica.s
             **rule_resources(RESOURCES, "ingest_loaddata"),
         params:
             options=LoadDataIngestOptions.from_config(config),
-            digest=lambda w: IN.plate_digest(w.plate),
-            store=lambda w: IN.plate_store_digest(w.plate),
+            digest=lambda w: INPUTS.plate_digest(w.plate),
+            store=lambda w: INPUTS.plate_store_digest(w.plate),
         script:
             "../scripts/ingest_loaddata.py"

@@ -6,9 +6,9 @@ from phenoica.classify.options import SplitOptions
 
 rule splits:
     input:
-        OUT.profiles.table,
+        PATHS.profiles.table,
     output:
-        OUT.splits.folds,
+        PATHS.splits.folds,
     log:
         log_path(RESULTS, "splits", "{model}"),
     benchmark:

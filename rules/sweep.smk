@@ -6,15 +6,15 @@ from phenoica.sweep.options import SweepOptions
 
 rule component_sweep:
     input:
-        profiles=OUT.profiles.table,
-        folds=OUT.splits.folds,
-        fit_report=OUT.transforms.fit_report,
+        profiles=PATHS.profiles.table,
+        folds=PATHS.splits.folds,
+        fit_report=PATHS.transforms.fit_report,
         # the chosen count's point is the main run's own (variant tables, classify shards, mAP)
-        variants=expand(OUT.transforms.variant, variant=SWEPT, allow_missing=True),
-        shards=expand(OUT.classify.shard, variant=SWEPT, shard=SHARDS, allow_missing=True),
-        maps=IN.maps(SWEPT),
+        variants=expand(PATHS.transforms.variant, variant=SWEPT, allow_missing=True),
+        shards=expand(PATHS.classify.shard, variant=SWEPT, shard=SHARDS, allow_missing=True),
+        maps=INPUTS.maps(SWEPT),
     output:
-        OUT.sweep.table,
+        PATHS.sweep.table,
     log:
         log_path(RESULTS, "component_sweep", "{model}"),
     benchmark:

@@ -7,10 +7,10 @@ if not config["transforms"]["frozen"]:
 
     rule fit_transforms:
         input:
-            OUT.profiles.table,
+            PATHS.profiles.table,
         output:
-            transforms=expand(OUT.transforms.transform, variant=VARIANTS, allow_missing=True),
-            fit_report=OUT.transforms.fit_report,
+            transforms=expand(PATHS.transforms.transform, variant=VARIANTS, allow_missing=True),
+            fit_report=PATHS.transforms.fit_report,
         log:
             log_path(RESULTS, "fit_transforms", "{model}"),
         benchmark:
@@ -28,10 +28,10 @@ if not config["transforms"]["frozen"]:
 
 rule apply_transform:
     input:
-        profiles=OUT.profiles.table,
-        transform=lambda w: IN.transform(w.model, w.variant),
+        profiles=PATHS.profiles.table,
+        transform=lambda w: INPUTS.transform(w.model, w.variant),
     output:
-        OUT.transforms.variant,
+        PATHS.transforms.variant,
     log:
         log_path(RESULTS, "apply_transform", "{model}/{variant}"),
     benchmark:

@@ -12,8 +12,8 @@ import pytest
 import yaml
 
 from phenoica.contract.config import validate_config
+from phenoica.contract.errors import ConfigError
 from phenoica.contract.screen import ScreenError, read_plate_metadata, validate_metadata, validate_screen_metadata
-from phenoica.contract.values import ConfigError
 from phenoica.workflow import dag as wf
 from phenoica.workflow import digests as wdigests
 from phenoica.workflow.validate import validate_screen

@@ -6,7 +6,7 @@ import pytest
 import yaml
 
 from phenoica.contract.config import deep_merge, demo_plates, load_config, validate_config
-from phenoica.contract.values import ConfigError
+from phenoica.contract.errors import ConfigError
 from tests.conftest import REPO
 
 

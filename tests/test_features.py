@@ -10,7 +10,7 @@ import torch
 from torch import nn
 
 from phenoica.contract.config import validate_config
-from phenoica.contract.values import ConfigError
+from phenoica.contract.errors import ConfigError
 from phenoica.models.builders import FeatureExtractor, build_feature_extractor, create_model
 from phenoica.models.extractor import ModelInputs, check_fit
 from phenoica.models.registry import list_models, model_entrypoint, register_model

@@ -226,7 +226,7 @@ def test_scripts_and_other_stages_use_a_stage_through_its_public_modules():
 
 
 def test_each_rules_file_is_named_for_its_stage():
-    """A rules file is a stage of the output table (its ``OUT`` key) or one of its studies."""
+    """A rules file is a stage of the output table (its ``PATHS`` key) or one of its studies."""
     from phenoica.contract.paths import OUTPUTS
 
     stems = {p.stem for p in (REPO / "rules").glob("*.smk")} - {"common"}

@@ -1,5 +1,5 @@
 """A stage's options are its rule's params and what its script hands to the library
-(phenoica.contract.options): Snakemake records a param by its repr, and an options object's repr
+(phenoica.contract.stage_options): Snakemake records a param by its repr, and an options object's repr
 holds exactly what the stage's output depends on, so a change of one of those keys reruns the
 stage and a run-time key (speed, memory, layout, logs, which jobs exist) reruns nothing."""
 
@@ -13,8 +13,8 @@ import pandas as pd
 import pytest
 
 from phenoica.contract.config import validate_config
-from phenoica.contract.options import params_fields, settings_of
 from phenoica.contract.schema import package_schema
+from phenoica.contract.stage_options import params_fields, settings_of
 from phenoica.workflow.reference import key_rules, load_stage_options
 from tests.conftest import REPO
 

@@ -8,7 +8,7 @@ import pandas as pd
 
 from phenoica.classify.options import ClassifyOptions
 from phenoica.contract.config import validate_config
-from phenoica.contract.options import settings_of
+from phenoica.contract.stage_options import settings_of
 from phenoica.sweep.options import SweepOptions
 from phenoica.transforms.options import TransformOptions
 

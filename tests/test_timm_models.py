@@ -16,8 +16,8 @@ from safetensors.torch import save_file
 from timm.models import adapt_input_conv
 
 from phenoica.contract.config import validate_config
+from phenoica.contract.errors import ConfigError
 from phenoica.contract.screen import write_plate
-from phenoica.contract.values import ConfigError
 from phenoica.embed.jobs import EmbedJob, embed_model_plate
 from phenoica.embed.parts import embedding_metadata
 from phenoica.models.builders import build_feature_extractor

@@ -15,10 +15,10 @@ from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
 
 from phenoica.contract.config import validate_config
-from phenoica.contract.options import settings_of
+from phenoica.contract.errors import ConfigError
 from phenoica.contract.schema import load_schema
 from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError, feature_name
-from phenoica.contract.values import ConfigError
+from phenoica.contract.stage_options import settings_of
 from phenoica.transforms.accumulators import Moments, RowSample
 from phenoica.transforms.apply import apply_transform, apply_transform_file
 from phenoica.transforms.fit import fit_transforms, fit_variants, variant_seeds

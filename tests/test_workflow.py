@@ -284,7 +284,7 @@ RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
 def test_every_run_time_key_has_a_dry_run_case():
     """Every key a stage's options read at run time only is changed by the dry run below (the
     LightGBM mapping through its speed-only keys; the demo's plate counts decide which plates exist)."""
-    from phenoica.contract.options import settings_of
+    from phenoica.contract.stage_options import settings_of
     from phenoica.workflow.reference import load_stage_options
 
     run_time = {s.key for cls in load_stage_options().values() for s in settings_of(cls).values() if s.run_time}

@@ -40,6 +40,7 @@ from phenoica.classify.null import (
 from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.protocol import Training, control_strata, training_controls, trainings
 from phenoica.contract.arrays import check_finite
+from phenoica.contract.score_status import OK, SKIPPED
 from phenoica.contract.screen import (
     GENE,
     GUIDE,
@@ -49,7 +50,6 @@ from phenoica.contract.screen import (
     feature_columns,
     validate_profile_metadata,
 )
-from phenoica.contract.values import OK, SKIPPED
 from phenoica.identifiability import metrics
 from phenoica.utils.seeding import derive_seed
 

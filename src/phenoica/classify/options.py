@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Annotated, Any, NamedTuple
 
 from phenoica.classify.lightgbm_params import RUN_TIME_KEYS, lightgbm_params
-from phenoica.contract.options import Setting, stage_options
+from phenoica.contract.stage_options import Setting, stage_options
 
 
 def model_parameters(given: dict[str, Any]) -> dict[str, Any]:

@@ -14,9 +14,9 @@ from typing import Any, Mapping
 
 import jsonschema
 
+from phenoica.contract.errors import ConfigError
 from phenoica.contract.names import config_name_problems
 from phenoica.contract.schema import package_schema, read_yaml
-from phenoica.contract.values import ConfigError
 from phenoica.utils.io import path_part_problem
 
 
@@ -69,6 +69,13 @@ def _check_moved_keys(config: Mapping[str, Any]) -> None:
             found.append(f"  config key {old}: moved to {new}; write it there")
     if found:
         raise ConfigError("invalid configuration:\n" + "\n".join(found))
+
+
+#: The fewest whitened components a transform keeps (ICA needs two sources to rotate): the door
+#: refuses a smaller count, and :mod:`phenoica.transforms.components` a rule that keeps fewer.
+MIN_COMPONENTS = 2
+#: The named rules (strings) ``transforms.n_components`` accepts beside counts and fractions.
+COMPONENT_RULES: tuple[str, ...] = ("deflated", "parallel")
 
 
 def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -216,17 +223,13 @@ def _check_consistency(config: dict[str, Any]) -> None:
             f"invalid configuration: transforms.n_components is {n!r}; expected an integer >= {MIN_COMPONENTS} (a "
             "rule keeping fewer components is an error), a fraction in (0, 1), 'deflated' or 'parallel'"
         )
-    if isinstance(n, str) and n not in ("deflated", "parallel"):
+    if isinstance(n, str) and n not in COMPONENT_RULES:
         raise ConfigError(
             "invalid configuration: transforms.n_components must be an integer, a fraction in "
             f"(0, 1), 'deflated' or 'parallel', got {n!r}"
         )
     if isinstance(n, float) and not 0 < n < 1:
         raise ConfigError(f"invalid configuration: transforms.n_components fraction {n} not in (0, 1)")
-
-
-#: The fewest whitened components a transform keeps (ICA needs two sources to rotate).
-MIN_COMPONENTS = 2
 
 
 def component_problems(n_components: Any, features: Mapping[str, int]) -> list[str]:

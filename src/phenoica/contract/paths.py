@@ -3,7 +3,7 @@ results folder, in the wildcards of the rule that writes it (``{plate}``, ``{mod
 ``{variant}``, ``{shard}``, ``{kind}``).
 
 The rules take their outputs and the inputs they read from other stages from this table
-(``OUT``, built in ``rules/common.smk``; ``expand(OUT.classify.shard, ...)`` for
+(``PATHS``, built in ``rules/common.smk``; ``expand(PATHS.classify.shard, ...)`` for
 lists), the library finds the same files through it (e.g. :func:`phenoica.workflow.dag.training_record`),
 and the logs and benchmark files of every rule follow one pattern (:func:`log_path`,
 :func:`benchmark_path`). A path changed here changes everywhere it is used.

@@ -12,7 +12,7 @@ from typing import Any, Iterable, Mapping
 
 import yaml
 
-from phenoica.contract.values import ConfigError
+from phenoica.contract.errors import ConfigError
 
 SCHEMA_PATH = Path(__file__).resolve().parent.parent / "schemas" / "config.schema.yaml"
 

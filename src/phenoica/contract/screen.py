@@ -21,6 +21,10 @@ import zarr
 from phenoica.contract.names import name_problems, row_name
 from phenoica.utils.io import atomic_path, path_part_problem, read_table
 
+#: Prefix of the ground-truth factor columns of a simulated screen (``factor_00``, ...): written by
+#: :mod:`phenoica.screen.demo`, read by :mod:`phenoica.identifiability`.
+FACTOR_PREFIX = "factor_"
+
 BATCH = "Metadata_Batch"
 PLATE = "Metadata_Plate"
 WELL = "Metadata_Well"

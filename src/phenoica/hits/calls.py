@@ -33,8 +33,8 @@ import pandas as pd
 from scipy import stats
 
 from phenoica.classify.engine import SCORE_COLUMNS
+from phenoica.contract.score_status import OK
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
-from phenoica.contract.values import OK
 from phenoica.utils.stats import acat, bh_qvalues
 
 NULL_MODELS: tuple[str, ...] = ("parametric", "empirical")

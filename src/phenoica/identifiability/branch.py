@@ -13,8 +13,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract import screen
-from phenoica.contract.screen import ScreenError, feature_columns
-from phenoica.contract.values import FACTOR_PREFIX
+from phenoica.contract.screen import FACTOR_PREFIX, ScreenError, feature_columns
 from phenoica.identifiability import metrics
 from phenoica.identifiability.options import StructuralOptions, Table1Options
 from phenoica.identifiability.table1 import AlignOptions, alignment_table

@@ -29,8 +29,8 @@ from typing import Any, Mapping, Sequence
 import torch
 from torch import nn
 
+from phenoica.contract.errors import ConfigError
 from phenoica.contract.screen import ScreenError, feature_name
-from phenoica.contract.values import ConfigError
 from phenoica.models import openphenom, timm_models, vit
 from phenoica.models.checkpoint import CheckpointError, read_checkpoint
 from phenoica.models.extractor import Extractor

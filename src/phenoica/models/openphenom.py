@@ -33,8 +33,8 @@ import torch
 from timm.models.vision_transformer import ParallelScalingBlock, VisionTransformer
 from torch import nn
 
+from phenoica.contract.errors import ConfigError
 from phenoica.contract.screen import ScreenError
-from phenoica.contract.values import ConfigError
 from phenoica.models.checkpoint import CheckpointError, check_keys, read_checkpoint, strip_prefixes
 from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.registry import register_model

@@ -17,7 +17,7 @@ import logging
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Protocol, TypeVar
 
-from phenoica.contract.values import ConfigError
+from phenoica.contract.errors import ConfigError
 
 if TYPE_CHECKING:
     import torch

@@ -27,7 +27,7 @@ import torch
 from timm.models import adapt_input_conv, get_pretrained_cfg
 from torch import nn
 
-from phenoica.contract.values import ConfigError
+from phenoica.contract.errors import ConfigError
 from phenoica.models.checkpoint import (
     SAFETENSORS,
     CheckpointError,

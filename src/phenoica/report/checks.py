@@ -16,8 +16,8 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify.engine import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
+from phenoica.contract.score_status import OK, SKIPPED
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
-from phenoica.contract.values import OK, SKIPPED
 from phenoica.hits.calls import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS
 from phenoica.transforms.variant_names import VARIANTS
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Annotated, Any, NamedTuple, Sequence
 
-from phenoica.contract.options import Setting, stage_options
+from phenoica.contract.stage_options import Setting, stage_options
 
 
 def lightgbm_table_params(given: dict[str, Any]) -> dict[str, Any]:

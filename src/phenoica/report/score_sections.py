@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from phenoica.contract.score_status import OK
 from phenoica.contract.screen import GENE, GUIDE
-from phenoica.contract.values import OK
 from phenoica.hits import calls as H
 from phenoica.report import render
 from phenoica.report.checks import check_truth, ordered_variants, variant_label

@@ -27,8 +27,8 @@ import pandas as pd
 from scipy import stats
 
 from phenoica.classify.engine import SCORE_COLUMNS
+from phenoica.contract.score_status import OK, SKIPPED
 from phenoica.contract.screen import GENE, GUIDE
-from phenoica.contract.values import OK, SKIPPED
 from phenoica.identifiability.table1 import TABLE_COLUMNS as ALIGNMENT_COLUMNS
 from phenoica.report.checks import (
     GENE_COLUMNS,

@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Annotated, Any, NamedTuple
 
 from phenoica.contract.config import demo_plates
-from phenoica.contract.options import Setting, stage_options
+from phenoica.contract.stage_options import Setting, stage_options
 
 
 @stage_options("simulate_truth", "simulate_plate")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any, NamedTuple
 
 from phenoica.classify.options import ClassifyOptions, model_parameters, run_time_parameters
-from phenoica.contract.options import Setting, stage_options
+from phenoica.contract.stage_options import Setting, stage_options
 from phenoica.transforms.options import TransformOptions
 from phenoica.transforms.variant_names import swept_variants
 

@@ -34,10 +34,7 @@ from typing import Any
 import numpy as np
 from scipy import optimize
 
-#: The named rules (strings) ``transforms.n_components`` accepts beside counts and fractions.
-NAMED_RULES: tuple[str, ...] = ("deflated", "parallel")
-#: Fewest components a rule may keep.
-MIN_COMPONENTS = 2
+from phenoica.contract.config import COMPONENT_RULES, MIN_COMPONENTS
 
 
 def rule_name(n_components: Any) -> str:
@@ -45,7 +42,7 @@ def rule_name(n_components: Any) -> str:
     ``parallel``, ``deflated``); an error when ``n_components`` is none of these (a count below
     1, a negative or out-of-range fraction, a bool, an unknown name)."""
     n = n_components
-    expected = f"an integer >= 1, a fraction in (0, 1) or one of {list(NAMED_RULES)}"
+    expected = f"an integer >= 1, a fraction in (0, 1) or one of {list(COMPONENT_RULES)}"
     if isinstance(n, (bool, np.bool_)):
         raise ValueError(f"n_components: expected {expected}, got {n!r}")
     if isinstance(n, numbers.Integral):
@@ -56,7 +53,7 @@ def rule_name(n_components: Any) -> str:
         if not 0 < n < 1:
             raise ValueError(f"n_components: a fraction of explained variance must be in (0, 1), got {n}")
         return f"fraction {float(n)}"
-    if n in NAMED_RULES:
+    if n in COMPONENT_RULES:
         return str(n)
     raise ValueError(f"n_components: expected {expected}, got {n!r}")
 

@@ -25,9 +25,10 @@ from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted
 
 from phenoica.contract.arrays import check_matrix
+from phenoica.contract.config import MIN_COMPONENTS
 from phenoica.contract.screen import ScreenError
 from phenoica.transforms.accumulators import Moments, RowSample
-from phenoica.transforms.components import MIN_COMPONENTS, deflated_count, rule_name, too_few
+from phenoica.transforms.components import deflated_count, rule_name, too_few
 from phenoica.utils.arrays import centered_chunks, out_dtype
 
 LOG = logging.getLogger(__name__)

@@ -2,7 +2,7 @@
 default, what a change of it reruns, and its meaning. ``python -m phenoica.workflow.reference``
 prints it; a test keeps the page equal to it.
 
-The *reruns* column is read from the stages' options (:mod:`phenoica.contract.options`): the
+The *reruns* column is read from the stages' options (:mod:`phenoica.contract.stage_options`): the
 rules whose options read a key (or a mapping holding it) as a param. A key read only at run time
 reruns nothing; a key no stage's options read is read when the DAG is built or by the check at
 the door, through the files it names.
@@ -15,13 +15,13 @@ import json
 import pkgutil
 from typing import Any, Mapping
 
-from phenoica.contract.options import RULE_OPTIONS, settings_of
 from phenoica.contract.schema import load_schema
+from phenoica.contract.stage_options import RULE_OPTIONS, settings_of
 
 
 def load_stage_options() -> dict[str, type]:
     """Import every stage's ``options`` module (``phenoica.<stage>.options``) and return which
-    options class each rule takes (:data:`phenoica.contract.options.RULE_OPTIONS`)."""
+    options class each rule takes (:data:`phenoica.contract.stage_options.RULE_OPTIONS`)."""
     import phenoica
 
     for info in pkgutil.walk_packages(phenoica.__path__, "phenoica."):

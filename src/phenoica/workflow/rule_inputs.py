@@ -1,7 +1,7 @@
 """The file lists the rules read, decided from the validated config when the DAG is built.
 
-``rules/common.smk`` builds one :class:`RuleInputs` (``IN``) and the rules ask it for their inputs:
-``IN.store(plate)``, ``IN.checkpoint(model)``, ``IN.maps()``, ... Each method says which files a
+``rules/common.smk`` builds one :class:`RuleInputs` (``INPUTS``) and the rules ask it for their inputs:
+``INPUTS.store(plate)``, ``INPUTS.checkpoint(model)``, ``INPUTS.maps()``, ... Each method says which files a
 rule reads and when a file is not read at all (an empty list: the readout, the gene map or the
 sweep is off, the screen has no truth, a second model is missing). The paths are those of
 :mod:`phenoica.contract.paths`; the user's own files (stores, checkpoints, embeddings, frozen

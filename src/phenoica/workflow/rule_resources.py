@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from phenoica.contract.values import ConfigError
+from phenoica.contract.errors import ConfigError
 
 
 def rule_threads(resources: Mapping[str, Any], rule: str, fallback: int) -> int:

@@ -32,10 +32,10 @@ import pandas as pd
 
 from phenoica.contract import screen
 from phenoica.contract.config import component_problems
+from phenoica.contract.errors import ConfigError
 from phenoica.contract.names import listed_name_problems, name_problems
-from phenoica.contract.options import canonical
 from phenoica.contract.screen import ScreenError, raise_problems
-from phenoica.contract.values import ConfigError
+from phenoica.contract.stage_options import canonical
 from phenoica.screen.h5ad import parquet_source
 from phenoica.utils.io import atomic_path, get_logger
 from phenoica.workflow import analysis

@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract import screen
-from phenoica.contract.values import FACTOR_PREFIX
+from phenoica.contract.screen import FACTOR_PREFIX
 from phenoica.screen.annotations import corum_complexes
 from phenoica.screen.options import DemoOptions
 from phenoica.utils.seeding import rng_from_sequence

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Annotated, Any, NamedTuple
 
-from phenoica.contract.options import Setting, stage_options
+from phenoica.contract.stage_options import Setting, stage_options
 
 
 @stage_options("disentangle_train")

@@ -22,7 +22,7 @@ from __future__ import annotations
 import copy
 from typing import Any, Callable, Mapping, NamedTuple, TypeVar, get_type_hints
 
-from phenoica.contract.values import ConfigError
+from phenoica.contract.errors import ConfigError
 
 T = TypeVar("T")
 
