@@ -10,6 +10,7 @@ any did. Run from the repository root:
     python benchmarks/scenario_tables.py --json before.json             # at the old commit
     python benchmarks/scenario_tables.py --json after.json --against before.json
     python benchmarks/scenario_tables.py --only arrayed --only zarr --json x.json
+    python benchmarks/scenario_tables.py --only arrayed --work kept/ --json x.json   # keep the results
 
 Each scenario's wall seconds are printed, so the cost of the check is visible too.
 """
@@ -91,16 +92,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--only", action="append", help="a scenario to run (repeatable; default: all)")
     parser.add_argument("--default", action="store_true", help="also run the embedded default (the demo screen)")
     parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--work", type=Path, help="run in this folder and keep it (default: a temporary one)")
     args = parser.parse_args(argv)
     names: list[str | None] = list(args.only or SCENARIOS)
     if args.default:
         names.append(None)
     digests = {}
     with tempfile.TemporaryDirectory(prefix="phenoica-tables-") as tmp:
-        prepare_folder(Path(tmp))
+        work = args.work or Path(tmp)
+        work.mkdir(parents=True, exist_ok=True)
+        prepare_folder(work)
         for name in names:
             label = name or "default"
-            digests[label], seconds = run_scenario(Path(tmp), name, args.cores)
+            digests[label], seconds = run_scenario(work, name, args.cores)
             print(f"{label}: {len(digests[label])} tables, {seconds:.0f} s", flush=True)
             args.json.write_text(json.dumps(digests, indent=1, sort_keys=True))
     if args.against is None:
