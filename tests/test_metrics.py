@@ -21,6 +21,18 @@ def test_auroc_known_values():
     assert metrics.auroc(y, np.zeros(4)) == pytest.approx(0.5)
 
 
+def test_auroc_is_scikit_learns_to_one_unit_in_the_last_place():
+    from sklearn.metrics import roc_auc_score
+
+    rng = np.random.default_rng(0)
+    for i in range(300):
+        n = int(rng.integers(4, 400))
+        y = (rng.random(n) < rng.uniform(0.05, 0.5)).astype(int)
+        y[:2] = (0, 1)
+        score = rng.random(n) if i % 2 else np.round(rng.random(n), 1)  # half of them with ties
+        assert metrics.auroc(y, score) == pytest.approx(roc_auc_score(y, score), rel=0, abs=4e-16)
+
+
 def test_auroc_one_class_is_nan_with_reason():
     with pytest.warns(RuntimeWarning, match="0 positive and 3 negative"):
         assert math.isnan(metrics.auroc(np.zeros(3), np.array([0.1, 0.2, 0.3])))
