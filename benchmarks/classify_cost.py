@@ -41,7 +41,8 @@ import pandas as pd
 import yaml
 
 from phenoica.classify.bins import FoldBins
-from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix
+from phenoica.classify.engine import _guide_seed, classify_guides
+from phenoica.classify.features import feature_matrix
 from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
 from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.protocol import PROTOCOLS, control_strata, training_controls

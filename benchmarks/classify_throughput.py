@@ -28,7 +28,8 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix, score_guide
+from phenoica.classify.engine import _guide_seed, classify_guides, score_guide
+from phenoica.classify.features import feature_matrix
 from phenoica.classify.null import control_mask, guides_of
 from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.splits import Fold

@@ -13,21 +13,15 @@ import pytest
 
 from phenoica.classify import lightgbm_params as classify_params
 from phenoica.classify.bins import FoldBins
-from phenoica.classify.engine import (
-    SCORE_COLUMNS,
-    _guide_seed,
-    classify_guides,
-    classify_shard,
-    feature_matrix,
-    score_guide,
-    shard_genes,
-)
+from phenoica.classify.engine import _guide_seed, classify_guides, classify_shard, score_guide, shard_genes
+from phenoica.classify.features import feature_matrix
 from phenoica.classify.lightgbm_params import _lightgbm_names, lightgbm_parameter_names, lightgbm_params
 from phenoica.classify.map_readout import MAP_COLUMNS, guide_map
 from phenoica.classify.null import control_mask, null_guide_design
 from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.splits import Fold
 from phenoica.contract.config import validate_config
+from phenoica.contract.score_columns import SCORE_COLUMNS
 from phenoica.contract.screen import (
     BATCH,
     CONTROL,

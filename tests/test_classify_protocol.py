@@ -12,7 +12,8 @@ import pandas as pd
 import pytest
 
 from phenoica.classify.bins import FoldBins
-from phenoica.classify.engine import _guide_seed, classify_guides, feature_matrix, score_guide, score_guide_on
+from phenoica.classify.engine import _guide_seed, classify_guides, score_guide, score_guide_on
+from phenoica.classify.features import feature_matrix
 from phenoica.classify.null import control_mask, null_guide_design
 from phenoica.classify.protocol import control_strata, training_controls, trainings
 from phenoica.classify.splits import Fold, in_distribution

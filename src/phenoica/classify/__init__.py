@@ -13,12 +13,25 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
   design (``null_guide_design``);
 - :mod:`~phenoica.classify.bins`: bin boundaries found once per fold on the training controls,
   and the binned training rows shared by a block of guides;
-- :mod:`~phenoica.classify.engine`: the fold engine (``classify_guides``, ``classify_shard``)
-  and the score table (``SCORE_COLUMNS``);
+- :mod:`~phenoica.classify.features`: a profile table's feature matrix (``feature_matrix``), as
+  the classifiers and the mAP readout read it;
+- :mod:`~phenoica.classify.engine`: the fold engine (``classify_guides``, ``classify_shard``),
+  writing the score table (its columns: ``phenoica.contract.score_columns.SCORE_COLUMNS``);
 - :mod:`~phenoica.classify.map_readout`: copairs mean average precision per guide (``guide_map``).
 
 The score table's guide and gene means (``summarize_scores``) belong to hit calling
 (:mod:`phenoica.hits.calls`).
 """
 
-__all__ = ["bins", "capacity", "engine", "lightgbm_params", "map_readout", "null", "options", "protocol", "splits"]
+__all__ = [
+    "bins",
+    "capacity",
+    "engine",
+    "features",
+    "lightgbm_params",
+    "map_readout",
+    "null",
+    "options",
+    "protocol",
+    "splits",
+]

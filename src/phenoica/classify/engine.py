@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify.bins import GUIDES_PER_BLOCK, FoldBins, GuideBlock
+from phenoica.classify.features import feature_matrix
 from phenoica.classify.null import (
     GuideSamples,
     control_constructs,
@@ -39,7 +40,7 @@ from phenoica.classify.null import (
 )
 from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.protocol import Training, control_strata, training_controls, trainings
-from phenoica.contract.arrays import check_finite
+from phenoica.contract.score_columns import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
 from phenoica.contract.score_status import OK, SKIPPED
 from phenoica.contract.screen import (
     GENE,
@@ -47,73 +48,15 @@ from phenoica.contract.screen import (
     PERT_TYPE,
     PERTURBATION,
     ScreenError,
-    feature_columns,
     validate_profile_metadata,
 )
 from phenoica.identifiability import metrics
 from phenoica.utils.seeding import derive_seed
 
-SCORE_COLUMNS: tuple[str, ...] = (
-    "model",
-    "variant",
-    GENE,
-    GUIDE,
-    "is_null_guide",
-    "fold",
-    "n_train_pos",
-    "n_train_neg",
-    "n_test_pos",
-    "n_test_neg",
-    "auroc",
-    "sparsity",
-    "concentration",
-    "auroc_top",
-    "auroc_rest",
-    "status",
-    "reason",
-)
-#: The integer and the float columns of ``SCORE_COLUMNS``.
-SCORE_INT_COLUMNS: tuple[str, ...] = ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg")
-SCORE_FLOAT_COLUMNS: tuple[str, ...] = ("auroc", "sparsity", "concentration", "auroc_top", "auroc_rest")
-
 
 def _guide_seed(seed: int, gene: str, guide: str, fold: str) -> int:
     """A seed for one (guide, fold) model: independent of order, shard and the other guides."""
     return derive_seed(seed, "classify", gene, guide, fold)
-
-
-def feature_matrix(
-    table: pd.DataFrame, source: str = "table", log: logging.Logger | None = None
-) -> tuple[np.ndarray, list[str]]:
-    """The table's feature columns as a float array, constant columns dropped (logged).
-
-    Raises ValueError naming the columns that are non-numeric or hold non-finite values.
-    """
-    log = log or logging.getLogger(__name__)
-    names = feature_columns(table)
-    if not names:
-        raise ScreenError(f"{source}: no feature columns (every column is Metadata_*)")
-    bad = [c for c in names if not pd.api.types.is_numeric_dtype(table[c]) or pd.api.types.is_bool_dtype(table[c])]
-    if bad:
-        raise ValueError(f"{source}: feature column(s) {bad[:10]} are not numeric")
-    dtype = np.float32 if all(table[c].dtype == np.float32 for c in names) else np.float64
-    X = table[names].to_numpy(dtype=dtype)
-    check_finite(X, source, names)
-    if len(X):
-        constant = X.max(axis=0) == X.min(axis=0)
-        if constant.any():
-            dropped = [names[j] for j in np.flatnonzero(constant)]
-            log.warning(
-                "%s: dropping %d constant feature column(s) %s%s (no classifier can use them)",
-                source,
-                len(dropped),
-                dropped[:10],
-                " ..." if len(dropped) > 10 else "",
-            )
-            keep = np.flatnonzero(~constant)
-            X = np.ascontiguousarray(X[:, keep])
-            names = [names[j] for j in keep]
-    return X, names
 
 
 def shard_genes(genes: Sequence[str], n_shards: int) -> list[list[str]]:

@@ -8,7 +8,7 @@ import tempfile
 import numpy as np
 import pandas as pd
 
-from phenoica.classify.engine import feature_matrix
+from phenoica.classify.features import feature_matrix
 from phenoica.classify.null import control_mask
 from phenoica.contract.screen import (
     CONTROL,

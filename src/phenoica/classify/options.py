@@ -1,22 +1,30 @@
 """What a classification job reads: :class:`ClassifyOptions`, the ``classify`` rule's params and
-the settings :func:`phenoica.classify.engine.classify_shard` takes."""
+the settings :func:`phenoica.classify.engine.classify_shard` takes, and the options of the
+``map_readout`` and ``splits`` jobs.
+
+Light on purpose (LightGBM only when the LightGBM parameters are read or built): a job unpickles
+its options from this module, and the rule files import it when the DAG is built.
+"""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, NamedTuple
 
-from phenoica.classify.lightgbm_params import RUN_TIME_KEYS, lightgbm_params
 from phenoica.contract.stage_options import Setting, stage_options
 
 
 def model_parameters(given: dict[str, Any]) -> dict[str, Any]:
     """The LightGBM parameters of ``classify.lightgbm`` a model depends on (:func:`lightgbm_params`
     under LightGBM's canonical names), without the seed and the run-time keys."""
+    from phenoica.classify.lightgbm_params import RUN_TIME_KEYS, lightgbm_params  # imports lightgbm: only here
+
     return {k: v for k, v in lightgbm_params(given, 0).items() if k not in RUN_TIME_KEYS and k != "seed"}
 
 
 def run_time_parameters(given: dict[str, Any]) -> dict[str, Any]:
     """The LightGBM parameters of ``classify.lightgbm`` that change only speed or logs (threads, verbosity)."""
+    from phenoica.classify.lightgbm_params import RUN_TIME_KEYS, lightgbm_params  # imports lightgbm: only here
+
     return {k: v for k, v in lightgbm_params(given, 0).items() if k in RUN_TIME_KEYS}
 
 
@@ -58,6 +66,8 @@ class ClassifyOptions(NamedTuple):
 
     def booster_params(self) -> dict[str, Any]:
         """LightGBM's parameters for :func:`lightgbm.train`: the model and run-time keys, and the seed."""
+        from phenoica.classify.lightgbm_params import lightgbm_params  # imports lightgbm: only here
+
         return lightgbm_params({**self.lightgbm, **self.lightgbm_run_time}, self.seed)
 
 

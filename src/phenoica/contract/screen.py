@@ -4,22 +4,27 @@ Metadata: one row per image (site), ``Metadata_*`` columns (pycytominer / copair
 Plate store: a Zarr v3 group ``{plate}.zarr`` with array ``tiles`` (n_images, C, H, W), uint8
 or uint16, chunked along images, attribute ``channels``.
 Embeddings: all ``Metadata_*`` columns plus float32 ``emb_0000 ... emb_{D-1}``.
+
+The functions that open or write a plate store import zarr themselves: every stage reads the
+column names and table checks here, and most never open a store.
 """
 
 from __future__ import annotations
 
 import difflib
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
-import zarr
 
 from phenoica.contract.names import name_problems, row_name
 from phenoica.utils.io import atomic_path, path_part_problem, read_table
+
+if TYPE_CHECKING:
+    import zarr
 
 #: Prefix of the ground-truth factor columns of a simulated screen (``factor_00``, ...): written by
 #: :mod:`phenoica.screen.demo`, read by :mod:`phenoica.identifiability`.
@@ -393,6 +398,8 @@ def plates_of(metadata: pd.DataFrame) -> list[str]:
 
 def open_plate(path: Path | str) -> zarr.Array:
     """Open a plate store's ``tiles`` array read-only, checking shape and dtype."""
+    import zarr  # the plate store's library: loaded by the jobs that open a store
+
     path = Path(path)
     if not path.exists():
         raise ScreenError(f"{path}: plate store not found")
@@ -410,6 +417,8 @@ def open_plate(path: Path | str) -> zarr.Array:
 
 def plate_channels(path: Path | str) -> list[str]:
     """Channel names stored in a plate store's attributes (``channels``)."""
+    import zarr  # the plate store's library: loaded by the jobs that open a store
+
     group = zarr.open_group(str(path), mode="r")
     channels = group.attrs.get("channels") or group[TILES].attrs.get("channels")
     if channels is None:
@@ -452,6 +461,8 @@ def write_plate(
     ``tiles`` is either a whole array (n, C, H, W) or an iterable of blocks along images (then
     ``shape`` and ``dtype`` are required), so plates larger than memory stream through.
     """
+    import zarr  # the plate store's library: loaded by the jobs that write a store
+
     path = Path(path)
     if isinstance(tiles, np.ndarray):
         shape, dtype, blocks = tiles.shape, tiles.dtype, [tiles]

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.classify.engine import SCORE_COLUMNS
+from phenoica.contract.score_columns import SCORE_COLUMNS
 from phenoica.contract.score_status import OK
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.utils.stats import acat, bh_qvalues

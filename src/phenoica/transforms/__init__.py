@@ -22,6 +22,10 @@ Modules, one job each:
   ``CenterScale`` (public ``partial_fit`` / ``finalize`` for streaming) and ``CoralAlignment``;
 - :mod:`~phenoica.transforms.whitening`: ``PCAWhitener`` (streaming) and parallel analysis;
 - :mod:`~phenoica.transforms.rotations`: ``ICARotation``, ``RandomRotation``;
+- :mod:`~phenoica.transforms.solvers`: the solvers the rotations' fits call (picard, scikit-learn,
+  ``scipy.stats``), imported by the fits alone;
+- :mod:`~phenoica.transforms.estimator`: the estimator idiom the steps share, without scikit-learn,
+  so that loading and applying a fitted transform imports none of the fitting libraries;
 - :mod:`~phenoica.transforms.variant`: ``VariantTransform``, the chain of fitted steps;
 - :mod:`~phenoica.transforms.serialize`: the ``.npz`` + JSON format of a fitted transform;
 - :mod:`~phenoica.transforms.rows`: row blocks of a profile table;

@@ -18,10 +18,10 @@ from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, ScreenError, metadata_columns
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, split_columns, write_batches
 from phenoica.transforms.accumulators import BatchMoments, Moments
-from phenoica.transforms.fit import whitened_moments
 from phenoica.transforms.rows import profile_source, row_block, row_columns, source_features
 from phenoica.transforms.scaling import check_batches
 from phenoica.transforms.variant import VariantTransform, load_transform
+from phenoica.transforms.whitening import whitened_moments
 
 
 def table_batches(src: ProfileSource) -> list[str]:

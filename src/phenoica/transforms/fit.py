@@ -29,7 +29,7 @@ from phenoica.transforms.rows import Profiles, RowBlock, profile_source, row_blo
 from phenoica.transforms.scaling import CenterScale, CoralAlignment, check_batches, check_is_control
 from phenoica.transforms.variant import VariantTransform
 from phenoica.transforms.variant_names import VARIANTS, WHITENED_VARIANTS
-from phenoica.transforms.whitening import PCAWhitener
+from phenoica.transforms.whitening import PCAWhitener, whitened_moments
 from phenoica.utils.arrays import check_rows, column_labels, row_chunks
 from phenoica.utils.io import atomic_path
 from phenoica.utils.seeding import derive_seed
@@ -129,18 +129,6 @@ class _TvnRows:
         b = batches[is_control]
         for batch in np.unique(b).tolist():
             self.moments[batch].update(controls[b == batch])
-
-
-def whitened_moments(moments: Mapping[str, Moments], whitener: PCAWhitener) -> dict[str, Moments]:
-    """Per-batch moments carried through the (affine) whitening: mean -> whitened mean,
-    scatter -> W^T scatter W (W = ``whitening_.T``)."""
-    W = whitener.whitening_.T
-    out: dict[str, Moments] = {}
-    for batch, m in moments.items():
-        w = Moments(W.shape[1])
-        w.n, w.mean, w.scatter = m.n, (m.mean - whitener.mean_) @ W, W.T @ m.scatter @ W
-        out[batch] = w
-    return out
 
 
 def _second_pass(

@@ -3,27 +3,23 @@ seeded Haar-random rotation (:class:`RandomRotation`, the "any rotation" control
 
 Both are fitted on rows in memory: :class:`ICARotation` on a seeded subsample of at most
 ``max_samples`` whitened rows, :class:`RandomRotation` from the width alone. They follow the
-scikit-learn idiom (hyper-parameters in ``__init__``, learned attributes end in ``_``,
-``transform`` never refits).
+scikit-learn idiom (:mod:`phenoica.transforms.estimator`, without scikit-learn: hyper-parameters
+in ``__init__``, learned attributes end in ``_``, ``transform`` never refits). Their fits call
+the solvers of :mod:`phenoica.transforms.solvers` (picard, scikit-learn, ``scipy.stats``),
+imported by the fit itself: a saved rotation is applied with numpy alone.
 """
 
 from __future__ import annotations
 
 import logging
-import warnings
 from typing import Any
 
 import numpy as np
-from picard import picard
 from scipy import linalg
-from scipy.stats import ortho_group
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.decomposition import FastICA
-from sklearn.exceptions import ConvergenceWarning
-from sklearn.utils.validation import check_is_fitted
 
 from phenoica.contract.arrays import check_matrix
 from phenoica.transforms.accumulators import RowSample
+from phenoica.transforms.estimator import Transformer, check_fitted
 from phenoica.utils.arrays import centered_chunks, out_dtype
 
 LOG = logging.getLogger(__name__)
@@ -41,12 +37,12 @@ def nearest_orthogonal(W: np.ndarray) -> np.ndarray:
     return U @ Vt
 
 
-class _Rotation(TransformerMixin, BaseEstimator):
+class _Rotation(Transformer):
     """Shared transform of the orthogonal rotations: ``Z @ rotation_.T``."""
 
     def transform(self, Z: Any) -> np.ndarray:
         """Rotate whitened rows (never refits)."""
-        check_is_fitted(self, "rotation_")
+        check_fitted(self, "rotation_")
         Z = check_matrix(Z, f"{type(self).__name__}.transform Z", self.n_features_in_)
         out = np.empty(Z.shape, dtype=out_dtype(Z))
         for rows, block in centered_chunks(Z, np.zeros(Z.shape[1])):
@@ -108,36 +104,9 @@ class ICARotation(_Rotation):
             self.rotation_ = np.ones((1, 1))
             self.converged_, self.n_iter_, self.orthogonality_error_ = True, 0, 0.0
             return self
-        with warnings.catch_warnings(record=True) as caught:
-            warnings.simplefilter("always")
-            if self.method == "picard":
-                _, W, _, n_iter = picard(
-                    np.ascontiguousarray(Z.T, dtype=np.float64),
-                    ortho=True,
-                    extended=True,
-                    whiten=False,
-                    centering=True,
-                    max_iter=self.max_iter,
-                    tol=self.tol,
-                    random_state=self.seed,
-                    return_n_iter=True,
-                )
-                failed = [w for w in caught if "did not converge" in str(w.message)]
-            else:
-                ica = FastICA(
-                    whiten=False,
-                    algorithm="parallel",
-                    fun="logcosh",
-                    max_iter=self.max_iter,
-                    tol=self.tol,
-                    random_state=self.seed,
-                ).fit(Z.astype(np.float64))
-                W, n_iter = ica.components_, ica.n_iter_
-                failed = [w for w in caught if issubclass(w.category, ConvergenceWarning)]
-        for w in caught:
-            if w not in failed:
-                warnings.warn_explicit(w.message, w.category, w.filename, w.lineno)
-        W = np.asarray(W, dtype=np.float64)
+        from phenoica.transforms.solvers import ica_unmixing  # picard and scikit-learn: a fit's only
+
+        W, n_iter, failed = ica_unmixing(Z, self.method, self.max_iter, self.tol, self.seed)
         self.orthogonality_error_ = float(np.abs(W @ W.T - np.eye(k)).max())
         W = nearest_orthogonal(W)
         W *= np.sign(W[np.arange(k), np.abs(W).argmax(axis=1)])[:, None]
@@ -173,6 +142,8 @@ class RandomRotation(_Rotation):
         with the width of its input)."""
         if int(n_components) < 1:
             raise ValueError(f"RandomRotation.draw: n_components must be >= 1, got {n_components}")
-        self.rotation_ = np.atleast_2d(ortho_group.rvs(int(n_components), random_state=self.seed)).astype(np.float64)
+        from phenoica.transforms.solvers import haar_rotation  # scipy.stats: a fit's only
+
+        self.rotation_ = haar_rotation(int(n_components), self.seed)
         self.n_features_in_ = int(n_components)
         return self

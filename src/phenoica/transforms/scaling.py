@@ -2,12 +2,12 @@
 (:class:`CenterScale`, the first step of every whitened variant) and CORAL alignment
 (:class:`CoralAlignment`, the last step of TVN).
 
-They follow the scikit-learn idiom: hyper-parameters in ``__init__``, learned attributes end in
-``_`` and are set by ``fit``; ``transform`` never refits. Arithmetic is float64 on row chunks;
-float32 input gives float32 output. :class:`CenterScale` also fits block by block:
-``partial_fit`` adds a block of rows to the accumulated statistics
-(:mod:`phenoica.transforms.accumulators`) and ``finalize`` turns them into the fitted attributes;
-``fit(X)`` is ``partial_fit(X)`` then ``finalize()``, the same arithmetic.
+They follow the scikit-learn idiom (:mod:`phenoica.transforms.estimator`, without scikit-learn):
+hyper-parameters in ``__init__``, learned attributes end in ``_`` and are set by ``fit``;
+``transform`` never refits. Arithmetic is float64 on row chunks; float32 input gives float32
+output. :class:`CenterScale` also fits block by block: ``partial_fit`` adds a block of rows to the
+accumulated statistics (:mod:`phenoica.transforms.accumulators`) and ``finalize`` turns them into
+the fitted attributes; ``fit(X)`` is ``partial_fit(X)`` then ``finalize()``, the same arithmetic.
 """
 
 from __future__ import annotations
@@ -18,12 +18,11 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 from scipy import linalg
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
 
 from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, ScreenError
 from phenoica.transforms.accumulators import BatchMoments, Moments
+from phenoica.transforms.estimator import Estimator, check_fitted
 from phenoica.utils.arrays import check_rows, column_labels, out_dtype, row_chunks
 
 LOG = logging.getLogger(__name__)
@@ -52,7 +51,7 @@ def check_is_control(is_control: Any, n: int) -> np.ndarray:
 # --------------------------------------------------------------------------- center-scale
 
 
-class CenterScale(TransformerMixin, BaseEstimator):
+class CenterScale(Estimator):
     """Per-batch centering and scaling on each batch's own controls ("CenterScale").
 
     ``fit(X, batches, is_control)`` records, for every batch, the mean and SD (ddof=1) of its
@@ -129,7 +128,7 @@ class CenterScale(TransformerMixin, BaseEstimator):
 
     def unseen(self, batches: Any) -> list[str]:
         """The batch labels among ``batches`` that were not seen at fit, sorted."""
-        check_is_fitted(self, "mean_")
+        check_fitted(self, "mean_")
         return sorted(set(np.unique(np.asarray(batches).astype(str)).tolist()) - set(self.batches_.tolist()))
 
     def with_batches(
@@ -137,7 +136,7 @@ class CenterScale(TransformerMixin, BaseEstimator):
     ) -> "CenterScale":
         """A copy that also knows ``batches`` (unseen at fit), from their own control moments
         (accumulated over every row of those batches); the fitted state of ``self`` is left as it is."""
-        check_is_fitted(self, "mean_")
+        check_fitted(self, "mean_")
         stats = [self._stats(moments.batches.get(b), b, feature_names) for b in batches]
         for batch, (_, _, count) in zip(batches, stats):
             LOG.info("center-scale: batch %r unseen at fit, scaled on its own %d controls", batch, count)
@@ -154,7 +153,7 @@ class CenterScale(TransformerMixin, BaseEstimator):
     ) -> np.ndarray:
         """(X - batch control mean) / batch control SD; unseen batches use their own controls
         among these rows (``is_control`` is needed only for them)."""
-        check_is_fitted(self, "mean_")
+        check_fitted(self, "mean_")
         X = check_matrix(X, "CenterScale.transform X", self.n_features_in_, feature_names)
         batches = check_batches(batches, X.shape[0])
         if is_control is not None:
@@ -205,7 +204,7 @@ def _sym_power(C: np.ndarray, power: float) -> np.ndarray:
     return (vecs * vals**power) @ vecs.T
 
 
-class CoralAlignment(TransformerMixin, BaseEstimator):
+class CoralAlignment(Estimator):
     """Per-batch CORAL on controls, the last step of TVN (typical variation normalization).
 
     For every batch ``b``, from the mean ``m_b`` and covariance ``C_b`` of its control rows and
@@ -275,12 +274,12 @@ class CoralAlignment(TransformerMixin, BaseEstimator):
 
     def unseen(self, batches: Any) -> list[str]:
         """The batch labels among ``batches`` not seen at fit, sorted."""
-        check_is_fitted(self, "alignment_")
+        check_fitted(self, "alignment_")
         return sorted(set(np.unique(np.asarray(batches).astype(str)).tolist()) - set(self.batches_.tolist()))
 
     def with_batches(self, moments: dict[str, Moments]) -> "CoralAlignment":
         """A copy that also aligns the batches of ``moments`` (unseen at fit) from their own controls."""
-        check_is_fitted(self, "alignment_")
+        check_fitted(self, "alignment_")
         out = CoralAlignment(self.eps, self.min_controls)
         names = sorted(moments)
         checked = [self._check(b, moments[b]) for b in names]
@@ -299,7 +298,7 @@ class CoralAlignment(TransformerMixin, BaseEstimator):
 
     def transform(self, Z: Any, batches: Any) -> np.ndarray:
         """Align each row with its batch's map (every batch must be known: see :meth:`with_batches`)."""
-        check_is_fitted(self, "alignment_")
+        check_fitted(self, "alignment_")
         Z = check_matrix(Z, "CoralAlignment.transform X", self.n_features_in_)
         batches = check_batches(batches, Z.shape[0])
         known = {b: i for i, b in enumerate(self.batches_.tolist())}

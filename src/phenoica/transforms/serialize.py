@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
-from sklearn.base import BaseEstimator
 
+from phenoica.transforms.estimator import Estimator
 from phenoica.transforms.rotations import ICARotation, RandomRotation
 from phenoica.transforms.scaling import CenterScale, CoralAlignment
 from phenoica.transforms.whitening import PCAWhitener
@@ -24,7 +24,7 @@ from phenoica.utils.io import atomic_path
 FORMAT = "phenoica.transform"
 FORMAT_VERSION = 1
 #: The step classes a saved transform may name (nothing else is ever instantiated on load).
-STEP_CLASSES: dict[str, type[BaseEstimator]] = {
+STEP_CLASSES: dict[str, type[Estimator]] = {
     c.__name__: c for c in (CenterScale, PCAWhitener, ICARotation, RandomRotation, CoralAlignment)
 }
 
@@ -36,7 +36,7 @@ def jsonable(value: Any) -> Any:
     return value
 
 
-def export_step(step: BaseEstimator, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def export_step(step: Estimator, name: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """A fitted step as (JSON description, arrays): class, params, fitted scalars / arrays."""
     scalars: dict[str, Any] = {}
     arrays: dict[str, np.ndarray] = {}
@@ -53,7 +53,7 @@ def export_step(step: BaseEstimator, name: str) -> tuple[dict[str, Any], dict[st
     return {"class": type(step).__name__, "params": params, "fitted": scalars}, arrays
 
 
-def restore_step(desc: Mapping[str, Any], name: str, arrays: Mapping[str, np.ndarray], source: str) -> BaseEstimator:
+def restore_step(desc: Mapping[str, Any], name: str, arrays: Mapping[str, np.ndarray], source: str) -> Estimator:
     """Rebuild a fitted step from its JSON description and arrays (classes from :data:`STEP_CLASSES`)."""
     cls = STEP_CLASSES.get(desc.get("class", ""))
     if cls is None:

@@ -1,10 +1,12 @@
 """PCA whitening (:class:`PCAWhitener`) and Horn's parallel analysis (:func:`parallel_analysis`).
 
-The whitener follows the scikit-learn idiom (hyper-parameters in ``__init__``, learned attributes
-end in ``_``, ``transform`` never refits) and streams as scikit-learn's ``IncrementalPCA`` does:
-``partial_fit`` adds a block of rows to the accumulated float64 moments and ``finalize`` turns
-them into the fitted attributes (with the checks a fit makes); ``fit(X)`` is ``partial_fit(X)``
-then ``finalize()``, the same arithmetic. float32 input gives float32 output.
+The whitener follows the scikit-learn idiom (:mod:`phenoica.transforms.estimator`, without
+scikit-learn: hyper-parameters in ``__init__``, learned attributes end in ``_``, ``transform``
+never refits) and streams as scikit-learn's ``IncrementalPCA`` does: ``partial_fit`` adds a
+block of rows to the accumulated float64 moments and ``finalize`` turns them into the fitted
+attributes (with the checks a fit makes); ``fit(X)`` is ``partial_fit(X)`` then ``finalize()``,
+the same arithmetic. float32 input gives float32 output. :func:`whitened_moments` carries
+per-batch moments through a fitted whitening (TVN's alignment is fitted on them).
 
 Component rules (``n_components``: a count, a fraction, ``"parallel"`` or ``"deflated"``, the
 default) live in :mod:`phenoica.transforms.components`. The count decides whether ICA helps:
@@ -17,18 +19,17 @@ from __future__ import annotations
 
 import logging
 import numbers
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 from scipy import linalg
-from sklearn.base import BaseEstimator, TransformerMixin
-from sklearn.utils.validation import check_is_fitted
 
 from phenoica.contract.arrays import check_matrix
 from phenoica.contract.config import MIN_COMPONENTS
 from phenoica.contract.screen import ScreenError
 from phenoica.transforms.accumulators import Moments, RowSample
 from phenoica.transforms.components import deflated_count, rule_name, too_few
+from phenoica.transforms.estimator import Transformer, check_fitted
 from phenoica.utils.arrays import centered_chunks, out_dtype
 
 LOG = logging.getLogger(__name__)
@@ -88,7 +89,7 @@ def _parallel_analysis(sample: RowSample, n_permutations: int, quantile: float) 
     return max(1, k), observed, threshold
 
 
-class PCAWhitener(TransformerMixin, BaseEstimator):
+class PCAWhitener(Transformer):
     """PCA whitening: ``Z = (X - mean) @ V_k / sqrt(lambda_k + eps)``.
 
     ``n_components``: an integer count, a fraction in (0, 1) of explained variance (smallest k
@@ -251,9 +252,21 @@ class PCAWhitener(TransformerMixin, BaseEstimator):
 
     def transform(self, X: Any) -> np.ndarray:
         """Whiten rows with the fitted mean and components (never refits)."""
-        check_is_fitted(self, "whitening_")
+        check_fitted(self, "whitening_")
         X = check_matrix(X, "PCAWhitener.transform X", self.n_features_in_)
         out = np.empty((X.shape[0], self.n_components_), dtype=out_dtype(X))
         for rows, block in centered_chunks(X, self.mean_):
             out[rows] = block @ self.whitening_.T
         return out
+
+
+def whitened_moments(moments: Mapping[str, Moments], whitener: PCAWhitener) -> dict[str, Moments]:
+    """Per-batch moments carried through the (affine) whitening: mean -> whitened mean,
+    scatter -> W^T scatter W (W = ``whitening_.T``)."""
+    W = whitener.whitening_.T
+    out: dict[str, Moments] = {}
+    for batch, m in moments.items():
+        w = Moments(W.shape[1])
+        w.n, w.mean, w.scatter = m.n, (m.mean - whitener.mean_) @ W, W.T @ m.scatter @ W
+        out[batch] = w
+    return out

@@ -1,0 +1,30 @@
+"""The columns of the classifier score table, defined once: one row per (guide, fold), written by
+:mod:`phenoica.classify` (``classify.engine.classify_shard``), read by :mod:`phenoica.hits` and
+:mod:`phenoica.report`. A row's ``status`` is one of :mod:`phenoica.contract.score_status`."""
+
+from __future__ import annotations
+
+from phenoica.contract.screen import GENE, GUIDE
+
+SCORE_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "is_null_guide",
+    "fold",
+    "n_train_pos",
+    "n_train_neg",
+    "n_test_pos",
+    "n_test_neg",
+    "auroc",
+    "sparsity",
+    "concentration",
+    "auroc_top",
+    "auroc_rest",
+    "status",
+    "reason",
+)
+#: The integer and the float columns of ``SCORE_COLUMNS``.
+SCORE_INT_COLUMNS: tuple[str, ...] = ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg")
+SCORE_FLOAT_COLUMNS: tuple[str, ...] = ("auroc", "sparsity", "concentration", "auroc_top", "auroc_rest")
