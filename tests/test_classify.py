@@ -21,7 +21,7 @@ from phenoica.classify.null import control_mask, null_guide_design
 from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.splits import Fold
 from phenoica.contract.config import validate_config
-from phenoica.contract.score_columns import SCORE_COLUMNS
+from phenoica.contract.score_table import SCORE_COLUMNS
 from phenoica.contract.screen import (
     BATCH,
     CONTROL,

@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from phenoica.contract.score_columns import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
+from phenoica.contract.score_table import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.hits import calls as hits
 from phenoica.report import figures, summaries, truth_tables

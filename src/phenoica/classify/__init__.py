@@ -16,7 +16,7 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
 - :mod:`~phenoica.classify.features`: a profile table's feature matrix (``feature_matrix``), as
   the classifiers and the mAP readout read it;
 - :mod:`~phenoica.classify.engine`: the fold engine (``classify_guides``, ``classify_shard``),
-  writing the score table (its columns: ``phenoica.contract.score_columns.SCORE_COLUMNS``);
+  writing the score table (its columns: ``phenoica.contract.score_table.SCORE_COLUMNS``);
 - :mod:`~phenoica.classify.map_readout`: copairs mean average precision per guide (``guide_map``).
 
 The score table's guide and gene means (``summarize_scores``) belong to hit calling

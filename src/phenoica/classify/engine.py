@@ -40,8 +40,7 @@ from phenoica.classify.null import (
 )
 from phenoica.classify.options import ClassifyOptions
 from phenoica.classify.protocol import Training, control_strata, training_controls, trainings
-from phenoica.contract.score_columns import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
-from phenoica.contract.score_status import OK, SKIPPED
+from phenoica.contract.score_table import OK, SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS, SKIPPED
 from phenoica.contract.screen import (
     GENE,
     GUIDE,

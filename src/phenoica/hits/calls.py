@@ -32,8 +32,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.contract.score_columns import SCORE_COLUMNS
-from phenoica.contract.score_status import OK
+from phenoica.contract.score_table import OK, SCORE_COLUMNS
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.utils.stats import acat, bh_qvalues
 

@@ -18,7 +18,7 @@ import math
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.score_status import OK
+from phenoica.contract.score_table import OK
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError, feature_columns
 from phenoica.hits.calls import null_fit_for
 from phenoica.utils.stats import bh_qvalues

@@ -15,8 +15,7 @@ from typing import Iterable, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.score_columns import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
-from phenoica.contract.score_status import OK, SKIPPED
+from phenoica.contract.score_table import OK, SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS, SKIPPED
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.hits.calls import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS
 from phenoica.transforms.variant_names import VARIANTS

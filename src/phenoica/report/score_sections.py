@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.score_status import OK
+from phenoica.contract.score_table import OK
 from phenoica.contract.screen import GENE, GUIDE
 from phenoica.hits import calls as H
 from phenoica.report import render

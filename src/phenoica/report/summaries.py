@@ -26,8 +26,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.contract.score_columns import SCORE_COLUMNS
-from phenoica.contract.score_status import OK, SKIPPED
+from phenoica.contract.score_table import OK, SCORE_COLUMNS, SKIPPED
 from phenoica.contract.screen import GENE, GUIDE
 from phenoica.identifiability.table1 import TABLE_COLUMNS as ALIGNMENT_COLUMNS
 from phenoica.report.checks import (

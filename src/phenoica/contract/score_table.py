@@ -1,6 +1,7 @@
-"""The columns of the classifier score table, defined once: one row per (guide, fold), written by
-:mod:`phenoica.classify` (``classify.engine.classify_shard``), read by :mod:`phenoica.hits` and
-:mod:`phenoica.report`. A row's ``status`` is one of :mod:`phenoica.contract.score_status`."""
+"""The classifier score table's contract, defined once: its columns (one row per (guide, fold))
+and the values of its ``status`` column. Written by :mod:`phenoica.classify`
+(``classify.engine.classify_shard``), read by :mod:`phenoica.hits` and :mod:`phenoica.report`; a
+skipped row says why in its ``reason`` column."""
 
 from __future__ import annotations
 
@@ -28,3 +29,9 @@ SCORE_COLUMNS: tuple[str, ...] = (
 #: The integer and the float columns of ``SCORE_COLUMNS``.
 SCORE_INT_COLUMNS: tuple[str, ...] = ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg")
 SCORE_FLOAT_COLUMNS: tuple[str, ...] = ("auroc", "sparsity", "concentration", "auroc_top", "auroc_rest")
+
+
+#: A scored (guide, fold) row of the classifier scores.
+OK = "ok"
+#: A (guide, fold) row that could not be scored (too few samples...); ``reason`` says why.
+SKIPPED = "skipped"
