@@ -28,7 +28,7 @@ from phenoica.identifiability.metrics import (
     mcc,
     nmi_matrix,
 )
-from phenoica.identifiability.mutual_information import jittered_columns, mutual_info_columns
+from phenoica.identifiability.mutual_information import jittered_columns, mutual_info_columns, sort_columns
 from phenoica.transforms.rotations import ICARotation
 from phenoica.transforms.whitening import PCAWhitener
 
@@ -232,6 +232,20 @@ def test_mutual_info_columns_equals_scikit_learns_estimate(world):
     got = mutual_info_columns(jittered_columns(z, 3), labels, n_neighbors=10)
     np.testing.assert_allclose(got, expected, rtol=0, atol=1e-12)
     assert got[2] > 0.5 and got[0] < 0.05
+
+
+def test_mutual_info_columns_with_shared_sort_is_the_same_estimate():
+    """Columns sorted once (``sort_columns``) and scored for several label sets give each set's
+    own estimate to the bit, raw ties and a label of one row (then sorted again) included."""
+    rng = np.random.default_rng(5)
+    z = rng.standard_normal((400, 5))
+    z[:, 1] = np.round(z[:, 1], 1)  # ties, not jittered here
+    z[:, 2] += rng.integers(0, 4, 400)
+    shared = sort_columns(z)
+    for labels in (rng.integers(0, 4, 400), rng.integers(0, 9, 400), np.r_[7, rng.integers(0, 3, 399)]):
+        alone = mutual_info_columns(z, labels, n_neighbors=5)
+        np.testing.assert_array_equal(mutual_info_columns(z, labels, n_neighbors=5, sorted_columns=shared), alone)
+        assert np.isfinite(alone).all() and (alone >= 0).all()
 
 
 def test_nmi_matrix_equals_per_source_scikit_learn_estimates(world):

@@ -50,7 +50,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 from sklearn.utils.class_weight import compute_class_weight
 
-from phenoica.identifiability.mutual_information import jittered_columns, mutual_info_columns
+from phenoica.identifiability.mutual_information import jittered_columns, mutual_info_columns, sort_columns
 
 LOG = logging.getLogger(__name__)
 
@@ -346,10 +346,11 @@ def nmi_matrix(
     codes = discretize(s, n_bins)
     _require_classes(codes, "sources")
     jittered = jittered_columns(_zscore(z), seed)  # the same jitter for every source, as scikit-learn's per call
+    ordered = sort_columns(jittered)  # sorted once for every source
     out = np.empty((codes.shape[1], z.shape[1]))
     for i in range(codes.shape[1]):
         y = codes[:, i]
-        out[i] = mutual_info_columns(jittered, y, n_neighbors) / entropy(np.bincount(y))
+        out[i] = mutual_info_columns(jittered, y, n_neighbors, sorted_columns=ordered) / entropy(np.bincount(y))
     return out
 
 
