@@ -16,7 +16,6 @@ from phenoica.contract import screen
 from phenoica.contract.screen import FACTOR_PREFIX, ScreenError, feature_columns
 from phenoica.identifiability import metrics
 from phenoica.identifiability.options import StructuralOptions, Table1Options
-from phenoica.identifiability.table1 import AlignOptions, alignment_table
 
 
 def row_keys(table: pd.DataFrame) -> list[str]:
@@ -127,6 +126,9 @@ def alignment_for_variant(
     seeded subsample keeps large screens tractable) enter the maps of
     :meth:`AlignOptions.for_variant`.
     """
+
+    # imported here: the structural jobs load this module too and need none of Table 1's maps (ICA, kNN)
+    from phenoica.identifiability.table1 import AlignOptions, alignment_table
 
     keys, features = matched_features(tables)
     n = len(keys)

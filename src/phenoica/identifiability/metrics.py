@@ -41,7 +41,6 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import entropy, rankdata
-from sklearn.ensemble import GradientBoostingClassifier
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.linear_model import LinearRegression, LogisticRegression, RidgeCV
 from sklearn.metrics import log_loss, r2_score
@@ -526,6 +525,8 @@ def dci(
     Returns those three floats and ``"importance"`` (R). Disentanglement is NaN with a
     RuntimeWarning for K = 1, completeness for L = 1 (base-1 entropy).
     """
+    from sklearn.ensemble import GradientBoostingClassifier  # here: only DCI needs sklearn.ensemble (slow to import)
+
     z, f = _paired(latents, factors, min_rows=4)
     if not 0.0 < float(train_fraction) < 1.0:
         raise ValueError(f"dci: train_fraction must lie in (0, 1), got {train_fraction}")
