@@ -234,6 +234,19 @@ def test_mutual_info_columns_equals_scikit_learns_estimate(world):
     assert got[2] > 0.5 and got[0] < 0.05
 
 
+def test_kth_gap_is_the_distance_to_the_kth_nearest_other_entry():
+    from phenoica.identifiability.mutual_information import _kth_gap
+
+    # 0, 1, 3, 6, 10 with k = 2: the 2nd smallest distance to the other four entries
+    np.testing.assert_array_equal(_kth_gap(np.array([[0.0, 1.0, 3.0, 6.0, 10.0]]), 2), [[3.0, 2.0, 3.0, 4.0, 7.0]])
+    rng = np.random.default_rng(2)
+    values = np.sort(np.round(rng.standard_normal((3, 40)), 1), axis=1)  # ties included
+    for k in (1, 4, 10):
+        distances = np.abs(values[:, :, None] - values[:, None, :])
+        distances[:, np.arange(40), np.arange(40)] = np.inf  # not its own neighbour
+        np.testing.assert_array_equal(_kth_gap(values, k), np.partition(distances, k - 1, axis=2)[:, :, k - 1])
+
+
 def test_mutual_info_columns_with_shared_sort_is_the_same_estimate():
     """Columns sorted once (``sort_columns``) and scored for several label sets give each set's
     own estimate to the bit, raw ties and a label of one row (then sorted again) included."""
