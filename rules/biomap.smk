@@ -1,5 +1,7 @@
 # From scores to biology: guide and gene profiles, the gene map (neighbours, guide consistency,
-# known-relationship recall, heatmap) and batch-mixing metrics per (model, variant), gathered.
+# known-relationship recall, heatmap) and batch-mixing metrics of every (model, variant), gathered;
+# one job per model does all its variants (per variant with frozen transforms, the gene map
+# excepted: phenoica.workflow.rule_inputs.RuleInputs.variant_job).
 
 from phenoica.biomap.options import BatchMetricsOptions, GeneMapOptions, ProfileOptions
 from phenoica.workflow.rule_inputs import BIOMAP_KINDS
@@ -7,14 +9,14 @@ from phenoica.workflow.rule_inputs import BIOMAP_KINDS
 
 rule biomap_profiles:
     input:
-        PATHS.transforms.variant,
+        INPUTS.variant_files(PATHS.transforms.variant),
     output:
-        guides=PATHS.biomap.guide_profiles,
-        genes=PATHS.biomap.gene_profiles,
+        guides=INPUTS.variant_files(PATHS.biomap.guide_profiles),
+        genes=INPUTS.variant_files(PATHS.biomap.gene_profiles),
     log:
-        log_path(RESULTS, "biomap_profiles", "{model}/{variant}"),
+        log_path(RESULTS, "biomap_profiles", INPUTS.variant_job),
     benchmark:
-        benchmark_path(RESULTS, "biomap_profiles", "{model}/{variant}")
+        benchmark_path(RESULTS, "biomap_profiles", INPUTS.variant_job)
     conda:
         ENVS
     threads: rule_threads(RESOURCES, "biomap_profiles", 1)
@@ -22,24 +24,30 @@ rule biomap_profiles:
         **rule_resources(RESOURCES, "biomap_profiles"),
     params:
         options=ProfileOptions.from_config(config),
+        variants=INPUTS.job_variants,
     script:
         "../scripts/biomap_profiles.py"
 
 
+# One job per model, frozen transforms too: every map reads the gene calls of the whole screen,
+# which a change of any variant's table rewrites, so the maps of all variants rerun together.
 rule biomap:
     input:
-        guides=PATHS.biomap.guide_profiles,
-        genes=PATHS.biomap.gene_profiles,
+        guides=INPUTS.variant_files(PATHS.biomap.guide_profiles, per_model=True),
+        genes=INPUTS.variant_files(PATHS.biomap.gene_profiles, per_model=True),
         calls=PATHS.hits.genes,
         truth=INPUTS.truth(),
         annotations=INPUTS.biomap_annotations(),
     output:
-        **{k: expand(PATHS.biomap.table, kind=k, allow_missing=True)[0] for k in BIOMAP_KINDS},
-        heatmap=PATHS.biomap.heatmap,
+        **{
+            k: INPUTS.variant_files(expand(PATHS.biomap.table, kind=k, allow_missing=True)[0], per_model=True)
+            for k in BIOMAP_KINDS
+        },
+        heatmap=INPUTS.variant_files(PATHS.biomap.heatmap, per_model=True),
     log:
-        log_path(RESULTS, "biomap", "{model}/{variant}"),
+        log_path(RESULTS, "biomap", "{model}"),
     benchmark:
-        benchmark_path(RESULTS, "biomap", "{model}/{variant}")
+        benchmark_path(RESULTS, "biomap", "{model}")
     conda:
         ENVS
     threads: rule_threads(RESOURCES, "biomap", 1)
@@ -47,19 +55,20 @@ rule biomap:
         **rule_resources(RESOURCES, "biomap"),
     params:
         options=GeneMapOptions.from_config(config),
+        variants=INPUTS.job_variants,
     script:
         "../scripts/biomap.py"
 
 
 rule batch_metrics:
     input:
-        PATHS.transforms.variant,
+        INPUTS.variant_files(PATHS.transforms.variant),
     output:
-        PATHS.biomap.batch_metrics,
+        INPUTS.variant_files(PATHS.biomap.batch_metrics),
     log:
-        log_path(RESULTS, "batch_metrics", "{model}/{variant}"),
+        log_path(RESULTS, "batch_metrics", INPUTS.variant_job),
     benchmark:
-        benchmark_path(RESULTS, "batch_metrics", "{model}/{variant}")
+        benchmark_path(RESULTS, "batch_metrics", INPUTS.variant_job)
     conda:
         ENVS
     threads: rule_threads(RESOURCES, "batch_metrics", 1)
@@ -67,6 +76,7 @@ rule batch_metrics:
         **rule_resources(RESOURCES, "batch_metrics"),
     params:
         options=BatchMetricsOptions.from_config(config),
+        variants=INPUTS.job_variants,
     script:
         "../scripts/batch_metrics.py"
 

@@ -1,8 +1,9 @@
 from phenoica.classify.options import ClassifyOptions, MapReadoutOptions
 
 # LightGBM per guide (and per null pseudo-guide) vs the shared controls, per (model, variant,
-# gene shard); the copairs mAP readout per (model, variant); one gather of every shard and mAP
-# table (the hit calls on them: rules/hits.smk).
+# gene shard); the copairs mAP readout of every variant of a model in one job (per (model,
+# variant) with frozen transforms); one gather of every shard and mAP table (the hit calls on
+# them: rules/hits.smk).
 
 
 rule classify:
@@ -29,13 +30,13 @@ rule classify:
 
 rule map_readout:
     input:
-        PATHS.transforms.variant,
+        INPUTS.variant_files(PATHS.transforms.variant),
     output:
-        PATHS.classify.map,
+        INPUTS.variant_files(PATHS.classify.map),
     log:
-        log_path(RESULTS, "map_readout", "{model}/{variant}"),
+        log_path(RESULTS, "map_readout", INPUTS.variant_job),
     benchmark:
-        benchmark_path(RESULTS, "map_readout", "{model}/{variant}")
+        benchmark_path(RESULTS, "map_readout", INPUTS.variant_job)
     conda:
         ENVS
     threads: rule_threads(RESOURCES, "map_readout", 1)
@@ -43,6 +44,7 @@ rule map_readout:
         **rule_resources(RESOURCES, "map_readout"),
     params:
         options=MapReadoutOptions.from_config(config),
+        variants=INPUTS.job_variants,
     script:
         "../scripts/map_readout.py"
 

@@ -1,7 +1,8 @@
 from phenoica.transforms.options import ApplyTransformOptions, TransformOptions
 
 # Post-processing variants (base, pca, pca_ica, pca_rand): fitted once per model, saved, and
-# applied to every profile row (phenoica.transforms).
+# applied to every profile row (phenoica.transforms), every variant of a model in one job (one
+# job per variant with frozen transforms: phenoica.workflow.rule_inputs.RuleInputs.variant_job).
 
 if not config["transforms"]["frozen"]:
 
@@ -29,13 +30,13 @@ if not config["transforms"]["frozen"]:
 rule apply_transform:
     input:
         profiles=PATHS.profiles.table,
-        transform=lambda w: INPUTS.transform(w.model, w.variant),
+        transforms=INPUTS.job_transforms,
     output:
-        PATHS.transforms.variant,
+        INPUTS.variant_files(PATHS.transforms.variant),
     log:
-        log_path(RESULTS, "apply_transform", "{model}/{variant}"),
+        log_path(RESULTS, "apply_transform", INPUTS.variant_job),
     benchmark:
-        benchmark_path(RESULTS, "apply_transform", "{model}/{variant}")
+        benchmark_path(RESULTS, "apply_transform", INPUTS.variant_job)
     conda:
         ENVS
     threads: rule_threads(RESOURCES, "apply_transform", 1)
@@ -43,5 +44,6 @@ rule apply_transform:
         **rule_resources(RESOURCES, "apply_transform"),
     params:
         options=ApplyTransformOptions.from_config(config),
+        variants=INPUTS.job_variants,
     script:
         "../scripts/apply_transform.py"

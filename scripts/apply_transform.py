@@ -1,12 +1,14 @@
-"""Rule apply_transform: a model's profiles through one fitted variant transform, row batch by row batch."""
+"""Rule apply_transform: a model's profiles through each fitted variant transform (every variant
+of the model in one job, or one with frozen transforms), row batch by row batch."""
 
 from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.apply_transform", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.transforms.apply import apply_transform_file
+from phenoica.transforms.apply import apply_transform_files
 
-batch_rows = snakemake.params.options.batch_rows
+variants = snakemake.params.variants
+transforms = dict(zip(variants, snakemake.input.transforms, strict=True))
+outputs = dict(zip(variants, snakemake.output, strict=True))
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-rows = apply_transform_file(snakemake.input.profiles, snakemake.input.transform, snakemake.output[0], batch_rows)
-log.info("variant %s: %d rows", snakemake.wildcards.variant, rows)
+apply_transform_files(snakemake.input.profiles, transforms, outputs, snakemake.params.options.batch_rows, log=log)

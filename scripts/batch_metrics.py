@@ -1,14 +1,14 @@
-"""Rule batch_metrics: batch-mixing scores of one (model, variant) on well profiles."""
+"""Rule batch_metrics: batch-mixing scores of each variant of a model on well profiles (every
+variant in one job, or one with frozen transforms)."""
 
 from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.biomap.batch_metrics", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.biomap.batch_metrics import batch_metrics, well_profile_table
-from phenoica.utils.io import write_parquet
+from phenoica.biomap.batch_metrics import batch_metrics_files
 
-w = snakemake.wildcards
-wells = well_profile_table(snakemake.input[0])
+variants = snakemake.params.variants
+profiles = dict(zip(variants, snakemake.input, strict=True))
+outputs = dict(zip(variants, snakemake.output, strict=True))
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-table = batch_metrics(wells, snakemake.params.options, model=w.model, variant=w.variant, log=log)
-write_parquet(table, snakemake.output[0])
+batch_metrics_files(profiles, outputs, snakemake.params.options, model=snakemake.wildcards.model, log=log)

@@ -1,4 +1,5 @@
-"""Rule biomap: one (model, variant)'s gene map: neighbours, consistency, recall, coverage, heatmap."""
+"""Rule biomap: the gene map of each variant of a model (every variant in one job): neighbours,
+consistency, recall, coverage, heatmap."""
 
 from phenoica.utils.io import log_job_cpu, rule_logger
 
@@ -6,34 +7,17 @@ log = rule_logger("phenoica.biomap", snakemake.log[0])  # first: the log holds e
 
 import pandas as pd
 
-from phenoica.biomap.gene_map import MapInputs, gene_map
-from phenoica.contract.screen import GENE
+from phenoica.biomap.gene_map import MAP_TABLES, MapFiles, gene_map_files
 from phenoica.report.gene_maps import heatmap_figure
 from phenoica.screen.annotations import load_sources
-from phenoica.utils.io import write_parquet
 
-options = snakemake.params.options
-model, variant = snakemake.wildcards.model, snakemake.wildcards.variant
-calls = pd.read_parquet(snakemake.input.calls)
-calls = calls[(calls["model"] == model) & (calls["variant"] == variant)]
-truth = pd.read_parquet(snakemake.input.truth[0]) if snakemake.input.truth else None
-inputs = MapInputs(
-    pd.read_parquet(snakemake.input.guides),
-    pd.read_parquet(snakemake.input.genes),
-    calls,
-    load_sources(options.annotation_sources()),
-    truth,
-)
+options, inp, out = snakemake.params.options, snakemake.input, snakemake.output
+files = {
+    variant: MapFiles(inp.guides[i], inp.genes[i], {name: out[name][i] for name in MAP_TABLES}, out.heatmap[i])
+    for i, variant in enumerate(snakemake.params.variants)
+}
+calls = pd.read_parquet(inp.calls)
+truth = pd.read_parquet(inp.truth[0]) if inp.truth else None
+sources = load_sources(options.annotation_sources())
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-tables, chosen, q, note = gene_map(inputs, options, model=model, variant=variant, log=log)
-for name in ("neighbors", "guide_neighbors", "consistency", "recall", "coverage"):
-    write_parquet(tables[name], snakemake.output[name])
-features = [c for c in chosen.columns if not str(c).startswith("Metadata_")]
-heatmap_figure(
-    chosen[features].to_numpy(),
-    chosen[GENE].tolist(),
-    q,
-    snakemake.output.heatmap,
-    max_genes=options.heatmap_max_genes,
-    title=f"{model} / {variant}\n{note}",
-)
+gene_map_files(files, calls, sources, truth, options, model=snakemake.wildcards.model, heatmap=heatmap_figure, log=log)

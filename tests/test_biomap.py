@@ -22,6 +22,7 @@ from phenoica.report.gene_maps import batch_biology_figure, biomap_summary, buil
 from phenoica.report.inputs import ReportInputs
 from phenoica.report.sections import ReportContext
 from phenoica.screen import annotations
+from phenoica.utils.io import write_parquet
 from tests.report_fixtures import report_options
 
 CFG = {
@@ -429,6 +430,53 @@ def test_gene_map_reports_truth_complex_recall_and_the_report_writes_figures(tmp
         "Known-relationship recall",
     ]
     assert "biomap_recall" in result.tables and (tmp_path / "report" / "figures" / "biomap_heatmap_m_v.png").exists()
+
+
+def test_a_models_variants_in_one_call_write_the_tables_of_one_call_each(tmp_path):
+    """The biomap_profiles, batch_metrics and biomap jobs of a model do its variants one after
+    the other: each variant's files are byte for byte those of a call for it alone."""
+    variants = ("v1", "v2")
+    tables = {"v1": profile_rows(seed=0), "v2": batch_table(2.0)}
+    paths = {v: tmp_path / f"{v}.parquet" for v in variants}
+    for v in variants:
+        tables[v].to_parquet(paths[v], index=False)
+    out = {v: (tmp_path / v / "guides.parquet", tmp_path / v / "genes.parquet") for v in variants}
+    bm_aggregate.profile_files(paths, out, center_on_controls=True)
+    scores = {v: tmp_path / v / "batch.parquet" for v in variants}
+    batch_metrics.batch_metrics_files(paths, scores, BATCH_OPTIONS, model="m")
+    for v in variants:
+        guides, genes = bm_aggregate.aggregate_profiles(paths[v], center_on_controls=True)
+        alone = tmp_path / "alone" / v
+        assert write_parquet(guides, alone / "g.parquet").read_bytes() == out[v][0].read_bytes()
+        assert write_parquet(genes, alone / "n.parquet").read_bytes() == out[v][1].read_bytes()
+        wells = batch_metrics.well_profile_table(str(paths[v]))
+        batch = batch_metrics.batch_metrics(wells, BATCH_OPTIONS, model="m", variant=v)
+        assert write_parquet(batch, alone / "b.parquet").read_bytes() == scores[v].read_bytes()
+    # the gene maps: every (model, variant)'s calls in one table, each map reading its own
+    calls = []
+    for v in variants:
+        genes = pd.read_parquet(out[v][1])
+        calls.append(genes[[GENE]].assign(q_value=0.01, hit=True, model="m", variant=v))
+    calls = pd.concat(calls, ignore_index=True)
+    drawn = []
+    files = {
+        v: bm_gene_map.MapFiles(
+            *out[v], {k: tmp_path / v / f"{k}.parquet" for k in bm_gene_map.MAP_TABLES}, tmp_path / v / "h.png"
+        )
+        for v in variants
+    }
+    options = MAP_OPTIONS._replace(min_entities=1)
+    bm_gene_map.gene_map_files(
+        files, calls, {}, None, options, model="m", heatmap=lambda *a, **k: drawn.append((a[3], k["title"]))
+    )
+    assert [(path.parent.name, title.split("\n")[0]) for path, title in drawn] == [("v1", "m / v1"), ("v2", "m / v2")]
+    for v in variants:
+        own = calls[calls["variant"] == v]
+        inputs = bm_gene_map.MapInputs(pd.read_parquet(out[v][0]), pd.read_parquet(out[v][1]), own, {})
+        expected = bm_gene_map.gene_map(inputs, options, model="m", variant=v)[0]
+        for k in bm_gene_map.MAP_TABLES:
+            alone = write_parquet(expected[k], tmp_path / "alone" / v / f"{k}.parquet")
+            assert alone.read_bytes() == files[v].tables[k].read_bytes(), (v, k)
 
 
 def test_summary_and_figure_with_one_point_per_variant(tmp_path):

@@ -16,9 +16,9 @@ from phenoica.classify.bins import FoldBins
 from phenoica.classify.engine import _guide_seed, classify_guides, classify_shard, score_guide, shard_genes
 from phenoica.classify.features import feature_matrix
 from phenoica.classify.lightgbm_params import _lightgbm_names, lightgbm_parameter_names, lightgbm_params
-from phenoica.classify.map_readout import MAP_COLUMNS, guide_map
+from phenoica.classify.map_readout import MAP_COLUMNS, guide_map, guide_map_files
 from phenoica.classify.null import control_mask, null_guide_design
-from phenoica.classify.options import ClassifyOptions
+from phenoica.classify.options import ClassifyOptions, MapReadoutOptions
 from phenoica.classify.splits import Fold
 from phenoica.contract.config import validate_config
 from phenoica.contract.score_table import SCORE_COLUMNS
@@ -668,6 +668,24 @@ def test_guide_map_separates_strong_from_no_effect_on_wells(tmp_path):
     assert res.loc["NONE_1", "mean_average_precision"] < 0.6 and res.loc["NONE_1", "map_p_value"] > 0.05
     again = guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
     pd.testing.assert_frame_equal(out, again)
+
+
+def test_a_models_variants_in_one_map_readout_call_are_the_tables_of_one_call_each(tmp_path):
+    """guide_map_files (one map_readout job per model) writes each variant's mAP table byte for
+    byte as guide_map alone does, each with its own variant's seed."""
+    from phenoica.utils.io import write_parquet
+
+    guides = [("STRONG", "STRONG_1", STRONG_FEATURE, 8.0), ("NONE", "NONE_1", None, 0.0)]
+    tables = {"base": make_table(seed=1, n_controls=40, guides=guides, n_per_guide=6), "pca": make_table(seed=2)}
+    paths = {v: tmp_path / f"{v}.parquet" for v in tables}
+    for v, t in tables.items():
+        t.to_parquet(paths[v], index=False)
+    options = MapReadoutOptions(seed=0, map_null_size=500)
+    outputs = {v: tmp_path / v / "map.parquet" for v in tables}
+    guide_map_files(paths, outputs, options, model="m")
+    for v in tables:
+        alone = guide_map(pd.read_parquet(paths[v]), v, "m", seed=0, null_size=500)
+        assert write_parquet(alone, tmp_path / "alone" / f"{v}.parquet").read_bytes() == outputs[v].read_bytes()
 
 
 def test_guide_map_measures_from_each_plates_controls(tmp_path):

@@ -50,6 +50,28 @@ def test_user_files_replace_the_workflows_where_the_config_names_them(tmp_path):
     assert run.aligns() == []  # one model: nothing to align
 
 
+def test_a_models_variants_are_one_job_unless_the_transforms_are_frozen():
+    """Fitted here, one job per model does every variant (one fit_transforms job rewrites all of
+    a model's variant files); with frozen transforms one job per (model, variant), unless asked
+    per model (the gene map, which reads the whole screen's calls)."""
+    fitted = inputs(results="res")
+    assert fitted.variant_job == "{model}"
+    assert fitted.variant_files("res/t/{model}/{variant}.parquet") == [
+        f"res/t/{{model}}/{v}.parquet" for v in fitted.variants
+    ]
+    job = SimpleNamespace(model="m")
+    assert fitted.job_variants(job) == fitted.variants
+    assert fitted.job_transforms(job) == [f"res/transforms/m/{v}.npz" for v in fitted.variants]
+    frozen = inputs(results="res", transforms={"frozen": "old"})
+    assert frozen.variant_job == "{model}/{variant}"
+    assert frozen.variant_files("res/t/{model}/{variant}.parquet") == ["res/t/{model}/{variant}.parquet"]
+    assert frozen.variant_files("res/t/{model}/{variant}.parquet", per_model=True) == fitted.variant_files(
+        "res/t/{model}/{variant}.parquet"
+    )
+    job = SimpleNamespace(model="m", variant="pca")
+    assert frozen.job_variants(job) == ["pca"] and frozen.job_transforms(job) == ["old/m/pca.npz"]
+
+
 def test_switched_off_readouts_read_nothing():
     run = inputs(classify={"map_readout": False}, biomap={"enabled": False}, sweep={"points": 0})
     assert run.maps() == [] and run.maps(["pca"]) == []

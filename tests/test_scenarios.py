@@ -90,6 +90,9 @@ def test_zarr_and_frozen_scenarios_plan_their_jobs(scenario_data, tmp_path, monk
             (frozen / model / name).write_text("")
     jobs = planned_jobs(tmp_path / "frozen")
     assert "fit_transforms" not in jobs and jobs["apply_transform"] == 2 * 4, jobs
+    # a user's transform of one variant may change alone: its jobs are its own (the gene map reads
+    # the whole screen's calls, per model)
+    assert jobs["biomap_profiles"] == jobs["batch_metrics"] == jobs["map_readout"] == 2 * 4 and jobs["biomap"] == 2
 
 
 @pytest.mark.slow

@@ -20,7 +20,7 @@ from phenoica.contract.schema import load_schema
 from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError, feature_name
 from phenoica.contract.stage_options import settings_of
 from phenoica.transforms.accumulators import Moments, RowSample
-from phenoica.transforms.apply import apply_transform, apply_transform_file
+from phenoica.transforms.apply import apply_transform, apply_transform_file, apply_transform_files
 from phenoica.transforms.fit import fit_transforms, fit_variants, variant_seeds
 from phenoica.transforms.options import TransformOptions
 from phenoica.transforms.rotations import ICARotation, RandomRotation
@@ -390,6 +390,23 @@ def test_row_sample_collects_the_rows_drawn_up_front(rng):
     short.add(X[:10])
     with pytest.raises(ValueError, match="saw 10 of the 1000 rows"):
         short.rows()
+
+
+def test_a_models_variants_applied_in_one_call_are_the_files_of_one_call_each(tmp_path):
+    """apply_transform_files (one apply_transform job per model) writes each variant's table
+    byte for byte as apply_transform_file alone does."""
+    table = make_profiles(n_batches=2)
+    table.to_parquet(tmp_path / "profiles.parquet")
+    paths = fit_transforms(table, transform_options(**{**CFG, "variants": ["base", "pca", "pca_ica"]}), tmp_path)
+    together = {v: tmp_path / "together" / f"{v}.parquet" for v in paths}
+    rows = apply_transform_files(tmp_path / "profiles.parquet", paths, together, batch_rows=64)
+    assert rows == {v: len(table) for v in paths}
+    for variant, path in paths.items():
+        alone = tmp_path / "alone" / f"{variant}.parquet"
+        apply_transform_file(tmp_path / "profiles.parquet", path, alone, batch_rows=64)
+        assert together[variant].read_bytes() == alone.read_bytes(), variant
+    with pytest.raises(ValueError, match="differ"):
+        apply_transform_files(tmp_path / "profiles.parquet", paths, {"base": tmp_path / "b.parquet"})
 
 
 def test_apply_streams_a_parquet_and_scales_an_unseen_batch_on_all_its_controls(tmp_path):

@@ -100,9 +100,12 @@ def finished_tiny(tmp_path_factory) -> Path:
 def test_default_config_dry_run_plans_every_stage(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     jobs = planned_jobs(tmp_path)
-    # 2 models x 2 embedding jobs of 4 plates; one classify shard per (model, variant); one sweep
+    # 2 models x 2 embedding jobs of 4 plates; one classify shard per (model, variant); one sweep;
+    # the other rules that read a variant's table do every variant of a model in one job
     assert jobs["simulate_plate"] == 8 and jobs["embed_g0000"] == jobs["embed_g0001"] == 2 and jobs["train_mae"] == 2
-    assert "embed" not in jobs and jobs["classify"] == 2 * 4 and jobs["apply_transform"] == 2 * 4
+    assert "embed" not in jobs and jobs["classify"] == 2 * 4
+    per_model = ("apply_transform", "map_readout", "biomap_profiles", "batch_metrics", "biomap")
+    assert {rule: jobs[rule] for rule in per_model} == dict.fromkeys(per_model, 2)
     assert jobs["align"] == 4 and jobs["structural"] == 2 * 4 and jobs["component_sweep"] == 1 and jobs["report"] == 1
 
 
@@ -228,48 +231,49 @@ LIGHTGBM_ALIASES = {
 }
 
 BIOMAP = "biomap"
-#: Jobs that re-run after the fitted variants change (every variant re-applied, and all downstream).
+#: Jobs that re-run after the fitted variants change (every variant re-applied, and all downstream;
+#: apply_transform, map_readout and the gene-map rules do a model's variants in one job).
 AFTER_THE_VARIANTS = {
-    "apply_transform": 8,
+    "apply_transform": 2,
     "classify": 16,
-    "map_readout": 8,
+    "map_readout": 2,
     "align": 4,
     "structural": 8,
     "gather_identifiability": 1,
     "gather_scores": 1,
     "call_hits": 1,
-    "biomap_profiles": 8,
-    BIOMAP: 8,
-    "batch_metrics": 8,
+    "biomap_profiles": 2,
+    BIOMAP: 2,
+    "batch_metrics": 2,
     "gather_biomap": 1,
     "report": 1,
     "all": 1,
 }
 
 #: Keys that do change results, and exactly the jobs a change must rerun (tiny config:
-#: 2 models x 3 plates, 4 variants, 2 shards).
+#: 2 models x 3 plates, 4 variants, 2 shards; one job per model of the rules that do every variant).
 RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
     # the gene maps read the gene calls: whatever reruns the hit calls reruns them (biomap, gather_biomap)
     "classify.num_boost_round": (
         12,
-        {"classify": 16, "gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+        {"classify": 16, "gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
     ),
     "classify.lightgbm.num_leaves": (
         7,
-        {"classify": 16, "gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+        {"classify": 16, "gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
     ),
-    "hits.q_threshold": (0.1, {"call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
+    "hits.q_threshold": (0.1, {"call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1}),
     "classify.map_readout": (
         False,
-        {"gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+        {"gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
     ),
     "classify.map_null_size": (
         500,
-        {"map_readout": 8, "gather_scores": 1, "call_hits": 1, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1},
+        {"map_readout": 2, "gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
     ),
-    "biomap.n_neighbors": (5, {BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
-    "biomap.center_on_controls": (False, {"biomap_profiles": 8, BIOMAP: 8, "gather_biomap": 1, "report": 1, "all": 1}),
-    "biomap.batch_neighbors": (5, {"batch_metrics": 8, "gather_biomap": 1, "report": 1, "all": 1}),
+    "biomap.n_neighbors": (5, {BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1}),
+    "biomap.center_on_controls": (False, {"biomap_profiles": 2, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1}),
+    "biomap.batch_neighbors": (5, {"batch_metrics": 2, "gather_biomap": 1, "report": 1, "all": 1}),
     "identifiability.knn_k": (5, {"align": 4, "gather_identifiability": 1, "report": 1, "all": 1}),
     "identifiability.factor_bins": (10, {"structural": 8, "gather_identifiability": 1, "report": 1, "all": 1}),
     "splits.holdout_fraction": (0.3, {}),  # leave-one-batch-out does not read it

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,6 +15,7 @@ from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
 from phenoica.transforms.rows import column_values
+from phenoica.utils.io import write_parquet
 
 LOG = logging.getLogger(__name__)
 
@@ -128,3 +129,24 @@ def aggregate_profiles(
     gene_values = grouped[features].mean().reset_index(drop=True).astype(np.float32)
     genes = pd.concat([gene_meta, gene_values], axis=1)
     return guides, genes
+
+
+def profile_files(
+    profiles: Mapping[str, Path | str],
+    outputs: Mapping[str, tuple[Path | str, Path | str]],
+    center_on_controls: bool,
+    log: logging.Logger | None = None,
+) -> None:
+    """Guide and gene profiles of each variant's profile table (:func:`aggregate_profiles`), one
+    variant after the other: ``profiles`` maps a variant to its table, ``outputs`` to its (guide
+    profiles, gene profiles) parquets, each written atomically."""
+    log = log or LOG
+    if set(profiles) != set(outputs):
+        raise ValueError(f"variants of the profiles {sorted(profiles)} and of the outputs {sorted(outputs)} differ")
+    for i, (variant, (guides_path, genes_path)) in enumerate(outputs.items(), 1):
+        guides, genes = aggregate_profiles(profiles[variant], center_on_controls=center_on_controls, log=log)
+        write_parquet(guides, guides_path)
+        write_parquet(genes, genes_path)
+        log.info(
+            "variant %s (%d of %d): %d guide and %d gene profiles", variant, i, len(outputs), len(guides), len(genes)
+        )

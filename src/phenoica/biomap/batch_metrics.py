@@ -27,7 +27,8 @@ from __future__ import annotations
 import logging
 import math
 import warnings
-from typing import Any
+from pathlib import Path
+from typing import Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -44,6 +45,7 @@ from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, GENE, PERT_TYPE, PLATE, WELL, feature_columns
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
 from phenoica.profiles.wells import WellMeans
+from phenoica.utils.io import write_parquet
 from phenoica.utils.seeding import derive_seed
 
 LOG = logging.getLogger(__name__)
@@ -237,3 +239,23 @@ def batch_metrics(
     out["n_profiles"] = out["n_profiles"].astype(np.int64)
     out["n_batches"] = out["n_batches"].astype(np.int64)
     return out
+
+
+def batch_metrics_files(
+    profiles: Mapping[str, Path | str],
+    outputs: Mapping[str, Path | str],
+    options: BatchMetricsOptions,
+    *,
+    model: str,
+    log: logging.Logger | None = None,
+) -> None:
+    """Batch-mixing scores of each variant of ``model`` (:func:`batch_metrics` on the well
+    profiles of its table, :func:`well_profile_table`), one variant after the other: ``profiles``
+    maps a variant to its profile table, ``outputs`` to the parquet it writes (atomically)."""
+    log = log or LOG
+    if set(profiles) != set(outputs):
+        raise ValueError(f"variants of the profiles {sorted(profiles)} and of the outputs {sorted(outputs)} differ")
+    for i, (variant, out_path) in enumerate(outputs.items(), 1):
+        wells = well_profile_table(str(profiles[variant]))
+        write_parquet(batch_metrics(wells, options, model=model, variant=variant, log=log), out_path)
+        log.info("variant %s (%d of %d): batch metrics on %d well profiles", variant, i, len(outputs), len(wells))

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
-from typing import Mapping
+from pathlib import Path
+from typing import Mapping, NamedTuple, Protocol, Sequence
 
 import numpy as np
 import pandas as pd
@@ -15,8 +16,11 @@ from phenoica.biomap.options import GeneMapOptions
 from phenoica.biomap.recall import relationship_recall
 from phenoica.contract.screen import GENE, PERT_TYPE, PERTURBATION, ScreenError, feature_columns
 from phenoica.screen.annotations import complex_pairs
+from phenoica.utils.io import write_parquet
 
 TRUTH_SOURCE = "simulated_complexes"
+#: The tables of one (model, variant)'s map, each a parquet the biomap job writes.
+MAP_TABLES: tuple[str, ...] = ("neighbors", "guide_neighbors", "consistency", "recall", "coverage")
 
 LOG = logging.getLogger(__name__)
 
@@ -109,3 +113,64 @@ def gene_map(
                 row.recall_expected,
             )
     return tables, chosen, q, note
+
+
+class MapFiles(NamedTuple):
+    """One variant's files of a biomap job: its guide and gene profiles (read), its tables by
+    name (:data:`MAP_TABLES`) and its heatmap (written)."""
+
+    guides: Path | str
+    genes: Path | str
+    tables: Mapping[str, Path | str]
+    heatmap: Path | str
+
+
+class HeatmapDrawer(Protocol):
+    """Draws a map's heatmap to ``path`` (``phenoica.report.gene_maps.heatmap_figure``)."""
+
+    def __call__(
+        self,
+        X: np.ndarray,
+        names: Sequence[str],
+        q_values: Sequence[float],
+        path: Path | str,
+        *,
+        max_genes: int,
+        title: str,
+    ) -> object: ...
+
+
+def gene_map_files(
+    files: Mapping[str, MapFiles],
+    calls: pd.DataFrame,
+    sources: Mapping[str, pd.DataFrame],
+    truth: pd.DataFrame | None,
+    options: GeneMapOptions,
+    *,
+    model: str,
+    heatmap: HeatmapDrawer,
+    log: logging.Logger | None = None,
+) -> None:
+    """The gene map of each variant of ``model`` (:func:`gene_map`), one variant after the
+    other: ``files`` maps a variant to its :class:`MapFiles`; ``calls`` are the gene calls of
+    every (model, variant) (each map reads its own rows), ``sources`` the annotation pairs
+    (``phenoica.screen.annotations.load_sources``), ``truth`` the demo's truth table or None.
+    Each table is written atomically; the heatmap (at most ``options.heatmap_max_genes`` genes)
+    is drawn by ``heatmap``, which writes atomically too."""
+    log = log or LOG
+    for i, (variant, f) in enumerate(files.items(), 1):
+        own = calls[(calls["model"] == model) & (calls["variant"] == variant)]
+        inputs = MapInputs(pd.read_parquet(f.guides), pd.read_parquet(f.genes), own, sources, truth)
+        tables, chosen, q, note = gene_map(inputs, options, model=model, variant=variant, log=log)
+        for name in MAP_TABLES:
+            write_parquet(tables[name], f.tables[name])
+        features = [c for c in chosen.columns if not str(c).startswith("Metadata_")]
+        heatmap(
+            chosen[features].to_numpy(),
+            chosen[GENE].tolist(),
+            q,
+            f.heatmap,
+            max_genes=options.heatmap_max_genes,
+            title=f"{model} / {variant}\n{note}",
+        )
+        log.info("variant %s (%d of %d): map of %d genes", variant, i, len(files), len(chosen))

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from pathlib import Path
+from typing import Mapping
 
 import numpy as np
 import pandas as pd
 
 from phenoica.classify.features import feature_matrix
 from phenoica.classify.null import control_mask
+from phenoica.classify.options import MapReadoutOptions
 from phenoica.contract.screen import (
     CONTROL,
     GENE,
@@ -21,6 +24,7 @@ from phenoica.contract.screen import (
     validate_profile_metadata,
 )
 from phenoica.profiles.wells import aggregate_wells
+from phenoica.utils.io import write_parquet
 from phenoica.utils.seeding import derive_seed
 from phenoica.utils.stats import bh_qvalues
 
@@ -153,3 +157,33 @@ def guide_map(
     out["n_wells"] = out["n_wells"].astype(np.int64)
     out["model"], out["variant"] = model, variant
     return out[list(MAP_COLUMNS)].reset_index(drop=True)
+
+
+def guide_map_files(
+    profiles: Mapping[str, Path | str],
+    outputs: Mapping[str, Path | str],
+    options: MapReadoutOptions,
+    *,
+    model: str,
+    log: logging.Logger | None = None,
+) -> None:
+    """The mAP readout of each variant of ``model`` (:func:`guide_map` on its profile table),
+    one variant after the other: ``profiles`` maps a variant to its profile table, ``outputs``
+    to the parquet it writes (atomically)."""
+    log = log or logging.getLogger(__name__)
+    if set(profiles) != set(outputs):
+        raise ValueError(f"variants of the profiles {sorted(profiles)} and of the outputs {sorted(outputs)} differ")
+    for i, (variant, out_path) in enumerate(outputs.items(), 1):
+        table = pd.read_parquet(profiles[variant])
+        out = guide_map(
+            table, variant=variant, model=model, seed=options.seed, null_size=options.map_null_size, log=log
+        )
+        write_parquet(out, out_path)
+        log.info(
+            "variant %s (%d of %d): mAP for %d guides; %d with q < 0.05",
+            variant,
+            i,
+            len(outputs),
+            len(out),
+            int((out["map_q_value"] < 0.05).sum()),
+        )

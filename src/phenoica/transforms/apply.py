@@ -6,8 +6,9 @@ A batch unseen at fit (a new plate) is center-scaled on its own controls over th
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Iterator, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -22,6 +23,8 @@ from phenoica.transforms.rows import profile_source, row_block, row_columns, sou
 from phenoica.transforms.scaling import check_batches
 from phenoica.transforms.variant import VariantTransform, load_transform
 from phenoica.transforms.whitening import whitened_moments
+
+LOG = logging.getLogger(__name__)
 
 
 def table_batches(src: ProfileSource) -> list[str]:
@@ -150,3 +153,24 @@ def apply_transform_file(
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     return write_batches(batches(), out_path, schema, batch_rows)
+
+
+def apply_transform_files(
+    profiles_path: Path | str,
+    transforms: Mapping[str, Path | str],
+    outputs: Mapping[str, Path | str],
+    batch_rows: int = DEFAULT_BATCH_ROWS,
+    log: logging.Logger | None = None,
+) -> dict[str, int]:
+    """One model's profile parquet through each of its fitted variants, one after the other:
+    ``transforms`` and ``outputs`` map each variant to its transform file and to the table it
+    writes (:func:`apply_transform_file`: atomic, so a job that fails leaves the tables of the
+    variants before it whole and no part of the others). Returns variant -> rows written."""
+    log = log or LOG
+    if set(transforms) != set(outputs):
+        raise ValueError(f"variants of the transforms {sorted(transforms)} and of the outputs {sorted(outputs)} differ")
+    rows: dict[str, int] = {}
+    for i, (variant, out_path) in enumerate(outputs.items(), 1):
+        rows[variant] = apply_transform_file(profiles_path, transforms[variant], out_path, batch_rows)
+        log.info("variant %s (%d of %d): %d rows", variant, i, len(outputs), rows[variant])
+    return rows

@@ -92,6 +92,36 @@ class RuleInputs:
         """A model's fitted transform of one variant."""
         return self._fitted(self.out.transforms.transform, model=model, variant=variant)
 
+    @property
+    def variant_job(self) -> str:
+        """The wildcards of one job of the rules that read a variant's table (apply_transform,
+        biomap_profiles, batch_metrics, map_readout), as their logs and benchmark files name it.
+
+        ``{model}``: one job does every variant of a model, when the transforms are fitted here
+        (one fit_transforms job rewrites all of a model's variant files together, so these jobs of
+        one model rerun together anyway). ``{model}/{variant}`` with frozen transforms: a user's
+        file of one variant may change alone, and then only that variant's jobs rerun.
+        """
+        return "{model}/{variant}" if self.config["transforms"]["frozen"] else "{model}"
+
+    def variant_files(self, template: str, per_model: bool = False) -> list[str]:
+        """One job's files of ``template``: every variant's (``{model}`` left a wildcard) for a job
+        per model, else the template itself (``{variant}`` a wildcard). A job is per model as
+        :attr:`variant_job` says, or when ``per_model``."""
+        if "{variant}" in self.variant_job and not per_model:
+            return [template]
+        return expand(template, variant=self.variants, allow_missing=True)
+
+    def job_variants(self, wildcards: Any) -> list[str]:
+        """The variants one job does: its ``{variant}`` wildcard, or every variant (a job per model)."""
+        variant = getattr(wildcards, "variant", None)
+        return [variant] if variant else self.variants
+
+    def job_transforms(self, wildcards: Any) -> list[str]:
+        """The fitted transforms one apply_transform job reads, in the order of its variants
+        (:meth:`job_variants`)."""
+        return [self.transform(wildcards.model, v) for v in self.job_variants(wildcards)]
+
     def fit_report(self, model: str) -> str:
         """The fit report beside a model's transforms."""
         return self._fitted(self.out.transforms.fit_report, model=model)
