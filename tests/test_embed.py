@@ -17,7 +17,7 @@ from torch import nn
 from phenoica.contract.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
 from phenoica.embed.chunks import TIMING_KEY
 from phenoica.embed.parts import assemble, iter_chunks, parts_dir, write_part
-from phenoica.embed.plate import PlateModel, embed_plate, plate_image_rows
+from phenoica.embed.plate import PlateModel, chunk_lengths, embed_plate, plate_image_rows
 from phenoica.models.device import resolve_device
 from phenoica.screen.preprocess import prepare
 from tests.model_options import embed_options, model_entry
@@ -232,6 +232,26 @@ def test_iter_chunks_skips_chunks_without_referenced_images():
         (2, 6, 9, [7], (2, 3)),
         (3, 9, 10, [9], (3, 4)),
     ]
+
+
+def test_chunk_lengths_cover_the_images_in_order():
+    assert chunk_lengths(10, 3) == (3, 3, 3, 1)
+    assert chunk_lengths(6, 3) == (3, 3)
+    assert chunk_lengths(2, 64) == (2,)
+    assert chunk_lengths(0, 4) == (0,)
+    with pytest.raises(ValueError, match="chunk_images must be >= 1"):
+        chunk_lengths(5, 0)
+
+
+def test_chunks_follow_the_stores_chunk_length_or_chunk_images(tmp_path, caplog):
+    store, _ = make_store(tmp_path, n=11)  # stored in chunks of 4 images
+    meta, model = make_metadata(range(11)), make_model()
+    caplog.set_level(logging.INFO)
+    run(store, meta, model, tmp_path / "a.parquet")
+    assert "embedding 11 image(s) in 3 chunk(s)" in caplog.text and "chunk 3/3, 3 image(s)" in caplog.text
+    caplog.clear()
+    run(store, meta, model, tmp_path / "b.parquet", chunk_images=2)
+    assert "embedding 11 image(s) in 6 chunk(s)" in caplog.text and "chunk 6/6, 1 image(s)" in caplog.text
 
 
 def test_metadata_of_several_plates_is_filtered_by_store_name(tmp_path):
