@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,6 +17,7 @@ import zarr
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
+import phenoica
 from phenoica.contract.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
 from phenoica.embed.chunks import TIMING_KEY
 from phenoica.embed.parts import assemble, iter_chunks, parts_dir, write_part
@@ -252,6 +256,41 @@ def test_chunks_follow_the_stores_chunk_length_or_chunk_images(tmp_path, caplog)
     caplog.clear()
     run(store, meta, model, tmp_path / "b.parquet", chunk_images=2)
     assert "embedding 11 image(s) in 6 chunk(s)" in caplog.text and "chunk 6/6, 1 image(s)" in caplog.text
+
+
+FAULTS_PER_BATCH = """
+import resource, sys, torch
+from timm.models.vision_transformer import VisionTransformer
+from phenoica.models.device import keep_freed_memory
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = VisionTransformer(img_size=16, patch_size=2, in_chans=5, embed_dim=192, depth=2, num_heads=6, num_classes=0)
+x = torch.randn(128, 5, 16, 16)  # the demo's embedding batch: activations of 8,320 tokens
+
+def faults_per_batch():
+    with torch.inference_mode():
+        for _ in range(3):
+            model.eval()(x)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(5):
+            model(x)
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
+
+default = faults_per_batch()
+print(default, faults_per_batch() if keep_freed_memory() else -1)
+"""
+
+
+def test_kept_freed_memory_is_reused_without_page_faults():
+    # In a fresh process: page faults per forward with the allocator's defaults, then after
+    # keep_freed_memory (-1: no glibc mallopt here).
+    env = {**os.environ, "PYTHONPATH": str(Path(phenoica.__file__).parents[1])}
+    proc = subprocess.run([sys.executable, "-c", FAULTS_PER_BATCH], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    default, kept = (float(v) for v in proc.stdout.split()[-2:])
+    if kept < 0 or default < 1000:
+        pytest.skip(f"no glibc mallopt, or freed memory is reused already ({default:.0f} page faults per batch)")
+    assert kept < 100  # an activation of the batch is 6,240 pages
 
 
 def test_metadata_of_several_plates_is_filtered_by_store_name(tmp_path):
