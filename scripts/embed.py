@@ -9,6 +9,7 @@ from pathlib import Path
 
 from phenoica.embed.groups import PlateJob
 from phenoica.embed.jobs import EmbedJob, embed_model_plates
+from phenoica.models.device import keep_freed_memory
 
 
 def files(named) -> list[Path]:
@@ -16,6 +17,8 @@ def files(named) -> list[Path]:
     return [Path(named)] if isinstance(named, str) else [Path(f) for f in named]
 
 
+if keep_freed_memory():  # the forward's activations reuse freed memory instead of page-faulting afresh
+    log.info("malloc: freed memory kept for reuse (glibc mallopt)")
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 embed_model_plates(
     [

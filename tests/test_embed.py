@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +17,11 @@ import zarr
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
+import phenoica
 from phenoica.contract.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
 from phenoica.embed.chunks import TIMING_KEY
 from phenoica.embed.parts import assemble, iter_chunks, parts_dir, write_part
-from phenoica.embed.plate import PlateModel, embed_plate, plate_image_rows
+from phenoica.embed.plate import PlateModel, chunk_lengths, embed_plate, plate_image_rows
 from phenoica.models.device import resolve_device
 from phenoica.screen.preprocess import prepare
 from tests.model_options import embed_options, model_entry
@@ -232,6 +236,61 @@ def test_iter_chunks_skips_chunks_without_referenced_images():
         (2, 6, 9, [7], (2, 3)),
         (3, 9, 10, [9], (3, 4)),
     ]
+
+
+def test_chunk_lengths_cover_the_images_in_order():
+    assert chunk_lengths(10, 3) == (3, 3, 3, 1)
+    assert chunk_lengths(6, 3) == (3, 3)
+    assert chunk_lengths(2, 64) == (2,)
+    assert chunk_lengths(0, 4) == (0,)
+    with pytest.raises(ValueError, match="chunk_images must be >= 1"):
+        chunk_lengths(5, 0)
+
+
+def test_chunks_follow_the_stores_chunk_length_or_chunk_images(tmp_path, caplog):
+    store, _ = make_store(tmp_path, n=11)  # stored in chunks of 4 images
+    meta, model = make_metadata(range(11)), make_model()
+    caplog.set_level(logging.INFO)
+    run(store, meta, model, tmp_path / "a.parquet")
+    assert "embedding 11 image(s) in 3 chunk(s)" in caplog.text and "chunk 3/3, 3 image(s)" in caplog.text
+    caplog.clear()
+    run(store, meta, model, tmp_path / "b.parquet", chunk_images=2)
+    assert "embedding 11 image(s) in 6 chunk(s)" in caplog.text and "chunk 6/6, 1 image(s)" in caplog.text
+
+
+FAULTS_PER_BATCH = """
+import resource, sys, torch
+from timm.models.vision_transformer import VisionTransformer
+from phenoica.models.device import keep_freed_memory
+torch.set_num_threads(1)
+torch.manual_seed(0)
+model = VisionTransformer(img_size=16, patch_size=2, in_chans=5, embed_dim=192, depth=2, num_heads=6, num_classes=0)
+x = torch.randn(128, 5, 16, 16)  # the demo's embedding batch: activations of 8,320 tokens
+
+def faults_per_batch():
+    with torch.inference_mode():
+        for _ in range(3):
+            model.eval()(x)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for _ in range(5):
+            model(x)
+    return (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) / 5
+
+default = faults_per_batch()
+print(default, faults_per_batch() if keep_freed_memory() else -1)
+"""
+
+
+def test_kept_freed_memory_is_reused_without_page_faults():
+    # In a fresh process: page faults per forward with the allocator's defaults, then after
+    # keep_freed_memory (-1: no glibc mallopt here).
+    env = {**os.environ, "PYTHONPATH": str(Path(phenoica.__file__).parents[1])}
+    proc = subprocess.run([sys.executable, "-c", FAULTS_PER_BATCH], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    default, kept = (float(v) for v in proc.stdout.split()[-2:])
+    if kept < 0 or default < 1000:
+        pytest.skip(f"no glibc mallopt, or freed memory is reused already ({default:.0f} page faults per batch)")
+    assert kept < 100  # an activation of the batch is 6,240 pages
 
 
 def test_metadata_of_several_plates_is_filtered_by_store_name(tmp_path):

@@ -12,8 +12,10 @@ from skimage import data
 from timm.models.vision_transformer import VisionTransformer
 
 from phenoica.contract.screen import ScreenError, write_plate
+from phenoica.models import crops as crops_module
 from phenoica.models.builders import FeatureExtractor, build_feature_extractor
 from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
+from phenoica.models.crops import CropSampler
 from phenoica.models.layers import SharedChannelPatchEmbed
 from phenoica.models.mae import (
     build_mae,
@@ -26,6 +28,7 @@ from phenoica.models.mae import (
     warmup_cosine,
 )
 from phenoica.models.vit import MAX_CHANNELS, ChannelAgnosticPatchEmbed, build_encoder, load_encoder, save_checkpoint
+from phenoica.screen.preprocess import normalize_per_channel, scale_intensity
 from tests.model_options import model_entry, train_options
 
 torch.set_num_threads(1)
@@ -268,6 +271,48 @@ def test_random_crops_are_normalized_crops_of_the_images():
     assert torch.equal(crops, again)
     with pytest.raises(ScreenError, match="smaller than the model's img_size 64"):
         random_crops([tiles], 2, 64, torch.Generator().manual_seed(0))
+
+
+def whole_image_crops(images: list[np.ndarray], batch_size: int, crop: int, generator: torch.Generator) -> torch.Tensor:
+    """The training batch by its definition: every chosen image scaled and normalized whole, then
+    one random crop of it cut (the images and offsets drawn as CropSampler draws them)."""
+    sizes = torch.tensor([len(a) for a in images])
+    owner = torch.repeat_interleave(torch.arange(len(images)), sizes)
+    pick = torch.randint(0, int(sizes.sum()), (batch_size,), generator=generator)
+    offsets = torch.cumsum(sizes, 0) - sizes
+    out = []
+    for p in torch.unique(owner[pick]).tolist():
+        rows = (pick[owner[pick] == p] - offsets[p]).numpy()
+        imgs = normalize_per_channel(scale_intensity(images[p][rows]))
+        h, w = imgs.shape[-2:]
+        tops = torch.randint(0, h - crop + 1, (len(rows),), generator=generator).tolist()
+        lefts = torch.randint(0, w - crop + 1, (len(rows),), generator=generator).tolist()
+        out.extend(img[:, t : t + crop, l : l + crop] for img, t, l in zip(imgs, tops, lefts))
+    return torch.stack(out)
+
+
+@pytest.mark.parametrize("threads", [1, 2])
+def test_crop_sampler_is_whole_image_normalization_bit_for_bit(monkeypatch, threads):
+    # Statistics computed once per image, a few images at a time, must give the very numbers of
+    # normalizing each chosen image whole at every step: the checkpoint's bytes depend on them.
+    monkeypatch.setattr(crops_module, "STATS_CHUNK_BYTES", 3 * 3 * 40 * 40 * 4)
+    images = [
+        cell_tiles(7, size=40),
+        cell_tiles(5, size=32, seed=1),
+        cell_tiles(4, size=24, seed=2).astype(np.uint16) * 200,
+    ]
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        sampler = CropSampler(images, 16)
+        fast, slow = torch.Generator().manual_seed(3), torch.Generator().manual_seed(3)
+        for _ in range(20):
+            batch = sampler.batch(9, fast)
+            assert batch.shape == (9, 3, 16, 16) and batch.dtype == torch.float32 and batch.is_contiguous()
+            assert torch.equal(batch, whole_image_crops(images, 9, 16, slow))
+        assert torch.equal(fast.get_state(), slow.get_state())  # the same draws, in the same order
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_training_lowers_the_loss(tmp_path, plate):

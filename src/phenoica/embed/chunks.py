@@ -21,7 +21,6 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Sequence
 
-import dask.array as da
 import numpy as np
 import pandas as pd
 import torch
@@ -89,7 +88,7 @@ class EmbedTiming:
 class ChunkRun:
     """What :func:`run_chunks` needs besides the chunks: how to read, prepare and embed them."""
 
-    tiles: da.Array | zarr.Array
+    tiles: zarr.Array | np.ndarray
     model: nn.Module
     rows: pd.DataFrame
     parts: Path
@@ -114,13 +113,10 @@ RESULTS_IN_FLIGHT = 2
 """Chunks whose forward is queued but whose part is not yet written (bounds device memory)."""
 
 
-def read_chunk(tiles: da.Array | zarr.Array, chunk: Chunk, channels: Sequence[int] | None = None) -> np.ndarray:
+def read_chunk(tiles: zarr.Array | np.ndarray, chunk: Chunk, channels: Sequence[int] | None = None) -> np.ndarray:
     """One chunk's referenced images (n, C, H, W), channels selected in model order: a slice of
-    the store's zarr array (decoded into one array), or of a dask array (computed, which copies
-    the slice once more)."""
-    block = tiles[chunk.start : chunk.stop]
-    if isinstance(block, da.Array):
-        block = block.compute(scheduler="synchronous")
+    the store's zarr array (decoded into one array)."""
+    block = np.asarray(tiles[chunk.start : chunk.stop])
     if len(chunk.image_indices) < block.shape[0]:
         block = block[chunk.image_indices - chunk.start]
     if channels is not None:
@@ -128,7 +124,7 @@ def read_chunk(tiles: da.Array | zarr.Array, chunk: Chunk, channels: Sequence[in
     return block
 
 
-def load_raw_chunk(tiles: da.Array | zarr.Array, chunk: Chunk, channels: Sequence[int] | None = None) -> torch.Tensor:
+def load_raw_chunk(tiles: zarr.Array | np.ndarray, chunk: Chunk, channels: Sequence[int] | None = None) -> torch.Tensor:
     """Read one chunk as an integer tensor for preprocessing on the model's device (uint16
     widened to int32, which CUDA converts; uint8 kept, a quarter of float32's bytes)."""
     block = read_chunk(tiles, chunk, channels)

@@ -1,7 +1,7 @@
 """One plate store through one model: :func:`embed_plate` (tiles -> one embedding per image).
 
-The plate's ``tiles`` array is read chunk by chunk along images (laid out by dask, each chunk's
-slice read straight from zarr), keeping the channels the model takes in the model's order
+The plate's ``tiles`` array is read chunk by chunk along images (:func:`chunk_lengths`: the
+store's chunk length or ``embed.chunk_images``, each chunk's slice read straight from zarr), keeping the channels the model takes in the model's order
 (:class:`PlateModel`: names of the store's channels), and streamed through the model (:func:`phenoica.embed.chunks.run_chunks`); crops go
 through it under ``torch.inference_mode`` (bf16 autocast on CUDA, float32 on the CPU).
 
@@ -24,7 +24,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-import dask.array as da
 import pandas as pd
 import torch
 import zarr
@@ -151,17 +150,25 @@ def _as_json(value: dict[str, Any], what: str) -> dict[str, Any]:
         raise ValueError(f"{what} must be a JSON-serializable dict, got {value!r} ({exc})") from None
 
 
+def chunk_lengths(n_images: int, chunk_images: int) -> tuple[int, ...]:
+    """Images per streamed chunk: ``chunk_images`` each, the last one the rest (one empty chunk
+    for a store without images)."""
+    if chunk_images < 1:
+        raise ValueError(f"chunk_images must be >= 1, got {chunk_images}")
+    return tuple(min(chunk_images, n_images - start) for start in range(0, n_images, chunk_images)) or (0,)
+
+
 @dataclass(frozen=True, eq=False)
 class _Plate:
     """A plate store opened for embedding: its tiles (the store's array, which the chunks are
-    read from, and a dask view of it rechunked along images, which lays the chunks out), its
-    metadata rows, the channels fed to the model and the chunks to embed."""
+    read from, and the images per chunk), its metadata rows, the channels fed to the model and
+    the chunks to embed."""
 
     store: Path
     name: str
     rows: pd.DataFrame
     array: zarr.Array
-    tiles: da.Array
+    lengths: tuple[int, ...]
     shape: list[int]  # images, channels fed, height, width
     dtype: str
     selected: list[int] | None
@@ -182,11 +189,10 @@ def _open_plate(
     misfit = check_fit(inputs, (height, width), int(options.crop_size or 0), fed)
     if misfit is not None:
         raise ScreenError(misfit.plate_message(f"{store}: plate {plate}", model.channels_key))
-    tiles = da.from_zarr(tiles_z)
-    tiles = tiles.rechunk({0: options.chunk_images or tiles.chunks[0][0], 1: -1, 2: -1, 3: -1})
-    chunks = list(iter_chunks(tiles.chunks[0], rows[IMAGE_INDEX].to_numpy()))
+    lengths = chunk_lengths(n_images, options.chunk_images or int(tiles_z.chunks[0]))
+    chunks = list(iter_chunks(lengths, rows[IMAGE_INDEX].to_numpy()))
     shape = [n_images, len(fed), height, width]
-    return _Plate(store, plate, rows, tiles_z, tiles, shape, str(tiles_z.dtype), selected, fed, chunks)
+    return _Plate(store, plate, rows, tiles_z, lengths, shape, str(tiles_z.dtype), selected, fed, chunks)
 
 
 def embed_plate(
@@ -240,7 +246,7 @@ def embed_plate(
             "store": str(store.resolve()),
             "shape": plate.shape,
             "dtype": plate.dtype,
-            "chunks": [int(c) for c in plate.tiles.chunks[0]],
+            "chunks": list(plate.lengths),
             "channels": plate.fed,
             "crop_size": crop_size,
             "normalize": model.normalize,
@@ -254,7 +260,7 @@ def embed_plate(
         todo = [c for c in plate.chunks if not part_is_done(parts, c, dim)]
         _log_start(log, plate, todo, parts, f"on {dev}, channels {plate.fed}, {model.normalize} normalization, D={dim}")
         run = ChunkRun(
-            tiles=plate.array,  # a chunk's slice read from zarr is one array; through dask it is copied once more
+            tiles=plate.array,  # a chunk's slice read from zarr is one array
             model=model.module,
             rows=plate.rows,
             parts=parts,

@@ -26,6 +26,7 @@ from timm.models.vision_transformer import Block, VisionTransformer
 from torch import nn
 
 from phenoica.contract.screen import ScreenError, channel_indices, open_plate
+from phenoica.models.crops import CropSampler
 from phenoica.models.device import resolve_device
 from phenoica.models.options import TrainOptions
 from phenoica.models.vit import (
@@ -36,7 +37,6 @@ from phenoica.models.vit import (
     save_checkpoint,
     sincos_grid,
 )
-from phenoica.screen.preprocess import normalize_per_channel, scale_intensity
 from phenoica.utils.io import get_logger, write_json
 
 # --------------------------------------------------------------------------------------------
@@ -266,23 +266,10 @@ def random_crops(
     """A batch of ``crop`` x ``crop`` random crops of randomly chosen images, preprocessed.
 
     Each chosen image is scaled and instance-normalized whole (phenoica.screen.preprocess), then one
-    random crop is cut. Returns (batch_size, C, crop, crop) float32 (CPU).
+    random crop is cut. Returns (batch_size, C, crop, crop) float32 (CPU). One batch of
+    :class:`~phenoica.models.crops.CropSampler`, which a training loop builds once.
     """
-    sizes = torch.tensor([len(a) for a in images])
-    owner = torch.repeat_interleave(torch.arange(len(images)), sizes)
-    pick = torch.randint(0, int(sizes.sum()), (batch_size,), generator=generator)
-    offsets = torch.cumsum(sizes, 0) - sizes
-    crops = []
-    for p in torch.unique(owner[pick]).tolist():
-        rows = (pick[owner[pick] == p] - offsets[p]).numpy()
-        imgs = normalize_per_channel(scale_intensity(images[p][rows], intensity_max, f"training images of store {p}"))
-        h, w = imgs.shape[-2:]
-        if h < crop or w < crop:
-            raise ScreenError(f"training images are {h}x{w}, smaller than the model's img_size {crop}")
-        tops = torch.randint(0, h - crop + 1, (len(rows),), generator=generator).tolist()
-        lefts = torch.randint(0, w - crop + 1, (len(rows),), generator=generator).tolist()
-        crops.extend(img[:, t : t + crop, l : l + crop] for img, t, l in zip(imgs, tops, lefts))
-    return torch.stack(crops)
+    return CropSampler(images, crop, intensity_max).batch(batch_size, generator)
 
 
 def warmup_cosine(step: int, warmup_steps: int, total_steps: int) -> float:
@@ -392,13 +379,14 @@ def _optimize(
     warmup = train.warmup_steps
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, warmup, steps))
     generator = torch.Generator().manual_seed(seed)
+    sampler = CropSampler(images, crop)  # each image's channel statistics, computed once
     use_bf16 = dev.type == "cuda"
     mask_ratio, log_every = train.mask_ratio, train.log_every
 
     losses: list[float] = []
     t_window, last_logged = time.perf_counter(), 0
     for step in range(1, steps + 1):
-        batch = random_crops(images, batch_size, crop, generator).to(dev)
+        batch = sampler.batch(batch_size, generator).to(dev)
         with torch.autocast(device_type=dev.type, dtype=torch.bfloat16, enabled=use_bf16):
             loss, _, _ = model(batch, mask_ratio, generator)
         optimizer.zero_grad(set_to_none=True)
