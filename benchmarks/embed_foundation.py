@@ -5,7 +5,7 @@ ParallelScalingBlock, 6 channels = 1 + 6 x 256 = 1,537 tokens per crop) with see
 weights: throughput does not depend on the weights. In one run:
 
 1. throughput: the same FeatureExtractor, batch size and torch threads embed a plate of N
-   256 px images (a) through ``phenoica.embed.plate.embed_plate`` (Zarr -> dask chunks -> read-ahead
+   256 px images (a) through ``phenoica.embed.plate.embed_plate`` (Zarr chunks -> read-ahead
    thread + crop-wise instance norm -> model -> parquet parts -> final parquet) and (b), the
    baseline, as the bare forward over the already preprocessed crops held in memory
    (``embed_crops``); interleaved, best of ``--repeats``; prints images/s and the ratio (goal >= 0.9);

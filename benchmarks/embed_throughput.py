@@ -1,7 +1,7 @@
 """Throughput of streaming plate embedding vs the bare model on in-memory crops.
 
 One plate store of N images is written to a temporary folder; the same timm ViT, batch size
-and torch threads embed it (a) through phenoica.embed.plate.embed_plate (Zarr -> dask chunks ->
+and torch threads embed it (a) through phenoica.embed.plate.embed_plate (Zarr chunks ->
 prefetch + preprocessing -> model -> parquet parts -> final parquet) and (b) as the baseline,
 the bare forward pass over the already preprocessed crops held in memory (no IO, no
 preprocessing). Prints images/s of both and the ratio (goal >= 0.9).
