@@ -7,13 +7,13 @@ from phenoica.identifiability.options import StructuralOptions, Table1Options
 
 rule align:
     input:
-        lambda w: expand(PATHS.transforms.variant, model=MODELS, variant=w.variant),
+        INPUTS.align_tables,
     output:
-        PATHS.identifiability.align,
+        INPUTS.variant_files(PATHS.identifiability.align),
     log:
-        log_path(RESULTS, "align", "{variant}"),
+        log_path(RESULTS, "align", INPUTS.align_job),
     benchmark:
-        benchmark_path(RESULTS, "align", "{variant}")
+        benchmark_path(RESULTS, "align", INPUTS.align_job)
     conda:
         ENVS
     threads: rule_threads(RESOURCES, "align", 2)
@@ -22,20 +22,21 @@ rule align:
     params:
         options=Table1Options.from_config(config),
         model_names=MODELS,
+        variants=INPUTS.job_variants,
     script:
         "../scripts/align.py"
 
 
 rule structural:
     input:
-        variant=PATHS.transforms.variant,
+        variants=INPUTS.variant_files(PATHS.transforms.variant),
         factors=expand(PATHS.screen.factors, plate=PLATES),
     output:
-        PATHS.identifiability.structural,
+        INPUTS.variant_files(PATHS.identifiability.structural),
     log:
-        log_path(RESULTS, "structural", "{model}/{variant}"),
+        log_path(RESULTS, "structural", INPUTS.variant_job),
     benchmark:
-        benchmark_path(RESULTS, "structural", "{model}/{variant}")
+        benchmark_path(RESULTS, "structural", INPUTS.variant_job)
     conda:
         ENVS
     threads: rule_threads(RESOURCES, "structural", 1)
@@ -43,6 +44,7 @@ rule structural:
         **rule_resources(RESOURCES, "structural"),
     params:
         options=StructuralOptions.from_config(config),
+        variants=INPUTS.job_variants,
     script:
         "../scripts/structural.py"
 

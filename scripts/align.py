@@ -1,15 +1,15 @@
-"""Rule align: Table 1 (model-to-model alignment errors) for every pair of models, one variant."""
+"""Rule align: Table 1 (model-to-model alignment errors) for every pair of models, each variant
+(one variant with frozen transforms)."""
 
 from phenoica.utils.io import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.identifiability", snakemake.log[0])  # first: the log holds everything the job prints
 
-import pandas as pd
+from phenoica.identifiability.branch import alignment_files
 
-from phenoica.identifiability.branch import alignment_for_variant
-from phenoica.utils.io import write_parquet
-
-tables = {m: pd.read_parquet(p) for m, p in zip(snakemake.params.model_names, snakemake.input)}
+models, variants = snakemake.params.model_names, snakemake.params.variants
+paths = iter(snakemake.input)  # variant by variant, the models in order (RuleInputs.align_tables)
+tables = {v: {m: next(paths) for m in models} for v in variants}
+outputs = dict(zip(variants, snakemake.output, strict=True))
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-out = alignment_for_variant(tables, snakemake.wildcards.variant, snakemake.params.options, log=log)
-write_parquet(out, snakemake.output[0])
+alignment_files(tables, outputs, snakemake.params.options, log=log)

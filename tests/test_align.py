@@ -17,9 +17,9 @@ from sklearn.linear_model import LinearRegression, Ridge
 from phenoica.contract.config import validate_config
 from phenoica.contract.screen import ScreenError
 from phenoica.identifiability.alignment import CrossProducts, ICAMap, LinearMap, PermutationMap, RigidMap
-from phenoica.identifiability.branch import alignment_for_variant
+from phenoica.identifiability.branch import alignment_files, alignment_for_variant, structural_files, structural_scores
 from phenoica.identifiability.diameter import diameter_estimate, diameter_exact, latent_diameter
-from phenoica.identifiability.options import Table1Options
+from phenoica.identifiability.options import StructuralOptions, Table1Options
 from phenoica.identifiability.representation_similarity import linear_cka, mutual_knn
 from phenoica.identifiability.table1 import TABLE_COLUMNS, AlignOptions, align_errors, alignment_table, split_rows
 from phenoica.utils.seeding import rng_for
@@ -473,6 +473,39 @@ def test_the_workflow_aligns_each_variant_by_its_options() -> None:
     out = alignment_for_variant(tables, "base", fast)
     assert list(out["variant"]) == ["base", "base"] and (out["n_train"] + out["n_test"] == 100).all()
     assert (out["rigid"] < 1e-9).all()  # the same images, rotated: matched by key, not by row order
+
+
+def test_one_job_of_several_variants_writes_what_a_job_per_variant_would(tmp_path) -> None:
+    """The grouped align and structural jobs write each variant's table as the single-variant
+    call computes it (the variants' tables told apart: a variant read for another fails)."""
+    config = validate_config({"seed": 3, "identifiability": {"knn_k": 4, "max_samples": 100}})
+    rng = np.random.default_rng(5)
+    keys = pd.DataFrame({"Metadata_Plate": "P1", "Metadata_ImageIndex": np.arange(120)})
+    truth = rng.standard_normal((120, 2))
+    factors = pd.concat([keys, pd.DataFrame(truth, columns=["factor_00", "factor_01"])], axis=1)
+    frames, paths = {}, {}
+    for k, variant in enumerate(("base", "pca")):
+        for model, seed in (("m1", 1), ("m2", 2)):
+            mixing = ortho_group.rvs(4, random_state=seed + 10 * k)[:2]
+            latents = truth @ mixing + 0.1 * np.random.default_rng(seed + k).standard_normal((120, 4))
+            frames[variant, model] = pd.concat([keys, pd.DataFrame(latents, columns=list("abcd"))], axis=1)
+            paths[variant, model] = tmp_path / f"{model}_{variant}.parquet"
+            frames[variant, model].to_parquet(paths[variant, model])
+    table1 = Table1Options.from_config(config)._replace(ica_components=2)
+    aligned = {v: tmp_path / f"align_{v}.parquet" for v in ("base", "pca")}
+    alignment_files({v: {m: paths[v, m] for m in ("m1", "m2")} for v in aligned}, aligned, table1)
+    structural = StructuralOptions.from_config(config)
+    scored = {v: tmp_path / f"structural_{v}.parquet" for v in ("base", "pca")}
+    structural_files({v: paths[v, "m2"] for v in scored}, factors, scored, structural, model="m2")
+    for v in ("base", "pca"):
+        pair = {m: frames[v, m] for m in ("m1", "m2")}
+        pd.testing.assert_frame_equal(pd.read_parquet(aligned[v]), alignment_for_variant(pair, v, table1))
+        row = pd.read_parquet(scored[v]).iloc[0]
+        assert (row["model"], row["variant"]) == ("m2", v)
+        assert row["mcc"] == structural_scores(frames[v, "m2"], factors, structural)["mcc"]
+    assert pd.read_parquet(scored["base"])["mcc"].iloc[0] != pd.read_parquet(scored["pca"])["mcc"].iloc[0]
+    with pytest.raises(ValueError, match="variants of the tables"):
+        structural_files({"base": paths["base", "m2"]}, factors, scored, structural, model="m2")
 
 
 def test_split_takes_its_seed_from_the_one_seed_helper():

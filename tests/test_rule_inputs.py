@@ -72,6 +72,24 @@ def test_a_models_variants_are_one_job_unless_the_transforms_are_frozen():
     assert frozen.job_variants(job) == ["pca"] and frozen.job_transforms(job) == ["old/m/pca.npz"]
 
 
+def test_every_variant_is_aligned_in_one_job_unless_the_transforms_are_frozen():
+    """One align job reads every model's table of every variant, variant by variant (the order
+    scripts/align.py pairs them with the models in); with frozen transforms one job per variant."""
+    run = inputs(results="res", models={"b": {}, "a": {}})
+    assert run.align_job == "variants"
+    assert run.variant_files("res/identifiability/align/{variant}.parquet") == [
+        f"res/identifiability/align/{v}.parquet" for v in run.variants
+    ]
+    tables = run.align_tables(SimpleNamespace())
+    assert tables == [f"res/transforms/{m}/{v}.parquet" for v in run.variants for m in ("a", "b")]
+    frozen = inputs(results="res", models={"b": {}, "a": {}}, transforms={"frozen": "old"})
+    assert frozen.align_job == "{variant}"
+    assert frozen.align_tables(SimpleNamespace(variant="pca")) == [
+        "res/transforms/a/pca.parquet",
+        "res/transforms/b/pca.parquet",
+    ]
+
+
 def test_switched_off_readouts_read_nothing():
     run = inputs(classify={"map_readout": False}, biomap={"enabled": False}, sweep={"points": 0})
     assert run.maps() == [] and run.maps(["pca"]) == []

@@ -7,6 +7,8 @@ for well-level profiles), never by row order.
 
 from __future__ import annotations
 
+import logging
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -16,6 +18,9 @@ from phenoica.contract import screen
 from phenoica.contract.screen import FACTOR_PREFIX, ScreenError, feature_columns
 from phenoica.identifiability import metrics
 from phenoica.identifiability.options import StructuralOptions, Table1Options
+from phenoica.utils.io import write_parquet
+
+LOG = logging.getLogger("phenoica.identifiability")
 
 
 def row_keys(table: pd.DataFrame) -> list[str]:
@@ -144,3 +149,43 @@ def alignment_for_variant(
     if log is not None:
         log.info("\n%s", table.to_string())
     return table
+
+
+def structural_files(
+    tables: Mapping[str, Path | str],
+    factors: pd.DataFrame,
+    outputs: Mapping[str, Path | str],
+    options: StructuralOptions,
+    *,
+    model: str,
+    log: logging.Logger | None = None,
+) -> None:
+    """:func:`structural_scores` of each variant of ``model``, one variant after the other:
+    ``tables`` maps a variant to its profile table, ``outputs`` to the one-row parquet it writes
+    (atomically: ``model``, ``variant`` and the scores); ``factors`` are the screen's known
+    factors (every plate's)."""
+    log = log or LOG
+    if set(tables) != set(outputs):
+        raise ValueError(f"variants of the tables {sorted(tables)} and of the outputs {sorted(outputs)} differ")
+    for i, (variant, out_path) in enumerate(outputs.items(), 1):
+        scores = structural_scores(pd.read_parquet(tables[variant]), factors, options)
+        write_parquet(pd.DataFrame([{"model": model, "variant": variant, **scores}]), out_path)
+        shown = {k: scores[k] for k in ("mcc", "r2_mean", "infom", "infoe", "infoc")}
+        log.info("%s/%s (%d of %d): %s", model, variant, i, len(outputs), shown)
+
+
+def alignment_files(
+    tables: Mapping[str, Mapping[str, Path | str]],
+    outputs: Mapping[str, Path | str],
+    options: Table1Options,
+    log: logging.Logger | None = None,
+) -> None:
+    """Table 1 of each variant (:func:`alignment_for_variant`), one variant after the other:
+    ``tables`` maps a variant to each model's profile table (model -> path, in the models'
+    order), ``outputs`` to the parquet it writes (atomically)."""
+    log = log or LOG
+    if set(tables) != set(outputs):
+        raise ValueError(f"variants of the tables {sorted(tables)} and of the outputs {sorted(outputs)} differ")
+    for variant, out_path in outputs.items():
+        frames = {model: pd.read_parquet(path) for model, path in tables[variant].items()}
+        write_parquet(alignment_for_variant(frames, variant, options, log=log), out_path)

@@ -117,6 +117,20 @@ class RuleInputs:
         variant = getattr(wildcards, "variant", None)
         return [variant] if variant else self.variants
 
+    @property
+    def align_job(self) -> str:
+        """The wildcards of one align job, as its log and benchmark files name it: ``{variant}``
+        with frozen transforms (a user's file of one variant may change alone), else
+        ``variants``: one job aligns every variant, since each model's variants are refitted
+        together and their alignments rerun together anyway (:attr:`variant_job`)."""
+        return "{variant}" if self.config["transforms"]["frozen"] else "variants"
+
+    def align_tables(self, wildcards: Any) -> list[str]:
+        """Every model's table of each variant one align job does (:meth:`job_variants`),
+        variant by variant, the models in name order within a variant."""
+        template = self.out.transforms.variant
+        return [template.format(model=m, variant=v) for v in self.job_variants(wildcards) for m in self.models]
+
     def job_transforms(self, wildcards: Any) -> list[str]:
         """The fitted transforms one apply_transform job reads, in the order of its variants
         (:meth:`job_variants`)."""
