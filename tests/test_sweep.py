@@ -66,6 +66,9 @@ def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
     assert sweep_grid(192, 5000, 25, 5) == [2, 6, 20, 25, 61, 192]
     assert sweep_grid(48, 40, 20, 3) == [2, 9, 20, 38]  # at most rows - 2
     assert sweep_grid(48, 5000, 20, 0) == []
+    assert sweep_grid(192, 5000, 25, 3, max_components=96) == [2, 14, 25, 96]  # the top capped
+    assert sweep_grid(192, 5000, 120, 2, max_components=96) == [2, 96, 120]  # the chosen count stays
+    assert sweep_grid(48, 40, 20, 2, max_components=96) == [2, 20, 38]  # a cap above the data's: the data's
 
 
 def test_sweep_models_takes_the_first_models_by_name():

@@ -62,13 +62,15 @@ SWEEP_COLUMNS: tuple[str, ...] = (
 )
 
 
-def sweep_grid(n_features: int, n_rows: int, chosen: int, max_points: int) -> list[int]:
+def sweep_grid(
+    n_features: int, n_rows: int, chosen: int, max_points: int, max_components: int | None = None
+) -> list[int]:
     """Counts of the sweep: ``max_points`` counts spaced evenly in log scale from 2 to the
-    largest count the data allow (the width, at most rows - 2), plus ``chosen``; sorted, unique.
-    ``max_points`` 0 is no sweep (an empty grid)."""
+    largest count the data allow (the width, at most rows - 2) or ``max_components`` if that is
+    smaller, plus ``chosen``; sorted, unique. ``max_points`` 0 is no sweep (an empty grid)."""
     if max_points < 1:
         return []
-    top = max(2, min(n_features, n_rows - 2))
+    top = max(2, min(n_features, n_rows - 2, max_components or n_features))
     grid = {int(round(v)) for v in np.geomspace(2, top, max_points)} if max_points > 1 else {top}
     return sorted(grid | {int(chosen)})
 
@@ -162,7 +164,7 @@ def sweep_model(
     X = profiles[features].to_numpy(dtype=np.float64)
     batches = profiles[BATCH].astype(str).to_numpy()
     is_control = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
-    counts = list(grid) if grid is not None else sweep_grid(len(features), len(X), chosen, options.points)
+    counts = list(grid) if grid is not None else sweep_grid(len(features), len(X), chosen, options.points, options.max_components)
     records, all_calls = [], []
     main = main or {}
     for k in counts:

@@ -20,7 +20,8 @@ class SweepOptions(NamedTuple):
     ``transforms`` keys of :class:`~phenoica.transforms.options.TransformOptions`, at the point's
     component count); the fields share those classes' names and keys. ``variants`` are the swept
     ones of ``transforms.variants`` (:func:`~phenoica.transforms.variant_names.swept_variants`),
-    ``points`` the grid's counts (``sweep.points``; 0 = no sweep) and ``null_guides`` the
+    ``points`` the grid's counts (``sweep.points``; 0 = no sweep), ``max_components`` its top
+    (``sweep.max_components``; None = the width) and ``null_guides`` the
     pseudo-guides of each point's null (``sweep.null_guides``; :attr:`point_null_guides`). The hit
     counts use the sweep's own threshold :attr:`q_threshold` (no config key).
 
@@ -59,6 +60,7 @@ class SweepOptions(NamedTuple):
     batch_rows: Annotated[int, Setting("transforms.batch_rows", run_time=True)]
     # the grid and its null
     points: Annotated[int, Setting("sweep.points")]
+    max_components: Annotated[int | None, Setting("sweep.max_components")]
     null_guides: Annotated[int | None, Setting("sweep.null_guides")]
 
     #: The q-value below which a point's guides, genes and mAPs are counted (the sweep's own).
