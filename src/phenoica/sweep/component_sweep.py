@@ -164,7 +164,11 @@ def sweep_model(
     X = profiles[features].to_numpy(dtype=np.float64)
     batches = profiles[BATCH].astype(str).to_numpy()
     is_control = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
-    counts = list(grid) if grid is not None else sweep_grid(len(features), len(X), chosen, options.points, options.max_components)
+    counts = (
+        list(grid)
+        if grid is not None
+        else sweep_grid(len(features), len(X), chosen, options.points, options.max_components)
+    )
     records, all_calls = [], []
     main = main or {}
     for k in counts:
