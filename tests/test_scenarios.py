@@ -232,7 +232,7 @@ def test_source_embeddings_means_exactly_the_models_named(tmp_path):
     }
     (tmp_path / "sets.yaml").write_text(yaml.safe_dump(two_sets))
     jobs = planned_jobs(tmp_path, configfile=("config.yaml", "sets.yaml"))
-    assert jobs["gather_profiles"] == 2 and jobs["align"] == 4 and jobs["classify"] == 2 * 4 * 2, jobs
+    assert jobs["gather_profiles"] == 2 and jobs["align"] == 1 and jobs["classify"] == 2 * 4 * 2, jobs
 
 
 def test_a_configfile_stands_on_the_schema_not_on_the_workflow_config(tmp_path):

@@ -100,13 +100,14 @@ def finished_tiny(tmp_path_factory) -> Path:
 def test_default_config_dry_run_plans_every_stage(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     jobs = planned_jobs(tmp_path)
-    # 2 models x 2 embedding jobs of 4 plates; one classify shard per (model, variant); one sweep;
-    # the other rules that read a variant's table do every variant of a model in one job
-    assert jobs["simulate_plate"] == 8 and jobs["embed_g0000"] == jobs["embed_g0001"] == 2 and jobs["train_mae"] == 2
-    assert "embed" not in jobs and jobs["classify"] == 2 * 4
-    per_model = ("apply_transform", "map_readout", "biomap_profiles", "batch_metrics", "biomap")
+    # 2 models x 1 embedding job of 8 plates; one classify shard per (model, variant); one sweep;
+    # the other rules that read a variant's table do every variant of a model in one job, and
+    # Table 1 every variant in one
+    assert jobs["simulate_plate"] == 8 and jobs["embed_g0000"] == 2 and jobs["train_mae"] == 2
+    assert "embed" not in jobs and "embed_g0001" not in jobs and jobs["classify"] == 2 * 4
+    per_model = ("apply_transform", "map_readout", "biomap_profiles", "batch_metrics", "structural", "biomap")
     assert {rule: jobs[rule] for rule in per_model} == dict.fromkeys(per_model, 2)
-    assert jobs["align"] == 4 and jobs["structural"] == 2 * 4 and jobs["component_sweep"] == 1 and jobs["report"] == 1
+    assert jobs["align"] == 1 and jobs["component_sweep"] == 1 and jobs["report"] == 1
 
 
 #: Libraries that building the DAG must not import: every Snakemake start (each dry run, each
@@ -232,13 +233,14 @@ LIGHTGBM_ALIASES = {
 
 BIOMAP = "biomap"
 #: Jobs that re-run after the fitted variants change (every variant re-applied, and all downstream;
-#: apply_transform, map_readout and the gene-map rules do a model's variants in one job).
+#: apply_transform, map_readout, structural and the gene-map rules do a model's variants in one job,
+#: align every variant in one).
 AFTER_THE_VARIANTS = {
     "apply_transform": 2,
     "classify": 16,
     "map_readout": 2,
-    "align": 4,
-    "structural": 8,
+    "align": 1,
+    "structural": 2,
     "gather_identifiability": 1,
     "gather_scores": 1,
     "call_hits": 1,
@@ -274,8 +276,8 @@ RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
     "biomap.n_neighbors": (5, {BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1}),
     "biomap.center_on_controls": (False, {"biomap_profiles": 2, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1}),
     "biomap.batch_neighbors": (5, {"batch_metrics": 2, "gather_biomap": 1, "report": 1, "all": 1}),
-    "identifiability.knn_k": (5, {"align": 4, "gather_identifiability": 1, "report": 1, "all": 1}),
-    "identifiability.factor_bins": (10, {"structural": 8, "gather_identifiability": 1, "report": 1, "all": 1}),
+    "identifiability.knn_k": (5, {"align": 1, "gather_identifiability": 1, "report": 1, "all": 1}),
+    "identifiability.factor_bins": (10, {"structural": 2, "gather_identifiability": 1, "report": 1, "all": 1}),
     "splits.holdout_fraction": (0.3, {}),  # leave-one-batch-out does not read it
     "transforms.ica_max_iter": (300, {"fit_transforms": 2, **AFTER_THE_VARIANTS}),
     "embed.intensity_max": (
