@@ -15,7 +15,7 @@ from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
 from phenoica.transforms.rows import column_values
-from phenoica.utils.io import write_parquet
+from phenoica.utils.io import check_same_variants, write_parquet
 
 LOG = logging.getLogger(__name__)
 
@@ -141,8 +141,7 @@ def profile_files(
     variant after the other: ``profiles`` maps a variant to its table, ``outputs`` to its (guide
     profiles, gene profiles) parquets, each written atomically."""
     log = log or LOG
-    if set(profiles) != set(outputs):
-        raise ValueError(f"variants of the profiles {sorted(profiles)} and of the outputs {sorted(outputs)} differ")
+    check_same_variants(profiles, outputs, "profiles")
     for i, (variant, (guides_path, genes_path)) in enumerate(outputs.items(), 1):
         guides, genes = aggregate_profiles(profiles[variant], center_on_controls=center_on_controls, log=log)
         write_parquet(guides, guides_path)

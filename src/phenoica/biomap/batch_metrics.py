@@ -45,7 +45,7 @@ from phenoica.contract.arrays import check_matrix
 from phenoica.contract.screen import BATCH, CONTROL, GENE, PERT_TYPE, PLATE, WELL, feature_columns
 from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, ProfileSource, batch_features, split_columns
 from phenoica.profiles.wells import WellMeans
-from phenoica.utils.io import write_parquet
+from phenoica.utils.io import check_same_variants, write_parquet
 from phenoica.utils.seeding import derive_seed
 
 LOG = logging.getLogger(__name__)
@@ -253,8 +253,7 @@ def batch_metrics_files(
     profiles of its table, :func:`well_profile_table`), one variant after the other: ``profiles``
     maps a variant to its profile table, ``outputs`` to the parquet it writes (atomically)."""
     log = log or LOG
-    if set(profiles) != set(outputs):
-        raise ValueError(f"variants of the profiles {sorted(profiles)} and of the outputs {sorted(outputs)} differ")
+    check_same_variants(profiles, outputs, "profiles")
     for i, (variant, out_path) in enumerate(outputs.items(), 1):
         wells = well_profile_table(str(profiles[variant]))
         write_parquet(batch_metrics(wells, options, model=model, variant=variant, log=log), out_path)

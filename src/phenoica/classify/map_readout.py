@@ -24,7 +24,7 @@ from phenoica.contract.screen import (
     validate_profile_metadata,
 )
 from phenoica.profiles.wells import aggregate_wells
-from phenoica.utils.io import write_parquet
+from phenoica.utils.io import check_same_variants, write_parquet
 from phenoica.utils.seeding import derive_seed
 from phenoica.utils.stats import bh_qvalues
 
@@ -171,8 +171,7 @@ def guide_map_files(
     one variant after the other: ``profiles`` maps a variant to its profile table, ``outputs``
     to the parquet it writes (atomically)."""
     log = log or logging.getLogger(__name__)
-    if set(profiles) != set(outputs):
-        raise ValueError(f"variants of the profiles {sorted(profiles)} and of the outputs {sorted(outputs)} differ")
+    check_same_variants(profiles, outputs, "profiles")
     for i, (variant, out_path) in enumerate(outputs.items(), 1):
         table = pd.read_parquet(profiles[variant])
         out = guide_map(

@@ -18,7 +18,7 @@ from phenoica.contract import screen
 from phenoica.contract.screen import FACTOR_PREFIX, ScreenError, feature_columns
 from phenoica.identifiability import metrics
 from phenoica.identifiability.options import StructuralOptions, Table1Options
-from phenoica.utils.io import write_parquet
+from phenoica.utils.io import check_same_variants, write_parquet
 
 LOG = logging.getLogger("phenoica.identifiability")
 
@@ -165,8 +165,7 @@ def structural_files(
     (atomically: ``model``, ``variant`` and the scores); ``factors`` are the screen's known
     factors (every plate's)."""
     log = log or LOG
-    if set(tables) != set(outputs):
-        raise ValueError(f"variants of the tables {sorted(tables)} and of the outputs {sorted(outputs)} differ")
+    check_same_variants(tables, outputs, "tables")
     for i, (variant, out_path) in enumerate(outputs.items(), 1):
         scores = structural_scores(pd.read_parquet(tables[variant]), factors, options)
         write_parquet(pd.DataFrame([{"model": model, "variant": variant, **scores}]), out_path)
@@ -184,8 +183,7 @@ def alignment_files(
     ``tables`` maps a variant to each model's profile table (model -> path, in the models'
     order), ``outputs`` to the parquet it writes (atomically)."""
     log = log or LOG
-    if set(tables) != set(outputs):
-        raise ValueError(f"variants of the tables {sorted(tables)} and of the outputs {sorted(outputs)} differ")
+    check_same_variants(tables, outputs, "tables")
     for variant, out_path in outputs.items():
         frames = {model: pd.read_parquet(path) for model, path in tables[variant].items()}
         write_parquet(alignment_for_variant(frames, variant, options, log=log), out_path)

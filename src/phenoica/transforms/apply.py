@@ -23,6 +23,7 @@ from phenoica.transforms.rows import profile_source, row_block, row_columns, sou
 from phenoica.transforms.scaling import check_batches
 from phenoica.transforms.variant import VariantTransform, load_transform
 from phenoica.transforms.whitening import whitened_moments
+from phenoica.utils.io import check_same_variants
 
 LOG = logging.getLogger(__name__)
 
@@ -167,8 +168,7 @@ def apply_transform_files(
     writes (:func:`apply_transform_file`: atomic, so a job that fails leaves the tables of the
     variants before it whole and no part of the others). Returns variant -> rows written."""
     log = log or LOG
-    if set(transforms) != set(outputs):
-        raise ValueError(f"variants of the transforms {sorted(transforms)} and of the outputs {sorted(outputs)} differ")
+    check_same_variants(transforms, outputs, "transforms")
     rows: dict[str, int] = {}
     for i, (variant, out_path) in enumerate(outputs.items(), 1):
         rows[variant] = apply_transform_file(profiles_path, transforms[variant], out_path, batch_rows)

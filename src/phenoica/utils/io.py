@@ -19,7 +19,7 @@ import sys
 import unicodedata
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Iterator, Mapping, Sequence
 
 import pandas as pd
 
@@ -51,6 +51,14 @@ def write_parquet(df: pd.DataFrame, path: Path | str) -> Path:
     with atomic_path(path) as tmp:
         df.to_parquet(tmp, index=False)
     return Path(path)
+
+
+def check_same_variants(inputs: Mapping[str, Any], outputs: Mapping[str, Any], kind: str) -> None:
+    """A job of several variants (a stage's ``*_files`` function) reads and writes the same
+    variants: a ValueError naming both sets when the keys of ``inputs`` (its ``kind``: profiles,
+    tables, transforms) and of ``outputs`` differ."""
+    if set(inputs) != set(outputs):
+        raise ValueError(f"variants of the {kind} {sorted(inputs)} and of the outputs {sorted(outputs)} differ")
 
 
 def read_parquets(paths: Sequence[Path | str]) -> pd.DataFrame:
