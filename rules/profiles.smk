@@ -1,14 +1,15 @@
 from phenoica.profiles.options import GatherOptions
 
 # The profile table of each model: every plate's embeddings gathered, checked against the contract,
-# at image or well level (phenoica.profiles).
+# at image or well level, with the profile hygiene applied (phenoica.profiles).
 
 
 rule gather_profiles:
     input:
         lambda w: INPUTS.embeddings(w.model),
     output:
-        PATHS.profiles.table,
+        table=PATHS.profiles.table,
+        hygiene=PATHS.profiles.hygiene,
     log:
         log_path(RESULTS, "gather_profiles", "{model}"),
     benchmark:

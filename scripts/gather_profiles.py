@@ -1,4 +1,5 @@
-"""Rule gather_profiles: per-plate embeddings -> one profile table (image or well level), streamed."""
+"""Rule gather_profiles: per-plate embeddings -> one profile table (image or well level), streamed, with
+the profile hygiene applied and its plan written beside it."""
 
 from phenoica.utils.io import log_job_cpu, rule_logger
 
@@ -10,10 +11,13 @@ options = snakemake.params.options
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 rows = write_profiles(
     list(snakemake.input),
-    snakemake.output[0],
+    snakemake.output.table,
     options.level,
     options.embedding_column,
     options.batch_rows,
     options.selection,
+    options.spec,
+    options.hygiene,
+    snakemake.output.hygiene,
 )
 log.info("%d profiles (%s level) from %d files", rows, options.level, len(snakemake.input))

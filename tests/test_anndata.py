@@ -11,6 +11,7 @@ from phenoica.biomap.aggregate import aggregate_profiles
 from phenoica.contract.screen import ScreenError
 from phenoica.report import anndata as h5ad_export
 from phenoica.screen import h5ad
+from phenoica.screen.exports import parquet_source
 from tests import report_fixtures as F
 
 ad = pytest.importorskip("anndata")  # extra 'scverse'
@@ -178,7 +179,7 @@ def test_broken_h5ad_embeddings_name_the_file(screen, tmp_path):
     junk = tmp_path / "junk.h5ad"
     junk.write_bytes(b"not an h5ad")
     with pytest.raises(ScreenError, match=r"junk.h5ad: not a readable .h5ad file"):
-        h5ad.parquet_source(junk)
+        parquet_source(junk)
     twice = h5ad_export.to_anndata(table, "image", "other", "base")
     twice.var_names = ["emb_0000"] * F.DIM
     with pytest.raises(ScreenError, match=r"twice.h5ad: feature name\(s\) \['emb_0000'\]"):

@@ -88,7 +88,7 @@ def test_capacity_counts_training_wells_as_the_engine_does():
     assert four.units["train_per_fold"] == {"min": 4, "median": 4.0, "max": 4}
     assert (four.n_scored, four.calls, four.units["null_scored"]) == (SMALL.n_guides, True, 100)
     assert (five.n_scored, five.calls, five.units["null_scored"]) == (0, False, 0)
-    assert "Lower classify.min_train_samples to 4" in five.reason
+    assert "lower classify.min_train_samples to 4" in five.reason and "splits.scheme: in_distribution" in five.reason
     assert map_capacity(table).n_scored == SMALL.n_guides  # mAP needs no training set
     # a third batch gives 8 training wells
     three, _ = _profiles(arrayed.ArrayedDesign(**{**SMALL.__dict__, "n_batches": 3}))

@@ -99,6 +99,19 @@ def _spread(values: np.ndarray) -> dict[str, float]:
     return {"min": int(values.min()), "median": float(np.median(values)), "max": int(values.max())}
 
 
+def _advice(splits: SplitOptions, min_train: int, most: int) -> str:
+    """What would let the unscored guides be scored on this layout, never the setting in force:
+    a lower ``classify.min_train_samples`` where the guides have some training rows, more
+    replicates, and the in-distribution scheme where another scheme is set."""
+    ways = []
+    if 1 <= most < min_train:
+        ways.append(f"lower classify.min_train_samples to {most} (a classifier trained on {most} rows per guide)")
+    ways.append("add batches or replicate plates (more wells per guide)")
+    if splits.scheme != "in_distribution":
+        ways.append("use splits.scheme: in_distribution")
+    return ("Ways to score them: " if len(ways) > 1 else "To score them: ") + "; or ".join(ways)
+
+
 def classifier_capacity(
     table: pd.DataFrame,
     splits: SplitOptions,
@@ -129,8 +142,7 @@ def classifier_capacity(
             f"{len(unscored)} of {len(guides)} guides get no scored fold under splits.scheme "
             f"{splits.scheme} ({short_train} have fewer than "
             f"classify.min_train_samples = {lo_train} training rows in every fold: at most {most}; held-out rows at "
-            f"least {lo_test} = classify.min_test_samples): {_names(unscored)}. Lower classify.min_train_samples to "
-            f"{max(1, most)}, add batches or replicate plates, or use splits.scheme: in_distribution"
+            f"least {lo_test} = classify.min_test_samples): {_names(unscored)}. {_advice(splits, lo_train, most)}"
         )
     calls = True
     need = NULL_NEEDS[null_model]

@@ -30,6 +30,7 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
     },
     "profiles": {
         "table": "profiles/{model}.parquet",
+        "hygiene": "profiles/{model}.hygiene.json",
     },
     "transforms": {
         "transform": "transforms/{model}/{variant}.npz",

@@ -56,17 +56,39 @@ class FeatureSelection:
     prefix: str = screen.FEATURE_PREFIX
     regex: str | None = None
     columns: tuple[str, ...] | None = None
+    across_files: str = "common"  # files whose feature sets differ: "common" (those every file has) or "identical"
+    min_shared: float = 0.5  # "common": refused below this share of the smallest file's features
 
     @classmethod
-    def of(cls, prefix: str | None, regex: str | None, columns: Sequence[str] | None) -> "FeatureSelection":
-        """The selection of ``screen.feature_prefix``, ``feature_regex`` and ``feature_columns``
-        (an empty value is unset: the prefix is then phenoica's own)."""
-        return cls(str(prefix or screen.FEATURE_PREFIX), regex or None, tuple(columns) if columns else None)
+    def of(
+        cls,
+        prefix: str | None,
+        regex: str | None,
+        columns: Sequence[str] | None,
+        across_files: str = "common",
+        min_shared: float = 0.5,
+    ) -> "FeatureSelection":
+        """The selection of ``screen.feature_prefix``, ``feature_regex``, ``feature_columns``,
+        ``feature_sets`` and ``min_shared_features`` (an empty prefix, regex or list is unset: the
+        prefix is then phenoica's own)."""
+        return cls(
+            str(prefix or screen.FEATURE_PREFIX),
+            regex or None,
+            tuple(columns) if columns else None,
+            str(across_files),
+            float(min_shared),
+        )
 
     @classmethod
     def from_config(cls, screen_cfg: Mapping[str, Any]) -> "FeatureSelection":
-        """The selection of a validated ``config["screen"]`` (:meth:`of` its three keys)."""
-        return cls.of(screen_cfg["feature_prefix"], screen_cfg["feature_regex"], screen_cfg["feature_columns"])
+        """The selection of a validated ``config["screen"]`` (:meth:`of` its keys)."""
+        return cls.of(
+            screen_cfg["feature_prefix"],
+            screen_cfg["feature_regex"],
+            screen_cfg["feature_columns"],
+            screen_cfg["feature_sets"],
+            screen_cfg["min_shared_features"],
+        )
 
     def describe(self) -> str:
         """The config key that chose the features, in words."""
@@ -118,16 +140,19 @@ def choose_features(
     return features, left_out
 
 
-def check_row_counters(path: str, schema: pa.Schema, features: Sequence[str], selection: FeatureSelection) -> None:
+def check_row_counters(
+    path: str, schema: pa.Schema, features: Sequence[str], selection: FeatureSelection, source: Any = None
+) -> None:
     """Refuse an integer feature column that increases with the row order of its file (and
     takes more than one value): a row, image or object counter such as CellProfiler's
     ``ImageNumber`` under another name, which would make every gene whose rows come late in a
-    file look different. A column named in ``screen.feature_columns`` is not checked."""
+    file look different. A column named in ``screen.feature_columns`` is not checked. ``source``
+    is what to open for ``path`` (an export read into memory), default the path."""
     named = set(selection.columns or ())
     ints = [c for c in features if pa.types.is_integer(schema.field(c).type) and c not in named]
     if not ints:
         return
-    table = pq.read_table(path, columns=ints)
+    table = pq.read_table(path if source is None else source, columns=ints)
     for col in ints:
         values = table.column(col).to_numpy(zero_copy_only=False)
         if values.size > 1 and values[-1] > values[0] and bool(np.all(np.diff(values) >= 0)):

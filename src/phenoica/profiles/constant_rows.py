@@ -20,6 +20,7 @@ import numpy as np
 from phenoica.contract.screen import GENE
 from phenoica.profiles.columns import FeatureSelection
 from phenoica.profiles.embeddings import plan_files, read_blocks
+from phenoica.screen.exports import ExportSpec
 
 #: Rows and genes named per note.
 EXAMPLES = 5
@@ -80,10 +81,11 @@ def constant_row_notes(
     embedding_column: str | None = None,
     selection: FeatureSelection | None = None,
     batch_rows: int = 65_536,
+    spec: ExportSpec = ExportSpec(),
 ) -> list[str]:
     """:meth:`ConstantRows.notes` of a set of embedding files, read block by block (the
-    features :func:`phenoica.profiles.embeddings.plan_files` chooses)."""
-    plan = plan_files(paths, embedding_column, selection)
+    features :func:`phenoica.profiles.embeddings.plan_files` chooses, exports read through ``spec``)."""
+    plan = plan_files(paths, embedding_column, selection, spec)
     counts = ConstantRows()
     for file in plan.files:
         for block in read_blocks(file, plan, batch_rows, None, None):

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import glob
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -19,8 +19,7 @@ from phenoica.contract import screen
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError, feature_name
 from phenoica.profiles.columns import FeatureSelection, check_row_counters, choose_features, is_identifier, list_matrix
 from phenoica.profiles.tables import as_float32, batch_features, data_columns, is_numeric_type, open_parquet
-from phenoica.screen.h5ad import parquet_source
-from phenoica.utils.arrays import nonfinite_columns
+from phenoica.screen.exports import ExportSpec, parquet_source
 
 log = logging.getLogger(__name__)
 
@@ -33,6 +32,11 @@ class EmbeddingFile:
     columns: list[str]
     metadata: list[str]
     features: list[str]  # numeric feature columns read as they are (besides the embedding column)
+    spec: ExportSpec = ExportSpec()  # how the file's columns and rows become the contract's
+
+    def source(self) -> Any:
+        """What a Parquet reader opens for this file (:func:`phenoica.screen.exports.parquet_source`)."""
+        return parquet_source(self.path, self.spec)
 
 
 @dataclass
@@ -43,6 +47,7 @@ class EmbeddingPlan:
     metadata: pa.Schema
     embedding_column: str | None
     left_out: list[str]  # numeric columns that are not features (the union over the files)
+    notes: list[str] = field(default_factory=list)  # features some files lack, left out (screen.feature_sets)
 
 
 def _plain_type(dtype: pa.DataType) -> pa.DataType:
@@ -51,21 +56,26 @@ def _plain_type(dtype: pa.DataType) -> pa.DataType:
 
 
 def plan_files(
-    paths: Sequence[Path | str], embedding_column: str | None, selection: FeatureSelection | None = None
+    paths: Sequence[Path | str],
+    embedding_column: str | None,
+    selection: FeatureSelection | None = None,
+    spec: ExportSpec = ExportSpec(),
 ) -> EmbeddingPlan:
-    """Read every file's footer: columns, the features chosen (:func:`choose_features`) and
-    checked (:func:`check_row_counters`), and one metadata schema for all files."""
+    """Read every file's footer (an export that is not a Parquet file in the contract: its
+    translated table, :mod:`phenoica.screen.exports`): columns, the features chosen
+    (:func:`choose_features`) and checked (:func:`check_row_counters`), the features every file
+    has (:func:`shared_features`), and one metadata schema for all files."""
     selection = selection or FeatureSelection()
     files: list[EmbeddingFile] = []
     fields: dict[str, list[tuple[str, pa.Field]]] = {}
-    reference: EmbeddingFile | None = None
     left_out: dict[str, None] = {}
     for path in paths:
         path = str(path)
         if not Path(path).exists():
             raise FileNotFoundError(f"{path}: embedding file not found")
+        source = parquet_source(path, spec)
         try:
-            schema = pq.read_schema(parquet_source(path))
+            schema = pq.read_schema(source)
         except (pa.ArrowInvalid, OSError) as exc:
             raise ScreenError(f"{path}: not a readable parquet file ({exc})") from None
         columns = data_columns(schema)
@@ -80,19 +90,14 @@ def plan_files(
             ]
         else:
             features, left = choose_features(schema, columns, selection, path, exclude)
-            check_row_counters(path, schema, features, selection)
+            check_row_counters(path, schema, features, selection, parquet_source(path, spec))
         left_out.update(dict.fromkeys(left))
-        info = EmbeddingFile(path, columns, meta, features)
-        if reference is None:
-            reference = info
-        elif features != reference.features:
-            raise ScreenError(
-                f"{path}: feature columns differ from {reference.path} ({len(features)} vs "
-                f"{len(reference.features)} columns{_first_difference(features, reference.features)})"
-            )
         for name in meta:
             fields.setdefault(name, []).append((path, schema.field(name)))
-        files.append(info)
+        files.append(EmbeddingFile(path, columns, meta, features, spec))
+    shared, notes = shared_features(files, selection)
+    for file in files:
+        file.features = shared
     out = []
     for name, seen in fields.items():
         if name in screen.PROFILE_COLUMNS:
@@ -111,17 +116,63 @@ def plan_files(
                 + ", ".join(f"{t} in {p}" for t, p in kinds.items())
             ) from None
         out.append(unified.field(name))
-    return EmbeddingPlan(files, pa.schema(out), embedding_column, list(left_out))
+    return EmbeddingPlan(files, pa.schema(out), embedding_column, list(left_out), notes)
+
+
+def shared_features(files: Sequence[EmbeddingFile], selection: FeatureSelection) -> tuple[list[str], list[str]]:
+    """The features the files are read with, and a note per file that has features others lack.
+
+    Exports feature-selected per batch carry different feature sets. ``selection.across_files``
+    says what then happens: ``"common"`` keeps the features every file has (in the first file's
+    order) and notes, per file, how many of its own were left out and the first names; it refuses
+    when fewer than ``selection.min_shared`` of the smallest file's features remain, since the
+    files then measure different things. ``"identical"`` refuses any difference."""
+    if not files:
+        return [], []
+    reference = files[0]
+    if all(set(f.features) == set(reference.features) for f in files):
+        return list(reference.features), []  # the same features (in any order): read in the first file's
+    common = set.intersection(*(set(f.features) for f in files))
+    if selection.across_files == "identical":
+        other = next(f for f in files if set(f.features) != set(reference.features))
+        raise ScreenError(
+            f"{other.path}: feature columns differ from {reference.path} ({len(other.features)} vs "
+            f"{len(reference.features)} columns{_first_difference(other.features, reference.features)}); "
+            "screen.feature_sets is 'identical' ('common' keeps the features every file has)"
+        )
+    shared = [c for c in reference.features if c in common]
+    smallest = min(files, key=lambda f: len(f.features))
+    if len(shared) < max(1.0, selection.min_shared * len(smallest.features)):
+        sizes = ", ".join(f"{f.path}: {len(f.features)}" for f in files[:6])
+        raise ScreenError(
+            f"the embedding files share {len(shared)} feature column(s), fewer than screen.min_shared_features = "
+            f"{selection.min_shared:g} of the smallest file's {len(smallest.features)} ({smallest.path}); feature "
+            f"columns per file: {sizes}{' ...' if len(files) > 6 else ''}. Files this different measure different "
+            "things: export them from one feature selection, or lower screen.min_shared_features"
+        )
+    notes = []
+    for f in files:
+        extra = [c for c in f.features if c not in common]
+        if extra:
+            notes.append(
+                f"{f.path}: {len(extra)} of its {len(f.features)} feature column(s) are not in every file and are left "
+                f"out (screen.feature_sets: common keeps the {len(shared)} all files have): "
+                f"{', '.join(extra[:5])}{' ...' if len(extra) > 5 else ''}"
+            )
+    return shared, notes
 
 
 def plan_embeddings(
-    paths: Sequence[Path | str], embedding_column: str | None = None, selection: FeatureSelection | None = None
+    paths: Sequence[Path | str],
+    embedding_column: str | None = None,
+    selection: FeatureSelection | None = None,
+    spec: ExportSpec = ExportSpec(),
 ) -> tuple[list[str], list[str]]:
     """(the feature columns, the numeric columns left out) of a set of embedding files, from
     their footers (and their integer feature columns): every check of the feature columns
     :func:`write_profiles` makes, before any row is read. The features of a list-valued
     ``embedding_column`` are named ``emb_0000 ...`` once read: here they are ``[column]``."""
-    plan = plan_files(paths, embedding_column, selection)
+    plan = plan_files(paths, embedding_column, selection, spec)
     features = plan.files[0].features if plan.files else []
     return (features or [str(embedding_column)]), plan.left_out
 
@@ -208,8 +259,9 @@ def read_blocks(
     file: EmbeddingFile, plan: EmbeddingPlan, batch_rows: int, reference: list[str] | None, genes: GeneTypes | None
 ) -> Iterator[_Block]:
     """Row batches of one embedding file, validated: profile metadata (if ``genes`` is given),
-    the embedding column expanded, finite features, feature names equal to ``reference``."""
-    with open_parquet(file.path) as pf:
+    the embedding column expanded, no infinite feature value (a missing one, NaN, is kept: the
+    profiles stage drops the features that hold one), feature names equal to ``reference``."""
+    with open_parquet(file.path, file.spec) as pf:
         start = 0
         for batch in pf.iter_batches(batch_size=batch_rows, columns=file.columns):
             if batch.num_rows == 0:
@@ -221,9 +273,12 @@ def read_blocks(
                 screen.validate_profile_metadata(meta, source=file.path)
                 genes.update(meta, file.path)
             X, names = _block_features(batch, file, plan, reference, start)
-            bad = nonfinite_columns(X, names)
+            bad = [names[j] for j in np.flatnonzero(np.isinf(X).any(axis=0))]
             if bad:
-                raise ScreenError(f"{file.path}: non-finite values (NaN/inf) in feature column(s) {bad[:10]}")
+                raise ScreenError(
+                    f"{file.path}: infinite values (inf) in feature column(s) {bad[:10]}; a missing value (NaN, or an "
+                    "empty CSV field) is allowed: the profiles stage drops features that hold one"
+                )
             reference = names
             yield _Block(batch, X, names, start)
             start += batch.num_rows

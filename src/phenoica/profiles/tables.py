@@ -12,7 +12,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from phenoica.contract.screen import ScreenError, feature_columns, metadata_columns
-from phenoica.screen.h5ad import parquet_source
+from phenoica.screen.exports import ExportSpec, parquet_source
 from phenoica.utils.io import atomic_path
 
 #: Rows per streamed batch (and per written row group) when the config does not say.
@@ -32,11 +32,13 @@ def split_columns(names: Sequence[str]) -> tuple[list[str], list[str]]:
     return metadata_columns(frame), feature_columns(frame)
 
 
-def open_parquet(path: Path | str) -> pq.ParquetFile:
+def open_parquet(path: Path | str, spec: ExportSpec = ExportSpec()) -> pq.ParquetFile:
     """A parquet file opened for streaming: ``pre_buffer`` off, since with it pyarrow keeps
     the read-ahead of every row group ``iter_batches`` has passed until the end (memory then
-    grows with the file: measured 430 MB -> 1.9 GB over a 1.5 GB table)."""
-    return pq.ParquetFile(parquet_source(str(path)), pre_buffer=False)
+    grows with the file: measured 430 MB -> 1.9 GB over a 1.5 GB table). An export that is not a
+    Parquet file in the contract is opened as its translated table (``spec``,
+    :func:`phenoica.screen.exports.parquet_source`)."""
+    return pq.ParquetFile(parquet_source(str(path), spec), pre_buffer=False)
 
 
 def is_numeric_type(dtype: pa.DataType) -> bool:

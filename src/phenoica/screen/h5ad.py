@@ -4,7 +4,7 @@ data contract (the export of a run's profiles as AnnData: :mod:`phenoica.report.
 ``screen.embeddings`` may match ``.h5ad`` files (source ``embeddings``). Each is read as the table a
 parquet of the same screen holds (:func:`read_h5ad_profiles`: the ``Metadata_*`` obs columns, then
 ``X`` as float32 columns named by ``var``), and the embedding readers read that table's parquet
-encoding in memory (:func:`parquet_source`), so every contract check and every feature choice
+encoding in memory (:func:`phenoica.screen.exports.parquet_source`), so every contract check and every feature choice
 (``feature_prefix``, ``feature_regex``, ``feature_columns``) works on it exactly as on a parquet
 file, naming the ``.h5ad`` file. :func:`h5ad_to_parquet` writes the same table to disk.
 
@@ -13,16 +13,11 @@ file, naming the ``.h5ad`` file. :func:`h5ad_to_parquet` writes the same table t
 
 from __future__ import annotations
 
-import functools
-import io
 import logging
-import os
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pandas as pd
-import pyarrow as pa
 
 from phenoica.contract.screen import ScreenError, validate_profile_metadata
 from phenoica.utils.io import write_parquet
@@ -74,31 +69,3 @@ def h5ad_to_parquet(path: Path | str, out: Path | str) -> Path:
 def is_h5ad(path: Path | str) -> bool:
     """Whether an embeddings file is an ``.h5ad`` (by its extension, any case)."""
     return str(path).lower().endswith(H5AD_SUFFIX)
-
-
-@functools.lru_cache(maxsize=4)
-def _parquet_bytes(path: str, size: int, mtime_ns: int) -> bytes:
-    """The parquet encoding (as :func:`phenoica.utils.io.write_parquet` writes it) of one ``.h5ad``'s
-    table; cached by path, size and modification time, since the readers open a file several
-    times (footer, metadata, rows)."""
-    try:
-        table = read_h5ad_profiles(path)
-    except ImportError:
-        raise ScreenError(f"{path}: reading .h5ad files needs anndata (pip install 'phenoica[scverse]')") from None
-    except (OSError, KeyError, ValueError) as exc:  # h5py and anndata's errors for a file that is not AnnData
-        raise ScreenError(f"{path}: not a readable .h5ad file ({type(exc).__name__}: {exc})") from None
-    buffer = io.BytesIO()
-    table.to_parquet(buffer, index=False)
-    log.info("%s: read as an embeddings table (%d bytes as parquet)", path, buffer.tell())
-    return buffer.getvalue()
-
-
-def parquet_source(path: Path | str) -> Any:
-    """What the parquet readers of the embedding files open: a parquet file's path unchanged, and
-    for an ``.h5ad`` the parquet encoding of its table (:func:`read_h5ad_profiles`) as an
-    in-memory ``pyarrow.BufferReader``, so that the table and every check on it are those of a
-    parquet file holding the same table."""
-    if not is_h5ad(path):
-        return path
-    st = os.stat(path)
-    return pa.BufferReader(_parquet_bytes(str(path), st.st_size, st.st_mtime_ns))

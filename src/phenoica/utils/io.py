@@ -76,10 +76,24 @@ def write_json(value: Any, path: Path | str, indent: int = 2) -> Path:
     return Path(path)
 
 
+#: Text tables :func:`read_table` reads (a ``.gz`` of each is read as it is, decompressed on the fly).
+TEXT_SUFFIXES: tuple[str, ...] = (".csv", ".tsv", ".txt", ".csv.gz", ".tsv.gz", ".txt.gz")
+
+
+def table_suffix(path: Path | str) -> str:
+    """A table file's kind by its extension, lower case, with ``.gz`` kept on the kind it
+    compresses (``x.CSV.gz`` -> ``.csv.gz``)."""
+    name = Path(path).name.lower()
+    if name.endswith(".gz"):
+        return Path(name[:-3]).suffix + ".gz"
+    return Path(name).suffix
+
+
 def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFrame:
     """Read a parquet or CSV table, chosen by extension; a clear error names the file otherwise.
 
-    CSV: UTF-8 text, comma-separated (``.tsv``: tab-separated). The columns of
+    CSV: UTF-8 text, comma-separated (``.tsv``: tab-separated; either may be gzip-compressed,
+    ``.csv.gz``). The columns of
     ``text_columns`` that a CSV has are read as text, so that a plate ``001`` stays ``001``
     (not the number 1). A file that is not UTF-8, or a one-column header that holds ``;`` or a
     tab (a file written with another separator), is an error naming the file.
@@ -89,12 +103,12 @@ def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFra
         raise FileNotFoundError(f"{path}: file not found")
     if path.is_dir():
         raise IsADirectoryError(f"{path}: is a folder; expected a .parquet or .csv table file")
-    suffix = path.suffix.lower()
+    suffix = table_suffix(path)
     if suffix in {".parquet", ".pq"}:
         return pd.read_parquet(path)
-    if suffix not in {".csv", ".tsv", ".txt"}:
+    if suffix not in TEXT_SUFFIXES:
         raise ValueError(f"{path}: expected a .parquet or .csv table, got {suffix or 'no extension'}")
-    sep = "\t" if suffix == ".tsv" else ","
+    sep = "\t" if suffix.startswith(".tsv") else ","
     try:
         table = pd.read_csv(path, sep=sep, dtype={c: str for c in text_columns}, encoding="utf-8")
     except UnicodeDecodeError as exc:
@@ -102,6 +116,8 @@ def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFra
             f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); expected a UTF-8 "
             "CSV: re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
         ) from None
+    except (EOFError, OSError) as exc:  # a truncated or corrupt .gz
+        raise ValueError(f"{path}: not a readable {suffix} file ({type(exc).__name__}: {exc})") from None
     if len(table.columns) == 1:
         header = str(table.columns[0])
         names = {";": "';'", "\t": "tab", "|": "'|'", ",": "','"}

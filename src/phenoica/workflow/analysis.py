@@ -59,7 +59,51 @@ def scoring_problems(
         return problems, [], []
     capacities, found, notes = readout_capacity(units, config, units_known, folds)
     problems += found
-    return problems, notes + _null_reuse(table, config["classify"]["n_null_guides"]), [c.as_dict() for c in capacities]
+    notes += _null_reuse(table, config["classify"]["n_null_guides"]) + shared_plate_maps(table)
+    return problems, notes, [c.as_dict() for c in capacities]
+
+
+#: Two plates of a batch hold one plate map when at least this share of the wells they share hold
+#: the same construct (one plate imaged twice loses a well or two to a failed image).
+SAME_MAP = 0.95
+
+
+def shared_plate_maps(table: pd.DataFrame) -> list[str]:
+    """A note per batch whose plates hold one plate map (the same construct in the same well,
+    :data:`SAME_MAP`): replicate plates of one map, or one plate imaged more than once (image
+    sets). Either way a construct's position is the same on every such plate; image sets are the
+    same physical wells, so a held-out well's twin would sit in training."""
+    if screen.WELL not in table.columns:
+        return []
+    wells = table.drop_duplicates([screen.PLATE, screen.WELL])
+    notes = []
+    for batch, rows in wells.groupby(screen.BATCH, sort=True):
+        maps = {p: r.set_index(screen.WELL)[screen.GUIDE] for p, r in rows.groupby(screen.PLATE, sort=True)}
+        groups: list[list[str]] = []
+        shared: dict[str, tuple[int, int]] = {}
+        for plate, layout in maps.items():
+            for group in groups:
+                first = maps[group[0]]
+                common = layout.index.intersection(first.index)
+                same = int((layout[common] == first[common]).sum())
+                if len(common) and same >= SAME_MAP * len(common):
+                    group.append(plate)
+                    shared[plate] = (same, len(common))
+                    break
+            else:
+                groups.append([plate])
+        for group in (g for g in groups if len(g) > 1):
+            same = min(shared[p][0] for p in group[1:])
+            total = min(shared[p][1] for p in group[1:])
+            names = ", ".join(group[:4]) + (" ..." if len(group) > 4 else "")
+            notes.append(
+                f"batch {batch!r}: {len(group)} plates hold one plate map ({names}; at least {same} of {total} shared "
+                "wells hold the same construct): replicate plates of one map, or one plate imaged more than once (image "
+                "sets). A construct's position is then the same on each, so position and phenotype are confounded "
+                "within the batch; if they are image sets of the same wells, a held-out well's twin sits in training: "
+                "keep one image set (screen.rows)"
+            )
+    return notes
 
 
 def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:

@@ -36,13 +36,13 @@ from phenoica.contract.errors import ConfigError
 from phenoica.contract.names import listed_name_problems, name_problems
 from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.contract.stage_options import canonical
-from phenoica.screen.h5ad import parquet_source
+from phenoica.screen.exports import ExportSpec, export_notes, parquet_source
 from phenoica.utils.io import atomic_path, get_logger
 from phenoica.workflow import analysis
 from phenoica.workflow import digests as wdigests
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
-CHECKS_VERSION = 4
+CHECKS_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -287,17 +287,19 @@ def validate_screen(
     return report
 
 
-def _embedding_metadata(paths: list[str]) -> pd.DataFrame:
-    """The profile metadata columns (and well, site) of every embedding file, one table, each
-    row labelled ``{file} row {i}`` (its 0-based data row), names normalized."""
+def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd.DataFrame:
+    """The profile metadata columns (and well, site) of every embedding file (read through
+    ``spec``: :mod:`phenoica.screen.exports`), one table, each row labelled ``{file} row {i}``
+    (its 0-based data row, after the export's empty wells are dropped), names normalized."""
     wanted = (*screen.PROFILE_COLUMNS, screen.WELL, screen.SITE)
     parts = []
     for path in paths:
         import pyarrow.parquet as pq
 
-        names = pq.read_schema(parquet_source(path)).names
-        screen.check_columns(names, screen.PROFILE_COLUMNS, path, "an embedding file needs")
-        part = pq.read_table(parquet_source(path), columns=[c for c in wanted if c in names]).to_pandas()
+        names = pq.read_schema(parquet_source(path, spec)).names
+        hint = "" if spec.is_identity else " (after screen.columns / screen.controls)"
+        screen.check_columns(names, screen.PROFILE_COLUMNS, path + hint, "an embedding file needs")
+        part = pq.read_table(parquet_source(path, spec), columns=[c for c in wanted if c in names]).to_pandas()
         part.index = [f"{path} row {i}" for i in range(len(part))]
         parts.append(part)
     table = pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted))
@@ -313,25 +315,38 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     (``notes`` of a model, which :func:`contract_problems` moves to its notes)."""
     from phenoica.profiles.columns import FeatureSelection
     from phenoica.profiles.constant_rows import constant_row_notes
-    from phenoica.profiles.embeddings import plan_embeddings
+    from phenoica.profiles.embeddings import plan_files
     from phenoica.workflow import dag as wf
 
     cfg = config["screen"]
     selection = FeatureSelection.from_config(cfg)
+    spec = ExportSpec.from_config(cfg)
     problems: list[str] = []
     summary: dict[str, Any] = {}
     checked: dict[tuple[str, ...], pd.DataFrame] = {}
     for model in sorted(config["models"]):
         paths = tuple(wf.embedding_inputs(config, model))
-        features, left_out = plan_embeddings(paths, cfg["embedding_column"], selection)
-        n_features = None if cfg["embedding_column"] else len(features)  # a list column's length is read later
-        summary[model] = {"files": len(paths), "features": n_features, "left_out": left_out}
-        if left_out:
-            log.info("model %s: %d numeric column(s) are not features: %s", model, len(left_out), left_out[:20])
+        plan = plan_files(paths, cfg["embedding_column"], selection, spec)
+        features = plan.files[0].features if plan.files else []
+        hygiene = None if cfg["embedding_column"] else door_hygiene(plan, config["profiles"])
+        # a list column's length is read later; the hygiene's drops are known here unless it normalizes first
+        n_features = None if cfg["embedding_column"] else len(hygiene.kept if hygiene is not None else features)
+        summary[model] = {"files": len(paths), "features": n_features, "left_out": plan.left_out}
+        if hygiene is not None:
+            summary[model]["hygiene"] = {k: v for k, v in hygiene.as_dict().items() if k != "kept"}
+        if plan.left_out:
+            log.info(
+                "model %s: %d numeric column(s) are not features: %s", model, len(plan.left_out), plan.left_out[:20]
+            )
         if paths in checked:
             continue
-        summary[model]["notes"] = constant_row_notes(paths, cfg["embedding_column"], selection)
-        table = checked[paths] = _embedding_metadata(list(paths))
+        summary[model]["notes"] = (
+            export_notes(paths, spec)
+            + plan.notes
+            + (hygiene.notes("profile hygiene, decided from the files' statistics") if hygiene is not None else [])
+            + constant_row_notes(paths, cfg["embedding_column"], selection, spec=spec)
+        )
+        table = checked[paths] = _embedding_metadata(list(paths), spec)
         where = f"embeddings of model {model} ({len(paths)} file(s): {', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''})"
         found = [
             f"column {c} has missing values at {screen.row_name(table.index[table[c].isna()][0])}"
@@ -347,6 +362,21 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         found += screen.control_problems(table)
         problems += [f"{where}: {p}" for p in found]
     return problems, summary
+
+
+def door_hygiene(plan: Any, profiles: Mapping[str, Any]) -> Any:
+    """What the profile hygiene (:mod:`phenoica.profiles.hygiene`) will drop or clip, decided
+    before any job from the embedding files' footer statistics (no row is read), or None when it
+    cannot be known here: the profiles are normalized first (``profiles.normalize``), or a file
+    lacks the statistics. The ``gather_profiles`` job decides on the rows, by the same rule."""
+    from phenoica.profiles.hygiene import Hygiene, footer_stats, hygiene_plan
+
+    if profiles["normalize"] != "none" or not plan.files:
+        return None
+    stats = footer_stats([f.source() for f in plan.files], plan.files[0].features)
+    if stats is None:
+        return None
+    return hygiene_plan(stats, Hygiene(profiles["normalize"], profiles["outliers"], float(profiles["outlier_cutoff"])))
 
 
 def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str, list[str]]:
@@ -407,7 +437,7 @@ def contract_problems(
             from phenoica.workflow import dag as wf
 
             model = sorted(config["models"])[0]
-            table = _embedding_metadata(wf.embedding_inputs(config, model))
+            table = _embedding_metadata(wf.embedding_inputs(config, model), ExportSpec.from_config(config["screen"]))
             found, notes, readouts = analysis.scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
             notes += [f"embeddings of model {m}: {n}" for m, s in summary.items() for n in s.pop("notes", [])]
@@ -502,6 +532,8 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
                     "level": config["profiles"]["level"],
                 }
             ),
+            # the door's hygiene notes read these
+            "hygiene": canonical({k: config["profiles"][k] for k in ("normalize", "outliers", "outlier_cutoff")}),
         },
         "notes": list(notes),
         "plates": dict(plates),
