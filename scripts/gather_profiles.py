@@ -6,6 +6,7 @@ from phenoica.utils.io import log_job_cpu, rule_logger
 log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.profiles.gather import write_profiles
+from phenoica.profiles.hygiene import clean_profiles, write_plan
 
 options = snakemake.params.options
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
@@ -17,7 +18,6 @@ rows = write_profiles(
     options.batch_rows,
     options.selection,
     options.spec,
-    options.hygiene,
-    snakemake.output.hygiene,
 )
+write_plan(clean_profiles(snakemake.output.table, options.hygiene, options.batch_rows), snakemake.output.hygiene)
 log.info("%d profiles (%s level) from %d files", rows, options.level, len(snakemake.input))

@@ -143,12 +143,15 @@ def test_h5ad_embeddings_pass_the_door_with_the_parquet_checks(tmp_path):
     _as_h5ad(files, tmp_path)
     want = _door(tmp_path / "a", str(tmp_path / "pq" / "embeddings" / "*.parquet"))
     got = _door(tmp_path / "b", str(tmp_path / "*.h5ad"))
-    assert got["models"] == want["models"] and got["models"]["embeddings"]["features"] == F.DIM
+    # emb_0003 is 0 in every row of this fixture: the profile hygiene drops it, decided at the door
+    assert got["models"] == want["models"] and got["models"]["embeddings"]["features"] == F.DIM - 1
+    assert got["models"]["embeddings"]["hygiene"]["constant"] == ["emb_0003"]
     # another tool's feature names: the same feature choice (feature_regex) as for parquet
     names = {f"emb_{i:04d}": f"PC{i + 1}" for i in range(F.DIM)}
     (tmp_path / "pcs").mkdir()
     _as_h5ad(files, tmp_path / "pcs", names)
-    assert _door(tmp_path / "c", str(tmp_path / "pcs" / "*.h5ad"), feature_regex="PC[0-9]+")["models"] == want["models"]
+    pcs = _door(tmp_path / "c", str(tmp_path / "pcs" / "*.h5ad"), feature_regex="PC[0-9]+")["models"]["embeddings"]
+    assert pcs["features"] == F.DIM - 1 and pcs["hygiene"]["constant"] == ["PC4"]
     with pytest.raises(ScreenError, match=r"P1.h5ad.*no feature columns|no feature columns.*P1.h5ad"):
         _door(tmp_path / "d", str(tmp_path / "pcs" / "*.h5ad"))
     # a guide under two genes: the same problem as in parquet, named by the h5ad file and row

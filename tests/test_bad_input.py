@@ -1109,7 +1109,7 @@ BAD_INPUT_CASES = [
         None,
         r"readout classifier: no classifier hit calls: the null would have 0 scored pseudo-guide\(s\) of 100 drawn.*"
         r"6 of 6 guides get no scored fold .*fewer than classify\.min_train_samples = 5 training rows in every fold: "
-        r"at most 4.*GENE01/GENE01_1.*Lower classify\.min_train_samples to 4",
+        r"at most 4.*GENE01/GENE01_1.*lower classify\.min_train_samples to 4",
     ),
     (
         "readouts",

@@ -17,7 +17,16 @@ from phenoica.contract.config import run_models, validate_config
 from phenoica.contract.screen import ScreenError
 from phenoica.profiles.columns import FeatureSelection
 from phenoica.profiles.gather import gather_profiles, write_profiles
-from phenoica.profiles.hygiene import FeatureStats, Hygiene, footer_stats, hygiene_plan, normalize_plate
+from phenoica.profiles.hygiene import (
+    FeatureStats,
+    Hygiene,
+    clean_profiles,
+    footer_stats,
+    hygiene_plan,
+    import_pycytominer,
+    normalize_plate,
+    write_plan,
+)
 from phenoica.screen.exports import ExportSpec, to_contract
 from phenoica.workflow import dag as wf
 from phenoica.workflow import digests as wdigests
@@ -143,16 +152,15 @@ def test_files_with_different_feature_sets_keep_the_common_features_or_are_refus
 def test_hygiene_drops_missing_constant_and_outlier_features_as_pycytominer_does(tmp_path):
     """Known answer: a feature with one missing value, a constant one and one whose single well is
     1,000 SDs off are dropped; the outlier rule is pycytominer's own (same features on the rows)."""
-    from pycytominer.cyto_utils import drop_outlier_features
-
+    drop_outlier_features = import_pycytominer().cyto_utils.drop_outlier_features
     table = _contract(features=("Cells_A", "Cells_B", "Nuclei_C", "Nuclei_D", "Nuclei_E"))
     table.loc[3, "Cells_B"] = np.nan
     table["Nuclei_D"] = 2.0
     table.loc[11, "Nuclei_E"] = 1000.0
     table.to_parquet(tmp_path / "p.parquet")
     out = tmp_path / "profiles.parquet"
-    write_profiles([tmp_path / "p.parquet"], out, "well", selection=FeatureSelection.of(None, REGEX, None),
-                   plan_out=tmp_path / "plan.json")  # fmt: skip
+    write_profiles([tmp_path / "p.parquet"], out, "well", selection=FeatureSelection.of(None, REGEX, None))
+    write_plan(clean_profiles(out, Hygiene()), tmp_path / "plan.json")
     plan = json.loads((tmp_path / "plan.json").read_text())
     assert (
         plan["missing"] == ["Cells_B"] and plan["constant"] == ["Nuclei_D"] and list(plan["outliers"]) == ["Nuclei_E"]
@@ -160,11 +168,11 @@ def test_hygiene_drops_missing_constant_and_outlier_features_as_pycytominer_does
     assert pq.read_schema(out).names[-2:] == ["Cells_A", "Nuclei_C"]
     rest = table.drop(columns=["Cells_B", "Nuclei_D"])
     assert drop_outlier_features(rest, features=["Cells_A", "Nuclei_C", "Nuclei_E"]) == ["Nuclei_E"]
-    write_profiles([tmp_path / "p.parquet"], out, "well", selection=FeatureSelection.of(None, REGEX, None),
-                   hygiene=Hygiene(outliers="clip", outlier_cutoff=10.0))  # fmt: skip
+    write_profiles([tmp_path / "p.parquet"], out, "well", selection=FeatureSelection.of(None, REGEX, None))
+    clean_profiles(out, Hygiene(outliers="clip", outlier_cutoff=10.0), batch_rows=7)
     clipped = pd.read_parquet(out)
     assert "Nuclei_E" in clipped and clipped["Nuclei_E"].max() == 10.0
-    assert not list(tmp_path.glob(".*gathered*")) and not list(tmp_path.glob(".*normalized*"))
+    assert not list(tmp_path.glob(".*normalized*"))
 
 
 def test_the_doors_footer_statistics_decide_as_the_job_does(tmp_path):
@@ -182,8 +190,7 @@ def test_the_doors_footer_statistics_decide_as_the_job_does(tmp_path):
 
 
 def test_normalization_is_pycytominers_and_robust_to_one_outlier_control_well():
-    from pycytominer import normalize
-
+    normalize = import_pycytominer().normalize
     table = _contract(plates=1, features=("Cells_A", "Nuclei_C"))
     is_control = (table["Metadata_PertType"] == "control").to_numpy()
     ours = normalize_plate(table, ["Cells_A", "Nuclei_C"], is_control, "mad_robustize")

@@ -106,11 +106,18 @@ def test_bad_files_are_named(tmp_path, rng):
     good = rows.copy()
     rows.iloc[11, rows.columns.get_loc("emb_0002")] = np.inf  # in a later row batch of the file
     rows.to_parquet(paths[1])
-    with pytest.raises(ScreenError, match=r"P2.parquet: non-finite.*\['emb_0002'\]"):
+    with pytest.raises(ScreenError, match=r"P2.parquet: infinite values \(inf\).*\['emb_0002'\]"):
         write_profiles(paths, tmp_path / "o.parquet", batch_rows=4)
     rows.drop(columns=["emb_0002"]).to_parquet(paths[1])
+    identical = FeatureSelection.of(None, None, None, "identical")
     with pytest.raises(ScreenError, match=r"P2.parquet: feature columns differ from .*P1.parquet \(3 vs 4"):
-        write_profiles(paths, tmp_path / "o.parquet")
+        write_profiles(paths, tmp_path / "o.parquet", selection=identical)
+    write_profiles(paths, tmp_path / "common.parquet")  # the default keeps the 3 features every file has
+    assert [c for c in pq.read_schema(tmp_path / "common.parquet").names if c.startswith("emb_")] == [
+        "emb_0000",
+        "emb_0001",
+        "emb_0003",
+    ]
     rows.assign(emb_0002="x").to_parquet(paths[1])
     with pytest.raises(ScreenError, match=r"P2.parquet: non-numeric feature column\(s\) \['emb_0002'\]"):
         write_profiles(paths, tmp_path / "o.parquet")

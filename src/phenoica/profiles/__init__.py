@@ -9,9 +9,14 @@ Everything streams, so a screen of tens of millions of images needs no large nod
 
 - :func:`~phenoica.profiles.gather.write_profiles` reads each embedding file in row batches (``pyarrow`` ``iter_batches``)
   and writes the profile parquet with a ``ParquetWriter`` (row groups of ``batch_rows`` rows),
-  atomically. Every batch is validated as it passes (profile metadata, finite numeric
-  features, the same feature columns in every file); the "gene under two PertTypes" check holds
-  across files through a running gene -> PertType map.
+  atomically. Every batch is validated as it passes (profile metadata, numeric features without
+  an infinite value, the features every file has: ``screen.feature_sets``); the "gene under two
+  PertTypes" check holds across files through a running gene -> PertType map. An export in its
+  own column names (CSV, TSV, Parquet, ``.h5ad``) is read through
+  :mod:`phenoica.screen.exports`.
+- :func:`~phenoica.profiles.hygiene.clean_profiles` then applies the field's profile hygiene with
+  pycytominer (per-plate normalization against the controls, features with a missing value,
+  constant or outlier features dropped or clipped), streamed.
 - Well level: wells never span plates, so each input file (a plate) is averaged on its own
   before it is written; a first, metadata-only pass over the files decides which metadata
   columns are constant within every well (those are kept, as in :func:`~phenoica.profiles.wells.aggregate_wells`).
@@ -35,7 +40,9 @@ Modules, one job each:
   (``aggregate_wells``);
 - :mod:`~phenoica.profiles.gather`: the gather itself (``iter_profiles``, ``write_profiles``,
   ``gather_profiles``);
+- :mod:`~phenoica.profiles.hygiene`: the profile hygiene (``Hygiene``, ``hygiene_plan``,
+  ``clean_profiles``; ``footer_stats`` for the door);
 - :mod:`~phenoica.profiles.options`: ``GatherOptions``, what the ``gather_profiles`` job reads.
 """
 
-__all__ = ["columns", "constant_rows", "embeddings", "gather", "options", "tables", "wells"]
+__all__ = ["columns", "constant_rows", "embeddings", "gather", "hygiene", "options", "tables", "wells"]

@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import itertools
 import logging
-import os
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 import pandas as pd
@@ -20,16 +19,7 @@ from phenoica.contract.screen import PLATE, WELL, ScreenError
 from phenoica.profiles.columns import FeatureSelection
 from phenoica.profiles.constant_rows import ConstantRows
 from phenoica.profiles.embeddings import EmbeddingPlan, GeneTypes, log_left_out, plan_files, read_blocks
-from phenoica.profiles.hygiene import (
-    FeatureStats,
-    Hygiene,
-    HygienePlan,
-    apply_plan,
-    hygiene_plan,
-    normalize_plate,
-    write_plan,
-)
-from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, batch_features, write_batches
+from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, write_batches
 from phenoica.profiles.wells import N_IMAGES, WellMeans, constant_within_wells
 from phenoica.screen.exports import ExportSpec
 
@@ -171,51 +161,6 @@ def _with_columns(batch: pa.RecordBatch, columns: Sequence[str], schema: pa.Sche
     return pa.RecordBatch.from_arrays(_metadata_arrays(batch, sub), schema=sub)
 
 
-def _features_of(schema: pa.Schema) -> list[str]:
-    """The feature columns of a profile schema (every column that is not ``Metadata_*``)."""
-    return [n for n in schema.names if not n.startswith("Metadata_")]
-
-
-def _normalized_plates(path: Path, method: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
-    """The profile table at ``path``, plate by plate, normalized against each plate's controls
-    (:func:`phenoica.profiles.hygiene.normalize_plate`), in the table's own schema."""
-    schema = pq.read_schema(path)
-    features = _features_of(schema)
-    plates = pq.read_table(path, columns=[PLATE]).column(PLATE).unique().to_pylist()
-    for plate in plates:
-        table = pq.read_table(path, filters=[(PLATE, "==", plate)])
-        frame = table.to_pandas()
-        is_control = (frame[screen.PERT_TYPE].astype(str) == screen.CONTROL).to_numpy()
-        frame = normalize_plate(frame, features, is_control, method)
-        log.info(
-            "normalize: plate %s, %d rows, %s against its %d control rows", plate, len(frame), method, is_control.sum()
-        )
-        yield from pa.Table.from_pandas(frame, schema=schema, preserve_index=False).to_batches(max_chunksize=batch_rows)
-
-
-def _stats_of(batches: Iterable[pa.RecordBatch], stats: FeatureStats) -> Iterator[pa.RecordBatch]:
-    """``batches`` as they are, their features added to ``stats`` on the way."""
-    for batch in batches:
-        stats.update(batch_features(batch, stats.names))
-        yield batch
-
-
-def _applied(path: Path, plan: HygienePlan, batch_rows: int) -> tuple[Iterator[pa.RecordBatch], pa.Schema]:
-    """The batches of the profile table at ``path`` with the hygiene plan applied, and their schema."""
-    schema = pq.read_schema(path)
-    meta = [f for f in schema if f.name.startswith("Metadata_")]
-    out_schema = pa.schema(meta + [pa.field(n, pa.float32()) for n in plan.kept])
-    names = _features_of(schema)
-
-    def batches() -> Iterator[pa.RecordBatch]:
-        for batch in pq.ParquetFile(path).iter_batches(batch_size=batch_rows):
-            X = apply_plan(batch_features(batch, names), names, plan)
-            arrays = [batch.column(f.name) for f in meta] + _feature_arrays(X)
-            yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
-
-    return batches(), out_schema
-
-
 def write_profiles(
     paths: Sequence[Path | str],
     out: Path | str,
@@ -224,55 +169,16 @@ def write_profiles(
     batch_rows: int = DEFAULT_BATCH_ROWS,
     selection: FeatureSelection | None = None,
     spec: ExportSpec = ExportSpec(),
-    hygiene: Hygiene = Hygiene(),
-    plan_out: Path | str | None = None,
 ) -> int:
     """Stream embedding files into one profile parquet at ``out`` (atomic; row groups of
     ``batch_rows`` rows; features chosen by ``selection`` and exports read through ``spec``, see
-    :func:`iter_profiles`), with the profile hygiene applied (:mod:`phenoica.profiles.hygiene`:
-    normalized per plate if ``hygiene.normalize`` says so, features with a missing value,
-    constant or outlier features dropped or clipped); the plan is written to ``plan_out`` (JSON)
-    when given. Returns the number of profile rows written.
-
-    The gathered table goes to a temporary file beside ``out`` first (removed in every case);
-    when the plan changes nothing it becomes ``out`` as it is, so a clean table costs no extra
-    pass."""
-    out = Path(out)
+    :func:`iter_profiles`); returns the number of profile rows written. The profile hygiene is
+    applied to the written table by :func:`phenoica.profiles.hygiene.clean_profiles`."""
     batches = iter_profiles(paths, level, embedding_column, batch_rows, selection, spec)
     first = next(batches, None)
     if first is None:
         raise ScreenError(f"no rows in any of the {len(paths)} embedding file(s) (first: {paths[0]})")
-    stats = FeatureStats(_features_of(first.schema))
-    gathered = out.with_name(f".{out.name}.gathered.parquet")
-    normalized = out.with_name(f".{out.name}.normalized.parquet")
-    try:
-        stream = itertools.chain([first], batches)
-        if hygiene.normalize == "none":
-            stream = _stats_of(stream, stats)
-        rows = write_batches(stream, gathered, first.schema, batch_rows)
-        if hygiene.normalize != "none":
-            plates = _stats_of(_normalized_plates(gathered, hygiene.normalize, batch_rows), stats)
-            write_batches(plates, normalized, first.schema, batch_rows)
-            os.replace(normalized, gathered)
-        plan = hygiene_plan(stats, hygiene)
-        for note in plan.notes("profiles"):
-            log.warning("%s", note)
-        if not plan.kept:
-            raise ScreenError(
-                f"profile hygiene drops every one of the {len(stats.names)} features ({len(plan.missing)} with a missing "
-                f"value, {len(plan.constant)} constant, {len(plan.outliers)} outliers); check the export's features"
-            )
-        if plan.changes:
-            applied, schema = _applied(gathered, plan, batch_rows)
-            write_batches(applied, out, schema, batch_rows)
-        else:
-            os.replace(gathered, out)
-        if plan_out is not None:
-            write_plan(plan, plan_out)
-    finally:
-        for tmp in (gathered, normalized):
-            tmp.unlink(missing_ok=True)
-    return rows
+    return write_batches(itertools.chain([first], batches), out, first.schema, batch_rows)
 
 
 def gather_profiles(

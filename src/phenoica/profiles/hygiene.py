@@ -21,23 +21,31 @@ profile table as declared settings (:class:`Hygiene`):
 The decisions read per-feature reductions only (:class:`FeatureStats`: missing count, minimum
 and maximum), so they are exact over any row batches: the door takes them from the Parquet
 footers' statistics before any job (:func:`footer_stats`), the ``gather_profiles`` job from the
-rows as they stream. :func:`hygiene_plan` makes the decisions; :func:`apply_plan` applies them to
-a row batch; :class:`HygienePlan` is written beside the profile table
-(``profiles/{model}.hygiene.json``) and listed in the report.
+rows, streamed (:func:`clean_profiles`). :func:`hygiene_plan` makes the decisions;
+:func:`apply_plan` applies them to a row batch; :class:`HygienePlan` is written beside the
+profile table (``profiles/{model}.hygiene.json``) and listed in the report.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Iterator, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 
+from phenoica.contract import screen
+from phenoica.contract.screen import PLATE, ScreenError
+from phenoica.profiles.tables import DEFAULT_BATCH_ROWS, batch_features, write_batches
 from phenoica.utils.io import atomic_path
+
+log = logging.getLogger(__name__)
 
 #: ``profiles.normalize``: pycytominer's per-plate normalizations against the controls, or none.
 NORMALIZATIONS: tuple[str, ...] = ("none", "mad_robustize", "robustize", "standardize")
@@ -177,6 +185,16 @@ class HygienePlan:
         return out
 
 
+def import_pycytominer() -> Any:
+    """pycytominer, imported without its side effect: its import switches pandas' copy-on-write
+    mode on for the whole process (a pandas 3 setting), which makes arrays that other code
+    writes to read-only; the mode is put back as it was."""
+    with pd.option_context("mode.copy_on_write", pd.options.mode.copy_on_write):
+        import pycytominer
+        import pycytominer.cyto_utils  # noqa: F401
+    return pycytominer
+
+
 def _names(names: Sequence[str]) -> str:
     return ", ".join(names[:EXAMPLES]) + (f" ... ({len(names) - EXAMPLES} more)" if len(names) > EXAMPLES else "")
 
@@ -185,8 +203,7 @@ def hygiene_plan(stats: FeatureStats, hygiene: Hygiene) -> HygienePlan:
     """The decisions of the module's steps 2-4 on a table's :class:`FeatureStats` (after the
     normalization, when there is one). The outlier rule is pycytominer's, applied to the
     features' minimum and maximum (the same features as on the rows)."""
-    from pycytominer.cyto_utils import drop_outlier_features
-
+    drop_outlier_features = import_pycytominer().cyto_utils.drop_outlier_features
     names = stats.names
     missing = [n for n, m in zip(names, stats.missing) if m > 0]
     gone = set(missing)
@@ -226,8 +243,7 @@ def normalize_plate(table: pd.DataFrame, features: Sequence[str], is_control: np
     """One plate's rows normalized against its control rows by pycytominer's ``normalize``
     (``method``: ``mad_robustize``, ``robustize`` or ``standardize``); the metadata columns
     unchanged. A plate without control rows is an error (checked earlier by the contract)."""
-    from pycytominer import normalize
-
+    normalize = import_pycytominer().normalize
     if not is_control.any():
         raise ValueError("a plate without control rows cannot be normalized against its controls")
     frame = table.reset_index(drop=True).copy()
@@ -254,3 +270,90 @@ def write_plan(plan: HygienePlan, path: Path | str) -> None:
 def read_plan(path: Path | str) -> dict[str, Any]:
     """A written plan (:meth:`HygienePlan.as_dict`)."""
     return json.loads(Path(path).read_text())
+
+
+def _features_of(schema: pa.Schema) -> list[str]:
+    """The feature columns of a profile schema (every column that is not ``Metadata_*``)."""
+    return [n for n in schema.names if not n.startswith("Metadata_")]
+
+
+def _batches(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
+
+
+def _normalized_plates(path: Path, method: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
+    """The profile table at ``path``, plate by plate, normalized against each plate's controls
+    (:func:`normalize_plate`), in the table's own schema."""
+    schema = pq.read_schema(path)
+    features = _features_of(schema)
+    for plate in pq.read_table(path, columns=[PLATE]).column(PLATE).unique().to_pylist():
+        frame = pq.read_table(path, filters=[(PLATE, "==", plate)]).to_pandas()
+        is_control = (frame[screen.PERT_TYPE].astype(str) == screen.CONTROL).to_numpy()
+        frame = normalize_plate(frame, features, is_control, method)
+        log.info(
+            "normalize: plate %s, %d rows, %s against its %d control rows", plate, len(frame), method, is_control.sum()
+        )
+        yield from pa.Table.from_pandas(frame, schema=schema, preserve_index=False).to_batches(max_chunksize=batch_rows)
+
+
+def _counted(batches: Iterator[pa.RecordBatch], stats: FeatureStats) -> Iterator[pa.RecordBatch]:
+    """``batches`` as they are, their features added to ``stats`` on the way."""
+    for batch in batches:
+        stats.update(batch_features(batch, stats.names))
+        yield batch
+
+
+def _applied(batches: Iterator[pa.RecordBatch], schema: pa.Schema, plan: HygienePlan) -> Iterator[pa.RecordBatch]:
+    """``batches`` (of ``schema``) with the plan applied, in :func:`_plan_schema`."""
+    meta = [f.name for f in schema if f.name.startswith("Metadata_")]
+    names = _features_of(schema)
+    out_schema = _plan_schema(schema, plan)
+    for batch in batches:
+        X = np.asarray(apply_plan(batch_features(batch, names), names, plan), dtype=np.float32)
+        arrays = [batch.column(m) for m in meta] + [pa.array(np.ascontiguousarray(X[:, j])) for j in range(X.shape[1])]
+        yield pa.RecordBatch.from_arrays(arrays, schema=out_schema)
+
+
+def _plan_schema(schema: pa.Schema, plan: HygienePlan) -> pa.Schema:
+    """A profile schema's metadata columns, then the plan's kept features as float32."""
+    meta = [f for f in schema if f.name.startswith("Metadata_")]
+    return pa.schema(meta + [pa.field(n, pa.float32()) for n in plan.kept])
+
+
+def clean_profiles(path: Path | str, hygiene: Hygiene, batch_rows: int = DEFAULT_BATCH_ROWS) -> HygienePlan:
+    """Apply the profile hygiene to the profile table at ``path`` (rewritten atomically, in row
+    groups of ``batch_rows``, only when the hygiene changes it) and return its plan: normalized
+    plate by plate when ``hygiene.normalize`` says so, then the features with a missing value,
+    constant and outlier features dropped or clipped (:func:`hygiene_plan`). Streamed: memory
+    holds a row batch (and, when normalizing, one plate). Every feature dropped is an error."""
+    path = Path(path)
+    schema = pq.read_schema(path)
+    stats = FeatureStats(_features_of(schema))
+    normalized = path.with_name(f".{path.name}.normalized.parquet")
+    source = path
+    try:
+        if hygiene.normalize != "none":
+            write_batches(
+                _counted(_normalized_plates(path, hygiene.normalize, batch_rows), stats), normalized, schema, batch_rows
+            )
+            source = normalized
+        else:
+            for _ in _counted(_batches(path, batch_rows), stats):
+                pass
+        plan = hygiene_plan(stats, hygiene)
+        for note in plan.notes("profiles"):
+            log.warning("%s", note)
+        if not plan.kept:
+            raise ScreenError(
+                f"{path}: profile hygiene drops every one of the {len(stats.names)} features ({len(plan.missing)} with a "
+                f"missing value, {len(plan.constant)} constant, {len(plan.outliers)} outliers); check the export's features"
+            )
+        if plan.changes:
+            write_batches(
+                _applied(_batches(source, batch_rows), schema, plan), path, _plan_schema(schema, plan), batch_rows
+            )
+        elif source != path:
+            os.replace(source, path)
+    finally:
+        normalized.unlink(missing_ok=True)
+    return plan

@@ -59,7 +59,9 @@ def scoring_problems(
         return problems, [], []
     capacities, found, notes = readout_capacity(units, config, units_known, folds)
     problems += found
-    notes += _null_reuse(table, config["classify"]["n_null_guides"]) + shared_plate_maps(table)
+    notes += _null_reuse(table, config["classify"]["n_null_guides"])
+    if scheme == "in_distribution":  # leave-one-batch-out holds a batch's plates out together
+        notes += shared_plate_maps(table)
     return problems, notes, [c.as_dict() for c in capacities]
 
 
@@ -71,8 +73,9 @@ SAME_MAP = 0.95
 def shared_plate_maps(table: pd.DataFrame) -> list[str]:
     """A note per batch whose plates hold one plate map (the same construct in the same well,
     :data:`SAME_MAP`): replicate plates of one map, or one plate imaged more than once (image
-    sets). Either way a construct's position is the same on every such plate; image sets are the
-    same physical wells, so a held-out well's twin would sit in training."""
+    sets). Under in-distribution splits a held-out well then has wells at its position in
+    training on the other plates; for image sets those are the same physical wells (the same
+    cells), and the held-out scores are inflated."""
     if screen.WELL not in table.columns:
         return []
     wells = table.drop_duplicates([screen.PLATE, screen.WELL])
@@ -99,9 +102,9 @@ def shared_plate_maps(table: pd.DataFrame) -> list[str]:
             notes.append(
                 f"batch {batch!r}: {len(group)} plates hold one plate map ({names}; at least {same} of {total} shared "
                 "wells hold the same construct): replicate plates of one map, or one plate imaged more than once (image "
-                "sets). A construct's position is then the same on each, so position and phenotype are confounded "
-                "within the batch; if they are image sets of the same wells, a held-out well's twin sits in training: "
-                "keep one image set (screen.rows)"
+                "sets). Under splits.scheme in_distribution a held-out well has wells at its position in training "
+                "on the other plate(s); if they are image sets of the same physical wells, those are its twins (the "
+                "same cells) and held-out scores are inflated: keep one image set (screen.rows)"
             )
     return notes
 
