@@ -18,6 +18,7 @@ rule report:
         null=PATHS.hits.null,
         controls=PATHS.hits.controls,
         fit_reports=[INPUTS.fit_report(m) for m in MODELS],
+        profile_hygiene=expand(PATHS.profiles.hygiene, model=MODELS),
         truth=INPUTS.truth(),
         table1=PATHS.identifiability.table1,
         structural=PATHS.identifiability.structural_table,

@@ -46,7 +46,8 @@ class ReportInputs:
     store (None: no hit gallery and no interactive page; ``{}``: a screen without plate stores);
     ``annotations``: the annotation files the gene maps read (their sources are named by
     :attr:`phenoica.report.options.ReportOptions.annotation_sources` and loaded with the biomap
-    tables)."""
+    tables); ``profile_hygiene``: model -> the profile hygiene's plan
+    (:meth:`phenoica.profiles.hygiene.HygienePlan.as_dict`)."""
 
     guide_folds: pd.DataFrame
     guides: pd.DataFrame
@@ -66,6 +67,7 @@ class ReportInputs:
     gallery_embeddings: Sequence[str] = ()
     stores: Mapping[str, str] | None = None
     annotations: Sequence[str] = ()
+    profile_hygiene: Mapping[str, Any] | None = None
 
     def present(self, name: str) -> bool:
         """Whether field ``name`` holds something to report (not None, not empty)."""
@@ -115,4 +117,5 @@ def read_inputs(inp: Any, params: Any) -> ReportInputs:
         gallery_embeddings=list(inp.gallery_embeddings),
         stores=dict(params.stores),
         annotations=list(inp.annotations),
+        profile_hygiene={m: json.loads(Path(p).read_text()) for m, p in zip(params.model_names, inp.profile_hygiene)},
     )

@@ -16,6 +16,7 @@ from phenoica.report import render
 from phenoica.report import score_sections as scores
 from phenoica.report.checks import check_genes, check_guides, check_rows
 from phenoica.report.gene_maps import GENE_MAPS
+from phenoica.report.hygiene_section import HYGIENE
 from phenoica.report.inputs import ReportInputs
 from phenoica.report.options import ReportOptions
 from phenoica.report.pages import PAGES
@@ -41,6 +42,7 @@ SECTIONS: tuple[Section, ...] = (
     PAGES,
     scores.HIT_CALLS,
     scores.VARIANTS,
+    HYGIENE,
     scores.TRUTH,
     scores.ACTIVITY,
     GENE_MAPS,

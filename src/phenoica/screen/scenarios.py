@@ -21,6 +21,9 @@ writes, from the demo scenario's ``demo`` section and ``seed``:
   (``profiles/{batch}.parquet`` with CellProfiler-style feature columns, ``truth.parquet``; source
   ``embeddings`` with ``feature_regex``), drawn from ``seed``.
 
+The ``varchamp`` scenario needs nothing written: its screen is a real public export that ships in
+the repository (``data/varchamp-batch12/``, with its licence), read with a config alone.
+
 Paths in the scenario configs are relative to the working directory, so run the workflow from
 the folder that holds ``scenario_data/`` (the repository root by default). The ``frozen``
 scenario reads the transforms a ``demo`` scenario run fitted (``results/transforms``).
@@ -56,6 +59,7 @@ SCENARIOS: tuple[str, ...] = (
     "positive_control",
     "cell_state",
     "arrayed",
+    "varchamp",
 )
 #: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.screen.known_truth`.
 KNOWN_TRUTH_SCREENS: tuple[str, ...] = ("positive_control", "cell_state")
