@@ -256,7 +256,6 @@ def normalize_plate(table: pd.DataFrame, features: Sequence[str], is_control: np
         meta_features=meta,
         samples=f"`{flag}` == True",
         method=method,
-        output_type=None,
     )
     return out.drop(columns=[flag])[list(table.columns)]
 
