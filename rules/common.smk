@@ -18,6 +18,7 @@ from phenoica.workflow.dag import screen_plates, study_pages, training_plates
 from phenoica.contract.paths import benchmark_path, log_path
 from phenoica.workflow.rule_inputs import RuleInputs
 from phenoica.workflow.rule_resources import check_resource_rules, resource_rules, rule_resources, rule_threads
+from phenoica.workflow.ownership import check_results_folder, lock_results, record_build, replaced_folders
 from phenoica.workflow.validate import check_screen_once
 
 # Snakemake keeps the last of two equal keys of a config file without a word: read the files
@@ -41,6 +42,13 @@ VARIANTS = INPUTS.variants
 SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep scores
 SHARDS = list(range(config["classify"]["n_shards"]))
 ENVS = "../envs/phenoica.yaml"
+
+# The results folder is phenoica's alone (phenoica.workflow.ownership): only its own files, built
+# from this workflow folder; checked in the main process before anything is written there.
+WORKFLOW_DIR = os.getcwd()
+REPLACED, STORES = replaced_folders(PATHS, PLATES, SOURCE)
+if workflow.is_main_process:
+    check_results_folder(RESULTS, WORKFLOW_DIR, config, REPLACED, STORES)
 
 # The door: the whole screen against the data contract, the analysis and every model, before
 # any job runs (a dry run too); recorded under a key of all it read, so it runs again only when
