@@ -53,7 +53,8 @@ if workflow.is_main_process:
 # The door: the whole screen against the data contract, the analysis and every model, before
 # any job runs (a dry run too); recorded under a key of all it read, so it runs again only when
 # the screen, the tables, the stores, the embedding files or the models change.
-check_screen_once(config, PLATES, PATHS.screen.validated, notes=_CONFIG_NOTES)
+# Its notes are listed in the report ("Notes on this run").
+DOOR_NOTES = check_screen_once(config, PLATES, PATHS.screen.validated, notes=_CONFIG_NOTES)["notes"]
 
 
 wildcard_constraints:

@@ -17,6 +17,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from phenoica.report.run_notes import run_notes
+
 #: The gathered biomap tables the report reads, by file stem (``results/biomap/{stem}.parquet``).
 BIOMAP_TABLES: tuple[str, ...] = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
 
@@ -46,7 +48,7 @@ class ReportInputs:
     store (None: no hit gallery and no interactive page; ``{}``: a screen without plate stores);
     ``annotations``: the annotation files the gene maps read (their sources are named by
     :attr:`phenoica.report.options.ReportOptions.annotation_sources` and loaded with the biomap
-    tables)."""
+    tables); ``notes``: the run's notes (:func:`phenoica.report.run_notes.run_notes`)."""
 
     guide_folds: pd.DataFrame
     guides: pd.DataFrame
@@ -66,6 +68,7 @@ class ReportInputs:
     gallery_embeddings: Sequence[str] = ()
     stores: Mapping[str, str] | None = None
     annotations: Sequence[str] = ()
+    notes: pd.DataFrame | None = None
 
     def present(self, name: str) -> bool:
         """Whether field ``name`` holds something to report (not None, not empty)."""
@@ -93,7 +96,7 @@ def read_biomap(tables: Sequence[Path | str], heatmaps: Sequence[Path | str]) ->
 
 def read_inputs(inp: Any, params: Any) -> ReportInputs:
     """The report's inputs from the report rule's ``snakemake.input`` and its ``snakemake.params``
-    (the models, the study pages, the stores)."""
+    (the models, the study pages, the stores, the door's notes and the sweep's logs)."""
     biomap, heatmaps = read_biomap(inp.biomap_tables, inp.biomap_heatmaps) if inp.biomap_tables else (None, {})
     sweep = [pd.read_parquet(p) for p in inp.sweep]
     return ReportInputs(
@@ -115,4 +118,5 @@ def read_inputs(inp: Any, params: Any) -> ReportInputs:
         gallery_embeddings=list(inp.gallery_embeddings),
         stores=dict(params.stores),
         annotations=list(inp.annotations),
+        notes=run_notes(params.notes, params.sweep_logs),
     )

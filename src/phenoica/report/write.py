@@ -17,6 +17,7 @@ from phenoica.report import score_sections as scores
 from phenoica.report.checks import check_genes, check_guides, check_rows
 from phenoica.report.gene_maps import GENE_MAPS
 from phenoica.report.inputs import ReportInputs
+from phenoica.report.notes_section import NOTES
 from phenoica.report.options import ReportOptions
 from phenoica.report.pages import PAGES
 from phenoica.report.sections import ReportContext, ReportLayout, Section, SectionOutput
@@ -37,6 +38,7 @@ STUDIES = Section("studies", ("studies",), build_studies)
 #: The report's sections in page order (a section may read the tables of those before it).
 SECTIONS: tuple[Section, ...] = (
     scores.HEADLINE,
+    NOTES,
     STUDIES,
     PAGES,
     scores.HIT_CALLS,
