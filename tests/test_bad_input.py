@@ -16,6 +16,7 @@ from phenoica.contract.errors import ConfigError
 from phenoica.contract.screen import ScreenError, read_plate_metadata, validate_metadata, validate_screen_metadata
 from phenoica.workflow import dag as wf
 from phenoica.workflow import digests as wdigests
+from phenoica.workflow.ownership import ResultsFolderError
 from phenoica.workflow.validate import validate_screen
 from tests.conftest import REPO, make_metadata
 
@@ -1221,6 +1222,84 @@ BAD_INPUT_CASES = [
         r"the config names no screen \(no screen\.source\): the simulated demo screen is planned \(.*, \d+ simulated plates",
     ),
 ]
+
+
+# --------------------------------------------------------------------------- results folder and stores
+# A results folder that is phenoica's alone, and plate stores checked whole (docs/bad-input.md).
+
+
+def case_results_folder_holding_a_users_files(tmp_path):
+    from phenoica.workflow.ownership import check_results_folder
+
+    res = tmp_path / "res"
+    (res / "report" / "figures").mkdir(parents=True)
+    (res / "report" / "figures" / "poster.png").write_bytes(b"mine")
+    check_results_folder(res, tmp_path, validate_config({"results": str(res)}), [res / "report" / "figures"])
+
+
+def case_results_folder_of_another_workflow_folder(tmp_path):
+    from phenoica.workflow.ownership import check_results_folder, record_build
+
+    cfg = validate_config({"results": str(tmp_path / "shared")})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    record_build(tmp_path / "shared", tmp_path / "a", cfg)
+    check_results_folder(
+        tmp_path / "shared", tmp_path / "b", {**cfg, "classify": {**cfg["classify"], "num_boost_round": 7}}
+    )
+
+
+def _first_chunk_of(cfg: dict, plate: str) -> Path:
+    return Path(cfg["screen"]["plates_dir"]) / f"{plate}.zarr" / "tiles" / "c" / "1" / "0" / "0" / "0"
+
+
+def case_zarr_store_missing_a_chunk(tmp_path):
+    cfg, _, _ = _zarr_screen(tmp_path)
+    _first_chunk_of(cfg, "B02P01").unlink()  # a copy that lost one file
+    _door(cfg, wf.screen_plates(cfg))
+
+
+def case_zarr_store_with_a_damaged_chunk(tmp_path):
+    from phenoica.models.mae import sample_training_images
+
+    cfg, _, _ = _zarr_screen(tmp_path)
+    chunk = _first_chunk_of(cfg, "B02P01")
+    chunk.write_bytes(chunk.read_bytes()[:20])  # truncated: zstd cannot decode it
+    stores = sorted(Path(cfg["screen"]["plates_dir"]).glob("*.zarr"))
+    sample_training_images(stores, max_images=10_000, seed=0)
+
+
+RESULTS_AND_STORE_CASES = [
+    (
+        "results",
+        case_results_folder_holding_a_users_files,
+        ResultsFolderError,
+        r"results folder .*/res holds 1 file\(s\) phenoica did not write there: .*/res/report/figures/poster\.png; a "
+        r"rerun may delete or overwrite files in it\. Point results: at a new or empty folder, move those files out, or "
+        r"set adopt_results: true",
+    ),
+    (
+        "results",
+        case_results_folder_of_another_workflow_folder,
+        ResultsFolderError,
+        r"results folder .*/shared was built from the workflow folder .*/a, not from .*/b: Snakemake keeps its record",
+    ),
+    (
+        "stores",
+        case_zarr_store_missing_a_chunk,
+        ScreenError,
+        r"B02P01\.zarr \(plate B02P01\): 1 chunk\(s\) of 'tiles' are absent: c/1/0/0/0 \(images \d+-\d+\); zarr would "
+        r"read their \d+ image\(s\) as blank",
+    ),
+    (
+        "stores",
+        case_zarr_store_with_a_damaged_chunk,
+        ScreenError,
+        r"B02P01\.zarr \(plate B02P01\): images \d+-\d+ could not be read: a chunk among \['c/\d/0/0/0'.*\] \(images "
+        r"\d+-\d+\) is damaged",
+    ),
+]
+BAD_INPUT_CASES = [*BAD_INPUT_CASES, *RESULTS_AND_STORE_CASES]
 
 
 @pytest.mark.parametrize(

@@ -36,6 +36,7 @@ from phenoica.contract.errors import ConfigError
 from phenoica.contract.names import listed_name_problems, name_problems
 from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.contract.stage_options import canonical
+from phenoica.contract.store_check import missing_chunk_problems
 from phenoica.screen.h5ad import parquet_source
 from phenoica.utils.io import atomic_path, get_logger
 from phenoica.workflow import analysis
@@ -72,6 +73,7 @@ def _zarr_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: 
         try:
             tiles = screen.open_plate(store)
             screen.check_plate_against_metadata(tiles, rows[plate], str(store))
+            problems += missing_chunk_problems(store, plate, tiles)  # absent chunks read as blank images
             n, _, height, width = (int(v) for v in tiles.shape)
             out[plate] = PlateGeometry(batch, screen.plate_channels(store), height, width, n)
         except ScreenError as exc:
