@@ -41,9 +41,10 @@ from phenoica.screen.h5ad import parquet_source
 from phenoica.utils.io import atomic_path, get_logger
 from phenoica.workflow import analysis
 from phenoica.workflow import digests as wdigests
+from phenoica.workflow.door_reads import frozen_transform_problems, listed_features
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
-CHECKS_VERSION = 4
+CHECKS_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -432,7 +433,9 @@ def settings_problems(config: Mapping[str, Any], models: Mapping[str, Mapping[st
     ``classify.lightgbm`` key LightGBM does not know, at once
     (:func:`phenoica.classify.lightgbm_params.lightgbm_params`), and ``transforms.n_components`` against
     each model's features (:func:`phenoica.contract.config.component_problems`; ``models`` is
-    the door's summary per model, with ``features``)."""
+    the door's summary per model, with ``features``; a list column's width is read from one row,
+    :func:`phenoica.workflow.door_reads.listed_features`), and the frozen transforms' files
+    (:func:`phenoica.workflow.door_reads.frozen_transform_problems`)."""
     from phenoica.classify.lightgbm_params import lightgbm_params
 
     problems = []
@@ -441,7 +444,9 @@ def settings_problems(config: Mapping[str, Any], models: Mapping[str, Mapping[st
     except ValueError as exc:
         problems.append(str(exc))
     features = {m: int(s["features"]) for m, s in models.items() if s.get("features")}
-    return problems + component_problems(config["transforms"]["n_components"], features)
+    features.update(listed_features(config, {m: s.get("features") for m, s in models.items()}))  # list columns
+    problems += component_problems(config["transforms"]["n_components"], features)
+    return problems + frozen_transform_problems(config, features)
 
 
 def _stat(path: Path | str) -> list[int] | None:
@@ -466,6 +471,9 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
     files += [str(p) for p in config["biomap"]["annotations"].values()]
     if source == "embeddings":
         files += sorted({f for m in config["models"] for f in wf.embedding_inputs(config, m)})
+    frozen = config["transforms"]["frozen"]
+    if frozen:  # read by the door (phenoica.workflow.door_reads)
+        files += [str(Path(frozen) / m / f"{v}.npz") for m in config["models"] for v in config["transforms"]["variants"]]
     digests: dict[str, str] = {}
     if source == "zarr":
         digests = wdigests.plate_digests(str(cfg["metadata"]))
@@ -495,6 +503,8 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
             "n_null_guides": config["classify"]["n_null_guides"],
             "biomap": config["biomap"]["enabled"],
             "n_components": config["transforms"]["n_components"],
+            "frozen": config["transforms"]["frozen"],
+            "variants": list(config["transforms"]["variants"]),
             "lightgbm": canonical(config["classify"]["lightgbm"]),
             # what the readouts can score (phenoica.classify.capacity) reads these
             "readouts": canonical(
