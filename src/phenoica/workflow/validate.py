@@ -473,7 +473,9 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
         files += sorted({f for m in config["models"] for f in wf.embedding_inputs(config, m)})
     frozen = config["transforms"]["frozen"]
     if frozen:  # read by the door (phenoica.workflow.door_reads)
-        files += [str(Path(frozen) / m / f"{v}.npz") for m in config["models"] for v in config["transforms"]["variants"]]
+        files += [
+            str(Path(frozen) / m / f"{v}.npz") for m in config["models"] for v in config["transforms"]["variants"]
+        ]
     digests: dict[str, str] = {}
     if source == "zarr":
         digests = wdigests.plate_digests(str(cfg["metadata"]))
