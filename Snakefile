@@ -35,6 +35,10 @@ check_resource_rules(RESOURCES, resource_rules(os.path.join(workflow.basedir, "r
 
 
 onstart:
+    # One run at a time writes the results folder (released when this process ends), and the
+    # folder records the config it is built with (phenoica.workflow.ownership).
+    lock_results(RESULTS)
+    record_build(RESULTS, WORKFLOW_DIR, config, REPLACED)
     print(
         f"phenoica: screen source {config['screen']['source']!r}, models {list(config['models'])}, results in {RESULTS}/"
     )

@@ -18,6 +18,7 @@ from phenoica.workflow.dag import screen_plates, study_pages, training_plates
 from phenoica.contract.paths import benchmark_path, log_path
 from phenoica.workflow.rule_inputs import RuleInputs
 from phenoica.workflow.rule_resources import check_resource_rules, resource_rules, rule_resources, rule_threads
+from phenoica.workflow.ownership import check_results_folder, lock_results, record_build, replaced_folders
 from phenoica.workflow.validate import check_screen_once
 
 # Snakemake keeps the last of two equal keys of a config file without a word: read the files
@@ -42,10 +43,18 @@ SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep score
 SHARDS = list(range(config["classify"]["n_shards"]))
 ENVS = "../envs/phenoica.yaml"
 
+# The results folder is phenoica's alone (phenoica.workflow.ownership): only its own files, built
+# from this workflow folder; checked in the main process before anything is written there.
+WORKFLOW_DIR = os.getcwd()
+REPLACED, STORES = replaced_folders(PATHS, PLATES, SOURCE)
+if workflow.is_main_process:
+    check_results_folder(RESULTS, WORKFLOW_DIR, config, REPLACED, STORES)
+
 # The door: the whole screen against the data contract, the analysis and every model, before
 # any job runs (a dry run too); recorded under a key of all it read, so it runs again only when
 # the screen, the tables, the stores, the embedding files or the models change.
-check_screen_once(config, PLATES, PATHS.screen.validated, notes=_CONFIG_NOTES)
+# Its notes are listed in the report ("Notes on this run").
+DOOR_NOTES = check_screen_once(config, PLATES, PATHS.screen.validated, notes=_CONFIG_NOTES)["notes"]
 
 
 wildcard_constraints:

@@ -65,5 +65,8 @@ rule report:
         studies=study_pages(RESULTS),
         # paths, not inputs: a store moved since the run is named by the gallery, not rebuilt
         stores={plate: INPUTS.store(plate) for plate in PLATES},
+        # "Notes on this run": the door's notes, and the sweep points skipped (from the sweep's logs)
+        notes=DOOR_NOTES,
+        sweep_logs=INPUTS.sweep_logs(),
     script:
         "../scripts/report.py"

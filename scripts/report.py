@@ -8,6 +8,11 @@ from pathlib import Path
 
 from phenoica.report.inputs import read_inputs
 from phenoica.report.write import write_report
+from phenoica.utils.written import record_written
+
+# the folders a rerun replaces whole list the files written there (the door tells them from a user's)
+folders = [snakemake.output[k] for k in ("figures", "tables", "gallery", "interactive_assets")]
+record_written(*folders, complete=False)
 
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 paths = write_report(
@@ -15,4 +20,5 @@ paths = write_report(
     read_inputs(snakemake.input, snakemake.params),
     snakemake.params.options,
 )
+record_written(*folders)
 log.info("report written: %s", sorted(paths))

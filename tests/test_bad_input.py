@@ -16,6 +16,7 @@ from phenoica.contract.errors import ConfigError
 from phenoica.contract.screen import ScreenError, read_plate_metadata, validate_metadata, validate_screen_metadata
 from phenoica.workflow import dag as wf
 from phenoica.workflow import digests as wdigests
+from phenoica.workflow.ownership import ResultsFolderError
 from phenoica.workflow.validate import validate_screen
 from tests.conftest import REPO, make_metadata
 
@@ -1221,6 +1222,170 @@ BAD_INPUT_CASES = [
         r"the config names no screen \(no screen\.source\): the simulated demo screen is planned \(.*, \d+ simulated plates",
     ),
 ]
+
+
+# --------------------------------------------------------------------------- results folder and stores
+# A results folder that is phenoica's alone, and plate stores checked whole (docs/bad-input.md).
+
+
+def case_results_folder_holding_a_users_files(tmp_path):
+    from phenoica.workflow.ownership import check_results_folder
+
+    res = tmp_path / "res"
+    (res / "report" / "figures").mkdir(parents=True)
+    (res / "report" / "figures" / "poster.png").write_bytes(b"mine")
+    check_results_folder(res, tmp_path, validate_config({"results": str(res)}), [res / "report" / "figures"])
+
+
+def case_results_folder_of_another_workflow_folder(tmp_path):
+    from phenoica.workflow.ownership import check_results_folder, record_build
+
+    cfg = validate_config({"results": str(tmp_path / "shared")})
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    record_build(tmp_path / "shared", tmp_path / "a", cfg)
+    check_results_folder(
+        tmp_path / "shared", tmp_path / "b", {**cfg, "classify": {**cfg["classify"], "num_boost_round": 7}}
+    )
+
+
+def _first_chunk_of(cfg: dict, plate: str) -> Path:
+    return Path(cfg["screen"]["plates_dir"]) / f"{plate}.zarr" / "tiles" / "c" / "1" / "0" / "0" / "0"
+
+
+def case_zarr_store_missing_a_chunk(tmp_path):
+    cfg, _, _ = _zarr_screen(tmp_path)
+    _first_chunk_of(cfg, "B02P01").unlink()  # a copy that lost one file
+    _door(cfg, wf.screen_plates(cfg))
+
+
+def case_zarr_store_with_a_damaged_chunk(tmp_path):
+    from phenoica.models.mae import sample_training_images
+
+    cfg, _, _ = _zarr_screen(tmp_path)
+    chunk = _first_chunk_of(cfg, "B02P01")
+    chunk.write_bytes(chunk.read_bytes()[:20])  # truncated: zstd cannot decode it
+    stores = sorted(Path(cfg["screen"]["plates_dir"]).glob("*.zarr"))
+    sample_training_images(stores, max_images=10_000, seed=0)
+
+
+def _frozen(tmp_path: Path, width: int, pickle_variant: str | None = None) -> dict:
+    """An embeddings screen (3 features) with frozen transforms fitted on ``width`` features;
+    ``pickle_variant``'s file holds a pickled object instead."""
+    from phenoica.transforms.fit import fit_variants
+    from phenoica.transforms.options import TransformOptions
+
+    cfg = _emb_screen(tmp_path, _by_plate(_four_plates()))
+    cfg["transforms"] = {**cfg["transforms"], "variants": ["base", "pca"], "n_components": 2}
+    frozen = tmp_path / "frozen" / "embeddings"
+    frozen.mkdir(parents=True)
+    rng = np.random.default_rng(0)
+    X, batches = rng.normal(size=(40, width)), np.repeat(["B1", "B2"], 20)
+    names = [f"emb_{i:04d}" for i in range(width)]
+    fitted = fit_variants(["base", "pca"], X, batches, np.arange(40) % 2 == 0, TransformOptions.from_config(cfg), names)
+    for variant, transform in fitted.items():
+        transform.save(frozen / f"{variant}.npz")
+    if pickle_variant:
+        np.savez(frozen / f"{pickle_variant}.npz", __meta__=np.array([{"evil": True}], dtype=object))
+    cfg["transforms"]["frozen"] = str(tmp_path / "frozen")
+    return cfg
+
+
+def case_frozen_transform_holding_a_pickle(tmp_path):
+    _door(_frozen(tmp_path, 3, pickle_variant="pca"))
+
+
+def case_frozen_transform_of_another_width(tmp_path):
+    _door(_frozen(tmp_path, 5))
+
+
+def case_n_components_above_a_list_columns_width(tmp_path):
+    frames = {}
+    for name, df in _by_plate(_four_plates()).items():
+        cols = [c for c in df.columns if c.startswith("emb_")]
+        frames[name] = df.drop(columns=cols).assign(emb=list(df[cols].to_numpy()))
+    cfg = _emb_screen(tmp_path, frames, embedding_column="emb")
+    cfg["transforms"]["n_components"] = 500
+    _door(cfg)
+
+
+def case_model_name_over_200_bytes(tmp_path):
+    validate_config({"results": str(tmp_path / "res"), "models": {"é" * 117: {}}})  # 117 characters, 234 bytes
+
+
+def case_yaml_alias_bomb(tmp_path):
+    from phenoica.contract.schema import check_yaml_files
+
+    lines = ["classify:", "  lightgbm:", '    l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
+    lines += [f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
+    (tmp_path / "config.yaml").write_text("\n".join(lines) + "\n")  # 9 ** 9 strings once expanded
+    check_yaml_files([tmp_path / "config.yaml"])
+
+
+RESULTS_AND_STORE_CASES = [
+    (
+        "results",
+        case_results_folder_holding_a_users_files,
+        ResultsFolderError,
+        r"results folder .*/res holds 1 file\(s\) phenoica did not write there: .*/res/report/figures/poster\.png; a "
+        r"rerun may delete or overwrite files in it\. Point results: at a new or empty folder, move those files out, or "
+        r"set adopt_results: true",
+    ),
+    (
+        "results",
+        case_results_folder_of_another_workflow_folder,
+        ResultsFolderError,
+        r"results folder .*/shared was built from the workflow folder .*/a, not from .*/b: Snakemake keeps its record",
+    ),
+    (
+        "stores",
+        case_zarr_store_missing_a_chunk,
+        ScreenError,
+        r"B02P01\.zarr \(plate B02P01\): 1 chunk\(s\) of 'tiles' are absent: c/1/0/0/0 \(images \d+-\d+\); zarr would "
+        r"read their \d+ image\(s\) as blank",
+    ),
+    (
+        "stores",
+        case_zarr_store_with_a_damaged_chunk,
+        ScreenError,
+        r"B02P01\.zarr \(plate B02P01\): images \d+-\d+ could not be read: a chunk among \['c/\d/0/0/0'.*\] \(images "
+        r"\d+-\d+\) is damaged",
+    ),
+    (
+        "settings",
+        case_frozen_transform_holding_a_pickle,
+        ConfigError,
+        r"transforms\.frozen: .*/frozen/embeddings/pca\.npz: not a readable transform \.npz \(Object arrays cannot be "
+        r"loaded when allow_pickle=False\)",
+    ),
+    (
+        "settings",
+        case_frozen_transform_of_another_width,
+        ConfigError,
+        r"transforms\.frozen: .*/frozen/embeddings/base\.npz: was fitted on 5 feature\(s\), but model 'embeddings' has 3 "
+        r"per profile",
+    ),
+    (
+        "settings",
+        case_n_components_above_a_list_columns_width,
+        ConfigError,
+        r"transforms\.n_components is 500, but model 'embeddings' has 3 feature\(s\) per profile; expected at most 3",
+    ),
+    (
+        "settings",
+        case_model_name_over_200_bytes,
+        ConfigError,
+        r"model name \(a key of models\) 'é{117}' is 234 bytes long in UTF-8; expected at most 200 \(a file name "
+        r"holds 255 bytes\)",
+    ),
+    (
+        "settings",
+        case_yaml_alias_bomb,
+        ConfigError,
+        r"config\.yaml: line 4: an aliased node holds another alias \(line 3\); aliases are expanded at most once",
+    ),
+]
+BAD_INPUT_CASES = [*BAD_INPUT_CASES, *RESULTS_AND_STORE_CASES]
 
 
 @pytest.mark.parametrize(

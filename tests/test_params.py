@@ -23,6 +23,7 @@ from tests.conftest import REPO
 #: the door (the screen's inputs), each through the files it names.
 READ_WHEN_THE_DAG_IS_BUILT = {
     "results",
+    "adopt_results",
     "resources",
     "models",
     "default_models",

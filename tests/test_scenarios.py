@@ -84,15 +84,32 @@ def test_zarr_and_frozen_scenarios_plan_their_jobs(scenario_data, tmp_path, monk
 
     cfg = scenario("frozen", tmp_path / "frozen", scenario_data)
     frozen = tmp_path / "frozen" / cfg["transforms"]["frozen"]  # what a demo scenario run fitted
-    for model in ("mae", "mae_seed1"):
-        (frozen / model).mkdir(parents=True)
-        for name in ("base.npz", "pca.npz", "pca_ica.npz", "pca_rand.npz", "fit_report.json"):
-            (frozen / model / name).write_text("")
+    write_frozen(frozen, cfg, ("mae", "mae_seed1"), width=32)  # the door reads them (32 features a profile)
     jobs = planned_jobs(tmp_path / "frozen")
     assert "fit_transforms" not in jobs and jobs["apply_transform"] == 2 * 4, jobs
     # a user's transform of one variant may change alone: its jobs are its own (the gene map reads
     # the whole screen's calls, per model)
     assert jobs["biomap_profiles"] == jobs["batch_metrics"] == jobs["map_readout"] == 2 * 4 and jobs["biomap"] == 2
+
+
+def write_frozen(folder: Path, cfg: dict, models: tuple[str, ...], width: int) -> None:
+    """Transforms of every variant of ``cfg`` fitted on ``width`` random features, saved per
+    model as a run writes them (``{model}/{variant}.npz``, ``fit_report.json``)."""
+    import numpy as np
+
+    from phenoica.transforms.fit import fit_variants
+    from phenoica.transforms.options import TransformOptions
+
+    rng = np.random.default_rng(0)
+    X, batches = rng.normal(size=(80, width)), np.repeat(["B1", "B2"], 40)
+    names = [f"emb_{i:04d}" for i in range(width)]
+    options = TransformOptions.from_config({**cfg, "transforms": {**cfg["transforms"], "n_components": 8}})
+    for model in models:
+        (folder / model).mkdir(parents=True)
+        fitted = fit_variants(cfg["transforms"]["variants"], X, batches, np.arange(80) % 2 == 0, options, names)
+        for variant, transform in fitted.items():
+            transform.save(folder / model / f"{variant}.npz")
+        (folder / model / "fit_report.json").write_text("{}")
 
 
 @pytest.mark.slow

@@ -51,9 +51,61 @@ def read_yaml(path: Path | str) -> Any:
     loader = _StrictLoader(text)
     loader.name = str(path)
     try:
-        return loader.get_single_data()
+        node = loader.get_single_node()
+        if node is None:
+            return None
+        check_aliases(node, str(path))
+        return loader.construct_document(node)
     finally:
         loader.dispose()
+
+
+def check_aliases(root: yaml.Node, source: str) -> None:
+    """Each YAML alias is expanded at most once: a ConfigError naming ``source`` and the line
+    when a node that aliases refer to holds an alias itself (nested aliases multiply: nine
+    levels of nine make a billion nodes out of a few lines, the "billion laughs"). The composed
+    document shares an aliased node, so this walk visits each node once."""
+    seen: set[int] = set()
+    shared: dict[int, yaml.Node] = {}
+    stack = [root]
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            shared[id(node)] = node
+            continue
+        seen.add(id(node))
+        if isinstance(node, yaml.SequenceNode):
+            stack += node.value
+        elif isinstance(node, yaml.MappingNode):
+            stack += [n for pair in node.value for n in pair]
+    for node in shared.values():
+        inner = [n for n in _children(node) if id(n) in shared]
+        if inner:
+            raise ConfigError(
+                f"{source}: line {node.start_mark.line + 1}: an aliased node holds another alias (line "
+                f"{inner[0].start_mark.line + 1}); aliases are expanded at most once (nested ones multiply the "
+                "document's size: an alias bomb). Write the values out, or alias only nodes without aliases"
+            )
+
+
+def _children(node: yaml.Node) -> list[yaml.Node]:
+    """Every node below ``node`` (each once)."""
+    out: list[yaml.Node] = []
+    seen: set[int] = set()
+    stack = [node]
+    while stack:
+        cur = stack.pop()
+        kids = (
+            cur.value
+            if isinstance(cur, yaml.SequenceNode)
+            else ([n for pair in cur.value for n in pair] if isinstance(cur, yaml.MappingNode) else [])
+        )
+        for kid in kids:
+            if id(kid) not in seen:
+                seen.add(id(kid))
+                out.append(kid)
+                stack.append(kid)
+    return out
 
 
 def check_yaml_files(paths: Iterable[Path | str]) -> None:

@@ -27,6 +27,7 @@ import torch
 import zarr
 from torch import nn
 
+from phenoica.contract.store_check import read_images
 from phenoica.embed.parts import Chunk, check_embeddings_finite, write_part
 from phenoica.models.device import InFlight, Staging
 from phenoica.models.extractor import embed_crops
@@ -113,10 +114,13 @@ RESULTS_IN_FLIGHT = 2
 """Chunks whose forward is queued but whose part is not yet written (bounds device memory)."""
 
 
-def read_chunk(tiles: zarr.Array | np.ndarray, chunk: Chunk, channels: Sequence[int] | None = None) -> np.ndarray:
+def read_chunk(
+    tiles: zarr.Array | np.ndarray, chunk: Chunk, channels: Sequence[int] | None = None, source: str = "plate store"
+) -> np.ndarray:
     """One chunk's referenced images (n, C, H, W), channels selected in model order: a slice of
-    the store's zarr array (decoded into one array)."""
-    block = np.asarray(tiles[chunk.start : chunk.stop])
+    the store's zarr array (decoded into one array; a damaged chunk is named with ``source``,
+    :func:`phenoica.contract.store_check.read_images`)."""
+    block = read_images(tiles, chunk.start, chunk.stop, source)
     if len(chunk.image_indices) < block.shape[0]:
         block = block[chunk.image_indices - chunk.start]
     if channels is not None:
@@ -124,10 +128,12 @@ def read_chunk(tiles: zarr.Array | np.ndarray, chunk: Chunk, channels: Sequence[
     return block
 
 
-def load_raw_chunk(tiles: zarr.Array | np.ndarray, chunk: Chunk, channels: Sequence[int] | None = None) -> torch.Tensor:
+def load_raw_chunk(
+    tiles: zarr.Array | np.ndarray, chunk: Chunk, channels: Sequence[int] | None = None, source: str = "plate store"
+) -> torch.Tensor:
     """Read one chunk as an integer tensor for preprocessing on the model's device (uint16
     widened to int32, which CUDA converts; uint8 kept, a quarter of float32's bytes)."""
-    block = read_chunk(tiles, chunk, channels)
+    block = read_chunk(tiles, chunk, channels, source)
     if block.dtype == np.uint16:
         block = block.astype(np.int32)
     return torch.from_numpy(np.ascontiguousarray(block))
@@ -138,10 +144,10 @@ def load_for_model(run: ChunkRun, chunk: Chunk, staging: Staging) -> tuple[InFli
     (or keep its raw integers for the device), and start its copy to the device."""
     t0 = time.perf_counter()
     if run.on_device:
-        host = load_raw_chunk(run.tiles, chunk, run.channels)
+        host = load_raw_chunk(run.tiles, chunk, run.channels, run.source)
         t1 = t2 = time.perf_counter()
     else:
-        block = read_chunk(run.tiles, chunk, run.channels)
+        block = read_chunk(run.tiles, chunk, run.channels, run.source)
         t1 = time.perf_counter()
         host = prepare(block, run.crop_size, run.intensity_max, source=run.source, normalize=run.normalize)
         t2 = time.perf_counter()

@@ -26,6 +26,7 @@ from timm.models.vision_transformer import Block, VisionTransformer
 from torch import nn
 
 from phenoica.contract.screen import ScreenError, channel_indices, open_plate
+from phenoica.contract.store_check import read_images
 from phenoica.models.crops import CropSampler
 from phenoica.models.device import resolve_device
 from phenoica.models.options import TrainOptions
@@ -252,7 +253,9 @@ def sample_training_images(
         idx = chosen[(chosen >= bounds[i]) & (chosen < bounds[i + 1])] - bounds[i]
         if len(idx):
             keep = selected[i]
-            out.append(np.asarray(t.get_orthogonal_selection((idx,) if keep is None else (idx, keep))))
+            selection = (idx,) if keep is None else (idx, keep)
+            source = f"{stores[i]} (plate {Path(stores[i]).name.removesuffix('.zarr')})"
+            out.append(read_images(t, int(idx[0]), int(idx[-1]) + 1, source, selection))
     return out
 
 

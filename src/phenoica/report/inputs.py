@@ -17,6 +17,8 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from phenoica.report.run_notes import run_notes
+
 #: The gathered biomap tables the report reads, by file stem (``results/biomap/{stem}.parquet``).
 BIOMAP_TABLES: tuple[str, ...] = ("recall", "coverage", "consistency", "neighbors", "batch_metrics")
 
@@ -47,7 +49,8 @@ class ReportInputs:
     ``annotations``: the annotation files the gene maps read (their sources are named by
     :attr:`phenoica.report.options.ReportOptions.annotation_sources` and loaded with the biomap
     tables); ``profile_hygiene``: model -> the profile hygiene's plan
-    (:meth:`phenoica.profiles.hygiene.HygienePlan.as_dict`)."""
+    (:meth:`phenoica.profiles.hygiene.HygienePlan.as_dict`); ``notes``: the run's notes
+    (:func:`phenoica.report.run_notes.run_notes`)."""
 
     guide_folds: pd.DataFrame
     guides: pd.DataFrame
@@ -68,6 +71,7 @@ class ReportInputs:
     stores: Mapping[str, str] | None = None
     annotations: Sequence[str] = ()
     profile_hygiene: Mapping[str, Any] | None = None
+    notes: pd.DataFrame | None = None
 
     def present(self, name: str) -> bool:
         """Whether field ``name`` holds something to report (not None, not empty)."""
@@ -95,7 +99,7 @@ def read_biomap(tables: Sequence[Path | str], heatmaps: Sequence[Path | str]) ->
 
 def read_inputs(inp: Any, params: Any) -> ReportInputs:
     """The report's inputs from the report rule's ``snakemake.input`` and its ``snakemake.params``
-    (the models, the study pages, the stores)."""
+    (the models, the study pages, the stores, the door's notes and the sweep's logs)."""
     biomap, heatmaps = read_biomap(inp.biomap_tables, inp.biomap_heatmaps) if inp.biomap_tables else (None, {})
     sweep = [pd.read_parquet(p) for p in inp.sweep]
     return ReportInputs(
@@ -118,4 +122,5 @@ def read_inputs(inp: Any, params: Any) -> ReportInputs:
         stores=dict(params.stores),
         annotations=list(inp.annotations),
         profile_hygiene={m: json.loads(Path(p).read_text()) for m, p in zip(params.model_names, inp.profile_hygiene)},
+        notes=run_notes(params.notes, params.sweep_logs),
     )

@@ -18,6 +18,7 @@ from phenoica.report.checks import check_genes, check_guides, check_rows
 from phenoica.report.gene_maps import GENE_MAPS
 from phenoica.report.hygiene_section import HYGIENE
 from phenoica.report.inputs import ReportInputs
+from phenoica.report.notes_section import NOTES
 from phenoica.report.options import ReportOptions
 from phenoica.report.pages import PAGES
 from phenoica.report.sections import ReportContext, ReportLayout, Section, SectionOutput
@@ -38,6 +39,7 @@ STUDIES = Section("studies", ("studies",), build_studies)
 #: The report's sections in page order (a section may read the tables of those before it).
 SECTIONS: tuple[Section, ...] = (
     scores.HEADLINE,
+    NOTES,
     STUDIES,
     PAGES,
     scores.HIT_CALLS,

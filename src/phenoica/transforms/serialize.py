@@ -92,8 +92,8 @@ def read_transform(path: Path | str) -> tuple[dict[str, Any], dict[str, np.ndarr
     try:
         with np.load(path, allow_pickle=False) as npz:
             arrays = {k: npz[k] for k in npz.files}
-    except (OSError, ValueError) as exc:
-        raise ValueError(f"{path}: not a readable transform .npz ({exc})") from None
+    except (OSError, ValueError, EOFError) as exc:  # EOFError: an empty or truncated file
+        raise ValueError(f"{path}: not a readable transform .npz ({exc or type(exc).__name__})") from None
     if "__meta__" not in arrays:
         raise ValueError(f"{path}: not a phenoica transform (no __meta__ entry)")
     meta = json.loads(str(arrays.pop("__meta__")))

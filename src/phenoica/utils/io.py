@@ -137,11 +137,18 @@ def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFra
 INVISIBLE_CATEGORIES: tuple[str, ...] = ("Cc", "Cf", "Zl", "Zp")
 
 
+#: The most UTF-8 bytes of a name that becomes part of a file name (a model or plate name): a
+#: file system holds 255 bytes a file name, and the longest name phenoica makes of one adds 42
+#: (``.biomap_heatmap_{model}_pca_rand.png.tmp-XXXXXXXX``, a figure's temporary name).
+MAX_PATH_PART_BYTES = 200
+
+
 def path_part_problem(name: Any) -> str | None:
     """Why ``name`` cannot be one part of a file path (a model, plate, variant or gene name
     that becomes a folder or file name under results/), or None when it can: it must be a
     non-empty string without ``/`` or ``\\``, other than ``.`` and ``..``, without control
-    characters and without surrounding whitespace."""
+    characters and without surrounding whitespace, of at most :data:`MAX_PATH_PART_BYTES`
+    bytes in UTF-8."""
     if not isinstance(name, str):
         return f"is a {type(name).__name__}, not a string"
     if not name:
@@ -155,6 +162,9 @@ def path_part_problem(name: Any) -> str | None:
         return f"holds the control character(s) {sorted({hex(ord(c)) for c in bad})}"
     if name != name.strip():
         return "has surrounding whitespace"
+    size = len(name.encode("utf-8", errors="surrogatepass"))
+    if size > MAX_PATH_PART_BYTES:
+        return f"is {size} bytes long in UTF-8; expected at most {MAX_PATH_PART_BYTES} (a file name holds 255 bytes)"
     return None
 
 

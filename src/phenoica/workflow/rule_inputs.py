@@ -20,7 +20,7 @@ from typing import Any, Callable, Mapping
 
 from snakemake.io import expand
 
-from phenoica.contract.paths import output_paths
+from phenoica.contract.paths import log_path, output_paths
 from phenoica.embed.groups import PlateJob, check_group_channels, embed_groups
 from phenoica.workflow import dag, digests
 
@@ -189,6 +189,11 @@ class RuleInputs:
         if self.config["transforms"]["frozen"] or not self.config["sweep"]["points"]:
             return []
         return expand(self.out.sweep.table, model=dag.swept_models(self.config))
+
+    def sweep_logs(self) -> list[str]:
+        """The logs of the component-sweep jobs of :meth:`sweeps` (the report lists the points
+        they skipped)."""
+        return [log_path(self.config["results"], "component_sweep", Path(p).stem) for p in self.sweeps()]
 
 
 @dataclass(frozen=True)

@@ -36,10 +36,12 @@ from phenoica.contract.errors import ConfigError
 from phenoica.contract.names import listed_name_problems, name_problems
 from phenoica.contract.screen import ScreenError, raise_problems
 from phenoica.contract.stage_options import canonical
+from phenoica.contract.store_check import missing_chunk_problems
 from phenoica.screen.exports import ExportSpec, export_notes, parquet_source
 from phenoica.utils.io import atomic_path, get_logger
 from phenoica.workflow import analysis
 from phenoica.workflow import digests as wdigests
+from phenoica.workflow.door_reads import frozen_transform_problems, listed_features
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 5
@@ -72,6 +74,7 @@ def _zarr_geometry(cfg: Mapping[str, Any], plates: Mapping[str, str], problems: 
         try:
             tiles = screen.open_plate(store)
             screen.check_plate_against_metadata(tiles, rows[plate], str(store))
+            problems += missing_chunk_problems(store, plate, tiles)  # absent chunks read as blank images
             n, _, height, width = (int(v) for v in tiles.shape)
             out[plate] = PlateGeometry(batch, screen.plate_channels(store), height, width, n)
         except ScreenError as exc:
@@ -460,7 +463,9 @@ def settings_problems(config: Mapping[str, Any], models: Mapping[str, Mapping[st
     ``classify.lightgbm`` key LightGBM does not know, at once
     (:func:`phenoica.classify.lightgbm_params.lightgbm_params`), and ``transforms.n_components`` against
     each model's features (:func:`phenoica.contract.config.component_problems`; ``models`` is
-    the door's summary per model, with ``features``)."""
+    the door's summary per model, with ``features``; a list column's width is read from one row,
+    :func:`phenoica.workflow.door_reads.listed_features`), and the frozen transforms' files
+    (:func:`phenoica.workflow.door_reads.frozen_transform_problems`)."""
     from phenoica.classify.lightgbm_params import lightgbm_params
 
     problems = []
@@ -469,7 +474,9 @@ def settings_problems(config: Mapping[str, Any], models: Mapping[str, Mapping[st
     except ValueError as exc:
         problems.append(str(exc))
     features = {m: int(s["features"]) for m, s in models.items() if s.get("features")}
-    return problems + component_problems(config["transforms"]["n_components"], features)
+    features.update(listed_features(config, {m: s.get("features") for m, s in models.items()}))  # list columns
+    problems += component_problems(config["transforms"]["n_components"], features)
+    return problems + frozen_transform_problems(config, features)
 
 
 def _stat(path: Path | str) -> list[int] | None:
@@ -494,6 +501,11 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
     files += [str(p) for p in config["biomap"]["annotations"].values()]
     if source == "embeddings":
         files += sorted({f for m in config["models"] for f in wf.embedding_inputs(config, m)})
+    frozen = config["transforms"]["frozen"]
+    if frozen:  # read by the door (phenoica.workflow.door_reads)
+        files += [
+            str(Path(frozen) / m / f"{v}.npz") for m in config["models"] for v in config["transforms"]["variants"]
+        ]
     digests: dict[str, str] = {}
     if source == "zarr":
         digests = wdigests.plate_digests(str(cfg["metadata"]))
@@ -523,6 +535,8 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
             "n_null_guides": config["classify"]["n_null_guides"],
             "biomap": config["biomap"]["enabled"],
             "n_components": config["transforms"]["n_components"],
+            "frozen": config["transforms"]["frozen"],
+            "variants": list(config["transforms"]["variants"]),
             "lightgbm": canonical(config["classify"]["lightgbm"]),
             # what the readouts can score (phenoica.classify.capacity) reads these
             "readouts": canonical(
