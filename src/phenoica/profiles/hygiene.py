@@ -33,7 +33,7 @@ import logging
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple, Sequence
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
 
 import numpy as np
 import pandas as pd
@@ -356,3 +356,17 @@ def clean_profiles(path: Path | str, hygiene: Hygiene, batch_rows: int = DEFAULT
     finally:
         normalized.unlink(missing_ok=True)
     return plan
+
+
+def planned_hygiene(plan: Any, profiles: Mapping[str, Any]) -> HygienePlan | None:
+    """What the hygiene will drop or clip on the embedding files of ``plan`` (a
+    :class:`phenoica.profiles.embeddings.EmbeddingPlan`), decided before any job from the files'
+    footer statistics (no row is read) with a validated config's ``profiles`` section; None when
+    it cannot be known there: the profiles are normalized first, or a file lacks the statistics.
+    The ``gather_profiles`` job decides on the rows, by the same rule (:func:`clean_profiles`)."""
+    if profiles["normalize"] != "none" or not plan.files:
+        return None
+    stats = footer_stats([f.source() for f in plan.files], plan.files[0].features)
+    if stats is None:
+        return None
+    return hygiene_plan(stats, Hygiene(profiles["normalize"], profiles["outliers"], float(profiles["outlier_cutoff"])))

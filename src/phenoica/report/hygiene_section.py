@@ -36,6 +36,8 @@ def hygiene_table(plans: Mapping[str, Mapping[str, Any]]) -> pd.DataFrame:
 def build_hygiene(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     """The hygiene's decisions per model, one sentence each, and every touched feature in
     ``profile_hygiene.csv``."""
+    if not inputs.present("profile_hygiene"):
+        return SectionOutput()
     plans = inputs.profile_hygiene or {}
     table = hygiene_table(plans)
     lines = []

@@ -319,6 +319,7 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     from phenoica.profiles.columns import FeatureSelection
     from phenoica.profiles.constant_rows import constant_row_notes
     from phenoica.profiles.embeddings import plan_files
+    from phenoica.profiles.hygiene import planned_hygiene
     from phenoica.workflow import dag as wf
 
     cfg = config["screen"]
@@ -331,7 +332,7 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         paths = tuple(wf.embedding_inputs(config, model))
         plan = plan_files(paths, cfg["embedding_column"], selection, spec)
         features = plan.files[0].features if plan.files else []
-        hygiene = None if cfg["embedding_column"] else door_hygiene(plan, config["profiles"])
+        hygiene = None if cfg["embedding_column"] else planned_hygiene(plan, config["profiles"])
         # a list column's length is read later; the hygiene's drops are known here unless it normalizes first
         n_features = None if cfg["embedding_column"] else len(hygiene.kept if hygiene is not None else features)
         summary[model] = {"files": len(paths), "features": n_features, "left_out": plan.left_out}
@@ -365,21 +366,6 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         found += screen.control_problems(table)
         problems += [f"{where}: {p}" for p in found]
     return problems, summary
-
-
-def door_hygiene(plan: Any, profiles: Mapping[str, Any]) -> Any:
-    """What the profile hygiene (:mod:`phenoica.profiles.hygiene`) will drop or clip, decided
-    before any job from the embedding files' footer statistics (no row is read), or None when it
-    cannot be known here: the profiles are normalized first (``profiles.normalize``), or a file
-    lacks the statistics. The ``gather_profiles`` job decides on the rows, by the same rule."""
-    from phenoica.profiles.hygiene import Hygiene, footer_stats, hygiene_plan
-
-    if profiles["normalize"] != "none" or not plan.files:
-        return None
-    stats = footer_stats([f.source() for f in plan.files], plan.files[0].features)
-    if stats is None:
-        return None
-    return hygiene_plan(stats, Hygiene(profiles["normalize"], profiles["outliers"], float(profiles["outlier_cutoff"])))
 
 
 def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str, list[str]]:
