@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import tempfile
 from pathlib import Path
 from typing import Mapping
 
@@ -11,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify.features import feature_matrix
+from phenoica.classify.map_null import settled_null_counts
 from phenoica.classify.null import control_mask
 from phenoica.classify.options import MapReadoutOptions
 from phenoica.contract.screen import (
@@ -37,6 +37,7 @@ MAP_COLUMNS: tuple[str, ...] = (
     "mean_average_precision",
     "map_p_value",
     "map_q_value",
+    "map_null_draws",
 )
 
 
@@ -48,15 +49,39 @@ def well_profiles(table: pd.DataFrame) -> pd.DataFrame:
     return aggregate_wells(table)
 
 
-def centered_on_plate_controls(X: np.ndarray, plate: np.ndarray, is_control: np.ndarray) -> np.ndarray:
-    """Each row minus the mean of its plate's control rows, as float64 (rows of a plate without
-    controls are left as they are: they have no negatives and get no average precision)."""
+def centered_on_plate_controls(
+    X: np.ndarray, plate: np.ndarray, is_control: np.ndarray, log: logging.Logger | None = None
+) -> np.ndarray:
+    """Each row minus the median of its plate's control rows, feature by feature, as float64
+    (rows of a plate without controls are left as they are: they have no negatives and get no
+    average precision).
+
+    The median and not the mean: a plate's centre must not move with one control well. One
+    well with a feature at 1,000 SDs (a segmentation failure, a bubble, a normalization artefact
+    of an export) moves a mean of 16 controls by 60 SDs in that feature, which then dominates
+    every cosine similarity on the plate; the median moves by at most the gap between the
+    middle control values, whatever the outlier (breakdown point one half). It needs no tuning
+    constant, it is the centre pycytominer's robust normalization (``mad_robustize``) takes,
+    and its cost is small: on Gaussian controls its noise is 1.25 times the mean's, which for
+    16 controls is 0.31 instead of 0.25 of one well's SD, a common offset of the plate's wells.
+    A plate with fewer than 3 control wells has no median that resists an outlier (the median
+    of 2 is their mean): it is logged.
+    """
+    log = log or logging.getLogger(__name__)
     out = X.astype(np.float64, copy=True)
+    few = []
     for p in np.unique(plate):
         rows = plate == p
         ctrl = rows & is_control
         if ctrl.any():
-            out[rows] -= out[ctrl].mean(axis=0)
+            out[rows] -= np.median(out[ctrl], axis=0)
+            if ctrl.sum() < 3:
+                few.append(f"{p} ({int(ctrl.sum())})")
+    if few:
+        log.warning(
+            "mAP readout: plate(s) with fewer than 3 control wells, whose centre one outlier well moves: %s",
+            few[:10],
+        )
     return out
 
 
@@ -66,6 +91,8 @@ def guide_map(
     model: str,
     seed: int,
     null_size: int = 10000,
+    max_null_size: int = 1000000,
+    q_threshold: float = 0.05,
     cache_dir: str | None = None,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
@@ -76,17 +103,22 @@ def guide_map(
     among the control wells of its own plate (negatives) by cosine similarity; the guide's
     mAP averages its wells' average precision. Cosine similarity depends on the origin, and the
     recipes measure it on profiles normalized against the plate's controls: here each plate's
-    wells are taken from its control wells' mean (:func:`centered_on_plate_controls`), so every
-    variant is compared from the same place, whatever centre its transform leaves (a whitening
-    fitted on all rows leaves the controls off the origin, and mAP then loses its power). Controls are never positives of each other.
-    p-values come from copairs' null of random rank lists (``null_size`` draws per
-    configuration, seeded by ``derive_seed(seed, "map", model, variant)``); ``map_q_value`` is
-    the Benjamini-Hochberg correction over the guides of this (model, variant). A guide with a
-    single well has no positive pair: NaN (logged). copairs caches null distributions on disk:
-    in ``cache_dir`` if given, else in a temporary folder removed after. Returns
-    ``MAP_COLUMNS``.
+    wells are taken from its control wells' median (:func:`centered_on_plate_controls`, robust to
+    one outlier control well), so every variant is compared from the same place, whatever centre
+    its transform leaves (a whitening fitted on all rows leaves the controls off the origin, and
+    mAP then loses its power). Controls are never positives of each other.
+
+    p-values come from copairs' null of random rank lists, drawn until the guide's call at
+    ``q_threshold`` is settled (:func:`phenoica.classify.map_null.settled_null_counts`):
+    ``null_size`` draws per configuration for every guide, more (up to ``max_null_size``) for
+    the guides whose Benjamini-Hochberg call the Monte Carlo error still leaves open, seeded by
+    ``derive_seed(seed, "map", model, variant)``; ``map_null_draws`` is how many a guide got.
+    ``map_q_value`` is the Benjamini-Hochberg correction over the guides of this (model,
+    variant). A guide with a single well has no positive pair: NaN (logged). copairs caches null
+    distributions on disk: in ``cache_dir`` if given, else in a temporary folder removed after.
+    Returns ``MAP_COLUMNS``.
     """
-    from copairs.map import average_precision, mean_average_precision
+    from copairs.map import average_precision
 
     log = log or logging.getLogger(__name__)
     source = f"mAP table ({model or 'model'}/{variant})"
@@ -96,7 +128,7 @@ def guide_map(
     is_control = control_mask(wells)
     if not is_control.any():
         raise ScreenError(f"{source}: no control rows ({PERT_TYPE} == {CONTROL!r}) to compare guides against")
-    X = centered_on_plate_controls(X, wells[PLATE].astype(str).to_numpy(), is_control)
+    X = centered_on_plate_controls(X, wells[PLATE].astype(str).to_numpy(), is_control, log)
     group_col, ctrl_col = "Metadata_MapGroup", "Metadata_MapIsControl"
     gene = wells[GENE].astype(str).to_numpy()
     guide = wells[GUIDE].astype(str).to_numpy()
@@ -127,20 +159,30 @@ def guide_map(
     )
     ap = ap[~ap[ctrl_col].astype(bool)]
     ap = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float))]
-    result = pd.DataFrame({group_col: [], "mean_average_precision": [], "p_value": []})
+    result = pd.DataFrame({group_col: [], "mean_average_precision": [], "p_value": [], "draws": [], "open_call": []})
     if len(ap):
-        with tempfile.TemporaryDirectory(prefix="phenoica-copairs-") as tmp:
-            result = mean_average_precision(
-                ap,
-                sameby=[group_col],
-                null_size=null_size,
-                threshold=0.05,
-                seed=derive_seed(seed, "map", model, variant),
-                progress_bar=False,
-                max_workers=1,
-                cache_dir=cache_dir or tmp,
-            )[[group_col, "mean_average_precision", "p_value"]]
-    out = pairs.merge(result, on=group_col, how="left")
+        result = settled_null_counts(
+            ap,
+            [group_col],
+            null_size=null_size,
+            max_null_size=max_null_size,
+            q_threshold=q_threshold,
+            seed=derive_seed(seed, "map", model, variant),
+            cache_dir=cache_dir,
+            log=log,
+        )
+    out = pairs.merge(result[[group_col, "mean_average_precision", "p_value", "draws"]], on=group_col, how="left")
+    open_call = pairs[group_col].isin(result.loc[result["open_call"].astype(bool), group_col]).to_numpy()
+    if open_call.any():
+        log.warning(
+            "%s: %d guide(s) lie within the Monte Carlo error of %d null draws of the BH cut (q %s); their mAP "
+            "calls can change with the seed (classify.map_max_null_size): %s",
+            source,
+            int(open_call.sum()),
+            max_null_size,
+            q_threshold,
+            pairs.loc[open_call, GUIDE].tolist()[:10],
+        )
     unscored = out["mean_average_precision"].isna()
     if unscored.any():
         log.warning(
@@ -150,7 +192,8 @@ def guide_map(
             int(unscored.sum()),
             out.loc[unscored, GUIDE].tolist()[:10],
         )
-    out = out.rename(columns={"p_value": "map_p_value"})
+    out = out.rename(columns={"p_value": "map_p_value", "draws": "map_null_draws"})
+    out["map_null_draws"] = out["map_null_draws"].fillna(0).astype(np.int64)
     out["map_p_value"] = out["map_p_value"].astype(np.float64)
     out["map_q_value"] = bh_qvalues(out["map_p_value"].to_numpy())
     out["mean_average_precision"] = out["mean_average_precision"].astype(np.float64)
@@ -175,7 +218,14 @@ def guide_map_files(
     for i, (variant, out_path) in enumerate(outputs.items(), 1):
         table = pd.read_parquet(profiles[variant])
         out = guide_map(
-            table, variant=variant, model=model, seed=options.seed, null_size=options.map_null_size, log=log
+            table,
+            variant=variant,
+            model=model,
+            seed=options.seed,
+            null_size=options.map_null_size,
+            max_null_size=options.map_max_null_size,
+            q_threshold=options.q_threshold,
+            log=log,
         )
         write_parquet(out, out_path)
         log.info(
