@@ -58,13 +58,15 @@ def copairs_null_counts(
     sameby: Sequence[str],
     draws: int,
     seed: int,
-    cache_dir: str | None = None,
 ) -> pd.DataFrame:
     """mAP and copairs' null exceedance counts of each ``sameby`` group of ``ap`` (copairs'
     ``average_precision`` output): ``sameby``, ``mean_average_precision``, ``exceedances`` (null
     draws above the group's mAP) and ``draws``. The draws are made by ``copairs.map.get_map_pvalue``
     in chunks that fit :data:`CHUNK_BYTES`, chunk ``i`` seeded ``derive_seed(seed, i)``; its
-    p-value ``(e + 1) / (n + 1)`` gives back the exact count ``e``."""
+    p-value ``(e + 1) / (n + 1)`` gives back the exact count ``e``. copairs' disk cache of null
+    distributions goes to a temporary folder removed after: its key (seed, draws, configuration)
+    leaves out the configuration's own seed, which copairs derives from its place in the list of
+    configurations, so a cache shared between calls could hand one call's draws to another."""
     from copairs.map import get_map_pvalue
 
     sameby = list(sameby)
@@ -89,7 +91,7 @@ def copairs_null_counts(
                 seed=derive_seed(seed, i),
                 progress_bar=False,
                 max_workers=1,
-                cache_dir=cache_dir or tmp,
+                cache_dir=tmp,
             )
             exceed = np.rint(part["p_value"].to_numpy(dtype=np.float64) * (n + 1)).astype(np.int64) - 1
             part = part[sameby + ["mean_average_precision"]].assign(exceedances=exceed, draws=n)
@@ -142,7 +144,6 @@ def settled_null_counts(
     max_null_size: int,
     q_threshold: float,
     seed: int,
-    cache_dir: str | None = None,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
     """mAP and p-value of each ``sameby`` group of ``ap`` (copairs' ``average_precision``
@@ -160,7 +161,7 @@ def settled_null_counts(
         )
     log = log or logging.getLogger(__name__)
     sameby = list(sameby)
-    counts = copairs_null_counts(ap, sameby, null_size, derive_seed(seed, 0), cache_dir)
+    counts = copairs_null_counts(ap, sameby, null_size, derive_seed(seed, 0))
     round_ = 0
     while True:
         draws = counts["draws"].to_numpy()
@@ -175,9 +176,7 @@ def settled_null_counts(
             if before >= target:
                 continue
             subset = ap.merge(counts.loc[rows, sameby], on=sameby, how="inner")
-            extra = copairs_null_counts(
-                subset, sameby, int(target - before), derive_seed(seed, round_, int(before)), cache_dir
-            )
+            extra = copairs_null_counts(subset, sameby, int(target - before), derive_seed(seed, round_, int(before)))
             counts = _pooled(counts, extra, sameby)
         log.info(
             "mAP null round %d: %d guide(s) near the BH cut drawn to %d draws each",

@@ -85,6 +85,30 @@ def centered_on_plate_controls(
     return out
 
 
+#: copairs' columns of the mAP inputs: a well's group (its guide; each control well alone) and role.
+GROUP, IS_CONTROL = "Metadata_MapGroup", "Metadata_MapIsControl"
+
+
+def copairs_wells(wells: pd.DataFrame, is_control: np.ndarray) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """copairs' metadata of the well table (``GROUP``, ``PLATE``, ``IS_CONTROL``; every control
+    well its own group, so controls never pair up as positives) and the guides it scores: one
+    row per guide (gene, guide, ``GROUP``, ``n_wells``), sorted by gene and guide."""
+    gene = wells[GENE].astype(str).to_numpy()
+    guide = wells[GUIDE].astype(str).to_numpy()
+    key = np.char.add(np.char.add(gene, "\x1f"), guide)
+    meta = pd.DataFrame(
+        {
+            GROUP: np.where(is_control, np.char.add("\x1econtrol", np.arange(len(wells)).astype(str)), key),
+            PLATE: wells[PLATE].astype(str).to_numpy(),
+            IS_CONTROL: is_control,
+        }
+    )
+    guides = pd.DataFrame({GENE: gene[~is_control], GUIDE: guide[~is_control], GROUP: key[~is_control]})
+    n_wells = guides.groupby(GROUP).size().rename("n_wells")
+    guides = guides.drop_duplicates(GROUP).merge(n_wells.reset_index(), on=GROUP)
+    return meta, guides.sort_values([GENE, GUIDE]).reset_index(drop=True)
+
+
 def guide_map(
     table: pd.DataFrame,
     variant: str,
@@ -93,7 +117,6 @@ def guide_map(
     null_size: int = 10000,
     max_null_size: int = 1000000,
     q_threshold: float = 0.05,
-    cache_dir: str | None = None,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:
     """Phenotypic activity per guide: copairs mean average precision of its wells vs controls.
@@ -112,11 +135,10 @@ def guide_map(
     ``q_threshold`` is settled (:func:`phenoica.classify.map_null.settled_null_counts`):
     ``null_size`` draws per configuration for every guide, more (up to ``max_null_size``) for
     the guides whose Benjamini-Hochberg call the Monte Carlo error still leaves open, seeded by
-    ``derive_seed(seed, "map", model, variant)``; ``map_null_draws`` is how many a guide got.
-    ``map_q_value`` is the Benjamini-Hochberg correction over the guides of this (model,
-    variant). A guide with a single well has no positive pair: NaN (logged). copairs caches null
-    distributions on disk: in ``cache_dir`` if given, else in a temporary folder removed after.
-    Returns ``MAP_COLUMNS``.
+    ``derive_seed(seed, "map", model, variant)``; ``map_null_draws`` is how many a guide got,
+    and the guides still open at ``max_null_size`` are logged. ``map_q_value`` is the
+    Benjamini-Hochberg correction over the guides of this (model, variant). A guide with a
+    single well has no positive pair: NaN (logged). Returns ``MAP_COLUMNS``.
     """
     from copairs.map import average_precision
 
@@ -129,69 +151,24 @@ def guide_map(
     if not is_control.any():
         raise ScreenError(f"{source}: no control rows ({PERT_TYPE} == {CONTROL!r}) to compare guides against")
     X = centered_on_plate_controls(X, wells[PLATE].astype(str).to_numpy(), is_control, log)
-    group_col, ctrl_col = "Metadata_MapGroup", "Metadata_MapIsControl"
-    gene = wells[GENE].astype(str).to_numpy()
-    guide = wells[GUIDE].astype(str).to_numpy()
-    key = np.char.add(np.char.add(gene.astype(str), "\x1f"), guide.astype(str))
-    meta = pd.DataFrame(
-        {
-            # every control well is its own group, so controls never pair up as positives
-            group_col: np.where(is_control, np.char.add("\x1econtrol", np.arange(len(wells)).astype(str)), key),
-            PLATE: wells[PLATE].astype(str).to_numpy(),
-            ctrl_col: is_control,
-        }
-    )
-    pairs = pd.DataFrame({GENE: gene[~is_control], GUIDE: guide[~is_control], group_col: key[~is_control]})
-    n_wells = pairs.groupby(group_col).size().rename("n_wells")
-    pairs = pairs.drop_duplicates(group_col).merge(n_wells.reset_index(), on=group_col)
-    pairs = pairs.sort_values([GENE, GUIDE]).reset_index(drop=True)
-    if pairs.empty:
+    meta, guides = copairs_wells(wells, is_control)
+    if guides.empty:
         return pd.DataFrame({c: [] for c in MAP_COLUMNS})
-    ap = average_precision(
-        meta,
-        X,
-        pos_sameby=[group_col],
-        pos_diffby=[],
-        neg_sameby=[PLATE],
-        neg_diffby=[ctrl_col],
-        distance="cosine",
-        progress_bar=False,
-    )
-    ap = ap[~ap[ctrl_col].astype(bool)]
-    ap = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float))]
-    result = pd.DataFrame({group_col: [], "mean_average_precision": [], "p_value": [], "draws": [], "open_call": []})
+    ap = average_precision(meta, X, [GROUP], [], [PLATE], [IS_CONTROL], distance="cosine", progress_bar=False)
+    ap = ap[~ap[IS_CONTROL].astype(bool) & np.isfinite(ap["average_precision"].to_numpy(dtype=float))]
+    counts = pd.DataFrame({GROUP: [], "mean_average_precision": [], "p_value": [], "draws": [], "open_call": []})
     if len(ap):
-        result = settled_null_counts(
-            ap,
-            [group_col],
-            null_size=null_size,
-            max_null_size=max_null_size,
-            q_threshold=q_threshold,
-            seed=derive_seed(seed, "map", model, variant),
-            cache_dir=cache_dir,
-            log=log,
-        )
-    out = pairs.merge(result[[group_col, "mean_average_precision", "p_value", "draws"]], on=group_col, how="left")
-    open_call = pairs[group_col].isin(result.loc[result["open_call"].astype(bool), group_col]).to_numpy()
-    if open_call.any():
-        log.warning(
-            "%s: %d guide(s) lie within the Monte Carlo error of %d null draws of the BH cut (q %s); their mAP "
-            "calls can change with the seed (classify.map_max_null_size): %s",
-            source,
-            int(open_call.sum()),
-            max_null_size,
-            q_threshold,
-            pairs.loc[open_call, GUIDE].tolist()[:10],
-        )
-    unscored = out["mean_average_precision"].isna()
-    if unscored.any():
-        log.warning(
-            "%s: %d guide(s) have no positive pair (a single well, or no control well on their plates) and get "
-            "no mAP: %s",
-            source,
-            int(unscored.sum()),
-            out.loc[unscored, GUIDE].tolist()[:10],
-        )
+        map_seed = derive_seed(seed, "map", model, variant)
+        counts = settled_null_counts(ap, [GROUP], null_size, max_null_size, q_threshold, map_seed, log)
+    out = guides.merge(counts, on=GROUP, how="left")
+    for rows, why in (
+        (out["open_call"].fillna(False).astype(bool), f"lie within the Monte Carlo error of {max_null_size} null "
+         f"draws of the BH cut (q {q_threshold}); their calls can change with the seed (classify.map_max_null_size)"),
+        (out["mean_average_precision"].isna(), "have no positive pair (a single well, or no control well on their "
+         "plates) and get no mAP"),
+    ):  # fmt: skip
+        if rows.any():
+            log.warning("%s: %d guide(s) %s: %s", source, int(rows.sum()), why, out.loc[rows, GUIDE].tolist()[:10])
     out = out.rename(columns={"p_value": "map_p_value", "draws": "map_null_draws"})
     out["map_null_draws"] = out["map_null_draws"].fillna(0).astype(np.int64)
     out["map_p_value"] = out["map_p_value"].astype(np.float64)
