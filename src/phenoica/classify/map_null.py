@@ -5,7 +5,7 @@ copairs (``copairs.map.get_map_pvalue``) estimates a guide's mAP p-value by Mont
 p-value is ``(exceedances + 1) / (draws + 1)``. A fixed number of draws leaves every p-value with
 a Monte Carlo error, and where many p-values lie along the Benjamini-Hochberg line (the common
 case: a screen's p-values bunch at the cut) that error moves the BH cut itself, so the active
-count changes with the seed. The field's fix is to draw more where it matters: the sequential
+count changes with the seed. The remedy is to draw more where it matters: the sequential
 multiple Monte Carlo tests of Gandy & Hahn (2014, 2016) refine only the tests whose decision is
 still open. :func:`settled_null_counts` does that with copairs' own null:
 
@@ -66,7 +66,10 @@ def copairs_null_counts(
     p-value ``(e + 1) / (n + 1)`` gives back the exact count ``e``. copairs' disk cache of null
     distributions goes to a temporary folder removed after: its key (seed, draws, configuration)
     leaves out the configuration's own seed, which copairs derives from its place in the list of
-    configurations, so a cache shared between calls could hand one call's draws to another."""
+    configurations, so a cache shared between calls could hand one call's draws to another.
+    copairs also draws each configuration's seed among 8,096 values: two calls (chunks, rounds)
+    repeat a configuration's draws with probability 1/8,096, which leaves the pooled p-value
+    unbiased, with the error of fewer draws."""
     from copairs.map import get_map_pvalue
 
     sameby = list(sameby)
