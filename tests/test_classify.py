@@ -658,7 +658,7 @@ def test_guide_map_separates_strong_from_no_effect_on_wells(tmp_path):
     t = make_table(seed=1, n_controls=40, guides=guides, n_per_guide=6)
     # two sites per well: mAP runs on well means
     t = pd.concat([t, t.assign(**{SITE: 2, IMAGE_INDEX: t[IMAGE_INDEX] + len(t)})], ignore_index=True)
-    out = guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
+    out = guide_map(t, "base", "m", seed=0, null_size=500)
     assert tuple(out.columns) == MAP_COLUMNS
     assert len(out) == 2 and set(out["model"]) == {"m"}
     res = out.set_index(GUIDE)
@@ -666,7 +666,7 @@ def test_guide_map_separates_strong_from_no_effect_on_wells(tmp_path):
     assert res.loc["STRONG_1", "mean_average_precision"] > 0.9
     assert res.loc["STRONG_1", "map_p_value"] < 0.01 and res.loc["STRONG_1", "map_q_value"] < 0.05
     assert res.loc["NONE_1", "mean_average_precision"] < 0.6 and res.loc["NONE_1", "map_p_value"] > 0.05
-    again = guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
+    again = guide_map(t, "base", "m", seed=0, null_size=500)
     pd.testing.assert_frame_equal(out, again)
 
 
@@ -680,11 +680,11 @@ def test_a_models_variants_in_one_map_readout_call_are_the_tables_of_one_call_ea
     paths = {v: tmp_path / f"{v}.parquet" for v in tables}
     for v, t in tables.items():
         t.to_parquet(paths[v], index=False)
-    options = MapReadoutOptions(seed=0, map_null_size=500)
+    options = MapReadoutOptions(seed=0, map_null_size=500, map_max_null_size=50000, q_threshold=0.05)
     outputs = {v: tmp_path / v / "map.parquet" for v in tables}
     guide_map_files(paths, outputs, options, model="m")
     for v in tables:
-        alone = guide_map(pd.read_parquet(paths[v]), v, "m", seed=0, null_size=500)
+        alone = guide_map(pd.read_parquet(paths[v]), v, "m", seed=0, null_size=500, max_null_size=50000)
         assert write_parquet(alone, tmp_path / "alone" / f"{v}.parquet").read_bytes() == outputs[v].read_bytes()
 
 
@@ -700,8 +700,8 @@ def test_guide_map_measures_from_each_plates_controls(tmp_path):
     for offset, plate in zip(offsets, sorted(t[PLATE].unique())):
         rows = shifted[PLATE] == plate
         shifted.loc[rows, features] = shifted.loc[rows, features].to_numpy() + offset.astype(np.float32)
-    a = guide_map(t, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
-    b = guide_map(shifted, "base", "m", seed=0, null_size=500, cache_dir=str(tmp_path))
+    a = guide_map(t, "base", "m", seed=0, null_size=500)
+    b = guide_map(shifted, "base", "m", seed=0, null_size=500)
     np.testing.assert_allclose(a["mean_average_precision"], b["mean_average_precision"], atol=1e-3)
     assert b.set_index(GUIDE).loc["STRONG_1", "map_q_value"] < 0.05
 

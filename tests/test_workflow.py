@@ -264,13 +264,21 @@ RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
         7,
         {"classify": 16, "gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
     ),
-    "hits.q_threshold": (0.1, {"call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1}),
+    # the mAP readout spends its extra null draws near the q threshold's cut
+    "hits.q_threshold": (
+        0.1,
+        {"map_readout": 2, "gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
+    ),
     "classify.map_readout": (
         False,
         {"gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
     ),
     "classify.map_null_size": (
         500,
+        {"map_readout": 2, "gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
+    ),
+    "classify.map_max_null_size": (
+        20000,
         {"map_readout": 2, "gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
     ),
     "biomap.n_neighbors": (5, {BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1}),

@@ -17,7 +17,8 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
   the classifiers and the mAP readout read it;
 - :mod:`~phenoica.classify.engine`: the fold engine (``classify_guides``, ``classify_shard``),
   writing the score table (its columns: ``phenoica.contract.score_table.SCORE_COLUMNS``);
-- :mod:`~phenoica.classify.map_readout`: copairs mean average precision per guide (``guide_map``).
+- :mod:`~phenoica.classify.map_readout`: copairs mean average precision per guide (``guide_map``),
+  with its p-values drawn until their calls are settled (:mod:`~phenoica.classify.map_null`).
 
 The score table's guide and gene means (``summarize_scores``) belong to hit calling
 (:mod:`phenoica.hits.calls`).
@@ -29,6 +30,7 @@ __all__ = [
     "engine",
     "features",
     "lightgbm_params",
+    "map_null",
     "map_readout",
     "null",
     "options",

@@ -73,10 +73,15 @@ class ClassifyOptions(NamedTuple):
 
 @stage_options("map_readout")
 class MapReadoutOptions(NamedTuple):
-    """The settings of one mAP readout job (:func:`phenoica.classify.map_readout.guide_map`)."""
+    """The settings of one mAP readout job (:func:`phenoica.classify.map_readout.guide_map`):
+    the seed, copairs' first-pass draws and the most draws a guide near the cut gets, and the
+    q-value threshold of the calls, near which the draws are spent
+    (:func:`phenoica.classify.map_null.settled_null_counts`)."""
 
     seed: Annotated[int, Setting("seed")]
     map_null_size: Annotated[int, Setting("classify.map_null_size")]
+    map_max_null_size: Annotated[int, Setting("classify.map_max_null_size")]
+    q_threshold: Annotated[float, Setting("hits.q_threshold")]
 
 
 @stage_options("splits")

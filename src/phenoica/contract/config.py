@@ -207,6 +207,12 @@ def _check_consistency(config: dict[str, Any]) -> None:
             "fits a mean and a spread and needs at least 3 pseudo-guides (100 or more for calibrated calls), "
             "or 0 for no hit calls"
         )
+    if classify["map_max_null_size"] < classify["map_null_size"]:
+        raise ConfigError(
+            f"invalid configuration: classify.map_max_null_size ({classify['map_max_null_size']}) is below "
+            f"classify.map_null_size ({classify['map_null_size']}); it is the most draws a guide's mAP p-value gets, "
+            "the first pass included"
+        )
     for name, model in config["models"].items():
         check_model_geometry(model, f"invalid configuration: models.{name}")
         _check_model_entry(name, model)

@@ -1,0 +1,212 @@
+"""The mAP readout's answers do not hinge on one control well or one seed: the plates' control
+centre (phenoica.classify.map_readout.control_centre) and the p-values drawn until their
+Benjamini-Hochberg calls are settled (phenoica.classify.map_null)."""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from math import comb
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phenoica.classify import map_null
+from phenoica.classify.map_readout import CLIP_MADN, centered_on_plate_controls, control_centre, guide_map
+from phenoica.contract.config import ConfigError, validate_config
+from phenoica.contract.screen import CONTROL, GUIDE, PERT_TYPE
+from phenoica.screen import arrayed
+from phenoica.utils.stats import bh_qvalues
+
+Q = 0.05
+
+
+def _screen(design: arrayed.ArrayedDesign, seed: int = 0) -> pd.DataFrame:
+    truth = arrayed.screen_truth(design, seed)
+    layout = arrayed.plate_layout(design, truth, seed)
+    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
+    return pd.concat(parts, ignore_index=True)
+
+
+def _with_outlier_well(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:
+    """The table with its first control well's first feature set 1,000 SDs off, and that row."""
+    feature = next(c for c in table.columns if not c.startswith("Metadata_"))
+    row = int(np.flatnonzero(table[PERT_TYPE] == CONTROL)[0])
+    out = table.copy()
+    out.loc[row, feature] = 1000.0 * table[feature].std()
+    return out, row
+
+
+def _active(table: pd.DataFrame, seed: int = 0, **null) -> pd.Series:
+    out = guide_map(table, "base", "m", seed=seed, **null).set_index(GUIDE)
+    return out["map_q_value"] < Q
+
+
+# ----------------------------------------------------------------------------- the control centre
+
+
+def test_control_centre_is_the_mean_of_well_behaved_controls_and_ignores_one_wild_well():
+    rng = np.random.default_rng(0)
+    controls = rng.normal(size=(16, 40))
+    off = control_centre(controls) - controls.mean(axis=0)
+    assert (off == 0).mean() > 0.7 and np.abs(off).max() < 0.25  # the mean, or near it (its own noise: 0.25)
+    wild = controls.copy()
+    wild[3, 7] = 1000.0
+    moved = control_centre(wild) - control_centre(controls)
+    assert abs(moved[7]) < (CLIP_MADN + 2) / 16 and np.all(moved[np.arange(40) != 7] == 0)
+    assert abs(wild[:, 7].mean() - controls[:, 7].mean()) > 60  # what the mean did
+
+
+def test_control_centre_is_the_median_where_most_controls_hold_one_value():
+    """A feature whose controls are mostly one value (MAD 0) and a few extreme wells, as
+    pycytominer exports hold: the limits close and the centre is that value."""
+    controls = np.zeros((16, 2))
+    controls[:5, 0] = [4e4, 3e4, 1e4, -2e4, 5e3]
+    controls[:, 1] = np.arange(16.0)
+    centre = control_centre(controls)
+    assert centre[0] == 0.0 and centre[1] == pytest.approx(7.5)
+
+
+def test_plates_are_centred_on_their_own_controls_and_a_plate_of_two_controls_is_logged(caplog):
+    X = np.array([[1.0], [3.0], [2.0], [10.0], [14.0], [12.0], [11.0], [50.0]])
+    plate = np.array(["a", "a", "a", "b", "b", "b", "b", "c"])
+    is_control = np.array([True, True, False, True, True, True, False, False])
+    with caplog.at_level(logging.WARNING):
+        out = centered_on_plate_controls(X, plate, is_control)
+    np.testing.assert_allclose(out[:, 0], [-1.0, 1.0, 0.0, -2.0, 2.0, 0.0, -1.0, 50.0])
+    assert "a (2)" in caplog.text and "b (3)" not in caplog.text
+
+
+# ----------------------------------------------------------------------------- one outlier well
+
+
+def test_one_outlier_control_well_moves_the_active_count_by_at_most_5_percent():
+    """One control well with one feature 1,000 SDs off (an export artefact): removing that well
+    changes the active count by at most 5%. With the plates centred on their control means the
+    well shifted its plate's centre by about 120 SDs and the readout called 0 of the 32 effect
+    guides instead of 32. The layout is the arrayed scenario's with 2 plates per batch and effects
+    of 4 SDs, where the readout calls the effect guides with and without the well: the count then
+    measures the centre, not copairs' null, which differs with a plate's number of control wells
+    (a plate with one well fewer puts its wells in another (positives, total) configuration, and
+    copairs draws a guide's null independently per configuration: a narrower null)."""
+    table = _screen(arrayed.ArrayedDesign(plates_per_batch=2, effect_size=4.0))
+    wild, row = _with_outlier_well(table)
+    kept = int(_active(wild, max_null_size=100_000).sum())
+    removed = int(_active(wild.drop(index=row).reset_index(drop=True), max_null_size=100_000).sum())
+    assert removed >= 0.9 * 32  # the readout has the power to call the effect guides
+    assert abs(kept - removed) <= 0.05 * removed, (kept, removed)
+
+
+def test_an_outlier_control_well_changes_no_call_on_the_arrayed_scenario():
+    """The arrayed scenario as shipped (seed 0): the calls with the 1,000-SD well are the calls of
+    the clean screen (the mean centring called 0 guides there instead of 26)."""
+    table = _screen(arrayed.ArrayedDesign())
+    wild, _ = _with_outlier_well(table)
+    clean, kept = _active(table), _active(wild)
+    assert clean.sum() >= 20 and (clean == kept).all()
+
+
+# ----------------------------------------------------------------------------- seeds
+
+
+def _exact_ap_tail(n_pos: int, total: int) -> np.ndarray:
+    """Every AP of a random rank list of ``n_pos`` positives among ``total`` (all placements)."""
+    ranks = np.array(list(itertools.combinations(range(1, total + 1), n_pos)), dtype=np.float64)
+    return np.sort((np.arange(1, n_pos + 1) / ranks).mean(axis=1))
+
+
+def _ap_near_the_cut(n_groups: int = 40, n_pos: int = 3, total: int = 20) -> tuple[pd.DataFrame, np.ndarray]:
+    """copairs ``average_precision``-shaped rows, one well per group, and their exact p-values:
+    the first 12 at least 10% below their Benjamini-Hochberg rung, the next 8 at least 10% above
+    theirs (so the exact calls are the first 12, and 1,000 draws, whose error is about 20% of
+    such p-values, cannot tell), the rest clearly inactive."""
+    null = _exact_ap_tail(n_pos, total)
+    atoms = np.unique(null)
+    tail = np.array([(null > a).mean() for a in atoms])  # P(null AP > a): the exact p of an AP of a
+    rung = Q * np.arange(1, n_groups + 1) / n_groups
+    pick = [int(np.flatnonzero(tail <= 0.9 * rung[k])[0]) for k in range(12)]  # tail falls with the atom
+    pick += [int(np.flatnonzero(tail >= 1.1 * rung[k])[-1]) for k in range(12, 20)]
+    pick += [int(np.argmin(np.abs(tail - t))) for t in np.linspace(0.2, 0.9, n_groups - 20)]
+    ap = pd.DataFrame(
+        {
+            "group": [f"g{i:02d}" for i in range(n_groups)],
+            "average_precision": atoms[pick],
+            "n_pos_pairs": n_pos,
+            "n_total_pairs": total,
+            "normalized_average_precision": 0.0,
+        }
+    )
+    assert comb(total, n_pos) == len(null)
+    return ap, tail[pick]
+
+
+def test_settled_p_values_give_the_exact_calls_whatever_the_seed():
+    """Known answer: groups whose exact p-values (all rank lists enumerated) lie along the BH line.
+    A single pass of 1,000 draws gives calls that change with the seed; drawn until settled, the
+    calls are the exact p-values' calls for every seed, the refined p-values agree with the exact
+    ones, and only the groups near the cut got more draws."""
+    ap, exact = _ap_near_the_cut()
+    truth = bh_qvalues(exact) < Q
+    assert truth.sum() == 12
+    single, settled = [], []
+    for seed in range(4):
+        one = map_null.settled_null_counts(ap, ["group"], 1000, 1000, Q, seed)
+        single.append(bh_qvalues(one["p_value"].to_numpy()) < Q)
+        many = map_null.settled_null_counts(ap, ["group"], 1000, 1_000_000, Q, seed)
+        settled.append(bh_qvalues(many["p_value"].to_numpy()) < Q)
+        assert (settled[-1] == truth).all(), seed
+        refined = many["draws"].to_numpy() > 1000
+        se = np.sqrt(exact * (1 - exact) / many["draws"].to_numpy())
+        assert np.all(np.abs(many["p_value"].to_numpy() - exact)[refined] < 5 * se[refined] + 2e-6)
+        assert refined.sum() < len(ap) and not many["open_call"].any()
+    assert any((s != truth).any() for s in single)
+
+
+def test_two_seeds_change_at_most_2_percent_of_the_calls_on_the_arrayed_scenario():
+    """Seed 0 against seeds 1 to 4 on the arrayed scenario as shipped: no pair differs in more
+    than 2% of the 48 calls (one pass of 10,000 draws differs in one call at seed 4)."""
+    table = _screen(arrayed.ArrayedDesign())
+    first = _active(table, seed=0)
+    assert first.sum() >= 20
+    for seed in range(1, 5):
+        assert (first != _active(table, seed=seed)).mean() <= 0.02, seed
+
+
+def test_draws_in_chunks_pool_to_the_same_counts(monkeypatch):
+    """A round too large for one copairs call is drawn in chunks of independent seeds and pooled:
+    every draw is counted once and the p-values estimate the same exact tail."""
+    ap, exact = _ap_near_the_cut()
+    whole = map_null.copairs_null_counts(ap, ["group"], 20_000, seed=3)
+    monkeypatch.setattr(map_null, "CHUNK_BYTES", 100_000)  # a few thousand draws a chunk
+    chunked = map_null.copairs_null_counts(ap, ["group"], 20_000, seed=3)
+    assert (chunked["draws"] == 20_000).all() and (whole["draws"] == 20_000).all()
+    assert not np.array_equal(chunked["exceedances"], whole["exceedances"])  # other draws...
+    for counts in (whole, chunked):  # ...estimating the same tail
+        p = counts["exceedances"].to_numpy() / 20_000
+        assert np.all(np.abs(p - exact) < 5 * np.sqrt(exact * (1 - exact) / 20_000) + 1e-4)
+
+
+def test_p_value_bounds_hold_the_reported_p_and_open_calls_are_the_ones_between_the_bh_calls():
+    lo, hi = map_null.p_value_bounds(np.array([0, 50, 10_000]), np.array([10_000, 10_000, 10_000]))
+    assert lo[0] == 0 and hi[0] == pytest.approx(1 - 0.0005 ** (1 / 10_000), rel=1e-6)
+    assert lo[1] < 51 / 10_001 < hi[1] and hi[2] == 1.0
+    # 4 tests; the BH line at q 0.05 is 0.0125 k: the second test's interval straddles its rung
+    lower, upper = np.array([0.001, 0.02, 0.5, 0.9]), np.array([0.002, 0.03, 0.6, 0.95])
+    assert map_null.open_calls(lower, upper, Q).tolist() == [False, True, False, False]
+
+
+def test_max_null_size_below_the_first_pass_is_refused():
+    with pytest.raises(ConfigError, match="map_max_null_size"):
+        validate_config({"classify": {"map_null_size": 10_000, "map_max_null_size": 5_000}})
+    ap, _ = _ap_near_the_cut()
+    with pytest.raises(ValueError, match="map_max_null_size"):
+        map_null.settled_null_counts(ap, ["group"], 1000, 500, Q, 0)
+
+
+def test_the_map_table_says_how_many_draws_each_guide_got():
+    table = _screen(arrayed.ArrayedDesign())
+    out = guide_map(table, "base", "m", seed=0)
+    draws = out["map_null_draws"].to_numpy()
+    assert set(np.unique(draws)) <= {10_000, 100_000, 1_000_000} and (draws == 10_000).mean() > 0.5
+    assert np.all(out["map_p_value"].to_numpy() >= 1 / (draws + 1))
