@@ -167,6 +167,7 @@ def _score_rows(n_null_ok: int) -> pd.DataFrame:
                     "n_test_pos": 4,
                     "n_test_neg": 32,
                     "auroc": auc,
+                    "distance_sd": 4.0 * (auc - 0.5),
                     "sparsity": np.nan,
                     "concentration": np.nan,
                     "auroc_top": np.nan,
@@ -279,12 +280,14 @@ def test_control_calls_use_the_guides_null():
             GUIDE: ["NTC_1", "NTC_1", "NTC_4", "NTC_4"],
             "fold": ["B1", "B2"] * 2,
             "auroc": [0.5, 0.52, 0.95, 0.97],
+            "distance_sd": [0.1, -0.1, 3.0, 3.4],
             "status": "ok",
         }  # fmt: skip
     )
     calls = control_calls(controls, guides, "parametric", 0.05, {("m", "nt", "NTC_4"): "f3 (+3.0 SD)"})
     assert calls[GUIDE].tolist() == ["NTC_1", "NTC_4"] and calls["hit"].tolist() == [False, True]
     assert calls["n_folds_ok"].tolist() == [2, 2] and calls["separating_features"].tolist() == ["", "f3 (+3.0 SD)"]
+    assert calls["distance_sd"].tolist() == pytest.approx([0.0, 3.2])
 
 
 # --------------------------------------------------------------------------- the scenario, run

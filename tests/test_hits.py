@@ -18,8 +18,11 @@ def _expit(z):
     return 1.0 / (1.0 + np.exp(-z))
 
 
-def guide_table(real_auroc, null_auroc, model="m", variant="pca", genes=None) -> pd.DataFrame:
+def guide_table(real_auroc, null_auroc, model="m", variant="pca", genes=None, distance=None) -> pd.DataFrame:
+    """A guide summary table (``summarize_scores``' columns): real guides of ``real_auroc`` (held-out
+    distances ``distance``, NaN when not given) and pseudo-guides of ``null_auroc`` (distance 0)."""
     real_auroc = np.asarray(real_auroc, dtype=float)
+    distance = np.full(len(real_auroc), np.nan) if distance is None else np.asarray(distance, dtype=float)
     genes = genes if genes is not None else [f"G{i // 2:05d}" for i in range(len(real_auroc))]
     real = pd.DataFrame(
         {
@@ -30,6 +33,9 @@ def guide_table(real_auroc, null_auroc, model="m", variant="pca", genes=None) ->
             "is_null_guide": False,
             "n_folds_ok": 4,
             "auroc": real_auroc,
+            "distance_sd": distance,
+            "distance_sd_low": distance - 1.0,
+            "distance_sd_high": distance + 1.0,
             "sparsity": 0.1,
             "concentration": 0.1,
         }
@@ -43,6 +49,9 @@ def guide_table(real_auroc, null_auroc, model="m", variant="pca", genes=None) ->
             "is_null_guide": True,
             "n_folds_ok": 4,
             "auroc": np.asarray(null_auroc, dtype=float),
+            "distance_sd": 0.0,
+            "distance_sd_low": -1.0,
+            "distance_sd_high": 1.0,
             "sparsity": 0.1,
             "concentration": np.nan,
         }
@@ -139,9 +148,12 @@ def test_call_guides_per_model_variant_with_pseudo_guides_left_out_of_bh():
     assert math.isnan(pca.loc["g00002", "p_value"]) and not pca.loc["g00002", "hit"]  # never scored
     nulls = calls[calls["is_null_guide"]]
     assert nulls["p_value"].notna().all() and nulls["q_value"].isna().all() and not nulls["hit"].any()
-    # BH ran over the 2 scored real guides of pca only
-    p = pca.loc[["g00000", "g00001"], "p_value"].to_numpy()
+    # BH ran over the 2 scored real guides of pca only, on the parametric tail's p-values
+    p = pca.loc[["g00000", "g00001"], "p_tail"].to_numpy()
     assert np.allclose(pca.loc[["g00000", "g00001"], "q_value"], bh_qvalues(p))
+    # the strong guide lies beyond its null of 50: reported at 1 / 51, flagged, the tail beside it
+    strong = pca.loc["g00000"]
+    assert strong["p_beyond_null"] and strong["p_value"] == pytest.approx(1 / 51) and strong["p_tail"] < 1 / 51
 
 
 def test_a_null_without_finite_auroc_gives_no_calls_and_says_why_with_the_counts():
@@ -167,11 +179,14 @@ def test_call_genes_combine_guides_with_acat_and_count_agreeing_guides():
     assert tuple(genes_df.columns) == H.GENE_CALL_COLUMNS
     g = genes_df.set_index(GENE)
     for gene in "ABC":
-        p = calls[(calls[GENE] == gene)]["p_value"].to_numpy()
-        assert g.loc[gene, "p_value"] == pytest.approx(acat(p))
+        guides = calls[(calls[GENE] == gene)]
+        assert g.loc[gene, "p_value"] == pytest.approx(acat(guides["p_value"].to_numpy()))
+        assert g.loc[gene, "p_tail"] == pytest.approx(acat(guides["p_tail"].to_numpy()))
+        assert g.loc[gene, "p_beyond_null"] == guides["p_beyond_null"].any()
     assert g.loc["A", "n_guides_hit"] == 2 and g.loc["C", "n_guides_hit"] == 1 and g.loc["B", "n_guides_hit"] == 0
     assert g.loc["A", "hit"] and g.loc["C", "hit"] and not g.loc["B", "hit"]
-    assert np.allclose(g["q_value"], bh_qvalues(g["p_value"].to_numpy()))
+    assert np.allclose(g["q_value"], bh_qvalues(g["p_tail"].to_numpy()))
+    assert g.loc["A", "p_beyond_null"] and g.loc["A", "p_value"] >= 1 / 81 and g.loc["A", "p_tail"] < 1 / 81
 
 
 def test_null_summary_reports_size_fit_and_calibration():
