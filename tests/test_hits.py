@@ -11,6 +11,7 @@ from scipy import stats
 
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.hits import calls as H
+from phenoica.hits import effects as E
 from phenoica.utils.stats import acat, bh_qvalues, bootstrap_mean
 
 
@@ -262,3 +263,158 @@ def test_pooled_recall_fdr_sums_the_rows_before_dividing():
     assert H.pooled_recall_fdr(rows) == (4 / 8, 1 / 5)
     nothing = rows.assign(true_positives=0, false_positives=0, n_called=0)
     assert H.pooled_recall_fdr(nothing) == (0.0, 0.0)  # nothing called: FDR 0, not a division by 0
+
+
+# ----------------------------------------------------------------------------- effect sizes and reported p-values
+
+
+def planted_screen(shifts, seed=0, n_batches=3, n_controls=60, n_per_guide=20, d=8) -> pd.DataFrame:
+    """``n_batches`` batches of controls and one guide per shift in ``shifts``, each guide's rows
+    moved by that many control SDs along one direction (all ``d`` features at once), with a
+    random offset per batch: a known order of effect sizes."""
+    from phenoica.contract.screen import BATCH, CONTROL, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
+    from phenoica.contract.screen import feature_name
+
+    rng = np.random.default_rng(seed)
+    direction = np.ones(d) / np.sqrt(d)
+    meta, X = [], []
+    for b in range(n_batches):
+        offset = 0.5 * rng.standard_normal(d)
+        for _ in range(n_controls):
+            meta.append(("NTC", "NTC_1", CONTROL, f"B{b}"))
+            X.append(rng.standard_normal(d) + offset)
+        for k in shifts:
+            for _ in range(n_per_guide):
+                meta.append((f"G{k:g}", f"G{k:g}_1", PERTURBATION, f"B{b}"))
+                X.append(rng.standard_normal(d) + offset + k * direction)
+    m = pd.DataFrame(meta, columns=[GENE, GUIDE, PERT_TYPE, BATCH])
+    table = m.assign(
+        **{PLATE: m[BATCH] + "P01", WELL: [f"W{i:05d}" for i in range(len(m))], SITE: 1, IMAGE_INDEX: np.arange(len(m))}
+    )
+    X = np.asarray(X, dtype=np.float32)
+    for j in range(d):
+        table[feature_name(j)] = X[:, j]
+    return table
+
+
+def test_distance_orders_planted_effects_where_every_auroc_is_one():
+    """Known answer: five guides shifted by 16 to 52 control SDs all score AUROC 1.000 in every
+    held-out batch, so AUROC, p and q cannot order them; the held-out distance does, near the
+    planted shifts, and the hit table ranks them by it."""
+    from phenoica.classify.engine import classify_guides
+    from phenoica.classify.null import null_guide_design
+    from phenoica.classify.options import ClassifyOptions
+    from phenoica.classify.splits import leave_one_batch_out
+    from phenoica.contract.config import validate_config
+
+    shifts = (16, 22, 30, 40, 52)
+    table = planted_screen(shifts)
+    cfg = {"num_boost_round": 20, "n_null_guides": 30, "concentration": False, "lightgbm": {"num_threads": 1}}
+    options = ClassifyOptions.from_config(validate_config({"classify": cfg}))
+    nulls = null_guide_design(table, 30, seed=0)
+    rows = classify_guides(table, None, leave_one_batch_out(table), options, "base", "m", nulls=nulls)
+    real = rows[~rows["is_null_guide"]]
+    assert (real["auroc"] == 1.0).all() and len(real) == 5 * 3  # saturated in every fold
+    out = H.screen_calls(rows, None, "parametric", 0.05)
+    hits = out["hits"]
+    assert hits[GUIDE].tolist() == [f"G{k}_1" for k in reversed(shifts)] and hits["rank"].tolist() == [1, 2, 3, 4, 5]
+    assert (hits["ranked_by"] == "distance_sd").all() and hits["hit"].all()
+    distance = hits.set_index(GUIDE)["distance_sd"]
+    for k in shifts:
+        assert distance[f"G{k}_1"] == pytest.approx(k, rel=0.2)  # in control SDs, as planted
+    assert (hits["distance_sd_low"] < hits["distance_sd"]).all() and (
+        hits["distance_sd"] < hits["distance_sd_high"]
+    ).all()
+    # the pseudo-guides are controls: their distances sit around 0
+    null = out["guides"][out["guides"]["is_null_guide"]]["distance_sd"]
+    assert abs(null.mean()) < 0.5 and null.abs().max() < 2
+    # the gene table is ranked the same way, and the saturation is said
+    assert out["genes"][GENE].tolist() == [f"G{k}" for k in reversed(shifts)]
+    sat = E.saturation(hits).iloc[0]
+    assert sat["auroc_saturated"] and sat["n_auroc_at_1"] == 5 and sat["ranked_by"] == "distance_sd"
+
+
+def test_no_reported_p_value_is_finer_than_the_null_supports():
+    """A null of 100 pseudo-guides reaches p = 1/101: no p-value in the guide, gene, hit or
+    control tables goes below it; the tail's value stays beside it, flagged, and the calls (BH on
+    the tail) are those of the tail."""
+    from phenoica.hits.controls import control_calls
+
+    rng = np.random.default_rng(12)
+    null = _expit(rng.normal(0.0, 0.46, 100))
+    real = np.r_[np.ones(45), _expit(rng.normal(3.0, 1.0, 110)), _expit(rng.normal(0.0, 0.46, 100))]
+    calls = H.call_guides(guide_table(real, null), "parametric", 0.05)
+    floor = 1 / 101
+    guides = calls[~calls["is_null_guide"]]
+    assert guides["p_tail"].min() < 1e-10  # the tail reaches far beyond the null ...
+    assert guides["p_value"].min() == pytest.approx(floor)  # ... the reported p-value does not
+    beyond = guides["p_tail"] < floor
+    assert (guides["p_beyond_null"] == beyond).all() and beyond.sum() > 45
+    assert (guides.loc[beyond, "p_value"] == floor).all()
+    assert (guides.loc[~beyond, "p_value"] == guides.loc[~beyond, "p_tail"]).all()
+    nulls = calls[calls["is_null_guide"]]
+    assert (nulls["p_value"] >= 1 / 100).all()  # leave-one-out: the other 99 reach 1/100
+    genes = H.call_genes(calls)
+    assert (genes["p_value"] >= floor - 1e-12).all() and genes["p_tail"].min() < floor
+    hits = H.hit_table(calls, None)
+    assert (hits["p_value"] >= floor).all() and "p_tail" not in hits.columns
+    summary = H.null_summary(calls, "parametric", 0.05).iloc[0]
+    assert summary["p_floor"] == pytest.approx(floor) and summary["n_beyond_null"] == beyond.sum()
+    assert summary["n_calls_on_tail"] == 0  # 150 calls of 255: BH's cut lies inside the null's reach
+    ctrl = pd.DataFrame(
+        {"model": "m", "variant": "pca", GENE: "nt", GUIDE: ["NTC_1", "NTC_2"], "fold": "B1", "auroc": [1.0, 0.5]}
+    ).assign(distance_sd=[9.0, 0.0], status="ok")
+    controls = control_calls(ctrl, calls, "parametric", 0.05)
+    assert (controls["p_value"] >= floor).all() and controls["p_beyond_null"].tolist() == [True, False]
+
+
+def test_calls_that_rest_on_the_tail_are_counted():
+    """One strong guide among 10,000: its call needs a p-value far below 1/101, which only the
+    parametric tail gives; the null summary says that this call rests on it."""
+    rng = np.random.default_rng(11)
+    real = _expit(rng.normal(0.0, 0.2, size=10_000))
+    real[0] = 0.9
+    calls = H.call_guides(guide_table(real, _expit(rng.normal(0.0, 0.2, size=100))), "parametric", 0.05)
+    summary = H.null_summary(calls, "parametric", 0.05).iloc[0]
+    assert calls.loc[0, "hit"] and calls.loc[0, "p_value"] == pytest.approx(1 / 101)
+    assert summary["n_calls_on_tail"] == int(calls["hit"].sum()) >= 1
+
+
+def test_fold_interval_is_the_student_t_interval():
+    mean, low, high = E.fold_interval(np.array([2.0, 4.0, 6.0, np.nan]))
+    half = stats.t.ppf(0.975, 2) * 2.0 / math.sqrt(3)
+    assert (mean, low, high) == pytest.approx((4.0, 4.0 - half, 4.0 + half))
+    assert E.fold_interval(np.array([3.0]))[0] == 3.0 and math.isnan(E.fold_interval(np.array([3.0]))[1])
+    assert all(math.isnan(v) for v in E.fold_interval(np.array([np.nan])))
+
+
+def test_ranking_falls_back_to_map_where_the_classifier_scored_nothing():
+    hits = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": ["a"] * 3 + ["b"] * 3,
+            GENE: list("XYZXYZ"),
+            GUIDE: list("xyzxyz"),
+            "distance_sd": [1.0, 5.0, np.nan, np.nan, np.nan, np.nan],
+            "mean_average_precision": [0.9, 0.1, 0.5, 0.2, 0.8, np.nan],
+        }
+    )
+    out = E.ranked(hits, [GENE])
+    a, b = out[out["variant"] == "a"], out[out["variant"] == "b"]
+    assert a[GUIDE].tolist() == ["y", "x", "z"] and a["rank"].tolist()[:2] == [1, 2] and pd.isna(a["rank"].iloc[2])
+    assert (a["ranked_by"] == "distance_sd").all() and (b["ranked_by"] == "mean_average_precision").all()
+    assert b[GUIDE].tolist() == ["y", "x", "z"] and b["rank"].tolist()[:2] == [1, 2]
+
+
+def test_saturation_counts_guides_at_the_ceiling_against_the_stated_share():
+    n = 50
+    auroc = np.r_[np.ones(6), np.full(n - 6, 0.8)]  # 12% at 1.0: saturated
+    hits = pd.DataFrame(
+        {"model": "m", "variant": "pca", "auroc": auroc, "mean_average_precision": np.r_[1.0, np.full(n - 1, 0.5)]}
+    )
+    hits["distance_sd"] = 1.0
+    s = E.saturation(hits).iloc[0]
+    assert s["n_auroc_at_1"] == 6 and s["auroc_share_at_1"] == pytest.approx(0.12) and s["auroc_saturated"]
+    assert s["n_map_at_1"] == 1 and not s["map_saturated"] and s["ranked_by"] == "distance_sd"
+    five = E.saturation(hits.assign(auroc=np.r_[np.ones(5), np.full(n - 5, 0.8)])).iloc[0]
+    assert not five["auroc_saturated"]  # exactly 10% is not more than E.SATURATION_SHARE
