@@ -13,6 +13,7 @@ from PIL import Image
 from phenoica.contract.score_table import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.hits import calls as hits
+from phenoica.hits import effects
 from phenoica.report import figures, summaries, truth_tables
 from phenoica.report.checks import check_rows
 from phenoica.report.inputs import ReportInputs, StudyLink
@@ -26,7 +27,8 @@ VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
 def make_rows(auroc, variants=VARIANTS, n_genes=8, guides_per_gene=2, n_null=5, folds=(0, 1), model="mae"):
     """Guide-fold rows; ``auroc(variant, gene_index, guide_index, fold, is_null)`` gives each score.
 
-    Sparsity = auroc / 2 and concentration = auroc - 0.5 so every metric has a known value.
+    Sparsity = auroc / 2, concentration = auroc - 0.5 and distance_sd = 10 * (auroc - 0.5) so every
+    metric has a known value.
     """
     records = []
     for variant in variants:
@@ -48,6 +50,7 @@ def make_rows(auroc, variants=VARIANTS, n_genes=8, guides_per_gene=2, n_null=5, 
                         "n_test_pos": 4,
                         "n_test_neg": 30,
                         "auroc": a,
+                        "distance_sd": 10 * (a - 0.5),
                         "sparsity": a / 2,
                         "concentration": a - 0.5,
                         "auroc_top": a,
@@ -69,6 +72,7 @@ def aggregate(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         sparsity=("sparsity", "mean"),
         concentration=("concentration", "mean"),
     )
+    guides = guides.merge(effects.guide_distances(ok), on=keys, how="left")
     real = guides[~guides["is_null_guide"]]
     genes = real.groupby(["model", "variant", GENE], as_index=False).agg(
         n_guides=(GUIDE, "size"),
@@ -76,6 +80,7 @@ def aggregate(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         sparsity=("sparsity", "mean"),
         concentration=("concentration", "mean"),
     )
+    genes = genes.merge(effects.gene_distances(ok), on=["model", "variant", GENE], how="left")
     return guides, genes
 
 
@@ -98,6 +103,9 @@ def gene_table(values: dict[str, list[float]], model: str = "mae") -> pd.DataFra
                     GENE: f"G{i}",
                     "n_guides": 3,
                     "auroc": a,
+                    "distance_sd": 10 * (a - 0.5),
+                    "distance_sd_low": 10 * (a - 0.5) - 1,
+                    "distance_sd_high": 10 * (a - 0.5) + 1,
                     "sparsity": 0.1 * i,
                     "concentration": 0.2,
                 }
@@ -191,7 +199,8 @@ def test_variant_summary_counts_bh_hits_against_the_null():
             "concentration": math.nan,
         }
     )
-    calls = hits.call_guides(pd.DataFrame.from_records(records), "parametric", 0.05)
+    table = pd.DataFrame.from_records(records).assign(distance_sd=1.0, distance_sd_low=0.0, distance_sd_high=2.0)
+    calls = hits.call_guides(table, "parametric", 0.05)
     s = summaries.variant_summary(calls).iloc[0]
     q = calls.loc[~calls["is_null_guide"], "q_value"]
     assert s["hits_q<0.05"] == (q < 0.05).sum() == 2  # the two strong guides
@@ -407,7 +416,7 @@ def test_write_report_full(tmp_path):
     guides = hits.call_guides(guides, "parametric", 0.05)
     gene_calls = hits.call_genes(guides)
     genes = genes.merge(
-        gene_calls[["model", "variant", GENE, "n_guides_hit", "p_value", "q_value", "hit"]],
+        gene_calls[["model", "variant", GENE, "n_guides_hit", "p_value", "p_beyond_null", "q_value", "hit"]],
         on=["model", "variant", GENE],
     )
     real = guides[~guides["is_null_guide"]]
@@ -448,6 +457,7 @@ def test_write_report_full(tmp_path):
         "gene_hits",
         "hits",
         "readout_agreement",
+        "ranking",
         "null_calibration",
         "recall_fdr",
         "lightgbm_parameters",

@@ -77,11 +77,14 @@ def fold_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, floa
 
 
 def _interval_table(per_fold: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """``fold_interval`` of the ``distance_sd`` of each group of ``keys`` (one row per fold)."""
-    out = []
-    for key, sub in per_fold.groupby(keys, sort=True, dropna=False):
-        out.append((*key, *fold_interval(sub["distance_sd"].to_numpy(dtype=float))))
-    return pd.DataFrame(out, columns=[*keys, *DISTANCE_COLUMNS])
+    """``fold_interval`` of the ``distance_sd`` of each group of ``keys`` (one row per fold); the
+    keys keep their types, the distances are float64 (an empty table too)."""
+    groups = list(per_fold.groupby(keys, sort=True, dropna=False))
+    out = pd.DataFrame([key for key, _ in groups], columns=keys) if groups else per_fold[keys].iloc[:0].copy()
+    values = np.array([fold_interval(sub["distance_sd"].to_numpy(dtype=float)) for _, sub in groups], dtype=float)
+    for column, v in zip(DISTANCE_COLUMNS, values.reshape(-1, 3).T):
+        out[column] = v
+    return out.reset_index(drop=True)
 
 
 def guide_distances(ok_rows: pd.DataFrame) -> pd.DataFrame:

@@ -13,6 +13,7 @@ import pandas as pd
 from phenoica.contract.score_table import OK
 from phenoica.contract.screen import GENE, GUIDE
 from phenoica.hits import calls as H
+from phenoica.hits import effects as E
 from phenoica.report import render
 from phenoica.report.checks import check_truth, ordered_variants, variant_label
 from phenoica.report.figures import identifiability_figure, make_figures
@@ -36,32 +37,159 @@ from phenoica.report.summaries import (
 from phenoica.report.truth_tables import truth_checks, truth_recovery
 
 SCORES = ("guide_folds", "guides", "genes")
+#: The gene table's columns the report shows (those present), in order.
+GENE_HIT_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    "rank",
+    GENE,
+    "n_guides",
+    "n_guides_hit",
+    "auroc",
+    *E.DISTANCE_COLUMNS,
+    "mean_average_precision",
+    "p_value",
+    "p_beyond_null",
+    "q_value",
+    "hit",
+    "ranked_by",
+)
+P_VALUE_NOTE = (
+    "p-values are reported no finer than the null supports: below 1/(n_null + 1) a null of n_null pseudo-guides "
+    "shows nothing, so a guide beyond every pseudo-guide is reported at that bound with `p_beyond_null` true "
+    "(read: p below it); the parametric tail's value is `p_tail` in `hits/guides.parquet`, and q-values and calls "
+    "are made on it."
+)
+RANKING_NOTE = (
+    "Hits are ranked by an effect size that does not stop at a ceiling: the held-out distance from the controls "
+    "in control SDs (`distance_sd`: per fold, the guide's direction from the controls is learnt on the training "
+    "rows and its held-out rows are measured along it, in SDs of the held-out controls; the mean over folds with "
+    "its 95% Student-t interval over folds), or the mAP where the classifier scored no guide (`ranked_by`). A "
+    f"readout saturates when more than {E.SATURATION_SHARE:.0%} of its scored guides sit at 1.000: AUROC, p and q "
+    "then leave them unordered."
+)
+
+
+def in_rank_order(table: pd.DataFrame) -> pd.DataFrame:
+    """A hit or gene table sorted by model, variant and ``rank`` (unranked rows last), or by q-value
+    where it has no rank."""
+    if "rank" not in table.columns:
+        return table.sort_values(["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
+    key = pd.to_numeric(table["rank"], errors="coerce").fillna(np.inf)
+    return (
+        table.assign(_r=key)
+        .sort_values(["model", "variant", "_r"], kind="stable")
+        .drop(columns="_r")
+        .reset_index(drop=True)
+    )
 
 
 def _thresholds(q_threshold: float) -> tuple[float, ...]:
     return tuple(sorted({q_threshold, 0.05, 0.1}))
 
 
+#: Names of the top-ranked calls a headline bullet gives.
+TOP_NAMES = 3
+
+
 def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict[tuple[str, str], dict[str, object]]:
-    """Per (model, variant): ``no_calls`` (why the classifier made no hit calls, absent when it
-    did) and the mAP readout's ``map_hits`` / ``map_scored`` guides, from the hit and null tables."""
+    """Per (model, variant), from the hit and null tables: ``no_calls`` (why the classifier made
+    no hit calls, absent when it did), the mAP readout's ``map_hits`` / ``map_scored`` guides,
+    ``saturation`` (a row of :func:`phenoica.hits.effects.saturation`), ``top`` (the first
+    :data:`TOP_NAMES` calls of either readout in rank order, as text) and the null's reach
+    (``p_floor``, ``n_beyond_null``, ``n_calls_on_tail``)."""
     out: dict[tuple[str, str], dict[str, object]] = {}
     if null is not None and "calls" in null.columns:
-        for row in null.itertuples(index=False):
-            if not bool(row.calls):
-                out.setdefault((row.model, row.variant), {})["no_calls"] = str(row.reason)
-    if hits is not None and len(hits) and "map_hit" in hits.columns:
-        for (model, variant), sub in hits.groupby(["model", "variant"]):
-            scored = int(np.isfinite(sub["mean_average_precision"].to_numpy(dtype=float)).sum())
-            if scored:
-                entry = out.setdefault((model, variant), {})
-                entry.update(map_hits=int(sub["map_hit"].astype(bool).sum()), map_scored=scored)
+        for row in null.to_dict("records"):
+            entry = out.setdefault((row["model"], row["variant"]), {})
+            if not bool(row["calls"]):
+                entry["no_calls"] = str(row["reason"])
+            elif "p_floor" in row:
+                entry.update({k: row[k] for k in ("p_floor", "n_beyond_null", "n_calls_on_tail")})
+    if hits is None or not len(hits):
+        return out
+    saturated = E.saturation(hits).set_index(["model", "variant"]) if "distance_sd" in hits.columns else None
+    for (model, variant), sub in hits.groupby(["model", "variant"]):
+        entry = out.setdefault((model, variant), {})
+        scored = int(np.isfinite(sub["mean_average_precision"].to_numpy(dtype=float)).sum())
+        if scored and "map_hit" in sub.columns:
+            entry.update(map_hits=int(sub["map_hit"].astype(bool).sum()), map_scored=scored)
+        if saturated is not None:
+            entry["saturation"] = saturated.loc[(model, variant)].to_dict()
+            entry["top"] = _top_calls(sub)
     return out
+
+
+def _top_calls(hits: pd.DataFrame) -> str:
+    """The first :data:`TOP_NAMES` guides called by either readout, in rank order, with the value of
+    the measure that ranks them ('' when none is called or nothing is ranked)."""
+    called = hits[(hits["hit"].astype(bool) | hits["map_hit"].astype(bool)) & hits["rank"].notna()]
+    called = called.sort_values("rank", kind="stable").head(TOP_NAMES)
+    if called.empty:
+        return ""
+    measure = str(called["ranked_by"].iloc[0])
+    parts = []
+    for row in called.to_dict("records"):
+        value = f"{row[measure]:.3g}"
+        if measure == "distance_sd" and np.isfinite(row["distance_sd_low"]):
+            value += f" [{row['distance_sd_low']:.3g}, {row['distance_sd_high']:.3g}]"
+        parts.append(f"{render.md_text(row[GUIDE])} ({value})")
+    return ", ".join(parts)
 
 
 def _map_calls(state: dict[str, object], q_threshold: float) -> str:
     """The mAP readout's calls of one (model, variant) (:func:`readout_status`), as a phrase."""
     return f"mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}"
+
+
+def _ranking(state: dict[str, object]) -> str:
+    """How the hits of one (model, variant) are ranked and the first of them, as a phrase ('' when
+    nothing ranks them)."""
+    sat = state.get("saturation")
+    if not isinstance(sat, dict) or not sat.get("ranked_by"):
+        return ""
+    text = f"hits ranked by the {E.measure_phrase(str(sat['ranked_by']))}"
+    if sat["ranked_by"] == "distance_sd":
+        text += " (95% interval over folds)"
+    return text + (f"; first: {state['top']}" if state.get("top") else "")
+
+
+def _saturation(state: dict[str, object]) -> str:
+    """Which readouts saturate in one (model, variant) and what ranks the hits instead, as a
+    sentence ('' when none does)."""
+    sat = state.get("saturation")
+    if not isinstance(sat, dict):
+        return ""
+    parts = []
+    for prefix, name, n_col in (("auroc", "AUROC", "n_scored"), ("map", "mAP", "n_map_scored")):
+        if sat.get(f"{prefix}_saturated"):
+            parts.append(
+                f"**{name} saturates**: {sat[f'n_{prefix}_at_1']} of {sat[n_col]} scored guides "
+                f"({sat[f'{prefix}_share_at_1']:.0%}) at 1.000, more than {E.SATURATION_SHARE:.0%}"
+            )
+    if not parts:
+        return ""
+    measure = str(sat.get("ranked_by") or "")
+    instead = f", so the {E.measure_phrase(measure)} ranks the hits instead" if measure else ""
+    return "; ".join(parts) + instead + "."
+
+
+def _reach(state: dict[str, object]) -> str:
+    """What the null supports in one (model, variant): the p-value bound, how many guides lie
+    beyond it and whether the calls lean on the parametric tail ('' when no guide lies beyond)."""
+    n_beyond = state.get("n_beyond_null")
+    if not n_beyond or pd.isna(n_beyond):
+        return ""
+    floor, on_tail = float(state["p_floor"]), int(state.get("n_calls_on_tail") or 0)
+    tail = (
+        f"{on_tail} call(s) rest on the parametric tail beyond it (see 'Null calibration')"
+        if on_tail
+        else "no call rests on the tail beyond it"
+    )
+    return (
+        f"{int(n_beyond)} guides lie beyond the null's reach and are reported as p < {floor:.2g} = 1/(n_null + 1) "
+        f"(`p_beyond_null`); {tail}."
+    )
 
 
 def headline(
@@ -72,63 +200,100 @@ def headline(
 ) -> list[str | render.Bullets]:
     """Short sentences with the numbers a reader wants first: one bullet per model, its variants
     and comparisons nested under it (a list for :class:`phenoica.report.render.Bullets`).
-    ``status`` (:func:`readout_status`) says where the classifier could not call hits and what
-    the mAP readout called there."""
+    ``status`` (:func:`readout_status`) says where the classifier could not call hits, what the
+    mAP readout called there, which measure ranks the hits, which readout saturates and how far
+    the p-values reach. A model whose classifier calls no hit in any variant leads with the mAP
+    readout, the readout that can answer on its layout."""
     status = status or {}
     items: list[str | render.Bullets] = []
-    hit_col = f"hits_q<{q_threshold:g}"
     for model in sorted(summary["model"].unique()):
         sub = summary[summary["model"] == model]
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
+        states = {v: status.get((model, v), {}) for v in sub["variant"]}
+        classifier_calls = any(v in set(scored["variant"]) and "no_calls" not in states[v] for v in states)
+        map_answers = [v for v in sub["variant"] if "map_hits" in states[v]]
+        if not classifier_calls and map_answers:
+            items += _map_lead(model, map_answers, states, q_threshold, classifier_scored=not scored.empty)
         if scored.empty:
             items.append(
                 f"Model {render.md_text(model)}: **the classifier scored no guide**, so it calls no hits (every "
                 "(guide, fold) was skipped: the reasons are in `guide_folds.parquet`, the counts and the setting that "
                 "would change them in the door's readout notes, `screen/validated.json`)."
             )
-            nested_empty: list[str | render.Bullets] = []
-            for variant in sub["variant"]:
-                state = status.get((model, variant), {})
-                if "map_hits" in state:
-                    nested_empty.append(f"`{variant}`: **{_map_calls(state, q_threshold)}**.")
-            if nested_empty:
-                items.append(render.Bullets(nested_empty))
             continue
-        best = scored.loc[scored["auroc_mean"].idxmax()]
-        items.append(
-            f"Model {render.md_text(model)}: highest mean guide AUROC with **{variant_label(best['variant'])}** "
-            f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides)."
+        items += _classifier_bullets(model, sub, scored, states, tests, q_threshold)
+    return items
+
+
+def _map_lead(
+    model: str, variants: list[str], states: dict[str, dict[str, object]], q_threshold: float, classifier_scored: bool
+) -> list[str | render.Bullets]:
+    """The bullets of a model whose classifier calls no hit: the mAP readout's calls and ranking first."""
+    why = "makes no hit calls" if classifier_scored else "scores no guide"
+    nested: list[str | render.Bullets] = []
+    for variant in variants:
+        state = states[variant]
+        extra = "; ".join(x for x in (_ranking(state),) if x)
+        nested.append(f"`{variant}`: **{_map_calls(state, q_threshold)}**" + (f"; {extra}" if extra else "") + ".")
+        if _saturation(state):
+            nested.append(f"`{variant}`: {_saturation(state)}")
+    lead = (
+        f"Model {render.md_text(model)}: **the mAP readout answers on this layout**; the classifier {why} here "
+        "(below, and the door's readout notes in `screen/validated.json`)."
+    )
+    return [lead, render.Bullets(nested)]
+
+
+def _classifier_bullets(
+    model: str,
+    sub: pd.DataFrame,
+    scored: pd.DataFrame,
+    states: dict[str, dict[str, object]],
+    tests: pd.DataFrame,
+    q_threshold: float,
+) -> list[str | render.Bullets]:
+    """The bullets of a model whose classifier scored guides: its best variant, then per variant the
+    calls, their ranking, saturation and the p-values' reach, then the comparisons."""
+    hit_col = f"hits_q<{q_threshold:g}"
+    best = scored.loc[scored["auroc_mean"].idxmax()]
+    items: list[str | render.Bullets] = [
+        f"Model {render.md_text(model)}: highest mean guide AUROC with **{variant_label(best['variant'])}** "
+        f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides)."
+    ]
+    nested: list[str | render.Bullets] = []
+    for _, r in sub.iterrows():
+        n_hits = r[hit_col] if hit_col in r.index else pd.NA
+        state = states[r["variant"]]
+        if "no_calls" in state:
+            hits = f"**no classifier hit calls**: {render.md_text(state['no_calls'])}"
+        elif pd.isna(n_hits):
+            hits = "no null pseudo-guides, no hit calls"
+        else:
+            hits = (
+                f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
+                f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
+            )
+        if "map_hits" in state:
+            hits += f"; {_map_calls(state, q_threshold)}"
+        if _ranking(state):
+            hits += f"; {_ranking(state)}"
+        line = (
+            f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
+            f"{r['n_guides_skipped']} skipped; {hits}."
         )
-        nested: list[str | render.Bullets] = []
-        for _, r in sub.iterrows():
-            n_hits = r[hit_col] if hit_col in r.index else pd.NA
-            state = status.get((model, r["variant"]), {})
-            if "no_calls" in state:
-                hits = f"**no classifier hit calls**: {render.md_text(state['no_calls'])}"
-            elif pd.isna(n_hits):
-                hits = "no null pseudo-guides, no hit calls"
-            else:
-                hits = (
-                    f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
-                    f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
-                )
-            if "map_hits" in state:
-                hits += f"; {_map_calls(state, q_threshold)}"
-            nested.append(
-                f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
-                f"{r['n_guides_skipped']} skipped; {hits}."
-            )
-        t = tests[(tests["model"] == model) & (tests["metric"] == "auroc")]
-        for _, r in t.iterrows():
-            if r["n"] == 0:
-                continue
-            p = "no test" if pd.isna(r["p_value"]) else f"Wilcoxon p = {r['p_value']:.2g}"
-            ci = "" if pd.isna(r["ci_low"]) else f", 95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-            nested.append(
-                f"gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
-                f"mean {r['mean_diff']:+.3f}{ci} ({p})."
-            )
-        items.append(render.Bullets(nested))
+        notes = [x for x in (_saturation(state), _reach(state)) if x]
+        nested.append(line + "".join(f" {x}" for x in notes))
+    t = tests[(tests["model"] == model) & (tests["metric"] == "auroc")]
+    for _, r in t.iterrows():
+        if r["n"] == 0:
+            continue
+        p = "no test" if pd.isna(r["p_value"]) else f"Wilcoxon p = {r['p_value']:.2g}"
+        ci = "" if pd.isna(r["ci_low"]) else f", 95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
+        nested.append(
+            f"gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
+            f"mean {r['mean_diff']:+.3f}{ci} ({p})."
+        )
+    items.append(render.Bullets(nested))
     return items
 
 
@@ -213,43 +378,48 @@ def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     q, genes, hits, maps = ctx.options.q_threshold, ctx.genes, inputs.table("hits"), inputs.table("maps")
     if has_calls(ctx.guides):
         out.tables["hit_counts"] = H.hit_counts(ctx.guides, genes, _thresholds(q))
-        gene_cols = ["model", "variant", GENE, "n_guides", "n_guides_hit", "auroc", "p_value", "q_value", "hit"]
-        out.tables["gene_hits"] = (
-            genes[[c for c in gene_cols if c in genes.columns]]
-            .sort_values(["model", "variant", "q_value"], kind="stable")
-            .reset_index(drop=True)
-        )
+        out.tables["gene_hits"] = in_rank_order(genes[[c for c in GENE_HIT_COLUMNS if c in genes.columns]])
         note = (
             "A guide's p-value is its held-out AUROC against the AUROCs of the null pseudo-guides (whole control "
             "wells laid out like real guides, scored by the same classifier) of the same model and variant; "
             "q-values are Benjamini-Hochberg over guides. A gene's p-value combines its guides' (Cauchy "
-            f"combination, ACAT); `n_guides_hit` counts its guides with q < {q:g}."
+            f"combination, ACAT); `n_guides_hit` counts its guides with q < {q:g}. {P_VALUE_NOTE}"
         )
         out.page.append(table_section("Hit calls", note, out.tables["hit_counts"]))
     if hits is not None:
-        out.tables["hits"] = hits.sort_values(["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
+        out.tables["hits"] = in_rank_order(hits)
         if maps is not None:
             out.tables["readout_agreement"] = H.readout_agreement(hits)
+        if "distance_sd" in hits.columns:
+            out.tables["ranking"] = E.saturation(hits)
+            out.page.append(table_section("Ranking and saturation", RANKING_NOTE, out.tables["ranking"]))
         if "gene_hits" in out.tables:
             shown = out.tables["hits"]
             out.page.append(
                 table_section(
                     "Hit table (guides called by either readout)",
-                    f"Every guide with both readouts is in `{ctx.rel(ctx.table_path('hits'))}`; "
-                    f"`agreement` compares the classifier's call with the mAP readout's.",
+                    f"In rank order (`rank`, by `ranked_by`; see 'Ranking and saturation'). Every guide with both "
+                    f"readouts is in `{ctx.rel(ctx.table_path('hits'))}`; `agreement` compares the classifier's call "
+                    "with the mAP readout's.",
                     shown[shown["hit"] | shown["map_hit"]].head(200),
                 )
             )
     if "gene_hits" in out.tables:
         gene_hits = out.tables["gene_hits"]
-        note = f"All genes: `{ctx.rel(ctx.table_path('gene_hits'))}`."
+        note = (
+            f"In rank order; a gene's distance is the mean over folds of its guides' distances in each fold, with "
+            f"the 95% interval over folds. All genes: `{ctx.rel(ctx.table_path('gene_hits'))}`."
+        )
         out.page.append(table_section("Gene calls", note, gene_hits[gene_hits["hit"]].head(200)))
     if inputs.table("null") is not None:
         out.tables["null_calibration"] = inputs.null.copy()
         note = (
             "The null per model and variant: pseudo-guides scored and skipped, their logit-AUROC fit, "
             "Shapiro-Wilk normality of the logit AUROCs, and the uniformity (Kolmogorov-Smirnov) of "
-            "their leave-one-out p-values; see the QQ figure."
+            "their leave-one-out p-values; see the QQ figure. `p_floor` = 1/(n_null + 1) is the smallest "
+            "p-value the null reaches; `n_beyond_null` guides lie beyond it (reported at `p_floor`, flagged "
+            "`p_beyond_null`); `n_calls_on_tail` calls would not stand were every p-value bounded at `p_floor`: "
+            "they rest on the parametric tail (how far it holds: docs/hit-calling.md)."
         )
         out.page.append(table_section("Null calibration", note, out.tables["null_calibration"]))
     if inputs.table("controls") is not None:
