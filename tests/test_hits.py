@@ -272,8 +272,17 @@ def planted_screen(shifts, seed=0, n_batches=3, n_controls=60, n_per_guide=20, d
     """``n_batches`` batches of controls and one guide per shift in ``shifts``, each guide's rows
     moved by that many control SDs along one direction (all ``d`` features at once), with a
     random offset per batch: a known order of effect sizes."""
-    from phenoica.contract.screen import BATCH, CONTROL, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
-    from phenoica.contract.screen import feature_name
+    from phenoica.contract.screen import (
+        BATCH,
+        CONTROL,
+        IMAGE_INDEX,
+        PERT_TYPE,
+        PERTURBATION,
+        PLATE,
+        SITE,
+        WELL,
+        feature_name,
+    )
 
     rng = np.random.default_rng(seed)
     direction = np.ones(d) / np.sqrt(d)
