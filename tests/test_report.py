@@ -619,3 +619,66 @@ def test_the_report_page_lists_the_sections_as_declared():
     text = (Path(__file__).parents[1] / "docs" / "report.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \| ([\w, ]+) \|", text, re.M)
     assert rows == [(s.name, ", ".join(s.inputs)) for s in SECTIONS]
+
+
+def saturated_calls(n_null: int = 20) -> dict[str, pd.DataFrame]:
+    """The hit calls of a screen whose guides of genes G3..G7 all score AUROC 1.000 in every fold,
+    at held-out distances that grow with the gene's index (G7 farthest), beside a mAP readout."""
+
+    def auroc(variant, gi, si, fold, is_null):
+        return 0.45 + 0.02 * si if is_null else (1.0 if gi >= 3 else 0.55 + 0.01 * gi)
+
+    rows = make_rows(auroc, variants=("pca",), n_null=n_null)
+    real = ~rows["is_null_guide"]
+    gene_index = rows[GENE].str[1:].where(real, "0").astype(int)
+    rows.loc[real, "distance_sd"] = (
+        np.where(gene_index[real] >= 3, 3.0 * gene_index[real], 0.2) + rows.loc[real, "fold"]
+    )
+    guides = rows[real].drop_duplicates(GUIDE)
+    maps = guides[["model", "variant", GENE, GUIDE]].assign(
+        n_wells=8, mean_average_precision=0.5, map_p_value=0.5, map_q_value=0.6
+    )
+    return {**hits.screen_calls(rows, maps, "parametric", 0.05), "rows": rows, "maps": maps}
+
+
+def test_report_ranks_saturated_hits_by_distance_and_reports_no_p_value_below_the_null(tmp_path):
+    calls = saturated_calls()
+    inputs = ReportInputs(
+        calls["rows"], calls["guides"], calls["genes"], maps=calls["maps"], hits=calls["hits"], null=calls["null"]
+    )
+    written = write_report(tmp_path, inputs, report_options())
+    md = written["report_md"].read_text()
+    assert "**AUROC saturates**: 10 of 16 scored guides (62%) at 1.000, more than 10%" in md
+    assert "so the held-out distance from the controls in control SDs" in md and "ranks the hits instead" in md
+    assert "first: G7_0 (21.5 [" in md  # the farthest guide leads, with its interval over folds
+    table = pd.read_csv(written["hits"])
+    assert table[GUIDE].tolist()[:4] == ["G7_0", "G7_1", "G6_0", "G6_1"] and (table["ranked_by"] == "distance_sd").all()
+    assert table["distance_sd"].is_monotonic_decreasing
+    floor = float(calls["null"]["p_floor"].iloc[0])
+    assert floor == pytest.approx(1 / 21)
+    for name in ("hits", "gene_hits"):
+        p = pd.read_csv(written[name])["p_value"].dropna()
+        assert (p >= floor - 1e-12).all() and np.isclose(p, floor).any()
+    assert calls["guides"]["p_tail"].min() < floor  # the tail reaches further: it is not what is reported
+    assert f"10 guides lie beyond the null's reach and are reported as p < {floor:.2g} = 1/(n_null + 1)" in md
+    # 16 guides and a null of 20: bounded at 1/21, BH would call none of the 10 (q = 16/21/10 > 0.05)
+    assert "10 call(s) rest on the parametric tail beyond it" in md
+    genes = pd.read_csv(written["gene_hits"])
+    assert genes[GENE].tolist()[:2] == ["G7", "G6"] and genes["rank"].tolist()[:2] == [1, 2]
+
+
+def test_headline_leads_with_the_map_readout_where_the_classifier_calls_nothing():
+    from phenoica.report.score_sections import headline, readout_status
+
+    calls = saturated_calls(n_null=0)  # no pseudo-guide: the classifier scores guides but cannot call
+    maps = calls["maps"].assign(
+        mean_average_precision=lambda d: d[GENE].str[1:].astype(float) / 10, map_p_value=0.001, map_q_value=0.002
+    )
+    out = hits.screen_calls(calls["rows"], maps, "parametric", 0.05)
+    status = readout_status(out["hits"], out["null"])
+    items = headline(summaries.variant_summary(out["guides"]), summaries.paired_tests(out["genes"]), 0.05, status)
+    assert items[0].startswith("Model mae: **the mAP readout answers on this layout**; the classifier makes no hit")
+    first = str(items[1])
+    assert "mAP readout: 16/16 guides active at q < 0.05" in first and "ranked by the held-out distance" in first
+    assert "first: G7_0 (21.5 [" in first  # the distance needs no null: it still ranks the mAP readout's calls
+    assert "no classifier hit calls" in str(items[2:])  # the classifier comes after, with its reason
