@@ -112,26 +112,17 @@ def score_tables(model: str = "mae") -> dict[str, pd.DataFrame]:
                 )
                 for b, batch in enumerate(("B1", "B2")):
                     folds.append((model, variant, gene, guide, False, batch, auroc + 0.01 * b, distance + b, "ok"))
+            distance = 4.0 - g
             genes.append(
-                (
-                    model,
-                    variant,
-                    g + 1,
-                    gene,
-                    2,
-                    0.9 - 0.1 * g,
-                    4.0 - g,
-                    2 if is_hit else 0,
-                    max(q / 2, 0.01),
-                    q,
-                    is_hit,
-                )
+                (model, variant, g + 1, gene, 2, 0.9 - 0.1 * g, distance, distance - 1, distance + 1)
+                + (2 if is_hit else 0, max(q / 2, 0.01), False, q, is_hit)
             )
     hit_cols = ["model", "variant", "rank", "Metadata_Gene", "Metadata_Guide", "n_folds_ok", "auroc"]
     hit_cols += ["distance_sd", "distance_sd_low", "distance_sd_high", "p_value", "p_beyond_null", "q_value", "hit"]
     hit_cols += ["mean_average_precision", "map_p_value", "map_q_value", "map_hit", "agreement", "ranked_by"]
-    gene_cols = ["model", "variant", "rank", "Metadata_Gene", "n_guides", "auroc", "distance_sd", "n_guides_hit"]
-    gene_cols += ["p_value", "q_value", "hit"]
+    gene_cols = ["model", "variant", "rank", "Metadata_Gene", "n_guides", "auroc"]
+    gene_cols += ["distance_sd", "distance_sd_low", "distance_sd_high", "n_guides_hit", "p_value", "p_beyond_null"]
+    gene_cols += ["q_value", "hit"]
     fold_cols = ["model", "variant", "Metadata_Gene", "Metadata_Guide", "is_null_guide", "fold", "auroc"]
     fold_cols += ["distance_sd", "status"]
     return {

@@ -331,8 +331,8 @@ NEIGHBOR_COLS = ("model", "variant", "rank", "neighbor", "cosine", "neighbor_q_v
 TABLE_COLS = (
     "model",
     "variant",
-    "rank",
     GENE,
+    "rank",
     "n_guides",
     "n_guides_hit",
     "distance_sd",
