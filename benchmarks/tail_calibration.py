@@ -17,7 +17,7 @@ Screens: the simulated ``arrayed`` scenario (``phenoica.screen.arrayed``, its de
 the shipped real plate once read into the contract.
 
     python benchmarks/tail_calibration.py --draws 2
-    python benchmarks/tail_calibration.py --draws 0 --profiles real_plate.parquet --name real
+    python benchmarks/tail_calibration.py --draws 0 --profiles real_plate.parquet --name real --n-components 32
 """
 
 from __future__ import annotations
@@ -98,10 +98,12 @@ def describe(counts: pd.DataFrame) -> list[str]:
     return lines
 
 
-def run_screen(name: str, profiles: pd.DataFrame, cfg: dict, seed: int, n: int) -> pd.DataFrame:
-    """The tail counts of every variant of one screen (one row per variant and level)."""
+def run_screen(name: str, profiles: pd.DataFrame, cfg: dict, seed: int, n: int, variants: list[str]) -> pd.DataFrame:
+    """The tail counts of the ``variants`` of one screen (one row per variant and level)."""
     rows = []
-    for variant, table in variant_tables(profiles, cfg, seed).items():
+    tables = variant_tables(profiles, cfg, seed) if set(variants) - {"base"} else {"base": profiles}
+    for variant in variants:
+        table = tables[variant]
         t0 = time.perf_counter()
         aurocs = null_aurocs(table, variant, cfg, seed, (1 + HELD_OUT_FACTOR) * n)
         fit = NullFit(aurocs[:n][np.isfinite(aurocs[:n])], "parametric")
@@ -129,12 +131,25 @@ def main() -> None:
     parser.add_argument("--profiles", type=Path, help="a per-well profile table in the data contract (parquet)")
     parser.add_argument("--name", default="profiles", help="the name of the --profiles screen in the output")
     parser.add_argument("--seed", type=int, default=0, help="the seed of the --profiles screen's draws")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--n-components", type=int, help="transforms.n_components (default: the schema's rule)")
+    parser.add_argument("--scheme", choices=("leave_one_batch_out", "in_distribution"), help="splits.scheme")
+    parser.add_argument(
+        "--min-data-in-leaf", type=int, help="classify.lightgbm.min_data_in_leaf (default: LightGBM's own, 20)"
+    )
     args = parser.parse_args()
-    cfg = validate_config({})
+    given: dict = {"transforms": {"n_components": args.n_components}} if args.n_components else {}
+    if args.scheme:
+        given["splits"] = {"scheme": args.scheme}
+    if args.min_data_in_leaf:
+        given["classify"] = {"lightgbm": {"min_data_in_leaf": args.min_data_in_leaf}}
+    cfg = validate_config(given)
     n = int(cfg["classify"]["n_null_guides"])
     print(
         f"null of n = {n} pseudo-guides (floor 1/(n+1) = {1 / (n + 1):.5f}), {HELD_OUT_FACTOR * n} held out; "
-        f"variants {', '.join(VARIANTS)}; classify at the schema's defaults"
+        f"variants {', '.join(args.variants)}; n_components {cfg['transforms']['n_components']}; splits "
+        f"{cfg['splits']['scheme']}; classify at the schema's defaults"
+        + (f" but min_data_in_leaf {args.min_data_in_leaf}" if args.min_data_in_leaf else "")
     )
     screens = [(f"arrayed seed {s}", "arrayed", lambda s=s: arrayed_profiles(s), s) for s in range(args.draws)]
     if args.profiles is not None:
@@ -142,7 +157,7 @@ def main() -> None:
     results = []
     for label, name, load, seed in screens:
         t0 = time.perf_counter()
-        results.append(run_screen(name, load(), cfg, seed, n))
+        results.append(run_screen(name, load(), cfg, seed, n, args.variants))
         print(f"  {label}: {time.perf_counter() - t0:.0f} s", flush=True)
     counts = pd.concat(results, ignore_index=True)
     for name, sub in counts.groupby("screen", sort=False):

@@ -145,11 +145,12 @@ def test_the_door_counts_again_when_a_setting_it_reads_changes(tmp_path):
 
 
 def _score_rows(n_null_ok: int) -> pd.DataFrame:
+    """6 guides (3 strong) and 100 pseudo-guides, the first ``n_null_ok`` of them scored."""
     rng = np.random.default_rng(0)
     rows = []
     for i in range(6):
         rows.append(("G%d" % i, "G%d_1" % i, False, 0.9 if i < 3 else 0.5 + rng.normal(0, 0.02)))
-    for j in range(10):
+    for j in range(100):
         rows.append((NULL_GENE, f"null_{j:04d}", True, 0.5 + rng.normal(0, 0.03) if j < n_null_ok else np.nan))
     out = []
     for gene, guide, is_null, auc in rows:
@@ -206,7 +207,7 @@ def test_a_variant_without_a_null_keeps_its_aurocs_and_the_map_calls():
     assert not out["hits"]["hit"].any() and out["hits"]["map_hit"].sum() == 3
     assert out["hits"]["note"].str.startswith("classifier: no hit calls (hit calls for m/pca").all()
     # with a null the same rows are called and noted as such
-    called = screen_calls(_score_rows(n_null_ok=10), maps, "parametric", 0.05)
+    called = screen_calls(_score_rows(n_null_ok=100), maps, "parametric", 0.05)
     assert called["null"]["calls"].all() and called["hits"]["hit"].sum() == 3
     assert (called["hits"]["note"] == "").all()
 
@@ -270,7 +271,7 @@ def test_control_calls_use_the_guides_null():
     from phenoica.hits.calls import call_guides, summarize_scores
     from phenoica.hits.controls import control_calls
 
-    guides, _ = summarize_scores(_score_rows(n_null_ok=10))
+    guides, _ = summarize_scores(_score_rows(n_null_ok=100))
     guides = call_guides(guides)
     controls = pd.DataFrame(
         {

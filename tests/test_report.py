@@ -156,7 +156,7 @@ def test_table4_mean_sd_excludes_nulls_and_skips():
 
 
 def test_variant_summary_counts_bh_hits_against_the_null():
-    null = [0.40, 0.45, 0.50, 0.55, 0.60, 0.48, 0.52, 0.47, 0.53, 0.50]
+    null = [0.40, 0.45, 0.50, 0.55, 0.60, 0.48, 0.52, 0.47, 0.53, 0.50] * 10  # 100: p reaches 1/101
     real = [0.30, 0.58, 0.60, 0.90, 0.95]
     records = [
         {
@@ -205,7 +205,7 @@ def test_variant_summary_counts_bh_hits_against_the_null():
     q = calls.loc[~calls["is_null_guide"], "q_value"]
     assert s["hits_q<0.05"] == (q < 0.05).sum() == 2  # the two strong guides
     assert s["hits_q<0.1"] == (q < 0.1).sum()
-    assert s["null_auroc_mean"] == pytest.approx(np.mean(null)) and s["n_null_guides"] == 10
+    assert s["null_auroc_mean"] == pytest.approx(np.mean(null)) and s["n_null_guides"] == 100
     assert s["n_guides_scored"] == 5 and s["n_guides_skipped"] == 1
     assert s["auroc_mean"] == pytest.approx(np.mean(real)) and s["auroc_median"] == pytest.approx(0.60)
     assert s["sparsity_mean"] == pytest.approx(0.2) and s["concentration_mean"] == pytest.approx(0.3)
@@ -621,12 +621,12 @@ def test_the_report_page_lists_the_sections_as_declared():
     assert rows == [(s.name, ", ".join(s.inputs)) for s in SECTIONS]
 
 
-def saturated_calls(n_null: int = 20) -> dict[str, pd.DataFrame]:
+def saturated_calls(n_null: int = 100) -> dict[str, pd.DataFrame]:
     """The hit calls of a screen whose guides of genes G3..G7 all score AUROC 1.000 in every fold,
     at held-out distances that grow with the gene's index (G7 farthest), beside a mAP readout."""
 
     def auroc(variant, gi, si, fold, is_null):
-        return 0.45 + 0.02 * si if is_null else (1.0 if gi >= 3 else 0.55 + 0.01 * gi)
+        return 0.45 + 0.1 * si / n_null + 0.005 * fold if is_null else (1.0 if gi >= 3 else 0.55 + 0.01 * gi)
 
     rows = make_rows(auroc, variants=("pca",), n_null=n_null)
     real = ~rows["is_null_guide"]
@@ -655,14 +655,16 @@ def test_report_ranks_saturated_hits_by_distance_and_reports_no_p_value_below_th
     assert table[GUIDE].tolist()[:4] == ["G7_0", "G7_1", "G6_0", "G6_1"] and (table["ranked_by"] == "distance_sd").all()
     assert table["distance_sd"].is_monotonic_decreasing
     floor = float(calls["null"]["p_floor"].iloc[0])
-    assert floor == pytest.approx(1 / 21)
+    assert floor == pytest.approx(1 / 101)
     for name in ("hits", "gene_hits"):
         p = pd.read_csv(written[name])["p_value"].dropna()
         assert (p >= floor - 1e-12).all() and np.isclose(p, floor).any()
     assert calls["guides"]["p_tail"].min() < floor  # the tail reaches further: it is not what is reported
     assert f"10 guides lie beyond the null's reach and are reported as p < {floor:.2g} = 1/(n_null + 1)" in md
-    # 16 guides and a null of 20: bounded at 1/21, BH would call none of the 10 (q = 16/21/10 > 0.05)
-    assert "10 call(s) rest on the parametric tail beyond it" in md
+    assert "the calls stand without the tail beyond it" in md
+    # a null of 20 reaches 1/21: BH over 16 guides calls none of the 10 (q = 16/21/10 > 0.05); the tail would
+    small = saturated_calls(n_null=20)
+    assert not small["hits"]["hit"].any() and small["null"]["n_tail_only_calls"].iloc[0] >= 10
     genes = pd.read_csv(written["gene_hits"])
     assert genes[GENE].tolist()[:2] == ["G7", "G6"] and genes["rank"].tolist()[:2] == [1, 2]
 

@@ -6,19 +6,20 @@ wells laid out like real guides and scored by the same classifier (``phenoica.cl
 
 - ``parametric`` (default): the pseudo-guides' AUROCs are mapped to logit(AUROC) and taken as
   normal with unknown mean and variance; a guide's p-value is the upper tail of the Student-t
-  predictive distribution of a new draw, ``t_{n-1}((x - mean) / (sd * sqrt(1 + 1/n)))``. This
-  resolves p-values far below ``1 / (n_null + 1)`` (a strong guide of a 100,000-guide screen can
-  pass BH), and the QQ plot of the pseudo-guides' leave-one-out p-values in the report checks
-  the fit.
-- ``empirical``: ``p = (1 + #{null >= x}) / (n_null + 1)``, exact but floored at
-  ``1 / (n_null + 1)``.
+  predictive distribution of a new draw, ``t_{n-1}((x - mean) / (sd * sqrt(1 + 1/n)))``: smooth
+  where the empirical p-value steps, and the QQ plot of the pseudo-guides' leave-one-out p-values
+  in the report checks the fit.
+- ``empirical``: ``p = (1 + #{null >= x}) / (n_null + 1)``.
 
 A null of n pseudo-guides reaches no further than ``1 / (n + 1)`` (:attr:`NullFit.p_floor`): a
 guide above every pseudo-guide is all it can show. The reported ``p_value`` is therefore never
 below it; where the parametric tail puts a guide further out, ``p_beyond_null`` is true (read the
 p-value as "below ``p_value``") and ``p_tail`` keeps the tail's value. q-values and calls are made
-on ``p_tail`` (the parametric tail's reach is measured in docs/hit-calling.md, and
-:func:`null_summary` counts the calls that rest on it).
+on the reported ``p_value``: checked against a 10 times larger null of held-out pseudo-guides, the
+tail put 2 to 5 times more nulls below a level than the level itself beyond ``1 / (n + 1)``
+(``benchmarks/tail_calibration.py``, docs/hit-calling.md), so no call rests on it;
+:func:`null_summary` counts the guides the tail alone would call. A screen whose calls need
+smaller p-values needs more pseudo-guides (``classify.n_null_guides``).
 
 p-values are one-sided (a hit classifies better than the null). Guide q-values: Benjamini-Hochberg
 over the scored real guides of one (model, variant). Gene p-values combine the gene's guide
@@ -101,7 +102,7 @@ NULL_COLUMNS: tuple[str, ...] = (
     "loo_fraction_below_05",
     "p_floor",
     "n_beyond_null",
-    "n_calls_on_tail",
+    "n_tail_only_calls",
     "calls",
     "reason",
 )
@@ -233,8 +234,9 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
     ``hit`` (q < ``q_threshold``).
 
     Per (model, variant): real guides get p against that null and BH q over the real guides
-    with a finite p (of ``p_tail``); pseudo-guides get their leave-one-out p (bounded at ``1 / n``,
-    the reach of the other n - 1) and no q. Guides skipped in every fold get NaN and no call.
+    with a finite p (of the reported ``p_value``); pseudo-guides get their leave-one-out p (bounded
+    at ``1 / n``, the reach of the other n - 1) and no q. Guides skipped in every fold get NaN and
+    no call.
     """
     if not 0 < q_threshold < 1:
         raise ValueError(f"hits.q_threshold: expected a value in (0, 1), got {q_threshold}")
@@ -251,7 +253,7 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
         real = idx[~is_null[idx]]
         p[real] = fit.p_values(out["auroc"].to_numpy(dtype=float)[real])
         floor[real] = fit.p_floor
-        q[real] = bh_qvalues(p[real])
+        q[real] = bh_qvalues(bounded(p[real], fit.p_floor)[0])
         nulls = idx[is_null[idx]]
         scored = nulls[np.isfinite(out["auroc"].to_numpy(dtype=float)[nulls])]
         p[scored] = fit.leave_one_out_p()
@@ -268,7 +270,7 @@ def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataF
     ``p_value``: ACAT of the gene's guides' reported p-values (never below their null's
     ``p_floor``: ACAT of p-values at or above a bound stays at or above it); ``p_beyond_null``:
     some of them lie beyond the null, so ``p_value`` is an upper bound; ``p_tail``: ACAT of the
-    guides' ``p_tail``; ``q_value``: BH over the genes of one (model, variant), of ``p_tail``;
+    guides' ``p_tail``; ``q_value``: BH over the genes of one (model, variant), of ``p_value``;
     ``n_guides``: guides with a p-value; ``n_guides_hit``: guides with q < ``q_threshold`` (the
     guides that agree the gene is a hit); ``auroc``: mean of its guides' AUROCs.
     """
@@ -293,7 +295,7 @@ def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataF
     genes["p_beyond_null"] = genes["p_beyond_null"].astype(bool)
     q = np.full(len(genes), math.nan)
     for _key, idx in _groups(genes):
-        q[idx] = bh_qvalues(genes["p_tail"].to_numpy(dtype=float)[idx])
+        q[idx] = bh_qvalues(genes["p_value"].to_numpy(dtype=float)[idx])
     genes["q_value"] = q
     genes["hit"] = np.where(np.isfinite(q), q < q_threshold, False).astype(bool)
     for c in ("n_guides", "n_guides_hit"):
@@ -302,16 +304,16 @@ def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataF
 
 
 def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_threshold: float = 0.05) -> pd.DataFrame:
-    """Per (model, variant): the null's size, its fit, checks of its calibration, and how far the
-    calls lean on the parametric tail.
+    """Per (model, variant): the null's size, its fit, checks of its calibration, and what lies
+    beyond its reach.
 
     ``normality_p``: Shapiro-Wilk of the pseudo-guides' logit AUROCs (the parametric model's
     assumption); ``loo_uniform_ks_p``: Kolmogorov-Smirnov of their leave-one-out p-values
     against U(0, 1); ``loo_fraction_below_05``: how many of those fall below 0.05 (nominal 0.05).
     ``p_floor``: ``1 / (n_null + 1)``, the smallest p-value the null reaches; ``n_beyond_null``:
-    real guides whose tail p-value lies below it; ``n_calls_on_tail``: calls (q < ``q_threshold``,
-    from ``call_guides``) that would not stand were every p-value bounded at ``p_floor``
-    (0: the calls need no p-value beyond what the null observed).
+    real guides whose tail p-value lies below it; ``n_tail_only_calls``: guides that BH over the
+    tail's p-values would call at ``q_threshold`` and the calls (on the reported p-values) do not:
+    what a screen would gain from a null large enough to reach them.
     """
     rows = []
     for (model, variant), idx in _groups(guide_calls):
@@ -342,7 +344,7 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_th
                 "loo_fraction_below_05": float(np.mean(loo < 0.05)) if loo.size else math.nan,
                 "p_floor": fit.p_floor,
                 "n_beyond_null": int(real["p_beyond_null"].astype(bool).sum()),
-                "n_calls_on_tail": _calls_on_tail(real, q_threshold),
+                "n_tail_only_calls": _tail_only_calls(real, q_threshold),
                 "calls": True,
                 "reason": "",
             }
@@ -350,18 +352,18 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_th
     return pd.DataFrame(rows, columns=list(NULL_COLUMNS))
 
 
-def _calls_on_tail(real: pd.DataFrame, q_threshold: float) -> int:
-    """Calls of these real guides (one (model, variant)) that BH over their bounded ``p_value``
-    would not make at ``q_threshold``."""
-    bounded_calls = bh_qvalues(real["p_value"].to_numpy(dtype=float)) < q_threshold
-    return int((real["hit"].astype(bool).to_numpy() & ~bounded_calls).sum())
+def _tail_only_calls(real: pd.DataFrame, q_threshold: float) -> int:
+    """Real guides of one (model, variant) that BH over their ``p_tail`` would call at
+    ``q_threshold`` and that are not called."""
+    tail_calls = bh_qvalues(real["p_tail"].to_numpy(dtype=float)) < q_threshold
+    return int((tail_calls & ~real["hit"].astype(bool).to_numpy()).sum())
 
 
 def _no_null_row(model: str, variant: str, null_model: str, n_drawn: int, reason: str) -> dict[str, object]:
     """The null summary of a (model, variant) whose null cannot be fitted: no classifier calls, and why."""
     row: dict[str, object] = {c: math.nan for c in NULL_COLUMNS}
     row.update(model=model, variant=variant, null_model=null_model, n_null=0, n_null_skipped=n_drawn)
-    row.update(n_beyond_null=0, n_calls_on_tail=0, calls=False, reason=reason)
+    row.update(n_beyond_null=0, n_tail_only_calls=0, calls=False, reason=reason)
     return row
 
 

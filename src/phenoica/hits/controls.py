@@ -54,7 +54,7 @@ def control_calls(
     held-out distance from the other controls (:func:`phenoica.hits.effects.guide_distances`), its
     p-value against the pseudo-guides of ``guides`` (the guide table with ``is_null_guide``;
     reported as the guides' are: ``p_value`` bounded at the null's ``p_floor``, ``p_beyond_null``,
-    ``p_tail``), the Benjamini-Hochberg q-value of ``p_tail`` over the constructs of that (model,
+    ``p_tail``), the Benjamini-Hochberg q-value of ``p_value`` over the constructs of that (model,
     variant), the call (q < ``q_threshold``) and ``separating`` ((model, gene, guide) -> text) when
     given. A (model, variant) without a null keeps AUROCs and gets no p-values."""
     separating = separating or {}
@@ -82,7 +82,7 @@ def control_calls(
         reported, beyond = bounded(p, fit.p_floor)
         rows = per.index[idx]
         per.loc[rows, "p_value"], per.loc[rows, "p_beyond_null"], per.loc[rows, "p_tail"] = reported, beyond, p
-        per.loc[rows, "q_value"] = bh_qvalues(p)
+        per.loc[rows, "q_value"] = bh_qvalues(reported)
     q = per["q_value"].to_numpy(dtype=float)
     per["hit"] = np.where(np.isfinite(q), q < q_threshold, False).astype(bool)
     per["separating_features"] = [separating.get((m, g, s), "") for m, g, s in zip(per["model"], per[GENE], per[GUIDE])]

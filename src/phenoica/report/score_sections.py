@@ -57,8 +57,9 @@ GENE_HIT_COLUMNS: tuple[str, ...] = (
 P_VALUE_NOTE = (
     "p-values are reported no finer than the null supports: below 1/(n_null + 1) a null of n_null pseudo-guides "
     "shows nothing, so a guide beyond every pseudo-guide is reported at that bound with `p_beyond_null` true "
-    "(read: p below it); the parametric tail's value is `p_tail` in `hits/guides.parquet`, and q-values and calls "
-    "are made on it."
+    "(read: p below it); the parametric tail's value is `p_tail` in `hits/guides.parquet`. q-values and calls "
+    "are made on the reported p-values: beyond 1/(n_null + 1) the tail was not calibrated where it was checked "
+    "(docs/hit-calling.md)."
 )
 RANKING_NOTE = (
     "Hits are ranked by an effect size that does not stop at a ceiling: the held-out distance from the controls "
@@ -97,7 +98,7 @@ def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict
     no hit calls, absent when it did), the mAP readout's ``map_hits`` / ``map_scored`` guides,
     ``saturation`` (a row of :func:`phenoica.hits.effects.saturation`), ``top`` (the first
     :data:`TOP_NAMES` calls of either readout in rank order, as text) and the null's reach
-    (``p_floor``, ``n_beyond_null``, ``n_calls_on_tail``)."""
+    (``p_floor``, ``n_beyond_null``, ``n_tail_only_calls``)."""
     out: dict[tuple[str, str], dict[str, object]] = {}
     if null is not None and "calls" in null.columns:
         for row in null.to_dict("records"):
@@ -105,7 +106,7 @@ def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict
             if not bool(row["calls"]):
                 entry["no_calls"] = str(row["reason"])
             elif "p_floor" in row:
-                entry.update({k: row[k] for k in ("p_floor", "n_beyond_null", "n_calls_on_tail")})
+                entry.update({k: row[k] for k in ("p_floor", "n_beyond_null", "n_tail_only_calls")})
     if hits is None or not len(hits):
         return out
     saturated = E.saturation(hits).set_index(["model", "variant"]) if "distance_sd" in hits.columns else None
@@ -176,15 +177,16 @@ def _saturation(state: dict[str, object]) -> str:
 
 def _reach(state: dict[str, object]) -> str:
     """What the null supports in one (model, variant): the p-value bound, how many guides lie
-    beyond it and whether the calls lean on the parametric tail ('' when no guide lies beyond)."""
+    beyond it and how many more the parametric tail alone would call ('' when no guide lies beyond)."""
     n_beyond = state.get("n_beyond_null")
     if not n_beyond or pd.isna(n_beyond):
         return ""
-    floor, on_tail = float(state["p_floor"]), int(state.get("n_calls_on_tail") or 0)
+    floor, tail_only = float(state["p_floor"]), int(state.get("n_tail_only_calls") or 0)
     tail = (
-        f"{on_tail} call(s) rest on the parametric tail beyond it (see 'Null calibration')"
-        if on_tail
-        else "no call rests on the tail beyond it"
+        f"{tail_only} more guide(s) would be called only on the parametric tail beyond it, which is not used "
+        "(a larger null, classify.n_null_guides, reaches them)"
+        if tail_only
+        else "the calls stand without the tail beyond it"
     )
     return (
         f"{int(n_beyond)} guides lie beyond the null's reach and are reported as p < {floor:.2g} = 1/(n_null + 1) "
@@ -418,8 +420,8 @@ def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
             "Shapiro-Wilk normality of the logit AUROCs, and the uniformity (Kolmogorov-Smirnov) of "
             "their leave-one-out p-values; see the QQ figure. `p_floor` = 1/(n_null + 1) is the smallest "
             "p-value the null reaches; `n_beyond_null` guides lie beyond it (reported at `p_floor`, flagged "
-            "`p_beyond_null`); `n_calls_on_tail` calls would not stand were every p-value bounded at `p_floor`: "
-            "they rest on the parametric tail (how far it holds: docs/hit-calling.md)."
+            "`p_beyond_null`); q-values and calls are made on the reported p-values; `n_tail_only_calls` guides "
+            "would be called were the parametric tail trusted beyond `p_floor` (it is not: docs/hit-calling.md)."
         )
         out.page.append(table_section("Null calibration", note, out.tables["null_calibration"]))
     if inputs.table("controls") is not None:
