@@ -214,7 +214,7 @@ def test_a_variant_without_a_null_keeps_its_aurocs_and_the_map_calls():
 
 def test_headline_says_what_the_classifier_could_not_call_and_what_map_called():
     from phenoica.hits.calls import screen_calls
-    from phenoica.report.score_sections import headline, readout_status
+    from phenoica.report.headline import headline, readout_status
     from phenoica.report.summaries import paired_tests, variant_summary
 
     maps = _map_rows([1e-4] * 2 + [0.5] * 4, [6e-4] * 2 + [0.6] * 4)
@@ -335,7 +335,7 @@ def test_arrayed_scenario_runs_at_the_defaults_with_a_calibrated_null(tmp_path):
 
 
 def test_control_headline_names_called_constructs_and_says_when_none_could_be_called():
-    from phenoica.report.score_sections import control_headline
+    from phenoica.report.headline import control_headline
 
     summary = pd.DataFrame({"model": ["m"], "variant": ["base"], "hits_q<0.05": [40], "n_guides_scored": [48]})
     calls = pd.DataFrame(

@@ -670,7 +670,7 @@ def test_report_ranks_saturated_hits_by_distance_and_reports_no_p_value_below_th
 
 
 def test_headline_leads_with_the_map_readout_where_the_classifier_calls_nothing():
-    from phenoica.report.score_sections import headline, readout_status
+    from phenoica.report.headline import headline, readout_status
 
     calls = saturated_calls(n_null=0)  # no pseudo-guide: the classifier scores guides but cannot call
     maps = calls["maps"].assign(
