@@ -399,7 +399,7 @@ def test_ranking_falls_back_to_map_where_the_classifier_scored_nothing():
             GENE: list("XYZXYZ"),
             GUIDE: list("xyzxyz"),
             "distance_sd": [1.0, 5.0, np.nan, np.nan, np.nan, np.nan],
-            "mean_average_precision": [0.9, 0.1, 0.5, 0.2, 0.8, np.nan],
+            "mean_average_precision": [0.9, 0.1, np.nan, 0.2, 0.8, np.nan],
         }
     )
     out = E.ranked(hits, [GENE])
@@ -421,3 +421,24 @@ def test_saturation_counts_guides_at_the_ceiling_against_the_stated_share():
     assert s["n_map_at_1"] == 1 and not s["map_saturated"] and s["ranked_by"] == "distance_sd"
     five = E.saturation(hits.assign(auroc=np.r_[np.ones(5), np.full(n - 5, 0.8)])).iloc[0]
     assert not five["auroc_saturated"]  # exactly 10% is not more than E.SATURATION_SHARE
+
+
+def test_the_readout_that_scored_more_guides_ranks_them():
+    """A layout where the classifier scores 1 guide of 4 and the mAP readout all 4: the mAP ranks."""
+    hits = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": "a",
+            GENE: list("WXYZ"),
+            GUIDE: list("wxyz"),
+            "distance_sd": [np.nan, 3.0, np.nan, np.nan],
+            "mean_average_precision": [0.2, 0.4, 0.9, 0.6],
+        }
+    )
+    out = E.ranked(hits, [GENE])
+    assert (out["ranked_by"] == "mean_average_precision").all() and out[GUIDE].tolist() == ["y", "z", "x", "w"]
+    assert E.ranked(hits.assign(mean_average_precision=[0.2, np.nan, 0.9, np.nan]), [GENE])["ranked_by"].iloc[0] == (
+        "mean_average_precision"
+    )
+    tie = hits.assign(distance_sd=[1.0, 3.0, 2.0, 0.5])
+    assert (E.ranked(tie, [GENE])["ranked_by"] == "distance_sd").all()

@@ -11,9 +11,9 @@ phenotype:
   ``distance_sd_high``; under leave-one-batch-out the folds are the batches, the units a result
   must hold across; no interval from a single fold). A gene's is the mean over folds of its guides'
   mean in each fold, with the interval over the same folds.
-- ``mean_average_precision`` (the mAP readout) ranks a (model, variant) whose classifier scored no
-  guide. mAP reaches 1.0 too, once every well of a guide ranks its sibling wells above all
-  controls, so it ranks only where the distance is missing.
+- ``mean_average_precision`` (the mAP readout) ranks a (model, variant) where it scored more
+  guides than the classifier (a layout the classifier cannot train on). mAP reaches 1.0 too, once
+  every well of a guide ranks its sibling wells above all controls, so it ranks only there.
 
 A readout *saturates* in a (model, variant) when more than :data:`SATURATION_SHARE` of its scored
 guides sit at its ceiling (AUROC or mAP exactly 1.0): its values then leave that share of the
@@ -104,14 +104,16 @@ def gene_distances(ok_rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def ranking_measures(table: pd.DataFrame) -> dict[tuple[str, str], str]:
-    """Per (model, variant) of a hit or gene table: the first of :data:`RANKING_MEASURES` that the
-    table has a finite value of there (absent when none)."""
+    """Per (model, variant) of a hit or gene table: of :data:`RANKING_MEASURES`, the one with a
+    finite value for the most rows there, the first in that order on a tie (absent when none has
+    any): the readout that scored the guides ranks them (on a layout where the classifier scores
+    1 guide of 83 and the mAP readout all of them, the mAP ranks)."""
     out: dict[tuple[str, str], str] = {}
     for (model, variant), sub in table.groupby(["model", "variant"], sort=True):
-        for measure in RANKING_MEASURES:
-            if measure in sub.columns and np.isfinite(sub[measure].to_numpy(dtype=float)).any():
-                out[(str(model), str(variant))] = measure
-                break
+        counts = {m: int(np.isfinite(sub[m].to_numpy(dtype=float)).sum()) for m in RANKING_MEASURES if m in sub}
+        best = max(counts, key=lambda m: counts[m], default=None)  # max keeps the first of equal counts
+        if best is not None and counts[best]:
+            out[(str(model), str(variant))] = best
     return out
 
 
