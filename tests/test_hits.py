@@ -442,3 +442,29 @@ def test_the_readout_that_scored_more_guides_ranks_them():
     )
     tie = hits.assign(distance_sd=[1.0, 3.0, 2.0, 0.5])
     assert (E.ranked(tie, [GENE])["ranked_by"] == "distance_sd").all()
+
+
+def test_heldout_distance_known_answers_and_undefined_cases():
+    from phenoica.classify.distance import ControlMoments, heldout_distance
+
+    rng = np.random.default_rng(3)
+    d = 50
+    ctrl_train, ctrl_test = rng.normal(size=(400, d)), rng.normal(size=(400, d)) + 2.0  # a held-out batch offset
+    shift = np.zeros(d)
+    shift[:5] = 3.0  # 3 SDs on 5 features: 3 * sqrt(5) = 6.7 SDs along the direction
+    guide_train, guide_test = rng.normal(size=(200, d)) + shift, rng.normal(size=(200, d)) + shift + 2.0
+    moments = ControlMoments.of(ctrl_train)
+    assert heldout_distance(moments, guide_train, guide_test, ctrl_test) == pytest.approx(3 * math.sqrt(5), rel=0.1)
+    like = heldout_distance(moments, rng.normal(size=(8, d)), rng.normal(size=(8, d)) + 2.0, ctrl_test)
+    assert abs(like) < 1.5  # a guide like the controls: about 0 however many features
+    # taking rows out is exact
+    out = moments.without(ctrl_train[:30])
+    mean, sd = out.mean_sd()
+    assert np.allclose(mean, ctrl_train[30:].mean(axis=0)) and np.allclose(sd, ctrl_train[30:].std(axis=0, ddof=1))
+    for args in (
+        (moments, guide_train[:0], guide_test, ctrl_test),  # no training row
+        (moments, guide_train, guide_test, ctrl_test[:1]),  # one held-out control: no spread
+        (ControlMoments.of(np.ones((5, d))), guide_train, guide_test, ctrl_test),  # no feature with spread
+        (moments, ctrl_train.mean(axis=0, keepdims=True), guide_test, ctrl_test),  # no direction
+    ):
+        assert math.isnan(heldout_distance(*args))

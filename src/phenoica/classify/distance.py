@@ -75,14 +75,15 @@ def heldout_distance(
     keep = sd > 0
     if not keep.any():
         return math.nan
-    mean, sd = mean[keep], sd[keep]
-    shift = (np.asarray(X_train, dtype=np.float64)[:, keep].mean(axis=0) - mean) / sd
+    shift = np.zeros_like(mean)
+    shift[keep] = (np.asarray(X_train, dtype=np.float64)[:, keep].mean(axis=0) - mean[keep]) / sd[keep]
     norm = float(np.linalg.norm(shift))
     if not np.isfinite(norm) or norm == 0:
         return math.nan
-    u = shift / (norm * sd)  # project raw rows: ((x - mean) / sd) . (shift / norm)
-    guide = (np.asarray(X_test, dtype=np.float64)[:, keep] - mean) @ u
-    ctrl = (np.asarray(X_test_controls, dtype=np.float64)[:, keep] - mean) @ u
+    u = np.zeros_like(mean)
+    u[keep] = shift[keep] / (norm * sd[keep])  # ((x - mean) / sd) . (shift / norm) = x . u - mean . u
+    guide = np.asarray(X_test) @ u
+    ctrl = np.asarray(X_test_controls) @ u  # the common offset mean . u cancels in the difference
     spread = float(ctrl.std(ddof=1))
     if not spread > 0:
         return math.nan
