@@ -375,7 +375,7 @@ def hit_table(guide_calls: pd.DataFrame, map_df: pd.DataFrame | None, q_threshol
     ``map_p_value``, ``map_q_value`` and ``map_hit`` (map q < ``q_threshold``); ``agreement`` is
     one of ``AGREEMENT`` (NaN-free: a guide a readout could not score is not called by it).
     ``rank`` and ``ranked_by``: :func:`phenoica.hits.effects.ranked` (the held-out distance, or the
-    mAP where the classifier scored no guide), rows in that order.
+    mAP where the mAP readout scored more guides), rows in that order.
     """
     real = guide_calls[~guide_calls["is_null_guide"].astype(bool)]
     cols = ["model", "variant", GENE, GUIDE, "n_folds_ok", "auroc", *DISTANCE_COLUMNS]

@@ -431,7 +431,7 @@ def page_html(inputs: PageInputs, data: Mapping[str, Any]) -> str:
         _section(
             "Hit table",
             f"Every gene per model/variant in rank order (by the held-out distance from the controls, or the mAP "
-            f"where the classifier scored no guide); filter by name, model/variant or hits only; click a header to "
+            f"where the mAP readout scored more guides); filter by name, model/variant or hits only; click a header to "
             f"sort; the first {TABLE_ROWS} rows are shown. Click a gene to open its panel.",
             '<div class="controls"><input id="table-filter" placeholder="gene name contains..."> '
             '<select id="table-key"><option value="">all models/variants</option></select> '

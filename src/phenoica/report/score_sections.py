@@ -66,7 +66,8 @@ RANKING_NOTE = (
     "Hits are ranked by an effect size that does not stop at a ceiling: the held-out distance from the controls "
     "in control SDs (`distance_sd`: per fold, the guide's direction from the controls is learnt on the training "
     "rows and its held-out rows are measured along it, in SDs of the held-out controls; the mean over folds with "
-    "its 95% Student-t interval over folds), or the mAP where the classifier scored no guide (`ranked_by`). A "
+    "its 95% Student-t interval over folds; 2 folds give a wide one), or the mAP where the mAP readout scored "
+    "more guides than the classifier (`ranked_by`). A "
     f"readout saturates when more than {E.SATURATION_SHARE:.0%} of its scored guides sit at 1.000: AUROC, p and q "
     "then leave them unordered."
 )
