@@ -298,3 +298,17 @@ def test_in_chromium_hover_labels_and_panels_show_names_as_text(hostile_page):
         )
         assert any(m.startswith(f"{HOSTILE_MODEL}/") for m in menu), menu
         assert console_errors(driver) == []
+
+
+def test_hit_table_data_keeps_unranked_genes_last(tmp_path):
+    scores = F.score_tables()
+    genes = scores["genes"].assign(rank=lambda d: d["rank"].astype("Int64"))
+    genes.loc[(genes["variant"] == "pca") & (genes["Metadata_Gene"] == "G1"), "rank"] = pd.NA
+    write_interactive(
+        tmp_path, PageInputs(hits=scores["hits"], genes=genes, guide_folds=scores["guide_folds"], q_threshold=0.05)
+    )
+    text = (tmp_path / PAGE).read_text()
+    data = json.loads(text.split('id="phenoica-data" type="application/json">', 1)[1].split("</script>", 1)[0])
+    cols, rows = data["table"]["cols"], data["table"]["rows"]
+    pca = [r for r in rows if r[:2] == ["mae", "pca"]]
+    assert [r[cols.index("Metadata_Gene")] for r in pca] == ["G2", "G3", "G1"] and pca[-1][cols.index("rank")] is None

@@ -684,3 +684,20 @@ def test_headline_leads_with_the_map_readout_where_the_classifier_calls_nothing(
     assert "mAP readout: 16/16 guides active at q < 0.05" in first and "ranked by the held-out distance" in first
     assert "first: G7_0 (21.5 [" in first  # the distance needs no null: it still ranks the mAP readout's calls
     assert "no classifier hit calls" in str(items[2:])  # the classifier comes after, with its reason
+
+
+def test_tables_in_rank_order_put_unranked_rows_last():
+    from phenoica.report.score_sections import in_rank_order
+
+    table = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": ["b", "a", "a", "a"],
+            "rank": pd.array([1, 2, None, 1], dtype="Int64"),
+            "q_value": [0.1, 0.2, 0.01, 0.3],
+        }
+    )
+    out = in_rank_order(table)
+    assert out["variant"].tolist() == ["a", "a", "a", "b"] and out["rank"].tolist()[:2] == [1, 2]
+    assert pd.isna(out["rank"].iloc[2])
+    assert in_rank_order(table.drop(columns="rank"))["q_value"].tolist() == [0.01, 0.2, 0.3, 0.1]

@@ -481,7 +481,7 @@ def write_interactive(out_dir: Path | str, inputs: PageInputs) -> dict[str, Path
             tmp.write_text(f"phenoicaShard({start // SHARD_SIZE},{body});\n", encoding="utf-8")
         written[path.name] = path
     order = "rank" if "rank" in inputs.genes.columns else "q_value"
-    table = inputs.genes.assign(_o=pd.to_numeric(inputs.genes[order], errors="coerce").fillna(np.inf))
+    table = inputs.genes.assign(_o=pd.to_numeric(inputs.genes[order], errors="coerce").astype("float64").fillna(np.inf))
     table = table.sort_values(["model", "variant", "_o"], kind="stable").drop(columns="_o")
     data = {
         "genes": names,

@@ -78,7 +78,7 @@ def in_rank_order(table: pd.DataFrame) -> pd.DataFrame:
     where it has no rank."""
     if "rank" not in table.columns:
         return table.sort_values(["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
-    key = pd.to_numeric(table["rank"], errors="coerce").fillna(np.inf)
+    key = pd.to_numeric(table["rank"], errors="coerce").astype("float64").fillna(np.inf)
     return (
         table.assign(_r=key)
         .sort_values(["model", "variant", "_r"], kind="stable")
