@@ -136,6 +136,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--n-components", type=int, help="transforms.n_components (default: the schema's rule)")
     parser.add_argument("--scheme", choices=("leave_one_batch_out", "in_distribution"), help="splits.scheme")
+    parser.add_argument("--n-null", type=int, help="the null's size n (default: classify.n_null_guides, 100)")
     parser.add_argument(
         "--min-data-in-leaf", type=int, help="classify.lightgbm.min_data_in_leaf (default: LightGBM's own, 20)"
     )
@@ -146,7 +147,7 @@ def main() -> None:
     if args.min_data_in_leaf:
         given["classify"] = {"lightgbm": {"min_data_in_leaf": args.min_data_in_leaf}}
     cfg = validate_config(given)
-    n = int(cfg["classify"]["n_null_guides"])
+    n = args.n_null or int(cfg["classify"]["n_null_guides"])
     print(
         f"null of n = {n} pseudo-guides (floor 1/(n+1) = {1 / (n + 1):.5f}), {HELD_OUT_FACTOR * n} held out; "
         f"variants {', '.join(args.variants)}; n_components {cfg['transforms']['n_components']}; splits "
