@@ -94,7 +94,8 @@ def write_screen(root: Path) -> tuple[list[Path], dict[str, str]]:
 
 def score_tables(model: str = "mae") -> dict[str, pd.DataFrame]:
     """hits, genes and guide_folds in the gathered shapes: G1 a hit in every variant (q 0.001),
-    G2 a hit in pca_ica only, G3 no hit; two held-out batches."""
+    G2 a hit in pca_ica only, G3 no hit; two held-out batches; ranked by distances that follow the
+    AUROCs; p-values at or above 0.01, the bound of a null of 99 pseudo-guides."""
     hits, genes, folds = [], [], []
     for variant in VARIANTS:
         for g, gene in enumerate(GENES):
@@ -103,26 +104,27 @@ def score_tables(model: str = "mae") -> dict[str, pd.DataFrame]:
             for k in (1, 2):
                 auroc = 0.9 - 0.1 * g + 0.01 * k + (0.02 if variant == "pca_ica" else 0.0)
                 guide = f"{gene}_g{k}"
+                distance = 10 * (auroc - 0.5)
+                rank = 2 * g + 3 - k  # by distance: G1_g2, G1_g1, G2_g2, ...
                 hits.append(
-                    (model, variant, gene, guide, 2, auroc, q / 2, q, is_hit, 0.3 + 0.1 * k, q, q, is_hit, "both")
+                    (model, variant, rank, gene, guide, 2, auroc, distance, distance - 1, distance + 1)
+                    + (max(q / 2, 0.01), False, q, is_hit, 0.3 + 0.1 * k, q, q, is_hit, "both", "distance_sd")
                 )
                 for b, batch in enumerate(("B1", "B2")):
-                    folds.append((model, variant, gene, guide, False, batch, auroc + 0.01 * b, "ok"))
-            genes.append((model, variant, gene, 2, 0.9 - 0.1 * g, 2 if is_hit else 0, q / 2, q, is_hit))
-    hit_cols = [
-        "model",
-        "variant",
-        "Metadata_Gene",
-        "Metadata_Guide",
-        "n_folds_ok",
-        "auroc",
-        "p_value",
-        "q_value",
-        "hit",
-    ]
-    hit_cols += ["mean_average_precision", "map_p_value", "map_q_value", "map_hit", "agreement"]
-    gene_cols = ["model", "variant", "Metadata_Gene", "n_guides", "auroc", "n_guides_hit", "p_value", "q_value", "hit"]
-    fold_cols = ["model", "variant", "Metadata_Gene", "Metadata_Guide", "is_null_guide", "fold", "auroc", "status"]
+                    folds.append((model, variant, gene, guide, False, batch, auroc + 0.01 * b, distance + b, "ok"))
+            distance = 4.0 - g
+            genes.append(
+                (model, variant, g + 1, gene, 2, 0.9 - 0.1 * g, distance, distance - 1, distance + 1)
+                + (2 if is_hit else 0, max(q / 2, 0.01), False, q, is_hit)
+            )
+    hit_cols = ["model", "variant", "rank", "Metadata_Gene", "Metadata_Guide", "n_folds_ok", "auroc"]
+    hit_cols += ["distance_sd", "distance_sd_low", "distance_sd_high", "p_value", "p_beyond_null", "q_value", "hit"]
+    hit_cols += ["mean_average_precision", "map_p_value", "map_q_value", "map_hit", "agreement", "ranked_by"]
+    gene_cols = ["model", "variant", "rank", "Metadata_Gene", "n_guides", "auroc"]
+    gene_cols += ["distance_sd", "distance_sd_low", "distance_sd_high", "n_guides_hit", "p_value", "p_beyond_null"]
+    gene_cols += ["q_value", "hit"]
+    fold_cols = ["model", "variant", "Metadata_Gene", "Metadata_Guide", "is_null_guide", "fold", "auroc"]
+    fold_cols += ["distance_sd", "status"]
     return {
         "hits": pd.DataFrame(hits, columns=hit_cols),
         "genes": pd.DataFrame(genes, columns=gene_cols),

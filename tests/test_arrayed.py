@@ -145,11 +145,12 @@ def test_the_door_counts_again_when_a_setting_it_reads_changes(tmp_path):
 
 
 def _score_rows(n_null_ok: int) -> pd.DataFrame:
+    """6 guides (3 strong) and 100 pseudo-guides, the first ``n_null_ok`` of them scored."""
     rng = np.random.default_rng(0)
     rows = []
     for i in range(6):
         rows.append(("G%d" % i, "G%d_1" % i, False, 0.9 if i < 3 else 0.5 + rng.normal(0, 0.02)))
-    for j in range(10):
+    for j in range(100):
         rows.append((NULL_GENE, f"null_{j:04d}", True, 0.5 + rng.normal(0, 0.03) if j < n_null_ok else np.nan))
     out = []
     for gene, guide, is_null, auc in rows:
@@ -167,6 +168,7 @@ def _score_rows(n_null_ok: int) -> pd.DataFrame:
                     "n_test_pos": 4,
                     "n_test_neg": 32,
                     "auroc": auc,
+                    "distance_sd": 4.0 * (auc - 0.5),
                     "sparsity": np.nan,
                     "concentration": np.nan,
                     "auroc_top": np.nan,
@@ -205,14 +207,14 @@ def test_a_variant_without_a_null_keeps_its_aurocs_and_the_map_calls():
     assert not out["hits"]["hit"].any() and out["hits"]["map_hit"].sum() == 3
     assert out["hits"]["note"].str.startswith("classifier: no hit calls (hit calls for m/pca").all()
     # with a null the same rows are called and noted as such
-    called = screen_calls(_score_rows(n_null_ok=10), maps, "parametric", 0.05)
+    called = screen_calls(_score_rows(n_null_ok=100), maps, "parametric", 0.05)
     assert called["null"]["calls"].all() and called["hits"]["hit"].sum() == 3
     assert (called["hits"]["note"] == "").all()
 
 
 def test_headline_says_what_the_classifier_could_not_call_and_what_map_called():
     from phenoica.hits.calls import screen_calls
-    from phenoica.report.score_sections import headline, readout_status
+    from phenoica.report.headline import headline, readout_status
     from phenoica.report.summaries import paired_tests, variant_summary
 
     maps = _map_rows([1e-4] * 2 + [0.5] * 4, [6e-4] * 2 + [0.6] * 4)
@@ -269,7 +271,7 @@ def test_control_calls_use_the_guides_null():
     from phenoica.hits.calls import call_guides, summarize_scores
     from phenoica.hits.controls import control_calls
 
-    guides, _ = summarize_scores(_score_rows(n_null_ok=10))
+    guides, _ = summarize_scores(_score_rows(n_null_ok=100))
     guides = call_guides(guides)
     controls = pd.DataFrame(
         {
@@ -279,12 +281,14 @@ def test_control_calls_use_the_guides_null():
             GUIDE: ["NTC_1", "NTC_1", "NTC_4", "NTC_4"],
             "fold": ["B1", "B2"] * 2,
             "auroc": [0.5, 0.52, 0.95, 0.97],
+            "distance_sd": [0.1, -0.1, 3.0, 3.4],
             "status": "ok",
         }  # fmt: skip
     )
     calls = control_calls(controls, guides, "parametric", 0.05, {("m", "nt", "NTC_4"): "f3 (+3.0 SD)"})
     assert calls[GUIDE].tolist() == ["NTC_1", "NTC_4"] and calls["hit"].tolist() == [False, True]
     assert calls["n_folds_ok"].tolist() == [2, 2] and calls["separating_features"].tolist() == ["", "f3 (+3.0 SD)"]
+    assert calls["distance_sd"].tolist() == pytest.approx([0.0, 3.2])
 
 
 # --------------------------------------------------------------------------- the scenario, run
@@ -331,7 +335,7 @@ def test_arrayed_scenario_runs_at_the_defaults_with_a_calibrated_null(tmp_path):
 
 
 def test_control_headline_names_called_constructs_and_says_when_none_could_be_called():
-    from phenoica.report.score_sections import control_headline
+    from phenoica.report.headline import control_headline
 
     summary = pd.DataFrame({"model": ["m"], "variant": ["base"], "hits_q<0.05": [40], "n_guides_scored": [48]})
     calls = pd.DataFrame(

@@ -209,3 +209,16 @@ def test_arrayed_run_cost_scales_the_plates_and_points_the_scenario_at_its_scree
     assert cfg["screen"]["embeddings"] == str(tmp_path / "profiles" / "*.parquet")
     assert cfg["results"] == str(tmp_path / "results") and cfg["screen"]["source"] == "embeddings"
     assert cfg["sweep"]["points"] == 2 and cfg["classify"]["n_shards"] == 1 and "cellprofiler" in cfg["models"]
+
+
+def test_tail_calibration_script_runs_small_and_prints_its_ratios(tmp_path):
+    """A null of 10 and 100 held-out pseudo-guides on one arrayed draw, one variant: every level's
+    line for both null models; the empirical p never goes below the null's reach, 1/11."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "tail_calibration.py"), "--draws", "1", "--variants", "pca"]
+    proc = subprocess.run([*cmd, "--n-null", "10"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = [line for line in proc.stdout.splitlines() if "alpha" in line and "(1 fits)" in line]
+    assert len(lines) == 2 * 6 and all("parametric" in line and "empirical" in line for line in lines)
+    beyond = [line for line in lines if "(n+1))" in line]
+    assert beyond and all("empirical 0/100" in line for line in beyond)

@@ -608,6 +608,7 @@ def test_summarize_scores_hand_made():
         "n_test_neg": 3,
         "auroc_top": 0.5,
         "auroc_rest": 0.5,
+        "distance_sd": 1.0,
     }
     skipped = (np.nan, np.nan, np.nan, "skipped")
     folds = [  # gene, guide, fold, (auroc, sparsity, concentration, status), reason

@@ -73,6 +73,15 @@ def test_page_is_self_contained_and_gene_records_are_complete(page):
     assert ["demo_pairs", "G2"] in rec["known"] and ["demo_pairs", "G1"] in gene_records(inputs)["G2"]["known"]
     data = json.loads(text.split('id="phenoica-data" type="application/json">', 1)[1].split("</script>", 1)[0])
     assert data["genes"] == F.GENES and len(data["table"]["rows"]) == 3 * 4
+    # every row carries its effect size, in rank order, and no p-value below the null's bound (0.01 here)
+    cols, rows = data["table"]["cols"], data["table"]["rows"]
+    assert {"rank", "distance_sd", "distance_sd_low", "distance_sd_high", "p_beyond_null"} <= set(cols)
+    first = [r for r in rows if r[:2] == ["mae", "pca"]]
+    assert [r[cols.index("rank")] for r in first] == [1, 2, 3] and first[0][cols.index("Metadata_Gene")] == "G1"
+    assert min(r[cols.index("p_value")] for r in rows) >= 0.01
+    gcols = data["guide_cols"]
+    assert "distance_sd" in gcols and all(g[gcols.index("p_value")] >= 0.01 for g in rec["guides"])
+    assert data["fold_cols"][4:] == ["auroc", "distance_sd"] and len(rec["folds"][0]) == 6
 
 
 def test_labels_never_overlap():
@@ -131,6 +140,7 @@ def test_in_chromium_hover_click_panel_screenshot_table(page):
             driver, "var h=document.querySelector('#volcano .hoverlayer .hovertext'); return h && h.textContent"
         )
         assert "G1_g1" in hover and "gene G1" in hover and "mAP" in hover and "q 0.001" in hover
+        assert "rank 2" in hover and "distance 4.10 SD [3.10, 5.10]" in hover and "AUROC 0.910" in hover
         click = ActionBuilder(driver)
         click.pointer_action.move_to_location(int(x), int(y)).click()
         click.perform()
@@ -139,6 +149,7 @@ def test_in_chromium_hover_click_panel_screenshot_table(page):
         panel = driver.find_element(By.ID, "gene-panel")
         assert "G2" in panel.text and "demo_pairs" in panel.text and "yes" in panel.text  # recalled partner
         assert "B1" in panel.text and "B2" in panel.text  # AUROC per held-out batch
+        assert "Distance from the controls (control SDs) per held-out batch" in panel.text
         _wait(driver, "var i=document.getElementById('gene-gallery'); return i && i.complete && i.naturalWidth > 0")
         driver.execute_script("document.getElementById('gene-panel').scrollIntoView()")
         shot = np.asarray(Image.open(io.BytesIO(driver.get_screenshot_as_png())).convert("RGB")).astype(int)
@@ -287,3 +298,17 @@ def test_in_chromium_hover_labels_and_panels_show_names_as_text(hostile_page):
         )
         assert any(m.startswith(f"{HOSTILE_MODEL}/") for m in menu), menu
         assert console_errors(driver) == []
+
+
+def test_hit_table_data_keeps_unranked_genes_last(tmp_path):
+    scores = F.score_tables()
+    genes = scores["genes"].assign(rank=lambda d: d["rank"].astype("Int64"))
+    genes.loc[(genes["variant"] == "pca") & (genes["Metadata_Gene"] == "G1"), "rank"] = pd.NA
+    write_interactive(
+        tmp_path, PageInputs(hits=scores["hits"], genes=genes, guide_folds=scores["guide_folds"], q_threshold=0.05)
+    )
+    text = (tmp_path / PAGE).read_text()
+    data = json.loads(text.split('id="phenoica-data" type="application/json">', 1)[1].split("</script>", 1)[0])
+    cols, rows = data["table"]["cols"], data["table"]["rows"]
+    pca = [r for r in rows if r[:2] == ["mae", "pca"]]
+    assert [r[cols.index("Metadata_Gene")] for r in pca] == ["G2", "G3", "G1"] and pca[-1][cols.index("rank")] is None

@@ -13,6 +13,7 @@ from PIL import Image
 from phenoica.contract.score_table import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.hits import calls as hits
+from phenoica.hits import effects
 from phenoica.report import figures, summaries, truth_tables
 from phenoica.report.checks import check_rows
 from phenoica.report.inputs import ReportInputs, StudyLink
@@ -26,7 +27,8 @@ VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
 def make_rows(auroc, variants=VARIANTS, n_genes=8, guides_per_gene=2, n_null=5, folds=(0, 1), model="mae"):
     """Guide-fold rows; ``auroc(variant, gene_index, guide_index, fold, is_null)`` gives each score.
 
-    Sparsity = auroc / 2 and concentration = auroc - 0.5 so every metric has a known value.
+    Sparsity = auroc / 2, concentration = auroc - 0.5 and distance_sd = 10 * (auroc - 0.5) so every
+    metric has a known value.
     """
     records = []
     for variant in variants:
@@ -48,6 +50,7 @@ def make_rows(auroc, variants=VARIANTS, n_genes=8, guides_per_gene=2, n_null=5, 
                         "n_test_pos": 4,
                         "n_test_neg": 30,
                         "auroc": a,
+                        "distance_sd": 10 * (a - 0.5),
                         "sparsity": a / 2,
                         "concentration": a - 0.5,
                         "auroc_top": a,
@@ -69,6 +72,7 @@ def aggregate(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         sparsity=("sparsity", "mean"),
         concentration=("concentration", "mean"),
     )
+    guides = guides.merge(effects.guide_distances(ok), on=keys, how="left")
     real = guides[~guides["is_null_guide"]]
     genes = real.groupby(["model", "variant", GENE], as_index=False).agg(
         n_guides=(GUIDE, "size"),
@@ -76,6 +80,7 @@ def aggregate(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         sparsity=("sparsity", "mean"),
         concentration=("concentration", "mean"),
     )
+    genes = genes.merge(effects.gene_distances(ok), on=["model", "variant", GENE], how="left")
     return guides, genes
 
 
@@ -98,6 +103,9 @@ def gene_table(values: dict[str, list[float]], model: str = "mae") -> pd.DataFra
                     GENE: f"G{i}",
                     "n_guides": 3,
                     "auroc": a,
+                    "distance_sd": 10 * (a - 0.5),
+                    "distance_sd_low": 10 * (a - 0.5) - 1,
+                    "distance_sd_high": 10 * (a - 0.5) + 1,
                     "sparsity": 0.1 * i,
                     "concentration": 0.2,
                 }
@@ -148,7 +156,7 @@ def test_table4_mean_sd_excludes_nulls_and_skips():
 
 
 def test_variant_summary_counts_bh_hits_against_the_null():
-    null = [0.40, 0.45, 0.50, 0.55, 0.60, 0.48, 0.52, 0.47, 0.53, 0.50]
+    null = [0.40, 0.45, 0.50, 0.55, 0.60, 0.48, 0.52, 0.47, 0.53, 0.50] * 10  # 100: p reaches 1/101
     real = [0.30, 0.58, 0.60, 0.90, 0.95]
     records = [
         {
@@ -191,12 +199,13 @@ def test_variant_summary_counts_bh_hits_against_the_null():
             "concentration": math.nan,
         }
     )
-    calls = hits.call_guides(pd.DataFrame.from_records(records), "parametric", 0.05)
+    table = pd.DataFrame.from_records(records).assign(distance_sd=1.0, distance_sd_low=0.0, distance_sd_high=2.0)
+    calls = hits.call_guides(table, "parametric", 0.05)
     s = summaries.variant_summary(calls).iloc[0]
     q = calls.loc[~calls["is_null_guide"], "q_value"]
     assert s["hits_q<0.05"] == (q < 0.05).sum() == 2  # the two strong guides
     assert s["hits_q<0.1"] == (q < 0.1).sum()
-    assert s["null_auroc_mean"] == pytest.approx(np.mean(null)) and s["n_null_guides"] == 10
+    assert s["null_auroc_mean"] == pytest.approx(np.mean(null)) and s["n_null_guides"] == 100
     assert s["n_guides_scored"] == 5 and s["n_guides_skipped"] == 1
     assert s["auroc_mean"] == pytest.approx(np.mean(real)) and s["auroc_median"] == pytest.approx(0.60)
     assert s["sparsity_mean"] == pytest.approx(0.2) and s["concentration_mean"] == pytest.approx(0.3)
@@ -407,7 +416,7 @@ def test_write_report_full(tmp_path):
     guides = hits.call_guides(guides, "parametric", 0.05)
     gene_calls = hits.call_genes(guides)
     genes = genes.merge(
-        gene_calls[["model", "variant", GENE, "n_guides_hit", "p_value", "q_value", "hit"]],
+        gene_calls[["model", "variant", GENE, "n_guides_hit", "p_value", "p_beyond_null", "q_value", "hit"]],
         on=["model", "variant", GENE],
     )
     real = guides[~guides["is_null_guide"]]
@@ -448,6 +457,7 @@ def test_write_report_full(tmp_path):
         "gene_hits",
         "hits",
         "readout_agreement",
+        "ranking",
         "null_calibration",
         "recall_fdr",
         "lightgbm_parameters",
@@ -609,3 +619,85 @@ def test_the_report_page_lists_the_sections_as_declared():
     text = (Path(__file__).parents[1] / "docs" / "report.md").read_text()
     rows = re.findall(r"^\| `(\w+)` \| ([\w, ]+) \|", text, re.M)
     assert rows == [(s.name, ", ".join(s.inputs)) for s in SECTIONS]
+
+
+def saturated_calls(n_null: int = 100) -> dict[str, pd.DataFrame]:
+    """The hit calls of a screen whose guides of genes G3..G7 all score AUROC 1.000 in every fold,
+    at held-out distances that grow with the gene's index (G7 farthest), beside a mAP readout."""
+
+    def auroc(variant, gi, si, fold, is_null):
+        return 0.45 + 0.1 * si / n_null + 0.005 * fold if is_null else (1.0 if gi >= 3 else 0.55 + 0.01 * gi)
+
+    rows = make_rows(auroc, variants=("pca",), n_null=n_null)
+    real = ~rows["is_null_guide"]
+    gene_index = rows[GENE].str[1:].where(real, "0").astype(int)
+    rows.loc[real, "distance_sd"] = (
+        np.where(gene_index[real] >= 3, 3.0 * gene_index[real], 0.2) + rows.loc[real, "fold"]
+    )
+    guides = rows[real].drop_duplicates(GUIDE)
+    maps = guides[["model", "variant", GENE, GUIDE]].assign(
+        n_wells=8, mean_average_precision=0.5, map_p_value=0.5, map_q_value=0.6
+    )
+    return {**hits.screen_calls(rows, maps, "parametric", 0.05), "rows": rows, "maps": maps}
+
+
+def test_report_ranks_saturated_hits_by_distance_and_reports_no_p_value_below_the_null(tmp_path):
+    calls = saturated_calls()
+    inputs = ReportInputs(
+        calls["rows"], calls["guides"], calls["genes"], maps=calls["maps"], hits=calls["hits"], null=calls["null"]
+    )
+    written = write_report(tmp_path, inputs, report_options())
+    md = written["report_md"].read_text()
+    assert "**AUROC saturates**: 10 of 16 scored guides (62%) at 1.000, more than 10%" in md
+    assert "so the held-out distance from the controls in control SDs" in md and "ranks the hits instead" in md
+    assert "first: G7_0 (21.5 [" in md  # the farthest guide leads, with its interval over folds
+    table = pd.read_csv(written["hits"])
+    assert table[GUIDE].tolist()[:4] == ["G7_0", "G7_1", "G6_0", "G6_1"] and (table["ranked_by"] == "distance_sd").all()
+    assert table["distance_sd"].is_monotonic_decreasing
+    floor = float(calls["null"]["p_floor"].iloc[0])
+    assert floor == pytest.approx(1 / 101)
+    for name in ("hits", "gene_hits"):
+        p = pd.read_csv(written[name])["p_value"].dropna()
+        assert (p >= floor - 1e-12).all() and np.isclose(p, floor).any()
+    assert calls["guides"]["p_tail"].min() < floor  # the tail reaches further: it is not what is reported
+    assert f"10 guides lie beyond the null's reach and are reported as p < {floor:.2g} = 1/(n_null + 1)" in md
+    assert "the calls stand without the tail beyond it" in md
+    # a null of 20 reaches 1/21: BH over 16 guides calls none of the 10 (q = 16/21/10 > 0.05); the tail would
+    small = saturated_calls(n_null=20)
+    assert not small["hits"]["hit"].any() and small["null"]["n_tail_only_calls"].iloc[0] >= 10
+    genes = pd.read_csv(written["gene_hits"])
+    assert genes[GENE].tolist()[:2] == ["G7", "G6"] and genes["rank"].tolist()[:2] == [1, 2]
+
+
+def test_headline_leads_with_the_map_readout_where_the_classifier_calls_nothing():
+    from phenoica.report.headline import headline, readout_status
+
+    calls = saturated_calls(n_null=0)  # no pseudo-guide: the classifier scores guides but cannot call
+    maps = calls["maps"].assign(
+        mean_average_precision=lambda d: d[GENE].str[1:].astype(float) / 10, map_p_value=0.001, map_q_value=0.002
+    )
+    out = hits.screen_calls(calls["rows"], maps, "parametric", 0.05)
+    status = readout_status(out["hits"], out["null"])
+    items = headline(summaries.variant_summary(out["guides"]), summaries.paired_tests(out["genes"]), 0.05, status)
+    assert items[0].startswith("Model mae: **the mAP readout answers on this layout**; the classifier makes no hit")
+    first = str(items[1])
+    assert "mAP readout: 16/16 guides active at q < 0.05" in first and "ranked by the held-out distance" in first
+    assert "first: G7_0 (21.5 [" in first  # the distance needs no null: it still ranks the mAP readout's calls
+    assert "no classifier hit calls" in str(items[2:])  # the classifier comes after, with its reason
+
+
+def test_tables_in_rank_order_put_unranked_rows_last():
+    from phenoica.report.score_sections import in_rank_order
+
+    table = pd.DataFrame(
+        {
+            "model": "m",
+            "variant": ["b", "a", "a", "a"],
+            "rank": pd.array([1, 2, None, 1], dtype="Int64"),
+            "q_value": [0.1, 0.2, 0.01, 0.3],
+        }
+    )
+    out = in_rank_order(table)
+    assert out["variant"].tolist() == ["a", "a", "a", "b"] and out["rank"].tolist()[:2] == [1, 2]
+    assert pd.isna(out["rank"].iloc[2])
+    assert in_rank_order(table.drop(columns="rank"))["q_value"].tolist() == [0.01, 0.2, 0.3, 0.1]

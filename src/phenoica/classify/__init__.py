@@ -15,6 +15,8 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
   and the binned training rows shared by a block of guides;
 - :mod:`~phenoica.classify.features`: a profile table's feature matrix (``feature_matrix``), as
   the classifiers and the mAP readout read it;
+- :mod:`~phenoica.classify.distance`: the held-out distance of a guide from the controls in
+  control SDs, the effect size each (guide, fold) carries beside its AUROC;
 - :mod:`~phenoica.classify.engine`: the fold engine (``classify_guides``, ``classify_shard``),
   writing the score table (its columns: ``phenoica.contract.score_table.SCORE_COLUMNS``);
 - :mod:`~phenoica.classify.map_readout`: copairs mean average precision per guide (``guide_map``),
@@ -27,6 +29,7 @@ The score table's guide and gene means (``summarize_scores``) belong to hit call
 __all__ = [
     "bins",
     "capacity",
+    "distance",
     "engine",
     "features",
     "lightgbm_params",

@@ -29,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify.bins import GUIDES_PER_BLOCK, FoldBins, GuideBlock
+from phenoica.classify.distance import ControlMoments, heldout_distance
 from phenoica.classify.features import feature_matrix
 from phenoica.classify.null import (
     GuideSamples,
@@ -232,12 +233,14 @@ class _Job:
 
 @dataclass(frozen=True, eq=False)
 class _Plan:
-    """One target in one training set: its training rows and negatives, and per scored fold
-    (the training's members) its held-out rows, held-out negatives and why it is skipped."""
+    """One target in one training set: its training rows and negatives (``own_controls``: the
+    training controls that are its own wells and leave its negatives, a pseudo-guide's), and per
+    scored fold (the training's members) its held-out rows, held-out negatives and why it is skipped."""
 
     target: GuideSamples
     train: np.ndarray
     n_train_neg: int
+    own_controls: np.ndarray
     tests: tuple[np.ndarray, ...]
     test_negs: tuple[np.ndarray, ...]
     reasons: tuple[list[str], ...]
@@ -278,14 +281,15 @@ def _plans(
         tr = r[training.train[r]]
         # a pseudo-guide's own wells leave the controls, for its classifier only
         own = tr[job.is_control[tr]]
-        n_train_neg = len(train_ctrl) - (int(np.isin(own, train_ctrl).sum()) if len(own) else 0)
+        own = own[np.isin(own, train_ctrl)] if len(own) else own
+        n_train_neg = len(train_ctrl) - len(own)
         tests, negs, reasons = [], [], []
         for (_, test), ctrl in zip(training.members, test_ctrls):
             te = r[test[r]]
             tests.append(te)
             negs.append(ctrl[~np.isin(ctrl, te)] if target.is_null else ctrl)
             reasons.append(skip_reasons(len(tr), len(te), job.options))
-        plans.append(_Plan(target, tr, n_train_neg, tuple(tests), tuple(negs), tuple(reasons)))
+        plans.append(_Plan(target, tr, n_train_neg, own, tuple(tests), tuple(negs), tuple(reasons)))
     return plans
 
 
@@ -309,17 +313,25 @@ def _skipped_row(job: _Job, plan: _Plan, m: int, fold_name: str) -> dict[str, An
 
 
 def _score_plan(
-    job: _Job, plan: _Plan, training: Training, block: GuideBlock, X_test_ctrls: Sequence[np.ndarray]
+    job: _Job,
+    plan: _Plan,
+    training: Training,
+    block: GuideBlock,
+    X_test_ctrls: Sequence[np.ndarray],
+    controls: ControlMoments,
 ) -> dict[int, dict[str, Any]]:
     """The scores of each scorable fold ``m`` of a trainable target (one set of models), or why
-    its classifier could not be scored."""
+    its classifier could not be scored. ``controls``: the moments of the training's controls, of
+    which a pseudo-guide's own training wells are taken out for its held-out distance."""
     X, options, target = job.X, job.options, plan.target
     scored = [m for m, r in enumerate(plan.reasons) if not r]
-    tests = []
+    tests, distances = [], {}
+    guide_controls = controls.without(X[plan.own_controls])
     for m in scored:
         neg = X_test_ctrls[m] if len(plan.test_negs[m]) == len(X_test_ctrls[m]) else X[plan.test_negs[m]]
         y = np.concatenate([np.zeros(len(plan.test_negs[m])), np.ones(len(plan.tests[m]))])
         tests.append((np.concatenate([neg, X[plan.tests[m]]]), y))
+        distances[m] = heldout_distance(guide_controls, X[plan.train], X[plan.tests[m]], neg)
     guide_params = dict(job.params, seed=_guide_seed(options.seed, target.gene, target.guide, training.name))
     try:
         scores = score_guide_on(
@@ -331,7 +343,9 @@ def _score_plan(
         )
     except ValueError as exc:
         return {m: {"reason": f"classifier could not be scored: {exc}"} for m in scored}
-    return {m: {**vars(score), "status": OK, "reason": ""} for m, score in zip(scored, scores)}
+    return {
+        m: {**vars(score), "distance_sd": distances[m], "status": OK, "reason": ""} for m, score in zip(scored, scores)
+    }
 
 
 def _training_setup(job: _Job, training: Training) -> tuple[np.ndarray, list[np.ndarray]]:
@@ -383,6 +397,7 @@ def _score_training(
             sum(p.target.is_null for p in to_train),
         )
     X_test_ctrls = [job.X[c] for c in test_ctrls]
+    controls = ControlMoments.of(job.X[train_ctrl]) if to_train else ControlMoments.of(job.X[:0])
     every = max(1, min(50, len(to_train) // 10))
     block, block_of = None, {}
     for start in range(0, len(to_train), size):
@@ -399,7 +414,7 @@ def _score_training(
                 block = fold_bins.block(np.concatenate([p.train for p in to_train[start : start + size]]))
                 current = start
             assert block is not None
-            for m, update in _score_plan(job, plan, training, block, X_test_ctrls).items():
+            for m, update in _score_plan(job, plan, training, block, X_test_ctrls, controls).items():
                 plan_rows[m].update(update)
             done += 1
             if done % every == 0 or done == len(to_train):

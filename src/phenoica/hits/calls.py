@@ -6,12 +6,20 @@ wells laid out like real guides and scored by the same classifier (``phenoica.cl
 
 - ``parametric`` (default): the pseudo-guides' AUROCs are mapped to logit(AUROC) and taken as
   normal with unknown mean and variance; a guide's p-value is the upper tail of the Student-t
-  predictive distribution of a new draw, ``t_{n-1}((x - mean) / (sd * sqrt(1 + 1/n)))``. This
-  resolves p-values far below ``1 / (n_null + 1)`` (a strong guide of a 100,000-guide screen can
-  pass BH), and the QQ plot of the pseudo-guides' leave-one-out p-values in the report checks
-  the fit.
-- ``empirical``: ``p = (1 + #{null >= x}) / (n_null + 1)``, exact but floored at
-  ``1 / (n_null + 1)``.
+  predictive distribution of a new draw, ``t_{n-1}((x - mean) / (sd * sqrt(1 + 1/n)))``: smooth
+  where the empirical p-value steps, and the QQ plot of the pseudo-guides' leave-one-out p-values
+  in the report checks the fit.
+- ``empirical``: ``p = (1 + #{null >= x}) / (n_null + 1)``.
+
+A null of n pseudo-guides reaches no further than ``1 / (n + 1)`` (:attr:`NullFit.p_floor`): a
+guide above every pseudo-guide is all it can show. The reported ``p_value`` is therefore never
+below it; where the parametric tail puts a guide further out, ``p_beyond_null`` is true (read the
+p-value as "below ``p_value``") and ``p_tail`` keeps the tail's value. q-values and calls are made
+on the reported ``p_value``: checked against a 10 times larger null of held-out pseudo-guides, the
+tail put 2 to 5 times more nulls below a level than the level itself beyond ``1 / (n + 1)``
+(``benchmarks/tail_calibration.py``, docs/hit-calling.md), so no call rests on it;
+:func:`null_summary` counts the guides the tail alone would call. A screen whose calls need
+smaller p-values needs more pseudo-guides (``classify.n_null_guides``).
 
 p-values are one-sided (a hit classifies better than the null). Guide q-values: Benjamini-Hochberg
 over the scored real guides of one (model, variant). Gene p-values combine the gene's guide
@@ -34,6 +42,7 @@ from scipy import stats
 
 from phenoica.contract.score_table import OK, SCORE_COLUMNS
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
+from phenoica.hits.effects import DISTANCE_COLUMNS, gene_distances, guide_distances, ranked
 from phenoica.utils.stats import acat, bh_qvalues
 
 NULL_MODELS: tuple[str, ...] = ("parametric", "empirical")
@@ -49,12 +58,22 @@ GUIDE_SUMMARY_COLUMNS: tuple[str, ...] = (
     "is_null_guide",
     "n_folds_ok",
     "auroc",
+    *DISTANCE_COLUMNS,
     "sparsity",
     "concentration",
 )
-GENE_SUMMARY_COLUMNS: tuple[str, ...] = ("model", "variant", GENE, "n_guides", "auroc", "sparsity", "concentration")
+GENE_SUMMARY_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    "n_guides",
+    "auroc",
+    *DISTANCE_COLUMNS,
+    "sparsity",
+    "concentration",
+)
 
-GUIDE_CALL_COLUMNS: tuple[str, ...] = ("p_value", "q_value", "hit")
+GUIDE_CALL_COLUMNS: tuple[str, ...] = ("p_value", "p_beyond_null", "p_tail", "q_value", "hit")
 GENE_CALL_COLUMNS: tuple[str, ...] = (
     "model",
     "variant",
@@ -63,6 +82,8 @@ GENE_CALL_COLUMNS: tuple[str, ...] = (
     "n_guides_hit",
     "auroc",
     "p_value",
+    "p_beyond_null",
+    "p_tail",
     "q_value",
     "hit",
 )
@@ -79,6 +100,9 @@ NULL_COLUMNS: tuple[str, ...] = (
     "normality_p",
     "loo_uniform_ks_p",
     "loo_fraction_below_05",
+    "p_floor",
+    "n_beyond_null",
+    "n_tail_only_calls",
     "calls",
     "reason",
 )
@@ -114,6 +138,11 @@ class NullFit:
         return int(self.auroc.size)
 
     @property
+    def p_floor(self) -> float:
+        """``1 / (n + 1)``: the smallest p-value these n pseudo-guides can show (a guide above all of them)."""
+        return 1.0 / (self.n + 1.0)
+
+    @property
     def logit_mean(self) -> float:
         return float(logit_auroc(self.auroc).mean())
 
@@ -122,7 +151,8 @@ class NullFit:
         return float(logit_auroc(self.auroc).std(ddof=1)) if self.n > 1 else math.nan
 
     def p_values(self, auroc: np.ndarray) -> np.ndarray:
-        """One-sided p-values of AUROCs ``auroc`` against this null (NaN in, NaN out)."""
+        """One-sided p-values of AUROCs ``auroc`` against this null, the parametric tail's value
+        however far out (NaN in, NaN out); :func:`bounded` reports them."""
         x = np.asarray(auroc, dtype=float)
         out = np.full(x.shape, math.nan)
         ok = np.isfinite(x)
@@ -135,7 +165,8 @@ class NullFit:
         return out
 
     def leave_one_out_p(self) -> np.ndarray:
-        """Each pseudo-guide's p-value against the other n - 1 (the calibration check)."""
+        """Each pseudo-guide's p-value against the other n - 1 (the calibration check; the other
+        n - 1 reach down to ``1 / n``)."""
         a = self.auroc
         n = self.n
         if self.model == "empirical":
@@ -160,6 +191,15 @@ def _t_upper(z: np.ndarray, mean: float | np.ndarray, sd: float | np.ndarray, n:
     # a degenerate null (all pseudo-guides equal): above it p = 0, at or below p = 1
     t = np.where(scale > 0, t, np.where(np.asarray(z) > mean, np.inf, -np.inf))
     return stats.t.sf(t, df=n - 1)
+
+
+def bounded(p_tail: np.ndarray, p_floor: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The reported p-values of ``p_tail`` against a null that reaches down to ``p_floor`` (one
+    value, or one per p-value): each raised to ``p_floor`` at least, and whether it was raised
+    (the tail put it beyond the null)."""
+    p = np.asarray(p_tail, dtype=float)
+    beyond = np.isfinite(p) & (p < p_floor)
+    return np.where(beyond, p_floor, p), beyond
 
 
 def _groups(df: pd.DataFrame) -> list[tuple[tuple[str, str], np.ndarray]]:
@@ -189,16 +229,20 @@ def null_fit_for(guides: pd.DataFrame, model: str, variant: str, null_model: str
 
 
 def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshold: float = 0.05) -> pd.DataFrame:
-    """The guide table with ``p_value``, ``q_value`` and ``hit`` (q < ``q_threshold``) added.
+    """The guide table with ``GUIDE_CALL_COLUMNS`` added: ``p_tail`` (the null model's p-value),
+    ``p_value`` and ``p_beyond_null`` (:func:`bounded` at the null's ``p_floor``), ``q_value`` and
+    ``hit`` (q < ``q_threshold``).
 
     Per (model, variant): real guides get p against that null and BH q over the real guides
-    with a finite p; pseudo-guides get their leave-one-out p and no q. Guides skipped in every
-    fold get NaN and no call.
+    with a finite p (of the reported ``p_value``); pseudo-guides get their leave-one-out p (bounded
+    at ``1 / n``, the reach of the other n - 1) and no q. Guides skipped in every fold get NaN and
+    no call.
     """
     if not 0 < q_threshold < 1:
         raise ValueError(f"hits.q_threshold: expected a value in (0, 1), got {q_threshold}")
     out = guides.reset_index(drop=True).copy()
     p = np.full(len(out), math.nan)
+    floor = np.zeros(len(out))
     q = np.full(len(out), math.nan)
     is_null = out["is_null_guide"].astype(bool).to_numpy()
     for (model, variant), idx in _groups(out):
@@ -208,11 +252,14 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
             continue
         real = idx[~is_null[idx]]
         p[real] = fit.p_values(out["auroc"].to_numpy(dtype=float)[real])
-        q[real] = bh_qvalues(p[real])
+        floor[real] = fit.p_floor
+        q[real] = bh_qvalues(bounded(p[real], fit.p_floor)[0])
         nulls = idx[is_null[idx]]
         scored = nulls[np.isfinite(out["auroc"].to_numpy(dtype=float)[nulls])]
         p[scored] = fit.leave_one_out_p()
-    out["p_value"], out["q_value"] = p, q
+        floor[scored] = 1.0 / fit.n
+    reported, beyond = bounded(p, floor)
+    out["p_value"], out["p_beyond_null"], out["p_tail"], out["q_value"] = reported, beyond, p, q
     out["hit"] = np.where(np.isfinite(q), q < q_threshold, False).astype(bool)
     return out
 
@@ -220,10 +267,12 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
 def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataFrame:
     """Gene-level calls (``GENE_CALL_COLUMNS``) from ``call_guides``' output (real guides only).
 
-    ``p_value``: ACAT of the gene's guide p-values; ``q_value``: BH over the genes of one
-    (model, variant); ``n_guides``: guides with a p-value; ``n_guides_hit``: guides with
-    q < ``q_threshold`` (the guides that agree the gene is a hit); ``auroc``: mean of its
-    guides' AUROCs.
+    ``p_value``: ACAT of the gene's guides' reported p-values (never below their null's
+    ``p_floor``: ACAT of p-values at or above a bound stays at or above it); ``p_beyond_null``:
+    some of them lie beyond the null, so ``p_value`` is an upper bound; ``p_tail``: ACAT of the
+    guides' ``p_tail``; ``q_value``: BH over the genes of one (model, variant), of ``p_value``;
+    ``n_guides``: guides with a p-value; ``n_guides_hit``: guides with q < ``q_threshold`` (the
+    guides that agree the gene is a hit); ``auroc``: mean of its guides' AUROCs.
     """
     real = guide_calls[~guide_calls["is_null_guide"].astype(bool)]
     rows = []
@@ -238,9 +287,12 @@ def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataF
                 "n_guides_hit": int(sub["hit"].astype(bool).sum()),
                 "auroc": float(np.nanmean(sub["auroc"])) if np.isfinite(sub["auroc"]).any() else math.nan,
                 "p_value": acat(p),
+                "p_beyond_null": bool(sub["p_beyond_null"].astype(bool).any()),
+                "p_tail": acat(sub["p_tail"].to_numpy(dtype=float)),
             }
         )
     genes = pd.DataFrame(rows, columns=[c for c in GENE_CALL_COLUMNS if c not in ("q_value", "hit")])
+    genes["p_beyond_null"] = genes["p_beyond_null"].astype(bool)
     q = np.full(len(genes), math.nan)
     for _key, idx in _groups(genes):
         q[idx] = bh_qvalues(genes["p_value"].to_numpy(dtype=float)[idx])
@@ -251,17 +303,23 @@ def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataF
     return genes[list(GENE_CALL_COLUMNS)].reset_index(drop=True)
 
 
-def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric") -> pd.DataFrame:
-    """Per (model, variant): the null's size, its fit, and checks of its calibration.
+def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_threshold: float = 0.05) -> pd.DataFrame:
+    """Per (model, variant): the null's size, its fit, checks of its calibration, and what lies
+    beyond its reach.
 
     ``normality_p``: Shapiro-Wilk of the pseudo-guides' logit AUROCs (the parametric model's
     assumption); ``loo_uniform_ks_p``: Kolmogorov-Smirnov of their leave-one-out p-values
     against U(0, 1); ``loo_fraction_below_05``: how many of those fall below 0.05 (nominal 0.05).
+    ``p_floor``: ``1 / (n_null + 1)``, the smallest p-value the null reaches; ``n_beyond_null``:
+    real guides whose tail p-value lies below it; ``n_tail_only_calls``: guides that BH over the
+    tail's p-values would call at ``q_threshold`` and the calls (on the reported p-values) do not:
+    what a screen would gain from a null large enough to reach them.
     """
     rows = []
     for (model, variant), idx in _groups(guide_calls):
         sub = guide_calls.iloc[idx]
         nulls = sub[sub["is_null_guide"].astype(bool)]
+        real = sub[~sub["is_null_guide"].astype(bool)]
         try:
             fit = null_fit_for(sub, model, variant, null_model)
         except ScreenError as exc:
@@ -284,6 +342,9 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric") -> p
                 "normality_p": float(stats.shapiro(z).pvalue) if fit.n >= 3 and np.ptp(z) > 0 else math.nan,
                 "loo_uniform_ks_p": float(stats.kstest(loo, "uniform").pvalue) if loo.size else math.nan,
                 "loo_fraction_below_05": float(np.mean(loo < 0.05)) if loo.size else math.nan,
+                "p_floor": fit.p_floor,
+                "n_beyond_null": int(real["p_beyond_null"].astype(bool).sum()),
+                "n_tail_only_calls": _tail_only_calls(real, q_threshold),
                 "calls": True,
                 "reason": "",
             }
@@ -291,23 +352,34 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric") -> p
     return pd.DataFrame(rows, columns=list(NULL_COLUMNS))
 
 
+def _tail_only_calls(real: pd.DataFrame, q_threshold: float) -> int:
+    """Real guides of one (model, variant) that BH over their ``p_tail`` would call at
+    ``q_threshold`` and that are not called."""
+    tail_calls = bh_qvalues(real["p_tail"].to_numpy(dtype=float)) < q_threshold
+    return int((tail_calls & ~real["hit"].astype(bool).to_numpy()).sum())
+
+
 def _no_null_row(model: str, variant: str, null_model: str, n_drawn: int, reason: str) -> dict[str, object]:
     """The null summary of a (model, variant) whose null cannot be fitted: no classifier calls, and why."""
     row: dict[str, object] = {c: math.nan for c in NULL_COLUMNS}
     row.update(model=model, variant=variant, null_model=null_model, n_null=0, n_null_skipped=n_drawn)
-    row.update(calls=False, reason=reason)
+    row.update(n_beyond_null=0, n_tail_only_calls=0, calls=False, reason=reason)
     return row
 
 
 def hit_table(guide_calls: pd.DataFrame, map_df: pd.DataFrame | None, q_threshold: float = 0.05) -> pd.DataFrame:
-    """One row per real guide: AUROC, p, q, call, beside the mAP readout and their agreement.
+    """One row per real guide: AUROC, distance from the controls (with its interval), p, q, call,
+    beside the mAP readout and their agreement, ranked by effect size.
 
     ``map_df`` (``phenoica.classify.map_readout.guide_map`` output, or None) adds ``mean_average_precision``,
     ``map_p_value``, ``map_q_value`` and ``map_hit`` (map q < ``q_threshold``); ``agreement`` is
     one of ``AGREEMENT`` (NaN-free: a guide a readout could not score is not called by it).
+    ``rank`` and ``ranked_by``: :func:`phenoica.hits.effects.ranked` (the held-out distance, or the
+    mAP where the mAP readout scored more guides), rows in that order.
     """
     real = guide_calls[~guide_calls["is_null_guide"].astype(bool)]
-    cols = ["model", "variant", GENE, GUIDE, "n_folds_ok", "auroc", "p_value", "q_value", "hit"]
+    cols = ["model", "variant", GENE, GUIDE, "n_folds_ok", "auroc", *DISTANCE_COLUMNS]
+    cols += ["p_value", "p_beyond_null", "q_value", "hit"]
     out = real[cols].copy()
     key = ["model", "variant", GENE, GUIDE]
     if map_df is not None and len(map_df):
@@ -321,7 +393,8 @@ def hit_table(guide_calls: pd.DataFrame, map_df: pd.DataFrame | None, q_threshol
         out["map_hit"] = False
     a, b = out["hit"].astype(bool).to_numpy(), out["map_hit"].astype(bool).to_numpy()
     out["agreement"] = np.select([a & b, a & ~b, ~a & b], list(AGREEMENT[:3]), AGREEMENT[3])
-    return out.sort_values(key).reset_index(drop=True)
+    out = ranked(out, [GENE, GUIDE])
+    return out[["model", "variant", "rank", *[c for c in out.columns if c not in ("model", "variant", "rank")]]]
 
 
 def readout_agreement(hits: pd.DataFrame) -> pd.DataFrame:
@@ -431,9 +504,11 @@ def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Guide-level and gene-level means of the ``ok`` (guide, fold) rows.
 
     Guide level: ``GUIDE_SUMMARY_COLUMNS``; n_folds_ok and the mean of auroc, sparsity and
-    concentration over the guide's ok folds (NaN when none). Gene level (real guides only,
-    null pseudo-guides excluded): ``GENE_SUMMARY_COLUMNS``; n_guides = guides with at least one
-    ok fold, and means pooled over all ok (guide, fold) rows of the gene.
+    concentration over the guide's ok folds (NaN when none), and the held-out distance with its
+    interval over folds (:func:`phenoica.hits.effects.guide_distances`). Gene level (real guides
+    only, null pseudo-guides excluded): ``GENE_SUMMARY_COLUMNS``; n_guides = guides with at least
+    one ok fold, means pooled over all ok (guide, fold) rows of the gene, and the distance per
+    fold over its guides (:func:`phenoica.hits.effects.gene_distances`).
     """
     missing = [c for c in SCORE_COLUMNS if c not in rows.columns]
     if missing:
@@ -451,6 +526,8 @@ def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         .reset_index()
     )
     guide["n_folds_ok"] = guide["n_folds_ok"].astype(np.int64)
+    ok_rows = rows[ok]
+    guide = guide.merge(guide_distances(ok_rows), on=keys, how="left", validate="one_to_one")
     guide = guide[list(GUIDE_SUMMARY_COLUMNS)]
     real = rows[~rows["is_null_guide"].astype(bool)]
     gkeys = ["model", "variant", GENE]
@@ -458,6 +535,7 @@ def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     scored = real[real["_ok"] == 1].groupby(gkeys)[GUIDE].nunique().rename("n_guides")
     gene = gene.merge(scored.reset_index(), on=gkeys, how="left")
     gene["n_guides"] = gene["n_guides"].fillna(0).astype(np.int64)
+    gene = gene.merge(gene_distances(ok_rows), on=gkeys, how="left", validate="one_to_one")
     return guide.reset_index(drop=True), gene[list(GENE_SUMMARY_COLUMNS)].reset_index(drop=True)
 
 
@@ -470,27 +548,33 @@ def screen_calls(
 ) -> dict[str, pd.DataFrame]:
     """Everything the gather step writes, from the guide-fold rows of every shard.
 
-    Returns ``guides`` (per-guide means, plus ``p_value``, ``q_value``, ``hit``), ``genes``
-    (per-gene means, plus the gene calls ``p_value``, ``q_value``, ``n_guides_hit``, ``hit``),
-    ``hits`` (``hit_table``, beside the mAP readout) and ``null`` (``null_summary``). Without a
-    null (``with_null`` False: ``classify.n_null_guides: 0``) the calls are NaN/False and
-    ``null`` is empty.
+    Returns ``guides`` (per-guide means and distances, plus ``GUIDE_CALL_COLUMNS``), ``genes``
+    (per-gene means and distances, the gene calls ``n_guides_hit``, ``p_value``,
+    ``p_beyond_null``, ``p_tail``, ``q_value``, ``hit``, the mean ``mean_average_precision`` of
+    its guides, and ``rank`` / ``ranked_by`` as the hit table's), ``hits`` (``hit_table``, beside
+    the mAP readout) and ``null`` (``null_summary``). Without a null (``with_null`` False:
+    ``classify.n_null_guides: 0``) the calls are NaN/False and ``null`` is empty.
     """
     guides, genes = summarize_scores(rows)
     keys = ["model", "variant", GENE]
+    call_cols = ["n_guides_hit", "p_value", "p_beyond_null", "p_tail", "q_value", "hit"]
     if with_null:
         guides = call_guides(guides, null_model, q_threshold)
         gene_calls = call_genes(guides, q_threshold)
-        genes = genes.merge(gene_calls[keys + ["n_guides_hit", "p_value", "q_value", "hit"]], on=keys, how="left")
-        null = null_summary(guides, null_model)
+        genes = genes.merge(gene_calls[keys + call_cols], on=keys, how="left")
+        null = null_summary(guides, null_model, q_threshold)
     else:
-        guides = guides.assign(p_value=math.nan, q_value=math.nan, hit=False)
-        genes = genes.assign(n_guides_hit=0, p_value=math.nan, q_value=math.nan, hit=False)
+        no_calls = {"p_value": math.nan, "p_beyond_null": False, "p_tail": math.nan, "q_value": math.nan, "hit": False}
+        guides = guides.assign(**no_calls)
+        genes = genes.assign(n_guides_hit=0, **no_calls)
         null = pd.DataFrame(columns=list(NULL_COLUMNS))
-    genes["hit"] = genes["hit"].fillna(False).astype(bool)
+    for c in ("hit", "p_beyond_null"):
+        genes[c] = genes[c].fillna(False).astype(bool)
     genes["n_guides_hit"] = genes["n_guides_hit"].fillna(0).astype(np.int64)
     hits = hit_table(guides, map_df, q_threshold)
     hits["note"] = readout_notes(hits, null, with_null, map_df is not None and len(map_df) > 0)
+    gene_map = hits.groupby(keys)["mean_average_precision"].mean().rename("mean_average_precision")
+    genes = ranked(genes.merge(gene_map.reset_index(), on=keys, how="left"), [GENE])
     return {"guides": guides, "genes": genes, "hits": hits, "null": null}
 
 

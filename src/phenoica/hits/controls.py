@@ -20,7 +20,8 @@ import pandas as pd
 
 from phenoica.contract.score_table import OK
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, ScreenError, feature_columns
-from phenoica.hits.calls import null_fit_for
+from phenoica.hits.calls import bounded, null_fit_for
+from phenoica.hits.effects import DISTANCE_COLUMNS, guide_distances
 from phenoica.utils.stats import bh_qvalues
 
 CONTROL_CALL_COLUMNS: tuple[str, ...] = (
@@ -30,7 +31,10 @@ CONTROL_CALL_COLUMNS: tuple[str, ...] = (
     GUIDE,
     "n_folds_ok",
     "auroc",
+    *DISTANCE_COLUMNS,
     "p_value",
+    "p_beyond_null",
+    "p_tail",
     "q_value",
     "hit",
     "separating_features",
@@ -47,10 +51,12 @@ def control_calls(
     separating: dict[tuple[str, str, str], str] | None = None,
 ) -> pd.DataFrame:
     """Per (model, variant, control construct): mean held-out AUROC over its scored folds, its
-    p-value against the pseudo-guides of ``guides`` (the guide table with ``is_null_guide``),
-    the Benjamini-Hochberg q-value over the constructs of that (model, variant), the call
-    (q < ``q_threshold``) and ``separating`` ((model, gene, guide) -> text) when given. A
-    (model, variant) without a null keeps AUROCs and gets no p-values."""
+    held-out distance from the other controls (:func:`phenoica.hits.effects.guide_distances`), its
+    p-value against the pseudo-guides of ``guides`` (the guide table with ``is_null_guide``;
+    reported as the guides' are: ``p_value`` bounded at the null's ``p_floor``, ``p_beyond_null``,
+    ``p_tail``), the Benjamini-Hochberg q-value of ``p_value`` over the constructs of that (model,
+    variant), the call (q < ``q_threshold``) and ``separating`` ((model, gene, guide) -> text) when
+    given. A (model, variant) without a null keeps AUROCs and gets no p-values."""
     separating = separating or {}
     if control_rows.empty:
         return pd.DataFrame({c: [] for c in CONTROL_CALL_COLUMNS})
@@ -61,7 +67,11 @@ def control_calls(
     per = per.merge(stats, on=keys, how="left")
     per["n_folds_ok"] = per["size"].fillna(0).astype(np.int64)
     per["auroc"] = per["mean"].astype(float)
+    distances = guide_distances(ok.assign(is_null_guide=True)).drop(columns="is_null_guide")
+    per = per.merge(distances, on=keys, how="left")
     per["p_value"] = math.nan
+    per["p_beyond_null"] = False
+    per["p_tail"] = math.nan
     per["q_value"] = math.nan
     for (model, variant), idx in per.groupby(["model", "variant"]).indices.items():
         try:
@@ -69,8 +79,10 @@ def control_calls(
         except ScreenError:
             continue
         p = fit.p_values(per["auroc"].to_numpy(dtype=float)[idx])
-        per.loc[per.index[idx], "p_value"] = p
-        per.loc[per.index[idx], "q_value"] = bh_qvalues(p)
+        reported, beyond = bounded(p, fit.p_floor)
+        rows = per.index[idx]
+        per.loc[rows, "p_value"], per.loc[rows, "p_beyond_null"], per.loc[rows, "p_tail"] = reported, beyond, p
+        per.loc[rows, "q_value"] = bh_qvalues(reported)
     q = per["q_value"].to_numpy(dtype=float)
     per["hit"] = np.where(np.isfinite(q), q < q_threshold, False).astype(bool)
     per["separating_features"] = [separating.get((m, g, s), "") for m, g, s in zip(per["model"], per[GENE], per[GUIDE])]

@@ -40,8 +40,33 @@ log = logging.getLogger("phenoica.report.anndata")
 
 LEVELS = ("image", "profile", "guide", "gene")
 #: Hit-call columns joined to obs at guide level (from hits/hits.parquet) and gene level (hits/genes.parquet).
-GUIDE_CALLS = ("auroc", "p_value", "q_value", "hit", "mean_average_precision", "map_q_value", "map_hit")
-GENE_CALLS = ("n_guides", "n_guides_hit", "auroc", "p_value", "q_value", "hit")
+GUIDE_CALLS = (
+    "rank",
+    "auroc",
+    "distance_sd",
+    "distance_sd_low",
+    "distance_sd_high",
+    "p_value",
+    "p_beyond_null",
+    "q_value",
+    "hit",
+    "mean_average_precision",
+    "map_q_value",
+    "map_hit",
+)
+GENE_CALLS = (
+    "rank",
+    "n_guides",
+    "n_guides_hit",
+    "auroc",
+    "distance_sd",
+    "distance_sd_low",
+    "distance_sd_high",
+    "p_value",
+    "p_beyond_null",
+    "q_value",
+    "hit",
+)
 
 
 def _column(values: pd.Series) -> pd.Series:

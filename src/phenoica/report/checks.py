@@ -18,6 +18,7 @@ import pandas as pd
 from phenoica.contract.score_table import OK, SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS, SKIPPED
 from phenoica.contract.screen import GENE, GUIDE, ScreenError
 from phenoica.hits.calls import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS
+from phenoica.hits.effects import DISTANCE_COLUMNS
 from phenoica.transforms.variant_names import VARIANTS
 
 VARIANT_LABELS: dict[str, str] = {
@@ -118,7 +119,7 @@ def check_guides(guides: pd.DataFrame) -> pd.DataFrame:
         guides,
         "guide scores",
         GUIDE_COLUMNS,
-        numeric=("n_folds_ok", "auroc", "sparsity", "concentration"),
+        numeric=("n_folds_ok", "auroc", *DISTANCE_COLUMNS, "sparsity", "concentration"),
         boolean=("is_null_guide",),
         key=("model", "variant", GENE, GUIDE),
     )
@@ -130,7 +131,7 @@ def check_genes(genes: pd.DataFrame) -> pd.DataFrame:
         genes,
         "gene scores",
         GENE_COLUMNS,
-        numeric=("n_guides", "auroc", "sparsity", "concentration"),
+        numeric=("n_guides", "auroc", *DISTANCE_COLUMNS, "sparsity", "concentration"),
         key=("model", "variant", GENE),
     )
 

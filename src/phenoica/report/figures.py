@@ -288,11 +288,10 @@ def _null_qq_figure(guides: pd.DataFrame, path: Path, dpi: int) -> Path:
         ax.set_title("Null calibration: pseudo-guides' p-values" + (f"\nmodel: {model}" if model else ""), fontsize=10)
         drawn = False
         n_max = 0
+        column = "p_tail" if "p_tail" in sub.columns else "p_value"  # the fit's own values, its tail included
         for variant in ordered_variants(sub["variant"]):
             p = finite_values(
-                pd.to_numeric(
-                    sub.loc[sub["variant"] == variant].get("p_value", pd.Series(dtype=float)), errors="coerce"
-                )
+                pd.to_numeric(sub.loc[sub["variant"] == variant].get(column, pd.Series(dtype=float)), errors="coerce")
             )
             if not p.size:
                 continue

@@ -4,18 +4,22 @@ Everything is drawn by plotly (its bundled plotly.js is written into the page on
 is fetched at view time); a short script (:data:`phenoica.report.interactive_js.PAGE_JS`) only wires
 plotly's click events to the gene panel and filters/sorts the hit table. Sections:
 
-- **Volcano** per model/variant (a dropdown picks one): a point per real guide, held-out AUROC
-  against -log10 q; hover shows gene, guide, AUROC, p, q and the mAP readout's mAP and q; a click
-  opens the gene's panel.
-- **Gene panel**: the gene's guides in every model/variant, their AUROC per held-out batch, its
+- **Volcano** per model/variant (a dropdown picks one): a point per real guide, its effect size
+  (the held-out distance from the controls in control SDs, which does not stop at a ceiling as
+  AUROC does; AUROC where no distance was measured) against -log10 q; hover shows gene, guide,
+  rank, distance with its interval over folds, AUROC, p (never below what the null reaches), q
+  and the mAP readout's mAP and q; a click opens the gene's panel.
+- **Gene panel**: the gene's guides in every model/variant with their rank and effect sizes,
+  their AUROC and distance per held-out batch, its
   nearest genes in the map (cosine, q), its known relationships (recalled = the partner is among
   its nearest genes in the map shown), and its gallery panel. The panel data of 200 genes share
   one asset file (``{ASSETS}/genes_0000.js`` ...), loaded by a script tag when first needed
   (script tags load from ``file://``; ``fetch`` would not).
 - **Variant comparison**: per model, the same guides' AUROC in every variant, pairwise (a plotly
   scatter matrix: each point is one guide in two variants).
-- **Hit table**: every gene in every model/variant, filterable (name, model/variant, hits only)
-  and sortable by any column (the first :data:`TABLE_ROWS` rows of the result are shown).
+- **Hit table**: every gene in every model/variant in rank order (by effect size), filterable
+  (name, model/variant, hits only) and sortable by any column (the first :data:`TABLE_ROWS` rows
+  of the result are shown).
 - **Batch vs biology**: batch removal against recall per model/variant; variants at the same
   point share one label and labels are placed so that none overlap (:func:`place_labels`).
 """
@@ -95,19 +99,46 @@ def neg_log10_q(q: np.ndarray) -> np.ndarray:
     return -np.log10(np.where(q > 0, q, floor))
 
 
+def volcano_x(hits: pd.DataFrame) -> str:
+    """The volcano's effect size: ``distance_sd`` where the hit table has a finite one, else ``auroc``."""
+    has_distance = "distance_sd" in hits.columns and np.isfinite(hits["distance_sd"].to_numpy(dtype=float)).any()
+    return "distance_sd" if has_distance else "auroc"
+
+
+VOLCANO_CUSTOM = (
+    "p_value",
+    "q_value",
+    "mean_average_precision",
+    "map_q_value",
+    "auroc",
+    "distance_sd",
+    "distance_sd_low",
+    "distance_sd_high",
+    "rank",
+)
+
+
 def volcano_figure(hits: pd.DataFrame, q_threshold: float) -> go.Figure:
-    """One Scattergl trace per model/variant (one shown at a time, a dropdown picks it): x =
-    AUROC, y = -log10 q; ``text`` = gene (what a click opens), ``hovertext`` = guide, both as
-    :func:`plotly_text`."""
+    """One Scattergl trace per model/variant (one shown at a time, a dropdown picks it): x = the
+    effect size (:func:`volcano_x`), y = -log10 q; ``text`` = gene (what a click opens),
+    ``hovertext`` = guide, both as :func:`plotly_text`."""
     fig = go.Figure()
     keys = _keys(hits)
+    x_col = volcano_x(hits)
     for i, (model, variant) in enumerate(keys):
         sub = hits[(hits["model"] == model) & (hits["variant"] == variant)]
         hit = sub["hit"].fillna(False).astype(bool).to_numpy()
-        custom = sub[["p_value", "q_value", "mean_average_precision", "map_q_value"]].to_numpy(np.float32)
+        custom = np.column_stack(
+            [
+                pd.to_numeric(sub[c], errors="coerce").astype("float64").to_numpy(np.float32)
+                if c in sub
+                else np.full(len(sub), np.nan, np.float32)
+                for c in VOLCANO_CUSTOM
+            ]
+        ).astype(np.float32)
         fig.add_trace(
             go.Scattergl(
-                x=sub["auroc"].to_numpy(np.float32),
+                x=sub[x_col].to_numpy(np.float32),
                 y=neg_log10_q(sub["q_value"].to_numpy()).astype(np.float32),
                 mode="markers",
                 name=html.escape(_key(model, variant), quote=False),
@@ -124,7 +155,8 @@ def volcano_figure(hits: pd.DataFrame, q_threshold: float) -> go.Figure:
                     "opacity": 0.75,
                 },
                 hovertemplate=(
-                    "gene %{text}<br>guide %{hovertext}<br>AUROC %{x:.3f}<br>p %{customdata[0]:.2g}"
+                    "gene %{text}<br>guide %{hovertext}<br>rank %{customdata[8]}<br>distance %{customdata[5]:.2f} SD "
+                    "[%{customdata[6]:.2f}, %{customdata[7]:.2f}]<br>AUROC %{customdata[4]:.3f}<br>p %{customdata[0]:.2g}"
                     "<br>q %{customdata[1]:.2g}<br>mAP %{customdata[2]:.3f}<br>mAP q %{customdata[3]:.2g}<extra></extra>"
                 ),
             )
@@ -141,7 +173,11 @@ def volcano_figure(hits: pd.DataFrame, q_threshold: float) -> go.Figure:
     fig.update_layout(
         template=TEMPLATE,
         height=520,
-        xaxis_title="held-out AUROC (guide vs controls)",
+        xaxis_title=(
+            "held-out distance from the controls (control SDs)"
+            if x_col == "distance_sd"
+            else "held-out AUROC (guide vs controls)"
+        ),
         yaxis_title="-log10 q",
         updatemenus=[{"buttons": buttons, "x": 0, "y": 1.12, "xanchor": "left", "showactive": True}],
         showlegend=False,
@@ -273,20 +309,57 @@ def _by_gene(df: pd.DataFrame, cols: Sequence[str]) -> dict[str, list[list[Any]]
     return {str(g): [rows[i] for i in idx] for g, idx in df.groupby(GENE, sort=False).indices.items()}
 
 
-GUIDE_COLS = ("model", "variant", GUIDE, "auroc", "p_value", "q_value", "hit", "mean_average_precision", "map_q_value")
+#: The gene panel's guide columns, the per-batch columns and the hit table's columns (those present, in order).
+GUIDE_COLS = (
+    "model",
+    "variant",
+    GUIDE,
+    "rank",
+    "distance_sd",
+    "distance_sd_low",
+    "distance_sd_high",
+    "auroc",
+    "p_value",
+    "p_beyond_null",
+    "q_value",
+    "hit",
+    "mean_average_precision",
+    "map_q_value",
+)
+FOLD_COLS = ("model", "variant", GUIDE, "fold", "auroc", "distance_sd")
 NEIGHBOR_COLS = ("model", "variant", "rank", "neighbor", "cosine", "neighbor_q_value")
-TABLE_COLS = ("model", "variant", GENE, "n_guides", "n_guides_hit", "auroc", "p_value", "q_value", "hit")
+TABLE_COLS = (
+    "model",
+    "variant",
+    GENE,
+    "rank",
+    "n_guides",
+    "n_guides_hit",
+    "distance_sd",
+    "distance_sd_low",
+    "distance_sd_high",
+    "auroc",
+    "mean_average_precision",
+    "p_value",
+    "p_beyond_null",
+    "q_value",
+    "hit",
+)
+
+
+def _present(df: pd.DataFrame, cols: Sequence[str]) -> list[str]:
+    return [c for c in cols if c in df.columns]
 
 
 def gene_records(inputs: PageInputs) -> dict[str, dict[str, Any]]:
     """The gene panel's data per gene: guides, per-batch scores, neighbours, known partners, gallery."""
     hits, folds = inputs.hits.sort_values([GENE, "model", "variant", GUIDE], kind="stable"), inputs.guide_folds
     folds = folds[(folds["status"] == "ok") & ~folds["is_null_guide"].astype(bool)]
-    guides = _by_gene(hits, GUIDE_COLS)
+    guides = _by_gene(hits, _present(hits, GUIDE_COLS))
     by_gene: dict[str, dict[str, Any]] = {
         g: {"guides": guides[g], "folds": [], "neighbors": [], "known": [], "gallery": ""} for g in sorted(guides)
     }
-    for g, rows in _by_gene(folds, ("model", "variant", GUIDE, "fold", "auroc")).items():
+    for g, rows in _by_gene(folds, _present(folds, FOLD_COLS)).items():
         if g in by_gene:
             by_gene[g]["folds"] = rows
     if inputs.neighbors is not None and len(inputs.neighbors):
@@ -330,8 +403,11 @@ def page_html(inputs: PageInputs, data: Mapping[str, Any]) -> str:
     parts = [
         _section(
             "Volcano",
-            f"Each point is a guide; red = hit at q < {inputs.q_threshold:g}; dashed line: q = "
-            f"{inputs.q_threshold:g}. Pick the model/variant in the menu; click a point to open its gene.",
+            f"Each point is a guide, at its effect size (the held-out distance from the controls in control SDs, "
+            f"which keeps growing where AUROC stops at 1.000) and its q; red = hit at q < {inputs.q_threshold:g}; "
+            f"dashed line: q = {inputs.q_threshold:g}. p-values are never below 1/(n_null + 1), what the null reaches "
+            "(a guide beyond every pseudo-guide shows that bound). Pick the model/variant in the menu; click a "
+            "point to open its gene.",
             _figure_div(volcano_figure(inputs.hits, inputs.q_threshold), "volcano", "phenoicaClickable('{plot_id}')"),
             "volcano-section",
         ),
@@ -354,8 +430,9 @@ def page_html(inputs: PageInputs, data: Mapping[str, Any]) -> str:
     parts.append(
         _section(
             "Hit table",
-            f"Every gene per model/variant; filter by name, model/variant or hits only; click a header to sort; "
-            f"the first {TABLE_ROWS} rows are shown. Click a gene to open its panel.",
+            f"Every gene per model/variant in rank order (by the held-out distance from the controls, or the mAP "
+            f"where the mAP readout scored more guides); filter by name, model/variant or hits only; click a header to "
+            f"sort; the first {TABLE_ROWS} rows are shown. Click a gene to open its panel.",
             '<div class="controls"><input id="table-filter" placeholder="gene name contains..."> '
             '<select id="table-key"><option value="">all models/variants</option></select> '
             '<label><input type="checkbox" id="table-hits"> hits only</label> <span id="table-count"></span></div>'
@@ -403,7 +480,9 @@ def write_interactive(out_dir: Path | str, inputs: PageInputs) -> dict[str, Path
             body = json.dumps(shard, separators=(",", ":")).replace("</", "<\\/")
             tmp.write_text(f"phenoicaShard({start // SHARD_SIZE},{body});\n", encoding="utf-8")
         written[path.name] = path
-    table = inputs.genes.sort_values(["model", "variant", "q_value"], kind="stable")
+    order = "rank" if "rank" in inputs.genes.columns else "q_value"
+    table = inputs.genes.assign(_o=pd.to_numeric(inputs.genes[order], errors="coerce").astype("float64").fillna(np.inf))
+    table = table.sort_values(["model", "variant", "_o"], kind="stable").drop(columns="_o")
     data = {
         "genes": names,
         "shard_size": SHARD_SIZE,
@@ -414,6 +493,8 @@ def write_interactive(out_dir: Path | str, inputs: PageInputs) -> dict[str, Path
             "rows": _records(table, [c for c in TABLE_COLS if c in table]),
         },
         "table_rows": TABLE_ROWS,
+        "guide_cols": _present(inputs.hits, GUIDE_COLS),
+        "fold_cols": _present(inputs.guide_folds, FOLD_COLS),
         "q_threshold": inputs.q_threshold,
     }
     with atomic_path(out / PAGE) as tmp:

@@ -89,16 +89,20 @@ PAGE_JS = r"""
     panel.innerHTML = "";
     panel.appendChild(el("h2", {"id": "gene-panel-title"}, "Gene " + name));
     panel.appendChild(el("h3", {}, "Guides"));
-    panel.appendChild(table(["model", "variant", "guide", "AUROC", "p", "q", "hit", "mAP", "mAP q"], rec.guides));
+    var gcols = data().guide_cols, ai = gcols.indexOf("auroc");
+    panel.appendChild(table(gcols, rec.guides));
     var batches = Array.from(new Set(rec.folds.map(function (r) { return r[3]; }))).sort();
-    var byGuide = {};
-    rec.folds.forEach(function (r) {
-      var key = r[0] + "|" + r[1] + "|" + r[2];
-      if (!byGuide[key]) { byGuide[key] = [r[0], r[1], r[2]].concat(batches.map(function () { return null; })); }
-      byGuide[key][3 + batches.indexOf(r[3])] = r[4];
+    data().fold_cols.slice(4).forEach(function (measure, m) {
+      var byGuide = {};
+      rec.folds.forEach(function (r) {
+        var key = r[0] + "|" + r[1] + "|" + r[2];
+        if (!byGuide[key]) { byGuide[key] = [r[0], r[1], r[2]].concat(batches.map(function () { return null; })); }
+        byGuide[key][3 + batches.indexOf(r[3])] = r[4 + m];
+      });
+      panel.appendChild(el("h3", {}, (measure === "auroc" ? "AUROC" : "Distance from the controls (control SDs)") +
+        " per held-out batch"));
+      panel.appendChild(table(["model", "variant", "guide"].concat(batches), Object.values(byGuide)));
     });
-    panel.appendChild(el("h3", {}, "AUROC per held-out batch"));
-    panel.appendChild(table(["model", "variant", "guide"].concat(batches), Object.values(byGuide)));
     var plot = el("div", {"id": "gene-variants-plot"});
     panel.appendChild(el("h3", {}, "Its guides across variants"));
     panel.appendChild(plot);
@@ -106,7 +110,7 @@ PAGE_JS = r"""
     rec.guides.forEach(function (r) {
       var t = r[0] + " " + r[2];
       if (!traces[t]) { traces[t] = {x: [], y: [], name: escapeText(t), mode: "lines+markers", type: "scatter"}; }
-      traces[t].x.push(r[1]); traces[t].y.push(r[3]);
+      traces[t].x.push(r[1]); traces[t].y.push(r[ai]);
     });
     Plotly.newPlot(plot, Object.values(traces), {height: 300, margin: {t: 10}, yaxis: {title: {text: "AUROC"}},
       template: "plotly_white"}, {responsive: true});

@@ -1,8 +1,8 @@
 """The report's sections on the screen's scores: the headline, hit calls, the checks against a
 simulated truth, the paper's tables, phenotypic activity, costs, identifiability, skips and the
 score figures. Each is a :class:`~phenoica.report.sections.Section`; the tables come from
-:mod:`phenoica.report.summaries` and :mod:`phenoica.report.truth_tables`, the figures from
-:mod:`phenoica.report.figures`.
+:mod:`phenoica.report.summaries` and :mod:`phenoica.report.truth_tables`, the headline's sentences
+from :mod:`phenoica.report.headline`, the figures from :mod:`phenoica.report.figures`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,11 @@ import pandas as pd
 from phenoica.contract.score_table import OK
 from phenoica.contract.screen import GENE, GUIDE
 from phenoica.hits import calls as H
+from phenoica.hits import effects as E
 from phenoica.report import render
 from phenoica.report.checks import check_truth, ordered_variants, variant_label
 from phenoica.report.figures import identifiability_figure, make_figures
+from phenoica.report.headline import control_headline, headline, readout_status
 from phenoica.report.inputs import ReportInputs
 from phenoica.report.sections import ReportContext, Section, SectionOutput, figure_blocks, table_section
 from phenoica.report.summaries import (
@@ -36,100 +38,57 @@ from phenoica.report.summaries import (
 from phenoica.report.truth_tables import truth_checks, truth_recovery
 
 SCORES = ("guide_folds", "guides", "genes")
+#: The gene table's columns the report shows (those present), in order.
+GENE_HIT_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    "rank",
+    GENE,
+    "n_guides",
+    "n_guides_hit",
+    "auroc",
+    *E.DISTANCE_COLUMNS,
+    "mean_average_precision",
+    "p_value",
+    "p_beyond_null",
+    "q_value",
+    "hit",
+    "ranked_by",
+)
+P_VALUE_NOTE = (
+    "p-values are reported no finer than the null supports: below 1/(n_null + 1) a null of n_null pseudo-guides "
+    "shows nothing, so a guide beyond every pseudo-guide is reported at that bound with `p_beyond_null` true "
+    "(read: p below it); the parametric tail's value is `p_tail` in `hits/guides.parquet`. q-values and calls "
+    "are made on the reported p-values: beyond 1/(n_null + 1) the tail was not calibrated where it was checked "
+    "(docs/hit-calling.md)."
+)
+RANKING_NOTE = (
+    "Hits are ranked by an effect size that does not stop at a ceiling: the held-out distance from the controls "
+    "in control SDs (`distance_sd`: per fold, the guide's direction from the controls is learnt on the training "
+    "rows and its held-out rows are measured along it, in SDs of the held-out controls; the mean over folds with "
+    "its 95% Student-t interval over folds; 2 folds give a wide one), or the mAP where the mAP readout scored "
+    "more guides than the classifier (`ranked_by`). A "
+    f"readout saturates when more than {E.SATURATION_SHARE:.0%} of its scored guides sit at 1.000: AUROC, p and q "
+    "then leave them unordered."
+)
+
+
+def in_rank_order(table: pd.DataFrame) -> pd.DataFrame:
+    """A hit or gene table sorted by model, variant and ``rank`` (unranked rows last), or by q-value
+    where it has no rank."""
+    if "rank" not in table.columns:
+        return table.sort_values(["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
+    key = pd.to_numeric(table["rank"], errors="coerce").astype("float64").fillna(np.inf)
+    return (
+        table.assign(_r=key)
+        .sort_values(["model", "variant", "_r"], kind="stable")
+        .drop(columns="_r")
+        .reset_index(drop=True)
+    )
 
 
 def _thresholds(q_threshold: float) -> tuple[float, ...]:
     return tuple(sorted({q_threshold, 0.05, 0.1}))
-
-
-def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict[tuple[str, str], dict[str, object]]:
-    """Per (model, variant): ``no_calls`` (why the classifier made no hit calls, absent when it
-    did) and the mAP readout's ``map_hits`` / ``map_scored`` guides, from the hit and null tables."""
-    out: dict[tuple[str, str], dict[str, object]] = {}
-    if null is not None and "calls" in null.columns:
-        for row in null.itertuples(index=False):
-            if not bool(row.calls):
-                out.setdefault((row.model, row.variant), {})["no_calls"] = str(row.reason)
-    if hits is not None and len(hits) and "map_hit" in hits.columns:
-        for (model, variant), sub in hits.groupby(["model", "variant"]):
-            scored = int(np.isfinite(sub["mean_average_precision"].to_numpy(dtype=float)).sum())
-            if scored:
-                entry = out.setdefault((model, variant), {})
-                entry.update(map_hits=int(sub["map_hit"].astype(bool).sum()), map_scored=scored)
-    return out
-
-
-def _map_calls(state: dict[str, object], q_threshold: float) -> str:
-    """The mAP readout's calls of one (model, variant) (:func:`readout_status`), as a phrase."""
-    return f"mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}"
-
-
-def headline(
-    summary: pd.DataFrame,
-    tests: pd.DataFrame,
-    q_threshold: float = 0.05,
-    status: dict[tuple[str, str], dict[str, object]] | None = None,
-) -> list[str | render.Bullets]:
-    """Short sentences with the numbers a reader wants first: one bullet per model, its variants
-    and comparisons nested under it (a list for :class:`phenoica.report.render.Bullets`).
-    ``status`` (:func:`readout_status`) says where the classifier could not call hits and what
-    the mAP readout called there."""
-    status = status or {}
-    items: list[str | render.Bullets] = []
-    hit_col = f"hits_q<{q_threshold:g}"
-    for model in sorted(summary["model"].unique()):
-        sub = summary[summary["model"] == model]
-        scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
-        if scored.empty:
-            items.append(
-                f"Model {render.md_text(model)}: **the classifier scored no guide**, so it calls no hits (every "
-                "(guide, fold) was skipped: the reasons are in `guide_folds.parquet`, the counts and the setting that "
-                "would change them in the door's readout notes, `screen/validated.json`)."
-            )
-            nested_empty: list[str | render.Bullets] = []
-            for variant in sub["variant"]:
-                state = status.get((model, variant), {})
-                if "map_hits" in state:
-                    nested_empty.append(f"`{variant}`: **{_map_calls(state, q_threshold)}**.")
-            if nested_empty:
-                items.append(render.Bullets(nested_empty))
-            continue
-        best = scored.loc[scored["auroc_mean"].idxmax()]
-        items.append(
-            f"Model {render.md_text(model)}: highest mean guide AUROC with **{variant_label(best['variant'])}** "
-            f"(`{best['variant']}`, {best['auroc_mean']:.3f} over {best['n_guides_scored']} guides)."
-        )
-        nested: list[str | render.Bullets] = []
-        for _, r in sub.iterrows():
-            n_hits = r[hit_col] if hit_col in r.index else pd.NA
-            state = status.get((model, r["variant"]), {})
-            if "no_calls" in state:
-                hits = f"**no classifier hit calls**: {render.md_text(state['no_calls'])}"
-            elif pd.isna(n_hits):
-                hits = "no null pseudo-guides, no hit calls"
-            else:
-                hits = (
-                    f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
-                    f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
-                )
-            if "map_hits" in state:
-                hits += f"; {_map_calls(state, q_threshold)}"
-            nested.append(
-                f"`{r['variant']}`: mean AUROC {r['auroc_mean']:.3f}, median {r['auroc_median']:.3f}, "
-                f"{r['n_guides_skipped']} skipped; {hits}."
-            )
-        t = tests[(tests["model"] == model) & (tests["metric"] == "auroc")]
-        for _, r in t.iterrows():
-            if r["n"] == 0:
-                continue
-            p = "no test" if pd.isna(r["p_value"]) else f"Wilcoxon p = {r['p_value']:.2g}"
-            ci = "" if pd.isna(r["ci_low"]) else f", 95% CI [{r['ci_low']:+.3f}, {r['ci_high']:+.3f}]"
-            nested.append(
-                f"gene AUROC `{r['variant']}` - `{r['reference']}` over {r['n']} genes: "
-                f"mean {r['mean_diff']:+.3f}{ci} ({p})."
-            )
-        items.append(render.Bullets(nested))
-    return items
 
 
 def _intro(ctx: ReportContext) -> str:
@@ -144,52 +103,6 @@ def _intro(ctx: ReportContext) -> str:
         f"genes: {genes[GENE].nunique()}; null pseudo-guides: "
         f"{guides.loc[guides['is_null_guide'], GUIDE].nunique()}."
     )
-
-
-#: What screens of the field report as the share of active perturbations (about half of CRISPR guides
-#: are phenotypically active in Cell Painting screens: Kalinin et al. 2025, "A versatile information
-#: retrieval framework for evaluating profile strength and similarity", Nature Communications).
-FIELD_ACTIVE_SHARE = "about half of CRISPR guides in Cell Painting screens (Kalinin et al. 2025)"
-
-
-def control_headline(controls: pd.DataFrame | None, summary: pd.DataFrame, q_threshold: float) -> list[str]:
-    """One sentence per (model, variant) whose control constructs are themselves called hits
-    against the pseudo-guide null, with the guides' hit rate beside what screens of the kind
-    report; one sentence when every construct passed."""
-    if controls is None:
-        return []
-    hit_col = f"hits_q<{q_threshold:g}"
-    out = []
-    called = controls[controls["hit"].astype(bool)]
-    for (model, variant), sub in controls.groupby(["model", "variant"], sort=True):
-        hits = sub[sub["hit"].astype(bool)]
-        if hits.empty:
-            continue
-        row = summary[(summary["model"] == model) & (summary["variant"] == variant)]
-        rate = ""
-        if len(row) and hit_col in row.columns and pd.notna(row[hit_col].iloc[0]) and row["n_guides_scored"].iloc[0]:
-            share = float(row[hit_col].iloc[0]) / float(row["n_guides_scored"].iloc[0])
-            rate = f" The guides' hit rate here is {share:.0%}, beside {FIELD_ACTIVE_SHARE}."
-        out.append(
-            f"**Controls are not one homogeneous null** in {render.md_text(model)} / `{variant}`: control construct(s) "
-            f"{', '.join(render.md_text(g) for g in hits[GUIDE])} ({len(hits)} of {len(sub)}) called hits against the other "
-            "controls, "
-            f"so the guides' calls mix their own phenotype with that difference and mean less.{rate} See "
-            "'Control constructs' for the features that separate them; choose other controls, or drop the "
-            "construct, if it is not inert."
-        )
-    tested = np.isfinite(controls["p_value"].to_numpy(dtype=float))
-    if called.empty and tested.any():
-        out.append(
-            f"Control constructs checked as a null: none of {controls[GUIDE].nunique()} is called a hit against "
-            "the other controls in any model and variant."
-        )
-    elif len(controls) and not tested.any():
-        out.append(
-            f"Control constructs: {controls[GUIDE].nunique()} scored against the other controls ('Control "
-            "constructs'), but not called: there is no null to call them against."
-        )
-    return out
 
 
 def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
@@ -213,43 +126,48 @@ def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     q, genes, hits, maps = ctx.options.q_threshold, ctx.genes, inputs.table("hits"), inputs.table("maps")
     if has_calls(ctx.guides):
         out.tables["hit_counts"] = H.hit_counts(ctx.guides, genes, _thresholds(q))
-        gene_cols = ["model", "variant", GENE, "n_guides", "n_guides_hit", "auroc", "p_value", "q_value", "hit"]
-        out.tables["gene_hits"] = (
-            genes[[c for c in gene_cols if c in genes.columns]]
-            .sort_values(["model", "variant", "q_value"], kind="stable")
-            .reset_index(drop=True)
-        )
+        out.tables["gene_hits"] = in_rank_order(genes[[c for c in GENE_HIT_COLUMNS if c in genes.columns]])
         note = (
             "A guide's p-value is its held-out AUROC against the AUROCs of the null pseudo-guides (whole control "
             "wells laid out like real guides, scored by the same classifier) of the same model and variant; "
             "q-values are Benjamini-Hochberg over guides. A gene's p-value combines its guides' (Cauchy "
-            f"combination, ACAT); `n_guides_hit` counts its guides with q < {q:g}."
+            f"combination, ACAT); `n_guides_hit` counts its guides with q < {q:g}. {P_VALUE_NOTE}"
         )
         out.page.append(table_section("Hit calls", note, out.tables["hit_counts"]))
     if hits is not None:
-        out.tables["hits"] = hits.sort_values(["model", "variant", "q_value"], kind="stable").reset_index(drop=True)
+        out.tables["hits"] = in_rank_order(hits)
         if maps is not None:
             out.tables["readout_agreement"] = H.readout_agreement(hits)
+        if "distance_sd" in hits.columns:
+            out.tables["ranking"] = E.saturation(hits)
+            out.page.append(table_section("Ranking and saturation", RANKING_NOTE, out.tables["ranking"]))
         if "gene_hits" in out.tables:
             shown = out.tables["hits"]
             out.page.append(
                 table_section(
                     "Hit table (guides called by either readout)",
-                    f"Every guide with both readouts is in `{ctx.rel(ctx.table_path('hits'))}`; "
-                    f"`agreement` compares the classifier's call with the mAP readout's.",
+                    f"In rank order (`rank`, by `ranked_by`; see 'Ranking and saturation'). Every guide with both "
+                    f"readouts is in `{ctx.rel(ctx.table_path('hits'))}`; `agreement` compares the classifier's call "
+                    "with the mAP readout's.",
                     shown[shown["hit"] | shown["map_hit"]].head(200),
                 )
             )
     if "gene_hits" in out.tables:
         gene_hits = out.tables["gene_hits"]
-        note = f"All genes: `{ctx.rel(ctx.table_path('gene_hits'))}`."
+        note = (
+            f"In rank order; a gene's distance is the mean over folds of its guides' distances in each fold, with "
+            f"the 95% interval over folds. All genes: `{ctx.rel(ctx.table_path('gene_hits'))}`."
+        )
         out.page.append(table_section("Gene calls", note, gene_hits[gene_hits["hit"]].head(200)))
     if inputs.table("null") is not None:
         out.tables["null_calibration"] = inputs.null.copy()
         note = (
             "The null per model and variant: pseudo-guides scored and skipped, their logit-AUROC fit, "
             "Shapiro-Wilk normality of the logit AUROCs, and the uniformity (Kolmogorov-Smirnov) of "
-            "their leave-one-out p-values; see the QQ figure."
+            "their leave-one-out p-values; see the QQ figure. `p_floor` = 1/(n_null + 1) is the smallest "
+            "p-value the null reaches; `n_beyond_null` guides lie beyond it (reported at `p_floor`, flagged "
+            "`p_beyond_null`); q-values and calls are made on the reported p-values; `n_tail_only_calls` guides "
+            "would be called were the parametric tail trusted beyond `p_floor` (it is not: docs/hit-calling.md)."
         )
         out.page.append(table_section("Null calibration", note, out.tables["null_calibration"]))
     if inputs.table("controls") is not None:
