@@ -148,9 +148,9 @@ def test_profiles_gather_list_column_and_well_mean(tmp_path, metadata, rng):
 
 def test_profiles_reject_nonfinite_and_ragged(tmp_path, metadata, rng):
     df = _embeddings(metadata, rng)
-    df.loc[2, "emb_0001"] = np.nan
+    df.loc[2, "emb_0001"] = np.inf  # a missing value (NaN) is kept: the profile hygiene drops its feature
     df.to_parquet(tmp_path / "n.parquet")
-    with pytest.raises(ScreenError, match=r"n.parquet: non-finite.*emb_0001"):
+    with pytest.raises(ScreenError, match=r"n.parquet: infinite values.*emb_0001"):
         gather_profiles([tmp_path / "n.parquet"])
     ragged = metadata.copy()
     ragged["vec"] = [np.zeros(3)] * 5 + [np.zeros(2)] + [np.zeros(3)] * (len(ragged) - 6)

@@ -43,6 +43,12 @@ def truth_table(n_genes=10, null_genes=(6, 7, 8, 9), guides_per_gene=3) -> pd.Da
     return pd.DataFrame(rows)
 
 
+def _distance(auroc: float) -> dict[str, float]:
+    """A held-out distance and its interval that grow with the AUROC (the score table's effect size)."""
+    d = 4.0 * (auroc - 0.5)
+    return {"distance_sd": d, "distance_sd_low": d - 1.0, "distance_sd_high": d + 1.0}
+
+
 def guide_scores(score, truth_df, variants=("pca", "pca_ica", "pca_rand"), model="mae") -> pd.DataFrame:
     """Guide table: ``score(variant, gene_index, guide_index)``; two null pseudo-guides per variant."""
     rows = []
@@ -59,6 +65,7 @@ def guide_scores(score, truth_df, variants=("pca", "pca_ica", "pca_rand"), model
                     "is_null_guide": False,
                     "n_folds_ok": 3,
                     "auroc": score(variant, g, s),
+                    **_distance(score(variant, g, s)),
                     "sparsity": 0.1,
                     "concentration": 0.1,
                 }
@@ -73,6 +80,7 @@ def guide_scores(score, truth_df, variants=("pca", "pca_ica", "pca_rand"), model
                     "is_null_guide": True,
                     "n_folds_ok": 3,
                     "auroc": 0.5,
+                    **_distance(0.5),
                     "sparsity": 0.1,
                     "concentration": 0.1,
                 }
