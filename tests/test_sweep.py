@@ -193,4 +193,4 @@ def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reas
         )
     assert table["n_components"].tolist() == [4]
     (record,) = [r for r in caplog.records if "skipped" in r.getMessage()]
-    assert "ext at 8 components" in record.getMessage() and "LinAlgError: SVD did not converge" in record.getMessage()
+    assert "ext/pca at 8 components" in record.getMessage() and "LinAlgError: SVD did not converge" in record.getMessage()

@@ -22,6 +22,7 @@ from snakemake.io import expand
 
 from phenoica.contract.paths import output_paths
 from phenoica.embed.groups import PlateJob, check_group_channels, embed_groups
+from phenoica.transforms.variant_names import swept_variants
 from phenoica.workflow import dag, digests
 
 #: The tables one biomap job writes (``{kind}`` of its table template).
@@ -189,6 +190,14 @@ class RuleInputs:
         if self.config["transforms"]["frozen"] or not self.config["sweep"]["points"]:
             return []
         return expand(self.out.sweep.table, model=dag.swept_models(self.config))
+
+    def sweep_points(self) -> list[str]:
+        """One model's grid points of the component sweep, every swept variant's (``{model}`` left
+        a wildcard): ``sweep.points`` of each (a point the grid does not reach writes no row)."""
+        variants = swept_variants(self.variants)
+        return expand(
+            self.out.sweep.point, variant=variants, point=range(self.config["sweep"]["points"]), allow_missing=True
+        )
 
 
 @dataclass(frozen=True)
