@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
+import yaml
 
 from phenoica.classify.options import ClassifyOptions
 from phenoica.contract.config import validate_config
@@ -327,3 +329,52 @@ def test_a_screen_of_one_batch_is_swept_without_batch_measures_and_the_report_sa
         ReportInputs(none, none, none, sweep=two), ReportContext(tmp_path / "r2", report_options(), none, none, none)
     )
     assert "batch_note" not in shown.page[0].blocks[1].df.columns  # a screen of batches: the table as it was
+
+
+@pytest.mark.slow
+def test_a_workflow_sweep_spreads_and_a_changed_point_reruns_alone(tmp_path):
+    """A finished run of a small arrayed screen with the sweep on: one job per (variant, grid
+    point) and one gathering job; one point run again (--forcerun) plans that point, the gather and the
+    report; changing the rule's count (transforms.n_components) reruns the chosen point (the
+    gather), not one grid point."""
+    from phenoica.screen import arrayed
+    from tests.test_workflow import planned_jobs, snakemake
+
+    design = arrayed.ArrayedDesign(n_effect_genes=6, n_null_genes=4, n_latent=6, n_features=24)
+    paths = arrayed.write_screen(tmp_path / "screen", 0, design)
+    cfg = {
+        "results": "results",
+        "screen": {
+            "source": "embeddings",
+            "embeddings": str(paths["profiles"] / "*.parquet"),
+            "feature_regex": arrayed.FEATURE_REGEX,
+        },
+        "models": {"cp": {}},
+        "transforms": {"n_components": 6, "variants": ["base", "pca", "pca_rand"]},
+        "classify": {"n_shards": 1, "num_boost_round": 10, "n_null_guides": 10, "map_null_size": 100},
+        "biomap": {"enabled": False},
+        "sweep": {"points": 3},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    snakemake(tmp_path)
+    logs = sorted(
+        p.relative_to(tmp_path / "results/logs/sweep_point")
+        for p in (tmp_path / "results/logs/sweep_point").rglob("*.log")
+    )
+    assert [str(p) for p in logs] == [f"cp/{v}/point_{i}.log" for v in ("pca", "pca_rand") for i in range(3)]
+    table = pd.read_parquet(tmp_path / "results/sweep/cp.parquet")
+    # the grid 2 .. 24 in 3 counts (2, 7, 24) and the chosen 6, per variant
+    assert table[["n_components", "variant", "chosen"]].values.tolist() == [
+        [k, v, k == 6] for k in (2, 6, 7, 24) for v in ("pca", "pca_rand")
+    ]
+    planned = planned_jobs(tmp_path, "--forcerun", "results/sweep/cp/pca/point_1.parquet")
+    assert {rule: n for rule, n in planned.items() if rule != "all"} == {
+        "sweep_point": 1,
+        "component_sweep": 1,
+        "report": 1,
+    }
+    (tmp_path / "changed.yaml").write_text(
+        yaml.safe_dump({**cfg, "transforms": {**cfg["transforms"], "n_components": 5}})
+    )
+    jobs = planned_jobs(tmp_path, configfile="changed.yaml")
+    assert jobs["component_sweep"] == 1 and "sweep_point" not in jobs and jobs["fit_transforms"] == 1
