@@ -91,7 +91,7 @@ def longest_jobs(results: Path) -> dict[str, dict[str, float]]:
     """Per rule, its longest job's wall seconds and CPU seconds (Snakemake's benchmark files)."""
     out: dict[str, dict[str, float]] = {}
     for tsv in sorted((results / "benchmarks").rglob("*.tsv")):
-        rule = tsv.relative_to(results / "benchmarks").parts[0]
+        rule = tsv.relative_to(results / "benchmarks").with_suffix("").parts[0]  # a rule of one job: its file
         row = pd.read_csv(tsv, sep="\t").iloc[-1]
         if float(row["s"]) > out.get(rule, {}).get("wall_s", -1.0):
             out[rule] = {"wall_s": float(row["s"]), "cpu_s": float(row["cpu_time"]), "job": str(tsv.stem)}
@@ -146,7 +146,7 @@ def print_axis(axis: str, scales: list[int], runs: dict[int, dict[str, Any]]) ->
     hi = max(scales)
     print(f"\n{axis}: " + ", ".join(f"{s}x {runs[s]['wells']:,} wells / {runs[s]['guides']:,} guides" for s in scales))
     print(
-        f"{'rule':<18} {'jobs':>5} "
+        f"{'rule':<24} {'jobs':>5} "
         + " ".join(f"{f'CPU s {s}x':>11}" for s in scales)
         + f" {'longest job s':>13} {'peak RSS MB':>11} {'exponent':>8}"
     )
@@ -157,7 +157,7 @@ def print_axis(axis: str, scales: list[int], runs: dict[int, dict[str, Any]]) ->
         longest = runs[hi]["longest_jobs"].get(rule, {}).get("wall_s", math.nan)
         rss = costs[hi][rule].max_rss_mb
         print(
-            f"{rule:<18} {costs[hi][rule].jobs:>5} "
+            f"{rule:<24} {costs[hi][rule].jobs:>5} "
             + " ".join(f"{v:11.1f}" for v in per)
             + f" {longest:13.1f} {rss:11.0f} {exponent:8.2f}"
         )
@@ -167,9 +167,9 @@ def print_axis(axis: str, scales: list[int], runs: dict[int, dict[str, Any]]) ->
     walls = [runs[s]["wall_s"] for s in scales]
     for name, values in (("jobs' CPU s", jobs_cpu), ("run CPU s", run_cpu), ("wall s", walls)):
         print(
-            f"{name:<24} " + " ".join(f"{v:11.1f}" for v in values) + f" {'':>25} {growth_exponent(wells, values):8.2f}"
+            f"{name:<30} " + " ".join(f"{v:11.1f}" for v in values) + f" {'':>25} {growth_exponent(wells, values):8.2f}"
         )
-    print(f"{'largest process RSS MB':<24} " + " ".join(f"{runs[s]['largest_process_rss_mb']:11.0f}" for s in scales))
+    print(f"{'largest process RSS MB':<30} " + " ".join(f"{runs[s]['largest_process_rss_mb']:11.0f}" for s in scales))
     out["run"] = {"jobs_cpu_s": jobs_cpu, "run_cpu_s": run_cpu, "wall_s": walls, "wells": wells}
     return out
 
