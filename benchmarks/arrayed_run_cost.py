@@ -91,10 +91,10 @@ def longest_jobs(results: Path) -> dict[str, dict[str, float]]:
     """Per rule, its longest job's wall seconds and CPU seconds (Snakemake's benchmark files)."""
     out: dict[str, dict[str, float]] = {}
     for tsv in sorted((results / "benchmarks").rglob("*.tsv")):
-        rule = tsv.relative_to(results / "benchmarks").with_suffix("").parts[0]  # a rule of one job: its file
+        rule, *job = tsv.relative_to(results / "benchmarks").with_suffix("").parts  # a rule of one job: its file
         row = pd.read_csv(tsv, sep="\t").iloc[-1]
         if float(row["s"]) > out.get(rule, {}).get("wall_s", -1.0):
-            out[rule] = {"wall_s": float(row["s"]), "cpu_s": float(row["cpu_time"]), "job": str(tsv.stem)}
+            out[rule] = {"wall_s": float(row["s"]), "cpu_s": float(row["cpu_time"]), "job": "/".join(job) or rule}
     return out
 
 
