@@ -378,3 +378,18 @@ def test_a_workflow_sweep_spreads_and_a_changed_point_reruns_alone(tmp_path):
     )
     jobs = planned_jobs(tmp_path, configfile="changed.yaml")
     assert jobs["component_sweep"] == 1 and "sweep_point" not in jobs and jobs["fit_transforms"] == 1
+
+
+def test_a_models_sweep_jobs_are_every_swept_variant_at_every_grid_point():
+    from phenoica.contract.config import run_models
+    from phenoica.workflow.rule_inputs import RuleInputs
+
+    cfg = validate_config(
+        run_models(
+            {"results": "res", "transforms": {"variants": ["base", "pca", "tvn", "pca_ica"]}, "sweep": {"points": 2}}
+        )
+    )
+    points = RuleInputs(cfg, {}).sweep_points()
+    assert points == [f"res/sweep/{{model}}/{v}/point_{i}.parquet" for v in ("pca", "pca_ica") for i in (0, 1)]
+    off = validate_config(run_models({"results": "res", "sweep": {"points": 0}}))
+    assert RuleInputs(off, {}).sweep_points() == [] and RuleInputs(off, {}).sweeps() == []
