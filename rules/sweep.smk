@@ -1,13 +1,37 @@
 from phenoica.sweep.options import SweepOptions
 
 # The component sweep: the screen scored again at other counts of whitened components, per model
-# of sweep.models (phenoica.sweep).
+# of sweep.models (phenoica.sweep). One job per (model, variant, grid point) refits and scores, so
+# the points run side by side and on separate cluster nodes; one job per model adds the chosen
+# count's point, read from the main run, and writes the model's table.
+
+
+rule sweep_point:
+    input:
+        profiles=PATHS.profiles.table,
+        folds=PATHS.splits.folds,
+    output:
+        PATHS.sweep.point,
+    log:
+        log_path(RESULTS, "sweep_point", "{model}/{variant}/point_{point}"),
+    benchmark:
+        benchmark_path(RESULTS, "sweep_point", "{model}/{variant}/point_{point}")
+    wildcard_constraints:
+        point=r"\d+",
+    conda:
+        ENVS
+    threads: rule_threads(RESOURCES, "sweep_point", 1)
+    resources:
+        **rule_resources(RESOURCES, "sweep_point"),
+    params:
+        options=SweepOptions.from_config(config),
+    script:
+        "../scripts/sweep_point.py"
 
 
 rule component_sweep:
     input:
-        profiles=PATHS.profiles.table,
-        folds=PATHS.splits.folds,
+        points=INPUTS.sweep_points(),
         fit_report=PATHS.transforms.fit_report,
         # the chosen count's point is the main run's own (variant tables, classify shards, mAP)
         variants=expand(PATHS.transforms.variant, variant=SWEPT, allow_missing=True),

@@ -1,4 +1,5 @@
-"""Rule component_sweep: one model's screen scored again at a grid of whitened component counts."""
+"""Rule component_sweep: one model's sweep table, from its grid points' rows and the chosen count's
+point, which is the main run's own."""
 
 from phenoica.utils.io import log_job_cpu, rule_logger
 
@@ -9,23 +10,22 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.classify.splits import read_folds
-from phenoica.sweep.component_sweep import MainPoint, chosen_count, sweep_model
+from phenoica.sweep.component_sweep import MainPoint, chosen_count, chosen_point, gather_sweep
 from phenoica.utils.io import write_parquet
 
 options = snakemake.params.options
-profiles = pd.read_parquet(snakemake.input.profiles)
-folds = read_folds(snakemake.input.folds, profiles)
-chosen = chosen_count(json.loads(Path(snakemake.input.fit_report).read_text()))
-# The chosen count is the main run's: its variant tables, classify shards and mAP tables are read.
 inputs = snakemake.input
+model = snakemake.wildcards.model
+chosen = chosen_count(json.loads(Path(inputs.fit_report).read_text()))
+points = [pd.read_parquet(f) for f in inputs.points]
+# The chosen count is the main run's: its variant tables, classify shards and mAP tables are read.
 rows = pd.concat([pd.read_parquet(f) for f in inputs.shards], ignore_index=True)
 maps = {v: pd.read_parquet(f) for v, f in zip(options.variants, inputs.maps)} if inputs.maps else {}
-main = {
-    v: MainPoint(pd.read_parquet(f), rows[rows["variant"] == v].reset_index(drop=True), maps.get(v))
-    for v, f in zip(options.variants, inputs.variants)
-}
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-table, _ = sweep_model(profiles, folds, snakemake.wildcards.model, chosen, options, log=log, main=main)
+chosen_rows = []
+for variant, path in zip(options.variants, inputs.variants):
+    main = MainPoint(pd.read_parquet(path), rows[rows["variant"] == variant].reset_index(drop=True), maps.get(variant))
+    chosen_rows.append(chosen_point(main, model, variant, chosen, options, log=log)[0])
+table = gather_sweep(points + chosen_rows, options.variants)
 write_parquet(table, snakemake.output[0])
-log.info("sweep of %s: %d points, %.0f s", snakemake.wildcards.model, len(table), table["seconds"].sum())
+log.info("sweep of %s: %d points, %.0f s", model, len(table), table["seconds"].sum())

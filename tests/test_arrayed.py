@@ -369,3 +369,25 @@ def test_the_sweep_leaves_the_control_constructs_out_of_its_null():
     options = SweepOptions.from_config(cfg)._replace(variants=["pca"], points=1)
     _, calls = sweep_model(table, leave_one_batch_out(table), "cp", 4, options, grid=[4])
     assert int(calls["is_null_guide"].sum()) == 6 and arrayed.CONTROL_GENE not in set(calls[GENE])
+
+
+def test_plate_maps_spread_the_guides_over_plates_at_the_same_replicates(tmp_path):
+    import dataclasses
+
+    """A screen of more guides than a plate holds: each plate map holds a share of the guides
+    and every control well; every guide is on n_batches x plates_per_batch plates, as with one map."""
+    design = arrayed.ArrayedDesign(n_effect_genes=5, n_null_genes=2, n_latent=4, n_features=12, plate_maps=3)
+    paths = arrayed.write_screen(tmp_path, 0, design)
+    table = pd.concat([pd.read_parquet(p) for p in paths["files"]], ignore_index=True)
+    assert len(table) == design.n_wells == 2 * 4 * (14 + 3 * 16) and table[PLATE].nunique() == 2 * 3 * 4
+    guides = table[table[PERT_TYPE] == "perturbation"]
+    assert guides[GUIDE].nunique() == 14 and guides.groupby(GUIDE)[PLATE].nunique().eq(8).all()
+    assert guides.groupby(PLATE)[GUIDE].nunique().max() == design.guides_per_map == 5
+    assert table[table[PERT_TYPE] == CONTROL].groupby(PLATE).size().eq(16).all()
+    truth = arrayed.screen_truth(design, 0)
+    one = arrayed.plate_layout(dataclasses.replace(design, plate_maps=1), truth, 0)
+    maps = [arrayed.plate_layout(design, truth, 0, m) for m in range(3)]
+    ordered = [g for m in maps for g in m.loc[m[PERT_TYPE] != CONTROL, GUIDE]]
+    assert ordered == one.loc[one[PERT_TYPE] != CONTROL, GUIDE].tolist()  # one map's order, cut in three
+    with pytest.raises(ValueError, match="plate maps"):
+        arrayed.ArrayedDesign(n_effect_genes=1, n_null_genes=0, plate_maps=3)

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.conftest import REPO
@@ -192,19 +193,26 @@ def test_run_cost_sums_a_finished_runs_benchmark_files_and_job_cpu_marks(tmp_pat
     assert any(line.startswith("sum ") for line in lines) and "Snakemake" in proc.stdout
 
 
-def test_arrayed_run_cost_scales_the_plates_and_points_the_scenario_at_its_screen(tmp_path):
-    """The 1x shape is a real screen's width (2,304 wells x 300 features); 4x has four times the
-    wells and controls with the same guides; the config is the arrayed scenario's, redirected."""
+def test_arrayed_run_cost_scales_the_plates_or_the_guides_and_points_the_scenario_at_its_screen(tmp_path):
+    """The 1x shape is a real screen's width (2,304 wells x 300 features); 4x the plates has four
+    times the wells and controls with the same guides, 4x the guides four times the guides on four
+    plate maps at the same replicates; 40x the plates is a JUMP set's well count; the growth
+    exponent is the log-log slope; the config is the arrayed scenario's, redirected."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     try:
-        from arrayed_run_cost import scale_design, scenario_config
+        from arrayed_run_cost import growth_exponent, scale_design, scenario_config
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
     from phenoica.screen.arrayed import ArrayedDesign
 
     base = ArrayedDesign(n_effect_genes=96, n_null_genes=40)
-    wells = [d.n_batches * d.plates_per_batch * d.wells_per_plate for d in (base, scale_design(base, 4))]
-    assert wells == [2304, 9216] and scale_design(base, 4).n_guides == base.n_guides == 272
+    plates, guides = scale_design(base, 4), scale_design(base, 4, "guides")
+    assert [d.n_wells for d in (base, plates, guides)] == [2304, 9216, 9216]
+    assert plates.n_guides == base.n_guides == 272 and guides.n_guides == 4 * 272
+    assert guides.plates_per_batch == base.plates_per_batch and guides.wells_per_plate == base.wells_per_plate
+    assert scale_design(base, 40).n_wells == 92160
+    assert growth_exponent([1, 4, 16], [3, 12, 48]) == pytest.approx(1.0)
+    assert growth_exponent([1, 4], [2, 32]) == pytest.approx(2.0) and np.isnan(growth_exponent([1], [2]))
     cfg = scenario_config(tmp_path / "profiles", tmp_path / "results", {"sweep.points": 2, "classify.n_shards": 1})
     assert cfg["screen"]["embeddings"] == str(tmp_path / "profiles" / "*.parquet")
     assert cfg["results"] == str(tmp_path / "results") and cfg["screen"]["source"] == "embeddings"

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
+import yaml
 
 from phenoica.classify.options import ClassifyOptions
 from phenoica.contract.config import validate_config
@@ -193,4 +195,201 @@ def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reas
         )
     assert table["n_components"].tolist() == [4]
     (record,) = [r for r in caplog.records if "skipped" in r.getMessage()]
-    assert "ext at 8 components" in record.getMessage() and "LinAlgError: SVD did not converge" in record.getMessage()
+    assert (
+        "ext/pca at 8 components" in record.getMessage() and "LinAlgError: SVD did not converge" in record.getMessage()
+    )
+
+
+def _screen(tmp_path, one_batch: bool = False) -> pd.DataFrame:
+    """The positive-control screen (3 batches, 48 features) as a profile table; ``one_batch``:
+    every row in one batch."""
+    from phenoica.screen.known_truth import ControlDesign, write_screen
+
+    out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=4))
+    raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
+    if one_batch:
+        raw["Metadata_Batch"] = "b1"
+    X = np.stack(raw.pop("vector")).astype(np.float32)
+    return pd.concat([raw, pd.DataFrame(X, columns=[f"emb_{i:03d}" for i in range(X.shape[1])])], axis=1)
+
+
+def test_a_variant_fitted_alone_is_that_variant_of_a_joint_fit(tmp_path):
+    """Each sweep job fits its one variant: the same transform, to the bit, as that variant of
+    the fit of every swept variant together (the center-scale, whitening and seeds are shared,
+    each rotation draws from its own seed)."""
+    from phenoica.transforms.fit import fit_variants
+
+    profiles = _screen(tmp_path)
+    X = profiles.filter(like="emb_").to_numpy(np.float64)
+    b, c = profiles["Metadata_Batch"].to_numpy(), (profiles["Metadata_PertType"] == "control").to_numpy()
+    options = TransformOptions.from_config(validate_config({"transforms": {"ica_max_iter": 50}}))._replace(
+        n_components=9
+    )
+    joint = fit_variants(["pca", "pca_ica", "pca_rand"], X, b, c, options)
+    for variant in ("pca", "pca_ica", "pca_rand"):
+        alone = fit_variants([variant], X, b, c, options)[variant]
+        assert np.array_equal(alone.transform(X, b, c), joint[variant].transform(X, b, c)), variant
+
+
+def test_spaced_counts_round_close_counts_to_one_and_a_point_beyond_writes_no_row(tmp_path):
+    from phenoica.sweep.component_sweep import SWEEP_COLUMNS, spaced_counts, sweep_point
+
+    assert spaced_counts(4, 100, 5) == [2, 3, 4] and spaced_counts(192, 5000, 5) == [2, 6, 20, 61, 192]
+    assert spaced_counts(48, 5000, 1) == [48] and spaced_counts(48, 5000, 0) == []
+    profiles = _screen(tmp_path)
+    options = SweepOptions.from_config(validate_config({}))._replace(variants=["pca"], points=2, max_components=3)
+    # the grid 2 .. 3 in 2 counts is [2, 3]; with points 3 it is still [2, 3]: point 2 writes no row
+    table, calls = sweep_point(profiles, [], "ext", "pca", 2, options._replace(points=3))
+    assert list(table.columns) == list(SWEEP_COLUMNS) and table.empty and calls.empty
+    assert spaced_counts(48, len(profiles), 3, 3) == [2, 3]
+
+
+def test_the_jobs_parts_give_the_sweep_table_and_a_point_at_the_chosen_count_is_the_main_runs(tmp_path):
+    """The workflow's parts (a job per variant and grid point, the chosen point from the main
+    run, the gather) give the in-process sweep's table: rows by count then variant; a grid point
+    that falls on the chosen count is represented by the chosen row, read from the main run."""
+    from phenoica.classify.engine import classify_shard
+    from phenoica.classify.splits import leave_one_batch_out
+    from phenoica.sweep.component_sweep import MainPoint, chosen_point, gather_sweep, sweep_model, sweep_point
+    from phenoica.transforms.fit import fit_variants
+    from phenoica.transforms.variant_names import component_name
+
+    profiles = _screen(tmp_path)
+    folds = leave_one_batch_out(profiles)
+    cfg = validate_config(
+        {"classify": {"num_boost_round": 6, "n_null_guides": 6, "min_train_samples": 3, "map_null_size": 100}}
+    )
+    options = SweepOptions.from_config(cfg)._replace(variants=["pca", "pca_rand"], points=2, max_components=6)
+    chosen = 6  # the grid is [2, 6]: its top is the chosen count
+    X = profiles.filter(like="emb_").to_numpy(np.float64)
+    b, c = profiles["Metadata_Batch"].to_numpy(), (profiles["Metadata_PertType"] == "control").to_numpy()
+    fitted = fit_variants(options.variants, X, b, c, options.transforms_at(chosen))
+    meta = profiles.drop(columns=[c for c in profiles.columns if c.startswith("emb_")])
+    main, main_options = {}, ClassifyOptions.from_config(cfg)._replace(n_shards=1)
+    for variant in options.variants:
+        Z = fitted[variant].transform(X, b, c).astype(np.float32)
+        table = pd.concat([meta, pd.DataFrame(Z, columns=[component_name(i) for i in range(chosen)])], axis=1)
+        rows = classify_shard(table, 0, folds, main_options, variant=variant, model="ext")
+        main[variant] = MainPoint(table, rows)
+
+    points = [sweep_point(profiles, folds, "ext", v, i, options)[0] for v in options.variants for i in range(2)]
+    assert [int(t["n_components"].iloc[0]) for t in points] == [2, 6, 2, 6] and not any(
+        t["chosen"].any() for t in points
+    )
+    chosen_rows = [chosen_point(main[v], "ext", v, chosen, options)[0] for v in options.variants]
+    table = gather_sweep(points + chosen_rows, options.variants)
+    assert table[["n_components", "variant", "chosen"]].values.tolist() == [
+        [2, "pca", False],
+        [2, "pca_rand", False],
+        [6, "pca", True],
+        [6, "pca_rand", True],
+    ]
+    pd.testing.assert_frame_equal(table.iloc[2:].reset_index(drop=True), pd.concat(chosen_rows, ignore_index=True))
+    in_process, _ = sweep_model(profiles, folds, "ext", chosen, options, main=main)
+    pd.testing.assert_frame_equal(table.drop(columns="seconds"), in_process.drop(columns="seconds"), check_exact=True)
+    # the grid point at the chosen count scored afresh gives the main run's row (its scores
+    # differ only by the concentration models, which change no AUROC)
+    fresh = pd.concat([points[1], points[3]], ignore_index=True)
+    pd.testing.assert_frame_equal(
+        fresh.drop(columns=["seconds", "chosen"]),
+        table.iloc[2:].reset_index(drop=True).drop(columns=["seconds", "chosen"]),
+    )
+
+
+def test_a_screen_of_one_batch_is_swept_without_batch_measures_and_the_report_says_why(tmp_path):
+    """One batch (splits.scheme in_distribution): every point is scored; the batch classifier has
+    no batch to tell apart, so its accuracy is NaN with chance 1, and the report's table says so."""
+    from phenoica.classify.splits import in_distribution
+    from phenoica.report.inputs import ReportInputs
+    from phenoica.report.sections import ReportContext
+    from phenoica.report.sweep import build_sweep
+    from phenoica.sweep.component_sweep import sweep_model
+    from tests.report_fixtures import report_options
+
+    profiles = _screen(tmp_path, one_batch=True)
+    cfg = validate_config(
+        {
+            "classify": {"num_boost_round": 8, "n_null_guides": 6, "min_train_samples": 3, "map_null_size": 100},
+            "splits": {"scheme": "in_distribution"},
+        }
+    )
+    options = SweepOptions.from_config(cfg)._replace(variants=["pca"], points=2)
+    table, calls = sweep_model(profiles, in_distribution(profiles, 0.25, 3, 0), "ext", 8, options)
+    assert table["n_components"].tolist() == [2, 8, 48] and (table["n_guides"] == 16).all()
+    assert table["batch_accuracy"].isna().all() and (table["batch_chance"] == 1.0).all()
+    real = calls[~calls["is_null_guide"].astype(bool)]
+    assert len(real) == 3 * 16 and real["auroc"].notna().all()  # every guide scored at every count
+    none = pd.DataFrame()
+    inputs = ReportInputs(none, none, none, sweep=table)
+    result = build_sweep(inputs, ReportContext(tmp_path / "report", report_options(), none, none, none))
+    note, shown = result.page[0].blocks[0], result.page[0].blocks[1].df
+    assert (shown["batch_note"] == "one batch: nothing to tell apart").all() and "`batch_note`" in note
+    two = table.assign(batch_accuracy=0.4, batch_chance=0.5)
+    shown = build_sweep(
+        ReportInputs(none, none, none, sweep=two), ReportContext(tmp_path / "r2", report_options(), none, none, none)
+    )
+    assert "batch_note" not in shown.page[0].blocks[1].df.columns  # a screen of batches: the table as it was
+
+
+@pytest.mark.slow
+def test_a_workflow_sweep_spreads_and_a_changed_point_reruns_alone(tmp_path):
+    """A finished run of a small arrayed screen with the sweep on: one job per (variant, grid
+    point) and one gathering job; one point run again (--forcerun) plans that point, the gather and the
+    report; changing the rule's count (transforms.n_components) reruns the chosen point (the
+    gather), not one grid point."""
+    from phenoica.screen import arrayed
+    from tests.test_workflow import planned_jobs, snakemake
+
+    design = arrayed.ArrayedDesign(n_effect_genes=6, n_null_genes=4, n_latent=6, n_features=24)
+    paths = arrayed.write_screen(tmp_path / "screen", 0, design)
+    cfg = {
+        "results": "results",
+        "screen": {
+            "source": "embeddings",
+            "embeddings": str(paths["profiles"] / "*.parquet"),
+            "feature_regex": arrayed.FEATURE_REGEX,
+        },
+        "models": {"cp": {}},
+        "transforms": {"n_components": 6, "variants": ["base", "pca", "pca_rand"]},
+        "classify": {"n_shards": 1, "num_boost_round": 10, "n_null_guides": 10, "map_null_size": 100},
+        "biomap": {"enabled": False},
+        "sweep": {"points": 3},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg))
+    snakemake(tmp_path)
+    logs = sorted(
+        p.relative_to(tmp_path / "results/logs/sweep_point")
+        for p in (tmp_path / "results/logs/sweep_point").rglob("*.log")
+    )
+    assert [str(p) for p in logs] == [f"cp/{v}/point_{i}.log" for v in ("pca", "pca_rand") for i in range(3)]
+    table = pd.read_parquet(tmp_path / "results/sweep/cp.parquet")
+    # the grid 2 .. 24 in 3 counts (2, 7, 24) and the chosen 6, per variant
+    assert table[["n_components", "variant", "chosen"]].values.tolist() == [
+        [k, v, k == 6] for k in (2, 6, 7, 24) for v in ("pca", "pca_rand")
+    ]
+    planned = planned_jobs(tmp_path, "--forcerun", "results/sweep/cp/pca/point_1.parquet")
+    assert {rule: n for rule, n in planned.items() if rule != "all"} == {
+        "sweep_point": 1,
+        "component_sweep": 1,
+        "report": 1,
+    }
+    (tmp_path / "changed.yaml").write_text(
+        yaml.safe_dump({**cfg, "transforms": {**cfg["transforms"], "n_components": 5}})
+    )
+    jobs = planned_jobs(tmp_path, configfile="changed.yaml")
+    assert jobs["component_sweep"] == 1 and "sweep_point" not in jobs and jobs["fit_transforms"] == 1
+
+
+def test_a_models_sweep_jobs_are_every_swept_variant_at_every_grid_point():
+    from phenoica.contract.config import run_models
+    from phenoica.workflow.rule_inputs import RuleInputs
+
+    cfg = validate_config(
+        run_models(
+            {"results": "res", "transforms": {"variants": ["base", "pca", "tvn", "pca_ica"]}, "sweep": {"points": 2}}
+        )
+    )
+    points = RuleInputs(cfg, {}).sweep_points()
+    assert points == [f"res/sweep/{{model}}/{v}/point_{i}.parquet" for v in ("pca", "pca_ica") for i in (0, 1)]
+    off = validate_config(run_models({"results": "res", "sweep": {"points": 0}}))
+    assert RuleInputs(off, {}).sweep_points() == [] and RuleInputs(off, {}).sweeps() == []

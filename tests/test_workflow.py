@@ -100,14 +100,15 @@ def finished_tiny(tmp_path_factory) -> Path:
 def test_default_config_dry_run_plans_every_stage(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     jobs = planned_jobs(tmp_path)
-    # 2 models x 1 embedding job of 8 plates; one classify shard per (model, variant); one sweep;
+    # 2 models x 1 embedding job of 8 plates; one classify shard per (model, variant); one sweep
+    # of one model: a job per (swept variant, grid point), 3 x 2, and one that gathers them;
     # the other rules that read a variant's table do every variant of a model in one job, and
     # Table 1 every variant in one
     assert jobs["simulate_plate"] == 8 and jobs["embed_g0000"] == 2 and jobs["train_mae"] == 2
     assert "embed" not in jobs and "embed_g0001" not in jobs and jobs["classify"] == 2 * 4
     per_model = ("apply_transform", "map_readout", "biomap_profiles", "batch_metrics", "structural", "biomap")
     assert {rule: jobs[rule] for rule in per_model} == dict.fromkeys(per_model, 2)
-    assert jobs["align"] == 1 and jobs["component_sweep"] == 1 and jobs["report"] == 1
+    assert jobs["align"] == 1 and jobs["component_sweep"] == 1 and jobs["sweep_point"] == 3 * 2 and jobs["report"] == 1
 
 
 #: Libraries that building the DAG must not import: every Snakemake start (each dry run, each

@@ -1,6 +1,6 @@
 """Every file the workflow writes, one declaration each: an output template per stage, below the
 results folder, in the wildcards of the rule that writes it (``{plate}``, ``{model}``,
-``{variant}``, ``{shard}``, ``{kind}``).
+``{variant}``, ``{shard}``, ``{point}``, ``{kind}``).
 
 The rules take their outputs and the inputs they read from other stages from this table
 (``PATHS``, built in ``rules/common.smk``; ``expand(PATHS.classify.shard, ...)`` for
@@ -41,6 +41,7 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
         "folds": "splits/{model}.parquet",
     },
     "sweep": {
+        "point": "sweep/{model}/{variant}/point_{point}.parquet",
         "table": "sweep/{model}.parquet",
     },
     "classify": {

@@ -41,6 +41,23 @@ def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
     return path
 
 
+#: What the section says when a row has no batch accuracy (see :func:`batch_notes`).
+BATCH_NOTE = (
+    "A row without a batch accuracy says why in `batch_note`: a screen of one batch (`batch_chance` 1) has "
+    "no batch to tell apart, so no batch classifier is fitted; with two or more batches, a batch with fewer "
+    "than two control wells leaves too few for its folds."
+)
+
+
+def batch_notes(sweep: pd.DataFrame) -> pd.Series:
+    """Per sweep row, why it has no batch accuracy ("" where it has one): one batch (chance 1),
+    or too few control wells per batch for two folds."""
+    missing = ~np.isfinite(sweep["batch_accuracy"].astype(float))
+    one_batch = sweep["batch_chance"].astype(float) == 1.0
+    reasons = np.where(one_batch, "one batch: nothing to tell apart", "too few control wells per batch")
+    return pd.Series(np.where(missing, reasons, ""), index=sweep.index)
+
+
 def build_sweep(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     """The sweep's table (the chosen row marked) and figure, from every model's sweep table."""
     sweep = inputs.table("sweep")
@@ -57,6 +74,10 @@ def build_sweep(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         "the point."
     )
     shown = sweep.assign(chosen=np.where(sweep["chosen"], "<- chosen", ""))
+    notes = batch_notes(sweep)
+    if notes.str.len().any():  # a column only where a batch accuracy is missing, with its reason
+        shown = shown.assign(batch_note=notes)
+        note += " " + BATCH_NOTE
     page = table_section(
         "How the answers move with the component count", note, shown, render.Figure(ctx.rel(path), caption)
     )

@@ -16,7 +16,10 @@ perturbations show in published arrayed screens:
 
 - ``n_batches`` batches of ``plates_per_batch`` replicate plates; every plate holds every guide
   once, at the same (seeded) well on every plate, and ``control_wells_per_construct`` wells of
-  each of ``n_control_constructs`` control constructs at fixed central positions;
+  each of ``n_control_constructs`` control constructs at fixed central positions. A screen of
+  more guides than a plate holds spreads them over ``plate_maps`` plate maps (a seeded share of
+  the guides each, and the same control wells), each map on ``plates_per_batch`` replicate plates
+  per batch, as genome-scale arrayed sets are laid out;
 - a well's profile: ``n_latent`` independent standard-normal biological programmes (well-to-well
   variation) mixed into ``n_features`` correlated features by a fixed loading matrix, plus
   per-feature noise, a per-batch and a per-plate offset of every feature; then each plate is
@@ -67,6 +70,7 @@ class ArrayedDesign:
     guides_per_gene: int = 2
     n_control_constructs: int = 4
     control_wells_per_construct: int = 4  # per plate
+    plate_maps: int = 1  # the guides spread over this many plate maps, each on plates_per_batch plates per batch
     n_latent: int = 24
     n_features: int = 300
     programmes_per_effect: int = 2
@@ -83,6 +87,10 @@ class ArrayedDesign:
             raise ValueError(f"arrayed screen: counts must be >= 1 (n_null_genes >= 0), got {low}")
         if self.n_batches < 2:
             raise ValueError(f"arrayed screen: n_batches must be >= 2 (leave-one-batch-out), got {self.n_batches}")
+        if self.plate_maps > self.n_guides:
+            raise ValueError(
+                f"arrayed screen: {self.plate_maps} plate maps for {self.n_guides} guides leave maps empty"
+            )
         if self.programmes_per_effect > self.n_latent:
             raise ValueError("arrayed screen: programmes_per_effect exceeds n_latent")
         if self.wells_per_plate > len(PLATE_ROWS) * PLATE_COLUMNS:
@@ -103,8 +111,19 @@ class ArrayedDesign:
         return self.n_control_constructs * self.control_wells_per_construct
 
     @property
+    def guides_per_map(self) -> int:
+        """Guides of the fullest plate map (the guides split as evenly as they go)."""
+        return -(-self.n_guides // self.plate_maps)
+
+    @property
     def wells_per_plate(self) -> int:
-        return self.n_guides + self.control_wells
+        """Wells of the fullest plate map's plates."""
+        return self.guides_per_map + self.control_wells
+
+    @property
+    def n_wells(self) -> int:
+        """Wells of the whole screen: every plate map's plates in every batch."""
+        return self.n_batches * self.plates_per_batch * (self.n_guides + self.plate_maps * self.control_wells)
 
     def feature_names(self) -> list[str]:
         """CellProfiler-style names, ``Cells_Feature_000``, ``Cytoplasm_Feature_001``, ..."""
@@ -156,16 +175,18 @@ def screen_truth(design: ArrayedDesign, seed: int) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def plate_layout(design: ArrayedDesign, truth: pd.DataFrame, seed: int) -> pd.DataFrame:
-    """Well -> (gene, guide, PertType) of every plate: control wells at the central positions
-    (construct by construct), guides at the remaining wells in a seeded order, the same on every
-    replicate plate."""
-    wells = well_names(design.wells_per_plate)
+def plate_layout(design: ArrayedDesign, truth: pd.DataFrame, seed: int, plate_map: int = 0) -> pd.DataFrame:
+    """Well -> (gene, guide, PertType) of the plates of one plate map: control wells at the central
+    positions (construct by construct), the map's guides at the remaining wells in a seeded order,
+    the same on every replicate plate. The guides in that seeded order are cut into
+    ``plate_maps`` consecutive shares, one per map."""
     controls = truth[truth[PERT_TYPE] == CONTROL]
     guides = truth[truth[PERT_TYPE] == PERTURBATION]
     order = rng_for(seed, "arrayed", "layout").permutation(len(guides))
+    order = order[plate_map * design.guides_per_map : (plate_map + 1) * design.guides_per_map]
     content = [row for _, row in controls.iterrows() for _ in range(design.control_wells_per_construct)]
     content += [guides.iloc[i] for i in order]
+    wells = well_names(len(content))
     return pd.DataFrame(
         {
             WELL: wells,
@@ -199,16 +220,17 @@ def normalize_to_controls(x: np.ndarray, is_control: np.ndarray) -> np.ndarray:
 
 
 def batch_profiles(
-    design: ArrayedDesign, truth: pd.DataFrame, layout: pd.DataFrame, seed: int, batch: int
+    design: ArrayedDesign, truth: pd.DataFrame, layout: pd.DataFrame, seed: int, batch: int, plate_map: int = 0
 ) -> pd.DataFrame:
-    """One batch's per-well profiles: metadata columns and the named features (float32)."""
+    """One batch's per-well profiles of the plates of one plate map (``layout``, that map's):
+    metadata columns and the named features (float32)."""
     loadings = rng_for(seed, "arrayed", "loadings").normal(size=(design.n_latent, design.n_features))
     loadings /= np.sqrt(design.n_latent)
     shifts = _shifts(design, truth)
     batch_offset = rng_for(seed, "arrayed", "batch", batch).normal(scale=design.batch_sd, size=design.n_features)
     parts = []
     for p in range(design.plates_per_batch):
-        plate = batch * design.plates_per_batch + p
+        plate = (batch * design.plate_maps + plate_map) * design.plates_per_batch + p
         rng = rng_for(seed, "arrayed", "plate", plate)
         plate_offset = rng.normal(scale=design.plate_sd, size=design.n_features)
         z = rng.normal(size=(len(layout), design.n_latent)) + np.stack([shifts[g] for g in layout[GUIDE]])
@@ -228,11 +250,12 @@ def write_screen(out_dir: Path | str, seed: int = 0, design: ArrayedDesign | Non
     design = design or ArrayedDesign()
     out = Path(out_dir)
     truth = screen_truth(design, seed)
-    layout = plate_layout(design, truth, seed)
+    layouts = [plate_layout(design, truth, seed, m) for m in range(design.plate_maps)]
     (out / "profiles").mkdir(parents=True, exist_ok=True)
     files = []
     for b in range(design.n_batches):
-        table = batch_profiles(design, truth, layout, seed, b)
+        parts = [batch_profiles(design, truth, layout, seed, b, m) for m, layout in enumerate(layouts)]
+        table = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
         path = out / "profiles" / f"batch{b + 1}.parquet"
         with atomic_path(path) as tmp:
             table.to_parquet(tmp, index=False)

@@ -10,7 +10,7 @@ from phenoica.transforms.options import TransformOptions
 from phenoica.transforms.variant_names import swept_variants
 
 
-@stage_options("component_sweep")
+@stage_options("sweep_point", "component_sweep")
 class SweepOptions(NamedTuple):
     """The settings of one model's component sweep, built once from the validated config.
 

@@ -22,6 +22,7 @@ from snakemake.io import expand
 
 from phenoica.contract.paths import log_path, output_paths
 from phenoica.embed.groups import PlateJob, check_group_channels, embed_groups
+from phenoica.transforms.variant_names import swept_variants
 from phenoica.workflow import dag, digests
 
 #: The tables one biomap job writes (``{kind}`` of its table template).
@@ -191,9 +192,24 @@ class RuleInputs:
         return expand(self.out.sweep.table, model=dag.swept_models(self.config))
 
     def sweep_logs(self) -> list[str]:
-        """The logs of the component-sweep jobs of :meth:`sweeps` (the report lists the points
-        they skipped)."""
-        return [log_path(self.config["results"], "component_sweep", Path(p).stem) for p in self.sweeps()]
+        """The logs of the sweep's point jobs of every model of :meth:`sweeps` (the report lists
+        the points they skipped)."""
+        variants = swept_variants(self.variants)
+        points = range(self.config["sweep"]["points"])
+        return [
+            log_path(self.config["results"], "sweep_point", f"{Path(p).stem}/{v}/point_{i}")
+            for p in self.sweeps()
+            for v in variants
+            for i in points
+        ]
+
+    def sweep_points(self) -> list[str]:
+        """One model's grid points of the component sweep, every swept variant's (``{model}`` left
+        a wildcard): ``sweep.points`` of each (a point the grid does not reach writes no row)."""
+        variants = swept_variants(self.variants)
+        return expand(
+            self.out.sweep.point, variant=variants, point=range(self.config["sweep"]["points"]), allow_missing=True
+        )
 
 
 @dataclass(frozen=True)
