@@ -143,7 +143,15 @@ def summarize_point(
     real = guides[~guides["is_null_guide"].astype(bool)]
     mAP = point.mAP
     if mAP is None:
-        mAP = guide_map(point.table, variant=variant, model=model, seed=options.seed, null_size=options.map_null_size)
+        mAP = guide_map(
+            point.table,
+            variant=variant,
+            model=model,
+            seed=options.seed,
+            null_size=options.map_null_size,
+            max_null_size=options.map_max_null_size,
+            q_threshold=options.q_threshold,
+        )
     acc, chance = batch_accuracy(point.table, feature_columns(point.table), options.seed)
     row = {
         "guide_hits": int((real["q_value"] < options.q_threshold).sum()),

@@ -15,7 +15,7 @@ class SweepOptions(NamedTuple):
     """The settings of one model's component sweep, built once from the validated config.
 
     Each point is scored as the main run scores (:meth:`scoring`: the ``classify`` keys of
-    :class:`~phenoica.classify.options.ClassifyOptions`, the mAP readout's ``map_null_size``, the
+    :class:`~phenoica.classify.options.ClassifyOptions`, the mAP readout's ``map_null_size`` and ``map_max_null_size``, the
     hit calls' ``null_model``) and fitted as the main run fits (:meth:`transforms_at`: the
     ``transforms`` keys of :class:`~phenoica.transforms.options.TransformOptions`, at the point's
     component count); the fields share those classes' names and keys. ``variants`` are the swept
@@ -45,6 +45,7 @@ class SweepOptions(NamedTuple):
     fast_train_controls: Annotated[int, Setting("classify.fast_train_controls")]
     fast_fold_groups: Annotated[int, Setting("classify.fast_fold_groups")]
     map_null_size: Annotated[int, Setting("classify.map_null_size")]
+    map_max_null_size: Annotated[int, Setting("classify.map_max_null_size")]
     null_model: Annotated[str, Setting("hits.null_model")]
     # the fit of every point but its component count: the main run's
     variants: Annotated[list[str], Setting("transforms.variants", read=swept_variants)]
