@@ -98,7 +98,13 @@ def _saturation(state: dict[str, object]) -> str:
     if not parts:
         return ""
     measure = str(sat.get("ranked_by") or "")
-    instead = f", so the {E.measure_phrase(measure)} ranks the hits instead" if measure else ""
+    saturated = {name for prefix, name in (("auroc", "AUROC"), ("map", "mAP")) if sat.get(f"{prefix}_saturated")}
+    if not measure:
+        instead = ""
+    elif (measure == "mean_average_precision" and "mAP" in saturated) or (measure == "auroc" and "AUROC" in saturated):
+        instead = "; no other measure scored these guides, so those at 1.000 share one rank"
+    else:
+        instead = f", so the {E.measure_phrase(measure)} ranks the hits instead"
     return "; ".join(parts) + instead + "."
 
 
