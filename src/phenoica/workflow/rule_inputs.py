@@ -5,7 +5,9 @@
 rule reads and when a file is not read at all (an empty list: the readout, the gene map or the
 sweep is off, the screen has no truth, a second model is missing). The paths are those of
 :mod:`phenoica.contract.paths`; the user's own files (stores, checkpoints, embeddings, frozen
-transforms) replace the workflow's where the config names them.
+transforms) replace the workflow's where the config names them, and a rule that reads them takes
+their content key as a param (``*_key`` methods: :mod:`phenoica.workflow.digests`), so a changed
+file reruns what reads it whatever its modification time or link.
 
 :func:`embed_rules` plans the embedding rules: one rule with a ``{plate}`` wildcard, or one rule
 per group of ``embed.plates_per_job`` plates, written once in ``rules/embed.smk`` over this list.
@@ -71,6 +73,21 @@ class RuleInputs:
         a store rewritten in place reruns that plate's jobs (a folder's time does not change then)."""
         return digests.plate_store_digest(self.config, plate)
 
+    def training_stores_key(self, model: str) -> str:
+        """Content key of the user's stores a model trains on (source zarr: train_mae reads them
+        in place; a store's folder keeps its time when a chunk is rewritten), ``''`` for the
+        stores the workflow writes (their jobs' outputs)."""
+        if self.source != "zarr":
+            return ""
+        plates = dag.training_plates(self.config, self.plates, model)
+        return digests.hashed([f"{p}\0{digests.plate_store_digest(self.config, p)}" for p in plates])
+
+    def checkpoint_key(self, model: str) -> str:
+        """Content key of a model's configured checkpoint (the embed jobs' param); ``''`` when
+        train_mae writes it (its output)."""
+        given = self.config["models"][model]["checkpoint"]
+        return digests.file_key(given) if given else ""
+
     def checkpoint(self, model: str) -> str:
         """The encoder weights of a model: the configured checkpoint, or the one train_mae writes."""
         return self.config["models"][model]["checkpoint"] or self.out.embed.checkpoint.format(model=model)
@@ -80,6 +97,11 @@ class RuleInputs:
         if self.source == "embeddings":
             return dag.embedding_inputs(self.config, model)
         return expand(self.out.embed.embedding, model=model, plate=list(self.plates))
+
+    def embeddings_key(self, model: str) -> str:
+        """Content key of a model's embedding files (source embeddings: the user's Parquet,
+        ``.h5ad`` or profile exports; gather_profiles's param), ``''`` for the embed jobs' outputs."""
+        return digests.files_key(self.embeddings(model)) if self.source == "embeddings" else ""
 
     def _fitted(self, template: str, **wildcards: str) -> str:
         """A fitted-transform file: fitted here, or the frozen one (``transforms.frozen``, a
@@ -136,6 +158,11 @@ class RuleInputs:
         (:meth:`job_variants`)."""
         return [self.transform(wildcards.model, v) for v in self.job_variants(wildcards)]
 
+    def transforms_key(self, wildcards: Any) -> str:
+        """Content key of the frozen transforms one apply_transform job reads (``''`` when they
+        are fitted here: fit_transforms's outputs)."""
+        return digests.files_key(self.job_transforms(wildcards)) if self.config["transforms"]["frozen"] else ""
+
     def fit_report(self, model: str) -> str:
         """The fit report beside a model's transforms."""
         return self._fitted(self.out.transforms.fit_report, model=model)
@@ -170,6 +197,18 @@ class RuleInputs:
         """Annotation files the map reads (user files and the EFAAR wheel): a change reruns it."""
         cfg = self.config["biomap"]
         return list(cfg["annotations"].values()) + ([cfg["efaar_wheel"]] if cfg["efaar_wheel"] else [])
+
+    def annotations_key(self) -> str:
+        """Content key of the annotation files of :meth:`biomap_annotations` (the biomap and report
+        jobs' param)."""
+        return digests.files_key(self.biomap_annotations())
+
+    def frozen_reports_key(self) -> str:
+        """Content key of the frozen transforms' fit reports (the report reads them; ``''`` when
+        the transforms are fitted here)."""
+        if not self.config["transforms"]["frozen"]:
+            return ""
+        return digests.files_key([self.fit_report(m) for m in self.models])
 
     def biomap_tables(self) -> list[str]:
         """The gathered gene-map tables the report reads (none when biomap.enabled is off)."""

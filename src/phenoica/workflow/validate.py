@@ -11,7 +11,7 @@ read, no forward pass on data) and applies the checks the embed stage applies.
 The workflow calls :func:`check_screen_once` when it builds the DAG (``rules/common.smk``), so
 that every such error stops ``snakemake`` (a dry run too) before the first job. A passed check
 is recorded (``results/screen/validated.json``) under a key of everything it read (the config
-keys, the tables' per-plate digests, the sizes and times of store metadata and checkpoints):
+keys, the tables' per-plate digests, the content keys of store metadata, checkpoints and the user's other files):
 later invocations, and cluster jobs, check only the key. Why not a ``validate_screen`` job that
 plate jobs depend on: Snakemake (9.27) skips the jobs downstream of a job it must rerun when
 they depend on it through an ``ancient`` input, so a rerun of the check (a plate added) would
@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -465,20 +464,13 @@ def settings_problems(config: Mapping[str, Any], models: Mapping[str, Mapping[st
     return problems + frozen_transform_problems(config, features)
 
 
-def _stat(path: Path | str) -> list[int] | None:
-    """(size, modification time in ns) of a file, None if absent."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [int(st.st_size), int(st.st_mtime_ns)]
-
-
 def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequence[str] = ()) -> str:
     """SHA-256 of everything :func:`validate_screen` reads for this config: the screen, demo
     geometry, model and crop keys, the plates, the per-plate digests of the user's table, and
-    the size and time of each plate store's metadata, HCS plate's metadata and checkpoint.
-    Cheap: no table is read beyond what building the DAG reads anyway."""
+    the content key (:func:`phenoica.workflow.digests.file_key`) of each plate store's metadata,
+    HCS plate's metadata, checkpoint, embedding file, frozen transform and annotation file.
+    Cheap: no table is read beyond what building the DAG reads anyway, and a file's bytes are
+    read again only when something touched it."""
     from phenoica.workflow import dag as wf
 
     cfg = config["screen"]
@@ -538,7 +530,7 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
         "notes": list(notes),
         "plates": dict(plates),
         "digests": digests,
-        "files": {f: _stat(f) for f in files},
+        "files": {f: wdigests.file_key(f) for f in files},
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
