@@ -292,7 +292,8 @@ def validate_screen(
 def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd.DataFrame:
     """The profile metadata columns (and well, site) of every embedding file (read through
     ``spec``: :mod:`phenoica.screen.exports`), one table, each row labelled ``{file} row {i}``
-    (its 0-based data row, after the export's empty wells are dropped), names normalized."""
+    (its 0-based data row, after the export's empty wells are dropped), names normalized; its
+    ``attrs["rows"]`` holds each file's row count."""
     wanted = (*screen.PROFILE_COLUMNS, screen.WELL, screen.SITE)
     parts = []
     for path in paths:
@@ -304,8 +305,32 @@ def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd
         part = pq.read_table(parquet_source(path, spec), columns=[c for c in wanted if c in names]).to_pandas()
         part.index = [f"{path} row {i}" for i in range(len(part))]
         parts.append(part)
-    table = pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted))
-    return screen.normalize_names(table)
+    table = screen.normalize_names(pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted)))
+    table.attrs["rows"] = {path: len(part) for path, part in zip(paths, parts)}
+    return table
+
+
+def empty_file_problems(table: pd.DataFrame) -> list[str]:
+    """The embedding files of ``table`` (:func:`_embedding_metadata`) that hold no rows, as a
+    problem naming them with counts and the plates and batches the other files hold, so that a
+    batch that would vanish with its file is seen (an export of profiles with no row left is
+    refused when it is read: :mod:`phenoica.screen.exports`)."""
+    rows = table.attrs["rows"]
+    empty = [p for p, n in rows.items() if n == 0]
+    if not empty:
+        return []
+    shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
+    batches = sorted(table[screen.BATCH].astype(str).unique())
+    held = (
+        f"the other {len(rows) - len(empty)} file(s) hold {table[screen.PLATE].nunique()} plate(s) in "
+        f"{len(batches)} batch(es) ({', '.join(batches[:10])}{' ...' if len(batches) > 10 else ''})"
+        if len(empty) < len(rows)
+        else "no file holds a row"
+    )
+    return [
+        f"{len(empty)} of {len(rows)} file(s) hold no rows: {shown}; {held}. An empty file is most often an export "
+        "that failed: export it again, or leave it out of screen.embeddings"
+    ]
 
 
 def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[list[str], dict[str, Any]]:
@@ -351,12 +376,15 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         )
         table = checked[paths] = _embedding_metadata(list(paths), spec)
         where = f"embeddings of model {model} ({len(paths)} file(s): {', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''})"
+        # a row without a well is refused as one without a gene (exports: dropped with a note when read)
+        required = [*screen.PROFILE_COLUMNS, *([screen.WELL] if screen.WELL in table.columns else [])]
         found = [
-            f"column {c} has missing values at {screen.row_name(table.index[table[c].isna()][0])}"
-            for c in screen.PROFILE_COLUMNS
+            f"column {c} has missing values at {screen.row_name(table.index[table[c].isna()][0])} "
+            f"({int(table[c].isna().sum())} of {len(table)} rows)"
+            for c in required
             if table[c].isna().any()
         ]
-        raise_problems(where, found)
+        raise_problems(where, found + empty_file_problems(table))
         found += screen.pert_type_problems(table)
         keys = [screen.PLATE, screen.WELL, screen.SITE] if screen.SITE in table.columns else [screen.PLATE, screen.WELL]
         found += screen.duplicate_problems(table, keys, "an image" if screen.SITE in table.columns else "a well")
