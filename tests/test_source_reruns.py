@@ -331,7 +331,9 @@ def test_user_files_rerun_what_reads_them_whatever_their_time_or_link(tmp_path):
     assert "rule gather_profiles:" in out.stdout and not profile.exists()
     snakemake(tmp_path, target)
     # frozen transforms: the fitted ones applied by a second results folder
-    shutil.copytree(tmp_path / "results" / "transforms", tmp_path / "frozen", ignore=shutil.ignore_patterns("*.parquet"))
+    shutil.copytree(
+        tmp_path / "results" / "transforms", tmp_path / "frozen", ignore=shutil.ignore_patterns("*.parquet")
+    )
     frozen = {**base, "results": "results2", "transforms": {**base["transforms"], "frozen": "frozen"}}
     (tmp_path / "frozen.yaml").write_text(yaml.safe_dump(frozen))
     snakemake(tmp_path, "results2/transforms/ext/pca.parquet", configfile="frozen.yaml")

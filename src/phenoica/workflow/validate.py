@@ -292,8 +292,8 @@ def validate_screen(
 def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd.DataFrame:
     """The profile metadata columns (and well, site) of every embedding file (read through
     ``spec``: :mod:`phenoica.screen.exports`), one table, each row labelled ``{file} row {i}``
-    (its 0-based data row, after the export's empty wells are dropped), names normalized; its
-    ``attrs["rows"]`` holds each file's row count."""
+    (its 0-based data row, after the export's empty wells are dropped), names normalized, each
+    file's row count in ``attrs["rows"]``."""
     wanted = (*screen.PROFILE_COLUMNS, screen.WELL, screen.SITE)
     parts = []
     for path in paths:
@@ -311,25 +311,17 @@ def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd
 
 
 def empty_file_problems(table: pd.DataFrame) -> list[str]:
-    """The embedding files of ``table`` (:func:`_embedding_metadata`) that hold no rows, as a
-    problem naming them with counts and the plates and batches the other files hold, so that a
-    batch that would vanish with its file is seen (an export of profiles with no row left is
-    refused when it is read: :mod:`phenoica.screen.exports`)."""
-    rows = table.attrs["rows"]
+    """The embedding files of ``table`` (:func:`_embedding_metadata`) with no rows, named with
+    counts and what the other files hold, so a batch that would vanish with its file is seen."""
+    rows, batches = table.attrs["rows"], sorted(table[screen.BATCH].astype(str).unique())
     empty = [p for p, n in rows.items() if n == 0]
     if not empty:
         return []
-    shown = ", ".join(empty[:5]) + (f" and {len(empty) - 5} more" if len(empty) > 5 else "")
-    batches = sorted(table[screen.BATCH].astype(str).unique())
-    held = (
-        f"the other {len(rows) - len(empty)} file(s) hold {table[screen.PLATE].nunique()} plate(s) in "
-        f"{len(batches)} batch(es) ({', '.join(batches[:10])}{' ...' if len(batches) > 10 else ''})"
-        if len(empty) < len(rows)
-        else "no file holds a row"
-    )
+    held = f"{table[screen.PLATE].nunique()} plate(s) in {len(batches)} batch(es) ({', '.join(batches[:10])})"
     return [
-        f"{len(empty)} of {len(rows)} file(s) hold no rows: {shown}; {held}. An empty file is most often an export "
-        "that failed: export it again, or leave it out of screen.embeddings"
+        f"{len(empty)} of {len(rows)} file(s) hold no rows: {', '.join(empty[:5])}{' ...' if len(empty) > 5 else ''}; "
+        f"the other {len(rows) - len(empty)} file(s) hold {held}. An empty file is most often an export that "
+        "failed: export it again, or leave it out of screen.embeddings"
     ]
 
 
@@ -376,7 +368,6 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         )
         table = checked[paths] = _embedding_metadata(list(paths), spec)
         where = f"embeddings of model {model} ({len(paths)} file(s): {', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''})"
-        # a row without a well is refused as one without a gene (exports: dropped with a note when read)
         required = [*screen.PROFILE_COLUMNS, *([screen.WELL] if screen.WELL in table.columns else [])]
         found = [
             f"column {c} has missing values at {screen.row_name(table.index[table[c].isna()][0])} "
@@ -495,10 +486,9 @@ def settings_problems(config: Mapping[str, Any], models: Mapping[str, Mapping[st
 def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequence[str] = ()) -> str:
     """SHA-256 of everything :func:`validate_screen` reads for this config: the screen, demo
     geometry, model and crop keys, the plates, the per-plate digests of the user's table, and
-    the content key (:func:`phenoica.workflow.digests.file_key`) of each plate store's metadata,
-    HCS plate's metadata, checkpoint, embedding file, frozen transform and annotation file.
-    Cheap: no table is read beyond what building the DAG reads anyway, and a file's bytes are
-    read again only when something touched it."""
+    the content key (:func:`phenoica.workflow.digests.file_key`) of each store's and HCS plate's
+    metadata, checkpoint, embedding file, frozen transform and annotation file. Cheap: no table is
+    read beyond what building the DAG reads, a file's bytes only when something touched it."""
     from phenoica.workflow import dag as wf
 
     cfg = config["screen"]
