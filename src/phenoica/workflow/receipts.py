@@ -104,6 +104,8 @@ def set_aside(results: Path | str, outputs: Sequence[tuple[str, str]], log: logg
     folder = root / SET_ASIDE / datetime.datetime.now().strftime("%Y%m%dT%H%M%S%f")
     notes = []
     for path, benchmark in outputs:
+        if not Path(path).resolve().is_relative_to(root):  # not in the results folder: not phenoica's to move
+            continue
         rel = Path(path).resolve().relative_to(root)
         target = folder / rel
         target.parent.mkdir(parents=True, exist_ok=True)
