@@ -11,6 +11,10 @@ job's benchmark file, or without one, was not written by that job. When the DAG 
 is kept, never deleted). Snakemake then rebuilds it where a job reads it (a target, or the input
 of a job that runs), and the jobs after it that were made from phenoica's own file are kept.
 
+Outputs a job checks itself are left to it: the embeddings (``update()`` outputs) record the work
+they were made from (:func:`phenoica.embed.jobs.plate_work_key`), and their job redoes a plate
+whose file records other work, so a plate finished by a job that was killed is kept.
+
 A replacement with an older modification time (``cp -p`` of an older file) is not told by this
 test; the content keys of the user's inputs (:mod:`phenoica.workflow.digests`) rerun what an
 input changed.
