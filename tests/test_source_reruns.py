@@ -155,6 +155,9 @@ def test_a_files_key_follows_its_bytes_not_its_time_or_link(tmp_path, monkeypatc
     link.symlink_to(data / "b.parquet")
     assert keys.key(link) == first
     assert keys.key(tmp_path / "absent") == ""
+    folder = keys.key(data)  # a folder (a partitioned Parquet dataset) is keyed as a store
+    (data / "c.parquet").write_bytes(b"three")
+    assert folder and keys.key(data) != folder
     keys.save()
     again = KeyCache(tmp_path / "keys.json", racy_seconds=0)
     assert again.entries[str(f)][1] == second

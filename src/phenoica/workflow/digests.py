@@ -21,6 +21,7 @@ import functools
 import hashlib
 import json
 import os
+import stat
 import time
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
@@ -218,13 +219,15 @@ class KeyCache:
                 }
 
     def key(self, path: Path | str) -> str:
-        """The SHA-256 of the file's bytes (following symlinks); ``''`` when it does not exist
-        (the door reports that)."""
+        """The SHA-256 of the file's bytes (following symlinks); a folder's :func:`store_digest`;
+        ``''`` when it does not exist (the door reports that)."""
         name = str(path)
         try:
             st = os.stat(name)
         except OSError:
             return ""
+        if stat.S_ISDIR(st.st_mode):  # a folder (a partitioned Parquet dataset): keyed as a store
+            return store_digest(name)
         signature = stat_signature(st)
         known = self.entries.get(name)
         if known is not None and known[0] == signature:
