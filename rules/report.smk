@@ -69,6 +69,6 @@ rule report:
         notes=DOOR_NOTES,
         sweep_logs=INPUTS.sweep_logs(),
         # the content of the user's files it reads: annotations, frozen transforms' fit reports
-        user_files=[INPUTS.annotations_key(), INPUTS.frozen_reports_key()],
+        user_files=INPUTS.report_files_key(),
     script:
         "../scripts/report.py"

@@ -193,6 +193,7 @@ def test_rules_take_the_content_keys_of_the_users_files(tmp_path):
     from types import SimpleNamespace
 
     from phenoica.contract.config import run_models, validate_config
+    from phenoica.workflow.digests import NOT_KEYED
     from phenoica.workflow.rule_inputs import RuleInputs
 
     emb = tmp_path / "emb"
@@ -216,15 +217,21 @@ def test_rules_take_the_content_keys_of_the_users_files(tmp_path):
     inputs = RuleInputs(cfg, {})
     job = SimpleNamespace(model="ext", variant="pca")
     before = (inputs.embeddings_key("ext"), inputs.checkpoint_key("ext"), inputs.transforms_key(job))
-    assert all(before) and inputs.training_stores_key("ext") == ""
+    assert all(isinstance(k, str) for k in before) and inputs.training_stores_key("ext") is NOT_KEYED
     _replace_keeping_times(emb / "B2.parquet", b"B3" * 100)
     _replace_keeping_times(tmp_path / "frozen" / "ext" / "pca.npz", b"pcb")
     _replace_keeping_times(tmp_path / "w.safetensors", b"weighty")
     after = (inputs.embeddings_key("ext"), inputs.checkpoint_key("ext"), inputs.transforms_key(job))
     assert all(a != b for a, b in zip(after, before))
     assert inputs.transforms_key(SimpleNamespace(model="ext", variant="base")) != after[2]
+    assert inputs.report_files_key() != inputs.annotations_key()  # the frozen fit reports (absent here)
+    # the workflow's own files are not keyed: the param is left out of Snakemake's record
     demo = RuleInputs(validate_config({"results": str(tmp_path / "r2")}), {"P1": "B1"})
-    assert demo.embeddings_key("mae") == demo.checkpoint_key("mae") == demo.frozen_reports_key() == ""
+    for key in (demo.embeddings_key("mae"), demo.checkpoint_key("mae"), demo.report_files_key()):
+        assert key is NOT_KEYED
+    from snakemake.persistence import UNREPRESENTABLE, PersistenceBase
+
+    assert PersistenceBase._serialize_param_builtin(None, NOT_KEYED) is UNREPRESENTABLE  # what Snakemake relies on
 
 
 def test_an_output_newer_than_its_jobs_benchmark_file_is_set_aside(tmp_path):

@@ -265,12 +265,27 @@ def file_key(path: Path | str) -> str:
     return _KEYS.key(path)
 
 
-def hashed(parts: Sequence[str]) -> str:
-    """One key of several (a rule's param): SHA-1 over the parts in order; ``''`` for none."""
-    return hashlib.sha1("".join(f"{p}\n" for p in parts).encode()).hexdigest() if parts else ""
+class NotKeyed:
+    """The content-key param of a job that reads none of the user's files of its kind (the
+    workflow's own outputs instead, which Snakemake tracks): Snakemake leaves a param value it
+    cannot represent out of its record, so such a job's params are what they were before the rule
+    took the param, and a results folder built before reruns nothing for it."""
+
+    def __repr__(self) -> str:
+        return "NOT_KEYED"
 
 
-def files_key(paths: Sequence[Path | str]) -> str:
+#: The one :class:`NotKeyed` value.
+NOT_KEYED = NotKeyed()
+
+
+def hashed(parts: Sequence[str]) -> str | NotKeyed:
+    """One key of several (a rule's param): SHA-1 over the parts in order; :data:`NOT_KEYED`
+    for none."""
+    return hashlib.sha1("".join(f"{p}\n" for p in parts).encode()).hexdigest() if parts else NOT_KEYED
+
+
+def files_key(paths: Sequence[Path | str]) -> str | NotKeyed:
     """One key of several files (a rule's param): :func:`hashed` of each path with its
-    :func:`file_key`, in the order given; ``''`` for no files."""
+    :func:`file_key`, in the order given; :data:`NOT_KEYED` for no files."""
     return hashed([f"{p}\0{file_key(p)}" for p in paths])
