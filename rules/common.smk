@@ -99,6 +99,7 @@ def set_aside_untrusted():
             tuple(str(f) for f in r.output if not is_flagged(f, "update")),
             str(r.benchmark),
             frozenset(str(f) for f in r.output if is_flagged(f, "directory")),
+            str(r.log[0]) if r.log else "",
         )
         for r in workflow.rules
         if r.benchmark

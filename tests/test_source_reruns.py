@@ -237,7 +237,9 @@ def test_rules_take_the_content_keys_of_the_users_files(tmp_path):
 def test_an_output_newer_than_its_jobs_benchmark_file_is_set_aside(tmp_path):
     """An output newer than its job's benchmark file, or without one, was not written by that
     job: it is moved below .phenoica/set-aside (kept, never deleted) and named in a note; one
-    written before its benchmark file (as Snakemake touches them) is left alone."""
+    written before its benchmark file (as Snakemake touches them) is left alone, and so is one
+    whose job's log is newer than its benchmark file (a job killed after writing it: Snakemake
+    redoes it)."""
     import os
 
     from phenoica.workflow.receipts import SET_ASIDE, RuleFiles, set_aside, untrusted_outputs
@@ -250,9 +252,23 @@ def test_an_output_newer_than_its_jobs_benchmark_file_is_set_aside(tmp_path):
     (res / "report" / "figures").mkdir(parents=True)
     (res / "report" / "figures" / ".snakemake_timestamp").write_text("")
     (res / "benchmarks" / "report.tsv").write_text("r")
-    os.utime(res / "profiles" / "b.parquet", ns=(0, (res / "benchmarks" / "g" / "b.tsv").stat().st_mtime_ns + 10**9))
+    receipt = (res / "benchmarks" / "g" / "b.tsv").stat().st_mtime_ns
+    os.utime(res / "profiles" / "b.parquet", ns=(0, receipt + 10**9))
+    # d: written by a job that was killed after it (its log newer than its last receipt)
+    (res / "profiles" / "d.parquet").write_text("d")
+    (res / "benchmarks" / "g" / "d.tsv").write_text("d")
+    (res / "logs" / "g").mkdir(parents=True)
+    (res / "logs" / "g" / "d.log").write_text("started")
+    os.utime(res / "benchmarks" / "g" / "d.tsv", ns=(0, receipt - 10**9))
+    os.utime(res / "profiles" / "d.parquet", ns=(0, receipt))
+    os.utime(res / "logs" / "g" / "d.log", ns=(0, receipt))
     rules = [
-        RuleFiles("g", (f"{res}/profiles/{{model,[^/]+}}.parquet",), f"{res}/benchmarks/g/{{model,[^/]+}}.tsv"),
+        RuleFiles(
+            "g",
+            (f"{res}/profiles/{{model,[^/]+}}.parquet",),
+            f"{res}/benchmarks/g/{{model,[^/]+}}.tsv",
+            log=f"{res}/logs/g/{{model}}.log",
+        ),
         RuleFiles(
             "report",
             (f"{res}/report/figures",),

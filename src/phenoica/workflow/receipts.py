@@ -5,7 +5,8 @@ path (a profile table from another run, newer than the embeddings) was read as t
 and everything after it followed. Every rule of phenoica has a ``benchmark:`` file, which the job
 writes when it ends and which Snakemake then touches after the job's outputs (and ``snakemake
 --touch`` does the same), so a job's benchmark file is its receipt: an output newer than its
-job's benchmark file, or without one, was not written by that job. When the DAG is built
+job's benchmark file, or without one, was not written by that job (unless that job was started
+since and killed: its log is newer than its receipt, and Snakemake redoes it). When the DAG is built
 (by the run that holds the results folder's lock), :func:`untrusted_outputs` finds them and
 :func:`set_aside` moves each into ``.phenoica/set-aside/`` of the results folder (a user's file
 is kept, never deleted). Snakemake then rebuilds it where a job reads it (a target, or the input
@@ -39,13 +40,14 @@ _WILDCARD = re.compile(r"\{\s*(\w+)\s*(?:,((?:[^{}]|\{[^{}]*\})*))?\}")
 
 
 class RuleFiles(NamedTuple):
-    """A rule's output templates, its benchmark template (``{name}`` or ``{name,regex}``
-    wildcards) and which outputs are folders."""
+    """A rule's output templates, its benchmark and log templates (``{name}`` or
+    ``{name,regex}`` wildcards) and which outputs are folders."""
 
     name: str
     outputs: tuple[str, ...]
     benchmark: str
     directories: frozenset[str] = frozenset()
+    log: str = ""
 
 
 def _pattern(template: str) -> re.Pattern[str]:
@@ -65,8 +67,9 @@ def _format(template: str, wildcards: dict[str, str]) -> str:
     return _WILDCARD.sub(lambda m: wildcards[m.group(1)], template)
 
 
-def _mtime(path: str, directory: bool) -> int | None:
-    """Modification time (ns) of an output (a folder's: of the stamp Snakemake touches in it)."""
+def _mtime(path: str, directory: bool = False) -> int | None:
+    """Modification time (ns) of a file or output (a folder's: of the stamp Snakemake touches in
+    it); None when absent."""
     try:
         return os.stat(os.path.join(path, DIRECTORY_STAMP) if directory else path).st_mtime_ns
     except OSError:
@@ -75,8 +78,11 @@ def _mtime(path: str, directory: bool) -> int | None:
 
 def untrusted_outputs(rules: Iterable[RuleFiles]) -> list[tuple[str, str]]:
     """(output, its job's benchmark file) of every existing output that is newer than its job's
-    benchmark file or has none: phenoica did not write it there. One ``glob`` per output
-    template (its wildcards as ``*``: no deeper walk) and two ``stat`` calls per output."""
+    benchmark file or has none: phenoica did not write it there. An output whose job's log was
+    written after its benchmark file (or without one) is left alone: a job of phenoica ran since
+    and did not end (killed), and Snakemake, which marked its outputs incomplete, redoes it. One
+    ``glob`` per output template (its wildcards as ``*``: no deeper walk) and two or three
+    ``stat`` calls per output."""
     found = []
     for rule in rules:
         for template in rule.outputs:
@@ -90,12 +96,13 @@ def untrusted_outputs(rules: Iterable[RuleFiles]) -> list[tuple[str, str]]:
                 if written is None:  # a folder Snakemake never stamped: not one of its outputs yet
                     continue
                 benchmark = _format(rule.benchmark, m.groupdict())
-                try:
-                    receipt = os.stat(benchmark).st_mtime_ns
-                except OSError:
-                    receipt = None
-                if receipt is None or written > receipt:
-                    found.append((path, benchmark))
+                receipt = _mtime(benchmark)
+                if receipt is not None and written <= receipt:
+                    continue
+                logged = _mtime(_format(rule.log, m.groupdict())) if rule.log else None
+                if logged is not None and (receipt is None or logged > receipt):
+                    continue  # its job started since its last receipt and did not end
+                found.append((path, benchmark))
     return found
 
 
