@@ -32,6 +32,8 @@ include: "rules/bilipschitz.smk"
 
 # A name under resources that is no rule's is an error, not a silent fall-back to the default.
 check_resource_rules(RESOURCES, resource_rules(os.path.join(workflow.basedir, "rules")))
+# An output phenoica did not write in the results folder is rebuilt, not trusted.
+set_aside_untrusted()
 
 
 onstart:
@@ -39,6 +41,7 @@ onstart:
     # folder records the config it is built with (phenoica.workflow.ownership).
     lock_results(RESULTS)
     record_build(RESULTS, WORKFLOW_DIR, config, REPLACED)
+    KEY_CACHE.save()  # the keys the rules' params added
     print(
         f"phenoica: screen source {config['screen']['source']!r}, models {list(config['models'])}, results in {RESULTS}/"
     )

@@ -28,6 +28,16 @@ indexed once) and warm (a second pass), beside the digest source images takes of
     python benchmarks/store_digest.py            # 1,400 plates x 96 chunks in a temp folder
     python benchmarks/store_digest.py --plates 100 --chunks 20
     python benchmarks/store_digest.py --loaddata --plates 20   # 20 plates x 17,280 files
+    python benchmarks/store_digest.py --files --plates 10000   # the user's files and the outputs' receipts
+
+``--files``: what keying the user's single files on their content costs
+(:func:`phenoica.workflow.digests.file_key`: embeddings, ``.h5ad``, exports, checkpoints, frozen
+transforms), one file per plate (``--file-bytes`` each), and what telling the outputs phenoica
+wrote costs (:func:`phenoica.workflow.receipts.untrusted_outputs`: one output and one benchmark
+file per plate). It times, in the same run: the baseline (``os.stat`` of every file: what the
+door's key read of them before, their sizes and times); the content keys on a first pass (every
+file read and hashed: a new screen, or every file touched) and on a second pass from the saved
+cache (a new process: the cache read, one ``os.stat`` per file); the receipts of the outputs.
 """
 
 from __future__ import annotations
@@ -40,7 +50,8 @@ import time
 from pathlib import Path
 
 from phenoica.screen import loaddata
-from phenoica.workflow.digests import plate_store_digest, store_digest
+from phenoica.workflow.digests import KeyCache, plate_store_digest, store_digest
+from phenoica.workflow.receipts import RuleFiles, untrusted_outputs
 
 
 def lay_out(root: Path, plates: int, chunks: int, chunk_bytes: int) -> list[Path]:
@@ -131,6 +142,61 @@ def run_loaddata(root: Path, args: argparse.Namespace) -> None:
         )
 
 
+def run_files(root: Path, args: argparse.Namespace) -> None:
+    """The content keys of ``--plates`` files of ``--file-bytes`` and the receipts of as many outputs."""
+    start = time.perf_counter()
+    payload = os.urandom(args.file_bytes)
+    files = []
+    for p in range(args.plates):
+        f = root / "emb" / f"P{p:05d}.parquet"
+        f.parent.mkdir(exist_ok=True)
+        f.write_bytes(payload[p % 97 :] + payload[: p % 97])
+        files.append(f)
+        for folder, suffix in (("embed/m", "parquet"), ("benchmarks/embed/m", "tsv")):
+            out = root / "results" / folder / f"P{p:05d}.{suffix}"
+            out.parent.mkdir(parents=True, exist_ok=True)
+            out.write_bytes(b"x")
+    total = args.plates * args.file_bytes
+    print(
+        f"laid out {args.plates} files of {args.file_bytes} bytes ({total / 1e9:.2f} GB) in {time.perf_counter() - start:.1f} s"
+    )
+    time.sleep(1.0)  # older than the cache's window for files changed a moment ago
+    base = timed(os.stat, files)
+    keys = KeyCache(root / "keys.json", racy_seconds=0.5)
+    cold = timed(keys.key, files)
+    start = time.perf_counter()
+    keys.save()
+    saved = time.perf_counter() - start
+    start = time.perf_counter()
+    again = KeyCache(root / "keys.json", racy_seconds=0.5)
+    timed(again.key, files)
+    warm = time.perf_counter() - start  # the cache read and every file's key
+    assert not again.changed
+    rules = [
+        RuleFiles(
+            "embed",
+            (f"{root}/results/embed/{{model}}/{{plate}}.parquet",),
+            f"{root}/results/benchmarks/embed/{{model}}/{{plate}}.tsv",
+        )
+    ]
+    start = time.perf_counter()
+    found = untrusted_outputs(rules)
+    receipts = time.perf_counter() - start
+    n = len(files)
+    print(f"baseline (os.stat of every file): {base:.3f} s ({1e6 * base / n:.1f} us/file)")
+    print(
+        f"file_key, first pass (every file read and hashed): {cold:.3f} s ({1e3 * cold / n:.2f} ms/file, "
+        f"{total / cold / 1e6:.0f} MB/s), ratio {cold / base:.0f}x; cache written in {saved:.3f} s "
+        f"({(root / 'keys.json').stat().st_size / 1e6:.1f} MB)"
+    )
+    print(
+        f"file_key, second pass (cache read, one stat a file): {warm:.3f} s ({1e6 * warm / n:.1f} us/file), ratio {warm / base:.1f}x"
+    )
+    print(
+        f"untrusted_outputs of {n} outputs and their benchmark files: {receipts:.3f} s ({1e6 * receipts / n:.1f} us/output), {len(found)} found"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--plates", type=int, default=1400)
@@ -140,7 +206,13 @@ def main() -> None:
     parser.add_argument("--loaddata", action="store_true", help="source loaddata: CSVs and the files they name")
     parser.add_argument("--sites", type=int, default=3456, help="--loaddata: sites (CSV rows) per plate")
     parser.add_argument("--channels", type=int, default=5, help="--loaddata: channels per site")
+    parser.add_argument("--files", action="store_true", help="the user's single files' content keys, the receipts")
+    parser.add_argument("--file-bytes", type=int, default=262144, help="--files: bytes per file")
     args = parser.parse_args()
+    if args.files:
+        with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+            run_files(Path(tmp), args)
+        return
     if args.loaddata:
         with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
             run_loaddata(Path(tmp), args)

@@ -56,6 +56,8 @@ rule biomap:
     params:
         options=GeneMapOptions.from_config(config),
         variants=INPUTS.job_variants,
+        # the content of the annotation files (biomap.annotations, the EFAAR wheel)
+        annotations=INPUTS.annotations_key(),
     script:
         "../scripts/biomap.py"
 

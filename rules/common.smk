@@ -18,8 +18,16 @@ from phenoica.workflow.dag import screen_plates, study_pages, training_plates
 from phenoica.contract.paths import benchmark_path, log_path
 from phenoica.workflow.rule_inputs import RuleInputs
 from phenoica.workflow.rule_resources import check_resource_rules, resource_rules, rule_resources, rule_threads
-from phenoica.workflow.ownership import check_results_folder, lock_results, record_build, replaced_folders
+from phenoica.workflow.ownership import (
+    ResultsFolderError,
+    check_results_folder,
+    lock_results,
+    record_build,
+    replaced_folders,
+)
 from phenoica.workflow.validate import check_screen_once
+from phenoica.workflow.digests import use_key_cache
+from phenoica.workflow.receipts import RuleFiles, set_aside, untrusted_outputs
 
 # Snakemake keeps the last of two equal keys of a config file without a word: read the files
 # it was given (configfile, --configfile) again, strictly (a key twice names both lines). The
@@ -50,11 +58,18 @@ REPLACED, STORES = replaced_folders(PATHS, PLATES, SOURCE)
 if workflow.is_main_process:
     check_results_folder(RESULTS, WORKFLOW_DIR, config, REPLACED, STORES)
 
+# The user's files are keyed on their content (phenoica.workflow.digests): the door's key and the
+# rules' params; a file's bytes are read again only when its stat signature changed (the cache in
+# the results folder, written by the main process).
+KEY_CACHE = use_key_cache(RESULTS)
+
 # The door: the whole screen against the data contract, the analysis and every model, before
 # any job runs (a dry run too); recorded under a key of all it read, so it runs again only when
 # the screen, the tables, the stores, the embedding files or the models change.
 # Its notes are listed in the report ("Notes on this run").
 DOOR_NOTES = check_screen_once(config, PLATES, PATHS.screen.validated, notes=_CONFIG_NOTES)["notes"]
+if workflow.is_main_process:
+    KEY_CACHE.save()
 
 
 wildcard_constraints:
@@ -62,3 +77,31 @@ wildcard_constraints:
     model=r"[^/]+",
     variant="|".join(schema_enum("transforms.variants")),
     shard=r"\d+",
+
+
+def set_aside_untrusted():
+    """Outputs phenoica did not write (newer than their job's benchmark file, or without one) are
+    moved aside and rebuilt (phenoica.workflow.receipts). Called once every rule is defined, by
+    the main process holding the results folder's lock (another run writing there: left alone)."""
+    from snakemake.io import is_flagged
+
+    if not workflow.is_main_process:
+        return []
+    try:
+        lock_results(RESULTS)
+    except ResultsFolderError as exc:
+        print(f"phenoica: outputs not checked against their jobs' records: {exc}", file=sys.stderr)
+        return []
+    # update() outputs are checked by their own job (an embedding records the work it was made from)
+    rules = [
+        RuleFiles(
+            r.name,
+            tuple(str(f) for f in r.output if not is_flagged(f, "update")),
+            str(r.benchmark),
+            frozenset(str(f) for f in r.output if is_flagged(f, "directory")),
+            str(r.log[0]) if r.log else "",
+        )
+        for r in workflow.rules
+        if r.benchmark
+    ]
+    return set_aside(RESULTS, untrusted_outputs(rules))

@@ -24,6 +24,8 @@ rule train_mae:
     params:
         # what training depends on: the train section, the entry's shape, channels and seed
         options=lambda w: TrainOptions.from_config(config, model=w.model),
+        # the content of the user's stores it trains on (source zarr)
+        stores=lambda w: INPUTS.training_stores_key(w.model),
     script:
         "../scripts/train_mae.py"
 
@@ -55,5 +57,7 @@ for embed_rule in embed_rules(INPUTS):
             **rule_resources(RESOURCES, "embed"),
         params:
             options=lambda w: EmbedOptions.from_config(config, model=w.model),
+            # the content of the user's checkpoint (models.<name>.checkpoint)
+            checkpoint=lambda w: INPUTS.checkpoint_key(w.model),
         script:
             "../scripts/embed.py"

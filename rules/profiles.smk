@@ -21,5 +21,7 @@ rule gather_profiles:
         **rule_resources(RESOURCES, "gather_profiles"),
     params:
         options=GatherOptions.from_config(config),
+        # the user's embedding files' content (source embeddings): a file replaced reruns the gather
+        inputs=lambda w: INPUTS.embeddings_key(w.model),
     script:
         "../scripts/gather_profiles.py"

@@ -68,5 +68,7 @@ rule report:
         # "Notes on this run": the door's notes, and the sweep points skipped (from the sweep's logs)
         notes=DOOR_NOTES,
         sweep_logs=INPUTS.sweep_logs(),
+        # the content of the user's files it reads: annotations, frozen transforms' fit reports
+        user_files=INPUTS.report_files_key(),
     script:
         "../scripts/report.py"

@@ -45,5 +45,7 @@ rule apply_transform:
     params:
         options=ApplyTransformOptions.from_config(config),
         variants=INPUTS.job_variants,
+        # the content of the frozen transforms (transforms.frozen) the job reads
+        transforms=INPUTS.transforms_key,
     script:
         "../scripts/apply_transform.py"

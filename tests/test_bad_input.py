@@ -1388,6 +1388,54 @@ RESULTS_AND_STORE_CASES = [
 BAD_INPUT_CASES = [*BAD_INPUT_CASES, *RESULTS_AND_STORE_CASES]
 
 
+# --------------------------------------------------------------------------- rows that are not there
+# An embedding file with no rows, and rows without a well, at the door (docs/bad-input.md).
+
+
+def case_embedding_file_with_no_rows(tmp_path):
+    frames = _by_plate(_four_plates())
+    frames["P3.parquet"] = frames["P3.parquet"].iloc[:0]  # a valid file, its schema and no row
+    _door(_emb_screen(tmp_path, frames))
+
+
+def case_export_with_no_rows(tmp_path):
+    (tmp_path / "emb").mkdir()
+    for name, df in _by_plate(_four_plates()).items():
+        (df.iloc[:0] if name == "P3.parquet" else df).to_csv(
+            tmp_path / "emb" / name.replace("parquet", "csv"), index=False
+        )
+    screen = {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "*.csv")}
+    from phenoica.contract.config import run_models
+
+    _door(validate_config(run_models({"results": str(tmp_path / "res"), "screen": screen})))
+
+
+def case_rows_without_a_well(tmp_path):
+    frames = _by_plate(_four_plates())
+    frames["P2.parquet"].loc[frames["P2.parquet"].index[:3], "Metadata_Well"] = None
+    _door(_emb_screen(tmp_path, frames))
+
+
+ROW_CASES = [
+    (
+        "rows",
+        case_embedding_file_with_no_rows,
+        ScreenError,
+        r"embeddings of model embeddings \(4 file\(s\): .*\): 1 of 4 file\(s\) hold no rows: .*/emb/P3\.parquet; the "
+        r"other 3 file\(s\) hold 3 plate\(s\) in 2 batch\(es\) \(B1, B2\)\. An empty file is most often an export "
+        r"that failed",
+    ),
+    ("rows", case_export_with_no_rows, ScreenError, r"P3\.csv: no row left with a gene, a guide and a role"),
+    (
+        "rows",
+        case_rows_without_a_well,
+        ScreenError,
+        r"column Metadata_Well has missing values at .*/emb/P2\.parquet row 0 \(3 of 32 rows\)",
+    ),
+]
+BAD_INPUT_CASES = [*BAD_INPUT_CASES, *ROW_CASES]
+
+
 @pytest.mark.parametrize(
     ("section", "case", "error", "message"), BAD_INPUT_CASES, ids=[c[1].__name__[5:] for c in BAD_INPUT_CASES]
 )

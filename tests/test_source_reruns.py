@@ -108,3 +108,265 @@ def test_rewritten_source_data_reruns_its_plate_alone(tmp_path, source):
         jobs = planned_plates(tmp_path, *stores)
         assert [(r, p) for r, p, _ in jobs] == [(rule, plate)], jobs
         assert "params have changed" in jobs[0][2].lower(), jobs
+
+
+# --------------------------------------------------------------------------- content keys of the user's files
+# A changed file reruns what reads it whatever its time or link; an output phenoica did not write
+# is not trusted (phenoica.workflow.digests, phenoica.workflow.receipts).
+
+
+def _replace_keeping_times(path: Path, data: bytes) -> None:
+    """``path`` replaced by ``data`` with its old modification time, as ``cp -p`` or ``rsync -a`` leave it."""
+    import os
+
+    st = path.stat()
+    tmp = path.with_name(path.name + ".new")
+    tmp.write_bytes(data)
+    os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(tmp, path)
+
+
+def test_a_files_key_follows_its_bytes_not_its_time_or_link(tmp_path, monkeypatch):
+    """The content key of a user's file changes when its bytes change, also with the old time kept
+    or behind a symlink pointed elsewhere; a copy of the same bytes keys the same; a file left
+    alone is not read again (the cache), and a file changed a moment ago is never cached."""
+    import os
+    import shutil
+
+    from phenoica.workflow.digests import KeyCache
+
+    keys = KeyCache(tmp_path / "keys.json", racy_seconds=0)
+    data = tmp_path / "data"
+    data.mkdir()
+    f = data / "a.parquet"
+    f.write_bytes(b"one" * 1000)
+    first = keys.key(f)
+    _replace_keeping_times(f, b"two" * 1000)  # same size, same time, other bytes
+    second = keys.key(f)
+    assert second != first
+    shutil.copy2(f, tmp_path / "copy")
+    os.replace(tmp_path / "copy", f)  # re-staged: new inode, same bytes
+    assert keys.key(f) == second
+    link = tmp_path / "link.parquet"
+    (data / "b.parquet").write_bytes(b"one" * 1000)
+    link.symlink_to(f)
+    assert keys.key(link) == second
+    link.unlink()
+    link.symlink_to(data / "b.parquet")
+    assert keys.key(link) == first
+    assert keys.key(tmp_path / "absent") == ""
+    folder = keys.key(data)  # a folder (a partitioned Parquet dataset) is keyed as a store
+    (data / "c.parquet").write_bytes(b"three")
+    assert folder and keys.key(data) != folder
+    keys.save()
+    again = KeyCache(tmp_path / "keys.json", racy_seconds=0)
+    assert again.entries[str(f)][1] == second
+    with monkeypatch.context() as m:  # a file left alone is not read again
+        m.setattr("hashlib.file_digest", None)
+        assert again.key(f) == second and not again.changed
+    fresh = KeyCache(tmp_path / "fresh.json")  # the default window: a file just written is not cached
+    assert fresh.key(f) == second and str(f) not in fresh.entries
+
+
+def test_a_chunk_replaced_with_its_time_kept_changes_its_stores_key(tmp_path):
+    """A store's key (the param of the plate's first rule and of train_mae) notices a chunk that is
+    not among the sampled ones replaced by other bytes of the same size with its time kept."""
+    import numpy as np
+
+    from phenoica.contract.screen import write_plate
+    from phenoica.workflow.digests import store_digest
+
+    tiles = np.random.default_rng(0).integers(0, 255, size=(16, 1, 8, 8), dtype=np.uint8)
+    store = write_plate(tmp_path / "P1.zarr", tiles, ["a"], chunk_images=1)
+    chunks = sorted(p for p in store.rglob("*") if p.is_file() and p.name != "zarr.json")
+    before = store_digest(store)
+    chunk = chunks[1]  # every fourth chunk is sampled (0, 4, 8, 12): chunk 1 is read by its stat alone
+    data = bytearray(chunk.read_bytes())
+    data[-1] ^= 0xFF
+    _replace_keeping_times(chunk, bytes(data))
+    assert store_digest(store) != before
+
+
+def test_rules_take_the_content_keys_of_the_users_files(tmp_path):
+    """The params that key gather_profiles, embed, apply_transform, biomap and the report on
+    the user's files: empty for the files the workflow writes, changed by a file replaced."""
+    from types import SimpleNamespace
+
+    from phenoica.contract.config import run_models, validate_config
+    from phenoica.workflow.digests import NOT_KEYED
+    from phenoica.workflow.rule_inputs import RuleInputs
+
+    emb = tmp_path / "emb"
+    emb.mkdir()
+    for name in ("B1", "B2"):
+        (emb / f"{name}.parquet").write_bytes(name.encode() * 100)
+    (tmp_path / "frozen" / "ext").mkdir(parents=True)
+    for variant in ("base", "pca"):
+        (tmp_path / "frozen" / "ext" / f"{variant}.npz").write_bytes(variant.encode())
+    (tmp_path / "w.safetensors").write_bytes(b"weights")
+    cfg = validate_config(
+        run_models(
+            {
+                "results": str(tmp_path / "res"),
+                "screen": {"source": "embeddings", "embeddings": str(emb / "*.parquet")},
+                "models": {"ext": {"checkpoint": str(tmp_path / "w.safetensors")}},
+                "transforms": {"variants": ["base", "pca"], "frozen": str(tmp_path / "frozen")},
+            }
+        )
+    )
+    inputs = RuleInputs(cfg, {})
+    job = SimpleNamespace(model="ext", variant="pca")
+    before = (inputs.embeddings_key("ext"), inputs.checkpoint_key("ext"), inputs.transforms_key(job))
+    assert all(isinstance(k, str) for k in before) and inputs.training_stores_key("ext") is NOT_KEYED
+    _replace_keeping_times(emb / "B2.parquet", b"B3" * 100)
+    _replace_keeping_times(tmp_path / "frozen" / "ext" / "pca.npz", b"pcb")
+    _replace_keeping_times(tmp_path / "w.safetensors", b"weighty")
+    after = (inputs.embeddings_key("ext"), inputs.checkpoint_key("ext"), inputs.transforms_key(job))
+    assert all(a != b for a, b in zip(after, before))
+    assert inputs.transforms_key(SimpleNamespace(model="ext", variant="base")) != after[2]
+    assert inputs.report_files_key() != inputs.annotations_key()  # the frozen fit reports (absent here)
+    # the workflow's own files are not keyed: the param is left out of Snakemake's record
+    demo = RuleInputs(validate_config({"results": str(tmp_path / "r2")}), {"P1": "B1"})
+    for key in (demo.embeddings_key("mae"), demo.checkpoint_key("mae"), demo.report_files_key()):
+        assert key is NOT_KEYED
+    from snakemake.persistence import UNREPRESENTABLE, PersistenceBase
+
+    assert PersistenceBase._serialize_param_builtin(None, NOT_KEYED) is UNREPRESENTABLE  # what Snakemake relies on
+
+
+def test_an_output_newer_than_its_jobs_benchmark_file_is_set_aside(tmp_path):
+    """An output newer than its job's benchmark file, or without one, was not written by that
+    job: it is moved below .phenoica/set-aside (kept, never deleted) and named in a note; one
+    written before its benchmark file (as Snakemake touches them) is left alone, and so is one
+    whose job's log is newer than its benchmark file (a job killed after writing it: Snakemake
+    redoes it)."""
+    import os
+
+    from phenoica.workflow.receipts import SET_ASIDE, RuleFiles, set_aside, untrusted_outputs
+
+    res = tmp_path / "res"
+    for rel in ("profiles/a.parquet", "profiles/b.parquet", "profiles/c.parquet", "benchmarks/g/a.tsv"):
+        (res / rel).parent.mkdir(parents=True, exist_ok=True)
+        (res / rel).write_text(rel)
+    (res / "benchmarks" / "g" / "b.tsv").write_text("b")
+    (res / "report" / "figures").mkdir(parents=True)
+    (res / "report" / "figures" / ".snakemake_timestamp").write_text("")
+    (res / "benchmarks" / "report.tsv").write_text("r")
+    receipt = (res / "benchmarks" / "g" / "b.tsv").stat().st_mtime_ns
+    os.utime(res / "profiles" / "b.parquet", ns=(0, receipt + 10**9))
+    # d: written by a job that was killed after it (its log newer than its last receipt)
+    (res / "profiles" / "d.parquet").write_text("d")
+    (res / "benchmarks" / "g" / "d.tsv").write_text("d")
+    (res / "logs" / "g").mkdir(parents=True)
+    (res / "logs" / "g" / "d.log").write_text("started")
+    os.utime(res / "benchmarks" / "g" / "d.tsv", ns=(0, receipt - 10**9))
+    os.utime(res / "profiles" / "d.parquet", ns=(0, receipt))
+    os.utime(res / "logs" / "g" / "d.log", ns=(0, receipt))
+    rules = [
+        RuleFiles(
+            "g",
+            (f"{res}/profiles/{{model,[^/]+}}.parquet",),
+            f"{res}/benchmarks/g/{{model,[^/]+}}.tsv",
+            log=f"{res}/logs/g/{{model}}.log",
+        ),
+        RuleFiles(
+            "report",
+            (f"{res}/report/figures",),
+            f"{res}/benchmarks/report.tsv",
+            frozenset({f"{res}/report/figures"}),
+        ),
+    ]
+    found = untrusted_outputs(rules)
+    assert found == [
+        (f"{res}/profiles/b.parquet", f"{res}/benchmarks/g/b.tsv"),  # newer than its benchmark file
+        (f"{res}/profiles/c.parquet", f"{res}/benchmarks/g/c.tsv"),  # no benchmark file
+    ]
+    notes = set_aside(res, found)
+    assert not (res / "profiles" / "b.parquet").exists() and (res / "profiles" / "a.parquet").exists()
+    kept = sorted((res / SET_ASIDE).rglob("*.parquet"))
+    assert [p.read_text() for p in kept] == ["profiles/b.parquet", "profiles/c.parquet"]
+    assert "profiles/b.parquet is newer than its job's benchmark file" in notes[0]
+    assert "profiles/c.parquet has no benchmark file" in notes[1] and "rebuilt when a job reads it" in notes[1]
+    assert untrusted_outputs(rules) == []
+
+
+@pytest.mark.slow
+def test_user_files_rerun_what_reads_them_whatever_their_time_or_link(tmp_path):
+    """Source embeddings through Snakemake: an embedding file replaced by other values with its
+    old time (cp -p) plans the gather (params changed) and what follows; the same bytes copied
+    anew plan nothing; a symlink pointed at another file plans the gather; a profile table put in
+    the results folder, newer than everything, is set aside and rebuilt; a frozen transform
+    replaced with its old time plans its apply_transform job."""
+    import os
+    import shutil
+
+    import numpy as np
+
+    from phenoica.screen.scenarios import write_embeddings
+
+    files = write_embeddings(tmp_path / "store", 0)
+    (tmp_path / "emb").mkdir()
+    for f in files:
+        (tmp_path / "emb" / f.name).symlink_to(f)
+    base = {
+        "seed": 0,
+        "screen": {"source": "embeddings", "embeddings": "emb/*.parquet", "embedding_column": "vector"},
+        "models": {"ext": {}},
+        "transforms": {"n_components": 6, "variants": ["base", "pca"]},
+        "classify": {"n_shards": 1, "num_boost_round": 20, "n_null_guides": 20, "min_train_samples": 3},
+        "sweep": {"points": 0},
+    }
+    import yaml
+
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump({**base, "results": "results"}))
+    target = "results/transforms/ext/pca.parquet"
+
+    def planned() -> list[tuple[str, str]]:
+        out = snakemake(tmp_path, "-n", target).stdout
+        return re.findall(r"^rule (\w+):\n(?:\s+.*\n)*?\s+reason: (.*)", out, flags=re.M)
+
+    def scaled(path: Path, factor: float) -> bytes:
+        t = pd.read_parquet(path)
+        t["vector"] = [np.asarray(v) * factor for v in t["vector"]]
+        t.to_parquet(tmp_path / "scaled.parquet")
+        return (tmp_path / "scaled.parquet").read_bytes()
+
+    snakemake(tmp_path, target)
+    assert planned() == []
+    _replace_keeping_times(files[1], scaled(files[1], 1.5))
+    jobs = planned()
+    assert [r for r, _ in jobs] == ["gather_profiles", "fit_transforms", "apply_transform"], jobs
+    assert "params have changed" in jobs[0][1].lower()
+    snakemake(tmp_path, target)
+    shutil.copy2(files[1], tmp_path / "again.parquet")
+    os.replace(tmp_path / "again.parquet", files[1])  # the same bytes, a new file
+    assert planned() == []
+    other = tmp_path / "store" / "other.parquet"
+    other.write_bytes(scaled(files[2], 2.0))
+    os.utime(other, ns=(0, files[2].stat().st_mtime_ns))
+    link = tmp_path / "emb" / files[2].name
+    link.unlink()
+    link.symlink_to(other)
+    os.utime(link, ns=(0, 0), follow_symlinks=False)
+    assert [r for r, _ in planned()][:1] == ["gather_profiles"]
+    snakemake(tmp_path, target)
+    profile = tmp_path / "results" / "profiles" / "ext.parquet"
+    shutil.copy(tmp_path / "scaled.parquet", profile)  # another table, newer than everything
+    out = snakemake(tmp_path, "-n", "results/profiles/ext.parquet")
+    assert "profiles/ext.parquet is newer than its job's benchmark file" in out.stderr + out.stdout
+    assert "rule gather_profiles:" in out.stdout and not profile.exists()
+    snakemake(tmp_path, target)
+    # frozen transforms: the fitted ones applied by a second results folder
+    shutil.copytree(
+        tmp_path / "results" / "transforms", tmp_path / "frozen", ignore=shutil.ignore_patterns("*.parquet")
+    )
+    frozen = {**base, "results": "results2", "transforms": {**base["transforms"], "frozen": "frozen"}}
+    (tmp_path / "frozen.yaml").write_text(yaml.safe_dump(frozen))
+    snakemake(tmp_path, "results2/transforms/ext/pca.parquet", configfile="frozen.yaml")
+    npz = tmp_path / "frozen" / "ext" / "pca.npz"
+    arrays = dict(np.load(npz))
+    arrays["whitener.mean_"] = arrays["whitener.mean_"] + 1.0
+    np.savez(tmp_path / "other.npz", **arrays)
+    _replace_keeping_times(npz, (tmp_path / "other.npz").read_bytes())
+    out = snakemake(tmp_path, "-n", "results2/transforms/ext/pca.parquet", configfile="frozen.yaml").stdout
+    assert re.search(r"rule apply_transform:\n(?:\s+.*\n)*?\s+reason: Params have changed", out), out

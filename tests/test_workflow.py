@@ -195,6 +195,9 @@ def test_report_links_a_finished_study_page(finished_tiny, tmp_path):
     study.mkdir(parents=True)
     (study / "index.html").write_text("<html></html>")
     render.write_verdict(study, "Disentanglement benchmark", "scenes: AE + ICA - AE InfoM +0.10 [+0.02, +0.18].")
+    receipt = work / "results" / "benchmarks" / "disentangle" / "report.tsv"  # written when the study job ends
+    receipt.parent.mkdir(parents=True, exist_ok=True)
+    receipt.write_text("s\n")
     assert planned_jobs(work) == {"report": 1, "all": 1}
     snakemake(work)
     page = (work / "results" / "report" / "index.html").read_text()

@@ -5,7 +5,9 @@
 rule reads and when a file is not read at all (an empty list: the readout, the gene map or the
 sweep is off, the screen has no truth, a second model is missing). The paths are those of
 :mod:`phenoica.contract.paths`; the user's own files (stores, checkpoints, embeddings, frozen
-transforms) replace the workflow's where the config names them.
+transforms) replace the workflow's where the config names them, and a rule that reads them takes
+their content key as a param (``*_key`` methods: :mod:`phenoica.workflow.digests`), so a changed
+file reruns what reads it whatever its modification time or link.
 
 :func:`embed_rules` plans the embedding rules: one rule with a ``{plate}`` wildcard, or one rule
 per group of ``embed.plates_per_job`` plates, written once in ``rules/embed.smk`` over this list.
@@ -72,6 +74,21 @@ class RuleInputs:
         a store rewritten in place reruns that plate's jobs (a folder's time does not change then)."""
         return digests.plate_store_digest(self.config, plate)
 
+    def training_stores_key(self, model: str) -> str | digests.NotKeyed:
+        """Content key of the user's stores a model trains on (source zarr: train_mae reads them
+        in place; a store's folder keeps its time when a chunk is rewritten);
+        :data:`~phenoica.workflow.digests.NOT_KEYED` for the stores the workflow writes (outputs)."""
+        if self.source != "zarr":
+            return digests.NOT_KEYED
+        plates = dag.training_plates(self.config, self.plates, model)
+        return digests.hashed([f"{p}\0{digests.plate_store_digest(self.config, p)}" for p in plates])
+
+    def checkpoint_key(self, model: str) -> str | digests.NotKeyed:
+        """Content key of a model's configured checkpoint (the embed jobs' param);
+        :data:`~phenoica.workflow.digests.NOT_KEYED` when train_mae writes it (its output)."""
+        given = self.config["models"][model]["checkpoint"]
+        return digests.files_key([given]) if given else digests.NOT_KEYED
+
     def checkpoint(self, model: str) -> str:
         """The encoder weights of a model: the configured checkpoint, or the one train_mae writes."""
         return self.config["models"][model]["checkpoint"] or self.out.embed.checkpoint.format(model=model)
@@ -81,6 +98,11 @@ class RuleInputs:
         if self.source == "embeddings":
             return dag.embedding_inputs(self.config, model)
         return expand(self.out.embed.embedding, model=model, plate=list(self.plates))
+
+    def embeddings_key(self, model: str) -> str | digests.NotKeyed:
+        """Content key of a model's embedding files (source embeddings: the user's Parquet,
+        ``.h5ad`` or profile exports; gather_profiles's param); not keyed for the embed jobs' outputs."""
+        return digests.files_key(self.embeddings(model)) if self.source == "embeddings" else digests.NOT_KEYED
 
     def _fitted(self, template: str, **wildcards: str) -> str:
         """A fitted-transform file: fitted here, or the frozen one (``transforms.frozen``, a
@@ -137,6 +159,12 @@ class RuleInputs:
         (:meth:`job_variants`)."""
         return [self.transform(wildcards.model, v) for v in self.job_variants(wildcards)]
 
+    def transforms_key(self, wildcards: Any) -> str | digests.NotKeyed:
+        """Content key of the frozen transforms one apply_transform job reads (not keyed when
+        they are fitted here: fit_transforms's outputs)."""
+        frozen = self.config["transforms"]["frozen"]
+        return digests.files_key(self.job_transforms(wildcards)) if frozen else digests.NOT_KEYED
+
     def fit_report(self, model: str) -> str:
         """The fit report beside a model's transforms."""
         return self._fitted(self.out.transforms.fit_report, model=model)
@@ -171,6 +199,16 @@ class RuleInputs:
         """Annotation files the map reads (user files and the EFAAR wheel): a change reruns it."""
         cfg = self.config["biomap"]
         return list(cfg["annotations"].values()) + ([cfg["efaar_wheel"]] if cfg["efaar_wheel"] else [])
+
+    def annotations_key(self) -> str | digests.NotKeyed:
+        """Content key of the annotation files of :meth:`biomap_annotations` (the biomap job's param)."""
+        return digests.files_key(self.biomap_annotations())
+
+    def report_files_key(self) -> str | digests.NotKeyed:
+        """Content key of the user's files the report reads: the annotation files and the frozen
+        transforms' fit reports (those fitted here are outputs)."""
+        frozen = [self.fit_report(m) for m in self.models] if self.config["transforms"]["frozen"] else []
+        return digests.files_key(self.biomap_annotations() + frozen)
 
     def biomap_tables(self) -> list[str]:
         """The gathered gene-map tables the report reads (none when biomap.enabled is off)."""

@@ -11,7 +11,7 @@ read, no forward pass on data) and applies the checks the embed stage applies.
 The workflow calls :func:`check_screen_once` when it builds the DAG (``rules/common.smk``), so
 that every such error stops ``snakemake`` (a dry run too) before the first job. A passed check
 is recorded (``results/screen/validated.json``) under a key of everything it read (the config
-keys, the tables' per-plate digests, the sizes and times of store metadata and checkpoints):
+keys, the tables' per-plate digests, the content keys of store metadata, checkpoints and the user's other files):
 later invocations, and cluster jobs, check only the key. Why not a ``validate_screen`` job that
 plate jobs depend on: Snakemake (9.27) skips the jobs downstream of a job it must rerun when
 they depend on it through an ``ancient`` input, so a rerun of the check (a plate added) would
@@ -23,7 +23,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import os
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Mapping, Sequence
@@ -293,7 +292,8 @@ def validate_screen(
 def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd.DataFrame:
     """The profile metadata columns (and well, site) of every embedding file (read through
     ``spec``: :mod:`phenoica.screen.exports`), one table, each row labelled ``{file} row {i}``
-    (its 0-based data row, after the export's empty wells are dropped), names normalized."""
+    (its 0-based data row, after the export's empty wells are dropped), names normalized, each
+    file's row count in ``attrs["rows"]``."""
     wanted = (*screen.PROFILE_COLUMNS, screen.WELL, screen.SITE)
     parts = []
     for path in paths:
@@ -305,8 +305,24 @@ def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd
         part = pq.read_table(parquet_source(path, spec), columns=[c for c in wanted if c in names]).to_pandas()
         part.index = [f"{path} row {i}" for i in range(len(part))]
         parts.append(part)
-    table = pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted))
-    return screen.normalize_names(table)
+    table = screen.normalize_names(pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted)))
+    table.attrs["rows"] = {path: len(part) for path, part in zip(paths, parts)}
+    return table
+
+
+def empty_file_problems(table: pd.DataFrame) -> list[str]:
+    """The embedding files of ``table`` (:func:`_embedding_metadata`) with no rows, named with
+    counts and what the other files hold, so a batch that would vanish with its file is seen."""
+    rows, batches = table.attrs["rows"], sorted(table[screen.BATCH].astype(str).unique())
+    empty = [p for p, n in rows.items() if n == 0]
+    if not empty:
+        return []
+    held = f"{table[screen.PLATE].nunique()} plate(s) in {len(batches)} batch(es) ({', '.join(batches[:10])})"
+    return [
+        f"{len(empty)} of {len(rows)} file(s) hold no rows: {', '.join(empty[:5])}{' ...' if len(empty) > 5 else ''}; "
+        f"the other {len(rows) - len(empty)} file(s) hold {held}. An empty file is most often an export that "
+        "failed: export it again, or leave it out of screen.embeddings"
+    ]
 
 
 def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[list[str], dict[str, Any]]:
@@ -352,12 +368,14 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         )
         table = checked[paths] = _embedding_metadata(list(paths), spec)
         where = f"embeddings of model {model} ({len(paths)} file(s): {', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''})"
+        required = [*screen.PROFILE_COLUMNS, *([screen.WELL] if screen.WELL in table.columns else [])]
         found = [
-            f"column {c} has missing values at {screen.row_name(table.index[table[c].isna()][0])}"
-            for c in screen.PROFILE_COLUMNS
+            f"column {c} has missing values at {screen.row_name(table.index[table[c].isna()][0])} "
+            f"({int(table[c].isna().sum())} of {len(table)} rows)"
+            for c in required
             if table[c].isna().any()
         ]
-        raise_problems(where, found)
+        raise_problems(where, found + empty_file_problems(table))
         found += screen.pert_type_problems(table)
         keys = [screen.PLATE, screen.WELL, screen.SITE] if screen.SITE in table.columns else [screen.PLATE, screen.WELL]
         found += screen.duplicate_problems(table, keys, "an image" if screen.SITE in table.columns else "a well")
@@ -465,20 +483,12 @@ def settings_problems(config: Mapping[str, Any], models: Mapping[str, Mapping[st
     return problems + frozen_transform_problems(config, features)
 
 
-def _stat(path: Path | str) -> list[int] | None:
-    """(size, modification time in ns) of a file, None if absent."""
-    try:
-        st = os.stat(path)
-    except OSError:
-        return None
-    return [int(st.st_size), int(st.st_mtime_ns)]
-
-
 def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequence[str] = ()) -> str:
     """SHA-256 of everything :func:`validate_screen` reads for this config: the screen, demo
     geometry, model and crop keys, the plates, the per-plate digests of the user's table, and
-    the size and time of each plate store's metadata, HCS plate's metadata and checkpoint.
-    Cheap: no table is read beyond what building the DAG reads anyway."""
+    the content key (:func:`phenoica.workflow.digests.file_key`) of each store's and HCS plate's
+    metadata, checkpoint, embedding file, frozen transform and annotation file. Cheap: no table is
+    read beyond what building the DAG reads, a file's bytes only when something touched it."""
     from phenoica.workflow import dag as wf
 
     cfg = config["screen"]
@@ -538,7 +548,7 @@ def screen_key(config: Mapping[str, Any], plates: Mapping[str, str], notes: Sequ
         "notes": list(notes),
         "plates": dict(plates),
         "digests": digests,
-        "files": {f: _stat(f) for f in files},
+        "files": {f: wdigests.file_key(f) for f in files},
     }
     return hashlib.sha256(json.dumps(parts, sort_keys=True, default=str).encode()).hexdigest()
 
