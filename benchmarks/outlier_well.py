@@ -25,6 +25,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from arrayed_calibration import VARIANTS, variant_tables
 
 from phenoica.classify.engine import classify_guides
 from phenoica.classify.map_readout import guide_map
@@ -32,14 +33,10 @@ from phenoica.classify.null import control_constructs, null_guide_design, split_
 from phenoica.classify.options import ClassifyOptions, SplitOptions
 from phenoica.classify.splits import make_folds
 from phenoica.contract.config import validate_config
-from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, PLATE, feature_columns
+from phenoica.contract.screen import CONTROL, PERT_TYPE, PLATE, feature_columns
 from phenoica.hits.calls import screen_calls
 from phenoica.profiles.hygiene import Hygiene, clean_profiles
 from phenoica.screen import arrayed
-from phenoica.transforms.fit import fit_variants
-from phenoica.transforms.options import TransformOptions
-
-VARIANTS = ("base", "pca", "pca_ica")
 
 
 def planted(profiles: pd.DataFrame, sds: float) -> tuple[pd.DataFrame, int, str]:
@@ -64,16 +61,7 @@ def cleaned(profiles: pd.DataFrame, work: Path, name: str) -> pd.DataFrame:
 
 def calls(profiles: pd.DataFrame, cfg: dict, seed: int) -> pd.DataFrame:
     """Per variant, the guides each readout calls at q < 0.05 (the workflow's functions)."""
-    features = feature_columns(profiles)
-    X = profiles[features].to_numpy(np.float64)
-    b = profiles[BATCH].astype(str).to_numpy()
-    c = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
-    fitted = fit_variants(["pca", "pca_ica"], X, b, c, TransformOptions.from_config(cfg)._replace(seed=seed), features)
-    meta = profiles[[col for col in profiles.columns if col not in features]].reset_index(drop=True)
-    tables = {"base": profiles.reset_index(drop=True)}
-    for name, transform in fitted.items():
-        Z = transform.transform(X, b, c)
-        tables[name] = pd.concat([meta, pd.DataFrame(Z, columns=[f"emb_{i:04d}" for i in range(Z.shape[1])])], axis=1)
+    tables = variant_tables(profiles, cfg, seed)
     options = ClassifyOptions.from_config(cfg)._replace(seed=seed)
     rows, maps = [], []
     for variant, table in tables.items():
