@@ -173,6 +173,21 @@ class ArrayedDesign:
         return [f"NTC_{i + 1}" for i in range(self.n_control_constructs)]
 
 
+#: The screen of the ``arrayed_plates`` scenario: the default screen with controls scattered over the
+#: whole plate (4 constructs at 16 positions each, 64 control wells per plate, as JUMP's plates hold
+#: 64), a position effect the size of one programme of a guide's effect (``effect_size`` SDs at the
+#: edge, and the same span from the first row to the last), and 4 allele genes of 3 alleles, 2 of
+#: which differ from their wild type. The sizes are the effect's own unit, stated before any readout
+#: was run on it: a position alone then shifts a well by half of what an effect gene does.
+POSITION_DESIGN = ArrayedDesign(
+    control_wells_per_construct=16,
+    control_layout="scattered",
+    edge_effect=ArrayedDesign.effect_size,
+    row_gradient=ArrayedDesign.effect_size,
+    n_allele_genes=4,
+)
+
+
 def well_names(n: int, scattered_seed: int | None = None) -> list[str]:
     """The first ``n`` wells of a 384-well grid, read row by row from the centre outwards: the
     central wells first (where fixed control positions sit), then the rest. With
