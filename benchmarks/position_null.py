@@ -35,7 +35,7 @@ from phenoica.classify.null import NULL_GENE, GuideSamples, null_guide_design
 from phenoica.classify.options import ClassifyOptions, SplitOptions
 from phenoica.classify.splits import make_folds
 from phenoica.contract.config import validate_config
-from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, WELL, feature_columns
+from phenoica.contract.screen import BATCH, CONTROL, GUIDE, PERT_TYPE, WELL, feature_columns
 from phenoica.hits.calls import screen_calls
 from phenoica.screen import arrayed
 from phenoica.transforms.fit import fit_variants
