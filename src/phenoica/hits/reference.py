@@ -64,6 +64,7 @@ REFERENCE_COLUMNS: tuple[str, ...] = (
     "n_wells",
     "n_reference_wells",
     "n_folds_ok",
+    "n_folds_no_split",
     "auroc",
     "auroc_p_value",
     "auroc_q_value",
@@ -222,13 +223,16 @@ def pair_contrasts(table: pd.DataFrame, pairs: pd.DataFrame) -> list[Contrast]:
 
 def contrast_auroc(
     X: np.ndarray, contrast: Contrast, folds: Sequence[tuple[str, np.ndarray, np.ndarray]], options: ReferenceOptions
-) -> tuple[float, int]:
-    """(mean held-out AUROC over the scored folds, scored folds) of one contrast (module doc),
-    each fold's model seeded ``derive_seed(options.seed, "reference", gene, guide, reference, fold)``."""
+) -> tuple[float, int, int]:
+    """(mean held-out AUROC over the scored folds, scored folds, scored folds whose model made no
+    split) of one contrast (module doc), each fold's model seeded ``derive_seed(options.seed,
+    "reference", gene, guide, reference, fold)``. A model without a split predicts one value: its
+    AUROC is 0.5, as measured (LightGBM's ``min_data_in_leaf`` needs more rows than a few wells a
+    side give)."""
     import lightgbm as lgb
 
     params = options.booster_params()
-    aucs = []
+    aucs, no_split = [], 0
     for name, train, test in folds:
         a_train, r_train = contrast.rows[train[contrast.rows]], contrast.reference_rows[train[contrast.reference_rows]]
         a_test, r_test = contrast.rows[test[contrast.rows]], contrast.reference_rows[test[contrast.reference_rows]]
@@ -244,9 +248,10 @@ def contrast_auroc(
         booster = lgb.train(
             fold_params, lgb.Dataset(X[rows], y, free_raw_data=True), num_boost_round=options.num_boost_round
         )
+        no_split += int(booster.feature_importance(importance_type="split").sum() == 0)
         held = np.concatenate([a_test, r_test])
         aucs.append(metrics.auroc(np.r_[np.ones(len(a_test)), np.zeros(len(r_test))], booster.predict(X[held])))
-    return (float(np.mean(aucs)) if aucs else math.nan), len(aucs)
+    return (float(np.mean(aucs)) if aucs else math.nan), len(aucs), no_split
 
 
 def differing_features(
@@ -305,7 +310,7 @@ def reference_scores(
     centred = centered_on_plate_controls(X, table[PLATE].astype(str).to_numpy(), is_control)
     scale = centred[is_control].std(axis=0, ddof=1) if is_control.sum() > 1 else np.ones(X.shape[1])
     rows = []
-    for contrast, (auroc, n_ok), average in zip(real + nulls, scored, maps):
+    for contrast, (auroc, n_ok, n_flat), average in zip(real + nulls, scored, maps):
         rows.append(
             {
                 "model": model,
