@@ -134,5 +134,6 @@ def test_planted_allele_pairs_are_recovered_at_the_stated_fdr():
         alike_called += int((out["map_hit"] & ~truly).sum())
         calls += int(out["map_hit"].sum())
         assert not out["auroc_hit"].any() and (out["auroc"] == 0.5).all()
+        assert (out["n_folds_no_split"] == out["n_folds_ok"]).all() and (out["n_folds_ok"] == 2).all()
         assert out["differing_features"].str.count(r"SD\)").eq(5).all()
     assert differ_called >= 0.6 * differ and alike_called <= 0.05 * calls, (differ_called, differ, alike_called)

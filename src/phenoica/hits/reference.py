@@ -321,6 +321,7 @@ def reference_scores(
                 "n_wells": _n_wells(table, contrast.rows),
                 "n_reference_wells": _n_wells(table, contrast.reference_rows),
                 "n_folds_ok": n_ok,
+                "n_folds_no_split": n_flat,
                 "auroc": auroc,
                 "mean_average_precision": average,
                 "is_null": contrast.is_null,

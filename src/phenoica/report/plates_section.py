@@ -197,12 +197,20 @@ def build_reference(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         map_hits=("map_hit", "sum"),
         n_null=("n_null", "first"),
         scored=("auroc", lambda a: int(np.isfinite(a.to_numpy(dtype=float)).sum())),
+        folds=("n_folds_ok", "sum"),
+        flat=("n_folds_no_split", "sum"),
     )
     lines = [
         f"{m}/{v}: {int(r.pairs)} construct(s) against their reference; {int(r.auroc_hits)} called by the classifier "
         f"({int(r.scored)} scored), {int(r.map_hits)} by the mAP, at q < {ctx.options.q_threshold:g}, against "
         f"{int(r.n_null)} null contrast(s) of control wells at other positions (p no lower than "
         f"{1 / (int(r.n_null) + 1) if r.n_null else math.nan:.2g})."
+        + (
+            f" The classifier made no split in {int(r.flat)} of its {int(r.folds)} scored folds (too few wells a "
+            "side for LightGBM's leaves: AUROC 0.5)."
+            if r.flat
+            else ""
+        )
         for (m, v), r in called.iterrows()
     ]
     shown = table.sort_values(["model", "variant", "map_q_value", GENE, GUIDE]).head(40)
