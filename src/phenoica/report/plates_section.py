@@ -2,7 +2,7 @@
 
 "Plates" (inputs ``plate_wells``, ``positions``, ``null_layout``; :mod:`phenoica.hits.positions`):
 one plate map per batch under ``report/plates/{batch}.png`` (wells laid out as on the plate: each
-well's role, its construct's held-out AUROC, or its mAP q-value where the classifier scored none,
+well's role, its construct's held-out AUROC, or its mAP q-value where the mAP scored more constructs,
 and its cell count where the export has one; a batch's replicate plates are drawn as one, each
 well's values averaged over them), the position summary measured on the control wells with a
 sentence per model saying whether positions matter on this screen, and which layout the
@@ -38,8 +38,9 @@ POSITION_ALPHA = 0.05
 
 def construct_values(inputs: ReportInputs) -> tuple[pd.DataFrame, str]:
     """Per (gene, guide): the value a plate map shows and its label: the classifier's held-out
-    AUROC where it scored any construct, else the mAP readout's q-value; of the first model and
-    its ``base`` variant (the first variant without one). Empty without a hit table."""
+    AUROC, or the mAP readout's q-value where the mAP scored more constructs (as the hits are
+    ranked by the readout that scored the most); of the first model and its ``base`` variant (the
+    first variant without one). Empty without a hit table."""
     hits = inputs.table("hits")
     if hits is None:
         return pd.DataFrame(columns=[GENE, GUIDE, "value"]), ""
@@ -47,7 +48,7 @@ def construct_values(inputs: ReportInputs) -> tuple[pd.DataFrame, str]:
     variants = sorted(hits.loc[hits["model"] == model, "variant"].astype(str).unique())
     variant = "base" if "base" in variants else variants[0]
     sub = hits[(hits["model"] == model) & (hits["variant"] == variant)]
-    if sub["auroc"].notna().any():
+    if sub["auroc"].notna().sum() >= sub["map_q_value"].notna().sum():
         column, label = "auroc", f"held-out AUROC ({model}/{variant})"
     else:
         column, label = "map_q_value", f"mAP q-value ({model}/{variant})"
