@@ -196,3 +196,43 @@ def test_the_position_aware_null_keeps_guides_without_effect_uncalled_at_edges()
         calls[name] = len(called)
     assert len(false["plain"]) >= 2 and false["position"] == [], false
     assert calls["position"] >= 16  # it still calls (the effect genes shift twice what a position does)
+
+
+# --------------------------------------------------------------------------- the report's plate maps
+
+
+def test_the_report_draws_a_plate_map_per_batch_and_says_whether_positions_matter(tmp_path):
+    from phenoica.report.inputs import ReportInputs
+    from phenoica.report.plates_section import build_plates, construct_values
+    from phenoica.report.sections import ReportContext
+    from tests.report_fixtures import report_options
+
+    profiles, _ = _profiles(PLANTED)
+    wells = plate_wells(profiles)
+    guides = profiles.loc[profiles[PERT_TYPE] != CONTROL, ["Metadata_Gene", GUIDE]].drop_duplicates()
+    hits = guides.assign(model="m", variant="base", auroc=0.7, map_q_value=np.nan)
+    none = pd.DataFrame()
+    inputs = ReportInputs(
+        guide_folds=none, guides=none, genes=none, hits=hits, plate_wells=wells,
+        positions=position_summary(profiles, "m", seed=0, n_permutations=99),
+        null_layout=pd.DataFrame([{"model": "m", "setting": "auto", "layout": "position", "reason": "auto: ...",
+                                   "position_capacity": 64}]),
+    )  # fmt: skip
+    out = build_plates(inputs, ReportContext(tmp_path / "report", report_options(), none, none, none))
+    assert sorted(p.name for p in (tmp_path / "report" / "plates").glob("*.png")) == ["batch1.png", "batch2.png"]
+    text = " ".join(str(b) for b in out.page[0].blocks)
+    assert "m: positions matter on this screen: position explains" in text
+    assert (
+        "the classifier's null is position" in text
+        and "control wells (over all plates) sit at the plate's edge" in text
+    )
+    assert list(out.tables["positions"]["measure"]) == ["position", "edge", "row", "column"]
+    # the readout that scored more constructs is shown
+    values, label = construct_values(inputs)
+    assert label.startswith("held-out AUROC") and (values["value"] == 0.7).all()
+    only_map = ReportInputs(guide_folds=none, guides=none, genes=none, hits=hits.assign(auroc=np.nan, map_q_value=0.01))
+    assert construct_values(only_map)[1].startswith("mAP q-value")
+    # without the plate's tables the section adds nothing (its folder exists for the report rule)
+    empty = build_plates(ReportInputs(guide_folds=none, guides=none, genes=none), ReportContext(
+        tmp_path / "other", report_options(), none, none, none))  # fmt: skip
+    assert empty.page == [] and (tmp_path / "other" / "plates").is_dir()
