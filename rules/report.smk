@@ -30,6 +30,10 @@ rule report:
         ),
         annotations=INPUTS.biomap_annotations(),
         sweep=INPUTS.sweeps(),  # the component sweep per model
+        plate_wells=PATHS.hits.plate_wells,  # the plate maps, the position summary, the null's layout
+        positions=PATHS.hits.positions,
+        null_layout=PATHS.hits.null_layout,
+        reference=INPUTS.reference(),  # each construct against its reference, when one is declared
     output:
         markdown=PATHS.report.markdown,
         html=PATHS.report.html,
@@ -45,6 +49,7 @@ rule report:
             caption="../docs/report_caption.rst",
             category="Tables",
         ),
+        plates=directory(PATHS.report.plates),
         gallery=directory(PATHS.report.gallery),
         interactive=PATHS.report.interactive,
         interactive_assets=directory(PATHS.report.interactive_assets),

@@ -11,7 +11,7 @@ from phenoica.report.write import write_report
 from phenoica.utils.written import record_written
 
 # the folders a rerun replaces whole list the files written there (the door tells them from a user's)
-folders = [snakemake.output[k] for k in ("figures", "tables", "gallery", "interactive_assets")]
+folders = [snakemake.output[k] for k in ("figures", "tables", "plates", "gallery", "interactive_assets")]
 record_written(*folders, complete=False)
 
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs

@@ -294,7 +294,14 @@ RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
     "transforms.ica_max_iter": (300, {"fit_transforms": 2, **AFTER_THE_VARIANTS}),
     "embed.intensity_max": (
         200.0,
-        {"embed": 6, "gather_profiles": 2, "fit_transforms": 2, "splits": 2, **AFTER_THE_VARIANTS},
+        {
+            "embed": 6,
+            "gather_profiles": 2,
+            "fit_transforms": 2,
+            "splits": 2,
+            "plate_positions": 1,
+            **AFTER_THE_VARIANTS,
+        },
     ),
 }
 

@@ -150,7 +150,7 @@ def classifier_capacity(
         calls, null_reason = False, "classify.n_null_guides is 0: no null, so no classifier hit calls"
     else:
         try:
-            nulls = null_guide_design(table, options.n_null_guides, seed)
+            nulls = null_guide_design(table, options.n_null_guides, seed, layout=options.null_layout)
         except ScreenError as exc:
             nulls, null_reason = [], str(exc)
             calls = False

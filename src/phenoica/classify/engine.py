@@ -513,7 +513,7 @@ def classify_shard(
     if not 0 <= shard < n_shards:
         raise ValueError(f"classify_shard: shard {shard} is not in 0..{n_shards - 1}")
     log = log or logging.getLogger(__name__)
-    design = null_guide_design(table, options.n_null_guides, options.seed, log)
+    design = null_guide_design(table, options.n_null_guides, options.seed, log, options.null_layout)
     nulls = design[shard::n_shards] + control_constructs(table)[shard::n_shards]
     pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
     genes = shard_genes(table.loc[pert, GENE].astype(str).unique().tolist(), n_shards)[shard]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Mapping
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
@@ -12,7 +12,7 @@ from scipy import stats
 
 from phenoica.classify.features import feature_matrix
 from phenoica.classify.map_null import settled_null_counts
-from phenoica.classify.null import control_mask
+from phenoica.classify.null import control_mask, well_units
 from phenoica.classify.options import MapReadoutOptions
 from phenoica.contract.screen import (
     CONTROL,
@@ -232,3 +232,62 @@ def guide_map_files(
             len(out),
             int((out["map_q_value"] < 0.05).sum()),
         )
+
+
+#: copairs' column of a reference contrast's number (:func:`reference_map`).
+CONTRAST = "Metadata_MapContrast"
+
+
+def _well_means(X: np.ndarray, units: np.ndarray, rows: np.ndarray) -> np.ndarray:
+    """The mean of ``X`` over each well (``units``) of ``rows``, wells in order."""
+    codes, inverse = np.unique(units[rows], return_inverse=True)
+    sums = np.zeros((len(codes), X.shape[1]))
+    np.add.at(sums, inverse, X[rows])
+    return sums / np.bincount(inverse, minlength=len(codes))[:, None]
+
+
+def reference_map(
+    table: pd.DataFrame, contrasts: Sequence[Any], X: np.ndarray, log: logging.Logger | None = None
+) -> np.ndarray:
+    """The mAP of each contrast (``rows`` against ``reference_rows``, positional rows of ``table``
+    whose features are ``X``; :class:`phenoica.hits.reference.Contrast`): copairs' mean average
+    precision of the wells of ``rows`` (positives of each other) against the wells of
+    ``reference_rows`` as negatives, on well means (sites averaged). As :func:`guide_map`, each
+    plate is first taken from its control wells' centre (:func:`control_centre`); then each
+    contrast's wells from the mean of its reference's wells, so that cosine similarity reads the
+    construct's difference from its reference, not the shift both share from the controls (a wild
+    type's own phenotype). NaN for a contrast with a single well on a side."""
+    from copairs.map import average_precision
+
+    out = np.full(len(contrasts), np.nan)
+    if not len(contrasts):
+        return out
+    centred = centered_on_plate_controls(X, table[PLATE].astype(str).to_numpy(), control_mask(table), log)
+    units = well_units(table)
+    blocks, metas = [], []
+    for i, contrast in enumerate(contrasts):
+        side = _well_means(centred, units, np.asarray(contrast.rows))
+        reference = _well_means(centred, units, np.asarray(contrast.reference_rows))
+        if len(side) < 2 or len(reference) < 1:
+            continue
+        centre = reference.mean(axis=0)
+        blocks += [side - centre, reference - centre]
+        metas.append(
+            pd.DataFrame(
+                {
+                    GROUP: [f"{i}"] * len(side) + [f"{i}\x1ereference{k}" for k in range(len(reference))],
+                    CONTRAST: i,
+                    IS_CONTROL: [False] * len(side) + [True] * len(reference),
+                }
+            )
+        )
+    if not metas:
+        return out
+    meta = pd.concat(metas, ignore_index=True)
+    ap = average_precision(
+        meta, np.vstack(blocks), [GROUP], [], [CONTRAST], [IS_CONTROL], distance="cosine", progress_bar=False
+    )
+    ap = ap[~ap[IS_CONTROL].astype(bool)]
+    means = ap.groupby(CONTRAST)["average_precision"].mean()
+    out[means.index.to_numpy(dtype=int)] = means.to_numpy(dtype=float)
+    return out

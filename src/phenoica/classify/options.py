@@ -38,6 +38,7 @@ class ClassifyOptions(NamedTuple):
     model replaces with its own. ``protocol`` is ``exact`` or ``fast``
     (:mod:`phenoica.classify.protocol`); the fast protocol's fold groups and training-control
     cap are read through :attr:`max_fold_groups` and :attr:`max_train_controls` (None under ``exact``).
+    ``null_layout`` is the null's layout (:func:`phenoica.classify.null.null_layout_choice`).
     """
 
     seed: Annotated[int, Setting("seed")]
@@ -53,6 +54,7 @@ class ClassifyOptions(NamedTuple):
     protocol: Annotated[str, Setting("classify.protocol")]
     fast_train_controls: Annotated[int, Setting("classify.fast_train_controls")]
     fast_fold_groups: Annotated[int, Setting("classify.fast_fold_groups")]
+    null_layout: Annotated[str, Setting("classify.null_layout")]
 
     @property
     def max_train_controls(self) -> int | None:

@@ -57,6 +57,10 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
         "hits": "hits/hits.parquet",
         "null": "hits/null.parquet",
         "controls": "hits/controls.parquet",
+        "plate_wells": "hits/plate_wells.parquet",
+        "positions": "hits/positions.parquet",
+        "null_layout": "hits/null_layout.parquet",
+        "reference": "hits/reference.parquet",
     },
     "identifiability": {
         "align": "identifiability/align/{variant}.parquet",
@@ -76,6 +80,7 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
         "markdown": "report/report.md",
         "html": "report/index.html",
         "figures": "report/figures",
+        "plates": "report/plates",
         "tables": "report/tables",
         "gallery": "report/gallery",
         "interactive": "report/interactive.html",

@@ -1,9 +1,12 @@
-"""What the hit calls read: :class:`HitOptions`, the ``call_hits`` rule's params."""
+"""What the hit calls read: :class:`HitOptions`, the ``call_hits`` rule's params; the plate's
+positions (:class:`PositionOptions`, rule ``plate_positions``) and the reference readout
+(:class:`ReferenceOptions`, rule ``reference``)."""
 
 from __future__ import annotations
 
-from typing import Annotated, NamedTuple
+from typing import Annotated, Any, NamedTuple
 
+from phenoica.classify.options import model_parameters, run_time_parameters
 from phenoica.contract.stage_options import Setting, stage_options
 
 
@@ -25,3 +28,38 @@ class HitOptions(NamedTuple):
     def with_null(self) -> bool:
         """Whether the screen has pseudo-guides, so p-values, q-values and calls."""
         return self.n_null_guides > 0
+
+
+@stage_options("plate_positions")
+class PositionOptions(NamedTuple):
+    """The settings of the plate's positions (:func:`phenoica.hits.positions.plate_position_files`):
+    the seed of the position summary's permutations, and the classifier null's layout setting and
+    size (:func:`phenoica.classify.null.null_layout_choice` says which layout the null takes)."""
+
+    seed: Annotated[int, Setting("seed")]
+    null_layout: Annotated[str, Setting("classify.null_layout")]
+    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+
+
+@stage_options("reference")
+class ReferenceOptions(NamedTuple):
+    """The settings of the reference readout (:func:`phenoica.hits.reference.reference_files`):
+    the declared reference (``screen.reference``), the classifiers' settings as the classify jobs
+    read them, the null's size (``classify.n_null_guides`` null contrasts at most) and the q-value
+    of the calls."""
+
+    seed: Annotated[int, Setting("seed")]
+    reference: Annotated[dict[str, str] | None, Setting("screen.reference")]
+    lightgbm: Annotated[dict[str, Any], Setting("classify.lightgbm", read=model_parameters)]
+    lightgbm_run_time: Annotated[dict[str, Any], Setting("classify.lightgbm", run_time=True, read=run_time_parameters)]
+    num_boost_round: Annotated[int, Setting("classify.num_boost_round")]
+    min_train_samples: Annotated[int, Setting("classify.min_train_samples")]
+    min_test_samples: Annotated[int, Setting("classify.min_test_samples")]
+    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+    q_threshold: Annotated[float, Setting("hits.q_threshold")]
+
+    def booster_params(self) -> dict[str, Any]:
+        """LightGBM's parameters for :func:`lightgbm.train`, as the classify jobs build them."""
+        from phenoica.classify.lightgbm_params import lightgbm_params  # imports lightgbm: only here
+
+        return lightgbm_params({**self.lightgbm, **self.lightgbm_run_time}, self.seed)

@@ -50,7 +50,9 @@ class ReportInputs:
     :attr:`phenoica.report.options.ReportOptions.annotation_sources` and loaded with the biomap
     tables); ``profile_hygiene``: model -> the profile hygiene's plan
     (:meth:`phenoica.profiles.hygiene.HygienePlan.as_dict`); ``notes``: the run's notes
-    (:func:`phenoica.report.run_notes.run_notes`)."""
+    (:func:`phenoica.report.run_notes.run_notes`); ``plate_wells``, ``positions``, ``null_layout``:
+    the plate's wells, the position summary and the null's layout (:mod:`phenoica.hits.positions`);
+    ``reference``: each construct against its declared reference (:mod:`phenoica.hits.reference`)."""
 
     guide_folds: pd.DataFrame
     guides: pd.DataFrame
@@ -72,6 +74,10 @@ class ReportInputs:
     annotations: Sequence[str] = ()
     profile_hygiene: Mapping[str, Any] | None = None
     notes: pd.DataFrame | None = None
+    plate_wells: pd.DataFrame | None = None
+    positions: pd.DataFrame | None = None
+    null_layout: pd.DataFrame | None = None
+    reference: pd.DataFrame | None = None
 
     def present(self, name: str) -> bool:
         """Whether field ``name`` holds something to report (not None, not empty)."""
@@ -123,4 +129,8 @@ def read_inputs(inp: Any, params: Any) -> ReportInputs:
         annotations=list(inp.annotations),
         profile_hygiene={m: json.loads(Path(p).read_text()) for m, p in zip(params.model_names, inp.profile_hygiene)},
         notes=run_notes(params.notes, params.sweep_logs),
+        plate_wells=pd.read_parquet(inp.plate_wells),
+        positions=pd.read_parquet(inp.positions),
+        null_layout=pd.read_parquet(inp.null_layout),
+        reference=pd.read_parquet(inp.reference[0]) if inp.reference else None,
     )

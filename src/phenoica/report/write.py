@@ -21,6 +21,7 @@ from phenoica.report.inputs import ReportInputs
 from phenoica.report.notes_section import NOTES
 from phenoica.report.options import ReportOptions
 from phenoica.report.pages import PAGES
+from phenoica.report.plates_section import PLATES, REFERENCE
 from phenoica.report.sections import ReportContext, ReportLayout, Section, SectionOutput
 from phenoica.report.sweep import SWEEP
 
@@ -44,6 +45,8 @@ SECTIONS: tuple[Section, ...] = (
     PAGES,
     scores.HIT_CALLS,
     scores.VARIANTS,
+    PLATES,
+    REFERENCE,
     HYGIENE,
     scores.TRUTH,
     scores.ACTIVITY,

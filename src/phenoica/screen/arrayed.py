@@ -30,6 +30,24 @@ perturbations show in published arrayed screens:
 - the last control construct (``control_effect_construct``) shifts one programme by
   ``control_effect`` SDs: controls that differ from one another, as real control constructs do.
 
+Arrayed screens' own questions (off by default: the screen above is then unchanged, byte for
+byte):
+
+- **position**: the plate's edges and rows carry their own effect, the same on every plate (the
+  evaporation of edge wells, a gradient along the dispensing order): edge wells (the outer ring
+  of the 384-well grid) shift one programme by ``edge_effect`` SDs, and each well shifts another
+  by ``row_gradient`` x (row / (rows - 1) - 1/2) SDs (``row_gradient`` from the first row to the
+  last). The two programmes are drawn from their own stream; ``control_layout: "scattered"``
+  puts every well (controls too) at a seeded position of the whole plate instead of the central
+  block, so that the controls sit where the guides sit, edges included;
+- **alleles**: ``n_allele_genes`` ORF-style genes, each with a wild-type construct named like its
+  gene (the reference) and ``alleles_per_gene`` alleles (``{gene}_Var{k}``). The wild type shifts
+  ``programmes_per_effect`` programmes by ``effect_size`` (overexpression has a phenotype); every
+  allele carries its wild type's shift, and the first ``alleles_with_effect`` of each gene
+  ``programmes_per_effect`` more programmes of their own by ``effect_size`` SDs. The profiles then
+  carry ``Metadata_Reference`` (an allele's wild type; empty elsewhere), and the truth
+  ``reference`` and ``differs_from_reference``.
+
 Beside the profiles it writes ``truth.parquet``: one row per guide and per control construct
 (gene, guide, PertType, ``has_effect``). Seeds: ``rng_for(seed, "arrayed", purpose, ...)``.
 ``python -m phenoica.screen.arrayed --out scenario_data/arrayed`` writes it.
@@ -57,6 +75,10 @@ COMPARTMENTS: tuple[str, ...] = ("Cells", "Cytoplasm", "Nuclei")
 FEATURE_REGEX = "(Cells|Cytoplasm|Nuclei)_.*"
 #: Rows and columns of the simulated plate (a 384-well plate's grid).
 PLATE_ROWS, PLATE_COLUMNS = "ABCDEFGHIJKLMNOP", 24
+#: Where the control wells sit: the plate's central block, or seeded positions over the whole plate.
+CONTROL_LAYOUTS: tuple[str, ...] = ("centre", "scattered")
+#: The column of the profiles that names an allele's reference construct (its wild type).
+REFERENCE = "Metadata_Reference"
 
 
 @dataclass(frozen=True)
@@ -79,12 +101,29 @@ class ArrayedDesign:
     noise_sd: float = 0.5  # per-feature noise, in units of a programme's loading
     batch_sd: float = 1.0  # SD of a batch's offset of each feature
     plate_sd: float = 0.3  # SD of a plate's offset of each feature
+    control_layout: str = "centre"  # or "scattered": every well at a seeded position of the whole plate
+    edge_effect: float = 0.0  # shift of one programme in the plate's edge wells, in its SDs
+    row_gradient: float = 0.0  # shift of another programme from the first row to the last, in its SDs
+    n_allele_genes: int = 0  # genes with a wild-type construct (the reference) and alleles
+    alleles_per_gene: int = 3
+    alleles_with_effect: int = 2  # alleles per gene that differ from their wild type
 
     def __post_init__(self) -> None:
         counts = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.type in ("int", int)}
-        low = {k: v for k, v in counts.items() if v < (0 if k == "n_null_genes" else 1)}
+        may_be_zero = ("n_null_genes", "n_allele_genes", "alleles_with_effect")
+        low = {k: v for k, v in counts.items() if v < (0 if k in may_be_zero else 1)}
         if low:
-            raise ValueError(f"arrayed screen: counts must be >= 1 (n_null_genes >= 0), got {low}")
+            raise ValueError(f"arrayed screen: counts must be >= 1 ({', '.join(may_be_zero)} >= 0), got {low}")
+        if self.control_layout not in CONTROL_LAYOUTS:
+            raise ValueError(
+                f"arrayed screen: control_layout must be one of {CONTROL_LAYOUTS}, got {self.control_layout!r}"
+            )
+        if self.alleles_with_effect > self.alleles_per_gene:
+            raise ValueError("arrayed screen: alleles_with_effect exceeds alleles_per_gene")
+        if (self.edge_effect or self.row_gradient) and self.n_latent < 2:
+            raise ValueError(
+                "arrayed screen: a position effect needs n_latent >= 2 (one programme for edges, one for rows)"
+            )
         if self.n_batches < 2:
             raise ValueError(f"arrayed screen: n_batches must be >= 2 (leave-one-batch-out), got {self.n_batches}")
         if self.plate_maps > self.n_guides:
@@ -104,7 +143,8 @@ class ArrayedDesign:
 
     @property
     def n_guides(self) -> int:
-        return self.n_genes * self.guides_per_gene
+        """Perturbation constructs: every gene's guides, and every allele gene's wild type and alleles."""
+        return self.n_genes * self.guides_per_gene + self.n_allele_genes * (1 + self.alleles_per_gene)
 
     @property
     def control_wells(self) -> int:
@@ -133,13 +173,52 @@ class ArrayedDesign:
         return [f"NTC_{i + 1}" for i in range(self.n_control_constructs)]
 
 
-def well_names(n: int) -> list[str]:
+#: The screen of the ``arrayed_plates`` scenario: the default screen with controls scattered over the
+#: whole plate (4 constructs at 16 positions each, 64 control wells per plate, as JUMP's plates hold
+#: 64), a position effect the size of one programme of a guide's effect (``effect_size`` SDs at the
+#: edge, and the same span from the first row to the last), and 4 allele genes of 3 alleles, 2 of
+#: which differ from their wild type. The sizes are the effect's own unit, stated before any readout
+#: was run on it: a position alone then shifts a well by half of what an effect gene does.
+POSITION_DESIGN = ArrayedDesign(
+    control_wells_per_construct=16,
+    control_layout="scattered",
+    edge_effect=ArrayedDesign.effect_size,
+    row_gradient=ArrayedDesign.effect_size,
+    n_allele_genes=4,
+)
+
+
+def well_names(n: int, scattered_seed: int | None = None) -> list[str]:
     """The first ``n`` wells of a 384-well grid, read row by row from the centre outwards: the
-    central wells first (where fixed control positions sit), then the rest."""
+    central wells first (where fixed control positions sit), then the rest. With
+    ``scattered_seed``, ``n`` wells of the whole grid in a seeded order instead."""
     grid = [(r, c) for r in range(len(PLATE_ROWS)) for c in range(PLATE_COLUMNS)]
-    centre = ((len(PLATE_ROWS) - 1) / 2, (PLATE_COLUMNS - 1) / 2)
-    grid.sort(key=lambda rc: (abs(rc[0] - centre[0]) + abs(rc[1] - centre[1]), rc))
+    if scattered_seed is not None:
+        grid = [grid[i] for i in rng_for(scattered_seed, "arrayed", "scattered").permutation(len(grid))]
+    else:
+        centre = ((len(PLATE_ROWS) - 1) / 2, (PLATE_COLUMNS - 1) / 2)
+        grid.sort(key=lambda rc: (abs(rc[0] - centre[0]) + abs(rc[1] - centre[1]), rc))
     return [f"{PLATE_ROWS[r]}{c + 1:02d}" for r, c in grid[:n]]
+
+
+def well_position(well: str) -> tuple[int, int]:
+    """(row, column), from 0, of a well named like ``A01``."""
+    return PLATE_ROWS.index(well[0]), int(well[1:]) - 1
+
+
+def position_shifts(design: ArrayedDesign, wells: list[str], seed: int) -> np.ndarray:
+    """Each well's shift of the programmes by its position (module doc): ``edge_effect`` on one
+    programme in edge wells, ``row_gradient`` along the rows on another; zeros when both are 0."""
+    out = np.zeros((len(wells), design.n_latent))
+    if not (design.edge_effect or design.row_gradient):
+        return out
+    edge_programme, row_programme = rng_for(seed, "arrayed", "position").choice(design.n_latent, 2, replace=False)
+    last_row, last_column = len(PLATE_ROWS) - 1, PLATE_COLUMNS - 1
+    for i, well in enumerate(wells):
+        r, c = well_position(well)
+        out[i, edge_programme] += design.edge_effect * (r in (0, last_row) or c in (0, last_column))
+        out[i, row_programme] += design.row_gradient * (r / last_row - 0.5)
+    return out
 
 
 def screen_truth(design: ArrayedDesign, seed: int) -> pd.DataFrame:
@@ -161,6 +240,7 @@ def screen_truth(design: ArrayedDesign, seed: int) -> pd.DataFrame:
                     "programmes": ",".join(f"{int(p)}{'+' if s > 0 else '-'}" for p, s in zip(programmes, signs)),
                 }
             )
+    rows += allele_truth(design, seed)
     for i, guide in enumerate(design.control_guides()):
         differs = i == design.n_control_constructs - 1 and design.control_effect > 0
         rows.append(
@@ -172,7 +252,38 @@ def screen_truth(design: ArrayedDesign, seed: int) -> pd.DataFrame:
                 "programmes": "0+" if differs else "",
             }
         )
-    return pd.DataFrame(rows)
+    truth = pd.DataFrame(rows)
+    if design.n_allele_genes:
+        truth[REFERENCE_TRUTH] = truth[REFERENCE_TRUTH].fillna("")
+        truth["differs_from_reference"] = truth["differs_from_reference"].eq(True)
+    return truth
+
+
+#: The truth's columns of the allele pairs: an allele's wild type, and whether it differs from it.
+REFERENCE_TRUTH = "reference"
+
+
+def allele_truth(design: ArrayedDesign, seed: int) -> list[dict[str, Any]]:
+    """The truth rows of the allele genes (module doc): per gene ``ORF{g}``, its wild type ``ORF{g}``
+    and alleles ``ORF{g}_Var{k}``; programmes drawn from their own stream, so the other genes'
+    draws do not change."""
+    rng = rng_for(seed, "arrayed", "alleles")
+    rows: list[dict[str, Any]] = []
+    for g in range(design.n_allele_genes):
+        gene = f"ORF{g + 1:02d}"
+        wild = rng.choice(design.n_latent, size=design.programmes_per_effect, replace=False)
+        spec = ",".join(f"{int(p)}{'+' if s > 0 else '-'}" for p, s in zip(wild, rng.choice([-1.0, 1.0], len(wild))))
+        rows.append({GENE: gene, GUIDE: gene, PERT_TYPE: PERTURBATION, "has_effect": True, "programmes": spec,
+                     REFERENCE_TRUTH: "", "differs_from_reference": False})  # fmt: skip
+        for k in range(design.alleles_per_gene):
+            own = rng.choice(design.n_latent, size=design.programmes_per_effect, replace=False)
+            signs = rng.choice([-1.0, 1.0], size=len(own))
+            differs = k < design.alleles_with_effect
+            extra = ",".join(f"{int(p)}{'+' if s > 0 else '-'}" for p, s in zip(own, signs)) if differs else ""
+            rows.append({GENE: gene, GUIDE: f"{gene}_Var{k + 1}", PERT_TYPE: PERTURBATION, "has_effect": True,
+                         "programmes": ",".join(filter(None, (spec, extra))), REFERENCE_TRUTH: gene,
+                         "differs_from_reference": differs})  # fmt: skip
+    return rows
 
 
 def plate_layout(design: ArrayedDesign, truth: pd.DataFrame, seed: int, plate_map: int = 0) -> pd.DataFrame:
@@ -186,8 +297,8 @@ def plate_layout(design: ArrayedDesign, truth: pd.DataFrame, seed: int, plate_ma
     order = order[plate_map * design.guides_per_map : (plate_map + 1) * design.guides_per_map]
     content = [row for _, row in controls.iterrows() for _ in range(design.control_wells_per_construct)]
     content += [guides.iloc[i] for i in order]
-    wells = well_names(len(content))
-    return pd.DataFrame(
+    wells = well_names(len(content), seed if design.control_layout == "scattered" else None)
+    layout = pd.DataFrame(
         {
             WELL: wells,
             GENE: [r[GENE] for r in content],
@@ -195,6 +306,9 @@ def plate_layout(design: ArrayedDesign, truth: pd.DataFrame, seed: int, plate_ma
             PERT_TYPE: [r[PERT_TYPE] for r in content],
         }  # fmt: skip
     )
+    if design.n_allele_genes:
+        layout[REFERENCE] = [r[REFERENCE_TRUTH] for r in content]
+    return layout
 
 
 def _shifts(design: ArrayedDesign, truth: pd.DataFrame) -> dict[str, np.ndarray]:
@@ -227,6 +341,7 @@ def batch_profiles(
     loadings = rng_for(seed, "arrayed", "loadings").normal(size=(design.n_latent, design.n_features))
     loadings /= np.sqrt(design.n_latent)
     shifts = _shifts(design, truth)
+    positions = position_shifts(design, layout[WELL].tolist(), seed)
     batch_offset = rng_for(seed, "arrayed", "batch", batch).normal(scale=design.batch_sd, size=design.n_features)
     parts = []
     for p in range(design.plates_per_batch):
@@ -234,13 +349,16 @@ def batch_profiles(
         rng = rng_for(seed, "arrayed", "plate", plate)
         plate_offset = rng.normal(scale=design.plate_sd, size=design.n_features)
         z = rng.normal(size=(len(layout), design.n_latent)) + np.stack([shifts[g] for g in layout[GUIDE]])
+        if positions.any():
+            z += positions
         x = z @ loadings + rng.normal(scale=design.noise_sd, size=(len(layout), design.n_features))
         x += batch_offset + plate_offset
         x = normalize_to_controls(x, (layout[PERT_TYPE] == CONTROL).to_numpy())
         meta = layout.assign(**{BATCH: f"batch{batch + 1}", PLATE: f"plate{plate + 1:02d}"})
         parts.append(pd.concat([meta, pd.DataFrame(x.astype(np.float32), columns=design.feature_names())], axis=1))
     table = pd.concat(parts, ignore_index=True)
-    return table[[BATCH, PLATE, WELL, GENE, GUIDE, PERT_TYPE, *design.feature_names()]]
+    extra = [REFERENCE] if REFERENCE in layout.columns else []
+    return table[[BATCH, PLATE, WELL, GENE, GUIDE, PERT_TYPE, *extra, *design.feature_names()]]
 
 
 def write_screen(out_dir: Path | str, seed: int = 0, design: ArrayedDesign | None = None) -> dict[str, Any]:

@@ -19,7 +19,10 @@ writes, from the demo scenario's ``demo`` section and ``seed``:
   ``sources.parquet``; source ``embeddings``), drawn from ``seed``;
 - ``arrayed/``: the arrayed per-well profile screen of :mod:`phenoica.screen.arrayed`
   (``profiles/{batch}.parquet`` with CellProfiler-style feature columns, ``truth.parquet``; source
-  ``embeddings`` with ``feature_regex``), drawn from ``seed``.
+  ``embeddings`` with ``feature_regex``), drawn from ``seed``;
+- ``arrayed_plates/``: the same screen with a position effect, controls scattered over the plate
+  and allele pairs with their wild type (:data:`phenoica.screen.arrayed.POSITION_DESIGN`; the
+  profiles name each allele's reference in ``Metadata_Reference``).
 
 The ``varchamp`` scenario needs nothing written: its screen is a real public export that ships in
 the repository (``data/varchamp-batch12/``, with its licence), read with a config alone.
@@ -59,6 +62,7 @@ SCENARIOS: tuple[str, ...] = (
     "positive_control",
     "cell_state",
     "arrayed",
+    "arrayed_plates",
     "varchamp",
 )
 #: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.screen.known_truth`.
@@ -201,6 +205,7 @@ def prepare(demo: DemoOptions, out_dir: Path | str = DATA_DIR) -> dict[str, Path
         "embeddings": write_embeddings(out / "embeddings", seed)[0].parent,
         **{name: write_screen(out / name, seed, name)["embeddings"] for name in KNOWN_TRUTH_SCREENS},
         "arrayed": arrayed.write_screen(out / "arrayed", seed)["profiles"],
+        "arrayed_plates": arrayed.write_screen(out / "arrayed_plates", seed, arrayed.POSITION_DESIGN)["profiles"],
     }
 
 

@@ -234,7 +234,7 @@ def _score_count(
     meta = profiles[[c for c in profiles.columns if c not in features]].reset_index(drop=True)
     table = pd.concat([meta, pd.DataFrame(Z, columns=[component_name(i) for i in range(Z.shape[1])])], axis=1)
     scoring = options.scoring()  # every guide and the null's pseudo-guides, as one shard; no control constructs
-    nulls = null_guide_design(table, scoring.n_null_guides, scoring.seed)
+    nulls = null_guide_design(table, scoring.n_null_guides, scoring.seed, layout=scoring.null_layout)
     rows = classify_guides(table, None, folds, scoring, variant, model, nulls=nulls)
     row, calls = summarize_point(MainPoint(table, rows), options, variant, model, start)
     record = _record(model, variant, count, chosen, row)

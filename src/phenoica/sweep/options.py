@@ -47,6 +47,7 @@ class SweepOptions(NamedTuple):
     map_null_size: Annotated[int, Setting("classify.map_null_size")]
     map_max_null_size: Annotated[int, Setting("classify.map_max_null_size")]
     null_model: Annotated[str, Setting("hits.null_model")]
+    null_layout: Annotated[str, Setting("classify.null_layout")]
     # the fit of every point but its component count: the main run's
     variants: Annotated[list[str], Setting("transforms.variants", read=swept_variants)]
     fit_on: Annotated[str, Setting("transforms.fit_on")]
@@ -92,6 +93,7 @@ class SweepOptions(NamedTuple):
             protocol=self.protocol,
             fast_train_controls=self.fast_train_controls,
             fast_fold_groups=self.fast_fold_groups,
+            null_layout=self.null_layout,
         )
 
     def transforms_at(self, n_components: int) -> TransformOptions:

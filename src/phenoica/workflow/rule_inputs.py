@@ -179,6 +179,10 @@ class RuleInputs:
             return expand(self.out.classify.map, model=self.models, variant=self.variants)
         return expand(self.out.classify.map, variant=variants, model=model or "{model}")
 
+    def reference(self) -> list[str]:
+        """The reference readout's table, when ``screen.reference`` declares a reference."""
+        return [self.out.hits.reference] if self.config["screen"]["reference"] else []
+
     def truth(self) -> list[str]:
         """The demo's per-guide ground truth (only the demo has one)."""
         return [self.out.screen.truth] if self.source == "demo" else []

@@ -1,0 +1,139 @@
+"""A reference other than the controls (phenoica.hits.reference): the declared pairs, the null
+contrasts built like the real ones, both readouts, and the planted allele pairs recovered."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phenoica.classify.options import SplitOptions
+from phenoica.classify.splits import make_folds
+from phenoica.contract.config import validate_config
+from phenoica.contract.errors import ConfigError
+from phenoica.contract.screen import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
+from phenoica.hits.options import ReferenceOptions
+from phenoica.hits.reference import (
+    NULL_CONTRAST,
+    empirical_p,
+    null_contrasts,
+    pair_contrasts,
+    reference_pairs,
+    reference_scores,
+)
+from phenoica.screen import arrayed
+
+SMALL = dataclasses.replace(arrayed.POSITION_DESIGN, n_features=60, n_latent=12)
+
+
+def _profiles(design: arrayed.ArrayedDesign, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    truth = arrayed.screen_truth(design, seed)
+    layout = arrayed.plate_layout(design, truth, seed)
+    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
+    return pd.concat(parts, ignore_index=True), truth
+
+
+def _orf_plate() -> pd.DataFrame:
+    """One plate in VarChAMP's shape: constructs in 2 x 2 blocks, 4 control constructs of one block each."""
+    rows = []
+    blocks = {"ALK": "A01", "ALK_Arg1275Gln": "A03", "MVK": "A05", "MVK_Ala2Val": "A07", "OTHER_Var1": "A09"}
+    controls = {"NC1": "C01", "NC2": "C03", "NC3": "C05", "NC4": "C07"}
+    for guide, corner in {**blocks, **controls}.items():
+        r, c = ord(corner[0]) - 65, int(corner[1:]) - 1
+        for dr in (0, 1):
+            for dc in (0, 1):
+                rows.append({
+                    "Metadata_Batch": "b1", PLATE: "p1", WELL: f"{chr(65 + r + dr)}{c + dc + 1:02d}",
+                    GENE: guide.split("_")[0], GUIDE: guide, PERT_TYPE: CONTROL if guide in controls else "perturbation",
+                })  # fmt: skip
+    table = pd.DataFrame(rows)
+    rng = np.random.default_rng(0)
+    for j in range(6):
+        table[f"Cells_F{j}"] = rng.normal(size=len(table))
+    return table
+
+
+def test_pairs_by_rule_and_by_column():
+    table = _orf_plate()
+    pairs = reference_pairs(table, {"rule": "named_like_gene"})
+    assert pairs.values.tolist() == [["ALK", "ALK_Arg1275Gln", "ALK"], ["MVK", "MVK_Ala2Val", "MVK"]]
+    table["Metadata_Reference"] = table[GUIDE].map({"ALK_Arg1275Gln": " ALK ", "OTHER_Var1": "MVK"}).fillna("")
+    pairs = reference_pairs(table, {"column": "Metadata_Reference"})
+    assert pairs[[GUIDE, "reference"]].values.tolist() == [["ALK_Arg1275Gln", "ALK"], ["OTHER_Var1", "MVK"]]
+
+
+def test_bad_references_are_named():
+    table = _orf_plate()
+    with pytest.raises(ScreenError, match="'Metadata_Ref' is not a column"):
+        reference_pairs(table, {"column": "Metadata_Ref"})
+    table["Metadata_Reference"] = np.where(table[GUIDE] == "ALK_Arg1275Gln", "ALK1", "")
+    with pytest.raises(ScreenError, match="names 'ALK1' as the reference of 'ALK_Arg1275Gln'"):
+        reference_pairs(table, {"column": "Metadata_Reference"})
+    table["Metadata_Reference"] = np.where(
+        table[GUIDE] == "ALK_Arg1275Gln", np.where(table[WELL] == "A03", "ALK", "MVK"), ""
+    )
+    with pytest.raises(ScreenError, match="several references"):
+        reference_pairs(table, {"column": "Metadata_Reference"})
+    for bad in ({"rule": "named_like_gene", "column": "x"}, {"rule": "similar"}, {}):
+        with pytest.raises(ConfigError):
+            validate_config({"screen": {"reference": bad}})
+
+
+def test_null_contrasts_are_built_like_the_real_ones():
+    # a construct with positions enough for both sides: the same construct at other positions
+    table, _ = _profiles(SMALL)
+    real = pair_contrasts(table, reference_pairs(table, {"column": arrayed.REFERENCE}))
+    nulls = null_contrasts(table, real, 50, seed=0)
+    assert len(nulls) == 50 and all(c.gene == NULL_CONTRAST for c in nulls)
+    for c in nulls:
+        a, r = table.iloc[c.rows], table.iloc[c.reference_rows]
+        assert (a[PERT_TYPE] == CONTROL).all() and (r[PERT_TYPE] == CONTROL).all()
+        assert a[GUIDE].nunique() == 1 and a[GUIDE].iloc[0] == r[GUIDE].iloc[0]  # one construct against itself
+        assert a[WELL].nunique() == r[WELL].nunique() == 1 and a[WELL].iloc[0] != r[WELL].iloc[0]  # other positions
+        assert a[PLATE].nunique() == r[PLATE].nunique() == 8  # the real pairs' plates
+    assert len({(c.guide, c.reference) for c in nulls}) == 50
+    # 4 control constructs of one 2 x 2 block each, pairs of 4 wells a side: one construct against another
+    plate = _orf_plate()
+    real = pair_contrasts(plate, reference_pairs(plate, {"rule": "named_like_gene"}))
+    nulls = null_contrasts(plate, real, 100, seed=0)
+    assert len(nulls) == 12  # every ordered pair of the 4 constructs, once
+    for c in nulls:
+        a, r = plate.iloc[c.rows], plate.iloc[c.reference_rows]
+        assert len(a) == len(r) == 4 and a[GUIDE].iloc[0] != r[GUIDE].iloc[0]
+
+
+def test_empirical_p_values():
+    null = np.array([0.1, 0.5, 0.5, 0.9, np.nan])
+    np.testing.assert_allclose(empirical_p(np.array([0.95, 0.5, 0.0, np.nan]), null)[:3], [1 / 5, 4 / 5, 1.0])
+    assert np.isnan(empirical_p(np.array([0.95, np.nan]), null)[1])
+    assert np.isnan(empirical_p(np.array([0.5]), np.array([np.nan]))).all()
+
+
+@pytest.mark.slow
+def test_planted_allele_pairs_are_recovered_at_the_stated_fdr():
+    """The arrayed_plates scenario's alleles without its position effect (that one is a question of
+    its own: docs/hit-calling.md measures what it costs): over 3 draws, the mAP against the
+    reference's wells calls most alleles that differ from their wild type and none of those that do
+    not; the classifier, 4 training wells a side under the LightGBM settings, makes no split (AUROC
+    0.5) and calls nothing."""
+    design = dataclasses.replace(arrayed.POSITION_DESIGN, edge_effect=0.0, row_gradient=0.0)
+    cfg = validate_config({"screen": {"reference": {"column": arrayed.REFERENCE}}})
+    differ_called = alike_called = differ = calls = 0
+    for seed in range(3):
+        table, truth = _profiles(design, seed)
+        options = ReferenceOptions.from_config(cfg)._replace(seed=seed)
+        out = reference_scores(
+            table, make_folds(table, SplitOptions.from_config(cfg)), options, model="m", variant="base"
+        )
+        truly = out[GUIDE].map(truth.set_index(GUIDE)["differs_from_reference"]).astype(bool)
+        assert len(out) == 12 and (out["n_null"] == 100).all() and (out["n_wells"] == 8).all()
+        differ += int(truly.sum())
+        differ_called += int((out["map_hit"] & truly).sum())
+        alike_called += int((out["map_hit"] & ~truly).sum())
+        calls += int(out["map_hit"].sum())
+        assert not out["auroc_hit"].any() and (out["auroc"] == 0.5).all()
+        assert (out["n_folds_no_split"] == out["n_folds_ok"]).all() and (out["n_folds_ok"] == 2).all()
+        assert out["differing_features"].str.count(r"SD\)").eq(5).all()
+    assert differ_called >= 0.6 * differ and alike_called <= 0.05 * calls, (differ_called, differ, alike_called)
