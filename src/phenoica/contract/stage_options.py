@@ -13,7 +13,7 @@ config key (``Annotated[int, Setting("classify.num_boost_round")]``), decorated 
 
 A stage that runs another stage's work again (the component sweep classifies and fits as the
 main run does) holds that stage's options object as a field (``Annotated[ClassifyOptions,
-Composed(...)]``), built from the same config, instead of declaring its settings again; the
+composed(n_shards=1)]``), built from the same config, instead of declaring its settings again; the
 fields it sets itself are fixed there (:class:`Composed`), and it derives what it runs with
 ``_replace``.
 
@@ -60,8 +60,8 @@ class Composed(NamedTuple):
 
 
 def composed(**fixed: Any) -> Composed:
-    """A :class:`Composed` declaration with ``fixed`` fields: ``Composed(**{"n_shards": 1})``
-    written ``composed(n_shards=1)``."""
+    """A :class:`Composed` declaration with ``fixed`` fields: ``composed(n_shards=1)`` is
+    ``Composed((("n_shards", 1),))``."""
     return Composed(tuple(sorted(fixed.items())))
 
 
@@ -89,7 +89,7 @@ def declarations(cls: type) -> dict[str, tuple[Any, Setting | Composed]]:
         if len(found) != 1:
             raise TypeError(
                 f"{cls.__name__}.{name}: declare its config key once, Annotated[type, Setting('key')], or the "
-                "options class it holds, Annotated[OptionsClass, Composed()]"
+                "options class it holds, Annotated[OptionsClass, composed()]"
             )
         kind = hints[name].__origin__
         if isinstance(found[0], Composed):
