@@ -7,14 +7,16 @@ from __future__ import annotations
 
 import pickle
 import re
+from typing import Annotated, NamedTuple
 
 import numpy as np
 import pandas as pd
 import pytest
 
+from phenoica.classify.options import ClassifyOptions
 from phenoica.contract.config import validate_config
 from phenoica.contract.schema import package_schema
-from phenoica.contract.stage_options import params_fields, settings_of
+from phenoica.contract.stage_options import Setting, composed, params_fields, settings_of, stage_options
 from phenoica.workflow.reference import key_rules, load_stage_options
 from tests.conftest import REPO
 
@@ -131,9 +133,42 @@ def test_every_options_class_builds_from_every_scenario(scenario):
             assert again == options and repr(again) == repr(options), rule
 
 
-def test_run_time_fields_are_no_part_of_the_params():
-    from phenoica.classify.options import ClassifyOptions
+@stage_options()
+class OneShardClassify(NamedTuple):
+    """Options that hold another stage's (the classification's, as one shard) beside a key of their own."""
 
+    classify: Annotated[ClassifyOptions, composed(n_shards=1)]
+    points: Annotated[int, Setting("sweep.points")]
+
+
+def test_options_held_by_another_stage_are_built_by_their_own_class():
+    """A composed field is its class built from the same config, its fixed fields replaced: the
+    keys it reads are its class's less the fixed ones, and its params text is its class's."""
+    config = validate_config({"classify": {"n_shards": 4, "num_boost_round": 7}, "sweep": {"points": 3}})
+    options = OneShardClassify.from_config(config)
+    assert options.classify == ClassifyOptions.from_config(config)._replace(n_shards=1) and options.points == 3
+    held = {f"classify.{name}": s for name, s in settings_of(ClassifyOptions).items() if name != "n_shards"}
+    assert settings_of(OneShardClassify) == {**held, "points": Setting("sweep.points")}
+    assert repr(options) == f"OneShardClassify(classify={options.classify!r}, points=3)"
+    assert "num_threads" not in repr(options)  # the held class's run-time fields stay out
+    more_shards = validate_config({**config, "classify": {**config["classify"], "n_shards": 9}})
+    assert repr(OneShardClassify.from_config(more_shards)) == repr(options)  # a fixed field's key is not read
+    assert pickle.loads(pickle.dumps(options)) == options
+
+    with pytest.raises(TypeError, match=r"Unknown.classify: ClassifyOptions has no field\(s\) \['shards'\]"):
+
+        @stage_options()
+        class Unknown(NamedTuple):
+            classify: Annotated[ClassifyOptions, composed(shards=1)]
+
+    with pytest.raises(TypeError, match=r"Plain.points: Composed needs a stage_options class"):
+
+        @stage_options()
+        class Plain(NamedTuple):
+            points: Annotated[int, composed()]
+
+
+def test_run_time_fields_are_no_part_of_the_params():
     base = ClassifyOptions.from_config(validate_config({}))
     assert "lightgbm_run_time" not in params_fields(base) and "num_threads" not in repr(base)
     for change in ({"num_threads": 3}, {"n_jobs": 2}, {"verbosity": 1}, {"nthread": 2}, {"verbose": 0}):

@@ -16,15 +16,27 @@ from phenoica.transforms.options import TransformOptions
 
 
 def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
-    """SweepOptions' fields read the keys of the main run's options of the same name; a point is
-    classified with the main run's settings less the concentration models, with the sweep's null,
-    as one shard, and fitted with the main run's settings at its own count."""
-    sweep, classify, transforms = (settings_of(c) for c in (SweepOptions, ClassifyOptions, TransformOptions))
-    shared = [name for name in sweep if name in classify or name in transforms]
-    assert len(shared) == 22
-    for name in shared:
-        main = classify.get(name) or transforms[name]
-        assert sweep[name] == main or name == "variants", name
+    """SweepOptions holds the main run's classify, transform, mAP and hit-call options, built by
+    their own classes, and reads every key they read but those it fixes; a point is classified
+    with the main run's settings less the concentration models, with the sweep's null, as one
+    shard, and fitted with the main run's settings at its own variant and count."""
+    from phenoica.classify.options import MapReadoutOptions
+    from phenoica.hits.options import HitOptions
+
+    sweep = settings_of(SweepOptions)
+    held = {"classify": ClassifyOptions, "transforms": TransformOptions, "map": MapReadoutOptions, "hits": HitOptions}
+    fixed = {"classify": {"concentration", "n_shards"}, "transforms": {"variants", "n_components"}}
+    fixed.update(map={"q_threshold"}, hits={"q_threshold"})
+    for field, cls in held.items():
+        expected = {f"{field}.{name}": s for name, s in settings_of(cls).items() if name not in fixed[field]}
+        assert {name: s for name, s in sweep.items() if name.startswith(field + ".")} == expected, field
+    own = {name: s.key for name, s in sweep.items() if "." not in name}
+    assert own == {
+        "variants": "transforms.variants",
+        "points": "sweep.points",
+        "max_components": "sweep.max_components",
+        "null_guides": "sweep.null_guides",
+    }
     cfg = validate_config(
         {
             "classify": {"num_boost_round": 5, "n_null_guides": 12, "lightgbm": {"num_threads": 2}},
@@ -40,7 +52,9 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
     assert options._replace(null_guides=None).scoring().n_null_guides == 12
     assert options._replace(null_guides=50).point_null_guides == 12  # at most the main run's
     fit = TransformOptions.from_config(cfg)
-    assert options.transforms_at(4) == fit._replace(n_components=4, variants=["pca", "pca_ica"])
+    assert options.transforms_at(4, "pca_ica") == fit._replace(n_components=4, variants=["pca_ica"])
+    assert options.seed == 3 and options.q_threshold == options.map.q_threshold == 0.1
+    assert options.hits == HitOptions.from_config(cfg)._replace(q_threshold=0.1)
     # what reruns the sweep: the keys it reads, not the run-time ones nor those it does not read
     base = repr(options)
     for change in (
@@ -49,6 +63,7 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         {"transforms": {"n_components": 6}},
         {"hits": {"q_threshold": 0.2}},
         {"classify": {"n_shards": 5, "map_readout": False, "concentration": False}},
+        {"transforms": {"variants": ["base", "pca", "pca_ica"]}},  # the same swept variants
     ):
         again = validate_config({**cfg, **{k: {**cfg[k], **v} for k, v in change.items()}})
         assert repr(SweepOptions.from_config(again)) == base, change
@@ -57,8 +72,13 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         {"hits": {"null_model": "empirical"}},
         {"classify": {"map_null_size": 500}},
         {"transforms": {"ica": "fastica"}},
+        {"transforms": {"variants": ["pca"]}},
+        {"classify": {"n_null_guides": 20}},
+        {"seed": 4},
     ):
-        again = validate_config({**cfg, **{k: {**cfg[k], **v} for k, v in change.items()}})
+        again = validate_config(
+            {**cfg, **{k: {**cfg[k], **v} if isinstance(v, dict) else v for k, v in change.items()}}
+        )
         assert repr(SweepOptions.from_config(again)) != base, change
 
 
@@ -263,7 +283,7 @@ def test_the_jobs_parts_give_the_sweep_table_and_a_point_at_the_chosen_count_is_
     chosen = 6  # the grid is [2, 6]: its top is the chosen count
     X = profiles.filter(like="emb_").to_numpy(np.float64)
     b, c = profiles["Metadata_Batch"].to_numpy(), (profiles["Metadata_PertType"] == "control").to_numpy()
-    fitted = fit_variants(options.variants, X, b, c, options.transforms_at(chosen))
+    fitted = fit_variants(options.variants, X, b, c, TransformOptions.from_config(cfg)._replace(n_components=chosen))
     meta = profiles.drop(columns=[c for c in profiles.columns if c.startswith("emb_")])
     main, main_options = {}, ClassifyOptions.from_config(cfg)._replace(n_shards=1)
     for variant in options.variants:

@@ -586,7 +586,8 @@ def test_deflated_rule_keeps_every_source_and_is_not_shadowed_by_cell_state(tmp_
 
 def test_component_rules_bad_input(rng):
     """A rule keeping < 2 components names the rule and the leading eigenvalues; a count above
-    the numerical rank is an error naming the rank; negative or zero counts are rejected."""
+    the numerical rank is an error naming the rank; a count below 2 is refused by the one check
+    of the value that the config and a fit share."""
     with pytest.raises(ValueError, match=r"rule 'deflated' keeps [01] component.*leading eigenvalues \[[0-9.]+, "):
         PCAWhitener("deflated").fit(rng.normal(size=(400, 8)))
     with pytest.raises(ValueError, match=r"rule 'parallel' keeps 1 component.*leading eigenvalues"):
@@ -595,9 +596,15 @@ def test_component_rules_bad_input(rng):
     with pytest.raises(ValueError, match=r"n_components=6.*numerical rank 3"):
         PCAWhitener(6).fit(low_rank)
     assert PCAWhitener(0.999999999).fit(low_rank).n_components_ == 3  # a rule is capped at the rank
-    for bad in (-2, 0):
-        with pytest.raises(ValueError, match="must be >= 1"):
+    for bad in (-2, 0, 1, True):
+        with pytest.raises(ValueError, match=rf"n_components is {bad!r}; expected an integer >= 2 \(a rule keeping"):
             PCAWhitener(bad).fit(low_rank)
     X, b, c, names = split(make_profiles())  # a count the door never sees (the sweep's, a library call's)
-    with pytest.raises(ValueError, match="must be >= 1"):
+    with pytest.raises(ValueError, match=r"n_components is -1; expected an integer >= 2"):
         fit_variants(["pca"], X, b, c, transform_options()._replace(n_components=-1), names)
+    for bad in (1, 1.0, 1.5, "all"):  # the config refuses what a fit refuses, with the same words
+        with pytest.raises(ConfigError) as refused:
+            validate_config({"transforms": {"n_components": bad}})
+        with pytest.raises(ValueError) as failed:
+            PCAWhitener(bad).fit(low_rank)
+        assert str(refused.value) == f"invalid configuration: transforms.{failed.value}", bad

@@ -7,6 +7,7 @@ unknown or mistyped key is an error that names the key's full path (``classify.l
 from __future__ import annotations
 
 import copy
+import numbers
 import os
 import re
 from pathlib import Path
@@ -71,11 +72,31 @@ def _check_moved_keys(config: Mapping[str, Any]) -> None:
         raise ConfigError("invalid configuration:\n" + "\n".join(found))
 
 
-#: The fewest whitened components a transform keeps (ICA needs two sources to rotate): the door
-#: refuses a smaller count, and :mod:`phenoica.transforms.components` a rule that keeps fewer.
+#: The fewest whitened components a transform keeps (ICA needs two sources to rotate): a smaller
+#: count is refused (:func:`component_rule`), and so is a rule that keeps fewer on the data
+#: (:func:`phenoica.transforms.components.too_few`).
 MIN_COMPONENTS = 2
 #: The named rules (strings) ``transforms.n_components`` accepts beside counts and fractions.
 COMPONENT_RULES: tuple[str, ...] = ("deflated", "parallel")
+
+
+def component_rule(n_components: Any, key: str = "transforms.n_components") -> str:
+    """The component rule ``n_components`` states, named for reports: ``count 8``, ``fraction
+    0.9``, ``deflated`` or ``parallel``. The one check of the value, wherever it is read (the
+    config, a fit): ConfigError naming ``key``, the value and what is expected when it is none of
+    these (a count below :data:`MIN_COMPONENTS`, a bool, a fraction outside (0, 1), another name)."""
+    n = n_components
+    if isinstance(n, numbers.Integral) and not isinstance(n, bool) and n >= MIN_COMPONENTS:
+        return f"count {int(n)}"
+    if isinstance(n, numbers.Real) and not isinstance(n, numbers.Integral) and 0 < n < 1:
+        return f"fraction {float(n)}"
+    if isinstance(n, str) and n in COMPONENT_RULES:
+        return n
+    named = ", ".join(repr(r) for r in COMPONENT_RULES)
+    raise ConfigError(
+        f"{key} is {n!r}; expected an integer >= {MIN_COMPONENTS} (a rule keeping fewer components is an error), "
+        f"a fraction in (0, 1) or one of {named}"
+    )
 
 
 def validate_config(config: Mapping[str, Any], schema: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -223,30 +244,21 @@ def _check_consistency(config: dict[str, Any]) -> None:
         check_path_part(name, "variant name (transforms.variants)")
     _check_feature_keys(screen)
     _check_channel_names(config)
-    n = config["transforms"]["n_components"]
-    if isinstance(n, bool) or (isinstance(n, int) and n < MIN_COMPONENTS):
-        raise ConfigError(
-            f"invalid configuration: transforms.n_components is {n!r}; expected an integer >= {MIN_COMPONENTS} (a "
-            "rule keeping fewer components is an error), a fraction in (0, 1), 'deflated' or 'parallel'"
-        )
-    if isinstance(n, str) and n not in COMPONENT_RULES:
-        raise ConfigError(
-            "invalid configuration: transforms.n_components must be an integer, a fraction in "
-            f"(0, 1), 'deflated' or 'parallel', got {n!r}"
-        )
-    if isinstance(n, float) and not 0 < n < 1:
-        raise ConfigError(f"invalid configuration: transforms.n_components fraction {n} not in (0, 1)")
+    try:
+        component_rule(config["transforms"]["n_components"])
+    except ConfigError as exc:
+        raise ConfigError(f"invalid configuration: {exc}") from None
 
 
 def component_problems(n_components: Any, features: Mapping[str, int]) -> list[str]:
     """``transforms.n_components`` against each model's feature count (``features``: model ->
-    features per profile, as the door finds them): an integer count above a model's features
-    cannot be kept (the whitened components are at most the features)."""
-    if isinstance(n_components, bool) or not isinstance(n_components, int):
+    features per profile, as the door finds them): a count (:func:`component_rule`) above a
+    model's features cannot be kept (the whitened components are at most the features)."""
+    if not component_rule(n_components).startswith("count"):
         return []
     return [
         f"config key transforms.n_components is {n_components}, but model {model!r} has {d} feature(s) per profile; "
-        f"expected at most {d} (or a fraction in (0, 1), 'deflated' or 'parallel')"
+        f"expected at most {d} (or a rule that finds the count: a fraction in (0, 1) or one of {list(COMPONENT_RULES)})"
         for model, d in features.items()
         if n_components > d
     ]

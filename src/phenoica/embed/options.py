@@ -22,7 +22,9 @@ class EmbedOptions(NamedTuple):
     on-disk cache folder (:mod:`phenoica.embed.jobs`); ``plates_per_job``: plates one job
     embeds with one model (the workflow's grouping, :mod:`phenoica.embed.groups`).
 
-    Build it with ``EmbedOptions.from_config(validate_config({...}), model=NAME)``.
+    Build it with ``EmbedOptions.from_config(validate_config({...}), model=NAME)``: the schema
+    states each key's bounds (a batch size, chunk length or reader count of at least 1), and the
+    validated config holds them.
     """
 
     spec: Annotated[dict[str, Any], Setting("models.{model}")]
@@ -38,12 +40,3 @@ class EmbedOptions(NamedTuple):
     compile_options: Annotated[dict[str, Any], Setting("embed.compile_options", run_time=True)]
     compile_cache: Annotated[str | None, Setting("embed.compile_cache", run_time=True)]
     plates_per_job: Annotated[int, Setting("embed.plates_per_job")]
-
-    def check(self) -> None:
-        """ValueError for a batch size, chunk length or reader count below 1."""
-        if self.batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {self.batch_size}")
-        if self.chunk_images is not None and self.chunk_images < 1:
-            raise ValueError(f"chunk_images must be >= 1, got {self.chunk_images}")
-        if self.loader_threads < 1:
-            raise ValueError(f"loader_threads must be >= 1, got {self.loader_threads}")

@@ -223,7 +223,6 @@ def embed_plate(
     log = log or get_logger("phenoica.embed")
     if options.crop_size is None:
         raise ValueError("embed_plate needs options.crop_size (None = the model's img_size is decided by the job)")
-    options.check()
     if model.normalize not in NORMALIZATIONS:
         raise ValueError(f"normalize must be one of {NORMALIZATIONS}, got {model.normalize!r}")
     inputs = model.inputs or ModelInputs.of(model.module)

@@ -136,9 +136,9 @@ def summarize_point(
     ``start`` is when its work began (``time.perf_counter``). A point without a mAP table
     (``point.mAP`` None) computes it here. The control constructs' rows that the classify shards
     hold (:func:`phenoica.classify.null.split_control_rows`) are left out."""
-    with_null = options.n_null_guides > 0
+    hits = options.hits
     rows, _controls = split_control_rows(point.rows)  # the control constructs are not guides, nor the null
-    calls = screen_calls(rows, None, options.null_model, options.q_threshold, with_null=with_null)
+    calls = screen_calls(rows, None, hits.null_model, hits.q_threshold, with_null=hits.with_null)
     guides, genes = calls["guides"], calls["genes"]
     real = guides[~guides["is_null_guide"].astype(bool)]
     mAP = point.mAP
@@ -147,10 +147,10 @@ def summarize_point(
             point.table,
             variant=variant,
             model=model,
-            seed=options.seed,
-            null_size=options.map_null_size,
-            max_null_size=options.map_max_null_size,
-            q_threshold=options.q_threshold,
+            seed=options.map.seed,
+            null_size=options.map.map_null_size,
+            max_null_size=options.map.map_max_null_size,
+            q_threshold=options.map.q_threshold,
         )
     acc, chance = batch_accuracy(point.table, feature_columns(point.table), options.seed)
     row = {
@@ -215,7 +215,9 @@ def _score_count(
     batches = profiles[BATCH].astype(str).to_numpy()
     is_control = (profiles[PERT_TYPE].astype(str) == CONTROL).to_numpy()
     try:
-        fitted = fit_variants([variant], X, batches, is_control, options.transforms_at(count), features)[variant]
+        fitted = fit_variants([variant], X, batches, is_control, options.transforms_at(count, variant), features)[
+            variant
+        ]
     except np.linalg.LinAlgError as err:  # scipy's LinAlgError too: e.g. "SVD did not converge"
         log.warning(
             "sweep %s/%s at %d components: point skipped, the variant's fit failed (%s: %s) on %d rows x %d "
@@ -272,7 +274,7 @@ def chosen_point(
     """The chosen count's point of one variant from what the main run computed: (its sweep row,
     ``chosen`` True; its guide calls with ``n_components``). With ``sweep.null_guides`` below the
     main run's null, the calls use the main run's first that many pseudo-guides."""
-    full = int(options.n_null_guides)
+    full = int(options.classify.n_null_guides)
     if options.point_null_guides < full:
         main = MainPoint(main.table, first_null_guides(main.rows, options.point_null_guides, full), main.mAP)
     row, calls = summarize_point(main, options, variant, model, time.perf_counter())

@@ -22,40 +22,18 @@ A rule turns the covariance of the (center-scaled) fit rows into a count. Four e
   structure, and the whitening scales them down to unit variance) and no longer hide the small
   ones. Deterministic, computed from the covariance alone (no row sample, no seed).
 
-Every rule must keep at least 2 components (ICA of one axis is no rotation): fewer is an error
-that names the rule and the leading eigenvalues beside their thresholds.
+Every rule must keep at least 2 components (ICA of one axis is no rotation): a count below 2 is
+refused where the value is read (:func:`phenoica.contract.config.component_rule`, the one check of
+the value), and a rule that keeps fewer on the data is an error that names the rule and the
+leading eigenvalues beside their thresholds (:func:`too_few`).
 """
 
 from __future__ import annotations
 
-import numbers
-from typing import Any
-
 import numpy as np
 from scipy import optimize
 
-from phenoica.contract.config import COMPONENT_RULES, MIN_COMPONENTS
-
-
-def rule_name(n_components: Any) -> str:
-    """The component rule as a string for reports (``count 8``, ``fraction 0.9``,
-    ``parallel``, ``deflated``); an error when ``n_components`` is none of these (a count below
-    1, a negative or out-of-range fraction, a bool, an unknown name)."""
-    n = n_components
-    expected = f"an integer >= 1, a fraction in (0, 1) or one of {list(COMPONENT_RULES)}"
-    if isinstance(n, (bool, np.bool_)):
-        raise ValueError(f"n_components: expected {expected}, got {n!r}")
-    if isinstance(n, numbers.Integral):
-        if n < 1:
-            raise ValueError(f"n_components: an integer count must be >= 1, got {n}")
-        return f"count {int(n)}"
-    if isinstance(n, numbers.Real):
-        if not 0 < n < 1:
-            raise ValueError(f"n_components: a fraction of explained variance must be in (0, 1), got {n}")
-        return f"fraction {float(n)}"
-    if n in COMPONENT_RULES:
-        return str(n)
-    raise ValueError(f"n_components: expected {expected}, got {n!r}")
+from phenoica.contract.config import MIN_COMPONENTS
 
 
 def noise_edge(variances: np.ndarray, aspect: float) -> float:

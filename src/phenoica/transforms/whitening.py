@@ -25,10 +25,10 @@ import numpy as np
 from scipy import linalg
 
 from phenoica.contract.arrays import check_matrix
-from phenoica.contract.config import MIN_COMPONENTS
+from phenoica.contract.config import MIN_COMPONENTS, component_rule
 from phenoica.contract.screen import ScreenError
 from phenoica.transforms.accumulators import Moments, RowSample
-from phenoica.transforms.components import deflated_count, rule_name, too_few
+from phenoica.transforms.components import deflated_count, too_few
 from phenoica.transforms.estimator import Transformer, check_fitted
 from phenoica.utils.arrays import centered_chunks, out_dtype
 
@@ -128,8 +128,8 @@ class PCAWhitener(Transformer):
     def component_rule(self) -> str:
         """The component rule as a string for reports (``count 8``, ``fraction 0.9``,
         ``parallel``, ``deflated``); an error when ``n_components`` is none of these
-        (:func:`phenoica.transforms.components.rule_name`)."""
-        return rule_name(self.n_components)
+        (:func:`phenoica.contract.config.component_rule`)."""
+        return component_rule(self.n_components, "n_components")
 
     def _check_params(self) -> str:
         rule = self.component_rule()
