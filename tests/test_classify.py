@@ -583,10 +583,10 @@ def test_shard_genes_partition():
 def test_shards_cover_every_guide_once_and_match_unsharded(scores):
     t = make_table()  # classify_shard draws the same pseudo-guides itself, in every shard
     folds = batch_folds(t)
-    parts = [
-        classify_shard(t, s, folds, classify_options(dict(CFG, n_shards=2), 0), variant="base", model="m")
-        for s in range(2)
-    ]
+    # the fixture's null is the plain layout's draw (null_guide_design's default); "auto" takes the
+    # position-aware layout on this table
+    options = classify_options(dict(CFG, n_shards=2, null_layout="plain"), 0)
+    parts = [classify_shard(t, s, folds, options, variant="base", model="m") for s in range(2)]
     # pseudo-guide j is scored in shard j % 2
     assert set(parts[0].loc[parts[0]["is_null_guide"], GUIDE]) == {"null_0001"}
     assert set(parts[1].loc[parts[1]["is_null_guide"], GUIDE]) == {"null_0002"}
