@@ -141,6 +141,22 @@ def test_auto_takes_the_position_aware_null_by_the_stated_rule():
         null_layout_choice(central, "nearby", 10)
 
 
+def test_the_null_layout_table_holds_a_capped_count_of_many_control_positions(tmp_path):
+    """An image-level table whose controls sit at hundreds of wells allows C(300, 30) position-aware
+    pseudo-guides, beyond a 64-bit integer: the count is capped, and the table is written."""
+    from phenoica.classify.null import CAPACITY_CAP
+    from phenoica.contract.screen import GENE
+    from phenoica.hits.positions import null_layout_table
+
+    wells = [f"W{i:03d}" for i in range(300)]
+    rows = [{GENE: "NT", GUIDE: "NT_1", PERT_TYPE: CONTROL, WELL: w} for w in wells]
+    rows += [{GENE: "G1", GUIDE: "G1_1", PERT_TYPE: "perturbation", WELL: f"X{i:02d}"} for i in range(30)]
+    table = pd.DataFrame(rows).assign(**{BATCH: "B1", PLATE: "P1"})
+    layouts = null_layout_table({"m": table}, "auto", 100)
+    assert layouts["position_capacity"].tolist() == [CAPACITY_CAP] and layouts["layout"].tolist() == ["position"]
+    layouts.to_parquet(tmp_path / "null_layout.parquet")
+
+
 def test_position_aware_pseudo_guides_copy_a_guide_at_one_position():
     table, _ = _profiles(PLANTED)
     design = position_null_design(table, 100, seed=3)

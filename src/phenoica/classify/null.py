@@ -151,15 +151,21 @@ def control_positions(table: pd.DataFrame) -> dict[str, list[str]]:
     return {k: sorted(set(v)) for k, v in wells.groupby(keys, sort=True)}
 
 
+#: :func:`position_null_capacity` counts up to this many pseudo-guides (a count the rule compares
+#: with a few hundred at most; a table of many control positions allows astronomically many).
+CAPACITY_CAP = 10**9
+
+
 def position_null_capacity(table: pd.DataFrame) -> int:
     """How many distinct position-aware pseudo-guides the table allows for its most common real
     guide layout: the sum over control constructs of C(positions, m), m that layout's positions
-    (0 without a ``Metadata_Well`` column or without real guides)."""
+    (0 without a ``Metadata_Well`` column or without real guides), counted up to
+    :data:`CAPACITY_CAP`."""
     if WELL not in table.columns or not (table[PERT_TYPE].astype(str) == PERTURBATION).any():
         return 0
     templates = _templates(table)
     m = pd.Series([t[1] for t in templates]).mode().min()
-    return int(sum(math.comb(len(p), int(m)) for p in control_positions(table).values()))
+    return int(min(CAPACITY_CAP, sum(math.comb(len(p), int(m)) for p in control_positions(table).values())))
 
 
 def null_layout_choice(table: pd.DataFrame, setting: str, n: int) -> NullLayoutChoice:
