@@ -17,10 +17,11 @@ settled readout to the baseline.
 One outlier well. The first control well of the table gets, in one typical feature (the one whose
 control SD is the median of the features'), a value 1,000 control SDs above the controls' median;
 the active count with that well and with it removed, and the same for the table's own most
-extreme control well (the largest distance from its plate's control median, in robust SDs). A
-plate with one control well fewer puts its wells in another copairs (positives, total)
-configuration, and copairs draws a guide's null independently per configuration: so the count
-with one control well removed from every plate is printed too.
+extreme control well (the largest distance from its plate's control median, in robust SDs); and
+the count with one control well removed from every plate. A plate with one control well fewer
+puts its wells in another (positives, total) configuration: the readout's null draws every
+configuration on one shared ranking (``phenoica.classify.map_null``), so that alone should
+barely move the count (copairs' own null, drawn independently per configuration, moved it).
 
     python benchmarks/map_stability.py                                    # the arrayed scenario
     python benchmarks/map_stability.py --profiles results/scenarios/varchamp/transforms/cellprofiler/base.parquet
@@ -158,7 +159,7 @@ def main() -> None:
     flat = table.reset_index(drop=True)
     first = flat[flat[PERT_TYPE].astype(str) == CONTROL].drop_duplicates(PLATE).index
     print(
-        f"one control well removed from every plate (each plate keeps one copairs configuration): "
+        f"one control well removed from every plate: "
         f"{active(flat.drop(index=first))} active"
     )
 

@@ -543,6 +543,32 @@ def test_null_guides_are_whole_control_wells_laid_out_like_real_guides():
     assert null_guide_design(t, 0, seed=5) == []
 
 
+def _wells_of(t: pd.DataFrame, rows: np.ndarray) -> set[tuple[str, str]]:
+    return set(map(tuple, t.iloc[rows][[PLATE, WELL]].drop_duplicates().to_numpy().tolist()))
+
+
+def test_removing_a_control_well_changes_only_the_pseudo_guides_that_held_it():
+    """A consistent sample: with one control well removed from the table (an outlier dropped),
+    the pseudo-guides that did not hold it keep their wells, and each one that did swaps that
+    well alone for another control well of its plate; a seeded shuffle redraws every one."""
+    t = make_well_table(control_wells=12)
+    design = null_guide_design(t, 40, seed=5)
+    gone = ("B0P1", "W03")
+    kept = t[~((t[PLATE] == gone[0]) & (t[WELL] == gone[1]))].reset_index(drop=True)
+    after = null_guide_design(kept, 40, seed=5)
+    held = 0
+    for a, b in zip(design, after):
+        before_wells, after_wells = _wells_of(t, a.rows), _wells_of(kept, b.rows)
+        if gone in before_wells:
+            held += 1
+            assert len(before_wells - after_wells) == 1 and len(after_wells - before_wells) == 1
+            (new,) = after_wells - before_wells
+            assert new[0] == gone[0]
+        else:
+            assert before_wells == after_wells
+    assert 0 < held < 20
+
+
 def test_null_guides_with_few_control_wells_and_bad_input():
     # plate B0P0 keeps 1 control well: a 2-well guide's layout there takes wells of batch B0
     t = make_well_table()

@@ -1,13 +1,29 @@
-"""The mAP readout's p-values, drawn until the call they give is settled (copairs' random-rank null).
+"""The mAP readout's p-values: a random-rank null drawn alike for every configuration of a
+guide's wells, and drawn until the call it gives is settled.
 
-copairs (``copairs.map.get_map_pvalue``) estimates a guide's mAP p-value by Monte Carlo: for each
-(positives, total) configuration of its wells it draws ``null_size`` random rank lists, and the
-p-value is ``(exceedances + 1) / (draws + 1)``. A fixed number of draws leaves every p-value with
-a Monte Carlo error, and where many p-values lie along the Benjamini-Hochberg line (the common
-case: a screen's p-values bunch at the cut) that error moves the BH cut itself, so the active
-count changes with the seed. The remedy is to draw more where it matters: the sequential
-multiple Monte Carlo tests of Gandy & Hahn (2014, 2016) refine only the tests whose decision is
-still open. :func:`settled_null_counts` does that with copairs' own null:
+**The null.** A well's average precision ranks its guide's other wells (positives) among the
+negatives of its plate; under the null its rank list is random, and copairs
+(``copairs.map.get_map_pvalue``) draws ``null_size`` random rank lists per (positives, total)
+configuration and takes, for a guide, the mean over its wells of their configurations' draws.
+Wells that share a configuration share each draw; wells of different configurations draw
+independently. So a guide's null is the null of one well's AP when all its wells share one
+configuration (every well of an arrayed layout, 16 controls on every plate), and a narrower one
+as soon as one plate holds a control well fewer: removing any one control well of an arrayed
+screen moved every guide's p-value (0.045 to 0.030 at the cut) and the active count from 26 to
+31, a change of layout, not of data. :func:`coupled_null_counts` keeps copairs' null for a guide
+whose wells share a configuration (the same distribution: one random ranking) and draws every
+configuration on one shared random ranking, so that configurations that differ by a negative
+give nearly the same draw and the null does not jump when a plate loses a well
+(:func:`configuration_aps`). The wells of a guide are not independent (each is the others'
+positive), which is why copairs shares the draw within a configuration; sharing it across
+configurations keeps that choice, the conservative one, for every layout.
+
+**Settled p-values.** A fixed number of draws leaves every p-value with a Monte Carlo error, and
+where many p-values lie along the Benjamini-Hochberg line (the common case: a screen's p-values
+bunch at the cut) that error moves the BH cut itself, so the active count changes with the seed.
+The remedy is to draw more where it matters: the sequential multiple Monte Carlo tests of Gandy &
+Hahn (2014, 2016) refine only the tests whose decision is still open.
+:func:`settled_null_counts` does that:
 
 1. a first pass at ``null_size`` draws for every guide (the configured null);
 2. each guide's exceedance probability gets an exact (Clopper-Pearson) binomial interval at
@@ -20,23 +36,20 @@ still open. :func:`settled_null_counts` does that with copairs' own null:
    is reached.
 
 The guides that decide nothing keep the first pass's draws, so the cost over a single pass is
-the draws of the few guides near the cut (and copairs draws once per configuration, which guides
-of an arrayed layout share). What stays seed-dependent is a call whose true p-value lies within
-the Monte Carlo error of ``max_null_size`` draws of the cut.
+the draws of the few guides near the cut. What stays seed-dependent is a call whose true p-value
+lies within the Monte Carlo error of ``max_null_size`` draws of the cut.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import tempfile
 from typing import Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.utils.seeding import derive_seed
+from phenoica.utils.seeding import derive_seed, rng_for
 from phenoica.utils.stats import bh_qvalues
 
 #: Two-sided level of each guide's binomial interval. A guide outside the open set keeps its
@@ -46,62 +59,64 @@ CONFIDENCE = 0.999
 #: How many times its draws so far an open guide gets in the next round (10: two rounds from
 #: 10,000 to 1,000,000 draws).
 GROWTH = 10
-#: Memory (bytes) one copairs call may use for its random rank lists and null distributions;
+#: Memory (bytes) one chunk of draws may use for its random scores, rank lists and null means;
 #: a round that needs more is drawn in chunks of independent seeds and pooled.
 CHUNK_BYTES = 2**28
+#: A null draw equal to the observed mAP is not an exceedance (copairs counts ``null > mAP``):
+#: equal up to this much, since the two means add the same average precisions in another order.
+TIE_TOLERANCE = 1e-9
 #: Columns of :func:`settled_null_counts`' table beside the group columns.
 COUNT_COLUMNS: tuple[str, ...] = ("mean_average_precision", "exceedances", "draws", "p_value", "open_call")
 
 
-def copairs_null_counts(
-    ap: pd.DataFrame,
-    sameby: Sequence[str],
-    draws: int,
-    seed: int,
-) -> pd.DataFrame:
-    """mAP and copairs' null exceedance counts of each ``sameby`` group of ``ap`` (copairs'
-    ``average_precision`` output): ``sameby``, ``mean_average_precision``, ``exceedances`` (null
-    draws above the group's mAP) and ``draws``. The draws are made by ``copairs.map.get_map_pvalue``
-    in chunks that fit :data:`CHUNK_BYTES`, chunk ``i`` seeded ``derive_seed(seed, i)``; its
-    p-value ``(e + 1) / (n + 1)`` gives back the exact count ``e``. copairs' disk cache of null
-    distributions goes to a temporary folder removed after: its key (seed, draws, configuration)
-    leaves out the configuration's own seed, which copairs derives from its place in the list of
-    configurations, so a cache shared between calls could hand one call's draws to another.
-    copairs also draws each configuration's seed among 8,096 values: two calls (chunks, rounds)
-    repeat a configuration's draws with probability 1/8,096, which leaves the pooled p-value
-    unbiased, with the error of fewer draws."""
-    from copairs.map import get_map_pvalue
+def configuration_aps(u: np.ndarray, n_pos: int, total: int, max_pos: int) -> np.ndarray:
+    """Each draw's average precision of the configuration (``n_pos`` positives among ``total``)
+    on the shared random scores ``u`` (draws x items: the first ``max_pos`` items are the
+    positives, the rest the negatives): the configuration ranks its first ``n_pos`` positives and
+    first ``total - n_pos`` negatives by score, as copairs' ``random_ap`` ranks a random list
+    (AP = the mean over positives of j / their rank)."""
+    scores = np.concatenate([u[:, :n_pos], u[:, max_pos : max_pos + total - n_pos]], axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    ranks = np.nonzero(order < n_pos)[1].reshape(len(u), n_pos)  # 0-based, ascending per draw
+    return (np.arange(1, n_pos + 1) / (ranks + 1.0)).mean(axis=1)
 
+
+def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, seed: int) -> pd.DataFrame:
+    """mAP and null exceedance counts of each ``sameby`` group of ``ap`` (copairs'
+    ``average_precision`` output): ``sameby``, ``mean_average_precision`` (the mean of the
+    group's average precisions, as copairs' ``get_map_pvalue`` takes it), ``exceedances`` (null
+    draws above it, beyond rounding: :data:`TIE_TOLERANCE`) and ``draws``.
+
+    The null of a group's mAP is, per draw, the mean over its wells of a random rank list's
+    average precision in each well's (positives, total) configuration, with every configuration
+    drawn on one shared random ranking (module doc): a configuration ranks the first positives
+    and the first negatives of the same random scores, so configurations that differ by one
+    negative give nearly the same draw. Draws are made in chunks that fit :data:`CHUNK_BYTES`,
+    chunk ``i`` seeded ``derive_seed(seed, i)``."""
     sameby = list(sameby)
     valid = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float)) & (ap["n_pos_pairs"] > 0)]
-    confs = valid[["n_pos_pairs", "n_total_pairs"]].drop_duplicates()
-    # per draw: copairs' float32 null per configuration and per well of a group, and the uint16
-    # rank lists its threads (one per configuration, up to the CPUs) build at once
-    threads = max(1, min(len(confs), os.cpu_count() or 1))
-    widest = int(confs["n_total_pairs"].max()) if len(confs) else 1
-    largest_group = int(valid.groupby(sameby).size().max()) if len(valid) else 1
-    per_draw = 4 * (len(confs) + largest_group) + 2 * threads * widest
-    chunk = int(max(1, min(draws, CHUNK_BYTES // per_draw)))
-    total: pd.DataFrame | None = None
+    valid = valid.reset_index(drop=True)
+    confs, conf_of = np.unique(valid[["n_pos_pairs", "n_total_pairs"]].to_numpy(np.int64), axis=0, return_inverse=True)
+    groups = valid.groupby(sameby, sort=False, observed=True)
+    out = groups["average_precision"].mean().rename("mean_average_precision").reset_index()
+    group_of = groups.ngroup().to_numpy()
+    # weights: a group's null is its wells' configuration draws averaged (groups x configurations)
+    weights = np.zeros((len(out), len(confs)))
+    np.add.at(weights, (group_of, conf_of.ravel()), 1.0)
+    weights /= weights.sum(axis=1, keepdims=True)
+    max_pos = int(confs[:, 0].max()) if len(confs) else 1
+    items = max_pos + int((confs[:, 1] - confs[:, 0]).max()) if len(confs) else 1
+    chunk = int(max(1, min(draws, CHUNK_BYTES // (8 * (3 * items + len(confs) + len(out))))))
+    observed = out["mean_average_precision"].to_numpy(np.float64)
+    exceed = np.zeros(len(out), dtype=np.int64)
     done, i = 0, 0
-    with tempfile.TemporaryDirectory(prefix="phenoica-copairs-") as tmp:
-        while done < draws:
-            n = min(chunk, draws - done)
-            part = get_map_pvalue(
-                ap,
-                sameby=sameby,
-                null_size=n,
-                seed=derive_seed(seed, i),
-                progress_bar=False,
-                max_workers=1,
-                cache_dir=tmp,
-            )
-            exceed = np.rint(part["p_value"].to_numpy(dtype=np.float64) * (n + 1)).astype(np.int64) - 1
-            part = part[sameby + ["mean_average_precision"]].assign(exceedances=exceed, draws=n)
-            total = part if total is None else _pooled(total, part, sameby)
-            done, i = done + n, i + 1
-    assert total is not None
-    return total.reset_index(drop=True)
+    while done < draws:
+        n = min(chunk, draws - done)
+        u = rng_for(seed, i).random((n, items))
+        null = weights @ np.stack([configuration_aps(u, int(k), int(t), max_pos) for k, t in confs])
+        exceed += (null > observed[:, None] + TIE_TOLERANCE).sum(axis=1)
+        done, i = done + n, i + 1
+    return out.assign(exceedances=exceed, draws=draws)
 
 
 def _pooled(counts: pd.DataFrame, extra: pd.DataFrame, sameby: list[str]) -> pd.DataFrame:
@@ -164,7 +179,7 @@ def settled_null_counts(
         )
     log = log or logging.getLogger(__name__)
     sameby = list(sameby)
-    counts = copairs_null_counts(ap, sameby, null_size, derive_seed(seed, 0))
+    counts = coupled_null_counts(ap, sameby, null_size, derive_seed(seed, 0))
     round_ = 0
     while True:
         draws = counts["draws"].to_numpy()
@@ -179,7 +194,7 @@ def settled_null_counts(
             if before >= target:
                 continue
             subset = ap.merge(counts.loc[rows, sameby], on=sameby, how="inner")
-            extra = copairs_null_counts(subset, sameby, int(target - before), derive_seed(seed, round_, int(before)))
+            extra = coupled_null_counts(subset, sameby, int(target - before), derive_seed(seed, round_, int(before)))
             counts = _pooled(counts, extra, sameby)
         log.info(
             "mAP null round %d: %d guide(s) near the BH cut drawn to %d draws each",

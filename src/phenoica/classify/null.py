@@ -34,7 +34,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL, ScreenError
-from phenoica.utils.seeding import rng_for
+from phenoica.utils.seeding import keyed_uniforms, name_hashes, rng_for
 
 NULL_GENE = "null"
 #: The values of ``classify.null_layout``.
@@ -72,6 +72,15 @@ def well_units(table: pd.DataFrame) -> np.ndarray:
         return np.arange(len(table), dtype=np.int64)
     keys = table[PLATE].astype(str) + "\x1f" + table[WELL].astype(str)
     return pd.factorize(keys, sort=True)[0].astype(np.int64)
+
+
+def unit_names(table: pd.DataFrame, units: np.ndarray) -> list[str]:
+    """The name of each unit of :func:`well_units` (its plate and well; its plate and row label
+    without a ``Metadata_Well`` column), in unit order: what a unit is called whatever else the
+    table holds, so a draw keyed on it does not change when another unit is removed."""
+    label = table[WELL].astype(str) if WELL in table.columns else pd.Series(table.index.astype(str), index=table.index)
+    names = pd.Series((table[PLATE].astype(str) + "\x1f" + label).to_numpy()).groupby(units).first()
+    return names.tolist()
 
 
 def guides_of(table: pd.DataFrame, genes: Iterable[str] | None = None) -> list[tuple[str, str]]:
@@ -293,8 +302,12 @@ def plain_null_design(table: pd.DataFrame, n: int, seed: int, log: logging.Logge
     wells (fewer than ``k + 1``: one must stay a control), the wells come from the controls of
     the template's batch on any plate. Draws are independent between pseudo-guides (two may
     share a well): each is scored by its own classifier, against every control except its own
-    wells. Seeds: ``derive_seed(seed, "null_guide", j)``, so pseudo-guide ``j`` does not change
-    when ``n`` grows.
+    wells. Seeds: ``derive_seed(seed, "null_guide", j)`` draws pseudo-guide ``j``'s template, so it
+    does not change when ``n`` grows; its wells on a plate are the ``k`` with the smallest
+    numbers :func:`phenoica.utils.seeding.keyed_uniforms` gives their (plate, well) names for
+    ``("null_guide", j)``, a consistent sample: a control well removed from the table (an
+    outlier dropped, an empty well) changes only the pseudo-guides that held it, each by that
+    well alone, instead of redrawing the whole null.
 
     Raises ScreenError naming the batch and counts when a batch holds too few control wells to
     build even one pseudo-guide, or when the table has no perturbation guides to copy.
@@ -344,11 +357,13 @@ def plain_null_design(table: pd.DataFrame, n: int, seed: int, log: logging.Logge
                 "build the empirical null (add control wells, or set classify.n_null_guides: 0 to score without "
                 "hit calls)"
             )
+    unit_hashes = name_hashes(unit_names(table, units))
     fallback_plates: set[str] = set()
     out = []
     for j in range(n):
         rng = rng_for(seed, "null_guide", j)
         template = templates[int(rng.integers(len(templates)))]
+        priority = keyed_uniforms(unit_hashes, seed, "null_guide", j)
         chosen: list[np.ndarray] = []
         used: set[int] = set()
         for p, b, k in template:
@@ -357,7 +372,7 @@ def plain_null_design(table: pd.DataFrame, n: int, seed: int, log: logging.Logge
                 fallback_plates.add(p)
                 pool = ctrl_by_batch[b]
             pool = np.asarray([u for u in pool if u not in used], dtype=np.int64)
-            pick = rng.choice(pool, size=min(k, len(pool) - 1), replace=False)
+            pick = pool[np.argsort(priority[pool], kind="stable")[: min(k, len(pool) - 1)]]
             used.update(int(u) for u in pick)
             chosen.append(pick)
         units_j = np.sort(np.concatenate(chosen))

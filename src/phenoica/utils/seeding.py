@@ -12,6 +12,7 @@ Two generators, two seedings: :func:`rng_for` seeds with that integer, :func:`rn
 from __future__ import annotations
 
 import hashlib
+from typing import Sequence
 
 import numpy as np
 
@@ -58,3 +59,25 @@ def rng_from_sequence(seed: int, *keys: str | int) -> np.random.Generator:
     :func:`seed_sequence` itself (its full entropy, not one integer drawn from it): the demo
     simulator's generators, which have always been seeded so. Not the stream of :func:`rng_for`."""
     return np.random.default_rng(seed_sequence(seed, *keys))
+
+
+def name_hashes(names: Sequence[str]) -> np.ndarray:
+    """A 64-bit hash of each name (BLAKE2b, the same on every machine and in every process): the
+    input of :func:`keyed_uniforms`, computed once for names drawn from many times."""
+    digests = (int.from_bytes(hashlib.blake2b(str(n).encode(), digest_size=8).digest(), "little") for n in names)
+    return np.fromiter(digests, dtype=np.uint64, count=len(names))
+
+
+def keyed_uniforms(hashes: np.ndarray, seed: int, *keys: str | int) -> np.ndarray:
+    """A number in ``[0, 1)`` per name (``hashes`` from :func:`name_hashes`) for the purpose named
+    by ``seed`` and ``keys``, that depends on that name alone, not on the other names or their
+    order: a draw that takes the names with the smallest numbers (a consistent sample) keeps
+    every name it took when another name is removed, and replaces only a removed one. Each
+    purpose mixes the names' hashes with its own :func:`derive_seed` through SplitMix64's
+    finalizer, so two purposes draw independently."""
+    with np.errstate(over="ignore"):
+        z = np.asarray(hashes, dtype=np.uint64) ^ (np.uint64(derive_seed(seed, *keys)) * np.uint64(0x9E3779B97F4A7C15))
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+    return (z >> np.uint64(11)).astype(np.float64) / float(2**53)
