@@ -9,9 +9,10 @@ variants ``base``, ``pca`` and ``pca_ica``, the classifier with its pseudo-guide
 readout. It prints, per variant and readout, the guides called (q < 0.05) on the clean screen
 (the same well at its simulated value: the baseline, measured in the same run), with the outlier,
 and without the well, with the differences in per cent of the larger count. Clean against outlier
-isolates what the outlier's value does; removing the well also changes the control wells the
-nulls draw from (the classifier's pseudo-guides, copairs' null configurations), which moves the
-counts of a small screen by itself.
+isolates what the outlier's value does; removing the well also takes it out of the pseudo-guides
+that held it (a consistent sample: the others keep their wells), out of its plate's negatives in
+the mAP readout, and, where the profile hygiene dropped the outlier's feature, gives that feature
+back.
 
     python benchmarks/outlier_well.py --seeds 0 1 2        # about 2 minutes per seed on 2 cores
 """
