@@ -158,10 +158,7 @@ def main() -> None:
     )
     flat = table.reset_index(drop=True)
     first = flat[flat[PERT_TYPE].astype(str) == CONTROL].drop_duplicates(PLATE).index
-    print(
-        f"one control well removed from every plate: "
-        f"{active(flat.drop(index=first))} active"
-    )
+    print(f"one control well removed from every plate: {active(flat.drop(index=first))} active")
 
 
 if __name__ == "__main__":
