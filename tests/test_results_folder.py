@@ -1,10 +1,13 @@
 """A results folder is phenoica's alone (``phenoica.workflow.ownership``): a folder holding a
-user's files is refused before any job and its files are left alone, a folder built from another
-workflow folder is refused, one run at a time holds its lock (released when the holder dies,
-however it dies), and the folder records the config it was built with."""
+user's files is refused before any job and its files are left alone, one run at a time holds its
+lock (released when the holder dies, however it dies), and the folder records the config it was
+built with. Each job stamps its outputs with what decided them (``phenoica.workflow.receipts``),
+so a run from any workflow folder reruns exactly the jobs whose settings differ; outputs without
+a stamp, in a folder built from another workflow folder, are refused unless adopted."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -12,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -22,10 +26,22 @@ from phenoica.workflow.ownership import (
     RECORD,
     ResultsFolderError,
     check_results_folder,
+    check_unstamped,
     lock_results,
     read_record,
     record_build,
     replaced_folders,
+)
+from phenoica.workflow.receipts import (
+    SET_ASIDE,
+    STAMPS,
+    RuleFiles,
+    changed_jobs,
+    check_stamps,
+    param_text,
+    params_digest,
+    set_aside_changed,
+    write_stamp,
 )
 from tests.conftest import REPO
 
@@ -99,21 +115,101 @@ def test_a_file_put_into_a_folder_a_rerun_replaces_is_named(tmp_path):
         check_results_folder(res, work, cfg, *_folders(res))
 
 
-def test_a_folder_built_from_another_workflow_folder_is_refused_and_a_copied_pair_is_not(tmp_path):
+def test_a_folder_built_from_another_workflow_folder_is_noted_and_a_copied_pair_is_not(tmp_path):
     work, res, cfg = _built(tmp_path)
     other = tmp_path / "other"
     other.mkdir()
-    with pytest.raises(ResultsFolderError) as err:
-        check_results_folder(res, other, cfg)
-    assert f"results folder {res} was built from the workflow folder {work.resolve()}, not from {other}" in str(
-        err.value
-    )
-    with pytest.raises(ResultsFolderError, match="was built from the workflow folder"):
-        record_build(res, other, cfg)  # a run that passed the check before the other run wrote its record
-    assert "adopted from the workflow folder" in check_results_folder(res, other, {**cfg, "adopt_results": True})[0]
+    assert check_results_folder(res, other, cfg) == [
+        f"results folder {res} was last built from the workflow folder {work.resolve()}: each job's stamp there is "
+        "compared with this run's settings, and the jobs whose settings differ rerun"
+    ]
     moved = tmp_path / "moved"
     shutil.copytree(work, moved)  # the workflow folder with its results folder inside
     assert check_results_folder(moved / "results", moved, cfg) == []
+    record_build(res, other, cfg)  # the other folder builds it now, and the first is the other
+    assert check_results_folder(res, other, cfg) == [] and check_results_folder(res, work, cfg) != []
+
+
+def _job(res: Path, rule: str, inputs: list[str], outputs: list[str], *params) -> SimpleNamespace:
+    """A rule's job as its script sees it (``snakemake``), its outputs written."""
+    for out in outputs:
+        Path(out).parent.mkdir(parents=True, exist_ok=True)
+        Path(out).write_text(rule)
+    return SimpleNamespace(rule=rule, params=list(params), input=inputs, output=outputs, config={"results": str(res)})
+
+
+def _rules(res: Path, options: dict[str, object]) -> list[RuleFiles]:
+    """Two rules in a chain (``fit`` -> ``score`` -> ``gather``); ``options``: each rule's param now."""
+    return [
+        RuleFiles(
+            name,
+            (f"{res}/{name}/{{m}}.txt",),
+            f"{res}/benchmarks/{name}/{{m}}.tsv",
+            log=f"{res}/logs/{name}/{{m}}.log",
+            params=lambda w, n=name: [options[n], w["m"]],
+        )
+        for name in ("fit", "score", "gather")
+    ]
+
+
+def test_jobs_whose_stamp_holds_other_settings_and_the_jobs_after_them_are_set_aside(tmp_path):
+    res = tmp_path / "res"
+    for m in ("a", "b"):
+        fit = _job(res, "fit", [], [f"{res}/fit/{m}.txt"], 1, m)
+        score = _job(res, "score", fit.output, [f"{res}/score/{m}.txt"], 2, m)
+        gather = _job(res, "gather", score.output, [f"{res}/gather/{m}.txt"], 3, m)
+        for job in (fit, score, gather):
+            write_stamp(job)
+    assert json.loads((res / STAMPS / "score" / "a.txt.json").read_text())["inputs"] == ["fit/a.txt"]
+    same = check_stamps(res, _rules(res, {"fit": 1, "score": 2, "gather": 3}))
+    assert sorted(c.status for c in same) == ["same"] * 6 and changed_jobs(res, same) == []
+    checks = check_stamps(res, _rules(res, {"fit": 1, "score": 7, "gather": 3}))
+    jobs = changed_jobs(res, checks)
+    assert sorted((c.rule, c.outputs[0].split("/res/")[1], why[:20]) for c, why in jobs) == [
+        ("gather", "gather/a.txt", "reads score/a.txt, w"),
+        ("gather", "gather/b.txt", "reads score/b.txt, w"),
+        ("score", "score/a.txt", "was made with other "),
+        ("score", "score/b.txt", "was made with other "),
+    ]
+    notes = set_aside_changed(res, jobs)
+    assert notes[0].startswith(
+        f"results folder {res}: 2 output(s) of rule score (score/a.txt, score/b.txt) are rebuilt: was made with other settings"
+    )
+    assert sorted(p.name for p in res.rglob("*.txt") if SET_ASIDE not in str(p)) == ["a.txt", "b.txt"]  # fit's
+    assert len(list((res / SET_ASIDE).rglob("*.txt"))) == 4
+
+
+def test_a_job_started_since_its_stamp_has_none_and_is_refused_to_another_workflow_folder(tmp_path):
+    work, res, cfg = _built(tmp_path)
+    fit = _job(res, "fit", [], [f"{res}/fit/a.txt"], 1, "a")
+    write_stamp(fit)
+    rules = _rules(res, {"fit": 1, "score": 2, "gather": 3})
+    assert [c.status for c in check_stamps(res, rules)] == ["same"]
+    log = res / "logs" / "fit" / "a.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("started again")
+    os.utime(log, ns=(time.time_ns() + 10**9,) * 2)  # written after the stamp: the job did not finish
+    checks = check_stamps(res, rules)
+    assert [c.status for c in checks] == ["unstamped"]
+    assert check_unstamped(res, work, checks) == []  # its builder's .snakemake/ judges it
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(ResultsFolderError) as err:
+        check_unstamped(res, other, checks)
+    assert (
+        f"results folder {res} was built from the workflow folder {work.resolve()}, not from {other}, and 1 of its "
+        f"output(s) have no stamp of the settings they were made with ({res}/fit/a.txt)"
+    ) in str(err.value)
+    assert "adopted from the workflow folder" in check_unstamped(res, other, checks, adopt=True)[0]
+
+
+def test_a_params_digest_is_the_set_of_the_texts_snakemake_records():
+    from phenoica.classify.options import ClassifyOptions
+
+    options = ClassifyOptions.from_config(validate_config({}))
+    assert params_digest([options, "x", 3]) == params_digest([3, options, "x", object()])  # no text of an object
+    assert params_digest([options]) != params_digest([options._replace(num_boost_round=options.num_boost_round + 1)])
+    assert param_text(options) == repr(options) and param_text(object()) is None
 
 
 def test_the_folder_records_its_config_and_a_run_with_another_names_the_keys_that_differ(tmp_path):
