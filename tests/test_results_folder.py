@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from phenoica.contract.config import validate_config
@@ -268,3 +269,76 @@ def test_the_workflow_refuses_a_users_folder_before_any_job(tmp_path):
     assert "holds 1 file(s) phenoica did not write there: results/report/figures/mine.png" in proc.stdout + proc.stderr
     assert mine.read_bytes() == b"user" and not (tmp_path / "results" / "screen").exists()
     assert time.time() - start < 120
+
+
+def _embeddings_config(tmp_path: Path, results: Path, num_boost_round: int) -> dict:
+    """The smallest whole run (the embeddings of ``phenoica.screen.scenarios``, two classify shards)."""
+    from phenoica.screen.scenarios import write_embeddings
+
+    if not (tmp_path / "store").exists():
+        write_embeddings(tmp_path / "store", 0)
+    return {
+        "seed": 0,
+        "results": str(results),
+        "screen": {
+            "source": "embeddings",
+            "embeddings": str(tmp_path / "store" / "*.parquet"),
+            "embedding_column": "vector",
+        },
+        "models": {"ext": {}},
+        "transforms": {"n_components": 6, "variants": ["base", "pca"]},
+        "classify": {"n_shards": 2, "num_boost_round": num_boost_round, "n_null_guides": 20, "min_train_samples": 3},
+        "sweep": {"points": 0},
+    }
+
+
+def _workflow_folder(tmp_path: Path, name: str, results: Path, num_boost_round: int) -> Path:
+    import yaml
+
+    folder = tmp_path / name
+    folder.mkdir(exist_ok=True)
+    config = _embeddings_config(tmp_path, results, num_boost_round)
+    (folder / "config.yaml").write_text(yaml.safe_dump(config))
+    return folder
+
+
+def _tables(results: Path) -> dict[str, pd.DataFrame]:
+    return {
+        str(p.relative_to(results)): pd.read_parquet(p)
+        for p in sorted(results.rglob("*.parquet"))
+        if not str(p.relative_to(results)).startswith(".phenoica")
+    }
+
+
+@pytest.mark.slow
+def test_two_workflow_folders_one_results_folder_rerun_exactly_what_their_settings_change(tmp_path):
+    """Workflow folders a and b write one results folder: b's other classify.num_boost_round reruns
+    the classify shards and the jobs after them, nothing else, and the tables equal a clean run of
+    b's config; a folder with a's config plans nothing; with b's .snakemake/ deleted, another change
+    reruns what it affects."""
+    from tests.test_workflow import planned_jobs, snakemake
+
+    shared = tmp_path / "shared"
+    target = str(shared / "hits" / "hits.parquet")
+    a = _workflow_folder(tmp_path, "a", shared, 20)
+    snakemake(a, target)
+    assert planned_jobs(_workflow_folder(tmp_path, "same", shared, 20), "--", target) == {}
+    b = _workflow_folder(tmp_path, "b", shared, 30)
+    classify_chain = {"classify": 4, "gather_scores": 1, "call_hits": 1}
+    assert planned_jobs(b, "--", target) == classify_chain
+    snakemake(b, target)
+    assert planned_jobs(b, "--", target) == {}
+    clean = tmp_path / "clean"
+    snakemake(_workflow_folder(tmp_path, "c", clean, 30), str(clean / "hits" / "hits.parquet"))
+    ours, theirs = _tables(shared), _tables(clean)
+    assert sorted(ours) == sorted(theirs) and len(ours) > 10
+    for name, table in theirs.items():
+        pd.testing.assert_frame_equal(ours[name], table, obj=name)
+    # Snakemake's script: runs the jobs whose scripts end through run_job: logs whole, benchmark files written
+    assert (shared / "benchmarks" / "gather_scores.tsv").exists()
+    assert "job cpu end" in (shared / "logs" / "gather_scores.log").read_text().rstrip().splitlines()[-1]
+    shutil.rmtree(b / ".snakemake")
+    _workflow_folder(tmp_path, "b", shared, 25)
+    assert planned_jobs(b, "--", target) == classify_chain
+    snakemake(b, target)
+    assert planned_jobs(a, "--", target) == classify_chain  # a's config again: back to its own settings
