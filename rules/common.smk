@@ -121,5 +121,6 @@ def set_aside_untrusted():
     ]
     checks = check_stamps(RESULTS, rules)
     check_unstamped(RESULTS, WORKFLOW_DIR, checks, bool(config.get("adopt_results")))
-    notes = set_aside_changed(RESULTS, changed_jobs(RESULTS, checks))
+    # a dry run changes nothing: it says what a run rebuilds
+    notes = set_aside_changed(RESULTS, changed_jobs(RESULTS, checks), move=not workflow.output_settings.dryrun)
     return notes + set_aside(RESULTS, untrusted_outputs(rules))

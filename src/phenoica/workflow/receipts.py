@@ -345,27 +345,31 @@ def changed_jobs(results: Path | str, checks: Sequence[JobCheck]) -> list[tuple[
 
 
 def set_aside_changed(
-    results: Path | str, jobs: Sequence[tuple[JobCheck, str]], log: logging.Logger | None = None
+    results: Path | str, jobs: Sequence[tuple[JobCheck, str]], log: logging.Logger | None = None, move: bool = True
 ) -> list[str]:
     """Move the outputs of :func:`changed_jobs` below ``results/.phenoica/set-aside/<time>/`` (as
     :func:`set_aside`), so that they and the jobs after them rerun; returns one note per rule
-    (its jobs counted, a few outputs named), logged as warnings."""
+    (its jobs counted, a few outputs named), logged as warnings. Not ``move`` (a dry run, which
+    changes nothing): the notes say what a run rebuilds, and the files stay."""
     log = log or logging.getLogger("phenoica.results")
     root, folder = Path(results).resolve(), _aside_folder(results)
     by_rule: dict[str, list[str]] = {}
     reasons: dict[str, str] = {}
     for check, why in jobs:
         for path in check.outputs:
-            moved = _move_aside(root, folder, path)
-            if moved is not None:
-                by_rule.setdefault(check.rule, []).append(str(moved[0]))
+            if not Path(path).resolve().is_relative_to(root):  # not in the results folder: not phenoica's to move
+                continue
+            if move:
+                _move_aside(root, folder, path)
+            by_rule.setdefault(check.rule, []).append(str(Path(path).resolve().relative_to(root)))
         reasons.setdefault(check.rule, why)
     notes = []
     for rule, paths in by_rule.items():
         more = f" and {len(paths) - 3} more" if len(paths) > 3 else ""
+        done = f"moved to {folder}" if move else "left in place by this dry run; a run moves them aside"
         notes.append(
             f"results folder {results}: {len(paths)} output(s) of rule {rule} ({', '.join(paths[:3])}{more}) are "
-            f"rebuilt: {reasons[rule]}; moved to {folder}"
+            f"rebuilt: {reasons[rule]}; {done}"
         )
     for note in notes:
         log.warning("%s", note)
