@@ -194,19 +194,17 @@ def params_digest(values: Iterable[Any]) -> str:
     return hashlib.sha256(json.dumps(texts).encode()).hexdigest()
 
 
-def stamp_path(results: Path | str, first_output: Path | str) -> Path | None:
-    """Where the stamp of the job whose first output is ``first_output`` is kept; None when that
-    output is not inside ``results``."""
-    root, out = Path(os.path.abspath(results)), Path(os.path.abspath(first_output))
-    if not out.is_relative_to(root):
-        return None
-    return root / STAMPS / f"{out.relative_to(root)}.json"
-
-
 def _inside(results: Path | str, path: Path | str) -> str:
     """``path`` relative to the results folder when inside it, else absolute."""
     root, full = os.path.abspath(results), os.path.abspath(path)
-    return os.path.relpath(full, root) if Path(full).is_relative_to(root) else full
+    return full[len(root) + 1 :] if full.startswith(root + os.sep) else full
+
+
+def stamp_path(results: Path | str, first_output: Path | str) -> Path | None:
+    """Where the stamp of the job whose first output is ``first_output`` is kept; None when that
+    output is not inside ``results``."""
+    rel = _inside(results, first_output)
+    return None if os.path.isabs(rel) else Path(os.path.abspath(results), STAMPS, f"{rel}.json")
 
 
 def write_stamp(job: Any) -> Path | None:
