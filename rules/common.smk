@@ -60,8 +60,9 @@ SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep score
 SHARDS = list(range(config["classify"]["n_shards"]))
 ENVS = "../envs/phenoica.yaml"
 
-# The results folder is phenoica's alone (phenoica.workflow.ownership): only its own files, built
-# from this workflow folder; checked in the main process before anything is written there.
+# The results folder is phenoica's alone (phenoica.workflow.ownership): only its own files;
+# checked in the main process before anything is written there. Its outputs' stamps are compared
+# with this run's settings once every rule is defined (set_aside_untrusted, from the Snakefile).
 WORKFLOW_DIR = os.getcwd()
 REPLACED, STORES = replaced_folders(PATHS, PLATES, SOURCE)
 if workflow.is_main_process:

@@ -27,14 +27,16 @@ folder's ``.snakemake/``, so a run from another workflow folder, or after ``.sna
 deleted, could not tell which outputs another config made. Every job therefore ends through
 :func:`run_job`, which writes its stamp last (:func:`write_stamp`: the rule and a digest of its
 params, serialized as Snakemake records them, in ``.phenoica/stamps/<first output>.json`` of the
-results folder). When the DAG is built, :func:`check_stamps` evaluates each rule's params for the
-jobs whose outputs exist and compares: a job whose stamp holds other params has its outputs set
-aside (:func:`set_aside`, update() outputs too), so that it and the jobs after it rerun, from any
-workflow folder; a job whose stamp matches is trusted. A job without a stamp that describes its
-outputs (built before stamps were kept, or started again since its stamp and not finished: its
-log is newer than its stamp) is left to Snakemake's own record, as before
-(:func:`phenoica.workflow.ownership.check_unstamped` refuses a run from another workflow
-folder over such outputs, where that record is not).
+results folder, with the inputs it read). When the DAG is built, :func:`check_stamps` evaluates
+each rule's params for the jobs whose outputs exist and compares: a job whose stamp holds other
+params, and every stamped job that read its outputs in turn (:func:`changed_jobs`), has its
+outputs set aside (:func:`set_aside_changed`, update() outputs too), so that they rerun, from any
+workflow folder (Snakemake rebuilds a missing file only where a job that runs reads it, so the
+whole chain goes); a job whose stamp matches is trusted. A dry run moves nothing and says what a
+run rebuilds. A job without a stamp that describes its outputs (built before stamps were kept,
+or started again since its stamp and not finished: its log is newer than its stamp) is left to
+Snakemake's own record, as before (:func:`phenoica.workflow.ownership.check_unstamped` refuses a
+run from another workflow folder over such outputs, where that record is not).
 """
 
 from __future__ import annotations
