@@ -320,27 +320,30 @@ def check_stamps(results: Path | str, rules: Iterable[RuleFiles]) -> list[JobChe
 
 def changed_jobs(results: Path | str, checks: Sequence[JobCheck]) -> list[tuple[JobCheck, str]]:
     """(job, why) of every job to rerun: those whose stamp records other params, and, in turn,
-    every stamped job that read one of their outputs (by the inputs its stamp records), so that
-    the whole chain after a changed job is rebuilt (Snakemake rebuilds a missing file only
-    where a job that runs reads it)."""
+    every stamped job that read one of their outputs or a file inside one (by the inputs its
+    stamp records), so that the whole chain after a changed job is rebuilt (Snakemake rebuilds a
+    missing file only where a job that runs reads it). One pass over the recorded inputs."""
     root = os.path.abspath(results)
+    readers: dict[str, list[JobCheck]] = {}  # a path, or a folder above it -> the jobs that read it
+    for check in checks:
+        if check.status == "same":
+            for i in check.inputs:
+                for key in {i, *map(str, Path(i).parents)} - {"."}:
+                    readers.setdefault(key, []).append(check)
     out = [
         (c, "was made with other settings than this run's (its job's stamp records other params)")
         for c in checks
         if c.status == "changed"
     ]
-    gone = {_inside(root, p) for c, _ in out for p in c.outputs}
-    rest = [c for c in checks if c.status == "same"]
-    grew = True
-    while grew:
-        grew = False
-        for check in list(rest):
-            read = [i for i in check.inputs if i in gone or any(str(p) in gone for p in Path(i).parents)]
-            if read:
-                out.append((check, f"reads {read[0]}, which is rebuilt"))
-                gone.update(_inside(root, p) for p in check.outputs)
-                rest.remove(check)
-                grew = True
+    queue = [_inside(root, p) for c, _ in out for p in c.outputs]
+    taken = {id(c) for c, _ in out}
+    while queue:
+        gone = queue.pop()
+        for check in readers.get(gone, ()):
+            if id(check) not in taken:
+                taken.add(id(check))
+                out.append((check, f"reads {gone}, which is rebuilt"))
+                queue.extend(_inside(root, p) for p in check.outputs)
     return out
 
 
