@@ -55,6 +55,8 @@ def main():
     log.info("working")
     sys.stdout.reconfigure(line_buffering=False)
     print("printed, not yet flushed", end="")
+    import ctypes
+    ctypes.CDLL(None).printf(b"printed by C, not yet flushed\\n")
     {end}
 end_job(main, log)
 """
@@ -80,6 +82,7 @@ def test_a_job_ends_with_its_own_status_its_log_flushed_and_no_wait(tmp_path, en
     assert time.monotonic() - start < 120  # the thread's 600 s are not waited for
     text = log.read_text()
     assert "phenoica.job INFO working" in text and "printed, not yet flushed" in text
+    assert "printed by C, not yet flushed" in text  # the C library's buffer (the log is no terminal)
     assert all(line in text for line in logged), text
     assert text.rstrip().splitlines()[-1].endswith(" s") and "job cpu end" in text.rstrip().splitlines()[-1]
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -296,7 +297,9 @@ def exit_status(code: object) -> int:
 
 
 def flush_logs() -> None:
-    """Flush every logging handler and the standard streams (what a job printed reaches its log)."""
+    """Flush every logging handler, Python's standard streams and the C library's (what native
+    code such as LightGBM printed): what a job printed reaches its log before ``os._exit``,
+    which flushes nothing."""
     for ref in list(logging._handlerList):  # the handlers logging.shutdown flushes
         handler = ref()
         if handler is None:
@@ -306,6 +309,8 @@ def flush_logs() -> None:
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):
             stream.flush()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).fflush(None)  # every C stdio stream (exit() would flush them)
 
 
 def end_job(main: Callable[[], object], log: logging.Logger, after: Callable[[], None] | None = None) -> NoReturn:
