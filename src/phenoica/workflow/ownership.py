@@ -169,9 +169,9 @@ def check_unstamped(
             f"results folder {root} was built from the workflow folder {built}, not from {workflow_dir}, and "
             f"{len(rel)} of its output(s) have no stamp of the settings they were made with ({_named(rel, root)}): "
             "made before phenoica kept stamps, or by a job that did not finish. Snakemake's record of them is in that "
-            "folder's .snakemake/, so this run cannot tell whether they match its config. Run once from that folder "
-            "(its jobs then stamp their outputs), give this run its own results: folder, or set adopt_results: true "
-            "to trust them by their times"
+            "folder's .snakemake/, so this run cannot tell whether they match its config. Run from that folder, give "
+            "this run its own results: folder, or set adopt_results: true to trust them by their times (a job that "
+            "reruns stamps its outputs)"
         )
     note = (
         f"results folder {root}: adopted from the workflow folder {built}; {len(rel)} output(s) without a stamp "
