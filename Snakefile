@@ -32,7 +32,8 @@ include: "rules/bilipschitz.smk"
 
 # A name under resources that is no rule's is an error, not a silent fall-back to the default.
 check_resource_rules(RESOURCES, resource_rules(os.path.join(workflow.basedir, "rules")))
-# An output phenoica did not write in the results folder is rebuilt, not trusted.
+# An output phenoica did not write in the results folder, or made with other settings than this
+# run's (its job's stamp), is rebuilt, not trusted.
 set_aside_untrusted()
 
 

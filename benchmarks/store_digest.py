@@ -37,7 +37,9 @@ wrote costs (:func:`phenoica.workflow.receipts.untrusted_outputs`: one output an
 file per plate). It times, in the same run: the baseline (``os.stat`` of every file: what the
 door's key read of them before, their sizes and times); the content keys on a first pass (every
 file read and hashed: a new screen, or every file touched) and on a second pass from the saved
-cache (a new process: the cache read, one ``os.stat`` per file); the receipts of the outputs.
+cache (a new process: the cache read, one ``os.stat`` per file); the receipts of the outputs; and
+their jobs' stamps (:func:`phenoica.workflow.receipts.check_stamps`: one stamp read and one params
+digest per job, an options object as the params).
 """
 
 from __future__ import annotations
@@ -48,10 +50,13 @@ import os
 import tempfile
 import time
 from pathlib import Path
+from types import SimpleNamespace
 
+from phenoica.classify.options import ClassifyOptions
+from phenoica.contract.config import validate_config
 from phenoica.screen import loaddata
 from phenoica.workflow.digests import KeyCache, plate_store_digest, store_digest
-from phenoica.workflow.receipts import RuleFiles, untrusted_outputs
+from phenoica.workflow.receipts import RuleFiles, check_stamps, untrusted_outputs, write_stamp
 
 
 def lay_out(root: Path, plates: int, chunks: int, chunk_bytes: int) -> list[Path]:
@@ -182,6 +187,14 @@ def run_files(root: Path, args: argparse.Namespace) -> None:
     start = time.perf_counter()
     found = untrusted_outputs(rules)
     receipts = time.perf_counter() - start
+    options = ClassifyOptions.from_config(validate_config({}))
+    results = {"results": str(root / "results")}
+    for out in sorted((root / "results" / "embed" / "m").glob("*.parquet")):
+        write_stamp(SimpleNamespace(rule="embed", params=[options, "m"], input=[], output=[str(out)], config=results))
+    stamped = [rules[0]._replace(params=lambda w: [options, w["model"]])]
+    start = time.perf_counter()
+    checks = check_stamps(root / "results", stamped)
+    stamps = time.perf_counter() - start
     n = len(files)
     print(f"baseline (os.stat of every file): {base:.3f} s ({1e6 * base / n:.1f} us/file)")
     print(
@@ -195,6 +208,8 @@ def run_files(root: Path, args: argparse.Namespace) -> None:
     print(
         f"untrusted_outputs of {n} outputs and their benchmark files: {receipts:.3f} s ({1e6 * receipts / n:.1f} us/output), {len(found)} found"
     )
+    same = sum(c.status == "same" for c in checks)
+    print(f"check_stamps of {n} jobs: {stamps:.3f} s ({1e6 * stamps / n:.1f} us/job), {same} same")
 
 
 def main() -> None:

@@ -21,13 +21,22 @@ from phenoica.workflow.rule_resources import check_resource_rules, resource_rule
 from phenoica.workflow.ownership import (
     ResultsFolderError,
     check_results_folder,
+    check_unstamped,
     lock_results,
     record_build,
     replaced_folders,
 )
 from phenoica.workflow.validate import check_screen_once
 from phenoica.workflow.digests import use_key_cache
-from phenoica.workflow.receipts import RuleFiles, set_aside, untrusted_outputs
+from phenoica.workflow.receipts import (
+    RuleFiles,
+    changed_jobs,
+    check_stamps,
+    rule_params,
+    set_aside,
+    set_aside_changed,
+    untrusted_outputs,
+)
 
 # Snakemake keeps the last of two equal keys of a config file without a word: read the files
 # it was given (configfile, --configfile) again, strictly (a key twice names both lines). The
@@ -51,8 +60,9 @@ SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep score
 SHARDS = list(range(config["classify"]["n_shards"]))
 ENVS = "../envs/phenoica.yaml"
 
-# The results folder is phenoica's alone (phenoica.workflow.ownership): only its own files, built
-# from this workflow folder; checked in the main process before anything is written there.
+# The results folder is phenoica's alone (phenoica.workflow.ownership): only its own files;
+# checked in the main process before anything is written there. Its outputs' stamps are compared
+# with this run's settings once every rule is defined (set_aside_untrusted, from the Snakefile).
 WORKFLOW_DIR = os.getcwd()
 REPLACED, STORES = replaced_folders(PATHS, PLATES, SOURCE)
 if workflow.is_main_process:
@@ -80,9 +90,12 @@ wildcard_constraints:
 
 
 def set_aside_untrusted():
-    """Outputs phenoica did not write (newer than their job's benchmark file, or without one) are
-    moved aside and rebuilt (phenoica.workflow.receipts). Called once every rule is defined, by
-    the main process holding the results folder's lock (another run writing there: left alone)."""
+    """Outputs made with other settings than this run's (their job's stamp records other params),
+    then outputs phenoica did not write (newer than their job's benchmark file, or without one),
+    are moved aside and rebuilt (phenoica.workflow.receipts); outputs without a stamp, in a folder
+    built from another workflow folder, are refused unless adopted (phenoica.workflow.ownership).
+    Called once every rule is defined, by the main process holding the results folder's lock
+    (another run writing there: left alone)."""
     from snakemake.io import is_flagged
 
     if not workflow.is_main_process:
@@ -100,8 +113,15 @@ def set_aside_untrusted():
             str(r.benchmark),
             frozenset(str(f) for f in r.output if is_flagged(f, "directory")),
             str(r.log[0]) if r.log else "",
+            kept=tuple(str(f) for f in r.output if is_flagged(f, "update")),
+            first=str(r.output[0]) if r.output else "",
+            params=rule_params(list(r.params)),
         )
         for r in workflow.rules
         if r.benchmark
     ]
-    return set_aside(RESULTS, untrusted_outputs(rules))
+    checks = check_stamps(RESULTS, rules)
+    check_unstamped(RESULTS, WORKFLOW_DIR, checks, bool(config.get("adopt_results")))
+    # a dry run changes nothing: it says what a run rebuilds
+    notes = set_aside_changed(RESULTS, changed_jobs(RESULTS, checks), move=not workflow.output_settings.dryrun)
+    return notes + set_aside(RESULTS, untrusted_outputs(rules))

@@ -6,9 +6,16 @@ from phenoica.utils.io import log_job_cpu, rule_logger
 log = rule_logger("phenoica.apply_transform", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.transforms.apply import apply_transform_files
+from phenoica.workflow.receipts import run_job
 
-variants = snakemake.params.variants
-transforms = dict(zip(variants, snakemake.input.transforms, strict=True))
-outputs = dict(zip(variants, snakemake.output, strict=True))
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-apply_transform_files(snakemake.input.profiles, transforms, outputs, snakemake.params.options.batch_rows, log=log)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    variants = snakemake.params.variants
+    transforms = dict(zip(variants, snakemake.input.transforms, strict=True))
+    outputs = dict(zip(variants, snakemake.output, strict=True))
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    apply_transform_files(snakemake.input.profiles, transforms, outputs, snakemake.params.options.batch_rows, log=log)
+
+
+run_job(main, log, snakemake)

@@ -8,13 +8,20 @@ import pandas as pd
 
 from phenoica.studies.bilipschitz.gather import gather_dataset
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-options = snakemake.params.options
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-models, pairs, samples = gather_dataset(
-    [pd.read_parquet(p) for p in snakemake.input], options.train_fraction, options.seed
-)
-log.info("%d models, %d seed pairs", len(models), len(pairs))
-write_parquet(models, snakemake.output.models)
-write_parquet(pairs, snakemake.output.pairs)
-write_parquet(samples, snakemake.output.samples)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    options = snakemake.params.options
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    models, pairs, samples = gather_dataset(
+        [pd.read_parquet(p) for p in snakemake.input], options.train_fraction, options.seed
+    )
+    log.info("%d models, %d seed pairs", len(models), len(pairs))
+    write_parquet(models, snakemake.output.models)
+    write_parquet(pairs, snakemake.output.pairs)
+    write_parquet(samples, snakemake.output.samples)
+
+
+run_job(main, log, snakemake)

@@ -9,15 +9,22 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.studies.bilipschitz.report import write_report
+from phenoica.workflow.receipts import run_job
 
-inp, options = snakemake.input, snakemake.params.options
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-files = write_report(
-    Path(snakemake.output.markdown).parent,
-    pd.concat([pd.read_parquet(p) for p in inp.models], ignore_index=True),
-    pd.concat([pd.read_parquet(p) for p in inp.pairs], ignore_index=True),
-    pd.concat([pd.read_parquet(p) for p in inp.samples], ignore_index=True),
-    n_boot=options.n_bootstrap,
-    seed=options.seed,
-)
-log.info("wrote %s", ", ".join(str(p) for p in files.values()))
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    inp, options = snakemake.input, snakemake.params.options
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    files = write_report(
+        Path(snakemake.output.markdown).parent,
+        pd.concat([pd.read_parquet(p) for p in inp.models], ignore_index=True),
+        pd.concat([pd.read_parquet(p) for p in inp.pairs], ignore_index=True),
+        pd.concat([pd.read_parquet(p) for p in inp.samples], ignore_index=True),
+        n_boot=options.n_bootstrap,
+        seed=options.seed,
+    )
+    log.info("wrote %s", ", ".join(str(p) for p in files.values()))
+
+
+run_job(main, log, snakemake)

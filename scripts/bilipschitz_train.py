@@ -8,9 +8,16 @@ import torch
 
 from phenoica.studies.bilipschitz.measure import run_alpha
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-torch.set_num_threads(snakemake.threads)
-w = snakemake.wildcards
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-table = run_alpha(w.dataset, w.group, float(w.alpha), snakemake.params.options, log=log)
-write_parquet(table, snakemake.output[0])
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    torch.set_num_threads(snakemake.threads)
+    w = snakemake.wildcards
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    table = run_alpha(w.dataset, w.group, float(w.alpha), snakemake.params.options, log=log)
+    write_parquet(table, snakemake.output[0])
+
+
+run_job(main, log, snakemake)

@@ -10,25 +10,32 @@ import pandas as pd
 from phenoica.hits.calls import screen_calls
 from phenoica.hits.controls import control_calls, separating_by_model
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-options = snakemake.params.options
-rows = pd.read_parquet(snakemake.input.guide_folds)
-maps = pd.read_parquet(snakemake.input.maps)
-if not options.with_null:
-    log.warning("classify.n_null_guides is 0: no null, so no p-values, q-values or hit calls")
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-out = screen_calls(
-    rows, maps if len(maps.columns) else None, options.null_model, options.q_threshold, with_null=options.with_null
-)
-controls = pd.read_parquet(snakemake.input.controls)
-separating = separating_by_model(controls, dict(zip(snakemake.params.model_names, snakemake.input.profiles)))
-out["controls"] = control_calls(controls, out["guides"], options.null_model, options.q_threshold, separating)
-for name in ("guides", "genes", "hits", "null", "controls"):
-    write_parquet(out[name], snakemake.output[name])
-real = out["guides"][~out["guides"]["is_null_guide"]]
-log.info(
-    "%d guide hit(s) at q < %g over %d (model, variant) pairs",
-    int(real["hit"].sum()),
-    options.q_threshold,
-    len(real.groupby(["model", "variant"])),
-)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    options = snakemake.params.options
+    rows = pd.read_parquet(snakemake.input.guide_folds)
+    maps = pd.read_parquet(snakemake.input.maps)
+    if not options.with_null:
+        log.warning("classify.n_null_guides is 0: no null, so no p-values, q-values or hit calls")
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    out = screen_calls(
+        rows, maps if len(maps.columns) else None, options.null_model, options.q_threshold, with_null=options.with_null
+    )
+    controls = pd.read_parquet(snakemake.input.controls)
+    separating = separating_by_model(controls, dict(zip(snakemake.params.model_names, snakemake.input.profiles)))
+    out["controls"] = control_calls(controls, out["guides"], options.null_model, options.q_threshold, separating)
+    for name in ("guides", "genes", "hits", "null", "controls"):
+        write_parquet(out[name], snakemake.output[name])
+    real = out["guides"][~out["guides"]["is_null_guide"]]
+    log.info(
+        "%d guide hit(s) at q < %g over %d (model, variant) pairs",
+        int(real["hit"].sum()),
+        options.q_threshold,
+        len(real.groupby(["model", "variant"])),
+    )
+
+
+run_job(main, log, snakemake)

@@ -9,10 +9,19 @@ import pandas as pd
 from phenoica.classify.engine import classify_shard
 from phenoica.classify.splits import read_folds
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-w = snakemake.wildcards
-table = pd.read_parquet(snakemake.input.variant)
-folds = read_folds(snakemake.input.folds, table)
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-rows = classify_shard(table, int(w.shard), folds, snakemake.params.options, variant=w.variant, model=w.model, log=log)
-write_parquet(rows, snakemake.output[0])
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    w = snakemake.wildcards
+    table = pd.read_parquet(snakemake.input.variant)
+    folds = read_folds(snakemake.input.folds, table)
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    rows = classify_shard(
+        table, int(w.shard), folds, snakemake.params.options, variant=w.variant, model=w.model, log=log
+    )
+    write_parquet(rows, snakemake.output[0])
+
+
+run_job(main, log, snakemake)

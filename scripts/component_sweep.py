@@ -12,20 +12,29 @@ import pandas as pd
 
 from phenoica.sweep.component_sweep import MainPoint, chosen_count, chosen_point, gather_sweep
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-options = snakemake.params.options
-inputs = snakemake.input
-model = snakemake.wildcards.model
-chosen = chosen_count(json.loads(Path(inputs.fit_report).read_text()))
-points = [pd.read_parquet(f) for f in inputs.points]
-# The chosen count is the main run's: its variant tables, classify shards and mAP tables are read.
-rows = pd.concat([pd.read_parquet(f) for f in inputs.shards], ignore_index=True)
-maps = {v: pd.read_parquet(f) for v, f in zip(options.variants, inputs.maps)} if inputs.maps else {}
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-chosen_rows = []
-for variant, path in zip(options.variants, inputs.variants):
-    main = MainPoint(pd.read_parquet(path), rows[rows["variant"] == variant].reset_index(drop=True), maps.get(variant))
-    chosen_rows.append(chosen_point(main, model, variant, chosen, options, log=log)[0])
-table = gather_sweep(points + chosen_rows, options.variants)
-write_parquet(table, snakemake.output[0])
-log.info("sweep of %s: %d points, %.0f s", model, len(table), table["seconds"].sum())
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    options = snakemake.params.options
+    inputs = snakemake.input
+    model = snakemake.wildcards.model
+    chosen = chosen_count(json.loads(Path(inputs.fit_report).read_text()))
+    points = [pd.read_parquet(f) for f in inputs.points]
+    # The chosen count is the main run's: its variant tables, classify shards and mAP tables are read.
+    rows = pd.concat([pd.read_parquet(f) for f in inputs.shards], ignore_index=True)
+    maps = {v: pd.read_parquet(f) for v, f in zip(options.variants, inputs.maps)} if inputs.maps else {}
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    chosen_rows = []
+    for variant, path in zip(options.variants, inputs.variants):
+        main_point = MainPoint(
+            pd.read_parquet(path), rows[rows["variant"] == variant].reset_index(drop=True), maps.get(variant)
+        )
+        chosen_rows.append(chosen_point(main_point, model, variant, chosen, options, log=log)[0])
+    table = gather_sweep(points + chosen_rows, options.variants)
+    write_parquet(table, snakemake.output[0])
+    log.info("sweep of %s: %d points, %.0f s", model, len(table), table["seconds"].sum())
+
+
+run_job(main, log, snakemake)

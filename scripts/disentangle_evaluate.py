@@ -5,21 +5,28 @@ from phenoica.utils.io import log_job_cpu, rule_logger
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.studies.disentangle.evaluate import DISENTANGLE_SCORES, evaluate
+from phenoica.workflow.receipts import run_job
 
-w = snakemake.wildcards
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-row = evaluate(
-    snakemake.input[0],
-    w.dis_model,
-    snakemake.params.options,
-    int(w.dis_seed),
-    w.dis_dataset,
-    snakemake.output[0],
-)
-log.info(
-    "%s/%s/seed%s: %s",
-    w.dis_dataset,
-    w.dis_model,
-    w.dis_seed,
-    row[list(DISENTANGLE_SCORES)].round(3).to_dict("records")[0],
-)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    w = snakemake.wildcards
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    row = evaluate(
+        snakemake.input[0],
+        w.dis_model,
+        snakemake.params.options,
+        int(w.dis_seed),
+        w.dis_dataset,
+        snakemake.output[0],
+    )
+    log.info(
+        "%s/%s/seed%s: %s",
+        w.dis_dataset,
+        w.dis_model,
+        w.dis_seed,
+        row[list(DISENTANGLE_SCORES)].round(3).to_dict("records")[0],
+    )
+
+
+run_job(main, log, snakemake)

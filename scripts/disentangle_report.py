@@ -9,8 +9,15 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.studies.disentangle.report import write_report
+from phenoica.workflow.receipts import run_job
 
-scores = pd.concat([pd.read_parquet(p) for p in snakemake.input], ignore_index=True)
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-written = write_report(scores, Path(snakemake.output.md).parent, snakemake.params.options)
-log.info("wrote %s", ", ".join(str(p) for p in written.values()))
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    scores = pd.concat([pd.read_parquet(p) for p in snakemake.input], ignore_index=True)
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    written = write_report(scores, Path(snakemake.output.md).parent, snakemake.params.options)
+    log.info("wrote %s", ", ".join(str(p) for p in written.values()))
+
+
+run_job(main, log, snakemake)

@@ -10,6 +10,7 @@ from pathlib import Path
 from phenoica.embed.groups import PlateJob
 from phenoica.embed.jobs import EmbedJob, embed_model_plates
 from phenoica.models.device import keep_freed_memory
+from phenoica.workflow.receipts import run_job
 
 
 def files(named) -> list[Path]:
@@ -17,21 +18,26 @@ def files(named) -> list[Path]:
     return [Path(named)] if isinstance(named, str) else [Path(f) for f in named]
 
 
-if keep_freed_memory():  # the forward's activations reuse freed memory instead of page-faulting afresh
-    log.info("malloc: freed memory kept for reuse (glibc mallopt)")
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-embed_model_plates(
-    [
-        PlateJob(store, metadata, out)
-        for store, metadata, out in zip(
-            files(snakemake.input.stores), files(snakemake.input.metadata), files(snakemake.output), strict=True
-        )
-    ],
-    EmbedJob(
-        model_name=snakemake.wildcards.model,
-        checkpoint=snakemake.input.checkpoint,
-        options=snakemake.params.options,
-        threads=snakemake.threads,
-    ),
-    log=log,
-)
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    if keep_freed_memory():  # the forward's activations reuse freed memory instead of page-faulting afresh
+        log.info("malloc: freed memory kept for reuse (glibc mallopt)")
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    embed_model_plates(
+        [
+            PlateJob(store, metadata, out)
+            for store, metadata, out in zip(
+                files(snakemake.input.stores), files(snakemake.input.metadata), files(snakemake.output), strict=True
+            )
+        ],
+        EmbedJob(
+            model_name=snakemake.wildcards.model,
+            checkpoint=snakemake.input.checkpoint,
+            options=snakemake.params.options,
+            threads=snakemake.threads,
+        ),
+        log=log,
+    )
+
+
+run_job(main, log, snakemake)

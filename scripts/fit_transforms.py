@@ -8,6 +8,13 @@ log = rule_logger("phenoica.fit_transforms", snakemake.log[0])  # first: the log
 from pathlib import Path
 
 from phenoica.transforms.fit import fit_transforms
+from phenoica.workflow.receipts import run_job
 
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-fit_transforms(snakemake.input[0], snakemake.params.options, Path(snakemake.output.fit_report).parent, log=log)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    fit_transforms(snakemake.input[0], snakemake.params.options, Path(snakemake.output.fit_report).parent, log=log)
+
+
+run_job(main, log, snakemake)

@@ -9,9 +9,16 @@ from pathlib import Path
 import pandas as pd
 
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-for kind, out in snakemake.output.items():
-    parts = [pd.read_parquet(p) for p in getattr(snakemake.input, kind)]
-    write_parquet(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(), out)
-    log.info("%s: %d rows from %d files -> %s", kind, sum(len(p) for p in parts), len(parts), Path(out).name)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    for kind, out in snakemake.output.items():
+        parts = [pd.read_parquet(p) for p in getattr(snakemake.input, kind)]
+        write_parquet(pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(), out)
+        log.info("%s: %d rows from %d files -> %s", kind, sum(len(p) for p in parts), len(parts), Path(out).name)
+
+
+run_job(main, log, snakemake)

@@ -7,17 +7,24 @@ log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the lo
 
 from phenoica.profiles.gather import write_profiles
 from phenoica.profiles.hygiene import clean_profiles, write_plan
+from phenoica.workflow.receipts import run_job
 
-options = snakemake.params.options
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-rows = write_profiles(
-    list(snakemake.input),
-    snakemake.output.table,
-    options.level,
-    options.embedding_column,
-    options.batch_rows,
-    options.selection,
-    options.spec,
-)
-write_plan(clean_profiles(snakemake.output.table, options.hygiene, options.batch_rows), snakemake.output.hygiene)
-log.info("%d profiles (%s level) from %d files", rows, options.level, len(snakemake.input))
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    options = snakemake.params.options
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    rows = write_profiles(
+        list(snakemake.input),
+        snakemake.output.table,
+        options.level,
+        options.embedding_column,
+        options.batch_rows,
+        options.selection,
+        options.spec,
+    )
+    write_plan(clean_profiles(snakemake.output.table, options.hygiene, options.batch_rows), snakemake.output.hygiene)
+    log.info("%d profiles (%s level) from %d files", rows, options.level, len(snakemake.input))
+
+
+run_job(main, log, snakemake)

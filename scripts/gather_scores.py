@@ -7,16 +7,23 @@ log = rule_logger("phenoica.gather_scores", snakemake.log[0])  # first: the log 
 
 from phenoica.classify.null import split_control_rows
 from phenoica.utils.io import read_parquets, write_parquet
+from phenoica.workflow.receipts import run_job
 
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-rows, controls = split_control_rows(read_parquets(snakemake.input.shards))
-maps = read_parquets(snakemake.input.maps)
-write_parquet(rows, snakemake.output.guide_folds)
-write_parquet(controls, snakemake.output.controls)
-write_parquet(maps, snakemake.output.maps)
-log.info(
-    "%d guide-fold rows from %d shard(s), %d skipped",
-    len(rows),
-    len(snakemake.input.shards),
-    int((rows["status"] != "ok").sum()),
-)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    rows, controls = split_control_rows(read_parquets(snakemake.input.shards))
+    maps = read_parquets(snakemake.input.maps)
+    write_parquet(rows, snakemake.output.guide_folds)
+    write_parquet(controls, snakemake.output.controls)
+    write_parquet(maps, snakemake.output.maps)
+    log.info(
+        "%d guide-fold rows from %d shard(s), %d skipped",
+        len(rows),
+        len(snakemake.input.shards),
+        int((rows["status"] != "ok").sum()),
+    )
+
+
+run_job(main, log, snakemake)

@@ -6,13 +6,20 @@ log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log 
 
 from phenoica.screen.images import ingest_image_plate
 from phenoica.screen.plate_map import read_plate_map
+from phenoica.workflow.receipts import run_job
 
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-ingest_image_plate(
-    read_plate_map(snakemake.input.plate_map),
-    snakemake.wildcards.plate,
-    store=snakemake.output.store,
-    metadata_out=snakemake.output.metadata,
-    options=snakemake.params.options,
-    log=log,
-)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    ingest_image_plate(
+        read_plate_map(snakemake.input.plate_map),
+        snakemake.wildcards.plate,
+        store=snakemake.output.store,
+        metadata_out=snakemake.output.metadata,
+        options=snakemake.params.options,
+        log=log,
+    )
+
+
+run_job(main, log, snakemake)

@@ -6,14 +6,21 @@ log = rule_logger("phenoica.ingest_loaddata", snakemake.log[0])  # first: the lo
 
 from phenoica.screen.loaddata import ingest_loaddata_plate, read_loaddata
 from phenoica.screen.plate_map import read_plate_map
+from phenoica.workflow.receipts import run_job
 
-options = snakemake.params.options
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-ingest_loaddata_plate(
-    read_loaddata(options.loaddata),
-    read_plate_map(snakemake.input.plate_map),
-    snakemake.wildcards.plate,
-    store=snakemake.output.store,
-    metadata_out=snakemake.output.metadata,
-    options=options,
-)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    options = snakemake.params.options
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    ingest_loaddata_plate(
+        read_loaddata(options.loaddata),
+        read_plate_map(snakemake.input.plate_map),
+        snakemake.wildcards.plate,
+        store=snakemake.output.store,
+        metadata_out=snakemake.output.metadata,
+        options=options,
+    )
+
+
+run_job(main, log, snakemake)

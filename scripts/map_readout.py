@@ -7,9 +7,16 @@ from phenoica.utils.io import log_job_cpu, rule_logger
 log = rule_logger("phenoica.map_readout", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.classify.map_readout import guide_map_files
+from phenoica.workflow.receipts import run_job
 
-variants = snakemake.params.variants
-profiles = dict(zip(variants, snakemake.input, strict=True))
-outputs = dict(zip(variants, snakemake.output, strict=True))
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-guide_map_files(profiles, outputs, snakemake.params.options, model=snakemake.wildcards.model, log=log)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    variants = snakemake.params.variants
+    profiles = dict(zip(variants, snakemake.input, strict=True))
+    outputs = dict(zip(variants, snakemake.output, strict=True))
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    guide_map_files(profiles, outputs, snakemake.params.options, model=snakemake.wildcards.model, log=log)
+
+
+run_job(main, log, snakemake)

@@ -6,10 +6,17 @@ log = rule_logger("phenoica.plate_metadata", snakemake.log[0])  # first: the log
 
 from phenoica.contract.screen import check_plate_against_metadata, open_plate, read_plate_metadata
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-plate = snakemake.wildcards.plate
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-rows = read_plate_metadata(snakemake.input.table, plate)
-check_plate_against_metadata(open_plate(snakemake.input.store), rows, snakemake.input.store)
-write_parquet(rows, snakemake.output[0])
-log.info("plate %s: %d images", plate, len(rows))
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    plate = snakemake.wildcards.plate
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    rows = read_plate_metadata(snakemake.input.table, plate)
+    check_plate_against_metadata(open_plate(snakemake.input.store), rows, snakemake.input.store)
+    write_parquet(rows, snakemake.output[0])
+    log.info("plate %s: %d images", plate, len(rows))
+
+
+run_job(main, log, snakemake)

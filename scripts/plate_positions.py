@@ -6,11 +6,18 @@ from phenoica.utils.io import log_job_cpu, rule_logger
 log = rule_logger("phenoica.plate_positions", snakemake.log[0])  # first: the log holds everything the job prints
 
 from phenoica.hits.positions import plate_position_files
+from phenoica.workflow.receipts import run_job
 
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-plate_position_files(
-    dict(zip(snakemake.params.model_names, snakemake.input.profiles)),
-    {name: snakemake.output[name] for name in ("wells", "positions", "null_layout")},
-    snakemake.params.options,
-    log=log,
-)
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    plate_position_files(
+        dict(zip(snakemake.params.model_names, snakemake.input.profiles)),
+        {name: snakemake.output[name] for name in ("wells", "positions", "null_layout")},
+        snakemake.params.options,
+        log=log,
+    )
+
+
+run_job(main, log, snakemake)

@@ -6,8 +6,15 @@ log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log
 
 from phenoica.screen.demo.design import gene_truth
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-truth = gene_truth(snakemake.params.options)
-write_parquet(truth, snakemake.output[0])
-log.info("wrote %d guides (%d with an effect)", len(truth), int(truth["has_effect"].sum()))
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    truth = gene_truth(snakemake.params.options)
+    write_parquet(truth, snakemake.output[0])
+    log.info("wrote %d guides (%d with an effect)", len(truth), int(truth["has_effect"].sum()))
+
+
+run_job(main, log, snakemake)

@@ -8,10 +8,17 @@ import pandas as pd
 
 from phenoica.classify.splits import folds_table, make_folds
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-profiles = pd.read_parquet(snakemake.input[0])
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-folds = make_folds(profiles, snakemake.params.options)  # leave-one-batch-out draws nothing
-write_parquet(folds_table(profiles, folds), snakemake.output[0])
-for fold in folds:
-    log.info("fold %s: %d train rows, %d test rows", fold.name, len(fold.train), len(fold.test))
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    profiles = pd.read_parquet(snakemake.input[0])
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    folds = make_folds(profiles, snakemake.params.options)  # leave-one-batch-out draws nothing
+    write_parquet(folds_table(profiles, folds), snakemake.output[0])
+    for fold in folds:
+        log.info("fold %s: %d train rows, %d test rows", fold.name, len(fold.train), len(fold.test))
+
+
+run_job(main, log, snakemake)

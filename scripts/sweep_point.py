@@ -9,10 +9,17 @@ import pandas as pd
 from phenoica.classify.splits import read_folds
 from phenoica.sweep.component_sweep import sweep_point
 from phenoica.utils.io import write_parquet
+from phenoica.workflow.receipts import run_job
 
-w = snakemake.wildcards
-profiles = pd.read_parquet(snakemake.input.profiles)
-folds = read_folds(snakemake.input.folds, profiles)
-log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-table, _ = sweep_point(profiles, folds, w.model, w.variant, int(w.point), snakemake.params.options, log=log)
-write_parquet(table, snakemake.output[0])
+
+def main() -> None:
+    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    w = snakemake.wildcards
+    profiles = pd.read_parquet(snakemake.input.profiles)
+    folds = read_folds(snakemake.input.folds, profiles)
+    log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
+    table, _ = sweep_point(profiles, folds, w.model, w.variant, int(w.point), snakemake.params.options, log=log)
+    write_parquet(table, snakemake.output[0])
+
+
+run_job(main, log, snakemake)

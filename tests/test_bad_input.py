@@ -5,6 +5,7 @@ models (``phenoica.workflow.validate``), before any plate is worked on."""
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pandas as pd
@@ -1238,15 +1239,49 @@ def case_results_folder_holding_a_users_files(tmp_path):
 
 
 def case_results_folder_of_another_workflow_folder(tmp_path):
-    from phenoica.workflow.ownership import check_results_folder, record_build
+    from phenoica.workflow.ownership import check_unstamped, record_build
+    from phenoica.workflow.receipts import RuleFiles, check_stamps
 
-    cfg = validate_config({"results": str(tmp_path / "shared")})
+    shared = tmp_path / "shared"
+    cfg = validate_config({"results": str(shared)})
     (tmp_path / "a").mkdir()
     (tmp_path / "b").mkdir()
-    record_build(tmp_path / "shared", tmp_path / "a", cfg)
-    check_results_folder(
-        tmp_path / "shared", tmp_path / "b", {**cfg, "classify": {**cfg["classify"], "num_boost_round": 7}}
+    record_build(shared, tmp_path / "a", cfg)
+    (shared / "hits").mkdir()
+    (shared / "hits" / "hits.parquet").write_bytes(b"made before stamps were kept")
+    rules = [RuleFiles("call_hits", (f"{shared}/hits/hits.parquet",), f"{shared}/benchmarks/call_hits.tsv")]
+    check_unstamped(shared, tmp_path / "b", check_stamps(shared, rules))
+
+
+def case_results_folder_built_with_other_settings(tmp_path):
+    from phenoica.classify.options import ClassifyOptions
+    from phenoica.workflow.receipts import RuleFiles, changed_jobs, check_stamps, set_aside_changed, write_stamp
+
+    shared = tmp_path / "shared"
+    cfg = validate_config({"results": str(shared)})
+    shard = shared / "classify" / "m" / "pca" / "shard_0.parquet"
+    shard.parent.mkdir(parents=True)
+    shard.write_bytes(b"scores")
+    options = ClassifyOptions.from_config(cfg)
+    write_stamp(SimpleNamespace(rule="classify", params=[options], input=[], output=[str(shard)], config=cfg))
+    now = options._replace(num_boost_round=options.num_boost_round + 1)  # another run's classify.num_boost_round
+    template = f"{shared}/classify/{{model}}/{{variant}}/shard_{{shard}}.parquet"
+    rules = [RuleFiles("classify", (template,), f"{shared}/benchmarks/x.tsv", params=lambda w: [now])]
+    return "\n".join(set_aside_changed(shared, changed_jobs(shared, check_stamps(shared, rules))))
+
+
+def case_job_that_fails(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    job = (
+        "import sys\nfrom phenoica.utils.io import end_job, rule_logger\nlog = rule_logger('phenoica.job', sys.argv[1])\n"
+        "def main():\n    raise ValueError('no such column: gene')\nend_job(main, log)\n"
     )
+    env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
+    proc = subprocess.run([sys.executable, "-c", job, str(tmp_path / "job.log")], env=env, timeout=120)
+    return f"status {proc.returncode}\n" + (tmp_path / "job.log").read_text()
 
 
 def _first_chunk_of(cfg: dict, plate: str) -> Path:
@@ -1335,7 +1370,22 @@ RESULTS_AND_STORE_CASES = [
         "results",
         case_results_folder_of_another_workflow_folder,
         ResultsFolderError,
-        r"results folder .*/shared was built from the workflow folder .*/a, not from .*/b: Snakemake keeps its record",
+        r"results folder .*/shared was built from the workflow folder .*/a, not from .*/b, and 1 of its output\(s\) have "
+        r"no stamp of the settings they were made with \(.*/shared/hits/hits\.parquet\)",
+    ),
+    (
+        "results",
+        case_results_folder_built_with_other_settings,
+        OUTPUT,
+        r"results folder .*/shared: 1 output\(s\) of rule classify \(classify/m/pca/shard_0\.parquet\) are rebuilt: was "
+        r"made with other settings than this run's",
+    ),
+    (
+        "results",
+        case_job_that_fails,
+        OUTPUT,
+        r"^status 1\n(.|\n)*phenoica\.job ERROR failed: no such column: gene\nTraceback(.|\n)*ValueError: no such column: "
+        r"gene\n.*job cpu end: [\d.]+ s\n$",
     ),
     (
         "stores",

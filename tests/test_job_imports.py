@@ -76,7 +76,12 @@ def loaded_modules(modules: list[str]) -> set[str]:
 
 def test_job_modules_reads_a_script_and_its_options():
     modules = job_modules("apply_transform")
-    assert modules == ["phenoica.utils.io", "phenoica.transforms.apply", "phenoica.transforms.options"]
+    assert modules == [
+        "phenoica.utils.io",
+        "phenoica.transforms.apply",
+        "phenoica.workflow.receipts",
+        "phenoica.transforms.options",
+    ]
 
 
 def test_every_listed_rule_has_its_script_and_uses_only_heavy_packages():

@@ -96,7 +96,8 @@ def test_a_warning_raised_in_a_snakemake_script_lands_in_its_rule_log(tmp_path):
 def test_every_rule_script_logs_through_rule_logger_first():
     """Each script's first statement after its docstring imports rule_logger and the next
     installs it on the rule's log, before any import that could warn; each marks the start of
-    its library call once (the CPU seconds before it are the job's start-up)."""
+    its library call once (the CPU seconds before it are the job's start-up), and ends through
+    ``run_job``."""
     scripts = sorted((REPO / "scripts").glob("*.py"))
     assert len(scripts) > 20
     for path in scripts:
@@ -113,6 +114,9 @@ def test_every_rule_script_logs_through_rule_logger_first():
         ), path.name
         assert "get_logger" not in path.read_text(), path.name
         assert path.read_text().count('log_job_cpu(log, "work")') == 1, path.name
+        # its work is main(), and run_job ends the process (exit status kept, no interpreter teardown)
+        assert ast.unparse(body[-1]) == "run_job(main, log, snakemake)", path.name
+        assert [n.name for n in body if isinstance(n, ast.FunctionDef)][-1] == "main", path.name
 
 
 def test_a_job_logs_its_cpu_seconds_at_start_work_and_exit(tmp_path):

@@ -26,6 +26,7 @@ filled, and states no default itself. A notebook or a test writes
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any, Callable, Mapping, NamedTuple, TypeVar, get_type_hints
 
 from phenoica.contract.errors import ConfigError
@@ -79,9 +80,12 @@ def canonical(value: Any) -> Any:
     return value
 
 
+@functools.cache
 def declarations(cls: type) -> dict[str, tuple[Any, Setting | Composed]]:
     """Field name -> (its type, its :class:`Setting` or :class:`Composed`) of an options class,
-    in field order; TypeError naming the field that declares neither, or both, or more than one."""
+    in field order; TypeError naming the field that declares neither, or both, or more than one.
+    Read once per class (an options object's ``repr``, the params of every job, reads it); the
+    mapping returned is shared: not to be changed."""
     hints = get_type_hints(cls, include_extras=True)
     out: dict[str, tuple[Any, Setting | Composed]] = {}
     for name in cls._fields:  # type: ignore[attr-defined]

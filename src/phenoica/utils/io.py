@@ -3,13 +3,17 @@
 Every output is written to a temporary sibling and renamed into place, so a crash or a kill
 never leaves a half-written file that looks finished. A rule's script logs through
 :func:`rule_logger`, so its log holds everything the job printed: log lines, Python warnings,
-what native libraries write to standard error, and the traceback of a failure.
+what native libraries write to standard error, and the traceback of a failure; it ends through
+:func:`end_job`, which leaves the process with its exit status once the log is flushed, without
+the interpreter's teardown (where a native library's thread pool still alive can abort the
+process after the job's work is done).
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import ctypes
 import json
 import logging
 import os
@@ -19,7 +23,7 @@ import sys
 import unicodedata
 import uuid
 from pathlib import Path
-from typing import Any, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterator, Mapping, NoReturn, Sequence
 
 import pandas as pd
 
@@ -279,3 +283,65 @@ def get_logger(name: str, log_file: Path | str | None = None) -> logging.Logger:
     log_job_cpu(logger, "start")
     atexit.register(_log_job_cpu_at_exit, logger)
     return logger
+
+
+def exit_status(code: object) -> int:
+    """The exit status Python gives ``sys.exit(code)``: 0 for None, an int as it is, 1 for any
+    other value (which Python prints to standard error first, as :func:`end_job` does)."""
+    if code is None:
+        return 0
+    if isinstance(code, int):
+        return code
+    print(code, file=sys.stderr)
+    return 1
+
+
+def flush_logs() -> None:
+    """Flush every logging handler, Python's standard streams and the C library's (what native
+    code such as LightGBM printed): what a job printed reaches its log before ``os._exit``,
+    which flushes nothing."""
+    for ref in list(logging._handlerList):  # the handlers logging.shutdown flushes
+        handler = ref()
+        if handler is None:
+            continue
+        with contextlib.suppress(Exception):
+            handler.flush()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    with contextlib.suppress(Exception):
+        ctypes.CDLL(None).fflush(None)  # every C stdio stream (exit() would flush them)
+
+
+def end_job(main: Callable[[], object], log: logging.Logger, after: Callable[[], None] | None = None) -> NoReturn:
+    """Run a job's ``main``, then leave the process at once with its exit status: 0 when it
+    returns, the code of ``sys.exit(n)`` (``SystemExit``), 1 when it raises (the traceback
+    logged), 130 on ``KeyboardInterrupt``. Before leaving, the job's CPU seconds are logged
+    (``job cpu end``) and every log handler and standard stream is flushed; ``after`` runs then,
+    once ``main`` returned, as the job's last act (a failure there fails the job, logged). Then
+    ``os._exit`` ends the process without the interpreter's teardown: no ``atexit`` handler runs,
+    and no thread left running (a native thread pool, a non-daemon thread) is joined or torn
+    down, so none can abort the process or hold it after its work is done. A job's outputs are
+    whole files by then (written through :func:`atomic_path` and closed)."""
+    try:
+        main()
+        status = 0
+    except SystemExit as exc:
+        status = exit_status(exc.code)
+    except KeyboardInterrupt:
+        log.error("interrupted")
+        status = 130
+    except BaseException as exc:  # every failure ends the job with status 1, logged
+        log.error("failed: %s", exc, exc_info=True)
+        status = 1
+    with contextlib.suppress(Exception):
+        _log_job_cpu_at_exit(log)
+    flush_logs()
+    if status == 0 and after is not None:
+        try:
+            after()
+        except BaseException as exc:  # the job fails, logged
+            log.error("failed after the job's work: %s", exc, exc_info=True)
+            flush_logs()
+            status = 1
+    os._exit(status)

@@ -8,19 +8,25 @@ writing one results folder mixed the files of two configs, each run trusting the
 by their modification times. This module makes the results folder say whose it is:
 
 - :func:`check_results_folder` (when the DAG is built, before any job; a dry run too): a folder
-  phenoica has no record of must be empty, else it is refused naming a few of its files; a
-  folder it built was built from one workflow folder (a token in both records, so the pair may
-  be moved or copied together), and a run from another workflow folder is refused, since
-  Snakemake's record of how its files were made is not there; and every folder that a rerun
-  replaces whole (the report's figures, tables, gallery and gene-panel assets, the study pages,
-  the plates' stores) holds only the files phenoica listed when it wrote it
-  (:func:`phenoica.utils.written.record_written`). ``adopt_results: true`` takes over such a folder instead.
+  phenoica has no record of must be empty, else it is refused naming a few of its files; and
+  every folder that a rerun replaces whole (the report's figures, tables, gallery and
+  gene-panel assets, the study pages, the plates' stores) holds only the files phenoica listed
+  when it wrote it (:func:`phenoica.utils.written.record_written`). ``adopt_results: true``
+  takes over such a folder instead.
+- Every job's stamp in the results folder (:mod:`phenoica.workflow.receipts`: its rule and
+  params) is compared with this run's when the DAG is built, so a run from any workflow folder
+  (two checkouts sharing one ``results:``, a workflow folder moved, its ``.snakemake/``
+  deleted) reruns exactly the jobs whose settings differ and trusts the others. The folder's
+  record names the workflow folder that last built it (a token in both records, so the pair
+  may be moved or copied together); :func:`check_unstamped` refuses a run from another
+  workflow folder over outputs that have no stamp (built before stamps were kept), which only
+  the builder's ``.snakemake/`` can judge, unless ``adopt_results: true``.
 - :func:`lock_results` (when jobs are about to run): one run at a time writes a results folder;
   the lock is an ``flock`` on ``.phenoica/lock`` held by the Snakemake process, so the system
   releases it when that process ends, however it ends; a second run names the holder.
-- :func:`record_build`: the config the folder was last built with (``.phenoica/results.json``);
-  a run with another config logs the keys that differ, and Snakemake's params (each rule's
-  options, :mod:`phenoica.contract.stage_options`) rerun exactly the jobs that read them.
+- :func:`record_build`: the config the folder was last built with and the workflow folder it
+  was built from (``.phenoica/results.json``); a run with another config logs the keys that
+  differ.
 """
 
 from __future__ import annotations
@@ -125,21 +131,54 @@ def config_changes(before: Mapping[str, Any], after: Mapping[str, Any], prefix: 
     return out
 
 
-def _builder_notes(root: Path, record: Mapping[str, Any] | None, workflow_dir: Path, adopt: bool) -> list[str]:
+def built_here(record: Mapping[str, Any] | None, workflow_dir: Path | str) -> bool:
+    """Whether the results folder (its ``record``) was last built from ``workflow_dir`` (or has
+    no record: nothing built there yet)."""
+    return record is None or record.get("token") in _workflow_tokens(Path(workflow_dir))
+
+
+def _builder_notes(root: Path, record: Mapping[str, Any] | None, workflow_dir: Path) -> list[str]:
     """[] when the results folder (its ``record``) was built from ``workflow_dir`` or has no
-    record; a note when it was built from another and ``adopt``; else a ResultsFolderError."""
-    if record is None or record.get("token") in _workflow_tokens(workflow_dir):
+    record; else a note naming the workflow folder it was built from."""
+    if built_here(record, workflow_dir):
         return []
-    built = record.get("workflow", "another workflow folder")
+    built = record.get("workflow", "another workflow folder") if record else "another workflow folder"
+    return [
+        f"results folder {root} was last built from the workflow folder {built}: each job's stamp there is compared "
+        "with this run's settings, and the jobs whose settings differ rerun"
+    ]
+
+
+def check_unstamped(
+    results: Path | str, workflow_dir: Path | str, checks: Sequence[Any], adopt: bool = False
+) -> list[str]:
+    """The results folder's outputs without a stamp (``checks``:
+    :func:`phenoica.workflow.receipts.check_stamps`) may be trusted by this run: it was built
+    from ``workflow_dir`` (Snakemake's record there judges them), or ``adopt``. Raises
+    :class:`ResultsFolderError` naming a few of them otherwise; returns the note of a folder
+    adopted with such outputs."""
+    root = Path(results)
+    record = read_record(root)
+    unstamped = sorted(p for c in checks if c.status == "unstamped" for p in c.outputs)
+    if not unstamped or built_here(record, workflow_dir):
+        return []
+    rel = [os.path.relpath(p, root) for p in unstamped]
+    built = (record or {}).get("workflow", "another workflow folder")
     if not adopt:
         raise ResultsFolderError(
-            f"results folder {root} was built from the workflow folder {built}, not from {workflow_dir}: Snakemake "
-            "keeps its record of how each file there was made (rule, params, code) in that folder's .snakemake/, "
-            "so this run would trust the files by their times alone. Run from that folder, or give this run its "
-            "own results: folder; if the workflow folder was moved without its .phenoica/ folder, set "
-            "adopt_results: true once"
+            f"results folder {root} was built from the workflow folder {built}, not from {workflow_dir}, and "
+            f"{len(rel)} of its output(s) have no stamp of the settings they were made with ({_named(rel, root)}): "
+            "made before phenoica kept stamps, or by a job that did not finish. Snakemake's record of them is in that "
+            "folder's .snakemake/, so this run cannot tell whether they match its config. Run from that folder, give "
+            "this run its own results: folder, or set adopt_results: true to trust them by their times (a job that "
+            "reruns stamps its outputs)"
         )
-    return [f"results folder {root}: adopted from the workflow folder {built}; its files are trusted by their times"]
+    note = (
+        f"results folder {root}: adopted from the workflow folder {built}; {len(rel)} output(s) without a stamp "
+        f"are trusted by their times ({_named(rel, root)})"
+    )
+    logging.getLogger("phenoica.results").warning("%s", note)
+    return [note]
 
 
 def check_results_folder(
@@ -151,10 +190,10 @@ def check_results_folder(
     log: logging.Logger | None = None,
 ) -> list[str]:
     """The results folder may be written by this run (called when the DAG is built, before any
-    job): it holds only files phenoica wrote (:func:`foreign_files`) and was built from
-    ``workflow_dir``, unless ``config["adopt_results"]``. Raises :class:`ResultsFolderError`
-    naming the files or the workflow folders; returns the notes (keys changed since the folder
-    was built, a folder adopted), logged as warnings."""
+    job): it holds only files phenoica wrote (:func:`foreign_files`), unless
+    ``config["adopt_results"]``. Raises :class:`ResultsFolderError` naming the files; returns
+    the notes (keys changed since the folder was built, another workflow folder that built it,
+    a folder adopted), logged as warnings."""
     log = log or logging.getLogger("phenoica.results")
     root, workflow_dir = Path(results), Path(workflow_dir)
     adopt = bool(config.get("adopt_results"))
@@ -171,7 +210,7 @@ def check_results_folder(
         notes.append(
             f"results folder {root}: adopted with {len(found)} file(s) phenoica did not write ({_named(found, root)})"
         )
-    notes += _builder_notes(root, record, workflow_dir, adopt)
+    notes += _builder_notes(root, record, workflow_dir)
     if record is not None and isinstance(record.get("config"), Mapping):
         changed = config_changes(record["config"], canonical(dict(config)))
         if changed:
@@ -189,13 +228,11 @@ def record_build(
 ) -> dict[str, Any]:
     """Write the results folder's record (atomically): its token (kept, or new), the workflow
     folder it is built from (which records the token too) and ``config``; called when jobs are
-    about to run, after :func:`check_results_folder` passed and with the lock held (a run from
-    another workflow folder that built the folder since the check is refused here). A folder without a record yet
-    (new, or built before phenoica kept one) has the files of its folders ``replaced`` whole
-    listed as they are (the check found them phenoica's)."""
+    about to run, after :func:`check_results_folder` passed and with the lock held. A folder
+    without a record yet (new, or built before phenoica kept one) has the files of its folders
+    ``replaced`` whole listed as they are (the check found them phenoica's)."""
     root, workflow_dir = Path(results), Path(workflow_dir)
     old = read_record(root)
-    _builder_notes(root, old, workflow_dir, bool(config.get("adopt_results")))  # a run that ended since the check
     if old is None:
         record_written(*[f for f in map(Path, replaced) if f.is_dir() and not (f / MANIFEST).exists()])
     old = old or {}
