@@ -59,7 +59,7 @@ def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:
         n_null_genes=args.null_genes,
     )
     with tempfile.TemporaryDirectory() as tmp:
-        paths = pc.write_screen(tmp, seed=args.seed, design=design)
+        paths = pc.write_known_truth_screen(tmp, seed=args.seed, design=design)
         parts = [pd.read_parquet(f) for f in paths["files"]]
     table = pd.concat(parts, ignore_index=True)
     X = np.stack(table.pop(pc.VECTOR).to_numpy()).astype(np.float32)

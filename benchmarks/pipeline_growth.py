@@ -121,7 +121,7 @@ def write_scaled_screen(folder: Path, scale: int, seed: int, controls: str = "pe
     per batch, each plate with the shipped screen's control wells (``controls`` "per-plate"), or
     with 1/``scale`` of them, so that a batch holds the shipped screen's controls ("fixed": a
     check of what the growing control set costs)."""
-    from phenoica.screen.known_truth import SCREENS, write_screen
+    from phenoica.screen.known_truth import SCREENS, write_known_truth_screen
 
     base = SCREENS["positive_control"]
     control_wells = base.control_wells
@@ -136,7 +136,7 @@ def write_scaled_screen(folder: Path, scale: int, seed: int, controls: str = "pe
         plates_per_batch=base.plates_per_batch * scale,
         control_wells=control_wells,
     )
-    return write_screen(folder, seed=seed, design=design)
+    return write_known_truth_screen(folder, seed=seed, design=design)
 
 
 # --------------------------------------------------------------------------- the stages (child side)

@@ -34,7 +34,7 @@ def _profiles(design: arrayed.ArrayedDesign = SMALL, seed: int = 0) -> tuple[pd.
 
 
 def test_written_screen_has_the_arrayed_layout_and_its_truth(tmp_path):
-    paths = arrayed.write_screen(tmp_path, 0, SMALL)
+    paths = arrayed.write_arrayed_screen(tmp_path, 0, SMALL)
     table = pd.concat([pd.read_parquet(p) for p in sorted(paths["profiles"].glob("*.parquet"))], ignore_index=True)
     assert len(paths["files"]) == 2 and table[PLATE].nunique() == 8
     assert table.groupby(PLATE)[BATCH].nunique().eq(1).all()
@@ -127,7 +127,7 @@ def test_the_door_counts_again_when_a_setting_it_reads_changes(tmp_path):
     from phenoica.contract.config import run_models
     from phenoica.workflow.validate import check_screen_once
 
-    paths = arrayed.write_screen(tmp_path / "arrayed", 0, SMALL)
+    paths = arrayed.write_arrayed_screen(tmp_path / "arrayed", 0, SMALL)
     screen = {"source": "embeddings", "embeddings": str(paths["profiles"] / "*.parquet")}
     screen["feature_regex"] = arrayed.FEATURE_REGEX
 
@@ -308,7 +308,7 @@ def test_arrayed_scenario_runs_at_the_defaults_with_a_calibrated_null(tmp_path):
     from tests.test_workflow import SCENARIOS, snakemake
 
     data = tmp_path / "scenario_data" / "arrayed"
-    arrayed.write_screen(data, seed=0)
+    arrayed.write_arrayed_screen(data, seed=0)
     shutil.copy(SCENARIOS / "arrayed.yaml", tmp_path / "config.yaml")
     results = Path(yaml.safe_load((tmp_path / "config.yaml").read_text())["results"])
     snakemake(tmp_path, str(results / "hits" / "guides.parquet"), str(results / "hits" / "controls.parquet"))
@@ -377,7 +377,7 @@ def test_plate_maps_spread_the_guides_over_plates_at_the_same_replicates(tmp_pat
     """A screen of more guides than a plate holds: each plate map holds a share of the guides
     and every control well; every guide is on n_batches x plates_per_batch plates, as with one map."""
     design = arrayed.ArrayedDesign(n_effect_genes=5, n_null_genes=2, n_latent=4, n_features=12, plate_maps=3)
-    paths = arrayed.write_screen(tmp_path, 0, design)
+    paths = arrayed.write_arrayed_screen(tmp_path, 0, design)
     table = pd.concat([pd.read_parquet(p) for p in paths["files"]], ignore_index=True)
     assert len(table) == design.n_wells == 2 * 4 * (14 + 3 * 16) and table[PLATE].nunique() == 2 * 3 * 4
     guides = table[table[PERT_TYPE] == "perturbation"]

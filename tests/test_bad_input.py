@@ -812,7 +812,7 @@ def _arrayed_door(tmp_path: Path, constructs: int = 4, control_wells_per_constru
         n_control_constructs=constructs,
         control_wells_per_construct=control_wells_per_construct,
     )
-    paths = arrayed.write_screen(tmp_path / "arrayed", 0, design)
+    paths = arrayed.write_arrayed_screen(tmp_path / "arrayed", 0, design)
     cfg = {
         "results": str(tmp_path / "res"),
         "screen": {

@@ -112,13 +112,13 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     from phenoica.report.inputs import ReportInputs
     from phenoica.report.sections import ReportContext
     from phenoica.report.sweep import build_sweep
-    from phenoica.screen.known_truth import ControlDesign, write_screen
+    from phenoica.screen.known_truth import ControlDesign, write_known_truth_screen
     from phenoica.sweep.component_sweep import MainPoint, sweep_model
     from phenoica.transforms.fit import fit_variants
     from phenoica.transforms.variant_names import component_name
     from tests.report_fixtures import report_options
 
-    out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
+    out = write_known_truth_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
     X = np.stack(raw.pop("vector")).astype(np.float32)
     profiles = pd.concat([raw, pd.DataFrame(X, columns=[f"emb_{i:03d}" for i in range(X.shape[1])])], axis=1)
@@ -190,9 +190,9 @@ def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reas
 
     import phenoica.sweep.component_sweep as components
     from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.screen.known_truth import ControlDesign, write_screen
+    from phenoica.screen.known_truth import ControlDesign, write_known_truth_screen
 
-    out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=2))
+    out = write_known_truth_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=2))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
     X = np.stack(raw.pop("vector")).astype(np.float32)
     profiles = pd.concat([raw, pd.DataFrame(X, columns=[f"emb_{i:03d}" for i in range(X.shape[1])])], axis=1)
@@ -223,9 +223,9 @@ def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reas
 def _screen(tmp_path, one_batch: bool = False) -> pd.DataFrame:
     """The positive-control screen (3 batches, 48 features) as a profile table; ``one_batch``:
     every row in one batch."""
-    from phenoica.screen.known_truth import ControlDesign, write_screen
+    from phenoica.screen.known_truth import ControlDesign, write_known_truth_screen
 
-    out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=4))
+    out = write_known_truth_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
     if one_batch:
         raw["Metadata_Batch"] = "b1"
@@ -361,7 +361,7 @@ def test_a_workflow_sweep_spreads_and_a_changed_point_reruns_alone(tmp_path):
     from tests.test_workflow import planned_jobs, snakemake
 
     design = arrayed.ArrayedDesign(n_effect_genes=6, n_null_genes=4, n_latent=6, n_features=24)
-    paths = arrayed.write_screen(tmp_path / "screen", 0, design)
+    paths = arrayed.write_known_truth_screen(tmp_path / "screen", 0, design)
     cfg = {
         "results": "results",
         "screen": {

@@ -562,9 +562,9 @@ def test_noise_edge_is_the_marchenko_pastur_edge_for_equal_variances():
 
 
 def _screen_rows(tmp_path, screen):
-    from phenoica.screen.known_truth import write_screen
+    from phenoica.screen.known_truth import write_known_truth_screen
 
-    out = write_screen(tmp_path / screen, 0, screen)
+    out = write_known_truth_screen(tmp_path / screen, 0, screen)
     t = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
     return np.stack(t["vector"]), t["Metadata_Batch"].to_numpy(), (t["Metadata_PertType"] == "control").to_numpy()
 

@@ -1,11 +1,13 @@
-"""The boundary checks of feature matrices, raising the data contract's errors.
+"""The checks of feature matrices, the one home of each, raising the data contract's errors.
 
 - :func:`check_finite`: the one finiteness check of phenoica (a feature matrix, or one item per
   row: images, embeddings), its error naming columns or rows;
 - :func:`check_matrix`: a finite, numeric, 2-D array with rows, or an error that says what was
-  expected (and names the columns).
-
-Both are built on :mod:`phenoica.utils.arrays` (no temporary the size of the data).
+  expected (and names the columns);
+- :func:`check_rows`: a 1-D array of one value per row (batches, control flags);
+- :func:`nonfinite_mask`, :func:`nonfinite_columns`, :func:`first_nonfinite_row`: which feature
+  columns (or rows: images, embeddings) hold NaN or inf, without a temporary the size of the
+  data (row chunk by row chunk); :func:`column_labels`: the columns as an error names them.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from phenoica.contract.screen import ScreenError
-from phenoica.utils.arrays import column_labels, first_nonfinite_row, nonfinite_mask
+from phenoica.utils.arrays import row_chunks
 
 
 def check_finite(
@@ -66,4 +68,56 @@ def check_matrix(
     if n_features is not None and arr.shape[1] != n_features:
         raise ValueError(f"{what}: has {arr.shape[1]} features, the transform was fitted on {n_features}")
     check_finite(arr, what, names)
+    return arr
+
+
+def column_labels(idx: Sequence[int] | np.ndarray, names: Sequence[str] | None, limit: int = 10) -> str:
+    """Readable list of feature columns by name (if known) or index: ``['emb_0001', ...] (+3 more)``."""
+    idx = [int(i) for i in idx]
+    shown = [names[i] for i in idx[:limit]] if names is not None else [f"feature {i}" for i in idx[:limit]]
+    more = f" (+{len(idx) - limit} more)" if len(idx) > limit else ""
+    return f"{shown}{more}"
+
+
+def nonfinite_mask(X: np.ndarray) -> np.ndarray:
+    """One bool per column of the 2-D array ``X``: does it hold NaN or inf?
+
+    A float64 column sum is finite iff every value is, so finite data costs one pass and no
+    temporary; otherwise the columns are found row chunk by row chunk.
+    """
+    bad = np.zeros(X.shape[1], dtype=bool)
+    if X.dtype.kind != "f" or np.isfinite(X.sum(axis=0, dtype=np.float64)).all():
+        return bad
+    for rows in row_chunks(X.shape[0]):
+        bad |= ~np.isfinite(X[rows]).all(axis=0)
+    return bad
+
+
+def nonfinite_columns(X: np.ndarray, names: Sequence[str]) -> list[str]:
+    """Names of the columns of ``X`` holding NaN or inf."""
+    return [names[j] for j in np.flatnonzero(nonfinite_mask(X))]
+
+
+def first_nonfinite_row(X: np.ndarray) -> int | None:
+    """Index along axis 0 of the first row (feature row, image, embedding) of ``X`` holding NaN
+    or inf; None when every value is finite (or ``X`` is not a float array).
+
+    A float64 sum is finite iff every value is, so finite data costs one pass and no temporary;
+    otherwise the rows are searched row chunk by row chunk.
+    """
+    if X.dtype.kind != "f" or X.shape[0] == 0 or np.isfinite(X.sum(dtype=np.float64)):
+        return None
+    for rows in row_chunks(X.shape[0]):
+        block = X[rows].reshape(rows.stop - rows.start, -1)  # type: ignore[union-attr]
+        hit = np.flatnonzero(~np.isfinite(block).all(axis=1))
+        if hit.size:
+            return rows.start + int(hit[0])  # type: ignore[union-attr]
+    return None
+
+
+def check_rows(values: Any, n: int, what: str) -> np.ndarray:
+    """A 1-D per-row array of length ``n``."""
+    arr = np.asarray(values)
+    if arr.ndim != 1 or arr.shape[0] != n:
+        raise ValueError(f"{what}: expected one value per row ({n}), got shape {arr.shape}")
     return arr

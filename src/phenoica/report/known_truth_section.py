@@ -45,7 +45,7 @@ def evaluate(
     results: Path | str, data: Path | str, model: str = "ext", q_threshold: float = 0.1, seed: int = 0
 ) -> dict[str, pd.DataFrame]:
     """Score a finished run of a known-truth screen (``results``: its results folder; ``data``:
-    the folder :func:`phenoica.screen.known_truth.write_screen` wrote). Tables: ``separation`` (effect vs no-effect AUROC),
+    the folder :func:`phenoica.screen.known_truth.write_known_truth_screen` wrote). Tables: ``separation`` (effect vs no-effect AUROC),
     ``contrasts`` (variant contrasts of :func:`phenoica.report.truth_stats.variant_contrasts`), ``auroc`` and
     ``concentration`` (paired over effect genes), ``table4``, ``recall`` (guide and gene level at
     ``q_threshold``), ``mcc``. Intervals: bootstrap over genes (seeded by ``seed``)."""

@@ -211,7 +211,7 @@ def embed(design: ControlDesign, sources: np.ndarray, mixing: np.ndarray, rng: n
     return x.astype(np.float32)
 
 
-def write_screen(
+def write_known_truth_screen(
     out_dir: Path | str, seed: int = 0, screen: str = "positive_control", design: ControlDesign | None = None
 ) -> dict[str, Any]:
     """Write one known-truth screen under ``out_dir``: ``embeddings/{batch}.parquet`` (the
@@ -258,7 +258,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="folder (default: scenario_data/<screen>)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    out = write_screen(args.out or f"scenario_data/{args.screen}", args.seed, args.screen)
+    out = write_known_truth_screen(args.out or f"scenario_data/{args.screen}", args.seed, args.screen)
     print(f"{args.screen}: {len(out['files'])} embedding files in {out['embeddings']}; truth {out['truth']}")
 
 

@@ -47,7 +47,7 @@ from phenoica.contract.schema import read_yaml
 from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
 from phenoica.screen import arrayed
 from phenoica.screen.demo.plates import simulate_screen
-from phenoica.screen.known_truth import write_screen
+from phenoica.screen.known_truth import write_known_truth_screen
 from phenoica.screen.options import DemoOptions
 from phenoica.utils.seeding import rng_for
 
@@ -203,9 +203,11 @@ def prepare(demo: DemoOptions, out_dir: Path | str = DATA_DIR) -> dict[str, Path
         "images": write_image_files(metadata, plates, out / "images"),
         "ome_zarr": write_ome_zarr(metadata, plates, out / "ome_zarr"),
         "embeddings": write_embeddings(out / "embeddings", seed)[0].parent,
-        **{name: write_screen(out / name, seed, name)["embeddings"] for name in KNOWN_TRUTH_SCREENS},
-        "arrayed": arrayed.write_screen(out / "arrayed", seed)["profiles"],
-        "arrayed_plates": arrayed.write_screen(out / "arrayed_plates", seed, arrayed.POSITION_DESIGN)["profiles"],
+        **{name: write_known_truth_screen(out / name, seed, name)["embeddings"] for name in KNOWN_TRUTH_SCREENS},
+        "arrayed": arrayed.write_arrayed_screen(out / "arrayed", seed)["profiles"],
+        "arrayed_plates": arrayed.write_arrayed_screen(out / "arrayed_plates", seed, arrayed.POSITION_DESIGN)[
+            "profiles"
+        ],
     }
 
 

@@ -20,7 +20,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from phenoica.contract.arrays import check_matrix
+from phenoica.contract.arrays import check_matrix, check_rows, column_labels
 from phenoica.contract.screen import CONTROL, PERT_TYPE, ScreenError
 from phenoica.transforms.accumulators import Moments, RowSample
 from phenoica.transforms.options import TransformOptions
@@ -30,7 +30,7 @@ from phenoica.transforms.scaling import CenterScale, CoralAlignment, check_batch
 from phenoica.transforms.variant import VariantTransform
 from phenoica.transforms.variant_names import VARIANTS, WHITENED_VARIANTS
 from phenoica.transforms.whitening import PCAWhitener, whitened_moments
-from phenoica.utils.arrays import check_rows, column_labels, row_chunks
+from phenoica.utils.arrays import row_chunks
 from phenoica.utils.io import atomic_path
 from phenoica.utils.seeding import derive_seed
 

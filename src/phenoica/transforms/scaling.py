@@ -19,11 +19,11 @@ import numpy as np
 import pandas as pd
 from scipy import linalg
 
-from phenoica.contract.arrays import check_matrix
+from phenoica.contract.arrays import check_matrix, check_rows, column_labels
 from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, ScreenError
 from phenoica.transforms.accumulators import BatchMoments, Moments
 from phenoica.transforms.estimator import Estimator, check_fitted
-from phenoica.utils.arrays import check_rows, column_labels, out_dtype, row_chunks
+from phenoica.utils.arrays import out_dtype, row_chunks
 
 LOG = logging.getLogger(__name__)
 
