@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from phenoica.screen.arrayed import ArrayedDesign, write_arrayed_screen
-from phenoica.utils.io import write_json
+from phenoica.screen import ArrayedDesign, write_arrayed_screen
+from phenoica.utils import write_json
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))

@@ -1,11 +1,11 @@
 """Rule align: Table 1 (model-to-model alignment errors) for every pair of models, each variant
 (one variant with frozen transforms)."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.identifiability", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.identifiability.branch import alignment_files
+from phenoica.identifiability import alignment_files
 
 models, variants = snakemake.params.model_names, snakemake.params.variants
 paths = iter(snakemake.input)  # variant by variant, the models in order (RuleInputs.align_tables)

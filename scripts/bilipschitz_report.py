@@ -1,6 +1,6 @@
 """Rule bilipschitz_report: figures, Spearman table (bootstrap intervals), verdict, Markdown and HTML page."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.bilipschitz_report", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.studies.bilipschitz.report import write_report
+from phenoica.studies.bilipschitz import write_report
 
 inp, options = snakemake.input, snakemake.params.options
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs

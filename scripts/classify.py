@@ -1,14 +1,13 @@
 """Rule classify: LightGBM per guide vs controls for one gene shard of one (model, variant)."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.classify", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.classify.engine import classify_shard
-from phenoica.classify.splits import read_folds
-from phenoica.utils.io import write_parquet
+from phenoica.classify import classify_shard, read_folds
+from phenoica.utils import write_parquet
 
 w = snakemake.wildcards
 table = pd.read_parquet(snakemake.input.variant)

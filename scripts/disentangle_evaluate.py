@@ -1,10 +1,10 @@
 """Rule disentangle_evaluate: InfoMEC, MCC, R^2, DCI of one (dataset, model, seed); ae_ica from the AE's latents."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.studies.disentangle.evaluate import DISENTANGLE_SCORES, evaluate
+from phenoica.studies.disentangle import DISENTANGLE_SCORES, evaluate
 
 w = snakemake.wildcards
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs

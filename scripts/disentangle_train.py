@@ -1,13 +1,12 @@
 """Rule disentangle_train: train one (dataset, model, seed), write eval-set latents + weights."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.disentangle_train", snakemake.log[0])  # first: the log holds everything the job prints
 
 import torch
 
-from phenoica.studies.disentangle.data import load_dataset
-from phenoica.studies.disentangle.model import train_and_encode
+from phenoica.studies.disentangle import load_dataset, train_and_encode
 
 torch.set_num_threads(snakemake.threads)
 w, options = snakemake.wildcards, snakemake.params.options

@@ -1,15 +1,14 @@
 """Rule embed: stream one plate's (or a group of plates') tiles through the model's encoder into
 each plate's embeddings parquet, the model built once per job."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.embed", snakemake.log[0])  # first: the log holds everything the job prints
 
 from pathlib import Path
 
-from phenoica.embed.groups import PlateJob
-from phenoica.embed.jobs import EmbedJob, embed_model_plates
-from phenoica.models.device import keep_freed_memory
+from phenoica.embed import EmbedJob, PlateJob, embed_model_plates
+from phenoica.models import keep_freed_memory
 
 
 def files(named) -> list[Path]:

@@ -1,6 +1,6 @@
 """Rule gather_biomap: every (model, variant)'s biomap tables, one table per kind."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.gather_biomap", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.utils.io import write_parquet
+from phenoica.utils import write_parquet
 
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 for kind, out in snakemake.output.items():

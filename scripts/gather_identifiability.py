@@ -1,10 +1,10 @@
 """Rule gather_identifiability: Table 1 rows of every variant, factor recovery of every model."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.gather_identifiability", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.utils.io import read_parquets, write_parquet
+from phenoica.utils import read_parquets, write_parquet
 
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 for name in ("align", "structural"):

@@ -1,12 +1,11 @@
 """Rule gather_profiles: per-plate embeddings -> one profile table (image or well level), streamed, with
 the profile hygiene applied and its plan written beside it."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.profiles.gather import write_profiles
-from phenoica.profiles.hygiene import clean_profiles, write_plan
+from phenoica.profiles import clean_profiles, write_plan, write_profiles
 
 options = snakemake.params.options
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs

@@ -1,12 +1,12 @@
 """Rule gather_scores: every shard's guide-fold rows in one table, the control constructs' rows in
 another, every (model, variant)'s mAP readout in a third (an empty table when the readout is off)."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.gather_scores", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.classify.null import split_control_rows
-from phenoica.utils.io import read_parquets, write_parquet
+from phenoica.classify import split_control_rows
+from phenoica.utils import read_parquets, write_parquet
 
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 rows, controls = split_control_rows(read_parquets(snakemake.input.shards))

@@ -1,11 +1,11 @@
 """Rule plate_metadata: one plate's rows of the user's metadata table, checked against its store."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.plate_metadata", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.contract.screen import check_plate_against_metadata, open_plate, read_plate_metadata
-from phenoica.utils.io import write_parquet
+from phenoica.contract import check_plate_against_metadata, open_plate, read_plate_metadata
+from phenoica.utils import write_parquet
 
 plate = snakemake.wildcards.plate
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs

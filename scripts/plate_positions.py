@@ -1,11 +1,11 @@
 """Rule plate_positions: every well's place and role, the position effect on the control wells per
 model, and the null's layout per model."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.plate_positions", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.hits.positions import plate_position_files
+from phenoica.hits import plate_position_files
 
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 plate_position_files(

@@ -1,10 +1,10 @@
 """Rule reference: each construct against its declared reference construct, by both readouts."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.reference", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.hits.reference import reference_files
+from phenoica.hits import reference_files
 
 options = snakemake.params.options
 pairs = [(m, v) for m in snakemake.params.model_names for v in snakemake.params.variants]

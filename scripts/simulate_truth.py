@@ -1,11 +1,11 @@
 """Rule simulate_truth: the demo screen's per-guide ground truth."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.simulate_truth", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.screen.demo.design import gene_truth
-from phenoica.utils.io import write_parquet
+from phenoica.screen.demo import gene_truth
+from phenoica.utils import write_parquet
 
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
 truth = gene_truth(snakemake.params.options)

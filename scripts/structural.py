@@ -1,13 +1,13 @@
 """Rule structural: how well each variant of a model (one variant with frozen transforms) recovers
 the demo's ground-truth factors."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.structural", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.identifiability.branch import structural_files
+from phenoica.identifiability import structural_files
 
 variants = snakemake.params.variants
 tables = dict(zip(variants, snakemake.input.variants, strict=True))

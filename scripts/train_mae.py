@@ -1,12 +1,12 @@
 """Rule train_mae: masked-autoencoder pretraining on the screen's own tiles."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log holds everything the job prints
 
 import torch
 
-from phenoica.models.mae import record_training, train_mae
+from phenoica.models import record_training, train_mae
 
 torch.set_num_threads(snakemake.threads)
 log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs

@@ -17,10 +17,10 @@ from tests.test_report import ica_gain, make_rows
 
 JOB = """
 import sys
-from phenoica.utils.io import rule_logger
+from phenoica.utils._io import rule_logger
 log = rule_logger("phenoica.gather_scores", sys.argv[1])
-from phenoica.classify.null import split_control_rows
-from phenoica.utils.io import read_parquets, write_parquet
+from phenoica.classify._null import split_control_rows
+from phenoica.utils._io import read_parquets, write_parquet
 rows, controls = split_control_rows(read_parquets(sys.argv[3:]))
 write_parquet(rows, sys.argv[2])
 log.info("%d guide-fold rows", len(rows))

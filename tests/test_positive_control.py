@@ -26,7 +26,7 @@ def test_more_sources_than_dimensions_is_refused_naming_both():
 def test_written_screen_is_in_the_embeddings_contract_with_its_truth(tmp_path):
     """One parquet per batch (metadata + a list-valued vector of n_dims), a truth row per guide,
     the true sources of every cell; the same seed writes the same screen, another seed another."""
-    from phenoica.screen.known_truth import SCREENS, write_known_truth_screen
+    from phenoica.screen import SCREENS, write_known_truth_screen
 
     out = write_known_truth_screen(tmp_path / "a", seed=0)
     design = SCREENS["positive_control"]
@@ -50,7 +50,8 @@ def test_more_plates_per_batch_keep_each_plates_controls_and_split_the_guides(tm
     of the wells is the shipped screen's; too many plates for the guides is refused."""
     import dataclasses
 
-    from phenoica.screen.known_truth import SCREENS, ControlDesign, write_known_truth_screen
+    from phenoica.screen import SCREENS, write_known_truth_screen
+    from phenoica.screen.known_truth import ControlDesign
 
     base = SCREENS["positive_control"]
     design = dataclasses.replace(base, n_effect_genes=24, n_null_genes=12, plates_per_batch=3)
@@ -81,7 +82,7 @@ def test_positive_control_shows_the_ica_gain(tmp_path):
     highest concentration, recovers the biological sources (MCC), and a random rotation does not
     give the ICA gain; hit calls at q < 0.1 keep observed FDR <= 0.15."""
     from phenoica.report.known_truth_section import evaluate
-    from phenoica.screen.known_truth import write_known_truth_screen
+    from phenoica.screen import write_known_truth_screen
 
     data = tmp_path / "scenario_data" / "positive_control"
     write_known_truth_screen(data, seed=0)

@@ -1,4 +1,4 @@
-"""A results folder is phenoica's alone (``phenoica.workflow.ownership``): a folder holding a
+"""A results folder is phenoica's alone (``phenoica.workflow._ownership``): a folder holding a
 user's files is refused before any job and its files are left alone, a folder built from another
 workflow folder is refused, one run at a time holds its lock (released when the holder dies,
 however it dies), and the folder records the config it was built with."""
@@ -15,18 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.paths import output_paths
-from phenoica.utils.written import MANIFEST, record_written
-from phenoica.workflow.ownership import (
-    RECORD,
-    ResultsFolderError,
-    check_results_folder,
-    lock_results,
-    read_record,
-    record_build,
-    replaced_folders,
-)
+from phenoica.contract import output_paths, validate_config
+from phenoica.utils import MANIFEST, record_written
+from phenoica.workflow import ResultsFolderError, check_results_folder, lock_results, record_build, replaced_folders
+from phenoica.workflow._ownership import RECORD, read_record
 from tests.conftest import REPO
 
 
@@ -133,7 +125,7 @@ def test_the_folder_records_its_config_and_a_run_with_another_names_the_keys_tha
 
 HOLD = """
 import sys, time
-from phenoica.workflow.ownership import lock_results
+from phenoica.workflow._ownership import lock_results
 lock_results(sys.argv[1])
 print("held", flush=True)
 time.sleep(60)

@@ -63,9 +63,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL
-from phenoica.utils.io import atomic_path
-from phenoica.utils.seeding import rng_for
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL
+from phenoica.utils import atomic_path, rng_for
 
 #: Gene name of the negative controls; the constructs are ``NTC_1`` ... ``NTC_k``.
 CONTROL_GENE = "non-targeting"

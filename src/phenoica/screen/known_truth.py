@@ -49,9 +49,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
-from phenoica.utils.io import atomic_path
-from phenoica.utils.seeding import rng_for
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
+from phenoica.utils import atomic_path, rng_for
 
 #: Gene and guide names of the controls.
 CONTROL_GENE, CONTROL_GUIDE = "non-targeting", "NTC"
