@@ -46,12 +46,12 @@ from phenoica.classify import (
     Fold,
     FoldBins,
     GuideSamples,
-    _guide_seed,
     classify_guides,
     control_mask,
     control_strata,
     feature_matrix,
     guide_samples,
+    guide_seed,
     guides_of,
     null_guide_design,
     training_controls,
@@ -127,7 +127,7 @@ def floor_seconds(
     for t in targets:
         tr = t.rows[train[t.rows]]
         block = bins.block(tr)
-        p = dict(params, seed=_guide_seed(seed, t.gene, t.guide, fold.name))
+        p = dict(params, seed=guide_seed(seed, t.gene, t.guide, fold.name))
         datasets = [block.guide_dataset(tr).construct()]
         if concentration and not t.is_null:
             full = lgb.train(dict(p), datasets[0], num_boost_round=rounds)

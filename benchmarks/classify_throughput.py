@@ -31,10 +31,10 @@ import pandas as pd
 from phenoica.classify import (
     ClassifyOptions,
     Fold,
-    _guide_seed,
     classify_guides,
     control_mask,
     feature_matrix,
+    guide_seed,
     guides_of,
     score_guide,
 )
@@ -114,7 +114,7 @@ def naive_scores(
 
         X_test = np.concatenate([X[te_ctrl], X[te]])
         y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
-        p = dict(params, seed=_guide_seed(seed, gene, guide, fold.name))
+        p = dict(params, seed=guide_seed(seed, gene, guide, fold.name))
         score = score_guide(dataset_for, X_test, y_test, p, rounds, k)
         out.append({GENE: gene, GUIDE: guide, **vars(score)})
     return pd.DataFrame(out)

@@ -16,13 +16,13 @@ from phenoica.classify import (
     Fold,
     FoldBins,
     MapReadoutOptions,
-    _guide_seed,
     classify_guides,
     classify_shard,
     control_mask,
     feature_matrix,
     guide_map,
     guide_map_files,
+    guide_seed,
     lightgbm_params,
     null_guide_design,
     score_guide,
@@ -245,7 +245,7 @@ def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, s
                 bins = lgb.Dataset(X[np.ix_(tr_ctrl, cols)], params=params).construct()
                 return lgb.Dataset(X[np.ix_(rows, cols)], label=y, reference=bins, params=params)
 
-            p = dict(params, seed=_guide_seed(0, guide.split("_")[0], guide, fold.name))
+            p = dict(params, seed=guide_seed(0, guide.split("_")[0], guide, fold.name))
             via_shared = score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, 0.25)
             via_scratch = score_guide(scratch, X_test, y_test, p, 20, 0.25)
             assert via_shared == via_scratch  # identical, not merely close
@@ -277,7 +277,7 @@ def test_pseudo_guide_dataset_equals_scratch_without_its_own_wells(table, nulls,
             bins = lgb.Dataset(X[tr_ctrl], params=params).construct()
             return lgb.Dataset(X[rows], label=y, reference=bins, params=params)
 
-        p = dict(params, seed=_guide_seed(0, target.gene, target.guide, fold.name))
+        p = dict(params, seed=guide_seed(0, target.gene, target.guide, fold.name))
         via_shared = score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, None)
         via_scratch = score_guide(scratch, X_test, y_test, p, 20, None)
         assert via_shared == via_scratch
@@ -295,7 +295,7 @@ def test_shared_bins_close_to_naive_per_guide_rebuild(table, scores):
             rows = np.r_[tr_ctrl, tr]
             y = np.r_[np.zeros(len(tr_ctrl)), np.ones(len(tr))]
             params = dict(
-                classify_options(CFG, 0).booster_params(), seed=_guide_seed(0, guide.split("_")[0], guide, fold.name)
+                classify_options(CFG, 0).booster_params(), seed=guide_seed(0, guide.split("_")[0], guide, fold.name)
             )
             booster = lgb.train(params, lgb.Dataset(X[rows], label=y, params=params), num_boost_round=20)
             y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]

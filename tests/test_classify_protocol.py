@@ -14,11 +14,11 @@ import pytest
 from phenoica.classify import (
     Fold,
     FoldBins,
-    _guide_seed,
     classify_guides,
     control_mask,
     control_strata,
     feature_matrix,
+    guide_seed,
     null_guide_design,
     score_guide,
     training_controls,
@@ -139,7 +139,7 @@ def test_fast_scores_are_the_group_model_on_each_fold_against_the_shared_subsamp
     for _, test in group.members:
         te, te_ctrl = np.flatnonzero(test & guide), np.flatnonzero(test & ctrl)
         tests.append((np.concatenate([X[te_ctrl], X[te]]), np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]))
-    params = dict(options.booster_params(), seed=_guide_seed(0, "WEAK", "WEAK_1", group.name))
+    params = dict(options.booster_params(), seed=guide_seed(0, "WEAK", "WEAK_1", group.name))
     expected = score_guide_on(functools.partial(block.guide_dataset, tr), tests, params, 20, 0.25)
     for (fold, _), want in zip(group.members, expected):
         row = scores[scores["fold"] == fold].iloc[0]

@@ -219,8 +219,8 @@ def _module_path(dotted: str) -> Path:
 
 def test_package_inits_hold_their_docstring_and_face():
     """A package's ``__init__`` holds its docstring and its face: ``__all__, __getattr__,
-    __dir__ = lazy_face(__name__, {module: names})``, each name defined by the module named
-    (a module of the package), loaded when first used (so a face imports no heavy library)."""
+    __dir__ = lazy_face(__name__, {module: names})``, each name public and defined by the module
+    named (a module of the package), loaded when first used (so a face imports no heavy library)."""
     offenders = []
     for name, folder in sorted(packages().items()):
         init = folder / "__init__.py"
@@ -237,6 +237,8 @@ def test_package_inits_hold_their_docstring_and_face():
             path = _module_path(module)
             if not path.is_file() or public not in _defines(path):
                 offenders.append(f"{init.relative_to(SRC)}: {module} defines no {public}")
+            if public.startswith("_"):
+                offenders.append(f"{init.relative_to(SRC)}: shows the private name {public}")
     assert not offenders, offenders
 
 

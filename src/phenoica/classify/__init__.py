@@ -34,7 +34,7 @@ __all__, __getattr__, __dir__ = lazy_face(
     {
         "_bins": ["FoldBins"],
         "_capacity": ["readout_capacity"],
-        "_engine": ["_guide_seed", "classify_guides", "classify_shard", "fold_masks", "score_guide"],
+        "_engine": ["classify_guides", "classify_shard", "fold_masks", "guide_seed", "score_guide"],
         "_features": ["feature_matrix"],
         "_lightgbm_params": ["lightgbm_params", "lightgbm_report_params"],
         "_map_null": ["settled_null_counts"],

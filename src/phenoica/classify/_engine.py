@@ -58,7 +58,7 @@ from phenoica.identifiability import auroc, concentration, sparsity, split_fract
 from phenoica.utils import derive_seed
 
 
-def _guide_seed(seed: int, gene: str, guide: str, fold: str) -> int:
+def guide_seed(seed: int, gene: str, guide: str, fold: str) -> int:
     """A seed for one (guide, fold) model: independent of order, shard and the other guides."""
     return derive_seed(seed, "classify", gene, guide, fold)
 
@@ -336,7 +336,7 @@ def _score_plan(
         y = np.concatenate([np.zeros(len(plan.test_negs[m])), np.ones(len(plan.tests[m]))])
         tests.append((np.concatenate([neg, X[plan.tests[m]]]), y))
         distances[m] = heldout_distance(guide_controls, X[plan.train], X[plan.tests[m]], neg)
-    guide_params = dict(job.params, seed=_guide_seed(options.seed, target.gene, target.guide, training.name))
+    guide_params = dict(job.params, seed=guide_seed(options.seed, target.gene, target.guide, training.name))
     try:
         scores = score_guide_on(
             functools.partial(block.guide_dataset, plan.train),

@@ -3,12 +3,12 @@
 Every package of phenoica states its public names once, by the module that defines them, in its
 ``__init__.py``::
 
-    __all__, __getattr__, __dir__ = lazy_face(__name__, {"_engine": ("classify_guides",)})
+    __all__, __getattr__, __dir__ = lazy_face(__name__, {"_engine": ["classify_guides"]})
 
 ``from phenoica.classify import classify_guides`` then imports ``phenoica.classify._engine``
 alone (PEP 562), so a job that needs the options of a stage never imports the stage's heavy
 libraries (torch, LightGBM, plotly) through its face. Every package imports this module, so it
-imports nothing beyond what Python itself loads at start-up (not even ``typing``).
+imports only the import machinery (not even ``typing``).
 """
 
 from __future__ import annotations
@@ -22,16 +22,15 @@ def lazy_face(
     package: str, modules: Mapping[str, Sequence[str]]
 ) -> tuple[list[str], Callable[[str], object], Callable[[], list[str]]]:
     """``__all__``, ``__getattr__`` and ``__dir__`` of package ``package`` whose public names are
-    ``modules`` (module of the package -> the names it defines); a name is imported from its
-    module when first asked for, then kept on the package."""
+    ``modules`` (module of the package -> the names it defines); a name is read from its module
+    each time it is imported, the module imported the first time. Nothing is copied onto the
+    package, so the face always shows what the module holds (a test may patch the module)."""
     home = {name: module for module, names in modules.items() for name in names}
 
     def __getattr__(name: str) -> object:
         if name not in home:
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
-        value = getattr(importlib.import_module(f"{package}.{home[name]}"), name)
-        setattr(sys.modules[package], name, value)
-        return value
+        return getattr(importlib.import_module(f"{package}.{home[name]}"), name)
 
     def __dir__() -> list[str]:
         return sorted(set(vars(sys.modules[package])) | set(home))
