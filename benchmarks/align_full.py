@@ -7,7 +7,7 @@ same run:
 
     baseline   numpy.linalg.lstsq of B's training rows on [A's training rows, 1] (float64):
                one least-squares solve, the cost of the "linear" row done the textbook way
-    align      phenoica.identifiability.table1.align_errors with all four maps (permutation, rigid, linear,
+    align      phenoica.identifiability.align_errors with all four maps (permutation, rigid, linear,
                ICA) + linear CKA + mutual kNN on a seeded subsample of --knn-samples rows
                (exact kNN is O(N^2); the default 5,000 is align_errors' default), the diameter
                of B by the estimate (N > 10,000) - everything the Table-1 row needs
@@ -42,9 +42,8 @@ import numpy as np
 from scipy.stats import ortho_group
 from threadpoolctl import threadpool_limits
 
-from phenoica.contract.config import validate_config
-from phenoica.identifiability.options import Table1Options
-from phenoica.identifiability.table1 import AlignOptions, align_errors, split_rows
+from phenoica.contract import validate_config
+from phenoica.identifiability import AlignOptions, Table1Options, align_errors, split_rows
 
 
 def synthetic(n: int, d: int, sources: int, seed: int, chunk: int = 50_000) -> tuple[np.ndarray, np.ndarray]:

@@ -26,18 +26,20 @@ import time
 import numpy as np
 import pandas as pd
 
-from phenoica.classify.engine import classify_guides
-from phenoica.classify.map_readout import guide_map
-from phenoica.classify.null import control_constructs, null_guide_design, split_control_rows
-from phenoica.classify.options import ClassifyOptions, SplitOptions
-from phenoica.classify.splits import make_folds
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import BATCH, CONTROL, GUIDE, PERT_TYPE, feature_columns
-from phenoica.hits.calls import screen_calls
-from phenoica.hits.controls import control_calls
-from phenoica.screen import arrayed
-from phenoica.transforms.fit import fit_variants
-from phenoica.transforms.options import TransformOptions
+from phenoica.classify import (
+    ClassifyOptions,
+    SplitOptions,
+    classify_guides,
+    control_constructs,
+    guide_map,
+    make_folds,
+    null_guide_design,
+    split_control_rows,
+)
+from phenoica.contract import BATCH, CONTROL, GUIDE, PERT_TYPE, feature_columns, validate_config
+from phenoica.hits import control_calls, screen_calls
+from phenoica.screen import ArrayedDesign, batch_profiles, plate_layout, screen_truth
+from phenoica.transforms import TransformOptions, fit_variants
 
 VARIANTS = ("base", "pca", "pca_ica")
 
@@ -69,10 +71,10 @@ def variant_tables(profiles: pd.DataFrame, cfg: dict, seed: int) -> dict[str, pd
 
 def one_draw(n_batches: int, seed: int, cfg: dict) -> dict[str, pd.DataFrame]:
     """Every readout's calls on one simulated screen."""
-    design = arrayed.ArrayedDesign(n_batches=n_batches)
-    truth = arrayed.screen_truth(design, seed)
-    layout = arrayed.plate_layout(design, truth, seed)
-    profiles = pd.concat([arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(n_batches)])
+    design = ArrayedDesign(n_batches=n_batches)
+    truth = screen_truth(design, seed)
+    layout = plate_layout(design, truth, seed)
+    profiles = pd.concat([batch_profiles(design, truth, layout, seed, b) for b in range(n_batches)])
     profiles = profiles.reset_index(drop=True)
     options = ClassifyOptions.from_config(cfg)._replace(seed=seed)
     rows, maps = [], []

@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from phenoica.screen.arrayed import ArrayedDesign, write_screen
-from phenoica.utils.io import write_json
+from phenoica.screen import ArrayedDesign, write_arrayed_screen
+from phenoica.utils import write_json
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "benchmarks"))
@@ -100,7 +100,7 @@ def longest_jobs(results: Path) -> dict[str, dict[str, float]]:
 
 def run_scale(work: Path, design: ArrayedDesign, seed: int, changes: dict[str, Any], cores: int) -> dict[str, Any]:
     """Write the screen, run the workflow on it; its figures (saved as ``work/cost.json``)."""
-    paths = write_screen(work / "screen", seed, design)
+    paths = write_arrayed_screen(work / "screen", seed, design)
     cfg = scenario_config(paths["profiles"], work / "results", changes)
     (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     timing = work / "run.time"

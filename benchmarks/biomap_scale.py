@@ -45,7 +45,7 @@ def make_data(genes: int, d: int, n_pairs: int, seed: int) -> tuple[np.ndarray, 
     """Profiles with planted complexes, gene names and an annotation table of gene pairs."""
     import pandas as pd
 
-    from phenoica.screen.annotations import canonical_pairs
+    from phenoica.screen import canonical_pairs
 
     rng = np.random.default_rng(seed)
     X = rng.standard_normal((genes, d), dtype=np.float32)
@@ -70,10 +70,8 @@ def make_data(genes: int, d: int, n_pairs: int, seed: int) -> tuple[np.ndarray, 
 def run_stage(stage: str, args: argparse.Namespace) -> dict:
     """One measurement, in this process."""
     import phenoica  # noqa: F401  (the import floor includes the package)
-    from phenoica.biomap import gene_similarity
-    from phenoica.biomap import recall as bm_recall
-    from phenoica.biomap.options import GeneMapOptions
-    from phenoica.contract.config import validate_config
+    from phenoica.biomap import GeneMapOptions, nearest_neighbors, relationship_recall, unit_rows
+    from phenoica.contract import validate_config
 
     if stage == "import":
         return {"stage": stage, "seconds": 0.0, "peak_mb": peak_mb()}
@@ -82,15 +80,15 @@ def run_stage(stage: str, args: argparse.Namespace) -> dict:
     base = peak_mb()
     start = time.perf_counter()
     if stage == "matmul":
-        U = gene_similarity.unit_rows(X)
+        U = unit_rows(X)
         S = U @ U.T
         checksum = float(S[0, 1])
         del S
         detail = {"checksum": checksum}
     else:
         q = np.linspace(0.0, 0.05, len(names))
-        nn = gene_similarity.nearest_neighbors(X, names, q, args.k, args.block_rows)
-        recall, _ = bm_recall.relationship_recall(
+        nn = nearest_neighbors(X, names, q, args.k, args.block_rows)
+        recall, _ = relationship_recall(
             X,
             names,
             {"synthetic": pairs},

@@ -21,16 +21,20 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from phenoica.biomap.aggregate import aggregate_profiles
-from phenoica.biomap.batch_metrics import batch_metrics
-from phenoica.biomap.gene_map import TRUTH_SOURCE, MapInputs, gene_map
-from phenoica.biomap.options import BatchMetricsOptions, GeneMapOptions, ProfileOptions
-from phenoica.classify.map_readout import well_profiles
-from phenoica.contract.config import validate_config
-from phenoica.screen.annotations import load_sources
-from phenoica.transforms.apply import apply_transform
-from phenoica.transforms.fit import fit_transforms
-from phenoica.transforms.options import TransformOptions
+from phenoica.biomap import (
+    TRUTH_SOURCE,
+    BatchMetricsOptions,
+    GeneMapOptions,
+    MapInputs,
+    ProfileOptions,
+    aggregate_profiles,
+    batch_metrics,
+    gene_map,
+)
+from phenoica.classify import well_profiles
+from phenoica.contract import validate_config
+from phenoica.screen import load_sources
+from phenoica.transforms import TransformOptions, apply_transform, fit_transforms
 
 
 def main() -> None:

@@ -40,15 +40,23 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from phenoica.classify.bins import FoldBins
-from phenoica.classify.engine import _guide_seed, classify_guides
-from phenoica.classify.features import feature_matrix
-from phenoica.classify.null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design
-from phenoica.classify.options import ClassifyOptions
-from phenoica.classify.protocol import PROTOCOLS, control_strata, training_controls
-from phenoica.classify.splits import Fold
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import (
+from phenoica.classify import (
+    PROTOCOLS,
+    ClassifyOptions,
+    Fold,
+    FoldBins,
+    GuideSamples,
+    classify_guides,
+    control_mask,
+    control_strata,
+    feature_matrix,
+    guide_samples,
+    guide_seed,
+    guides_of,
+    null_guide_design,
+    training_controls,
+)
+from phenoica.contract import (
     BATCH,
     CONTROL,
     GENE,
@@ -59,8 +67,9 @@ from phenoica.contract.screen import (
     PLATE,
     SITE,
     WELL,
+    validate_config,
 )
-from phenoica.identifiability import metrics
+from phenoica.identifiability import top_features
 
 SITES = 4
 
@@ -118,11 +127,11 @@ def floor_seconds(
     for t in targets:
         tr = t.rows[train[t.rows]]
         block = bins.block(tr)
-        p = dict(params, seed=_guide_seed(seed, t.gene, t.guide, fold.name))
+        p = dict(params, seed=guide_seed(seed, t.gene, t.guide, fold.name))
         datasets = [block.guide_dataset(tr).construct()]
         if concentration and not t.is_null:
             full = lgb.train(dict(p), datasets[0], num_boost_round=rounds)
-            top, rest = metrics.top_features(full.feature_importance(importance_type="split"), k)
+            top, rest = top_features(full.feature_importance(importance_type="split"), k)
             datasets += [block.guide_dataset(tr, top).construct(), block.guide_dataset(tr, rest).construct()]
         t0 = time.process_time()
         for ds in datasets:

@@ -3,7 +3,7 @@
 Scores a screen's guides and pseudo-guides under ``classify.protocol`` exact and fast (same seed,
 same settings otherwise) and, with ``--seed-reference``, under exact again with the seed + 1: the
 exact protocol's own seed-to-seed agreement, the yardstick for the approximation's. Hit calls
-are ``phenoica.hits.calls.screen_calls`` (parametric null). Prints, for each comparison with the
+are ``phenoica.hits.screen_calls`` (parametric null). Prints, for each comparison with the
 exact protocol:
 
 - Spearman of the real guides' AUROC (mean over folds), and of their concentration;
@@ -38,31 +38,33 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.classify.engine import classify_guides
-from phenoica.classify.null import null_guide_design
-from phenoica.classify.options import ClassifyOptions
-from phenoica.classify.protocol import trainings
-from phenoica.classify.splits import leave_one_batch_out, read_folds
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import GENE, GUIDE, feature_name
-from phenoica.hits.calls import screen_calls
-from phenoica.screen import known_truth as pc
+from phenoica.classify import (
+    ClassifyOptions,
+    classify_guides,
+    leave_one_batch_out,
+    null_guide_design,
+    read_folds,
+    trainings,
+)
+from phenoica.contract import GENE, GUIDE, feature_name, validate_config
+from phenoica.hits import screen_calls
+from phenoica.screen import SCREENS, VECTOR, write_known_truth_screen
 
 
 def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:
     """The positive control's embeddings as a profile table (emb_* columns), built in a temporary folder."""
     design = dataclasses.replace(
-        pc.SCREENS["positive_control"],
+        SCREENS["positive_control"],
         n_batches=args.batches,
         control_wells=args.control_wells,
         n_effect_genes=args.effect_genes,
         n_null_genes=args.null_genes,
     )
     with tempfile.TemporaryDirectory() as tmp:
-        paths = pc.write_screen(tmp, seed=args.seed, design=design)
+        paths = write_known_truth_screen(tmp, seed=args.seed, design=design)
         parts = [pd.read_parquet(f) for f in paths["files"]]
     table = pd.concat(parts, ignore_index=True)
-    X = np.stack(table.pop(pc.VECTOR).to_numpy()).astype(np.float32)
+    X = np.stack(table.pop(VECTOR).to_numpy()).astype(np.float32)
     feats = pd.DataFrame(X, columns=[feature_name(j) for j in range(X.shape[1])])
     return pd.concat([table, feats], axis=1)
 

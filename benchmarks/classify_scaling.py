@@ -18,11 +18,8 @@ import time
 import numpy as np
 from classify_throughput import Fold, synthetic_screen
 
-from phenoica.classify.engine import classify_guides
-from phenoica.classify.null import guides_of
-from phenoica.classify.options import ClassifyOptions
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import BATCH
+from phenoica.classify import ClassifyOptions, classify_guides, guides_of
+from phenoica.contract import BATCH, validate_config
 
 
 def main() -> None:

@@ -5,7 +5,7 @@ batches, plus guides of ~30 samples; one leave-one-batch-out fold; the same Ligh
 parameters (Nelson et al. 2026 Table 6 + classify defaults) and the same scoring (full model, top- and
 rest-feature models for concentration) on both paths:
 
-- shared: ``phenoica.classify.engine.classify_guides`` (bins found once per fold on the controls,
+- shared: ``phenoica.classify.classify_guides`` (bins found once per fold on the controls,
   binned rows subset per guide); timed end to end, fold setup included;
 - naive: for each guide, three ``lightgbm.Dataset`` objects built from raw floats (all
   features, top features, rest), each finding its own bins; this code path exists only here.
@@ -28,13 +28,17 @@ import lightgbm as lgb
 import numpy as np
 import pandas as pd
 
-from phenoica.classify.engine import _guide_seed, classify_guides, score_guide
-from phenoica.classify.features import feature_matrix
-from phenoica.classify.null import control_mask, guides_of
-from phenoica.classify.options import ClassifyOptions
-from phenoica.classify.splits import Fold
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import (
+from phenoica.classify import (
+    ClassifyOptions,
+    Fold,
+    classify_guides,
+    control_mask,
+    feature_matrix,
+    guide_seed,
+    guides_of,
+    score_guide,
+)
+from phenoica.contract import (
     BATCH,
     CONTROL,
     GENE,
@@ -46,6 +50,7 @@ from phenoica.contract.screen import (
     SITE,
     WELL,
     feature_name,
+    validate_config,
 )
 
 
@@ -109,7 +114,7 @@ def naive_scores(
 
         X_test = np.concatenate([X[te_ctrl], X[te]])
         y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
-        p = dict(params, seed=_guide_seed(seed, gene, guide, fold.name))
+        p = dict(params, seed=guide_seed(seed, gene, guide, fold.name))
         score = score_guide(dataset_for, X_test, y_test, p, rounds, k)
         out.append({GENE: gene, GUIDE: guide, **vars(score)})
     return pd.DataFrame(out)

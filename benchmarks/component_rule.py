@@ -2,8 +2,8 @@
 
 For every model of the run (``--results``: its results folder, with profiles/ and splits/),
 the whitened variants pca and pca_ica are refitted at each count of the sweep grid
-(:func:`phenoica.sweep.component_sweep.sweep_grid`) and at the counts the rules ``deflated`` and ``parallel``
-choose, and the screen is scored again (:func:`phenoica.sweep.component_sweep.sweep_model`: the run's LightGBM
+(:func:`phenoica.sweep.sweep_grid`) and at the counts the rules ``deflated`` and ``parallel``
+choose, and the screen is scored again (:func:`phenoica.sweep.sweep_model`: the run's LightGBM
 settings, folds and null, without concentration models). Against the truth (``--truth``), it
 prints per grid point and per rule the pooled guide recall (pca and pca_ica, all models) at
 q < 0.1 and the observed FDR, and whether each rule reaches 90% of the best grid point's recall
@@ -26,17 +26,11 @@ import numpy as np
 import pandas as pd
 import yaml
 
-from phenoica.classify.engine import classify_shard
-from phenoica.classify.options import ClassifyOptions
-from phenoica.classify.splits import read_folds
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import BATCH, CONTROL, PERT_TYPE, feature_columns
-from phenoica.hits.calls import recall_fdr
-from phenoica.sweep.component_sweep import sweep_grid, sweep_model
-from phenoica.sweep.options import SweepOptions
-from phenoica.transforms.fit import fit_variants
-from phenoica.transforms.options import TransformOptions
-from phenoica.transforms.variant_names import component_name
+from phenoica.classify import ClassifyOptions, classify_shard, read_folds
+from phenoica.contract import BATCH, CONTROL, PERT_TYPE, feature_columns, validate_config
+from phenoica.hits import recall_fdr
+from phenoica.sweep import SweepOptions, sweep_grid, sweep_model
+from phenoica.transforms import TransformOptions, component_name, fit_variants
 
 VARIANTS = ("pca", "pca_ica")
 

@@ -26,13 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from phenoica.classify.engine import classify_shard
-from phenoica.classify.options import ClassifyOptions
-from phenoica.classify.splits import read_folds
-from phenoica.contract.config import load_config
-from phenoica.contract.paths import OUTPUTS
-from phenoica.hits.calls import pooled_recall_fdr, recall_fdr, screen_calls
-from phenoica.hits.options import HitOptions
+from phenoica.classify import ClassifyOptions, classify_shard, read_folds
+from phenoica.contract import OUTPUTS, load_config
+from phenoica.hits import HitOptions, pooled_recall_fdr, recall_fdr, screen_calls
 
 
 def score_cell(results: Path, options: ClassifyOptions, model: str, variant: str, seeds: int) -> list[pd.DataFrame]:

@@ -2,11 +2,11 @@
 at what cost?
 
 For each setting (overrides of config.yaml, dotted keys), the demo screen is simulated (cached
-per demo section), one MAE is trained on it with ``phenoica.models.mae.train_mae``, every image is
+per demo section), one MAE is trained on it with ``phenoica.models.train_mae``, every image is
 embedded (the workflow's preprocessing: scale, per-image per-channel instance normalization,
 non-overlapping crops, mean over crops) and the held-out linear-probe R^2 of the gene-shifted
-true factors is computed from the embeddings (``phenoica.identifiability.metrics.probe_r2``: ridge, 5-fold
-CV on z-scored emb_* columns; the factors from ``phenoica.report.truth_stats.shifted_factors``). The
+true factors is computed from the embeddings (``phenoica.identifiability.probe_r2``: ridge, 5-fold
+CV on z-scored emb_* columns; the factors from ``phenoica.report.shifted_factors``). The
 baseline, measured in the same run for each setting, is the same encoder at its random
 initialization (0 training steps): the ratio says what training added. Prints one row per
 setting as it finishes (probe R^2 trained / random init, train and embed wall seconds) and
@@ -39,19 +39,12 @@ import pandas as pd
 import torch
 import yaml
 
-from phenoica.contract import screen
-from phenoica.contract.config import validate_config
-from phenoica.identifiability import metrics
-from phenoica.models.builders import build_feature_extractor
-from phenoica.models.extractor import embed_crops
-from phenoica.models.mae import train_mae
-from phenoica.models.options import TrainOptions
-from phenoica.report import truth_stats as truth
-from phenoica.screen import demo as sim
-from phenoica.screen.demo import design as sim_design
-from phenoica.screen.demo import plates as sim_plates
-from phenoica.screen.options import DemoOptions
-from phenoica.screen.preprocess import prepare
+from phenoica.contract import open_plate, validate_config
+from phenoica.identifiability import probe_r2
+from phenoica.models import TrainOptions, build_feature_extractor, embed_crops, train_mae
+from phenoica.report import shifted_factors
+from phenoica.screen import DemoOptions, prepare
+from phenoica.screen.demo import gene_truth, simulate_screen
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -108,13 +101,13 @@ def apply(config: dict[str, Any], overrides: dict[str, Any], model: str) -> dict
 
 def simulated(demo: DemoOptions, cache: Path, log: logging.Logger) -> Path:
     """The demo screen under ``cache`` (simulated once per demo settings, seed and simulator code)."""
-    code = "".join(p.read_text() for p in sorted(Path(sim.__file__).parent.glob("*.py")))
+    code = "".join(p.read_text() for p in sorted((REPO / "src" / "phenoica" / "screen" / "demo").glob("*.py")))
     digest = hashlib.sha256(json.dumps([demo._asdict(), code], sort_keys=True).encode()).hexdigest()[:12]
     out = cache / f"screen-{digest}"
     if not (out / "metadata.parquet").exists():
         t0 = time.perf_counter()
-        sim_plates.simulate_screen(demo, out)
-        sim_design.gene_truth(demo).to_parquet(out / "truth.parquet")
+        simulate_screen(demo, out)
+        gene_truth(demo).to_parquet(out / "truth.parquet")
         log.info("simulated screen %s in %.1f s", out.name, time.perf_counter() - t0)
     return out
 
@@ -123,7 +116,7 @@ def embed_screen(model: torch.nn.Module, screen_dir: Path, plates: list[str], cr
     """Embeddings (n_images, D) of every plate in order, as the embed rule computes them."""
     out = []
     for plate in plates:
-        tiles = np.asarray(screen.open_plate(screen_dir / "plates" / f"{plate}.zarr")[:])
+        tiles = np.asarray(open_plate(screen_dir / "plates" / f"{plate}.zarr")[:])
         for start in range(0, len(tiles), 256):
             crops = prepare(tiles[start : start + 256], crop)
             out.append(embed_crops(model, crops, batch_size, torch.device("cpu")).numpy())
@@ -141,7 +134,7 @@ def run_setting(name: str, cfg: dict[str, Any], model: str, cache: Path, log: lo
     demo_options = DemoOptions.from_config(cfg)
     screen_dir = simulated(demo_options, cache, log)
     plates = [p for _, p in demo_options.plates()]
-    shifted = truth.shifted_factors(pd.read_parquet(screen_dir / "truth.parquet"))
+    shifted = shifted_factors(pd.read_parquet(screen_dir / "truth.parquet"))
     factors = factors_of(screen_dir, plates)
     target = factors[shifted].to_numpy()
     in_chans = len(demo["channels"])
@@ -150,7 +143,7 @@ def run_setting(name: str, cfg: dict[str, Any], model: str, cache: Path, log: lo
     t0 = time.perf_counter()
     emb0 = embed_screen(baseline, screen_dir, plates, crop, int(cfg["embed"]["batch_size"]))
     embed_s = time.perf_counter() - t0
-    r2_init = metrics.probe_r2(emb0, target, seed=seed)
+    r2_init = probe_r2(emb0, target, seed=seed)
 
     stores = [screen_dir / "plates" / f"{p}.zarr" for p in plates][: int(train["max_plates"])]
     with tempfile.TemporaryDirectory() as tmp:
@@ -161,7 +154,7 @@ def run_setting(name: str, cfg: dict[str, Any], model: str, cache: Path, log: lo
         train_s = time.perf_counter() - t0
         trained = build_feature_extractor(spec, in_chans, ckpt)
     emb = embed_screen(trained, screen_dir, plates, crop, int(cfg["embed"]["batch_size"]))
-    r2 = metrics.probe_r2(emb, target, seed=seed)
+    r2 = probe_r2(emb, target, seed=seed)
     row = {
         "setting": name,
         "image_size": demo["image_size"],

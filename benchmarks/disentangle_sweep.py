@@ -4,7 +4,7 @@ Where do InfoM, InfoE, InfoC and MCC of AE, AE + ICA (and the AE + random rotati
 stop changing? One AE is trained per (n_images, width, seed) for the largest step count; at
 every milestone its latents of the fixed evaluation subset are scored (Adam with a constant
 learning rate: the network at step t is the network of a steps = t run, so one run gives the
-whole curve). Scores are those of the study (``phenoica.studies.disentangle.evaluate.score_latents``,
+whole curve). Scores are those of the study (``phenoica.studies.disentangle.score_latents``,
 DCI skipped: it dominates evaluation time and is not what the sweep decides on).
 
 Prints one line per (setting, step, variant) as it is measured, appends it to ``--out`` (CSV;
@@ -33,11 +33,20 @@ import numpy as np
 import pandas as pd
 import torch
 
-from phenoica.contract.config import validate_config
-from phenoica.studies.disentangle import evaluate as dis_eval
-from phenoica.studies.disentangle import model as dis_model
-from phenoica.studies.disentangle.data import eval_index, procedural_dataset, scenes_dataset
-from phenoica.studies.disentangle.options import DisentangleEvaluateOptions, DisentangleTrainOptions
+from phenoica.contract import validate_config
+from phenoica.studies.disentangle import (
+    DisentangleEvaluateOptions,
+    DisentangleTrainOptions,
+    FactorAE,
+    build_model,
+    derived_latents,
+    encode,
+    eval_index,
+    procedural_dataset,
+    scenes_dataset,
+    score_latents,
+    train_model,
+)
 
 SCORES = ("infom", "infoe", "infoc", "mcc", "r2")
 VARIANTS = ("ae", "ae_ica", "ae_rand")
@@ -83,13 +92,13 @@ def run_setting(
     rows: list[dict] = []
     clock = {"train": 0.0, "last": time.perf_counter()}
 
-    def on_milestone(step: int, net: dis_model.FactorAE) -> None:
+    def on_milestone(step: int, net: FactorAE) -> None:
         clock["train"] += time.perf_counter() - clock["last"]
         t0 = time.perf_counter()
-        z = dis_model.encode(net, data, index)
+        z = encode(net, data, index)
         for variant in VARIANTS:
-            lat = z if variant == "ae" else dis_eval.derived_latents(variant, z, evaluate, seed)
-            s = dis_eval.score_latents(lat, factors, evaluate, seed, with_dci=False)
+            lat = z if variant == "ae" else derived_latents(variant, z, evaluate, seed)
+            s = score_latents(lat, factors, evaluate, seed, with_dci=False)
             row = {
                 "dataset": dataset,
                 "image_size": image_size,
@@ -111,12 +120,12 @@ def run_setting(
             print(" ".join(f"{k}={v:.3f}" if isinstance(v, float) else f"{k}={v}" for k, v in r.items()), flush=True)
         clock["last"] = time.perf_counter()
 
-    n_params = sum(p.numel() for p in dis_model.build_model("ae", image_size, args.latent_dim, width).parameters())
+    n_params = sum(p.numel() for p in build_model("ae", image_size, args.latent_dim, width).parameters())
     print(
         f"# setting dataset={dataset} image_size={image_size} object_scale={object_scale} n_images={n_images} lr={lr} width={width} seed={seed}: {n_params} parameters",
         flush=True,
     )
-    _, summary = dis_model.train_model("ae", data, train, seed, on_milestone=on_milestone, milestones=args.milestones)
+    _, summary = train_model("ae", data, train, seed, on_milestone=on_milestone, milestones=args.milestones)
     loss = np.asarray(summary["loss"])
     for r in rows:
         r["recon_loss"] = float(loss[max(0, r["step"] - 50) : r["step"]].mean())
@@ -136,7 +145,7 @@ def curve_figure(curves: pd.DataFrame, path: Path) -> None:
     """InfoE, InfoM, InfoC and MCC against training steps, one line per (dataset, width, variant)."""
     from matplotlib.figure import Figure
 
-    from phenoica.report.render import save_figure
+    from phenoica.report import save_figure
 
     shown = ("infoe", "infom", "infoc", "mcc")
     fig = Figure(figsize=(4.2 * len(shown), 3.6), layout="constrained")

@@ -5,7 +5,7 @@ ParallelScalingBlock, 6 channels = 1 + 6 x 256 = 1,537 tokens per crop) with see
 weights: throughput does not depend on the weights. In one run:
 
 1. throughput: the same FeatureExtractor, batch size and torch threads embed a plate of N
-   256 px images (a) through ``phenoica.embed.plate.embed_plate`` (Zarr chunks -> read-ahead
+   256 px images (a) through ``phenoica.embed.embed_plate`` (Zarr chunks -> read-ahead
    thread + crop-wise instance norm -> model -> parquet parts -> final parquet) and (b), the
    baseline, as the bare forward over the already preprocessed crops held in memory
    (``embed_crops``); interleaved, best of ``--repeats``; prints images/s and the ratio (goal >= 0.9);
@@ -33,15 +33,17 @@ import pandas as pd
 import psutil
 import torch
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import write_plate
-from phenoica.embed.options import EmbedOptions
-from phenoica.embed.plate import PlateModel, embed_plate
-from phenoica.models.builders import FeatureExtractor
-from phenoica.models.device import resolve_device
-from phenoica.models.extractor import embed_crops
-from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
-from phenoica.screen.preprocess import prepare
+from phenoica.contract import validate_config, write_plate
+from phenoica.embed import EmbedOptions, PlateModel, embed_plate
+from phenoica.models import (
+    NORMALIZE,
+    FeatureExtractor,
+    OpenPhenomGeometry,
+    build_openphenom,
+    embed_crops,
+    resolve_device,
+)
+from phenoica.screen import prepare
 
 CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito", "BF"]
 

@@ -16,10 +16,10 @@ Prepared for one call on an H100/H200-class GPU machine (about 5-7 minutes; noth
    analysis switched off; when SDPA's fastest backend is not the one it picks, also compiled with
    it forced). ``--profile``: the best forward's kernel time by kind (matrix products, attention,
    inductor's Triton kernels) with each kind's TFLOP/s.
-3. Embed path: ``phenoica.embed.plate.embed_plate`` on a ``--images`` (16,384) uint8 image plate at the
+3. Embed path: ``phenoica.embed.embed_plate`` on a ``--images`` (16,384) uint8 image plate at the
    fastest batch size vs the bare forward there (goal >= 0.9), with the chunk loop's per-phase split
    and the time outside it; once per ``--loader-threads`` count (4 and 8).
-4. Jobs: ``phenoica.embed.jobs.embed_model_plates`` in fresh processes, as the workflow's jobs run
+4. Jobs: ``phenoica.embed.embed_model_plates`` in fresh processes, as the workflow's jobs run
    (the model loaded from a checkpoint file; with --compile compiled, caches in
    ``embed.compile_cache``): one plate with a cold cache, the same with the warm cache, a second
    plate, and both plates in one job. A job's fixed cost is its wall time minus its plates' images
@@ -46,15 +46,18 @@ import pandas as pd
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import open_plate, write_plate
-from phenoica.embed.chunks import TIMING_KEY, EmbedTiming
-from phenoica.embed.options import EmbedOptions
-from phenoica.embed.plate import PlateModel, embed_plate
-from phenoica.models.builders import FeatureExtractor, build_feature_extractor
-from phenoica.models.device import resolve_device
-from phenoica.models.extractor import ModelInputs, inference_context
-from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
+from phenoica.contract import open_plate, validate_config, write_plate
+from phenoica.embed import TIMING_KEY, EmbedOptions, EmbedTiming, PlateModel, embed_plate
+from phenoica.models import (
+    NORMALIZE,
+    FeatureExtractor,
+    ModelInputs,
+    OpenPhenomGeometry,
+    build_feature_extractor,
+    build_openphenom,
+    inference_context,
+    resolve_device,
+)
 
 TINY = OpenPhenomGeometry(img_size=32, patch_size=8, embed_dim=48, depth=2, num_heads=3, mlp_ratio=4.0, max_in_chans=11)
 
@@ -330,7 +333,7 @@ def embed_path(
 
 
 class TimingRecorder(logging.Handler):
-    """Keeps the chunk loop's timing of every embed_plate run (``phenoica.embed.chunks.TIMING_KEY``)."""
+    """Keeps the chunk loop's timing of every embed_plate run (``phenoica.embed.TIMING_KEY``)."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -427,8 +430,7 @@ def job_child(spec_json: str) -> None:
     """A job in a fresh process (``--job-child``): embed_model_plates, then its timings as JSON."""
     started = process_started()
     job = json.loads(spec_json)
-    from phenoica.embed.groups import PlateJob
-    from phenoica.embed.jobs import EmbedJob, embed_model_plates
+    from phenoica.embed import EmbedJob, PlateJob, embed_model_plates
 
     imported = time.time() - started
     log, timings = recording_logger()

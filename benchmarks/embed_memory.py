@@ -1,7 +1,7 @@
 """Peak memory of streaming plate embedding: N images vs 4N images (goal: growth <= 10%).
 
 Two plate stores (N and 4N images) are written to a temporary folder; each is embedded by
-phenoica.embed.plate.embed_plate in a fresh subprocess, whose peak RSS (resource.getrusage) is
+phenoica.embed.embed_plate in a fresh subprocess, whose peak RSS (resource.getrusage) is
 reported, so that the two peaks do not mix. A third subprocess does everything but the
 embedding (imports, model, metadata) to show the floor that both share.
 
@@ -27,7 +27,7 @@ def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
     import torch
     from embed_throughput import embed_options, plate_metadata, small_vit
 
-    from phenoica.embed.plate import PlateModel, embed_plate
+    from phenoica.embed import PlateModel, embed_plate
 
     torch.set_num_threads(args.threads)
     model = small_vit(args.channels, args.seed)
@@ -55,7 +55,7 @@ def child(store: str, n: int, args: argparse.Namespace, embed: bool) -> None:
 
 def write_store(path: Path, n: int, args: argparse.Namespace) -> Path:
     """A plate of n random images, written block by block (the parent never holds it whole)."""
-    from phenoica.contract.screen import write_plate
+    from phenoica.contract import write_plate
 
     rng = np.random.default_rng(args.seed)
     shape = (n, args.channels, args.size, args.size)

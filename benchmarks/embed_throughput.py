@@ -1,7 +1,7 @@
 """Throughput of streaming plate embedding vs the bare model on in-memory crops.
 
 One plate store of N images is written to a temporary folder; the same timm ViT, batch size
-and torch threads embed it (a) through phenoica.embed.plate.embed_plate (Zarr chunks ->
+and torch threads embed it (a) through phenoica.embed.embed_plate (Zarr chunks ->
 prefetch + preprocessing -> model -> parquet parts -> final parquet) and (b) as the baseline,
 the bare forward pass over the already preprocessed crops held in memory (no IO, no
 preprocessing). Prints images/s of both and the ratio (goal >= 0.9).
@@ -23,13 +23,10 @@ import pandas as pd
 import torch
 from timm.models.vision_transformer import VisionTransformer
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import write_plate
-from phenoica.embed.options import EmbedOptions
-from phenoica.embed.plate import PlateModel, embed_plate
-from phenoica.models.device import resolve_device
-from phenoica.models.extractor import embed_crops
-from phenoica.screen.preprocess import prepare
+from phenoica.contract import validate_config, write_plate
+from phenoica.embed import EmbedOptions, PlateModel, embed_plate
+from phenoica.models import embed_crops, resolve_device
+from phenoica.screen import prepare
 
 
 def embed_options(**embed) -> EmbedOptions:

@@ -18,11 +18,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import open_plate, write_plate
-from phenoica.report import gallery as G
-from phenoica.report.channels import channel_styles
-from phenoica.report.options import ReportOptions
+from phenoica.contract import open_plate, validate_config, write_plate
+from phenoica.report import ReportOptions, channel_styles, select_sites, write_gallery
 
 CHANNELS = ["DNA", "ER", "RNA", "AGP", "Mito", "Brightfield"]
 
@@ -81,10 +78,10 @@ def main() -> None:
         t_whole = time.perf_counter() - t0
         t0 = time.perf_counter()
         options = ReportOptions.from_config(validate_config({})).gallery  # the schema's gallery settings
-        G.select_sites(files, genes, options)
+        select_sites(files, genes, options)
         t_sites = time.perf_counter() - t0
         t0 = time.perf_counter()
-        result = G.write_gallery(root / "gallery", genes, files, stores, channel_styles(CHANNELS), options)
+        result = write_gallery(root / "gallery", genes, files, stores, channel_styles(CHANNELS), options)
         t_gallery = time.perf_counter() - t0
         st = result.stats
         n_chunks = args.plates * -(-args.images // 64)

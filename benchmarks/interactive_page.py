@@ -21,7 +21,7 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # tests.browser: the same Chromium as the tests
 
-from phenoica.report.interactive import ASSETS, PAGE, PageInputs, write_interactive  # noqa: E402
+from phenoica.report import ASSETS, PAGE, PageInputs, write_interactive  # noqa: E402
 from tests.browser import chromium  # noqa: E402
 
 VARIANTS = ["base", "pca", "pca_ica", "pca_rand"]

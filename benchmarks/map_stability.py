@@ -1,6 +1,6 @@
 """Benchmark: does the mAP readout's answer hinge on one control well, or on the seed?
 
-Runs ``phenoica.classify.map_readout.guide_map`` (the ``map_readout`` job's function) on one
+Runs ``phenoica.classify.guide_map`` (the ``map_readout`` job's function) on one
 profile table: ``--profiles``, a parquet in phenoica's profile contract (a run's
 ``transforms/<model>/<variant>.parquet``, or a user's per-well export mapped to the contract), or
 by default the arrayed scenario's screen, simulated (``phenoica.screen.arrayed``, seed 0).
@@ -20,7 +20,7 @@ the active count with that well and with it removed, and the same for the table'
 extreme control well (the largest distance from its plate's control median, in robust SDs); and
 the count with one control well removed from every plate. A plate with one control well fewer
 puts its wells in another (positives, total) configuration: the readout's null draws every
-configuration on one shared ranking (``phenoica.classify.map_null``), so that alone should
+configuration on one shared ranking (``classify/_map_null.py``), so that alone should
 barely move the count (copairs' own null, drawn independently per configuration, moved it).
 
     python benchmarks/map_stability.py                                    # the arrayed scenario
@@ -39,10 +39,9 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
-from phenoica.classify.map_readout import guide_map
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import CONTROL, PERT_TYPE, PLATE, feature_columns
-from phenoica.screen import arrayed
+from phenoica.classify import guide_map
+from phenoica.contract import CONTROL, PERT_TYPE, PLATE, feature_columns, validate_config
+from phenoica.screen import ArrayedDesign, batch_profiles, plate_layout, screen_truth
 
 #: The readout's warnings (guides still open at the cap, small plates) are not this script's output.
 QUIET = logging.getLogger("map_stability")
@@ -51,10 +50,10 @@ QUIET.setLevel(logging.ERROR)
 
 def arrayed_screen(seed: int = 0) -> pd.DataFrame:
     """The arrayed scenario's profiles (its design at the defaults), in memory."""
-    design = arrayed.ArrayedDesign()
-    truth = arrayed.screen_truth(design, seed)
-    layout = arrayed.plate_layout(design, truth, seed)
-    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
+    design = ArrayedDesign()
+    truth = screen_truth(design, seed)
+    layout = plate_layout(design, truth, seed)
+    parts = [batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
     return pd.concat(parts, ignore_index=True)
 
 

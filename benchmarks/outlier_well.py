@@ -4,7 +4,7 @@ The simulated arrayed screen of the ``arrayed`` scenario (:mod:`phenoica.screen.
 outlier control well: the first control well of the first plate, in one feature, ``--sds`` control
 SDs above the controls' median (default 1,000, as in a real pycytominer export, and 300, below the
 outlier cutoff of 500). Each screen goes through what the workflow runs on it, every setting at the
-schema's defaults: the profile hygiene (:func:`phenoica.profiles.hygiene.clean_profiles`), the
+schema's defaults: the profile hygiene (:func:`phenoica.profiles.clean_profiles`), the
 variants ``base``, ``pca`` and ``pca_ica``, the classifier with its pseudo-guide null and the mAP
 readout. It prints, per variant and readout, the guides called (q < 0.05) on the clean screen
 (the same well at its simulated value: the baseline, measured in the same run), with the outlier,
@@ -28,16 +28,20 @@ import numpy as np
 import pandas as pd
 from arrayed_calibration import VARIANTS, variant_tables
 
-from phenoica.classify.engine import classify_guides
-from phenoica.classify.map_readout import guide_map
-from phenoica.classify.null import control_constructs, null_guide_design, split_control_rows
-from phenoica.classify.options import ClassifyOptions, SplitOptions
-from phenoica.classify.splits import make_folds
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import CONTROL, PERT_TYPE, PLATE, feature_columns
-from phenoica.hits.calls import screen_calls
-from phenoica.profiles.hygiene import Hygiene, clean_profiles
-from phenoica.screen import arrayed
+from phenoica.classify import (
+    ClassifyOptions,
+    SplitOptions,
+    classify_guides,
+    control_constructs,
+    guide_map,
+    make_folds,
+    null_guide_design,
+    split_control_rows,
+)
+from phenoica.contract import CONTROL, PERT_TYPE, PLATE, feature_columns, validate_config
+from phenoica.hits import screen_calls
+from phenoica.profiles import Hygiene, clean_profiles
+from phenoica.screen import ArrayedDesign, batch_profiles, plate_layout, screen_truth
 
 
 def planted(profiles: pd.DataFrame, sds: float) -> tuple[pd.DataFrame, int, str]:
@@ -86,11 +90,11 @@ def main() -> None:
     parser.add_argument("--sds", type=float, nargs="+", default=[1000.0, 300.0])
     args = parser.parse_args()
     cfg = validate_config({})
-    design = arrayed.ArrayedDesign()
+    design = ArrayedDesign()
     for seed in args.seeds:
-        truth = arrayed.screen_truth(design, seed)
-        layout = arrayed.plate_layout(design, truth, seed)
-        profiles = pd.concat([arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)])
+        truth = screen_truth(design, seed)
+        layout = plate_layout(design, truth, seed)
+        profiles = pd.concat([batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)])
         profiles = profiles.reset_index(drop=True)
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)

@@ -100,8 +100,7 @@ def resident_mb() -> float:
 def screen_config(args: argparse.Namespace) -> dict[str, Any]:
     """The positive control's config as the workflow sees it (config.yaml, then the scenario,
     merged key by key; models resolved; validated), with this run's overrides."""
-    from phenoica.contract.config import deep_merge, run_models, validate_config
-    from phenoica.contract.schema import read_yaml
+    from phenoica.contract import deep_merge, read_yaml, run_models, validate_config
 
     merged = deep_merge(read_yaml(REPO / "config.yaml"), read_yaml(SCENARIO))
     overrides: dict[str, Any] = {
@@ -121,7 +120,7 @@ def write_scaled_screen(folder: Path, scale: int, seed: int, controls: str = "pe
     per batch, each plate with the shipped screen's control wells (``controls`` "per-plate"), or
     with 1/``scale`` of them, so that a batch holds the shipped screen's controls ("fixed": a
     check of what the growing control set costs)."""
-    from phenoica.screen.known_truth import SCREENS, write_screen
+    from phenoica.screen import SCREENS, write_known_truth_screen
 
     base = SCREENS["positive_control"]
     control_wells = base.control_wells
@@ -136,7 +135,7 @@ def write_scaled_screen(folder: Path, scale: int, seed: int, controls: str = "pe
         plates_per_batch=base.plates_per_batch * scale,
         control_wells=control_wells,
     )
-    return write_screen(folder, seed=seed, design=design)
+    return write_known_truth_screen(folder, seed=seed, design=design)
 
 
 # --------------------------------------------------------------------------- the stages (child side)
@@ -160,8 +159,7 @@ class Work:
 
 
 def stage_gather(w: Work) -> dict[str, Any]:
-    from phenoica.profiles.gather import write_profiles
-    from phenoica.profiles.options import GatherOptions
+    from phenoica.profiles import GatherOptions, write_profiles
 
     files = sorted((w.root / "data" / "embeddings").glob("*.parquet"))
     options = GatherOptions.from_config(w.cfg)
@@ -172,16 +170,14 @@ def stage_gather(w: Work) -> dict[str, Any]:
 
 
 def stage_fit(w: Work) -> dict[str, Any]:
-    from phenoica.transforms.fit import fit_transforms
-    from phenoica.transforms.options import TransformOptions
+    from phenoica.transforms import TransformOptions, fit_transforms
 
     fit_transforms(w.profiles, TransformOptions.from_config(w.cfg), w.transforms, log=LOG)
     return {"rows": _rows(w.profiles)}
 
 
 def stage_apply(w: Work) -> dict[str, Any]:
-    from phenoica.transforms.apply import apply_transform_file
-    from phenoica.transforms.options import ApplyTransformOptions
+    from phenoica.transforms import ApplyTransformOptions, apply_transform_file
 
     batch_rows = ApplyTransformOptions.from_config(w.cfg).batch_rows
     rows = sum(
@@ -193,9 +189,8 @@ def stage_apply(w: Work) -> dict[str, Any]:
 def stage_splits(w: Work) -> dict[str, Any]:
     import pandas as pd
 
-    from phenoica.classify.options import SplitOptions
-    from phenoica.classify.splits import folds_table, make_folds
-    from phenoica.utils.io import write_parquet
+    from phenoica.classify import SplitOptions, folds_table, make_folds
+    from phenoica.utils import write_parquet
 
     profiles = pd.read_parquet(w.profiles)
     folds = make_folds(profiles, SplitOptions.from_config(w.cfg))
@@ -206,10 +201,8 @@ def stage_splits(w: Work) -> dict[str, Any]:
 def stage_classify(w: Work) -> dict[str, Any]:
     import pandas as pd
 
-    from phenoica.classify.engine import classify_shard
-    from phenoica.classify.options import ClassifyOptions
-    from phenoica.classify.splits import read_folds
-    from phenoica.utils.io import write_parquet
+    from phenoica.classify import ClassifyOptions, classify_shard, read_folds
+    from phenoica.utils import write_parquet
 
     options = ClassifyOptions.from_config(w.cfg)
     n_shards, rows = options.n_shards, 0
@@ -226,8 +219,8 @@ def stage_classify(w: Work) -> dict[str, Any]:
 def stage_map(w: Work) -> dict[str, Any]:
     import pandas as pd
 
-    from phenoica.classify.map_readout import guide_map
-    from phenoica.utils.io import write_parquet
+    from phenoica.classify import guide_map
+    from phenoica.utils import write_parquet
 
     if not w.cfg["classify"]["map_readout"]:
         return {"rows": 0}
@@ -249,9 +242,8 @@ def stage_map(w: Work) -> dict[str, Any]:
 def stage_hits(w: Work) -> dict[str, Any]:
     import pandas as pd
 
-    from phenoica.hits.calls import screen_calls
-    from phenoica.hits.options import HitOptions
-    from phenoica.utils.io import write_parquet
+    from phenoica.hits import HitOptions, screen_calls
+    from phenoica.utils import write_parquet
 
     options = HitOptions.from_config(w.cfg)
     rows = pd.concat([pd.read_parquet(f) for f in sorted((w.root / "scores").glob("*.parquet"))], ignore_index=True)
@@ -266,12 +258,10 @@ def stage_hits(w: Work) -> dict[str, Any]:
 def stage_gene_map(w: Work) -> dict[str, Any]:
     import pandas as pd
 
-    from phenoica.biomap.aggregate import aggregate_profiles
-    from phenoica.biomap.gene_map import MapInputs, gene_map
-    from phenoica.biomap.options import GeneMapOptions, ProfileOptions
-    from phenoica.contract.screen import GENE
-    from phenoica.report.gene_maps import heatmap_figure
-    from phenoica.screen.annotations import load_sources
+    from phenoica.biomap import GeneMapOptions, MapInputs, ProfileOptions, aggregate_profiles, gene_map
+    from phenoica.contract import GENE
+    from phenoica.report import heatmap_figure
+    from phenoica.screen import load_sources
 
     options = GeneMapOptions.from_config(w.cfg)
     center = ProfileOptions.from_config(w.cfg).center_on_controls
@@ -296,8 +286,7 @@ def stage_gene_map(w: Work) -> dict[str, Any]:
 
 
 def stage_batch(w: Work) -> dict[str, Any]:
-    from phenoica.biomap.batch_metrics import batch_metrics, well_profile_table
-    from phenoica.biomap.options import BatchMetricsOptions
+    from phenoica.biomap import BatchMetricsOptions, batch_metrics, well_profile_table
 
     options, wells_seen = BatchMetricsOptions.from_config(w.cfg), 0
     for v in w.variants:
@@ -344,10 +333,10 @@ def child_screen(root: Path) -> dict[str, Any]:
 
 def child(stage: str, root: Path) -> dict[str, Any]:
     """Run one stage in this (fresh) process: its imports first (the floor), then the stage."""
-    import phenoica.biomap.gene_map  # noqa: F401  (the package's heavy imports, the same floor for every stage)
-    import phenoica.classify.engine  # noqa: F401
-    import phenoica.hits.calls  # noqa: F401
-    import phenoica.transforms.fit  # noqa: F401
+    from phenoica.biomap import gene_map  # noqa: F401  (the package's heavy imports, the same floor for every stage)
+    from phenoica.classify import classify_guides  # noqa: F401
+    from phenoica.hits import screen_calls  # noqa: F401
+    from phenoica.transforms import fit_transforms  # noqa: F401
 
     cfg = json.loads((root.parent / "config.json").read_text())
     work = Work(root, cfg)

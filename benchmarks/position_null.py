@@ -1,7 +1,7 @@
 """Benchmark: the plain and the position-aware null on an arrayed screen with a position effect.
 
 Each draw is the simulated screen of the ``arrayed_plates`` scenario
-(:data:`phenoica.screen.arrayed.POSITION_DESIGN`: one well per construct per plate, 2 batches of 4
+(:data:`phenoica.screen.POSITION_DESIGN`: one well per construct per plate, 2 batches of 4
 replicate plates, 64 control wells of 4 constructs scattered over the plate, edge wells and a row
 gradient shifting one programme each by the effect's own size) with another seed, the same screen
 without the position effect, and the same screen with control constructs all alike (the scenario's
@@ -30,16 +30,28 @@ import time
 import numpy as np
 import pandas as pd
 
-from phenoica.classify.engine import classify_guides
-from phenoica.classify.null import NULL_GENE, GuideSamples, null_guide_design
-from phenoica.classify.options import ClassifyOptions, SplitOptions
-from phenoica.classify.splits import make_folds
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import BATCH, CONTROL, GUIDE, PERT_TYPE, WELL, feature_columns
-from phenoica.hits.calls import screen_calls
-from phenoica.screen import arrayed
-from phenoica.transforms.fit import fit_variants
-from phenoica.transforms.options import TransformOptions
+from phenoica.classify import (
+    NULL_GENE,
+    ClassifyOptions,
+    GuideSamples,
+    SplitOptions,
+    classify_guides,
+    make_folds,
+    null_guide_design,
+)
+from phenoica.contract import BATCH, CONTROL, GUIDE, PERT_TYPE, WELL, feature_columns, validate_config
+from phenoica.hits import screen_calls
+from phenoica.screen import (
+    PLATE_COLUMNS,
+    PLATE_ROWS,
+    POSITION_DESIGN,
+    ArrayedDesign,
+    batch_profiles,
+    plate_layout,
+    screen_truth,
+    well_position,
+)
+from phenoica.transforms import TransformOptions, fit_variants
 
 VARIANTS = ("base", "pca")
 NULLS = ("plain", "position")
@@ -55,11 +67,11 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return centre - half, centre + half
 
 
-def screen(design: arrayed.ArrayedDesign, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
+def screen(design: ArrayedDesign, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The screen's per-well profiles and its truth."""
-    truth = arrayed.screen_truth(design, seed)
-    layout = arrayed.plate_layout(design, truth, seed)
-    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
+    truth = screen_truth(design, seed)
+    layout = plate_layout(design, truth, seed)
+    parts = [batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
     return pd.concat(parts, ignore_index=True), truth
 
 
@@ -76,15 +88,15 @@ def variant_tables(profiles: pd.DataFrame, cfg: dict, seed: int) -> dict[str, pd
     return {"base": profiles.reset_index(drop=True), "pca": pca}
 
 
-def one_draw(design: arrayed.ArrayedDesign, seed: int, cfg: dict) -> pd.DataFrame:
+def one_draw(design: ArrayedDesign, seed: int, cfg: dict) -> pd.DataFrame:
     """Every guide's call against each null on one screen: the hit table with ``null``,
     ``has_effect`` and ``edge``, and the null's KS p as ``ks_p``."""
     profiles, truth = screen(design, seed)
     options = ClassifyOptions.from_config(cfg)._replace(seed=seed, concentration=False)
     edge = {
-        w: (r in (0, len(arrayed.PLATE_ROWS) - 1) or c in (0, arrayed.PLATE_COLUMNS - 1))
+        w: (r in (0, len(PLATE_ROWS) - 1) or c in (0, PLATE_COLUMNS - 1))
         for w in profiles[WELL].unique()
-        for r, c in [arrayed.well_position(w)]
+        for r, c in [well_position(w)]
     }
     well_of = profiles.drop_duplicates(GUIDE).set_index(GUIDE)[WELL]
     out = []
@@ -139,9 +151,9 @@ def main() -> None:
     args = parser.parse_args()
     cfg = validate_config({})
     screens = {
-        "position effect": arrayed.POSITION_DESIGN,
-        "no position effect": dataclasses.replace(arrayed.POSITION_DESIGN, edge_effect=0.0, row_gradient=0.0),
-        "position effect, alike control constructs": dataclasses.replace(arrayed.POSITION_DESIGN, control_effect=0.0),
+        "position effect": POSITION_DESIGN,
+        "no position effect": dataclasses.replace(POSITION_DESIGN, edge_effect=0.0, row_gradient=0.0),
+        "position effect, alike control constructs": dataclasses.replace(POSITION_DESIGN, control_effect=0.0),
     }
     for label, design in screens.items():
         t0 = time.perf_counter()

@@ -2,7 +2,7 @@
 
 Reads a finished run's ``results/benchmarks/`` files (Snakemake's per-job measurements: wall
 seconds ``s``, ``cpu_time``, ``max_rss``) and its ``results/logs/`` (the CPU seconds each job's
-script logs through ``phenoica.utils.io.rule_logger`` / ``log_job_cpu``: at ``start``, the
+script logs through ``phenoica.utils.rule_logger`` / ``log_job_cpu``: at ``start``, the
 interpreter and Snakemake's script preamble; at ``work``, just before the library call, so
 start-up, imports and reading inputs; at ``end``, the whole process). Prints per rule:
 
@@ -30,7 +30,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.utils.io import JOB_CPU, write_json
+from phenoica.utils import JOB_CPU, write_json
 
 #: A ``log_job_cpu`` line: ``... job cpu <point>: <seconds> s``.
 CPU_LINE = re.compile(rf"{JOB_CPU} (\w+): ([0-9.]+) s")

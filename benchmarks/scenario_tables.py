@@ -30,8 +30,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "src"))
 
-from phenoica.contract.schema import read_yaml  # noqa: E402
-from phenoica.screen.scenarios import SCENARIOS  # noqa: E402
+from phenoica.contract import read_yaml  # noqa: E402
+from phenoica.screen import SCENARIOS  # noqa: E402
 
 #: Suffixes of the files compared: tables, not logs or figures.
 TABLE_SUFFIXES = (".parquet", ".csv", ".tsv")

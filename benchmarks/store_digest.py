@@ -1,6 +1,6 @@
 """What keying plate jobs on store content costs when the DAG is built, on a genome-scale plate list.
 
-Every invocation of the workflow (a dry run too) computes ``phenoica.workflow.digests.store_digest`` of
+Every invocation of the workflow (a dry run too) computes ``phenoica.workflow.store_digest`` of
 each plate's store: one ``os.scandir`` walk (name, size and modification time of every file),
 the whole of the small metadata documents and the first and last 4 KiB of four chunk files.
 This script lays out ``--plates`` Zarr-shaped stores of ``--chunks`` chunk files each (default:
@@ -10,20 +10,20 @@ times, in the same run:
 
 - baseline: what building the DAG read of each store before (``os.stat`` of its two
   ``zarr.json`` documents, the screen check's key);
-- digest: :func:`phenoica.workflow.digests.store_digest` of every store, cold and warm (a second pass:
+- digest: :func:`phenoica.workflow.store_digest` of every store, cold and warm (a second pass:
   the file system's metadata cached, as on a rerun).
 
 It prints seconds, per-plate milliseconds and the ratio digest / baseline.
 
 ``--loaddata``: the same for source loaddata, whose key is per plate too
-(:func:`phenoica.workflow.digests.plate_store_digest`: the plate's rows of the LoadData CSVs and a
+(:func:`phenoica.workflow.plate_store_digest`: the plate's rows of the LoadData CSVs and a
 stat of every file they name, a few files' first and last bytes). It writes one LoadData CSV per
 plate (``--sites`` rows, ``--channels`` ``FileName_``/``PathName_`` pairs; default 3,456 sites x
 5 channels, a 384-well plate of 9 sites) and the (16-byte) files they name, then times, in the
 same run: the baseline (what building the DAG read before: every CSV read once, as the door's
 check does) and the digest of every plate after it, cold (a new process: the CSVs read and
 indexed once) and warm (a second pass), beside the digest source images takes of the same files
-(:func:`phenoica.workflow.digests.store_digest` of each plate's folder). Run:
+(:func:`phenoica.workflow.store_digest` of each plate's folder). Run:
 
     python benchmarks/store_digest.py            # 1,400 plates x 96 chunks in a temp folder
     python benchmarks/store_digest.py --plates 100 --chunks 20
@@ -31,14 +31,14 @@ indexed once) and warm (a second pass), beside the digest source images takes of
     python benchmarks/store_digest.py --files --plates 10000   # the user's files and the outputs' receipts
 
 ``--files``: what keying the user's single files on their content costs
-(:func:`phenoica.workflow.digests.file_key`: embeddings, ``.h5ad``, exports, checkpoints, frozen
+(:func:`phenoica.workflow.file_key`: embeddings, ``.h5ad``, exports, checkpoints, frozen
 transforms), one file per plate (``--file-bytes`` each), and what telling the outputs phenoica
-wrote costs (:func:`phenoica.workflow.receipts.untrusted_outputs`: one output and one benchmark
+wrote costs (:func:`phenoica.workflow.untrusted_outputs`: one output and one benchmark
 file per plate). It times, in the same run: the baseline (``os.stat`` of every file: what the
 door's key read of them before, their sizes and times); the content keys on a first pass (every
 file read and hashed: a new screen, or every file touched) and on a second pass from the saved
 cache (a new process: the cache read, one ``os.stat`` per file); the receipts of the outputs; and
-their jobs' stamps (:func:`phenoica.workflow.receipts.check_stamps`: one stamp read and one params
+their jobs' stamps (:func:`phenoica.workflow.check_stamps`: one stamp read and one params
 digest per job, an options object as the params).
 """
 
@@ -52,11 +52,18 @@ import time
 from pathlib import Path
 from types import SimpleNamespace
 
-from phenoica.classify.options import ClassifyOptions
-from phenoica.contract.config import validate_config
-from phenoica.screen import loaddata
-from phenoica.workflow.digests import KeyCache, plate_store_digest, store_digest
-from phenoica.workflow.receipts import RuleFiles, check_stamps, untrusted_outputs, write_stamp
+from phenoica.classify import ClassifyOptions
+from phenoica.contract import validate_config
+from phenoica.screen import read_loaddata
+from phenoica.workflow import (
+    KeyCache,
+    RuleFiles,
+    check_stamps,
+    plate_store_digest,
+    store_digest,
+    untrusted_outputs,
+    write_stamp,
+)
 
 
 def lay_out(root: Path, plates: int, chunks: int, chunk_bytes: int) -> list[Path]:
@@ -123,7 +130,7 @@ def run_loaddata(root: Path, args: argparse.Namespace) -> None:
     glob = str(root / "load_data_*.csv")
     config = {"screen": {"source": "loaddata", "loaddata": glob, "loaddata_channels": None, "loaddata_illum": False}}
     start = time.perf_counter()
-    loaddata.read_loaddata(glob)
+    read_loaddata(glob)
     base = time.perf_counter() - start
 
     def digests() -> float:

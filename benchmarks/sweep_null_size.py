@@ -23,10 +23,10 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.classify.null import NULL_GENE
-from phenoica.contract.screen import GENE, GUIDE
-from phenoica.hits.calls import screen_calls
-from phenoica.sweep.component_sweep import first_null_guides
+from phenoica.classify import NULL_GENE
+from phenoica.contract import GENE, GUIDE
+from phenoica.hits import screen_calls
+from phenoica.sweep import first_null_guides
 
 
 def calls(rows: pd.DataFrame, q: float) -> tuple[set[str], int]:

@@ -2,7 +2,7 @@
 
 The hit calls fit a logit-normal null to ``n`` pseudo-guides (``classify.n_null_guides``, 100) and
 read p-values from its Student-t tail, also below ``1 / (n + 1)``, where the null observed nothing
-(``phenoica.hits.calls``). This script draws ``11 n`` pseudo-guides exactly as the workflow draws
+(``phenoica.hits._calls``). This script draws ``11 n`` pseudo-guides exactly as the workflow draws
 them (pseudo-guide ``j`` is the same whatever the count, so the first ``n`` are the workflow's
 null), scores them with the workflow's classifier at the schema's defaults (leave-one-batch-out
 folds), fits the parametric null on the first ``n`` and holds out the other ``10 n``. Held-out
@@ -32,15 +32,11 @@ import numpy as np
 import pandas as pd
 from arrayed_calibration import VARIANTS, variant_tables
 
-from phenoica.classify.engine import classify_guides
-from phenoica.classify.null import null_guide_design
-from phenoica.classify.options import ClassifyOptions, SplitOptions
-from phenoica.classify.splits import make_folds
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import GUIDE
-from phenoica.hits.calls import NullFit, summarize_scores
-from phenoica.screen import arrayed
-from phenoica.utils.stats import bootstrap_mean
+from phenoica.classify import ClassifyOptions, SplitOptions, classify_guides, make_folds, null_guide_design
+from phenoica.contract import GUIDE, validate_config
+from phenoica.hits import NullFit, summarize_scores
+from phenoica.screen import ArrayedDesign, batch_profiles, plate_layout, screen_truth
+from phenoica.utils import bootstrap_mean
 
 #: How many times the workflow's null the held-out null is.
 HELD_OUT_FACTOR = 10
@@ -120,10 +116,10 @@ def run_screen(name: str, profiles: pd.DataFrame, cfg: dict, seed: int, n: int, 
 
 def arrayed_profiles(seed: int) -> pd.DataFrame:
     """The simulated arrayed screen of one seed (the scenario's design)."""
-    design = arrayed.ArrayedDesign()
-    truth = arrayed.screen_truth(design, seed)
-    layout = arrayed.plate_layout(design, truth, seed)
-    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
+    design = ArrayedDesign()
+    truth = screen_truth(design, seed)
+    layout = plate_layout(design, truth, seed)
+    parts = [batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
     return pd.concat(parts).reset_index(drop=True)
 
 

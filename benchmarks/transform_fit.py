@@ -34,8 +34,7 @@ from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from phenoica.transforms.rotations import ICARotation
-from phenoica.transforms.whitening import PCAWhitener, parallel_analysis
+from phenoica.transforms import ICARotation, PCAWhitener, parallel_analysis
 
 
 def synthetic(

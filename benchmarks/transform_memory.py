@@ -6,9 +6,9 @@ offset and scale; a quarter of the images controls) are written for N and 4N ima
 for each size, each stage runs in a fresh Python process, which reports its peak resident
 memory (``ru_maxrss``) and wall time:
 
-    gather   phenoica.profiles.gather.write_profiles: plate files -> profile parquet (image level)
-    fit      phenoica.transforms.fit.fit_transforms on the profile parquet (all four variants)
-    apply    phenoica.transforms.apply.apply_transform_file, variant pca_ica (``--apply``)
+    gather   phenoica.profiles.write_profiles: plate files -> profile parquet (image level)
+    fit      phenoica.transforms.fit_transforms on the profile parquet (all four variants)
+    apply    phenoica.transforms.apply_transform_file, variant pca_ica (``--apply``)
 
 and a process that only imports phenoica gives the import baseline. Printed per stage: both
 peaks, the growth of the 4N peak over the N peak in percent, and the same growth measured
@@ -51,7 +51,7 @@ def write_plates(folder: Path, n: int, d: int, plate_rows: int, plates_per_batch
     import pyarrow.parquet as pq
     from scipy.stats import ortho_group
 
-    from phenoica.contract.screen import feature_name
+    from phenoica.contract import feature_name
 
     rng = np.random.default_rng(seed)
     sources = 8
@@ -93,11 +93,9 @@ def write_plates(folder: Path, n: int, d: int, plate_rows: int, plates_per_batch
 
 def child(args: argparse.Namespace) -> None:
     """One stage in this (fresh) process; prints a JSON line with its peak memory and time."""
-    from phenoica.contract.config import validate_config
-    from phenoica.profiles.gather import write_profiles
-    from phenoica.transforms.apply import apply_transform_file
-    from phenoica.transforms.fit import fit_transforms
-    from phenoica.transforms.options import TransformOptions
+    from phenoica.contract import validate_config
+    from phenoica.profiles import write_profiles
+    from phenoica.transforms import TransformOptions, apply_transform_file, fit_transforms
 
     work = Path(args.dir) / f"n{args.n}"
     profiles = work / "profiles.parquet"

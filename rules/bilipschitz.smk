@@ -5,12 +5,12 @@
 # one report. Target: `snakemake bilipschitz`.
 # Logic: phenoica.studies.bilipschitz.
 
-from phenoica.studies.bilipschitz.options import (
+from phenoica.studies.bilipschitz import (
     BilipschitzGatherOptions,
     BilipschitzReportOptions,
     BilipschitzTrainOptions,
 )
-from phenoica.studies.plan import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
+from phenoica.studies import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
 
 BL = config["bilipschitz"]
 BL_DIR = PATHS.studies.bilipschitz

@@ -1,10 +1,10 @@
 # From scores to biology: guide and gene profiles, the gene map (neighbours, guide consistency,
 # known-relationship recall, heatmap) and batch-mixing metrics of every (model, variant), gathered;
 # one job per model does all its variants (per variant with frozen transforms, the gene map
-# excepted: phenoica.workflow.rule_inputs.RuleInputs.variant_job).
+# excepted: phenoica.workflow.RuleInputs.variant_job).
 
-from phenoica.biomap.options import BatchMetricsOptions, GeneMapOptions, ProfileOptions
-from phenoica.workflow.rule_inputs import BIOMAP_KINDS
+from phenoica.biomap import BatchMetricsOptions, GeneMapOptions, ProfileOptions
+from phenoica.workflow import BIOMAP_KINDS
 
 
 rule biomap_profiles:

@@ -1,4 +1,4 @@
-from phenoica.classify.options import ClassifyOptions, MapReadoutOptions
+from phenoica.classify import ClassifyOptions, MapReadoutOptions
 
 # LightGBM per guide (and per null pseudo-guide) vs the shared controls, per (model, variant,
 # gene shard); the copairs mAP readout of every variant of a model in one job (per (model,

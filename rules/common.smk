@@ -1,6 +1,6 @@
 # Reads and validates: the config against its JSON schema (defaults filled in) before any rule is
 # defined, the screen's plates, and the whole screen at the door. What the rules read is decided
-# by the library (phenoica.workflow.rule_inputs, .rule_resources; paths: phenoica.contract.paths).
+# by the library (phenoica.workflow._rule_inputs, .rule_resources; paths: phenoica.contract._paths).
 
 import os
 import sys
@@ -11,36 +11,45 @@ sys.path.insert(0, _SRC)
 # (Set, not required from the user: scripts and cluster jobs inherit it.)
 os.environ.update(PYTHONPATH=os.pathsep.join([_SRC, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep))
 
-from phenoica.contract.config import planned_demo_note, run_models, validate_config
-from phenoica.contract.schema import check_yaml_files, schema_enum
-from phenoica.transforms.variant_names import swept_variants
-from phenoica.workflow.dag import screen_plates, study_pages, training_plates
-from phenoica.contract.paths import benchmark_path, log_path
-from phenoica.workflow.rule_inputs import RuleInputs
-from phenoica.workflow.rule_resources import check_resource_rules, resource_rules, rule_resources, rule_threads
-from phenoica.workflow.ownership import (
+from phenoica.contract import (
+    benchmark_path,
+    check_yaml_files,
+    log_path,
+    planned_demo_note,
+    run_models,
+    schema_enum,
+    validate_config,
+)
+from phenoica.transforms import swept_variants
+from phenoica.workflow import (
     ResultsFolderError,
+    RuleFiles,
+    RuleInputs,
+    check_resource_rules,
     check_results_folder,
+    check_screen_once,
     check_unstamped,
     lock_results,
     record_build,
     replaced_folders,
-)
-from phenoica.workflow.validate import check_screen_once
-from phenoica.workflow.digests import use_key_cache
-from phenoica.workflow.receipts import (
-    RuleFiles,
+    resource_rules,
+    rule_resources,
+    rule_threads,
+    screen_plates,
+    set_aside,
+    set_aside_changed,
+    study_pages,
+    training_plates,
+    untrusted_outputs,
+    use_key_cache,
     changed_jobs,
     check_stamps,
     rule_params,
-    set_aside,
-    set_aside_changed,
-    untrusted_outputs,
 )
 
 # Snakemake keeps the last of two equal keys of a config file without a word: read the files
 # it was given (configfile, --configfile) again, strictly (a key twice names both lines). The
-# models are those the user names, else config.yaml's default_models (phenoica.contract.config.run_models).
+# models are those the user names, else config.yaml's default_models (phenoica.contract.run_models).
 check_yaml_files(workflow.configfiles)
 # A config that names no screen plans the simulated demo: said in the log and validated.json.
 _CONFIG_NOTES = [n for n in [planned_demo_note(config)] if n]
@@ -53,14 +62,14 @@ SOURCE = config["screen"]["source"]
 RESOURCES = config["resources"]
 PLATES = screen_plates(config)  # {plate: batch}; empty when starting from embeddings
 INPUTS = RuleInputs(config, PLATES)  # every rule's input lists
-PATHS = INPUTS.out  # every output's template, by stage (phenoica.contract.paths)
+PATHS = INPUTS.out  # every output's template, by stage (phenoica.contract._paths)
 MODELS = INPUTS.models
 VARIANTS = INPUTS.variants
 SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep scores
 SHARDS = list(range(config["classify"]["n_shards"]))
 ENVS = "../envs/phenoica.yaml"
 
-# The results folder is phenoica's alone (phenoica.workflow.ownership): only its own files;
+# The results folder is phenoica's alone (phenoica.workflow._ownership): only its own files;
 # checked in the main process before anything is written there. Its outputs' stamps are compared
 # with this run's settings once every rule is defined (set_aside_untrusted, from the Snakefile).
 WORKFLOW_DIR = os.getcwd()
@@ -68,7 +77,7 @@ REPLACED, STORES = replaced_folders(PATHS, PLATES, SOURCE)
 if workflow.is_main_process:
     check_results_folder(RESULTS, WORKFLOW_DIR, config, REPLACED, STORES)
 
-# The user's files are keyed on their content (phenoica.workflow.digests): the door's key and the
+# The user's files are keyed on their content (phenoica.workflow._digests): the door's key and the
 # rules' params; a file's bytes are read again only when its stat signature changed (the cache in
 # the results folder, written by the main process).
 KEY_CACHE = use_key_cache(RESULTS)
@@ -92,8 +101,8 @@ wildcard_constraints:
 def set_aside_untrusted():
     """Outputs made with other settings than this run's (their job's stamp records other params),
     then outputs phenoica did not write (newer than their job's benchmark file, or without one),
-    are moved aside and rebuilt (phenoica.workflow.receipts); outputs without a stamp, in a folder
-    built from another workflow folder, are refused unless adopted (phenoica.workflow.ownership).
+    are moved aside and rebuilt (phenoica.workflow._receipts); outputs without a stamp, in a folder
+    built from another workflow folder, are refused unless adopted (phenoica.workflow._ownership).
     Called once every rule is defined, by the main process holding the results folder's lock
     (another run writing there: left alone)."""
     from snakemake.io import is_flagged

@@ -3,12 +3,12 @@
 # ae_ica, ae_rand and ae_oracle are scored from the AE's latents; a gather + report job; target
 # `disentangle`.
 
-from phenoica.studies.disentangle.options import (
+from phenoica.studies.disentangle import (
     DisentangleEvaluateOptions,
     DisentangleReportOptions,
     DisentangleTrainOptions,
 )
-from phenoica.studies.plan import AE_DERIVED as DIS_AE_DERIVED
+from phenoica.studies import AE_DERIVED as DIS_AE_DERIVED
 
 DIS = PATHS.studies.disentangle
 DIS_DATASETS = list(config["disentangle"]["datasets"])

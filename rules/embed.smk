@@ -1,9 +1,9 @@
 # MAE pretraining on the screen's own tiles (unless a checkpoint is given) and streaming
 # embedding, one job per (model, plate).
 
-from phenoica.embed.options import EmbedOptions
-from phenoica.models.options import TrainOptions
-from phenoica.workflow.rule_inputs import embed_rules
+from phenoica.embed import EmbedOptions
+from phenoica.models import TrainOptions
+from phenoica.workflow import embed_rules
 
 
 rule train_mae:
@@ -32,9 +32,9 @@ rule train_mae:
 
 # One job per (model, plate), or with embed.plates_per_job > 1 one job per (model, group of
 # plates, rules embed_g0000, ...): the model is built and compiled once per job; every plate
-# keeps its own output (phenoica.workflow.rule_inputs.embed_rules). update(): Snakemake does not
+# keeps its own output (phenoica.workflow.embed_rules). update(): Snakemake does not
 # delete an output before its job runs, and the job keeps a plate whose output records the same
-# work (phenoica.embed.jobs), so a rerun job redoes only its changed plates.
+# work (phenoica.embed._jobs), so a rerun job redoes only its changed plates.
 for embed_rule in embed_rules(INPUTS):
 
     rule:

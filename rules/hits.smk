@@ -1,4 +1,4 @@
-from phenoica.hits.options import HitOptions, PositionOptions, ReferenceOptions
+from phenoica.hits import HitOptions, PositionOptions, ReferenceOptions
 
 # The hit calls: p-values of every guide against the null pseudo-guides, Benjamini-Hochberg
 # q-values per (model, variant), guide and gene calls, the hit table beside the mAP readout and

@@ -1,4 +1,4 @@
-from phenoica.identifiability.options import StructuralOptions, Table1Options
+from phenoica.identifiability import StructuralOptions, Table1Options
 
 # Identifiability: how well two models' embeddings of the same images align under
 # permutation, rigid, linear and ICA maps (Nelson et al. 2026 Table 1), per variant; and, where the

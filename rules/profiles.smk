@@ -1,4 +1,4 @@
-from phenoica.profiles.options import GatherOptions
+from phenoica.profiles import GatherOptions
 
 # The profile table of each model: every plate's embeddings gathered, checked against the contract,
 # at image or well level, with the profile hygiene applied (phenoica.profiles).

@@ -1,9 +1,9 @@
-# The report: the sections of phenoica.report.write.SECTIONS (each reads inputs named as below), plus a
+# The report: the sections of phenoica.report.SECTIONS (each reads inputs named as below), plus a
 # Snakemake HTML report (`snakemake --report`);
 # the hit gallery and the interactive results page beside it (docs/report.md).
 
 
-from phenoica.report.options import ReportOptions
+from phenoica.report import ReportOptions
 
 REPORT_OPTIONS = ReportOptions.from_config(config)
 

@@ -5,7 +5,7 @@
 # (store: the content digest of the user's store, image files, or LoadData rows and the files
 # they name), and only then.
 
-from phenoica.screen.options import (
+from phenoica.screen import (
     DemoOptions,
     ImageIngestOptions,
     LoadDataIngestOptions,
@@ -128,7 +128,7 @@ if SOURCE == "ome_zarr":
             "../scripts/ingest_ome_zarr.py"
 
 
-if SOURCE == "loaddata":  # CellProfiler LoadData CSV(s) + plate map (phenoica.screen.loaddata)
+if SOURCE == "loaddata":  # CellProfiler LoadData CSV(s) + plate map (phenoica.screen._loaddata)
 
     rule ingest_loaddata:
         input:

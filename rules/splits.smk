@@ -1,7 +1,7 @@
-from phenoica.classify.options import SplitOptions
+from phenoica.classify import SplitOptions
 
 # The batch-effect folds the classifiers use: leave-one-batch-out, or in-distribution repeats
-# (phenoica.classify.splits).
+# (phenoica.classify._splits).
 
 
 rule splits:

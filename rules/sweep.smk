@@ -1,4 +1,4 @@
-from phenoica.sweep.options import SweepOptions
+from phenoica.sweep import SweepOptions
 
 # The component sweep: the screen scored again at other counts of whitened components, per model
 # of sweep.models (phenoica.sweep). One job per (model, variant, grid point) refits and scores, so

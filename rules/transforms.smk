@@ -1,8 +1,8 @@
-from phenoica.transforms.options import ApplyTransformOptions, TransformOptions
+from phenoica.transforms import ApplyTransformOptions, TransformOptions
 
 # Post-processing variants (base, pca, pca_ica, pca_rand): fitted once per model, saved, and
 # applied to every profile row (phenoica.transforms), every variant of a model in one job (one
-# job per variant with frozen transforms: phenoica.workflow.rule_inputs.RuleInputs.variant_job).
+# job per variant with frozen transforms: phenoica.workflow.RuleInputs.variant_job).
 
 if not config["transforms"]["frozen"]:
 

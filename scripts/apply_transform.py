@@ -1,16 +1,16 @@
 """Rule apply_transform: a model's profiles through each fitted variant transform (every variant
 of the model in one job, or one with frozen transforms), row batch by row batch."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.apply_transform", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.transforms.apply import apply_transform_files
-from phenoica.workflow.receipts import run_job
+from phenoica.transforms import apply_transform_files
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     variants = snakemake.params.variants
     transforms = dict(zip(variants, snakemake.input.transforms, strict=True))
     outputs = dict(zip(variants, snakemake.output, strict=True))

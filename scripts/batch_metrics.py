@@ -1,16 +1,16 @@
 """Rule batch_metrics: batch-mixing scores of each variant of a model on well profiles (every
 variant in one job, or one with frozen transforms)."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
-log = rule_logger("phenoica.biomap.batch_metrics", snakemake.log[0])  # first: the log holds everything the job prints
+log = rule_logger("phenoica.biomap._batch_metrics", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.biomap.batch_metrics import batch_metrics_files
-from phenoica.workflow.receipts import run_job
+from phenoica.biomap import batch_metrics_files
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     variants = snakemake.params.variants
     profiles = dict(zip(variants, snakemake.input, strict=True))
     outputs = dict(zip(variants, snakemake.output, strict=True))

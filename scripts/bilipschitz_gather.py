@@ -1,18 +1,18 @@
 """Rule bilipschitz_gather: per-model B summaries and cross-seed alignment errors of one dataset."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.bilipschitz_gather", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.studies.bilipschitz.gather import gather_dataset
-from phenoica.utils.io import write_parquet
-from phenoica.workflow.receipts import run_job
+from phenoica.studies.bilipschitz import gather_dataset
+from phenoica.utils import write_parquet
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     options = snakemake.params.options
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     models, pairs, samples = gather_dataset(

@@ -1,6 +1,6 @@
 """Rule bilipschitz_report: figures, Spearman table (bootstrap intervals), verdict, Markdown and HTML page."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.bilipschitz_report", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.studies.bilipschitz.report import write_report
-from phenoica.workflow.receipts import run_job
+from phenoica.studies.bilipschitz import write_report
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     inp, options = snakemake.input, snakemake.params.options
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     files = write_report(

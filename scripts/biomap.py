@@ -1,20 +1,20 @@
 """Rule biomap: the gene map of each variant of a model (every variant in one job): neighbours,
 consistency, recall, coverage, heatmap."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.biomap", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.biomap.gene_map import MAP_TABLES, MapFiles, gene_map_files
-from phenoica.report.gene_maps import heatmap_figure
-from phenoica.screen.annotations import load_sources
-from phenoica.workflow.receipts import run_job
+from phenoica.biomap import MAP_TABLES, MapFiles, gene_map_files
+from phenoica.report import heatmap_figure
+from phenoica.screen import load_sources
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     options, inp, out = snakemake.params.options, snakemake.input, snakemake.output
     files = {
         variant: MapFiles(inp.guides[i], inp.genes[i], {name: out[name][i] for name in MAP_TABLES}, out.heatmap[i])

@@ -1,16 +1,16 @@
 """Rule biomap_profiles: guide and gene profiles of each variant of a model (every variant in one
 job, or one with frozen transforms)."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.biomap_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.biomap.aggregate import profile_files
-from phenoica.workflow.receipts import run_job
+from phenoica.biomap import profile_files
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     variants, out = snakemake.params.variants, snakemake.output
     profiles = dict(zip(variants, snakemake.input, strict=True))
     outputs = dict(zip(variants, zip(out.guides, out.genes, strict=True), strict=True))

@@ -1,20 +1,19 @@
 """Rule call_hits: the gathered guide-fold rows (and mAP readout) -> guide and gene scores with
 hit calls, the hit table beside the mAP readout, and the null's calibration summary."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.call_hits", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.hits.calls import screen_calls
-from phenoica.hits.controls import control_calls, separating_by_model
-from phenoica.utils.io import write_parquet
-from phenoica.workflow.receipts import run_job
+from phenoica.hits import control_calls, screen_calls, separating_by_model
+from phenoica.utils import write_parquet
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     options = snakemake.params.options
     rows = pd.read_parquet(snakemake.input.guide_folds)
     maps = pd.read_parquet(snakemake.input.maps)

@@ -1,19 +1,18 @@
 """Rule classify: LightGBM per guide vs controls for one gene shard of one (model, variant)."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.classify", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.classify.engine import classify_shard
-from phenoica.classify.splits import read_folds
-from phenoica.utils.io import write_parquet
-from phenoica.workflow.receipts import run_job
+from phenoica.classify import classify_shard, read_folds
+from phenoica.utils import write_parquet
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     w = snakemake.wildcards
     table = pd.read_parquet(snakemake.input.variant)
     folds = read_folds(snakemake.input.folds, table)

@@ -1,7 +1,7 @@
 """Rule component_sweep: one model's sweep table, from its grid points' rows and the chosen count's
 point, which is the main run's own."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.component_sweep", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -10,13 +10,13 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.sweep.component_sweep import MainPoint, chosen_count, chosen_point, gather_sweep
-from phenoica.utils.io import write_parquet
-from phenoica.workflow.receipts import run_job
+from phenoica.sweep import MainPoint, chosen_count, chosen_point, gather_sweep
+from phenoica.utils import write_parquet
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     options = snakemake.params.options
     inputs = snakemake.input
     model = snakemake.wildcards.model

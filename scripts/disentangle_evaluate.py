@@ -1,15 +1,15 @@
 """Rule disentangle_evaluate: InfoMEC, MCC, R^2, DCI of one (dataset, model, seed); ae_ica from the AE's latents."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.disentangle_evaluate", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.studies.disentangle.evaluate import DISENTANGLE_SCORES, evaluate
-from phenoica.workflow.receipts import run_job
+from phenoica.studies.disentangle import DISENTANGLE_SCORES, evaluate
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     w = snakemake.wildcards
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     row = evaluate(

@@ -1,18 +1,17 @@
 """Rule disentangle_train: train one (dataset, model, seed), write eval-set latents + weights."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.disentangle_train", snakemake.log[0])  # first: the log holds everything the job prints
 
 import torch
 
-from phenoica.studies.disentangle.data import load_dataset
-from phenoica.studies.disentangle.model import train_and_encode
-from phenoica.workflow.receipts import run_job
+from phenoica.studies.disentangle import load_dataset, train_and_encode
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     torch.set_num_threads(snakemake.threads)
     w, options = snakemake.wildcards, snakemake.params.options
     data = load_dataset(w.dis_dataset, options)

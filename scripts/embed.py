@@ -1,16 +1,15 @@
 """Rule embed: stream one plate's (or a group of plates') tiles through the model's encoder into
 each plate's embeddings parquet, the model built once per job."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.embed", snakemake.log[0])  # first: the log holds everything the job prints
 
 from pathlib import Path
 
-from phenoica.embed.groups import PlateJob
-from phenoica.embed.jobs import EmbedJob, embed_model_plates
-from phenoica.models.device import keep_freed_memory
-from phenoica.workflow.receipts import run_job
+from phenoica.embed import EmbedJob, PlateJob, embed_model_plates
+from phenoica.models import keep_freed_memory
+from phenoica.workflow import run_job
 
 
 def files(named) -> list[Path]:
@@ -19,7 +18,7 @@ def files(named) -> list[Path]:
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     if keep_freed_memory():  # the forward's activations reuse freed memory instead of page-faulting afresh
         log.info("malloc: freed memory kept for reuse (glibc mallopt)")
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs

@@ -1,6 +1,6 @@
 """Rule gather_biomap: every (model, variant)'s biomap tables, one table per kind."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.gather_biomap", snakemake.log[0])  # first: the log holds everything the job prints
 
@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.utils.io import write_parquet
-from phenoica.workflow.receipts import run_job
+from phenoica.utils import write_parquet
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     for kind, out in snakemake.output.items():
         parts = [pd.read_parquet(p) for p in getattr(snakemake.input, kind)]

@@ -1,17 +1,16 @@
 """Rule gather_profiles: per-plate embeddings -> one profile table (image or well level), streamed, with
 the profile hygiene applied and its plan written beside it."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.gather_profiles", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.profiles.gather import write_profiles
-from phenoica.profiles.hygiene import clean_profiles, write_plan
-from phenoica.workflow.receipts import run_job
+from phenoica.profiles import clean_profiles, write_plan, write_profiles
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     options = snakemake.params.options
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     rows = write_profiles(

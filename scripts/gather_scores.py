@@ -1,17 +1,17 @@
 """Rule gather_scores: every shard's guide-fold rows in one table, the control constructs' rows in
 another, every (model, variant)'s mAP readout in a third (an empty table when the readout is off)."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.gather_scores", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.classify.null import split_control_rows
-from phenoica.utils.io import read_parquets, write_parquet
-from phenoica.workflow.receipts import run_job
+from phenoica.classify import split_control_rows
+from phenoica.utils import read_parquets, write_parquet
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     rows, controls = split_control_rows(read_parquets(snakemake.input.shards))
     maps = read_parquets(snakemake.input.maps)

@@ -1,16 +1,15 @@
 """Rule ingest_images: per-channel image files of one plate -> plate store + metadata."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.ingest_images", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.screen.images import ingest_image_plate
-from phenoica.screen.plate_map import read_plate_map
-from phenoica.workflow.receipts import run_job
+from phenoica.screen import ingest_image_plate, read_plate_map
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     ingest_image_plate(
         read_plate_map(snakemake.input.plate_map),

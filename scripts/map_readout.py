@@ -2,16 +2,16 @@
 wells) with p- and q-values, for each variant of a model (every variant in one job, or one with
 frozen transforms)."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.map_readout", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.classify.map_readout import guide_map_files
-from phenoica.workflow.receipts import run_job
+from phenoica.classify import guide_map_files
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     variants = snakemake.params.variants
     profiles = dict(zip(variants, snakemake.input, strict=True))
     outputs = dict(zip(variants, snakemake.output, strict=True))

@@ -1,16 +1,16 @@
 """Rule plate_metadata: one plate's rows of the user's metadata table, checked against its store."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.plate_metadata", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.contract.screen import check_plate_against_metadata, open_plate, read_plate_metadata
-from phenoica.utils.io import write_parquet
-from phenoica.workflow.receipts import run_job
+from phenoica.contract import check_plate_against_metadata, open_plate, read_plate_metadata
+from phenoica.utils import write_parquet
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     plate = snakemake.wildcards.plate
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     rows = read_plate_metadata(snakemake.input.table, plate)

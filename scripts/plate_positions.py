@@ -1,16 +1,16 @@
 """Rule plate_positions: every well's place and role, the position effect on the control wells per
 model, and the null's layout per model."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.plate_positions", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.hits.positions import plate_position_files
-from phenoica.workflow.receipts import run_job
+from phenoica.hits import plate_position_files
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     plate_position_files(
         dict(zip(snakemake.params.model_names, snakemake.input.profiles)),

@@ -1,19 +1,18 @@
-"""Rule report: the report's sections (phenoica.report.write.SECTIONS) over the rule's inputs."""
+"""Rule report: the report's sections (phenoica.report.SECTIONS) over the rule's inputs."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.report", snakemake.log[0])  # first: the log holds everything the job prints
 
 from pathlib import Path
 
-from phenoica.report.inputs import read_inputs
-from phenoica.report.write import write_report
-from phenoica.utils.written import record_written
-from phenoica.workflow.receipts import run_job
+from phenoica.report import read_inputs, write_report
+from phenoica.utils import record_written
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     # the folders a rerun replaces whole list the files written there (the door tells them from a user's)
     folders = [snakemake.output[k] for k in ("figures", "tables", "plates", "gallery", "interactive_assets")]
     record_written(*folders, complete=False)

@@ -1,15 +1,15 @@
 """Rule simulate_plate: one demo plate (tiles, metadata, ground-truth factors)."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.simulate_plate", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.screen.demo.plates import write_demo_plate
-from phenoica.workflow.receipts import run_job
+from phenoica.screen.demo import write_demo_plate
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     plate = snakemake.wildcards.plate
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     write_demo_plate(

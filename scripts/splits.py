@@ -1,18 +1,18 @@
 """Rule splits: the batch-effect folds (leave one batch out, or in-distribution) of a model's profiles."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
-log = rule_logger("phenoica.classify.splits", snakemake.log[0])  # first: the log holds everything the job prints
+log = rule_logger("phenoica.classify._splits", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.classify.splits import folds_table, make_folds
-from phenoica.utils.io import write_parquet
-from phenoica.workflow.receipts import run_job
+from phenoica.classify import folds_table, make_folds
+from phenoica.utils import write_parquet
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     profiles = pd.read_parquet(snakemake.input[0])
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     folds = make_folds(profiles, snakemake.params.options)  # leave-one-batch-out draws nothing

@@ -1,19 +1,19 @@
 """Rule sweep_point: one variant of one model refitted at one count of the component sweep's grid and scored."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.sweep_point", snakemake.log[0])  # first: the log holds everything the job prints
 
 import pandas as pd
 
-from phenoica.classify.splits import read_folds
-from phenoica.sweep.component_sweep import sweep_point
-from phenoica.utils.io import write_parquet
-from phenoica.workflow.receipts import run_job
+from phenoica.classify import read_folds
+from phenoica.sweep import sweep_point
+from phenoica.utils import write_parquet
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     w = snakemake.wildcards
     profiles = pd.read_parquet(snakemake.input.profiles)
     folds = read_folds(snakemake.input.folds, profiles)

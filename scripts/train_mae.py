@@ -1,17 +1,17 @@
 """Rule train_mae: masked-autoencoder pretraining on the screen's own tiles."""
 
-from phenoica.utils.io import log_job_cpu, rule_logger
+from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.train_mae", snakemake.log[0])  # first: the log holds everything the job prints
 
 import torch
 
-from phenoica.models.mae import record_training, train_mae
-from phenoica.workflow.receipts import run_job
+from phenoica.models import record_training, train_mae
+from phenoica.workflow import run_job
 
 
 def main() -> None:
-    """The job's work; :func:`phenoica.workflow.receipts.run_job` ends the process after it."""
+    """The job's work; :func:`phenoica.workflow.run_job` ends the process after it."""
     torch.set_num_threads(snakemake.threads)
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     summary = train_mae(list(snakemake.input.stores), snakemake.params.options, snakemake.output.checkpoint, log=log)

@@ -1,13 +1,13 @@
 """Model entries and the options of the train_mae and embed jobs as the workflow builds them: from
-a config :func:`phenoica.contract.config.validate_config` filled (every default from the schema)."""
+a config :func:`phenoica.contract._config.validate_config` filled (every default from the schema)."""
 
 from __future__ import annotations
 
 from typing import Any, Mapping
 
-from phenoica.contract.config import validate_config
-from phenoica.embed.options import EmbedOptions
-from phenoica.models.options import TrainOptions
+from phenoica.contract import validate_config
+from phenoica.embed import EmbedOptions
+from phenoica.models import TrainOptions
 
 #: The name the entries below take in their config.
 MODEL = "m"

@@ -11,9 +11,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import write_plate
-from phenoica.report.options import ReportOptions
+from phenoica.contract import validate_config, write_plate
+from phenoica.report import ReportOptions
 
 CHANNELS = ["DNA", "ER", "Mito"]
 PLATES = ["P1", "P2"]

@@ -14,15 +14,23 @@ from scipy.spatial.distance import pdist
 from scipy.stats import ortho_group
 from sklearn.linear_model import LinearRegression, Ridge
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import ScreenError
-from phenoica.identifiability.alignment import CrossProducts, ICAMap, LinearMap, PermutationMap, RigidMap
-from phenoica.identifiability.branch import alignment_files, alignment_for_variant, structural_files, structural_scores
-from phenoica.identifiability.diameter import diameter_estimate, diameter_exact, latent_diameter
-from phenoica.identifiability.options import StructuralOptions, Table1Options
-from phenoica.identifiability.representation_similarity import linear_cka, mutual_knn
-from phenoica.identifiability.table1 import TABLE_COLUMNS, AlignOptions, align_errors, alignment_table, split_rows
-from phenoica.utils.seeding import rng_for
+from phenoica.contract import ScreenError, validate_config
+from phenoica.identifiability import (
+    TABLE_COLUMNS,
+    AlignOptions,
+    StructuralOptions,
+    Table1Options,
+    align_errors,
+    alignment_files,
+    split_rows,
+    structural_files,
+)
+from phenoica.identifiability._alignment import CrossProducts, ICAMap, LinearMap, PermutationMap, RigidMap
+from phenoica.identifiability._branch import alignment_for_variant, structural_scores
+from phenoica.identifiability._diameter import diameter_estimate, diameter_exact, latent_diameter
+from phenoica.identifiability._representation_similarity import linear_cka, mutual_knn
+from phenoica.identifiability._table1 import alignment_table
+from phenoica.utils import rng_for
 
 FAST = dict(maps=("permutation", "rigid", "linear"), knn_k=None)
 

@@ -1,4 +1,4 @@
-"""AnnData export (phenoica.report.anndata) and reading back (phenoica.screen.h5ad): parquet ->
+"""AnnData export (phenoica.report.anndata) and reading back (phenoica.screen._h5ad): parquet ->
 h5ad -> phenoica gives identical tables and identical guide and gene profiles; a results folder's
 levels are written with the hit calls joined to obs."""
 
@@ -7,11 +7,11 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from phenoica.biomap.aggregate import aggregate_profiles
-from phenoica.contract.screen import ScreenError
+from phenoica.biomap import aggregate_profiles
+from phenoica.contract import ScreenError
 from phenoica.report import anndata as h5ad_export
-from phenoica.screen import h5ad
-from phenoica.screen.exports import parquet_source
+from phenoica.screen import _h5ad as h5ad
+from phenoica.screen import parquet_source
 from tests import report_fixtures as F
 
 ad = pytest.importorskip("anndata")  # extra 'scverse'
@@ -97,9 +97,9 @@ def _as_h5ad(files, folder, rename=None):
 
 
 def _door(tmp_path, pattern, **screen):
-    """The door (:func:`phenoica.workflow.validate.check_screen_once`) on a source-embeddings config."""
-    from phenoica.contract.config import run_models, validate_config
-    from phenoica.workflow import validate
+    """The door (:func:`phenoica.workflow._validate.check_screen_once`) on a source-embeddings config."""
+    from phenoica.contract import run_models, validate_config
+    from phenoica.workflow import _validate as validate
 
     cfg = {"results": str(tmp_path / "res"), "screen": {"source": "embeddings", "embeddings": pattern, **screen}}
     cfg = validate_config(run_models(cfg))
@@ -109,11 +109,9 @@ def _door(tmp_path, pattern, **screen):
 def test_h5ad_embeddings_give_the_parquet_table_and_identical_scores(tmp_path):
     """parquet -> h5ad -> phenoica: the embeddings source reads an ``.h5ad`` as the table its
     parquet holds (same profiles, to the bit), and the guides' scores are identical."""
-    from phenoica.classify.engine import classify_guides
-    from phenoica.classify.null import null_guide_design
-    from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.profiles.embeddings import plan_embeddings
-    from phenoica.profiles.gather import gather_profiles
+    from phenoica.classify import classify_guides, leave_one_batch_out, null_guide_design
+    from phenoica.profiles import gather_profiles
+    from phenoica.profiles._embeddings import plan_embeddings
     from tests.test_classify import classify_options
 
     files, _ = F.write_screen(tmp_path)

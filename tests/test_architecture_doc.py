@@ -12,16 +12,16 @@ from typing import get_type_hints
 
 import pytest
 
-from phenoica.contract.schema import load_schema
-from phenoica.contract.stage_options import settings_of
-from phenoica.workflow.reference import load_stage_options
+from phenoica.contract import load_schema, settings_of
+from phenoica.workflow.config_reference import load_stage_options
 from tests.conftest import REPO
+from tests.faces import face
 
 PAGE = REPO / "docs" / "architecture.md"
 SRC = REPO / "src"
 #: Folders of the repository a path on the page may start with.
 TOP = ("rules/", "scripts/", "src/", "tests/", "benchmarks/", "config/", "docs/", "envs/", "profiles/")
-#: What every options class has beside its own members (:func:`phenoica.contract.stage_options.stage_options`, NamedTuple).
+#: What every options class has beside its own members (:func:`phenoica.contract._stage_options.stage_options`, NamedTuple).
 NAMED_TUPLE_MEMBERS = ("from_config", "_replace", "_fields")
 #: The rule files of the studies, beside the screen's workflow.
 STUDY_RULES = ("bilipschitz.smk", "disentangle.smk")
@@ -98,6 +98,9 @@ def python_path_problem(span: str) -> str | None:
     rest = parts[cut:]
     if not rest:
         return None
+    home = face(".".join(parts[:cut])).get(rest[0]) if path.name == "__init__.py" else None
+    if home is not None:  # a name of the package's face: read where its module defines it
+        path = module_file(home)
     names = module_names(path)
     if rest[0] not in names[""] and module_file(".".join(parts[: cut + 1])) is None:
         return f"{span}: {'.'.join(parts[:cut])} defines no {rest[0]}"
@@ -131,7 +134,7 @@ def repo_path_problem(span: str) -> str | None:
     path = span.rstrip("/")
     if span.endswith(".smk") and "/" not in span:
         path = f"rules/{span}"
-    elif not span.startswith(TOP) and not (REPO / path).exists():  # a library file: classify/options.py
+    elif not span.startswith(TOP) and not (REPO / path).exists():  # a library file: classify/_options.py
         path = f"src/phenoica/{path}"
     return None if (REPO / path).exists() else f"{span}: no such file or folder"
 
@@ -164,18 +167,18 @@ def span_problems(spans: list[str]) -> list[str]:
 
 
 def test_the_checks_find_names_that_do_not_exist():
-    assert span_problems(["SplitsOptions", "x-jobs", "phenoica.classify.options.SplitsOptions"]) == [
+    assert span_problems(["SplitsOptions", "x-jobs", "phenoica.classify._options.SplitsOptions"]) == [
         "SplitsOptions: no class SplitsOptions in the library",
         "x-jobs: no such annotation in the schema",
-        "phenoica.classify.options.SplitsOptions: phenoica.classify.options defines no SplitsOptions",
+        "phenoica.classify._options.SplitsOptions: phenoica.classify._options defines no SplitsOptions",
     ]
     assert span_problems(["classify.num_boost_rounds", "rules/nothing.smk", "SplitOptions.scheme_of"]) == [
         "classify.num_boost_rounds: no key 'num_boost_rounds' in the schema",
         "rules/nothing.smk: no such file or folder",
         "SplitOptions.scheme_of: SplitOptions has no member scheme_of",
     ]
-    fine = ["SplitOptions.depends_on", "classify.lightgbm.num_threads", "phenoica.contract.paths", "PATHS"]
-    assert span_problems(fine + ["validate_config()", "transforms/fit.py", "classify.smk", "models.NAME.pool"]) == []
+    fine = ["SplitOptions.depends_on", "classify.lightgbm.num_threads", "phenoica.contract._paths", "PATHS"]
+    assert span_problems(fine + ["validate_config()", "transforms/_fit.py", "classify.smk", "models.NAME.pool"]) == []
 
 
 def test_every_name_on_the_page_exists():
@@ -237,13 +240,13 @@ STATED = [
     "config.yaml",
     "src/phenoica/schemas/config.schema.yaml",
     "rules/common.smk",
-    "src/phenoica/contract/config.py",
+    "src/phenoica/contract/_config.py",
 ]
 
 
 def parse_route(cell: str) -> list[tuple[str, list[str]]]:
     """A route cell, ``path (names) -> path (names) -> ...``, as (repository path, names); a
-    path outside the repository's top folders is one of the library's (``classify/options.py``)."""
+    path outside the repository's top folders is one of the library's (``classify/_options.py``)."""
     hops = []
     for hop in cell.split(" -> "):
         path, *names = re.findall(r"`([^`]+)`", hop)
@@ -302,7 +305,7 @@ def route_problems(key: str, rule: str, hops: list[tuple[str, list[str]]]) -> li
         problems.append(f"{key}: rule {rule}'s script is not {script or 'on the route'}")
         return problems
     at = paths.index(script)
-    for path in options_modules(cls, fields[0]) + ["src/phenoica/contract/stage_options.py"]:
+    for path in options_modules(cls, fields[0]) + ["src/phenoica/contract/_stage_options.py"]:
         if path not in paths[5:at]:
             problems.append(f"{key}: {path}, where its options are read, is not between the rule and the script")
     for path, names in hops[1:]:
@@ -333,9 +336,9 @@ def test_the_routes_of_settings_are_the_ones_the_code_takes():
 
 ROUTE = (
     "`config.yaml` -> `schemas/config.schema.yaml` (`num_boost_round`) -> `rules/common.smk` (`validate_config`) -> "
-    "`contract/config.py` (`validate_config`) -> `rules/classify.smk` (`ClassifyOptions`) -> "
-    "`classify/options.py` (`ClassifyOptions.num_boost_round`) -> `contract/stage_options.py` (`stage_options`) -> "
-    "`scripts/classify.py` (`classify_shard`) -> `classify/engine.py` (`classify_shard`, `_score_plan`)"
+    "`contract/_config.py` (`validate_config`) -> `rules/classify.smk` (`ClassifyOptions`) -> "
+    "`classify/_options.py` (`ClassifyOptions.num_boost_round`) -> `contract/_stage_options.py` (`stage_options`) -> "
+    "`scripts/classify.py` (`classify_shard`) -> `classify/_engine.py` (`classify_shard`, `_score_plan`)"
 )
 
 
@@ -344,10 +347,10 @@ ROUTE = (
     [
         ("", ""),
         ("rules/classify.smk", "rules/hits.smk"),
-        ("classify/options.py", "hits/options.py"),
+        ("classify/_options.py", "hits/_options.py"),
         ("scripts/classify.py", "scripts/call_hits.py"),
         ("`_score_plan`", "`_score_plans`"),
-        (" -> `contract/stage_options.py` (`stage_options`)", ""),
+        (" -> `contract/_stage_options.py` (`stage_options`)", ""),
     ],
 )
 def test_a_route_that_is_not_the_codes_is_found(right, wrong):

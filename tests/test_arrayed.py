@@ -1,6 +1,6 @@
 """The field's arrayed layout of per-well profiles: the simulated screen (phenoica.screen.arrayed),
-what each readout can score on it (phenoica.classify.capacity), hit calls that degrade to the
-readout that can still call, and the control constructs checked as a null (phenoica.hits.controls)."""
+what each readout can score on it (phenoica.classify._capacity), hit calls that degrade to the
+readout that can still call, and the control constructs checked as a null (phenoica.hits._controls)."""
 
 from __future__ import annotations
 
@@ -10,10 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify.null import NULL_GENE, control_constructs, split_control_rows
-from phenoica.classify.options import SplitOptions
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL
+from phenoica.classify import NULL_GENE, SplitOptions, control_constructs, split_control_rows
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, validate_config
 from phenoica.screen import arrayed
 
 #: Floors of the shipped scenario's recall of the effect guides at q < 0.05 (base variant), about 3 SD
@@ -34,7 +32,7 @@ def _profiles(design: arrayed.ArrayedDesign = SMALL, seed: int = 0) -> tuple[pd.
 
 
 def test_written_screen_has_the_arrayed_layout_and_its_truth(tmp_path):
-    paths = arrayed.write_screen(tmp_path, 0, SMALL)
+    paths = arrayed.write_arrayed_screen(tmp_path, 0, SMALL)
     table = pd.concat([pd.read_parquet(p) for p in sorted(paths["profiles"].glob("*.parquet"))], ignore_index=True)
     assert len(paths["files"]) == 2 and table[PLATE].nunique() == 8
     assert table.groupby(PLATE)[BATCH].nunique().eq(1).all()
@@ -76,7 +74,7 @@ def test_a_layout_that_does_not_fit_a_plate_is_refused():
 
 
 def test_capacity_counts_training_wells_as_the_engine_does():
-    from phenoica.classify.capacity import classifier_capacity, map_capacity
+    from phenoica.classify._capacity import classifier_capacity, map_capacity
     from tests.test_classify import classify_options
 
     table, _ = _profiles()
@@ -100,9 +98,8 @@ def test_capacity_counts_training_wells_as_the_engine_does():
 
 def test_capacity_agrees_with_the_engines_skips():
     """What the door counts is what the classifier then skips: the same guides, the same reason."""
-    from phenoica.classify.capacity import classifier_capacity
-    from phenoica.classify.engine import classify_guides
-    from phenoica.classify.splits import make_folds
+    from phenoica.classify import classify_guides, make_folds
+    from phenoica.classify._capacity import classifier_capacity
     from tests.test_classify import classify_options
 
     table, _ = _profiles()
@@ -124,10 +121,10 @@ def test_capacity_agrees_with_the_engines_skips():
 def test_the_door_counts_again_when_a_setting_it_reads_changes(tmp_path):
     """A passed check is replayed from validated.json only while the settings the counts read are
     the same: lowering classify.min_train_samples clears the note it caused."""
-    from phenoica.contract.config import run_models
-    from phenoica.workflow.validate import check_screen_once
+    from phenoica.contract import run_models
+    from phenoica.workflow import check_screen_once
 
-    paths = arrayed.write_screen(tmp_path / "arrayed", 0, SMALL)
+    paths = arrayed.write_arrayed_screen(tmp_path / "arrayed", 0, SMALL)
     screen = {"source": "embeddings", "embeddings": str(paths["profiles"] / "*.parquet")}
     screen["feature_regex"] = arrayed.FEATURE_REGEX
 
@@ -197,7 +194,7 @@ def _map_rows(p: list[float], q: list[float]) -> pd.DataFrame:
 
 
 def test_a_variant_without_a_null_keeps_its_aurocs_and_the_map_calls():
-    from phenoica.hits.calls import screen_calls
+    from phenoica.hits import screen_calls
 
     maps = _map_rows([1e-4, 2e-4, 1e-4, 0.6, 0.7, 0.8], [3e-4, 3e-4, 3e-4, 0.7, 0.8, 0.8])
     out = screen_calls(_score_rows(n_null_ok=2), maps, "parametric", 0.05)
@@ -213,9 +210,9 @@ def test_a_variant_without_a_null_keeps_its_aurocs_and_the_map_calls():
 
 
 def test_headline_says_what_the_classifier_could_not_call_and_what_map_called():
-    from phenoica.hits.calls import screen_calls
-    from phenoica.report.headline import headline, readout_status
-    from phenoica.report.summaries import paired_tests, variant_summary
+    from phenoica.hits import screen_calls
+    from phenoica.report._headline import headline, readout_status
+    from phenoica.report._summaries import paired_tests, variant_summary
 
     maps = _map_rows([1e-4] * 2 + [0.5] * 4, [6e-4] * 2 + [0.6] * 4)
     out = screen_calls(_score_rows(n_null_ok=0), maps, "parametric", 0.05)
@@ -253,7 +250,7 @@ def test_gather_moves_control_rows_apart_from_the_null():
 
 
 def test_separating_features_name_the_shifted_feature_without_batch_offsets():
-    from phenoica.hits.controls import separating_features
+    from phenoica.hits._controls import separating_features
 
     rng = np.random.default_rng(1)
     n = 64
@@ -268,8 +265,8 @@ def test_separating_features_name_the_shifted_feature_without_batch_offsets():
 
 
 def test_control_calls_use_the_guides_null():
-    from phenoica.hits.calls import call_guides, summarize_scores
-    from phenoica.hits.controls import control_calls
+    from phenoica.hits import control_calls, summarize_scores
+    from phenoica.hits._calls import call_guides
 
     guides, _ = summarize_scores(_score_rows(n_null_ok=100))
     guides = call_guides(guides)
@@ -308,7 +305,7 @@ def test_arrayed_scenario_runs_at_the_defaults_with_a_calibrated_null(tmp_path):
     from tests.test_workflow import SCENARIOS, snakemake
 
     data = tmp_path / "scenario_data" / "arrayed"
-    arrayed.write_screen(data, seed=0)
+    arrayed.write_arrayed_screen(data, seed=0)
     shutil.copy(SCENARIOS / "arrayed.yaml", tmp_path / "config.yaml")
     results = Path(yaml.safe_load((tmp_path / "config.yaml").read_text())["results"])
     snakemake(tmp_path, str(results / "hits" / "guides.parquet"), str(results / "hits" / "controls.parquet"))
@@ -335,7 +332,7 @@ def test_arrayed_scenario_runs_at_the_defaults_with_a_calibrated_null(tmp_path):
 
 
 def test_control_headline_names_called_constructs_and_says_when_none_could_be_called():
-    from phenoica.report.headline import control_headline
+    from phenoica.report._headline import control_headline
 
     summary = pd.DataFrame({"model": ["m"], "variant": ["base"], "hits_q<0.05": [40], "n_guides_scored": [48]})
     calls = pd.DataFrame(
@@ -360,9 +357,8 @@ def test_control_headline_names_called_constructs_and_says_when_none_could_be_ca
 def test_the_sweep_leaves_the_control_constructs_out_of_its_null():
     """The classify shards hold the control constructs' rows beside the pseudo-guides'; the
     component sweep's calls, like the main run's, count only the pseudo-guides as the null."""
-    from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.sweep.component_sweep import sweep_model
-    from phenoica.sweep.options import SweepOptions
+    from phenoica.classify import leave_one_batch_out
+    from phenoica.sweep import SweepOptions, sweep_model
 
     table, _ = _profiles()
     cfg = validate_config({"classify": {"num_boost_round": 4, "n_null_guides": 6, "map_null_size": 100}})
@@ -377,7 +373,7 @@ def test_plate_maps_spread_the_guides_over_plates_at_the_same_replicates(tmp_pat
     """A screen of more guides than a plate holds: each plate map holds a share of the guides
     and every control well; every guide is on n_batches x plates_per_batch plates, as with one map."""
     design = arrayed.ArrayedDesign(n_effect_genes=5, n_null_genes=2, n_latent=4, n_features=12, plate_maps=3)
-    paths = arrayed.write_screen(tmp_path, 0, design)
+    paths = arrayed.write_arrayed_screen(tmp_path, 0, design)
     table = pd.concat([pd.read_parquet(p) for p in paths["files"]], ignore_index=True)
     assert len(table) == design.n_wells == 2 * 4 * (14 + 3 * 16) and table[PLATE].nunique() == 2 * 3 * 4
     guides = table[table[PERT_TYPE] == "perturbation"]

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phenoica.contract.arrays import check_finite, check_matrix
-from phenoica.contract.screen import ScreenError
-from phenoica.utils.arrays import CHUNK_ROWS, first_nonfinite_row, nonfinite_columns, row_chunks
+from phenoica.contract import ScreenError, check_finite, check_matrix
+from phenoica.contract._arrays import first_nonfinite_row, nonfinite_columns
+from phenoica.utils import CHUNK_ROWS, row_chunks
 
 
 def test_row_chunks_cover_counts_and_index_arrays_once():

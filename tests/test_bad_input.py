@@ -1,6 +1,6 @@
 """Bad input fails early, names what is wrong and leads to the fix: the data contract's
 invariants, the messages that name the culprit and the fix, and the up-front check of a whole screen against its
-models (``phenoica.workflow.validate``), before any plate is worked on."""
+models (``phenoica.workflow._validate``), before any plate is worked on."""
 
 from __future__ import annotations
 
@@ -12,13 +12,18 @@ import pandas as pd
 import pytest
 import yaml
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.errors import ConfigError
-from phenoica.contract.screen import ScreenError, read_plate_metadata, validate_metadata, validate_screen_metadata
-from phenoica.workflow import dag as wf
-from phenoica.workflow import digests as wdigests
-from phenoica.workflow.ownership import ResultsFolderError
-from phenoica.workflow.validate import validate_screen
+from phenoica.contract import (
+    ConfigError,
+    ScreenError,
+    read_plate_metadata,
+    validate_config,
+    validate_metadata,
+    validate_screen_metadata,
+)
+from phenoica.workflow import ResultsFolderError
+from phenoica.workflow import _dag as wf
+from phenoica.workflow import _digests as wdigests
+from phenoica.workflow._validate import validate_screen
 from tests.conftest import REPO, make_metadata
 
 # --------------------------------------------------------------------------- data contract
@@ -139,7 +144,7 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
     assert wdigests.plate_digest(cfg, "P1") and wdigests.plate_digest(cfg, "P1") != wdigests.plate_digest(cfg, "P2")
     rows = read_plate_metadata(path, "P1")
     assert set(rows["Metadata_Plate"]) == {"P1"} and len(rows) == (metadata["Metadata_Plate"] == "P1").sum()
-    from phenoica.screen.plate_map import validate_plate_map
+    from phenoica.screen import validate_plate_map
 
     wells = metadata.drop(columns=["Metadata_Site", "Metadata_ImageIndex"]).drop_duplicates(
         ["Metadata_Plate", "Metadata_Well"]
@@ -149,7 +154,7 @@ def test_plate_names_with_whitespace_are_one_plate_everywhere(tmp_path, metadata
 
 
 def test_plate_map_guide_under_two_genes():
-    from phenoica.screen.plate_map import validate_plate_map
+    from phenoica.screen import validate_plate_map
 
     wells = (
         make_metadata()
@@ -166,7 +171,7 @@ def test_plate_map_guide_under_two_genes():
 
 
 def test_embeddings_from_elsewhere_keep_the_contract_across_files(tmp_path, metadata, rng):
-    from phenoica.profiles.gather import write_profiles
+    from phenoica.profiles import write_profiles
 
     df = metadata.copy()
     df["emb_0000"] = rng.normal(size=len(df)).astype(np.float32)
@@ -192,7 +197,7 @@ def test_embeddings_from_elsewhere_keep_the_contract_across_files(tmp_path, meta
 
 
 def test_int8_tiles_are_rejected_by_the_library_as_by_the_workflow():
-    from phenoica.screen.preprocess import prepare
+    from phenoica.screen import prepare
 
     with pytest.raises(ScreenError, match="unsupported dtype int8; expected uint8 or uint16"):
         prepare(np.zeros((1, 2, 8, 8), np.int8), 8, source="P1.zarr")
@@ -202,9 +207,8 @@ def test_int8_tiles_are_rejected_by_the_library_as_by_the_workflow():
 
 
 def test_truncated_safetensors_names_its_path(tmp_path):
-    from phenoica.models.builders import build_feature_extractor
-    from phenoica.models.checkpoint import CheckpointError
-    from phenoica.models.vit import build_encoder, save_checkpoint
+    from phenoica.models import CheckpointError, build_feature_extractor
+    from phenoica.models._vit import build_encoder, save_checkpoint
 
     spec = validate_config({})["models"]["mae"]
     path = save_checkpoint(build_encoder(spec, 3), spec, tmp_path / "enc.safetensors")
@@ -215,7 +219,7 @@ def test_truncated_safetensors_names_its_path(tmp_path):
 
 
 def test_misspelt_rule_under_resources_is_named():
-    from phenoica.workflow.rule_resources import check_resource_rules, resource_rules
+    from phenoica.workflow import check_resource_rules, resource_rules
 
     rules = resource_rules(REPO / "rules")
     with pytest.raises(ConfigError, match=r"resources\.clasify \(did you mean classify\?\): no rule of that name"):
@@ -228,7 +232,7 @@ def test_misspelt_rule_under_resources_is_named():
 def test_the_rules_that_take_resources_are_the_workflows_job_rules():
     import re
 
-    from phenoica.workflow.rule_resources import resource_rules
+    from phenoica.workflow import resource_rules
 
     defined = set()
     for smk in (REPO / "rules").glob("*.smk"):
@@ -257,7 +261,7 @@ def test_valid_demo_screen_passes_and_reports_its_geometry(tmp_path):
 
 
 def test_crop_and_channel_mismatches_are_all_found_up_front(tmp_path):
-    from phenoica.models.vit import build_encoder, save_checkpoint
+    from phenoica.models._vit import build_encoder, save_checkpoint
 
     cfg = _tiny()
     spec = dict(cfg["models"]["mae"])
@@ -277,8 +281,8 @@ def test_crop_and_channel_mismatches_are_all_found_up_front(tmp_path):
 
 
 def _zarr_screen(tmp_path: Path) -> tuple[dict, pd.DataFrame, Path]:
-    from phenoica.screen.demo.plates import simulate_screen
-    from phenoica.screen.options import DemoOptions
+    from phenoica.screen import DemoOptions
+    from phenoica.screen.demo import simulate_screen
 
     cfg = _tiny()
     meta = simulate_screen(DemoOptions.from_config(cfg)._replace(seed=0), tmp_path / "screen")
@@ -311,7 +315,7 @@ def test_zarr_screen_store_problems_are_found_before_any_plate_job(tmp_path):
 
 
 def test_a_screen_that_passed_is_not_checked_again_until_it_changes(tmp_path, monkeypatch):
-    from phenoica.workflow import validate
+    from phenoica.workflow import _validate as validate
 
     cfg, meta, table = _zarr_screen(tmp_path)
     plates = wf.screen_plates(cfg)
@@ -337,8 +341,7 @@ def test_a_screen_that_passed_is_not_checked_again_until_it_changes(tmp_path, mo
 def test_image_and_hcs_plate_geometry_without_reading_the_plates(tmp_path):
     """The screen check reads a plate's channels and image size from file names and one header
     (images) or from NGFF metadata (OME-Zarr), as ingest would find them."""
-    from phenoica.screen.images import image_plate_geometry
-    from phenoica.screen.ome_zarr import hcs_plate_geometry
+    from phenoica.screen import hcs_plate_geometry, image_plate_geometry
     from tests.test_ingest import H, W, hcs_pixels, make_pixels, write_hcs_by_hand_v3, write_png
 
     root = tmp_path / "images"
@@ -378,13 +381,13 @@ def _emb_screen(tmp_path: Path, frames: dict[str, pd.DataFrame], **screen) -> di
         "screen": {"source": "embeddings", "embeddings": str(folder / "*.parquet")},
     }
     cfg["screen"].update(screen)
-    from phenoica.contract.config import run_models
+    from phenoica.contract import run_models
 
     return validate_config(run_models(cfg))
 
 
 def _door(cfg: dict, plates: dict | None = None) -> dict:
-    from phenoica.workflow import validate
+    from phenoica.workflow import _validate as validate
 
     wf._table.cache_clear()
     wdigests.plate_digests.cache_clear()
@@ -478,7 +481,7 @@ def case_annotations_semicolon(tmp_path):
 
 
 def case_float32_overflow(tmp_path):
-    from phenoica.profiles.gather import write_profiles
+    from phenoica.profiles import write_profiles
 
     df = _emb(_four_plates())
     df["emb_0001"] = df["emb_0001"].astype(np.float64)
@@ -504,7 +507,7 @@ def case_results_read_only(tmp_path):
     import os
 
     if os.geteuid() == 0:  # root writes anywhere: stand in for a read-only folder
-        import phenoica.contract.config as config_module
+        import phenoica.contract._config as config_module
 
         real = os.access
         config_module.os.access = lambda p, mode: False if str(p).endswith("classify") else real(p, mode)
@@ -546,14 +549,14 @@ def case_plate_name_control_character(tmp_path):
 
 
 def case_yaml_duplicate_key(tmp_path):
-    from phenoica.contract.config import load_config
+    from phenoica.contract import load_config
 
     (tmp_path / "c.yaml").write_text("classify:\n  n_shards: 2\nseed: 1\nclassify:\n  num_boost_round: 5\n")
     load_config(tmp_path / "c.yaml")
 
 
 def case_yaml_python_tag(tmp_path):
-    from phenoica.contract.config import load_config
+    from phenoica.contract import load_config
 
     (tmp_path / "c.yaml").write_text("seed: !!python/object/apply:os.system ['true']\n")
     load_config(tmp_path / "c.yaml")
@@ -590,7 +593,7 @@ def case_embedding_column_and_emb_columns(tmp_path):
 
 
 def case_hostile_npz(tmp_path):
-    from phenoica.transforms.serialize import read_transform
+    from phenoica.transforms._serialize import read_transform
 
     np.savez(tmp_path / "t.npz", meta=np.array([{"x": 1}], dtype=object))
     read_transform(tmp_path / "t.npz")
@@ -599,7 +602,7 @@ def case_hostile_npz(tmp_path):
 def case_hostile_pickle_checkpoint(tmp_path):
     import pickle
 
-    from phenoica.models.checkpoint import read_checkpoint
+    from phenoica.models._checkpoint import read_checkpoint
 
     class Boom:
         def __reduce__(self):
@@ -612,7 +615,7 @@ def case_hostile_pickle_checkpoint(tmp_path):
 def case_hostile_torch_zip(tmp_path):
     import torch
 
-    from phenoica.models.checkpoint import read_checkpoint
+    from phenoica.models._checkpoint import read_checkpoint
 
     class Boom:
         def __reduce__(self):
@@ -626,14 +629,14 @@ def case_hostile_torch_zip(tmp_path):
 # --------------------------------------------------------------------------- LoadData
 # Two LoadData plates (PL1 in batch B1, PL2 in B2; one CSV each, relative PathName, 32x32 uint16
 # TIFFs: tests.test_loaddata.write_fixture) and their plate map. Each case breaks one thing and
-# runs what the door runs before the models (phenoica.workflow.validate), or the ingest job.
+# runs what the door runs before the models (phenoica.workflow._validate), or the ingest job.
 
 LOADDATA_PLATES = ("PL1", "PL2")
 
 
 def _loaddata_screen(tmp_path: Path, **screen) -> dict:
     """A source-loaddata config over the two plates' CSVs (a glob) and plate map."""
-    from phenoica.contract.config import run_models
+    from phenoica.contract import run_models
     from tests.test_loaddata import write_fixture
 
     maps = [
@@ -663,7 +666,7 @@ def _edit_csv(path: Path, edit) -> None:
 
 
 def _clear_loaddata_caches() -> None:
-    from phenoica.screen import loaddata
+    from phenoica.screen import _loaddata as loaddata
 
     for cached in (
         wf._table,
@@ -680,8 +683,8 @@ def _loaddata_door(cfg: dict) -> dict:
     plate's files and geometry; raises as the door does, else returns the notes and geometry."""
     import logging
 
-    from phenoica.contract.screen import raise_problems
-    from phenoica.workflow import validate
+    from phenoica.contract import raise_problems
+    from phenoica.workflow import _validate as validate
 
     _clear_loaddata_caches()
     plates = wf.screen_plates(cfg)
@@ -739,9 +742,7 @@ def case_loaddata_wells_left_out_leave_a_guide_in_one_batch(tmp_path):
 
 def _ingest_pl1(tmp_path: Path, cfg: dict) -> None:
     """What the ingest job of plate PL1 runs (scripts/ingest_loaddata.py)."""
-    from phenoica.screen.loaddata import ingest_loaddata_plate, read_loaddata
-    from phenoica.screen.options import LoadDataIngestOptions
-    from phenoica.screen.plate_map import read_plate_map
+    from phenoica.screen import LoadDataIngestOptions, ingest_loaddata_plate, read_loaddata, read_plate_map
 
     options = LoadDataIngestOptions.from_config(cfg)
     ingest_loaddata_plate(
@@ -802,7 +803,7 @@ def _arrayed_door(tmp_path: Path, constructs: int = 4, control_wells_per_constru
     """The door on a small simulated arrayed screen (one well per guide per plate, 2 batches of 4
     replicate plates, 4 control wells per plate of each of ``constructs`` control constructs),
     with ``classify`` settings."""
-    from phenoica.contract.config import run_models
+    from phenoica.contract import run_models
     from phenoica.screen import arrayed
 
     design = arrayed.ArrayedDesign(
@@ -813,7 +814,7 @@ def _arrayed_door(tmp_path: Path, constructs: int = 4, control_wells_per_constru
         n_control_constructs=constructs,
         control_wells_per_construct=control_wells_per_construct,
     )
-    paths = arrayed.write_screen(tmp_path / "arrayed", 0, design)
+    paths = arrayed.write_arrayed_screen(tmp_path / "arrayed", 0, design)
     cfg = {
         "results": str(tmp_path / "res"),
         "screen": {
@@ -860,7 +861,7 @@ def case_guide_name_with_rtl_override(tmp_path):
 
 
 def case_batch_name_with_newline_in_a_plate_map(tmp_path):
-    from phenoica.screen.plate_map import validate_plate_map
+    from phenoica.screen import validate_plate_map
 
     wells = (
         _four_plates()
@@ -922,7 +923,7 @@ def case_lightgbm_typos(tmp_path):
 
 
 def case_names_in_markup_in_report_md(tmp_path):
-    from phenoica.report import render
+    from phenoica.report import _render as render
     from tests.test_render import _payload_page
 
     page, _, report_md = _payload_page(tmp_path)
@@ -930,8 +931,8 @@ def case_names_in_markup_in_report_md(tmp_path):
 
 
 def case_gene_names_that_read_alike_in_the_gallery(tmp_path):
-    from phenoica.report import gallery as G
-    from phenoica.report.channels import channel_styles
+    from phenoica.report import _gallery as G
+    from phenoica.report import channel_styles
     from tests import report_fixtures as F
 
     files, stores = F.write_screen(tmp_path)
@@ -945,8 +946,8 @@ def case_gene_names_that_read_alike_in_the_gallery(tmp_path):
 
 
 def case_config_without_screen(tmp_path):
-    from phenoica.contract.config import planned_demo_note
-    from phenoica.workflow import validate
+    from phenoica.contract import planned_demo_note
+    from phenoica.workflow import _validate as validate
 
     raw = yaml.safe_load((REPO / "config" / "scenarios" / "demo.yaml").read_text())
     raw.pop("screen", None)
@@ -1230,7 +1231,7 @@ BAD_INPUT_CASES = [
 
 
 def case_results_folder_holding_a_users_files(tmp_path):
-    from phenoica.workflow.ownership import check_results_folder
+    from phenoica.workflow import check_results_folder
 
     res = tmp_path / "res"
     (res / "report" / "figures").mkdir(parents=True)
@@ -1239,8 +1240,7 @@ def case_results_folder_holding_a_users_files(tmp_path):
 
 
 def case_results_folder_of_another_workflow_folder(tmp_path):
-    from phenoica.workflow.ownership import check_unstamped, record_build
-    from phenoica.workflow.receipts import RuleFiles, check_stamps
+    from phenoica.workflow import RuleFiles, check_stamps, check_unstamped, record_build
 
     shared = tmp_path / "shared"
     cfg = validate_config({"results": str(shared)})
@@ -1254,8 +1254,8 @@ def case_results_folder_of_another_workflow_folder(tmp_path):
 
 
 def case_results_folder_built_with_other_settings(tmp_path):
-    from phenoica.classify.options import ClassifyOptions
-    from phenoica.workflow.receipts import RuleFiles, changed_jobs, check_stamps, set_aside_changed, write_stamp
+    from phenoica.classify import ClassifyOptions
+    from phenoica.workflow import RuleFiles, changed_jobs, check_stamps, set_aside_changed, write_stamp
 
     shared = tmp_path / "shared"
     cfg = validate_config({"results": str(shared)})
@@ -1276,7 +1276,7 @@ def case_job_that_fails(tmp_path):
     import sys
 
     job = (
-        "import sys\nfrom phenoica.utils.io import end_job, rule_logger\nlog = rule_logger('phenoica.job', sys.argv[1])\n"
+        "import sys\nfrom phenoica.utils import end_job, rule_logger\nlog = rule_logger('phenoica.job', sys.argv[1])\n"
         "def main():\n    raise ValueError('no such column: gene')\nend_job(main, log)\n"
     )
     env = {**os.environ, "PYTHONPATH": str(REPO / "src")}
@@ -1295,7 +1295,7 @@ def case_zarr_store_missing_a_chunk(tmp_path):
 
 
 def case_zarr_store_with_a_damaged_chunk(tmp_path):
-    from phenoica.models.mae import sample_training_images
+    from phenoica.models._mae import sample_training_images
 
     cfg, _, _ = _zarr_screen(tmp_path)
     chunk = _first_chunk_of(cfg, "B02P01")
@@ -1307,8 +1307,7 @@ def case_zarr_store_with_a_damaged_chunk(tmp_path):
 def _frozen(tmp_path: Path, width: int, pickle_variant: str | None = None) -> dict:
     """An embeddings screen (3 features) with frozen transforms fitted on ``width`` features;
     ``pickle_variant``'s file holds a pickled object instead."""
-    from phenoica.transforms.fit import fit_variants
-    from phenoica.transforms.options import TransformOptions
+    from phenoica.transforms import TransformOptions, fit_variants
 
     cfg = _emb_screen(tmp_path, _by_plate(_four_plates()))
     cfg["transforms"] = {**cfg["transforms"], "variants": ["base", "pca"], "n_components": 2}
@@ -1349,7 +1348,7 @@ def case_model_name_over_200_bytes(tmp_path):
 
 
 def case_yaml_alias_bomb(tmp_path):
-    from phenoica.contract.schema import check_yaml_files
+    from phenoica.contract import check_yaml_files
 
     lines = ["classify:", "  lightgbm:", '    l0: &l0 ["lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol", "lol"]']
     lines += [f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 9)}]" for i in range(1, 9)]
@@ -1455,7 +1454,7 @@ def case_export_with_no_rows(tmp_path):
             tmp_path / "emb" / name.replace("parquet", "csv"), index=False
         )
     screen = {"source": "embeddings", "embeddings": str(tmp_path / "emb" / "*.csv")}
-    from phenoica.contract.config import run_models
+    from phenoica.contract import run_models
 
     _door(validate_config(run_models({"results": str(tmp_path / "res"), "screen": screen})))
 
@@ -1512,8 +1511,8 @@ def test_identifier_columns_are_left_out_and_listed_once_in_the_log(tmp_path, ca
     every numeric column left out, once."""
     import logging
 
-    from phenoica.profiles.columns import FeatureSelection, is_identifier
-    from phenoica.profiles.gather import gather_profiles
+    from phenoica.profiles import FeatureSelection, gather_profiles
+    from phenoica.profiles._columns import is_identifier
 
     df = _emb(_four_plates())
     df["ImageNumber"] = np.arange(len(df), dtype=np.int64) + 1
@@ -1545,7 +1544,7 @@ def test_identifier_columns_are_left_out_and_listed_once_in_the_log(tmp_path, ca
 
 def test_names_lose_surrounding_whitespace_in_embeddings_too(tmp_path):
     """Section 4: batch 'B1 ' in one file and 'B1' in another are one batch (one fold)."""
-    from phenoica.profiles.gather import gather_profiles
+    from phenoica.profiles import gather_profiles
 
     frames = _by_plate(_four_plates())
     frames["P1.parquet"]["Metadata_Batch"] = "B1 "
@@ -1563,7 +1562,7 @@ def test_a_rewritten_store_changes_its_digest_and_an_untouched_one_does_not(tmp_
 
     import zarr
 
-    from phenoica.contract.screen import write_plate
+    from phenoica.contract import write_plate
 
     tiles = np.random.default_rng(0).integers(0, 255, size=(8, 2, 8, 8), dtype=np.uint8)
     store = write_plate(tmp_path / "P1.zarr", tiles, ["a", "b"], chunk_images=2)
@@ -1607,7 +1606,7 @@ def test_a_valid_embeddings_screen_passes_the_door_and_heavy_null_reuse_is_warne
     report = _door(cfg)
     assert report["models"]["embeddings"]["features"] == 3 and report["notes"] == []
     cfg["classify"]["n_null_guides"] = 5000
-    with caplog.at_level(logging.WARNING, logger="phenoica.workflow.validate"):
+    with caplog.at_level(logging.WARNING, logger="phenoica.workflow._validate"):
         report = _door(cfg)
         _door(cfg)  # recorded: not checked again, but said again
     assert "each control well sits in about" in report["notes"][0]
@@ -1681,7 +1680,7 @@ def test_a_loaddata_screen_passes_the_whole_door_and_its_notes_are_recorded(tmp_
     validated.json, logged again on the next invocation, which checks the key only."""
     import logging
 
-    from phenoica.workflow import validate
+    from phenoica.workflow import _validate as validate
     from tests.test_loaddata import write_fixture
 
     cfg = _loaddata_screen(tmp_path)

@@ -203,7 +203,7 @@ def test_arrayed_run_cost_scales_the_plates_or_the_guides_and_points_the_scenari
         from arrayed_run_cost import growth_exponent, scale_design, scenario_config
     finally:
         sys.path.remove(str(REPO / "benchmarks"))
-    from phenoica.screen.arrayed import ArrayedDesign
+    from phenoica.screen import ArrayedDesign
 
     base = ArrayedDesign(n_effect_genes=96, n_null_genes=40)
     plates, guides = scale_design(base, 4), scale_design(base, 4, "guides")

@@ -9,14 +9,14 @@ import pandas as pd
 import pytest
 import torch
 
-from phenoica.contract.config import validate_config
-from phenoica.studies import plan
-from phenoica.studies.bilipschitz import data as bl_data
-from phenoica.studies.bilipschitz import gather as bl_gather
-from phenoica.studies.bilipschitz import measure as bl_measure
-from phenoica.studies.bilipschitz import model as bl_model
-from phenoica.studies.bilipschitz import report as bl_report
-from phenoica.studies.bilipschitz.options import BilipschitzTrainOptions
+from phenoica.contract import validate_config
+from phenoica.studies import _plan as plan
+from phenoica.studies.bilipschitz import BilipschitzTrainOptions
+from phenoica.studies.bilipschitz import _cross_seed as bl_gather
+from phenoica.studies.bilipschitz import _data as bl_data
+from phenoica.studies.bilipschitz import _measure as bl_measure
+from phenoica.studies.bilipschitz import _model as bl_model
+from phenoica.studies.bilipschitz import _report as bl_report
 
 torch.set_num_threads(1)
 
@@ -377,7 +377,7 @@ def test_tiny_sweep_end_to_end(tmp_path):
     for ds, value in b0.items():
         assert f"{ds}: mean B(z) {value:.3f} at alpha = 0" in verdict
     assert "<h2>Verdict (measured)</h2>" in files["index.html"].read_text()
-    from phenoica.report import render
+    from phenoica.report import _render as render
 
     linked = render.read_verdict(tmp_path / "study")
     assert linked["title"] == bl_report.TITLE and linked["page"] == str(files["index.html"])
@@ -398,7 +398,7 @@ def test_groups_and_labels_the_dag_plans_without_torch():
     import subprocess
     import sys
 
-    from phenoica.studies import plan
+    from phenoica.studies import _plan as plan
 
     assert plan.dataset_groups("isometric", [3]) == ["all"]
     assert plan.dataset_groups("digits", [3, 8]) == ["all", "digit3", "digit8"]
@@ -408,5 +408,5 @@ def test_groups_and_labels_the_dag_plans_without_torch():
     for a in (0.0, 0.3, 0.6, 0.9, 1.0, 0.125):
         assert float(plan.alpha_label(a)) == a
     # building the DAG imports the plan, not the training code
-    code = "import sys, phenoica.studies.plan; assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules"
+    code = "import sys, phenoica.studies._plan; assert 'torch' not in sys.modules and 'matplotlib' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)

@@ -10,19 +10,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.biomap import aggregate as bm_aggregate
-from phenoica.biomap import batch_metrics, gene_similarity
-from phenoica.biomap import consistency as bm_consistency
-from phenoica.biomap import gene_map as bm_gene_map
-from phenoica.biomap import recall as bm_recall
-from phenoica.biomap.options import BatchMetricsOptions, GeneMapOptions
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
-from phenoica.report.gene_maps import batch_biology_figure, biomap_summary, build_gene_maps, heatmap_figure
-from phenoica.report.inputs import ReportInputs
-from phenoica.report.sections import ReportContext
-from phenoica.screen import annotations
-from phenoica.utils.io import write_parquet
+from phenoica.biomap import BatchMetricsOptions, GeneMapOptions
+from phenoica.biomap import _aggregate as bm_aggregate
+from phenoica.biomap import _batch_metrics as batch_metrics
+from phenoica.biomap import _consistency as bm_consistency
+from phenoica.biomap import _gene_map as bm_gene_map
+from phenoica.biomap import _gene_similarity as gene_similarity
+from phenoica.biomap import _recall as bm_recall
+from phenoica.contract import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, validate_config
+from phenoica.report import ReportInputs, heatmap_figure
+from phenoica.report._gene_maps import batch_biology_figure, biomap_summary, build_gene_maps
+from phenoica.report._sections import ReportContext
+from phenoica.screen import _annotations as annotations
+from phenoica.utils import write_parquet
 from tests.report_fixtures import report_options
 
 CFG = {
@@ -339,7 +339,7 @@ def test_batch_metrics_see_a_strong_batch_effect_and_none_without_one():
 
 
 def test_well_profiles_are_streamed_from_the_parquet(tmp_path):
-    from phenoica.classify.map_readout import well_profiles
+    from phenoica.classify import well_profiles
 
     table = profile_rows()
     path = tmp_path / "v.parquet"

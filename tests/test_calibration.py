@@ -12,23 +12,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from phenoica.classify.engine import classify_guides
-from phenoica.classify.null import null_guide_design
-from phenoica.classify.splits import leave_one_batch_out
-from phenoica.contract.screen import (
-    BATCH,
-    CONTROL,
-    GENE,
-    GUIDE,
-    IMAGE_INDEX,
-    PERT_TYPE,
-    PERTURBATION,
-    PLATE,
-    SITE,
-    WELL,
-)
-from phenoica.hits import calls as H
-from phenoica.hits.calls import summarize_scores
+from phenoica.classify import classify_guides, leave_one_batch_out, null_guide_design
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
+from phenoica.hits import _calls as H
+from phenoica.hits import summarize_scores
 from tests.test_classify import classify_options
 
 CFG = {"num_boost_round": 50, "n_null_guides": 100, "concentration": False, "lightgbm": {"num_threads": 1}}

@@ -11,18 +11,27 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify import lightgbm_params as classify_params
-from phenoica.classify.bins import FoldBins
-from phenoica.classify.engine import _guide_seed, classify_guides, classify_shard, score_guide, shard_genes
-from phenoica.classify.features import feature_matrix
-from phenoica.classify.lightgbm_params import _lightgbm_names, lightgbm_parameter_names, lightgbm_params
-from phenoica.classify.map_readout import MAP_COLUMNS, guide_map, guide_map_files
-from phenoica.classify.null import control_mask, null_guide_design
-from phenoica.classify.options import ClassifyOptions, MapReadoutOptions
-from phenoica.classify.splits import Fold
-from phenoica.contract.config import validate_config
-from phenoica.contract.score_table import SCORE_COLUMNS
-from phenoica.contract.screen import (
+from phenoica.classify import (
+    ClassifyOptions,
+    Fold,
+    FoldBins,
+    MapReadoutOptions,
+    classify_guides,
+    classify_shard,
+    control_mask,
+    feature_matrix,
+    guide_map,
+    guide_map_files,
+    guide_seed,
+    lightgbm_params,
+    null_guide_design,
+    score_guide,
+)
+from phenoica.classify import _lightgbm_params as classify_params
+from phenoica.classify._engine import shard_genes
+from phenoica.classify._lightgbm_params import _lightgbm_names, lightgbm_parameter_names
+from phenoica.classify._map_readout import MAP_COLUMNS
+from phenoica.contract import (
     BATCH,
     CONTROL,
     GENE,
@@ -31,13 +40,15 @@ from phenoica.contract.screen import (
     PERT_TYPE,
     PERTURBATION,
     PLATE,
+    SCORE_COLUMNS,
     SITE,
     WELL,
     ScreenError,
     feature_name,
+    validate_config,
 )
-from phenoica.hits.calls import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS, summarize_scores
-from phenoica.identifiability import metrics
+from phenoica.hits import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS, summarize_scores
+from phenoica.identifiability import _metrics as metrics
 
 D = 8
 STRONG_FEATURE = 2
@@ -234,7 +245,7 @@ def test_shared_binning_equals_training_from_scratch_with_the_same_bins(table, s
                 bins = lgb.Dataset(X[np.ix_(tr_ctrl, cols)], params=params).construct()
                 return lgb.Dataset(X[np.ix_(rows, cols)], label=y, reference=bins, params=params)
 
-            p = dict(params, seed=_guide_seed(0, guide.split("_")[0], guide, fold.name))
+            p = dict(params, seed=guide_seed(0, guide.split("_")[0], guide, fold.name))
             via_shared = score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, 0.25)
             via_scratch = score_guide(scratch, X_test, y_test, p, 20, 0.25)
             assert via_shared == via_scratch  # identical, not merely close
@@ -266,7 +277,7 @@ def test_pseudo_guide_dataset_equals_scratch_without_its_own_wells(table, nulls,
             bins = lgb.Dataset(X[tr_ctrl], params=params).construct()
             return lgb.Dataset(X[rows], label=y, reference=bins, params=params)
 
-        p = dict(params, seed=_guide_seed(0, target.gene, target.guide, fold.name))
+        p = dict(params, seed=guide_seed(0, target.gene, target.guide, fold.name))
         via_shared = score_guide(functools.partial(block.guide_dataset, tr), X_test, y_test, p, 20, None)
         via_scratch = score_guide(scratch, X_test, y_test, p, 20, None)
         assert via_shared == via_scratch
@@ -284,7 +295,7 @@ def test_shared_bins_close_to_naive_per_guide_rebuild(table, scores):
             rows = np.r_[tr_ctrl, tr]
             y = np.r_[np.zeros(len(tr_ctrl)), np.ones(len(tr))]
             params = dict(
-                classify_options(CFG, 0).booster_params(), seed=_guide_seed(0, guide.split("_")[0], guide, fold.name)
+                classify_options(CFG, 0).booster_params(), seed=guide_seed(0, guide.split("_")[0], guide, fold.name)
             )
             booster = lgb.train(params, lgb.Dataset(X[rows], label=y, params=params), num_boost_round=20)
             y_test = np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]
@@ -301,7 +312,7 @@ def test_deterministic_and_independent_of_other_guides(table, nulls, scores, mon
     alone = classify_guides(
         table, [("WEAK", "WEAK_2")], batch_folds(table), classify_options(CFG, 0), variant="base", model="m"
     )
-    monkeypatch.setattr("phenoica.classify.engine.GUIDES_PER_BLOCK", 2)
+    monkeypatch.setattr("phenoica.classify._engine.GUIDES_PER_BLOCK", 2)
     blocks_of_two = classify_guides(
         table,
         None,
@@ -700,7 +711,7 @@ def test_guide_map_separates_strong_from_no_effect_on_wells(tmp_path):
 def test_a_models_variants_in_one_map_readout_call_are_the_tables_of_one_call_each(tmp_path):
     """guide_map_files (one map_readout job per model) writes each variant's mAP table byte for
     byte as guide_map alone does, each with its own variant's seed."""
-    from phenoica.utils.io import write_parquet
+    from phenoica.utils import write_parquet
 
     guides = [("STRONG", "STRONG_1", STRONG_FEATURE, 8.0), ("NONE", "NONE_1", None, 0.0)]
     tables = {"base": make_table(seed=1, n_controls=40, guides=guides, n_per_guide=6), "pca": make_table(seed=2)}

@@ -11,13 +11,22 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify.bins import FoldBins
-from phenoica.classify.engine import _guide_seed, classify_guides, score_guide, score_guide_on
-from phenoica.classify.features import feature_matrix
-from phenoica.classify.null import control_mask, null_guide_design
-from phenoica.classify.protocol import control_strata, training_controls, trainings
-from phenoica.classify.splits import Fold, in_distribution
-from phenoica.contract.screen import BATCH, GENE, GUIDE, PLATE
+from phenoica.classify import (
+    Fold,
+    FoldBins,
+    classify_guides,
+    control_mask,
+    control_strata,
+    feature_matrix,
+    guide_seed,
+    null_guide_design,
+    score_guide,
+    training_controls,
+    trainings,
+)
+from phenoica.classify._engine import score_guide_on
+from phenoica.classify._splits import in_distribution
+from phenoica.contract import BATCH, GENE, GUIDE, PLATE
 from tests.test_classify import CFG, GUIDES, batch_folds, classify_options, make_table
 
 #: sha256 of the score table (CSV, floats to 12 significant digits) of ``make_table(n_batches=4)``
@@ -137,7 +146,7 @@ def test_fast_scores_are_the_group_model_on_each_fold_against_the_shared_subsamp
     for _, test in group.members:
         te, te_ctrl = np.flatnonzero(test & guide), np.flatnonzero(test & ctrl)
         tests.append((np.concatenate([X[te_ctrl], X[te]]), np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]))
-    params = dict(options.booster_params(), seed=_guide_seed(0, "WEAK", "WEAK_1", group.name))
+    params = dict(options.booster_params(), seed=guide_seed(0, "WEAK", "WEAK_1", group.name))
     expected = score_guide_on(functools.partial(block.guide_dataset, tr), tests, params, 20, 0.25)
     for (fold, _), want in zip(group.members, expected):
         row = scores[scores["fold"] == fold].iloc[0]
@@ -154,7 +163,7 @@ def test_fast_scores_do_not_depend_on_the_other_guides_or_the_block(table4, monk
     some = _scores(table4, "fast", guides=[("WEAK", "WEAK_2"), ("NONE", "NONE_1")], **cfg)
     mine = every.set_index([GUIDE, "fold"]).loc[some.set_index([GUIDE, "fold"]).index]
     pd.testing.assert_frame_equal(mine.reset_index(), some.set_index([GUIDE, "fold"]).reset_index())
-    monkeypatch.setattr("phenoica.classify.engine.GUIDES_PER_BLOCK", 1)
+    monkeypatch.setattr("phenoica.classify._engine.GUIDES_PER_BLOCK", 1)
     opts = classify_options(dict(CFG, concentration=True, protocol="fast", **cfg), 0)
     small = classify_guides(table4, None, batch_folds(table4), opts, "base", "m", nulls=null_guide_design(table4, 3, 0))
     pd.testing.assert_frame_equal(small, every)

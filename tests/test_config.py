@@ -5,8 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from phenoica.contract.config import deep_merge, demo_plates, load_config, validate_config
-from phenoica.contract.errors import ConfigError
+from phenoica.contract import ConfigError, deep_merge, demo_plates, load_config, validate_config
 from tests.conftest import REPO
 
 
@@ -76,7 +75,7 @@ def test_demo_plate_names():
 
 def test_validate_config_fills_defaults_and_names_the_key():
     """One place for every default and check: validate_config (the options read what it filled)."""
-    from phenoica.contract import config as C
+    from phenoica.contract import _config as C
 
     full = C.validate_config({})
     assert C.validate_config({"classify": {"num_boost_round": 5}})["classify"] == {
@@ -92,7 +91,8 @@ def test_validate_config_fills_defaults_and_names_the_key():
 
 
 def test_run_models_replaces_the_models_the_user_names():
-    from phenoica.contract.config import EMBEDDINGS_MODEL, run_models
+    from phenoica.contract import run_models
+    from phenoica.contract._config import EMBEDDINGS_MODEL
 
     repo = yaml.safe_load((REPO / "config.yaml").read_text())
     assert "models" not in repo and set(repo["default_models"]) == {"mae", "mae_seed1"}
@@ -112,7 +112,7 @@ def test_run_models_replaces_the_models_the_user_names():
     got = run_models(deep_merge(repo, sets))
     assert got["models"] == {"a": {}, "b": {}}
     cfg = validate_config(got)
-    from phenoica.contract.config import embedding_globs
+    from phenoica.contract import embedding_globs
 
     assert embedding_globs(cfg) == {"a": "/a/*.parquet", "b": "/b/*.parquet"}
     with pytest.raises(ConfigError, match=r"models \['c'\] have no embedding set"):
@@ -123,7 +123,7 @@ def test_yaml_is_read_strictly_but_merge_keys_may_be_overridden(tmp_path):
     """A key twice in one mapping names both lines (Snakemake's reader would keep the second
     silently; rules/common.smk reads the files it was given with check_yaml_files); the
     repository's config.yaml overrides a merged key (`<<: *mae` then `seed: 1`), which is YAML."""
-    from phenoica.contract.schema import check_yaml_files, read_yaml
+    from phenoica.contract import check_yaml_files, read_yaml
 
     config = read_yaml(REPO / "config.yaml")
     mae, seed1 = config["default_models"]["mae"], config["default_models"]["mae_seed1"]
@@ -135,7 +135,7 @@ def test_yaml_is_read_strictly_but_merge_keys_may_be_overridden(tmp_path):
 
 
 def test_the_demo_is_noted_only_when_the_config_names_no_screen():
-    from phenoica.contract.config import planned_demo_note
+    from phenoica.contract import planned_demo_note
 
     assert "the simulated demo screen is planned" in planned_demo_note({"results": "r"})
     assert "6 simulated plates" in planned_demo_note({"screen": {}, "demo": {"n_batches": 3, "plates_per_batch": 2}})

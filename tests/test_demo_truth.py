@@ -4,7 +4,7 @@ Runs the workflow on the repository's own config.yaml in a scratch folder, uncha
 stages the truth checks do not read (``demo_run`` lists them): the component sweep first
 (``sweep.points: 0``: it costs about as much as the rest of the run, and ``tests/test_sweep.py``
 covers it). It checks the run against the simulated truth with the same library functions the report uses
-(``phenoica.report.truth_stats``). The floors are set well clear of chance and of what the MAE saw before
+(``phenoica.report._truth_stats``). The floors are set well clear of chance and of what the MAE saw before
 the simulator's phenotypes survived the MAE's instance normalization (probe R^2 0.09, effect
 vs no-effect Mann-Whitney p = 0.06), and below what the default run measures (docs/demo.md, "The
 demo screen"), so that the test fails on a regression, not on noise.
@@ -18,8 +18,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from phenoica.hits import calls as hits
-from phenoica.report import truth_stats as truth
+from phenoica.hits import _calls as hits
+from phenoica.report import _truth_stats as truth
 from tests.conftest import REPO
 from tests.test_workflow import snakemake
 

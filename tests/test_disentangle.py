@@ -12,16 +12,12 @@ import torch
 from PIL import Image
 from scipy.stats import chi2_contingency, ortho_group
 
-from phenoica.contract.config import validate_config
-from phenoica.studies.disentangle import data as fd
-from phenoica.studies.disentangle import evaluate as dis_eval
-from phenoica.studies.disentangle import model as dis_model
-from phenoica.studies.disentangle import report as dis_report
-from phenoica.studies.disentangle.options import (
-    DisentangleEvaluateOptions,
-    DisentangleReportOptions,
-    DisentangleTrainOptions,
-)
+from phenoica.contract import validate_config
+from phenoica.studies.disentangle import DisentangleEvaluateOptions, DisentangleReportOptions, DisentangleTrainOptions
+from phenoica.studies.disentangle import _data as fd
+from phenoica.studies.disentangle import _evaluate as dis_eval
+from phenoica.studies.disentangle import _model as dis_model
+from phenoica.studies.disentangle import _report as dis_report
 
 torch.set_num_threads(1)
 
@@ -231,7 +227,7 @@ def test_forty_valued_factor_keeps_its_forty_classes():
     s = dis_eval.score_latents(z, f, EVALUATE, seed=0, with_dci=False)
     assert s["infoe_sources"].shape == (2,) and s["infoe_sources"][1] > 0.9
     assert np.isnan(s["dci_d"])
-    from phenoica.identifiability.metrics import infomec
+    from phenoica.identifiability import infomec
 
     direct = infomec(f, z, seed=0, n_bins=None, infoe_max_iter=300)
     assert s["infoe"] == pytest.approx(direct["infoe"]) and s["infom"] == pytest.approx(direct["infom"])
@@ -244,7 +240,7 @@ def test_controls_random_and_factor_fitted_rotation():
     settings = EVALUATE._replace(ica_method="picard", ica_n_components=None)
     oracle = dis_eval.derived_latents("ae_oracle", rotated, settings, seed=0, factors=f)
     rand = dis_eval.derived_latents("ae_rand", rotated, settings, seed=0)
-    from phenoica.identifiability.metrics import mcc
+    from phenoica.identifiability import mcc
 
     assert mcc(oracle, f) > 0.98  # the factor-fitted rotation undoes the mixing
     assert mcc(rand, f) < 0.9
@@ -469,7 +465,7 @@ def test_tiny_end_to_end(tiny, tmp_path):
     assert "AE + ICA" in md and "## Verdict (measured)" in md and "paper (agg.) M/E/C" in md
     assert "0.39 / 0.76 / 0.25" in md  # the paper's AE row beside ours
     assert "Setup: latent_dim = 6, steps = 40, batch_size = 32, lr = 0.001, n_eval = 200." in md
-    from phenoica.report import render
+    from phenoica.report import _render as render
 
     linked = render.read_verdict(tmp_path / "report")
     assert linked["title"] == dis_report.TITLE and linked["verdict"] == dis_report.verdict_line(scores)

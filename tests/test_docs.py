@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from phenoica.workflow.reference import config_reference
+from phenoica.workflow.config_reference import config_reference
 from tests.conftest import REPO
 
 DOCS = REPO / "docs"
@@ -28,7 +28,7 @@ def test_config_reference_page_matches_schema():
     assert start in text and end in text
     block = text.split(start, 1)[1].split(end, 1)[0]
     assert block == config_reference(), (
-        "docs/configuration.md is stale: regenerate with python -m phenoica.workflow.reference"
+        "docs/configuration.md is stale: regenerate with python -m phenoica.workflow.config_reference"
     )
 
 

@@ -18,12 +18,12 @@ from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
 import phenoica
-from phenoica.contract.screen import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
-from phenoica.embed.chunks import TIMING_KEY
-from phenoica.embed.parts import assemble, iter_chunks, parts_dir, write_part
-from phenoica.embed.plate import PlateModel, chunk_lengths, embed_plate, plate_image_rows
-from phenoica.models.device import resolve_device
-from phenoica.screen.preprocess import prepare
+from phenoica.contract import IMAGE_INDEX, ScreenError, feature_name, validate_metadata, write_plate
+from phenoica.embed import TIMING_KEY, PlateModel, embed_plate
+from phenoica.embed._parts import assemble, iter_chunks, parts_dir, write_part
+from phenoica.embed._plate import chunk_lengths, plate_image_rows
+from phenoica.models import resolve_device
+from phenoica.screen import prepare
 from tests.model_options import embed_options, model_entry
 
 torch.set_num_threads(1)
@@ -261,7 +261,7 @@ def test_chunks_follow_the_stores_chunk_length_or_chunk_images(tmp_path, caplog)
 FAULTS_PER_BATCH = """
 import resource, sys, torch
 from timm.models.vision_transformer import VisionTransformer
-from phenoica.models.device import keep_freed_memory
+from phenoica.models._device import keep_freed_memory
 torch.set_num_threads(1)
 torch.manual_seed(0)
 model = VisionTransformer(img_size=16, patch_size=2, in_chans=5, embed_dim=192, depth=2, num_heads=6, num_classes=0)
@@ -464,8 +464,8 @@ SPEC = model_entry(
 
 @pytest.mark.parametrize("agnostic", [False, True])
 def test_phenoica_feature_extractor(tmp_path, agnostic):
-    from phenoica.models.builders import build_feature_extractor
-    from phenoica.models.vit import build_encoder
+    from phenoica.models import build_feature_extractor
+    from phenoica.models._vit import build_encoder
 
     store, tiles = make_store(tmp_path, n=5)
     spec = dict(SPEC, channel_agnostic=agnostic)
@@ -482,7 +482,7 @@ def test_phenoica_feature_extractor(tmp_path, agnostic):
 
 
 def test_model_identity_follows_checkpoint_bytes_and_spec(tmp_path):
-    from phenoica.embed.plate import model_identity
+    from phenoica.embed._plate import model_identity
 
     ckpt = tmp_path / "enc.pt"
     ckpt.write_bytes(b"weights-1")
@@ -525,7 +525,7 @@ def test_channels_are_chosen_and_ordered_by_name(tmp_path):
     model = make_model(in_chans=2)
     df = pd.read_parquet(run(store, meta, model, tmp_path / "o.parquet", channels=["actin", "dna"]))
     np.testing.assert_allclose(embeddings(df), direct(model, tiles[:, [2, 0]]), atol=1e-5, rtol=0)
-    from phenoica.embed.parts import embedding_metadata
+    from phenoica.embed import embedding_metadata
 
     assert embedding_metadata(tmp_path / "o.parquet")["channels"] == ["actin", "dna"]
     with pytest.raises(ScreenError, match=r"channel\(s\) \['mito'\] named by config key models.m.channels"):
@@ -541,7 +541,7 @@ def test_feature_names_and_options_are_written(tmp_path):
     out = run(store, meta, model, tmp_path / "o.parquet", feature_names=names, options={"pool": "mean", "block": 2})
     df = pd.read_parquet(out)
     assert [c for c in df.columns if not c.startswith("Metadata_")] == names
-    from phenoica.embed.parts import embedding_metadata
+    from phenoica.embed import embedding_metadata
 
     meta_ = embedding_metadata(out)
     assert meta_["block"] == 2 and meta_["feature_dim"] == DIM and meta_["normalize"] == "image"
@@ -550,7 +550,7 @@ def test_feature_names_and_options_are_written(tmp_path):
 
 
 def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tmp_path):
-    from phenoica.models.builders import build_feature_extractor
+    from phenoica.models import build_feature_extractor
 
     store, tiles = make_store(tmp_path, n=5)
     extractor = build_feature_extractor(SPEC, in_chans=3)
@@ -570,7 +570,8 @@ def test_feature_extractor_needs_no_probe_forward_and_still_rejects_bad_crops(tm
 @pytest.mark.slow
 def test_compiled_model_embeds_like_the_eager_one(tmp_path):
     """embed.compile: the rule's function runs the model through torch.compile (here on the CPU)."""
-    from phenoica.embed.jobs import EmbedJob, embed_model_plate
+    from phenoica.embed import EmbedJob
+    from phenoica.embed._jobs import embed_model_plate
 
     store, _ = make_store(tmp_path, n=6)
     frames = []
@@ -586,7 +587,8 @@ def test_compiled_model_embeds_like_the_eager_one(tmp_path):
 
 
 def test_unknown_compile_option_names_the_key(tmp_path):
-    from phenoica.embed.jobs import EmbedJob, embed_model_plate
+    from phenoica.embed import EmbedJob
+    from phenoica.embed._jobs import embed_model_plate
 
     store, _ = make_store(tmp_path, n=2)
     options = embed_options(SPEC, device="cpu", compile=True, compile_options={"no_such": 1})

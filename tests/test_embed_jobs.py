@@ -13,13 +13,12 @@ import pytest
 import torch
 import yaml
 
-import phenoica.models.builders as features
-from phenoica.contract.screen import ScreenError, write_plate
-from phenoica.embed.chunks import EmbedTiming
-from phenoica.embed.groups import PlateJob, embed_groups
-from phenoica.embed.jobs import EmbedJob, check_compile_cache, embed_model_plate, embed_model_plates
-from phenoica.embed.parts import parts_dir
-from phenoica.models.device import Staging, resolve_device
+import phenoica.models._builders as features
+from phenoica.contract import ScreenError, write_plate
+from phenoica.embed import EmbedJob, EmbedTiming, PlateJob, embed_groups, embed_model_plates
+from phenoica.embed._jobs import check_compile_cache, embed_model_plate
+from phenoica.embed._parts import parts_dir
+from phenoica.models import Staging, resolve_device
 from tests.model_options import embed_options
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_store
 from tests.test_mae import SPEC
@@ -219,7 +218,7 @@ def test_the_workflow_embeds_a_group_of_plates_in_one_job_and_reruns_only_a_chan
     rows.loc[rows["Metadata_Well"] == rows.loc[0, "Metadata_Well"], "Metadata_Guide"] = "renamed"
     rows.to_parquet(meta, index=False)
     # as if the plate's job had written it: its receipt (benchmark file) after the file, so the
-    # results folder's check of untrusted outputs keeps it (phenoica.workflow.receipts)
+    # results folder's check of untrusted outputs keeps it (phenoica.workflow._receipts)
     receipt = tmp_path / "results" / "benchmarks" / "simulate_plate" / "B01P01.tsv"
     os.utime(receipt, ns=(meta.stat().st_mtime_ns + 1_000_000, meta.stat().st_mtime_ns + 1_000_000))
     assert planned_jobs(tmp_path, "--", *targets) == {"embed_g0000": 1}

@@ -1,6 +1,6 @@
 """Real exports in as they are: CSV / TSV / Parquet in the exporter's own column names, controls by a
-column's values, per-file feature sets, whitespace and empty wells (phenoica.screen.exports,
-phenoica.profiles.embeddings.shared_features); and the profile hygiene (phenoica.profiles.hygiene)
+column's values, per-file feature sets, whitespace and empty wells (phenoica.screen._exports,
+phenoica.profiles._embeddings.shared_features); and the profile hygiene (phenoica.profiles._hygiene)
 decided the same way at the door and in the job."""
 
 from __future__ import annotations
@@ -13,24 +13,14 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from phenoica.contract.config import run_models, validate_config
-from phenoica.contract.screen import ScreenError
-from phenoica.profiles.columns import FeatureSelection
-from phenoica.profiles.gather import gather_profiles, write_profiles
-from phenoica.profiles.hygiene import (
-    FeatureStats,
-    Hygiene,
-    clean_profiles,
-    footer_stats,
-    hygiene_plan,
-    import_pycytominer,
-    normalize_plate,
-    write_plan,
-)
-from phenoica.screen.exports import ExportSpec, to_contract
-from phenoica.workflow import dag as wf
-from phenoica.workflow import digests as wdigests
-from phenoica.workflow import validate
+from phenoica.contract import ScreenError, run_models, validate_config
+from phenoica.profiles import FeatureSelection, Hygiene, clean_profiles, gather_profiles, write_plan, write_profiles
+from phenoica.profiles._hygiene import FeatureStats, footer_stats, hygiene_plan, import_pycytominer, normalize_plate
+from phenoica.screen import ExportSpec
+from phenoica.screen._exports import to_contract
+from phenoica.workflow import _dag as wf
+from phenoica.workflow import _digests as wdigests
+from phenoica.workflow import _validate as validate
 
 REPO = Path(__file__).resolve().parents[1]
 VARCHAMP = REPO / "data" / "varchamp-batch12" / "2024_12_09_Batch_12_normalized_feature_select_batch.csv.gz"
@@ -136,7 +126,7 @@ def test_files_with_different_feature_sets_keep_the_common_features_or_are_refus
     paths = [tmp_path / "b1.csv", tmp_path / "b2.csv"]
     table = gather_profiles(paths, "well", selection=FeatureSelection.of(None, REGEX, None), spec=SPEC)
     assert [c for c in table.columns if not c.startswith("Metadata_")] == ["Cells_A", "Cells_B", "Nuclei_C"]
-    from phenoica.profiles.embeddings import plan_files
+    from phenoica.profiles import plan_files
 
     plan = plan_files(paths, None, FeatureSelection.of(None, REGEX, None), SPEC)
     assert any("b1.csv: 1 of its 4 feature column(s)" in n and "Nuclei_D" in n for n in plan.notes)

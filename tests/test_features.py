@@ -9,14 +9,20 @@ import pytest
 import torch
 from torch import nn
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.errors import ConfigError
-from phenoica.models.builders import FeatureExtractor, build_feature_extractor, create_model
-from phenoica.models.extractor import ModelInputs, check_fit
-from phenoica.models.registry import list_models, model_entrypoint, register_model
-from phenoica.models.spec import training_spec
-from phenoica.models.vit import build_encoder
-from phenoica.screen.preprocess import normalize_crops, prepare, scale_intensity
+from phenoica.contract import ConfigError, validate_config
+from phenoica.models import (
+    FeatureExtractor,
+    ModelInputs,
+    build_feature_extractor,
+    check_fit,
+    create_model,
+    register_model,
+    training_spec,
+)
+from phenoica.models._registry import list_models, model_entrypoint
+from phenoica.models._vit import build_encoder
+from phenoica.screen import prepare, scale_intensity
+from phenoica.screen._preprocess import normalize_crops
 
 SPEC = dict(validate_config({})["models"]["mae"], img_size=16, patch_size=4, embed_dim=32, depth=3, num_heads=2)
 CA_SPEC = dict(SPEC, channel_agnostic=True)

@@ -1,4 +1,4 @@
-"""The hit gallery (phenoica.report.gallery, phenoica.report.channels) on the tiny screen of tests/report_fixtures.py:
+"""The hit gallery (phenoica.report._gallery, phenoica.report._channels) on the tiny screen of tests/report_fixtures.py:
 the images chosen by the stated rule, reads limited to the chunks that hold them, scaling identical
 for a hit and its controls, and the bad-input errors."""
 
@@ -9,8 +9,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from phenoica.report import gallery as G
-from phenoica.report.channels import CELL_PAINTING, channel_styles, default_style
+from phenoica.report import _gallery as G
+from phenoica.report import channel_styles
+from phenoica.report._channels import CELL_PAINTING, default_style
 from tests import report_fixtures as F
 
 OPTIONS = F.report_options(gallery={"sites_per_guide": 2, "control_sites": 4, "tile_px": 16}, seed=0).gallery

@@ -14,10 +14,8 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from phenoica.embed.plate import PlateModel, embed_plate
-from phenoica.models.builders import build_feature_extractor
-from phenoica.models.mae import train_mae
-from phenoica.models.openphenom import NORMALIZE, OpenPhenomGeometry, build_openphenom
+from phenoica.embed import PlateModel, embed_plate
+from phenoica.models import NORMALIZE, OpenPhenomGeometry, build_feature_extractor, build_openphenom, train_mae
 from tests.model_options import embed_options, train_options
 from tests.test_embed import CHANNELS, embeddings, make_metadata, make_model, make_store
 from tests.test_mae import SPEC, TRAIN, cell_tiles
@@ -74,7 +72,7 @@ def test_openphenom_layout_on_cuda_matches_the_cpu():
 
 
 def test_mae_trains_on_cuda_and_its_checkpoint_loads_on_the_cpu(tmp_path):
-    from phenoica.contract.screen import write_plate
+    from phenoica.contract import write_plate
 
     plate = write_plate(tmp_path / "P1.zarr", cell_tiles(32), list(CHANNELS), chunk_images=8)
     train = dict(TRAIN, steps=60, batch_size=32, warmup_steps=5, log_every=20)
@@ -91,7 +89,7 @@ def test_mae_trains_on_cuda_and_its_checkpoint_loads_on_the_cpu(tmp_path):
 
 def test_staging_round_trip_on_cuda():
     """Pinned upload on the side stream, the compute stream waiting for it, pinned download."""
-    from phenoica.models.device import Staging
+    from phenoica.models import Staging
 
     staging = Staging(torch.device("cuda"))
     host = torch.arange(4096, dtype=torch.uint8).reshape(16, 256)
@@ -104,8 +102,7 @@ def test_staging_round_trip_on_cuda():
 def test_a_job_of_two_plates_on_cuda_matches_the_cpu(tmp_path):
     """embed_model_plates (the rule's function) on CUDA, model built once: both plates equal
     to the fp32 CPU features up to bf16 rounding; compiled with a compile cache folder."""
-    from phenoica.embed.groups import PlateJob
-    from phenoica.embed.jobs import EmbedJob, embed_model_plates
+    from phenoica.embed import EmbedJob, PlateJob, embed_model_plates
 
     frames = {}
     for device, extra in (("cpu", {}), ("cuda", {"compile": True, "compile_cache": str(tmp_path / "cache")})):

@@ -9,10 +9,10 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from phenoica.contract.screen import GENE, GUIDE, ScreenError
-from phenoica.hits import calls as H
-from phenoica.hits import effects as E
-from phenoica.utils.stats import acat, bh_qvalues, bootstrap_mean
+from phenoica.contract import GENE, GUIDE, ScreenError
+from phenoica.hits import _calls as H
+from phenoica.hits import _effects as E
+from phenoica.utils import acat, bh_qvalues, bootstrap_mean
 
 
 def _expit(z):
@@ -276,17 +276,7 @@ def planted_screen(shifts, seed=0, n_batches=3, n_controls=60, n_per_guide=20, d
     """``n_batches`` batches of controls and one guide per shift in ``shifts``, each guide's rows
     moved by that many control SDs along one direction (all ``d`` features at once), with a
     random offset per batch: a known order of effect sizes."""
-    from phenoica.contract.screen import (
-        BATCH,
-        CONTROL,
-        IMAGE_INDEX,
-        PERT_TYPE,
-        PERTURBATION,
-        PLATE,
-        SITE,
-        WELL,
-        feature_name,
-    )
+    from phenoica.contract import BATCH, CONTROL, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL, feature_name
 
     rng = np.random.default_rng(seed)
     direction = np.ones(d) / np.sqrt(d)
@@ -314,11 +304,8 @@ def test_distance_orders_planted_effects_where_every_auroc_is_one():
     """Known answer: five guides shifted by 16 to 52 control SDs all score AUROC 1.000 in every
     held-out batch, so AUROC, p and q cannot order them; the held-out distance does, near the
     planted shifts, and the hit table ranks them by it."""
-    from phenoica.classify.engine import classify_guides
-    from phenoica.classify.null import null_guide_design
-    from phenoica.classify.options import ClassifyOptions
-    from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.contract.config import validate_config
+    from phenoica.classify import ClassifyOptions, classify_guides, leave_one_batch_out, null_guide_design
+    from phenoica.contract import validate_config
 
     shifts = (16, 22, 30, 40, 52)
     table = planted_screen(shifts)
@@ -351,7 +338,7 @@ def test_no_reported_p_value_is_finer_than_the_null_supports():
     """A null of 100 pseudo-guides reaches p = 1/101: no p-value in the guide, gene, hit or
     control tables goes below it, nor any q-value; the tail's value stays beside it, flagged; BH
     runs on the reported p-values, and here the tail would call no other guide."""
-    from phenoica.hits.controls import control_calls
+    from phenoica.hits import control_calls
 
     rng = np.random.default_rng(12)
     null = _expit(rng.normal(0.0, 0.46, 100))
@@ -445,7 +432,7 @@ def test_the_readout_that_scored_more_guides_ranks_them():
 
 
 def test_heldout_distance_known_answers_and_undefined_cases():
-    from phenoica.classify.distance import ControlMoments, heldout_distance
+    from phenoica.classify._distance import ControlMoments, heldout_distance
 
     rng = np.random.default_rng(3)
     d = 50

@@ -12,8 +12,7 @@ import tifffile
 import zarr
 from PIL import Image
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import (
+from phenoica.contract import (
     IMAGE_INDEX,
     REQUIRED_COLUMNS,
     SITE,
@@ -22,9 +21,12 @@ from phenoica.contract.screen import (
     open_plate,
     plate_channels,
     read_metadata,
+    validate_config,
 )
-from phenoica.screen import images, ome_zarr, plate_map
-from phenoica.screen.options import ImageIngestOptions, OmeZarrIngestOptions
+from phenoica.screen import ImageIngestOptions, OmeZarrIngestOptions
+from phenoica.screen import _images as images
+from phenoica.screen import _ome_zarr as ome_zarr
+from phenoica.screen import _plate_map as plate_map
 
 H, W = 6, 10  # non-square so that a swapped axis shows
 WELLS = ["A01", "B02"]
@@ -187,7 +189,7 @@ def test_discover_images_default_pattern(rxrx: tuple[Path, dict]) -> None:
 
 
 def test_default_pattern_matches_config_schema() -> None:
-    from phenoica.contract.schema import load_schema
+    from phenoica.contract import load_schema
 
     screen = load_schema()["properties"]["screen"]["properties"]
     assert screen["image_pattern"]["default"] == DEFAULT_PATTERN == "{plate}/{well}_s{site}_w{channel}.png"

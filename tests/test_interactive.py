@@ -1,4 +1,4 @@
-"""The interactive results page (phenoica.report.interactive) on the tiny screen of tests/report_fixtures.py,
+"""The interactive results page (phenoica.report._interactive) on the tiny screen of tests/report_fixtures.py,
 in a real browser (headless Chromium): no console errors, hover a point, click it, find the gene's
 panel, an inspected screenshot, the hit table's filter and sort, non-overlapping labels."""
 
@@ -15,11 +15,11 @@ import pytest
 from PIL import Image
 from plotly.offline import get_plotlyjs
 
-from phenoica.report import gallery as G
-from phenoica.report import render
-from phenoica.report.channels import channel_styles
-from phenoica.report.gallery import panel_file
-from phenoica.report.interactive import ASSETS, PAGE, PageInputs, gene_records, place_labels, write_interactive
+from phenoica.report import ASSETS, PAGE, PageInputs, channel_styles, write_interactive
+from phenoica.report import _gallery as G
+from phenoica.report import _render as render
+from phenoica.report._gallery import panel_file
+from phenoica.report._interactive import gene_records, place_labels
 from tests import report_fixtures as F
 from tests.browser import chromium, console_errors
 
@@ -192,8 +192,8 @@ def test_in_chromium_hover_click_panel_screenshot_table(page):
 
 
 def test_report_pages_write_the_gallery_and_the_page_and_return_their_sections(tmp_path):
-    from phenoica.report.inputs import ReportInputs
-    from phenoica.report.pages import report_pages
+    from phenoica.report import ReportInputs
+    from phenoica.report._pages import report_pages
 
     files, stores = F.write_screen(tmp_path)
     scores = F.score_tables()

@@ -1,7 +1,7 @@
 """A job's exit path. A rare abort at exit was seen once in about 30 workflow runs ("terminate
 called without an active exception", SIGABRT: a native thread pool torn down while a worker is
 alive, after the job's last log line). Every rule's script therefore ends through
-``phenoica.utils.io.end_job`` (``phenoica.workflow.receipts.run_job``), which flushes the log and
+``phenoica.utils.end_job`` (``phenoica.workflow.run_job``), which flushes the log and
 leaves with ``os._exit`` and the job's own status, without the interpreter's teardown: the status
 of a return, ``sys.exit(n)`` and an exception is kept, what the job printed is in its log, and a
 thread left running neither holds nor aborts the process. The exit path of a process that read
@@ -22,10 +22,10 @@ from tests.test_report import ica_gain, make_rows
 
 JOB = """
 import sys
-from phenoica.utils.io import rule_logger
+from phenoica.utils._io import rule_logger
 log = rule_logger("phenoica.gather_scores", sys.argv[1])
-from phenoica.classify.null import split_control_rows
-from phenoica.utils.io import read_parquets, write_parquet
+from phenoica.classify._null import split_control_rows
+from phenoica.utils._io import read_parquets, write_parquet
 rows, controls = split_control_rows(read_parquets(sys.argv[3:]))
 write_parquet(rows, sys.argv[2])
 log.info("%d guide-fold rows", len(rows))
@@ -35,10 +35,10 @@ log.info("%d guide-fold rows", len(rows))
 #: The gather job's exit path through the fence, as the rule's script ends.
 FENCED_JOB = """
 import sys
-from phenoica.utils.io import rule_logger
+from phenoica.utils import rule_logger
 log = rule_logger("phenoica.gather_scores", sys.argv[1])
-from phenoica.classify.null import split_control_rows
-from phenoica.utils.io import end_job, read_parquets, write_parquet
+from phenoica.classify import split_control_rows
+from phenoica.utils import end_job, read_parquets, write_parquet
 def main():
     rows, controls = split_control_rows(read_parquets(sys.argv[3:]))
     write_parquet(rows, sys.argv[2])
@@ -49,7 +49,7 @@ end_job(main, log)
 #: A job that logs, prints a line left unflushed, then does ``{end}``, ending through the fence.
 ENDING = """
 import sys, threading, time
-from phenoica.utils.io import end_job, rule_logger
+from phenoica.utils import end_job, rule_logger
 log = rule_logger("phenoica.job", sys.argv[1])
 def main():
     log.info("working")
@@ -93,8 +93,8 @@ def test_a_job_stamps_its_outputs_last_and_only_when_it_succeeds(tmp_path):
     code = """
 import sys
 from types import SimpleNamespace
-from phenoica.utils.io import rule_logger
-from phenoica.workflow.receipts import run_job
+from phenoica.utils import rule_logger
+from phenoica.workflow import run_job
 res = sys.argv[2]
 job = SimpleNamespace(rule="r", params=[1], input=[], output=[res + "/out.txt"], config={"results": res})
 log = rule_logger("phenoica.job", sys.argv[1])

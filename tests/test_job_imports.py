@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from phenoica.contract.stage_options import RULE_OPTIONS
+from phenoica.contract import RULE_OPTIONS
 from tests.conftest import REPO
 
 #: Packages that take long to import, as ``sys.modules`` names them.
@@ -44,43 +44,38 @@ USES: dict[str, tuple[str, ...]] = {
 
 def _options_modules() -> None:
     """Import every options module, so that :data:`RULE_OPTIONS` names every rule's options."""
-    for path in sorted((REPO / "src" / "phenoica").rglob("options.py")):
+    for path in sorted((REPO / "src" / "phenoica").rglob("_options.py")):
         rel = path.relative_to(REPO / "src").with_suffix("")
         importlib.import_module(".".join(rel.parts))
 
 
-def job_modules(rule: str) -> list[str]:
-    """The modules a ``rule`` job imports before its work: every module its script imports, and
-    the module of its options (Snakemake unpickles them into ``snakemake.params``)."""
+def job_imports(rule: str) -> list[str]:
+    """The imports a ``rule`` job runs before its work: every import statement of its script (a
+    name from a package's face loads the module that defines it), and the module of its options
+    (Snakemake unpickles them into ``snakemake.params``)."""
     tree = ast.parse((REPO / "scripts" / f"{rule}.py").read_text())
-    modules: list[str] = []
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            modules.append(node.module)
-        elif isinstance(node, ast.Import):
-            modules.extend(alias.name for alias in node.names)
+    imports = [ast.unparse(node) for node in ast.walk(tree) if isinstance(node, (ast.Import, ast.ImportFrom))]
     _options_modules()
     if rule in RULE_OPTIONS:
-        modules.append(RULE_OPTIONS[rule].__module__)
-    return list(dict.fromkeys(modules))
+        imports.append(f"import {RULE_OPTIONS[rule].__module__}")
+    return list(dict.fromkeys(imports))
 
 
-def loaded_modules(modules: list[str]) -> set[str]:
-    """``sys.modules`` of a fresh interpreter (this checkout's ``src`` first) after importing ``modules``."""
-    code = f"import json, sys\nfor m in {modules!r}:\n    __import__(m)\nprint(json.dumps(sorted(sys.modules)))"
+def loaded_modules(imports: list[str]) -> set[str]:
+    """``sys.modules`` of a fresh interpreter (this checkout's ``src`` first) after running ``imports``."""
+    code = "\n".join(["import json, sys", *imports, "print(json.dumps(sorted(sys.modules)))"])
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")])}
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return set(json.loads(proc.stdout.splitlines()[-1]))
 
 
-def test_job_modules_reads_a_script_and_its_options():
-    modules = job_modules("apply_transform")
-    assert modules == [
-        "phenoica.utils.io",
-        "phenoica.transforms.apply",
-        "phenoica.workflow.receipts",
-        "phenoica.transforms.options",
+def test_job_imports_reads_a_script_and_its_options():
+    assert job_imports("apply_transform") == [
+        "from phenoica.utils import log_job_cpu, rule_logger",
+        "from phenoica.transforms import apply_transform_files",
+        "from phenoica.workflow import run_job",
+        "import phenoica.transforms._options",
     ]
 
 
@@ -91,6 +86,6 @@ def test_every_listed_rule_has_its_script_and_uses_only_heavy_packages():
 
 @pytest.mark.parametrize("rule", sorted(USES))
 def test_a_small_job_imports_no_heavy_package_it_does_not_use(rule):
-    loaded = loaded_modules(job_modules(rule))
+    loaded = loaded_modules(job_imports(rule))
     unused = [p for p in HEAVY if p not in USES[rule] and p in loaded]
-    assert not unused, f"rule {rule}: importing {job_modules(rule)} loads {unused}, which the job never uses"
+    assert not unused, f"rule {rule}: {job_imports(rule)} loads {unused}, which the job never uses"

@@ -1,4 +1,4 @@
-"""CellProfiler LoadData CSVs as an image source (phenoica.screen.loaddata), on a fixture written here in the
+"""CellProfiler LoadData CSVs as an image source (phenoica.screen._loaddata), on a fixture written here in the
 layout of pycytominer's and JUMP's load_data CSVs: FileName_/PathName_ per channel (Orig*), optional
 Illum* functions, Metadata_Plate/Well/Site."""
 
@@ -9,12 +9,10 @@ import pandas as pd
 import pytest
 import tifffile
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import ScreenError, open_plate, plate_channels
-from phenoica.report.gallery import ReadStats, read_gene_tiles
-from phenoica.screen import loaddata as L
-from phenoica.screen.options import LoadDataIngestOptions
-from phenoica.screen.plate_map import validate_plate_map
+from phenoica.contract import ScreenError, open_plate, plate_channels, validate_config
+from phenoica.report._gallery import ReadStats, read_gene_tiles
+from phenoica.screen import LoadDataIngestOptions, validate_plate_map
+from phenoica.screen import _loaddata as L
 
 CHANNELS = {"DNA": "OrigDNA", "ER": "OrigER", "Mito": "OrigMito"}
 WELLS = ["A01", "A02", "B01"]

@@ -1,4 +1,4 @@
-"""Logs hold everything: a rule's script logs through phenoica.utils.io.rule_logger, so Python warnings,
+"""Logs hold everything: a rule's script logs through phenoica.utils._io.rule_logger, so Python warnings,
 what native code writes to stderr/stdout, library log lines and a failure's traceback all land in
 the rule's log (and nothing on the console)."""
 
@@ -25,7 +25,7 @@ def test_warnings_native_stderr_library_logs_and_traceback_land_in_the_log(tmp_p
     log.write_text("earlier run\n")  # a resumed job's log keeps the earlier lines
     code = textwrap.dedent(f"""
         import logging, os, sys, warnings
-        from phenoica.utils.io import rule_logger
+        from phenoica.utils._io import rule_logger
         log = rule_logger("phenoica.some_rule", {str(log)!r})
         log.info("started")
         warnings.warn("FastICA did not converge", UserWarning)
@@ -60,7 +60,7 @@ def test_a_warning_raised_in_a_snakemake_script_lands_in_its_rule_log(tmp_path):
     (tmp_path / "warns.py").write_text(
         textwrap.dedent('''
         """A rule script that warns, as a real one does (ICA not converged, an undefined metric)."""
-        from phenoica.utils.io import rule_logger
+        from phenoica.utils._io import rule_logger
 
         log = rule_logger("phenoica.warns", snakemake.log[0])
 
@@ -105,7 +105,7 @@ def test_every_rule_script_logs_through_rule_logger_first():
         first, second = body[1], body[2]
         assert (
             isinstance(first, ast.ImportFrom)
-            and first.module == "phenoica.utils.io"
+            and first.module == "phenoica.utils"
             and "rule_logger" in [a.name for a in first.names]
             and {a.name for a in first.names} <= {"rule_logger", "log_job_cpu"}
         ), path.name
@@ -125,7 +125,7 @@ def test_a_job_logs_its_cpu_seconds_at_start_work_and_exit(tmp_path):
     log = tmp_path / "job.log"
     log.write_text("2026-01-01 00:00:00 phenoica.some_rule INFO job cpu start: 9.000 s\n")
     code = textwrap.dedent(f"""
-        from phenoica.utils.io import log_job_cpu, rule_logger
+        from phenoica.utils._io import log_job_cpu, rule_logger
         log = rule_logger("phenoica.some_rule", {str(log)!r})
         log_job_cpu(log, "work")
         total = sum(i * i for i in range(3_000_000))  # CPU between the work mark and the end

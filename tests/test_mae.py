@@ -1,4 +1,4 @@
-"""Tests of phenoica.models.mae: timm ViT encoder, channel-agnostic embedding, MAE, checkpoints."""
+"""Tests of phenoica.models._mae: timm ViT encoder, channel-agnostic embedding, MAE, checkpoints."""
 
 from __future__ import annotations
 
@@ -11,24 +11,24 @@ from safetensors.torch import load_file
 from skimage import data
 from timm.models.vision_transformer import VisionTransformer
 
-from phenoica.contract.screen import ScreenError, write_plate
-from phenoica.models import crops as crops_module
-from phenoica.models.builders import FeatureExtractor, build_feature_extractor
-from phenoica.models.checkpoint import CheckpointError, checkpoint_metadata
-from phenoica.models.crops import CropSampler
-from phenoica.models.layers import SharedChannelPatchEmbed
-from phenoica.models.mae import (
+from phenoica.contract import ScreenError, write_plate
+from phenoica.models import CheckpointError, FeatureExtractor, build_feature_extractor, train_mae
+from phenoica.models import _crops as crops_module
+from phenoica.models._checkpoint import checkpoint_metadata
+from phenoica.models._crops import CropSampler
+from phenoica.models._layers import SharedChannelPatchEmbed
+from phenoica.models._mae import (
     build_mae,
     patchify,
     random_crops,
     random_masking,
     reconstruction_loss,
     sample_training_images,
-    train_mae,
     warmup_cosine,
 )
-from phenoica.models.vit import MAX_CHANNELS, ChannelAgnosticPatchEmbed, build_encoder, load_encoder, save_checkpoint
-from phenoica.screen.preprocess import normalize_per_channel, scale_intensity
+from phenoica.models._vit import MAX_CHANNELS, ChannelAgnosticPatchEmbed, build_encoder, load_encoder, save_checkpoint
+from phenoica.screen import scale_intensity
+from phenoica.screen._preprocess import normalize_per_channel
 from tests.model_options import model_entry, train_options
 
 torch.set_num_threads(1)
@@ -420,7 +420,7 @@ def test_channel_agnostic_checkpoint_loads_for_other_channel_counts(tmp_path):
 
 
 def test_checkpoint_format_comes_from_the_bytes(tmp_path):
-    from phenoica.models.checkpoint import file_format, read_checkpoint
+    from phenoica.models._checkpoint import file_format, read_checkpoint
 
     enc = build_encoder(SPEC, 3, seed=5)
     save_checkpoint(enc, SPEC, tmp_path / "a.safetensors")

@@ -1,6 +1,6 @@
 """The mAP readout's answers do not hinge on one control well or one seed: the plates' control
-centre (phenoica.classify.map_readout.control_centre) and the p-values drawn until their
-Benjamini-Hochberg calls are settled (phenoica.classify.map_null)."""
+centre (phenoica.classify._map_readout.control_centre) and the p-values drawn until their
+Benjamini-Hochberg calls are settled (phenoica.classify._map_null)."""
 
 from __future__ import annotations
 
@@ -12,12 +12,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify import map_null
-from phenoica.classify.map_readout import CLIP_MADN, centered_on_plate_controls, control_centre, guide_map
-from phenoica.contract.config import ConfigError, validate_config
-from phenoica.contract.screen import CONTROL, GUIDE, PERT_TYPE
+from phenoica.classify import _map_null as map_null
+from phenoica.classify import centered_on_plate_controls, guide_map
+from phenoica.classify._map_readout import CLIP_MADN, control_centre
+from phenoica.contract import CONTROL, GUIDE, PERT_TYPE, validate_config
+from phenoica.contract._config import ConfigError
 from phenoica.screen import arrayed
-from phenoica.utils.stats import bh_qvalues
+from phenoica.utils import bh_qvalues
 
 Q = 0.05
 
@@ -273,11 +274,15 @@ def test_removing_an_outlier_control_well_moves_the_classifiers_count_by_at_most
     """The classifier readout on the same screen (``base``, the schema's defaults): its
     pseudo-guides are a consistent sample of the control wells, so removing the wild well changes
     only the pseudo-guides that held it, and the guides called at q < 0.05 move by at most 5%."""
-    from phenoica.classify.engine import classify_guides
-    from phenoica.classify.null import null_guide_design, split_control_rows
-    from phenoica.classify.options import ClassifyOptions, SplitOptions
-    from phenoica.classify.splits import make_folds
-    from phenoica.hits.calls import screen_calls
+    from phenoica.classify import (
+        ClassifyOptions,
+        SplitOptions,
+        classify_guides,
+        make_folds,
+        null_guide_design,
+        split_control_rows,
+    )
+    from phenoica.hits import screen_calls
 
     cfg = validate_config({})
     options = ClassifyOptions.from_config(cfg)

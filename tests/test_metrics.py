@@ -8,7 +8,7 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from phenoica.identifiability import metrics
+from phenoica.identifiability import _metrics as metrics
 
 
 def test_auroc_known_values():

@@ -7,7 +7,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from phenoica.identifiability.metrics import discretize, infoe, infoe_sources, infomec
+from phenoica.identifiability import infomec
+from phenoica.identifiability._metrics import discretize, infoe, infoe_sources
 
 
 def test_none_label_encodes_every_value_of_a_40_valued_factor():

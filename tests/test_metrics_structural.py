@@ -16,21 +16,10 @@ from sklearn.linear_model import LogisticRegression
 from sklearn.metrics import log_loss
 from sklearn.utils.class_weight import compute_class_weight
 
-from phenoica.identifiability.metrics import (
-    active_latents,
-    dci,
-    discretize,
-    infoc,
-    infoe,
-    infom,
-    infomec,
-    linear_r2,
-    mcc,
-    nmi_matrix,
-)
-from phenoica.identifiability.mutual_information import jittered_columns, mutual_info_columns, sort_columns
-from phenoica.transforms.rotations import ICARotation
-from phenoica.transforms.whitening import PCAWhitener
+from phenoica.identifiability import dci, infomec, linear_r2, mcc
+from phenoica.identifiability._metrics import active_latents, discretize, infoc, infoe, infom, nmi_matrix
+from phenoica.identifiability._mutual_information import jittered_columns, mutual_info_columns, sort_columns
+from phenoica.transforms import ICARotation, PCAWhitener
 
 N = 2000
 LEVELS = (4, 6, 10)
@@ -235,7 +224,7 @@ def test_mutual_info_columns_equals_scikit_learns_estimate(world):
 
 
 def test_kth_gap_is_the_distance_to_the_kth_nearest_other_entry():
-    from phenoica.identifiability.mutual_information import _kth_gap
+    from phenoica.identifiability._mutual_information import _kth_gap
 
     # 0, 1, 3, 6, 10 with k = 2: the 2nd smallest distance to the other four entries
     np.testing.assert_array_equal(_kth_gap(np.array([[0.0, 1.0, 3.0, 6.0, 10.0]]), 2), [[3.0, 2.0, 3.0, 4.0, 7.0]])
@@ -391,7 +380,7 @@ def test_dci_is_seeded(rng):
 
 
 def test_probe_r2_known_answers():
-    from phenoica.identifiability import metrics
+    from phenoica.identifiability import _metrics as metrics
 
     rng = np.random.default_rng(0)
     factors = rng.standard_normal((600, 3))

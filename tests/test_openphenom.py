@@ -17,15 +17,12 @@ from safetensors.torch import save_file
 from timm.models.vision_transformer import ParallelScalingBlock, VisionTransformer
 from torch import nn
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import ScreenError, write_plate
-from phenoica.embed.jobs import EmbedJob, embed_model_plate
-from phenoica.embed.options import EmbedOptions
-from phenoica.embed.parts import embedding_metadata
-from phenoica.models.builders import build_feature_extractor
-from phenoica.models.checkpoint import CheckpointError
-from phenoica.models.layers import SharedChannelPatchEmbed
-from phenoica.models.openphenom import OpenPhenomGeometry, build_openphenom, geometry_from_state, sincos_table
+from phenoica.contract import ScreenError, validate_config, write_plate
+from phenoica.embed import EmbedJob, EmbedOptions, embedding_metadata
+from phenoica.embed._jobs import embed_model_plate
+from phenoica.models import CheckpointError, OpenPhenomGeometry, build_feature_extractor, build_openphenom
+from phenoica.models._layers import SharedChannelPatchEmbed
+from phenoica.models._openphenom import geometry_from_state, sincos_table
 from tests.model_options import embed_options
 
 STORE_CHANNELS = ["Mito", "DNA", "ER", "AGP", "RNA"]
@@ -305,7 +302,7 @@ def test_more_channels_than_max_in_chans(tiny, tmp_path):
     names = [f"c{i}" for i in range(12)]
     store = write_plate(tmp_path / "P12.zarr", np.zeros((2, 12, 32, 32), np.uint8), names)
     fx = build_feature_extractor(model_entry(tiny["files"]["pickle"]), 3, tiny["files"]["pickle"])
-    from phenoica.embed.plate import PlateModel, embed_plate
+    from phenoica.embed import PlateModel, embed_plate
 
     with pytest.raises(ScreenError, match=r"P12.zarr: plate P1 gives 12 channels .* at most 11 .*models.op.channels"):
         embed_plate(
@@ -376,7 +373,7 @@ def test_openphenom_near_miss_names_what_differs(tiny, tmp_path):
 
 
 def test_explicit_openphenom_on_a_phenoica_checkpoint(tmp_path):
-    from phenoica.models.vit import build_encoder, save_checkpoint
+    from phenoica.models._vit import build_encoder, save_checkpoint
 
     spec = validate_config({})["models"]["mae"]
     path = save_checkpoint(build_encoder(spec, 3), spec, tmp_path / "mine.safetensors")

@@ -1,5 +1,5 @@
 """A stage's options are its rule's params and what its script hands to the library
-(phenoica.contract.stage_options): Snakemake records a param by its repr, and an options object's repr
+(phenoica.contract._stage_options): Snakemake records a param by its repr, and an options object's repr
 holds exactly what the stage's output depends on, so a change of one of those keys reruns the
 stage and a run-time key (speed, memory, layout, logs, which jobs exist) reruns nothing."""
 
@@ -13,15 +13,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify.options import ClassifyOptions
-from phenoica.contract.config import validate_config
-from phenoica.contract.schema import package_schema
-from phenoica.contract.stage_options import Setting, composed, params_fields, settings_of, stage_options
-from phenoica.workflow.reference import key_rules, load_stage_options
+from phenoica.classify import ClassifyOptions
+from phenoica.contract import Setting, composed, package_schema, settings_of, stage_options, validate_config
+from phenoica.contract._stage_options import params_fields
+from phenoica.workflow.config_reference import key_rules, load_stage_options
 from tests.conftest import REPO
 
 #: Keys no job's options read: they decide which jobs exist or which files a rule reads, and are
-#: read when the DAG is built (rules/common.smk, phenoica.workflow.rule_inputs) or by the check at
+#: read when the DAG is built (rules/common.smk, phenoica.workflow._rule_inputs) or by the check at
 #: the door (the screen's inputs), each through the files it names.
 READ_WHEN_THE_DAG_IS_BUILT = {
     "results",
@@ -119,8 +118,7 @@ def test_every_options_class_builds_from_every_scenario(scenario):
     """Each field's key exists in a validated config (the scenarios', the defaults'), the params
     text does not depend on key order, and an options object survives the pickle that hands it
     to a script."""
-    from phenoica.contract.config import run_models
-    from phenoica.contract.schema import read_yaml
+    from phenoica.contract import read_yaml, run_models
 
     config = validate_config(run_models(read_yaml(REPO / "config" / "scenarios" / f"{scenario}.yaml")))
     flipped = {k: dict(reversed(list(v.items()))) if isinstance(v, dict) else v for k, v in reversed(config.items())}
@@ -197,7 +195,7 @@ def test_every_schema_key_is_read_by_a_stage_or_when_the_dag_is_built():
 
 
 def test_the_reference_names_the_rules_a_key_reruns():
-    from phenoica.workflow.reference import config_reference
+    from phenoica.workflow.config_reference import config_reference
 
     table = config_reference()
     row = next(line for line in table.splitlines() if line.startswith("| `classify.num_boost_round` "))
@@ -207,7 +205,7 @@ def test_the_reference_names_the_rules_a_key_reruns():
 
 
 def test_lightgbm_thread_count_changes_no_score():
-    from phenoica.classify.engine import classify_shard
+    from phenoica.classify import classify_shard
     from tests.test_classify import CFG, batch_folds, classify_options, make_table
 
     table = make_table()
@@ -225,8 +223,8 @@ def test_lightgbm_thread_count_changes_no_score():
 def test_a_demo_plate_does_not_depend_on_the_screen_size():
     """demo.n_batches / plates_per_batch are not simulate_plate's params: a plate must not change
     when batches are added."""
-    from phenoica.screen.demo.plates import simulate_plate
-    from phenoica.screen.options import DemoOptions
+    from phenoica.screen import DemoOptions
+    from phenoica.screen.demo._plates import simulate_plate
 
     demo = DemoOptions.from_config(
         validate_config(

@@ -1,6 +1,6 @@
 """Where on the plate: the simulator's position effect, the plate's wells, the position summary on
-the control wells (phenoica.hits.positions), the position-aware null (phenoica.classify.null) and
-the report's plate maps (phenoica.report.plates_section)."""
+the control wells (phenoica.hits._positions), the position-aware null (phenoica.classify._null) and
+the report's plate maps (phenoica.report._plates_section)."""
 
 from __future__ import annotations
 
@@ -10,9 +10,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify.null import control_mask, null_guide_design, null_layout_choice, position_null_design
-from phenoica.contract.screen import BATCH, CONTROL, GUIDE, PERT_TYPE, PLATE, WELL
-from phenoica.hits.positions import plate_grid, plate_wells, position_summary, well_grid_position
+from phenoica.classify import control_mask, null_guide_design, null_layout_choice, position_null_design
+from phenoica.contract import BATCH, CONTROL, GUIDE, PERT_TYPE, PLATE, WELL
+from phenoica.hits import plate_grid
+from phenoica.hits._positions import plate_wells, position_summary, well_grid_position
 from phenoica.screen import arrayed
 
 #: The scenario's screen, smaller in features (the position effect acts on the programmes).
@@ -144,9 +145,9 @@ def test_auto_takes_the_position_aware_null_by_the_stated_rule():
 def test_the_null_layout_table_holds_a_capped_count_of_many_control_positions(tmp_path):
     """An image-level table whose controls sit at hundreds of wells allows C(300, 30) position-aware
     pseudo-guides, beyond a 64-bit integer: the count is capped, and the table is written."""
-    from phenoica.classify.null import CAPACITY_CAP
-    from phenoica.contract.screen import GENE
-    from phenoica.hits.positions import null_layout_table
+    from phenoica.classify._null import CAPACITY_CAP
+    from phenoica.contract import GENE
+    from phenoica.hits._positions import null_layout_table
 
     wells = [f"W{i:03d}" for i in range(300)]
     rows = [{GENE: "NT", GUIDE: "NT_1", PERT_TYPE: CONTROL, WELL: w} for w in wells]
@@ -188,12 +189,9 @@ def test_the_position_aware_null_keeps_guides_without_effect_uncalled_at_edges()
     (their position's effect, learned by their classifiers, is in no pseudo-guide); against the
     position-aware null none is, and the calls' observed FDR stays at or below nominal
     (benchmarks/position_null.py measures both over draws: the plain null's FDR above nominal)."""
-    from phenoica.classify.engine import classify_guides
-    from phenoica.classify.null import NULL_GENE, GuideSamples
-    from phenoica.classify.options import ClassifyOptions, SplitOptions
-    from phenoica.classify.splits import make_folds
-    from phenoica.contract.config import validate_config
-    from phenoica.hits.calls import screen_calls
+    from phenoica.classify import NULL_GENE, ClassifyOptions, GuideSamples, SplitOptions, classify_guides, make_folds
+    from phenoica.contract import validate_config
+    from phenoica.hits import screen_calls
 
     table, truth = _profiles(arrayed.POSITION_DESIGN, seed=0)
     cfg = validate_config({})
@@ -218,9 +216,9 @@ def test_the_position_aware_null_keeps_guides_without_effect_uncalled_at_edges()
 
 
 def test_the_report_draws_a_plate_map_per_batch_and_says_whether_positions_matter(tmp_path):
-    from phenoica.report.inputs import ReportInputs
-    from phenoica.report.plates_section import build_plates, construct_values
-    from phenoica.report.sections import ReportContext
+    from phenoica.report import ReportInputs
+    from phenoica.report._plates_section import build_plates, construct_values
+    from phenoica.report._sections import ReportContext
     from tests.report_fixtures import report_options
 
     profiles, _ = _profiles(PLANTED)

@@ -26,9 +26,9 @@ def test_more_sources_than_dimensions_is_refused_naming_both():
 def test_written_screen_is_in_the_embeddings_contract_with_its_truth(tmp_path):
     """One parquet per batch (metadata + a list-valued vector of n_dims), a truth row per guide,
     the true sources of every cell; the same seed writes the same screen, another seed another."""
-    from phenoica.screen.known_truth import SCREENS, write_screen
+    from phenoica.screen import SCREENS, write_known_truth_screen
 
-    out = write_screen(tmp_path / "a", seed=0)
+    out = write_known_truth_screen(tmp_path / "a", seed=0)
     design = SCREENS["positive_control"]
     tables = [pd.read_parquet(p) for p in out["files"]]
     assert len(tables) == design.n_batches
@@ -38,8 +38,8 @@ def test_written_screen_is_in_the_embeddings_contract_with_its_truth(tmp_path):
     assert int(truth["has_effect"].sum()) == design.n_effect_genes * design.guides_per_gene
     sources = pd.read_parquet(out["sources"])
     assert len(sources) == cells * design.n_batches and sources.filter(like="factor_").shape[1] == design.n_bio
-    again = pd.read_parquet(write_screen(tmp_path / "b", seed=0)["files"][0])
-    other = pd.read_parquet(write_screen(tmp_path / "c", seed=1)["files"][0])
+    again = pd.read_parquet(write_known_truth_screen(tmp_path / "b", seed=0)["files"][0])
+    other = pd.read_parquet(write_known_truth_screen(tmp_path / "c", seed=1)["files"][0])
     assert np.array_equal(np.stack(again["vector"]), np.stack(tables[0]["vector"]))
     assert not np.allclose(np.stack(other["vector"]), np.stack(tables[0]["vector"]))
 
@@ -50,11 +50,12 @@ def test_more_plates_per_batch_keep_each_plates_controls_and_split_the_guides(tm
     of the wells is the shipped screen's; too many plates for the guides is refused."""
     import dataclasses
 
-    from phenoica.screen.known_truth import SCREENS, ControlDesign, write_screen
+    from phenoica.screen import SCREENS, write_known_truth_screen
+    from phenoica.screen.known_truth import ControlDesign
 
     base = SCREENS["positive_control"]
     design = dataclasses.replace(base, n_effect_genes=24, n_null_genes=12, plates_per_batch=3)
-    out = write_screen(tmp_path, seed=0, design=design)
+    out = write_known_truth_screen(tmp_path, seed=0, design=design)
     cells = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
     wells = cells.drop_duplicates(["Metadata_Plate", "Metadata_Well"])
     assert sorted(wells["Metadata_Plate"].unique()) == sorted(f"P{i}" for i in range(1, 10))
@@ -81,10 +82,10 @@ def test_positive_control_shows_the_ica_gain(tmp_path):
     highest concentration, recovers the biological sources (MCC), and a random rotation does not
     give the ICA gain; hit calls at q < 0.1 keep observed FDR <= 0.15."""
     from phenoica.report.known_truth_section import evaluate
-    from phenoica.screen.known_truth import write_screen
+    from phenoica.screen import write_known_truth_screen
 
     data = tmp_path / "scenario_data" / "positive_control"
-    write_screen(data, seed=0)
+    write_known_truth_screen(data, seed=0)
     shutil.copy(SCENARIOS / "positive_control.yaml", tmp_path / "config.yaml")
     results = tmp_path / yaml.safe_load((tmp_path / "config.yaml").read_text())["results"]
     snakemake(tmp_path, f"{results.relative_to(tmp_path)}/hits/guides.parquet")

@@ -7,13 +7,9 @@ import pandas as pd
 import pyarrow.parquet as pq
 import pytest
 
-from phenoica.contract import screen
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import ScreenError
-from phenoica.profiles.columns import FeatureSelection
-from phenoica.profiles.gather import gather_profiles, write_profiles
-from phenoica.profiles.options import GatherOptions
-from phenoica.profiles.tables import ProfileSource
+from phenoica.contract import ScreenError, validate_config
+from phenoica.contract import _screen_data as screen
+from phenoica.profiles import FeatureSelection, GatherOptions, ProfileSource, gather_profiles, write_profiles
 from tests.conftest import make_metadata
 
 FEATURES = [screen.feature_name(i) for i in range(4)]

@@ -1,4 +1,4 @@
-"""A reference other than the controls (phenoica.hits.reference): the declared pairs, the null
+"""A reference other than the controls (phenoica.hits._reference): the declared pairs, the null
 contrasts built like the real ones, both readouts, and the planted allele pairs recovered."""
 
 from __future__ import annotations
@@ -9,13 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify.options import SplitOptions
-from phenoica.classify.splits import make_folds
-from phenoica.contract.config import validate_config
-from phenoica.contract.errors import ConfigError
-from phenoica.contract.screen import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
-from phenoica.hits.options import ReferenceOptions
-from phenoica.hits.reference import (
+from phenoica.classify import SplitOptions, make_folds
+from phenoica.contract import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ConfigError, ScreenError, validate_config
+from phenoica.hits import ReferenceOptions
+from phenoica.hits._reference import (
     NULL_CONTRAST,
     empirical_p,
     null_contrasts,

@@ -1,4 +1,4 @@
-"""The shared page renderer (phenoica.report.render): one page -> Markdown and HTML, written atomically."""
+"""The shared page renderer (phenoica.report._render): one page -> Markdown and HTML, written atomically."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pandas as pd
 import pytest
 from matplotlib.figure import Figure as MplFigure
 
-from phenoica.report import render
+from phenoica.report import _render as render
 
 
 def _page(figure_path: str = "figures/a.png") -> render.Page:
@@ -161,10 +161,9 @@ def _payload_page(tmp_path) -> tuple[render.Page, set[str], str]:
     """The report's own sections (headline, tables, figures) for a screen whose model, genes and
     guides carry the payloads, with the gallery section and a gene-map figure; and the figure
     and link targets the page itself makes."""
-    from phenoica.report.gallery import GalleryResult, ReadStats, gallery_section, panel_file
-    from phenoica.report.gene_maps import heatmap_caption
-    from phenoica.report.inputs import ReportInputs
-    from phenoica.report.write import write_report
+    from phenoica.report import ReportInputs, write_report
+    from phenoica.report._gallery import GalleryResult, ReadStats, gallery_section, panel_file
+    from phenoica.report._gene_maps import heatmap_caption
     from tests.report_fixtures import report_options
     from tests.test_report import aggregate, ica_gain, make_rows
 

@@ -1,4 +1,4 @@
-"""Tests of the report stage (phenoica.report.summaries tables, phenoica.report.figures, the report page) on small hand-made score tables with known answers."""
+"""Tests of the report stage (phenoica.report._summaries tables, phenoica.report._figures, the report page) on small hand-made score tables with known answers."""
 
 from __future__ import annotations
 
@@ -10,15 +10,15 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from phenoica.contract.score_table import SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS
-from phenoica.contract.screen import GENE, GUIDE, ScreenError
-from phenoica.hits import calls as hits
-from phenoica.hits import effects
-from phenoica.report import figures, summaries, truth_tables
-from phenoica.report.checks import check_rows
-from phenoica.report.inputs import ReportInputs, StudyLink
-from phenoica.report.sections import ReportLayout
-from phenoica.report.write import SECTIONS, write_report
+from phenoica.contract import GENE, GUIDE, SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS, ScreenError
+from phenoica.hits import _calls as hits
+from phenoica.hits import _effects as effects
+from phenoica.report import SECTIONS, ReportInputs, ReportLayout, write_report
+from phenoica.report import _figures as figures
+from phenoica.report import _summaries as summaries
+from phenoica.report import _truth_tables as truth_tables
+from phenoica.report._checks import check_rows
+from phenoica.report._inputs import StudyLink
 from tests.report_fixtures import report_options
 
 VARIANTS = ("base", "pca", "pca_ica", "pca_rand")
@@ -551,8 +551,8 @@ def test_write_report_when_everything_was_skipped(tmp_path):
 def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
     """The main page links each study page that exists (path relative to the report) with its
     one-line verdict; the tables do not change."""
-    from phenoica.report import render
-    from phenoica.workflow import dag as workflow
+    from phenoica.report import _render as render
+    from phenoica.workflow import _dag as workflow
 
     rows = make_rows(ica_gain, variants=("pca", "pca_ica"), n_genes=3)
     guides, genes = aggregate(rows)
@@ -670,7 +670,7 @@ def test_report_ranks_saturated_hits_by_distance_and_reports_no_p_value_below_th
 
 
 def test_headline_leads_with_the_map_readout_where_the_classifier_calls_nothing():
-    from phenoica.report.headline import headline, readout_status
+    from phenoica.report._headline import headline, readout_status
 
     calls = saturated_calls(n_null=0)  # no pseudo-guide: the classifier scores guides but cannot call
     maps = calls["maps"].assign(
@@ -687,7 +687,7 @@ def test_headline_leads_with_the_map_readout_where_the_classifier_calls_nothing(
 
 
 def test_tables_in_rank_order_put_unranked_rows_last():
-    from phenoica.report.score_sections import in_rank_order
+    from phenoica.report._score_sections import in_rank_order
 
     table = pd.DataFrame(
         {

@@ -98,7 +98,7 @@ ALLOWED = [
     "A headless Chromium session with a fresh profile",
     '@pytest.fixture(scope="session")',
     "except Exception as exc:  # a private helper: report, do not stop",
-    "One seed helper (phenoica.utils.seeding)",
+    "One seed helper (phenoica.utils._seeding)",
     "a page is a title, lead paragraphs and sections",
     "tissue 5 of the atlas",
     "a known issue of torch's inductor; issues are reported upstream",

@@ -1,7 +1,7 @@
-"""A results folder is phenoica's alone (``phenoica.workflow.ownership``): a folder holding a
+"""A results folder is phenoica's alone (``workflow/_ownership.py``): a folder holding a
 user's files is refused before any job and its files are left alone, one run at a time holds its
 lock (released when the holder dies, however it dies), and the folder records the config it was
-built with. Each job stamps its outputs with what decided them (``phenoica.workflow.receipts``),
+built with. Each job stamps its outputs with what decided them (``workflow/_receipts.py``),
 so a run from any workflow folder reruns exactly the jobs whose settings differ; outputs without
 a stamp, in a folder built from another workflow folder, are refused unless adopted."""
 
@@ -21,30 +21,23 @@ from types import SimpleNamespace
 import pandas as pd
 import pytest
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.paths import output_paths
-from phenoica.utils.written import MANIFEST, record_written
-from phenoica.workflow.ownership import (
-    RECORD,
+from phenoica.contract import output_paths, validate_config
+from phenoica.utils import MANIFEST, record_written
+from phenoica.workflow import (
     ResultsFolderError,
-    check_results_folder,
-    check_unstamped,
-    lock_results,
-    read_record,
-    record_build,
-    replaced_folders,
-)
-from phenoica.workflow.receipts import (
-    SET_ASIDE,
-    STAMPS,
     RuleFiles,
     changed_jobs,
+    check_results_folder,
     check_stamps,
-    param_text,
-    params_digest,
+    check_unstamped,
+    lock_results,
+    record_build,
+    replaced_folders,
     set_aside_changed,
     write_stamp,
 )
+from phenoica.workflow._ownership import RECORD, read_record
+from phenoica.workflow._receipts import SET_ASIDE, STAMPS, param_text, params_digest
 from tests.conftest import REPO
 
 
@@ -231,7 +224,7 @@ def test_the_folder_records_its_config_and_a_run_with_another_names_the_keys_tha
 
 HOLD = """
 import sys, time
-from phenoica.workflow.ownership import lock_results
+from phenoica.workflow._ownership import lock_results
 lock_results(sys.argv[1])
 print("held", flush=True)
 time.sleep(60)

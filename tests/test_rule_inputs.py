@@ -1,5 +1,5 @@
-"""What the rules read, decided by the library when the DAG is built (phenoica.workflow.rule_inputs,
-phenoica.workflow.rule_resources): known answers on validated configs, no Snakemake run."""
+"""What the rules read, decided by the library when the DAG is built (phenoica.workflow._rule_inputs,
+phenoica.workflow._rule_resources): known answers on validated configs, no Snakemake run."""
 
 from __future__ import annotations
 
@@ -7,10 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from phenoica.contract.config import run_models, validate_config
-from phenoica.contract.screen import ScreenError
-from phenoica.workflow.rule_inputs import RuleInputs, embed_rules
-from phenoica.workflow.rule_resources import rule_resources, rule_threads
+from phenoica.contract import ScreenError, run_models, validate_config
+from phenoica.workflow import RuleInputs, embed_rules, rule_resources, rule_threads
 
 PLATES = {"P1": "B1", "P2": "B1", "P3": "B2"}
 
@@ -115,7 +113,7 @@ def test_embed_rules_one_per_plate_or_one_per_group():
 def test_a_group_of_user_stores_with_two_channel_sets_stops_the_dag(tmp_path):
     import numpy as np
 
-    from phenoica.contract.screen import write_plate
+    from phenoica.contract import write_plate
 
     for plate, channels in (("P1", ["DNA", "ER"]), ("P2", ["DNA", "Mito"]), ("P3", ["DNA", "ER"])):
         write_plate(tmp_path / f"{plate}.zarr", np.zeros((4, 2, 8, 8), dtype=np.uint16), channels, chunk_images=4)

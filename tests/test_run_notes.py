@@ -5,9 +5,8 @@ from __future__ import annotations
 
 import pandas as pd
 
-from phenoica.report.inputs import ReportInputs
-from phenoica.report.run_notes import last_job_lines, run_notes, skipped_sweep_points
-from phenoica.report.write import write_report
+from phenoica.report import ReportInputs, write_report
+from phenoica.report._run_notes import last_job_lines, run_notes, skipped_sweep_points
 from tests.report_fixtures import report_options
 from tests.test_report import aggregate, ica_gain, make_rows
 

@@ -29,7 +29,7 @@ def scenario(name: str, workdir: Path, data: Path, own_metadata: bool = False) -
     """A working folder for ``config/scenarios/{name}.yaml`` as it is (its config.yaml) with
     ``scenario_data`` linked in; ``own_metadata`` copies the screen's metadata table so that a
     test may edit it. Returns the validated config."""
-    from phenoica.contract.config import validate_config
+    from phenoica.contract import validate_config
 
     workdir.mkdir(parents=True, exist_ok=True)
     shutil.copy(SCENARIOS / f"{name}.yaml", workdir / "config.yaml")
@@ -45,8 +45,8 @@ def scenario(name: str, workdir: Path, data: Path, own_metadata: bool = False) -
 def test_scenario_configs_are_valid_and_share_the_demo_settings():
     """Every scenario is a complete config; those that embed images use the demo scenario's
     models, training and classification settings, so they differ only in where the screen comes from."""
-    from phenoica.contract.config import validate_config
-    from phenoica.screen.scenarios import SCENARIOS as NAMES
+    from phenoica.contract import validate_config
+    from phenoica.screen import SCENARIOS as NAMES
 
     assert sorted(p.stem for p in SCENARIOS.glob("*.yaml")) == sorted(NAMES)
     configs = {name: yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text()) for name in NAMES}
@@ -67,8 +67,8 @@ def test_zarr_and_frozen_scenarios_plan_their_jobs(scenario_data, tmp_path, monk
     cfg = scenario("zarr", tmp_path / "zarr", scenario_data, own_metadata=True)
     jobs = planned_jobs(tmp_path / "zarr")
     assert jobs["plate_metadata"] == 3 and jobs["embed"] == 2 * 3 and "simulate_plate" not in jobs, jobs
-    from phenoica.workflow import dag as workflow
-    from phenoica.workflow import digests
+    from phenoica.workflow import _dag as workflow
+    from phenoica.workflow import _digests as digests
 
     monkeypatch.chdir(tmp_path / "zarr")  # the scenario's paths are relative to its folder
     before = {p: digests.plate_digest(cfg, p) for p in ("B01P01", "B02P01", "B03P01")}
@@ -97,8 +97,7 @@ def write_frozen(folder: Path, cfg: dict, models: tuple[str, ...], width: int) -
     model as a run writes them (``{model}/{variant}.npz``, ``fit_report.json``)."""
     import numpy as np
 
-    from phenoica.transforms.fit import fit_variants
-    from phenoica.transforms.options import TransformOptions
+    from phenoica.transforms import TransformOptions, fit_variants
 
     rng = np.random.default_rng(0)
     X, batches = rng.normal(size=(80, width)), np.repeat(["B1", "B2"], 40)
@@ -116,7 +115,7 @@ def write_frozen(folder: Path, cfg: dict, models: tuple[str, ...], width: int) -
 def test_images_and_ome_zarr_scenarios_ingest_the_screens_tiles(scenario_data, tmp_path):
     """The images scenario ingests and embeds a plate; the ome_zarr scenario's ingested plate
     holds exactly the tiles of the screen it was written from (per well, in site order)."""
-    from phenoica.contract.screen import open_plate
+    from phenoica.contract import open_plate
 
     meta = pd.read_parquet(scenario_data / "screen" / "metadata.parquet")
     plate_rows = meta[meta["Metadata_Plate"] == "B02P01"]

@@ -7,18 +7,12 @@ import pandas as pd
 import pytest
 import torch
 
-from phenoica.contract import screen
-from phenoica.contract.screen import (
-    ScreenError,
-    check_plate_against_metadata,
-    open_plate,
-    validate_metadata,
-    write_plate,
-)
-from phenoica.profiles.columns import expand_embedding_column
-from phenoica.profiles.gather import gather_profiles
-from phenoica.profiles.wells import aggregate_wells
-from phenoica.screen.preprocess import crop_grid, normalize_per_channel, prepare, scale_intensity
+from phenoica.contract import ScreenError, check_plate_against_metadata, open_plate, validate_metadata, write_plate
+from phenoica.contract import _screen_data as screen
+from phenoica.profiles import aggregate_wells, gather_profiles
+from phenoica.profiles._columns import expand_embedding_column
+from phenoica.screen import prepare, scale_intensity
+from phenoica.screen._preprocess import crop_grid, normalize_per_channel
 
 
 def test_valid_metadata_passes_and_extra_columns_travel(metadata):
@@ -159,7 +153,7 @@ def test_profiles_reject_nonfinite_and_ragged(tmp_path, metadata, rng):
 
 
 def test_read_plate_metadata_reads_one_plate(tmp_path, metadata):
-    from phenoica.contract.screen import read_plate_metadata
+    from phenoica.contract import read_plate_metadata
 
     shuffled = metadata.sample(frac=1.0, random_state=0)
     shuffled.to_parquet(tmp_path / "m.parquet")

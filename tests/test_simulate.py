@@ -11,17 +11,17 @@ import torch
 from scipy import stats
 from skimage import feature, measure
 
-from phenoica.contract import screen
-from phenoica.contract.config import validate_config
-from phenoica.identifiability import metrics
-from phenoica.screen import preprocess
-from phenoica.screen.demo import cells as sim_cells
-from phenoica.screen.demo import design as sim_design
-from phenoica.screen.demo import layout as sim_layout
-from phenoica.screen.demo import nuisance as sim_nuisance
-from phenoica.screen.demo import plates as sim_plates
-from phenoica.screen.options import DemoOptions
-from phenoica.utils.seeding import derive_seed, rng_for, rng_from_sequence
+from phenoica.contract import _screen_data as screen
+from phenoica.contract import validate_config
+from phenoica.identifiability import _metrics as metrics
+from phenoica.screen import DemoOptions
+from phenoica.screen import _preprocess as preprocess
+from phenoica.screen.demo import _cells as sim_cells
+from phenoica.screen.demo import _design as sim_design
+from phenoica.screen.demo import _layout as sim_layout
+from phenoica.screen.demo import _nuisance as sim_nuisance
+from phenoica.screen.demo import _plates as sim_plates
+from phenoica.utils import derive_seed, rng_for, rng_from_sequence
 
 SEED = 7
 
@@ -78,7 +78,7 @@ def test_gene_truth_rows_and_effects(demo):
 
 
 def test_complexes_share_factors_and_take_real_corum_symbols():
-    from phenoica.screen.annotations import corum_complexes
+    from phenoica.screen._annotations import corum_complexes
 
     demo = tiny_demo(n_genes=12, n_null_genes=3, n_complexes=2, genes_per_complex=3)
     truth = sim_design.gene_truth(demo)
@@ -154,7 +154,7 @@ def test_the_two_seeded_generators_known_answers():
         rng_from_sequence(7, "plate", 3).random(5), np.random.default_rng(np.random.SeedSequence(words)).random(5)
     )
     np.testing.assert_array_equal(rng_for(7, "plate", 3).random(5), np.random.default_rng(722191565).random(5))
-    assert not hasattr(sim_design, "rng_for")  # one definition, in phenoica.utils.seeding
+    assert not hasattr(sim_design, "rng_for")  # one definition, in phenoica.utils._seeding
 
 
 def test_same_seed_same_bytes_other_seed_differs(demo, plates):
@@ -310,7 +310,7 @@ def render_one(name: str, value: float, n: int = 8, size: int = 48, **kwargs) ->
 
 
 def normalized(images: np.ndarray) -> np.ndarray:
-    """The MAE's per-image, per-channel instance normalization (phenoica.screen.preprocess)."""
+    """The MAE's per-image, per-channel instance normalization (phenoica.screen._preprocess)."""
     return preprocess.normalize_per_channel(torch.from_numpy(np.ascontiguousarray(images, dtype=np.float32))).numpy()
 
 

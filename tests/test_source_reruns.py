@@ -112,7 +112,7 @@ def test_rewritten_source_data_reruns_its_plate_alone(tmp_path, source):
 
 # --------------------------------------------------------------------------- content keys of the user's files
 # A changed file reruns what reads it whatever its time or link; an output phenoica did not write
-# is not trusted (phenoica.workflow.digests, phenoica.workflow.receipts).
+# is not trusted (phenoica.workflow._digests, phenoica.workflow._receipts).
 
 
 def _replace_keeping_times(path: Path, data: bytes) -> None:
@@ -133,7 +133,7 @@ def test_a_files_key_follows_its_bytes_not_its_time_or_link(tmp_path, monkeypatc
     import os
     import shutil
 
-    from phenoica.workflow.digests import KeyCache
+    from phenoica.workflow import KeyCache
 
     keys = KeyCache(tmp_path / "keys.json", racy_seconds=0)
     data = tmp_path / "data"
@@ -173,8 +173,8 @@ def test_a_chunk_replaced_with_its_time_kept_changes_its_stores_key(tmp_path):
     not among the sampled ones replaced by other bytes of the same size with its time kept."""
     import numpy as np
 
-    from phenoica.contract.screen import write_plate
-    from phenoica.workflow.digests import store_digest
+    from phenoica.contract import write_plate
+    from phenoica.workflow import store_digest
 
     tiles = np.random.default_rng(0).integers(0, 255, size=(16, 1, 8, 8), dtype=np.uint8)
     store = write_plate(tmp_path / "P1.zarr", tiles, ["a"], chunk_images=1)
@@ -192,9 +192,9 @@ def test_rules_take_the_content_keys_of_the_users_files(tmp_path):
     the user's files: empty for the files the workflow writes, changed by a file replaced."""
     from types import SimpleNamespace
 
-    from phenoica.contract.config import run_models, validate_config
-    from phenoica.workflow.digests import NOT_KEYED
-    from phenoica.workflow.rule_inputs import RuleInputs
+    from phenoica.contract import run_models, validate_config
+    from phenoica.workflow import RuleInputs
+    from phenoica.workflow._digests import NOT_KEYED
 
     emb = tmp_path / "emb"
     emb.mkdir()
@@ -242,7 +242,8 @@ def test_an_output_newer_than_its_jobs_benchmark_file_is_set_aside(tmp_path):
     redoes it)."""
     import os
 
-    from phenoica.workflow.receipts import SET_ASIDE, RuleFiles, set_aside, untrusted_outputs
+    from phenoica.workflow import RuleFiles, set_aside, untrusted_outputs
+    from phenoica.workflow._receipts import SET_ASIDE
 
     res = tmp_path / "res"
     for rel in ("profiles/a.parquet", "profiles/b.parquet", "profiles/c.parquet", "benchmarks/g/a.tsv"):

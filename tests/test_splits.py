@@ -6,19 +6,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify.options import SplitOptions
-from phenoica.classify.splits import (
-    Fold,
-    folds_from_table,
-    folds_table,
-    in_distribution,
-    leave_one_batch_out,
-    make_folds,
-    read_folds,
-)
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError
-from phenoica.utils.io import write_parquet
+from phenoica.classify import Fold, SplitOptions, folds_table, leave_one_batch_out, make_folds, read_folds
+from phenoica.classify._splits import folds_from_table, in_distribution
+from phenoica.contract import BATCH, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, validate_config
+from phenoica.utils import write_parquet
 from tests.conftest import make_metadata
 
 

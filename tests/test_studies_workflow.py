@@ -56,9 +56,8 @@ TINY_STUDIES = {
 
 def test_bilipschitz_train_settings_carry_what_a_training_job_reads(tmp_path):
     # the rule's options are all the script hands run_alpha: one job trains every configured seed
-    from phenoica.contract.config import load_config
-    from phenoica.studies.bilipschitz.measure import run_alpha
-    from phenoica.studies.bilipschitz.options import BilipschitzTrainOptions
+    from phenoica.contract import load_config
+    from phenoica.studies.bilipschitz import BilipschitzTrainOptions, run_alpha
 
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     cfg = load_config(tmp_path / "config.yaml", {"bilipschitz": TINY_STUDIES["bilipschitz"]})
@@ -96,7 +95,7 @@ def test_tiny_studies_end_to_end(tmp_path):
     rho = pd.read_csv(tmp_path / "results" / "studies" / "bilipschitz" / "tables" / "spearman.csv")
     assert set(rho["dataset"]) == {"isometric", "digits"} and {"ci_low", "ci_high"} <= set(rho.columns)
     # each page leaves its one-line verdict for the main report to link (read when the DAG is built)
-    from phenoica.workflow import dag as workflow
+    from phenoica.workflow import _dag as workflow
 
     pages = workflow.study_pages(str(tmp_path / "results"))
     assert [p["page"] for p in pages] == [

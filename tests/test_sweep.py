@@ -1,4 +1,4 @@
-"""The component sweep (phenoica.sweep.component_sweep): its options, its grid, and that its chosen
+"""The component sweep (phenoica.sweep._component_sweep): its options, its grid, and that its chosen
 point is the run's own answer."""
 
 from __future__ import annotations
@@ -8,11 +8,10 @@ import pandas as pd
 import pytest
 import yaml
 
-from phenoica.classify.options import ClassifyOptions
-from phenoica.contract.config import validate_config
-from phenoica.contract.stage_options import settings_of
-from phenoica.sweep.options import SweepOptions
-from phenoica.transforms.options import TransformOptions
+from phenoica.classify import ClassifyOptions
+from phenoica.contract import settings_of, validate_config
+from phenoica.sweep import SweepOptions
+from phenoica.transforms import TransformOptions
 
 
 def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
@@ -20,8 +19,8 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
     their own classes, and reads every key they read but those it fixes; a point is classified
     with the main run's settings less the concentration models, with the sweep's null, as one
     shard, and fitted with the main run's settings at its own variant and count."""
-    from phenoica.classify.options import MapReadoutOptions
-    from phenoica.hits.options import HitOptions
+    from phenoica.classify import MapReadoutOptions
+    from phenoica.hits import HitOptions
 
     sweep = settings_of(SweepOptions)
     held = {"classify": ClassifyOptions, "transforms": TransformOptions, "map": MapReadoutOptions, "hits": HitOptions}
@@ -83,7 +82,7 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
 
 
 def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
-    from phenoica.sweep.component_sweep import sweep_grid
+    from phenoica.sweep import sweep_grid
 
     assert sweep_grid(192, 5000, 25, 5) == [2, 6, 20, 25, 61, 192]
     assert sweep_grid(48, 40, 20, 3) == [2, 9, 20, 38]  # at most rows - 2
@@ -94,7 +93,7 @@ def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
 
 
 def test_sweep_models_takes_the_first_models_by_name():
-    from phenoica.workflow.dag import swept_models
+    from phenoica.workflow._dag import swept_models
 
     config = {"models": {"b": {}, "a": {}, "c": {}}, "sweep": {"models": None}}
     assert swept_models(config) == ["a", "b", "c"]
@@ -106,19 +105,18 @@ def test_sweep_models_takes_the_first_models_by_name():
 def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_path):
     """At the chosen count the sweep's guide AUROCs are the main classification's (which also
     trains the concentration models); the section marks the chosen row; the figure is written."""
-    from phenoica.classify.engine import classify_shard
-    from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.hits.calls import screen_calls
-    from phenoica.report.inputs import ReportInputs
-    from phenoica.report.sections import ReportContext
-    from phenoica.report.sweep import build_sweep
-    from phenoica.screen.known_truth import ControlDesign, write_screen
-    from phenoica.sweep.component_sweep import MainPoint, sweep_model
-    from phenoica.transforms.fit import fit_variants
-    from phenoica.transforms.variant_names import component_name
+    from phenoica.classify import classify_shard, leave_one_batch_out
+    from phenoica.hits import screen_calls
+    from phenoica.report import ReportInputs
+    from phenoica.report._sections import ReportContext
+    from phenoica.report._sweep_section import build_sweep
+    from phenoica.screen import write_known_truth_screen
+    from phenoica.screen.known_truth import ControlDesign
+    from phenoica.sweep import MainPoint, sweep_model
+    from phenoica.transforms import component_name, fit_variants
     from tests.report_fixtures import report_options
 
-    out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
+    out = write_known_truth_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=6, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
     X = np.stack(raw.pop("vector")).astype(np.float32)
     profiles = pd.concat([raw, pd.DataFrame(X, columns=[f"emb_{i:03d}" for i in range(X.shape[1])])], axis=1)
@@ -188,11 +186,12 @@ def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reas
 
     import scipy.linalg
 
-    import phenoica.sweep.component_sweep as components
-    from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.screen.known_truth import ControlDesign, write_screen
+    import phenoica.sweep._component_sweep as components
+    from phenoica.classify import leave_one_batch_out
+    from phenoica.screen import write_known_truth_screen
+    from phenoica.screen.known_truth import ControlDesign
 
-    out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=2))
+    out = write_known_truth_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=2))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
     X = np.stack(raw.pop("vector")).astype(np.float32)
     profiles = pd.concat([raw, pd.DataFrame(X, columns=[f"emb_{i:03d}" for i in range(X.shape[1])])], axis=1)
@@ -223,9 +222,10 @@ def test_a_point_whose_fit_fails_in_linear_algebra_is_skipped_with_a_logged_reas
 def _screen(tmp_path, one_batch: bool = False) -> pd.DataFrame:
     """The positive-control screen (3 batches, 48 features) as a profile table; ``one_batch``:
     every row in one batch."""
-    from phenoica.screen.known_truth import ControlDesign, write_screen
+    from phenoica.screen import write_known_truth_screen
+    from phenoica.screen.known_truth import ControlDesign
 
-    out = write_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=4))
+    out = write_known_truth_screen(tmp_path / "pc", seed=0, design=ControlDesign(cells_per_well=4, n_effect_genes=4))
     raw = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
     if one_batch:
         raw["Metadata_Batch"] = "b1"
@@ -237,7 +237,7 @@ def test_a_variant_fitted_alone_is_that_variant_of_a_joint_fit(tmp_path):
     """Each sweep job fits its one variant: the same transform, to the bit, as that variant of
     the fit of every swept variant together (the center-scale, whitening and seeds are shared,
     each rotation draws from its own seed)."""
-    from phenoica.transforms.fit import fit_variants
+    from phenoica.transforms import fit_variants
 
     profiles = _screen(tmp_path)
     X = profiles.filter(like="emb_").to_numpy(np.float64)
@@ -252,7 +252,8 @@ def test_a_variant_fitted_alone_is_that_variant_of_a_joint_fit(tmp_path):
 
 
 def test_spaced_counts_round_close_counts_to_one_and_a_point_beyond_writes_no_row(tmp_path):
-    from phenoica.sweep.component_sweep import SWEEP_COLUMNS, spaced_counts, sweep_point
+    from phenoica.sweep import spaced_counts, sweep_point
+    from phenoica.sweep._component_sweep import SWEEP_COLUMNS
 
     assert spaced_counts(4, 100, 5) == [2, 3, 4] and spaced_counts(192, 5000, 5) == [2, 6, 20, 61, 192]
     assert spaced_counts(48, 5000, 1) == [48] and spaced_counts(48, 5000, 0) == []
@@ -268,11 +269,9 @@ def test_the_jobs_parts_give_the_sweep_table_and_a_point_at_the_chosen_count_is_
     """The workflow's parts (a job per variant and grid point, the chosen point from the main
     run, the gather) give the in-process sweep's table: rows by count then variant; a grid point
     that falls on the chosen count is represented by the chosen row, read from the main run."""
-    from phenoica.classify.engine import classify_shard
-    from phenoica.classify.splits import leave_one_batch_out
-    from phenoica.sweep.component_sweep import MainPoint, chosen_point, gather_sweep, sweep_model, sweep_point
-    from phenoica.transforms.fit import fit_variants
-    from phenoica.transforms.variant_names import component_name
+    from phenoica.classify import classify_shard, leave_one_batch_out
+    from phenoica.sweep import MainPoint, chosen_point, gather_sweep, sweep_model, sweep_point
+    from phenoica.transforms import component_name, fit_variants
 
     profiles = _screen(tmp_path)
     folds = leave_one_batch_out(profiles)
@@ -319,11 +318,11 @@ def test_the_jobs_parts_give_the_sweep_table_and_a_point_at_the_chosen_count_is_
 def test_a_screen_of_one_batch_is_swept_without_batch_measures_and_the_report_says_why(tmp_path):
     """One batch (splits.scheme in_distribution): every point is scored; the batch classifier has
     no batch to tell apart, so its accuracy is NaN with chance 1, and the report's table says so."""
-    from phenoica.classify.splits import in_distribution
-    from phenoica.report.inputs import ReportInputs
-    from phenoica.report.sections import ReportContext
-    from phenoica.report.sweep import build_sweep
-    from phenoica.sweep.component_sweep import sweep_model
+    from phenoica.classify._splits import in_distribution
+    from phenoica.report import ReportInputs
+    from phenoica.report._sections import ReportContext
+    from phenoica.report._sweep_section import build_sweep
+    from phenoica.sweep import sweep_model
     from tests.report_fixtures import report_options
 
     profiles = _screen(tmp_path, one_batch=True)
@@ -361,7 +360,7 @@ def test_a_workflow_sweep_spreads_and_a_changed_point_reruns_alone(tmp_path):
     from tests.test_workflow import planned_jobs, snakemake
 
     design = arrayed.ArrayedDesign(n_effect_genes=6, n_null_genes=4, n_latent=6, n_features=24)
-    paths = arrayed.write_screen(tmp_path / "screen", 0, design)
+    paths = arrayed.write_known_truth_screen(tmp_path / "screen", 0, design)
     cfg = {
         "results": "results",
         "screen": {
@@ -401,8 +400,8 @@ def test_a_workflow_sweep_spreads_and_a_changed_point_reruns_alone(tmp_path):
 
 
 def test_a_models_sweep_jobs_are_every_swept_variant_at_every_grid_point():
-    from phenoica.contract.config import run_models
-    from phenoica.workflow.rule_inputs import RuleInputs
+    from phenoica.contract import run_models
+    from phenoica.workflow import RuleInputs
 
     cfg = validate_config(
         run_models(

@@ -15,13 +15,10 @@ import torch
 from safetensors.torch import save_file
 from timm.models import adapt_input_conv
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.errors import ConfigError
-from phenoica.contract.screen import write_plate
-from phenoica.embed.jobs import EmbedJob, embed_model_plate
-from phenoica.embed.parts import embedding_metadata
-from phenoica.models.builders import build_feature_extractor
-from phenoica.models.checkpoint import CheckpointError
+from phenoica.contract import ConfigError, validate_config, write_plate
+from phenoica.embed import EmbedJob, embedding_metadata
+from phenoica.embed._jobs import embed_model_plate
+from phenoica.models import CheckpointError, build_feature_extractor
 from tests.model_options import embed_options
 
 NAME = "test_vit"
@@ -127,7 +124,7 @@ def test_embed_rule_with_a_timm_model_and_chosen_channels(weights, tmp_path):
 
 def test_bad_names_and_files(weights, tmp_path):
     _, path = weights
-    from phenoica.workflow.validate import check_models
+    from phenoica.workflow._validate import check_models
 
     misspelt = validate_config({"models": {"t": {"timm_name": "vit_bse_patch16_224", "checkpoint": "x.pth"}}})
     problems: list[str] = []

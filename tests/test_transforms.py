@@ -14,20 +14,34 @@ import pytest
 from scipy.optimize import linear_sum_assignment
 from scipy.stats import ortho_group
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.errors import ConfigError
-from phenoica.contract.schema import load_schema
-from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError, feature_name
-from phenoica.contract.stage_options import settings_of
-from phenoica.transforms.accumulators import Moments, RowSample
-from phenoica.transforms.apply import apply_transform, apply_transform_file, apply_transform_files
-from phenoica.transforms.fit import fit_transforms, fit_variants, variant_seeds
-from phenoica.transforms.options import TransformOptions
-from phenoica.transforms.rotations import ICARotation, RandomRotation
-from phenoica.transforms.scaling import CenterScale
-from phenoica.transforms.variant import VariantTransform, load_transform
-from phenoica.transforms.whitening import PCAWhitener, parallel_analysis
-from phenoica.utils.seeding import derive_seed
+from phenoica.contract import (
+    BATCH,
+    PERT_TYPE,
+    ConfigError,
+    ScreenError,
+    feature_name,
+    load_schema,
+    settings_of,
+    validate_config,
+)
+from phenoica.transforms import (
+    ICARotation,
+    PCAWhitener,
+    RandomRotation,
+    TransformOptions,
+    apply_transform,
+    apply_transform_file,
+    apply_transform_files,
+    fit_transforms,
+    fit_variants,
+    load_transform,
+    parallel_analysis,
+)
+from phenoica.transforms._accumulators import Moments, RowSample
+from phenoica.transforms._fit import variant_seeds
+from phenoica.transforms._scaling import CenterScale
+from phenoica.transforms._variant import VariantTransform
+from phenoica.utils import derive_seed
 
 
 def independent_sources(n: int, rng: np.random.Generator) -> np.ndarray:
@@ -497,7 +511,7 @@ def test_unseen_batches_extend_a_copy_of_center_scale(rng):
     batches, ctrl = np.array(["A"] * 20 + ["B"] * 20), np.arange(40) % 2 == 0
     cs = CenterScale().fit(X, batches, ctrl)
     assert cs.unseen(np.array(["B", "C", "A", "C"])) == ["C"]
-    from phenoica.transforms.accumulators import BatchMoments
+    from phenoica.transforms._accumulators import BatchMoments
 
     Xn = rng.normal(5, 2, size=(10, 3))
     own = BatchMoments(3).update(Xn, np.array(["C"] * 10), np.arange(10) < 5, only={"C"})
@@ -553,7 +567,7 @@ def test_every_random_choice_of_a_fit_has_its_derived_seed():
 
 
 def test_noise_edge_is_the_marchenko_pastur_edge_for_equal_variances():
-    from phenoica.transforms.components import noise_edge
+    from phenoica.transforms._components import noise_edge
 
     for s, aspect in ((1.0, 0.25), (2.5, 0.01), (0.3, 1.0)):
         assert noise_edge(np.full(40, s), aspect) == pytest.approx(s * (1 + np.sqrt(aspect)) ** 2, rel=1e-6)
@@ -562,9 +576,9 @@ def test_noise_edge_is_the_marchenko_pastur_edge_for_equal_variances():
 
 
 def _screen_rows(tmp_path, screen):
-    from phenoica.screen.known_truth import write_screen
+    from phenoica.screen import write_known_truth_screen
 
-    out = write_screen(tmp_path / screen, 0, screen)
+    out = write_known_truth_screen(tmp_path / screen, 0, screen)
     t = pd.concat([pd.read_parquet(f) for f in out["files"]], ignore_index=True)
     return np.stack(t["vector"]), t["Metadata_Batch"].to_numpy(), (t["Metadata_PertType"] == "control").to_numpy()
 

@@ -7,12 +7,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.screen import GENE, GUIDE, ScreenError
-from phenoica.report import truth_stats as truth
-from phenoica.report import truth_tables
-from phenoica.screen.demo import design as sim_design
-from phenoica.screen.options import DemoOptions
+from phenoica.contract import GENE, GUIDE, ScreenError, validate_config
+from phenoica.report import _truth_stats as truth
+from phenoica.report import _truth_tables as truth_tables
+from phenoica.screen import DemoOptions
+from phenoica.screen.demo import _design as sim_design
 
 
 def truth_table(n_genes=10, null_genes=(6, 7, 8, 9), guides_per_gene=3) -> pd.DataFrame:

@@ -7,12 +7,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.contract.screen import BATCH, PERT_TYPE, ScreenError
-from phenoica.transforms.accumulators import Moments
-from phenoica.transforms.apply import apply_transform
-from phenoica.transforms.fit import fit_transforms
-from phenoica.transforms.scaling import CoralAlignment
-from phenoica.transforms.variant import load_transform
+from phenoica.contract import BATCH, PERT_TYPE, ScreenError
+from phenoica.transforms import apply_transform, fit_transforms, load_transform
+from phenoica.transforms._accumulators import Moments
+from phenoica.transforms._scaling import CoralAlignment
 from tests.test_transforms import transform_options
 
 D = 6

@@ -83,9 +83,8 @@ def test_positive_controls_stand_apart_from_the_negative_controls(run):
 def test_the_map_calls_are_stable_across_two_seeds(run, tmp_path):
     """The mAP readout run again with another seed on the run's own profiles changes at most 2%
     of the calls, in every variant."""
-    from phenoica.classify.map_readout import guide_map_files
-    from phenoica.classify.options import MapReadoutOptions
-    from phenoica.contract.config import validate_config
+    from phenoica.classify import MapReadoutOptions, guide_map_files
+    from phenoica.contract import validate_config
 
     cfg = validate_config(yaml.safe_load((SCENARIOS / "varchamp.yaml").read_text()))
     variants = cfg["transforms"]["variants"]

@@ -187,7 +187,7 @@ def test_tiny_workflow_end_to_end_and_incremental(finished_tiny):
 def test_report_links_a_finished_study_page(finished_tiny, tmp_path):
     """A study page that appears after the report reruns the report alone, which then links it
     with its verdict; the report's tables do not change."""
-    from phenoica.report import render
+    from phenoica.report import _render as render
 
     work = tmp_path / "work"
     shutil.copytree(finished_tiny, work, symlinks=True)
@@ -309,8 +309,8 @@ RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
 def test_every_run_time_key_has_a_dry_run_case():
     """Every key a stage's options read at run time only is changed by the dry run below (the
     LightGBM mapping through its speed-only keys; the demo's plate counts decide which plates exist)."""
-    from phenoica.contract.stage_options import settings_of
-    from phenoica.workflow.reference import load_stage_options
+    from phenoica.contract import settings_of
+    from phenoica.workflow.config_reference import load_stage_options
 
     run_time = {s.key for cls in load_stage_options().values() for s in settings_of(cls).values() if s.run_time}
     lightgbm = {k for k in SPEED_ONLY_CHANGES if k.startswith("classify.lightgbm.")} | LIGHTGBM_ALIASES

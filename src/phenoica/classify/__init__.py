@@ -4,39 +4,63 @@ For every (guide, fold) a LightGBM binary classifier separates the guide's sampl
 shared control set; an empirical null of pseudo-guides made of control wells is scored the same
 way, and the mAP readout ranks each guide's wells among the controls. Modules, one job each:
 
-- :mod:`~phenoica.classify.options`: what the classify, map_readout and splits jobs read
+- :mod:`~phenoica.classify._options`: what the classify, map_readout and splits jobs read
   (``ClassifyOptions``, ``MapReadoutOptions``, ``SplitOptions``), their params;
-- :mod:`~phenoica.classify.lightgbm_params`: LightGBM's parameters, checked by LightGBM itself;
-- :mod:`~phenoica.classify.capacity`: what the readouts can score on a screen, counted at the door;
-- :mod:`~phenoica.classify.splits` and :mod:`~phenoica.classify.protocol`: the folds and the training sets;
-- :mod:`~phenoica.classify.null`: the targets, real guides and the pseudo-guides of the null
+- :mod:`~phenoica.classify._lightgbm_params`: LightGBM's parameters, checked by LightGBM itself;
+- :mod:`~phenoica.classify._capacity`: what the readouts can score on a screen, counted at the door;
+- :mod:`~phenoica.classify._splits` and :mod:`~phenoica.classify._protocol`: the folds and the training sets;
+- :mod:`~phenoica.classify._null`: the targets, real guides and the pseudo-guides of the null
   design (``null_guide_design``);
-- :mod:`~phenoica.classify.bins`: bin boundaries found once per fold on the training controls,
+- :mod:`~phenoica.classify._bins`: bin boundaries found once per fold on the training controls,
   and the binned training rows shared by a block of guides;
-- :mod:`~phenoica.classify.features`: a profile table's feature matrix (``feature_matrix``), as
+- :mod:`~phenoica.classify._features`: a profile table's feature matrix (``feature_matrix``), as
   the classifiers and the mAP readout read it;
-- :mod:`~phenoica.classify.distance`: the held-out distance of a guide from the controls in
+- :mod:`~phenoica.classify._distance`: the held-out distance of a guide from the controls in
   control SDs, the effect size each (guide, fold) carries beside its AUROC;
-- :mod:`~phenoica.classify.engine`: the fold engine (``classify_guides``, ``classify_shard``),
-  writing the score table (its columns: ``phenoica.contract.score_table.SCORE_COLUMNS``);
-- :mod:`~phenoica.classify.map_readout`: copairs mean average precision per guide (``guide_map``),
-  with its p-values drawn until their calls are settled (:mod:`~phenoica.classify.map_null`).
+- :mod:`~phenoica.classify._engine`: the fold engine (``classify_guides``, ``classify_shard``),
+  writing the score table (its columns: ``phenoica.contract.SCORE_COLUMNS``);
+- :mod:`~phenoica.classify._map_readout`: copairs mean average precision per guide (``guide_map``),
+  with its p-values drawn until their calls are settled (:mod:`~phenoica.classify._map_null`).
 
 The score table's guide and gene means (``summarize_scores``) belong to hit calling
-(:mod:`phenoica.hits.calls`).
+(:mod:`phenoica.hits._calls`).
 """
 
-__all__ = [
-    "bins",
-    "capacity",
-    "distance",
-    "engine",
-    "features",
-    "lightgbm_params",
-    "map_null",
-    "map_readout",
-    "null",
-    "options",
-    "protocol",
-    "splits",
-]
+from phenoica.utils import lazy_face
+
+#: The public names, by the private module that defines each (imported on first use).
+__all__, __getattr__, __dir__ = lazy_face(
+    __name__,
+    {
+        "_bins": ["FoldBins"],
+        "_capacity": ["readout_capacity"],
+        "_engine": ["classify_guides", "classify_shard", "fold_masks", "guide_seed", "score_guide"],
+        "_features": ["feature_matrix"],
+        "_lightgbm_params": ["lightgbm_params", "lightgbm_report_params"],
+        "_map_null": ["settled_null_counts"],
+        "_map_readout": [
+            "centered_on_plate_controls",
+            "guide_map",
+            "guide_map_files",
+            "reference_map",
+            "well_profiles",
+        ],
+        "_null": [
+            "GuideSamples",
+            "NULL_GENE",
+            "control_constructs",
+            "control_mask",
+            "control_positions",
+            "guide_samples",
+            "guides_of",
+            "null_guide_design",
+            "null_guide_name",
+            "null_layout_choice",
+            "position_null_design",
+            "split_control_rows",
+        ],
+        "_options": ["ClassifyOptions", "MapReadoutOptions", "SplitOptions", "model_parameters", "run_time_parameters"],
+        "_protocol": ["PROTOCOLS", "control_strata", "training_controls", "trainings"],
+        "_splits": ["Fold", "folds_table", "leave_one_batch_out", "make_folds", "read_folds"],
+    },
+)

@@ -1,4 +1,86 @@
-"""The contract every stage builds on: the screen's column names and checks (:mod:`.screen`), the
-values several stages share (:mod:`.errors`, :mod:`.score_table`), the boundary checks of feature
-matrices (:mod:`.arrays`), and the configuration, its schema and the stages' typed options
-(:mod:`.config`, :mod:`.schema`, :mod:`.stage_options`). It imports no stage."""
+"""The contract every stage builds on: the screen's column names and checks (:mod:`._screen_data`), the
+values several stages share (:mod:`._errors`, :mod:`._score_table`), every check of a feature
+matrix (:mod:`._arrays`), and the configuration, its schema and the stages' typed options
+(:mod:`._config`, :mod:`._schema`, :mod:`._stage_options`). It imports no stage."""
+
+from phenoica.utils import lazy_face
+
+#: The public names, by the private module that defines each (imported on first use).
+__all__, __getattr__, __dir__ = lazy_face(
+    __name__,
+    {
+        "_arrays": ["check_finite", "check_matrix", "check_rows", "column_labels"],
+        "_config": [
+            "MIN_COMPONENTS",
+            "check_model_geometry",
+            "component_problems",
+            "component_rule",
+            "deep_merge",
+            "demo_plates",
+            "embedding_globs",
+            "load_config",
+            "planned_demo_note",
+            "run_models",
+            "validate_config",
+        ],
+        "_errors": ["ConfigError"],
+        "_names": ["MAX_NAME_LENGTH", "listed_name_problems", "name_problems"],
+        "_paths": ["OUTPUTS", "benchmark_path", "log_path", "output_paths"],
+        "_schema": ["check_yaml_files", "load_schema", "package_schema", "read_yaml", "schema_enum"],
+        "_score_table": ["OK", "SCORE_COLUMNS", "SCORE_FLOAT_COLUMNS", "SCORE_INT_COLUMNS", "SKIPPED"],
+        "_screen_data": [
+            "BATCH",
+            "CONTROL",
+            "FACTOR_PREFIX",
+            "FEATURE_PREFIX",
+            "GENE",
+            "GUIDE",
+            "IMAGE_INDEX",
+            "KEY_COLUMNS",
+            "PERTURBATION",
+            "PERT_TYPE",
+            "PERT_TYPES",
+            "PLATE",
+            "PROFILE_COLUMNS",
+            "REQUIRED_COLUMNS",
+            "SITE",
+            "SUPPORTED_DTYPES",
+            "ScreenError",
+            "TILES",
+            "WELL",
+            "channel_indices",
+            "check_columns",
+            "check_plate_against_metadata",
+            "check_plate_names",
+            "control_problems",
+            "duplicate_problems",
+            "feature_columns",
+            "feature_name",
+            "metadata_columns",
+            "near_miss",
+            "normalize_names",
+            "open_plate",
+            "pert_type_problems",
+            "plate_channels",
+            "raise_problems",
+            "read_metadata",
+            "read_plate_metadata",
+            "relation_problems",
+            "row_name",
+            "validate_metadata",
+            "validate_profile_metadata",
+            "validate_screen_metadata",
+            "write_plate",
+        ],
+        "_stage_options": [
+            "Composed",
+            "RULE_OPTIONS",
+            "Setting",
+            "canonical",
+            "composed",
+            "settings_of",
+            "stage_options",
+        ],
+        "_store_check": ["missing_chunk_problems", "read_images"],
+    },
+)

@@ -27,7 +27,7 @@ intercept chosen so that the map sends A's training mean to B's training mean:
   ``ridge * ||W||_F^2`` (scikit-learn's ``Ridge(alpha=ridge)`` convention). Solved from the
   training cross-products in float64 (one pass over the data).
 - ``ica`` (:class:`ICAMap`): ICA is fitted on A and on B separately, without the pairing
-  (:class:`phenoica.transforms.whitening.PCAWhitener` + :class:`phenoica.transforms.rotations.ICARotation`);
+  (:class:`phenoica.transforms.PCAWhitener` + :class:`phenoica.transforms.ICARotation`);
   then only a signed permutation, matched on the training split by the absolute correlation
   of the two source sets, maps A's sources to B's sources, and the error is measured back in
   B's space through the inverse of B's ICA rotation and whitening. If B's whitening keeps
@@ -59,11 +59,33 @@ Choices this module makes (the paper does not state them):
   subsample) because it costs O(N^2).
 - The same ``seed`` gives the same image split for every pair of models with the same N.
 
-Modules: :mod:`.alignment` (the four alignment maps), :mod:`.diameter`,
-:mod:`.representation_similarity` (CKA, mutual kNN), :mod:`.table1` (``align_errors``,
-``alignment_table``, ``AlignOptions``), :mod:`.metrics` (MCC, R^2, InfoMEC),
-:mod:`.branch` (the workflow's ``align`` and ``structural`` jobs on profile tables) and
-:mod:`.options` (``Table1Options`` and ``StructuralOptions``: what those jobs read).
+Modules: :mod:`._alignment` (the four alignment maps), :mod:`._diameter`,
+:mod:`._representation_similarity` (CKA, mutual kNN), :mod:`._table1` (``align_errors``,
+``alignment_table``, ``AlignOptions``), :mod:`._metrics` (MCC, R^2, InfoMEC),
+:mod:`._branch` (the workflow's ``align`` and ``structural`` jobs on profile tables) and
+:mod:`._options` (``Table1Options`` and ``StructuralOptions``: what those jobs read).
 """
 
-__all__ = ["alignment", "branch", "diameter", "metrics", "options", "representation_similarity", "table1"]
+from phenoica.utils import lazy_face
+
+#: The public names, by the private module that defines each (imported on first use).
+__all__, __getattr__, __dir__ = lazy_face(
+    __name__,
+    {
+        "_branch": ["alignment_files", "structural_files"],
+        "_metrics": [
+            "auroc",
+            "concentration",
+            "dci",
+            "infomec",
+            "linear_r2",
+            "mcc",
+            "probe_r2",
+            "sparsity",
+            "split_fractions",
+            "top_features",
+        ],
+        "_options": ["StructuralOptions", "Table1Options"],
+        "_table1": ["AlignOptions", "TABLE_COLUMNS", "align_errors", "split_rows"],
+    },
+)

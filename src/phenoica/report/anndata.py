@@ -7,9 +7,9 @@ variant's ``comp_*``; float32), ``obs`` the ``Metadata_`` columns, ``var`` the f
 ``uns["phenoica"]`` the level, model and variant. At guide and gene level the hit calls of that
 model and variant join ``obs`` (AUROC, p, q, hit; the mAP readout's where it ran).
 :func:`export_run` writes every level of every model and variant of a results folder.
-Reading an ``.h5ad`` back into a profile table: :func:`phenoica.screen.h5ad.read_h5ad_profiles`.
+Reading an ``.h5ad`` back into a profile table: :func:`phenoica.screen.read_h5ad_profiles`.
 
-Levels and their files (the results layout, :data:`phenoica.contract.paths.OUTPUTS`): ``image`` -
+Levels and their files (the results layout, :data:`phenoica.contract.OUTPUTS`): ``image`` -
 the embeddings (``embed/{model}/{plate}.parquet``; variant ``base`` only, before any transform);
 ``profile`` - ``transforms/{model}/{variant}.parquet`` (the level of config ``profiles.level``:
 image or well); ``guide`` and ``gene`` - ``biomap/{model}/{variant}/{guide,gene}_profiles.parquet``.
@@ -29,9 +29,8 @@ from typing import TYPE_CHECKING, Any, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.paths import OUTPUTS
-from phenoica.contract.screen import GENE, GUIDE, ScreenError, feature_columns, metadata_columns
-from phenoica.utils.io import atomic_path
+from phenoica.contract import GENE, GUIDE, OUTPUTS, ScreenError, feature_columns, metadata_columns
+from phenoica.utils import atomic_path
 
 if TYPE_CHECKING:
     from anndata import AnnData

@@ -12,16 +12,16 @@ from pathlib import Path
 
 import pandas as pd
 
-from phenoica.contract.paths import OUTPUTS
-from phenoica.contract.screen import PLATE, SITE, WELL, feature_columns
-from phenoica.hits import calls as hits
-from phenoica.report import checks, summaries
-from phenoica.report import truth_stats as truth
-from phenoica.report.truth_stats import source_mcc
+from phenoica.contract import OUTPUTS, PLATE, SITE, WELL, feature_columns
+from phenoica.hits import recall_fdr
+from phenoica.report import _checks as checks
+from phenoica.report import _summaries as summaries
+from phenoica.report import _truth_stats as truth
+from phenoica.report._truth_stats import source_mcc
 
 
 def variant_mcc(results: Path | str, data: Path | str, model: str, variants: list[str]) -> pd.DataFrame:
-    """Per variant: the MCC (:func:`phenoica.report.truth_stats.source_mcc`) between its features (the
+    """Per variant: the MCC (:func:`phenoica.report._truth_stats.source_mcc`) between its features (the
     ``transforms/{model}/{variant}.parquet`` rows of a finished run) and the true biological
     sources of ``sources.parquet``, cells matched by plate, well and site; ``n_features`` is D."""
     sources = pd.read_parquet(Path(data) / "sources.parquet")
@@ -45,8 +45,8 @@ def evaluate(
     results: Path | str, data: Path | str, model: str = "ext", q_threshold: float = 0.1, seed: int = 0
 ) -> dict[str, pd.DataFrame]:
     """Score a finished run of a known-truth screen (``results``: its results folder; ``data``:
-    the folder :func:`phenoica.screen.known_truth.write_screen` wrote). Tables: ``separation`` (effect vs no-effect AUROC),
-    ``contrasts`` (variant contrasts of :func:`phenoica.report.truth_stats.variant_contrasts`), ``auroc`` and
+    the folder :func:`phenoica.screen.write_known_truth_screen` wrote). Tables: ``separation`` (effect vs no-effect AUROC),
+    ``contrasts`` (variant contrasts of :func:`phenoica.report._truth_stats.variant_contrasts`), ``auroc`` and
     ``concentration`` (paired over effect genes), ``table4``, ``recall`` (guide and gene level at
     ``q_threshold``), ``mcc``. Intervals: bootstrap over genes (seeded by ``seed``)."""
     results, data = Path(results), Path(data)
@@ -61,7 +61,7 @@ def evaluate(
         "auroc": truth.paired_effect_contrast(guides, known, "auroc", seed=seed),
         "concentration": truth.paired_effect_contrast(guides, known, "concentration", seed=seed),
         "table4": summaries.table4(folds[folds["model"] == model]),
-        "recall": hits.recall_fdr(guides, known, (q_threshold,)),
+        "recall": recall_fdr(guides, known, (q_threshold,)),
         "mcc": variant_mcc(results, data, model, variants),
     }
 

@@ -63,9 +63,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL
-from phenoica.utils.io import atomic_path
-from phenoica.utils.seeding import rng_for
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL
+from phenoica.utils import atomic_path, rng_for
 
 #: Gene name of the negative controls; the constructs are ``NTC_1`` ... ``NTC_k``.
 CONTROL_GENE = "non-targeting"
@@ -361,7 +360,7 @@ def batch_profiles(
     return table[[BATCH, PLATE, WELL, GENE, GUIDE, PERT_TYPE, *extra, *design.feature_names()]]
 
 
-def write_screen(out_dir: Path | str, seed: int = 0, design: ArrayedDesign | None = None) -> dict[str, Any]:
+def write_arrayed_screen(out_dir: Path | str, seed: int = 0, design: ArrayedDesign | None = None) -> dict[str, Any]:
     """Write the arrayed screen under ``out_dir``: ``profiles/{batch}.parquet`` (per-well
     profiles, the ``embeddings`` source's contract with named features) and ``truth.parquet``.
     Returns the paths by name."""
@@ -393,7 +392,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--batches", type=int, default=ArrayedDesign.n_batches)
     args = parser.parse_args(argv)
-    paths = write_screen(args.out, args.seed, ArrayedDesign(n_batches=args.batches))
+    paths = write_arrayed_screen(args.out, args.seed, ArrayedDesign(n_batches=args.batches))
     print(f"arrayed screen written: {paths['profiles']} ({len(paths['files'])} batch files), {paths['truth']}")
 
 

@@ -49,9 +49,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from phenoica.contract.screen import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
-from phenoica.utils.io import atomic_path
-from phenoica.utils.seeding import rng_for
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
+from phenoica.utils import atomic_path, rng_for
 
 #: Gene and guide names of the controls.
 CONTROL_GENE, CONTROL_GUIDE = "non-targeting", "NTC"
@@ -211,7 +210,7 @@ def embed(design: ControlDesign, sources: np.ndarray, mixing: np.ndarray, rng: n
     return x.astype(np.float32)
 
 
-def write_screen(
+def write_known_truth_screen(
     out_dir: Path | str, seed: int = 0, screen: str = "positive_control", design: ControlDesign | None = None
 ) -> dict[str, Any]:
     """Write one known-truth screen under ``out_dir``: ``embeddings/{batch}.parquet`` (the
@@ -258,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--out", default=None, help="folder (default: scenario_data/<screen>)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
-    out = write_screen(args.out or f"scenario_data/{args.screen}", args.seed, args.screen)
+    out = write_known_truth_screen(args.out or f"scenario_data/{args.screen}", args.seed, args.screen)
     print(f"{args.screen}: {len(out['files'])} embedding files in {out['embeddings']}; truth {out['truth']}")
 
 

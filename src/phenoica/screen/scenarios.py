@@ -5,7 +5,7 @@ each form the workflow starts from, so every scenario runs by hand and in the te
 writes, from the demo scenario's ``demo`` section and ``seed``:
 
 - ``screen/``: the demo screen in the data contract, ``plates/{plate}.zarr`` + one
-  ``metadata.parquet`` (source ``zarr``; :func:`phenoica.screen.demo.plates.simulate_screen`);
+  ``metadata.parquet`` (source ``zarr``; :func:`phenoica.screen.demo.simulate_screen`);
 - ``images/{plate}/{well}_s{site}_w{channel}.png`` (one 8/16-bit PNG per channel, channels
   numbered from 1, RxRx style) + ``images/plate_map.csv`` (source ``images``);
 - ``ome_zarr/{plate}.zarr``: the same tiles as OME-Zarr HCS plates (NGFF 0.5 on Zarr v3: plate,
@@ -21,7 +21,7 @@ writes, from the demo scenario's ``demo`` section and ``seed``:
   (``profiles/{batch}.parquet`` with CellProfiler-style feature columns, ``truth.parquet``; source
   ``embeddings`` with ``feature_regex``), drawn from ``seed``;
 - ``arrayed_plates/``: the same screen with a position effect, controls scattered over the plate
-  and allele pairs with their wild type (:data:`phenoica.screen.arrayed.POSITION_DESIGN`; the
+  and allele pairs with their wild type (:data:`phenoica.screen.POSITION_DESIGN`; the
   profiles name each allele's reference in ``Metadata_Reference``).
 
 The ``varchamp`` scenario needs nothing written: its screen is a real public export that ships in
@@ -42,14 +42,12 @@ import pandas as pd
 import zarr
 from PIL import Image
 
-from phenoica.contract.config import validate_config
-from phenoica.contract.schema import read_yaml
-from phenoica.contract.screen import IMAGE_INDEX, PLATE, SITE, WELL, open_plate
+from phenoica.contract import IMAGE_INDEX, PLATE, SITE, WELL, open_plate, read_yaml, validate_config
 from phenoica.screen import arrayed
-from phenoica.screen.demo.plates import simulate_screen
-from phenoica.screen.known_truth import write_screen
-from phenoica.screen.options import DemoOptions
-from phenoica.utils.seeding import rng_for
+from phenoica.screen._options import DemoOptions
+from phenoica.screen.demo import simulate_screen
+from phenoica.screen.known_truth import write_known_truth_screen
+from phenoica.utils import rng_for
 
 #: The checked-in scenarios, each ``config/scenarios/{name}.yaml``.
 SCENARIOS: tuple[str, ...] = (
@@ -203,9 +201,11 @@ def prepare(demo: DemoOptions, out_dir: Path | str = DATA_DIR) -> dict[str, Path
         "images": write_image_files(metadata, plates, out / "images"),
         "ome_zarr": write_ome_zarr(metadata, plates, out / "ome_zarr"),
         "embeddings": write_embeddings(out / "embeddings", seed)[0].parent,
-        **{name: write_screen(out / name, seed, name)["embeddings"] for name in KNOWN_TRUTH_SCREENS},
-        "arrayed": arrayed.write_screen(out / "arrayed", seed)["profiles"],
-        "arrayed_plates": arrayed.write_screen(out / "arrayed_plates", seed, arrayed.POSITION_DESIGN)["profiles"],
+        **{name: write_known_truth_screen(out / name, seed, name)["embeddings"] for name in KNOWN_TRUTH_SCREENS},
+        "arrayed": arrayed.write_arrayed_screen(out / "arrayed", seed)["profiles"],
+        "arrayed_plates": arrayed.write_arrayed_screen(out / "arrayed_plates", seed, arrayed.POSITION_DESIGN)[
+            "profiles"
+        ],
     }
 
 

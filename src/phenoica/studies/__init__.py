@@ -1,7 +1,15 @@
 """Studies: self-contained reproductions beside the screen workflow (e.g. ``disentangle``, Nelson et al. 2026 Table 2).
 
-The public API is its modules: :mod:`.plan` (the jobs each study plans, importable without torch)
-and the two studies, :mod:`.bilipschitz` and :mod:`.disentangle` (each with its rules' options in
-its ``options`` module)."""
+Its face (``__all__``) is what the rules plan with (:mod:`._plan`: the jobs each study plans,
+importable without torch); the two studies, :mod:`.bilipschitz` and :mod:`.disentangle`, are
+subpackages with faces of their own (their rules' options, their jobs' functions)."""
 
-__all__ = ["bilipschitz", "disentangle", "plan"]
+from phenoica.utils import lazy_face
+
+#: The public names, by the private module that defines each (imported on first use).
+__all__, __getattr__, __dir__ = lazy_face(
+    __name__,
+    {
+        "_plan": ["AE_DERIVED", "alpha_label", "dataset_groups"],
+    },
+)

@@ -1,5 +1,40 @@
-"""Above every stage, what the Snakemake rules need before any job: the door (:mod:`.validate`,
-the whole screen checked first), the screen's plates and the files found on disk (:mod:`.dag`),
-the content digests of the user's inputs (:mod:`.digests`), each rule's params (:mod:`.params`),
-input lists (:mod:`.rule_inputs`) and resources (:mod:`.rule_resources`), and the table of output
-paths (:mod:`.paths`)."""
+"""Above every stage, what the Snakemake rules need before any job: the door (:mod:`._validate`,
+the whole screen checked first; each plate's geometry, :mod:`._geometry`), the screen's plates
+and the files found on disk (:mod:`._dag`), the content digests of the user's inputs
+(:mod:`._digests`), the rules' input lists (:mod:`._rule_inputs`) and resources
+(:mod:`._rule_resources`), the results folder's owner and receipts (:mod:`._ownership`,
+:mod:`._receipts`), and the configuration reference (:mod:`.config_reference`, a command line).
+The output paths are the contract's (``phenoica.contract.OUTPUTS``)."""
+
+from phenoica.utils import lazy_face
+
+#: The public names, by the private module that defines each (imported on first use).
+__all__, __getattr__, __dir__ = lazy_face(
+    __name__,
+    {
+        "_dag": ["screen_plates", "study_pages", "training_plates"],
+        "_digests": ["KeyCache", "file_key", "plate_store_digest", "store_digest", "use_key_cache"],
+        "_ownership": [
+            "ResultsFolderError",
+            "check_results_folder",
+            "check_unstamped",
+            "lock_results",
+            "record_build",
+            "replaced_folders",
+        ],
+        "_receipts": [
+            "RuleFiles",
+            "changed_jobs",
+            "check_stamps",
+            "rule_params",
+            "run_job",
+            "set_aside",
+            "set_aside_changed",
+            "untrusted_outputs",
+            "write_stamp",
+        ],
+        "_rule_inputs": ["BIOMAP_KINDS", "RuleInputs", "embed_rules"],
+        "_rule_resources": ["check_resource_rules", "resource_rules", "rule_resources", "rule_threads"],
+        "_validate": ["check_screen_once"],
+    },
+)

@@ -32,10 +32,19 @@ The saved factors are the values used to render (after gene shifts, before nuisa
 given the seed; plate outputs depend only on (seed, plate name, demo sizes), not on how many
 other plates the screen has.
 
-Modules: :mod:`.design` (factors, genes, guides, effects), :mod:`.layout` (plates), :mod:`.cells`
-(cells into images), :mod:`.nuisance` (the microscope's batch effects) and :mod:`.plates` (a
+Modules: :mod:`._design` (factors, genes, guides, effects), :mod:`._layout` (plates), :mod:`._cells`
+(cells into images), :mod:`._nuisance` (the microscope's batch effects) and :mod:`._plates` (a
 plate and the whole screen in the data contract), all reading the demo's settings from
-:class:`phenoica.screen.options.DemoOptions`.
+:class:`phenoica.screen.DemoOptions`.
 """
 
-__all__ = ["cells", "design", "layout", "nuisance", "plates"]
+from phenoica.utils import lazy_face
+
+#: The public names, by the private module that defines each (imported on first use).
+__all__, __getattr__, __dir__ = lazy_face(
+    __name__,
+    {
+        "_design": ["gene_truth"],
+        "_plates": ["simulate_screen", "write_demo_plate"],
+    },
+)

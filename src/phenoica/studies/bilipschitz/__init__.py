@@ -18,7 +18,7 @@ Choices this module makes (the paper does not state them):
   to the data manifold's tangent space, since ``g`` is an isometry onto the manifold and the
   encoder's behaviour off the manifold is irrelevant. A singular Jacobian gives B = inf.
 - **Identifiability error.** For every pair of seeds of one (dataset, alpha, group) the
-  latents of the same samples are aligned with :func:`phenoica.identifiability.table1.align_errors` (rigid and
+  latents of the same samples are aligned with :func:`phenoica.identifiability.align_errors` (rigid and
   linear maps, fitted on a seeded training split, held-out mean l2 error / diameter, as in
   Table 1). Each pair is summarised with the mean of its two models' mean B and the larger
   of their max B.
@@ -33,12 +33,24 @@ Choices this module makes (the paper does not state them):
 - **Digit-specific models**: one model per digit class (group ``digit{k}``), trained and
   aligned on that class's images only; group ``all`` uses every class.
 
-Modules: :mod:`.options` (what each rule reads of the config: ``BilipschitzTrainOptions``,
-``BilipschitzGatherOptions``, ``BilipschitzReportOptions``), :mod:`.data` (datasets),
-:mod:`.model` (autoencoders, training), :mod:`.measure` (bi-Lipschitz estimates, one job per
-alpha, ``run_alpha``; the whole study in one process, ``run_sweep``), :mod:`.gather` (cross-seed
-errors, rank correlations), :mod:`.report` (figures, verdict, page). The public API is these
-modules (importing them here would load torch when the DAG is built).
+Modules: :mod:`._options` (what each rule reads of the config: ``BilipschitzTrainOptions``,
+``BilipschitzGatherOptions``, ``BilipschitzReportOptions``), :mod:`._data` (datasets),
+:mod:`._model` (autoencoders, training), :mod:`._measure` (bi-Lipschitz estimates, one job per
+alpha, ``run_alpha``; the whole study in one process, ``run_sweep``), :mod:`._cross_seed` (cross-seed
+errors, rank correlations), :mod:`._report` (figures, verdict, page). The face
+(``__all__``) loads each name from its module on first use, so the rules read the options
+without loading torch when the DAG is built.
 """
 
-__all__ = ["data", "gather", "measure", "model", "options", "report"]
+from phenoica.utils import lazy_face
+
+#: The public names, by the private module that defines each (imported on first use).
+__all__, __getattr__, __dir__ = lazy_face(
+    __name__,
+    {
+        "_cross_seed": ["gather_dataset"],
+        "_measure": ["run_alpha", "run_sweep"],
+        "_options": ["BilipschitzGatherOptions", "BilipschitzReportOptions", "BilipschitzTrainOptions"],
+        "_report": ["write_report"],
+    },
+)

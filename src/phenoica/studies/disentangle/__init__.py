@@ -17,21 +17,34 @@ data, seeds, steps, batch size, Adam learning rate):
   each with its own coefficient; nonnegativity is the soft penalty (not a ReLU), so a latent
   can still be read as a signed value and no unit dies at initialization.
 
-``ae_ica`` is not trained: the AE's latents are whitened with :class:`phenoica.transforms.whitening.PCAWhitener`
+``ae_ica`` is not trained: the AE's latents are whitened with :class:`phenoica.transforms.PCAWhitener`
 (``n_components`` = latent size unless configured) and rotated with
-:class:`phenoica.transforms.rotations.ICARotation`, the same code as the screen's pca_ica variant. The
+:class:`phenoica.transforms.ICARotation`, the same code as the screen's pca_ica variant. The
 transform is unsupervised and is fitted on the evaluation latents themselves (no factor is used).
 
 Scores per (dataset, model, seed) on a fixed seeded evaluation subset: InfoM, InfoE, InfoC
-(:func:`phenoica.identifiability.metrics.infomec`, followed as defined even where it behaves oddly: InfoM/InfoC
+(:func:`phenoica.identifiability.infomec`, followed as defined even where it behaves oddly: InfoM/InfoC
 are ratios of NMIs and stay high for noise latents; read them beside InfoE), MCC, mean linear
-R^2 (in-sample) and DCI (:func:`phenoica.identifiability.metrics.dci`).
+R^2 (in-sample) and DCI (:func:`phenoica.identifiability.dci`).
 
-Modules: :mod:`.options` (what each rule reads of the config: ``DisentangleTrainOptions``,
-``DisentangleEvaluateOptions``, ``DisentangleReportOptions``), :mod:`.data` (the factor
-datasets), :mod:`.model` (networks, losses, training), :mod:`.evaluate` (scores of latents),
-:mod:`.report` (tables, verdict, figures, page). The public API is these modules (importing them
-here would load torch when the DAG is built).
+Modules: :mod:`._options` (what each rule reads of the config: ``DisentangleTrainOptions``,
+``DisentangleEvaluateOptions``, ``DisentangleReportOptions``), :mod:`._data` (the factor
+datasets), :mod:`._model` (networks, losses, training), :mod:`._evaluate` (scores of latents),
+:mod:`._report` (tables, verdict, figures, page). The face (``__all__``) loads
+each name from its module on first use, so the rules read the options without loading torch
+when the DAG is built.
 """
 
-__all__ = ["data", "evaluate", "model", "options", "report"]
+from phenoica.utils import lazy_face
+
+#: The public names, by the private module that defines each (imported on first use).
+__all__, __getattr__, __dir__ = lazy_face(
+    __name__,
+    {
+        "_data": ["eval_index", "load_dataset", "procedural_dataset", "scenes_dataset"],
+        "_evaluate": ["DISENTANGLE_SCORES", "derived_latents", "evaluate", "score_latents"],
+        "_model": ["FactorAE", "build_model", "encode", "train_and_encode", "train_model"],
+        "_options": ["DisentangleEvaluateOptions", "DisentangleReportOptions", "DisentangleTrainOptions"],
+        "_report": ["verdict", "write_report"],
+    },
+)

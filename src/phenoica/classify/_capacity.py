@@ -1,0 +1,228 @@
+"""What each readout can score on a screen, computed from its layout before any job runs.
+
+The classifier readout trains one model per guide and fold on the guide's rows outside the
+fold's held-out batches, and scores it on the held-out rows: a (guide, fold) is scored only with
+at least ``classify.min_train_samples`` training rows and ``classify.min_test_samples`` held-out
+rows (:func:`phenoica.classify._engine.skip_reasons`). On an arrayed screen of one well per guide
+per plate this binds: leave-one-batch-out over 2 batches of 4 replicate plates trains each guide
+on 4 wells. The pseudo-guides of the empirical null copy real guides' layouts
+(:func:`phenoica.classify.null_guide_design`), so they are skipped as often, and hit calls
+need at least 3 scored pseudo-guides (the parametric null; 1 for the empirical one). The mAP
+readout needs no training set: a guide with 2 wells or more, one of them on a plate with control
+wells, gets a mAP and a p-value (:func:`phenoica.classify.guide_map`).
+
+:func:`readout_capacity` counts all of it on the screen's own table, exactly as the jobs will
+(the same folds, the same pseudo-guide draw, the same skip rule), so the door can say before any
+job which guides each readout will score, whether the classifier's null can be built, and which
+setting would change it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+import pandas as pd
+
+from phenoica.classify._engine import fold_masks, skip_reasons
+from phenoica.classify._null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
+from phenoica.classify._options import ClassifyOptions, SplitOptions
+from phenoica.classify._protocol import trainings
+from phenoica.classify._splits import make_folds
+from phenoica.contract import PLATE, WELL, ScreenError
+
+#: Scored pseudo-guides each null model needs to call hits (as :class:`phenoica.hits.NullFit`).
+NULL_NEEDS: dict[str, int] = {"parametric": 3, "empirical": 1}
+#: How many names a note lists before "...".
+FIRST_NAMES = 5
+
+
+@dataclass(frozen=True)
+class ReadoutCapacity:
+    """What one readout can score: guides scored, the first unscored ones, and the counts behind it.
+
+    ``calls`` says whether it can call hits (the classifier needs its null); ``reason`` says why
+    not, with the setting that would change it; ``units`` summarises the rows each guide gets
+    per fold (training and held-out, min / median / max over guides)."""
+
+    readout: str
+    n_guides: int
+    n_scored: int
+    unscored: list[str] = field(default_factory=list)
+    calls: bool = True
+    reason: str = ""
+    units: dict[str, Any] = field(default_factory=dict)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "readout": self.readout,
+            "n_guides": self.n_guides,
+            "n_scored": self.n_scored,
+            "unscored_first": self.unscored[:FIRST_NAMES],
+            "calls": self.calls,
+            "reason": self.reason,
+            "units": self.units,
+        }
+
+
+def _names(pairs: list[tuple[str, str]]) -> str:
+    shown = ", ".join(f"{g}/{s}" for g, s in pairs[:FIRST_NAMES])
+    return shown + (" ..." if len(pairs) > FIRST_NAMES else "")
+
+
+def _fold_counts(
+    targets: list[GuideSamples], table: pd.DataFrame, folds: list[Any], options: ClassifyOptions
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per target and fold: training rows, held-out rows, and whether the pair is scored (the
+    engine's rule, over the protocol's training sets)."""
+    sets = trainings(folds, fold_masks(folds, len(table)), options.max_fold_groups)
+    n_folds = sum(len(t.members) for t in sets)
+    train = np.zeros((len(targets), n_folds), dtype=np.int64)
+    test = np.zeros_like(train)
+    ok = np.zeros(train.shape, dtype=bool)
+    for i, target in enumerate(targets):
+        m = 0
+        for training in sets:
+            n_train = int(training.train[target.rows].sum())
+            for _, held_out in training.members:
+                n_test = int(held_out[target.rows].sum())
+                train[i, m], test[i, m] = n_train, n_test
+                ok[i, m] = not skip_reasons(n_train, n_test, options)
+                m += 1
+    return train, test, ok
+
+
+def _spread(values: np.ndarray) -> dict[str, float]:
+    if values.size == 0:
+        return {}
+    return {"min": int(values.min()), "median": float(np.median(values)), "max": int(values.max())}
+
+
+def _advice(splits: SplitOptions, min_train: int, most: int) -> str:
+    """What would let the unscored guides be scored on this layout, never the setting in force:
+    a lower ``classify.min_train_samples`` where the guides have some training rows, more
+    replicates, and the in-distribution scheme where another scheme is set."""
+    ways = []
+    if 1 <= most < min_train:
+        ways.append(f"lower classify.min_train_samples to {most} (a classifier trained on {most} rows per guide)")
+    ways.append("add batches or replicate plates (more wells per guide)")
+    if splits.scheme != "in_distribution":
+        ways.append("use splits.scheme: in_distribution")
+    return ("Ways to score them: " if len(ways) > 1 else "To score them: ") + "; or ".join(ways)
+
+
+def classifier_capacity(
+    table: pd.DataFrame,
+    splits: SplitOptions,
+    options: ClassifyOptions,
+    null_model: str,
+    seed: int,
+    folds: Sequence[Any] | None = None,
+) -> ReadoutCapacity:
+    """The classifier readout on ``table`` (one row per classified unit: image or well, as the
+    jobs will classify it): which guides get at least one scored fold, and whether the null's
+    pseudo-guides (``options.n_null_guides``, drawn as the jobs draw them) leave enough scored
+    ones to call hits with ``null_model``. ``folds`` are the table's folds when the caller built
+    them already (else made here from ``splits``)."""
+    table = table.reset_index(drop=True)
+    folds = make_folds(table, splits) if folds is None else list(folds)
+    guides = guides_of(table)
+    real = guide_samples(table, guides)
+    train, test, ok = _fold_counts(real, table, folds, options)
+    scored = ok.any(axis=1)
+    unscored = [guides[i] for i in np.flatnonzero(~scored)]
+    units = {"train_per_fold": _spread(train.max(axis=1)), "held_out_per_fold": _spread(test.min(axis=1))}
+    reason = ""
+    if unscored:
+        lo_train, lo_test = options.min_train_samples, options.min_test_samples
+        short_train = int((train[~scored] < lo_train).all(axis=1).sum())
+        most = int(train[~scored].max()) if train.size else 0  # the most training rows an unscored guide has
+        reason = (
+            f"{len(unscored)} of {len(guides)} guides get no scored fold under splits.scheme "
+            f"{splits.scheme} ({short_train} have fewer than "
+            f"classify.min_train_samples = {lo_train} training rows in every fold: at most {most}; held-out rows at "
+            f"least {lo_test} = classify.min_test_samples): {_names(unscored)}. {_advice(splits, lo_train, most)}"
+        )
+    calls = True
+    need = NULL_NEEDS[null_model]
+    if options.n_null_guides == 0:
+        calls, null_reason = False, "classify.n_null_guides is 0: no null, so no classifier hit calls"
+    else:
+        try:
+            nulls = null_guide_design(table, options.n_null_guides, seed, layout=options.null_layout)
+        except ScreenError as exc:
+            nulls, null_reason = [], str(exc)
+            calls = False
+        if calls:
+            n_null_ok = int(_fold_counts(nulls, table, folds, options)[2].any(axis=1).sum())
+            units["null_scored"] = n_null_ok
+            units["null_drawn"] = len(nulls)
+            if n_null_ok < need:
+                calls = False
+                null_reason = (
+                    f"the null would have {n_null_ok} scored pseudo-guide(s) of {len(nulls)} drawn (they copy the real "
+                    f"guides' layouts, so they are skipped for the same reason); the {null_model} null needs at "
+                    f"least {need}"
+                )
+    if not calls:
+        reason = f"no classifier hit calls: {null_reason}" + (f". {reason}" if reason else "")
+    return ReadoutCapacity("classifier", len(guides), int(scored.sum()), unscored, calls, reason, units)
+
+
+def map_capacity(table: pd.DataFrame) -> ReadoutCapacity:
+    """The mAP readout on ``table``: a guide is scored with 2 wells or more (the positives of
+    each other) and at least one of them on a plate that holds control wells (its negatives).
+    Without a ``Metadata_Well`` column every row is a well, as the readout takes it."""
+    units = well_units(table)
+    is_control = control_mask(table)
+    plate = table[PLATE].astype(str).to_numpy()
+    control_plates = set(plate[is_control])
+    guides = guides_of(table)
+    unscored, wells = [], []
+    for pair, target in zip(guides, guide_samples(table, guides)):
+        wells.append(len(np.unique(units[target.rows])))
+        if wells[-1] < 2 or control_plates.isdisjoint(plate[target.rows]):
+            unscored.append(pair)
+    reason = ""
+    if unscored:
+        reason = (
+            f"{len(unscored)} of {len(guides)} guides have fewer than 2 wells, or none on a plate with control wells, "
+            f"and get no mAP: {_names(unscored)}"
+        )
+    return ReadoutCapacity(
+        "map",
+        len(guides),
+        len(guides) - len(unscored),
+        unscored,
+        calls=len(unscored) < len(guides),
+        reason=reason,
+        units={"wells_per_guide": _spread(np.asarray(wells))} if WELL in table.columns else {},
+    )
+
+
+def readout_capacity(
+    table: pd.DataFrame, config: Mapping[str, Any], units_known: bool = True, folds: Sequence[Any] | None = None
+) -> tuple[list[ReadoutCapacity], list[str], list[str]]:
+    """Both readouts on a screen's table, for a validated workflow ``config``: (capacities,
+    problems, notes). A note per readout that leaves guides unscored or cannot call hits (the
+    count, the first names, the setting that would change it); a problem only when neither
+    readout can score any guide. ``units_known`` False (a plate map read before the images are
+    counted) skips the classifier's training counts, which would then be lower bounds.
+    ``folds``: the table's folds, when the caller built them already."""
+    cfg = config["classify"]
+    # what is scored does not depend on LightGBM's parameters (the door checks those on their own)
+    options = ClassifyOptions.from_config({**config, "classify": {**cfg, "lightgbm": {}}})
+    out = []
+    if units_known:
+        null_model, seed = config["hits"]["null_model"], config["seed"]
+        out.append(classifier_capacity(table, SplitOptions.from_config(config), options, null_model, seed, folds))
+    if cfg["map_readout"]:
+        out.append(map_capacity(table))
+    notes = [f"readout {c.readout}: {c.reason}" for c in out if c.reason]
+    problems = []
+    if out and len(out) == (2 if cfg["map_readout"] else 1) and not any(c.n_scored for c in out):
+        problems.append(
+            "no readout can score any guide: " + "; ".join(f"{c.readout}: {c.reason}" for c in out if c.reason)
+        )
+    return out, problems, notes

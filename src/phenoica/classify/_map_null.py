@@ -1,0 +1,207 @@
+"""The mAP readout's p-values: a random-rank null drawn alike for every configuration of a
+guide's wells, and drawn until the call it gives is settled.
+
+**The null.** A well's average precision ranks its guide's other wells (positives) among the
+negatives of its plate; under the null its rank list is random, and copairs
+(``copairs.map.get_map_pvalue``) draws ``null_size`` random rank lists per (positives, total)
+configuration and takes, for a guide, the mean over its wells of their configurations' draws.
+Wells that share a configuration share each draw; wells of different configurations draw
+independently. So a guide's null is the null of one well's AP when all its wells share one
+configuration (every well of an arrayed layout, 16 controls on every plate), and a narrower one
+as soon as one plate holds a control well fewer: removing any one control well of an arrayed
+screen moved every guide's p-value (0.045 to 0.030 at the cut) and the active count from 26 to
+31, a change of layout, not of data. :func:`coupled_null_counts` keeps copairs' null for a guide
+whose wells share a configuration (the same distribution: one random ranking) and draws every
+configuration on one shared random ranking, so that configurations that differ by a negative
+give nearly the same draw and the null does not jump when a plate loses a well
+(:func:`configuration_aps`). The wells of a guide are not independent (each is the others'
+positive), which is why copairs shares the draw within a configuration; sharing it across
+configurations keeps that choice, the conservative one, for every layout.
+
+**Settled p-values.** A fixed number of draws leaves every p-value with a Monte Carlo error, and
+where many p-values lie along the Benjamini-Hochberg line (the common case: a screen's p-values
+bunch at the cut) that error moves the BH cut itself, so the active count changes with the seed.
+The remedy is to draw more where it matters: the sequential multiple Monte Carlo tests of Gandy &
+Hahn (2014, 2016) refine only the tests whose decision is still open.
+:func:`settled_null_counts` does that:
+
+1. a first pass at ``null_size`` draws for every guide (the configured null);
+2. each guide's exceedance probability gets an exact (Clopper-Pearson) binomial interval at
+   :data:`CONFIDENCE`; Benjamini-Hochberg is applied to all the lower ends and to all the upper
+   ends. BH is monotone in every p-value, so a guide called at its upper end and every other
+   guide at theirs is called whatever the true p-values are, and a guide not called at its lower
+   end is not called: only the guides between the two calls are open;
+3. the open guides get :data:`GROWTH` times more draws (fresh draws, pooled with the earlier
+   ones), up to ``max_null_size`` in all, and step 2 repeats until no guide is open or the cap
+   is reached.
+
+The guides that decide nothing keep the first pass's draws, so the cost over a single pass is
+the draws of the few guides near the cut. What stays seed-dependent is a call whose true p-value
+lies within the Monte Carlo error of ``max_null_size`` draws of the cut.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Sequence
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from phenoica.utils import bh_qvalues, derive_seed, rng_for
+
+#: Two-sided level of each guide's binomial interval. A guide outside the open set keeps its
+#: call unless its true p-value lies outside this interval (at most 1 in 1,000 such guides per
+#: round), and the intervals stay narrow enough that a round refines few guides.
+CONFIDENCE = 0.999
+#: How many times its draws so far an open guide gets in the next round (10: two rounds from
+#: 10,000 to 1,000,000 draws).
+GROWTH = 10
+#: Memory (bytes) one chunk of draws may use for its random scores, rank lists and null means;
+#: a round that needs more is drawn in chunks of independent seeds and pooled.
+CHUNK_BYTES = 2**28
+#: A null draw equal to the observed mAP is not an exceedance (copairs counts ``null > mAP``):
+#: equal up to this much, since the two means add the same average precisions in another order.
+TIE_TOLERANCE = 1e-9
+#: Columns of :func:`settled_null_counts`' table beside the group columns.
+COUNT_COLUMNS: tuple[str, ...] = ("mean_average_precision", "exceedances", "draws", "p_value", "open_call")
+
+
+def configuration_aps(u: np.ndarray, n_pos: int, total: int, max_pos: int) -> np.ndarray:
+    """Each draw's average precision of the configuration (``n_pos`` positives among ``total``)
+    on the shared random scores ``u`` (draws x items: the first ``max_pos`` items are the
+    positives, the rest the negatives): the configuration ranks its first ``n_pos`` positives and
+    first ``total - n_pos`` negatives by score, as copairs' ``random_ap`` ranks a random list
+    (AP = the mean over positives of j / their rank)."""
+    scores = np.concatenate([u[:, :n_pos], u[:, max_pos : max_pos + total - n_pos]], axis=1)
+    order = np.argsort(-scores, axis=1, kind="stable")
+    ranks = np.nonzero(order < n_pos)[1].reshape(len(u), n_pos)  # 0-based, ascending per draw
+    return (np.arange(1, n_pos + 1) / (ranks + 1.0)).mean(axis=1)
+
+
+def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, seed: int) -> pd.DataFrame:
+    """mAP and null exceedance counts of each ``sameby`` group of ``ap`` (copairs'
+    ``average_precision`` output): ``sameby``, ``mean_average_precision`` (the mean of the
+    group's average precisions, as copairs' ``get_map_pvalue`` takes it), ``exceedances`` (null
+    draws above it, beyond rounding: :data:`TIE_TOLERANCE`) and ``draws``.
+
+    The null of a group's mAP is, per draw, the mean over its wells of a random rank list's
+    average precision in each well's (positives, total) configuration, with every configuration
+    drawn on one shared random ranking (module doc): a configuration ranks the first positives
+    and the first negatives of the same random scores, so configurations that differ by one
+    negative give nearly the same draw. Draws are made in chunks that fit :data:`CHUNK_BYTES`,
+    chunk ``i`` seeded ``derive_seed(seed, i)``."""
+    sameby = list(sameby)
+    valid = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float)) & (ap["n_pos_pairs"] > 0)]
+    valid = valid.reset_index(drop=True)
+    confs, conf_of = np.unique(valid[["n_pos_pairs", "n_total_pairs"]].to_numpy(np.int64), axis=0, return_inverse=True)
+    groups = valid.groupby(sameby, sort=False, observed=True)
+    out = groups["average_precision"].mean().rename("mean_average_precision").reset_index()
+    group_of = groups.ngroup().to_numpy()
+    # weights: a group's null is its wells' configuration draws averaged (groups x configurations)
+    weights = np.zeros((len(out), len(confs)))
+    np.add.at(weights, (group_of, conf_of.ravel()), 1.0)
+    weights /= weights.sum(axis=1, keepdims=True)
+    max_pos = int(confs[:, 0].max()) if len(confs) else 1
+    items = max_pos + int((confs[:, 1] - confs[:, 0]).max()) if len(confs) else 1
+    chunk = int(max(1, min(draws, CHUNK_BYTES // (8 * (3 * items + len(confs) + len(out))))))
+    observed = out["mean_average_precision"].to_numpy(np.float64)
+    exceed = np.zeros(len(out), dtype=np.int64)
+    done, i = 0, 0
+    while done < draws:
+        n = min(chunk, draws - done)
+        u = rng_for(seed, i).random((n, items))
+        null = weights @ np.stack([configuration_aps(u, int(k), int(t), max_pos) for k, t in confs])
+        exceed += (null > observed[:, None] + TIE_TOLERANCE).sum(axis=1)
+        done, i = done + n, i + 1
+    return out.assign(exceedances=exceed, draws=draws)
+
+
+def _pooled(counts: pd.DataFrame, extra: pd.DataFrame, sameby: list[str]) -> pd.DataFrame:
+    """``counts`` with the exceedances and draws of ``extra`` (independent draws) added to the
+    groups it holds."""
+    more = counts[sameby].merge(extra[sameby + ["exceedances", "draws"]], on=sameby, how="left")
+    out = counts.copy()
+    out["exceedances"] = out["exceedances"].to_numpy() + more["exceedances"].fillna(0).to_numpy(dtype=np.int64)
+    out["draws"] = out["draws"].to_numpy() + more["draws"].fillna(0).to_numpy(dtype=np.int64)
+    return out
+
+
+def p_value_bounds(
+    exceedances: np.ndarray, draws: np.ndarray, confidence: float = CONFIDENCE
+) -> tuple[np.ndarray, np.ndarray]:
+    """Exact (Clopper-Pearson) two-sided ``confidence`` interval of each exceedance probability
+    from ``exceedances`` of ``draws``, widened to hold the reported p-value ``(e + 1) / (n + 1)``
+    (so that a call made on the reported value lies between the calls at the two ends)."""
+    e = np.asarray(exceedances, dtype=np.float64)
+    n = np.asarray(draws, dtype=np.float64)
+    tail = (1.0 - confidence) / 2.0
+    with np.errstate(invalid="ignore"):
+        lo = np.where(e > 0, stats.beta.ppf(tail, e, n - e + 1), 0.0)
+        hi = np.where(e < n, stats.beta.ppf(1.0 - tail, e + 1, n - e), 1.0)
+    reported = (e + 1.0) / (n + 1.0)
+    return np.minimum(lo, reported), np.maximum(hi, reported)
+
+
+def open_calls(lower: np.ndarray, upper: np.ndarray, q_threshold: float) -> np.ndarray:
+    """The tests whose Benjamini-Hochberg call (q < ``q_threshold``) is not settled by p-value
+    intervals ``[lower, upper]``: called with every p-value at its lower end, not called with
+    every p-value at its upper end (BH is monotone in each p-value, so every other test's call is
+    the same for any p-values within the intervals)."""
+    called_low = bh_qvalues(lower) < q_threshold
+    called_high = bh_qvalues(upper) < q_threshold
+    return called_low & ~called_high
+
+
+def settled_null_counts(
+    ap: pd.DataFrame,
+    sameby: Sequence[str],
+    null_size: int,
+    max_null_size: int,
+    q_threshold: float,
+    seed: int,
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
+    """mAP and p-value of each ``sameby`` group of ``ap`` (copairs' ``average_precision``
+    output), the p-values drawn until their Benjamini-Hochberg calls at ``q_threshold`` are
+    settled (module doc): ``null_size`` draws for every group, then rounds of :data:`GROWTH`
+    times more for the open ones, ``max_null_size`` draws at most. The first pass is seeded
+    ``derive_seed(seed, 0)``, round ``r`` ``derive_seed(seed, r, draws so far)``. Returns
+    ``sameby`` and :data:`COUNT_COLUMNS`, one row per group; ``p_value = (exceedances + 1) / (draws + 1)`` as copairs reports it, and
+    ``open_call`` marks the groups whose call ``max_null_size`` draws left open (a true p-value
+    within their Monte Carlo error of the cut: a call that can change with the seed)."""
+    if max_null_size < null_size:
+        raise ValueError(
+            f"mAP null: map_max_null_size ({max_null_size}) is below map_null_size ({null_size}); "
+            "the refinement never draws fewer than the first pass"
+        )
+    log = log or logging.getLogger(__name__)
+    sameby = list(sameby)
+    counts = coupled_null_counts(ap, sameby, null_size, derive_seed(seed, 0))
+    round_ = 0
+    while True:
+        draws = counts["draws"].to_numpy()
+        lower, upper = p_value_bounds(counts["exceedances"].to_numpy(), draws)
+        undecided = open_calls(lower, upper, q_threshold) & (draws < max_null_size)
+        if not undecided.any():
+            break
+        round_ += 1
+        target = min(max_null_size, null_size * GROWTH**round_)
+        for before in np.unique(draws[undecided]):  # one copairs call per number of draws so far
+            rows = undecided & (draws == before)
+            if before >= target:
+                continue
+            subset = ap.merge(counts.loc[rows, sameby], on=sameby, how="inner")
+            extra = coupled_null_counts(subset, sameby, int(target - before), derive_seed(seed, round_, int(before)))
+            counts = _pooled(counts, extra, sameby)
+        log.info(
+            "mAP null round %d: %d guide(s) near the BH cut drawn to %d draws each",
+            round_,
+            int(undecided.sum()),
+            target,
+        )
+    lower, upper = p_value_bounds(counts["exceedances"].to_numpy(), counts["draws"].to_numpy())
+    counts["open_call"] = open_calls(lower, upper, q_threshold)
+    counts["p_value"] = (counts["exceedances"] + 1.0) / (counts["draws"] + 1.0)
+    return counts[sameby + list(COUNT_COLUMNS)].reset_index(drop=True)

@@ -1,0 +1,106 @@
+"""Which models a classification trains: the exact protocol, and the fast one for genome scale.
+
+``classify.protocol: exact`` is Nelson et al. 2026's protocol as the paper runs it: one model per
+(guide, fold), each trained on every training control of its fold. ``fast`` makes two declared
+approximations, each with a rule, and nothing else changes (LightGBM parameters, rounds, the
+concentration models, the pseudo-guides, the score table's rows):
+
+1. **Fold groups** (``classify.fast_fold_groups``, K). Leave-one-batch-out folds beyond K are
+   trained in K groups: fold ``i`` (in the folds' order, sorted batch names) joins group
+   ``i % K``. A group's models train on the rows outside all its folds' held-out batches, and
+   each of its folds is still scored on its own held-out rows: the score table keeps one row per
+   (guide, fold), as under ``exact``. K models per guide instead of one per batch. Folds whose
+   held-out rows overlap, or that name no held-out batch (``in_distribution`` repeats, whose
+   number ``splits.n_folds`` already sets), are never grouped.
+2. **Training-control subsample** (``classify.fast_train_controls``, C). A training set with more
+   than C control rows trains on C of them: a seeded draw (``rng_for(seed, "train_controls",
+   training name)``) stratified by (batch, plate), each stratum within one row of its
+   proportional share. It is drawn once per training set, before any guide, so every guide and
+   pseudo-guide of a fold (group) trains against the same controls, and the fold's bins stay
+   shared; it does not depend on the shard or on the other guides. Held-out controls are all kept:
+   every score is measured on the same rows as under ``exact``.
+
+Below both thresholds (at most K folds, at most C training controls) ``fast`` is ``exact``, to the
+byte. A pseudo-guide is built and scored exactly as a real guide under either protocol: it trains
+against the same (subsampled) controls less its own wells, in the same fold groups.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Sequence
+
+import numpy as np
+import pandas as pd
+
+from phenoica.classify._splits import stratified_sample
+from phenoica.contract import BATCH, PLATE
+from phenoica.utils import rng_for
+
+PROTOCOLS: tuple[str, ...] = ("exact", "fast")
+
+
+@dataclass(frozen=True, eq=False)
+class Training:
+    """One training set and the folds its models are scored on.
+
+    ``train`` is the row mask the models train on; ``members`` are the (fold name, held-out row
+    mask) pairs scored with them, one score row each. Under ``exact`` every training has one
+    member, the fold itself, and ``name`` is the fold's name (the seeds are the exact protocol's).
+    """
+
+    name: str
+    train: np.ndarray
+    members: tuple[tuple[str, np.ndarray], ...]
+
+
+def _groupable(folds: Sequence[Any], arrays: Sequence[tuple[str, np.ndarray, np.ndarray]]) -> bool:
+    """Leave-one-batch-out-like folds: each names held-out batches, held-out rows disjoint."""
+    if any(not tuple(getattr(f, "heldout_batches", ())) for f in folds):
+        return False
+    tested = np.zeros(len(arrays[0][2]), dtype=np.int64)
+    for _, _, test in arrays:
+        tested += test
+    return bool(tested.max() <= 1)
+
+
+def trainings(
+    folds: Sequence[Any], arrays: Sequence[tuple[str, np.ndarray, np.ndarray]], max_groups: int | None
+) -> list[Training]:
+    """The training sets of the folds ``arrays`` ((name, train mask, test mask) of ``folds``).
+
+    ``max_groups`` None (exact), or no more folds than it, or folds that cannot be grouped: one
+    training per fold. Otherwise fold ``i`` joins group ``i % max_groups``; a group trains on the
+    rows every member trains on and is named by its members' names joined with ``+``.
+    """
+    if max_groups is not None and max_groups < 1:
+        raise ValueError(f"classify.fast_fold_groups: must be >= 1, got {max_groups}")
+    if max_groups is None or len(arrays) <= max_groups or not _groupable(folds, arrays):
+        return [Training(name, train, ((name, test),)) for name, train, test in arrays]
+    out = []
+    for g in range(max_groups):
+        members = [arrays[i] for i in range(g, len(arrays), max_groups)]
+        train = np.logical_and.reduce([m[1] for m in members])
+        out.append(Training("+".join(m[0] for m in members), train, tuple((m[0], m[2]) for m in members)))
+    return out
+
+
+def control_strata(table: pd.DataFrame) -> np.ndarray:
+    """The stratum of every row for the training-control draw: an integer code of its (batch, plate)."""
+    return pd.factorize(table[BATCH].astype(str) + "\x1f" + table[PLATE].astype(str))[0].astype(np.int64)
+
+
+def training_controls(
+    train_controls: np.ndarray, strata: np.ndarray, cap: int | None, seed: int, name: str
+) -> np.ndarray:
+    """The training controls a training set uses: all of ``train_controls`` (sorted row indices)
+    when ``cap`` is None or not exceeded, else ``cap`` of them drawn with
+    ``rng_for(seed, "train_controls", name)``, stratified by ``strata`` (an integer code per table
+    row: its (batch, plate)), sorted."""
+    if cap is None or len(train_controls) <= cap:
+        return train_controls
+    if cap < 1:
+        raise ValueError(f"classify.fast_train_controls: must be >= 1, got {cap}")
+    rng = rng_for(seed, "train_controls", name)
+    picked = stratified_sample(strata[train_controls], cap / len(train_controls), rng)
+    return np.sort(train_controls[picked])

@@ -1,0 +1,599 @@
+"""Hit calls with a known error rate: guide and gene p-values and BH q-values, from both readouts.
+
+The classifier readout. A guide's statistic is its held-out AUROC (mean over its scored folds).
+Its null distribution is that of the pseudo-guides of the same (model, variant): whole control
+wells laid out like real guides and scored by the same classifier (``phenoica.classify``).
+
+- ``parametric`` (default): the pseudo-guides' AUROCs are mapped to logit(AUROC) and taken as
+  normal with unknown mean and variance; a guide's p-value is the upper tail of the Student-t
+  predictive distribution of a new draw, ``t_{n-1}((x - mean) / (sd * sqrt(1 + 1/n)))``: smooth
+  where the empirical p-value steps, and the QQ plot of the pseudo-guides' leave-one-out p-values
+  in the report checks the fit.
+- ``empirical``: ``p = (1 + #{null >= x}) / (n_null + 1)``.
+
+A null of n pseudo-guides reaches no further than ``1 / (n + 1)`` (:attr:`NullFit.p_floor`): a
+guide above every pseudo-guide is all it can show. The reported ``p_value`` is therefore never
+below it; where the parametric tail puts a guide further out, ``p_beyond_null`` is true (read the
+p-value as "below ``p_value``") and ``p_tail`` keeps the tail's value. q-values and calls are made
+on the reported ``p_value``: checked against a 10 times larger null of held-out pseudo-guides, the
+tail put 2 to 5 times more nulls below a level than the level itself beyond ``1 / (n + 1)``
+(``benchmarks/tail_calibration.py``, docs/hit-calling.md), so no call rests on it;
+:func:`null_summary` counts the guides the tail alone would call. A screen whose calls need
+smaller p-values needs more pseudo-guides (``classify.n_null_guides``).
+
+p-values are one-sided (a hit classifies better than the null). Guide q-values: Benjamini-Hochberg
+over the scored real guides of one (model, variant). Gene p-values combine the gene's guide
+p-values with the Cauchy combination (ACAT, ``phenoica.utils.acat``): valid however the guides
+depend on each other (they share the control set) and powerful when only some of a gene's
+guides work, the common case since guide efficacy varies. Gene q-values: BH over genes.
+
+The pseudo-guides' own p-values are leave-one-out (each against the other n - 1), so their
+uniformity is a fair check of calibration; they never enter the BH correction.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import pandas as pd
+from scipy import stats
+
+from phenoica.contract import GENE, GUIDE, OK, SCORE_COLUMNS, ScreenError
+from phenoica.hits._effects import DISTANCE_COLUMNS, gene_distances, guide_distances, ranked
+from phenoica.utils import acat, bh_qvalues
+
+NULL_MODELS: tuple[str, ...] = ("parametric", "empirical")
+#: AUROCs are clipped into [AUROC_CLIP, 1 - AUROC_CLIP] before the logit.
+AUROC_CLIP = 1e-6
+KEYS: tuple[str, ...] = ("model", "variant")
+
+GUIDE_SUMMARY_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "is_null_guide",
+    "n_folds_ok",
+    "auroc",
+    *DISTANCE_COLUMNS,
+    "sparsity",
+    "concentration",
+)
+GENE_SUMMARY_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    "n_guides",
+    "auroc",
+    *DISTANCE_COLUMNS,
+    "sparsity",
+    "concentration",
+)
+
+GUIDE_CALL_COLUMNS: tuple[str, ...] = ("p_value", "p_beyond_null", "p_tail", "q_value", "hit")
+GENE_CALL_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    "n_guides",
+    "n_guides_hit",
+    "auroc",
+    "p_value",
+    "p_beyond_null",
+    "p_tail",
+    "q_value",
+    "hit",
+)
+NULL_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    "null_model",
+    "n_null",
+    "n_null_skipped",
+    "null_auroc_mean",
+    "null_auroc_median",
+    "logit_mean",
+    "logit_sd",
+    "normality_p",
+    "loo_uniform_ks_p",
+    "loo_fraction_below_05",
+    "p_floor",
+    "n_beyond_null",
+    "n_tail_only_calls",
+    "calls",
+    "reason",
+)
+AGREEMENT: tuple[str, ...] = ("both", "classifier_only", "map_only", "neither")
+
+
+def logit_auroc(auroc: np.ndarray) -> np.ndarray:
+    """logit(AUROC), AUROC clipped into [AUROC_CLIP, 1 - AUROC_CLIP]."""
+    a = np.clip(np.asarray(auroc, dtype=float), AUROC_CLIP, 1 - AUROC_CLIP)
+    return np.log(a) - np.log1p(-a)
+
+
+@dataclass(frozen=True)
+class NullFit:
+    """The null of one (model, variant): the pseudo-guides' AUROCs and their logit-normal fit."""
+
+    auroc: np.ndarray
+    model: str
+
+    def __post_init__(self) -> None:
+        if self.model not in NULL_MODELS:
+            raise ValueError(f"hits.null_model: expected one of {NULL_MODELS}, got {self.model!r}")
+        a = np.asarray(self.auroc, dtype=float)
+        if a.ndim != 1 or not np.isfinite(a).all():
+            raise ValueError("NullFit: auroc must be a 1-d array of finite values")
+        need = 3 if self.model == "parametric" else 1
+        if a.size < need:
+            raise ValueError(f"NullFit: the {self.model} null needs at least {need} scored pseudo-guides, has {a.size}")
+        object.__setattr__(self, "auroc", a)
+
+    @property
+    def n(self) -> int:
+        return int(self.auroc.size)
+
+    @property
+    def p_floor(self) -> float:
+        """``1 / (n + 1)``: the smallest p-value these n pseudo-guides can show (a guide above all of them)."""
+        return 1.0 / (self.n + 1.0)
+
+    @property
+    def logit_mean(self) -> float:
+        return float(logit_auroc(self.auroc).mean())
+
+    @property
+    def logit_sd(self) -> float:
+        return float(logit_auroc(self.auroc).std(ddof=1)) if self.n > 1 else math.nan
+
+    def p_values(self, auroc: np.ndarray) -> np.ndarray:
+        """One-sided p-values of AUROCs ``auroc`` against this null, the parametric tail's value
+        however far out (NaN in, NaN out); :func:`bounded` reports them."""
+        x = np.asarray(auroc, dtype=float)
+        out = np.full(x.shape, math.nan)
+        ok = np.isfinite(x)
+        if self.model == "empirical":
+            srt = np.sort(self.auroc)
+            n_ge = self.n - np.searchsorted(srt, x[ok], side="left")
+            out[ok] = (1.0 + n_ge) / (self.n + 1.0)
+        else:
+            out[ok] = _t_upper(logit_auroc(x[ok]), self.logit_mean, self.logit_sd, self.n)
+        return out
+
+    def leave_one_out_p(self) -> np.ndarray:
+        """Each pseudo-guide's p-value against the other n - 1 (the calibration check; the other
+        n - 1 reach down to ``1 / n``)."""
+        a = self.auroc
+        n = self.n
+        if self.model == "empirical":
+            srt = np.sort(a)
+            n_ge = n - np.searchsorted(srt, a, side="left") - 1  # others >= itself
+            return (1.0 + n_ge) / n
+        z = logit_auroc(a)
+        if n < 4:
+            return np.full(n, math.nan)
+        total, total2 = z.sum(), (z**2).sum()
+        mean = (total - z) / (n - 1)
+        var = ((total2 - z**2) - (n - 1) * mean**2) / (n - 2)
+        return _t_upper(z, mean, np.sqrt(np.maximum(var, 0.0)), n - 1)
+
+
+def _t_upper(z: np.ndarray, mean: float | np.ndarray, sd: float | np.ndarray, n: int) -> np.ndarray:
+    """Upper tail of the Student-t predictive distribution of a new draw of a normal sample."""
+    sd = np.asarray(sd, dtype=float)
+    scale = sd * math.sqrt(1.0 + 1.0 / n)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (np.asarray(z, dtype=float) - mean) / scale
+    # a degenerate null (all pseudo-guides equal): above it p = 0, at or below p = 1
+    t = np.where(scale > 0, t, np.where(np.asarray(z) > mean, np.inf, -np.inf))
+    return stats.t.sf(t, df=n - 1)
+
+
+def bounded(p_tail: np.ndarray, p_floor: float | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The reported p-values of ``p_tail`` against a null that reaches down to ``p_floor`` (one
+    value, or one per p-value): each raised to ``p_floor`` at least, and whether it was raised
+    (the tail put it beyond the null)."""
+    p = np.asarray(p_tail, dtype=float)
+    beyond = np.isfinite(p) & (p < p_floor)
+    return np.where(beyond, p_floor, p), beyond
+
+
+def _groups(df: pd.DataFrame) -> list[tuple[tuple[str, str], np.ndarray]]:
+    return [(key, np.asarray(idx)) for key, idx in df.groupby(list(KEYS), sort=True).indices.items()]
+
+
+def null_fit_for(guides: pd.DataFrame, model: str, variant: str, null_model: str) -> NullFit:
+    """The null of (model, variant) from the guide table's scored pseudo-guides.
+
+    Raises ScreenError naming the model, variant and counts when no pseudo-guide has a finite
+    AUROC (e.g. ``classify.n_null_guides: 0``, or every pseudo-guide was skipped).
+    """
+    sub = guides[(guides["model"] == model) & (guides["variant"] == variant) & guides["is_null_guide"]]
+    a = sub["auroc"].to_numpy(dtype=float)
+    finite = a[np.isfinite(a)]
+    need = 3 if null_model == "parametric" else 1
+    if finite.size < need:
+        raise ScreenError(
+            f"hit calls for {model}/{variant}: the null has {finite.size} pseudo-guide(s) with a finite AUROC "
+            f"({len(sub)} drawn, {len(sub) - finite.size} skipped in every fold; reasons in guide_folds.parquet); "
+            f"the {null_model} null needs at least {need}. Pseudo-guides copy the real guides' layouts, so they are "
+            "skipped for the same reasons (too few training or held-out rows per fold: classify.min_train_samples, "
+            "classify.min_test_samples, the batches and replicate plates of splits.scheme), and need control wells "
+            "in every batch; the door's readout notes (screen/validated.json) give the counts"
+        )
+    return NullFit(finite, null_model)
+
+
+def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshold: float = 0.05) -> pd.DataFrame:
+    """The guide table with ``GUIDE_CALL_COLUMNS`` added: ``p_tail`` (the null model's p-value),
+    ``p_value`` and ``p_beyond_null`` (:func:`bounded` at the null's ``p_floor``), ``q_value`` and
+    ``hit`` (q < ``q_threshold``).
+
+    Per (model, variant): real guides get p against that null and BH q over the real guides
+    with a finite p (of the reported ``p_value``); pseudo-guides get their leave-one-out p (bounded
+    at ``1 / n``, the reach of the other n - 1) and no q. Guides skipped in every fold get NaN and
+    no call.
+    """
+    if not 0 < q_threshold < 1:
+        raise ValueError(f"hits.q_threshold: expected a value in (0, 1), got {q_threshold}")
+    out = guides.reset_index(drop=True).copy()
+    p = np.full(len(out), math.nan)
+    floor = np.zeros(len(out))
+    q = np.full(len(out), math.nan)
+    is_null = out["is_null_guide"].astype(bool).to_numpy()
+    for (model, variant), idx in _groups(out):
+        try:
+            fit = null_fit_for(out.iloc[idx], model, variant, null_model)
+        except ScreenError:  # no null: this (model, variant) gets no classifier calls (null_summary says why)
+            continue
+        real = idx[~is_null[idx]]
+        p[real] = fit.p_values(out["auroc"].to_numpy(dtype=float)[real])
+        floor[real] = fit.p_floor
+        q[real] = bh_qvalues(bounded(p[real], fit.p_floor)[0])
+        nulls = idx[is_null[idx]]
+        scored = nulls[np.isfinite(out["auroc"].to_numpy(dtype=float)[nulls])]
+        p[scored] = fit.leave_one_out_p()
+        floor[scored] = 1.0 / fit.n
+    reported, beyond = bounded(p, floor)
+    out["p_value"], out["p_beyond_null"], out["p_tail"], out["q_value"] = reported, beyond, p, q
+    out["hit"] = np.where(np.isfinite(q), q < q_threshold, False).astype(bool)
+    return out
+
+
+def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataFrame:
+    """Gene-level calls (``GENE_CALL_COLUMNS``) from ``call_guides``' output (real guides only).
+
+    ``p_value``: ACAT of the gene's guides' reported p-values (never below their null's
+    ``p_floor``: ACAT of p-values at or above a bound stays at or above it); ``p_beyond_null``:
+    some of them lie beyond the null, so ``p_value`` is an upper bound; ``p_tail``: ACAT of the
+    guides' ``p_tail``; ``q_value``: BH over the genes of one (model, variant), of ``p_value``;
+    ``n_guides``: guides with a p-value; ``n_guides_hit``: guides with q < ``q_threshold`` (the
+    guides that agree the gene is a hit); ``auroc``: mean of its guides' AUROCs.
+    """
+    real = guide_calls[~guide_calls["is_null_guide"].astype(bool)]
+    rows = []
+    for (model, variant, gene), sub in real.groupby(["model", "variant", GENE], sort=True):
+        p = sub["p_value"].to_numpy(dtype=float)
+        rows.append(
+            {
+                "model": model,
+                "variant": variant,
+                GENE: gene,
+                "n_guides": int(np.isfinite(p).sum()),
+                "n_guides_hit": int(sub["hit"].astype(bool).sum()),
+                "auroc": float(np.nanmean(sub["auroc"])) if np.isfinite(sub["auroc"]).any() else math.nan,
+                "p_value": acat(p),
+                "p_beyond_null": bool(sub["p_beyond_null"].astype(bool).any()),
+                "p_tail": acat(sub["p_tail"].to_numpy(dtype=float)),
+            }
+        )
+    genes = pd.DataFrame(rows, columns=[c for c in GENE_CALL_COLUMNS if c not in ("q_value", "hit")])
+    genes["p_beyond_null"] = genes["p_beyond_null"].astype(bool)
+    q = np.full(len(genes), math.nan)
+    for _key, idx in _groups(genes):
+        q[idx] = bh_qvalues(genes["p_value"].to_numpy(dtype=float)[idx])
+    genes["q_value"] = q
+    genes["hit"] = np.where(np.isfinite(q), q < q_threshold, False).astype(bool)
+    for c in ("n_guides", "n_guides_hit"):
+        genes[c] = genes[c].astype(np.int64)
+    return genes[list(GENE_CALL_COLUMNS)].reset_index(drop=True)
+
+
+def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_threshold: float = 0.05) -> pd.DataFrame:
+    """Per (model, variant): the null's size, its fit, checks of its calibration, and what lies
+    beyond its reach.
+
+    ``normality_p``: Shapiro-Wilk of the pseudo-guides' logit AUROCs (the parametric model's
+    assumption); ``loo_uniform_ks_p``: Kolmogorov-Smirnov of their leave-one-out p-values
+    against U(0, 1); ``loo_fraction_below_05``: how many of those fall below 0.05 (nominal 0.05).
+    ``p_floor``: ``1 / (n_null + 1)``, the smallest p-value the null reaches; ``n_beyond_null``:
+    real guides whose tail p-value lies below it; ``n_tail_only_calls``: guides that BH over the
+    tail's p-values would call at ``q_threshold`` and the calls (on the reported p-values) do not:
+    what a screen would gain from a null large enough to reach them.
+    """
+    rows = []
+    for (model, variant), idx in _groups(guide_calls):
+        sub = guide_calls.iloc[idx]
+        nulls = sub[sub["is_null_guide"].astype(bool)]
+        real = sub[~sub["is_null_guide"].astype(bool)]
+        try:
+            fit = null_fit_for(sub, model, variant, null_model)
+        except ScreenError as exc:
+            rows.append(_no_null_row(model, variant, null_model, len(nulls), str(exc)))
+            continue
+        loo = fit.leave_one_out_p()
+        loo = loo[np.isfinite(loo)]
+        z = logit_auroc(fit.auroc)
+        rows.append(
+            {
+                "model": model,
+                "variant": variant,
+                "null_model": null_model,
+                "n_null": fit.n,
+                "n_null_skipped": int(len(nulls) - fit.n),
+                "null_auroc_mean": float(fit.auroc.mean()),
+                "null_auroc_median": float(np.median(fit.auroc)),
+                "logit_mean": fit.logit_mean,
+                "logit_sd": fit.logit_sd,
+                "normality_p": float(stats.shapiro(z).pvalue) if fit.n >= 3 and np.ptp(z) > 0 else math.nan,
+                "loo_uniform_ks_p": float(stats.kstest(loo, "uniform").pvalue) if loo.size else math.nan,
+                "loo_fraction_below_05": float(np.mean(loo < 0.05)) if loo.size else math.nan,
+                "p_floor": fit.p_floor,
+                "n_beyond_null": int(real["p_beyond_null"].astype(bool).sum()),
+                "n_tail_only_calls": _tail_only_calls(real, q_threshold),
+                "calls": True,
+                "reason": "",
+            }
+        )
+    return pd.DataFrame(rows, columns=list(NULL_COLUMNS))
+
+
+def _tail_only_calls(real: pd.DataFrame, q_threshold: float) -> int:
+    """Real guides of one (model, variant) that BH over their ``p_tail`` would call at
+    ``q_threshold`` and that are not called."""
+    tail_calls = bh_qvalues(real["p_tail"].to_numpy(dtype=float)) < q_threshold
+    return int((tail_calls & ~real["hit"].astype(bool).to_numpy()).sum())
+
+
+def _no_null_row(model: str, variant: str, null_model: str, n_drawn: int, reason: str) -> dict[str, object]:
+    """The null summary of a (model, variant) whose null cannot be fitted: no classifier calls, and why."""
+    row: dict[str, object] = {c: math.nan for c in NULL_COLUMNS}
+    row.update(model=model, variant=variant, null_model=null_model, n_null=0, n_null_skipped=n_drawn)
+    row.update(n_beyond_null=0, n_tail_only_calls=0, calls=False, reason=reason)
+    return row
+
+
+def hit_table(guide_calls: pd.DataFrame, map_df: pd.DataFrame | None, q_threshold: float = 0.05) -> pd.DataFrame:
+    """One row per real guide: AUROC, distance from the controls (with its interval), p, q, call,
+    beside the mAP readout and their agreement, ranked by effect size.
+
+    ``map_df`` (``phenoica.classify.guide_map`` output, or None) adds ``mean_average_precision``,
+    ``map_p_value``, ``map_q_value`` and ``map_hit`` (map q < ``q_threshold``); ``agreement`` is
+    one of ``AGREEMENT`` (NaN-free: a guide a readout could not score is not called by it).
+    ``rank`` and ``ranked_by``: :func:`phenoica.hits._effects.ranked` (the held-out distance, or the
+    mAP where the mAP readout scored more guides), rows in that order.
+    """
+    real = guide_calls[~guide_calls["is_null_guide"].astype(bool)]
+    cols = ["model", "variant", GENE, GUIDE, "n_folds_ok", "auroc", *DISTANCE_COLUMNS]
+    cols += ["p_value", "p_beyond_null", "q_value", "hit"]
+    out = real[cols].copy()
+    key = ["model", "variant", GENE, GUIDE]
+    if map_df is not None and len(map_df):
+        m = map_df[key + ["mean_average_precision", "map_p_value", "map_q_value"]]
+        out = out.merge(m, on=key, how="left", validate="one_to_one")
+        mq = out["map_q_value"].to_numpy(dtype=float)
+        out["map_hit"] = np.where(np.isfinite(mq), mq < q_threshold, False).astype(bool)
+    else:
+        for c in ("mean_average_precision", "map_p_value", "map_q_value"):
+            out[c] = math.nan
+        out["map_hit"] = False
+    a, b = out["hit"].astype(bool).to_numpy(), out["map_hit"].astype(bool).to_numpy()
+    out["agreement"] = np.select([a & b, a & ~b, ~a & b], list(AGREEMENT[:3]), AGREEMENT[3])
+    out = ranked(out, [GENE, GUIDE])
+    return out[["model", "variant", "rank", *[c for c in out.columns if c not in ("model", "variant", "rank")]]]
+
+
+def readout_agreement(hits: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, variant): counts of each ``agreement`` class, Cohen's kappa of the two calls
+    and the Spearman correlation of AUROC with mAP over guides both readouts scored."""
+    rows = []
+    for (model, variant), sub in hits.groupby(list(KEYS), sort=True):
+        counts = sub["agreement"].value_counts()
+        a, b = sub["hit"].astype(bool).to_numpy(), sub["map_hit"].astype(bool).to_numpy()
+        both = sub[np.isfinite(sub["auroc"]) & np.isfinite(sub["mean_average_precision"])]
+        rho = (
+            stats.spearmanr(both["auroc"], both["mean_average_precision"]).statistic
+            if len(both) >= 3 and both["auroc"].nunique() > 1 and both["mean_average_precision"].nunique() > 1
+            else math.nan
+        )
+        rows.append(
+            {
+                "model": model,
+                "variant": variant,
+                "n_guides": len(sub),
+                **{c: int(counts.get(c, 0)) for c in AGREEMENT},
+                "kappa": _kappa(a, b),
+                "spearman_auroc_map": float(rho),
+            }
+        )
+    return pd.DataFrame(rows, columns=["model", "variant", "n_guides", *AGREEMENT, "kappa", "spearman_auroc_map"])
+
+
+def _kappa(a: np.ndarray, b: np.ndarray) -> float:
+    """Cohen's kappa of two boolean calls (NaN when chance agreement is total)."""
+    if not a.size:
+        return math.nan
+    po = float(np.mean(a == b))
+    pe = float(a.mean() * b.mean() + (1 - a.mean()) * (1 - b.mean()))
+    return (po - pe) / (1 - pe) if pe < 1 else math.nan
+
+
+def hit_counts(
+    guide_calls: pd.DataFrame, gene_calls: pd.DataFrame, thresholds: tuple[float, ...] = (0.05, 0.1)
+) -> pd.DataFrame:
+    """Per (model, variant): scored real guides and genes, and how many pass each q threshold."""
+    real = guide_calls[~guide_calls["is_null_guide"].astype(bool)]
+    rows = []
+    for (model, variant), sub in real.groupby(list(KEYS), sort=True):
+        genes = gene_calls[(gene_calls["model"] == model) & (gene_calls["variant"] == variant)]
+        row: dict[str, object] = {
+            "model": model,
+            "variant": variant,
+            "n_guides_scored": int(np.isfinite(sub["p_value"]).sum()),
+            "n_genes_scored": int(np.isfinite(genes["p_value"]).sum()),
+        }
+        for t in thresholds:
+            row[f"guides_q<{t:g}"] = int((sub["q_value"] < t).sum())
+            row[f"genes_q<{t:g}"] = int((genes["q_value"] < t).sum())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def recall_fdr(
+    guide_calls: pd.DataFrame, truth: pd.DataFrame, thresholds: tuple[float, ...] = (0.05, 0.1)
+) -> pd.DataFrame:
+    """Hit calls against known truth (``truth``: gene, guide, ``has_effect``), per (model,
+    variant, level, threshold): calls, true and false positives, recall of the true effects and
+    the observed FDR (false calls / calls; 0 when nothing is called). Gene level: a gene has an
+    effect when any of its guides does; its calls come from ``call_genes``."""
+    t = truth[[GENE, GUIDE, "has_effect"]].copy()
+    t["has_effect"] = t["has_effect"].astype(bool)
+    real = guide_calls[~guide_calls["is_null_guide"].astype(bool)].merge(t, on=[GENE, GUIDE], how="inner")
+    gene_truth = t.groupby(GENE)["has_effect"].any()
+    genes = call_genes(guide_calls)
+    genes = genes[genes[GENE].isin(gene_truth.index)].assign(has_effect=lambda d: d[GENE].map(gene_truth).astype(bool))
+    rows = []
+    for level, df in (("guide", real), ("gene", genes)):
+        for (model, variant), sub in df.groupby(list(KEYS), sort=True):
+            truth_pos = sub["has_effect"].to_numpy(bool)
+            qv = sub["q_value"].to_numpy(dtype=float)
+            for thr in thresholds:
+                called = np.isfinite(qv) & (qv < thr)
+                tp, fp = int((called & truth_pos).sum()), int((called & ~truth_pos).sum())
+                rows.append(
+                    {
+                        "model": model,
+                        "variant": variant,
+                        "level": level,
+                        "q_threshold": thr,
+                        "n_true_effects": int(truth_pos.sum()),
+                        "n_no_effect": int((~truth_pos).sum()),
+                        "n_called": tp + fp,
+                        "true_positives": tp,
+                        "false_positives": fp,
+                        "recall": tp / truth_pos.sum() if truth_pos.any() else math.nan,
+                        "observed_fdr": fp / (tp + fp) if tp + fp else 0.0,
+                    }
+                )
+    return pd.DataFrame(rows)
+
+
+def pooled_recall_fdr(rows: pd.DataFrame) -> tuple[float, float]:
+    """Recall and observed FDR of several :func:`recall_fdr` rows taken together (e.g. the guide
+    rows of some models and variants at one threshold): true positives over true effects, false
+    calls over calls (0 when nothing is called)."""
+    called = int(rows["n_called"].sum())
+    return rows["true_positives"].sum() / rows["n_true_effects"].sum(), rows["false_positives"].sum() / max(called, 1)
+
+
+def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Guide-level and gene-level means of the ``ok`` (guide, fold) rows.
+
+    Guide level: ``GUIDE_SUMMARY_COLUMNS``; n_folds_ok and the mean of auroc, sparsity and
+    concentration over the guide's ok folds (NaN when none), and the held-out distance with its
+    interval over folds (:func:`phenoica.hits._effects.guide_distances`). Gene level (real guides
+    only, null pseudo-guides excluded): ``GENE_SUMMARY_COLUMNS``; n_guides = guides with at least
+    one ok fold, means pooled over all ok (guide, fold) rows of the gene, and the distance per
+    fold over its guides (:func:`phenoica.hits._effects.gene_distances`).
+    """
+    missing = [c for c in SCORE_COLUMNS if c not in rows.columns]
+    if missing:
+        raise ValueError(f"summarize_scores: score table lacks column(s) {missing}")
+    keys = ["model", "variant", GENE, GUIDE, "is_null_guide"]
+    vals = ["auroc", "sparsity", "concentration"]
+    rows = rows.copy()
+    ok = rows["status"] == OK
+    rows["_ok"] = ok.astype(np.int64)
+    for v in vals:
+        rows[v] = rows[v].where(ok)
+    guide = (
+        rows.groupby(keys, sort=True, dropna=False)
+        .agg(n_folds_ok=("_ok", "sum"), **{v: (v, "mean") for v in vals})
+        .reset_index()
+    )
+    guide["n_folds_ok"] = guide["n_folds_ok"].astype(np.int64)
+    ok_rows = rows[ok]
+    guide = guide.merge(guide_distances(ok_rows), on=keys, how="left", validate="one_to_one")
+    guide = guide[list(GUIDE_SUMMARY_COLUMNS)]
+    real = rows[~rows["is_null_guide"].astype(bool)]
+    gkeys = ["model", "variant", GENE]
+    gene = real.groupby(gkeys, sort=True, dropna=False).agg(**{v: (v, "mean") for v in vals}).reset_index()
+    scored = real[real["_ok"] == 1].groupby(gkeys)[GUIDE].nunique().rename("n_guides")
+    gene = gene.merge(scored.reset_index(), on=gkeys, how="left")
+    gene["n_guides"] = gene["n_guides"].fillna(0).astype(np.int64)
+    gene = gene.merge(gene_distances(ok_rows), on=gkeys, how="left", validate="one_to_one")
+    return guide.reset_index(drop=True), gene[list(GENE_SUMMARY_COLUMNS)].reset_index(drop=True)
+
+
+def screen_calls(
+    rows: pd.DataFrame,
+    map_df: pd.DataFrame | None,
+    null_model: str,
+    q_threshold: float,
+    with_null: bool = True,
+) -> dict[str, pd.DataFrame]:
+    """Everything the gather step writes, from the guide-fold rows of every shard.
+
+    Returns ``guides`` (per-guide means and distances, plus ``GUIDE_CALL_COLUMNS``), ``genes``
+    (per-gene means and distances, the gene calls ``n_guides_hit``, ``p_value``,
+    ``p_beyond_null``, ``p_tail``, ``q_value``, ``hit``, the mean ``mean_average_precision`` of
+    its guides, and ``rank`` / ``ranked_by`` as the hit table's), ``hits`` (``hit_table``, beside
+    the mAP readout) and ``null`` (``null_summary``). Without a null (``with_null`` False:
+    ``classify.n_null_guides: 0``) the calls are NaN/False and ``null`` is empty.
+    """
+    guides, genes = summarize_scores(rows)
+    keys = ["model", "variant", GENE]
+    call_cols = ["n_guides_hit", "p_value", "p_beyond_null", "p_tail", "q_value", "hit"]
+    if with_null:
+        guides = call_guides(guides, null_model, q_threshold)
+        gene_calls = call_genes(guides, q_threshold)
+        genes = genes.merge(gene_calls[keys + call_cols], on=keys, how="left")
+        null = null_summary(guides, null_model, q_threshold)
+    else:
+        no_calls = {"p_value": math.nan, "p_beyond_null": False, "p_tail": math.nan, "q_value": math.nan, "hit": False}
+        guides = guides.assign(**no_calls)
+        genes = genes.assign(n_guides_hit=0, **no_calls)
+        null = pd.DataFrame(columns=list(NULL_COLUMNS))
+    for c in ("hit", "p_beyond_null"):
+        genes[c] = genes[c].fillna(False).astype(bool)
+    genes["n_guides_hit"] = genes["n_guides_hit"].fillna(0).astype(np.int64)
+    hits = hit_table(guides, map_df, q_threshold)
+    hits["note"] = readout_notes(hits, null, with_null, map_df is not None and len(map_df) > 0)
+    gene_map = hits.groupby(keys)["mean_average_precision"].mean().rename("mean_average_precision")
+    genes = ranked(genes.merge(gene_map.reset_index(), on=keys, how="left"), [GENE])
+    return {"guides": guides, "genes": genes, "hits": hits, "null": null}
+
+
+def readout_notes(hits: pd.DataFrame, null: pd.DataFrame, with_null: bool, with_map: bool) -> np.ndarray:
+    """Per hit-table row: what its (model, variant) could not call, empty when both readouts called
+    (the classifier without a null; the mAP readout, when it ran, where it scored no guide)."""
+    no_calls = {}
+    if not with_null:
+        no_calls = {k: "classify.n_null_guides is 0" for k in hits.groupby(list(KEYS)).groups}
+    else:
+        for row in null.itertuples(index=False):
+            if not bool(row.calls):
+                no_calls[(row.model, row.variant)] = str(row.reason)
+    map_scored = hits.groupby(list(KEYS))["mean_average_precision"].apply(lambda s: bool(np.isfinite(s).any()))
+    notes = []
+    for key in zip(hits["model"], hits["variant"]):
+        parts = []
+        if key in no_calls:
+            parts.append(f"classifier: no hit calls ({no_calls[key]})")
+        if with_map and not map_scored.get(key, False):
+            parts.append("mAP: no guide scored (guides need 2 wells or more, on plates with control wells)")
+        notes.append("; ".join(parts))
+    return np.asarray(notes, dtype=object)

@@ -1,0 +1,65 @@
+"""What the hit calls read: :class:`HitOptions`, the ``call_hits`` rule's params; the plate's
+positions (:class:`PositionOptions`, rule ``plate_positions``) and the reference readout
+(:class:`ReferenceOptions`, rule ``reference``)."""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, NamedTuple
+
+from phenoica.classify import model_parameters, run_time_parameters
+from phenoica.contract import Setting, stage_options
+
+
+@stage_options("call_hits")
+class HitOptions(NamedTuple):
+    """The settings of the hit calls, built once from the validated config.
+
+    ``null_model`` (``parametric`` or ``empirical``) gives each guide's p-value against the
+    pseudo-guides, ``q_threshold`` the Benjamini-Hochberg q below which a guide, gene or control
+    construct is called; ``n_null_guides`` 0 means no null, so no p-values and no calls
+    (:attr:`with_null`).
+    """
+
+    null_model: Annotated[str, Setting("hits.null_model")]
+    q_threshold: Annotated[float, Setting("hits.q_threshold")]
+    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+
+    @property
+    def with_null(self) -> bool:
+        """Whether the screen has pseudo-guides, so p-values, q-values and calls."""
+        return self.n_null_guides > 0
+
+
+@stage_options("plate_positions")
+class PositionOptions(NamedTuple):
+    """The settings of the plate's positions (:func:`phenoica.hits.plate_position_files`):
+    the seed of the position summary's permutations, and the classifier null's layout setting and
+    size (:func:`phenoica.classify.null_layout_choice` says which layout the null takes)."""
+
+    seed: Annotated[int, Setting("seed")]
+    null_layout: Annotated[str, Setting("classify.null_layout")]
+    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+
+
+@stage_options("reference")
+class ReferenceOptions(NamedTuple):
+    """The settings of the reference readout (:func:`phenoica.hits.reference_files`):
+    the declared reference (``screen.reference``), the classifiers' settings as the classify jobs
+    read them, the null's size (``classify.n_null_guides`` null contrasts at most) and the q-value
+    of the calls."""
+
+    seed: Annotated[int, Setting("seed")]
+    reference: Annotated[dict[str, str] | None, Setting("screen.reference")]
+    lightgbm: Annotated[dict[str, Any], Setting("classify.lightgbm", read=model_parameters)]
+    lightgbm_run_time: Annotated[dict[str, Any], Setting("classify.lightgbm", run_time=True, read=run_time_parameters)]
+    num_boost_round: Annotated[int, Setting("classify.num_boost_round")]
+    min_train_samples: Annotated[int, Setting("classify.min_train_samples")]
+    min_test_samples: Annotated[int, Setting("classify.min_test_samples")]
+    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+    q_threshold: Annotated[float, Setting("hits.q_threshold")]
+
+    def booster_params(self) -> dict[str, Any]:
+        """LightGBM's parameters for :func:`lightgbm.train`, as the classify jobs build them."""
+        from phenoica.classify import lightgbm_params  # imports lightgbm: only here
+
+        return lightgbm_params({**self.lightgbm, **self.lightgbm_run_time}, self.seed)

@@ -1,0 +1,75 @@
+"""What the component sweep reads: :class:`SweepOptions`, the ``sweep_point`` and
+``component_sweep`` rules' params."""
+
+from __future__ import annotations
+
+from typing import Annotated, NamedTuple
+
+from phenoica.classify import ClassifyOptions, MapReadoutOptions
+from phenoica.contract import Setting, composed, stage_options
+from phenoica.hits import HitOptions
+from phenoica.transforms import TransformOptions, swept_variants
+
+#: The q-value below which a point's guides, genes and mAPs are counted: the sweep's own (no config key).
+SWEEP_Q_THRESHOLD = 0.1
+
+
+@stage_options("sweep_point", "component_sweep")
+class SweepOptions(NamedTuple):
+    """The settings of one model's component sweep, built once from the validated config.
+
+    Each point is scored and fitted as the main run scores and fits: the sweep holds the main
+    run's options, each built from the config by its own class, and fixes what it sets itself:
+
+    - ``classify``: the classification (:class:`~phenoica.classify.ClassifyOptions`)
+      without the concentration models (they change no AUROC), as one shard (a point scores
+      every guide and pseudo-guide at once; the main run's shards are the rule's inputs);
+      :meth:`scoring` gives it the sweep's null, :attr:`point_null_guides`;
+    - ``transforms``: the fit (:class:`~phenoica.transforms.TransformOptions`), whose
+      variant and component count each point sets (:meth:`transforms_at`; None here);
+    - ``map``: the mAP readout (:class:`~phenoica.classify.MapReadoutOptions`) and
+      ``hits``: the hit calls (:class:`~phenoica.hits.HitOptions`), both at the sweep's own
+      threshold :data:`SWEEP_Q_THRESHOLD`, not ``hits.q_threshold``.
+
+    The sweep's own settings: ``variants``, the swept ones of ``transforms.variants``
+    (:func:`~phenoica.transforms.swept_variants`); ``points``, the grid's counts
+    (``sweep.points``; 0 = no sweep); ``max_components``, its top (``sweep.max_components``; None
+    = the width); ``null_guides``, the pseudo-guides of each point's null (``sweep.null_guides``;
+    :attr:`point_null_guides`). ``classify.map_readout`` is not read: the chosen point's mAP
+    tables are the rule's inputs when it is on, and computed here when it is off.
+    """
+
+    classify: Annotated[ClassifyOptions, composed(concentration=False, n_shards=1)]
+    transforms: Annotated[TransformOptions, composed(variants=None, n_components=None)]
+    map: Annotated[MapReadoutOptions, composed(q_threshold=SWEEP_Q_THRESHOLD)]
+    hits: Annotated[HitOptions, composed(q_threshold=SWEEP_Q_THRESHOLD)]
+    variants: Annotated[list[str], Setting("transforms.variants", read=swept_variants)]
+    points: Annotated[int, Setting("sweep.points")]
+    max_components: Annotated[int | None, Setting("sweep.max_components")]
+    null_guides: Annotated[int | None, Setting("sweep.null_guides")]
+
+    @property
+    def seed(self) -> int:
+        """The workflow's seed (``seed``), which every options object the sweep holds reads."""
+        return self.classify.seed
+
+    @property
+    def q_threshold(self) -> float:
+        """The q-value below which a point's guides, genes and mAPs are counted: :data:`SWEEP_Q_THRESHOLD`."""
+        return self.hits.q_threshold
+
+    @property
+    def point_null_guides(self) -> int:
+        """Pseudo-guides of each point's null: ``sweep.null_guides``, at most the main run's
+        ``classify.n_null_guides`` (all of them when unset)."""
+        full = int(self.classify.n_null_guides)
+        return full if self.null_guides is None else min(full, int(self.null_guides))
+
+    def scoring(self) -> ClassifyOptions:
+        """The classification of every grid point: the main run's, without the concentration
+        models, as one shard, with the sweep's null (:attr:`point_null_guides`)."""
+        return self.classify._replace(n_null_guides=self.point_null_guides)
+
+    def transforms_at(self, n_components: int, variant: str) -> TransformOptions:
+        """The fit of one grid point: the main run's fit of ``variant`` at ``n_components``."""
+        return self.transforms._replace(variants=[variant], n_components=int(n_components))
