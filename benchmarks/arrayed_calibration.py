@@ -80,7 +80,8 @@ def one_draw(n_batches: int, seed: int, cfg: dict) -> dict[str, pd.DataFrame]:
     rows, maps = [], []
     for variant, table in variant_tables(profiles, cfg, seed).items():
         folds = make_folds(table, SplitOptions.from_config(cfg)._replace(seed=seed))
-        nulls = null_guide_design(table, options.n_null_guides, seed) + control_constructs(table)
+        nulls = null_guide_design(table, options.n_null_guides, seed, layout=options.null_layout)
+        nulls += control_constructs(table)
         rows.append(classify_guides(table, None, folds, options, variant, "sim", nulls=nulls))
         maps.append(guide_map(table, variant, "sim", seed, cfg["classify"]["map_null_size"]))
     guide_rows, control_rows = split_control_rows(pd.concat(rows, ignore_index=True))

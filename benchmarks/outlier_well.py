@@ -71,7 +71,8 @@ def calls(profiles: pd.DataFrame, cfg: dict, seed: int) -> pd.DataFrame:
     rows, maps = [], []
     for variant, table in tables.items():
         folds = make_folds(table, SplitOptions.from_config(cfg)._replace(seed=seed))
-        nulls = null_guide_design(table, options.n_null_guides, seed) + control_constructs(table)
+        nulls = null_guide_design(table, options.n_null_guides, seed, layout=options.null_layout)
+        nulls += control_constructs(table)
         rows.append(classify_guides(table, None, folds, options, variant, "sim", nulls=nulls))
         maps.append(guide_map(table, variant, "sim", seed, cfg["classify"]["map_null_size"]))
     guide_rows, _ = split_control_rows(pd.concat(rows, ignore_index=True))
