@@ -76,11 +76,17 @@ def screen_calls(table: pd.DataFrame, seed: int) -> pd.DataFrame:
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1])
 def test_guides_without_effect_get_uniform_p_values_and_no_calls(seed):
+    """Guides without effect look like the null and are (almost) never called. Their AUROCs are
+    compared with the pseudo-guides' by a two-sample test: all 240 p-values are read off one fit
+    of 100 pseudo-guides, so a one-sample test of those p-values against the uniform measures the
+    null's own draw as much as its calibration (over null draws of this screen its p ranged from
+    1e-4 to 0.8), while both samples' variation enters the two-sample test."""
     calls = screen_calls(null_screen(seed), seed)
     real = calls[~calls["is_null_guide"]]
     p = real["p_value"].to_numpy()
     assert len(p) == 240 and np.isfinite(p).all()
-    assert stats.kstest(p, "uniform").pvalue > 0.01
+    null_auroc = calls.loc[calls["is_null_guide"], "auroc"]
+    assert stats.ks_2samp(real["auroc"], null_auroc).pvalue > 0.01
     assert (real["q_value"] < 0.05).mean() <= 0.05
     # the null's own leave-one-out p-values are uniform too, and real no-effect guides look like it
     null = calls[calls["is_null_guide"]]

@@ -199,7 +199,7 @@ def test_a_job_started_since_its_stamp_has_none_and_is_refused_to_another_workfl
 
 
 def test_a_params_digest_is_the_set_of_the_texts_snakemake_records():
-    from phenoica.classify.options import ClassifyOptions
+    from phenoica.classify import ClassifyOptions
 
     options = ClassifyOptions.from_config(validate_config({}))
     assert params_digest([options, "x", 3]) == params_digest([3, options, "x", object()])  # no text of an object

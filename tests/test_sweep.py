@@ -360,7 +360,7 @@ def test_a_workflow_sweep_spreads_and_a_changed_point_reruns_alone(tmp_path):
     from tests.test_workflow import planned_jobs, snakemake
 
     design = arrayed.ArrayedDesign(n_effect_genes=6, n_null_genes=4, n_latent=6, n_features=24)
-    paths = arrayed.write_known_truth_screen(tmp_path / "screen", 0, design)
+    paths = arrayed.write_arrayed_screen(tmp_path / "screen", 0, design)
     cfg = {
         "results": "results",
         "screen": {
