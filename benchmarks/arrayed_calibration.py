@@ -38,7 +38,7 @@ from phenoica.classify import (
 )
 from phenoica.contract import BATCH, CONTROL, GUIDE, PERT_TYPE, feature_columns, validate_config
 from phenoica.hits import control_calls, screen_calls
-from phenoica.screen import ArrayedDesign, batch_profiles, plate_layout, screen_truth
+from phenoica.screen import ArrayedDesign, screen_profiles
 from phenoica.transforms import TransformOptions, fit_variants
 
 VARIANTS = ("base", "pca", "pca_ica")
@@ -72,10 +72,7 @@ def variant_tables(profiles: pd.DataFrame, cfg: dict, seed: int) -> dict[str, pd
 def one_draw(n_batches: int, seed: int, cfg: dict) -> dict[str, pd.DataFrame]:
     """Every readout's calls on one simulated screen."""
     design = ArrayedDesign(n_batches=n_batches)
-    truth = screen_truth(design, seed)
-    layout = plate_layout(design, truth, seed)
-    profiles = pd.concat([batch_profiles(design, truth, layout, seed, b) for b in range(n_batches)])
-    profiles = profiles.reset_index(drop=True)
+    profiles, truth = screen_profiles(design, seed)
     options = ClassifyOptions.from_config(cfg)._replace(seed=seed)
     rows, maps = [], []
     for variant, table in variant_tables(profiles, cfg, seed).items():

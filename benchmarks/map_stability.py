@@ -41,7 +41,7 @@ from scipy import stats
 
 from phenoica.classify import guide_map
 from phenoica.contract import CONTROL, PERT_TYPE, PLATE, feature_columns, validate_config
-from phenoica.screen import ArrayedDesign, batch_profiles, plate_layout, screen_truth
+from phenoica.screen import ArrayedDesign, screen_profiles
 
 #: The readout's warnings (guides still open at the cap, small plates) are not this script's output.
 QUIET = logging.getLogger("map_stability")
@@ -50,11 +50,7 @@ QUIET.setLevel(logging.ERROR)
 
 def arrayed_screen(seed: int = 0) -> pd.DataFrame:
     """The arrayed scenario's profiles (its design at the defaults), in memory."""
-    design = ArrayedDesign()
-    truth = screen_truth(design, seed)
-    layout = plate_layout(design, truth, seed)
-    parts = [batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
-    return pd.concat(parts, ignore_index=True)
+    return screen_profiles(ArrayedDesign(), seed)[0]
 
 
 def calls(table: pd.DataFrame, seed: int, null_size: int, max_null_size: int, q: float) -> tuple[np.ndarray, float]:

@@ -41,7 +41,7 @@ from phenoica.classify import (
 from phenoica.contract import CONTROL, PERT_TYPE, PLATE, feature_columns, validate_config
 from phenoica.hits import screen_calls
 from phenoica.profiles import Hygiene, clean_profiles
-from phenoica.screen import ArrayedDesign, batch_profiles, plate_layout, screen_truth
+from phenoica.screen import ArrayedDesign, screen_profiles
 
 
 def planted(profiles: pd.DataFrame, sds: float) -> tuple[pd.DataFrame, int, str]:
@@ -93,10 +93,7 @@ def main() -> None:
     cfg = validate_config({})
     design = ArrayedDesign()
     for seed in args.seeds:
-        truth = screen_truth(design, seed)
-        layout = plate_layout(design, truth, seed)
-        profiles = pd.concat([batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)])
-        profiles = profiles.reset_index(drop=True)
+        profiles = screen_profiles(design, seed)[0]
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp)
             t0 = time.perf_counter()

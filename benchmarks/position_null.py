@@ -46,9 +46,7 @@ from phenoica.screen import (
     PLATE_ROWS,
     POSITION_DESIGN,
     ArrayedDesign,
-    batch_profiles,
-    plate_layout,
-    screen_truth,
+    screen_profiles,
     well_position,
 )
 from phenoica.transforms import TransformOptions, fit_variants
@@ -69,10 +67,7 @@ def wilson(k: int, n: int, z: float = 1.96) -> tuple[float, float]:
 
 def screen(design: ArrayedDesign, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The screen's per-well profiles and its truth."""
-    truth = screen_truth(design, seed)
-    layout = plate_layout(design, truth, seed)
-    parts = [batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
-    return pd.concat(parts, ignore_index=True), truth
+    return screen_profiles(design, seed)
 
 
 def variant_tables(profiles: pd.DataFrame, cfg: dict, seed: int) -> dict[str, pd.DataFrame]:

@@ -35,7 +35,7 @@ from arrayed_calibration import VARIANTS, variant_tables
 from phenoica.classify import ClassifyOptions, SplitOptions, classify_guides, make_folds, null_guide_design
 from phenoica.contract import GUIDE, validate_config
 from phenoica.hits import NullFit, summarize_scores
-from phenoica.screen import ArrayedDesign, batch_profiles, plate_layout, screen_truth
+from phenoica.screen import ArrayedDesign, screen_profiles
 from phenoica.utils import bootstrap_mean
 
 #: How many times the workflow's null the held-out null is.
@@ -116,11 +116,7 @@ def run_screen(name: str, profiles: pd.DataFrame, cfg: dict, seed: int, n: int, 
 
 def arrayed_profiles(seed: int) -> pd.DataFrame:
     """The simulated arrayed screen of one seed (the scenario's design)."""
-    design = ArrayedDesign()
-    truth = screen_truth(design, seed)
-    layout = plate_layout(design, truth, seed)
-    parts = [batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
-    return pd.concat(parts).reset_index(drop=True)
+    return screen_profiles(ArrayedDesign(), seed)[0]
 
 
 def main() -> None:

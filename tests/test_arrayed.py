@@ -22,10 +22,7 @@ SMALL = arrayed.ArrayedDesign(n_effect_genes=3, n_null_genes=2, n_latent=4, n_fe
 
 
 def _profiles(design: arrayed.ArrayedDesign = SMALL, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    truth = arrayed.screen_truth(design, seed)
-    layout = arrayed.plate_layout(design, truth, seed)
-    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
-    return pd.concat(parts, ignore_index=True), truth
+    return arrayed.screen_profiles(design, seed)
 
 
 # --------------------------------------------------------------------------- the simulated screen

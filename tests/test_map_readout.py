@@ -24,10 +24,7 @@ Q = 0.05
 
 
 def _screen(design: arrayed.ArrayedDesign, seed: int = 0) -> pd.DataFrame:
-    truth = arrayed.screen_truth(design, seed)
-    layout = arrayed.plate_layout(design, truth, seed)
-    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
-    return pd.concat(parts, ignore_index=True)
+    return arrayed.screen_profiles(design, seed)[0]
 
 
 def _with_outlier_well(table: pd.DataFrame) -> tuple[pd.DataFrame, int]:

@@ -22,10 +22,7 @@ NO_POSITION = dataclasses.replace(PLANTED, edge_effect=0.0, row_gradient=0.0)
 
 
 def _profiles(design: arrayed.ArrayedDesign, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    truth = arrayed.screen_truth(design, seed)
-    layout = arrayed.plate_layout(design, truth, seed)
-    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
-    return pd.concat(parts, ignore_index=True), truth
+    return arrayed.screen_profiles(design, seed)
 
 
 # --------------------------------------------------------------------------- the simulator

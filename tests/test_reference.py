@@ -26,10 +26,7 @@ SMALL = dataclasses.replace(arrayed.POSITION_DESIGN, n_features=60, n_latent=12)
 
 
 def _profiles(design: arrayed.ArrayedDesign, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
-    truth = arrayed.screen_truth(design, seed)
-    layout = arrayed.plate_layout(design, truth, seed)
-    parts = [arrayed.batch_profiles(design, truth, layout, seed, b) for b in range(design.n_batches)]
-    return pd.concat(parts, ignore_index=True), truth
+    return arrayed.screen_profiles(design, seed)
 
 
 def _orf_plate() -> pd.DataFrame:

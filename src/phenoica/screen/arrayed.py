@@ -360,6 +360,23 @@ def batch_profiles(
     return table[[BATCH, PLATE, WELL, GENE, GUIDE, PERT_TYPE, *extra, *design.feature_names()]]
 
 
+def _batch_tables(design: ArrayedDesign, truth: pd.DataFrame, seed: int) -> list[pd.DataFrame]:
+    """Each batch's per-well profiles, every plate map's plates in map order."""
+    layouts = [plate_layout(design, truth, seed, m) for m in range(design.plate_maps)]
+    tables = []
+    for b in range(design.n_batches):
+        parts = [batch_profiles(design, truth, layout, seed, b, m) for m, layout in enumerate(layouts)]
+        tables.append(parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True))
+    return tables
+
+
+def screen_profiles(design: ArrayedDesign, seed: int = 0) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The screen in memory: its per-well profiles (every batch, as :func:`write_arrayed_screen`
+    writes them, one index) and its truth."""
+    truth = screen_truth(design, seed)
+    return pd.concat(_batch_tables(design, truth, seed), ignore_index=True), truth
+
+
 def write_arrayed_screen(out_dir: Path | str, seed: int = 0, design: ArrayedDesign | None = None) -> dict[str, Any]:
     """Write the arrayed screen under ``out_dir``: ``profiles/{batch}.parquet`` (per-well
     profiles, the ``embeddings`` source's contract with named features) and ``truth.parquet``.
@@ -367,12 +384,9 @@ def write_arrayed_screen(out_dir: Path | str, seed: int = 0, design: ArrayedDesi
     design = design or ArrayedDesign()
     out = Path(out_dir)
     truth = screen_truth(design, seed)
-    layouts = [plate_layout(design, truth, seed, m) for m in range(design.plate_maps)]
     (out / "profiles").mkdir(parents=True, exist_ok=True)
     files = []
-    for b in range(design.n_batches):
-        parts = [batch_profiles(design, truth, layout, seed, b, m) for m, layout in enumerate(layouts)]
-        table = parts[0] if len(parts) == 1 else pd.concat(parts, ignore_index=True)
+    for b, table in enumerate(_batch_tables(design, truth, seed)):
         path = out / "profiles" / f"batch{b + 1}.parquet"
         with atomic_path(path) as tmp:
             table.to_parquet(tmp, index=False)
