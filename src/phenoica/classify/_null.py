@@ -357,13 +357,15 @@ def plain_null_design(table: pd.DataFrame, n: int, seed: int, log: logging.Logge
                 "build the empirical null (add control wells, or set classify.n_null_guides: 0 to score without "
                 "hit calls)"
             )
-    unit_hashes = name_hashes(unit_names(table, units))
+    names = unit_names(table, units)
+    ctrl_hashes = name_hashes([names[u] for u in ctrl_units])  # only control wells are drawn
     fallback_plates: set[str] = set()
     out = []
     for j in range(n):
         rng = rng_for(seed, "null_guide", j)
         template = templates[int(rng.integers(len(templates)))]
-        priority = keyed_uniforms(unit_hashes, seed, "null_guide", j)
+        priority = np.empty(len(names))
+        priority[ctrl_units] = keyed_uniforms(ctrl_hashes, seed, "null_guide", j)
         chosen: list[np.ndarray] = []
         used: set[int] = set()
         for p, b, k in template:
