@@ -32,7 +32,8 @@ rule map_readout:
     input:
         INPUTS.variant_files(PATHS.transforms.variant),
     output:
-        INPUTS.variant_files(PATHS.classify.map),
+        maps=INPUTS.variant_files(PATHS.classify.map),
+        retrieval=INPUTS.variant_files(PATHS.classify.retrieval),
     log:
         log_path(RESULTS, "map_readout", INPUTS.variant_job),
     benchmark:
@@ -53,10 +54,12 @@ rule gather_scores:
     input:
         shards=expand(PATHS.classify.shard, model=MODELS, variant=VARIANTS, shard=SHARDS),
         maps=INPUTS.maps(),
+        retrieval=INPUTS.maps(kind="retrieval"),
     output:
         guide_folds=PATHS.classify.guide_folds,
         controls=PATHS.classify.controls,
         maps=PATHS.classify.maps,
+        retrieval=PATHS.classify.retrievals,
     log:
         log_path(RESULTS, "gather_scores"),
     benchmark:

@@ -14,6 +14,7 @@ rule report:
         guides=PATHS.hits.guides,
         genes=PATHS.hits.genes,
         maps=PATHS.classify.maps,
+        retrieval=PATHS.classify.retrievals,  # replicate retrieval across batches, per variant
         hits=PATHS.hits.hits,
         null=PATHS.hits.null,
         controls=PATHS.hits.controls,

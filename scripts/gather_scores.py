@@ -1,5 +1,6 @@
 """Rule gather_scores: every shard's guide-fold rows in one table, the control constructs' rows in
-another, every (model, variant)'s mAP readout in a third (an empty table when the readout is off)."""
+another, every (model, variant)'s mAP readout in a third and its replicate retrieval in a fourth (empty
+tables when the readout is off)."""
 
 from phenoica.utils import log_job_cpu, rule_logger
 
@@ -15,6 +16,7 @@ def main() -> None:
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     rows, controls = split_control_rows(read_parquets(snakemake.input.shards))
     maps = read_parquets(snakemake.input.maps)
+    write_parquet(read_parquets(snakemake.input.retrieval), snakemake.output.retrieval)
     write_parquet(rows, snakemake.output.guide_folds)
     write_parquet(controls, snakemake.output.controls)
     write_parquet(maps, snakemake.output.maps)

@@ -61,6 +61,14 @@ __all__, __getattr__, __dir__ = lazy_face(
         ],
         "_options": ["ClassifyOptions", "MapReadoutOptions", "SplitOptions", "model_parameters", "run_time_parameters"],
         "_protocol": ["PROTOCOLS", "control_strata", "training_controls", "trainings"],
+        "_retrieval": [
+            "RETRIEVAL_COLUMNS",
+            "guide_retrieval",
+            "mean_retrieval",
+            "retrieval_axis",
+            "retrieval_difference",
+            "retrieval_files",
+        ],
         "_splits": ["Fold", "folds_table", "leave_one_batch_out", "make_folds", "read_folds"],
     },
 )

@@ -47,9 +47,11 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
     "classify": {
         "shard": "classify/{model}/{variant}/shard_{shard}.parquet",
         "map": "classify/{model}/{variant}/map.parquet",
+        "retrieval": "classify/{model}/{variant}/retrieval.parquet",
         "guide_folds": "classify/guide_folds.parquet",
         "controls": "classify/controls.parquet",
         "maps": "classify/map.parquet",
+        "retrievals": "classify/retrieval.parquet",
     },
     "hits": {
         "guides": "hits/guides.parquet",

@@ -52,7 +52,9 @@ class ReportInputs:
     (:meth:`phenoica.profiles._hygiene.HygienePlan.as_dict`); ``notes``: the run's notes
     (:func:`phenoica.report._run_notes.run_notes`); ``plate_wells``, ``positions``, ``null_layout``:
     the plate's wells, the position summary and the null's layout (:mod:`phenoica.hits._positions`);
-    ``reference``: each construct against its declared reference (:mod:`phenoica.hits._reference`)."""
+    ``reference``: each construct against its declared reference (:mod:`phenoica.hits._reference`);
+    ``retrieval``: each guide's replicate retrieval across batches per (model, variant)
+    (:func:`phenoica.classify.guide_retrieval`)."""
 
     guide_folds: pd.DataFrame
     guides: pd.DataFrame
@@ -78,6 +80,7 @@ class ReportInputs:
     positions: pd.DataFrame | None = None
     null_layout: pd.DataFrame | None = None
     reference: pd.DataFrame | None = None
+    retrieval: pd.DataFrame | None = None
 
     def present(self, name: str) -> bool:
         """Whether field ``name`` holds something to report (not None, not empty)."""
@@ -133,4 +136,5 @@ def read_inputs(inp: Any, params: Any) -> ReportInputs:
         positions=pd.read_parquet(inp.positions),
         null_layout=pd.read_parquet(inp.null_layout),
         reference=pd.read_parquet(inp.reference[0]) if inp.reference else None,
+        retrieval=pd.read_parquet(inp.retrieval),
     )

@@ -17,6 +17,7 @@ from phenoica.report._checks import check_truth, ordered_variants, variant_label
 from phenoica.report._figures import identifiability_figure, make_figures
 from phenoica.report._headline import control_headline, headline, readout_status
 from phenoica.report._inputs import ReportInputs
+from phenoica.report._retrieval_section import retrieval_headline, retrieval_summary
 from phenoica.report._sections import ReportContext, Section, SectionOutput, figure_blocks, table_section
 from phenoica.report._summaries import (
     classifier_cost,
@@ -114,6 +115,9 @@ def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     status = readout_status(inputs.table("hits"), inputs.table("null"))
     items = headline(tables["variant_summary"], tables["paired_tests"], q, status)
     items += control_headline(inputs.table("controls"), tables["variant_summary"], q)
+    retrieval = inputs.table("retrieval")
+    if retrieval is not None:
+        items += retrieval_headline(retrieval_summary(retrieval, ctx.options.seed))
     blocks: list[render.Block] = [_intro(ctx), render.Bullets(items) if items else "No scores."]
     return SectionOutput(tables=tables, page=[render.PageSection("Headline", blocks)])
 
@@ -351,7 +355,7 @@ def build_figures(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     return SectionOutput(figures=figures, page=[page])
 
 
-HEADLINE = Section("headline", (*SCORES, "hits", "null", "controls"), build_headline)
+HEADLINE = Section("headline", (*SCORES, "hits", "null", "controls", "retrieval"), build_headline)
 HIT_CALLS = Section("hit_calls", ("guides", "genes", "hits", "maps", "null", "controls"), build_hit_calls)
 TRUTH = Section("truth", ("guides", "truth", "structural"), build_truth)
 VARIANTS = Section("variants", (*SCORES, "fit_reports"), build_variants)

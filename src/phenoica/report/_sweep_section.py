@@ -12,29 +12,38 @@ from phenoica.report import _render as render
 from phenoica.report._inputs import ReportInputs
 from phenoica.report._sections import ReportContext, Section, SectionOutput, table_section
 
+#: The sweep figure's rows: the column drawn and its axis label.
+SWEEP_PANELS: tuple[tuple[str, str], ...] = (
+    ("guide_hits", "guide hits, q < 0.1"),
+    ("replicate_retrieval", "replicate retrieval across batches"),
+)
+
 
 def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
-    """Guide hits (q < 0.1) against the component count, one panel per model, a line per
-    variant, the chosen count circled."""
+    """Guide hits (q < 0.1) and replicate retrieval against the component count, one column of
+    panels per model, a line per variant, the chosen count circled (a panel whose column holds
+    no value is left out)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     models = sorted(sweep["model"].unique())
-    fig, axes = plt.subplots(1, len(models), figsize=(4.2 * len(models), 3.2), squeeze=False)
-    for ax, model in zip(axes[0], models):
-        sub = sweep[sweep["model"] == model]
-        for variant, line in sub.groupby("variant", sort=False):
-            line = line.sort_values("n_components")
-            ax.plot(line["n_components"], line["guide_hits"], marker="o", label=variant)
-            mark = line[line["chosen"]]
-            ax.scatter(mark["n_components"], mark["guide_hits"], s=160, facecolors="none", edgecolors="black")
-        ax.set_xscale("log", base=2)
-        ax.set_xlabel("whitened components (circled: chosen)")
-        ax.set_ylabel("guide hits, q < 0.1")
-        ax.set_title(model)
-        ax.legend(fontsize=8)
+    panels = [p for p in SWEEP_PANELS if p[0] in sweep.columns and np.isfinite(sweep[p[0]].astype(float)).any()]
+    fig, axes = plt.subplots(len(panels), len(models), figsize=(4.2 * len(models), 3.2 * len(panels)), squeeze=False)
+    for (column, label), row in zip(panels, axes):
+        for ax, model in zip(row, models):
+            sub = sweep[sweep["model"] == model]
+            for variant, line in sub.groupby("variant", sort=False):
+                line = line.sort_values("n_components")
+                ax.plot(line["n_components"], line[column], marker="o", label=variant)
+                mark = line[line["chosen"]]
+                ax.scatter(mark["n_components"], mark[column], s=160, facecolors="none", edgecolors="black")
+            ax.set_xscale("log", base=2)
+            ax.set_xlabel("whitened components (circled: chosen)")
+            ax.set_ylabel(label)
+            ax.set_title(model)
+            ax.legend(fontsize=8)
     fig.tight_layout()
     render.save_figure(fig, path)
     plt.close(fig)
@@ -64,12 +73,17 @@ def build_sweep(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     if sweep is None:
         return SectionOutput()
     path = sweep_figure(sweep, ctx.figure_path("component_sweep"))
-    caption = "Guide hits at q < 0.1 against the number of whitened components, per variant; circled: the chosen count."
+    caption = (
+        "Guide hits at q < 0.1 and replicate retrieval across batches against the number of whitened "
+        "components, per variant; circled: the chosen count."
+    )
     note = (
         "Each whitened variant refitted at every count of the grid and the screen scored again: guide and "
         "gene hits at q < 0.1 (the same classifiers, folds and null as the run, without Table 4's "
         "concentration models), the share of guides active by copairs mAP (q < 0.1), and the accuracy of a "
-        "batch classifier on control wells (chance in `batch_chance`). `chosen` marks the count the "
+        "batch classifier on control wells (chance in `batch_chance`), and replicate retrieval across batches "
+        "(`replicate_retrieval`, the field's batch-correction measure: section 'Replicate retrieval across "
+        "batches'). `chosen` marks the count the "
         "configured rule (transforms.n_components) kept: the run's own answers. `seconds` is the cost of "
         "the point."
     )

@@ -22,6 +22,7 @@ from phenoica.report._notes_section import NOTES
 from phenoica.report._options import ReportOptions
 from phenoica.report._pages import PAGES
 from phenoica.report._plates_section import PLATES, REFERENCE
+from phenoica.report._retrieval_section import RETRIEVAL
 from phenoica.report._sections import ReportContext, ReportLayout, Section, SectionOutput
 from phenoica.report._sweep_section import SWEEP
 
@@ -45,6 +46,7 @@ SECTIONS: tuple[Section, ...] = (
     PAGES,
     scores.HIT_CALLS,
     scores.VARIANTS,
+    RETRIEVAL,
     PLATES,
     REFERENCE,
     HYGIENE,

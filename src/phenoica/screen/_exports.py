@@ -161,6 +161,24 @@ def _wells(df: pd.DataFrame, mask: np.ndarray) -> str:
     return ", ".join(shown) + (" ..." if int(mask.sum()) > EXAMPLES else "")
 
 
+def _mapped(df: pd.DataFrame, spec: ExportSpec, notes: list[str], source: str) -> pd.DataFrame:
+    """The table with ``screen.columns``' roles in their contract names (index reset). A file column
+    mapped to one role is renamed; one mapped to several (a screen whose image sets are its batches:
+    batch and plate on one column) is copied to each, and a note says so."""
+    roles: dict[str, list[str]] = {}
+    for target, col in spec.columns:
+        roles.setdefault(col, []).append(target)
+    shared = {col: targets for col, targets in roles.items() if len(targets) > 1}
+    for col, targets in shared.items():
+        notes.append(f"{source}: column {col!r} serves {len(targets)} roles ({', '.join(targets)})")
+    df = df.rename(columns={col: targets[0] for col, targets in roles.items() if len(targets) == 1})
+    df = df.reset_index(drop=True)
+    if not shared:
+        return df
+    copies = pd.DataFrame({target: df[col] for col, targets in shared.items() for target in targets})
+    return pd.concat([df.drop(columns=list(shared)), copies], axis=1)
+
+
 def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.DataFrame, list[str]]:
     """One export's table in the data contract, and the notes on what was changed (see the
     module's docstring). Every refusal names ``source``, the column and what was expected."""
@@ -204,8 +222,7 @@ def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.Dat
             )
         control_role = np.where(is_control, CONTROL, PERTURBATION).astype(object)
         control_role[values.isna().to_numpy()] = None
-    df = df.rename(columns={col: target for target, col in spec.columns})
-    df = df.reset_index(drop=True)
+    df = _mapped(df, spec, notes, source)
     if control_role is not None:  # one concatenation: a wide export is not copied column by column
         df = pd.concat([df, pd.DataFrame({PERT_TYPE: control_role})], axis=1)
     for col in KEY_COLUMNS:

@@ -11,7 +11,9 @@ refitted with that count and the screen is scored again:
 - phenotypic activity: the share of guides whose copairs mAP has ``q < q_threshold``;
 - batch-classifier accuracy on the controls (balanced accuracy of a logistic regression
   predicting the batch from control well profiles; chance is 1 / batches). A screen of one
-  batch has no batch to predict: the accuracy is NaN and the chance 1 (:func:`batch_accuracy`).
+  batch has no batch to predict: the accuracy is NaN and the chance 1 (:func:`batch_accuracy`);
+- replicate retrieval across batches (or plates), the field's batch-correction measure: the mean
+  over guides of :func:`phenoica.classify.guide_retrieval` (NaN where nothing is retrieved across).
 
 The sweep is split in independent parts so that it spreads over cores and cluster nodes:
 
@@ -51,6 +53,7 @@ from phenoica.classify import (
     NULL_GENE,
     classify_guides,
     guide_map,
+    guide_retrieval,
     null_guide_design,
     null_guide_name,
     split_control_rows,
@@ -75,6 +78,7 @@ SWEEP_COLUMNS: tuple[str, ...] = (
     "map_active_share",
     "batch_accuracy",
     "batch_chance",
+    "replicate_retrieval",
     "seconds",
 )
 
@@ -165,6 +169,7 @@ def summarize_point(
         "map_active_share": float((mAP["map_q_value"] < options.q_threshold).mean()) if len(mAP) else math.nan,
         "batch_accuracy": acc,
         "batch_chance": chance,
+        "replicate_retrieval": float(guide_retrieval(point.table)["retrieval"].mean()),
         "seconds": time.perf_counter() - start,
     }
     return row, guides

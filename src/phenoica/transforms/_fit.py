@@ -20,7 +20,15 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
-from phenoica.contract import CONTROL, PERT_TYPE, ScreenError, check_matrix, check_rows, column_labels
+from phenoica.contract import (
+    CONTROL,
+    MIN_COMPONENTS,
+    PERT_TYPE,
+    ScreenError,
+    check_matrix,
+    check_rows,
+    column_labels,
+)
 from phenoica.transforms._accumulators import Moments, RowSample
 from phenoica.transforms._options import TransformOptions
 from phenoica.transforms._rotations import ICARotation, RandomRotation
@@ -173,7 +181,25 @@ def _check_fit_rows(
         )
 
 
-def _tvn_rows(options: TransformOptions, seeds: Mapping[str, int], n_ctrl: int, source: str) -> _TvnRows:
+def control_span_cap(n_controls: int, scaler: CenterScale | None) -> int:
+    """The most whitened directions a fit on the control rows keeps: half the directions the
+    controls span (``n_controls`` less one per batch each batch's centring removes), and at least
+    :data:`phenoica.contract.MIN_COMPONENTS`.
+
+    Why half. Every direction the controls do not span is one in which every control row sits at
+    exactly zero and every other row does not: a whitening that keeps it hands a classifier a
+    feature that tells any perturbation from the controls, and the pseudo-guides of the null,
+    being control rows, stay at zero in it too, so the null cannot see it (every guide is called).
+    Keeping at most half the spanned directions leaves each kept direction's variance estimated
+    from at least two control rows' worth of variation and none an empty one.
+    """
+    groups = 1 if scaler is None else max(len(scaler.batches_), 1)
+    return max(MIN_COMPONENTS, (int(n_controls) - groups) // 2)
+
+
+def _tvn_rows(
+    options: TransformOptions, seeds: Mapping[str, int], n_ctrl: int, source: str, scaler: CenterScale | None
+) -> _TvnRows:
     """TVN's second-pass accumulator: its own whitener on the controls unless ``fit_on`` is
     ``controls`` (then the shared whitener is TVN's); at least two control rows are needed."""
     if n_ctrl < 2:
@@ -184,7 +210,12 @@ def _tvn_rows(options: TransformOptions, seeds: Mapping[str, int], n_ctrl: int, 
         None
         if options.fit_on == "controls"
         else PCAWhitener(
-            options.n_components, options.whiten_eps, seeds["tvn"], parallel_max_samples=options.parallel_max_samples
+            options.n_components,
+            options.whiten_eps,
+            seeds["tvn"],
+            parallel_max_samples=options.parallel_max_samples,
+            ridge=options.whiten_ridge,
+            max_components=control_span_cap(n_ctrl, scaler),
         )
     )
     return _TvnRows(own, n_ctrl, {})
@@ -205,6 +236,8 @@ def _shared_report(
         "n_components": int(whitener.n_components_),
         "explained_variance_ratio": float(whitener.explained_variance_ratio_.sum()),
         "whiten_eps": float(options.whiten_eps),
+        "whiten_ridge": float(options.whiten_ridge),
+        "component_cap": whitener.component_cap_,
     }
 
 
@@ -319,9 +352,11 @@ def fit_variants_streaming(
         options.whiten_eps,
         seeds["whiten"],
         parallel_max_samples=options.parallel_max_samples,
+        ridge=options.whiten_ridge,
+        max_components=control_span_cap(n_fit, scaler) if options.fit_on == "controls" else None,
     )
     ica_rows = RowSample(n_fit, options.ica_max_samples, seeds["ica_rows"]) if "pca_ica" in whitened else None
-    tvn = _tvn_rows(options, seeds, n_ctrl, source) if "tvn" in whitened else None
+    tvn = _tvn_rows(options, seeds, n_ctrl, source, scaler) if "tvn" in whitened else None
     seen = _second_pass(blocks(), how, scaler, whitener, n_fit, ica_rows, tvn)
     if seen != n_fit:
         raise ValueError(f"{source}: the second pass saw {seen} fit rows, the first {n_fit}; the rows changed")

@@ -15,7 +15,7 @@ class TransformOptions(NamedTuple):
 
     ``variants`` are the variants :func:`phenoica.transforms.fit_transforms` fits and saves;
     the center-scale (``center_scale``), the whitening (``fit_on``, ``n_components``: the component
-    rule, :mod:`phenoica.transforms._components`; ``whiten_eps``, ``parallel_max_samples``), the ICA
+    rule, :mod:`phenoica.transforms._components`; ``whiten_eps``, ``whiten_ridge``, ``parallel_max_samples``), the ICA
     rotation (``ica``, ``ica_max_iter``, ``ica_tol``, ``ica_max_samples``) and tvn's CORAL
     (``tvn_coral_eps``) are shared by every whitened variant; ``seed`` seeds every random choice
     (:func:`phenoica.transforms._fit.variant_seeds`). ``batch_rows`` bounds memory: run time only.
@@ -27,6 +27,7 @@ class TransformOptions(NamedTuple):
     center_scale: Annotated[bool, Setting("transforms.center_scale")]
     n_components: Annotated[int | float | str, Setting("transforms.n_components")]
     whiten_eps: Annotated[float, Setting("transforms.whiten_eps")]
+    whiten_ridge: Annotated[float, Setting("transforms.whiten_ridge")]
     ica: Annotated[str, Setting("transforms.ica")]
     ica_max_iter: Annotated[int, Setting("transforms.ica_max_iter")]
     ica_tol: Annotated[float, Setting("transforms.ica_tol")]

@@ -100,7 +100,12 @@ class PCAWhitener(Transformer):
     Eigen-decomposition of the float64 covariance (scipy ``eigh``) accumulated as
     :class:`Moments`; ``eps`` (absolute, in the data's variance units) is added to each kept
     eigenvalue, so the whitened covariance on the fit data is ``diag(lambda / (lambda + eps))``,
-    the identity within eps. Signs are fixed so that each component's largest-magnitude loading
+    the identity within eps. ``ridge`` (relative) adds ``ridge`` times the mean eigenvalue (the
+    total variance over the features) as well: a direction whose variance lies far below the
+    mean is then shrunk toward zero instead of being inflated to unit variance, so that noise and
+    directions the fit rows barely span do not weigh as much as the structure (0, the paper's
+    whitening, inflates every kept direction). ``max_components`` caps the count any rule keeps
+    (logged; ``component_cap_``). Signs are fixed so that each component's largest-magnitude loading
     is positive.
 
     Streaming: ``partial_fit`` adds a block of fit rows (their moments, and the rows of the
@@ -116,12 +121,16 @@ class PCAWhitener(Transformer):
         seed: int = 0,
         n_permutations: int = 20,
         parallel_max_samples: int | None = 20_000,
+        ridge: float = 0.0,
+        max_components: int | None = None,
     ) -> None:
         self.n_components = n_components
         self.eps = eps
         self.seed = seed
         self.n_permutations = n_permutations
         self.parallel_max_samples = parallel_max_samples
+        self.ridge = ridge
+        self.max_components = max_components
 
     def component_rule(self) -> str:
         """The component rule as a string for reports (``count 8``, ``fraction 0.9``,
@@ -133,6 +142,10 @@ class PCAWhitener(Transformer):
         rule = self.component_rule()
         if self.eps < 0:
             raise ValueError(f"eps: expected >= 0, got {self.eps}")
+        if self.ridge < 0:
+            raise ValueError(f"ridge: expected >= 0, got {self.ridge}")
+        if self.max_components is not None and self.max_components < MIN_COMPONENTS:
+            raise ValueError(f"max_components: expected >= {MIN_COMPONENTS}, got {self.max_components}")
         return rule
 
     def fit(self, X: Any, y: Any = None) -> "PCAWhitener":
@@ -207,6 +220,17 @@ class PCAWhitener(Transformer):
                 f"rank {rank}: at most {min(rank, limit)} components carry variance; the others would be "
                 "noise scaled up by 1/sqrt(eps). Ask for fewer components or use a rule (e.g. 'deflated')"
             )
+        self.component_cap_: int | None = None
+        if self.max_components is not None and k > self.max_components:
+            LOG.warning(
+                "PCA whitening: rule %s keeps %d components, capped at %d (max_components: fewer directions "
+                "than the fit rows span)",
+                rule,
+                k,
+                self.max_components,
+            )
+            self.component_cap_ = int(self.max_components)
+            k = self.max_components
         components = evecs[:, :k].T.copy()
         flip = np.sign(components[np.arange(k), np.abs(components).argmax(axis=1)])
         components *= flip[:, None]
@@ -215,7 +239,8 @@ class PCAWhitener(Transformer):
         self.eigenvalues_ = evals
         self.explained_variance_ = evals[:k].copy()
         self.explained_variance_ratio_ = ratio[:k].copy()
-        self.whitening_ = components / np.sqrt(evals[:k] + self.eps)[:, None]
+        self.ridge_ = float(self.ridge) * total / d
+        self.whitening_ = components / np.sqrt(evals[:k] + self.eps + self.ridge_)[:, None]
         self.n_components_ = k
         self.n_features_in_ = d
         self.n_samples_fit_ = n

@@ -170,15 +170,17 @@ class RuleInputs:
         """The fit report beside a model's transforms."""
         return self._fitted(self.out.transforms.fit_report, model=model)
 
-    def maps(self, variants: list[str] | None = None, model: str | None = None) -> list[str]:
+    def maps(self, variants: list[str] | None = None, model: str | None = None, kind: str = "map") -> list[str]:
         """copairs mAP tables per (model, variant), when the readout is on: of every model and
         variant, or of ``variants`` with ``{model}`` left a wildcard (``model=None`` and
-        ``variants`` given) for a rule of one model."""
+        ``variants`` given) for a rule of one model. ``kind`` ``"retrieval"``: the replicate
+        retrieval tables the same jobs write."""
         if not self.config["classify"]["map_readout"]:
             return []
+        template = getattr(self.out.classify, kind)
         if variants is None:
-            return expand(self.out.classify.map, model=self.models, variant=self.variants)
-        return expand(self.out.classify.map, variant=variants, model=model or "{model}")
+            return expand(template, model=self.models, variant=self.variants)
+        return expand(template, variant=variants, model=model or "{model}")
 
     def reference(self) -> list[str]:
         """The reference readout's table, when ``screen.reference`` declares a reference."""

@@ -1,0 +1,163 @@
+"""Replicate retrieval across batches: the field's measure of batch correction.
+
+Arevalo et al. (2024, Nature Communications 15:6516) judge a batch correction on JUMP by how well
+a perturbation's profiles find each other *across* batches: each profile ranks the profiles of
+the other batches by similarity, and the average precision of its own perturbation's profiles in
+that ranking is high when the correction has brought replicates together and low when the
+profiles still sort by batch. phenoica computes it on the mAP readout's well profiles and centre
+(:func:`phenoica.classify.well_profiles`, each plate taken from its control wells' centre,
+:func:`phenoica.classify.centered_on_plate_controls`), with copairs:
+
+- queries and candidates are the non-control wells (control wells are the centre, not a
+  construct to retrieve);
+- a well's positives are the wells of its own guide in another batch; its negatives are the
+  wells of other guides in another batch (copairs ``pos_diffby`` / ``neg_diffby`` on the batch);
+  similarity is cosine;
+- a guide's retrieval is the mean average precision of its wells; the screen's is the mean over
+  guides, with a seeded percentile bootstrap interval over guides.
+
+Where a screen has one batch, the same measure is taken across its plates (replicate plates, or
+the image sets of one plate map); where it has one plate too, there is nothing to retrieve
+across and the table says why (:func:`retrieval_axis`).
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import Mapping, NamedTuple
+
+import numpy as np
+import pandas as pd
+
+from phenoica.classify._map_readout import centered_on_plate_controls, well_profiles
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, feature_columns
+from phenoica.utils import check_same_variants, derive_seed, write_parquet
+
+LOG = logging.getLogger(__name__)
+
+#: Columns of a per-guide retrieval table.
+RETRIEVAL_COLUMNS: tuple[str, ...] = (
+    "model",
+    "variant",
+    GENE,
+    GUIDE,
+    "across",
+    "n_wells",
+    "n_queries",
+    "retrieval",
+)
+
+#: Bootstrap resamples of the guides for a retrieval interval.
+BOOTSTRAP = 2000
+
+_KEY, _GROUP = "Metadata_RetrievalKey", "Metadata_RetrievalGroup"
+
+
+def retrieval_axis(wells: pd.DataFrame) -> tuple[str | None, str]:
+    """What replicates are retrieved across: ``(column, reason)``. The batch where the wells span
+    two or more, else the plate where they span two or more (one batch's replicate plates or
+    image sets), else ``(None, why not)``."""
+    for column, what in ((BATCH, "batches"), (PLATE, "plates")):
+        if column in wells.columns and wells[column].astype(str).nunique() >= 2:
+            return column, ""
+    return None, "one batch and one plate: no replicate lies in another batch or plate to retrieve"
+
+
+def guide_retrieval(table: pd.DataFrame, *, model: str = "", variant: str = "") -> pd.DataFrame:
+    """Per guide, the mean average precision with which its wells find each other across batches
+    (or plates: :func:`retrieval_axis`); :data:`RETRIEVAL_COLUMNS`. A guide whose wells all sit
+    in one batch gets no query (it is left out). An empty table when nothing can be retrieved."""
+    from copairs.map import average_precision
+
+    wells = well_profiles(table).reset_index(drop=True)
+    across, _ = retrieval_axis(wells)
+    empty = pd.DataFrame({c: [] for c in RETRIEVAL_COLUMNS})
+    if across is None:
+        return empty
+    features = feature_columns(wells)
+    is_control = (wells[PERT_TYPE].astype(str) == CONTROL).to_numpy()
+    X = centered_on_plate_controls(
+        wells[features].to_numpy(np.float64), wells[PLATE].astype(str).to_numpy(), is_control
+    )[~is_control]
+    guides = wells.loc[~is_control, [GENE, GUIDE, across]].astype(str).reset_index(drop=True)
+    meta = pd.DataFrame(
+        {_KEY: guides[GENE] + "\x1f" + guides[GUIDE], _GROUP: guides[across], GENE: guides[GENE], GUIDE: guides[GUIDE]}
+    )
+    if meta.empty:
+        return empty
+    ap = average_precision(meta, X, [_KEY], [_GROUP], [], [_KEY, _GROUP], distance="cosine", progress_bar=False)
+    ap = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float)) & (ap["n_pos_pairs"] > 0)]
+    n_wells = meta.groupby([GENE, GUIDE]).size().rename("n_wells")
+    out = (
+        ap.groupby([GENE, GUIDE])["average_precision"]
+        .agg(["mean", "size"])
+        .rename(columns={"mean": "retrieval", "size": "n_queries"})
+        .join(n_wells)
+        .reset_index()
+    )
+    out["model"], out["variant"], out["across"] = model, variant, across
+    out["n_wells"] = out["n_wells"].astype(np.int64)
+    out["n_queries"] = out["n_queries"].astype(np.int64)
+    return out[list(RETRIEVAL_COLUMNS)].sort_values([GENE, GUIDE]).reset_index(drop=True)
+
+
+class Retrieval(NamedTuple):
+    """A screen's replicate retrieval: the mean over guides and its bootstrap interval."""
+
+    mean: float
+    low: float
+    high: float
+    n_guides: int
+
+
+def mean_retrieval(per_guide: pd.DataFrame, seed: int, level: float = 0.95) -> Retrieval:
+    """The mean of ``per_guide``'s ``retrieval`` over guides, with a percentile bootstrap interval
+    over guides (:data:`BOOTSTRAP` resamples, seeded); NaNs without guides."""
+    values = per_guide["retrieval"].to_numpy(np.float64)
+    if values.size == 0:
+        return Retrieval(float("nan"), float("nan"), float("nan"), 0)
+    rng = np.random.default_rng(derive_seed(seed, "retrieval_bootstrap"))
+    means = values[rng.integers(0, values.size, (BOOTSTRAP, values.size))].mean(axis=1)
+    tail = (1.0 - level) / 2.0
+    low, high = np.quantile(means, [tail, 1.0 - tail])
+    return Retrieval(float(values.mean()), float(low), float(high), int(values.size))
+
+
+def retrieval_difference(
+    first: pd.DataFrame, second: pd.DataFrame, seed: int, level: float = 0.95
+) -> tuple[float, float, float, int]:
+    """``first`` minus ``second`` (two per-guide tables): the mean paired difference over the
+    guides both score, with a percentile bootstrap interval over those guides."""
+    both = first.merge(second, on=[GENE, GUIDE], suffixes=("_a", "_b"))
+    diff = (both["retrieval_a"] - both["retrieval_b"]).to_numpy(np.float64)
+    r = mean_retrieval(pd.DataFrame({"retrieval": diff}), seed, level)
+    return r.mean, r.low, r.high, r.n_guides
+
+
+def retrieval_files(
+    profiles: Mapping[str, Path | str],
+    outputs: Mapping[str, Path | str],
+    *,
+    model: str,
+    log: logging.Logger | None = None,
+) -> None:
+    """Replicate retrieval (:func:`guide_retrieval`) of each variant of ``model``, one variant after
+    the other: ``profiles`` maps a variant to its profile table, ``outputs`` to the parquet it
+    writes (atomically); what it is retrieved across, or why nothing is, is logged."""
+    log = log or LOG
+    check_same_variants(profiles, outputs, "profiles")
+    for variant, out_path in outputs.items():
+        table = pd.read_parquet(profiles[variant])
+        out = guide_retrieval(table, model=model, variant=variant)
+        write_parquet(out, out_path)
+        if out.empty:
+            log.info("variant %s: no replicate retrieval: %s", variant, retrieval_axis(well_profiles(table))[1])
+            continue
+        log.info(
+            "variant %s: replicate retrieval across %s %.3f (mean over %d guides)",
+            variant,
+            out["across"].iloc[0],
+            float(out["retrieval"].mean()),
+            len(out),
+        )
