@@ -195,7 +195,8 @@ class PCAWhitener(Transformer):
         if sample is not None and sample.n != n:
             raise ValueError(f"PCAWhitener.finalize: {n} rows were added, n_total announced {sample.n}")
         limit = min(n - 1, d)
-        if isinstance(self.n_components, numbers.Integral) and self.n_components > limit:
+        capped = self.max_components is not None and self.max_components <= limit
+        if isinstance(self.n_components, numbers.Integral) and self.n_components > limit and not capped:
             raise ValueError(
                 f"n_components={self.n_components}, but the fit data has {n} samples and {d} features: at "
                 f"most min(n_samples - 1, n_features) = {limit} components can be whitened"
@@ -210,16 +211,6 @@ class PCAWhitener(Transformer):
             raise ScreenError("PCAWhitener.fit X: every feature is constant; nothing to whiten")
         ratio = evals / total
         k = self._count(rule, evals, evecs, np.diag(cov), n, sample)
-        rank = int((evals > evals[0] * 1e-10).sum())
-        if not rule.startswith("count") and k > min(rank, limit):
-            LOG.warning("PCA whitening: rule %s keeps %d components, capped at the numerical rank %d", rule, k, rank)
-            k = min(rank, limit)
-        if k > min(rank, limit):
-            raise ValueError(
-                f"n_components={self.n_components}, but the fit data ({n} samples, {d} features) have numerical "
-                f"rank {rank}: at most {min(rank, limit)} components carry variance; the others would be "
-                "noise scaled up by 1/sqrt(eps). Ask for fewer components or use a rule (e.g. 'deflated')"
-            )
         self.component_cap_: int | None = None
         if self.max_components is not None and k > self.max_components:
             LOG.warning(
@@ -231,6 +222,16 @@ class PCAWhitener(Transformer):
             )
             self.component_cap_ = int(self.max_components)
             k = self.max_components
+        rank = int((evals > evals[0] * 1e-10).sum())
+        if not rule.startswith("count") and k > min(rank, limit):
+            LOG.warning("PCA whitening: rule %s keeps %d components, capped at the numerical rank %d", rule, k, rank)
+            k = min(rank, limit)
+        if k > min(rank, limit):
+            raise ValueError(
+                f"n_components={self.n_components}, but the fit data ({n} samples, {d} features) have numerical "
+                f"rank {rank}: at most {min(rank, limit)} components carry variance; the others would be "
+                "noise scaled up by 1/sqrt(eps). Ask for fewer components or use a rule (e.g. 'deflated')"
+            )
         components = evecs[:, :k].T.copy()
         flip = np.sign(components[np.arange(k), np.abs(components).argmax(axis=1)])
         components *= flip[:, None]

@@ -1,0 +1,135 @@
+"""Replicate retrieval across batches (phenoica.classify.guide_retrieval): known answers, the axis
+it is taken across, invariances, and the whitening's ridge and control-span cap it is used to judge."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from phenoica.classify import guide_retrieval, mean_retrieval, retrieval_axis, retrieval_difference
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL
+from phenoica.screen import arrayed
+from phenoica.transforms import PCAWhitener, TransformOptions, fit_variants
+
+
+def _wells(rows: list[tuple[str, str, str, list[float]]], n_controls_per_plate: int = 4) -> pd.DataFrame:
+    """A well table from (plate, guide, well, features) rows; each plate gets control wells at the
+    origin's neighbourhood (so the plate's centre is about zero) and its plate is its batch."""
+    records = []
+    d = len(rows[0][3])
+    rng = np.random.default_rng(0)
+    for plate in sorted({r[0] for r in rows}):
+        for j in range(n_controls_per_plate):
+            x = rng.normal(0, 1e-6, d)
+            records.append({BATCH: plate, PLATE: plate, WELL: f"C{j}", GENE: "NTC", GUIDE: "NTC", PERT_TYPE: CONTROL, **{
+                f"f{i}": v for i, v in enumerate(x)}})  # fmt: skip
+    for plate, guide, well, x in rows:
+        records.append({BATCH: plate, PLATE: plate, WELL: well, GENE: guide, GUIDE: guide, PERT_TYPE: "perturbation", **{
+            f"f{i}": v for i, v in enumerate(x)}})  # fmt: skip
+    return pd.DataFrame(records)
+
+
+def test_replicates_that_point_the_same_way_across_batches_are_retrieved_perfectly():
+    axes = np.eye(3)
+    rows = [
+        (b, g, f"{g}{b}{k}", list(axes[i] * (1 + 0.1 * k))) for i, g in enumerate("ABC") for b in "xy" for k in range(2)
+    ]
+    out = guide_retrieval(_wells(rows))
+    assert set(out[GUIDE]) == {"A", "B", "C"}
+    assert (out["across"] == BATCH).all()
+    assert np.allclose(out["retrieval"], 1.0)
+    assert (out["n_queries"] == 4).all() and (out["n_wells"] == 4).all()
+
+
+def test_a_positive_ranked_second_among_the_other_batch_gives_one_half():
+    # batch y holds A's replicate and B's well; from A's well in x, B's well is nearer than A's own.
+    rows = [
+        ("x", "A", "a1", [1.0, 0.0]),
+        ("y", "A", "a2", [0.0, 1.0]),
+        ("y", "B", "b2", [1.0, 0.2]),
+        ("x", "B", "b1", [1.0, 0.25]),
+    ]
+    out = guide_retrieval(_wells(rows)).set_index(GUIDE)
+    # A: from a1 (x) the ranking in y is b2 then a2 -> AP 1/2; from a2 (y) the ranking in x is b1 then a1
+    # (cosines 0.24 and 0) -> AP 1/2.
+    assert out.loc["A", "retrieval"] == pytest.approx(0.5)
+    # B: from b1 the ranking in y is b2 (0.9997) then a2 -> 1; from b2 the ranking in x is b1 then a1 -> 1.
+    assert out.loc["B", "retrieval"] == pytest.approx(1.0)
+
+
+def test_retrieval_is_across_plates_with_one_batch_and_absent_with_one_plate():
+    rows = [(p, g, f"{g}{p}", [float(i == 0), float(i == 1)]) for i, g in enumerate("AB") for p in ("p1", "p2")]
+    wells = _wells(rows).assign(**{BATCH: "b"})
+    assert retrieval_axis(wells) == (PLATE, "")
+    assert (guide_retrieval(wells)["across"] == PLATE).all()
+    one = wells[wells[PLATE] == "p1"]
+    column, why = retrieval_axis(one)
+    assert column is None and "one batch and one plate" in why
+    assert guide_retrieval(one).empty
+
+
+def test_retrieval_is_unchanged_by_a_common_scale_and_falls_when_batches_are_shuffled_apart():
+    table, _ = arrayed.screen_profiles(arrayed.ArrayedDesign(), seed=0)
+    before = guide_retrieval(table)
+    features = [c for c in table.columns if not c.startswith("Metadata_")]
+    scaled = table.assign(**{c: table[c] * 7.5 for c in features})
+    assert np.allclose(guide_retrieval(scaled)["retrieval"], before["retrieval"])
+    # a large batch-specific offset in every non-control well's profile (not in the controls, so the
+    # plate centre does not remove it) sorts wells by batch: retrieval across batches falls.
+    rng = np.random.default_rng(1)
+    offsets = {b: rng.normal(0, 50, len(features)) for b in table[BATCH].unique()}
+    shifted = table.copy()
+    perturbed = shifted[PERT_TYPE] != CONTROL
+    shifted.loc[perturbed, features] += np.stack([offsets[b] for b in shifted.loc[perturbed, BATCH]])
+    assert guide_retrieval(shifted)["retrieval"].mean() < before["retrieval"].mean() - 0.1
+
+
+def test_the_mean_and_the_paired_difference_carry_intervals_that_cover_them():
+    a = pd.DataFrame({GENE: list("abcdefgh"), GUIDE: list("abcdefgh"), "retrieval": np.linspace(0.2, 0.9, 8)})
+    b = a.assign(retrieval=a["retrieval"] - 0.1)
+    r = mean_retrieval(a, seed=0)
+    assert r.low <= r.mean <= r.high and r.n_guides == 8
+    assert r.mean == pytest.approx(0.55)
+    diff, low, high, n = retrieval_difference(a, b, seed=0)
+    assert diff == pytest.approx(0.1) and low == pytest.approx(0.1) and high == pytest.approx(0.1) and n == 8
+
+
+def test_the_whitening_ridge_shrinks_weak_directions_instead_of_inflating_them():
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(4000, 4)) * np.array([10.0, 3.0, 1.0, 0.1])
+    plain = PCAWhitener(4, eps=0.0).fit(X)
+    ridged = PCAWhitener(4, eps=0.0, ridge=1.0).fit(X)
+    assert np.allclose(np.var(plain.transform(X), axis=0, ddof=1), 1.0, atol=1e-6)
+    lam = ridged.eigenvalues_
+    expected = lam / (lam + lam.mean())  # the ridge is one mean eigenvalue
+    assert np.allclose(np.var(ridged.transform(X), axis=0, ddof=1), expected, rtol=1e-6)
+    assert expected[-1] < 0.01  # the 0.1-SD direction is shrunk, not inflated to unit variance
+
+
+def _options(**kw) -> TransformOptions:
+    base = dict(
+        seed=0, variants=["pca"], fit_on="all", center_scale=True, n_components="deflated", whiten_eps=1e-6,
+        whiten_ridge=0.0, ica="picard", ica_max_iter=200, ica_tol=1e-7, ica_max_samples=None,
+        parallel_max_samples=None, tvn_coral_eps=0.5, batch_rows=4096,
+    )  # fmt: skip
+    base.update(kw)
+    return TransformOptions(**base)
+
+
+def test_a_fit_on_few_controls_keeps_half_the_directions_they_span_and_no_empty_one():
+    rng = np.random.default_rng(0)
+    n, d, n_ctrl = 300, 60, 24
+    X = rng.normal(size=(n, d)) @ rng.normal(size=(d, d))
+    batches = np.repeat(["b1", "b2"], n // 2)
+    is_control = np.zeros(n, bool)
+    is_control[:12] = is_control[150:162] = True
+    fitted = fit_variants(["pca"], X, batches, is_control, _options(fit_on="controls", n_components=40), None)["pca"]
+    report = fitted.fit_report
+    assert report["n_components"] == (n_ctrl - 2) // 2 == 11
+    assert report["component_cap"] == 11
+    Z = fitted.transform(X, batches, is_control)
+    # every kept axis is one the controls vary along: their spread there is not far below the others'
+    spread_controls = Z[is_control].std(axis=0)
+    spread_others = Z[~is_control].std(axis=0)
+    assert (spread_controls > 0.2 * spread_others).all()
