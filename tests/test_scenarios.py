@@ -51,7 +51,7 @@ def test_scenario_configs_are_valid_and_share_the_demo_settings():
     assert sorted(p.stem for p in SCENARIOS.glob("*.yaml")) == sorted(NAMES)
     configs = {name: yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text()) for name in NAMES}
     for name, cfg in configs.items():
-        embeddings = ("positive_control", "cell_state", "arrayed", "arrayed_plates", "varchamp")
+        embeddings = ("positive_control", "cell_state", "arrayed", "arrayed_plates", "varchamp", "varchamp_microscopes")
         source = {"demo": "demo", "frozen": "demo", **{name: "embeddings" for name in embeddings}}
         assert validate_config(cfg)["screen"]["source"] == source.get(name, name), name
     shared = ("models", "train", "embed", "classify")

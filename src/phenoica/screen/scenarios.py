@@ -62,6 +62,7 @@ SCENARIOS: tuple[str, ...] = (
     "arrayed",
     "arrayed_plates",
     "varchamp",
+    "varchamp_microscopes",
 )
 #: The scenarios whose screen is a known-truth embedding screen of :mod:`phenoica.screen.known_truth`.
 KNOWN_TRUTH_SCREENS: tuple[str, ...] = ("positive_control", "cell_state")

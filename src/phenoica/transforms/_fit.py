@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
@@ -284,8 +285,10 @@ def _fit_rotated(
         rotation = ICARotation(
             options.ica, options.ica_max_iter, options.ica_tol, seeds["ica"], options.ica_max_samples
         )
+        start = time.process_time()
         rotation.fit(whitener.transform(ica_rows.rows()))  # type: ignore[union-attr]
         report["ica"] = {
+            "cpu_seconds": round(time.process_time() - start, 3),
             "method": options.ica,
             "converged": bool(rotation.converged_),
             "n_iter": int(rotation.n_iter_),
@@ -458,13 +461,15 @@ def fit_transforms(
             level = logging.INFO if ica["converged"] else logging.WARNING
             log.log(
                 level,
-                "variant %s: ICA (%s) %s after %d of %d iterations on %d rows",
+                "variant %s: ICA (%s) %s after %d of %d iterations (tolerance %g) on %d rows, %.1f CPU s",
                 variant,
                 ica["method"],
                 "converged" if ica["converged"] else "DID NOT CONVERGE",
                 ica["n_iter"],
                 ica["max_iter"],
+                ica["tol"],
                 ica["n_samples"],
+                ica["cpu_seconds"],
             )
     with atomic_path(out_dir / "fit_report.json") as tmp:
         tmp.write_text(json.dumps(reports, indent=2) + "\n")
