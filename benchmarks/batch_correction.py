@@ -46,7 +46,7 @@ from phenoica.contract import BATCH, CONTROL, PERT_TYPE, feature_columns
 from phenoica.transforms import CenterScale, TransformOptions, fit_variants
 
 
-def transform_options(fit_on: str, ridge: float, count: int | str, seed: int) -> TransformOptions:
+def transform_options(fit_on: str, ridge: float, count: int | float | str, seed: int) -> TransformOptions:
     """The ``pca`` variant's fit settings at the schema's defaults but for these."""
     return TransformOptions(
         seed=seed,
@@ -81,7 +81,7 @@ def harmony(Xc: np.ndarray, batches: np.ndarray, seed: int) -> np.ndarray | None
     return Z.T if Z.shape[0] != len(batches) else Z
 
 
-def retrieval_rows(path: str, counts: list[int], seed: int) -> pd.DataFrame:
+def retrieval_rows(path: str, counts: list[int | float | str], seed: int) -> pd.DataFrame:
     """Part 1: replicate retrieval of every profile construction on one profile table."""
     wells = well_profiles(pd.read_parquet(path)).reset_index(drop=True)
     features = feature_columns(wells)
@@ -98,7 +98,9 @@ def retrieval_rows(path: str, counts: list[int], seed: int) -> pd.DataFrame:
         for ridge in (0.0, 1.0):
             for count in ["deflated", *counts]:
 
-                def whitened(fit_on: str = fit_on, ridge: float = ridge, count: int | str = count) -> np.ndarray:
+                def whitened(
+                    fit_on: str = fit_on, ridge: float = ridge, count: int | float | str = count
+                ) -> np.ndarray:
                     opts = transform_options(fit_on, ridge, count, seed)
                     fitted = fit_variants(["pca"], X, batches, is_control, opts, features)["pca"]
                     return fitted.transform(X, batches, is_control)
@@ -179,11 +181,27 @@ def run_rows(name: str, results: Path) -> pd.DataFrame:
     return out
 
 
+def component_rule_arg(text: str) -> int | float | str:
+    """A component rule as ``transforms.n_components`` takes it: a count, a fraction or a name."""
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profiles", nargs="*", default=[], help="profile tables (part 1)")
     parser.add_argument("--runs", nargs="*", default=[], help="NAME=RESULTS_DIR of finished runs (part 2)")
-    parser.add_argument("--counts", type=int, nargs="*", default=[16, 64, 256], help="fixed counts besides deflated")
+    parser.add_argument(
+        "--counts",
+        type=component_rule_arg,
+        nargs="*",
+        default=[16, 64, 256],
+        help="component rules besides deflated: counts, fractions of the variance, or rule names",
+    )
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args()
     pd.set_option("display.width", 250, "display.max_columns", 30, "display.max_colwidth", 60)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from phenoica.classify import guide_retrieval, mean_retrieval, retrieval_axis, retrieval_difference
 from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL
@@ -133,3 +134,52 @@ def test_a_fit_on_few_controls_keeps_half_the_directions_they_span_and_no_empty_
     spread_controls = Z[is_control].std(axis=0)
     spread_others = Z[~is_control].std(axis=0)
     assert (spread_controls > 0.2 * spread_others).all()
+
+
+def _whitened_screen(table: pd.DataFrame, count: int, sphering: bool) -> pd.DataFrame:
+    """``table`` with its features whitened on the control rows: pycytominer's sphering (ZCA, every
+    direction kept, epsilon 0.01, the field's recipe), or phenoica's own fit with ``fit_on: controls`` asking for ``count`` components."""
+    features = [c for c in table.columns if c.startswith("emb_")]
+    X = table[features].to_numpy(np.float64)
+    batches = table[BATCH].to_numpy()
+    is_control = (table[PERT_TYPE] == CONTROL).to_numpy()
+    if sphering:
+        from pycytominer.operations.transform import Spherize
+
+        spherize = Spherize(epsilon=0.01, method="ZCA", return_numpy=True).fit(pd.DataFrame(X[is_control]))
+        Z = np.asarray(spherize.transform(pd.DataFrame(X)))
+    else:
+        options = _options(fit_on="controls", n_components=count)
+        Z = fit_variants(["pca"], X, batches, is_control, options, features)["pca"].transform(X, batches, is_control)
+    meta = table.drop(columns=features).reset_index(drop=True)
+    return pd.concat([meta, pd.DataFrame(Z, columns=[f"emb_{j:04d}" for j in range(Z.shape[1])])], axis=1)
+
+
+@pytest.mark.slow
+def test_a_whitening_fitted_on_the_controls_leaks_when_it_keeps_every_direction_and_not_when_capped():
+    """The trap of a fit on the control wells: the field's sphering keeps every direction, those
+    the controls do not span are scaled up by 1 / sqrt(epsilon), every control well sits at zero
+    there and every other well does not, so a screen without any effect has its guides told from
+    the controls while the null's pseudo-guides (control wells) are not. phenoica's fit keeps half
+    the directions the controls span."""
+    from phenoica.classify import classify_guides, leave_one_batch_out, null_guide_design
+    from phenoica.hits import summarize_scores
+    from tests.test_calibration import CFG, null_screen
+    from tests.test_classify import classify_options
+
+    table = null_screen(0, n_guides=40, n_batches=2, plates=4, control_wells=6, sites=1, d=80)
+    n_controls = int((table[PERT_TYPE] == CONTROL).sum())  # 48 control wells, 80 features
+    options = classify_options({**CFG, "lightgbm": {"num_threads": 1, "min_data_in_leaf": 3}}, 0)
+
+    def aurocs(t: pd.DataFrame) -> tuple[np.ndarray, np.ndarray]:
+        rows = classify_guides(t, None, leave_one_batch_out(t), options, "pca", "m", nulls=null_guide_design(t, 40, 0))
+        guides, _ = summarize_scores(rows)
+        null = guides["is_null_guide"].astype(bool)
+        return guides.loc[~null, "auroc"].to_numpy(), guides.loc[null, "auroc"].to_numpy()
+
+    count = n_controls - 3  # phenoica's fit is asked for nearly every direction the controls span
+    leaky_real, leaky_null = aurocs(_whitened_screen(table, count, sphering=True))
+    capped_real, capped_null = aurocs(_whitened_screen(table, count, sphering=False))
+    assert leaky_real.mean() > leaky_null.mean() + 0.2  # every guide told from the controls: the leak
+    assert abs(capped_real.mean() - capped_null.mean()) < 0.06
+    assert stats.ks_2samp(capped_real, capped_null).pvalue > 0.01
