@@ -2,16 +2,11 @@
 # plain re-exports. Written by `python -m phenoica.utils.face_stubs`; do not edit by hand.
 from ._branch import alignment_files as alignment_files
 from ._branch import structural_files as structural_files
-from ._metrics import auroc as auroc
-from ._metrics import concentration as concentration
 from ._metrics import dci as dci
 from ._metrics import infomec as infomec
 from ._metrics import linear_r2 as linear_r2
 from ._metrics import mcc as mcc
 from ._metrics import probe_r2 as probe_r2
-from ._metrics import sparsity as sparsity
-from ._metrics import split_fractions as split_fractions
-from ._metrics import top_features as top_features
 from ._options import StructuralOptions as StructuralOptions
 from ._options import Table1Options as Table1Options
 from ._table1 import TABLE_COLUMNS as TABLE_COLUMNS
@@ -23,19 +18,14 @@ __all__ = [
     "align_errors",
     "alignment_files",
     "AlignOptions",
-    "auroc",
-    "concentration",
     "dci",
     "infomec",
     "linear_r2",
     "mcc",
     "probe_r2",
-    "sparsity",
-    "split_fractions",
     "split_rows",
     "structural_files",
     "StructuralOptions",
     "Table1Options",
     "TABLE_COLUMNS",
-    "top_features",
 ]

@@ -1,5 +1,10 @@
 # The face of phenoica.utils for type checkers and editors: its __init__.py's lazy_face list as
 # plain re-exports. Written by `python -m phenoica.utils.face_stubs`; do not edit by hand.
+from ._classifier_scores import auroc as auroc
+from ._classifier_scores import concentration as concentration
+from ._classifier_scores import sparsity as sparsity
+from ._classifier_scores import split_fractions as split_fractions
+from ._classifier_scores import top_features as top_features
 from ._faces import lazy_face as lazy_face
 from ._io import INVISIBLE_CATEGORIES as INVISIBLE_CATEGORIES
 from ._io import JOB_CPU as JOB_CPU
@@ -39,11 +44,13 @@ from ._written import walk_files as walk_files
 __all__ = [
     "acat",
     "atomic_path",
+    "auroc",
     "bh_qvalues",
     "bootstrap_mean",
     "centered_chunks",
     "check_same_variants",
     "CHUNK_ROWS",
+    "concentration",
     "derive_seed",
     "end_job",
     "finite_values",
@@ -66,8 +73,11 @@ __all__ = [
     "rule_logger",
     "seed_sequence",
     "SNAKEMAKE_FILES",
+    "sparsity",
+    "split_fractions",
     "table_suffix",
     "TEXT_SUFFIXES",
+    "top_features",
     "unlisted_files",
     "walk_files",
     "write_json",
