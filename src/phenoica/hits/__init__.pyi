@@ -1,14 +1,9 @@
 # The face of phenoica.hits for type checkers and editors: its __init__.py's lazy_face list as
 # plain re-exports. Written by `python -m phenoica.utils.face_stubs`; do not edit by hand.
-from ._calls import GENE_SUMMARY_COLUMNS as GENE_SUMMARY_COLUMNS
-from ._calls import GUIDE_SUMMARY_COLUMNS as GUIDE_SUMMARY_COLUMNS
+from ._call_counts import hit_counts as hit_counts
+from ._call_counts import pooled_recall_fdr as pooled_recall_fdr
+from ._call_counts import recall_fdr as recall_fdr
 from ._calls import NullFit as NullFit
-from ._calls import hit_counts as hit_counts
-from ._calls import pooled_recall_fdr as pooled_recall_fdr
-from ._calls import readout_agreement as readout_agreement
-from ._calls import recall_fdr as recall_fdr
-from ._calls import screen_calls as screen_calls
-from ._calls import summarize_scores as summarize_scores
 from ._controls import control_calls as control_calls
 from ._controls import separating_by_model as separating_by_model
 from ._effects import DISTANCE_COLUMNS as DISTANCE_COLUMNS
@@ -20,7 +15,12 @@ from ._options import PositionOptions as PositionOptions
 from ._options import ReferenceOptions as ReferenceOptions
 from ._positions import plate_grid as plate_grid
 from ._positions import plate_position_files as plate_position_files
+from ._readouts import readout_agreement as readout_agreement
 from ._reference import reference_files as reference_files
+from ._screen_calls import GENE_SUMMARY_COLUMNS as GENE_SUMMARY_COLUMNS
+from ._screen_calls import GUIDE_SUMMARY_COLUMNS as GUIDE_SUMMARY_COLUMNS
+from ._screen_calls import screen_calls as screen_calls
+from ._screen_calls import summarize_scores as summarize_scores
 
 __all__ = [
     "control_calls",
