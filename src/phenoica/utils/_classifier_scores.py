@@ -20,10 +20,11 @@ import warnings
 from typing import Any
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy.stats import rankdata
 
 
-def auroc(y_true: np.ndarray, score: np.ndarray) -> float:
+def auroc(y_true: ArrayLike, score: ArrayLike) -> float:
     """Area under the ROC curve of ``score`` for binary labels ``y_true`` (1 = positive).
 
     Computed as the Mann-Whitney U statistic of the positives over ``n_pos * n_neg`` (ties
