@@ -69,7 +69,7 @@ from phenoica.contract import (
     WELL,
     validate_config,
 )
-from phenoica.identifiability import top_features
+from phenoica.utils import top_features
 
 SITES = 4
 

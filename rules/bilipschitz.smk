@@ -13,10 +13,9 @@ from phenoica.studies.bilipschitz import (
 from phenoica.studies import alpha_label as bl_alpha_label, dataset_groups as bl_dataset_groups
 
 BL = config["bilipschitz"]
-BL_DIR = PATHS.studies.bilipschitz
 BL_RUNS = {
     ds: [
-        f"{BL_DIR}/runs/{ds}/{g}/alpha{bl_alpha_label(a)}.parquet"
+        PATHS.studies.bilipschitz_run.format(dataset=ds, group=g, alpha=bl_alpha_label(a))
         for g in bl_dataset_groups(ds, BL["per_digit"])
         for a in BL["alphas"]
     ]
@@ -26,7 +25,7 @@ BL_RUNS = {
 
 rule bilipschitz_train:
     output:
-        f"{BL_DIR}/runs/{{dataset}}/{{group}}/alpha{{alpha}}.parquet",
+        PATHS.studies.bilipschitz_run,
     log:
         log_path(RESULTS, "bilipschitz", "train/{dataset}/{group}/alpha{alpha}"),
     benchmark:
@@ -50,9 +49,9 @@ rule bilipschitz_gather:
     input:
         lambda w: BL_RUNS[w.dataset],
     output:
-        models=f"{BL_DIR}/{{dataset}}/models.parquet",
-        pairs=f"{BL_DIR}/{{dataset}}/pairs.parquet",
-        samples=f"{BL_DIR}/{{dataset}}/samples.parquet",
+        models=PATHS.studies.bilipschitz_models,
+        pairs=PATHS.studies.bilipschitz_pairs,
+        samples=PATHS.studies.bilipschitz_samples,
     log:
         log_path(RESULTS, "bilipschitz", "gather/{dataset}"),
     benchmark:
@@ -72,13 +71,13 @@ rule bilipschitz_gather:
 
 rule bilipschitz_report:
     input:
-        models=[f"{BL_DIR}/{ds}/models.parquet" for ds in BL["datasets"]],
-        pairs=[f"{BL_DIR}/{ds}/pairs.parquet" for ds in BL["datasets"]],
-        samples=[f"{BL_DIR}/{ds}/samples.parquet" for ds in BL["datasets"]],
+        models=[PATHS.studies.bilipschitz_models.format(dataset=ds) for ds in BL["datasets"]],
+        pairs=[PATHS.studies.bilipschitz_pairs.format(dataset=ds) for ds in BL["datasets"]],
+        samples=[PATHS.studies.bilipschitz_samples.format(dataset=ds) for ds in BL["datasets"]],
     output:
-        markdown=f"{BL_DIR}/report.md",
-        html=f"{BL_DIR}/index.html",
-        verdict=f"{BL_DIR}/verdict.json",
+        markdown=PATHS.studies.markdown.format(study="bilipschitz"),
+        html=PATHS.studies.html.format(study="bilipschitz"),
+        verdict=PATHS.studies.verdict.format(study="bilipschitz"),
     log:
         log_path(RESULTS, "bilipschitz", "report"),
     benchmark:

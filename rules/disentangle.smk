@@ -10,7 +10,6 @@ from phenoica.studies.disentangle import (
 )
 from phenoica.studies import AE_DERIVED as DIS_AE_DERIVED
 
-DIS = PATHS.studies.disentangle
 DIS_DATASETS = list(config["disentangle"]["datasets"])
 DIS_TRAINED = list(config["disentangle"]["models"])
 DIS_EVALUATED = DIS_TRAINED + (list(DIS_AE_DERIVED) if "ae" in DIS_TRAINED else [])
@@ -25,8 +24,8 @@ wildcard_constraints:
 
 rule disentangle_train:
     output:
-        latents=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/latents.npz",
-        checkpoint=f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/model.safetensors",
+        latents=PATHS.studies.disentangle_latents,
+        checkpoint=PATHS.studies.disentangle_checkpoint,
     log:
         log_path(RESULTS, "disentangle", "train/{dis_dataset}/{dis_model}/seed{dis_seed}"),
     benchmark:
@@ -44,9 +43,13 @@ rule disentangle_train:
 
 rule disentangle_evaluate:
     input:
-        lambda w: f"{DIS}/{w.dis_dataset}/{'ae' if w.dis_model in DIS_AE_DERIVED else w.dis_model}/seed{w.dis_seed}/latents.npz",
+        lambda w: PATHS.studies.disentangle_latents.format(
+            dis_dataset=w.dis_dataset,
+            dis_model="ae" if w.dis_model in DIS_AE_DERIVED else w.dis_model,
+            dis_seed=w.dis_seed,
+        ),
     output:
-        f"{DIS}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}/scores.parquet",
+        PATHS.studies.disentangle_scores,
     log:
         log_path(RESULTS, "disentangle", "evaluate/{dis_dataset}/{dis_model}/seed{dis_seed}"),
     benchmark:
@@ -64,14 +67,19 @@ rule disentangle_evaluate:
 
 rule disentangle_report:
     input:
-        [f"{DIS}/{d}/{m}/seed{s}/scores.parquet" for d in DIS_DATASETS for m in DIS_EVALUATED for s in DIS_SEEDS],
+        [
+            PATHS.studies.disentangle_scores.format(dis_dataset=d, dis_model=m, dis_seed=s)
+            for d in DIS_DATASETS
+            for m in DIS_EVALUATED
+            for s in DIS_SEEDS
+        ],
     output:
-        md=f"{DIS}/report.md",
-        html=f"{DIS}/index.html",
-        table=f"{DIS}/table2.csv",
-        differences=f"{DIS}/differences.csv",
-        scores=f"{DIS}/scores.csv",
-        verdict=f"{DIS}/verdict.json",
+        md=PATHS.studies.markdown.format(study="disentangle"),
+        html=PATHS.studies.html.format(study="disentangle"),
+        table=PATHS.studies.disentangle_table2,
+        differences=PATHS.studies.disentangle_differences,
+        scores=PATHS.studies.disentangle_score_table,
+        verdict=PATHS.studies.verdict.format(study="disentangle"),
     log:
         log_path(RESULTS, "disentangle", "report"),
     benchmark:

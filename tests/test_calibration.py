@@ -14,6 +14,7 @@ from scipy import stats
 
 from phenoica.classify import classify_guides, leave_one_batch_out, null_guide_design
 from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
+from phenoica.hits import _call_counts as C
 from phenoica.hits import _calls as H
 from phenoica.hits import summarize_scores
 from tests.test_classify import classify_options
@@ -105,7 +106,7 @@ def test_known_effects_are_called_at_the_nominal_fdr():
         calls = screen_calls(table, seed)
         truth = table[table[PERT_TYPE] == PERTURBATION][[GENE, GUIDE]].drop_duplicates()
         truth["has_effect"] = truth[GUIDE].map(lambda g: (int(g[1:5]) * 2 + int(g[-1])) % 5 == 0)
-        out = H.recall_fdr(calls, truth, (0.1,)).set_index("level").loc["guide"]
+        out = C.recall_fdr(calls, truth, (0.1,)).set_index("level").loc["guide"]
         assert out["n_true_effects"] == 40
         tp, fp, n_effects = tp + out["true_positives"], fp + out["false_positives"], n_effects + 40
     assert tp / n_effects >= 0.6 and fp / (tp + fp) <= 0.15, (tp, fp)

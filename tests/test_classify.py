@@ -48,7 +48,7 @@ from phenoica.contract import (
     validate_config,
 )
 from phenoica.hits import GENE_SUMMARY_COLUMNS, GUIDE_SUMMARY_COLUMNS, summarize_scores
-from phenoica.identifiability import _metrics as metrics
+from phenoica.utils import _classifier_scores as metrics
 
 D = 8
 STRONG_FEATURE = 2

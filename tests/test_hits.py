@@ -10,8 +10,11 @@ import pytest
 from scipy import stats
 
 from phenoica.contract import GENE, GUIDE, ScreenError
+from phenoica.hits import _call_counts as C
 from phenoica.hits import _calls as H
 from phenoica.hits import _effects as E
+from phenoica.hits import _readouts as R
+from phenoica.hits import _screen_calls as S
 from phenoica.utils import acat, bh_qvalues, bootstrap_mean
 
 
@@ -223,17 +226,17 @@ def test_hit_table_and_readout_agreement():
             "map_q_value": [0.002, 0.6, 0.004, 0.9],
         }
     )
-    table = H.hit_table(calls, map_df, 0.05)
+    table = R.hit_table(calls, map_df, 0.05)
     assert table.set_index(GUIDE)["agreement"].to_dict() == {
         "g00000": "both",
         "g00001": "classifier_only",
         "g00002": "map_only",
         "g00003": "neither",
     }
-    agree = H.readout_agreement(table).iloc[0]
+    agree = R.readout_agreement(table).iloc[0]
     assert (agree["both"], agree["classifier_only"], agree["map_only"], agree["neither"]) == (1, 1, 1, 1)
     assert agree["kappa"] == pytest.approx(0.0)
-    no_map = H.hit_table(calls, None)
+    no_map = R.hit_table(calls, None)
     assert (no_map["agreement"].isin(["classifier_only", "neither"])).all() and no_map["map_q_value"].isna().all()
 
 
@@ -250,7 +253,7 @@ def test_recall_and_observed_fdr_against_truth():
             "efficacy": 1.0,
         }
     )
-    out = H.recall_fdr(calls, truth, thresholds=(0.05,)).set_index("level")
+    out = C.recall_fdr(calls, truth, thresholds=(0.05,)).set_index("level")
     guide = out.loc["guide"]
     # called: g0, g1, g2, g4 (AUROC far above the null); true effects: g0-g3
     assert guide["true_positives"] == 3 and guide["false_positives"] == 1
@@ -264,9 +267,9 @@ def test_pooled_recall_fdr_sums_the_rows_before_dividing():
     rows = pd.DataFrame(
         {"true_positives": [3, 1], "n_true_effects": [4, 4], "false_positives": [1, 0], "n_called": [4, 1]}
     )
-    assert H.pooled_recall_fdr(rows) == (4 / 8, 1 / 5)
+    assert C.pooled_recall_fdr(rows) == (4 / 8, 1 / 5)
     nothing = rows.assign(true_positives=0, false_positives=0, n_called=0)
-    assert H.pooled_recall_fdr(nothing) == (0.0, 0.0)  # nothing called: FDR 0, not a division by 0
+    assert C.pooled_recall_fdr(nothing) == (0.0, 0.0)  # nothing called: FDR 0, not a division by 0
 
 
 # ----------------------------------------------------------------------------- effect sizes and reported p-values
@@ -315,7 +318,7 @@ def test_distance_orders_planted_effects_where_every_auroc_is_one():
     rows = classify_guides(table, None, leave_one_batch_out(table), options, "base", "m", nulls=nulls)
     real = rows[~rows["is_null_guide"]]
     assert (real["auroc"] == 1.0).all() and len(real) == 5 * 3  # saturated in every fold
-    out = H.screen_calls(rows, None, "parametric", 0.05)
+    out = S.screen_calls(rows, None, "parametric", 0.05)
     hits = out["hits"]
     assert hits[GUIDE].tolist() == [f"G{k}_1" for k in reversed(shifts)] and hits["rank"].tolist() == [1, 2, 3, 4, 5]
     assert (hits["ranked_by"] == "distance_sd").all() and hits["hit"].all()
@@ -356,7 +359,7 @@ def test_no_reported_p_value_is_finer_than_the_null_supports():
     assert (nulls["p_value"] >= 1 / 100).all()  # leave-one-out: the other 99 reach 1/100
     genes = H.call_genes(calls)
     assert (genes["p_value"] >= floor - 1e-12).all() and genes["p_tail"].min() < floor
-    hits = H.hit_table(calls, None)
+    hits = R.hit_table(calls, None)
     assert (hits["p_value"] >= floor).all() and "p_tail" not in hits.columns
     summary = H.null_summary(calls, "parametric", 0.05).iloc[0]
     assert summary["p_floor"] == pytest.approx(floor) and summary["n_beyond_null"] == beyond.sum()

@@ -90,8 +90,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("screen",),
     ("models", "profiles"),
     ("embed", "transforms"),
-    ("identifiability",),
-    ("classify", "biomap"),
+    ("classify", "biomap", "identifiability"),
     ("hits",),
     ("report", "sweep"),
     ("studies", "workflow"),
@@ -377,6 +376,32 @@ def test_each_rules_file_is_named_for_its_stage():
     from phenoica.contract import OUTPUTS
 
     stems = {p.stem for p in (REPO / "rules").glob("*.smk")} - {"common"}
-    studies = {name for name in OUTPUTS["studies"] if "{" not in OUTPUTS["studies"][name]}
+    studies = {name for name, template in OUTPUTS["studies"].items() if template == f"studies/{name}"}
     assert stems - set(OUTPUTS) == studies
     assert set(OUTPUTS) - stems == {"studies"}  # every stage has its rules file
+
+
+def built_paths(text: str) -> list[str]:
+    """The f-strings of a rules file that build a path (a ``/`` and no space: not a message) in
+    place of taking it from ``PATHS``; a path below a folder of the user's (``config[...]``) is
+    not the workflow's to declare."""
+    strings = re.findall(r"""\bf(["'])(\S*?)\1""", text)
+    return [s for _, s in strings if "/" in s and "config[" not in s]
+
+
+def test_the_built_path_check_finds_an_f_string_path():
+    assert built_paths('    output:\n        f"{BL_DIR}/runs/{{dataset}}/alpha{{alpha}}.parquet",\n') == [
+        "{BL_DIR}/runs/{{dataset}}/alpha{{alpha}}.parquet"
+    ]
+    assert built_paths("x = [f'{DIR}/{ds}/models.parquet' for ds in DS]") == ["{DIR}/{ds}/models.parquet"]
+    assert built_paths("hcs=f\"{config['screen']['dir']}/{{plate}}.zarr\"\nprint(f\"done: {PATHS.report.html}\")") == []
+
+
+def test_rules_take_every_results_path_from_the_output_table():
+    """Every path the rules write or read below the results folder comes from ``PATHS``
+    (``phenoica.contract.OUTPUTS``), declared there once; no rules file spells one out."""
+    found = {
+        str(p.relative_to(REPO)): built_paths(p.read_text())
+        for p in [REPO / "Snakefile", *sorted((REPO / "rules").glob("*.smk"))]
+    }
+    assert {path: strings for path, strings in found.items() if strings} == {}

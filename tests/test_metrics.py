@@ -8,7 +8,7 @@ import lightgbm as lgb
 import numpy as np
 import pytest
 
-from phenoica.identifiability import _metrics as metrics
+from phenoica.utils import _classifier_scores as metrics
 
 
 def test_auroc_known_values():

@@ -13,6 +13,8 @@ from PIL import Image
 from phenoica.contract import GENE, GUIDE, SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS, ScreenError
 from phenoica.hits import _calls as hits
 from phenoica.hits import _effects as effects
+from phenoica.hits import _readouts as readouts
+from phenoica.hits import _screen_calls as screen
 from phenoica.report import SECTIONS, ReportInputs, ReportLayout, write_report
 from phenoica.report import _figures as figures
 from phenoica.report import _summaries as summaries
@@ -423,7 +425,7 @@ def test_write_report_full(tmp_path):
     map_df = real[["model", "variant", GENE, GUIDE]].assign(
         n_wells=8, mean_average_precision=0.3, map_p_value=0.01, map_q_value=0.02
     )
-    hit_table = hits.hit_table(guides, map_df)
+    hit_table = readouts.hit_table(guides, map_df)
     null = hits.null_summary(guides)
     fit = {
         "mae": {
@@ -638,7 +640,7 @@ def saturated_calls(n_null: int = 100) -> dict[str, pd.DataFrame]:
     maps = guides[["model", "variant", GENE, GUIDE]].assign(
         n_wells=8, mean_average_precision=0.5, map_p_value=0.5, map_q_value=0.6
     )
-    return {**hits.screen_calls(rows, maps, "parametric", 0.05), "rows": rows, "maps": maps}
+    return {**screen.screen_calls(rows, maps, "parametric", 0.05), "rows": rows, "maps": maps}
 
 
 def test_report_ranks_saturated_hits_by_distance_and_reports_no_p_value_below_the_null(tmp_path):
@@ -676,7 +678,7 @@ def test_headline_leads_with_the_map_readout_where_the_classifier_calls_nothing(
     maps = calls["maps"].assign(
         mean_average_precision=lambda d: d[GENE].str[1:].astype(float) / 10, map_p_value=0.001, map_q_value=0.002
     )
-    out = hits.screen_calls(calls["rows"], maps, "parametric", 0.05)
+    out = screen.screen_calls(calls["rows"], maps, "parametric", 0.05)
     status = readout_status(out["hits"], out["null"])
     items = headline(summaries.variant_summary(out["guides"]), summaries.paired_tests(out["genes"]), 0.05, status)
     assert items[0].startswith("Model mae: **the mAP readout answers on this layout**; the classifier makes no hit")

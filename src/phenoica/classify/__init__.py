@@ -23,7 +23,7 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
   with its p-values drawn until their calls are settled (:mod:`~phenoica.classify._map_null`).
 
 The score table's guide and gene means (``summarize_scores``) belong to hit calling
-(:mod:`phenoica.hits._calls`).
+(:mod:`phenoica.hits._screen_calls`).
 """
 
 from phenoica.utils import lazy_face

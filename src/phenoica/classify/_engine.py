@@ -54,8 +54,7 @@ from phenoica.contract import (
     ScreenError,
     validate_profile_metadata,
 )
-from phenoica.identifiability import auroc, concentration, sparsity, split_fractions, top_features
-from phenoica.utils import derive_seed
+from phenoica.utils import auroc, concentration, derive_seed, sparsity, split_fractions, top_features
 
 
 def guide_seed(seed: int, gene: str, guide: str, fold: str) -> int:

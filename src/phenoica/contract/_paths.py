@@ -1,6 +1,8 @@
 """Every file the workflow writes, one declaration each: an output template per stage, below the
 results folder, in the wildcards of the rule that writes it (``{plate}``, ``{model}``,
-``{variant}``, ``{shard}``, ``{point}``, ``{kind}``).
+``{variant}``, ``{shard}``, ``{point}``, ``{kind}``; the studies' ``{dataset}``, ``{group}``,
+``{alpha}``, ``{dis_dataset}``, ``{dis_model}``, ``{dis_seed}``). A study's page, Markdown and
+verdict (``{study}``) lie in its folder, named once for all studies.
 
 The rules take their outputs and the inputs they read from other stages from this table
 (``PATHS``, built in ``rules/common.smk``; ``expand(PATHS.classify.shard, ...)`` for
@@ -13,6 +15,11 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 from typing import Mapping
+
+#: The studies' folders (``studies/{study}``), below which each study writes its own files.
+_BILIPSCHITZ = "studies/bilipschitz"
+_DISENTANGLE = "studies/disentangle"
+_DISENTANGLE_RUN = f"{_DISENTANGLE}/{{dis_dataset}}/{{dis_model}}/seed{{dis_seed}}"
 
 #: stage -> output name -> template below the results folder
 OUTPUTS: Mapping[str, Mapping[str, str]] = {
@@ -89,9 +96,21 @@ OUTPUTS: Mapping[str, Mapping[str, str]] = {
         "interactive_assets": "report/interactive_assets",
     },
     "studies": {
-        "bilipschitz": "studies/bilipschitz",
-        "disentangle": "studies/disentangle",
+        "markdown": "studies/{study}/report.md",
+        "html": "studies/{study}/index.html",
         "verdict": "studies/{study}/verdict.json",
+        "bilipschitz": _BILIPSCHITZ,
+        "bilipschitz_run": f"{_BILIPSCHITZ}/runs/{{dataset}}/{{group}}/alpha{{alpha}}.parquet",
+        "bilipschitz_models": f"{_BILIPSCHITZ}/{{dataset}}/models.parquet",
+        "bilipschitz_pairs": f"{_BILIPSCHITZ}/{{dataset}}/pairs.parquet",
+        "bilipschitz_samples": f"{_BILIPSCHITZ}/{{dataset}}/samples.parquet",
+        "disentangle": _DISENTANGLE,
+        "disentangle_latents": f"{_DISENTANGLE_RUN}/latents.npz",
+        "disentangle_checkpoint": f"{_DISENTANGLE_RUN}/model.safetensors",
+        "disentangle_scores": f"{_DISENTANGLE_RUN}/scores.parquet",
+        "disentangle_table2": f"{_DISENTANGLE}/table2.csv",
+        "disentangle_differences": f"{_DISENTANGLE}/differences.csv",
+        "disentangle_score_table": f"{_DISENTANGLE}/scores.csv",
     },
 }
 

@@ -1,8 +1,11 @@
 """Hit calls: guide and gene p- and q-values from the scores and their null, and the effect sizes
 that rank them.
 
-Modules: :mod:`._calls` (``screen_calls``: guide and gene means, p- and q-values, the hit table
-and the null's summary), :mod:`._effects` (the held-out distance with its interval over folds,
+Modules: :mod:`._screen_calls` (``screen_calls``: the guide and gene means, then everything
+below, as the gather step writes it), :mod:`._calls` (the null's fit, the guide and gene p- and
+q-values, the null's summary), :mod:`._readouts` (the hit table beside the mAP readout, the two
+readouts' agreement), :mod:`._call_counts` (calls per q threshold; recall and observed FDR
+against known truth), :mod:`._effects` (the held-out distance with its interval over folds,
 the ranking, saturation), :mod:`._controls` (``control_calls``: each control construct against
 the same null), :mod:`._positions` (where on the plate: the plate's wells, the position effect on
 the control wells, the null's layout), :mod:`._reference` (each construct against its declared
@@ -16,21 +19,14 @@ from phenoica.utils import lazy_face
 __all__, __getattr__, __dir__ = lazy_face(
     __name__,
     {
-        "_calls": [
-            "GENE_SUMMARY_COLUMNS",
-            "GUIDE_SUMMARY_COLUMNS",
-            "NullFit",
-            "hit_counts",
-            "pooled_recall_fdr",
-            "readout_agreement",
-            "recall_fdr",
-            "screen_calls",
-            "summarize_scores",
-        ],
+        "_call_counts": ["hit_counts", "pooled_recall_fdr", "recall_fdr"],
+        "_calls": ["NullFit"],
         "_controls": ["control_calls", "separating_by_model"],
         "_effects": ["DISTANCE_COLUMNS", "SATURATION_SHARE", "measure_phrase", "saturation"],
         "_options": ["HitOptions", "PositionOptions", "ReferenceOptions"],
         "_positions": ["plate_grid", "plate_position_files"],
+        "_readouts": ["readout_agreement"],
         "_reference": ["reference_files"],
+        "_screen_calls": ["GENE_SUMMARY_COLUMNS", "GUIDE_SUMMARY_COLUMNS", "screen_calls", "summarize_scores"],
     },
 )

@@ -48,8 +48,7 @@ from phenoica.classify import (
 )
 from phenoica.contract import GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL, ScreenError
 from phenoica.hits._options import ReferenceOptions
-from phenoica.identifiability import auroc
-from phenoica.utils import bh_qvalues, derive_seed, rng_for, write_parquet
+from phenoica.utils import auroc, bh_qvalues, derive_seed, rng_for, write_parquet
 
 #: The rules ``screen.reference.rule`` may name.
 REFERENCE_RULES: tuple[str, ...] = ("named_like_gene",)

@@ -74,16 +74,11 @@ __all__, __getattr__, __dir__ = lazy_face(
     {
         "_branch": ["alignment_files", "structural_files"],
         "_metrics": [
-            "auroc",
-            "concentration",
             "dci",
             "infomec",
             "linear_r2",
             "mcc",
             "probe_r2",
-            "sparsity",
-            "split_fractions",
-            "top_features",
         ],
         "_options": ["StructuralOptions", "Table1Options"],
         "_table1": ["AlignOptions", "TABLE_COLUMNS", "align_errors", "split_rows"],

@@ -38,7 +38,7 @@ class ReportInputs:
     classification stage's score tables; every other field is optional (None or empty: the
     sections that read it are left out).
 
-    ``maps``: the copairs mAP table; ``hits``: :func:`phenoica.hits._calls.hit_table`; ``null``: the null
+    ``maps``: the copairs mAP table; ``hits``: :func:`phenoica.hits._readouts.hit_table`; ``null``: the null
     summary; ``controls``: each control construct's call against the other controls
     (:func:`phenoica.hits.control_calls`); ``truth``: a demo screen's truth; ``fit_reports``: model -> variant -> fit report;
     ``table1`` / ``structural``: the identifiability tables; ``studies``: the study pages to link;

@@ -54,7 +54,7 @@ TEMPLATE = "plotly_white"
 
 @dataclass
 class PageInputs:
-    """What the page shows: the hit table (``phenoica.hits._calls.hit_table``), the gene calls, the
+    """What the page shows: the hit table (``phenoica.hits._readouts.hit_table``), the gene calls, the
     guide-fold scores, optional map neighbours, annotation pairs, the biomap summary and the
     gallery's panels table (paths relative to the page's folder); hits are marked at
     ``q_threshold`` (the report's ``hits.q_threshold``)."""

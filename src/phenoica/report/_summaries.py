@@ -135,7 +135,7 @@ def table4(
     ``auroc_rest_mean`` (the two AUROCs the ratio is made of). Null pseudo-guides are left out.
 
     With ``n_features`` ((model, variant) -> D): ``D``, ``k_features`` (the top set's size,
-    ``ceil(concentration_k * D)`` clipped to 1..D-1, as :func:`phenoica.identifiability.top_features`)
+    ``ceil(concentration_k * D)`` clipped to 1..D-1, as :func:`phenoica.utils.top_features`)
     and ``d_note``, which flags every row whose model has variants of different D (the top
     share is then a different number of features: compare concentration between equal D).
     """

@@ -1,4 +1,5 @@
-"""Small helpers every stage shares: atomic writes and logs, seeds, array checks, statistics."""
+"""Small helpers every stage shares: atomic writes and logs, seeds, array checks, statistics, and
+the scores of a classifier (AUROC, split fractions, sparsity, concentration)."""
 
 from phenoica.utils._faces import lazy_face
 
@@ -6,6 +7,7 @@ from phenoica.utils._faces import lazy_face
 __all__, __getattr__, __dir__ = lazy_face(
     __name__,
     {
+        "_classifier_scores": ["auroc", "concentration", "sparsity", "split_fractions", "top_features"],
         "_faces": ["lazy_face"],
         "_io": [
             "INVISIBLE_CATEGORIES",

@@ -1,0 +1,89 @@
+# The face of phenoica.classify for type checkers and editors: its __init__.py's lazy_face list as
+# plain re-exports. Written by `python -m phenoica.utils.face_stubs`; do not edit by hand.
+from ._bins import FoldBins as FoldBins
+from ._capacity import readout_capacity as readout_capacity
+from ._engine import classify_guides as classify_guides
+from ._engine import classify_shard as classify_shard
+from ._engine import fold_masks as fold_masks
+from ._engine import guide_seed as guide_seed
+from ._engine import score_guide as score_guide
+from ._features import feature_matrix as feature_matrix
+from ._lightgbm_params import lightgbm_params as lightgbm_params
+from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
+from ._map_null import settled_null_counts as settled_null_counts
+from ._map_readout import centered_on_plate_controls as centered_on_plate_controls
+from ._map_readout import guide_map as guide_map
+from ._map_readout import guide_map_files as guide_map_files
+from ._map_readout import reference_map as reference_map
+from ._map_readout import well_profiles as well_profiles
+from ._null import NULL_GENE as NULL_GENE
+from ._null import GuideSamples as GuideSamples
+from ._null import control_constructs as control_constructs
+from ._null import control_mask as control_mask
+from ._null import control_positions as control_positions
+from ._null import guide_samples as guide_samples
+from ._null import guides_of as guides_of
+from ._null import null_guide_design as null_guide_design
+from ._null import null_guide_name as null_guide_name
+from ._null import null_layout_choice as null_layout_choice
+from ._null import position_null_design as position_null_design
+from ._null import split_control_rows as split_control_rows
+from ._options import ClassifyOptions as ClassifyOptions
+from ._options import MapReadoutOptions as MapReadoutOptions
+from ._options import SplitOptions as SplitOptions
+from ._options import model_parameters as model_parameters
+from ._options import run_time_parameters as run_time_parameters
+from ._protocol import PROTOCOLS as PROTOCOLS
+from ._protocol import control_strata as control_strata
+from ._protocol import training_controls as training_controls
+from ._protocol import trainings as trainings
+from ._splits import Fold as Fold
+from ._splits import folds_table as folds_table
+from ._splits import leave_one_batch_out as leave_one_batch_out
+from ._splits import make_folds as make_folds
+from ._splits import read_folds as read_folds
+
+__all__ = [
+    "centered_on_plate_controls",
+    "classify_guides",
+    "classify_shard",
+    "ClassifyOptions",
+    "control_constructs",
+    "control_mask",
+    "control_positions",
+    "control_strata",
+    "feature_matrix",
+    "Fold",
+    "fold_masks",
+    "FoldBins",
+    "folds_table",
+    "guide_map",
+    "guide_map_files",
+    "guide_samples",
+    "guide_seed",
+    "guides_of",
+    "GuideSamples",
+    "leave_one_batch_out",
+    "lightgbm_params",
+    "lightgbm_report_params",
+    "make_folds",
+    "MapReadoutOptions",
+    "model_parameters",
+    "NULL_GENE",
+    "null_guide_design",
+    "null_guide_name",
+    "null_layout_choice",
+    "position_null_design",
+    "PROTOCOLS",
+    "read_folds",
+    "readout_capacity",
+    "reference_map",
+    "run_time_parameters",
+    "score_guide",
+    "settled_null_counts",
+    "split_control_rows",
+    "SplitOptions",
+    "training_controls",
+    "trainings",
+    "well_profiles",
+]

@@ -1,0 +1,47 @@
+# The face of phenoica.hits for type checkers and editors: its __init__.py's lazy_face list as
+# plain re-exports. Written by `python -m phenoica.utils.face_stubs`; do not edit by hand.
+from ._call_counts import hit_counts as hit_counts
+from ._call_counts import pooled_recall_fdr as pooled_recall_fdr
+from ._call_counts import recall_fdr as recall_fdr
+from ._calls import NullFit as NullFit
+from ._controls import control_calls as control_calls
+from ._controls import separating_by_model as separating_by_model
+from ._effects import DISTANCE_COLUMNS as DISTANCE_COLUMNS
+from ._effects import SATURATION_SHARE as SATURATION_SHARE
+from ._effects import measure_phrase as measure_phrase
+from ._effects import saturation as saturation
+from ._options import HitOptions as HitOptions
+from ._options import PositionOptions as PositionOptions
+from ._options import ReferenceOptions as ReferenceOptions
+from ._positions import plate_grid as plate_grid
+from ._positions import plate_position_files as plate_position_files
+from ._readouts import readout_agreement as readout_agreement
+from ._reference import reference_files as reference_files
+from ._screen_calls import GENE_SUMMARY_COLUMNS as GENE_SUMMARY_COLUMNS
+from ._screen_calls import GUIDE_SUMMARY_COLUMNS as GUIDE_SUMMARY_COLUMNS
+from ._screen_calls import screen_calls as screen_calls
+from ._screen_calls import summarize_scores as summarize_scores
+
+__all__ = [
+    "control_calls",
+    "DISTANCE_COLUMNS",
+    "GENE_SUMMARY_COLUMNS",
+    "GUIDE_SUMMARY_COLUMNS",
+    "hit_counts",
+    "HitOptions",
+    "measure_phrase",
+    "NullFit",
+    "plate_grid",
+    "plate_position_files",
+    "pooled_recall_fdr",
+    "PositionOptions",
+    "readout_agreement",
+    "recall_fdr",
+    "reference_files",
+    "ReferenceOptions",
+    "saturation",
+    "SATURATION_SHARE",
+    "screen_calls",
+    "separating_by_model",
+    "summarize_scores",
+]
