@@ -8,7 +8,8 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from phenoica.classify import guide_retrieval, mean_retrieval, retrieval_axis, retrieval_difference
+from phenoica.classify import guide_retrieval, mean_retrieval, retrieval_difference
+from phenoica.classify._retrieval import retrieval_axis
 from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL
 from phenoica.screen import arrayed
 from phenoica.transforms import PCAWhitener, TransformOptions, fit_variants

@@ -62,10 +62,8 @@ __all__, __getattr__, __dir__ = lazy_face(
         "_options": ["ClassifyOptions", "MapReadoutOptions", "SplitOptions", "model_parameters", "run_time_parameters"],
         "_protocol": ["PROTOCOLS", "control_strata", "training_controls", "trainings"],
         "_retrieval": [
-            "RETRIEVAL_COLUMNS",
             "guide_retrieval",
             "mean_retrieval",
-            "retrieval_axis",
             "retrieval_difference",
             "retrieval_files",
         ],

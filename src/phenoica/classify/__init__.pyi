@@ -37,6 +37,10 @@ from ._protocol import PROTOCOLS as PROTOCOLS
 from ._protocol import control_strata as control_strata
 from ._protocol import training_controls as training_controls
 from ._protocol import trainings as trainings
+from ._retrieval import guide_retrieval as guide_retrieval
+from ._retrieval import mean_retrieval as mean_retrieval
+from ._retrieval import retrieval_difference as retrieval_difference
+from ._retrieval import retrieval_files as retrieval_files
 from ._splits import Fold as Fold
 from ._splits import folds_table as folds_table
 from ._splits import leave_one_batch_out as leave_one_batch_out
@@ -59,6 +63,7 @@ __all__ = [
     "folds_table",
     "guide_map",
     "guide_map_files",
+    "guide_retrieval",
     "guide_samples",
     "guide_seed",
     "guides_of",
@@ -68,6 +73,7 @@ __all__ = [
     "lightgbm_report_params",
     "make_folds",
     "MapReadoutOptions",
+    "mean_retrieval",
     "model_parameters",
     "NULL_GENE",
     "null_guide_design",
@@ -78,6 +84,8 @@ __all__ = [
     "read_folds",
     "readout_capacity",
     "reference_map",
+    "retrieval_difference",
+    "retrieval_files",
     "run_time_parameters",
     "score_guide",
     "settled_null_counts",
