@@ -19,10 +19,11 @@ SWEEP_PANELS: tuple[tuple[str, str], ...] = (
 )
 
 
-def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
+def sweep_figure(sweep: pd.DataFrame, path: Path, base_retrieval: dict[str, float] | None = None) -> Path:
     """Guide hits (q < 0.1) and replicate retrieval against the component count, one column of
     panels per model, a line per variant, the chosen count circled (a panel whose column holds
-    no value is left out)."""
+    no value is left out); ``base_retrieval`` (model -> the profiles' own retrieval) is drawn as a
+    dashed line, the level a whitening has to reach."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -39,7 +40,12 @@ def sweep_figure(sweep: pd.DataFrame, path: Path) -> Path:
                 ax.plot(line["n_components"], line[column], marker="o", label=variant)
                 mark = line[line["chosen"]]
                 ax.scatter(mark["n_components"], mark[column], s=160, facecolors="none", edgecolors="black")
+            if column == "replicate_retrieval" and base_retrieval and model in base_retrieval:
+                ax.axhline(base_retrieval[model], color="grey", linestyle="--", label="base")
             ax.set_xscale("log", base=2)
+            counts = sorted(int(c) for c in sub["n_components"].unique())
+            ax.set_xticks(counts, [str(c) for c in counts])  # the grid's counts as numbers, not powers
+            ax.minorticks_off()
             ax.set_xlabel("whitened components (circled: chosen)")
             ax.set_ylabel(label)
             ax.set_title(model)
@@ -72,10 +78,16 @@ def build_sweep(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     sweep = inputs.table("sweep")
     if sweep is None:
         return SectionOutput()
-    path = sweep_figure(sweep, ctx.figure_path("component_sweep"))
+    retrieval = inputs.table("retrieval")
+    base = (
+        retrieval[retrieval["variant"] == "base"].groupby("model")["retrieval"].mean().to_dict()
+        if retrieval is not None
+        else None
+    )
+    path = sweep_figure(sweep, ctx.figure_path("component_sweep"), base)
     caption = (
         "Guide hits at q < 0.1 and replicate retrieval across batches against the number of whitened "
-        "components, per variant; circled: the chosen count."
+        "components, per variant (dashed: `base`'s retrieval); circled: the chosen count."
     )
     note = (
         "Each whitened variant refitted at every count of the grid and the screen scored again: guide and "
@@ -98,4 +110,4 @@ def build_sweep(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     return SectionOutput(figures={"component_sweep": path}, page=[page])
 
 
-SWEEP = Section("sweep", ("sweep",), build_sweep)
+SWEEP = Section("sweep", ("sweep", "retrieval"), build_sweep)
