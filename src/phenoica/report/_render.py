@@ -317,14 +317,6 @@ def save_figure(fig: "MplFigure", path: Path | str, dpi: int = 110) -> Path:
     return path
 
 
-def write_csv(df: pd.DataFrame, path: Path | str) -> Path:
-    """Write ``df`` as CSV (no index) at ``path`` atomically."""
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        df.to_csv(tmp, index=False)
-    return path
-
-
 def write_verdict(out_dir: Path | str, title: str, verdict: str, page: str = "index.html") -> Path:
     """Write ``out_dir/verdict.json``: the title of the page in ``out_dir``, its file name and a
     one-line verdict (no line breaks), for other pages to link to it (:func:`read_verdict`)."""

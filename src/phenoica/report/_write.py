@@ -24,6 +24,7 @@ from phenoica.report._pages import PAGES
 from phenoica.report._plates_section import PLATES, REFERENCE
 from phenoica.report._sections import ReportContext, ReportLayout, Section, SectionOutput
 from phenoica.report._sweep_section import SWEEP
+from phenoica.utils import write_csv
 
 
 def build_studies(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
@@ -85,7 +86,7 @@ def write_report(
     for section in sections:
         result = section.build(inputs, ctx)
         for name, df in result.tables.items():
-            written[name] = render.write_csv(df, ctx.table_path(name))
+            written[name] = write_csv(df, ctx.table_path(name))
         ctx.tables.update(result.tables)
         written.update(result.figures)
         page.sections += result.page

@@ -6,6 +6,7 @@ from phenoica.utils._faces import lazy_face
 __all__, __getattr__, __dir__ = lazy_face(
     __name__,
     {
+        "_csv": ["FORMULA_STARTS", "TEXT_MARK", "is_formula_like", "write_csv"],
         "_faces": ["lazy_face"],
         "_io": [
             "INVISIBLE_CATEGORIES",

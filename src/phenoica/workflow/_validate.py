@@ -44,6 +44,7 @@ from phenoica.contract import (
     component_problems,
     control_problems,
     duplicate_problems,
+    formula_name_notes,
     listed_name_problems,
     name_problems,
     normalize_names,
@@ -61,7 +62,7 @@ from phenoica.workflow._door_reads import frozen_transform_problems, listed_feat
 from phenoica.workflow._geometry import PlateGeometry, plate_geometry
 
 #: Raise when the checks change, so that screens recorded as valid are checked again.
-CHECKS_VERSION = 5
+CHECKS_VERSION = 6
 
 
 def _fed_channels(spec: Mapping[str, Any], geometry: PlateGeometry) -> tuple[list[str], list[str]]:
@@ -380,12 +381,13 @@ def contract_problems(
             found, notes, readouts = analysis.scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
             notes += [f"embeddings of model {m}: {n}" for m, s in summary.items() for n in s.pop("notes", [])]
+            notes += [f"embeddings of model {model}: {n}" for n in formula_name_notes(table, KEY_COLUMNS)]
     elif source != "demo":
         table, name, notes = screen_table(config)
         if table is not None:
             found, reuse, readouts = analysis.scoring_problems(table, config, name)
             problems += [f"{name}: {p}" for p in found]
-            notes += reuse
+            notes += reuse + [f"{name}: {n}" for n in formula_name_notes(table, KEY_COLUMNS)]
     problems += annotation_problems(config)
     for note in notes:
         log.warning("%s", note)
