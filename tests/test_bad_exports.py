@@ -99,3 +99,79 @@ def test_the_door_says_which_names_read_as_formulas(tmp_path):
         r"leading \"'\"",
         note,
     ), note
+
+
+# --------------------------------------------------------------------------- names as markup, in every section
+
+HOSTILE = "m<img src=x onerror=alert(1)>"
+
+
+def _live_markup(md: str) -> list[str]:
+    """What a CommonMark renderer (raw HTML allowed, as a code host or an editor renders it) makes
+    of ``md`` beyond text: raw HTML, and links to anything but a relative path."""
+    from markdown_it import MarkdownIt
+
+    tokens = MarkdownIt("commonmark", {"html": True}).enable("table").parse(md)
+    inline = [t for block in tokens for t in [block, *(block.children or [])]]
+    found = [t.content for t in inline if t.type in ("html_inline", "html_block")]
+    found += [t.attrs["href"] for t in inline if t.type == "link_open" and ":" in str(t.attrs["href"])]
+    return found
+
+
+def test_every_text_slot_of_a_page_is_text_whatever_a_section_put_there():
+    """The renderer is the one place every section's text goes through: a name put into a
+    paragraph, a bullet, a table caption or a links label without escaping is text in report.md
+    as it is in index.html; the three inline forms a section writes stay forms."""
+    from phenoica.report import _render as render
+
+    names = [HOSTILE, "[x](javascript:alert(1))", "<script>alert(1)</script>", "# heading", "a & b < c"]
+    blocks = [
+        *(f"{n}: the classifier's null is position (`plates/`) **bold** [t](tables/x.csv)." for n in names),
+        render.Bullets(names),
+        render.Table(pd.DataFrame({"model": names}), caption=names[0]),
+        render.Links([(names[0], "tables/x.csv")], label=names[2]),
+    ]
+    md = render.render_markdown(render.Page("t", sections=[render.PageSection(names[0], blocks)]))
+    assert _live_markup(md) == []
+    assert "`plates/`" in md and "**bold**" in md and "[t](tables/x.csv)" in md and "a & b < c" in md
+
+
+def test_the_plates_and_hygiene_sections_write_a_hostile_model_name_as_text(tmp_path):
+    """The sections that wrote names raw: "where on the plate" (the position summary and the
+    null's layout) and "Profile hygiene", in a report of every section whose model and batch carry
+    markup."""
+    from phenoica.hits._positions import plate_wells, position_summary
+    from phenoica.report import ReportInputs, write_report
+    from phenoica.screen import arrayed
+    from tests.report_fixtures import report_options
+    from tests.test_plates import PLANTED
+    from tests.test_report import aggregate, ica_gain, make_rows
+
+    profiles, _ = arrayed.screen_profiles(PLANTED, 0)
+    profiles["Metadata_Batch"] = "b<img src=y onerror=alert(2)>"
+    rows = make_rows(ica_gain, model=HOSTILE, n_genes=4, n_null=3)
+    guides, genes = aggregate(rows)
+    hygiene = {"kept": ["f1"], "dropped": ["<b>f2</b>"], "missing": ["<b>f2</b>"], "constant": [], "outliers": {}}
+    inputs = ReportInputs(
+        rows,
+        guides,
+        genes,
+        plate_wells=plate_wells(profiles),
+        positions=position_summary(profiles, HOSTILE, seed=0, n_permutations=19),
+        null_layout=pd.DataFrame(
+            [
+                {
+                    "model": HOSTILE,
+                    "setting": "auto",
+                    "layout": "position",
+                    "reason": "auto: <i>x</i>",
+                    "position_capacity": 64,
+                }
+            ]
+        ),
+        profile_hygiene={HOSTILE: {**hygiene, "normalize": "none", "outlier_cutoff": 500.0, "outlier_policy": "drop"}},
+    )
+    md = write_report(tmp_path / "r", inputs, report_options())["report_md"].read_text()
+    assert "## Plates" in md and "## Profile hygiene" in md
+    assert _live_markup(md) == []
+    assert "m\\<img src=x onerror=alert(1)>: the classifier's null is position" in md
