@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 import pandas as pd
+import pytest
 
 from tests.conftest import REPO
 
@@ -175,3 +176,149 @@ def test_the_plates_and_hygiene_sections_write_a_hostile_model_name_as_text(tmp_
     assert "## Plates" in md and "## Profile hygiene" in md
     assert _live_markup(md) == []
     assert "m\\<img src=x onerror=alert(1)>: the classifier's null is position" in md
+
+
+# --------------------------------------------------------------------------- a results folder's record, a dry run
+
+
+def test_a_results_folder_whose_record_is_deleted_is_not_trusted(tmp_path):
+    """``results/.phenoica/`` removed (record and stamps): outputs without a record are refused to a
+    workflow folder that did not build the results folder, and trusted by the one that did."""
+    import shutil
+
+    from phenoica.workflow import ResultsFolderError, check_stamps, check_unstamped, write_stamp
+    from tests.test_results_folder import _built, _job, _rules
+
+    work, res, _ = _built(tmp_path)
+    write_stamp(_job(res, "fit", [], [f"{res}/fit/a.txt"], 1, "a"))
+    shutil.rmtree(res / ".phenoica")
+    checks = check_stamps(res, _rules(res, {"fit": 1, "score": 2, "gather": 3}))
+    assert [c.status for c in checks] == ["unstamped"]
+    other = tmp_path / "other"
+    other.mkdir()
+    with pytest.raises(ResultsFolderError) as err:
+        check_unstamped(res, other, checks)
+    assert (
+        f"results folder {res} has no record (.phenoica/results.json is missing: its .phenoica/ folder was deleted or "
+        f"not copied), and 1 of its output(s) have no stamp of the settings they were made with ({res}/fit/a.txt)"
+    ) in str(err.value)
+    assert "Outputs without a record are not trusted" in str(err.value) and "adopt_results: true" in str(err.value)
+    assert check_unstamped(res, work, checks) == []  # its builder records it: Snakemake's record there judges
+    assert "adopted" in check_unstamped(res, other, checks, adopt=True)[0]
+
+
+def test_a_file_set_aside_goes_with_the_jobs_that_read_it_and_a_dry_run_moves_nothing(tmp_path):
+    """A file put at an output's path: a dry run names it and moves nothing; a run moves it aside
+    with the outputs of the jobs that read it (and those after them), so that the same run
+    rebuilds it."""
+    import os
+    import time
+
+    from phenoica.workflow import changed_jobs, check_stamps, set_aside, set_aside_changed, write_stamp
+    from phenoica.workflow._receipts import SET_ASIDE, untrusted_outputs
+    from tests.test_results_folder import _job, _rules
+
+    res = tmp_path / "res"
+    fit = _job(res, "fit", [], [f"{res}/fit/a.txt"], 1, "a")
+    score = _job(res, "score", fit.output, [f"{res}/score/a.txt"], 2, "a")
+    gather = _job(res, "gather", score.output, [f"{res}/gather/a.txt"], 3, "a")
+    rules = _rules(res, {"fit": 1, "score": 2, "gather": 3})
+    for job, rule in zip((fit, score, gather), rules):
+        write_stamp(job)
+        bench = Path(rule.benchmark.format(m="a"))
+        bench.parent.mkdir(parents=True, exist_ok=True)
+        bench.write_text("s\n1\n")
+    put = res / "fit" / "a.txt"
+    put.write_text("a profile table copied in by hand")
+    os.utime(put, ns=(time.time_ns() + 10**9,) * 2)
+    untrusted = untrusted_outputs(rules)
+    assert [Path(p).name for p, _ in untrusted] == ["a.txt"]
+    gone = [p for p, _ in untrusted]
+    checks = check_stamps(res, rules)
+    dry = set_aside(res, untrusted, move=False) + set_aside_changed(res, changed_jobs(res, checks, gone), move=False)
+    assert "fit/a.txt is newer than its job's benchmark file" in dry[0] and "left in place by this dry run" in dry[0]
+    assert put.exists() and not (res / SET_ASIDE).exists()  # a dry run moves nothing
+    notes = set_aside(res, untrusted) + set_aside_changed(res, changed_jobs(res, checks, gone))
+    assert "rebuilt by this run, with the jobs that read it" in notes[0]
+    assert [n.split(" are rebuilt: ")[1][:30] for n in notes[1:]] == [
+        "reads fit/a.txt, which is rebu",
+        "reads score/a.txt, which is re",
+    ]
+    assert sorted(str(p.relative_to(res)) for p in res.rglob("*.txt") if SET_ASIDE not in str(p)) == []
+
+
+@pytest.mark.slow
+def test_the_workflow_rebuilds_what_it_sets_aside_and_refuses_a_folder_without_its_record(tmp_path):
+    """End to end, as the cases were seen: a profile table copied in by hand is left in place by a
+    dry run and rebuilt by the run that sets it aside; with ``results/.phenoica/`` removed, a second
+    workflow folder with other settings is refused before any job, not told "Nothing to be done"."""
+    import shutil
+
+    from tests.test_results_folder import _ran, _workflow_folder
+    from tests.test_workflow import snakemake
+
+    shared = tmp_path / "shared"
+    target = str(shared / "hits" / "hits.parquet")
+    a = _workflow_folder(tmp_path, "a", shared, 20)
+    _ran(a, target)
+    table = shared / "profiles" / "ext.parquet"
+    own = pd.read_parquet(table)
+    shutil.copy(table, tmp_path / "copy.parquet")
+    pd.DataFrame({"x": [1.0]}).to_parquet(table)  # a profile table of another run, copied in by hand
+    dry = snakemake(a, "-n", target)
+    assert "profiles/ext.parquet is newer than its job's benchmark file" in dry.stderr
+    assert "left in place by this dry run" in dry.stderr and not (shared / ".phenoica" / "set-aside").exists()
+    ran = _ran(a, target)
+    assert ran.get("gather_profiles") == 1, ran
+    pd.testing.assert_frame_equal(pd.read_parquet(table), own)
+    shutil.rmtree(shared / ".phenoica")
+    b = _workflow_folder(tmp_path, "b", shared, 30)
+    proc = snakemake(b, "-n", target, check=False)
+    assert proc.returncode != 0 and "has no record (.phenoica/results.json is missing" in proc.stdout + proc.stderr
+
+
+# --------------------------------------------------------------------------- the shipped plate's export, edited
+
+PLATE_CSV = REPO / "data" / "varchamp-batch12" / "2024_12_09_Batch_12_normalized_feature_select_batch.csv.gz"
+KEPT_PLATE = "2024-12-09_B12A1R2"
+
+
+def _plate_export() -> pd.DataFrame:
+    """The shipped plate's export as its text (every cell a string, empty cells empty)."""
+    return pd.read_csv(PLATE_CSV, dtype=str, keep_default_na=False)
+
+
+def _varchamp_door(tmp_path: Path, files: dict[str, pd.DataFrame | str | bytes], **screen) -> dict:
+    """The door of config/scenarios/varchamp.yaml over ``files`` (name -> table, or text / bytes
+    written as they are) in place of the shipped export; ``screen`` updates its screen section."""
+    import yaml
+
+    from phenoica.contract import run_models, validate_config
+    from tests.test_bad_input import _door
+
+    folder = tmp_path / "export"
+    folder.mkdir(exist_ok=True)
+    for name, content in files.items():
+        path = folder / name
+        if isinstance(content, pd.DataFrame):
+            content.to_csv(path, index=False)
+        else:
+            path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    raw = yaml.safe_load((REPO / "config" / "scenarios" / "varchamp.yaml").read_text())
+    raw["screen"].update({"embeddings": str(folder / "*"), **screen})
+    return _door(validate_config(run_models({**raw, "results": str(tmp_path / "res")})))
+
+
+def test_door_messages_name_the_files_own_rows_and_say_how_they_count(tmp_path):
+    """A control typed ``NC.`` in the file's data row 53 (the rows before it include another plate's,
+    which screen.rows leaves out, and empty wells): named as row 53, counted from 0 after the header."""
+    from phenoica.contract import ScreenError
+
+    df = _plate_export()
+    assert df.loc[53, "Metadata_node_type"] == "NC" and df.loc[53, "Metadata_Plate"] == KEPT_PLATE
+    df.loc[53, "Metadata_node_type"] = "NC."
+    with pytest.raises(ScreenError) as err:
+        _varchamp_door(tmp_path, {"plate.csv": df})
+    text = str(err.value)
+    assert "rows are each file's own data rows, counted from 0 after its header line" in text
+    assert re.search(r"'perturbation' \(e\.g\. \S*plate\.csv row 53\)", text), text

@@ -19,7 +19,11 @@ its translated table, held in memory. The translation:
 - drops rows without a gene, guide or role, as empty wells are exported (noted: the count and the
   first wells).
 
-The notes are returned beside the table (:func:`export_notes`), for the door's record.
+The notes are returned beside the table (:func:`export_notes`), for the door's record. The
+translated table's index is each row's own number in the file (its 0-based data row, the header
+not counted: ``pandas.read_csv(path).iloc[n]`` is row n), which :func:`file_rows` gives every
+message that names a row, so a row is named as the file numbers it, whatever ``screen.rows`` and
+the empty wells dropped before it.
 """
 
 from __future__ import annotations
@@ -151,7 +155,7 @@ def _text(values: pd.Series) -> pd.Series:
     return out.where(out.ne(""), None)
 
 
-def _wells(df: pd.DataFrame, mask: np.ndarray) -> str:
+def _wells(df: pd.DataFrame, mask: np.ndarray) -> str:  # rows named by the file's own numbers (the index)
     """The first (plate, well)s of the rows ``mask`` selects, as text (row numbers without a well)."""
     rows = df[mask].head(EXAMPLES)
     if PLATE in df.columns and WELL in df.columns:
@@ -163,7 +167,8 @@ def _wells(df: pd.DataFrame, mask: np.ndarray) -> str:
 
 def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.DataFrame, list[str]]:
     """One export's table in the data contract, and the notes on what was changed (see the
-    module's docstring). Every refusal names ``source``, the column and what was expected."""
+    module's docstring); its index is each row's 0-based data row in the file. Every refusal names
+    ``source``, the column and what was expected."""
     notes: list[str] = []
     present = [str(c) for c in df.columns]
     check_columns(present, spec.file_columns(), source, "screen.columns / controls / rows name")
@@ -205,9 +210,8 @@ def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.Dat
         control_role = np.where(is_control, CONTROL, PERTURBATION).astype(object)
         control_role[values.isna().to_numpy()] = None
     df = df.rename(columns={col: target for target, col in spec.columns})
-    df = df.reset_index(drop=True)
     if control_role is not None:  # one concatenation: a wide export is not copied column by column
-        df = pd.concat([df, pd.DataFrame({PERT_TYPE: control_role})], axis=1)
+        df = pd.concat([df, pd.DataFrame({PERT_TYPE: control_role}, index=df.index)], axis=1)
     for col in KEY_COLUMNS:
         if col not in df.columns:
             continue
@@ -231,18 +235,20 @@ def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.Dat
             f"{source}: {int(empty.sum())} row(s) without a gene, guide or role dropped as empty wells "
             f"({', '.join(f'{n} without {c}' for c, n in which.items())}): {_wells(df, empty)}"
         )
-        df = df[~empty].reset_index(drop=True)
+        df = df[~empty]
     if df.empty:
         raise ScreenError(f"{source}: no row left with a gene, a guide and a role; expected one row per well or image")
     return df, notes
 
 
 @functools.lru_cache(maxsize=64)
-def _translated(path: str, size: int, mtime_ns: int, spec: ExportSpec) -> tuple[bytes, tuple[str, ...]]:
-    """The Parquet encoding of one file's translated table and the notes; cached by path, size,
-    modification time and spec, since the readers open a file several times (footer, metadata,
-    rows)."""
+def _translated(path: str, size: int, mtime_ns: int, spec: ExportSpec) -> tuple[bytes, tuple[str, ...], np.ndarray]:
+    """The Parquet encoding of one file's translated table, the notes and each row's number in
+    the file; cached by path, size, modification time and spec, since the readers open a file
+    several times (footer, metadata, rows)."""
     table, notes = to_contract(read_export(path, spec), spec, path)
+    rows = table.index.to_numpy(dtype=np.int64)
+    rows.setflags(write=False)
     buffer = io.BytesIO()
     table.to_parquet(buffer, index=False)
     log.info(
@@ -251,10 +257,10 @@ def _translated(path: str, size: int, mtime_ns: int, spec: ExportSpec) -> tuple[
         len(table),
         buffer.tell(),
     )
-    return buffer.getvalue(), tuple(notes)
+    return buffer.getvalue(), tuple(notes), rows
 
 
-def _cached(path: Path | str, spec: ExportSpec) -> tuple[bytes, tuple[str, ...]]:
+def _cached(path: Path | str, spec: ExportSpec) -> tuple[bytes, tuple[str, ...], np.ndarray]:
     st = os.stat(path)
     return _translated(str(path), st.st_size, st.st_mtime_ns, spec)
 
@@ -278,3 +284,16 @@ def export_notes(paths: Sequence[Path | str], spec: ExportSpec) -> list[str]:
         if needs_translation(path, spec):
             notes += list(_cached(path, spec)[1])
     return notes
+
+
+def file_rows(path: Path | str, spec: ExportSpec = ExportSpec()) -> np.ndarray | None:
+    """Each row of what :func:`parquet_source` opens for ``path``, as its 0-based data row in the
+    file (the header not counted): the rows ``screen.rows`` keeps and the empty wells dropped
+    leave gaps. None for a file read as it is (its rows are its own)."""
+    return _cached(path, spec)[2] if needs_translation(path, spec) else None
+
+
+def row_number(rows: np.ndarray | None, i: int) -> int:
+    """The file's own number of row ``i`` of a table read through :func:`parquet_source`
+    (``rows``: :func:`file_rows`)."""
+    return int(i) if rows is None else int(rows[int(i)])

@@ -54,13 +54,15 @@ from phenoica.contract import (
     row_name,
     validate_screen_metadata,
 )
-from phenoica.screen import ExportSpec, export_notes, parquet_source
+from phenoica.screen import ExportSpec, export_notes, file_rows, parquet_source, row_number
 from phenoica.utils import atomic_path, get_logger
 from phenoica.workflow import _analysis as analysis
 from phenoica.workflow import _digests as wdigests
 from phenoica.workflow._door_reads import frozen_transform_problems, listed_features
 from phenoica.workflow._geometry import PlateGeometry, plate_geometry
 
+#: How the door numbers a file's rows, said with every problem that names one.
+ROWS_COUNTED = "rows are each file's own data rows, counted from 0 after its header line"
 #: Raise when the checks change, so that screens recorded as valid are checked again.
 CHECKS_VERSION = 6
 
@@ -228,8 +230,8 @@ def validate_screen(
 def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd.DataFrame:
     """The profile metadata columns (and well, site) of every embedding file (read through
     ``spec``: :mod:`phenoica.screen._exports`), one table, each row labelled ``{file} row {i}``
-    (its 0-based data row, after the export's empty wells are dropped), names normalized, each
-    file's row count in ``attrs["rows"]``."""
+    (its 0-based data row in the file, the header not counted, whatever ``screen.rows`` and the
+    empty wells dropped before it), names normalized, each file's row count in ``attrs["rows"]``."""
     wanted = (*PROFILE_COLUMNS, WELL, SITE)
     parts = []
     for path in paths:
@@ -239,7 +241,8 @@ def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd
         hint = "" if spec.is_identity else " (after screen.columns / screen.controls)"
         check_columns(names, PROFILE_COLUMNS, path + hint, "an embedding file needs")
         part = pq.read_table(parquet_source(path, spec), columns=[c for c in wanted if c in names]).to_pandas()
-        part.index = [f"{path} row {i}" for i in range(len(part))]
+        numbers = file_rows(path, spec)
+        part.index = [f"{path} row {row_number(numbers, i)}" for i in range(len(part))]
         parts.append(part)
     table = normalize_names(pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted)))
     table.attrs["rows"] = {path: len(part) for path, part in zip(paths, parts)}
@@ -300,7 +303,8 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
             + constant_row_notes(paths, cfg["embedding_column"], selection, spec=spec)
         )
         table = checked[paths] = _embedding_metadata(list(paths), spec)
-        where = f"embeddings of model {model} ({len(paths)} file(s): {', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''})"
+        shown = f"{', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''}"
+        where = f"embeddings of model {model} ({len(paths)} file(s): {shown}; {ROWS_COUNTED})"
         required = [*PROFILE_COLUMNS, *([WELL] if WELL in table.columns else [])]
         found = [
             f"column {c} has missing values at {row_name(table.index[table[c].isna()][0])} "
