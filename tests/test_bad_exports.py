@@ -54,12 +54,15 @@ def test_csv_writer_neutralises_formula_text_and_keeps_numbers(tmp_path):
 
 def test_every_csv_phenoica_writes_goes_through_the_one_writer():
     """No ``to_csv`` call in the library or the scripts but the writer's own."""
+    import ast
+
     calls = [
-        f"{path.relative_to(REPO)}:{i}"
+        f"{path.relative_to(REPO)}:{node.lineno}"
         for root in ("src", "scripts")
         for path in sorted((REPO / root).rglob("*.py"))
-        for i, line in enumerate(path.read_text().splitlines(), 1)
-        if ".to_csv(" in line and path.name != "_csv.py"
+        if path.name != "_csv.py"
+        for node in ast.walk(ast.parse(path.read_text()))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "to_csv"
     ]
     assert calls == []
 
@@ -322,3 +325,111 @@ def test_door_messages_name_the_files_own_rows_and_say_how_they_count(tmp_path):
     text = str(err.value)
     assert "rows are each file's own data rows, counted from 0 after its header line" in text
     assert re.search(r"'perturbation' \(e\.g\. \S*plate\.csv row 53\)", text), text
+
+
+# --------------------------------------------------------------------------- file shapes and repeated columns
+
+
+def _text(df: pd.DataFrame) -> str:
+    return df.to_csv(index=False)
+
+
+def _repeated_feature(df):
+    features = [c for c in df.columns if c.startswith("Cells_")]
+    return {"plate.csv": _text(df).replace(features[1], features[0], 1)}
+
+
+def _second_symbol(df):
+    return {"plate.csv": _text(df).replace("Metadata_gene_allele", "Metadata_symbol", 1)}
+
+
+def _header_only(df):
+    return {"plate.csv": _text(df.iloc[:0])}
+
+
+def _semicolons_and_decimal_commas(df):
+    numbers = pd.read_csv(PLATE_CSV, nrows=40)  # the features as numbers, written with decimal commas
+    return {"plate.csv": numbers.to_csv(index=False, sep=";", decimal=",")}
+
+
+def _parquet_named_csv(df):
+    import io
+
+    buffer = io.BytesIO()
+    df.head(40).to_parquet(buffer, index=False)
+    return {"plate.csv": buffer.getvalue()}
+
+
+def _latin1_byte_far_in(df):
+    text = _text(df)
+    at = text.index("\n", len(text) // 2) + 1  # the first cell of a line half-way down
+    data = text.encode()
+    return {"plate.csv": data[:at] + "\xe4".encode("latin-1") + data[at:]}
+
+
+def _cut_mid_line(df):
+    text = _text(df)
+    last = text.rstrip("\n").rfind("\n")
+    return {"plate.csv": text[: last + 1 + 300]}
+
+
+def _two_files_concatenated(df):
+    return {"plate.csv": _text(df.head(400)) + _text(df.iloc[400:])}
+
+
+SHAPE_CASES = [
+    (
+        _repeated_feature,
+        r"plate\.csv: 1 column name\(s\) appear more than once in the header: 'Cells_\w+' at columns \[\d+, \d+\]",
+    ),
+    (
+        _second_symbol,
+        r"plate\.csv: 1 column name\(s\) appear more than once in the header: 'Metadata_symbol' at columns \[\d+, \d+\]",
+    ),
+    (_header_only, r"plate\.csv: the file holds a header \(\d+ columns\) and no data rows"),
+    (
+        _semicolons_and_decimal_commas,
+        r"plate\.csv: the header is one column .* the file looks ';'-separated and decimal commas .*"
+        r"pandas\.read_csv\(path, sep=';', decimal=','\)",
+    ),
+    (
+        _parquet_named_csv,
+        r"plate\.csv: a Parquet file named \.csv \(its first bytes are PAR1\): rename it to \.parquet",
+    ),
+    (
+        _latin1_byte_far_in,
+        r"plate\.csv: not UTF-8 text \(byte 0xe4 at byte offset \d,\d{3},\d{3}, line 3\d\d, counted from 1",
+    ),
+    (
+        _cut_mid_line,
+        r"plate\.csv: the last line \(line 720, counted from 1 at the header\) holds \d+ of the header's \d+ fields",
+    ),
+    (_two_files_concatenated, r"plate\.csv: the header line repeats at line\(s\) \[402\] \(lines counted from 1"),
+]
+
+
+@pytest.mark.parametrize(("edit", "message"), SHAPE_CASES, ids=[c[0].__name__.strip("_") for c in SHAPE_CASES])
+def test_a_file_is_named_for_what_it_is(tmp_path, edit, message):
+    """Repeated column names, and files that are not the CSV they are named: the door says what
+    the file is, naming it, the column, the line or the byte."""
+    from phenoica.contract import ScreenError
+
+    with pytest.raises(ScreenError, match=message):
+        _varchamp_door(tmp_path, edit(_plate_export()))
+    assert not list(tmp_path.rglob(".*.tmp-*"))
+
+
+def test_a_column_phenoica_does_not_read_may_differ_in_type_across_files(tmp_path):
+    """The shipped plate's all-empty ``Metadata_notes`` filled with text in a second file (the
+    plate's other half): carried as text, noted; not "incompatible types across files"."""
+    df = _plate_export()
+    kept = df[df["Metadata_Plate"] == KEPT_PLATE]
+    first, second = kept.iloc[:180].copy(), kept.iloc[180:].copy()
+    second["Metadata_notes"] = "re-imaged"
+    notes = _varchamp_door(tmp_path, {"a.csv": first, "b.csv": second})["notes"]
+    assert any(
+        "column Metadata_notes has other types in different files (double in " in n
+        and "string in " in n
+        and "carried into the profile tables as text" in n
+        for n in notes
+    ), notes

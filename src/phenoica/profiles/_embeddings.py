@@ -20,8 +20,10 @@ from phenoica.contract import (
     CONTROL,
     GENE,
     GUIDE,
+    KEY_COLUMNS,
     PERT_TYPE,
     PROFILE_COLUMNS,
+    SITE,
     ScreenError,
     feature_name,
     normalize_names,
@@ -30,6 +32,7 @@ from phenoica.contract import (
 from phenoica.profiles._columns import FeatureSelection, check_row_counters, choose_features, is_identifier, list_matrix
 from phenoica.profiles._tables import Rows, as_float32, batch_features, data_columns, is_numeric_type, open_parquet
 from phenoica.screen import ExportSpec, file_rows, parquet_source
+from phenoica.utils import duplicate_header_problem
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +91,9 @@ def plan_files(
             schema = pq.read_schema(source)
         except (pa.ArrowInvalid, OSError) as exc:
             raise ScreenError(f"{path}: not a readable parquet file ({exc})") from None
+        repeated = duplicate_header_problem(schema.names, path)
+        if repeated:
+            raise ScreenError(repeated)
         columns = data_columns(schema)
         meta = [c for c in columns if str(c).startswith("Metadata_")]
         if embedding_column is not None and embedding_column not in columns:
@@ -121,10 +127,15 @@ def plan_files(
             kinds = {}
             for path, f in seen:
                 kinds.setdefault(str(_plain_type(f.type)), path)
-            raise ScreenError(
-                f"column {name} has incompatible types across files: "
-                + ", ".join(f"{t} in {p}" for t, p in kinds.items())
-            ) from None
+            types = ", ".join(f"{t} in {p}" for t, p in kinds.items())
+            if name in (*KEY_COLUMNS, SITE):  # a column phenoica reads: the files must agree
+                raise ScreenError(f"column {name} has incompatible types across files: {types}") from None
+            notes.append(
+                f"column {name} has other types in different files ({types}); phenoica does not read it, so it is "
+                "carried into the profile tables as text"
+            )
+            out.append(pa.field(name, pa.string()))
+            continue
         out.append(unified.field(name))
     return EmbeddingPlan(files, pa.schema(out), embedding_column, list(left_out), notes)
 

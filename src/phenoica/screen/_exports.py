@@ -146,7 +146,8 @@ def read_export(path: Path | str, spec: ExportSpec) -> pd.DataFrame:
     try:
         return read_table(path, text_columns=list(KEY_COLUMNS) + spec.file_columns())
     except (ValueError, OSError, pa.ArrowException) as exc:
-        raise ScreenError(f"{path}: not a readable {suffix} file ({exc})") from None
+        said = str(exc).startswith(path)  # the reader said what the file is
+        raise ScreenError(str(exc) if said else f"{path}: not a readable {suffix} file ({exc})") from None
 
 
 def _text(values: pd.Series) -> pd.Series:
@@ -171,6 +172,11 @@ def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.Dat
     ``source``, the column and what was expected."""
     notes: list[str] = []
     present = [str(c) for c in df.columns]
+    if df.empty:
+        raise ScreenError(
+            f"{source}: the file holds a header ({len(present)} columns) and no data rows; expected one row per well "
+            "or image: export it again, or leave it out of screen.embeddings"
+        )
     check_columns(present, spec.file_columns(), source, "screen.columns / controls / rows name")
     for target, col in spec.columns:
         if target in present and target != col:
