@@ -433,3 +433,44 @@ def test_a_column_phenoica_does_not_read_may_differ_in_type_across_files(tmp_pat
         and "carried into the profile tables as text" in n
         for n in notes
     ), notes
+
+
+# --------------------------------------------------------------------------- controls per plate, per batch
+
+
+def _two_plates(no_controls_on_second: bool = True, values: tuple[str, ...] = ("NC",)) -> dict[str, pd.DataFrame]:
+    """The shipped export's two plates (one batch) as two files, the second without its control wells."""
+    df = _plate_export()
+    first = df[df["Metadata_Plate"] == KEPT_PLATE]
+    second = df[df["Metadata_Plate"] != KEPT_PLATE]
+    if no_controls_on_second:
+        second = second[~second["Metadata_node_type"].isin(values)]
+    return {"a.csv": first, "b.csv": second}
+
+
+def test_a_plate_without_controls_takes_its_batchs_and_the_door_says_which_readout_cannot_score_it(tmp_path):
+    """A plate file without control wells beside its batch's other plate (16): not refused; the door
+    names the file, and the readout that centres on each plate's own controls names the plate."""
+    notes = _varchamp_door(tmp_path, _two_plates(), rows=None)["notes"]
+    text = "\n".join(notes)
+    assert re.search(r"b\.csv: no row is a control: screen\.controls marks rows whose 'Metadata_node_type' is one of "
+                     r"\['NC'\] as controls, and the column holds \['PC', 'TC', 'allele', 'cPC', 'disease_wt'\]", text)  # fmt: skip
+    assert (
+        "readout map: 1 plate(s) hold no control well: 2024-12-09_B12A1R2_widefield; the mAP readout centres each "
+        "plate on its own control wells"
+    ) in text
+    assert "the classifier takes its controls per batch and scores them" in text
+
+
+def test_controls_that_match_no_row_of_any_file_are_refused_naming_the_values(tmp_path):
+    from phenoica.contract import ScreenError
+
+    with pytest.raises(ScreenError) as err:
+        _varchamp_door(
+            tmp_path, _two_plates(False), rows=None, controls={"column": "Metadata_node_type", "values": ["nc"]}
+        )
+    assert re.search(
+        r"no file holds a control row: \S*a\.csv: no row is a control: screen\.controls marks rows whose "
+        r"'Metadata_node_type' is one of \['nc'\] as controls, and the column holds \['NC', ",
+        str(err.value),
+    ), str(err.value)

@@ -14,7 +14,9 @@ its translated table, held in memory. The translation:
 - renames the mapped columns to the contract's (a contract column the file also holds under
   its own name would be shadowed: refused, naming both);
 - keeps the rows ``screen.rows`` selects;
-- sets ``Metadata_PertType`` from ``screen.controls``;
+- sets ``Metadata_PertType`` from ``screen.controls`` (a file without a control row is noted: a
+  plate may take its controls from its batch's other plates; the door refuses a screen whose
+  files hold none);
 - strips names of surrounding whitespace (noted when that changes any);
 - drops rows without a gene, guide or role, as empty wells are exported (noted: the count and the
   first wells).
@@ -76,6 +78,8 @@ PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
 EXPORT_SUFFIXES: tuple[str, ...] = PARQUET_SUFFIXES + TEXT_SUFFIXES + (".h5ad",)
 #: Examples named in a note.
 EXAMPLES = 5
+#: How the note on a file without a control row begins (after the file's name).
+NO_CONTROLS = "no row is a control"
 
 
 class ExportSpec(NamedTuple):
@@ -207,11 +211,11 @@ def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.Dat
     if spec.controls_column is not None:
         values = _text(df[spec.controls_column])
         is_control = values.isin(spec.control_values).to_numpy()
-        if not is_control.any():
+        if not is_control.any():  # a plate without control wells: the door weighs it against the others
             found = sorted(values.dropna().unique().tolist())[: 2 * EXAMPLES]
-            raise ScreenError(
-                f"{source}: screen.controls marks rows whose {spec.controls_column!r} is one of "
-                f"{list(spec.control_values)} as controls; no row is (the column holds {found})"
+            notes.append(
+                f"{source}: {NO_CONTROLS}: screen.controls marks rows whose {spec.controls_column!r} is one of "
+                f"{list(spec.control_values)} as controls, and the column holds {found}"
             )
         control_role = np.where(is_control, CONTROL, PERTURBATION).astype(object)
         control_role[values.isna().to_numpy()] = None

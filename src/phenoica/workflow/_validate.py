@@ -31,7 +31,9 @@ import pandas as pd
 
 from phenoica.contract import (
     BATCH,
+    CONTROL,
     KEY_COLUMNS,
+    PERT_TYPE,
     PLATE,
     PROFILE_COLUMNS,
     SITE,
@@ -54,7 +56,7 @@ from phenoica.contract import (
     row_name,
     validate_screen_metadata,
 )
-from phenoica.screen import ExportSpec, export_notes, file_rows, parquet_source, row_number
+from phenoica.screen import NO_CONTROLS, ExportSpec, export_notes, file_rows, parquet_source, row_number
 from phenoica.utils import atomic_path, get_logger
 from phenoica.workflow import _analysis as analysis
 from phenoica.workflow import _digests as wdigests
@@ -303,6 +305,9 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
             + constant_row_notes(paths, cfg["embedding_column"], selection, spec=spec)
         )
         table = checked[paths] = _embedding_metadata(list(paths), spec)
+        if spec.controls_column is not None and not table[PERT_TYPE].eq(CONTROL).any():
+            said = [n for n in summary[model]["notes"] if f": {NO_CONTROLS}: " in n]
+            problems.append(f"no file holds a control row: {'; '.join(said[:5])}")
         shown = f"{', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''}"
         where = f"embeddings of model {model} ({len(paths)} file(s): {shown}; {ROWS_COUNTED})"
         required = [*PROFILE_COLUMNS, *([WELL] if WELL in table.columns else [])]
