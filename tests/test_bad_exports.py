@@ -9,6 +9,7 @@ import csv
 import re
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -291,9 +292,12 @@ def _plate_export() -> pd.DataFrame:
     return pd.read_csv(PLATE_CSV, dtype=str, keep_default_na=False)
 
 
-def _varchamp_door(tmp_path: Path, files: dict[str, pd.DataFrame | str | bytes], **screen) -> dict:
+def _varchamp_door(
+    tmp_path: Path, files: dict[str, pd.DataFrame | str | bytes], profiles: dict | None = None, **screen
+) -> dict:
     """The door of config/scenarios/varchamp.yaml over ``files`` (name -> table, or text / bytes
-    written as they are) in place of the shipped export; ``screen`` updates its screen section."""
+    written as they are) in place of the shipped export; ``screen`` updates its screen section,
+    ``profiles`` sets its profiles section."""
     import yaml
 
     from phenoica.contract import run_models, validate_config
@@ -309,6 +313,7 @@ def _varchamp_door(tmp_path: Path, files: dict[str, pd.DataFrame | str | bytes],
             path.write_bytes(content if isinstance(content, bytes) else content.encode())
     raw = yaml.safe_load((REPO / "config" / "scenarios" / "varchamp.yaml").read_text())
     raw["screen"].update({"embeddings": str(folder / "*"), **screen})
+    raw["profiles"] = profiles or {}
     return _door(validate_config(run_models({**raw, "results": str(tmp_path / "res")})))
 
 
@@ -474,3 +479,68 @@ def test_controls_that_match_no_row_of_any_file_are_refused_naming_the_values(tm
         r"'Metadata_node_type' is one of \['nc'\] as controls, and the column holds \['NC', ",
         str(err.value),
     ), str(err.value)
+
+
+# --------------------------------------------------------------------------- hygiene outcomes at the door
+
+
+def _largest_values() -> pd.Series:
+    """Each feature's largest absolute value in the kept plate (the features the scenario reads)."""
+    df = pd.read_csv(PLATE_CSV)
+    df = df[df["Metadata_Plate"].eq(KEPT_PLATE) & df["Metadata_symbol"].notna() & df["Metadata_node_type"].notna()]
+    features = df.filter(regex=r"^(Cells|Cytoplasm|Nuclei|Image)_")
+    return features.loc[:, features.notna().all()].abs().max().sort_values()
+
+
+@pytest.mark.parametrize("left", [0, 1])
+def test_hygiene_that_leaves_too_few_features_is_refused_at_the_door_naming_the_dropped(tmp_path, left):
+    """Every feature beyond the outlier cutoff, or all but one: refused before any job, naming the
+    features dropped per reason and the settings that decide them (not a gather_profiles failure,
+    or an eigenvalue error in fit_transforms)."""
+    from phenoica.contract import ScreenError
+
+    largest = _largest_values()
+    cutoff = 1e-6 if left == 0 else float((largest.iloc[0] + largest.iloc[1]) / 2)
+    df = _plate_export()
+    with pytest.raises(ScreenError) as err:
+        _varchamp_door(tmp_path, {"plate.csv": df}, profiles={"outlier_cutoff": cutoff})
+    text = str(err.value)
+    assert re.search(rf"the profile hygiene keeps {left} of \d+ feature\(s\) \(2 with a missing value: ", text), text
+    assert re.search(r"\d+ beyond \+-\S+ \(profiles\.outlier_cutoff\): \w+, ", text) and "(" + "at least 2" not in text
+    assert "the transforms need at least 2" in text and "profiles.outliers: clip (or keep)" in text
+
+
+def test_a_plate_without_controls_under_normalize_is_refused_at_the_door_naming_it(tmp_path):
+    from phenoica.contract import ScreenError
+
+    with pytest.raises(ScreenError, match=r"profiles\.normalize 'mad_robustize' normalizes each plate against its own "
+                       r"control rows, and 1 plate\(s\) hold none: 2024-12-09_B12A1R2_widefield; set profiles"):  # fmt: skip
+        _varchamp_door(tmp_path, _two_plates(), rows=None, profiles={"normalize": "mad_robustize"})
+
+
+def test_features_constant_on_a_plates_controls_are_named_as_such_not_as_outliers(tmp_path):
+    """Under profiles.normalize, a feature with no spread on a plate's control wells is dropped as
+    such (normalizing divides by zero), not reported as an outlier; a plate without controls is an
+    error naming it."""
+    from phenoica.contract import ScreenError
+    from phenoica.profiles import Hygiene, clean_profiles
+    from phenoica.profiles._hygiene import normalize_plate
+
+    rng = np.random.default_rng(0)
+    rows = []
+    for plate in ("P1", "P2"):
+        for i in range(24):
+            role = "control" if i < 8 else "perturbation"
+            rows.append({"Metadata_Batch": "B1", "Metadata_Plate": plate, "Metadata_Gene": "NT" if i < 8 else f"G{i % 4}",
+                         "Metadata_Guide": "NT" if i < 8 else f"G{i % 4}_1", "Metadata_PertType": role})  # fmt: skip
+    table = pd.DataFrame(rows)
+    for j in range(4):
+        table[f"f{j}"] = rng.normal(size=len(table))
+    table.loc[(table["Metadata_Plate"] == "P2") & (table["Metadata_PertType"] == "control"), "f1"] = 3.0
+    path = tmp_path / "p.parquet"
+    table.to_parquet(path, index=False)
+    plan = clean_profiles(path, Hygiene("mad_robustize"))
+    assert plan.control_constant == {"f1": ["P2"]} and "f1" not in plan.outliers and "f1" not in plan.kept
+    assert "feature(s) constant on a plate's control wells dropped: f1 (plate P2)" in plan.notes("profiles")[0]
+    with pytest.raises(ScreenError, match=r"plate P1: no control rows, so profiles\.normalize 'mad_robustize'"):
+        normalize_plate(table[table["Metadata_Plate"] == "P1"], ["f0"], np.zeros(24, bool), "mad_robustize")

@@ -273,7 +273,7 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     with one perturbation, each image once, names that are plain text), with the rows named by
     file and row; the notes on rows whose features are all 0 or all equal go in the summary
     (``notes`` of a model, which :func:`contract_problems` moves to its notes)."""
-    from phenoica.profiles import FeatureSelection, constant_row_notes, plan_files, planned_hygiene
+    from phenoica.profiles import FeatureSelection, constant_row_notes, normalize_problems, plan_files, planned_hygiene
     from phenoica.workflow import _dag as wf
 
     cfg = config["screen"]
@@ -296,6 +296,8 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
             log.info(
                 "model %s: %d numeric column(s) are not features: %s", model, len(plan.left_out), plan.left_out[:20]
             )
+        few = hygiene.too_few(f"embeddings of model {model}", len(features)) if hygiene is not None else None
+        problems += [few] if few else []
         if paths in checked:
             continue
         summary[model]["notes"] = (
@@ -324,6 +326,7 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         found += relation_problems(table)
         found += name_problems(table, KEY_COLUMNS)
         found += control_problems(table)
+        found += normalize_problems(table, config["profiles"]["normalize"])
         problems += [f"{where}: {p}" for p in found]
     return problems, summary
 
