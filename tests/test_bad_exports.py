@@ -293,11 +293,15 @@ def _plate_export() -> pd.DataFrame:
 
 
 def _varchamp_door(
-    tmp_path: Path, files: dict[str, pd.DataFrame | str | bytes], profiles: dict | None = None, **screen
+    tmp_path: Path,
+    files: dict[str, pd.DataFrame | str | bytes],
+    profiles: dict | None = None,
+    classify: dict | None = None,
+    **screen,
 ) -> dict:
     """The door of config/scenarios/varchamp.yaml over ``files`` (name -> table, or text / bytes
     written as they are) in place of the shipped export; ``screen`` updates its screen section,
-    ``profiles`` sets its profiles section."""
+    ``profiles`` and ``classify`` set those sections."""
     import yaml
 
     from phenoica.contract import run_models, validate_config
@@ -313,7 +317,7 @@ def _varchamp_door(
             path.write_bytes(content if isinstance(content, bytes) else content.encode())
     raw = yaml.safe_load((REPO / "config" / "scenarios" / "varchamp.yaml").read_text())
     raw["screen"].update({"embeddings": str(folder / "*"), **screen})
-    raw["profiles"] = profiles or {}
+    raw["profiles"], raw["classify"] = profiles or {}, classify or {}
     return _door(validate_config(run_models({**raw, "results": str(tmp_path / "res")})))
 
 
@@ -544,3 +548,42 @@ def test_features_constant_on_a_plates_controls_are_named_as_such_not_as_outlier
     assert "feature(s) constant on a plate's control wells dropped: f1 (plate P2)" in plan.notes("profiles")[0]
     with pytest.raises(ScreenError, match=r"plate P1: no control rows, so profiles\.normalize 'mad_robustize'"):
         normalize_plate(table[table["Metadata_Plate"] == "P1"], ["f0"], np.zeros(24, bool), "mad_robustize")
+
+
+# --------------------------------------------------------------------------- one column in two roles, no well column
+
+
+def test_one_column_as_gene_and_guide_is_a_gene_level_screen_said_at_the_door(tmp_path):
+    """gene and guide both mapped to Metadata_symbol: each gene is its own guide (not "missing
+    required column Metadata_Gene")."""
+    import yaml
+
+    screen = yaml.safe_load((REPO / "config" / "scenarios" / "varchamp.yaml").read_text())["screen"]
+    columns = {**screen["columns"], "guide": "Metadata_symbol"}
+    out = _varchamp_door(tmp_path, {"plate.csv": _plate_export()}, columns=columns, reference=None)
+    assert any(
+        "screen.columns gives one column two roles: Metadata_Gene and Metadata_Guide both from 'Metadata_symbol' "
+        "(each gene is its own guide: a gene-level screen)" in n
+        for n in out["notes"]
+    ), out["notes"]
+
+
+@pytest.mark.parametrize("layout", ["auto", "position"])
+def test_an_export_without_a_well_column_is_said_or_refused_where_a_readout_needs_wells(tmp_path, layout):
+    import yaml
+
+    from phenoica.contract import ScreenError
+
+    screen = yaml.safe_load((REPO / "config" / "scenarios" / "varchamp.yaml").read_text())["screen"]
+    columns = {k: v for k, v in screen["columns"].items() if k != "well"}
+    files = {"plate.csv": _plate_export().drop(columns=["Metadata_Well"])}
+    said = (
+        r"no Metadata_Well column \(screen\.columns maps no well\): each row is analysed as one well, .*position-aware"
+    )
+    if layout == "auto":
+        notes = _varchamp_door(tmp_path, files, columns=columns)["notes"]
+        assert sum(bool(re.search(said, n)) for n in notes) == 1, notes
+    else:
+        with pytest.raises(ScreenError, match=r"classify\.null_layout is position, which lays pseudo-guides out on "
+                           r"well positions, but " + said):  # fmt: skip
+            _varchamp_door(tmp_path, files, columns=columns, classify={"null_layout": "position"})

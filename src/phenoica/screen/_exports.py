@@ -12,7 +12,8 @@ Parquet file in the contract read as it is (streamed), anything else as the Parq
 its translated table, held in memory. The translation:
 
 - renames the mapped columns to the contract's (a contract column the file also holds under
-  its own name would be shadowed: refused, naming both);
+  its own name would be shadowed: refused, naming both); a column mapped to two roles (gene and
+  guide: a gene-level screen, each gene its own guide) fills both, noted;
 - keeps the rows ``screen.rows`` selects;
 - sets ``Metadata_PertType`` from ``screen.controls`` (a file without a control row is noted: a
   plate may take its controls from its batch's other plates; the door refuses a screen whose
@@ -219,7 +220,18 @@ def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.Dat
             )
         control_role = np.where(is_control, CONTROL, PERTURBATION).astype(object)
         control_role[values.isna().to_numpy()] = None
-    df = df.rename(columns={col: target for target, col in spec.columns})
+    first = {col: target for target, col in reversed(spec.columns)}  # a column's first role (contract order)
+    df = df.rename(columns=first)
+    shared = [(target, first[col]) for target, col in spec.columns if first[col] != target]
+    if shared:  # one column in two roles (gene and guide: each gene is its own guide)
+        df = pd.concat([df, pd.DataFrame({t: df[s] for t, s in shared}, index=df.index)], axis=1)
+        pairs = ", ".join(f"{s} and {t} both from {dict(spec.columns)[t]!r}" for t, s in shared)
+        own = (
+            " (each gene is its own guide: a gene-level screen)"
+            if {GENE, GUIDE} <= {x for p in shared for x in p}
+            else ""
+        )
+        notes.append(f"{source}: screen.columns gives one column two roles: {pairs}{own}")
     if control_role is not None:  # one concatenation: a wide export is not copied column by column
         df = pd.concat([df, pd.DataFrame({PERT_TYPE: control_role}, index=df.index)], axis=1)
     for col in KEY_COLUMNS:
