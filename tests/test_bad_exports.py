@@ -587,3 +587,76 @@ def test_an_export_without_a_well_column_is_said_or_refused_where_a_readout_need
         with pytest.raises(ScreenError, match=r"classify\.null_layout is position, which lays pseudo-guides out on "
                            r"well positions, but " + said):  # fmt: skip
             _varchamp_door(tmp_path, files, columns=columns, classify={"null_layout": "position"})
+
+
+# --------------------------------------------------------------------------- first contact
+
+
+def test_the_first_look_at_the_shipped_plate_prints_a_config_the_door_passes(capsys):
+    """``python -m phenoica.workflow.inspect_export`` on the shipped export: the roles (the
+    authors' own column names), the feature pattern, the control values with counts, one batch's
+    scheme, and the door's word; the printed config is the scenario's but for its screen.rows."""
+    import yaml
+
+    from phenoica.workflow.inspect_export import main
+
+    assert main([str(PLATE_CSV)]) == 0
+    out = capsys.readouterr().out
+    config = yaml.safe_load(out)
+    scenario = yaml.safe_load((REPO / "config" / "scenarios" / "varchamp.yaml").read_text())["screen"]
+    assert config["screen"]["columns"] == {**scenario["columns"], "plate": "Metadata_Plate"}
+    assert config["screen"]["controls"] == scenario["controls"]
+    assert config["screen"]["feature_regex"] == "(Cells|Cytoplasm|Image|Nuclei)_.*"
+    assert config["splits"] == {"scheme": "in_distribution"}
+    assert "# candidate control values in Metadata_node_type (rows): allele 568, cPC 64, NC 32, disease_wt 24" in out
+    assert "# features: 695 numeric column(s) matching" in out
+    assert "# what the door says of it: passes, with these notes:" in out
+    assert "2 plates hold one plate map" in out and "keep one image set (screen.rows)" in out
+
+
+def test_the_first_look_knows_jump_names_and_says_what_it_could_not_find(tmp_path, capsys):
+    """JUMP's column names (Metadata_Source, Metadata_Batch, Metadata_JCP2022, Metadata_Symbol,
+    Metadata_pert_type) are recognised; a file without a gene column is said so, and the door's
+    refusal is printed, not raised."""
+    import yaml
+
+    from phenoica.workflow.inspect_export import main
+
+    rng = np.random.default_rng(0)
+    rows = [
+        {
+            "Metadata_Source": "source_4",
+            "Metadata_Batch": f"B{b}",
+            "Metadata_Plate": f"P{b}{p}",
+            "Metadata_Well": w,
+            "Metadata_JCP2022": "JCP2022_033924" if w < "B" else f"JCP2022_{w}",
+            "Metadata_Symbol": "DMSO" if w < "B" else f"S{w[1:]}",
+            "Metadata_pert_type": "control" if w < "B" else "trt",
+        }  # fmt: skip
+        for b in (1, 2)
+        for p in (1, 2)
+        for w in [f"{r}{c:02d}" for r in "ABC" for c in range(1, 5)]
+    ]
+    table = pd.DataFrame(rows)
+    for j in range(6):
+        table[f"Cells_AreaShape_{j}"] = rng.normal(size=len(table))
+        table[f"Nuclei_Intensity_{j}"] = rng.normal(size=len(table))
+    table.to_parquet(tmp_path / "a.parquet", index=False)
+    assert main([str(tmp_path / "a.parquet"), "--name", "jump"]) == 0
+    out = capsys.readouterr().out
+    config = yaml.safe_load(out)
+    assert config["screen"]["columns"] == {
+        "batch": "Metadata_Batch",
+        "plate": "Metadata_Plate",
+        "well": "Metadata_Well",
+        "gene": "Metadata_Symbol",
+        "guide": "Metadata_JCP2022",
+    }
+    assert config["screen"]["controls"] == {"column": "Metadata_pert_type", "values": ["control"]}
+    assert config["screen"]["feature_regex"] == "(Cells|Nuclei)_.*" and "splits" not in config
+    assert "# what the door says of it: " in out
+    table.drop(columns=["Metadata_Symbol"]).to_parquet(tmp_path / "a.parquet", index=False)
+    main([str(tmp_path / "a.parquet")])
+    out = capsys.readouterr().out
+    assert "# no column recognised as gene: set screen.columns.gene to the file's column" in out
+    assert "# what the door says of it: refuses the screen:" in out
