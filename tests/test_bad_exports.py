@@ -308,7 +308,7 @@ def _varchamp_door(
     from tests.test_bad_input import _door
 
     folder = tmp_path / "export"
-    folder.mkdir(exist_ok=True)
+    folder.mkdir(parents=True, exist_ok=True)
     for name, content in files.items():
         path = folder / name
         if isinstance(content, pd.DataFrame):
@@ -399,7 +399,7 @@ SHAPE_CASES = [
     (
         _semicolons_and_decimal_commas,
         r"plate\.csv: the header is one column .* the file looks ';'-separated and decimal commas .*"
-        r"pandas\.read_csv\(path, sep=';', decimal=','\)",
+        r"Set screen\.separator: ';', screen\.decimal: ',' to read it as it is",
     ),
     (
         _parquet_named_csv,
@@ -660,3 +660,14 @@ def test_the_first_look_knows_jump_names_and_says_what_it_could_not_find(tmp_pat
     out = capsys.readouterr().out
     assert "# no column recognised as gene: set screen.columns.gene to the file's column" in out
     assert "# what the door says of it: refuses the screen:" in out
+
+
+def test_an_export_with_semicolons_and_decimal_commas_is_read_with_the_settings_the_door_names(tmp_path):
+    """screen.separator ';' and screen.decimal ',' read the file as it is: the door says what it
+    says of the comma-separated export."""
+    numbers = pd.read_csv(PLATE_CSV)
+    text = numbers.to_csv(index=False, sep=";", decimal=",")
+    plain = _varchamp_door(tmp_path / "plain", {"plate.csv": numbers})["notes"]
+    semi = _varchamp_door(tmp_path / "semi", {"plate.csv": text}, separator=";", decimal=",")["notes"]
+    strip = lambda notes: [re.sub(r"\S*plate\.csv", "plate.csv", n) for n in notes]  # noqa: E731
+    assert strip(semi) == strip(plain) and any("profile hygiene" in n for n in semi)

@@ -85,13 +85,16 @@ NO_CONTROLS = "no row is a control"
 
 class ExportSpec(NamedTuple):
     """How an export's columns and rows become the contract's (``screen.columns``,
-    ``screen.controls``, ``screen.rows``); the empty spec reads files in the contract as they are."""
+    ``screen.controls``, ``screen.rows``) and how its text files are read (``screen.separator``,
+    ``screen.decimal``); the empty spec reads files in the contract as they are."""
 
     columns: tuple[tuple[str, str], ...] = ()  # (contract column, the file's column)
     controls_column: str | None = None
     control_values: tuple[str, ...] = ()
     rows_column: str | None = None
     rows_values: tuple[str, ...] = ()
+    separator: str | None = None  # a text file's column separator (None: by its extension)
+    decimal: str = "."  # a text file's decimal mark
 
     @classmethod
     def from_config(cls, screen_config: Mapping[str, Any]) -> "ExportSpec":
@@ -105,11 +108,14 @@ class ExportSpec(NamedTuple):
             tuple(str(v) for v in controls.get("values", ())),
             rows.get("column"),
             tuple(str(v) for v in rows.get("values", ())),
+            screen_config.get("separator"),
+            screen_config.get("decimal") or ".",
         )
 
     @property
     def is_identity(self) -> bool:
-        """Whether the spec changes nothing (files are read in the contract as they are)."""
+        """Whether the spec changes nothing (files are read in the contract as they are; a
+        text file's separator and decimal mark change how it is read, not what it holds)."""
         return not self.columns and self.controls_column is None and self.rows_column is None
 
     def file_columns(self) -> list[str]:
@@ -149,7 +155,9 @@ def read_export(path: Path | str, spec: ExportSpec) -> pd.DataFrame:
         except (OSError, KeyError, ValueError) as exc:  # h5py and anndata's errors for a file that is not AnnData
             raise ScreenError(f"{path}: not a readable .h5ad file ({type(exc).__name__}: {exc})") from None
     try:
-        return read_table(path, text_columns=list(KEY_COLUMNS) + spec.file_columns())
+        return read_table(
+            path, text_columns=list(KEY_COLUMNS) + spec.file_columns(), sep=spec.separator, decimal=spec.decimal
+        )
     except (ValueError, OSError, pa.ArrowException) as exc:
         said = str(exc).startswith(path)  # the reader said what the file is
         raise ScreenError(str(exc) if said else f"{path}: not a readable {suffix} file ({exc})") from None

@@ -93,7 +93,9 @@ def table_suffix(path: Path | str) -> str:
     return Path(name).suffix
 
 
-def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFrame:
+def read_table(
+    path: Path | str, text_columns: Sequence[str] = (), sep: str | None = None, decimal: str = "."
+) -> pd.DataFrame:
     """Read a parquet or CSV table, chosen by extension; a clear error names the file otherwise.
 
     CSV: UTF-8 text, comma-separated (``.tsv``: tab-separated; either may be gzip-compressed,
@@ -103,7 +105,8 @@ def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFra
     under a text name, a header naming a column twice, a repeated header line or a last line cut
     mid-write is an error naming the file and what it is
     (:func:`phenoica.utils._text_tables.read_text_table`). A Parquet file naming a column twice
-    is refused too.
+    is refused too. ``sep`` and ``decimal``: a text file's column separator (None: comma, tab for
+    ``.tsv``) and decimal mark.
     """
     path = Path(path)
     if not path.exists():
@@ -124,7 +127,8 @@ def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFra
         raise ValueError(f"{path}: expected a .parquet or .csv table, got {suffix or 'no extension'}")
     from phenoica.utils._text_tables import read_text_table
 
-    return read_text_table(path, suffix, "\t" if suffix.startswith(".tsv") else ",", text_columns)
+    sep = sep or ("\t" if suffix.startswith(".tsv") else ",")
+    return read_text_table(path, suffix, sep, text_columns, decimal)
 
 
 #: Unicode categories no name may hold: controls, format characters (bidi overrides, zero-width

@@ -96,11 +96,12 @@ def _separator_problem(path: Path, header: str, lines: list[str], sep: str) -> s
         part.strip().lstrip("-").replace(",", "", 1).isdigit() and "," in part for r in rows for part in r.split(found)
     )
     decimals = " and decimal commas (1,5 for 1.5)" if comma_decimals else ""
+    setting = f"screen.separator: {found!r}" + (", screen.decimal: ','" if decimals else "")
     return (
         f"{path}: the header is one column {header[:80]!r}, which holds {SEPARATORS[found]} characters: the file looks "
-        f"{SEPARATORS[found]}-separated{decimals}; expected {expected}-separated columns with decimal points. Re-save "
-        "it as comma-separated .csv (or tab-separated .tsv) with decimal points, e.g. in Python: "
-        f"pandas.read_csv(path, sep={found!r}{', decimal=' + repr(',') if decimals else ''}).to_csv(new_path, index=False)"
+        f"{SEPARATORS[found]}-separated{decimals}; expected {expected}-separated columns with decimal points. Set "
+        f"{setting} to read it as it is (source embeddings), or re-save it as comma-separated .csv with decimal "
+        "points"
     )
 
 
@@ -127,10 +128,12 @@ def _shape_problems(path: Path, text: str, header: list[str], sep: str) -> list[
     return problems
 
 
-def read_text_table(path: Path | str, suffix: str, sep: str, text_columns: Sequence[str] = ()) -> pd.DataFrame:
-    """A CSV / TSV file (``suffix``, ``.gz`` decompressed) as a table, the columns of
-    ``text_columns`` it has read as text; a ValueError naming the file and what it is otherwise
-    (the module doc)."""
+def read_text_table(
+    path: Path | str, suffix: str, sep: str, text_columns: Sequence[str] = (), decimal: str = "."
+) -> pd.DataFrame:
+    """A CSV / TSV file (``suffix``, ``.gz`` decompressed; columns separated by ``sep``, numbers
+    written with ``decimal``) as a table, the columns of ``text_columns`` it has read as text; a
+    ValueError naming the file and what it is otherwise (the module doc)."""
     path = Path(path)
     data = _raw(path, suffix)
     if data.startswith(PARQUET_MAGIC):
@@ -147,7 +150,7 @@ def read_text_table(path: Path | str, suffix: str, sep: str, text_columns: Seque
     if problems:
         raise ValueError("\n".join(problems))
     try:
-        return pd.read_csv(io.StringIO(text), sep=sep, dtype={c: str for c in text_columns})
+        return pd.read_csv(io.StringIO(text), sep=sep, decimal=decimal, dtype={c: str for c in text_columns})
     except pd.errors.EmptyDataError:
         raise ValueError(f"{path}: the file is empty (no header line)") from None
     except pd.errors.ParserError as exc:
