@@ -61,9 +61,9 @@ def _decoded(path: Path, data: bytes) -> str:
         ) from None
 
 
-def _lines(text: str) -> list[str]:
-    """The file's physical lines (without their line breaks)."""
-    return text.splitlines()
+def _head(text: str, n: int) -> list[str]:
+    """The file's first ``n`` physical lines (without their line breaks)."""
+    return text[: 1 << 20].splitlines()[:n]
 
 
 def duplicate_header_problem(header: Sequence[str], source: str) -> str | None:
@@ -105,23 +105,38 @@ def _separator_problem(path: Path, header: str, lines: list[str], sep: str) -> s
     )
 
 
+def _repeated_header(text: str, first: str) -> list[int]:
+    """The lines (from 1) after the first that equal the header line ``first``."""
+    found, start = [], len(first)
+    while first:
+        at = text.find("\n" + first, start)
+        if at < 0:
+            break
+        end = at + 1 + len(first)
+        if text[end : end + 1] in ("", "\n") or text[end : end + 2] == "\r\n":
+            found.append(text.count("\n", 0, at + 1) + 1)
+        start = end
+    return found
+
+
 def _shape_problems(path: Path, text: str, header: list[str], sep: str) -> list[str]:
     """A data line that repeats the header, and a last line cut mid-way (see the module doc)."""
-    lines = _lines(text)
     problems = []
-    first = lines[0] if lines else ""
-    repeated = [i + 1 for i, line in enumerate(lines[1:], 1) if line == first]
+    first = _head(text, 1)[0] if text else ""
+    repeated = _repeated_header(text, first)
     if repeated:
         problems.append(
             f"{path}: the header line repeats at line(s) {repeated[:5]}{' ...' if len(repeated) > 5 else ''} (lines "
             "counted from 1 at the header): files concatenated with their headers? Each would be read as a row of "
             "text; keep one header (or give the files as separate files of screen.embeddings)"
         )
-    if text and not text.endswith(("\n", "\r")) and len(lines) > 1:
-        last = next(csv.reader([lines[-1]], delimiter=sep), [])
+    breaks = text.rfind("\n")
+    if text and not text.endswith(("\n", "\r")) and breaks >= 0:
+        last = next(csv.reader([text[breaks + 1 :]], delimiter=sep), [])
         if len(last) < len(header):
+            line = text.count("\n") + 1
             problems.append(
-                f"{path}: the last line (line {len(lines)}, counted from 1 at the header) holds {len(last)} of the "
+                f"{path}: the last line (line {line}, counted from 1 at the header) holds {len(last)} of the "
                 f"header's {len(header)} fields and no line break: the file looks cut mid-write (truncated); export "
                 "or copy it again"
             )
@@ -139,7 +154,8 @@ def read_text_table(
     if data.startswith(PARQUET_MAGIC):
         raise ValueError(f"{path}: a Parquet file named {suffix} (its first bytes are PAR1): rename it to .parquet")
     text = _decoded(path, data)
-    lines = _lines(text)
+    del data
+    lines = _head(text, 6)
     header = next(csv.reader(lines[:1], delimiter=sep), []) if lines else []
     if len(header) == 1 and lines:
         problem = _separator_problem(path, lines[0], lines, sep)
