@@ -671,3 +671,16 @@ def test_an_export_with_semicolons_and_decimal_commas_is_read_with_the_settings_
     semi = _varchamp_door(tmp_path / "semi", {"plate.csv": text}, separator=";", decimal=",")["notes"]
     strip = lambda notes: [re.sub(r"\S*plate\.csv", "plate.csv", n) for n in notes]  # noqa: E731
     assert strip(semi) == strip(plain) and any("profile hygiene" in n for n in semi)
+
+
+def test_notes_on_rows_name_the_files_own_rows_too(tmp_path):
+    """A well whose every feature is 0 in the file's data row 60 (after the other plate's rows that
+    screen.rows leaves out): the door's note names row 60."""
+    df = _plate_export()
+    features = [c for c in df.columns if re.match(r"(Cells|Cytoplasm|Nuclei|Image)_", c)]
+    assert df.loc[60, "Metadata_Plate"] == KEPT_PLATE
+    df.loc[60, features] = "0"
+    notes = _varchamp_door(tmp_path, {"plate.csv": df})["notes"]
+    assert any(re.search(r"1 of \d+ row\(s\) have every feature 0 .*e\.g\. \S*plate\.csv row 60;", n) for n in notes), (
+        notes
+    )

@@ -68,7 +68,7 @@ Rows = int | np.ndarray
 
 def row_at(rows: Rows, i: int) -> int:
     """The file's number of row ``i`` of a block whose rows are ``rows``."""
-    return rows + int(i) if isinstance(rows, int) else int(rows[int(i)])
+    return int(rows) + int(i) if np.ndim(rows) == 0 else int(rows[int(i)])
 
 
 def as_float32(values: np.ndarray, names: Sequence[str], source: str, start: Rows = 0) -> np.ndarray:
