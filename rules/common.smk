@@ -131,6 +131,10 @@ def set_aside_untrusted():
     ]
     checks = check_stamps(RESULTS, rules)
     check_unstamped(RESULTS, WORKFLOW_DIR, checks, bool(config.get("adopt_results")))
-    # a dry run changes nothing: it says what a run rebuilds
-    notes = set_aside_changed(RESULTS, changed_jobs(RESULTS, checks), move=not workflow.output_settings.dryrun)
-    return notes + set_aside(RESULTS, untrusted_outputs(rules))
+    # a dry run changes nothing: it says what a run rebuilds; what is set aside, this run rebuilds
+    # (the jobs that read it go too, so that Snakemake makes it again wherever it is read)
+    move = not workflow.output_settings.dryrun
+    untrusted = untrusted_outputs(rules)
+    notes = set_aside(RESULTS, untrusted, move=move)
+    gone = [path for path, _ in untrusted]
+    return notes + set_aside_changed(RESULTS, changed_jobs(RESULTS, checks, gone), move=move)

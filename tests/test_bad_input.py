@@ -1474,7 +1474,12 @@ ROW_CASES = [
         r"other 3 file\(s\) hold 3 plate\(s\) in 2 batch\(es\) \(B1, B2\)\. An empty file is most often an export "
         r"that failed",
     ),
-    ("rows", case_export_with_no_rows, ScreenError, r"P3\.csv: no row left with a gene, a guide and a role"),
+    (
+        "rows",
+        case_export_with_no_rows,
+        ScreenError,
+        r"P3\.csv: the file holds a header \(\d+ columns\) and no data rows",
+    ),
     (
         "rows",
         case_rows_without_a_well,

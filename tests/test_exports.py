@@ -6,6 +6,7 @@ decided the same way at the door and in the job."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import numpy as np
@@ -105,8 +106,6 @@ def test_whitespace_and_empty_wells_are_noted_with_counts_and_wells():
         ({"columns": {"gene": "Metadata_Symbol"}}, r"x.csv: missing required column\(s\) \['Metadata_Symbol'\].*Metadata_symbol"),
         ({"columns": {"gene": "Metadata_symbol", "batch": "Metadata_batch", "guide": "Metadata_Plate"}},
          r"x.csv: screen.columns maps 'Metadata_Plate' to Metadata_Guide, but the file also has a column Metadata_Guide"),
-        ({"controls": {"column": "Metadata_node_type", "values": ["nc"]}},
-         r"x.csv: screen.controls marks rows whose 'Metadata_node_type' is one of \['nc'\].*holds \['NC', 'allele'\]"),
         ({"rows": {"column": "Metadata_Plate", "values": ["P9"]}}, r"x.csv: screen.rows keeps rows whose 'Metadata_Plate'.*\['P1', 'P2'\]"),
     ],
 )  # fmt: skip
@@ -116,6 +115,19 @@ def test_a_refused_export_names_the_file_the_column_and_what_was_expected(spec, 
         own["Metadata_Guide"] = own["Metadata_gene_allele"]  # a second guide column: shadowed by the mapping
     with pytest.raises(ScreenError, match=match):
         to_contract(own, ExportSpec.from_config({"columns": OWN, **spec}), "x.csv")
+
+
+def test_a_file_whose_controls_match_no_row_is_noted_for_the_door_to_weigh():
+    """One file without a control row may be a plate that takes its controls from its batch's
+    other plates: a note naming the values asked for and those the column holds (the door refuses
+    a screen none of whose files holds one)."""
+    spec = ExportSpec.from_config({"columns": OWN, "controls": {"column": "Metadata_node_type", "values": ["nc"]}})
+    out, notes = to_contract(_export(_contract()), spec, "x.csv")
+    assert not out["Metadata_PertType"].eq("control").any()
+    assert any(
+        re.search(r"x.csv: no row is a control: .*'Metadata_node_type' is one of \['nc'\].*holds \['NC', 'allele'\]", n)
+        for n in notes
+    ), notes
 
 
 def test_files_with_different_feature_sets_keep_the_common_features_or_are_refused(tmp_path):

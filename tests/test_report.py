@@ -579,7 +579,7 @@ def test_write_report_links_the_study_pages_with_their_verdicts(tmp_path):
         report_options(),
     )
     md = linked["report_md"].read_text()
-    assert "## Studies" in md and "[Bi-Lipschitz <study>](../studies/bilipschitz/index.html): digits: rho" in md
+    assert "## Studies" in md and "[Bi-Lipschitz \\<study>](../studies/bilipschitz/index.html): digits: rho" in md
     assert "## Studies" not in plain["report_md"].read_text()
     page = linked["index_html"].read_text()
     assert '<a href="../studies/bilipschitz/index.html">Bi-Lipschitz &lt;study&gt;</a>: digits: rho +0.40' in page

@@ -287,7 +287,10 @@ def test_an_output_newer_than_its_jobs_benchmark_file_is_set_aside(tmp_path):
     kept = sorted((res / SET_ASIDE).rglob("*.parquet"))
     assert [p.read_text() for p in kept] == ["profiles/b.parquet", "profiles/c.parquet"]
     assert "profiles/b.parquet is newer than its job's benchmark file" in notes[0]
-    assert "profiles/c.parquet has no benchmark file" in notes[1] and "rebuilt when a job reads it" in notes[1]
+    assert (
+        "profiles/c.parquet has no benchmark file" in notes[1]
+        and "rebuilt by this run, with the jobs that read it" in notes[1]
+    )
     assert untrusted_outputs(rules) == []
 
 

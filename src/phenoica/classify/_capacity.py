@@ -190,6 +190,14 @@ def map_capacity(table: pd.DataFrame) -> ReadoutCapacity:
             f"{len(unscored)} of {len(guides)} guides have fewer than 2 wells, or none on a plate with control wells, "
             f"and get no mAP: {_names(unscored)}"
         )
+    bare = sorted(set(plate) - control_plates)
+    if bare:
+        more = f" and {len(bare) - 5} more" if len(bare) > 5 else ""
+        reason += (". " if reason else "") + (
+            f"{len(bare)} plate(s) hold no control well: {', '.join(bare[:5])}{more}; the mAP readout centres each "
+            "plate on its own control wells, so their wells get no average precision of their own (a guide is scored "
+            "by its wells on plates with control wells); the classifier takes its controls per batch and scores them"
+        )
     return ReadoutCapacity(
         "map",
         len(guides),

@@ -24,7 +24,7 @@ __all__, __getattr__, __dir__ = lazy_face(
             "validate_config",
         ],
         "_errors": ["ConfigError"],
-        "_names": ["MAX_NAME_LENGTH", "listed_name_problems", "name_problems"],
+        "_names": ["MAX_NAME_LENGTH", "formula_name_notes", "listed_name_problems", "name_problems"],
         "_paths": ["OUTPUTS", "benchmark_path", "log_path", "output_paths"],
         "_schema": ["check_yaml_files", "load_schema", "package_schema", "read_yaml", "schema_enum"],
         "_score_table": ["OK", "SCORE_COLUMNS", "SCORE_FLOAT_COLUMNS", "SCORE_INT_COLUMNS", "SKIPPED"],

@@ -17,6 +17,7 @@ from ._config import run_models as run_models
 from ._config import validate_config as validate_config
 from ._errors import ConfigError as ConfigError
 from ._names import MAX_NAME_LENGTH as MAX_NAME_LENGTH
+from ._names import formula_name_notes as formula_name_notes
 from ._names import listed_name_problems as listed_name_problems
 from ._names import name_problems as name_problems
 from ._paths import OUTPUTS as OUTPUTS
@@ -114,6 +115,7 @@ __all__ = [
     "feature_columns",
     "feature_name",
     "FEATURE_PREFIX",
+    "formula_name_notes",
     "GENE",
     "GUIDE",
     "IMAGE_INDEX",

@@ -7,6 +7,10 @@ that, whatever else the screen holds, and are refused at the door:
   isolate (U+202A..U+202E, U+2066..U+2069: ``RTL\\u202Egnp.exe`` reads ``RTLexe.png``) or another
   invisible format character (Unicode categories Cc, Cf, Zl, Zp);
 - a name longer than :data:`MAX_NAME_LENGTH` characters (file systems hold 255 bytes a name).
+
+A name a spreadsheet would read as a formula (``=HYPERLINK(...)``, ``+cmd|...``) is legal and
+noted at the door (:func:`formula_name_notes`): the CSV tables write it as text
+(:func:`phenoica.utils.write_csv`).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any, Iterable, Sequence
 
 import pandas as pd
 
-from phenoica.utils import INVISIBLE_CATEGORIES
+from phenoica.utils import FORMULA_STARTS, INVISIBLE_CATEGORIES, TEXT_MARK, is_formula_like
 
 #: The longest name (characters) of a gene, guide, plate, batch, well, PertType or channel.
 MAX_NAME_LENGTH = 200
@@ -83,3 +87,28 @@ def listed_name_problems(names: Iterable[Any], where: str) -> list[str]:
 def config_name_problems(names: Iterable[Any], key: str) -> list[str]:
     """Problems of the names a config key lists (channels): each refused name with ``key``."""
     return listed_name_problems(names, f"config key {key}")
+
+
+def formula_name_notes(df: pd.DataFrame, columns: Sequence[str]) -> list[str]:
+    """One note per column of ``columns`` (those present) holding names a spreadsheet would read
+    as a formula (:func:`phenoica.utils.is_formula_like`: starting with ``=``, ``+``, ``-``, ``@``,
+    a tab or a carriage return): how many distinct names, the first :data:`EXAMPLES` with a row
+    each, and what phenoica does with them (a leading ``'`` in every CSV table it writes)."""
+    notes = []
+    for col in columns:
+        if col not in df.columns:
+            continue
+        values = df[col]
+        text = values[values.notna()].astype(str)
+        names = [n for n in pd.unique(text) if is_formula_like(n)]
+        if not names:
+            continue
+        first = {name: text.index[text.eq(name)][0] for name in names[:EXAMPLES]}
+        shown = "; ".join(f"{_shown(n)} ({row_name(label)})" for n, label in first.items())
+        more = f" and {len(names) - EXAMPLES} more" if len(names) > EXAMPLES else ""
+        notes.append(
+            f"column {col}: {len(names)} name(s) start with {', '.join(repr(c) for c in FORMULA_STARTS)}, which a "
+            f"spreadsheet reads as a formula: {shown}{more}. They are analysed as they are; every CSV table phenoica "
+            f"writes shows them with a leading {TEXT_MARK!r} (text, not a formula), the Parquet tables and pages as they are"
+        )
+    return notes

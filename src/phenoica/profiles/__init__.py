@@ -51,11 +51,11 @@ from phenoica.utils import lazy_face
 __all__, __getattr__, __dir__ = lazy_face(
     __name__,
     {
-        "_columns": ["FeatureSelection", "IDENTIFIER_PATTERNS"],
+        "_columns": ["FeatureSelection", "IDENTIFIER_PATTERNS", "is_identifier"],
         "_constant_rows": ["ConstantRows", "constant_row_notes"],
         "_embeddings": ["expand_glob", "plan_files"],
         "_gather": ["gather_profiles", "write_profiles"],
-        "_hygiene": ["Hygiene", "clean_profiles", "planned_hygiene", "write_plan"],
+        "_hygiene": ["Hygiene", "clean_profiles", "normalize_problems", "planned_hygiene", "write_plan"],
         "_options": ["GatherOptions"],
         "_tables": [
             "DEFAULT_BATCH_ROWS",

@@ -2,6 +2,7 @@
 # plain re-exports. Written by `python -m phenoica.utils.face_stubs`; do not edit by hand.
 from ._columns import IDENTIFIER_PATTERNS as IDENTIFIER_PATTERNS
 from ._columns import FeatureSelection as FeatureSelection
+from ._columns import is_identifier as is_identifier
 from ._constant_rows import ConstantRows as ConstantRows
 from ._constant_rows import constant_row_notes as constant_row_notes
 from ._embeddings import expand_glob as expand_glob
@@ -10,6 +11,7 @@ from ._gather import gather_profiles as gather_profiles
 from ._gather import write_profiles as write_profiles
 from ._hygiene import Hygiene as Hygiene
 from ._hygiene import clean_profiles as clean_profiles
+from ._hygiene import normalize_problems as normalize_problems
 from ._hygiene import planned_hygiene as planned_hygiene
 from ._hygiene import write_plan as write_plan
 from ._options import GatherOptions as GatherOptions
@@ -36,6 +38,8 @@ __all__ = [
     "GatherOptions",
     "Hygiene",
     "IDENTIFIER_PATTERNS",
+    "is_identifier",
+    "normalize_problems",
     "plan_files",
     "planned_hygiene",
     "ProfileSource",

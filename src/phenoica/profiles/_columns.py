@@ -15,7 +15,7 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from phenoica.contract import FEATURE_PREFIX, ScreenError, feature_name, near_miss
-from phenoica.profiles._tables import as_float32, check_numeric_features, is_numeric_type
+from phenoica.profiles._tables import Rows, as_float32, check_numeric_features, is_numeric_type, row_at
 
 #: Columns that identify or locate an object, an image or a row in the exports of CellProfiler
 #: (ImageNumber, ObjectNumber, ``<Object>_Number_Object_Number``, ``<Object>_Parent_<Object>``,
@@ -164,7 +164,7 @@ def check_row_counters(
 
 
 def list_matrix(
-    values: pa.Array | pa.ChunkedArray, column: str, source: str, expected: int | None = None, row_offset: int = 0
+    values: pa.Array | pa.ChunkedArray, column: str, source: str, expected: int | None = None, row_offset: Rows = 0
 ) -> np.ndarray:
     """A list-valued column (one embedding per row) -> float32 (rows x D).
 
@@ -179,7 +179,7 @@ def list_matrix(
     n = len(values)
     if values.null_count:
         row = int(np.flatnonzero(values.is_null().to_numpy(zero_copy_only=False))[0])
-        raise ScreenError(f"{source}: column {column!r} row {row + row_offset} is empty")
+        raise ScreenError(f"{source}: column {column!r} row {row_at(row_offset, row)} is empty")
     if n == 0:
         return np.empty((0, expected or 0), dtype=np.float32)
     lengths = pc.list_value_length(values).to_numpy(zero_copy_only=False)
@@ -187,7 +187,7 @@ def list_matrix(
     if (lengths != expected).any():
         row = int(np.flatnonzero(lengths != expected)[0])
         raise ScreenError(
-            f"{source}: column {column!r} row {row + row_offset} has length {lengths[row]}, expected {expected}"
+            f"{source}: column {column!r} row {row_at(row_offset, row)} has length {lengths[row]}, expected {expected}"
         )
     flat = values.flatten().to_numpy(zero_copy_only=False).reshape(n, expected)
     if flat.dtype != np.float32:

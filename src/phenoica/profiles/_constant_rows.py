@@ -20,6 +20,7 @@ import numpy as np
 from phenoica.contract import GENE
 from phenoica.profiles._columns import FeatureSelection
 from phenoica.profiles._embeddings import plan_files, read_blocks
+from phenoica.profiles._tables import Rows, row_at
 from phenoica.screen import ExportSpec
 
 #: Rows and genes named per note.
@@ -37,9 +38,9 @@ class ConstantRows:
     found: dict[str, dict[str, int]] = field(default_factory=lambda: {ZERO: {}, EQUAL: {}})
     examples: dict[str, list[str]] = field(default_factory=lambda: {ZERO: [], EQUAL: []})
 
-    def update(self, X: np.ndarray, genes: Sequence[str], source: str, start: int = 0) -> None:
+    def update(self, X: np.ndarray, genes: Sequence[str], source: str, start: Rows = 0) -> None:
         """Count the rows of feature block ``X`` (rows x features) with their ``genes``; rows
-        are named ``{source} row {start + i}``."""
+        are named ``{source} row {n}``, ``n`` the file's number of the row (:data:`Rows`)."""
         X = np.asarray(X)
         if X.ndim != 2 or X.shape[1] == 0 or len(X) == 0:
             return
@@ -55,7 +56,7 @@ class ConstantRows:
             for g, n in zip(*np.unique(genes[mask], return_counts=True)):
                 self.found[kind][str(g)] = self.found[kind].get(str(g), 0) + int(n)
             room = EXAMPLES - len(self.examples[kind])
-            self.examples[kind] += [f"{source} row {start + int(i)}" for i in np.flatnonzero(mask)[:room]]
+            self.examples[kind] += [f"{source} row {row_at(start, i)}" for i in np.flatnonzero(mask)[:room]]
 
     def notes(self) -> list[str]:
         """One note per kind found: how many rows of how many, the first rows, and the genes

@@ -20,16 +20,19 @@ from phenoica.contract import (
     CONTROL,
     GENE,
     GUIDE,
+    KEY_COLUMNS,
     PERT_TYPE,
     PROFILE_COLUMNS,
+    SITE,
     ScreenError,
     feature_name,
     normalize_names,
     validate_profile_metadata,
 )
 from phenoica.profiles._columns import FeatureSelection, check_row_counters, choose_features, is_identifier, list_matrix
-from phenoica.profiles._tables import as_float32, batch_features, data_columns, is_numeric_type, open_parquet
-from phenoica.screen import ExportSpec, parquet_source
+from phenoica.profiles._tables import Rows, as_float32, batch_features, data_columns, is_numeric_type, open_parquet
+from phenoica.screen import ExportSpec, file_rows, parquet_source
+from phenoica.utils import duplicate_header_problem
 
 log = logging.getLogger(__name__)
 
@@ -88,6 +91,9 @@ def plan_files(
             schema = pq.read_schema(source)
         except (pa.ArrowInvalid, OSError) as exc:
             raise ScreenError(f"{path}: not a readable parquet file ({exc})") from None
+        repeated = duplicate_header_problem(schema.names, path)
+        if repeated:
+            raise ScreenError(repeated)
         columns = data_columns(schema)
         meta = [c for c in columns if str(c).startswith("Metadata_")]
         if embedding_column is not None and embedding_column not in columns:
@@ -121,10 +127,15 @@ def plan_files(
             kinds = {}
             for path, f in seen:
                 kinds.setdefault(str(_plain_type(f.type)), path)
-            raise ScreenError(
-                f"column {name} has incompatible types across files: "
-                + ", ".join(f"{t} in {p}" for t, p in kinds.items())
-            ) from None
+            types = ", ".join(f"{t} in {p}" for t, p in kinds.items())
+            if name in (*KEY_COLUMNS, SITE):  # a column phenoica reads: the files must agree
+                raise ScreenError(f"column {name} has incompatible types across files: {types}") from None
+            notes.append(
+                f"column {name} has other types in different files ({types}); phenoica does not read it, so it is "
+                "carried into the profile tables as text"
+            )
+            out.append(pa.field(name, pa.string()))
+            continue
         out.append(unified.field(name))
     return EmbeddingPlan(files, pa.schema(out), embedding_column, list(left_out), notes)
 
@@ -221,7 +232,7 @@ class _Block:
     batch: pa.RecordBatch  # the file's columns
     features: np.ndarray  # float32 (rows x D)
     names: list[str]  # feature names
-    start: int  # first row, counted in the file
+    start: Rows  # the file's numbers of its rows (:data:`phenoica.profiles._tables.Rows`)
 
 
 class GeneTypes:
@@ -271,18 +282,20 @@ def read_blocks(
     """Row batches of one embedding file, validated: profile metadata (if ``genes`` is given),
     the embedding column expanded, no infinite feature value (a missing one, NaN, is kept: the
     profiles stage drops the features that hold one), feature names equal to ``reference``."""
+    numbers = file_rows(file.path, file.spec)  # an export's rows by their numbers in the file
     with open_parquet(file.path, file.spec) as pf:
         start = 0
         for batch in pf.iter_batches(batch_size=batch_rows, columns=file.columns):
             if batch.num_rows == 0:
                 continue
+            rows: Rows = start if numbers is None else numbers[start : start + batch.num_rows]
             if genes is not None:
                 present = [c for c in PROFILE_COLUMNS if c in file.columns]
                 meta = normalize_names(batch.select(present).to_pandas())
-                meta.index = pd.RangeIndex(start, start + len(meta))  # errors name rows of the file
+                meta.index = pd.RangeIndex(start, start + len(meta)) if numbers is None else rows  # rows of the file
                 validate_profile_metadata(meta, source=file.path)
                 genes.update(meta, file.path)
-            X, names = _block_features(batch, file, plan, reference, start)
+            X, names = _block_features(batch, file, plan, reference, rows)
             bad = [names[j] for j in np.flatnonzero(np.isinf(X).any(axis=0))]
             if bad:
                 raise ScreenError(
@@ -290,12 +303,12 @@ def read_blocks(
                     "empty CSV field) is allowed: the profiles stage drops features that hold one"
                 )
             reference = names
-            yield _Block(batch, X, names, start)
+            yield _Block(batch, X, names, rows)
             start += batch.num_rows
 
 
 def _block_features(
-    batch: pa.RecordBatch, file: EmbeddingFile, plan: EmbeddingPlan, reference: list[str] | None, start: int
+    batch: pa.RecordBatch, file: EmbeddingFile, plan: EmbeddingPlan, reference: list[str] | None, start: Rows
 ) -> tuple[np.ndarray, list[str]]:
     """float32 features of a row batch and their names (the embedding column expanded)."""
     parts, names = [], list(file.features)

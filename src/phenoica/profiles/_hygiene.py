@@ -31,6 +31,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import warnings
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Mapping, NamedTuple, Sequence
@@ -52,6 +53,8 @@ NORMALIZATIONS: tuple[str, ...] = ("none", "mad_robustize", "robustize", "standa
 OUTLIER_POLICIES: tuple[str, ...] = ("drop", "clip", "keep")
 #: Names shown per list in a note.
 EXAMPLES = 5
+#: The fewest features a profile table may keep: the transforms whiten and rotate at least 2.
+MIN_FEATURES = 2
 
 
 class Hygiene(NamedTuple):
@@ -141,12 +144,35 @@ class HygienePlan:
     outlier_cutoff: float
     normalize: str
     rows: int
+    control_constant: dict[str, list[str]] = field(default_factory=dict)  # feature -> the plates
 
     @property
     def dropped(self) -> list[str]:
         """Every feature dropped."""
-        out = self.missing + self.constant
+        out = self.missing + self.constant + list(self.control_constant)
         return out + (list(self.outliers) if self.outlier_policy == "drop" else [])
+
+    def too_few(self, where: str, total: int) -> str | None:
+        """Why the plan leaves too few features (fewer than :data:`MIN_FEATURES` of ``total``),
+        naming the features dropped per reason and the settings that decide them; None when
+        enough are kept."""
+        if len(self.kept) >= MIN_FEATURES:
+            return None
+        why = [
+            f"{len(names)} {label}: {_names(list(names))}"
+            for label, names in (
+                ("with a missing value", self.missing),
+                ("constant", self.constant),
+                ("constant on a plate's control wells", self.control_constant),
+                (f"beyond +-{self.outlier_cutoff:g} (profiles.outlier_cutoff)", self.outliers),
+            )
+            if names and (label[:6] != "beyond" or self.outlier_policy == "drop")
+        ]
+        return (
+            f"{where}: the profile hygiene keeps {len(self.kept)} of {total} feature(s) ({'; '.join(why)}); the "
+            f"transforms need at least {MIN_FEATURES}. Check the export's features, or change what decides them: "
+            "profiles.outliers: clip (or keep), a larger profiles.outlier_cutoff, profiles.normalize"
+        )
 
     @property
     def clip(self) -> float | None:
@@ -166,6 +192,15 @@ class HygienePlan:
             out.append(f"{where}: {len(self.missing)} feature(s) with a missing value dropped: {_names(self.missing)}")
         if self.constant:
             out.append(f"{where}: {len(self.constant)} constant feature(s) dropped: {_names(self.constant)}")
+        if self.control_constant:
+            shown = "; ".join(
+                f"{k} (plate {', '.join(v[:3])})" for k, v in list(self.control_constant.items())[:EXAMPLES]
+            )
+            out.append(
+                f"{where}: {len(self.control_constant)} feature(s) constant on a plate's control wells dropped: {shown}"
+                f"{' ...' if len(self.control_constant) > EXAMPLES else ''}; normalizing against controls with no spread "
+                f"({self.normalize}) divides by zero, so their values are no measurement (not outliers)"
+            )
         if self.outliers:
             worst = sorted(self.outliers.items(), key=lambda kv: -kv[1])
             shown = ", ".join(f"{k} ({v:.4g})" for k, v in worst[:EXAMPLES]) + (" ..." if len(worst) > EXAMPLES else "")
@@ -198,14 +233,19 @@ def _names(names: Sequence[str]) -> str:
     return ", ".join(names[:EXAMPLES]) + (f" ... ({len(names) - EXAMPLES} more)" if len(names) > EXAMPLES else "")
 
 
-def hygiene_plan(stats: FeatureStats, hygiene: Hygiene) -> HygienePlan:
+def hygiene_plan(
+    stats: FeatureStats, hygiene: Hygiene, control_constant: Mapping[str, list[str]] | None = None
+) -> HygienePlan:
     """The decisions of the module's steps 2-4 on a table's :class:`FeatureStats` (after the
     normalization, when there is one). The outlier rule is pycytominer's, applied to the
-    features' minimum and maximum (the same features as on the rows)."""
+    features' minimum and maximum (the same features as on the rows). ``control_constant``:
+    the features the normalization found without spread on a plate's control wells (feature ->
+    plates), dropped as such before the other rules see them."""
     drop_outlier_features = import_pycytominer().cyto_utils.drop_outlier_features
     names = stats.names
-    missing = [n for n, m in zip(names, stats.missing) if m > 0]
-    gone = set(missing)
+    flat = {n: list(p) for n, p in (control_constant or {}).items() if n in set(names)}
+    missing = [n for n, m in zip(names, stats.missing) if m > 0 and n not in flat]
+    gone = set(missing) | set(flat)
     constant = [n for n, lo, hi in zip(names, stats.low, stats.high) if n not in gone and not hi > lo]
     gone |= set(constant)
     extremes = stats.extremes()  # outliers are listed whatever the policy (kept ones too)
@@ -222,6 +262,7 @@ def hygiene_plan(stats: FeatureStats, hygiene: Hygiene) -> HygienePlan:
         outlier_cutoff=float(hygiene.outlier_cutoff),
         normalize=hygiene.normalize,
         rows=stats.rows,
+        control_constant=flat,
     )
     dropped = set(plan.dropped)
     plan.kept = [n for n in names if n not in dropped]
@@ -241,10 +282,14 @@ def apply_plan(X: np.ndarray, names: Sequence[str], plan: HygienePlan) -> np.nda
 def normalize_plate(table: pd.DataFrame, features: Sequence[str], is_control: np.ndarray, method: str) -> pd.DataFrame:
     """One plate's rows normalized against its control rows by pycytominer's ``normalize``
     (``method``: ``mad_robustize``, ``robustize`` or ``standardize``); the metadata columns
-    unchanged. A plate without control rows is an error (checked earlier by the contract)."""
+    unchanged. A plate without control rows is an error (the door refuses such a screen first)."""
     normalize = import_pycytominer().normalize
     if not is_control.any():
-        raise ValueError("a plate without control rows cannot be normalized against its controls")
+        plate = table[PLATE].iloc[0] if PLATE in table.columns and len(table) else "?"
+        raise ScreenError(
+            f"plate {plate}: no control rows, so profiles.normalize {method!r} cannot normalize it against its "
+            "controls; set profiles.normalize: none, or leave the plate out"
+        )
     frame = table.reset_index(drop=True).copy()
     flag = "__phenoica_control__"
     frame[flag] = np.asarray(is_control, dtype=bool)
@@ -279,14 +324,36 @@ def _batches(path: Path, batch_rows: int) -> Iterator[pa.RecordBatch]:
     yield from pq.ParquetFile(path).iter_batches(batch_size=batch_rows)
 
 
-def _normalized_plates(path: Path, method: str, batch_rows: int) -> Iterator[pa.RecordBatch]:
+def control_spread_zero(controls: np.ndarray, method: str) -> np.ndarray:
+    """Per feature of a plate's control rows (rows x features): whether the spread
+    ``profiles.normalize`` divides by is zero (the MAD for ``mad_robustize``, the interquartile
+    range for ``robustize``, the standard deviation for ``standardize``); missing values left out."""
+    with np.errstate(invalid="ignore"), warnings.catch_warnings():
+        warnings.simplefilter("ignore", RuntimeWarning)  # a feature without a control value: all-NaN
+        if method == "mad_robustize":
+            spread = np.nanmedian(np.abs(controls - np.nanmedian(controls, axis=0)), axis=0)
+        elif method == "robustize":
+            spread = np.nanpercentile(controls, 75, axis=0) - np.nanpercentile(controls, 25, axis=0)
+        else:
+            spread = np.nanstd(controls, axis=0)
+    return np.asarray(spread == 0)
+
+
+def _normalized_plates(
+    path: Path, method: str, batch_rows: int, flat: dict[str, list[str]] | None = None
+) -> Iterator[pa.RecordBatch]:
     """The profile table at ``path``, plate by plate, normalized against each plate's controls
-    (:func:`normalize_plate`), in the table's own schema."""
+    (:func:`normalize_plate`), in the table's own schema; the features without spread on a
+    plate's controls (:func:`control_spread_zero`) are added to ``flat`` (feature -> plates)."""
     schema = pq.read_schema(path)
     features = _features_of(schema)
     for plate in pq.read_table(path, columns=[PLATE]).column(PLATE).unique().to_pylist():
         frame = pq.read_table(path, filters=[(PLATE, "==", plate)]).to_pandas()
         is_control = (frame[PERT_TYPE].astype(str) == CONTROL).to_numpy()
+        if flat is not None and is_control.any():
+            zero = control_spread_zero(frame.loc[is_control, features].to_numpy(dtype=np.float64), method)
+            for name in np.asarray(features)[zero]:
+                flat.setdefault(str(name), []).append(str(plate))
         frame = normalize_plate(frame, features, is_control, method)
         log.info(
             "normalize: plate %s, %d rows, %s against its %d control rows", plate, len(frame), method, is_control.sum()
@@ -323,29 +390,28 @@ def clean_profiles(path: Path | str, hygiene: Hygiene, batch_rows: int = DEFAULT
     groups of ``batch_rows``, only when the hygiene changes it) and return its plan: normalized
     plate by plate when ``hygiene.normalize`` says so, then the features with a missing value,
     constant and outlier features dropped or clipped (:func:`hygiene_plan`). Streamed: memory
-    holds a row batch (and, when normalizing, one plate). Every feature dropped is an error."""
+    holds a row batch (and, when normalizing, one plate). Fewer than :data:`MIN_FEATURES` kept is
+    an error naming the features dropped (:meth:`HygienePlan.too_few`)."""
     path = Path(path)
     schema = pq.read_schema(path)
     stats = FeatureStats(_features_of(schema))
     normalized = path.with_name(f".{path.name}.normalized.parquet")
     source = path
+    flat: dict[str, list[str]] = {}
     try:
         if hygiene.normalize != "none":
-            write_batches(
-                _counted(_normalized_plates(path, hygiene.normalize, batch_rows), stats), normalized, schema, batch_rows
-            )
+            plates = _normalized_plates(path, hygiene.normalize, batch_rows, flat)
+            write_batches(_counted(plates, stats), normalized, schema, batch_rows)
             source = normalized
         else:
             for _ in _counted(_batches(path, batch_rows), stats):
                 pass
-        plan = hygiene_plan(stats, hygiene)
+        plan = hygiene_plan(stats, hygiene, flat)
         for note in plan.notes("profiles"):
             log.warning("%s", note)
-        if not plan.kept:
-            raise ScreenError(
-                f"{path}: profile hygiene drops every one of the {len(stats.names)} features ({len(plan.missing)} with a "
-                f"missing value, {len(plan.constant)} constant, {len(plan.outliers)} outliers); check the export's features"
-            )
+        problem = plan.too_few(str(path), len(stats.names))
+        if problem:
+            raise ScreenError(problem)
         if plan.changes:
             write_batches(
                 _applied(_batches(source, batch_rows), schema, plan), path, _plan_schema(schema, plan), batch_rows
@@ -369,3 +435,21 @@ def planned_hygiene(plan: Any, profiles: Mapping[str, Any]) -> HygienePlan | Non
     if stats is None:
         return None
     return hygiene_plan(stats, Hygiene(profiles["normalize"], profiles["outliers"], float(profiles["outlier_cutoff"])))
+
+
+def normalize_problems(table: pd.DataFrame, method: str) -> list[str]:
+    """Under ``profiles.normalize`` ``method`` (not ``none``), the plates of a screen's table
+    without a control row, which cannot be normalized against their controls: one problem
+    naming them (five, then a count); none otherwise."""
+    if method == "none" or PLATE not in table.columns:
+        return []
+    has = table[PERT_TYPE].astype(str).eq(CONTROL).groupby(table[PLATE].astype(str)).any()
+    bare = sorted(has.index[~has.to_numpy()])
+    if not bare:
+        return []
+    more = f" and {len(bare) - EXAMPLES} more" if len(bare) > EXAMPLES else ""
+    return [
+        f"profiles.normalize {method!r} normalizes each plate against its own control rows, and {len(bare)} plate(s) "
+        f"hold none: {', '.join(bare[:EXAMPLES])}{more}; set profiles.normalize: none (an export normalized already), "
+        "or leave those plates out (screen.rows)"
+    ]

@@ -18,7 +18,8 @@ class GatherOptions(NamedTuple):
     ``level`` is ``image`` or ``well``; ``embedding_column`` names a list-valued column holding
     the features (None: one column per feature); the ``feature_*`` keys choose the feature columns
     (:attr:`selection`, with how files of different feature sets are reconciled); ``columns``,
-    ``controls`` and ``rows`` read an export in its own names (:attr:`spec`); ``normalize``,
+    ``controls`` and ``rows`` read an export in its own names, ``separator`` and ``decimal`` its
+    text files (:attr:`spec`); ``normalize``,
     ``outliers`` and ``outlier_cutoff`` are the profile hygiene (:attr:`hygiene`). ``batch_rows``
     bounds memory and sizes the row groups: run time only.
     """
@@ -34,6 +35,8 @@ class GatherOptions(NamedTuple):
     columns: Annotated[dict[str, str] | None, Setting("screen.columns")]
     controls: Annotated[dict[str, Any] | None, Setting("screen.controls")]
     rows: Annotated[dict[str, Any] | None, Setting("screen.rows")]
+    separator: Annotated[str | None, Setting("screen.separator")]
+    decimal: Annotated[str, Setting("screen.decimal")]
     normalize: Annotated[str, Setting("profiles.normalize")]
     outliers: Annotated[str, Setting("profiles.outliers")]
     outlier_cutoff: Annotated[float, Setting("profiles.outlier_cutoff")]
@@ -48,7 +51,15 @@ class GatherOptions(NamedTuple):
     @property
     def spec(self) -> ExportSpec:
         """How the files' columns and rows become the contract's (:class:`ExportSpec`)."""
-        return ExportSpec.from_config({"columns": self.columns, "controls": self.controls, "rows": self.rows})
+        return ExportSpec.from_config(
+            {
+                "columns": self.columns,
+                "controls": self.controls,
+                "rows": self.rows,
+                "separator": self.separator,
+                "decimal": self.decimal,
+            }
+        )
 
     @property
     def hygiene(self) -> Hygiene:

@@ -60,8 +60,20 @@ def check_numeric_features(schema: pa.Schema, features: Sequence[str], source: s
 
 _FLOAT32_MAX = float(np.finfo(np.float32).max)
 
+#: How a block of rows names its rows in a message: the file's number of its first row (rows in
+#: order), or each row's (an export's rows, where ``screen.rows`` and the empty wells leave gaps:
+#: :func:`phenoica.screen.file_rows`).
+Rows = int | np.ndarray
 
-def as_float32(values: np.ndarray, names: Sequence[str], source: str, start: int = 0) -> np.ndarray:
+
+def row_at(rows: Rows, i: int) -> int:
+    """The file's number of row ``i`` of a block whose rows are ``rows``."""
+    if isinstance(rows, np.ndarray) and rows.ndim:
+        return int(rows[int(i)])
+    return int(rows) + int(i)
+
+
+def as_float32(values: np.ndarray, names: Sequence[str], source: str, start: Rows = 0) -> np.ndarray:
     """Features as float32 (how profiles are stored); a finite value beyond float32's range
     (about 3.4e38), which would become inf, is a ScreenError naming the column and row."""
     if values.dtype == np.float32:
@@ -71,7 +83,7 @@ def as_float32(values: np.ndarray, names: Sequence[str], source: str, start: int
     if big.any():
         row, col = (int(v[0]) for v in np.nonzero(big))
         raise ScreenError(
-            f"{source}: feature column {names[col]!r} row {row + start} holds {float(values[row, col])!r}: finite, but "
+            f"{source}: feature column {names[col]!r} row {row_at(start, row)} holds {float(values[row, col])!r}: finite, but "
             f"beyond float32's range (+-{_FLOAT32_MAX:.3g}), in which profiles are stored; rescale the features"
         )
     return values.astype(np.float32)

@@ -31,7 +31,6 @@ __all__, __getattr__, __dir__ = lazy_face(
             "Table",
             "read_verdict",
             "save_figure",
-            "write_csv",
             "write_page",
             "write_verdict",
         ],

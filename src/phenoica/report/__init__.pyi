@@ -20,7 +20,6 @@ from ._render import PageSection as PageSection
 from ._render import Table as Table
 from ._render import read_verdict as read_verdict
 from ._render import save_figure as save_figure
-from ._render import write_csv as write_csv
 from ._render import write_page as write_page
 from ._render import write_verdict as write_verdict
 from ._sections import ReportLayout as ReportLayout
@@ -52,7 +51,6 @@ __all__ = [
     "select_sites",
     "shifted_factors",
     "Table",
-    "write_csv",
     "write_gallery",
     "write_interactive",
     "write_page",

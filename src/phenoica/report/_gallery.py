@@ -51,7 +51,7 @@ from phenoica.contract import (
 from phenoica.report import _render as render
 from phenoica.report._channels import ChannelStyle, channel_styles, composite_rgb, tint
 from phenoica.report._options import GalleryOptions, ReportOptions
-from phenoica.utils import atomic_path, rng_for
+from phenoica.utils import atomic_path, rng_for, write_csv
 
 log = logging.getLogger("phenoica.report._gallery")
 
@@ -411,15 +411,15 @@ def write_gallery(
         )
     cols = ["gene", "status", "guides", "n_guide_images", "n_control_images", "plates", "panel", "scaling"]
     panels = pd.DataFrame.from_records(records, columns=cols)
-    render.write_csv(panels, out / PANELS_FILE)
-    render.write_csv(sites, out / SITES_FILE)
+    write_csv(panels, out / PANELS_FILE)
+    write_csv(sites, out / SITES_FILE)
     return GalleryResult(panels, sites, missing_all, stats)
 
 
 def skipped_gallery(out_dir: Path | str, reason: str) -> GalleryResult:
     """An empty gallery whose one row states why nothing was drawn (e.g. source embeddings)."""
     panels = pd.DataFrame([{"gene": "", "status": f"skipped: {reason}", "panel": ""}])
-    render.write_csv(panels, Path(out_dir) / PANELS_FILE)
+    write_csv(panels, Path(out_dir) / PANELS_FILE)
     return GalleryResult(panels, pd.DataFrame(), [], ReadStats())
 
 

@@ -12,7 +12,12 @@ from phenoica.report._inputs import ReportInputs
 from phenoica.report._sections import ReportContext, Section, SectionOutput, table_section
 
 #: Why a feature left the analysis, by the plan's list that holds it.
-REASONS: dict[str, str] = {"missing": "a missing value", "constant": "constant", "outliers": "outlier"}
+REASONS: dict[str, str] = {
+    "missing": "a missing value",
+    "constant": "constant",
+    "control_constant": "constant on a plate's controls",
+    "outliers": "outlier",
+}
 #: What ``profiles.outliers`` does to an outlier feature, in words.
 OUTLIER_ACTIONS: dict[str, str] = {"drop": "dropped", "clip": "clipped", "keep": "kept"}
 

@@ -134,20 +134,45 @@ def _formatted(table: Table) -> pd.DataFrame:
 #: of ``www.``).
 _MD_SPECIAL = frozenset("\\`*[]<>&|~@")
 
-_INLINE = re.compile(r"\\([!-/:-@\[-`{-~])|`([^`]+)`|\*\*(.+?)\*\*|\[((?:\\.|[^\]\\])+)\]\(([^)\s]+)\)")
+#: The inline forms of a page's text (module doc): a backslash escape, a code span, bold, and a link
+#: to a relative path as :func:`href` writes it (no scheme, no ``<``, quote or space).
+_INLINE = re.compile(r"\\([!-/:-@\[-`{-~])|`([^`]+)`|\*\*(.+?)\*\*|\[((?:\\.|[^\]\\])+)\]\(((?!/)[\w.~%/-]+)\)")
+#: A text's first character that would start a heading, a list item, a setext underline or a quote.
+_BLOCK_START = frozenset("#-+=>")
 
 
-def md_text(text: object) -> str:
+def _inert(ch: str, before: str, after: str) -> bool:
+    """Whether ``ch`` of :data:`_MD_SPECIAL`, between ``before`` and ``after``, is markup in no
+    paragraph: a ``<`` that opens no element or autolink (``q < 0.05``), a ``>`` inside a line, an
+    ``&`` that starts no entity, a ``|`` outside a table, a single ``~``, brackets that start no
+    link, footnote or link definition (``[0.1, 0.8]``)."""
+    if ch == "<":
+        return not (after.isalpha() or after in "/!?")
+    if ch == "&":
+        return not (after.isalnum() or after == "#")
+    if ch == "~":
+        return "~" not in (before, after)
+    if ch == "[":
+        return after != "^"
+    if ch == "]":
+        return after not in "(:["
+    return ch in ">|"
+
+
+def md_text(text: object, paragraph: bool = False) -> str:
     """``text`` as literal Markdown text: every character that Markdown (CommonMark, GitHub's
     tables) would read as markup escaped with a backslash, line breaks and other control
     characters as spaces. A name from the user's data goes through this before it is put into
     a paragraph, caption or cell: rendered, it reads as the name, in ``report.md`` as in
-    ``index.html`` (:func:`inline_html` reads the escapes back)."""
+    ``index.html`` (:func:`inline_html` reads the escapes back). ``paragraph``: the text is
+    inside a paragraph (:func:`md_inline`), where the characters :func:`_inert` names are kept."""
     text = str(text)
     out = []
     for i, ch in enumerate(text):
         before, after = text[i - 1 : i], text[i + 1 : i + 2]
-        if ch in _MD_SPECIAL:
+        if ch in _MD_SPECIAL and paragraph and _inert(ch, before, after):
+            out.append(ch)
+        elif ch in _MD_SPECIAL:
             out.append("\\" + ch)
         elif ch == "_" and not (before.isalnum() and after.isalnum()):  # G1_g1 is no emphasis; _x_ is
             out.append("\\_")
@@ -160,6 +185,30 @@ def md_text(text: object) -> str:
         else:
             out.append(ch)
     return "".join(out)
+
+
+def md_inline(text: object) -> str:
+    """``text`` (a paragraph, bullet item, table caption or links label: Markdown with the three
+    inline forms and backslash escapes) as the Markdown that says what ``index.html`` shows
+    (:func:`inline_html`, the same forms): the forms kept, every other character :func:`md_text`
+    escapes. Every text block of every page goes through this when it is rendered, so a name a
+    section put into its text unescaped is text in ``report.md`` as in ``index.html``; a name
+    :func:`md_text` escaped already is kept as it is (its escapes are a form)."""
+    text = str(text)
+    parts, last = [], 0
+    for m in _INLINE.finditer(text):
+        parts.append(md_text(text[last : m.start()], paragraph=True))
+        escaped, code, bold, label, target = m.groups()
+        if escaped is not None or code is not None:
+            parts.append(m.group(0))
+        elif bold is not None:
+            parts.append(f"**{md_inline(bold)}**")
+        else:
+            parts.append(f"[{md_inline(label)}]({target})")
+        last = m.end()
+    parts.append(md_text(text[last:], paragraph=True))
+    out = "".join(parts)
+    return "\\" + out if out[:1] in _BLOCK_START else out
 
 
 def href(path: str) -> str:
@@ -195,7 +244,7 @@ def _md_bullets(bullets: Bullets, depth: int = 0) -> list[str]:
         if isinstance(item, Bullets):
             lines += _md_bullets(item, depth + 1)
         else:
-            lines.append("  " * depth + f"- {item}")
+            lines.append("  " * depth + f"- {md_inline(item)}")
     return lines
 
 
@@ -216,7 +265,7 @@ def _html_bullets(bullets: Bullets) -> str:
 def _md_block(block: Block) -> str:
     _check_block(block)
     if isinstance(block, str):
-        return block
+        return md_inline(block)
     if isinstance(block, Bullets):
         return "\n".join(_md_bullets(block))
     if isinstance(block, Table):
@@ -227,12 +276,12 @@ def _md_block(block: Block) -> str:
             lines = ["| " + " | ".join(md_text(c) for c in shown.columns) + " |", "|" + "---|" * len(shown.columns)]
             lines += ["| " + " | ".join(md_text(v) for v in row) + " |" for row in shown.itertuples(index=False)]
             body = "\n".join(lines)
-        return body + (f"\n\n_{block.caption}_" if block.caption else "")
+        return body + (f"\n\n_{md_inline(block.caption)}_" if block.caption else "")
     if isinstance(block, Figure):
         caption = md_text(block.caption)
         return f"![{caption}]({href(block.path)})" + (f"\n\n_{caption}_" if block.caption else "")
     links = ", ".join(f"[{md_text(text)}]({href(target)})" for text, target in block.items)
-    return f"{block.label} {links}".strip()
+    return f"{md_inline(block.label)} {links}".strip()
 
 
 def render_markdown(page: Page) -> str:
@@ -314,14 +363,6 @@ def save_figure(fig: "MplFigure", path: Path | str, dpi: int = 110) -> Path:
     path = Path(path)
     with atomic_path(path) as tmp:
         fig.savefig(tmp, format="png", dpi=dpi, bbox_inches="tight")
-    return path
-
-
-def write_csv(df: pd.DataFrame, path: Path | str) -> Path:
-    """Write ``df`` as CSV (no index) at ``path`` atomically."""
-    path = Path(path)
-    with atomic_path(path) as tmp:
-        df.to_csv(tmp, index=False)
     return path
 
 

@@ -25,6 +25,7 @@ from phenoica.report._plates_section import PLATES, REFERENCE
 from phenoica.report._retrieval_section import RETRIEVAL
 from phenoica.report._sections import ReportContext, ReportLayout, Section, SectionOutput
 from phenoica.report._sweep_section import SWEEP
+from phenoica.utils import write_csv
 
 
 def build_studies(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
@@ -87,7 +88,7 @@ def write_report(
     for section in sections:
         result = section.build(inputs, ctx)
         for name, df in result.tables.items():
-            written[name] = render.write_csv(df, ctx.table_path(name))
+            written[name] = write_csv(df, ctx.table_path(name))
         ctx.tables.update(result.tables)
         written.update(result.figures)
         page.sections += result.page

@@ -18,7 +18,16 @@ __all__, __getattr__, __dir__ = lazy_face(
     __name__,
     {
         "_annotations": ["canonical_pairs", "complex_pairs", "load_sources", "read_annotation"],
-        "_exports": ["ExportSpec", "export_notes", "parquet_source"],
+        "_exports": [
+            "NO_CONTROLS",
+            "ROLES",
+            "ExportSpec",
+            "export_notes",
+            "read_export",
+            "file_rows",
+            "parquet_source",
+            "row_number",
+        ],
         "_h5ad": ["h5ad_to_parquet", "read_h5ad_profiles"],
         "_images": ["discover_images", "image_plate_geometry", "ingest_image_plate"],
         "_loaddata": [

@@ -4,9 +4,14 @@ from ._annotations import canonical_pairs as canonical_pairs
 from ._annotations import complex_pairs as complex_pairs
 from ._annotations import load_sources as load_sources
 from ._annotations import read_annotation as read_annotation
+from ._exports import NO_CONTROLS as NO_CONTROLS
+from ._exports import ROLES as ROLES
 from ._exports import ExportSpec as ExportSpec
 from ._exports import export_notes as export_notes
+from ._exports import file_rows as file_rows
 from ._exports import parquet_source as parquet_source
+from ._exports import read_export as read_export
+from ._exports import row_number as row_number
 from ._h5ad import h5ad_to_parquet as h5ad_to_parquet
 from ._h5ad import read_h5ad_profiles as read_h5ad_profiles
 from ._images import discover_images as discover_images
@@ -57,6 +62,7 @@ __all__ = [
     "EPS",
     "export_notes",
     "ExportSpec",
+    "file_rows",
     "h5ad_to_parquet",
     "hcs_plate_geometry",
     "image_plate_geometry",
@@ -66,6 +72,7 @@ __all__ = [
     "ingest_ome_zarr_plate",
     "load_sources",
     "LoadDataIngestOptions",
+    "NO_CONTROLS",
     "NORMALIZATIONS",
     "NORMALIZE_IMAGE",
     "OmeZarrIngestOptions",
@@ -77,9 +84,12 @@ __all__ = [
     "POSITION_DESIGN",
     "prepare",
     "read_annotation",
+    "read_export",
     "read_h5ad_profiles",
     "read_loaddata",
     "read_plate_map",
+    "ROLES",
+    "row_number",
     "scale_intensity",
     "SCENARIOS",
     "screen_profiles",

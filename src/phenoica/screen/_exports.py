@@ -12,14 +12,21 @@ Parquet file in the contract read as it is (streamed), anything else as the Parq
 its translated table, held in memory. The translation:
 
 - renames the mapped columns to the contract's (a contract column the file also holds under
-  its own name would be shadowed: refused, naming both);
+  its own name would be shadowed: refused, naming both); a column mapped to two roles (gene and
+  guide: a gene-level screen, each gene its own guide) fills both, noted;
 - keeps the rows ``screen.rows`` selects;
-- sets ``Metadata_PertType`` from ``screen.controls``;
+- sets ``Metadata_PertType`` from ``screen.controls`` (a file without a control row is noted: a
+  plate may take its controls from its batch's other plates; the door refuses a screen whose
+  files hold none);
 - strips names of surrounding whitespace (noted when that changes any);
 - drops rows without a gene, guide or role, as empty wells are exported (noted: the count and the
   first wells).
 
-The notes are returned beside the table (:func:`export_notes`), for the door's record.
+The notes are returned beside the table (:func:`export_notes`), for the door's record. The
+translated table's index is each row's own number in the file (its 0-based data row, the header
+not counted: ``pandas.read_csv(path).iloc[n]`` is row n), which :func:`file_rows` gives every
+message that names a row, so a row is named as the file numbers it, whatever ``screen.rows`` and
+the empty wells dropped before it.
 """
 
 from __future__ import annotations
@@ -72,17 +79,22 @@ PARQUET_SUFFIXES: tuple[str, ...] = (".parquet", ".pq")
 EXPORT_SUFFIXES: tuple[str, ...] = PARQUET_SUFFIXES + TEXT_SUFFIXES + (".h5ad",)
 #: Examples named in a note.
 EXAMPLES = 5
+#: How the note on a file without a control row begins (after the file's name).
+NO_CONTROLS = "no row is a control"
 
 
 class ExportSpec(NamedTuple):
     """How an export's columns and rows become the contract's (``screen.columns``,
-    ``screen.controls``, ``screen.rows``); the empty spec reads files in the contract as they are."""
+    ``screen.controls``, ``screen.rows``) and how its text files are read (``screen.separator``,
+    ``screen.decimal``); the empty spec reads files in the contract as they are."""
 
     columns: tuple[tuple[str, str], ...] = ()  # (contract column, the file's column)
     controls_column: str | None = None
     control_values: tuple[str, ...] = ()
     rows_column: str | None = None
     rows_values: tuple[str, ...] = ()
+    separator: str | None = None  # a text file's column separator (None: by its extension)
+    decimal: str = "."  # a text file's decimal mark
 
     @classmethod
     def from_config(cls, screen_config: Mapping[str, Any]) -> "ExportSpec":
@@ -96,11 +108,14 @@ class ExportSpec(NamedTuple):
             tuple(str(v) for v in controls.get("values", ())),
             rows.get("column"),
             tuple(str(v) for v in rows.get("values", ())),
+            screen_config.get("separator"),
+            screen_config.get("decimal") or ".",
         )
 
     @property
     def is_identity(self) -> bool:
-        """Whether the spec changes nothing (files are read in the contract as they are)."""
+        """Whether the spec changes nothing (files are read in the contract as they are; a
+        text file's separator and decimal mark change how it is read, not what it holds)."""
         return not self.columns and self.controls_column is None and self.rows_column is None
 
     def file_columns(self) -> list[str]:
@@ -140,9 +155,12 @@ def read_export(path: Path | str, spec: ExportSpec) -> pd.DataFrame:
         except (OSError, KeyError, ValueError) as exc:  # h5py and anndata's errors for a file that is not AnnData
             raise ScreenError(f"{path}: not a readable .h5ad file ({type(exc).__name__}: {exc})") from None
     try:
-        return read_table(path, text_columns=list(KEY_COLUMNS) + spec.file_columns())
+        return read_table(
+            path, text_columns=list(KEY_COLUMNS) + spec.file_columns(), sep=spec.separator, decimal=spec.decimal
+        )
     except (ValueError, OSError, pa.ArrowException) as exc:
-        raise ScreenError(f"{path}: not a readable {suffix} file ({exc})") from None
+        said = str(exc).startswith(path)  # the reader said what the file is
+        raise ScreenError(str(exc) if said else f"{path}: not a readable {suffix} file ({exc})") from None
 
 
 def _text(values: pd.Series) -> pd.Series:
@@ -151,7 +169,7 @@ def _text(values: pd.Series) -> pd.Series:
     return out.where(out.ne(""), None)
 
 
-def _wells(df: pd.DataFrame, mask: np.ndarray) -> str:
+def _wells(df: pd.DataFrame, mask: np.ndarray) -> str:  # rows named by the file's own numbers (the index)
     """The first (plate, well)s of the rows ``mask`` selects, as text (row numbers without a well)."""
     rows = df[mask].head(EXAMPLES)
     if PLATE in df.columns and WELL in df.columns:
@@ -161,29 +179,17 @@ def _wells(df: pd.DataFrame, mask: np.ndarray) -> str:
     return ", ".join(shown) + (" ..." if int(mask.sum()) > EXAMPLES else "")
 
 
-def _mapped(df: pd.DataFrame, spec: ExportSpec, notes: list[str], source: str) -> pd.DataFrame:
-    """The table with ``screen.columns``' roles in their contract names (index reset). A file column
-    mapped to one role is renamed; one mapped to several (a screen whose image sets are its batches:
-    batch and plate on one column) is copied to each, and a note says so."""
-    roles: dict[str, list[str]] = {}
-    for target, col in spec.columns:
-        roles.setdefault(col, []).append(target)
-    shared = {col: targets for col, targets in roles.items() if len(targets) > 1}
-    for col, targets in shared.items():
-        notes.append(f"{source}: column {col!r} serves {len(targets)} roles ({', '.join(targets)})")
-    df = df.rename(columns={col: targets[0] for col, targets in roles.items() if len(targets) == 1})
-    df = df.reset_index(drop=True)
-    if not shared:
-        return df
-    copies = pd.DataFrame({target: df[col] for col, targets in shared.items() for target in targets})
-    return pd.concat([df.drop(columns=list(shared)), copies], axis=1)
-
-
 def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.DataFrame, list[str]]:
     """One export's table in the data contract, and the notes on what was changed (see the
-    module's docstring). Every refusal names ``source``, the column and what was expected."""
+    module's docstring); its index is each row's 0-based data row in the file. Every refusal names
+    ``source``, the column and what was expected."""
     notes: list[str] = []
     present = [str(c) for c in df.columns]
+    if df.empty:
+        raise ScreenError(
+            f"{source}: the file holds a header ({len(present)} columns) and no data rows; expected one row per well "
+            "or image: export it again, or leave it out of screen.embeddings"
+        )
     check_columns(present, spec.file_columns(), source, "screen.columns / controls / rows name")
     for target, col in spec.columns:
         if target in present and target != col:
@@ -214,17 +220,28 @@ def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.Dat
     if spec.controls_column is not None:
         values = _text(df[spec.controls_column])
         is_control = values.isin(spec.control_values).to_numpy()
-        if not is_control.any():
+        if not is_control.any():  # a plate without control wells: the door weighs it against the others
             found = sorted(values.dropna().unique().tolist())[: 2 * EXAMPLES]
-            raise ScreenError(
-                f"{source}: screen.controls marks rows whose {spec.controls_column!r} is one of "
-                f"{list(spec.control_values)} as controls; no row is (the column holds {found})"
+            notes.append(
+                f"{source}: {NO_CONTROLS}: screen.controls marks rows whose {spec.controls_column!r} is one of "
+                f"{list(spec.control_values)} as controls, and the column holds {found}"
             )
         control_role = np.where(is_control, CONTROL, PERTURBATION).astype(object)
         control_role[values.isna().to_numpy()] = None
-    df = _mapped(df, spec, notes, source)
+    first = {col: target for target, col in reversed(spec.columns)}  # a column's first role (contract order)
+    df = df.rename(columns=first)
+    shared = [(target, first[col]) for target, col in spec.columns if first[col] != target]
+    if shared:  # one column in two roles (gene and guide: each gene is its own guide)
+        df = pd.concat([df, pd.DataFrame({t: df[s] for t, s in shared}, index=df.index)], axis=1)
+        pairs = ", ".join(f"{s} and {t} both from {dict(spec.columns)[t]!r}" for t, s in shared)
+        own = (
+            " (each gene is its own guide: a gene-level screen)"
+            if {GENE, GUIDE} <= {x for p in shared for x in p}
+            else ""
+        )
+        notes.append(f"{source}: screen.columns gives one column two roles: {pairs}{own}")
     if control_role is not None:  # one concatenation: a wide export is not copied column by column
-        df = pd.concat([df, pd.DataFrame({PERT_TYPE: control_role})], axis=1)
+        df = pd.concat([df, pd.DataFrame({PERT_TYPE: control_role}, index=df.index)], axis=1)
     for col in KEY_COLUMNS:
         if col not in df.columns:
             continue
@@ -248,18 +265,20 @@ def to_contract(df: pd.DataFrame, spec: ExportSpec, source: str) -> tuple[pd.Dat
             f"{source}: {int(empty.sum())} row(s) without a gene, guide or role dropped as empty wells "
             f"({', '.join(f'{n} without {c}' for c, n in which.items())}): {_wells(df, empty)}"
         )
-        df = df[~empty].reset_index(drop=True)
+        df = df[~empty]
     if df.empty:
         raise ScreenError(f"{source}: no row left with a gene, a guide and a role; expected one row per well or image")
     return df, notes
 
 
 @functools.lru_cache(maxsize=64)
-def _translated(path: str, size: int, mtime_ns: int, spec: ExportSpec) -> tuple[bytes, tuple[str, ...]]:
-    """The Parquet encoding of one file's translated table and the notes; cached by path, size,
-    modification time and spec, since the readers open a file several times (footer, metadata,
-    rows)."""
+def _translated(path: str, size: int, mtime_ns: int, spec: ExportSpec) -> tuple[bytes, tuple[str, ...], np.ndarray]:
+    """The Parquet encoding of one file's translated table, the notes and each row's number in
+    the file; cached by path, size, modification time and spec, since the readers open a file
+    several times (footer, metadata, rows)."""
     table, notes = to_contract(read_export(path, spec), spec, path)
+    rows = table.index.to_numpy(dtype=np.int64)
+    rows.setflags(write=False)
     buffer = io.BytesIO()
     table.to_parquet(buffer, index=False)
     log.info(
@@ -268,10 +287,10 @@ def _translated(path: str, size: int, mtime_ns: int, spec: ExportSpec) -> tuple[
         len(table),
         buffer.tell(),
     )
-    return buffer.getvalue(), tuple(notes)
+    return buffer.getvalue(), tuple(notes), rows
 
 
-def _cached(path: Path | str, spec: ExportSpec) -> tuple[bytes, tuple[str, ...]]:
+def _cached(path: Path | str, spec: ExportSpec) -> tuple[bytes, tuple[str, ...], np.ndarray]:
     st = os.stat(path)
     return _translated(str(path), st.st_size, st.st_mtime_ns, spec)
 
@@ -295,3 +314,16 @@ def export_notes(paths: Sequence[Path | str], spec: ExportSpec) -> list[str]:
         if needs_translation(path, spec):
             notes += list(_cached(path, spec)[1])
     return notes
+
+
+def file_rows(path: Path | str, spec: ExportSpec = ExportSpec()) -> np.ndarray | None:
+    """Each row of what :func:`parquet_source` opens for ``path``, as its 0-based data row in the
+    file (the header not counted): the rows ``screen.rows`` keeps and the empty wells dropped
+    leave gaps. None for a file read as it is (its rows are its own)."""
+    return _cached(path, spec)[2] if needs_translation(path, spec) else None
+
+
+def row_number(rows: np.ndarray | None, i: int) -> int:
+    """The file's own number of row ``i`` of a table read through :func:`parquet_source`
+    (``rows``: :func:`file_rows`)."""
+    return int(i) if rows is None else int(rows[int(i)])

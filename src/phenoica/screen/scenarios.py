@@ -47,7 +47,7 @@ from phenoica.screen import arrayed
 from phenoica.screen._options import DemoOptions
 from phenoica.screen.demo import simulate_screen
 from phenoica.screen.known_truth import write_known_truth_screen
-from phenoica.utils import rng_for
+from phenoica.utils import rng_for, write_csv
 
 #: The checked-in scenarios, each ``config/scenarios/{name}.yaml``.
 SCENARIOS: tuple[str, ...] = (
@@ -73,9 +73,7 @@ DATA_DIR = "scenario_data"
 def write_plate_map(metadata: pd.DataFrame, path: Path) -> Path:
     """The per-well plate map of a screen's metadata (site and image index dropped), as CSV."""
     wells = metadata.drop(columns=[SITE, IMAGE_INDEX]).drop_duplicates([PLATE, WELL])
-    path.parent.mkdir(parents=True, exist_ok=True)
-    wells.to_csv(path, index=False)
-    return path
+    return write_csv(wells, path)
 
 
 def write_image_files(metadata: pd.DataFrame, plates_dir: Path, out_dir: Path) -> Path:

@@ -8,6 +8,7 @@ __all__, __getattr__, __dir__ = lazy_face(
     __name__,
     {
         "_classifier_scores": ["auroc", "concentration", "sparsity", "split_fractions", "top_features"],
+        "_csv": ["FORMULA_STARTS", "TEXT_MARK", "is_formula_like", "write_csv"],
         "_faces": ["lazy_face"],
         "_io": [
             "INVISIBLE_CATEGORIES",
@@ -29,6 +30,7 @@ __all__, __getattr__, __dir__ = lazy_face(
         "_numeric": ["CHUNK_ROWS", "centered_chunks", "finite_values", "out_dtype", "row_chunks"],
         "_seeding": ["derive_seed", "keyed_uniforms", "name_hashes", "rng_for", "rng_from_sequence", "seed_sequence"],
         "_stats": ["acat", "bh_qvalues", "bootstrap_mean"],
+        "_text_tables": ["duplicate_header_problem"],
         "_written": ["MANIFEST", "SNAKEMAKE_FILES", "record_written", "unlisted_files", "walk_files"],
     },
 )

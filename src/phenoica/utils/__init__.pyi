@@ -5,6 +5,10 @@ from ._classifier_scores import concentration as concentration
 from ._classifier_scores import sparsity as sparsity
 from ._classifier_scores import split_fractions as split_fractions
 from ._classifier_scores import top_features as top_features
+from ._csv import FORMULA_STARTS as FORMULA_STARTS
+from ._csv import TEXT_MARK as TEXT_MARK
+from ._csv import is_formula_like as is_formula_like
+from ._csv import write_csv as write_csv
 from ._faces import lazy_face as lazy_face
 from ._io import INVISIBLE_CATEGORIES as INVISIBLE_CATEGORIES
 from ._io import JOB_CPU as JOB_CPU
@@ -35,6 +39,7 @@ from ._seeding import seed_sequence as seed_sequence
 from ._stats import acat as acat
 from ._stats import bh_qvalues as bh_qvalues
 from ._stats import bootstrap_mean as bootstrap_mean
+from ._text_tables import duplicate_header_problem as duplicate_header_problem
 from ._written import MANIFEST as MANIFEST
 from ._written import SNAKEMAKE_FILES as SNAKEMAKE_FILES
 from ._written import record_written as record_written
@@ -52,10 +57,13 @@ __all__ = [
     "CHUNK_ROWS",
     "concentration",
     "derive_seed",
+    "duplicate_header_problem",
     "end_job",
     "finite_values",
+    "FORMULA_STARTS",
     "get_logger",
     "INVISIBLE_CATEGORIES",
+    "is_formula_like",
     "JOB_CPU",
     "keyed_uniforms",
     "lazy_face",
@@ -76,10 +84,12 @@ __all__ = [
     "sparsity",
     "split_fractions",
     "table_suffix",
+    "TEXT_MARK",
     "TEXT_SUFFIXES",
     "top_features",
     "unlisted_files",
     "walk_files",
+    "write_csv",
     "write_json",
     "write_parquet",
 ]

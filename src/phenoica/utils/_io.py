@@ -93,14 +93,20 @@ def table_suffix(path: Path | str) -> str:
     return Path(name).suffix
 
 
-def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFrame:
+def read_table(
+    path: Path | str, text_columns: Sequence[str] = (), sep: str | None = None, decimal: str = "."
+) -> pd.DataFrame:
     """Read a parquet or CSV table, chosen by extension; a clear error names the file otherwise.
 
     CSV: UTF-8 text, comma-separated (``.tsv``: tab-separated; either may be gzip-compressed,
     ``.csv.gz``). The columns of
     ``text_columns`` that a CSV has are read as text, so that a plate ``001`` stays ``001``
-    (not the number 1). A file that is not UTF-8, or a one-column header that holds ``;`` or a
-    tab (a file written with another separator), is an error naming the file.
+    (not the number 1). A file that is not UTF-8, written with another separator, a Parquet file
+    under a text name, a header naming a column twice, a repeated header line or a last line cut
+    mid-write is an error naming the file and what it is
+    (:func:`phenoica.utils._text_tables.read_text_table`). A Parquet file naming a column twice
+    is refused too. ``sep`` and ``decimal``: a text file's column separator (None: comma, tab for
+    ``.tsv``) and decimal mark.
     """
     path = Path(path)
     if not path.exists():
@@ -109,31 +115,20 @@ def read_table(path: Path | str, text_columns: Sequence[str] = ()) -> pd.DataFra
         raise IsADirectoryError(f"{path}: is a folder; expected a .parquet or .csv table file")
     suffix = table_suffix(path)
     if suffix in {".parquet", ".pq"}:
+        import pyarrow.parquet as pq
+
+        from phenoica.utils._text_tables import duplicate_header_problem
+
+        problem = duplicate_header_problem(pq.read_schema(path).names, str(path))
+        if problem:
+            raise ValueError(problem)
         return pd.read_parquet(path)
     if suffix not in TEXT_SUFFIXES:
         raise ValueError(f"{path}: expected a .parquet or .csv table, got {suffix or 'no extension'}")
-    sep = "\t" if suffix.startswith(".tsv") else ","
-    try:
-        table = pd.read_csv(path, sep=sep, dtype={c: str for c in text_columns}, encoding="utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(
-            f"{path}: not UTF-8 text (byte {exc.object[exc.start]:#04x} at offset {exc.start}); expected a UTF-8 "
-            "CSV: re-save it as UTF-8 (e.g. iconv -f latin1 -t utf-8)"
-        ) from None
-    except (EOFError, OSError) as exc:  # a truncated or corrupt .gz
-        raise ValueError(f"{path}: not a readable {suffix} file ({type(exc).__name__}: {exc})") from None
-    if len(table.columns) == 1:
-        header = str(table.columns[0])
-        names = {";": "';'", "\t": "tab", "|": "'|'", ",": "','"}
-        found = next((c for c in names if c != sep and c in header), None)
-        if found is not None:
-            expected = "tab" if sep == "\t" else "comma"
-            raise ValueError(
-                f"{path}: the header is one column {header[:80]!r}, which holds {names[found]} characters: the file "
-                f"looks {names[found]}-separated; expected {expected}-separated columns (save it as comma-separated "
-                ".csv, or tab-separated .tsv)"
-            )
-    return table
+    from phenoica.utils._text_tables import read_text_table
+
+    sep = sep or ("\t" if suffix.startswith(".tsv") else ",")
+    return read_text_table(path, suffix, sep, text_columns, decimal)
 
 
 #: Unicode categories no name may hold: controls, format characters (bidi overrides, zero-width

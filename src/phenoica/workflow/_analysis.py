@@ -57,6 +57,8 @@ def scoring_problems(
     capacities, found, notes = readout_capacity(units, config, units_known, folds)
     problems += found
     notes += _null_reuse(table, config["classify"]["n_null_guides"])
+    wells, refused = without_wells(table, config)
+    notes, problems = wells + notes, refused + problems
     if scheme == "in_distribution":  # leave-one-batch-out holds a batch's plates out together
         notes += shared_plate_maps(table)
     return problems, notes, [c.as_dict() for c in capacities]
@@ -127,3 +129,22 @@ def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:
                 "AUROCs share wells and are far from independent (fewer pseudo-guides, or more control wells)"
             )
     return notes
+
+
+def without_wells(table: pd.DataFrame, config: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """(notes, problems) of a screen table without a ``Metadata_Well`` column (an export whose
+    ``screen.columns`` maps no well): every row is taken as one well, and what needs wells cannot
+    apply (the check of one perturbation per well and of a well given twice, the report's plate
+    maps and position summary, the position-aware null): a note saying so; a problem when
+    ``classify.null_layout`` asks for the position-aware null, which needs well positions."""
+    if WELL in table.columns:
+        return [], []
+    note = (
+        f"no {WELL} column (screen.columns maps no well): each row is analysed as one well, and what needs "
+        "wells cannot apply: the check that a well holds one perturbation and is given once, the report's plate maps "
+        "and position summary, and the position-aware null (classify.null_layout auto takes the plain one); map "
+        "screen.columns.well to the file's well column if it has one"
+    )
+    if config["classify"]["null_layout"] == "position":
+        return [], [f"classify.null_layout is position, which lays pseudo-guides out on well positions, but {note}"]
+    return [note], []

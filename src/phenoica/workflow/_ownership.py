@@ -20,7 +20,10 @@ by their modification times. This module makes the results folder say whose it i
   record names the workflow folder that last built it (a token in both records, so the pair
   may be moved or copied together); :func:`check_unstamped` refuses a run from another
   workflow folder over outputs that have no stamp (built before stamps were kept), which only
-  the builder's ``.snakemake/`` can judge, unless ``adopt_results: true``.
+  the builder's ``.snakemake/`` can judge, unless ``adopt_results: true``. A folder whose record
+  is gone (its ``.phenoica/`` deleted, or not copied with it) is no one's: its outputs without a
+  stamp are refused the same way, unless the workflow folder of this run records having built it
+  (:func:`claimed_by`).
 - :func:`lock_results` (when jobs are about to run): one run at a time writes a results folder;
   the lock is an ``flock`` on ``.phenoica/lock`` held by the Snakemake process, so the system
   releases it when that process ends, however it ends; a second run names the holder.
@@ -130,6 +133,19 @@ def config_changes(before: Mapping[str, Any], after: Mapping[str, Any], prefix: 
     return out
 
 
+def claimed_by(workflow_dir: Path | str, results: Path | str) -> bool:
+    """Whether ``workflow_dir`` records having built the results folder ``results`` (a token of
+    its own naming that folder), whatever the results folder's record says or lacks."""
+    folder, root = Path(workflow_dir) / RECORD_DIR / "results", str(Path(results).resolve())
+    for path in folder.glob("*.json") if folder.is_dir() else ():
+        try:
+            if json.loads(path.read_text(encoding="utf-8")).get("results") == root:
+                return True
+        except (OSError, ValueError, AttributeError):
+            continue
+    return False
+
+
 def built_here(record: Mapping[str, Any] | None, workflow_dir: Path | str) -> bool:
     """Whether the results folder (its ``record``) was last built from ``workflow_dir`` (or has
     no record: nothing built there yet)."""
@@ -159,10 +175,21 @@ def check_unstamped(
     root = Path(results)
     record = read_record(root)
     unstamped = sorted(p for c in checks if c.status == "unstamped" for p in c.outputs)
-    if not unstamped or built_here(record, workflow_dir):
+    if not unstamped or (built_here(record, workflow_dir) if record is not None else claimed_by(workflow_dir, root)):
         return []
     rel = [os.path.relpath(p, root) for p in unstamped]
-    built = (record or {}).get("workflow", "another workflow folder")
+    built = (record or {}).get(
+        "workflow", "another workflow folder" if record else "an unknown workflow folder (no record)"
+    )
+    if not adopt and record is None:
+        raise ResultsFolderError(
+            f"results folder {root} has no record ({RECORD} is missing: its {RECORD_DIR}/ folder was deleted or not "
+            f"copied), and {len(rel)} of its output(s) have no stamp of the settings they were made with "
+            f"({_named(rel, root)}); no workflow folder records having built it but its own, and {workflow_dir} does "
+            "not. Outputs without a record are not trusted: this run cannot tell whether they match its config. Run "
+            "from the workflow folder that built it, give this run its own results: folder (or empty this one), or "
+            "set adopt_results: true to trust them by their times (a job that reruns stamps its outputs)"
+        )
     if not adopt:
         raise ResultsFolderError(
             f"results folder {root} was built from the workflow folder {built}, not from {workflow_dir}, and "

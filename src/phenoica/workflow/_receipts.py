@@ -9,8 +9,10 @@ job's benchmark file, or without one, was not written by that job (unless that j
 since and killed: its log is newer than its receipt, and Snakemake redoes it). When the DAG is built
 (by the run that holds the results folder's lock), :func:`untrusted_outputs` finds them and
 :func:`set_aside` moves each into ``.phenoica/set-aside/`` of the results folder (a user's file
-is kept, never deleted). Snakemake then rebuilds it where a job reads it (a target, or the input
-of a job that runs), and the jobs after it that were made from phenoica's own file are kept.
+is kept, never deleted), and the outputs of the stamped jobs that read it, and of those after
+them, go with it (:func:`changed_jobs`), so that the same run rebuilds it wherever it is read (a
+file moved aside that no job of the run reads is rebuilt only as a target). A dry run moves nothing:
+its notes say what a run would set aside.
 
 Outputs a job checks itself are left to it: the embeddings (``update()`` outputs) record the work
 they were made from (:func:`phenoica.embed._jobs.plate_work_key`), and their job redoes a plate
@@ -155,22 +157,31 @@ def _move_aside(root: Path, folder: Path, path: str) -> tuple[Path, Path] | None
     return rel, target
 
 
-def set_aside(results: Path | str, outputs: Sequence[tuple[str, str]], log: logging.Logger | None = None) -> list[str]:
+def set_aside(
+    results: Path | str, outputs: Sequence[tuple[str, str]], log: logging.Logger | None = None, move: bool = True
+) -> list[str]:
     """Move each output of :func:`untrusted_outputs` below ``results/.phenoica/set-aside/<time>/``
-    (its path inside the results folder kept), so that Snakemake rebuilds it where it is read; returns the notes,
-    logged as warnings (one per output, naming both paths and the benchmark file)."""
+    (its path inside the results folder kept), so that Snakemake rebuilds it (with
+    :func:`changed_jobs` given it, the jobs that read it are set aside too, so this run rebuilds
+    it wherever it is read); returns the notes, logged as warnings (one per output, naming both
+    paths and the benchmark file). Not ``move`` (a dry run, which changes nothing): the notes say
+    what a run does, and the files stay."""
     log = log or logging.getLogger("phenoica.results")
     root, folder = Path(results).resolve(), _aside_folder(results)
     notes = []
     for path, benchmark in outputs:
-        moved = _move_aside(root, folder, path)
-        if moved is None:
+        if not Path(path).resolve().is_relative_to(root):  # not in the results folder: not phenoica's to move
             continue
-        rel, target = moved
+        rel = Path(path).resolve().relative_to(root)
+        done = (
+            f"the file was moved to {folder / rel}" if move else "left in place by this dry run; a run moves it aside"
+        )
+        if move:
+            _move_aside(root, folder, path)
         why = "is newer than its job's benchmark file" if Path(benchmark).exists() else "has no benchmark file"
         notes.append(
             f"results folder {results}: {rel} {why} ({benchmark}): phenoica did not write it there, so it is not "
-            f"trusted (rebuilt when a job reads it); the file was moved to {target}"
+            f"trusted: rebuilt by this run, with the jobs that read it; {done}"
         )
     for note in notes:
         log.warning("%s", note)
@@ -318,11 +329,15 @@ def check_stamps(results: Path | str, rules: Iterable[RuleFiles]) -> list[JobChe
     return list(checks.values())
 
 
-def changed_jobs(results: Path | str, checks: Sequence[JobCheck]) -> list[tuple[JobCheck, str]]:
+def changed_jobs(
+    results: Path | str, checks: Sequence[JobCheck], gone: Sequence[str] = ()
+) -> list[tuple[JobCheck, str]]:
     """(job, why) of every job to rerun: those whose stamp records other params, and, in turn,
-    every stamped job that read one of their outputs or a file inside one (by the inputs its
-    stamp records), so that the whole chain after a changed job is rebuilt (Snakemake rebuilds a
-    missing file only where a job that runs reads it). One pass over the recorded inputs."""
+    every stamped job that read one of their outputs, or one of the paths ``gone`` (outputs
+    :func:`set_aside` moves), or a file inside one (by the inputs its stamp records), so that the
+    whole chain after a changed job or a file set aside is rebuilt by this run (Snakemake
+    rebuilds a missing file only where a job that runs reads it). One pass over the recorded
+    inputs."""
     root = os.path.abspath(results)
     readers: dict[str, list[JobCheck]] = {}  # a path, or a folder above it -> the jobs that read it
     for check in checks:
@@ -335,7 +350,7 @@ def changed_jobs(results: Path | str, checks: Sequence[JobCheck]) -> list[tuple[
         for c in checks
         if c.status == "changed"
     ]
-    queue = [_inside(root, p) for c, _ in out for p in c.outputs]
+    queue = [_inside(root, p) for c, _ in out for p in c.outputs] + [_inside(root, p) for p in gone]
     taken = {id(c) for c, _ in out}
     while queue:
         gone = queue.pop()
@@ -362,7 +377,7 @@ def set_aside_changed(
         for path in check.outputs:
             if not Path(path).resolve().is_relative_to(root):  # not in the results folder: not phenoica's to move
                 continue
-            if move:
+            if move and os.path.lexists(path):
                 _move_aside(root, folder, path)
             by_rule.setdefault(check.rule, []).append(str(Path(path).resolve().relative_to(root)))
         reasons.setdefault(check.rule, why)

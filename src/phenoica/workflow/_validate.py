@@ -31,7 +31,9 @@ import pandas as pd
 
 from phenoica.contract import (
     BATCH,
+    CONTROL,
     KEY_COLUMNS,
+    PERT_TYPE,
     PLATE,
     PROFILE_COLUMNS,
     SITE,
@@ -44,6 +46,7 @@ from phenoica.contract import (
     component_problems,
     control_problems,
     duplicate_problems,
+    formula_name_notes,
     listed_name_problems,
     name_problems,
     normalize_names,
@@ -53,15 +56,17 @@ from phenoica.contract import (
     row_name,
     validate_screen_metadata,
 )
-from phenoica.screen import ExportSpec, export_notes, parquet_source
+from phenoica.screen import NO_CONTROLS, ExportSpec, export_notes, file_rows, parquet_source, row_number
 from phenoica.utils import atomic_path, get_logger
 from phenoica.workflow import _analysis as analysis
 from phenoica.workflow import _digests as wdigests
 from phenoica.workflow._door_reads import frozen_transform_problems, listed_features
 from phenoica.workflow._geometry import PlateGeometry, plate_geometry
 
+#: How the door numbers a file's rows, said with every problem that names one.
+ROWS_COUNTED = "rows are each file's own data rows, counted from 0 after its header line"
 #: Raise when the checks change, so that screens recorded as valid are checked again.
-CHECKS_VERSION = 5
+CHECKS_VERSION = 6
 
 
 def _fed_channels(spec: Mapping[str, Any], geometry: PlateGeometry) -> tuple[list[str], list[str]]:
@@ -227,8 +232,8 @@ def validate_screen(
 def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd.DataFrame:
     """The profile metadata columns (and well, site) of every embedding file (read through
     ``spec``: :mod:`phenoica.screen._exports`), one table, each row labelled ``{file} row {i}``
-    (its 0-based data row, after the export's empty wells are dropped), names normalized, each
-    file's row count in ``attrs["rows"]``."""
+    (its 0-based data row in the file, the header not counted, whatever ``screen.rows`` and the
+    empty wells dropped before it), names normalized, each file's row count in ``attrs["rows"]``."""
     wanted = (*PROFILE_COLUMNS, WELL, SITE)
     parts = []
     for path in paths:
@@ -238,7 +243,8 @@ def _embedding_metadata(paths: list[str], spec: ExportSpec = ExportSpec()) -> pd
         hint = "" if spec.is_identity else " (after screen.columns / screen.controls)"
         check_columns(names, PROFILE_COLUMNS, path + hint, "an embedding file needs")
         part = pq.read_table(parquet_source(path, spec), columns=[c for c in wanted if c in names]).to_pandas()
-        part.index = [f"{path} row {i}" for i in range(len(part))]
+        numbers = file_rows(path, spec)
+        part.index = [f"{path} row {row_number(numbers, i)}" for i in range(len(part))]
         parts.append(part)
     table = normalize_names(pd.concat(parts) if parts else pd.DataFrame(columns=list(wanted)))
     table.attrs["rows"] = {path: len(part) for path, part in zip(paths, parts)}
@@ -267,7 +273,7 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
     with one perturbation, each image once, names that are plain text), with the rows named by
     file and row; the notes on rows whose features are all 0 or all equal go in the summary
     (``notes`` of a model, which :func:`contract_problems` moves to its notes)."""
-    from phenoica.profiles import FeatureSelection, constant_row_notes, plan_files, planned_hygiene
+    from phenoica.profiles import FeatureSelection, constant_row_notes, normalize_problems, plan_files, planned_hygiene
     from phenoica.workflow import _dag as wf
 
     cfg = config["screen"]
@@ -290,6 +296,8 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
             log.info(
                 "model %s: %d numeric column(s) are not features: %s", model, len(plan.left_out), plan.left_out[:20]
             )
+        few = hygiene.too_few(f"embeddings of model {model}", len(features)) if hygiene is not None else None
+        problems += [few] if few else []
         if paths in checked:
             continue
         summary[model]["notes"] = (
@@ -299,7 +307,11 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
             + constant_row_notes(paths, cfg["embedding_column"], selection, spec=spec)
         )
         table = checked[paths] = _embedding_metadata(list(paths), spec)
-        where = f"embeddings of model {model} ({len(paths)} file(s): {', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''})"
+        if spec.controls_column is not None and not table[PERT_TYPE].eq(CONTROL).any():
+            said = [n for n in summary[model]["notes"] if f": {NO_CONTROLS}: " in n]
+            problems.append(f"no file holds a control row: {'; '.join(said[:5])}")
+        shown = f"{', '.join(paths[:2])}{' ...' if len(paths) > 2 else ''}"
+        where = f"embeddings of model {model} ({len(paths)} file(s): {shown}; {ROWS_COUNTED})"
         required = [*PROFILE_COLUMNS, *([WELL] if WELL in table.columns else [])]
         found = [
             f"column {c} has missing values at {row_name(table.index[table[c].isna()][0])} "
@@ -314,6 +326,7 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         found += relation_problems(table)
         found += name_problems(table, KEY_COLUMNS)
         found += control_problems(table)
+        found += normalize_problems(table, config["profiles"]["normalize"])
         problems += [f"{where}: {p}" for p in found]
     return problems, summary
 
@@ -380,12 +393,13 @@ def contract_problems(
             found, notes, readouts = analysis.scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
             notes += [f"embeddings of model {m}: {n}" for m, s in summary.items() for n in s.pop("notes", [])]
+            notes += [f"embeddings of model {model}: {n}" for n in formula_name_notes(table, KEY_COLUMNS)]
     elif source != "demo":
         table, name, notes = screen_table(config)
         if table is not None:
             found, reuse, readouts = analysis.scoring_problems(table, config, name)
             problems += [f"{name}: {p}" for p in found]
-            notes += reuse
+            notes += reuse + [f"{name}: {n}" for n in formula_name_notes(table, KEY_COLUMNS)]
     problems += annotation_problems(config)
     for note in notes:
         log.warning("%s", note)

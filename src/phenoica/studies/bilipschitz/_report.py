@@ -10,9 +10,10 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from phenoica.report import Figure as PageFigure
-from phenoica.report import Links, Page, PageSection, Table, save_figure, write_csv, write_page, write_verdict
+from phenoica.report import Links, Page, PageSection, Table, save_figure, write_page, write_verdict
 from phenoica.studies._plan import ALL_GROUP
 from phenoica.studies.bilipschitz._cross_seed import alpha_summary, spearman_table
+from phenoica.utils import write_csv
 
 TITLE = "Bi-Lipschitz control and identifiability (Nelson et al. 2026 Figure 2)"
 

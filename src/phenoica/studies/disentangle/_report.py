@@ -19,7 +19,6 @@ from phenoica.report import (
     PageSection,
     Table,
     save_figure,
-    write_csv,
     write_page,
     write_verdict,
 )
@@ -29,6 +28,7 @@ from phenoica.report import (
 from phenoica.studies.disentangle._evaluate import DISENTANGLE_SCORES, EVALUATED, SCORE_RANGE
 from phenoica.studies.disentangle._model import MODELS
 from phenoica.studies.disentangle._options import DisentangleReportOptions
+from phenoica.utils import write_csv
 
 TITLE = "Disentanglement benchmark (Nelson et al. 2026 Table 2)"
 
