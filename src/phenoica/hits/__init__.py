@@ -6,7 +6,8 @@ and the null's summary), :mod:`._effects` (the held-out distance with its interv
 the ranking, saturation), :mod:`._controls` (``control_calls``: each control construct against
 the same null), :mod:`._positions` (where on the plate: the plate's wells, the position effect on
 the control wells, the null's layout), :mod:`._reference` (each construct against its declared
-reference construct) and :mod:`._options` (``HitOptions``, ``PositionOptions``, ``ReferenceOptions``:
+reference construct), :mod:`._tail` (the null's Pareto tail, beyond its pseudo-guides),
+:mod:`._truth` (recall and FDR against known truth) and :mod:`._options` (``HitOptions``, ``PositionOptions``, ``ReferenceOptions``:
 what the ``call_hits``, ``plate_positions`` and ``reference`` jobs read).
 """
 
@@ -21,9 +22,7 @@ __all__, __getattr__, __dir__ = lazy_face(
             "GUIDE_SUMMARY_COLUMNS",
             "NullFit",
             "hit_counts",
-            "pooled_recall_fdr",
             "readout_agreement",
-            "recall_fdr",
             "screen_calls",
             "summarize_scores",
         ],
@@ -32,5 +31,6 @@ __all__, __getattr__, __dir__ = lazy_face(
         "_options": ["HitOptions", "PositionOptions", "ReferenceOptions"],
         "_positions": ["plate_grid", "plate_position_files"],
         "_reference": ["reference_files"],
+        "_truth": ["pooled_recall_fdr", "recall_fdr"],
     },
 )

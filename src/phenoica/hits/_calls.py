@@ -3,38 +3,37 @@
 The classifier readout. A guide's statistic is its held-out AUROC (mean over its scored folds).
 Its null distribution is that of the pseudo-guides of the same (model, variant): whole control
 wells laid out like real guides and scored by the same classifier (``phenoica.classify``).
+``hits.null_model`` turns the null into p-values (:class:`NullFit`):
 
-- ``parametric`` (default): the pseudo-guides' AUROCs are mapped to logit(AUROC) and taken as
-  normal with unknown mean and variance; a guide's p-value is the upper tail of the Student-t
-  predictive distribution of a new draw, ``t_{n-1}((x - mean) / (sd * sqrt(1 + 1/n)))``: smooth
-  where the empirical p-value steps, and the QQ plot of the pseudo-guides' leave-one-out p-values
-  in the report checks the fit.
+- ``pareto`` (default): the empirical p-value where at least 10 pseudo-guides lie at or above the
+  guide, beyond that a generalized Pareto tail fitted to the pseudo-guides' upper exceedances
+  where a goodness-of-fit test accepts it (:mod:`phenoica.hits._tail`), so that calls reach the
+  depth of a genome-scale screen; the bounded empirical p-value where it does not;
+- ``parametric``: logit(AUROC) of the pseudo-guides taken as normal; a guide's p-value is the
+  upper tail of the Student-t predictive distribution of a new draw;
 - ``empirical``: ``p = (1 + #{null >= x}) / (n_null + 1)``.
 
-A null of n pseudo-guides reaches no further than ``1 / (n + 1)`` (:attr:`NullFit.p_floor`): a
-guide above every pseudo-guide is all it can show. The reported ``p_value`` is therefore never
-below it; where the parametric tail puts a guide further out, ``p_beyond_null`` is true (read the
-p-value as "below ``p_value``") and ``p_tail`` keeps the tail's value. q-values and calls are made
-on the reported ``p_value``: checked against a 10 times larger null of held-out pseudo-guides, the
-tail put 2 to 5 times more nulls below a level than the level itself beyond ``1 / (n + 1)``
-(``benchmarks/tail_calibration.py``, docs/hit-calling.md), so no call rests on it;
-:func:`null_summary` counts the guides the tail alone would call. A screen whose calls need
-smaller p-values needs more pseudo-guides (``classify.n_null_guides``).
+No reported ``p_value`` lies below the null's :attr:`NullFit.p_floor`: ``1 / (n + 1)`` (what n
+pseudo-guides observe) unless an accepted Pareto tail reads further, where its own floor holds.
+``p_beyond_null`` marks a p-value raised to that bound (read: "below ``p_value``") and ``p_tail``
+keeps the model's value: the normal tail was measured 2 to 5 times anti-conservative beyond
+``1 / (n + 1)``, so no call rests on it (docs/hit-calling.md); :func:`null_summary` counts the
+guides it alone would call.
 
 p-values are one-sided (a hit classifies better than the null). Guide q-values: Benjamini-Hochberg
 over the scored real guides of one (model, variant). Gene p-values combine the gene's guide
 p-values with the Cauchy combination (ACAT, ``phenoica.utils.acat``): valid however the guides
 depend on each other (they share the control set) and powerful when only some of a gene's
-guides work, the common case since guide efficacy varies. Gene q-values: BH over genes.
-
-The pseudo-guides' own p-values are leave-one-out (each against the other n - 1), so their
-uniformity is a fair check of calibration; they never enter the BH correction.
+guides work. Gene q-values: BH over genes. The pseudo-guides' own p-values are leave-one-out
+(each against the other n - 1), so their uniformity is a fair check of calibration; they never
+enter the BH correction.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
@@ -42,9 +41,18 @@ from scipy import stats
 
 from phenoica.contract import GENE, GUIDE, OK, SCORE_COLUMNS, ScreenError
 from phenoica.hits._effects import DISTANCE_COLUMNS, gene_distances, guide_distances, ranked
+from phenoica.hits._tail import (
+    TAIL_COLUMNS,
+    TAIL_P_FLOOR,
+    TailFit,
+    fit_tail,
+    leave_one_out_pareto,
+    pareto_p_values,
+    tail_summary,
+)
 from phenoica.utils import acat, bh_qvalues
 
-NULL_MODELS: tuple[str, ...] = ("parametric", "empirical")
+NULL_MODELS: tuple[str, ...] = ("pareto", "parametric", "empirical")
 #: AUROCs are clipped into [AUROC_CLIP, 1 - AUROC_CLIP] before the logit.
 AUROC_CLIP = 1e-6
 KEYS: tuple[str, ...] = ("model", "variant")
@@ -102,6 +110,7 @@ NULL_COLUMNS: tuple[str, ...] = (
     "p_floor",
     "n_beyond_null",
     "n_tail_only_calls",
+    *TAIL_COLUMNS,
     "calls",
     "reason",
 )
@@ -116,10 +125,12 @@ def logit_auroc(auroc: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NullFit:
-    """The null of one (model, variant): the pseudo-guides' AUROCs and their logit-normal fit."""
+    """The null of one (model, variant): the pseudo-guides' AUROCs and the p-values of ``model``
+    (``seed``: the Pareto tail's goodness-of-fit draws)."""
 
     auroc: np.ndarray
     model: str
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.model not in NULL_MODELS:
@@ -136,10 +147,16 @@ class NullFit:
     def n(self) -> int:
         return int(self.auroc.size)
 
+    @cached_property
+    def tail(self) -> TailFit | None:
+        """The accepted Pareto tail of a ``pareto`` null (None otherwise, or where none fits)."""
+        return fit_tail(logit_auroc(self.auroc), self.seed) if self.model == "pareto" else None
+
     @property
     def p_floor(self) -> float:
-        """``1 / (n + 1)``: the smallest p-value these n pseudo-guides can show (a guide above all of them)."""
-        return 1.0 / (self.n + 1.0)
+        """The smallest p-value reported: ``1 / (n + 1)``, what n pseudo-guides can show (a guide
+        above all of them), or the Pareto tail's floor where an accepted tail reads further."""
+        return TAIL_P_FLOOR if self.tail is not None else 1.0 / (self.n + 1.0)
 
     @property
     def logit_mean(self) -> float:
@@ -159,6 +176,8 @@ class NullFit:
             srt = np.sort(self.auroc)
             n_ge = self.n - np.searchsorted(srt, x[ok], side="left")
             out[ok] = (1.0 + n_ge) / (self.n + 1.0)
+        elif self.model == "pareto":
+            out[ok] = pareto_p_values(logit_auroc(self.auroc), logit_auroc(x[ok]), self.tail)
         else:
             out[ok] = _t_upper(logit_auroc(x[ok]), self.logit_mean, self.logit_sd, self.n)
         return out
@@ -172,6 +191,8 @@ class NullFit:
             srt = np.sort(a)
             n_ge = n - np.searchsorted(srt, a, side="left") - 1  # others >= itself
             return (1.0 + n_ge) / n
+        if self.model == "pareto":
+            return leave_one_out_pareto(logit_auroc(a), self.tail)
         z = logit_auroc(a)
         if n < 4:
             return np.full(n, math.nan)
@@ -205,7 +226,7 @@ def _groups(df: pd.DataFrame) -> list[tuple[tuple[str, str], np.ndarray]]:
     return [(key, np.asarray(idx)) for key, idx in df.groupby(list(KEYS), sort=True).indices.items()]
 
 
-def null_fit_for(guides: pd.DataFrame, model: str, variant: str, null_model: str) -> NullFit:
+def null_fit_for(guides: pd.DataFrame, model: str, variant: str, null_model: str, seed: int = 0) -> NullFit:
     """The null of (model, variant) from the guide table's scored pseudo-guides.
 
     Raises ScreenError naming the model, variant and counts when no pseudo-guide has a finite
@@ -224,10 +245,12 @@ def null_fit_for(guides: pd.DataFrame, model: str, variant: str, null_model: str
             "classify.min_test_samples, the batches and replicate plates of splits.scheme), and need control wells "
             "in every batch; the door's readout notes (screen/validated.json) give the counts"
         )
-    return NullFit(finite, null_model)
+    return NullFit(finite, null_model, seed)
 
 
-def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshold: float = 0.05) -> pd.DataFrame:
+def call_guides(
+    guides: pd.DataFrame, null_model: str = "pareto", q_threshold: float = 0.05, seed: int = 0
+) -> pd.DataFrame:
     """The guide table with ``GUIDE_CALL_COLUMNS`` added: ``p_tail`` (the null model's p-value),
     ``p_value`` and ``p_beyond_null`` (:func:`bounded` at the null's ``p_floor``), ``q_value`` and
     ``hit`` (q < ``q_threshold``).
@@ -246,7 +269,7 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
     is_null = out["is_null_guide"].astype(bool).to_numpy()
     for (model, variant), idx in _groups(out):
         try:
-            fit = null_fit_for(out.iloc[idx], model, variant, null_model)
+            fit = null_fit_for(out.iloc[idx], model, variant, null_model, seed)
         except ScreenError:  # no null: this (model, variant) gets no classifier calls (null_summary says why)
             continue
         real = idx[~is_null[idx]]
@@ -256,7 +279,7 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
         nulls = idx[is_null[idx]]
         scored = nulls[np.isfinite(out["auroc"].to_numpy(dtype=float)[nulls])]
         p[scored] = fit.leave_one_out_p()
-        floor[scored] = 1.0 / fit.n
+        floor[scored] = fit.p_floor if fit.tail is not None else 1.0 / fit.n
     reported, beyond = bounded(p, floor)
     out["p_value"], out["p_beyond_null"], out["p_tail"], out["q_value"] = reported, beyond, p, q
     out["hit"] = np.where(np.isfinite(q), q < q_threshold, False).astype(bool)
@@ -302,7 +325,9 @@ def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataF
     return genes[list(GENE_CALL_COLUMNS)].reset_index(drop=True)
 
 
-def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_threshold: float = 0.05) -> pd.DataFrame:
+def null_summary(
+    guide_calls: pd.DataFrame, null_model: str = "pareto", q_threshold: float = 0.05, seed: int = 0
+) -> pd.DataFrame:
     """Per (model, variant): the null's size, its fit, checks of its calibration, and what lies
     beyond its reach.
 
@@ -320,7 +345,7 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_th
         nulls = sub[sub["is_null_guide"].astype(bool)]
         real = sub[~sub["is_null_guide"].astype(bool)]
         try:
-            fit = null_fit_for(sub, model, variant, null_model)
+            fit = null_fit_for(sub, model, variant, null_model, seed)
         except ScreenError as exc:
             rows.append(_no_null_row(model, variant, null_model, len(nulls), str(exc)))
             continue
@@ -344,6 +369,7 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_th
                 "p_floor": fit.p_floor,
                 "n_beyond_null": int(real["p_beyond_null"].astype(bool).sum()),
                 "n_tail_only_calls": _tail_only_calls(real, q_threshold),
+                **tail_summary(fit),
                 "calls": True,
                 "reason": "",
             }
@@ -452,53 +478,6 @@ def hit_counts(
     return pd.DataFrame(rows)
 
 
-def recall_fdr(
-    guide_calls: pd.DataFrame, truth: pd.DataFrame, thresholds: tuple[float, ...] = (0.05, 0.1)
-) -> pd.DataFrame:
-    """Hit calls against known truth (``truth``: gene, guide, ``has_effect``), per (model,
-    variant, level, threshold): calls, true and false positives, recall of the true effects and
-    the observed FDR (false calls / calls; 0 when nothing is called). Gene level: a gene has an
-    effect when any of its guides does; its calls come from ``call_genes``."""
-    t = truth[[GENE, GUIDE, "has_effect"]].copy()
-    t["has_effect"] = t["has_effect"].astype(bool)
-    real = guide_calls[~guide_calls["is_null_guide"].astype(bool)].merge(t, on=[GENE, GUIDE], how="inner")
-    gene_truth = t.groupby(GENE)["has_effect"].any()
-    genes = call_genes(guide_calls)
-    genes = genes[genes[GENE].isin(gene_truth.index)].assign(has_effect=lambda d: d[GENE].map(gene_truth).astype(bool))
-    rows = []
-    for level, df in (("guide", real), ("gene", genes)):
-        for (model, variant), sub in df.groupby(list(KEYS), sort=True):
-            truth_pos = sub["has_effect"].to_numpy(bool)
-            qv = sub["q_value"].to_numpy(dtype=float)
-            for thr in thresholds:
-                called = np.isfinite(qv) & (qv < thr)
-                tp, fp = int((called & truth_pos).sum()), int((called & ~truth_pos).sum())
-                rows.append(
-                    {
-                        "model": model,
-                        "variant": variant,
-                        "level": level,
-                        "q_threshold": thr,
-                        "n_true_effects": int(truth_pos.sum()),
-                        "n_no_effect": int((~truth_pos).sum()),
-                        "n_called": tp + fp,
-                        "true_positives": tp,
-                        "false_positives": fp,
-                        "recall": tp / truth_pos.sum() if truth_pos.any() else math.nan,
-                        "observed_fdr": fp / (tp + fp) if tp + fp else 0.0,
-                    }
-                )
-    return pd.DataFrame(rows)
-
-
-def pooled_recall_fdr(rows: pd.DataFrame) -> tuple[float, float]:
-    """Recall and observed FDR of several :func:`recall_fdr` rows taken together (e.g. the guide
-    rows of some models and variants at one threshold): true positives over true effects, false
-    calls over calls (0 when nothing is called)."""
-    called = int(rows["n_called"].sum())
-    return rows["true_positives"].sum() / rows["n_true_effects"].sum(), rows["false_positives"].sum() / max(called, 1)
-
-
 def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Guide-level and gene-level means of the ``ok`` (guide, fold) rows.
 
@@ -544,6 +523,7 @@ def screen_calls(
     null_model: str,
     q_threshold: float,
     with_null: bool = True,
+    seed: int = 0,
 ) -> dict[str, pd.DataFrame]:
     """Everything the gather step writes, from the guide-fold rows of every shard.
 
@@ -558,10 +538,10 @@ def screen_calls(
     keys = ["model", "variant", GENE]
     call_cols = ["n_guides_hit", "p_value", "p_beyond_null", "p_tail", "q_value", "hit"]
     if with_null:
-        guides = call_guides(guides, null_model, q_threshold)
+        guides = call_guides(guides, null_model, q_threshold, seed)
         gene_calls = call_genes(guides, q_threshold)
         genes = genes.merge(gene_calls[keys + call_cols], on=keys, how="left")
-        null = null_summary(guides, null_model, q_threshold)
+        null = null_summary(guides, null_model, q_threshold, seed)
     else:
         no_calls = {"p_value": math.nan, "p_beyond_null": False, "p_tail": math.nan, "q_value": math.nan, "hit": False}
         guides = guides.assign(**no_calls)
