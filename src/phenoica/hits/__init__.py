@@ -21,6 +21,7 @@ __all__, __getattr__, __dir__ = lazy_face(
             "GENE_SUMMARY_COLUMNS",
             "GUIDE_SUMMARY_COLUMNS",
             "NullFit",
+            "call_guides",
             "hit_counts",
             "readout_agreement",
             "screen_calls",

@@ -122,7 +122,7 @@ def _reach(state: dict[str, object]) -> str:
         else "the calls stand without the tail beyond it"
     )
     return (
-        f"{int(n_beyond)} guides lie beyond the null's reach and are reported as p < {floor:.2g} = 1/(n_null + 1) "
+        f"{int(n_beyond)} guides lie beyond the null's reach and are reported as p < {floor:.2g}, its bound "
         f"(`p_beyond_null`); {tail}."
     )
 

@@ -14,6 +14,7 @@ from phenoica.contract import GENE, GUIDE, OK
 from phenoica.hits import DISTANCE_COLUMNS, SATURATION_SHARE, hit_counts, readout_agreement, recall_fdr, saturation
 from phenoica.report import _render as render
 from phenoica.report._checks import check_truth, ordered_variants, variant_label
+from phenoica.report._depth import depth_headline
 from phenoica.report._figures import identifiability_figure, make_figures
 from phenoica.report._headline import control_headline, headline, readout_status
 from phenoica.report._inputs import ReportInputs
@@ -114,6 +115,7 @@ def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     status = readout_status(inputs.table("hits"), inputs.table("null"))
     items = headline(tables["variant_summary"], tables["paired_tests"], q, status)
     items += control_headline(inputs.table("controls"), tables["variant_summary"], q)
+    items += depth_headline(inputs.table("null"), inputs.table("hits"), q)
     blocks: list[render.Block] = [_intro(ctx), render.Bullets(items) if items else "No scores."]
     return SectionOutput(tables=tables, page=[render.PageSection("Headline", blocks)])
 
