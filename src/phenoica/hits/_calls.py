@@ -488,7 +488,7 @@ def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     one ok fold, means pooled over all ok (guide, fold) rows of the gene, and the distance per
     fold over its guides (:func:`phenoica.hits._effects.gene_distances`).
     """
-    missing = [c for c in SCORE_COLUMNS if c not in rows.columns]
+    missing = [c for c in SCORE_COLUMNS if c not in rows.columns and c != "distance_se"]  # optional: NaN
     if missing:
         raise ValueError(f"summarize_scores: score table lacks column(s) {missing}")
     keys = ["model", "variant", GENE, GUIDE, "is_null_guide"]
