@@ -78,7 +78,7 @@ def _ranking(state: dict[str, object]) -> str:
         return ""
     text = f"hits ranked by the {measure_phrase(str(sat['ranked_by']))}"
     if sat["ranked_by"] == "distance_sd":
-        text += " (95% interval over folds)"
+        text += " (95% interval over replicate wells and folds)"
     return text + (f"; first: {state['top']}" if state.get("top") else "")
 
 

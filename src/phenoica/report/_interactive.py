@@ -7,7 +7,7 @@ plotly's click events to the gene panel and filters/sorts the hit table. Section
 - **Volcano** per model/variant (a dropdown picks one): a point per real guide, its effect size
   (the held-out distance from the controls in control SDs, which does not stop at a ceiling as
   AUROC does; AUROC where no distance was measured) against -log10 q; hover shows gene, guide,
-  rank, distance with its interval over folds, AUROC, p (never below what the null reaches), q
+  rank, distance with its interval over replicate wells and folds, AUROC, p (never below what the null reaches), q
   and the mAP readout's mAP and q; a click opens the gene's panel.
 - **Gene panel**: the gene's guides in every model/variant with their rank and effect sizes,
   their AUROC and distance per held-out batch, its

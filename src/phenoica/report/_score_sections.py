@@ -65,7 +65,8 @@ RANKING_NOTE = (
     "Hits are ranked by an effect size that does not stop at a ceiling: the held-out distance from the controls "
     "in control SDs (`distance_sd`: per fold, the guide's direction from the controls is learnt on the training "
     "rows and its held-out rows are measured along it, in SDs of the held-out controls; the mean over folds with "
-    "its 95% Student-t interval over folds; 2 folds give a wide one), or the mAP where the mAP readout scored "
+    "its 95% interval over the replicate wells of each fold and the spread between folds: it covers the guide's "
+    "distance in these batches), or the mAP where the mAP readout scored "
     "more guides than the classifier (`ranked_by`). A "
     f"readout saturates when more than {SATURATION_SHARE:.0%} of its scored guides sit at 1.000: AUROC, p and q "
     "then leave them unordered."
@@ -156,7 +157,7 @@ def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         gene_hits = out.tables["gene_hits"]
         note = (
             f"In rank order; a gene's distance is the mean over folds of its guides' distances in each fold, with "
-            f"the 95% interval over folds. All genes: `{ctx.rel(ctx.table_path('gene_hits'))}`."
+            f"the 95% interval over replicate wells and folds. All genes: `{ctx.rel(ctx.table_path('gene_hits'))}`."
         )
         out.page.append(table_section("Gene calls", note, gene_hits[gene_hits["hit"]].head(200)))
     if inputs.table("null") is not None:
