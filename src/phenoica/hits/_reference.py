@@ -223,14 +223,33 @@ def pair_contrasts(table: pd.DataFrame, pairs: pd.DataFrame) -> list[Contrast]:
     ]
 
 
+#: LightGBM's own ``min_data_in_leaf``, the size the reference classifier's row-counted settings
+#: are scaled from (:func:`small_sample_params`).
+LIGHTGBM_MIN_DATA_IN_LEAF = 20
+
+
+def small_sample_params(params: Mapping[str, Any], n_side: int) -> dict[str, Any]:
+    """``params`` for a training set whose smaller side has ``n_side`` rows (docs/hit-calling.md,
+    *A reference other than the controls*): ``min_data_in_leaf`` the smaller of its setting and
+    ``n_side``, ``lambda_l1`` and ``lambda_l2`` times ``min(1, n_side / 20)``; unchanged from 20
+    rows a side on."""
+    out = dict(params)
+    share = min(1.0, n_side / LIGHTGBM_MIN_DATA_IN_LEAF)
+    out["min_data_in_leaf"] = max(1, min(int(params.get("min_data_in_leaf", LIGHTGBM_MIN_DATA_IN_LEAF)), n_side))
+    for key in ("lambda_l1", "lambda_l2"):
+        if key in out:
+            out[key] = float(out[key]) * share
+    return out
+
+
 def contrast_auroc(
     X: np.ndarray, contrast: Contrast, folds: Sequence[tuple[str, np.ndarray, np.ndarray]], options: ReferenceOptions
 ) -> tuple[float, int, int]:
-    """(mean held-out AUROC over the scored folds, scored folds, scored folds whose model made no
-    split) of one contrast (module doc), each fold's model seeded ``derive_seed(options.seed,
-    "reference", gene, guide, reference, fold)``. A model without a split predicts one value: its
-    AUROC is 0.5, as measured (LightGBM's ``min_data_in_leaf`` needs more rows than a few wells a
-    side give)."""
+    """(mean held-out AUROC over the folds whose model split, those folds, the folds whose model made
+    no split) of one contrast (module doc), each fold's model trained with
+    :func:`small_sample_params` and seeded ``derive_seed(options.seed, "reference", gene, guide,
+    reference, fold)``. A model without a split predicts one value and answers nothing: it is
+    counted, not scored (NaN AUROC when no fold split)."""
     import lightgbm as lgb
 
     params = options.booster_params()
@@ -244,13 +263,15 @@ def contrast_auroc(
         rows = np.concatenate([a_train, r_train])
         y = np.r_[np.ones(len(a_train)), np.zeros(len(r_train))]
         fold_params = {
-            **params,
+            **small_sample_params(params, min(len(a_train), len(r_train))),
             "seed": derive_seed(options.seed, "reference", contrast.gene, contrast.guide, contrast.reference, name),
         }
         booster = lgb.train(
             fold_params, lgb.Dataset(X[rows], y, free_raw_data=True), num_boost_round=options.num_boost_round
         )
-        no_split += int(booster.feature_importance(importance_type="split").sum() == 0)
+        if booster.feature_importance(importance_type="split").sum() == 0:
+            no_split += 1  # a model without a split predicts one value: no answer, not an AUROC of 0.5
+            continue
         held = np.concatenate([a_test, r_test])
         aucs.append(auroc(np.r_[np.ones(len(a_test)), np.zeros(len(r_test))], booster.predict(X[held])))
     return (float(np.mean(aucs)) if aucs else math.nan), len(aucs), no_split
