@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from phenoica.classify import (
     centered_on_plate_controls,
@@ -48,6 +49,7 @@ from phenoica.classify import (
 )
 from phenoica.contract import GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL, ScreenError
 from phenoica.hits._options import ReferenceOptions
+from phenoica.hits._tail import TAIL_P_FLOOR, fit_tail, leave_one_out_pareto, pareto_p_values
 from phenoica.identifiability import auroc
 from phenoica.utils import bh_qvalues, derive_seed, rng_for, write_parquet
 
@@ -76,6 +78,10 @@ REFERENCE_COLUMNS: tuple[str, ...] = (
     "map_q_value",
     "map_hit",
     "n_null",
+    "auroc_p_floor",
+    "auroc_null_loo_ks_p",
+    "map_p_floor",
+    "map_null_loo_ks_p",
     "differing_features",
 )
 
@@ -302,6 +308,31 @@ def empirical_p(values: np.ndarray, null: np.ndarray) -> np.ndarray:
     return out
 
 
+def reference_p(values: np.ndarray, null: np.ndarray, seed: int) -> tuple[np.ndarray, float, float]:
+    """p-values of ``values`` (AUROCs or mAPs, in [0, 1]) against the null contrasts' ``null`` by
+    the classifier null's rule (``hits.null_model: pareto``, :mod:`phenoica.hits._tail`, on their
+    logits): the empirical p-value where 10 or more null contrasts lie at or above, a Pareto tail
+    fitted to their upper exceedances beyond that where the goodness-of-fit test accepts one (40
+    null contrasts or more), the empirical p-value bounded at ``1 / (n + 1)`` otherwise. Returns the
+    p-values, the smallest reported (the floor) and the Kolmogorov-Smirnov p of the null contrasts'
+    own leave-one-out p-values against U(0, 1) (NaN below 4 null contrasts)."""
+    finite = np.sort(null[np.isfinite(null)])
+    if not finite.size:
+        return empirical_p(values, finite), math.nan, math.nan
+    z = np.log(np.clip(finite, 1e-6, 1 - 1e-6)) - np.log1p(-np.clip(finite, 1e-6, 1 - 1e-6))
+    tail = fit_tail(z, seed)
+    floor = TAIL_P_FLOOR if tail is not None else 1.0 / (finite.size + 1)
+    loo = leave_one_out_pareto(z, tail)
+    ks = float(stats.kstest(loo, "uniform").pvalue) if finite.size >= 4 else math.nan
+    if tail is None:
+        return empirical_p(values, finite), floor, ks
+    out = np.full(len(values), math.nan)
+    ok = np.isfinite(values)
+    x = np.clip(values[ok], 1e-6, 1 - 1e-6)
+    out[ok] = np.maximum(pareto_p_values(z, np.log(x) - np.log1p(-x), tail), floor)
+    return out, floor, ks
+
+
 def reference_scores(
     table: pd.DataFrame,
     folds: Sequence[Any],
@@ -356,7 +387,8 @@ def reference_scores(
     out = df[~df["is_null"]].drop(columns="is_null").reset_index(drop=True)
     out["n_null"] = len(null)
     for readout, column in (("auroc", "auroc"), ("map", "mean_average_precision")):
-        p = empirical_p(out[column].to_numpy(dtype=float), null[column].to_numpy(dtype=float))
+        p, floor, ks = reference_p(out[column].to_numpy(dtype=float), null[column].to_numpy(dtype=float), options.seed)
+        out[f"{readout}_p_floor"], out[f"{readout}_null_loo_ks_p"] = floor, ks
         q = bh_qvalues(p)
         out[f"{readout}_p_value"], out[f"{readout}_q_value"] = p, q
         out[f"{readout}_hit"] = np.where(np.isfinite(q), q < options.q_threshold, False).astype(bool)
