@@ -32,3 +32,5 @@ def test_the_depth_sentence_names_both_readouts_and_the_screens_size():
     assert "among up to 5 guides in every variant" in line  # the worse variant decides
     assert "smallest p-value here is 1e-05" in line and "4,999 guides" in line
     assert depth_headline(null, None, 0.05) == []
+    (deep,) = depth_headline(null.assign(p_reach=1e-10), hits, 0.05)
+    assert "among up to about 5e+08 guides" in deep

@@ -26,6 +26,11 @@ def lone_call_reach(p_min: float, q_threshold: float) -> int:
     return max(0, math.ceil(q_threshold / p_min) - 1)
 
 
+def _count(n: int) -> str:
+    """A count as text: digits with thousands separators, or about 3 significant digits from a million."""
+    return f"{n:,}" if n < 1_000_000 else f"about {n:.3g}"
+
+
 def _classifier_part(null: pd.DataFrame, q_threshold: float) -> str:
     """The classifier readout's reach over the variants of one model ('' without a null)."""
     fitted = null[null["calls"].astype(bool)] if "calls" in null.columns else null.iloc[:0]
@@ -42,7 +47,7 @@ def _classifier_part(null: pd.DataFrame, q_threshold: float) -> str:
     span = f"{low:.2g}" if math.isclose(low, high) else f"{low:.2g} to {high:.2g}"
     return (
         f"the classifier readout reports p-values down to {span} ({how}): a lone hit among up to "
-        f"{lone_call_reach(high, q_threshold):,} guides in every variant"
+        f"{_count(lone_call_reach(high, q_threshold))} guides in every variant"
     )
 
 
@@ -57,7 +62,7 @@ def _map_part(hits: pd.DataFrame, q_threshold: float) -> str:
     low = float(p.min())
     return (
         f"the mAP readout's smallest p-value here is {low:.2g} (a lone hit among up to "
-        f"{lone_call_reach(low, q_threshold):,} guides; classify.map_max_null_size caps its draws, and a guide at mAP 1 "
+        f"{_count(lone_call_reach(low, q_threshold))} guides; classify.map_max_null_size caps its draws, and a guide at mAP 1 "
         "cannot go below the chance that one random ranking puts all its wells first)"
     )
 
