@@ -20,12 +20,13 @@ def main() -> None:
     if not options.with_null:
         log.warning("classify.n_null_guides is 0: no null, so no p-values, q-values or hit calls")
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-    out = screen_calls(
-        rows, maps if len(maps.columns) else None, options.null_model, options.q_threshold, with_null=options.with_null
-    )
+    maps = maps if len(maps.columns) else None
+    out = screen_calls(rows, maps, options.null_model, options.q_threshold, options.with_null, options.seed)
     controls = pd.read_parquet(snakemake.input.controls)
     separating = separating_by_model(controls, dict(zip(snakemake.params.model_names, snakemake.input.profiles)))
-    out["controls"] = control_calls(controls, out["guides"], options.null_model, options.q_threshold, separating)
+    out["controls"] = control_calls(
+        controls, out["guides"], options.null_model, options.q_threshold, separating, options.seed
+    )
     for name in ("guides", "genes", "hits", "null", "controls"):
         write_parquet(out[name], snakemake.output[name])
     real = out["guides"][~out["guides"]["is_null_guide"]]

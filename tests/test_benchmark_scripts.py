@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -230,3 +231,19 @@ def test_tail_calibration_script_runs_small_and_prints_its_ratios(tmp_path):
     assert len(lines) == 2 * 6 and all("parametric" in line and "empirical" in line for line in lines)
     beyond = [line for line in lines if "(n+1))" in line]
     assert beyond and all("empirical 0/100" in line for line in beyond)
+
+
+def test_effect_interval_coverage_script_prints_both_intervals_coverage(tmp_path):
+    """60 draws of a guide 3 control SDs out on 2 batches: one line with both intervals' coverage,
+    the wells' interval narrower than the folds' and excluding 0 in most draws."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "effect_interval_coverage.py"), "--draws", "60"]
+    proc = subprocess.run(
+        [*cmd, "--batches", "2", "--effects", "3"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (line,) = [x for x in proc.stdout.splitlines() if "batches, effect" in x]
+    widths = [float(w) for w in re.findall(r"median width ([\d.]+)", line)]
+    covered = float(re.search(r"wells and folds ([\d.]+)", line).group(1))
+    assert widths[0] < widths[1] and 0.75 <= covered <= 1.0
+    assert int(re.search(r"excludes 0 in (\d+)%", line).group(1)) >= 80

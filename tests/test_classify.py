@@ -646,6 +646,7 @@ def test_summarize_scores_hand_made():
         "auroc_top": 0.5,
         "auroc_rest": 0.5,
         "distance_sd": 1.0,
+        "distance_se": np.nan,
     }
     skipped = (np.nan, np.nan, np.nan, "skipped")
     folds = [  # gene, guide, fold, (auroc, sparsity, concentration, status), reason

@@ -51,7 +51,7 @@ def test_cross_key_rules():
     with pytest.raises(ConfigError, match="n_null_genes"):
         validate_config({"demo": {"n_genes": 2, "n_null_genes": 3}})
     with pytest.raises(ConfigError, match="n_null_guides is 2.*at least 3"):
-        validate_config({"classify": {"n_null_guides": 2}})
+        validate_config({"classify": {"n_null_guides": 2}, "hits": {"null_model": "parametric"}})
     assert (
         validate_config({"classify": {"n_null_guides": 2}, "hits": {"null_model": "empirical"}})["classify"][
             "n_null_guides"

@@ -121,7 +121,7 @@ def _ap_near_the_cut(n_groups: int = 40, n_pos: int = 3, total: int = 20) -> tup
     such p-values, cannot tell), the rest clearly inactive."""
     null = _exact_ap_tail(n_pos, total)
     atoms = np.unique(null)
-    tail = np.array([(null > a).mean() for a in atoms])  # P(null AP > a): the exact p of an AP of a
+    tail = np.array([(null >= a - 1e-12).mean() for a in atoms])  # P(null AP >= a): the exact p of an AP of a
     rung = Q * np.arange(1, n_groups + 1) / n_groups
     pick = [int(np.flatnonzero(tail <= 0.9 * rung[k])[0]) for k in range(12)]  # tail falls with the atom
     pick += [int(np.flatnonzero(tail >= 1.1 * rung[k])[-1]) for k in range(12, 20)]
@@ -208,16 +208,32 @@ def test_the_coupled_null_of_two_configurations_is_the_exact_one():
 
 def test_the_null_of_wells_in_one_configuration_is_copairs_own():
     """Wells that share a configuration: the coupled null is copairs' (one well's AP null) in
-    distribution; the p-values of groups along the tail agree within their Monte Carlo error."""
+    distribution; the p-values of groups along the tail agree within their Monte Carlo error with
+    the exact tail, P(null >= AP) for ours, P(null > AP) for copairs' (which leaves out the atom
+    at the observed AP)."""
     from copairs.map import get_map_pvalue
 
     ap, exact = _ap_near_the_cut()
+    null = _exact_ap_tail(3, 20)
+    strict = np.array([(null > a + 1e-12).mean() for a in ap["average_precision"]])
     ours = map_null.coupled_null_counts(ap, ["group"], 50_000, seed=2)
     theirs = get_map_pvalue(ap, ["group"], null_size=50_000, seed=2, progress_bar=False)
     se = np.sqrt(exact * (1 - exact) / 50_000)
     p = ours["exceedances"].to_numpy() / 50_000
     assert np.all(np.abs(p - exact) < 5 * se + 1e-4)
-    assert np.all(np.abs(theirs["p_value"].to_numpy() - exact) < 5 * se + 1e-4)
+    assert np.all(np.abs(theirs["p_value"].to_numpy() - strict) < 5 * se + 1e-4)
+
+
+def test_a_guide_at_map_1_gets_the_atom_of_the_null_not_one_over_the_draws():
+    """A guide of 8 wells at AP 1, each ranking its 7 positives among 23 (the arrayed layout): the
+    null puts all positives first in 1 of C(23, 7) = 245,157 rankings, so its p-value estimates
+    4.1e-6 and no count of draws takes it below (copairs' strict count would report 1 / (draws +
+    1))."""
+    ap = pd.DataFrame({"group": ["a"] * 8, "average_precision": 1.0, "n_pos_pairs": 7, "n_total_pairs": 23})
+    counts = map_null.coupled_null_counts(ap, ["group"], 2_000_000, seed=4)
+    atom = 1 / comb(23, 7)
+    assert counts.loc[0, "exceedances"] == pytest.approx(2_000_000 * atom, abs=5 * np.sqrt(2_000_000 * atom))
+    assert counts.loc[0, "exceedances"] > 0
 
 
 def test_one_negative_fewer_on_one_plate_barely_moves_a_guides_p_value():

@@ -53,6 +53,7 @@ def make_rows(auroc, variants=VARIANTS, n_genes=8, guides_per_gene=2, n_null=5, 
                         "n_test_neg": 30,
                         "auroc": a,
                         "distance_sd": 10 * (a - 0.5),
+                        "distance_se": 0.5,
                         "sparsity": a / 2,
                         "concentration": a - 0.5,
                         "auroc_top": a,
@@ -662,7 +663,7 @@ def test_report_ranks_saturated_hits_by_distance_and_reports_no_p_value_below_th
         p = pd.read_csv(written[name])["p_value"].dropna()
         assert (p >= floor - 1e-12).all() and np.isclose(p, floor).any()
     assert calls["guides"]["p_tail"].min() < floor  # the tail reaches further: it is not what is reported
-    assert f"10 guides lie beyond the null's reach and are reported as p < {floor:.2g} = 1/(n_null + 1)" in md
+    assert f"10 guides lie beyond the null's reach and are reported as p < {floor:.2g}, its bound" in md
     assert "the calls stand without the tail beyond it" in md
     # a null of 20 reaches 1/21: BH over 16 guides calls none of the 10 (q = 16/21/10 > 0.05); the tail would
     small = saturated_calls(n_null=20)

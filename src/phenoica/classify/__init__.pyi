@@ -2,6 +2,8 @@
 # plain re-exports. Written by `python -m phenoica.utils.face_stubs`; do not edit by hand.
 from ._bins import FoldBins as FoldBins
 from ._capacity import readout_capacity as readout_capacity
+from ._distance import ControlMoments as ControlMoments
+from ._distance import heldout_distance_se as heldout_distance_se
 from ._engine import classify_guides as classify_guides
 from ._engine import classify_shard as classify_shard
 from ._engine import fold_masks as fold_masks
@@ -10,6 +12,7 @@ from ._engine import score_guide as score_guide
 from ._features import feature_matrix as feature_matrix
 from ._lightgbm_params import lightgbm_params as lightgbm_params
 from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
+from ._map_null import configuration_aps as configuration_aps
 from ._map_null import settled_null_counts as settled_null_counts
 from ._map_readout import centered_on_plate_controls as centered_on_plate_controls
 from ._map_readout import guide_map as guide_map
@@ -52,10 +55,12 @@ __all__ = [
     "classify_guides",
     "classify_shard",
     "ClassifyOptions",
+    "configuration_aps",
     "control_constructs",
     "control_mask",
     "control_positions",
     "control_strata",
+    "ControlMoments",
     "feature_matrix",
     "Fold",
     "fold_masks",
@@ -68,6 +73,7 @@ __all__ = [
     "guide_seed",
     "guides_of",
     "GuideSamples",
+    "heldout_distance_se",
     "leave_one_batch_out",
     "lightgbm_params",
     "lightgbm_report_params",

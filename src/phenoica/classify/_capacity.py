@@ -33,7 +33,7 @@ from phenoica.classify._splits import make_folds
 from phenoica.contract import PLATE, WELL, ScreenError
 
 #: Scored pseudo-guides each null model needs to call hits (as :class:`phenoica.hits.NullFit`).
-NULL_NEEDS: dict[str, int] = {"parametric": 3, "empirical": 1}
+NULL_NEEDS: dict[str, int] = {"pareto": 1, "parametric": 3, "empirical": 1}
 #: How many names a note lists before "...".
 FIRST_NAMES = 5
 

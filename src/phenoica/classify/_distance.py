@@ -69,22 +69,36 @@ def heldout_distance(
     rows of the guide and of the controls. NaN where it is undefined: no training or held-out
     guide row, fewer than 2 held-out controls, no feature with spread among the training controls,
     a guide mean equal to the controls' mean, or held-out controls without spread along the direction."""
+    return heldout_distance_se(controls, X_train, X_test, X_test_controls)[0]
+
+
+def heldout_distance_se(
+    controls: ControlMoments, X_train: np.ndarray, X_test: np.ndarray, X_test_controls: np.ndarray
+) -> tuple[float, float]:
+    """:func:`heldout_distance` and its standard error over the fold's held-out rows, taken as
+    independent draws (replicate wells, on a per-well table), the direction as learnt:
+    ``se^2 = (var(guide) / n_guide + var(controls) / n_controls) / sd^2 + d^2 / (2 (n_controls - 1))``
+    along the direction (the last term: the held-out controls' SD, by the delta method; a guide of
+    one held-out row takes the controls' variance). NaN where the distance is."""
     if not len(X_train) or not len(X_test) or len(X_test_controls) < 2:
-        return math.nan
+        return math.nan, math.nan
     mean, sd = controls.mean_sd()
     keep = sd > 0
     if not keep.any():
-        return math.nan
+        return math.nan, math.nan
     shift = np.zeros_like(mean)
     shift[keep] = (np.asarray(X_train, dtype=np.float64)[:, keep].mean(axis=0) - mean[keep]) / sd[keep]
     norm = float(np.linalg.norm(shift))
     if not np.isfinite(norm) or norm == 0:
-        return math.nan
+        return math.nan, math.nan
     u = np.zeros_like(mean)
     u[keep] = shift[keep] / (norm * sd[keep])  # ((x - mean) / sd) . (shift / norm) = x . u - mean . u
     guide = np.asarray(X_test) @ u
     ctrl = np.asarray(X_test_controls) @ u  # the common offset mean . u cancels in the difference
     spread = float(ctrl.std(ddof=1))
     if not spread > 0:
-        return math.nan
-    return float((guide.mean() - ctrl.mean()) / spread)
+        return math.nan, math.nan
+    d = float((guide.mean() - ctrl.mean()) / spread)
+    var_guide = float(guide.var(ddof=1)) if guide.size > 1 else spread**2
+    se2 = (var_guide / guide.size + spread**2 / ctrl.size) / spread**2 + d**2 / (2.0 * (ctrl.size - 1))
+    return d, math.sqrt(se2)

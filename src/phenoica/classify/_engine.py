@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify._bins import GUIDES_PER_BLOCK, FoldBins, GuideBlock
-from phenoica.classify._distance import ControlMoments, heldout_distance
+from phenoica.classify._distance import ControlMoments, heldout_distance_se
 from phenoica.classify._features import feature_matrix
 from phenoica.classify._null import (
     GuideSamples,
@@ -334,7 +334,7 @@ def _score_plan(
         neg = X_test_ctrls[m] if len(plan.test_negs[m]) == len(X_test_ctrls[m]) else X[plan.test_negs[m]]
         y = np.concatenate([np.zeros(len(plan.test_negs[m])), np.ones(len(plan.tests[m]))])
         tests.append((np.concatenate([neg, X[plan.tests[m]]]), y))
-        distances[m] = heldout_distance(guide_controls, X[plan.train], X[plan.tests[m]], neg)
+        distances[m] = heldout_distance_se(guide_controls, X[plan.train], X[plan.tests[m]], neg)
     guide_params = dict(job.params, seed=guide_seed(options.seed, target.gene, target.guide, training.name))
     try:
         scores = score_guide_on(
@@ -347,7 +347,8 @@ def _score_plan(
     except ValueError as exc:
         return {m: {"reason": f"classifier could not be scored: {exc}"} for m in scored}
     return {
-        m: {**vars(score), "distance_sd": distances[m], "status": OK, "reason": ""} for m, score in zip(scored, scores)
+        m: {**vars(score), "distance_sd": distances[m][0], "distance_se": distances[m][1], "status": OK, "reason": ""}
+        for m, score in zip(scored, scores)
     }
 
 

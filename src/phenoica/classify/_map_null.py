@@ -55,14 +55,18 @@ from phenoica.utils import bh_qvalues, derive_seed, rng_for
 #: call unless its true p-value lies outside this interval (at most 1 in 1,000 such guides per
 #: round), and the intervals stay narrow enough that a round refines few guides.
 CONFIDENCE = 0.999
-#: How many times its draws so far an open guide gets in the next round (10: two rounds from
-#: 10,000 to 1,000,000 draws).
+#: How many times its draws so far an open guide gets in the next round (10: three rounds from
+#: 10,000 to 10,000,000 draws).
 GROWTH = 10
 #: Memory (bytes) one chunk of draws may use for its random scores, rank lists and null means;
 #: a round that needs more is drawn in chunks of independent seeds and pooled.
 CHUNK_BYTES = 2**28
-#: A null draw equal to the observed mAP is not an exceedance (copairs counts ``null > mAP``):
-#: equal up to this much, since the two means add the same average precisions in another order.
+#: A null draw equal to the observed mAP counts as an exceedance (``null >= mAP``, so that the
+#: p-value is valid where the null has atoms: a guide at mAP 1 lies on the atom of every ranking
+#: that puts all positives first, probability 1 / C(total, positives) for one configuration;
+#: copairs counts ``null > mAP``, which reports that atom's guides at 1 / (draws + 1) however
+#: likely the atom is): equal up to this much, since the two means add the same average
+#: precisions in another order.
 TIE_TOLERANCE = 1e-9
 #: Columns of :func:`settled_null_counts`' table beside the group columns.
 COUNT_COLUMNS: tuple[str, ...] = ("mean_average_precision", "exceedances", "draws", "p_value", "open_call")
@@ -84,7 +88,7 @@ def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, see
     """mAP and null exceedance counts of each ``sameby`` group of ``ap`` (copairs'
     ``average_precision`` output): ``sameby``, ``mean_average_precision`` (the mean of the
     group's average precisions, as copairs' ``get_map_pvalue`` takes it), ``exceedances`` (null
-    draws above it, beyond rounding: :data:`TIE_TOLERANCE`) and ``draws``.
+    draws at or above it, up to rounding: :data:`TIE_TOLERANCE`) and ``draws``.
 
     The null of a group's mAP is, per draw, the mean over its wells of a random rank list's
     average precision in each well's (positives, total) configuration, with every configuration
@@ -113,7 +117,7 @@ def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, see
         n = min(chunk, draws - done)
         u = rng_for(seed, i).random((n, items))
         null = weights @ np.stack([configuration_aps(u, int(k), int(t), max_pos) for k, t in confs])
-        exceed += (null > observed[:, None] + TIE_TOLERANCE).sum(axis=1)
+        exceed += (null >= observed[:, None] - TIE_TOLERANCE).sum(axis=1)
         done, i = done + n, i + 1
     return out.assign(exceedances=exceed, draws=draws)
 

@@ -123,7 +123,7 @@ def guide_map(
     model: str,
     seed: int,
     null_size: int = 10000,
-    max_null_size: int = 1000000,
+    max_null_size: int = 10_000_000,
     q_threshold: float = 0.05,
     log: logging.Logger | None = None,
 ) -> pd.DataFrame:

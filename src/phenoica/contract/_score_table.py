@@ -20,6 +20,7 @@ SCORE_COLUMNS: tuple[str, ...] = (
     "n_test_neg",
     "auroc",
     "distance_sd",
+    "distance_se",
     "sparsity",
     "concentration",
     "auroc_top",
@@ -29,7 +30,15 @@ SCORE_COLUMNS: tuple[str, ...] = (
 )
 #: The integer and the float columns of ``SCORE_COLUMNS``.
 SCORE_INT_COLUMNS: tuple[str, ...] = ("n_train_pos", "n_train_neg", "n_test_pos", "n_test_neg")
-SCORE_FLOAT_COLUMNS: tuple[str, ...] = ("auroc", "distance_sd", "sparsity", "concentration", "auroc_top", "auroc_rest")
+SCORE_FLOAT_COLUMNS: tuple[str, ...] = (
+    "auroc",
+    "distance_sd",
+    "distance_se",
+    "sparsity",
+    "concentration",
+    "auroc_top",
+    "auroc_rest",
+)
 
 
 #: A scored (guide, fold) row of the classifier scores.

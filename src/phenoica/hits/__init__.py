@@ -9,7 +9,8 @@ against known truth), :mod:`._effects` (the held-out distance with its interval 
 the ranking, saturation), :mod:`._controls` (``control_calls``: each control construct against
 the same null), :mod:`._positions` (where on the plate: the plate's wells, the position effect on
 the control wells, the null's layout), :mod:`._reference` (each construct against its declared
-reference construct) and :mod:`._options` (``HitOptions``, ``PositionOptions``, ``ReferenceOptions``:
+reference construct), :mod:`._tail` (the null's Pareto tail, beyond its pseudo-guides),
+:mod:`._truth` (recall and FDR against known truth) and :mod:`._options` (``HitOptions``, ``PositionOptions``, ``ReferenceOptions``:
 what the ``call_hits``, ``plate_positions`` and ``reference`` jobs read).
 """
 
@@ -19,14 +20,22 @@ from phenoica.utils import lazy_face
 __all__, __getattr__, __dir__ = lazy_face(
     __name__,
     {
-        "_call_counts": ["hit_counts", "pooled_recall_fdr", "recall_fdr"],
-        "_calls": ["NullFit"],
+        "_call_counts": ["hit_counts"],
+        "_calls": ["NullFit", "call_guides"],
         "_controls": ["control_calls", "separating_by_model"],
-        "_effects": ["DISTANCE_COLUMNS", "SATURATION_SHARE", "measure_phrase", "saturation"],
+        "_effects": [
+            "DISTANCE_COLUMNS",
+            "SATURATION_SHARE",
+            "fold_interval",
+            "measure_phrase",
+            "saturation",
+            "wells_and_folds_interval",
+        ],
         "_options": ["HitOptions", "PositionOptions", "ReferenceOptions"],
         "_positions": ["plate_grid", "plate_position_files"],
         "_readouts": ["readout_agreement"],
         "_reference": ["reference_files"],
         "_screen_calls": ["GENE_SUMMARY_COLUMNS", "GUIDE_SUMMARY_COLUMNS", "screen_calls", "summarize_scores"],
+        "_truth": ["pooled_recall_fdr", "recall_fdr"],
     },
 )

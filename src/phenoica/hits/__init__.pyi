@@ -1,15 +1,16 @@
 # The face of phenoica.hits for type checkers and editors: its __init__.py's lazy_face list as
 # plain re-exports. Written by `python -m phenoica.utils.face_stubs`; do not edit by hand.
 from ._call_counts import hit_counts as hit_counts
-from ._call_counts import pooled_recall_fdr as pooled_recall_fdr
-from ._call_counts import recall_fdr as recall_fdr
 from ._calls import NullFit as NullFit
+from ._calls import call_guides as call_guides
 from ._controls import control_calls as control_calls
 from ._controls import separating_by_model as separating_by_model
 from ._effects import DISTANCE_COLUMNS as DISTANCE_COLUMNS
 from ._effects import SATURATION_SHARE as SATURATION_SHARE
+from ._effects import fold_interval as fold_interval
 from ._effects import measure_phrase as measure_phrase
 from ._effects import saturation as saturation
+from ._effects import wells_and_folds_interval as wells_and_folds_interval
 from ._options import HitOptions as HitOptions
 from ._options import PositionOptions as PositionOptions
 from ._options import ReferenceOptions as ReferenceOptions
@@ -21,10 +22,14 @@ from ._screen_calls import GENE_SUMMARY_COLUMNS as GENE_SUMMARY_COLUMNS
 from ._screen_calls import GUIDE_SUMMARY_COLUMNS as GUIDE_SUMMARY_COLUMNS
 from ._screen_calls import screen_calls as screen_calls
 from ._screen_calls import summarize_scores as summarize_scores
+from ._truth import pooled_recall_fdr as pooled_recall_fdr
+from ._truth import recall_fdr as recall_fdr
 
 __all__ = [
+    "call_guides",
     "control_calls",
     "DISTANCE_COLUMNS",
+    "fold_interval",
     "GENE_SUMMARY_COLUMNS",
     "GUIDE_SUMMARY_COLUMNS",
     "hit_counts",
@@ -44,4 +49,5 @@ __all__ = [
     "screen_calls",
     "separating_by_model",
     "summarize_scores",
+    "wells_and_folds_interval",
 ]

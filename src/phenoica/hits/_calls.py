@@ -3,47 +3,55 @@
 The classifier readout. A guide's statistic is its held-out AUROC (mean over its scored folds).
 Its null distribution is that of the pseudo-guides of the same (model, variant): whole control
 wells laid out like real guides and scored by the same classifier (``phenoica.classify``).
+``hits.null_model`` turns the null into p-values (:class:`NullFit`):
 
-- ``parametric`` (default): the pseudo-guides' AUROCs are mapped to logit(AUROC) and taken as
-  normal with unknown mean and variance; a guide's p-value is the upper tail of the Student-t
-  predictive distribution of a new draw, ``t_{n-1}((x - mean) / (sd * sqrt(1 + 1/n)))``: smooth
-  where the empirical p-value steps, and the QQ plot of the pseudo-guides' leave-one-out p-values
-  in the report checks the fit.
+- ``pareto`` (default): the empirical p-value where at least 10 pseudo-guides lie at or above the
+  guide, beyond that a generalized Pareto tail fitted to the pseudo-guides' upper exceedances
+  where a goodness-of-fit test accepts it (:mod:`phenoica.hits._tail`), so that calls reach the
+  depth of a genome-scale screen; the bounded empirical p-value where it does not;
+- ``parametric``: logit(AUROC) of the pseudo-guides taken as normal; a guide's p-value is the
+  upper tail of the Student-t predictive distribution of a new draw;
 - ``empirical``: ``p = (1 + #{null >= x}) / (n_null + 1)``.
 
-A null of n pseudo-guides reaches no further than ``1 / (n + 1)`` (:attr:`NullFit.p_floor`): a
-guide above every pseudo-guide is all it can show. The reported ``p_value`` is therefore never
-below it; where the parametric tail puts a guide further out, ``p_beyond_null`` is true (read the
-p-value as "below ``p_value``") and ``p_tail`` keeps the tail's value. q-values and calls are made
-on the reported ``p_value``: checked against a 10 times larger null of held-out pseudo-guides, the
-tail put 2 to 5 times more nulls below a level than the level itself beyond ``1 / (n + 1)``
-(``benchmarks/tail_calibration.py``, docs/hit-calling.md), so no call rests on it;
-:func:`null_summary` counts the guides the tail alone would call. A screen whose calls need
-smaller p-values needs more pseudo-guides (``classify.n_null_guides``).
+No reported ``p_value`` lies below the null's :attr:`NullFit.p_floor`: ``1 / (n + 1)`` (what n
+pseudo-guides observe) unless an accepted Pareto tail reads further, where its own floor holds.
+``p_beyond_null`` marks a p-value raised to that bound (read: "below ``p_value``") and ``p_tail``
+keeps the model's value: the normal tail was measured 2 to 5 times anti-conservative beyond
+``1 / (n + 1)``, so no call rests on it (docs/hit-calling.md); :func:`null_summary` counts the
+guides it alone would call.
 
 p-values are one-sided (a hit classifies better than the null). Guide q-values: Benjamini-Hochberg
 over the scored real guides of one (model, variant). Gene p-values combine the gene's guide
 p-values with the Cauchy combination (ACAT, ``phenoica.utils.acat``): valid however the guides
 depend on each other (they share the control set) and powerful when only some of a gene's
-guides work, the common case since guide efficacy varies. Gene q-values: BH over genes.
-
-The pseudo-guides' own p-values are leave-one-out (each against the other n - 1), so their
-uniformity is a fair check of calibration; they never enter the BH correction.
+guides work. Gene q-values: BH over genes. The pseudo-guides' own p-values are leave-one-out
+(each against the other n - 1), so their uniformity is a fair check of calibration; they never
+enter the BH correction.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from phenoica.contract import GENE, ScreenError
+from phenoica.hits._tail import (
+    TAIL_COLUMNS,
+    TAIL_P_FLOOR,
+    TailFit,
+    fit_tail,
+    leave_one_out_pareto,
+    pareto_p_values,
+    tail_summary,
+)
 from phenoica.utils import acat, bh_qvalues
 
-NULL_MODELS: tuple[str, ...] = ("parametric", "empirical")
+NULL_MODELS: tuple[str, ...] = ("pareto", "parametric", "empirical")
 #: AUROCs are clipped into [AUROC_CLIP, 1 - AUROC_CLIP] before the logit.
 AUROC_CLIP = 1e-6
 KEYS: tuple[str, ...] = ("model", "variant")
@@ -79,6 +87,7 @@ NULL_COLUMNS: tuple[str, ...] = (
     "p_floor",
     "n_beyond_null",
     "n_tail_only_calls",
+    *TAIL_COLUMNS,
     "calls",
     "reason",
 )
@@ -92,10 +101,12 @@ def logit_auroc(auroc: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class NullFit:
-    """The null of one (model, variant): the pseudo-guides' AUROCs and their logit-normal fit."""
+    """The null of one (model, variant): the pseudo-guides' AUROCs and the p-values of ``model``
+    (``seed``: the Pareto tail's goodness-of-fit draws)."""
 
     auroc: np.ndarray
     model: str
+    seed: int = 0
 
     def __post_init__(self) -> None:
         if self.model not in NULL_MODELS:
@@ -112,10 +123,16 @@ class NullFit:
     def n(self) -> int:
         return int(self.auroc.size)
 
+    @cached_property
+    def tail(self) -> TailFit | None:
+        """The accepted Pareto tail of a ``pareto`` null (None otherwise, or where none fits)."""
+        return fit_tail(logit_auroc(self.auroc), self.seed) if self.model == "pareto" else None
+
     @property
     def p_floor(self) -> float:
-        """``1 / (n + 1)``: the smallest p-value these n pseudo-guides can show (a guide above all of them)."""
-        return 1.0 / (self.n + 1.0)
+        """The smallest p-value reported: ``1 / (n + 1)``, what n pseudo-guides can show (a guide
+        above all of them), or the Pareto tail's floor where an accepted tail reads further."""
+        return TAIL_P_FLOOR if self.tail is not None else 1.0 / (self.n + 1.0)
 
     @property
     def logit_mean(self) -> float:
@@ -135,6 +152,8 @@ class NullFit:
             srt = np.sort(self.auroc)
             n_ge = self.n - np.searchsorted(srt, x[ok], side="left")
             out[ok] = (1.0 + n_ge) / (self.n + 1.0)
+        elif self.model == "pareto":
+            out[ok] = pareto_p_values(logit_auroc(self.auroc), logit_auroc(x[ok]), self.tail)
         else:
             out[ok] = _t_upper(logit_auroc(x[ok]), self.logit_mean, self.logit_sd, self.n)
         return out
@@ -148,6 +167,8 @@ class NullFit:
             srt = np.sort(a)
             n_ge = n - np.searchsorted(srt, a, side="left") - 1  # others >= itself
             return (1.0 + n_ge) / n
+        if self.model == "pareto":
+            return leave_one_out_pareto(logit_auroc(a), self.tail)
         z = logit_auroc(a)
         if n < 4:
             return np.full(n, math.nan)
@@ -181,7 +202,7 @@ def _groups(df: pd.DataFrame) -> list[tuple[tuple[str, str], np.ndarray]]:
     return [(key, np.asarray(idx)) for key, idx in df.groupby(list(KEYS), sort=True).indices.items()]
 
 
-def null_fit_for(guides: pd.DataFrame, model: str, variant: str, null_model: str) -> NullFit:
+def null_fit_for(guides: pd.DataFrame, model: str, variant: str, null_model: str, seed: int = 0) -> NullFit:
     """The null of (model, variant) from the guide table's scored pseudo-guides.
 
     Raises ScreenError naming the model, variant and counts when no pseudo-guide has a finite
@@ -200,10 +221,12 @@ def null_fit_for(guides: pd.DataFrame, model: str, variant: str, null_model: str
             "classify.min_test_samples, the batches and replicate plates of splits.scheme), and need control wells "
             "in every batch; the door's readout notes (screen/validated.json) give the counts"
         )
-    return NullFit(finite, null_model)
+    return NullFit(finite, null_model, seed)
 
 
-def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshold: float = 0.05) -> pd.DataFrame:
+def call_guides(
+    guides: pd.DataFrame, null_model: str = "pareto", q_threshold: float = 0.05, seed: int = 0
+) -> pd.DataFrame:
     """The guide table with ``GUIDE_CALL_COLUMNS`` added: ``p_tail`` (the null model's p-value),
     ``p_value`` and ``p_beyond_null`` (:func:`bounded` at the null's ``p_floor``), ``q_value`` and
     ``hit`` (q < ``q_threshold``).
@@ -222,7 +245,7 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
     is_null = out["is_null_guide"].astype(bool).to_numpy()
     for (model, variant), idx in _groups(out):
         try:
-            fit = null_fit_for(out.iloc[idx], model, variant, null_model)
+            fit = null_fit_for(out.iloc[idx], model, variant, null_model, seed)
         except ScreenError:  # no null: this (model, variant) gets no classifier calls (null_summary says why)
             continue
         real = idx[~is_null[idx]]
@@ -232,7 +255,7 @@ def call_guides(guides: pd.DataFrame, null_model: str = "parametric", q_threshol
         nulls = idx[is_null[idx]]
         scored = nulls[np.isfinite(out["auroc"].to_numpy(dtype=float)[nulls])]
         p[scored] = fit.leave_one_out_p()
-        floor[scored] = 1.0 / fit.n
+        floor[scored] = fit.p_floor if fit.tail is not None else 1.0 / fit.n
     reported, beyond = bounded(p, floor)
     out["p_value"], out["p_beyond_null"], out["p_tail"], out["q_value"] = reported, beyond, p, q
     out["hit"] = np.where(np.isfinite(q), q < q_threshold, False).astype(bool)
@@ -278,7 +301,9 @@ def call_genes(guide_calls: pd.DataFrame, q_threshold: float = 0.05) -> pd.DataF
     return genes[list(GENE_CALL_COLUMNS)].reset_index(drop=True)
 
 
-def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_threshold: float = 0.05) -> pd.DataFrame:
+def null_summary(
+    guide_calls: pd.DataFrame, null_model: str = "pareto", q_threshold: float = 0.05, seed: int = 0
+) -> pd.DataFrame:
     """Per (model, variant): the null's size, its fit, checks of its calibration, and what lies
     beyond its reach.
 
@@ -296,7 +321,7 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_th
         nulls = sub[sub["is_null_guide"].astype(bool)]
         real = sub[~sub["is_null_guide"].astype(bool)]
         try:
-            fit = null_fit_for(sub, model, variant, null_model)
+            fit = null_fit_for(sub, model, variant, null_model, seed)
         except ScreenError as exc:
             rows.append(_no_null_row(model, variant, null_model, len(nulls), str(exc)))
             continue
@@ -320,6 +345,7 @@ def null_summary(guide_calls: pd.DataFrame, null_model: str = "parametric", q_th
                 "p_floor": fit.p_floor,
                 "n_beyond_null": int(real["p_beyond_null"].astype(bool).sum()),
                 "n_tail_only_calls": _tail_only_calls(real, q_threshold),
+                **tail_summary(fit),
                 "calls": True,
                 "reason": "",
             }

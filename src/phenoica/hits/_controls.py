@@ -48,6 +48,7 @@ def control_calls(
     null_model: str,
     q_threshold: float,
     separating: dict[tuple[str, str, str], str] | None = None,
+    seed: int = 0,
 ) -> pd.DataFrame:
     """Per (model, variant, control construct): mean held-out AUROC over its scored folds, its
     held-out distance from the other controls (:func:`phenoica.hits._effects.guide_distances`), its
@@ -55,7 +56,8 @@ def control_calls(
     reported as the guides' are: ``p_value`` bounded at the null's ``p_floor``, ``p_beyond_null``,
     ``p_tail``), the Benjamini-Hochberg q-value of ``p_value`` over the constructs of that (model,
     variant), the call (q < ``q_threshold``) and ``separating`` ((model, gene, guide) -> text) when
-    given. A (model, variant) without a null keeps AUROCs and gets no p-values."""
+    given (``seed``: the null's, :class:`phenoica.hits.NullFit`). A (model, variant) without a null
+    keeps AUROCs and gets no p-values."""
     separating = separating or {}
     if control_rows.empty:
         return pd.DataFrame({c: [] for c in CONTROL_CALL_COLUMNS})
@@ -74,7 +76,7 @@ def control_calls(
     per["q_value"] = math.nan
     for (model, variant), idx in per.groupby(["model", "variant"]).indices.items():
         try:
-            fit = null_fit_for(guides, model, variant, null_model)
+            fit = null_fit_for(guides, model, variant, null_model, seed)
         except ScreenError:
             continue
         p = fit.p_values(per["auroc"].to_numpy(dtype=float)[idx])

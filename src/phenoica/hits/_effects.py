@@ -6,11 +6,13 @@ held-out AUROC stops at 1.0. Hits are ranked by an effect size that keeps growin
 phenotype:
 
 - ``distance_sd``, the classifier readout's held-out distance from the controls in control SDs
-  (:mod:`phenoica.classify._distance`, one value per (guide, fold)): a guide's is the mean over its
-  scored folds, with a 95% Student-t interval over those folds (``distance_sd_low`` /
-  ``distance_sd_high``; under leave-one-batch-out the folds are the batches, the units a result
-  must hold across; no interval from a single fold). A gene's is the mean over folds of its guides'
-  mean in each fold, with the interval over the same folds.
+  (:mod:`phenoica.classify._distance`, one value and its standard error over the fold's held-out
+  replicate rows per (guide, fold)): a guide's is the mean over its scored folds, with a 95%
+  interval (``distance_sd_low`` / ``distance_sd_high``, :func:`wells_and_folds_interval`) from the
+  folds' errors over their replicate wells and the spread between folds beyond them
+  (DerSimonian-Laird). It covers the guide's distance in the screen's batches (what more replicate
+  wells there would give); a phenotype that differs between batches widens it. A gene's is the
+  mean over folds of its guides' mean in each fold, with the same interval.
 - ``mean_average_precision`` (the mAP readout) ranks a (model, variant) where it scored more
   guides than the classifier (a layout the classifier cannot train on). mAP reaches 1.0 too, once
   every well of a guide ranks its sibling wells above all controls, so it ranks only there.
@@ -76,12 +78,52 @@ def fold_interval(values: np.ndarray, level: float = LEVEL) -> tuple[float, floa
     return mean, mean - half, mean + half
 
 
+def wells_and_folds_interval(
+    values: np.ndarray, errors: np.ndarray, dof: float = math.inf, level: float = LEVEL
+) -> tuple[float, float, float]:
+    """Mean of the finite per-fold ``values`` and its two-sided interval at ``level`` from the
+    folds' standard errors over their replicate wells (``errors``) and the spread between folds
+    beyond them: ``var = sum(se^2) / F^2 + tau^2 / F`` (the folds taken as independent), tau^2 the
+    DerSimonian-Laird estimate of the between-fold variance (0 when the folds agree within their
+    wells' errors), the quantile Student-t's with ``dof`` degrees of freedom (the guide's held-out
+    wells less one per fold: the wells' variance is estimated from them). Where a fold lacks its
+    error, :func:`fold_interval` (over folds only)."""
+    x = np.asarray(values, dtype=float)
+    se = np.asarray(errors, dtype=float)
+    keep = np.isfinite(x)
+    x, se = x[keep], se[keep]
+    if not x.size or not (np.isfinite(se) & (se > 0)).all():
+        return fold_interval(x, level)
+    f = x.size
+    tau2 = 0.0
+    if f > 1:
+        w = 1.0 / se**2
+        centre = float((w * x).sum() / w.sum())
+        q = float((w * (x - centre) ** 2).sum())
+        tau2 = max(0.0, (q - (f - 1)) / float(w.sum() - (w**2).sum() / w.sum()))
+    quantile = (
+        stats.t.ppf(0.5 + level / 2, df=dof) if math.isfinite(dof) and dof >= 1 else stats.norm.ppf(0.5 + level / 2)
+    )
+    half = float(quantile * math.sqrt((se**2).sum() / f**2 + tau2 / f))
+    mean = float(x.mean())
+    return mean, mean - half, mean + half
+
+
+def _group_interval(sub: pd.DataFrame) -> tuple[float, float, float]:
+    """:func:`wells_and_folds_interval` of one guide's (or gene's) fold rows, the degrees of freedom
+    its held-out wells less one per fold (``_dof``, normal where none is left)."""
+    d = sub["distance_sd"].to_numpy(dtype=float)
+    dof = float(sub["_dof"].to_numpy(dtype=float)[np.isfinite(d)].sum()) if "_dof" in sub.columns else math.inf
+    return wells_and_folds_interval(d, sub["distance_se"].to_numpy(dtype=float), dof if dof >= 1 else math.inf)
+
+
 def _interval_table(per_fold: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """``fold_interval`` of the ``distance_sd`` of each group of ``keys`` (one row per fold); the
-    keys keep their types, the distances are float64 (an empty table too)."""
+    """:func:`wells_and_folds_interval` of the ``distance_sd`` (and ``distance_se``) of each group
+    of ``keys`` (one row per fold); the keys keep their types, the distances are float64 (an empty
+    table too)."""
     groups = list(per_fold.groupby(keys, sort=True, dropna=False))
     out = pd.DataFrame([key for key, _ in groups], columns=keys) if groups else per_fold[keys].iloc[:0].copy()
-    values = np.array([fold_interval(sub["distance_sd"].to_numpy(dtype=float)) for _, sub in groups], dtype=float)
+    values = np.array([_group_interval(sub) for _, sub in groups], dtype=float)
     for column, v in zip(DISTANCE_COLUMNS, values.reshape(-1, 3).T):
         out[column] = v
     return out.reset_index(drop=True)
@@ -91,7 +133,11 @@ def guide_distances(ok_rows: pd.DataFrame) -> pd.DataFrame:
     """Per (model, variant, gene, guide, is_null_guide) of the scored guide-fold rows ``ok_rows``:
     ``distance_sd`` (mean over folds) and its interval over folds."""
     keys = ["model", "variant", GENE, GUIDE, "is_null_guide"]
-    return _interval_table(ok_rows[[*keys, "distance_sd"]], keys)
+    rows = ok_rows if "distance_se" in ok_rows.columns else ok_rows.assign(distance_se=math.nan)
+    rows = rows.assign(
+        _dof=np.maximum(rows["n_test_pos"].to_numpy(dtype=float) - 1, 0) if "n_test_pos" in rows else 0.0
+    )
+    return _interval_table(rows[[*keys, "distance_sd", "distance_se", "_dof"]], keys)
 
 
 def gene_distances(ok_rows: pd.DataFrame) -> pd.DataFrame:
@@ -99,8 +145,14 @@ def gene_distances(ok_rows: pd.DataFrame) -> pd.DataFrame:
     over folds of the gene's guides' mean distance in that fold, and its interval over folds."""
     keys = ["model", "variant", GENE]
     real = ok_rows[~ok_rows["is_null_guide"].astype(bool)]
-    per_fold = real.groupby([*keys, "fold"], sort=True)["distance_sd"].mean().reset_index()
-    return _interval_table(per_fold, keys)
+    real = real if "distance_se" in real.columns else real.assign(distance_se=math.nan)
+    dof = np.maximum(real["n_test_pos"].to_numpy(dtype=float) - 1, 0) if "n_test_pos" in real else 0.0
+    grouped = real.assign(_var=real["distance_se"] ** 2, _dof=dof).groupby([*keys, "fold"], sort=True)
+    per_fold = grouped.agg(
+        distance_sd=("distance_sd", "mean"), _var=("_var", "mean"), _k=("distance_sd", "size"), _dof=("_dof", "sum")
+    )
+    per_fold["distance_se"] = np.sqrt(per_fold["_var"] / per_fold["_k"])  # the mean of k guides' distances
+    return _interval_table(per_fold.reset_index(), keys)
 
 
 def ranking_measures(table: pd.DataFrame) -> dict[tuple[str, str], str]:

@@ -14,13 +14,14 @@ from phenoica.contract import Setting, stage_options
 class HitOptions(NamedTuple):
     """The settings of the hit calls, built once from the validated config.
 
-    ``null_model`` (``parametric`` or ``empirical``) gives each guide's p-value against the
-    pseudo-guides, ``q_threshold`` the Benjamini-Hochberg q below which a guide, gene or control
+    ``null_model`` (``pareto``, ``parametric`` or ``empirical``) gives each guide's p-value against
+    the pseudo-guides (``seed``: the draws of its Pareto tail's goodness-of-fit test), ``q_threshold`` the Benjamini-Hochberg q below which a guide, gene or control
     construct is called; ``n_null_guides`` 0 means no null, so no p-values and no calls
     (:attr:`with_null`).
     """
 
     null_model: Annotated[str, Setting("hits.null_model")]
+    seed: Annotated[int, Setting("seed")]
     q_threshold: Annotated[float, Setting("hits.q_threshold")]
     n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
 

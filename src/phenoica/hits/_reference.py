@@ -37,6 +37,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
+from scipy import stats
 
 from phenoica.classify import (
     centered_on_plate_controls,
@@ -48,6 +49,7 @@ from phenoica.classify import (
 )
 from phenoica.contract import GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL, ScreenError
 from phenoica.hits._options import ReferenceOptions
+from phenoica.hits._tail import TAIL_P_FLOOR, fit_tail, leave_one_out_pareto, pareto_p_values
 from phenoica.utils import auroc, bh_qvalues, derive_seed, rng_for, write_parquet
 
 #: The rules ``screen.reference.rule`` may name.
@@ -75,6 +77,10 @@ REFERENCE_COLUMNS: tuple[str, ...] = (
     "map_q_value",
     "map_hit",
     "n_null",
+    "auroc_p_floor",
+    "auroc_null_loo_ks_p",
+    "map_p_floor",
+    "map_null_loo_ks_p",
     "differing_features",
 )
 
@@ -222,14 +228,33 @@ def pair_contrasts(table: pd.DataFrame, pairs: pd.DataFrame) -> list[Contrast]:
     ]
 
 
+#: LightGBM's own ``min_data_in_leaf``, the size the reference classifier's row-counted settings
+#: are scaled from (:func:`small_sample_params`).
+LIGHTGBM_MIN_DATA_IN_LEAF = 20
+
+
+def small_sample_params(params: Mapping[str, Any], n_side: int) -> dict[str, Any]:
+    """``params`` for a training set whose smaller side has ``n_side`` rows (docs/hit-calling.md,
+    *A reference other than the controls*): ``min_data_in_leaf`` the smaller of its setting and
+    ``n_side``, ``lambda_l1`` and ``lambda_l2`` times ``min(1, n_side / 20)``; unchanged from 20
+    rows a side on."""
+    out = dict(params)
+    share = min(1.0, n_side / LIGHTGBM_MIN_DATA_IN_LEAF)
+    out["min_data_in_leaf"] = max(1, min(int(params.get("min_data_in_leaf", LIGHTGBM_MIN_DATA_IN_LEAF)), n_side))
+    for key in ("lambda_l1", "lambda_l2"):
+        if key in out:
+            out[key] = float(out[key]) * share
+    return out
+
+
 def contrast_auroc(
     X: np.ndarray, contrast: Contrast, folds: Sequence[tuple[str, np.ndarray, np.ndarray]], options: ReferenceOptions
 ) -> tuple[float, int, int]:
-    """(mean held-out AUROC over the scored folds, scored folds, scored folds whose model made no
-    split) of one contrast (module doc), each fold's model seeded ``derive_seed(options.seed,
-    "reference", gene, guide, reference, fold)``. A model without a split predicts one value: its
-    AUROC is 0.5, as measured (LightGBM's ``min_data_in_leaf`` needs more rows than a few wells a
-    side give)."""
+    """(mean held-out AUROC over the folds whose model split, those folds, the folds whose model made
+    no split) of one contrast (module doc), each fold's model trained with
+    :func:`small_sample_params` and seeded ``derive_seed(options.seed, "reference", gene, guide,
+    reference, fold)``. A model without a split predicts one value and answers nothing: it is
+    counted, not scored (NaN AUROC when no fold split)."""
     import lightgbm as lgb
 
     params = options.booster_params()
@@ -243,13 +268,15 @@ def contrast_auroc(
         rows = np.concatenate([a_train, r_train])
         y = np.r_[np.ones(len(a_train)), np.zeros(len(r_train))]
         fold_params = {
-            **params,
+            **small_sample_params(params, min(len(a_train), len(r_train))),
             "seed": derive_seed(options.seed, "reference", contrast.gene, contrast.guide, contrast.reference, name),
         }
         booster = lgb.train(
             fold_params, lgb.Dataset(X[rows], y, free_raw_data=True), num_boost_round=options.num_boost_round
         )
-        no_split += int(booster.feature_importance(importance_type="split").sum() == 0)
+        if booster.feature_importance(importance_type="split").sum() == 0:
+            no_split += 1  # a model without a split predicts one value: no answer, not an AUROC of 0.5
+            continue
         held = np.concatenate([a_test, r_test])
         aucs.append(auroc(np.r_[np.ones(len(a_test)), np.zeros(len(r_test))], booster.predict(X[held])))
     return (float(np.mean(aucs)) if aucs else math.nan), len(aucs), no_split
@@ -278,6 +305,31 @@ def empirical_p(values: np.ndarray, null: np.ndarray) -> np.ndarray:
     above = null.size - np.searchsorted(null, values[ok] - 1e-12, side="left")
     out[ok] = (1 + above) / (null.size + 1)
     return out
+
+
+def reference_p(values: np.ndarray, null: np.ndarray, seed: int) -> tuple[np.ndarray, float, float]:
+    """p-values of ``values`` (AUROCs or mAPs, in [0, 1]) against the null contrasts' ``null`` by
+    the classifier null's rule (``hits.null_model: pareto``, :mod:`phenoica.hits._tail`, on their
+    logits): the empirical p-value where 10 or more null contrasts lie at or above, a Pareto tail
+    fitted to their upper exceedances beyond that where the goodness-of-fit test accepts one (40
+    null contrasts or more), the empirical p-value bounded at ``1 / (n + 1)`` otherwise. Returns the
+    p-values, the smallest reported (the floor) and the Kolmogorov-Smirnov p of the null contrasts'
+    own leave-one-out p-values against U(0, 1) (NaN below 4 null contrasts)."""
+    finite = np.sort(null[np.isfinite(null)])
+    if not finite.size:
+        return empirical_p(values, finite), math.nan, math.nan
+    z = np.log(np.clip(finite, 1e-6, 1 - 1e-6)) - np.log1p(-np.clip(finite, 1e-6, 1 - 1e-6))
+    tail = fit_tail(z, seed)
+    floor = TAIL_P_FLOOR if tail is not None else 1.0 / (finite.size + 1)
+    loo = leave_one_out_pareto(z, tail)
+    ks = float(stats.kstest(loo, "uniform").pvalue) if finite.size >= 4 else math.nan
+    if tail is None:
+        return empirical_p(values, finite), floor, ks
+    out = np.full(len(values), math.nan)
+    ok = np.isfinite(values)
+    x = np.clip(values[ok], 1e-6, 1 - 1e-6)
+    out[ok] = np.maximum(pareto_p_values(z, np.log(x) - np.log1p(-x), tail), floor)
+    return out, floor, ks
 
 
 def reference_scores(
@@ -334,7 +386,8 @@ def reference_scores(
     out = df[~df["is_null"]].drop(columns="is_null").reset_index(drop=True)
     out["n_null"] = len(null)
     for readout, column in (("auroc", "auroc"), ("map", "mean_average_precision")):
-        p = empirical_p(out[column].to_numpy(dtype=float), null[column].to_numpy(dtype=float))
+        p, floor, ks = reference_p(out[column].to_numpy(dtype=float), null[column].to_numpy(dtype=float), options.seed)
+        out[f"{readout}_p_floor"], out[f"{readout}_null_loo_ks_p"] = floor, ks
         q = bh_qvalues(p)
         out[f"{readout}_p_value"], out[f"{readout}_q_value"] = p, q
         out[f"{readout}_hit"] = np.where(np.isfinite(q), q < options.q_threshold, False).astype(bool)

@@ -25,6 +25,8 @@ GUIDE_SUMMARY_COLUMNS: tuple[str, ...] = (
     "sparsity",
     "concentration",
 )
+
+
 GENE_SUMMARY_COLUMNS: tuple[str, ...] = (
     "model",
     "variant",
@@ -47,7 +49,7 @@ def summarize_scores(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     one ok fold, means pooled over all ok (guide, fold) rows of the gene, and the distance per
     fold over its guides (:func:`phenoica.hits._effects.gene_distances`).
     """
-    missing = [c for c in SCORE_COLUMNS if c not in rows.columns]
+    missing = [c for c in SCORE_COLUMNS if c not in rows.columns and c != "distance_se"]  # optional: NaN
     if missing:
         raise ValueError(f"summarize_scores: score table lacks column(s) {missing}")
     keys = ["model", "variant", GENE, GUIDE, "is_null_guide"]
@@ -82,6 +84,7 @@ def screen_calls(
     null_model: str,
     q_threshold: float,
     with_null: bool = True,
+    seed: int = 0,
 ) -> dict[str, pd.DataFrame]:
     """Everything the gather step writes, from the guide-fold rows of every shard.
 
@@ -96,10 +99,10 @@ def screen_calls(
     keys = ["model", "variant", GENE]
     call_cols = ["n_guides_hit", "p_value", "p_beyond_null", "p_tail", "q_value", "hit"]
     if with_null:
-        guides = call_guides(guides, null_model, q_threshold)
+        guides = call_guides(guides, null_model, q_threshold, seed)
         gene_calls = call_genes(guides, q_threshold)
         genes = genes.merge(gene_calls[keys + call_cols], on=keys, how="left")
-        null = null_summary(guides, null_model, q_threshold)
+        null = null_summary(guides, null_model, q_threshold, seed)
     else:
         no_calls = {"p_value": math.nan, "p_beyond_null": False, "p_tail": math.nan, "q_value": math.nan, "hit": False}
         guides = guides.assign(**no_calls)

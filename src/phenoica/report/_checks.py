@@ -104,9 +104,10 @@ def checked_table(
 
 
 def check_rows(rows: pd.DataFrame) -> pd.DataFrame:
-    """Validate guide-fold rows (status must be ok/skipped); return a normalized copy."""
+    """Validate guide-fold rows (status must be ok/skipped); return a normalized copy (a table
+    written before ``distance_se`` existed gets it as NaN: its distances keep the folds' interval)."""
     out = checked_table(
-        rows,
+        rows if "distance_se" in rows.columns else rows.assign(distance_se=np.nan),
         "guide-fold rows",
         SCORE_COLUMNS,  # the guide-fold score rows, as classify writes them
         numeric=(*SCORE_INT_COLUMNS, *SCORE_FLOAT_COLUMNS),

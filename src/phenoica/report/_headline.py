@@ -78,7 +78,7 @@ def _ranking(state: dict[str, object]) -> str:
         return ""
     text = f"hits ranked by the {measure_phrase(str(sat['ranked_by']))}"
     if sat["ranked_by"] == "distance_sd":
-        text += " (95% interval over folds)"
+        text += " (95% interval over replicate wells and folds)"
     return text + (f"; first: {state['top']}" if state.get("top") else "")
 
 
@@ -122,7 +122,7 @@ def _reach(state: dict[str, object]) -> str:
         else "the calls stand without the tail beyond it"
     )
     return (
-        f"{int(n_beyond)} guides lie beyond the null's reach and are reported as p < {floor:.2g} = 1/(n_null + 1) "
+        f"{int(n_beyond)} guides lie beyond the null's reach and are reported as p < {floor:.2g}, its bound "
         f"(`p_beyond_null`); {tail}."
     )
 

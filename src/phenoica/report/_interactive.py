@@ -7,7 +7,7 @@ plotly's click events to the gene panel and filters/sorts the hit table. Section
 - **Volcano** per model/variant (a dropdown picks one): a point per real guide, its effect size
   (the held-out distance from the controls in control SDs, which does not stop at a ceiling as
   AUROC does; AUROC where no distance was measured) against -log10 q; hover shows gene, guide,
-  rank, distance with its interval over folds, AUROC, p (never below what the null reaches), q
+  rank, distance with its interval over replicate wells and folds, AUROC, p (never below what the null reaches), q
   and the mAP readout's mAP and q; a click opens the gene's panel.
 - **Gene panel**: the gene's guides in every model/variant with their rank and effect sizes,
   their AUROC and distance per held-out batch, its
@@ -405,8 +405,8 @@ def page_html(inputs: PageInputs, data: Mapping[str, Any]) -> str:
             "Volcano",
             f"Each point is a guide, at its effect size (the held-out distance from the controls in control SDs, "
             f"which keeps growing where AUROC stops at 1.000) and its q; red = hit at q < {inputs.q_threshold:g}; "
-            f"dashed line: q = {inputs.q_threshold:g}. p-values are never below 1/(n_null + 1), what the null reaches "
-            "(a guide beyond every pseudo-guide shows that bound). Pick the model/variant in the menu; click a "
+            f"dashed line: q = {inputs.q_threshold:g}. p-values are never below what the null reaches: 1/(n_null + 1), "
+            "or 1e-10 where a Pareto tail fitted to the pseudo-guides reads beyond them. Pick the model/variant in the menu; click a "
             "point to open its gene.",
             _figure_div(volcano_figure(inputs.hits, inputs.q_threshold), "volcano", "phenoicaClickable('{plot_id}')"),
             "volcano-section",

@@ -14,7 +14,6 @@ declared reference, by both readouts, when ``screen.reference`` declares one.
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 
 import numpy as np
@@ -197,6 +196,8 @@ def build_reference(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         auroc_hits=("auroc_hit", "sum"),
         map_hits=("map_hit", "sum"),
         n_null=("n_null", "first"),
+        floor=("auroc_p_floor", "first"),
+        map_floor=("map_p_floor", "first"),
         scored=("auroc", lambda a: int(np.isfinite(a.to_numpy(dtype=float)).sum())),
         folds=("n_folds_ok", "sum"),
         flat=("n_folds_no_split", "sum"),
@@ -205,10 +206,11 @@ def build_reference(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         f"{m}/{v}: {int(r.pairs)} construct(s) against their reference; {int(r.auroc_hits)} called by the classifier "
         f"({int(r.scored)} scored), {int(r.map_hits)} by the mAP, at q < {ctx.options.q_threshold:g}, against "
         f"{int(r.n_null)} null contrast(s) of control wells at other positions (p no lower than "
-        f"{1 / (int(r.n_null) + 1) if r.n_null else math.nan:.2g})."
+        f"{r.floor:.2g} for the classifier, {r.map_floor:.2g} for the mAP: 1/(n_null + 1), or a Pareto tail "
+        "fitted beyond the null contrasts)."
         + (
-            f" The classifier made no split in {int(r.flat)} of its {int(r.folds)} scored folds (too few wells a "
-            "side for LightGBM's leaves: AUROC 0.5)."
+            f" The classifier made no split in {int(r.flat)} of its {int(r.folds + r.flat)} folds (too few wells a "
+            "side for LightGBM's leaves); those folds answer nothing and are left out of its AUROC."
             if r.flat
             else ""
         )

@@ -147,7 +147,7 @@ def summarize_point(
     hold (:func:`phenoica.classify.split_control_rows`) are left out."""
     hits = options.hits
     rows, _controls = split_control_rows(point.rows)  # the control constructs are not guides, nor the null
-    calls = screen_calls(rows, None, hits.null_model, hits.q_threshold, with_null=hits.with_null)
+    calls = screen_calls(rows, None, hits.null_model, hits.q_threshold, with_null=hits.with_null, seed=hits.seed)
     guides, genes = calls["guides"], calls["genes"]
     real = guides[~guides["is_null_guide"].astype(bool)]
     mAP = point.mAP

@@ -1,0 +1,95 @@
+"""The classifier null's Pareto tail: the fit, its goodness-of-fit fallback, and calls at genome depth."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+from scipy import stats
+
+from phenoica.contract import GUIDE
+from phenoica.hits import _calls as H
+from phenoica.hits import _tail as T
+from tests.test_hits import _expit, guide_table
+
+
+@pytest.mark.parametrize("shape", [0.4, 0.15])
+def test_the_profile_likelihood_fit_is_scipys_maximum_likelihood_where_the_shape_is_positive(shape):
+    y = stats.genpareto.rvs(shape, scale=0.5, size=400, random_state=np.random.default_rng(3))
+    fitted = T.fit_exceedances(y)
+    ml_shape, _, ml_scale = stats.genpareto.fit(y, floc=0)
+    assert fitted[0] == pytest.approx(ml_shape, abs=0.02) and fitted[1] == pytest.approx(ml_scale, rel=0.03)
+
+
+def test_a_bounded_tail_is_fitted_as_the_exponential_never_with_an_end_point():
+    """Uniform exceedances (shape -1: a tail with an end point) get shape 0 and scale their mean, so
+    a value far beyond every exceedance still gets a p-value above 0."""
+    y = np.random.default_rng(4).uniform(0, 1, size=200)
+    shape, scale = T.fit_exceedances(y)
+    assert shape == 0.0 and scale == pytest.approx(y.mean())
+    tail = T.TailFit(0.0, shape, scale, 25, 100, 1.0)
+    assert 0 < tail.sf(np.array([5.0]))[0] < 1e-3
+
+
+def test_the_goodness_of_fit_test_rejects_a_tail_of_two_clusters_and_accepts_a_pareto_sample():
+    rng = np.random.default_rng(5)
+    good = stats.genpareto.rvs(0.2, scale=1.0, size=40, random_state=rng)
+    assert T.gof_pvalue(good, *T.fit_exceedances(good), seed=0) > 0.05
+    bad = np.r_[rng.uniform(0, 0.05, 30), rng.uniform(3, 3.1, 10)]
+    assert T.gof_pvalue(bad, *T.fit_exceedances(bad), seed=0) < 0.05
+
+
+def test_a_null_without_a_tail_keeps_the_bounded_empirical_p_value():
+    """Pseudo-guides that all score 0.5 (no model split) have no tail: the p-value of a guide above
+    them all is 1 / (n + 1), as the empirical model gives it."""
+    fit = H.NullFit(np.full(100, 0.5), "pareto")
+    assert fit.tail is None and fit.p_floor == pytest.approx(1 / 101)
+    calls = H.call_guides(guide_table([0.99, 0.5], np.full(100, 0.5)), "pareto", 0.05)
+    strong = calls.set_index(GUIDE).loc["g00000"]
+    assert strong["p_value"] == pytest.approx(1 / 101)
+    summary = H.null_summary(calls, "pareto", 0.05).iloc[0]
+    assert not summary["tail"] and summary["p_reach"] == pytest.approx(1 / 101)
+
+
+@pytest.mark.parametrize("m", [10_000, 100_000])
+def test_a_lone_strong_guide_among_a_genome_of_guides_is_called_with_the_default_null_of_100(m):
+    """BH calls a lone guide among m at q < 0.05 only with p < 0.05 / m (5e-7 among 100,000); 100
+    pseudo-guides observe 1/101, and the tail fitted to their exceedances reads beyond: the guide
+    at AUROC 0.9 (11 null SDs out) is called, and the guides without effect are not."""
+    rng = np.random.default_rng(11)
+    real = _expit(rng.normal(0.0, 0.2, size=m))
+    real[0] = 0.9
+    calls = H.call_guides(guide_table(real, _expit(rng.normal(0.0, 0.2, size=100))), "pareto", 0.05, seed=0)
+    real_calls = calls[~calls["is_null_guide"]].set_index(GUIDE)
+    strong = real_calls.loc["g00000"]
+    assert strong["hit"] and strong["p_value"] < 0.05 / m and not strong["p_beyond_null"]
+    assert real_calls["hit"].sum() == 1
+    summary = H.null_summary(calls, "pareto", 0.05).iloc[0]
+    assert summary["tail"] and summary["p_reach"] < 0.05 / m and summary["n_tail_only_calls"] == 0
+
+
+def test_tail_p_values_are_calibrated_beyond_the_null_on_a_heavier_than_normal_null():
+    """Nulls of 100 from a logistic distribution (heavier tail than a normal: an exponential tail
+    in the logit), each scored against 10,000 fresh draws: at 1e-3 the share of draws at or below
+    stays within [0.5, 2] x nominal, pooled over 30 nulls; and the p-values are never below the
+    empirical rank's reach inside the null (no p below 1/101 for a draw under 10 pseudo-guides)."""
+    rng = np.random.default_rng(12)
+    below, total = 0, 0
+    for _ in range(30):
+        null = rng.logistic(0.0, 0.3, size=100)
+        fit = H.NullFit(_expit(null), "pareto", seed=0)
+        fresh = rng.logistic(0.0, 0.3, size=10_000)
+        p = np.maximum(fit.p_values(_expit(fresh)), fit.p_floor)
+        below += int((p <= 1e-3).sum())
+        total += fresh.size
+        inside = np.sort(null)[::-1][9] <= fresh
+        assert (p[~inside] >= 10 / 101 - 1e-12).all()
+    assert 0.5 <= below / total / 1e-3 <= 2.0
+
+
+def test_the_leave_one_out_p_values_of_a_pareto_null_are_uniform():
+    rng = np.random.default_rng(13)
+    fit = H.NullFit(_expit(rng.logistic(0.0, 0.3, size=200)), "pareto", seed=0)
+    loo = fit.leave_one_out_p()
+    assert fit.tail is not None and stats.kstest(loo, "uniform").pvalue > 0.05
+    assert pd.Series(loo).between(0, 1).all()
