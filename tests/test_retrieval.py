@@ -184,3 +184,23 @@ def test_a_whitening_fitted_on_the_controls_leaks_when_it_keeps_every_direction_
     assert leaky_real.mean() > leaky_null.mean() + 0.2  # every guide told from the controls: the leak
     assert abs(capped_real.mean() - capped_null.mean()) < 0.06
     assert stats.ks_2samp(capped_real, capped_null).pvalue > 0.01
+
+
+def test_the_report_names_the_variant_that_retrieves_best_beside_base_with_the_paired_difference():
+    from phenoica.report._retrieval_section import retrieval_headline, retrieval_summary
+
+    guides = [f"g{i}" for i in range(6)]
+    rows = [
+        {"model": "m", "variant": v, GENE: g, GUIDE: g, "across": BATCH, "retrieval": 0.3 + shift + 0.01 * i}
+        for v, shift in (("base", 0.0), ("pca", 0.2), ("pca_ica", 0.1))
+        for i, g in enumerate(guides)
+    ]
+    summary = retrieval_summary(pd.DataFrame(rows), seed=0).set_index("variant")
+    assert summary.loc["pca", "diff_vs_base"] == pytest.approx(0.2)
+    assert summary.loc["pca", "ratio_to_base"] == pytest.approx(0.525 / 0.325)
+    assert np.isnan(summary.loc["base", "diff_vs_base"])
+    (line,) = retrieval_headline(summary.reset_index())
+    assert "across batches" in line and "best with `pca`: 0.525" in line and "+0.200 [+0.200, +0.200]" in line
+    worse = pd.DataFrame(rows).assign(retrieval=lambda t: np.where(t["variant"] == "base", 0.9, t["retrieval"]))
+    (line,) = retrieval_headline(retrieval_summary(worse, seed=0))
+    assert "best with `base`" in line and "no post-processing variant does better" in line and "`pca`" in line

@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify import mean_retrieval, retrieval_difference
+from phenoica.contract import BATCH, PLATE
 from phenoica.report import _render as render
 from phenoica.report._checks import ordered_variants
 from phenoica.report._inputs import ReportInputs
@@ -15,6 +16,9 @@ from phenoica.report._sections import ReportContext, Section, SectionOutput, tab
 
 #: The variant every other is compared with: the profiles as they came.
 REFERENCE = "base"
+
+#: How the headline names what replicates were retrieved across.
+ACROSS_WORDS: dict[str, str] = {BATCH: "batches", PLATE: "plates"}
 
 #: Columns of the report's retrieval table.
 RETRIEVAL_SUMMARY_COLUMNS: tuple[str, ...] = (
@@ -82,8 +86,9 @@ def retrieval_headline(summary: pd.DataFrame) -> list[str]:
     out = []
     for model, sub in summary.groupby("model", sort=True):
         best = sub.loc[sub["retrieval"].idxmax()]
+        across = ACROSS_WORDS.get(str(best["across"]), str(best["across"]))
         line = (
-            f"Model {render.md_text(model)}: replicates retrieved across {best['across']} (the field's batch-correction "
+            f"Model {render.md_text(model)}: replicates retrieved across {across} (the field's batch-correction "
             f"measure) best with `{best['variant']}`: {best['retrieval']:.3f} "
             f"[{best['ci_low']:.3f}, {best['ci_high']:.3f}] over {int(best['n_guides'])} guides"
         )
@@ -94,7 +99,14 @@ def retrieval_headline(summary: pd.DataFrame) -> list[str]:
                 f"({best['ratio_to_base']:.2f}x)"
             )
         elif best["variant"] == REFERENCE:
+            others = sub[sub["variant"] != REFERENCE]
             line += "; no post-processing variant does better than the profiles as they came"
+            if len(others) and np.isfinite(others["retrieval"]).any():
+                second = others.loc[others["retrieval"].idxmax()]
+                line += (
+                    f" (the best, `{second['variant']}`, {second['retrieval']:.3f}: "
+                    f"{second['diff_vs_base']:+.3f} [{second['diff_ci_low']:+.3f}, {second['diff_ci_high']:+.3f}])"
+                )
         out.append(line + ".")
     return out
 
