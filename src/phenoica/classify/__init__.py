@@ -36,7 +36,12 @@ __all__, __getattr__, __dir__ = lazy_face(
         "_capacity": ["readout_capacity"],
         "_engine": ["classify_guides", "classify_shard", "fold_masks", "guide_seed", "score_guide"],
         "_features": ["feature_matrix"],
-        "_lightgbm_params": ["lightgbm_params", "lightgbm_report_params"],
+        "_lightgbm_params": [
+            "lightgbm_names_record",
+            "lightgbm_params",
+            "lightgbm_report_params",
+            "use_lightgbm_names",
+        ],
         "_map_null": ["settled_null_counts"],
         "_map_readout": [
             "centered_on_plate_controls",
