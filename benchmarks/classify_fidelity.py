@@ -135,7 +135,7 @@ def main() -> None:
     if (args.screen is None) == (args.table is None):
         ap.error("give --screen positive_control, --screen arrayed or --table (with --folds)")
     if args.screen == "arrayed":
-        table = screen_profiles(arrayed_design(args.guides_scale), args.seed)[0]
+        table = screen_profiles(arrayed_design(args.guides_scale, "guides"), args.seed)[0]
         folds = leave_one_batch_out(table)
         name = f"arrayed per-well screen, {args.guides_scale}x its guides"
     elif args.screen:
