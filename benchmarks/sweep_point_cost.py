@@ -5,7 +5,8 @@ the screen scored again) is timed in this process, part by part: the variant's f
 (``fit_variants``: center-scale, eigendecomposition, its ICA or random rotation), the
 classification of every guide and pseudo-guide (``classify_guides``), the hit calls
 (``screen_calls``), the mAP readout (``guide_map``) and the batch classifier
-(``batch_accuracy``); CPU seconds (``time.process_time``, one thread). The screen is
+(``batch_accuracy``); CPU seconds (``time.process_time``), the BLAS and OpenMP pools held at one
+thread, as Snakemake holds a one-thread job's. The screen is
 :mod:`phenoica.screen.arrayed` at ``benchmarks/arrayed_run_cost.py``'s base (2,304 wells x 300
 features, 272 guides) grown ``--plates`` times along the replicate plates or ``--guides`` times
 along the guides; the settings are the arrayed scenario's (the schema's defaults: 5 points, the
@@ -22,6 +23,8 @@ import dataclasses
 import logging
 import time
 from typing import Any, Callable
+
+from threadpoolctl import threadpool_limits
 
 from phenoica.classify import leave_one_batch_out
 from phenoica.contract import feature_columns, validate_config
@@ -57,6 +60,7 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
+    threadpool_limits(1)  # a sweep_point job's threads (Snakemake sets the pools' sizes to them)
     design = dataclasses.replace(
         ArrayedDesign(),
         n_effect_genes=96 * args.guides,
