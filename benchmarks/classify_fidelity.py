@@ -53,8 +53,7 @@ from phenoica.classify import (
 )
 from phenoica.contract import GENE, GUIDE, feature_name, validate_config
 from phenoica.hits import screen_calls
-from phenoica.screen import SCREENS, VECTOR, write_known_truth_screen
-from phenoica.screen.arrayed import screen_profiles
+from phenoica.screen import SCREENS, VECTOR, screen_profiles, write_known_truth_screen
 
 
 def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:

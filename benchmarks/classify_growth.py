@@ -41,7 +41,7 @@ from phenoica.classify import (
     null_guide_design,
 )
 from phenoica.contract import PERT_TYPE, validate_config
-from phenoica.screen.arrayed import ArrayedDesign, screen_profiles
+from phenoica.screen import ArrayedDesign, screen_profiles
 
 
 def arrayed_design(scale: int, axis: str = "guides", effect_genes: int = 96, null_genes: int = 40) -> ArrayedDesign:

@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import logging
+import sys
 import time
 from typing import Any, Callable
 
@@ -28,9 +29,11 @@ from threadpoolctl import threadpool_limits
 
 from phenoica.classify import leave_one_batch_out
 from phenoica.contract import feature_columns, validate_config
-from phenoica.screen.arrayed import ArrayedDesign, screen_profiles
-from phenoica.sweep import SweepOptions, spaced_counts
-from phenoica.sweep import _component_sweep as sweep_module
+from phenoica.screen import ArrayedDesign, screen_profiles
+from phenoica.sweep import SweepOptions, spaced_counts, sweep_point
+
+#: The module that defines the sweep's points: its calls of the parts are what is timed.
+sweep_module = sys.modules[sweep_point.__module__]
 
 #: The parts of a point, as the sweep module names the functions it calls.
 PARTS: tuple[str, ...] = ("fit_variants", "classify_guides", "screen_calls", "guide_map", "batch_accuracy")
