@@ -10,10 +10,12 @@ thread, as Snakemake holds a one-thread job's. The screen is
 :mod:`phenoica.screen.arrayed` at ``benchmarks/arrayed_run_cost.py``'s base (2,304 wells x 300
 features, 272 guides) grown ``--plates`` times along the replicate plates or ``--guides`` times
 along the guides; the settings are the arrayed scenario's (the schema's defaults: 5 points, the
-grid's top at the width, 50 pseudo-guides per point's null). It prints one line per point and
+grid's top at the width, every pseudo-guide in each point's null; ``--set`` changes config keys,
+e.g. ``sweep.null_guides=50`` or ``transforms.ica_max_iter=100``). It prints one line per point and
 the sweep's total per part, so a way of cutting the sweep's cost can be chosen where its CPU is.
 
     python benchmarks/sweep_point_cost.py [--plates 1] [--guides 1] [--variants pca pca_ica pca_rand] [--points 0 1 2 3 4]
+        [--set sweep.null_guides=50]
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ import sys
 import time
 from typing import Any, Callable
 
+import yaml
 from threadpoolctl import threadpool_limits
 
 from phenoica.classify import leave_one_batch_out
@@ -61,6 +64,9 @@ def main() -> None:
     ap.add_argument("--variants", nargs="+", default=["pca", "pca_ica", "pca_rand"])
     ap.add_argument("--points", type=int, nargs="+", default=None, help="grid points (default: all)")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument(
+        "--set", nargs="*", default=[], metavar="KEY=VALUE", help="config keys (YAML values), e.g. sweep.null_guides=50"
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     threadpool_limits(1)  # a sweep_point job's threads (Snakemake sets the pools' sizes to them)
@@ -73,13 +79,19 @@ def main() -> None:
     )
     table, _ = screen_profiles(design, args.seed)
     folds = leave_one_batch_out(table)
-    config = validate_config(
-        {
-            "seed": args.seed,
-            "screen": {"source": "embeddings", "embeddings": "profiles/*.parquet", "feature_regex": ".*"},
-            "models": {"cellprofiler": {}},
-        }
-    )
+    given: dict[str, Any] = {
+        "seed": args.seed,
+        "screen": {"source": "embeddings", "embeddings": "profiles/*.parquet", "feature_regex": ".*"},
+        "models": {"cellprofiler": {}},
+    }
+    for item in args.set:
+        dotted, value = item.split("=", 1)
+        *path, key = dotted.split(".")
+        node = given
+        for part in path:
+            node = node.setdefault(part, {})
+        node[key] = yaml.safe_load(value)
+    config = validate_config(given)
     options = SweepOptions.from_config(config)
     counts = spaced_counts(len(feature_columns(table)), len(table), options.points, options.max_components)
     points = args.points if args.points is not None else list(range(len(counts)))
