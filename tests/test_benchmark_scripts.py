@@ -232,6 +232,7 @@ def test_tail_calibration_script_runs_small_and_prints_its_ratios(tmp_path):
     assert beyond and all("empirical 0/100" in line for line in beyond)
 
 
+@pytest.mark.slow
 def test_classify_growth_script_times_every_setting_at_every_scale(tmp_path):
     """Two guides and two pseudo-guides at 1x and 2x the arrayed screen's guides: a line per
     setting and scale, the exponent row of each setting; the cap below 2x's training controls is
