@@ -26,6 +26,7 @@ batches exact trains on 97.5%: slightly more positives), so the ratio exact / fa
 if anything, low.
 
     python benchmarks/classify_cost.py [--guides 8] [--nulls 8] [--rounds 100] [--no-floor] [--config benchmarks/genome_scale.yaml]
+        [--fast-train-controls 1000]
 """
 
 from __future__ import annotations
@@ -199,6 +200,9 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-floor", action="store_true", help="skip the floor (prebuilt Datasets) timings")
     ap.add_argument("--config", type=Path, default=Path(__file__).with_name("genome_scale.yaml"))
+    ap.add_argument(
+        "--fast-train-controls", type=int, default=None, help="the fast protocol's cap (default: the schema's)"
+    )
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -207,6 +211,8 @@ def main() -> None:
     batch = table[BATCH].to_numpy()
     fold = Fold(f"holdout_{held}", np.flatnonzero(batch != held), np.flatnonzero(batch == held), (held,))
     classify = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": 1}}
+    if args.fast_train_controls is not None:
+        classify["fast_train_controls"] = args.fast_train_controls
     base = ClassifyOptions.from_config(validate_config({"classify": classify, "seed": args.seed}))
     guides = guides_of(table)
     nulls = null_guide_design(table, args.nulls, args.seed)

@@ -14,13 +14,17 @@ exact protocol:
 Screens: ``--screen positive_control`` builds the positive control
 (``phenoica.screen.known_truth``) with the design given by the flags (default: its own
 design scaled to 12 batches and 48 control wells per plate, so that the fast protocol's defaults
-act: 12 folds in 4 groups, 8,448 training controls capped at 4,000); ``--table`` and
+act: 12 folds in 4 groups, 8,448 training controls capped at 4,000); ``--screen arrayed`` the
+arrayed per-well screen of ``benchmarks/classify_growth.py`` at ``--guides-scale`` times its
+guides (2 batches: the folds are never grouped; at 4x 256 training controls per fold, so a
+``--fast-train-controls`` below that acts); ``--table`` and
 ``--folds`` score a profile table of a finished run (a ``transforms/{model}/{variant}.parquet``
 with its ``splits/{model}.parquet``). ``--fast-fold-groups`` / ``--fast-train-controls`` lower the
 fast protocol's thresholds where a small screen would not reach them. Every figure is printed with
 the thresholds and whether each approximation acted (folds grouped, controls capped).
 
     python benchmarks/classify_fidelity.py --screen positive_control [--batches 12] [--seed-reference]
+    python benchmarks/classify_fidelity.py --screen arrayed --guides-scale 4 --fast-train-controls 128 [--seed-reference]
     python benchmarks/classify_fidelity.py --table RUN/transforms/mae/pca_ica.parquet --folds RUN/splits/mae.parquet \\
         [--fast-fold-groups 2 --fast-train-controls 192]
 """
@@ -36,6 +40,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from classify_growth import arrayed_design
 from scipy import stats
 
 from phenoica.classify import (
@@ -48,7 +53,7 @@ from phenoica.classify import (
 )
 from phenoica.contract import GENE, GUIDE, feature_name, validate_config
 from phenoica.hits import screen_calls
-from phenoica.screen import SCREENS, VECTOR, write_known_truth_screen
+from phenoica.screen import SCREENS, VECTOR, screen_profiles, write_known_truth_screen
 
 
 def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:
@@ -109,7 +114,8 @@ def compare(ref: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame]) -> dic
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--screen", choices=["positive_control"], default=None)
+    ap.add_argument("--screen", choices=["positive_control", "arrayed"], default=None)
+    ap.add_argument("--guides-scale", type=int, default=4, help="arrayed: times the base screen's guides")
     ap.add_argument("--table", type=Path, help="a profile table (transforms/{model}/{variant}.parquet)")
     ap.add_argument("--folds", type=Path, help="its folds (splits/{model}.parquet)")
     ap.add_argument("--batches", type=int, default=12)
@@ -126,8 +132,12 @@ def main() -> None:
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     if (args.screen is None) == (args.table is None):
-        ap.error("give --screen positive_control or --table (with --folds)")
-    if args.screen:
+        ap.error("give --screen positive_control, --screen arrayed or --table (with --folds)")
+    if args.screen == "arrayed":
+        table = screen_profiles(arrayed_design(args.guides_scale, "guides"), args.seed)[0]
+        folds = leave_one_batch_out(table)
+        name = f"arrayed per-well screen, {args.guides_scale}x its guides"
+    elif args.screen:
         table = positive_control_table(args)
         folds = leave_one_batch_out(table)
         name = f"positive control, {args.batches} batches x {args.control_wells} control wells"

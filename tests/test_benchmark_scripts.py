@@ -247,3 +247,33 @@ def test_effect_interval_coverage_script_prints_both_intervals_coverage(tmp_path
     covered = float(re.search(r"wells and folds ([\d.]+)", line).group(1))
     assert widths[0] < widths[1] and 0.75 <= covered <= 1.0
     assert int(re.search(r"excludes 0 in (\d+)%", line).group(1)) >= 80
+
+
+@pytest.mark.slow
+def test_classify_growth_script_times_every_setting_at_every_scale(tmp_path):
+    """Two guides and two pseudo-guides at 1x and 2x the arrayed screen's guides: a line per
+    setting and scale, the exponent row of each setting; the cap below 2x's training controls is
+    said to be the fast protocol's."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "classify_growth.py"), "--scales", "1", "2", "--sample", "2"]
+    proc = subprocess.run([*cmd, "--caps", "16"], capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "1x: 2304 wells, 272 guides" in out and "2x: 4608 wells, 544 guides" in out
+    assert out.count("ms per guide") == 4 and out.count("fast, cap 16") == 3
+    summary = out.split("exponent")[-1].splitlines()[1:]
+    assert [line.split()[0] for line in summary] == ["exact", "fast,"]
+    assert all(np.isfinite(float(line.split()[-1])) for line in summary)
+
+
+def test_sweep_point_cost_script_times_each_part_of_a_point(tmp_path):
+    """The narrowest point of one variant on the 1x arrayed screen: its line holds a figure for
+    every part, and the sweep's total line their shares."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "sweep_point_cost.py"), "--variants", "pca", "--points", "0"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("pca ")]
+    assert len(rows) == 1 and rows[0][1] == "2" and len(rows[0]) == 2 + 5 + 2
+    assert int(rows[0][-1]) >= 0  # the point's guide hits
+    assert "shares: fit_variants" in proc.stdout

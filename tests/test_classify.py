@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import functools
+import json
 import logging
 import math
+import subprocess
+import sys
 
 import lightgbm as lgb
 import numpy as np
@@ -485,6 +488,31 @@ def test_lightgbm_parameter_check_never_switches_off_silently(monkeypatch):
             lightgbm_params(validated_lightgbm({"num_leaves": 15}), seed=0)
     finally:
         _lightgbm_names.cache_clear()
+
+
+def test_a_recorded_reading_of_the_keys_is_given_back_without_lightgbm():
+    """LightGBM's reading of the keys, recorded, is what a fresh process takes as it is, importing
+    no LightGBM; a record of another LightGBM version is not taken (the keys are read again)."""
+    given = {"reg_alpha": 1.0, "num_leaves": 15}
+    record = classify_params.lightgbm_names_record(given)
+    assert record["lightgbm"] == lgb.__version__
+    assert (
+        dict(record["names"])
+        == lightgbm_parameter_names(given)
+        == {"reg_alpha": "lambda_l1", "num_leaves": "num_leaves"}
+    )
+    code = (
+        "import json, sys\n"
+        "from phenoica.classify import lightgbm_params, use_lightgbm_names\n"
+        f"taken = use_lightgbm_names(json.loads({json.dumps(record)!r}))\n"
+        f"params = lightgbm_params({given!r}, 3)\n"
+        "print(json.dumps([taken, params, 'lightgbm' in sys.modules]))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    taken, params, imported = json.loads(proc.stdout)
+    assert taken and not imported and params == lightgbm_params(given, 3)
+    assert not classify_params.use_lightgbm_names({**record, "lightgbm": "0.0"})
+    assert not classify_params.use_lightgbm_names(None)
 
 
 # ----------------------------------------------------------------------------- null guides, shards

@@ -37,7 +37,12 @@ __all__, __getattr__, __dir__ = lazy_face(
         "_distance": ["ControlMoments", "heldout_distance_se"],
         "_engine": ["classify_guides", "classify_shard", "fold_masks", "guide_seed", "score_guide"],
         "_features": ["feature_matrix"],
-        "_lightgbm_params": ["lightgbm_params", "lightgbm_report_params"],
+        "_lightgbm_params": [
+            "lightgbm_names_record",
+            "lightgbm_params",
+            "lightgbm_report_params",
+            "use_lightgbm_names",
+        ],
         "_map_null": ["configuration_aps", "settled_null_counts"],
         "_map_readout": [
             "centered_on_plate_controls",

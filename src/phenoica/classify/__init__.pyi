@@ -10,8 +10,10 @@ from ._engine import fold_masks as fold_masks
 from ._engine import guide_seed as guide_seed
 from ._engine import score_guide as score_guide
 from ._features import feature_matrix as feature_matrix
+from ._lightgbm_params import lightgbm_names_record as lightgbm_names_record
 from ._lightgbm_params import lightgbm_params as lightgbm_params
 from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
+from ._lightgbm_params import use_lightgbm_names as use_lightgbm_names
 from ._map_null import configuration_aps as configuration_aps
 from ._map_null import settled_null_counts as settled_null_counts
 from ._map_readout import centered_on_plate_controls as centered_on_plate_controls
@@ -75,6 +77,7 @@ __all__ = [
     "GuideSamples",
     "heldout_distance_se",
     "leave_one_batch_out",
+    "lightgbm_names_record",
     "lightgbm_params",
     "lightgbm_report_params",
     "make_folds",
@@ -99,5 +102,6 @@ __all__ = [
     "SplitOptions",
     "training_controls",
     "trainings",
+    "use_lightgbm_names",
     "well_profiles",
 ]

@@ -1,17 +1,21 @@
 """LightGBM's parameters: Nelson et al. 2026 Table 6 (the schema's defaults of ``classify.lightgbm``)
 merged with the user's keys, every key checked by LightGBM itself (unknown keys and aliases named
-by LightGBM), and the keys that change only speed or logs."""
+by LightGBM), and the keys that change only speed or logs.
+
+LightGBM is imported only to check keys it has not checked before: a check's finding can be
+recorded (:func:`lightgbm_names_record`, kept by the door) and given back to a later process
+(:func:`use_lightgbm_names`), so that building the workflow's jobs imports no LightGBM."""
 
 from __future__ import annotations
 
 import functools
+import importlib.metadata
 import json
 import re
 import threading
 import warnings
 from typing import Any, Mapping
 
-import lightgbm as lgb
 import numpy as np
 
 from phenoica.contract import package_schema
@@ -91,6 +95,8 @@ _LIGHTGBM_LOG = _LightGBMLog()
 def _lightgbm_messages(params: Mapping[str, Any]) -> tuple[list[str], Exception | None]:
     """LightGBM's log while it reads ``params`` (a Dataset built on 20 x 2 rows), and the
     error it raised, if any."""
+    import lightgbm as lgb  # the check's only import of LightGBM
+
     X = np.column_stack([np.arange(20.0), np.arange(20.0) % 7])
     y = np.arange(20) % 2
     with _LIGHTGBM_LOCK:
@@ -104,6 +110,16 @@ def _lightgbm_messages(params: Mapping[str, Any]) -> tuple[list[str], Exception 
         finally:
             messages, _LIGHTGBM_LOG.record = _LIGHTGBM_LOG.record, None
     return messages, error
+
+
+def _lightgbm_version() -> str:
+    """The installed LightGBM's version, read from its metadata (no import)."""
+    return importlib.metadata.version("lightgbm")
+
+
+#: Findings of earlier checks given back (:func:`use_lightgbm_names`): (LightGBM version, the
+#: keys as :func:`lightgbm_parameter_names` freezes them) -> LightGBM's names of the keys.
+_RECORDED: dict[tuple[str, str], tuple[tuple[str, str | None], ...]] = {}
 
 
 @functools.lru_cache(maxsize=32)
@@ -127,10 +143,10 @@ def _lightgbm_names(frozen: str) -> tuple[tuple[str, str | None], ...]:
     if _PROBE_UNKNOWN not in unknown or canonical.get(_PROBE_ALIAS[0]) != _PROBE_ALIAS[1]:
         if error is not None:
             raise ValueError(
-                f"config key classify.lightgbm: LightGBM {lgb.__version__} rejects these parameters: {error}"
+                f"config key classify.lightgbm: LightGBM {_lightgbm_version()} rejects these parameters: {error}"
             )
         raise RuntimeError(
-            f"LightGBM {lgb.__version__} did not report unknown and aliased parameters as expected "
+            f"LightGBM {_lightgbm_version()} did not report unknown and aliased parameters as expected "
             f"(messages: {messages[:5]}); phenoica cannot check classify.lightgbm with this version"
         )
     return tuple((key, None if key in unknown else canonical.get(key, key)) for key in given)
@@ -147,10 +163,35 @@ def lightgbm_parameter_names(params: Mapping[str, Any]) -> dict[str, str | None]
     name unless two keys set that parameter. A probe key that LightGBM must call unknown and
     an alias it must resolve guard the check: if LightGBM's messages change, this raises
     instead of passing every key. Values are LightGBM's to check when it trains (some, such as
-    ``max_bin_by_feature``, depend on the data). Results are cached per set of params.
+    ``max_bin_by_feature``, depend on the data). Results are cached per set of params, and a
+    finding given back by :func:`use_lightgbm_names` for the installed version is used as is.
     """
-    frozen = json.dumps(dict(params), sort_keys=True, default=repr)
-    return dict(_lightgbm_names(frozen))
+    frozen = _frozen(params)
+    recorded = _RECORDED.get((_lightgbm_version(), frozen))
+    return dict(recorded if recorded is not None else _lightgbm_names(frozen))
+
+
+def _frozen(params: Mapping[str, Any]) -> str:
+    return json.dumps(dict(params), sort_keys=True, default=repr)
+
+
+def lightgbm_names_record(params: Mapping[str, Any]) -> dict[str, Any]:
+    """What LightGBM calls each key of ``params`` (:func:`lightgbm_parameter_names`), as JSON
+    data to keep: the LightGBM version, the keys and their names. A later process gives it back
+    with :func:`use_lightgbm_names`."""
+    names = lightgbm_parameter_names(params)
+    return {"lightgbm": _lightgbm_version(), "params": _frozen(params), "names": [[k, v] for k, v in names.items()]}
+
+
+def use_lightgbm_names(record: Mapping[str, Any] | None) -> bool:
+    """Take a record of :func:`lightgbm_names_record` as LightGBM's reading of its keys, so that
+    they are not checked (nor LightGBM imported) again in this process; a record of another
+    LightGBM version than the installed one, or none, is ignored. Returns whether it was taken."""
+    if not record or record.get("lightgbm") != _lightgbm_version():
+        return False
+    names = tuple((str(k), None if v is None else str(v)) for k, v in record["names"])
+    _RECORDED[(str(record["lightgbm"]), str(record["params"]))] = names
+    return True
 
 
 def lightgbm_params(given: Mapping[str, Any], seed: int) -> dict[str, Any]:
@@ -172,7 +213,7 @@ def lightgbm_params(given: Mapping[str, Any], seed: int) -> dict[str, Any]:
     if unknown:
         keys = ", ".join(f"classify.lightgbm.{key}" for key in unknown)
         raise ValueError(
-            f"config key(s) {keys}: not LightGBM {lgb.__version__} parameters or aliases (names are LightGBM's own, "
+            f"config key(s) {keys}: not LightGBM {_lightgbm_version()} parameters or aliases (names are LightGBM's own, "
             "e.g. num_leaves, learning_rate)"
         )
     groups: dict[str, list[str]] = {}

@@ -29,6 +29,7 @@ from typing import Any, Mapping, Sequence
 
 import pandas as pd
 
+from phenoica.classify import lightgbm_names_record, use_lightgbm_names
 from phenoica.contract import (
     BATCH,
     CONTROL,
@@ -513,7 +514,9 @@ def check_screen_once(
     plates' geometry, the models' crops, the notes, which are logged again on every call).
     ``notes`` are the caller's (the config's: :func:`phenoica.contract.planned_demo_note`),
     logged and recorded with the door's own. The settings are checked against LightGBM and the
-    models' feature counts (:func:`settings_problems`)."""
+    models' feature counts (:func:`settings_problems`); LightGBM's reading of the
+    ``classify.lightgbm`` keys is recorded and given back on every call
+    (:func:`phenoica.classify.use_lightgbm_names`), so that the rules' params import no LightGBM."""
     log = log or logging.getLogger("phenoica.validate")
     key = screen_key(config, plates, notes)
     record = Path(record)
@@ -524,6 +527,7 @@ def check_screen_once(
     if known.get("key") == key:
         for note in known.get("notes", []):
             log.warning("%s", note)
+        use_lightgbm_names(known.get("lightgbm_names"))  # the rules' params import no LightGBM
         return known
     source = config["screen"]["source"]
     for note in notes:
@@ -540,7 +544,9 @@ def check_screen_once(
     settings = settings_problems(config, report["models"])
     if settings:
         raise ConfigError("invalid configuration:\n" + "\n".join(f"  {p}" for p in settings))
-    report = {"key": key, **report, "notes": [*notes, *found], "readouts": readouts}
+    # LightGBM's reading of classify.lightgbm, kept so that later calls need no LightGBM
+    names = lightgbm_names_record(config["classify"]["lightgbm"])
+    report = {"key": key, **report, "notes": [*notes, *found], "readouts": readouts, "lightgbm_names": names}
     with atomic_path(record) as tmp:
         tmp.write_text(json.dumps(report, indent=1, sort_keys=True))
     return report

@@ -1,0 +1,118 @@
+"""How the classifier's CPU grows along the guides of an arrayed per-well screen, per protocol.
+
+The screen is :mod:`phenoica.screen.arrayed` at a real screen's width (300 features, 2 batches,
+4 replicate plates per batch, 16 control wells per plate; at 1x 96 effect and 40 null genes of 2
+guides, 272 guides, 2,304 wells), grown along the guides as ``benchmarks/arrayed_run_cost.py``
+grows it (``k`` times the genes on ``k`` plate maps: the control wells grow with the plates, so
+each guide's classifier trains against ``k`` times the controls under the exact protocol).
+
+At each scale, for each setting (``exact``, and ``fast`` with each ``--caps`` value as
+``classify.fast_train_controls``), it times ``classify_guides`` (CPU seconds of this process,
+one thread, the schema's defaults otherwise: concentration on, 100 rounds) on a seeded sample
+of ``--sample`` real guides and, separately, of ``--sample`` pseudo-guides of the scale's null
+design, and estimates the classify stage's CPU at that scale as
+``guides x (CPU per sampled guide) + pseudo-guides x (CPU per sampled pseudo-guide)`` (the null's
+100 pseudo-guides and the control constructs). It prints the estimates, the CPU per guide
+against 1x, and the growth exponent (least-squares slope of log CPU on log guides: 1 = linear).
+``--axis plates`` grows the replicate plates instead (the guides fixed; the exponent is then on
+the wells), as ``arrayed_run_cost.py --plates`` does: 40x is 92,160 wells.
+The estimate counts each training set's bins once per sample (the stage builds them once per
+shard), so it is, if anything, high at small scales. The calls' agreement of a cap with the exact
+protocol: ``benchmarks/classify_fidelity.py --screen arrayed``.
+
+    python benchmarks/classify_growth.py [--scales 1 4 16] [--caps 256 128] [--sample 32] [--axis plates]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import logging
+import time
+
+import numpy as np
+
+from phenoica.classify import (
+    ClassifyOptions,
+    classify_guides,
+    control_constructs,
+    guides_of,
+    leave_one_batch_out,
+    null_guide_design,
+)
+from phenoica.contract import PERT_TYPE, validate_config
+from phenoica.screen import ArrayedDesign, screen_profiles
+
+
+def arrayed_design(scale: int, axis: str = "guides", effect_genes: int = 96, null_genes: int = 40) -> ArrayedDesign:
+    """The arrayed screen at ``scale`` times the base's guides (on as many plate maps), or, with
+    ``axis`` "plates", at ``scale`` times its replicate plates (the guides fixed)."""
+    base = ArrayedDesign(n_effect_genes=effect_genes, n_null_genes=null_genes)
+    if axis == "plates":
+        return dataclasses.replace(base, plates_per_batch=base.plates_per_batch * scale)
+    return dataclasses.replace(
+        base, n_effect_genes=effect_genes * scale, n_null_genes=null_genes * scale, plate_maps=scale
+    )
+
+
+def timed(table, guides, nulls, folds, options) -> float:
+    """CPU seconds of one ``classify_guides`` call (every row scored, checked)."""
+    t0 = time.process_time()
+    out = classify_guides(table, guides, folds, options, "base", "bench", nulls=nulls)
+    cpu = time.process_time() - t0
+    assert (out["status"] == "ok").all(), out["reason"].unique()
+    return cpu
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--scales", type=int, nargs="+", default=[1, 4, 16])
+    ap.add_argument("--axis", choices=["guides", "plates"], default="guides", help="what the scales multiply")
+    ap.add_argument("--caps", type=int, nargs="*", default=[256, 128], help="fast_train_controls values")
+    ap.add_argument("--sample", type=int, default=32, help="guides (and pseudo-guides) timed per scale")
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    config = validate_config({"seed": args.seed, "classify": {"lightgbm": {"num_threads": 1}}})
+    exact = ClassifyOptions.from_config(config)
+    settings = {"exact": exact} | {
+        f"fast, cap {c}": exact._replace(protocol="fast", fast_train_controls=c) for c in args.caps
+    }
+    totals: dict[str, list[float]] = {s: [] for s in settings}
+    counts = []
+    rng = np.random.default_rng(args.seed)
+    for scale in args.scales:
+        table, _ = screen_profiles(arrayed_design(scale, args.axis), args.seed)
+        folds = leave_one_batch_out(table)
+        guides = guides_of(table)
+        nulls = null_guide_design(table, exact.n_null_guides, exact.seed) + control_constructs(table)
+        picked = [guides[i] for i in sorted(rng.choice(len(guides), min(args.sample, len(guides)), replace=False))]
+        picked_nulls = nulls[: args.sample]
+        n_ctrl = int((table[PERT_TYPE].astype(str) == "control").sum())
+        counts.append(len(guides) if args.axis == "guides" else len(table))
+        print(
+            f"{scale}x: {len(table)} wells, {len(guides)} guides, {len(nulls)} pseudo-guides, {n_ctrl} control "
+            f"wells ({max(len(f.train) for f in folds)} training rows per fold), {len(folds)} folds",
+            flush=True,
+        )
+        for name, options in settings.items():
+            per_guide = timed(table, picked, [], folds, options) / len(picked)
+            per_null = timed(table, [], picked_nulls, folds, options) / len(picked_nulls)
+            total = len(guides) * per_guide + len(nulls) * per_null
+            totals[name].append(total)
+            print(
+                f"  {name:14s} {1000 * per_guide:7.1f} ms per guide, {1000 * per_null:6.1f} ms per pseudo-guide: "
+                f"classify about {total:8.1f} CPU s",
+                flush=True,
+            )
+    unit = "guide" if args.axis == "guides" else "well"
+    print("\nsetting          " + "  ".join(f"{s}x CPU s (per {unit} vs 1x)" for s in args.scales) + "  exponent")
+    for name, values in totals.items():
+        per = [v / n for v, n in zip(values, counts)]  # per guide (per well along the plates)
+        cells = "  ".join(f"{v:8.1f} ({p / per[0]:.2f})" for v, p in zip(values, per))
+        slope = np.polyfit(np.log(counts), np.log(values), 1)[0] if len(counts) > 1 else float("nan")
+        print(f"{name:16s} {cells}  {slope:.3f}")
+
+
+if __name__ == "__main__":
+    main()
