@@ -93,6 +93,22 @@ def test_capacity_counts_training_wells_as_the_engine_does():
     )
 
 
+def test_the_door_says_where_lightgbm_can_make_no_split():
+    """A training set of fewer than twice min_data_in_leaf rows gives a model without a split
+    (every AUROC 0.5): the door says so, with the largest setting that would split."""
+    from phenoica.classify._capacity import classifier_capacity
+    from tests.test_classify import classify_options
+
+    table, _ = _profiles()  # each fold trains a guide's 4 wells against 4 plates x 16 control wells
+    splits = SplitOptions.from_config(validate_config({}))
+    at_default = classifier_capacity(table, splits, classify_options({}, 0), "parametric", 0)
+    assert at_default.calls and "no split" not in at_default.reason
+    big_leaves = classify_options({"lightgbm": {"min_data_in_leaf": 40}}, 0)
+    refused = classifier_capacity(table, splits, big_leaves, "parametric", 0)
+    assert not refused.calls
+    assert "largest training set holds 68 rows" in refused.reason and "min_data_in_leaf to at most 34" in refused.reason
+
+
 def test_capacity_agrees_with_the_engines_skips():
     """What the door counts is what the classifier then skips: the same guides, the same reason."""
     from phenoica.classify import classify_guides, make_folds

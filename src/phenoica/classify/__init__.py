@@ -38,6 +38,7 @@ __all__, __getattr__, __dir__ = lazy_face(
         "_engine": ["classify_guides", "classify_shard", "fold_masks", "guide_seed", "score_guide"],
         "_features": ["feature_matrix"],
         "_lightgbm_params": [
+            "LIGHTGBM_MIN_DATA_IN_LEAF",
             "lightgbm_names_record",
             "lightgbm_params",
             "lightgbm_report_params",

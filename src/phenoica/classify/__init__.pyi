@@ -10,6 +10,7 @@ from ._engine import fold_masks as fold_masks
 from ._engine import guide_seed as guide_seed
 from ._engine import score_guide as score_guide
 from ._features import feature_matrix as feature_matrix
+from ._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF as LIGHTGBM_MIN_DATA_IN_LEAF
 from ._lightgbm_params import lightgbm_names_record as lightgbm_names_record
 from ._lightgbm_params import lightgbm_params as lightgbm_params
 from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
@@ -77,6 +78,7 @@ __all__ = [
     "GuideSamples",
     "heldout_distance_se",
     "leave_one_batch_out",
+    "LIGHTGBM_MIN_DATA_IN_LEAF",
     "lightgbm_names_record",
     "lightgbm_params",
     "lightgbm_report_params",

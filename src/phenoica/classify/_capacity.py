@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify._engine import fold_masks, skip_reasons
+from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF
 from phenoica.classify._null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
 from phenoica.classify._options import ClassifyOptions, SplitOptions
 from phenoica.classify._protocol import trainings
@@ -73,14 +74,17 @@ def _names(pairs: list[tuple[str, str]]) -> str:
 
 def _fold_counts(
     targets: list[GuideSamples], table: pd.DataFrame, folds: list[Any], options: ClassifyOptions
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per target and fold: training rows, held-out rows, and whether the pair is scored (the
-    engine's rule, over the protocol's training sets)."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per target and fold: training rows, held-out rows, whether the pair is scored (the
+    engine's rule, over the protocol's training sets), and the training control rows of the fold
+    (every training control: the exact protocol's training set)."""
     sets = trainings(folds, fold_masks(folds, len(table)), options.max_fold_groups)
     n_folds = sum(len(t.members) for t in sets)
     train = np.zeros((len(targets), n_folds), dtype=np.int64)
     test = np.zeros_like(train)
     ok = np.zeros(train.shape, dtype=bool)
+    controls = control_mask(table)
+    negatives = np.array([int(t.train[controls].sum()) for t in sets for _ in t.members], dtype=np.int64)
     for i, target in enumerate(targets):
         m = 0
         for training in sets:
@@ -90,7 +94,27 @@ def _fold_counts(
                 train[i, m], test[i, m] = n_train, n_test
                 ok[i, m] = not skip_reasons(n_train, n_test, options)
                 m += 1
-    return train, test, ok
+    return train, test, ok, negatives
+
+
+def no_split_note(train: np.ndarray, ok: np.ndarray, negatives: np.ndarray, options: ClassifyOptions) -> str:
+    """Why LightGBM can make no split in any scored (guide, fold), or "": a split needs
+    ``min_data_in_leaf`` training rows on each side, so a training set (the guide's rows and the
+    fold's training controls) of fewer than twice that many gives a model without a split, whose
+    every score is 0.5, for the guides and the null alike: no answer, though it reads as one."""
+    leaf = int(options.lightgbm.get("min_data_in_leaf", LIGHTGBM_MIN_DATA_IN_LEAF))
+    if not ok.any():
+        return ""
+    largest = int((train + negatives[None, :])[ok].max())
+    if largest >= 2 * leaf:
+        return ""
+    return (
+        f"the classifier can make no split: its largest training set holds {largest} rows (the guide's and the "
+        f"fold's training controls), under twice classify.lightgbm.min_data_in_leaf = {leaf}, so every model is a "
+        f"constant and every AUROC 0.5 (no answer). Set classify.lightgbm.min_data_in_leaf to at most "
+        f"{max(1, largest // 2)} (LightGBM's leaves on so few rows; docs/per-well-profiles.md), or add control "
+        "wells or replicate plates"
+    )
 
 
 def _spread(values: np.ndarray) -> dict[str, float]:
@@ -129,7 +153,7 @@ def classifier_capacity(
     folds = make_folds(table, splits) if folds is None else list(folds)
     guides = guides_of(table)
     real = guide_samples(table, guides)
-    train, test, ok = _fold_counts(real, table, folds, options)
+    train, test, ok, negatives = _fold_counts(real, table, folds, options)
     scored = ok.any(axis=1)
     unscored = [guides[i] for i in np.flatnonzero(~scored)]
     units = {"train_per_fold": _spread(train.max(axis=1)), "held_out_per_fold": _spread(test.min(axis=1))}
@@ -165,6 +189,9 @@ def classifier_capacity(
                     f"guides' layouts, so they are skipped for the same reason); the {null_model} null needs at "
                     f"least {need}"
                 )
+    no_split = no_split_note(train, ok, negatives, options)
+    if no_split and calls:
+        calls, null_reason = False, no_split
     if not calls:
         reason = f"no classifier hit calls: {null_reason}" + (f". {reason}" if reason else "")
     return ReadoutCapacity("classifier", len(guides), int(scored.sum()), unscored, calls, reason, units)

@@ -29,6 +29,10 @@ _RESERVED = {
 
 #: LightGBM keys (and their aliases) that change only speed or logs: never a param of a job, never
 #: in the report's parameter table.
+#: LightGBM's own ``min_data_in_leaf``: a split needs at least this many training rows on each side
+#: of it, so a training set of fewer than twice as many rows makes no split (every score 0.5).
+LIGHTGBM_MIN_DATA_IN_LEAF = 20
+
 RUN_TIME_KEYS: tuple[str, ...] = ("num_threads", "num_thread", "nthread", "nthreads", "n_jobs", "verbosity", "verbose")
 
 

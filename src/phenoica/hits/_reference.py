@@ -40,6 +40,7 @@ import pandas as pd
 from scipy import stats
 
 from phenoica.classify import (
+    LIGHTGBM_MIN_DATA_IN_LEAF,
     centered_on_plate_controls,
     control_mask,
     control_positions,
@@ -226,11 +227,6 @@ def pair_contrasts(table: pd.DataFrame, pairs: pd.DataFrame) -> list[Contrast]:
         Contrast(g, s, r, np.sort(by_key[f"{g}\x1f{s}"]), np.sort(guide_rows[r]))
         for g, s, r in pairs[[GENE, GUIDE, "reference"]].itertuples(index=False)
     ]
-
-
-#: LightGBM's own ``min_data_in_leaf``, the size the reference classifier's row-counted settings
-#: are scaled from (:func:`small_sample_params`).
-LIGHTGBM_MIN_DATA_IN_LEAF = 20
 
 
 def small_sample_params(params: Mapping[str, Any], n_side: int) -> dict[str, Any]:
