@@ -112,7 +112,7 @@ def test_rewritten_source_data_reruns_its_plate_alone(tmp_path, source):
 
 # --------------------------------------------------------------------------- content keys of the user's files
 # A changed file reruns what reads it whatever its time or link; an output phenoica did not write
-# is not trusted (phenoica.workflow._digests, phenoica.workflow._receipts).
+# is not trusted (phenoica.workflow._digests, phenoica.workflow._provenance).
 
 
 def _replace_keeping_times(path: Path, data: bytes) -> None:
@@ -242,8 +242,7 @@ def test_an_output_newer_than_its_jobs_benchmark_file_is_set_aside(tmp_path):
     redoes it)."""
     import os
 
-    from phenoica.workflow import RuleFiles, set_aside, untrusted_outputs
-    from phenoica.workflow._receipts import SET_ASIDE
+    from phenoica.workflow._provenance import SET_ASIDE, RuleFiles, set_aside, untrusted_outputs
 
     res = tmp_path / "res"
     for rel in ("profiles/a.parquet", "profiles/b.parquet", "profiles/c.parquet", "benchmarks/g/a.tsv"):
