@@ -355,9 +355,14 @@ def test_user_files_rerun_what_reads_them_whatever_their_time_or_link(tmp_path):
     snakemake(tmp_path, target)
     profile = tmp_path / "results" / "profiles" / "ext.parquet"
     shutil.copy(tmp_path / "scaled.parquet", profile)  # another table, newer than everything
-    out = snakemake(tmp_path, "-n", "results/profiles/ext.parquet")
+    out = snakemake(tmp_path, "-n", "results/profiles/ext.parquet")  # a dry run says so and moves nothing
     assert "profiles/ext.parquet is newer than its job's benchmark file" in out.stderr + out.stdout
-    assert "rule gather_profiles:" in out.stdout and not profile.exists()
+    assert "left in place by this dry run" in out.stderr + out.stdout and profile.exists()
+    out = snakemake(tmp_path, "results/profiles/ext.parquet")  # a run sets it aside and rebuilds it
+    assert "rule gather_profiles:" in out.stdout + out.stderr
+    aside = [p.read_bytes() for p in (tmp_path / "results" / ".phenoica" / "set-aside").rglob("ext.parquet")]
+    put = (tmp_path / "scaled.parquet").read_bytes()
+    assert put in aside and profile.read_bytes() != put  # kept aside, and the table rebuilt
     snakemake(tmp_path, target)
     # frozen transforms: the fitted ones applied by a second results folder
     shutil.copytree(
