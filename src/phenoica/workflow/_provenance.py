@@ -30,8 +30,8 @@ than its inputs; it removes a ``directory()`` output whole before its job. This 
    ``adopt_results: true``.
 7. **A dry run moves nothing**; its notes say what a run would set aside.
 
-An input replaced with an older modification time (``cp -p``) escapes 3: the content keys of
-:mod:`phenoica.workflow._digests` rerun what it changed. The Snakefile calls
+An output replaced by an older copy (``cp -p``) escapes 3; a user's input changed so is caught by
+its content key (:mod:`phenoica.workflow._digests`, a param). The Snakefile calls
 :func:`check_results_folder` (1), :func:`lock_results`, :func:`record_build` (2), :func:`reconcile`.
 """
 
