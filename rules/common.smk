@@ -22,29 +22,21 @@ from phenoica.contract import (
 )
 from phenoica.transforms import swept_variants
 from phenoica.workflow import (
-    ResultsFolderError,
-    RuleFiles,
     RuleInputs,
     check_resource_rules,
     check_results_folder,
     check_screen_once,
-    check_unstamped,
     lock_results,
+    reconcile,
     record_build,
     replaced_folders,
     resource_rules,
     rule_resources,
     rule_threads,
     screen_plates,
-    set_aside,
-    set_aside_changed,
     study_pages,
     training_plates,
-    untrusted_outputs,
     use_key_cache,
-    changed_jobs,
-    check_stamps,
-    rule_params,
 )
 
 # Snakemake keeps the last of two equal keys of a config file without a word: read the files
@@ -69,9 +61,10 @@ SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep score
 SHARDS = list(range(config["classify"]["n_shards"]))
 ENVS = "../envs/phenoica.yaml"
 
-# The results folder is phenoica's alone (phenoica.workflow._ownership): only its own files;
-# checked in the main process before anything is written there. Its outputs' stamps are compared
-# with this run's settings once every rule is defined (set_aside_untrusted, from the Snakefile).
+# The results folder is phenoica's alone (phenoica.workflow._provenance, whose docstring lists what
+# it guarantees beyond Snakemake's rerun triggers): only its own files, checked by the main process
+# before anything is written there; its outputs are reconciled with their jobs' receipts and stamps
+# once every rule is defined (set_aside_untrusted, from the Snakefile).
 WORKFLOW_DIR = os.getcwd()
 REPLACED, STORES = replaced_folders(PATHS, PLATES, SOURCE)
 if workflow.is_main_process:
@@ -99,42 +92,10 @@ wildcard_constraints:
 
 
 def set_aside_untrusted():
-    """Outputs made with other settings than this run's (their job's stamp records other params),
-    then outputs phenoica did not write (newer than their job's benchmark file, or without one),
-    are moved aside and rebuilt (phenoica.workflow._receipts); outputs without a stamp, in a folder
-    built from another workflow folder, are refused unless adopted (phenoica.workflow._ownership).
-    Called once every rule is defined, by the main process holding the results folder's lock
-    (another run writing there: left alone)."""
-    from snakemake.io import is_flagged
-
+    """Outputs phenoica did not write, or made with other settings than this run's, are set aside
+    and rebuilt; outputs no record describes are refused to another workflow folder (the main
+    process, once every rule is defined; phenoica.workflow._provenance.reconcile)."""
     if not workflow.is_main_process:
         return []
-    try:
-        lock_results(RESULTS)
-    except ResultsFolderError as exc:
-        print(f"phenoica: outputs not checked against their jobs' records: {exc}", file=sys.stderr)
-        return []
-    # update() outputs are checked by their own job (an embedding records the work it was made from)
-    rules = [
-        RuleFiles(
-            r.name,
-            tuple(str(f) for f in r.output if not is_flagged(f, "update")),
-            str(r.benchmark),
-            frozenset(str(f) for f in r.output if is_flagged(f, "directory")),
-            str(r.log[0]) if r.log else "",
-            kept=tuple(str(f) for f in r.output if is_flagged(f, "update")),
-            first=str(r.output[0]) if r.output else "",
-            params=rule_params(list(r.params)),
-        )
-        for r in workflow.rules
-        if r.benchmark
-    ]
-    checks = check_stamps(RESULTS, rules)
-    check_unstamped(RESULTS, WORKFLOW_DIR, checks, bool(config.get("adopt_results")))
-    # a dry run changes nothing: it says what a run rebuilds; what is set aside, this run rebuilds
-    # (the jobs that read it go too, so that Snakemake makes it again wherever it is read)
-    move = not workflow.output_settings.dryrun
-    untrusted = untrusted_outputs(rules)
-    notes = set_aside(RESULTS, untrusted, move=move)
-    gone = [path for path, _ in untrusted]
-    return notes + set_aside_changed(RESULTS, changed_jobs(RESULTS, checks, gone), move=move)
+    adopt = bool(config.get("adopt_results"))
+    return reconcile(RESULTS, WORKFLOW_DIR, workflow.rules, adopt, workflow.output_settings.dryrun)

@@ -190,7 +190,7 @@ def test_a_results_folder_whose_record_is_deleted_is_not_trusted(tmp_path):
     workflow folder that did not build the results folder, and trusted by the one that did."""
     import shutil
 
-    from phenoica.workflow import ResultsFolderError, check_stamps, check_unstamped, write_stamp
+    from phenoica.workflow._provenance import ResultsFolderError, check_stamps, check_unstamped, write_stamp
     from tests.test_results_folder import _built, _job, _rules
 
     work, res, _ = _built(tmp_path)
@@ -218,8 +218,15 @@ def test_a_file_set_aside_goes_with_the_jobs_that_read_it_and_a_dry_run_moves_no
     import os
     import time
 
-    from phenoica.workflow import changed_jobs, check_stamps, set_aside, set_aside_changed, write_stamp
-    from phenoica.workflow._receipts import SET_ASIDE, untrusted_outputs
+    from phenoica.workflow._provenance import (
+        SET_ASIDE,
+        changed_jobs,
+        check_stamps,
+        set_aside,
+        set_aside_changed,
+        untrusted_outputs,
+        write_stamp,
+    )
     from tests.test_results_folder import _job, _rules
 
     res = tmp_path / "res"

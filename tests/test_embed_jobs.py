@@ -218,7 +218,7 @@ def test_the_workflow_embeds_a_group_of_plates_in_one_job_and_reruns_only_a_chan
     rows.loc[rows["Metadata_Well"] == rows.loc[0, "Metadata_Well"], "Metadata_Guide"] = "renamed"
     rows.to_parquet(meta, index=False)
     # as if the plate's job had written it: its receipt (benchmark file) after the file, so the
-    # results folder's check of untrusted outputs keeps it (phenoica.workflow._receipts)
+    # results folder's check of untrusted outputs keeps it (phenoica.workflow._provenance)
     receipt = tmp_path / "results" / "benchmarks" / "simulate_plate" / "B01P01.tsv"
     os.utime(receipt, ns=(meta.stat().st_mtime_ns + 1_000_000, meta.stat().st_mtime_ns + 1_000_000))
     assert planned_jobs(tmp_path, "--", *targets) == {"embed_g0000": 1}

@@ -1,7 +1,7 @@
-"""A results folder is phenoica's alone (``workflow/_ownership.py``): a folder holding a
+"""A results folder is phenoica's alone (``workflow/_provenance.py``): a folder holding a
 user's files is refused before any job and its files are left alone, one run at a time holds its
 lock (released when the holder dies, however it dies), and the folder records the config it was
-built with. Each job stamps its outputs with what decided them (``workflow/_receipts.py``),
+built with. Each job stamps its outputs with what decided them (the same module),
 so a run from any workflow folder reruns exactly the jobs whose settings differ; outputs without
 a stamp, in a folder built from another workflow folder, are refused unless adopted."""
 
@@ -24,20 +24,26 @@ import pytest
 from phenoica.contract import output_paths, validate_config
 from phenoica.utils import MANIFEST, record_written
 from phenoica.workflow import (
-    ResultsFolderError,
     RuleFiles,
-    changed_jobs,
     check_results_folder,
     check_stamps,
-    check_unstamped,
     lock_results,
     record_build,
     replaced_folders,
-    set_aside_changed,
     write_stamp,
 )
-from phenoica.workflow._ownership import RECORD, read_record
-from phenoica.workflow._receipts import SET_ASIDE, STAMPS, param_text, params_digest
+from phenoica.workflow._provenance import (
+    RECORD,
+    SET_ASIDE,
+    STAMPS,
+    ResultsFolderError,
+    changed_jobs,
+    check_unstamped,
+    param_text,
+    params_digest,
+    read_record,
+    set_aside_changed,
+)
 from tests.conftest import REPO
 
 
@@ -207,6 +213,24 @@ def test_a_params_digest_is_the_set_of_the_texts_snakemake_records():
     assert param_text(options) == repr(options) and param_text(object()) is None
 
 
+def test_a_stamps_param_texts_are_snakemakes_own():
+    """The stamp's texts are those Snakemake's record keeps (its persistence's serializer), so a
+    stamp and Snakemake's params trigger judge a job alike: a value it leaves out (an object, the
+    content key of a job that reads no user file) is left out of the stamp too."""
+    from snakemake.persistence import UNREPRESENTABLE, PersistenceBase
+
+    from phenoica.classify import ClassifyOptions
+    from phenoica.workflow._digests import NOT_KEYED
+
+    snakemake = SimpleNamespace(_serialize_param_builtin=lambda v: PersistenceBase._serialize_param_builtin(None, v))
+    options = ClassifyOptions.from_config(validate_config({}))
+    values = [options, "x", 3, 0.5, None, True, [1, "a"], {"k": (1, 2)}, frozenset({2}), b"\0", range(3)]
+    values += [pd.DataFrame({"a": [1, 2]}), pd.Series([3.0]), pd.Index(["p"]), object(), NOT_KEYED]
+    for value in values:
+        text = PersistenceBase._serialize_param_pandas(snakemake, value)  # reads no state of a record
+        assert param_text(value) == (None if text is UNREPRESENTABLE else text), value
+
+
 def test_the_folder_records_its_config_and_a_run_with_another_names_the_keys_that_differ(tmp_path):
     work, res, cfg = _built(tmp_path, classify={"num_boost_round": 40})
     assert read_record(res)["config"]["classify"]["num_boost_round"] == 40
@@ -224,7 +248,7 @@ def test_the_folder_records_its_config_and_a_run_with_another_names_the_keys_tha
 
 HOLD = """
 import sys, time
-from phenoica.workflow._ownership import lock_results
+from phenoica.workflow._provenance import lock_results
 lock_results(sys.argv[1])
 print("held", flush=True)
 time.sleep(60)

@@ -112,7 +112,7 @@ def test_rewritten_source_data_reruns_its_plate_alone(tmp_path, source):
 
 # --------------------------------------------------------------------------- content keys of the user's files
 # A changed file reruns what reads it whatever its time or link; an output phenoica did not write
-# is not trusted (phenoica.workflow._digests, phenoica.workflow._receipts).
+# is not trusted (phenoica.workflow._digests, phenoica.workflow._provenance).
 
 
 def _replace_keeping_times(path: Path, data: bytes) -> None:
@@ -242,8 +242,7 @@ def test_an_output_newer_than_its_jobs_benchmark_file_is_set_aside(tmp_path):
     redoes it)."""
     import os
 
-    from phenoica.workflow import RuleFiles, set_aside, untrusted_outputs
-    from phenoica.workflow._receipts import SET_ASIDE
+    from phenoica.workflow._provenance import SET_ASIDE, RuleFiles, set_aside, untrusted_outputs
 
     res = tmp_path / "res"
     for rel in ("profiles/a.parquet", "profiles/b.parquet", "profiles/c.parquet", "benchmarks/g/a.tsv"):
@@ -356,9 +355,14 @@ def test_user_files_rerun_what_reads_them_whatever_their_time_or_link(tmp_path):
     snakemake(tmp_path, target)
     profile = tmp_path / "results" / "profiles" / "ext.parquet"
     shutil.copy(tmp_path / "scaled.parquet", profile)  # another table, newer than everything
-    out = snakemake(tmp_path, "-n", "results/profiles/ext.parquet")
+    out = snakemake(tmp_path, "-n", "results/profiles/ext.parquet")  # a dry run says so and moves nothing
     assert "profiles/ext.parquet is newer than its job's benchmark file" in out.stderr + out.stdout
-    assert "rule gather_profiles:" in out.stdout and not profile.exists()
+    assert "left in place by this dry run" in out.stderr + out.stdout and profile.exists()
+    out = snakemake(tmp_path, "results/profiles/ext.parquet")  # a run sets it aside and rebuilds it
+    assert "rule gather_profiles:" in out.stdout + out.stderr
+    aside = [p.read_bytes() for p in (tmp_path / "results" / ".phenoica" / "set-aside").rglob("ext.parquet")]
+    put = (tmp_path / "scaled.parquet").read_bytes()
+    assert put in aside and profile.read_bytes() != put  # kept aside, and the table rebuilt
     snakemake(tmp_path, target)
     # frozen transforms: the fitted ones applied by a second results folder
     shutil.copytree(

@@ -308,7 +308,7 @@ def flush_logs() -> None:
         ctypes.CDLL(None).fflush(None)  # every C stdio stream (exit() would flush them)
 
 
-def end_job(main: Callable[[], object], log: logging.Logger, after: Callable[[], None] | None = None) -> NoReturn:
+def end_job(main: Callable[[], object], log: logging.Logger, after: Callable[[], object] | None = None) -> NoReturn:
     """Run a job's ``main``, then leave the process at once with its exit status: 0 when it
     returns, the code of ``sys.exit(n)`` (``SystemExit``), 1 when it raises (the traceback
     logged), 130 on ``KeyboardInterrupt``. Before leaving, the job's CPU seconds are logged

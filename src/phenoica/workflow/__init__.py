@@ -2,8 +2,9 @@
 the whole screen checked first; each plate's geometry, :mod:`._geometry`), the screen's plates
 and the files found on disk (:mod:`._dag`), the content digests of the user's inputs
 (:mod:`._digests`), the rules' input lists (:mod:`._rule_inputs`) and resources
-(:mod:`._rule_resources`), the results folder's owner and receipts (:mod:`._ownership`,
-:mod:`._receipts`), and the configuration reference (:mod:`.config_reference`, a command line).
+(:mod:`._rule_resources`), what is guaranteed of the results folder beyond Snakemake's rerun
+triggers (:mod:`._provenance`: its owner, lock, receipts and stamps), and the configuration
+reference (:mod:`.config_reference`, a command line).
 The output paths are the contract's (``phenoica.contract.OUTPUTS``)."""
 
 from phenoica.utils import lazy_face
@@ -14,26 +15,18 @@ __all__, __getattr__, __dir__ = lazy_face(
     {
         "_dag": ["screen_plates", "study_pages", "training_plates"],
         "_digests": ["KeyCache", "file_key", "plate_store_digest", "store_digest", "use_key_cache"],
-        "_ownership": [
-            "ResultsFolderError",
-            "check_results_folder",
-            "check_unstamped",
-            "lock_results",
-            "record_build",
-            "replaced_folders",
-        ],
-        "_receipts": [
+        "_provenance": [
             "RuleFiles",
-            "changed_jobs",
+            "check_results_folder",
             "check_stamps",
-            "rule_params",
+            "lock_results",
+            "reconcile",
+            "record_build",
             "run_job",
-            "set_aside",
-            "set_aside_changed",
             "untrusted_outputs",
             "write_stamp",
         ],
-        "_rule_inputs": ["BIOMAP_KINDS", "RuleInputs", "embed_rules"],
+        "_rule_inputs": ["BIOMAP_KINDS", "RuleInputs", "embed_rules", "replaced_folders"],
         "_rule_resources": ["check_resource_rules", "resource_rules", "rule_resources", "rule_threads"],
         "_validate": ["check_screen_once"],
     },

@@ -8,24 +8,19 @@ from ._digests import file_key as file_key
 from ._digests import plate_store_digest as plate_store_digest
 from ._digests import store_digest as store_digest
 from ._digests import use_key_cache as use_key_cache
-from ._ownership import ResultsFolderError as ResultsFolderError
-from ._ownership import check_results_folder as check_results_folder
-from ._ownership import check_unstamped as check_unstamped
-from ._ownership import lock_results as lock_results
-from ._ownership import record_build as record_build
-from ._ownership import replaced_folders as replaced_folders
-from ._receipts import RuleFiles as RuleFiles
-from ._receipts import changed_jobs as changed_jobs
-from ._receipts import check_stamps as check_stamps
-from ._receipts import rule_params as rule_params
-from ._receipts import run_job as run_job
-from ._receipts import set_aside as set_aside
-from ._receipts import set_aside_changed as set_aside_changed
-from ._receipts import untrusted_outputs as untrusted_outputs
-from ._receipts import write_stamp as write_stamp
+from ._provenance import RuleFiles as RuleFiles
+from ._provenance import check_results_folder as check_results_folder
+from ._provenance import check_stamps as check_stamps
+from ._provenance import lock_results as lock_results
+from ._provenance import reconcile as reconcile
+from ._provenance import record_build as record_build
+from ._provenance import run_job as run_job
+from ._provenance import untrusted_outputs as untrusted_outputs
+from ._provenance import write_stamp as write_stamp
 from ._rule_inputs import BIOMAP_KINDS as BIOMAP_KINDS
 from ._rule_inputs import RuleInputs as RuleInputs
 from ._rule_inputs import embed_rules as embed_rules
+from ._rule_inputs import replaced_folders as replaced_folders
 from ._rule_resources import check_resource_rules as check_resource_rules
 from ._rule_resources import resource_rules as resource_rules
 from ._rule_resources import rule_resources as rule_resources
@@ -34,30 +29,25 @@ from ._validate import check_screen_once as check_screen_once
 
 __all__ = [
     "BIOMAP_KINDS",
-    "changed_jobs",
     "check_resource_rules",
     "check_results_folder",
     "check_screen_once",
     "check_stamps",
-    "check_unstamped",
     "embed_rules",
     "file_key",
     "KeyCache",
     "lock_results",
     "plate_store_digest",
+    "reconcile",
     "record_build",
     "replaced_folders",
     "resource_rules",
-    "ResultsFolderError",
-    "rule_params",
     "rule_resources",
     "rule_threads",
     "RuleFiles",
     "RuleInputs",
     "run_job",
     "screen_plates",
-    "set_aside",
-    "set_aside_changed",
     "store_digest",
     "study_pages",
     "training_plates",

@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 from types import SimpleNamespace
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from snakemake.io import expand
 
@@ -304,3 +304,15 @@ def check_groups_channels(inputs: RuleInputs, groups: Mapping[str, list[str]]) -
         for plates in groups.values():
             jobs = [PlateJob(Path(inputs.store(p)), None, Path(f"{p}.parquet")) for p in plates]  # type: ignore[arg-type]
             check_group_channels(jobs, spec.get("channels"), f"models.{model}.channels")
+
+
+def replaced_folders(out: Any, plates: Iterable[str], source: str) -> tuple[list[str], list[str]]:
+    """(the folders a rerun replaces whole, the plate stores phenoica writes) of a run: the
+    report's ``directory()`` outputs, and each plate's store below the results folder (not for
+    source ``zarr``, whose stores are the user's). ``out`` is the run's output table
+    (:func:`phenoica.contract.output_paths`); the results folder's check
+    (:func:`phenoica.workflow.check_results_folder`) holds them to the files phenoica wrote."""
+    report = out.report
+    folders = [report.figures, report.tables, report.gallery, report.interactive_assets]
+    stores = [] if source in ("zarr", "embeddings") else [out.screen.store.format(plate=p) for p in plates]
+    return folders, stores
