@@ -103,10 +103,15 @@ def test_the_door_says_where_lightgbm_can_make_no_split():
     splits = SplitOptions.from_config(validate_config({}))
     at_default = classifier_capacity(table, splits, classify_options({}, 0), "parametric", 0)
     assert at_default.calls and "no split" not in at_default.reason
-    big_leaves = classify_options({"lightgbm": {"min_data_in_leaf": 40}}, 0)
-    refused = classifier_capacity(table, splits, big_leaves, "parametric", 0)
+    refused = classifier_capacity(table, splits, classify_options({}, 0), "parametric", 0, min_data_in_leaf=40)
     assert not refused.calls
     assert "largest training set holds 68 rows" in refused.reason and "min_data_in_leaf to at most 34" in refused.reason
+    # the door reads the setting as the user wrote it, under any of LightGBM's names for it
+    from phenoica.classify import readout_capacity
+
+    for lightgbm, said in (({"min_child_samples": 40}, True), ({"min_data_in_leaf": 3}, False), ({}, False)):
+        _, _, notes = readout_capacity(table, validate_config({"classify": {"lightgbm": lightgbm}}))
+        assert any("can make no split" in n for n in notes) == said, lightgbm
 
 
 def test_capacity_agrees_with_the_engines_skips():

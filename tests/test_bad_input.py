@@ -1608,6 +1608,7 @@ def test_a_valid_embeddings_screen_passes_the_door_and_heavy_null_reuse_is_warne
 
     cfg = _emb_screen(tmp_path, _by_plate(_four_plates()))
     cfg["classify"]["n_null_guides"] = 10  # 10 x 2 wells / 4 control wells: each well in 5 pseudo-guides
+    cfg["classify"]["lightgbm"] = {"min_data_in_leaf": 3}  # 12 training rows a fold: LightGBM's 20 would not split
     report = _door(cfg)
     assert report["models"]["embeddings"]["features"] == 3 and report["notes"] == []
     cfg["classify"]["n_null_guides"] = 5000

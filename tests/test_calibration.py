@@ -14,8 +14,8 @@ from scipy import stats
 
 from phenoica.classify import classify_guides, leave_one_batch_out, null_guide_design
 from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, IMAGE_INDEX, PERT_TYPE, PERTURBATION, PLATE, SITE, WELL
-from phenoica.hits import _call_counts as C
 from phenoica.hits import _calls as H
+from phenoica.hits import _truth as C
 from phenoica.hits import summarize_scores
 from tests.test_classify import classify_options
 

@@ -42,10 +42,10 @@ EXACT_DIGEST = "a82977ea7d90880da39abc12807b8d71c04d26d063342e312a493a8e2d58b98f
 
 def _digest(scores: pd.DataFrame) -> str:
     """SHA-256 of the real guides' rows of the score table, with the columns as they were when
-    EXACT_DIGEST was taken (the held-out distance, ``distance_sd``, came later and is compared
-    apart)."""
+    EXACT_DIGEST was taken (the held-out distance, ``distance_sd``, and its standard error over the
+    held-out wells, ``distance_se``, came later and are compared apart)."""
     scores = scores[~scores["is_null_guide"].astype(bool)].reset_index(drop=True)
-    scores = scores.drop(columns=["distance_sd"], errors="ignore")
+    scores = scores.drop(columns=["distance_sd", "distance_se"], errors="ignore")
     return hashlib.sha256(scores.to_csv(index=False, float_format="%.12g").encode()).hexdigest()
 
 

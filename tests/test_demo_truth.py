@@ -18,7 +18,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from phenoica.hits import _call_counts as call_counts
+from phenoica.hits import _truth as truth_counts
 from phenoica.report import _truth_stats as truth
 from tests.conftest import REPO
 from tests.test_workflow import snakemake
@@ -78,10 +78,10 @@ def test_default_demo_recovers_the_simulated_truth(demo_run: Path) -> None:
     # 3. Hit calling against the truth: the calibrated q-values call effect guides
     #    and not the guides of genes without effect. Pooled over both models, pca and pca_ica,
     #    at q < 0.1 (HIT_RECALL_FLOOR above: how far the pooled recall moves on noise alone).
-    calls = call_counts.recall_fdr(guides, truth_table, (HIT_Q,))
+    calls = truth_counts.recall_fdr(guides, truth_table, (HIT_Q,))
     pooled = calls[(calls["level"] == "guide") & calls["variant"].isin(["pca", "pca_ica"])]
     assert len(pooled) == 4, calls
-    recall, fdr = call_counts.pooled_recall_fdr(pooled)
+    recall, fdr = truth_counts.pooled_recall_fdr(pooled)
     assert recall >= HIT_RECALL_FLOOR and fdr <= HIT_FDR_CEILING, pooled
 
     # The report carries the same numbers.

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify._engine import fold_masks, skip_reasons
-from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF
+from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF, min_data_in_leaf_of
 from phenoica.classify._null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
 from phenoica.classify._options import ClassifyOptions, SplitOptions
 from phenoica.classify._protocol import trainings
@@ -97,12 +97,12 @@ def _fold_counts(
     return train, test, ok, negatives
 
 
-def no_split_note(train: np.ndarray, ok: np.ndarray, negatives: np.ndarray, options: ClassifyOptions) -> str:
+def no_split_note(train: np.ndarray, ok: np.ndarray, negatives: np.ndarray, leaf: int) -> str:
     """Why LightGBM can make no split in any scored (guide, fold), or "": a split needs
     ``min_data_in_leaf`` training rows on each side, so a training set (the guide's rows and the
     fold's training controls) of fewer than twice that many gives a model without a split, whose
-    every score is 0.5, for the guides and the null alike: no answer, though it reads as one."""
-    leaf = int(options.lightgbm.get("min_data_in_leaf", LIGHTGBM_MIN_DATA_IN_LEAF))
+    every score is 0.5, for the guides and the null alike: no answer, though it reads as one.
+    ``leaf`` is ``min_data_in_leaf`` (:func:`phenoica.classify._lightgbm_params.min_data_in_leaf_of`)."""
     if not ok.any():
         return ""
     largest = int((train + negatives[None, :])[ok].max())
@@ -143,11 +143,13 @@ def classifier_capacity(
     null_model: str,
     seed: int,
     folds: Sequence[Any] | None = None,
+    min_data_in_leaf: int = LIGHTGBM_MIN_DATA_IN_LEAF,
 ) -> ReadoutCapacity:
     """The classifier readout on ``table`` (one row per classified unit: image or well, as the
     jobs will classify it): which guides get at least one scored fold, and whether the null's
     pseudo-guides (``options.n_null_guides``, drawn as the jobs draw them) leave enough scored
-    ones to call hits with ``null_model``. ``folds`` are the table's folds when the caller built
+    ones to call hits with ``null_model``, and whether LightGBM can split at all with
+    ``min_data_in_leaf`` rows a leaf. ``folds`` are the table's folds when the caller built
     them already (else made here from ``splits``)."""
     table = table.reset_index(drop=True)
     folds = make_folds(table, splits) if folds is None else list(folds)
@@ -189,7 +191,7 @@ def classifier_capacity(
                     f"guides' layouts, so they are skipped for the same reason); the {null_model} null needs at "
                     f"least {need}"
                 )
-    no_split = no_split_note(train, ok, negatives, options)
+    no_split = no_split_note(train, ok, negatives, min_data_in_leaf)
     if no_split and calls:
         calls, null_reason = False, no_split
     if not calls:
@@ -251,7 +253,8 @@ def readout_capacity(
     out = []
     if units_known:
         null_model, seed = config["hits"]["null_model"], config["seed"]
-        out.append(classifier_capacity(table, SplitOptions.from_config(config), options, null_model, seed, folds))
+        leaf = min_data_in_leaf_of(cfg["lightgbm"])
+        out.append(classifier_capacity(table, SplitOptions.from_config(config), options, null_model, seed, folds, leaf))
     if cfg["map_readout"]:
         out.append(map_capacity(table))
     notes = [f"readout {c.readout}: {c.reason}" for c in out if c.reason]

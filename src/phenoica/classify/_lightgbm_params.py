@@ -32,6 +32,24 @@ _RESERVED = {
 #: LightGBM's own ``min_data_in_leaf``: a split needs at least this many training rows on each side
 #: of it, so a training set of fewer than twice as many rows makes no split (every score 0.5).
 LIGHTGBM_MIN_DATA_IN_LEAF = 20
+#: ``min_data_in_leaf`` and LightGBM's aliases of it, as ``classify.lightgbm`` may name it.
+MIN_DATA_IN_LEAF_NAMES: tuple[str, ...] = (
+    "min_data_in_leaf",
+    "min_data_per_leaf",
+    "min_data",
+    "min_child_samples",
+    "min_samples_leaf",
+)
+
+
+def min_data_in_leaf_of(given: Mapping[str, Any]) -> int:
+    """The rows a leaf needs under ``classify.lightgbm`` as the user wrote it (LightGBM's default
+    where no name of it is set), read without importing LightGBM (the door runs at every parse)."""
+    for name in MIN_DATA_IN_LEAF_NAMES:
+        if name in given:
+            return int(given[name])
+    return LIGHTGBM_MIN_DATA_IN_LEAF
+
 
 RUN_TIME_KEYS: tuple[str, ...] = ("num_threads", "num_thread", "nthread", "nthreads", "n_jobs", "verbosity", "verbose")
 
