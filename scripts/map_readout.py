@@ -18,7 +18,7 @@ def main() -> None:
     retrievals = dict(zip(variants, snakemake.output.retrieval, strict=True))
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     guide_map_files(profiles, outputs, snakemake.params.options, model=snakemake.wildcards.model, log=log)
-    retrieval_files(profiles, retrievals, model=snakemake.wildcards.model, log=log)
+    retrieval_files(profiles, retrievals, snakemake.params.options, model=snakemake.wildcards.model, log=log)
 
 
 run_job(main, log, snakemake)

@@ -204,3 +204,20 @@ def test_the_report_names_the_variant_that_retrieves_best_beside_base_with_the_p
     worse = pd.DataFrame(rows).assign(retrieval=lambda t: np.where(t["variant"] == "base", 0.9, t["retrieval"]))
     (line,) = retrieval_headline(retrieval_summary(worse, seed=0))
     assert "best with `base`" in line and "no post-processing variant does better" in line and "`pca`" in line
+
+
+def test_a_screen_of_more_guides_than_the_cap_ranks_a_consistent_sample_of_them():
+    from phenoica.classify._retrieval import sampled_guides
+
+    keys = np.repeat([f"g{i}" for i in range(50)], 4)
+    kept = sampled_guides(keys, 10, seed=0)
+    assert len(np.unique(keys[kept])) == 10 and kept.sum() == 40  # whole guides, all their wells
+    assert (sampled_guides(keys, 10, seed=0) == kept).all()  # the same for every variant
+    assert set(keys[sampled_guides(keys, 10, seed=1)]) != set(keys[kept])  # the seed draws
+    dropped = keys[kept][0]  # removing a sampled guide replaces only it
+    rest = keys[keys != dropped]
+    assert len(set(keys[kept]) - {dropped} - set(rest[sampled_guides(rest, 10, seed=0)])) == 0
+    assert sampled_guides(keys, 50, seed=0).all()
+    table, _ = arrayed.screen_profiles(arrayed.ArrayedDesign(), seed=0)
+    capped = guide_retrieval(table, max_guides=12, seed=0)
+    assert len(capped) == 12

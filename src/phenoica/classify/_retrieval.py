@@ -31,8 +31,9 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify._map_readout import centered_on_plate_controls, well_profiles
+from phenoica.classify._options import MapReadoutOptions
 from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, feature_columns
-from phenoica.utils import check_same_variants, derive_seed, write_parquet
+from phenoica.utils import check_same_variants, derive_seed, keyed_uniforms, name_hashes, write_parquet
 
 LOG = logging.getLogger(__name__)
 
@@ -64,10 +65,26 @@ def retrieval_axis(wells: pd.DataFrame) -> tuple[str | None, str]:
     return None, "one batch and one plate: no replicate lies in another batch or plate to retrieve"
 
 
-def guide_retrieval(table: pd.DataFrame, *, model: str = "", variant: str = "") -> pd.DataFrame:
+def sampled_guides(keys: np.ndarray, max_guides: int, seed: int) -> np.ndarray:
+    """Which rows' guides (``keys``: one name per row) are ranked: all where there are at most
+    ``max_guides``, else the ``max_guides`` whose names get the smallest keyed numbers
+    (:func:`phenoica.utils.keyed_uniforms`): the same guides for every variant, and a guide removed
+    from the screen changes only its own place in the sample."""
+    names = np.unique(keys)
+    if names.size <= max_guides:
+        return np.ones(keys.size, dtype=bool)
+    kept = names[np.argsort(keyed_uniforms(name_hashes(names.tolist()), seed, "retrieval"), kind="stable")[:max_guides]]
+    return np.isin(keys, kept)
+
+
+def guide_retrieval(
+    table: pd.DataFrame, *, model: str = "", variant: str = "", max_guides: int = 1000, seed: int = 0
+) -> pd.DataFrame:
     """Per guide, the mean average precision with which its wells find each other across batches
     (or plates: :func:`retrieval_axis`); :data:`RETRIEVAL_COLUMNS`. A guide whose wells all sit
-    in one batch gets no query (it is left out). An empty table when nothing can be retrieved."""
+    in one batch gets no query (it is left out). At most ``max_guides`` guides are ranked, among
+    each other (:func:`sampled_guides`, seeded by ``seed``): the pairs grow with the square of the
+    wells. An empty table when nothing can be retrieved."""
     from copairs.map import average_precision
 
     wells = well_profiles(table).reset_index(drop=True)
@@ -84,6 +101,8 @@ def guide_retrieval(table: pd.DataFrame, *, model: str = "", variant: str = "") 
     meta = pd.DataFrame(
         {_KEY: guides[GENE] + "\x1f" + guides[GUIDE], _GROUP: guides[across], GENE: guides[GENE], GUIDE: guides[GUIDE]}
     )
+    ranked = sampled_guides(meta[_KEY].to_numpy(), max_guides, seed)
+    meta, X = meta[ranked].reset_index(drop=True), X[ranked]
     if meta.empty:
         return empty
     ap = average_precision(meta, X, [_KEY], [_GROUP], [], [_KEY, _GROUP], distance="cosine", progress_bar=False)
@@ -138,18 +157,22 @@ def retrieval_difference(
 def retrieval_files(
     profiles: Mapping[str, Path | str],
     outputs: Mapping[str, Path | str],
+    options: MapReadoutOptions,
     *,
     model: str,
     log: logging.Logger | None = None,
 ) -> None:
-    """Replicate retrieval (:func:`guide_retrieval`) of each variant of ``model``, one variant after
-    the other: ``profiles`` maps a variant to its profile table, ``outputs`` to the parquet it
-    writes (atomically); what it is retrieved across, or why nothing is, is logged."""
+    """Replicate retrieval (:func:`guide_retrieval`, at most ``options.retrieval_max_guides``
+    guides) of each variant of ``model``, one variant after the other: ``profiles`` maps a variant
+    to its profile table, ``outputs`` to the parquet it writes (atomically); what it is retrieved
+    across, or why nothing is, is logged."""
     log = log or LOG
     check_same_variants(profiles, outputs, "profiles")
     for variant, out_path in outputs.items():
         table = pd.read_parquet(profiles[variant])
-        out = guide_retrieval(table, model=model, variant=variant)
+        out = guide_retrieval(
+            table, model=model, variant=variant, max_guides=options.retrieval_max_guides, seed=options.seed
+        )
         write_parquet(out, out_path)
         if out.empty:
             log.info("variant %s: no replicate retrieval: %s", variant, retrieval_axis(well_profiles(table))[1])

@@ -41,7 +41,9 @@ NOTE = (
     "its control wells' centre, and scores the average precision of its own construct's wells; a construct's "
     "value is the mean over its wells, a variant's the mean over constructs, with a 95% bootstrap interval over "
     "constructs. Differences from `base` are paired over constructs. With one batch the same measure is taken "
-    "across plates (`across`). Higher is better: replicates find each other whatever batch they were imaged in."
+    "across plates (`across`). A screen of more constructs than classify.retrieval_max_guides ranks a seeded "
+    "sample of them, the same for every variant. Higher is better: replicates find each other whatever batch "
+    "they were imaged in."
 )
 
 

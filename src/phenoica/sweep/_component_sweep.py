@@ -169,7 +169,11 @@ def summarize_point(
         "map_active_share": float((mAP["map_q_value"] < options.q_threshold).mean()) if len(mAP) else math.nan,
         "batch_accuracy": acc,
         "batch_chance": chance,
-        "replicate_retrieval": float(guide_retrieval(point.table)["retrieval"].mean()),
+        "replicate_retrieval": float(
+            guide_retrieval(point.table, max_guides=options.map.retrieval_max_guides, seed=options.map.seed)[
+                "retrieval"
+            ].mean()
+        ),
         "seconds": time.perf_counter() - start,
     }
     return row, guides
