@@ -59,7 +59,7 @@ def retrieval_axis(wells: pd.DataFrame) -> tuple[str | None, str]:
     """What replicates are retrieved across: ``(column, reason)``. The batch where the wells span
     two or more, else the plate where they span two or more (one batch's replicate plates or
     image sets), else ``(None, why not)``."""
-    for column, what in ((BATCH, "batches"), (PLATE, "plates")):
+    for column in (BATCH, PLATE):
         if column in wells.columns and wells[column].astype(str).nunique() >= 2:
             return column, ""
     return None, "one batch and one plate: no replicate lies in another batch or plate to retrieve"
