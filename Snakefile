@@ -39,7 +39,7 @@ set_aside_untrusted()
 
 onstart:
     # One run at a time writes the results folder (released when this process ends), and the
-    # folder records the config it is built with (phenoica.workflow._provenance).
+    # folder records the config it is built with (phenoica.workflow._results_folder).
     lock_results(RESULTS)
     record_build(RESULTS, WORKFLOW_DIR, config, REPLACED)
     KEY_CACHE.save()  # the keys the rules' params added

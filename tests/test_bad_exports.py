@@ -190,7 +190,9 @@ def test_a_results_folder_whose_record_is_deleted_is_not_trusted(tmp_path):
     workflow folder that did not build the results folder, and trusted by the one that did."""
     import shutil
 
-    from phenoica.workflow._provenance import ResultsFolderError, check_stamps, check_unstamped, write_stamp
+    from phenoica.workflow._provenance import check_stamps, check_unstamped
+    from phenoica.workflow._results_folder import ResultsFolderError
+    from phenoica.workflow._stamps import write_stamp
     from tests.test_results_folder import _built, _job, _rules
 
     work, res, _ = _built(tmp_path)
@@ -225,8 +227,8 @@ def test_a_file_set_aside_goes_with_the_jobs_that_read_it_and_a_dry_run_moves_no
         set_aside,
         set_aside_changed,
         untrusted_outputs,
-        write_stamp,
     )
+    from phenoica.workflow._stamps import write_stamp
     from tests.test_results_folder import _job, _rules
 
     res = tmp_path / "res"

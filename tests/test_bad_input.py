@@ -22,7 +22,7 @@ from phenoica.contract import (
 )
 from phenoica.workflow import _dag as wf
 from phenoica.workflow import _digests as wdigests
-from phenoica.workflow._provenance import ResultsFolderError
+from phenoica.workflow._results_folder import ResultsFolderError
 from phenoica.workflow._validate import validate_screen
 from tests.conftest import REPO, make_metadata
 
@@ -1240,7 +1240,8 @@ def case_results_folder_holding_a_users_files(tmp_path):
 
 
 def case_results_folder_of_another_workflow_folder(tmp_path):
-    from phenoica.workflow._provenance import RuleFiles, check_stamps, check_unstamped, record_build
+    from phenoica.workflow._provenance import RuleFiles, check_stamps, check_unstamped
+    from phenoica.workflow._results_folder import record_build
 
     shared = tmp_path / "shared"
     cfg = validate_config({"results": str(shared)})
@@ -1255,7 +1256,8 @@ def case_results_folder_of_another_workflow_folder(tmp_path):
 
 def case_results_folder_built_with_other_settings(tmp_path):
     from phenoica.classify import ClassifyOptions
-    from phenoica.workflow._provenance import RuleFiles, changed_jobs, check_stamps, set_aside_changed, write_stamp
+    from phenoica.workflow._provenance import RuleFiles, changed_jobs, check_stamps, set_aside_changed
+    from phenoica.workflow._stamps import write_stamp
 
     shared = tmp_path / "shared"
     cfg = validate_config({"results": str(shared)})

@@ -32,18 +32,9 @@ from phenoica.workflow import (
     replaced_folders,
     write_stamp,
 )
-from phenoica.workflow._provenance import (
-    RECORD,
-    SET_ASIDE,
-    STAMPS,
-    ResultsFolderError,
-    changed_jobs,
-    check_unstamped,
-    param_text,
-    params_digest,
-    read_record,
-    set_aside_changed,
-)
+from phenoica.workflow._provenance import SET_ASIDE, changed_jobs, check_unstamped, set_aside_changed
+from phenoica.workflow._results_folder import RECORD, ResultsFolderError, read_record
+from phenoica.workflow._stamps import STAMPS, param_text, params_digest
 from tests.conftest import REPO
 
 
@@ -248,7 +239,7 @@ def test_the_folder_records_its_config_and_a_run_with_another_names_the_keys_tha
 
 HOLD = """
 import sys, time
-from phenoica.workflow._provenance import lock_results
+from phenoica.workflow._results_folder import lock_results
 lock_results(sys.argv[1])
 print("held", flush=True)
 time.sleep(60)

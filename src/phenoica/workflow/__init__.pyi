@@ -9,14 +9,12 @@ from ._digests import plate_store_digest as plate_store_digest
 from ._digests import store_digest as store_digest
 from ._digests import use_key_cache as use_key_cache
 from ._provenance import RuleFiles as RuleFiles
-from ._provenance import check_results_folder as check_results_folder
 from ._provenance import check_stamps as check_stamps
-from ._provenance import lock_results as lock_results
 from ._provenance import reconcile as reconcile
-from ._provenance import record_build as record_build
-from ._provenance import run_job as run_job
 from ._provenance import untrusted_outputs as untrusted_outputs
-from ._provenance import write_stamp as write_stamp
+from ._results_folder import check_results_folder as check_results_folder
+from ._results_folder import lock_results as lock_results
+from ._results_folder import record_build as record_build
 from ._rule_inputs import BIOMAP_KINDS as BIOMAP_KINDS
 from ._rule_inputs import RuleInputs as RuleInputs
 from ._rule_inputs import embed_rules as embed_rules
@@ -25,6 +23,8 @@ from ._rule_resources import check_resource_rules as check_resource_rules
 from ._rule_resources import resource_rules as resource_rules
 from ._rule_resources import rule_resources as rule_resources
 from ._rule_resources import rule_threads as rule_threads
+from ._stamps import run_job as run_job
+from ._stamps import write_stamp as write_stamp
 from ._validate import check_screen_once as check_screen_once
 
 __all__ = [
