@@ -42,28 +42,14 @@ import numpy as np
 import pandas as pd
 
 from phenoica.classify import guide_retrieval, mean_retrieval, well_profiles
-from phenoica.contract import BATCH, CONTROL, PERT_TYPE, feature_columns
+from phenoica.contract import BATCH, CONTROL, PERT_TYPE, feature_columns, validate_config
 from phenoica.transforms import CenterScale, TransformOptions, fit_variants
 
 
 def transform_options(fit_on: str, ridge: float, count: int | float | str, seed: int) -> TransformOptions:
-    """The ``pca`` variant's fit settings at the schema's defaults but for these."""
-    return TransformOptions(
-        seed=seed,
-        variants=["pca"],
-        fit_on=fit_on,
-        center_scale=True,
-        n_components=count,
-        whiten_eps=1e-6,
-        whiten_ridge=ridge,
-        ica="picard",
-        ica_max_iter=500,
-        ica_tol=1e-7,
-        ica_max_samples=200_000,
-        parallel_max_samples=20_000,
-        tvn_coral_eps=0.5,
-        batch_rows=65_536,
-    )
+    """The ``pca`` variant's fit settings: the schema's defaults but for these."""
+    transforms = {"variants": ["pca"], "fit_on": fit_on, "whiten_ridge": ridge, "n_components": count}
+    return TransformOptions.from_config(validate_config({"seed": seed, "transforms": transforms}))
 
 
 def harmony(Xc: np.ndarray, batches: np.ndarray, seed: int) -> np.ndarray | None:

@@ -6,7 +6,7 @@ from phenoica.utils import log_job_cpu, rule_logger
 
 log = rule_logger("phenoica.map_readout", snakemake.log[0])  # first: the log holds everything the job prints
 
-from phenoica.classify import guide_map_files, retrieval_files
+from phenoica.classify import guide_map_files
 from phenoica.workflow import run_job
 
 
@@ -17,8 +17,8 @@ def main() -> None:
     outputs = dict(zip(variants, snakemake.output.maps, strict=True))
     retrievals = dict(zip(variants, snakemake.output.retrieval, strict=True))
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
-    guide_map_files(profiles, outputs, snakemake.params.options, model=snakemake.wildcards.model, log=log)
-    retrieval_files(profiles, retrievals, snakemake.params.options, model=snakemake.wildcards.model, log=log)
+    options = snakemake.params.options
+    guide_map_files(profiles, outputs, options, model=snakemake.wildcards.model, log=log, retrievals=retrievals)
 
 
 run_job(main, log, snakemake)

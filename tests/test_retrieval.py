@@ -10,7 +10,7 @@ from scipy import stats
 
 from phenoica.classify import guide_retrieval, mean_retrieval, retrieval_difference
 from phenoica.classify._retrieval import retrieval_axis
-from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, validate_config
 from phenoica.screen import arrayed
 from phenoica.transforms import PCAWhitener, TransformOptions, fit_variants
 
@@ -110,13 +110,10 @@ def test_the_whitening_ridge_shrinks_weak_directions_instead_of_inflating_them()
 
 
 def _options(**kw) -> TransformOptions:
-    base = dict(
-        seed=0, variants=["pca"], fit_on="all", center_scale=True, n_components="deflated", whiten_eps=1e-6,
-        whiten_ridge=0.0, ica="picard", ica_max_iter=200, ica_tol=1e-7, ica_max_samples=None,
-        parallel_max_samples=None, tvn_coral_eps=0.5, batch_rows=4096,
-    )  # fmt: skip
-    base.update(kw)
-    return TransformOptions(**base)
+    """The transforms' settings of a config at the schema's defaults but for ``kw`` (``pca`` only,
+    200 ICA iterations, every row in memory)."""
+    transforms = {"variants": ["pca"], "ica_max_iter": 200, "ica_max_samples": None, "batch_rows": 4096, **kw}
+    return TransformOptions.from_config(validate_config({"seed": 0, "transforms": transforms}))
 
 
 def test_a_fit_on_few_controls_keeps_half_the_directions_they_span_and_no_empty_one():

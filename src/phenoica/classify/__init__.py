@@ -20,7 +20,10 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
 - :mod:`~phenoica.classify._engine`: the fold engine (``classify_guides``, ``classify_shard``),
   writing the score table (its columns: ``phenoica.contract.SCORE_COLUMNS``);
 - :mod:`~phenoica.classify._map_readout`: copairs mean average precision per guide (``guide_map``),
-  with its p-values drawn until their calls are settled (:mod:`~phenoica.classify._map_null`).
+  with its p-values drawn until their calls are settled (:mod:`~phenoica.classify._map_null`);
+- :mod:`~phenoica.classify._retrieval`: replicate retrieval across batches (``guide_retrieval``);
+- :mod:`~phenoica.classify._map_job`: the map_readout job, both read off each variant's table once
+  (``guide_map_files``).
 
 The score table's guide and gene means (``summarize_scores``) belong to hit calling
 (:mod:`phenoica.hits._screen_calls`).
@@ -44,11 +47,11 @@ __all__, __getattr__, __dir__ = lazy_face(
             "lightgbm_report_params",
             "use_lightgbm_names",
         ],
+        "_map_job": ["guide_map_files"],
         "_map_null": ["configuration_aps", "settled_null_counts"],
         "_map_readout": [
             "centered_on_plate_controls",
             "guide_map",
-            "guide_map_files",
             "reference_map",
             "well_profiles",
         ],
@@ -72,7 +75,6 @@ __all__, __getattr__, __dir__ = lazy_face(
             "guide_retrieval",
             "mean_retrieval",
             "retrieval_difference",
-            "retrieval_files",
         ],
         "_splits": ["Fold", "folds_table", "leave_one_batch_out", "make_folds", "read_folds"],
     },

@@ -15,11 +15,11 @@ from ._lightgbm_params import lightgbm_names_record as lightgbm_names_record
 from ._lightgbm_params import lightgbm_params as lightgbm_params
 from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
 from ._lightgbm_params import use_lightgbm_names as use_lightgbm_names
+from ._map_job import guide_map_files as guide_map_files
 from ._map_null import configuration_aps as configuration_aps
 from ._map_null import settled_null_counts as settled_null_counts
 from ._map_readout import centered_on_plate_controls as centered_on_plate_controls
 from ._map_readout import guide_map as guide_map
-from ._map_readout import guide_map_files as guide_map_files
 from ._map_readout import reference_map as reference_map
 from ._map_readout import well_profiles as well_profiles
 from ._null import NULL_GENE as NULL_GENE
@@ -46,7 +46,6 @@ from ._protocol import trainings as trainings
 from ._retrieval import guide_retrieval as guide_retrieval
 from ._retrieval import mean_retrieval as mean_retrieval
 from ._retrieval import retrieval_difference as retrieval_difference
-from ._retrieval import retrieval_files as retrieval_files
 from ._splits import Fold as Fold
 from ._splits import folds_table as folds_table
 from ._splits import leave_one_batch_out as leave_one_batch_out
@@ -96,7 +95,6 @@ __all__ = [
     "readout_capacity",
     "reference_map",
     "retrieval_difference",
-    "retrieval_files",
     "run_time_parameters",
     "score_guide",
     "settled_null_counts",

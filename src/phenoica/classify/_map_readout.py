@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
@@ -13,10 +12,9 @@ from scipy import stats
 from phenoica.classify._features import feature_matrix
 from phenoica.classify._map_null import settled_null_counts
 from phenoica.classify._null import control_mask, well_units
-from phenoica.classify._options import MapReadoutOptions
 from phenoica.contract import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, validate_profile_metadata
 from phenoica.profiles import aggregate_wells
-from phenoica.utils import bh_qvalues, check_same_variants, derive_seed, write_parquet
+from phenoica.utils import bh_qvalues, derive_seed
 
 MAP_COLUMNS: tuple[str, ...] = (
     "model",
@@ -185,42 +183,6 @@ def guide_map(
     out["n_wells"] = out["n_wells"].astype(np.int64)
     out["model"], out["variant"] = model, variant
     return out[list(MAP_COLUMNS)].reset_index(drop=True)
-
-
-def guide_map_files(
-    profiles: Mapping[str, Path | str],
-    outputs: Mapping[str, Path | str],
-    options: MapReadoutOptions,
-    *,
-    model: str,
-    log: logging.Logger | None = None,
-) -> None:
-    """The mAP readout of each variant of ``model`` (:func:`guide_map` on its profile table),
-    one variant after the other: ``profiles`` maps a variant to its profile table, ``outputs``
-    to the parquet it writes (atomically)."""
-    log = log or logging.getLogger(__name__)
-    check_same_variants(profiles, outputs, "profiles")
-    for i, (variant, out_path) in enumerate(outputs.items(), 1):
-        table = pd.read_parquet(profiles[variant])
-        out = guide_map(
-            table,
-            variant=variant,
-            model=model,
-            seed=options.seed,
-            null_size=options.map_null_size,
-            max_null_size=options.map_max_null_size,
-            q_threshold=options.q_threshold,
-            log=log,
-        )
-        write_parquet(out, out_path)
-        log.info(
-            "variant %s (%d of %d): mAP for %d guides; %d with q < 0.05",
-            variant,
-            i,
-            len(outputs),
-            len(out),
-            int((out["map_q_value"] < 0.05).sum()),
-        )
 
 
 #: copairs' column of a reference contrast's number (:func:`reference_map`).

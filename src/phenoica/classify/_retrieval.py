@@ -24,16 +24,14 @@ across and the table says why (:func:`retrieval_axis`).
 from __future__ import annotations
 
 import logging
-from pathlib import Path
-from typing import Mapping, NamedTuple
+from typing import NamedTuple
 
 import numpy as np
 import pandas as pd
 
 from phenoica.classify._map_readout import centered_on_plate_controls, well_profiles
-from phenoica.classify._options import MapReadoutOptions
 from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, feature_columns
-from phenoica.utils import check_same_variants, derive_seed, keyed_uniforms, name_hashes, write_parquet
+from phenoica.utils import derive_seed, keyed_uniforms, name_hashes
 
 LOG = logging.getLogger(__name__)
 
@@ -152,35 +150,3 @@ def retrieval_difference(
     diff = (both["retrieval_a"] - both["retrieval_b"]).to_numpy(np.float64)
     r = mean_retrieval(pd.DataFrame({"retrieval": diff}), seed, level)
     return r.mean, r.low, r.high, r.n_guides
-
-
-def retrieval_files(
-    profiles: Mapping[str, Path | str],
-    outputs: Mapping[str, Path | str],
-    options: MapReadoutOptions,
-    *,
-    model: str,
-    log: logging.Logger | None = None,
-) -> None:
-    """Replicate retrieval (:func:`guide_retrieval`, at most ``options.retrieval_max_guides``
-    guides) of each variant of ``model``, one variant after the other: ``profiles`` maps a variant
-    to its profile table, ``outputs`` to the parquet it writes (atomically); what it is retrieved
-    across, or why nothing is, is logged."""
-    log = log or LOG
-    check_same_variants(profiles, outputs, "profiles")
-    for variant, out_path in outputs.items():
-        table = pd.read_parquet(profiles[variant])
-        out = guide_retrieval(
-            table, model=model, variant=variant, max_guides=options.retrieval_max_guides, seed=options.seed
-        )
-        write_parquet(out, out_path)
-        if out.empty:
-            log.info("variant %s: no replicate retrieval: %s", variant, retrieval_axis(well_profiles(table))[1])
-            continue
-        log.info(
-            "variant %s: replicate retrieval across %s %.3f (mean over %d guides)",
-            variant,
-            out["across"].iloc[0],
-            float(out["retrieval"].mean()),
-            len(out),
-        )

@@ -121,8 +121,9 @@ def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     items += control_headline(inputs.table("controls"), tables["variant_summary"], q)
     items += depth_headline(inputs.table("null"), inputs.table("hits"), q)
     retrieval = inputs.table("retrieval")
-    if retrieval is not None:
-        items += retrieval_headline(retrieval_summary(retrieval, ctx.options.seed))
+    if retrieval is not None:  # the section 'Replicate retrieval across batches' shows this table
+        tables["retrieval"] = retrieval_summary(retrieval, ctx.options.seed)
+        items += retrieval_headline(tables["retrieval"])
     blocks: list[render.Block] = [_intro(ctx), render.Bullets(items) if items else "No scores."]
     return SectionOutput(tables=tables, page=[render.PageSection("Headline", blocks)])
 
