@@ -49,8 +49,9 @@ def table_digests(results: Path) -> dict[str, str]:
 
 
 def prepare_folder(work: Path) -> None:
-    """Copy the workflow into ``work`` and write the scenarios' inputs (``scenario_data/``) there."""
-    for item in ("Snakefile", "rules", "scripts", "config", "config.yaml", "envs", "profiles"):
+    """Copy the workflow and its shipped data (``data/``: the real screen some scenarios read) into
+    ``work`` and write the simulated scenarios' inputs (``scenario_data/``) there."""
+    for item in ("Snakefile", "rules", "scripts", "config", "config.yaml", "envs", "profiles", "data"):
         src = REPO / item
         (shutil.copytree if src.is_dir() else shutil.copy)(src, work / item)
     subprocess.run([sys.executable, "-m", "phenoica.screen.scenarios"], cwd=work, check=True, capture_output=True)

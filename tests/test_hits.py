@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from scipy import stats
 
+from phenoica.classify import ReadoutInputs
 from phenoica.contract import GENE, GUIDE, ScreenError
 from phenoica.hits import _calls as H
 from phenoica.hits import _effects as E
@@ -227,7 +228,7 @@ def test_hit_table_and_readout_agreement():
             "map_q_value": [0.002, 0.6, 0.004, 0.9],
         }
     )
-    table = R.hit_table(calls, map_df, 0.05)
+    table = R.hit_table(ReadoutInputs(calls, map_df, 0.05))
     assert table.set_index(GUIDE)["agreement"].to_dict() == {
         "g00000": "both",
         "g00001": "classifier_only",
@@ -237,7 +238,7 @@ def test_hit_table_and_readout_agreement():
     agree = R.readout_agreement(table).iloc[0]
     assert (agree["both"], agree["classifier_only"], agree["map_only"], agree["neither"]) == (1, 1, 1, 1)
     assert agree["kappa"] == pytest.approx(0.0)
-    no_map = R.hit_table(calls, None)
+    no_map = R.hit_table(ReadoutInputs(calls, None))
     assert (no_map["agreement"].isin(["classifier_only", "neither"])).all() and no_map["map_q_value"].isna().all()
 
 
@@ -360,7 +361,7 @@ def test_no_reported_p_value_is_finer_than_the_null_supports():
     assert (nulls["p_value"] >= 1 / 100).all()  # leave-one-out: the other 99 reach 1/100
     genes = H.call_genes(calls)
     assert (genes["p_value"] >= floor - 1e-12).all() and genes["p_tail"].min() < floor
-    hits = R.hit_table(calls, None)
+    hits = R.hit_table(ReadoutInputs(calls, None))
     assert (hits["p_value"] >= floor).all() and "p_tail" not in hits.columns
     summary = H.null_summary(calls, "parametric", 0.05).iloc[0]
     assert summary["p_floor"] == pytest.approx(floor) and summary["n_beyond_null"] == beyond.sum()

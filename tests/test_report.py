@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from phenoica.classify import ReadoutInputs
 from phenoica.contract import GENE, GUIDE, SCORE_COLUMNS, SCORE_FLOAT_COLUMNS, SCORE_INT_COLUMNS, ScreenError
 from phenoica.hits import _calls as hits
 from phenoica.hits import _effects as effects
@@ -426,7 +427,7 @@ def test_write_report_full(tmp_path):
     map_df = real[["model", "variant", GENE, GUIDE]].assign(
         n_wells=8, mean_average_precision=0.3, map_p_value=0.01, map_q_value=0.02
     )
-    hit_table = readouts.hit_table(guides, map_df)
+    hit_table = readouts.hit_table(ReadoutInputs(guides, map_df))
     null = hits.null_summary(guides)
     fit = {
         "mae": {
@@ -704,3 +705,76 @@ def test_tables_in_rank_order_put_unranked_rows_last():
     assert out["variant"].tolist() == ["a", "a", "a", "b"] and out["rank"].tolist()[:2] == [1, 2]
     assert pd.isna(out["rank"].iloc[2])
     assert in_rank_order(table.drop(columns="rank"))["q_value"].tolist() == [0.01, 0.2, 0.3, 0.1]
+
+
+def test_a_registered_readout_reaches_the_calls_the_door_and_the_report(tmp_path):
+    """A readout is one registration: a small extra one (it calls the guides of gene G1) appears in
+    the door's capacity count, the hit table with its own columns and agreement classes, the
+    readouts' agreement, and the report's headline and hit table; unregistered, nothing is left."""
+    from phenoica.classify import Readout, readout_capacity, register_readout, registered_readouts, unregister_readout
+    from phenoica.classify._capacity import ReadoutCapacity
+    from phenoica.contract import validate_config
+    from phenoica.hits import agreement_classes, hit_table
+    from tests.test_arrayed import _profiles
+
+    def probe_table(inputs: ReadoutInputs) -> pd.DataFrame:
+        real = inputs.guides[~inputs.guides["is_null_guide"].astype(bool)]
+        p = np.where(real[GENE] == "G1", 1e-6, 0.5)
+        return real[["model", "variant", GENE, GUIDE]].assign(probe_score=-np.log10(p), probe_p=p, probe_q=p * 2)
+
+    probe = Readout(
+        name="probe",
+        label="probe",
+        short="probe",
+        statistic="probe_score",
+        p_value="probe_p",
+        q_value="probe_q",
+        hit="probe_hit",
+        columns=("probe_score", "probe_p", "probe_q", "probe_hit"),
+        enabled=lambda config: True,
+        capacity=lambda table, config, folds: ReadoutCapacity("probe", 3, 2, ["G/g"], reason="one guide lacks wells"),
+        guide_table=probe_table,
+    )
+    before = registered_readouts()
+    register_readout(probe)
+    try:
+        with pytest.raises(ValueError, match="registered twice"):
+            register_readout(probe)
+        assert [r.name for r in registered_readouts()] == ["classifier", "map", "probe"]
+        assert agreement_classes(registered_readouts())[:2] == ("all", "classifier+map")
+        assert "probe_only" in agreement_classes(registered_readouts())
+
+        capacities, _, notes = readout_capacity(_profiles()[0], validate_config({}))
+        assert [c.readout for c in capacities] == ["classifier", "map", "probe"]
+        assert "readout probe: one guide lacks wells" in notes
+
+        rows = make_rows(ica_gain)
+        guides, genes = aggregate(rows)
+        guides = hits.call_guides(guides, "parametric", 0.05)
+        calls = hits.call_genes(guides)[["model", "variant", GENE, "n_guides_hit", "p_value", "q_value", "hit"]]
+        genes = genes.merge(calls, on=["model", "variant", GENE])
+        real = guides[~guides["is_null_guide"]]
+        map_df = real[["model", "variant", GENE, GUIDE]].assign(
+            n_wells=8, mean_average_precision=0.3, map_p_value=0.5, map_q_value=0.5
+        )
+        table = hit_table(ReadoutInputs(guides, map_df))
+        assert {"probe_score", "probe_p", "probe_q", "probe_hit"} <= set(table.columns)
+        assert set(table.loc[table["probe_hit"], GENE]) == {"G1"} and table["probe_hit"].sum() == 2 * len(VARIANTS)
+        called_by_probe = table[table["probe_hit"]]
+        assert set(called_by_probe["agreement"]) <= {"classifier+probe", "probe_only"}
+        assert not table.loc[~table["probe_hit"], "agreement"].str.contains("probe").any()
+        agreement = readouts.readout_agreement(table)
+        assert {"kappa_auroc_map", "kappa_auroc_probe", "spearman_map_probe"} <= set(agreement.columns)
+        assert (agreement[["probe_only", "classifier+probe"]].sum(axis=1) == 2).all()
+
+        inputs = ReportInputs(rows, guides, genes, maps=map_df, hits=table, null=hits.null_summary(guides))
+        written = write_report(tmp_path / "report", inputs, report_options())
+        md = written["report_md"].read_text()
+        assert "probe readout: 2/16 guides active at q < 0.05" in md
+        assert "called by any readout" in md and "classifier, mAP and probe readouts" in md
+        shown = pd.read_csv(written["hits"])
+        assert shown["probe_hit"].sum() == 2 * len(VARIANTS)
+    finally:
+        unregister_readout("probe")
+    assert registered_readouts() == before
+    assert "probe_hit" not in hit_table(ReadoutInputs(guides, map_df)).columns

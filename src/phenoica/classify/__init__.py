@@ -7,7 +7,10 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
 - :mod:`~phenoica.classify._options`: what the classify, map_readout and splits jobs read
   (``ClassifyOptions``, ``MapReadoutOptions``, ``SplitOptions``), their params;
 - :mod:`~phenoica.classify._lightgbm_params`: LightGBM's parameters, checked by LightGBM itself;
-- :mod:`~phenoica.classify._capacity`: what the readouts can score on a screen, counted at the door;
+- :mod:`~phenoica.classify._capacity`: what the classifier and the mAP readout can score on a
+  screen, counted at the door;
+- :mod:`~phenoica.classify._readout_registry`: the readouts, each one registered unit
+  (``register_readout``) that the door's count, the hit calls and the report loop over;
 - :mod:`~phenoica.classify._splits` and :mod:`~phenoica.classify._protocol`: the folds and the training sets;
 - :mod:`~phenoica.classify._null`: the targets, real guides and the pseudo-guides of the null
   design (``null_guide_design``);
@@ -36,8 +39,7 @@ __all__, __getattr__, __dir__ = lazy_face(
     __name__,
     {
         "_bins": ["FoldBins"],
-        "_capacity": ["readout_capacity"],
-        "_distance": ["ControlMoments", "heldout_distance_se"],
+        "_distance": ["DISTANCE_COLUMNS", "ControlMoments", "heldout_distance_se"],
         "_engine": ["classify_guides", "classify_shard", "fold_masks", "guide_seed", "score_guide"],
         "_features": ["feature_matrix"],
         "_lightgbm_params": [
@@ -71,6 +73,15 @@ __all__, __getattr__, __dir__ = lazy_face(
         ],
         "_options": ["ClassifyOptions", "MapReadoutOptions", "SplitOptions", "model_parameters", "run_time_parameters"],
         "_protocol": ["PROTOCOLS", "control_strata", "training_controls", "trainings"],
+        "_readout_registry": [
+            "GUIDE_KEYS",
+            "Readout",
+            "ReadoutInputs",
+            "readout_capacity",
+            "register_readout",
+            "registered_readouts",
+            "unregister_readout",
+        ],
         "_retrieval": [
             "guide_retrieval",
             "mean_retrieval",

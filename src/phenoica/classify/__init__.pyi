@@ -1,7 +1,7 @@
 # The face of phenoica.classify for type checkers and editors: its __init__.py's lazy_face list as
 # plain re-exports. Written by `python -m phenoica.utils.face_stubs`; do not edit by hand.
 from ._bins import FoldBins as FoldBins
-from ._capacity import readout_capacity as readout_capacity
+from ._distance import DISTANCE_COLUMNS as DISTANCE_COLUMNS
 from ._distance import ControlMoments as ControlMoments
 from ._distance import heldout_distance_se as heldout_distance_se
 from ._engine import classify_guides as classify_guides
@@ -43,6 +43,13 @@ from ._protocol import PROTOCOLS as PROTOCOLS
 from ._protocol import control_strata as control_strata
 from ._protocol import training_controls as training_controls
 from ._protocol import trainings as trainings
+from ._readout_registry import GUIDE_KEYS as GUIDE_KEYS
+from ._readout_registry import Readout as Readout
+from ._readout_registry import ReadoutInputs as ReadoutInputs
+from ._readout_registry import readout_capacity as readout_capacity
+from ._readout_registry import register_readout as register_readout
+from ._readout_registry import registered_readouts as registered_readouts
+from ._readout_registry import unregister_readout as unregister_readout
 from ._retrieval import guide_retrieval as guide_retrieval
 from ._retrieval import mean_retrieval as mean_retrieval
 from ._retrieval import retrieval_difference as retrieval_difference
@@ -63,11 +70,13 @@ __all__ = [
     "control_positions",
     "control_strata",
     "ControlMoments",
+    "DISTANCE_COLUMNS",
     "feature_matrix",
     "Fold",
     "fold_masks",
     "FoldBins",
     "folds_table",
+    "GUIDE_KEYS",
     "guide_map",
     "guide_map_files",
     "guide_retrieval",
@@ -92,8 +101,12 @@ __all__ = [
     "position_null_design",
     "PROTOCOLS",
     "read_folds",
+    "Readout",
     "readout_capacity",
+    "ReadoutInputs",
     "reference_map",
+    "register_readout",
+    "registered_readouts",
     "retrieval_difference",
     "run_time_parameters",
     "score_guide",
@@ -102,6 +115,7 @@ __all__ = [
     "SplitOptions",
     "training_controls",
     "trainings",
+    "unregister_readout",
     "use_lightgbm_names",
     "well_profiles",
 ]

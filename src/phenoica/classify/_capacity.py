@@ -11,22 +11,23 @@ need at least 3 scored pseudo-guides (the parametric null; 1 for the empirical o
 readout needs no training set: a guide with 2 wells or more, one of them on a plate with control
 wells, gets a mAP and a p-value (:func:`phenoica.classify.guide_map`).
 
-:func:`readout_capacity` counts all of it on the screen's own table, exactly as the jobs will
-(the same folds, the same pseudo-guide draw, the same skip rule), so the door can say before any
-job which guides each readout will score, whether the classifier's null can be built, and which
-setting would change it.
+:func:`classifier_capacity` and :func:`map_capacity` count it on the screen's own table, exactly
+as the jobs will (the same folds, the same pseudo-guide draw, the same skip rule), so the door can
+say before any job which guides each readout will score, whether the classifier's null can be
+built, and which setting would change it (:func:`phenoica.classify.readout_capacity` asks every
+registered readout).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from phenoica.classify._engine import fold_masks, skip_reasons
-from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF, min_data_in_leaf_of
+from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF
 from phenoica.classify._null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
 from phenoica.classify._options import ClassifyOptions, SplitOptions
 from phenoica.classify._protocol import trainings
@@ -236,31 +237,3 @@ def map_capacity(table: pd.DataFrame) -> ReadoutCapacity:
         reason=reason,
         units={"wells_per_guide": _spread(np.asarray(wells))} if WELL in table.columns else {},
     )
-
-
-def readout_capacity(
-    table: pd.DataFrame, config: Mapping[str, Any], units_known: bool = True, folds: Sequence[Any] | None = None
-) -> tuple[list[ReadoutCapacity], list[str], list[str]]:
-    """Both readouts on a screen's table, for a validated workflow ``config``: (capacities,
-    problems, notes). A note per readout that leaves guides unscored or cannot call hits (the
-    count, the first names, the setting that would change it); a problem only when neither
-    readout can score any guide. ``units_known`` False (a plate map read before the images are
-    counted) skips the classifier's training counts, which would then be lower bounds.
-    ``folds``: the table's folds, when the caller built them already."""
-    cfg = config["classify"]
-    # what is scored does not depend on LightGBM's parameters (the door checks those on their own)
-    options = ClassifyOptions.from_config({**config, "classify": {**cfg, "lightgbm": {}}})
-    out = []
-    if units_known:
-        null_model, seed = config["hits"]["null_model"], config["seed"]
-        leaf = min_data_in_leaf_of(cfg["lightgbm"])
-        out.append(classifier_capacity(table, SplitOptions.from_config(config), options, null_model, seed, folds, leaf))
-    if cfg["map_readout"]:
-        out.append(map_capacity(table))
-    notes = [f"readout {c.readout}: {c.reason}" for c in out if c.reason]
-    problems = []
-    if out and len(out) == (2 if cfg["map_readout"] else 1) and not any(c.n_scored for c in out):
-        problems.append(
-            "no readout can score any guide: " + "; ".join(f"{c.readout}: {c.reason}" for c in out if c.reason)
-        )
-    return out, problems, notes

@@ -26,6 +26,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+#: The held-out distance and its 95% interval, as the guide and gene summaries and the hit table
+#: carry them (:mod:`phenoica.hits._effects` computes them from the score table).
+DISTANCE_COLUMNS: tuple[str, ...] = ("distance_sd", "distance_sd_low", "distance_sd_high")
+
 
 @dataclass(frozen=True)
 class ControlMoments:

@@ -3,8 +3,8 @@ that rank them.
 
 Modules: :mod:`._screen_calls` (``screen_calls``: the guide and gene means, then everything
 below, as the gather step writes it), :mod:`._calls` (the null's fit, the guide and gene p- and
-q-values, the null's summary), :mod:`._readouts` (the hit table beside the mAP readout, the two
-readouts' agreement), :mod:`._call_counts` (calls per q threshold; recall and observed FDR
+q-values, the null's summary), :mod:`._readouts` (the hit table: every registered readout's calls of
+each guide, and their agreement), :mod:`._call_counts` (calls per q threshold; recall and observed FDR
 against known truth), :mod:`._effects` (the held-out distance with its interval over folds,
 the ranking, saturation), :mod:`._controls` (``control_calls``: each control construct against
 the same null), :mod:`._positions` (where on the plate: the plate's wells, the position effect on
@@ -33,7 +33,7 @@ __all__, __getattr__, __dir__ = lazy_face(
         ],
         "_options": ["HitOptions", "PositionOptions", "ReferenceOptions"],
         "_positions": ["plate_grid", "plate_position_files"],
-        "_readouts": ["readout_agreement"],
+        "_readouts": ["agreement_classes", "hit_table", "readout_agreement"],
         "_reference": ["reference_files"],
         "_screen_calls": ["GENE_SUMMARY_COLUMNS", "GUIDE_SUMMARY_COLUMNS", "screen_calls", "summarize_scores"],
         "_truth": ["pooled_recall_fdr", "recall_fdr"],

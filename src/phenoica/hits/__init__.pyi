@@ -16,6 +16,8 @@ from ._options import PositionOptions as PositionOptions
 from ._options import ReferenceOptions as ReferenceOptions
 from ._positions import plate_grid as plate_grid
 from ._positions import plate_position_files as plate_position_files
+from ._readouts import agreement_classes as agreement_classes
+from ._readouts import hit_table as hit_table
 from ._readouts import readout_agreement as readout_agreement
 from ._reference import reference_files as reference_files
 from ._screen_calls import GENE_SUMMARY_COLUMNS as GENE_SUMMARY_COLUMNS
@@ -26,6 +28,7 @@ from ._truth import pooled_recall_fdr as pooled_recall_fdr
 from ._truth import recall_fdr as recall_fdr
 
 __all__ = [
+    "agreement_classes",
     "call_guides",
     "control_calls",
     "DISTANCE_COLUMNS",
@@ -33,6 +36,7 @@ __all__ = [
     "GENE_SUMMARY_COLUMNS",
     "GUIDE_SUMMARY_COLUMNS",
     "hit_counts",
+    "hit_table",
     "HitOptions",
     "measure_phrase",
     "NullFit",

@@ -31,6 +31,7 @@ import numpy as np
 import pandas as pd
 from scipy import stats
 
+from phenoica.classify import DISTANCE_COLUMNS
 from phenoica.contract import GENE, GUIDE
 
 #: The effect size each readout ranks by, in order of preference.
@@ -48,7 +49,6 @@ SATURATION_SHARE = 0.1
 CEILINGS: dict[str, float] = {"auroc": 1.0, "mean_average_precision": 1.0}
 #: The interval's confidence level.
 LEVEL = 0.95
-DISTANCE_COLUMNS: tuple[str, ...] = ("distance_sd", "distance_sd_low", "distance_sd_high")
 SATURATION_COLUMNS: tuple[str, ...] = (
     "model",
     "variant",

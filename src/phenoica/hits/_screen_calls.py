@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pandas as pd
 
+from phenoica.classify import ReadoutInputs, registered_readouts
 from phenoica.contract import GENE, GUIDE, OK, SCORE_COLUMNS
 from phenoica.hits._calls import NULL_COLUMNS, call_genes, call_guides, null_summary
 from phenoica.hits._effects import DISTANCE_COLUMNS, gene_distances, guide_distances, ranked
@@ -91,8 +92,8 @@ def screen_calls(
     Returns ``guides`` (per-guide means and distances, plus ``GUIDE_CALL_COLUMNS``), ``genes``
     (per-gene means and distances, the gene calls ``n_guides_hit``, ``p_value``,
     ``p_beyond_null``, ``p_tail``, ``q_value``, ``hit``, the mean ``mean_average_precision`` of
-    its guides, and ``rank`` / ``ranked_by`` as the hit table's), ``hits`` (``hit_table``, beside
-    the mAP readout) and ``null`` (``null_summary``). Without a null (``with_null`` False:
+    its guides, and ``rank`` / ``ranked_by`` as the hit table's), ``hits`` (``hit_table``: every registered
+    readout's calls of each guide) and ``null`` (``null_summary``). Without a null (``with_null`` False:
     ``classify.n_null_guides: 0``) the calls are NaN/False and ``null`` is empty.
     """
     guides, genes = summarize_scores(rows)
@@ -111,8 +112,12 @@ def screen_calls(
     for c in ("hit", "p_beyond_null"):
         genes[c] = genes[c].fillna(False).astype(bool)
     genes["n_guides_hit"] = genes["n_guides_hit"].fillna(0).astype(np.int64)
-    hits = hit_table(guides, map_df, q_threshold)
-    hits["note"] = readout_notes(hits, null, with_null, map_df is not None and len(map_df) > 0)
+    inputs = ReadoutInputs(guides, map_df, q_threshold)
+    ran = frozenset(
+        r.name for r in registered_readouts() if (table := r.guide_table(inputs)) is not None and len(table)
+    )
+    hits = hit_table(inputs)
+    hits["note"] = readout_notes(hits, null, with_null, ran)
     gene_map = hits.groupby(keys)["mean_average_precision"].mean().rename("mean_average_precision")
     genes = ranked(genes.merge(gene_map.reset_index(), on=keys, how="left"), [GENE])
     return {"guides": guides, "genes": genes, "hits": hits, "null": null}

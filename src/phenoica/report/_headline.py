@@ -11,6 +11,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from phenoica.classify import Readout, registered_readouts
 from phenoica.contract import GUIDE
 from phenoica.hits import SATURATION_SHARE, measure_phrase, saturation
 from phenoica.report import _render as render
@@ -22,9 +23,10 @@ TOP_NAMES = 3
 
 def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict[tuple[str, str], dict[str, object]]:
     """Per (model, variant), from the hit and null tables: ``no_calls`` (why the classifier made
-    no hit calls, absent when it did), the mAP readout's ``map_hits`` / ``map_scored`` guides,
-    ``saturation`` (a row of :func:`phenoica.hits.saturation`), ``top`` (the first
-    :data:`TOP_NAMES` calls of either readout in rank order, as text) and the null's reach
+    no hit calls, absent when it did), each other readout's called and scored guides under
+    ``NAME_hits`` / ``NAME_scored`` (``map_hits`` / ``map_scored`` for the mAP readout: present
+    where it scored a guide), ``saturation`` (a row of :func:`phenoica.hits.saturation`), ``top``
+    (the first :data:`TOP_NAMES` calls of any readout in rank order, as text) and the null's reach
     (``p_floor``, ``n_beyond_null``, ``n_tail_only_calls``)."""
     out: dict[tuple[str, str], dict[str, object]] = {}
     if null is not None and "calls" in null.columns:
@@ -37,11 +39,14 @@ def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict
     if hits is None or not len(hits):
         return out
     saturated = saturation(hits).set_index(["model", "variant"]) if "distance_sd" in hits.columns else None
+    others = [r for r in registered_readouts()[1:] if r.statistic in hits.columns and r.hit in hits.columns]
     for (model, variant), sub in hits.groupby(["model", "variant"]):
         entry = out.setdefault((model, variant), {})
-        scored = int(np.isfinite(sub["mean_average_precision"].to_numpy(dtype=float)).sum())
-        if scored and "map_hit" in sub.columns:
-            entry.update(map_hits=int(sub["map_hit"].astype(bool).sum()), map_scored=scored)
+        for readout in others:
+            scored = int(np.isfinite(sub[readout.statistic].to_numpy(dtype=float)).sum())
+            if scored:
+                entry[f"{readout.name}_hits"] = int(sub[readout.hit].astype(bool).sum())
+                entry[f"{readout.name}_scored"] = scored
         if saturated is not None:
             entry["saturation"] = saturated.loc[(model, variant)].to_dict()
             entry["top"] = _top_calls(sub)
@@ -49,9 +54,9 @@ def readout_status(hits: pd.DataFrame | None, null: pd.DataFrame | None) -> dict
 
 
 def _top_calls(hits: pd.DataFrame) -> str:
-    """The first :data:`TOP_NAMES` guides called by either readout, in rank order, with the value of
+    """The first :data:`TOP_NAMES` guides called by any readout, in rank order, with the value of
     the measure that ranks them ('' when none is called or nothing is ranked)."""
-    called = hits[(hits["hit"].astype(bool) | hits["map_hit"].astype(bool)) & hits["rank"].notna()]
+    called = hits[any_readout_called(hits) & hits["rank"].notna()]
     called = called.sort_values("rank", kind="stable").head(TOP_NAMES)
     if called.empty:
         return ""
@@ -65,9 +70,27 @@ def _top_calls(hits: pd.DataFrame) -> str:
     return ", ".join(parts)
 
 
-def _map_calls(state: dict[str, object], q_threshold: float) -> str:
-    """The mAP readout's calls of one (model, variant) (:func:`readout_status`), as a phrase."""
-    return f"mAP readout: {state['map_hits']}/{state['map_scored']} guides active at q < {q_threshold:g}"
+def any_readout_called(hits: pd.DataFrame) -> pd.Series:
+    """Per hit-table row: whether any registered readout calls the guide (its ``hit`` column)."""
+    called = pd.Series(False, index=hits.index)
+    for readout in registered_readouts():
+        if readout.hit in hits.columns:
+            called |= hits[readout.hit].astype(bool)
+    return called
+
+
+def _answering(state: dict[str, object]) -> list[Readout]:
+    """The readouts other than the classifier that scored guides in one (model, variant)."""
+    return [r for r in registered_readouts()[1:] if f"{r.name}_hits" in state]
+
+
+def _other_calls(state: dict[str, object], q_threshold: float) -> str:
+    """The calls of the readouts other than the classifier in one (model, variant)
+    (:func:`readout_status`), as a phrase ('' where none scored a guide)."""
+    return "; ".join(
+        f"{r.label} readout: {state[f'{r.name}_hits']}/{state[f'{r.name}_scored']} guides active at q < {q_threshold:g}"
+        for r in _answering(state)
+    )
 
 
 def _ranking(state: dict[str, object]) -> str:
@@ -146,9 +169,9 @@ def headline(
         scored = sub[np.isfinite(sub["auroc_mean"].to_numpy(dtype=float))]
         states = {v: status.get((model, v), {}) for v in sub["variant"]}
         classifier_calls = any(v in set(scored["variant"]) and "no_calls" not in states[v] for v in states)
-        map_answers = [v for v in sub["variant"] if "map_hits" in states[v]]
-        if not classifier_calls and map_answers:
-            items += _map_lead(model, map_answers, states, q_threshold, classifier_scored=not scored.empty)
+        answers = [v for v in sub["variant"] if _answering(states[v])]
+        if not classifier_calls and answers:
+            items += _other_lead(model, answers, states, q_threshold, classifier_scored=not scored.empty)
         if scored.empty:
             items.append(
                 f"Model {render.md_text(model)}: **the classifier scored no guide**, so it calls no hits (every "
@@ -160,20 +183,22 @@ def headline(
     return items
 
 
-def _map_lead(
+def _other_lead(
     model: str, variants: list[str], states: dict[str, dict[str, object]], q_threshold: float, classifier_scored: bool
 ) -> list[str | render.Bullets]:
-    """The bullets of a model whose classifier calls no hit: the mAP readout's calls and ranking first."""
+    """The bullets of a model whose classifier calls no hit: the other readouts' calls and ranking first."""
     why = "makes no hit calls" if classifier_scored else "scores no guide"
     nested: list[str | render.Bullets] = []
     for variant in variants:
         state = states[variant]
         extra = "; ".join(x for x in (_ranking(state),) if x)
-        nested.append(f"`{variant}`: **{_map_calls(state, q_threshold)}**" + (f"; {extra}" if extra else "") + ".")
+        nested.append(f"`{variant}`: **{_other_calls(state, q_threshold)}**" + (f"; {extra}" if extra else "") + ".")
         if _saturation(state):
             nested.append(f"`{variant}`: {_saturation(state)}")
+    labels = sorted({r.label for v in variants for r in _answering(states[v])})
     lead = (
-        f"Model {render.md_text(model)}: **the mAP readout answers on this layout**; the classifier {why} here "
+        f"Model {render.md_text(model)}: **the {' and '.join(labels)} readout{'s' if len(labels) > 1 else ''} "
+        f"answer{'' if len(labels) > 1 else 's'} on this layout**; the classifier {why} here "
         "(below, and the door's readout notes in `screen/validated.json`)."
     )
     return [lead, render.Bullets(nested)]
@@ -208,8 +233,8 @@ def _classifier_bullets(
                 f"**{n_hits}/{r['n_guides_scored']} guides are hits at q < {q_threshold:g}** "
                 f"(null: {r['n_null_guides']} pseudo-guides, mean AUROC {r['null_auroc_mean']:.3f})"
             )
-        if "map_hits" in state:
-            hits += f"; {_map_calls(state, q_threshold)}"
+        if _answering(state):
+            hits += f"; {_other_calls(state, q_threshold)}"
         if _ranking(state):
             hits += f"; {_ranking(state)}"
         line = (

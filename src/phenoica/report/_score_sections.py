@@ -10,13 +10,14 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from phenoica.classify import Readout, registered_readouts
 from phenoica.contract import GENE, GUIDE, OK
 from phenoica.hits import DISTANCE_COLUMNS, SATURATION_SHARE, hit_counts, readout_agreement, recall_fdr, saturation
 from phenoica.report import _render as render
 from phenoica.report._checks import check_truth, ordered_variants, variant_label
 from phenoica.report._depth import depth_headline
 from phenoica.report._figures import identifiability_figure, make_figures
-from phenoica.report._headline import control_headline, headline, readout_status
+from phenoica.report._headline import any_readout_called, control_headline, headline, readout_status
 from phenoica.report._inputs import ReportInputs
 from phenoica.report._retrieval_section import retrieval_headline, retrieval_summary
 from phenoica.report._sections import ReportContext, Section, SectionOutput, figure_blocks, table_section
@@ -128,10 +129,17 @@ def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     return SectionOutput(tables=tables, page=[render.PageSection("Headline", blocks)])
 
 
+def _labels(readouts: tuple[Readout, ...]) -> str:
+    """The readouts' labels as a phrase: "classifier and mAP"."""
+    labels = [r.label for r in readouts]
+    return ", ".join(labels[:-1]) + f" and {labels[-1]}" if len(labels) > 1 else "".join(labels)
+
+
 def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     """Hit counts, the hit table, gene calls, the null's calibration and the readouts' agreement."""
     out = SectionOutput()
     q, genes, hits, maps = ctx.options.q_threshold, ctx.genes, inputs.table("hits"), inputs.table("maps")
+    readouts = registered_readouts()
     if has_calls(ctx.guides):
         out.tables["hit_counts"] = hit_counts(ctx.guides, genes, _thresholds(q))
         out.tables["gene_hits"] = in_rank_order(genes[[c for c in GENE_HIT_COLUMNS if c in genes.columns]])
@@ -153,11 +161,11 @@ def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
             shown = out.tables["hits"]
             out.page.append(
                 table_section(
-                    "Hit table (guides called by either readout)",
-                    f"In rank order (`rank`, by `ranked_by`; see 'Ranking and saturation'). Every guide with both "
-                    f"readouts is in `{ctx.rel(ctx.table_path('hits'))}`; `agreement` compares the classifier's call "
-                    "with the mAP readout's.",
-                    shown[shown["hit"] | shown["map_hit"]].head(200),
+                    f"Hit table (guides called by {'either' if len(readouts) == 2 else 'any'} readout)",
+                    f"In rank order (`rank`, by `ranked_by`; see 'Ranking and saturation'). Every guide with "
+                    f"{'both' if len(readouts) == 2 else 'all'} readouts is in `{ctx.rel(ctx.table_path('hits'))}`; "
+                    f"`agreement` compares the calls of the {_labels(readouts)} readouts.",
+                    shown[any_readout_called(shown)].head(200),
                 )
             )
     if "gene_hits" in out.tables:
@@ -190,9 +198,10 @@ def build_hit_calls(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         )
         out.page.append(table_section("Control constructs", note, out.tables["control_constructs"]))
     if "readout_agreement" in out.tables:
+        called_by = ", ".join(f"{r.label} (`{r.hit}`, on `{r.statistic}`)" for r in readouts)
         note = (
-            "Guides called by the classifier (AUROC q) and by phenotypic activity (mAP q), Cohen's "
-            "kappa of the two calls and the Spearman correlation of AUROC with mAP."
+            f"Guides called by each readout: {called_by}; per pair of readouts, Cohen's kappa of their calls and "
+            "the Spearman correlation of their statistics."
         )
         out.page.append(table_section("Agreement between the readouts", note, out.tables["readout_agreement"]))
     return out
