@@ -118,7 +118,7 @@ def test_planted_allele_pairs_are_recovered_at_the_stated_fdr():
     differ_called = alike_called = differ = calls = auroc_differ = auroc_alike = no_split = 0
     for seed in range(3):
         table, truth = _profiles(design, seed)
-        options = ReferenceOptions.from_config(cfg)._replace(seed=seed)
+        options = ReferenceOptions.from_config(validate_config({**cfg, "seed": seed}))
         out = reference_scores(
             table, make_folds(table, SplitOptions.from_config(cfg)), options, model="m", variant="base"
         )

@@ -40,7 +40,15 @@ __all__, __getattr__, __dir__ = lazy_face(
     {
         "_bins": ["FoldBins"],
         "_distance": ["DISTANCE_COLUMNS", "ControlMoments", "heldout_distance_se"],
-        "_engine": ["classify_guides", "classify_shard", "fold_masks", "guide_seed", "score_guide"],
+        "_engine": [
+            "classify_guides",
+            "classify_shard",
+            "columns_dataset",
+            "fold_masks",
+            "guide_seed",
+            "score_guide",
+            "score_guide_on",
+        ],
         "_features": ["feature_matrix"],
         "_lightgbm_params": [
             "LIGHTGBM_MIN_DATA_IN_LEAF",
@@ -71,7 +79,7 @@ __all__, __getattr__, __dir__ = lazy_face(
             "position_null_design",
             "split_control_rows",
         ],
-        "_options": ["ClassifyOptions", "MapReadoutOptions", "SplitOptions", "model_parameters", "run_time_parameters"],
+        "_options": ["ClassifyOptions", "MapReadoutOptions", "SplitOptions"],
         "_protocol": ["PROTOCOLS", "control_strata", "training_controls", "trainings"],
         "_readout_registry": [
             "GUIDE_KEYS",

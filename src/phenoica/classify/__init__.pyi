@@ -6,9 +6,11 @@ from ._distance import ControlMoments as ControlMoments
 from ._distance import heldout_distance_se as heldout_distance_se
 from ._engine import classify_guides as classify_guides
 from ._engine import classify_shard as classify_shard
+from ._engine import columns_dataset as columns_dataset
 from ._engine import fold_masks as fold_masks
 from ._engine import guide_seed as guide_seed
 from ._engine import score_guide as score_guide
+from ._engine import score_guide_on as score_guide_on
 from ._features import feature_matrix as feature_matrix
 from ._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF as LIGHTGBM_MIN_DATA_IN_LEAF
 from ._lightgbm_params import lightgbm_names_record as lightgbm_names_record
@@ -37,8 +39,6 @@ from ._null import split_control_rows as split_control_rows
 from ._options import ClassifyOptions as ClassifyOptions
 from ._options import MapReadoutOptions as MapReadoutOptions
 from ._options import SplitOptions as SplitOptions
-from ._options import model_parameters as model_parameters
-from ._options import run_time_parameters as run_time_parameters
 from ._protocol import PROTOCOLS as PROTOCOLS
 from ._protocol import control_strata as control_strata
 from ._protocol import training_controls as training_controls
@@ -64,6 +64,7 @@ __all__ = [
     "classify_guides",
     "classify_shard",
     "ClassifyOptions",
+    "columns_dataset",
     "configuration_aps",
     "control_constructs",
     "control_mask",
@@ -93,7 +94,6 @@ __all__ = [
     "make_folds",
     "MapReadoutOptions",
     "mean_retrieval",
-    "model_parameters",
     "NULL_GENE",
     "null_guide_design",
     "null_guide_name",
@@ -108,8 +108,8 @@ __all__ = [
     "register_readout",
     "registered_readouts",
     "retrieval_difference",
-    "run_time_parameters",
     "score_guide",
+    "score_guide_on",
     "settled_null_counts",
     "split_control_rows",
     "SplitOptions",

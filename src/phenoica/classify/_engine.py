@@ -121,6 +121,19 @@ class GuideScore:
     auroc_top: float
     auroc_rest: float
 
+    @property
+    def split(self) -> bool:
+        """Whether the full model made a split: one without predicts one value for every row (AUROC
+        0.5, no answer), and its sparsity is NaN (:func:`score_guide_on`)."""
+        return not math.isnan(self.sparsity)
+
+
+def columns_dataset(X: np.ndarray, y: np.ndarray, features: np.ndarray | None) -> lgb.Dataset:
+    """A training Dataset of rows ``X`` with labels ``y``, on the sorted column indices
+    ``features`` (None: all): what :func:`score_guide_on` asks of a training set built from its
+    raw rows (the classify jobs' guides share binned rows instead, :mod:`phenoica.classify._bins`)."""
+    return lgb.Dataset(X if features is None else X[:, features], y, free_raw_data=True)
+
 
 def score_guide(
     dataset_for: Callable[[np.ndarray | None], lgb.Dataset],

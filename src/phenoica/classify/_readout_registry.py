@@ -23,15 +23,16 @@ readout (the classifier) is the primary one: its rows define the hit table's gui
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import pandas as pd
 
-from phenoica.classify._capacity import ReadoutCapacity, classifier_capacity, map_capacity
 from phenoica.classify._distance import DISTANCE_COLUMNS
-from phenoica.classify._lightgbm_params import min_data_in_leaf_of
 from phenoica.classify._options import ClassifyOptions, SplitOptions
 from phenoica.contract import GENE, GUIDE
+
+if TYPE_CHECKING:
+    from phenoica.classify._capacity import ReadoutCapacity
 
 #: The columns that identify a guide in every readout's per-guide table.
 GUIDE_KEYS: tuple[str, ...] = ("model", "variant", GENE, GUIDE)
@@ -51,7 +52,7 @@ class ReadoutInputs:
 
 
 #: (screen table, validated workflow config, the table's folds or None) -> what the readout scores.
-CapacityCount = Callable[[pd.DataFrame, Mapping[str, Any], "Sequence[Any] | None"], ReadoutCapacity]
+CapacityCount = Callable[[pd.DataFrame, Mapping[str, Any], "Sequence[Any] | None"], "ReadoutCapacity"]
 #: The gather step's inputs -> the readout's per-guide table (``GUIDE_KEYS`` and its columns), or
 #: None where it did not run.
 GuideTable = Callable[[ReadoutInputs], "pd.DataFrame | None"]
@@ -110,15 +111,28 @@ def registered_readouts() -> tuple[Readout, ...]:
     return tuple(_READOUTS.values())
 
 
+# The capacity counts import the classifier's engine (and LightGBM): the hit calls, which read the
+# registry, do not.
+
+
 def _classifier_capacity(
     table: pd.DataFrame, config: Mapping[str, Any], folds: Sequence[Any] | None
 ) -> ReadoutCapacity:
+    from phenoica.classify._capacity import classifier_capacity
+    from phenoica.classify._lightgbm_params import min_data_in_leaf_of
+
     cfg = config["classify"]
     # what is scored does not depend on LightGBM's parameters (the door checks those on their own)
     options = ClassifyOptions.from_config({**config, "classify": {**cfg, "lightgbm": {}}})
     splits = SplitOptions.from_config(config)
     leaf = min_data_in_leaf_of(cfg["lightgbm"])
     return classifier_capacity(table, splits, options, config["hits"]["null_model"], config["seed"], folds, leaf)
+
+
+def _map_capacity(table: pd.DataFrame, config: Mapping[str, Any], folds: Sequence[Any] | None) -> ReadoutCapacity:
+    from phenoica.classify._capacity import map_capacity
+
+    return map_capacity(table)
 
 
 def _classifier_table(inputs: ReadoutInputs) -> pd.DataFrame:
@@ -172,7 +186,7 @@ MAP = register_readout(
         hit="map_hit",
         columns=("mean_average_precision", "map_p_value", "map_q_value", "map_hit"),
         enabled=lambda config: bool(config["classify"]["map_readout"]),
-        capacity=lambda table, config, folds: map_capacity(table),
+        capacity=_map_capacity,
         guide_table=_map_table,
         scored_when="guides need 2 wells or more, on plates with control wells",
     )

@@ -4,10 +4,10 @@ positions (:class:`PositionOptions`, rule ``plate_positions``) and the reference
 
 from __future__ import annotations
 
-from typing import Annotated, Any, NamedTuple
+from typing import Annotated, NamedTuple
 
-from phenoica.classify import model_parameters, run_time_parameters
-from phenoica.contract import Setting, stage_options
+from phenoica.classify import ClassifyOptions
+from phenoica.contract import Setting, composed, stage_options
 
 
 @stage_options("call_hits")
@@ -44,23 +44,26 @@ class PositionOptions(NamedTuple):
 
 @stage_options("reference")
 class ReferenceOptions(NamedTuple):
-    """The settings of the reference readout (:func:`phenoica.hits.reference_files`):
-    the declared reference (``screen.reference``), the classifiers' settings as the classify jobs
-    read them, the null's size (``classify.n_null_guides`` null contrasts at most) and the q-value
-    of the calls."""
+    """The settings of the reference readout (:func:`phenoica.hits.reference_files`): the
+    declared reference (``screen.reference``), the classifiers' settings as the classify jobs read
+    them (``classify``: their LightGBM parameters, rounds, the training and held-out rows a fold
+    needs, the seed and the null's size, ``classify.n_null_guides`` null contrasts at most) and the
+    q-value of the calls. The reference trains on every row of a contrast with one model per fold
+    and no concentration models, so those settings of the classify jobs are fixed here and never
+    rerun it."""
 
-    seed: Annotated[int, Setting("seed")]
     reference: Annotated[dict[str, str] | None, Setting("screen.reference")]
-    lightgbm: Annotated[dict[str, Any], Setting("classify.lightgbm", read=model_parameters)]
-    lightgbm_run_time: Annotated[dict[str, Any], Setting("classify.lightgbm", run_time=True, read=run_time_parameters)]
-    num_boost_round: Annotated[int, Setting("classify.num_boost_round")]
-    min_train_samples: Annotated[int, Setting("classify.min_train_samples")]
-    min_test_samples: Annotated[int, Setting("classify.min_test_samples")]
-    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+    classify: Annotated[
+        ClassifyOptions,
+        # what the reference does not read is fixed (the values stand in for unread keys)
+        composed(
+            concentration=False,
+            concentration_k=0.25,
+            n_shards=1,
+            protocol="exact",
+            fast_train_controls=1,
+            fast_fold_groups=1,
+            null_layout="plain",
+        ),
+    ]
     q_threshold: Annotated[float, Setting("hits.q_threshold")]
-
-    def booster_params(self) -> dict[str, Any]:
-        """LightGBM's parameters for :func:`lightgbm.train`, as the classify jobs build them."""
-        from phenoica.classify import lightgbm_params  # imports lightgbm: only here
-
-        return lightgbm_params({**self.lightgbm, **self.lightgbm_run_time}, self.seed)

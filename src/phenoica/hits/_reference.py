@@ -29,6 +29,7 @@ wells, each plate's control centre taken out first).
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 from dataclasses import dataclass
@@ -51,7 +52,7 @@ from phenoica.classify import (
 from phenoica.contract import GENE, GUIDE, PERT_TYPE, PERTURBATION, PLATE, WELL, ScreenError
 from phenoica.hits._options import ReferenceOptions
 from phenoica.hits._tail import TAIL_P_FLOOR, fit_tail, leave_one_out_pareto, pareto_p_values
-from phenoica.utils import auroc, bh_qvalues, derive_seed, rng_for, write_parquet
+from phenoica.utils import bh_qvalues, derive_seed, rng_for, write_parquet
 
 #: The rules ``screen.reference.rule`` may name.
 REFERENCE_RULES: tuple[str, ...] = ("named_like_gene",)
@@ -248,33 +249,35 @@ def contrast_auroc(
 ) -> tuple[float, int, int]:
     """(mean held-out AUROC over the folds whose model split, those folds, the folds whose model made
     no split) of one contrast (module doc), each fold's model trained with
-    :func:`small_sample_params` and seeded ``derive_seed(options.seed, "reference", gene, guide,
+    :func:`small_sample_params` and seeded ``derive_seed(seed, "reference", gene, guide,
     reference, fold)``. A model without a split predicts one value and answers nothing: it is
-    counted, not scored (NaN AUROC when no fold split)."""
-    import lightgbm as lgb
+    counted, not scored (NaN AUROC when no fold split). The model is fitted and scored as a guide's
+    (:func:`phenoica.classify.score_guide_on`, without the concentration models)."""
+    from phenoica.classify import columns_dataset, score_guide_on  # imports lightgbm: only here
 
-    params = options.booster_params()
+    classify = options.classify
+    params = classify.booster_params()
     aucs, no_split = [], 0
     for name, train, test in folds:
         a_train, r_train = contrast.rows[train[contrast.rows]], contrast.reference_rows[train[contrast.reference_rows]]
         a_test, r_test = contrast.rows[test[contrast.rows]], contrast.reference_rows[test[contrast.reference_rows]]
-        lo, lo_test = options.min_train_samples, options.min_test_samples
+        lo, lo_test = classify.min_train_samples, classify.min_test_samples
         if min(len(a_train), len(r_train)) < lo or min(len(a_test), len(r_test)) < lo_test:
             continue
         rows = np.concatenate([a_train, r_train])
         y = np.r_[np.ones(len(a_train)), np.zeros(len(r_train))]
         fold_params = {
             **small_sample_params(params, min(len(a_train), len(r_train))),
-            "seed": derive_seed(options.seed, "reference", contrast.gene, contrast.guide, contrast.reference, name),
+            "seed": derive_seed(classify.seed, "reference", contrast.gene, contrast.guide, contrast.reference, name),
         }
-        booster = lgb.train(
-            fold_params, lgb.Dataset(X[rows], y, free_raw_data=True), num_boost_round=options.num_boost_round
-        )
-        if booster.feature_importance(importance_type="split").sum() == 0:
+        held = np.concatenate([a_test, r_test])
+        held_out = (X[held], np.r_[np.ones(len(a_test)), np.zeros(len(r_test))])
+        training = functools.partial(columns_dataset, X[rows], y)
+        score = score_guide_on(training, [held_out], fold_params, classify.num_boost_round, None)[0]
+        if not score.split:
             no_split += 1  # a model without a split predicts one value: no answer, not an AUROC of 0.5
             continue
-        held = np.concatenate([a_test, r_test])
-        aucs.append(auroc(np.r_[np.ones(len(a_test)), np.zeros(len(r_test))], booster.predict(X[held])))
+        aucs.append(score.auroc)
     return (float(np.mean(aucs)) if aucs else math.nan), len(aucs), no_split
 
 
@@ -350,7 +353,7 @@ def reference_scores(
         return pd.DataFrame({c: [] for c in REFERENCE_COLUMNS})
     X, names = feature_matrix(table, source, log)
     real = pair_contrasts(table, pairs)
-    nulls = null_contrasts(table, real, options.n_null_guides, options.seed)
+    nulls = null_contrasts(table, real, options.classify.n_null_guides, options.classify.seed)
     log.info("%s: %d pair(s), %d null contrast(s)", source, len(real), len(nulls))
     fold_arrays = fold_masks(folds, len(table))
     scored = [contrast_auroc(X, c, fold_arrays, options) for c in real + nulls]
@@ -382,7 +385,9 @@ def reference_scores(
     out = df[~df["is_null"]].drop(columns="is_null").reset_index(drop=True)
     out["n_null"] = len(null)
     for readout, column in (("auroc", "auroc"), ("map", "mean_average_precision")):
-        p, floor, ks = reference_p(out[column].to_numpy(dtype=float), null[column].to_numpy(dtype=float), options.seed)
+        p, floor, ks = reference_p(
+            out[column].to_numpy(dtype=float), null[column].to_numpy(dtype=float), options.classify.seed
+        )
         out[f"{readout}_p_floor"], out[f"{readout}_null_loo_ks_p"] = floor, ks
         q = bh_qvalues(p)
         out[f"{readout}_p_value"], out[f"{readout}_q_value"] = p, q
