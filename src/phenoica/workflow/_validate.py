@@ -57,6 +57,7 @@ from phenoica.contract import (
     row_name,
     validate_screen_metadata,
 )
+from phenoica.models import DeclaredViT, ModelInputs, check_fit, declared_model, rejected_crops, screen_subject
 from phenoica.screen import NO_CONTROLS, ExportSpec, export_notes, file_rows, parquet_source, row_number
 from phenoica.utils import atomic_path, get_logger
 from phenoica.workflow import _analysis as analysis
@@ -88,6 +89,36 @@ def _grouped(failed: Mapping[str, list[str]]) -> list[str]:
     return out
 
 
+def _build(spec: Mapping[str, Any], n_chans: int, log: logging.Logger) -> tuple[Any, ModelInputs]:
+    """(model, its inputs) of a model entry for ``n_chans`` channels: declared by its spec when it
+    is phenoica's own ViT without a checkpoint (:func:`phenoica.models.declared_model`: no torch),
+    else built (weights read; torch and timm imported)."""
+    declared = declared_model(spec, n_chans)
+    if declared is not None:
+        return declared, declared.inputs
+    from phenoica.models import build_feature_extractor, module_inputs
+
+    built = build_feature_extractor(spec, n_chans, spec.get("checkpoint"), log=log)
+    return built, module_inputs(built)
+
+
+def _features(model: Any, inputs: ModelInputs, n_chans: int, crop: int, where: str) -> int:
+    """Features per crop of ``n_chans`` channels of side ``crop``; ScreenError naming ``where``
+    when the model rejects such crops (a declared model answers from its spec)."""
+    if isinstance(model, DeclaredViT):
+        shape = (1, n_chans, crop, crop)
+        try:
+            model.check(shape)
+        except ScreenError as exc:
+            raise rejected_crops(where, shape, exc) from exc
+        return model.output_dim(n_chans)
+    import torch
+
+    from phenoica.models import probe_feature_dim
+
+    return probe_feature_dim(model, inputs, n_chans, crop, torch.device("cpu"), Path(where))
+
+
 def check_models(
     models: Mapping[str, Mapping[str, Any]],
     crop_size: int | None,
@@ -98,22 +129,11 @@ def check_models(
     """Each model against each plate, as the embed stage will check it: the channels it is fed
     (``models.NAME.channels`` present; the count the model takes; one count for a model trained
     on the screen unless its channel projection is shared), and the crop (``embed.crop_size``,
-    else the model's ``img_size``) against the image size. Builds each model once per channel
-    count (a checkpoint's weights are loaded strictly, so a checkpoint that does not fit the
-    spec fails here too). ``models`` is ``config["models"]``, ``crop_size`` ``embed.crop_size``.
+    else the model's ``img_size``) against the image size. Each model once per channel count:
+    phenoica's own ViT without a checkpoint is read from its spec (no torch); any other is built
+    (a checkpoint's weights are loaded strictly, so a checkpoint that does not fit the spec fails
+    here too). ``models`` is ``config["models"]``, ``crop_size`` ``embed.crop_size``.
     Problems are appended to ``problems``; returns a summary per model."""
-    import torch
-
-    from phenoica.models import (
-        CheckpointError,
-        ModelInputs,
-        build_feature_extractor,
-        check_fit,
-        check_timm_name,
-        probe_feature_dim,
-        screen_subject,
-    )
-
     log = log or logging.getLogger("phenoica.validate")
     summary: dict[str, dict[str, Any]] = {}
     for name, spec in models.items():
@@ -135,21 +155,23 @@ def check_models(
             )
             continue
         if spec.get("timm_name"):  # a name timm does not know, said by its config key
+            from phenoica.models import check_timm_name
+
             try:
                 check_timm_name(spec["timm_name"], key=f"models.{name}.timm_name")
             except ConfigError as exc:
                 problems.append(str(exc))
                 continue
         built: dict[int, Any] = {}
+        inputs: dict[int, ModelInputs] = {}
         for n in sorted({len(c) for c in fed.values()}):
             try:
-                built[n] = build_feature_extractor(spec, n, spec.get("checkpoint"), log=log)
-            except (ScreenError, CheckpointError, ValueError) as exc:
+                built[n], inputs[n] = _build(spec, n, log)
+            except ValueError as exc:  # ScreenError, CheckpointError, a spec building rejects
                 plates = [p for p, c in fed.items() if len(c) == n]
                 problems.append(f"model {name} for the {n} channel(s) of plate(s) {plates[:5]}: {exc}")
         trained = not spec.get("checkpoint")
         counts = {p: len(c) for p, c in fed.items()}
-        inputs = {n: ModelInputs.of(m) for n, m in built.items()}
         if trained and len(set(counts.values())) > 1 and any(i.in_chans is not None for i in inputs.values()):
             problems.append(
                 f"model {name} is trained on the screen, but its plates feed different channel counts "
@@ -170,9 +192,7 @@ def check_models(
                 why = misfit.screen_message(name)
             else:
                 try:
-                    cpu = torch.device("cpu")
-                    where = Path(f"model {name}")
-                    dims[plate] = probe_feature_dim(model, inputs[len(channels)], len(channels), crop, cpu, where)
+                    dims[plate] = _features(model, inputs[len(channels)], len(channels), crop, f"model {name}")
                     continue
                 except ScreenError as exc:
                     why = f"{screen_subject((geo.height, geo.width), channels)}: {exc}"
