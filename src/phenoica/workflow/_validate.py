@@ -287,13 +287,16 @@ def empty_file_problems(table: pd.DataFrame) -> list[str]:
     ]
 
 
-def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[list[str], dict[str, Any]]:
+def embedding_problems(
+    config: Mapping[str, Any], log: logging.Logger
+) -> tuple[list[str], dict[str, Any], dict[tuple[str, ...], pd.DataFrame]]:
     """Source embeddings, every model's files at once: the feature columns each set declares
     (:func:`phenoica.profiles._embeddings.plan_embeddings`), and the contract across files (missing values,
     PertTypes, a guide under one gene, a gene under one PertType, a plate in one batch, a well
     with one perturbation, each image once, names that are plain text), with the rows named by
     file and row; the notes on rows whose features are all 0 or all equal go in the summary
-    (``notes`` of a model, which :func:`contract_problems` moves to its notes)."""
+    (``notes`` of a model, which :func:`contract_problems` moves to its notes). Also returns the
+    metadata read (:func:`_embedding_metadata`), by the files' tuple, so that it is read once."""
     from phenoica.profiles import FeatureSelection, constant_row_notes, normalize_problems, plan_files, planned_hygiene
     from phenoica.workflow import _dag as wf
 
@@ -349,7 +352,7 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         found += control_problems(table)
         found += normalize_problems(table, config["profiles"]["normalize"])
         problems += [f"{where}: {p}" for p in found]
-    return problems, summary
+    return problems, summary, checked
 
 
 def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str, list[str]]:
@@ -405,12 +408,17 @@ def contract_problems(
     readouts: list[dict[str, Any]] = []
     source = config["screen"]["source"]
     if source == "embeddings":
-        problems, summary = embedding_problems(config, log)
+        problems, summary, read = embedding_problems(config, log)
         if not problems:
             from phenoica.workflow import _dag as wf
 
             model = sorted(config["models"])[0]
-            table = _embedding_metadata(wf.embedding_inputs(config, model), ExportSpec.from_config(config["screen"]))
+            paths = tuple(wf.embedding_inputs(config, model))
+            table = (
+                read[paths].copy()
+                if paths in read
+                else _embedding_metadata(list(paths), ExportSpec.from_config(config["screen"]))
+            )
             found, notes, readouts = analysis.scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
             notes += [f"embeddings of model {m}: {n}" for m, s in summary.items() for n in s.pop("notes", [])]
