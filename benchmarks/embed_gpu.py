@@ -51,11 +51,11 @@ from phenoica.embed import TIMING_KEY, EmbedOptions, EmbedTiming, PlateModel, em
 from phenoica.models import (
     NORMALIZE,
     FeatureExtractor,
-    ModelInputs,
     OpenPhenomGeometry,
     build_feature_extractor,
     build_openphenom,
     inference_context,
+    module_inputs,
     resolve_device,
 )
 
@@ -285,7 +285,7 @@ def embed_path(
             store,
             plate_metadata(n, "P01"),
             PlateModel(
-                runner, inputs=ModelInputs.of(model), identity={"benchmark": "embed_gpu"}, normalize=model.normalize
+                runner, inputs=module_inputs(model), identity={"benchmark": "embed_gpu"}, normalize=model.normalize
             ),
             store.with_name("embed_path.parquet"),
             embed_options(

@@ -1,6 +1,7 @@
 """Embedding options of phenoica's own encoders (block, pool, per-channel), the crop-wise
 normalization of the OpenPhenom recipe, the keys MAE training depends on, the architecture
-registry and the declared extractor interface with its plate/model fit check."""
+registry, the declared extractor interface with its plate/model fit check, and phenoica's own ViT
+read from its spec (the door's check, no network built)."""
 
 from __future__ import annotations
 
@@ -11,16 +12,19 @@ from torch import nn
 
 from phenoica.contract import ConfigError, validate_config
 from phenoica.models import (
+    DeclaredViT,
     FeatureExtractor,
     ModelInputs,
     build_feature_extractor,
     check_fit,
     create_model,
+    declared_model,
+    module_inputs,
     register_model,
     training_spec,
 )
 from phenoica.models._registry import list_models, model_entrypoint
-from phenoica.models._vit import build_encoder
+from phenoica.models._vit import MAX_CHANNELS, build_encoder
 from phenoica.screen import prepare, scale_intensity
 from phenoica.screen._preprocess import normalize_crops
 
@@ -128,10 +132,10 @@ def test_architectures_are_registered_by_name():
 
 def test_the_declared_interface_and_the_fit_check():
     fixed, agnostic = build_feature_extractor(SPEC, 3), build_feature_extractor(CA_SPEC, 4)
-    assert ModelInputs.of(fixed).in_chans == 3 and ModelInputs.of(fixed).extractor is fixed
-    shared = ModelInputs.of(agnostic)
+    assert module_inputs(fixed).in_chans == 3 and module_inputs(fixed).extractor is fixed
+    shared = module_inputs(agnostic)
     assert shared.in_chans is None and shared.max_in_chans == agnostic.max_in_chans and shared.feature_dim == 32
-    assert ModelInputs.of(build_encoder(SPEC, 3)).in_chans == 3  # a bare timm ViT, described from timm's attributes
+    assert module_inputs(build_encoder(SPEC, 3)).in_chans == 3  # a bare timm ViT, described from timm's attributes
     assert check_fit(shared, (16, 16), 16, ["a", "b"]) is None
     small = check_fit(shared, (8, 16), 16, ["a", "b"])
     assert small is not None and small.kind == "crop"
@@ -141,10 +145,70 @@ def test_the_declared_interface_and_the_fit_check():
     assert small.screen_message("m") == (
         "8x16 images, 2 channel(s) ['a', 'b']: smaller than model m's crop size 16 (the model's img_size, or embed.crop_size)"
     )
-    count = check_fit(ModelInputs.of(fixed), (16, 16), 16, ["a", "b"])
+    count = check_fit(module_inputs(fixed), (16, 16), 16, ["a", "b"])
     assert count is not None and count.plate_message("P", "k") == "P has 2 channels but the model expects 3"
     most = check_fit(ModelInputs(None, max_in_chans=1), (16, 16), 16, ["a", "b"])
     assert (
         most is not None
         and "embeds at most 1 channels; choose up to 1 with models.m.channels" in most.screen_message("m")
     )
+
+
+def _outcome(call):
+    """What a call gives, or its error's type and message."""
+    try:
+        return call()
+    except ValueError as exc:  # ScreenError, ConfigError, a spec the builder rejects
+        return type(exc).__name__, str(exc)
+
+
+@pytest.mark.parametrize(
+    "change,n_chans",
+    [
+        ({}, 3),
+        ({"channel_agnostic": True}, 4),
+        ({"channel_agnostic": True, "per_channel": True}, 5),
+        ({"channel_agnostic": True}, MAX_CHANNELS + 1),
+        ({"block": -1, "pool": "cls"}, 2),
+        ({"block": 3}, 3),
+        ({"in_chans": 3}, 4),
+        ({"per_channel": True}, 3),
+        ({"embed_dim": 30}, 3),
+        ({"img_size": 12, "patch_size": 4}, 1),
+    ],
+)
+def test_a_declared_model_says_what_building_it_says(change, n_chans):
+    """The door reads phenoica's own ViT from its spec (no torch): the same inputs, crop side,
+    features per crop, shape findings and errors as the built extractor, for fitting and
+    misfitting crops."""
+    spec = dict(SPEC, **change)
+    declared, built = (
+        _outcome(lambda: declared_model(spec, n_chans)),
+        _outcome(lambda: build_feature_extractor(spec, n_chans)),
+    )
+    if isinstance(built, tuple):
+        assert declared == built
+        return
+    assert isinstance(declared, DeclaredViT) and declared.img_size == built.img_size
+    got, want = declared.inputs, module_inputs(built)
+    assert (got.in_chans, got.max_in_chans, got.feature_dim) == (want.in_chans, want.max_in_chans, want.feature_dim)
+    side = built.img_size
+    for shape in [
+        (1, n_chans, side, side),
+        (1, n_chans, side // 2, side // 2),
+        (1, n_chans + 1, side, side),
+        (n_chans, side),
+    ]:
+        assert _outcome(lambda: declared.check(shape)) == _outcome(
+            lambda: built.check(torch.empty(shape, device="meta"))
+        )
+    assert declared.output_dim(n_chans) == built.output_dim(n_chans)
+    with torch.no_grad():
+        assert built(torch.zeros(1, n_chans, side, side)).shape[1] == declared.output_dim(n_chans)
+
+
+def test_a_model_read_from_a_checkpoint_or_timm_is_not_declared():
+    assert declared_model(dict(SPEC, checkpoint="m.safetensors"), 3) is None
+    assert declared_model(dict(SPEC, timm_name="vit_small_patch16_224"), 3) is None
+    assert declared_model(dict(SPEC, architecture="openphenom"), 3) is None
+    assert declared_model(dict(SPEC, architecture="phenoica"), 3) is not None

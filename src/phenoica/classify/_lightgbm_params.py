@@ -4,7 +4,10 @@ by LightGBM), and the keys that change only speed or logs.
 
 LightGBM is imported only to check keys it has not checked before: a check's finding can be
 recorded (:func:`lightgbm_names_record`, kept by the door) and given back to a later process
-(:func:`use_lightgbm_names`), so that building the workflow's jobs imports no LightGBM."""
+(:func:`use_lightgbm_names`), so that building the workflow's jobs imports no LightGBM. LightGBM's
+reading of the schema's own defaults is shipped for the LightGBM versions it was read with
+(:data:`SHIPPED_NAMES`, taken by :func:`lightgbm_parameter_names`), so that the first check of a
+config that keeps them imports no LightGBM either."""
 
 from __future__ import annotations
 
@@ -14,11 +17,12 @@ import json
 import re
 import threading
 import warnings
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
-from phenoica.contract import package_schema
+from phenoica.contract import package_schema, read_yaml
 
 # LightGBM keys phenoica sets itself and a user may not override through classify.lightgbm.
 _RESERVED = {
@@ -139,6 +143,35 @@ def _lightgbm_version() -> str:
     return importlib.metadata.version("lightgbm")
 
 
+#: LightGBM's reading of the schema's defaults of ``classify.lightgbm`` (:func:`lightgbm_names_record`),
+#: by LightGBM version; written by ``python -m phenoica.classify._lightgbm_params`` with the installed
+#: LightGBM (a test checks it against LightGBM's own reading).
+SHIPPED_NAMES = Path(__file__).resolve().parent.parent / "schemas" / "lightgbm_names.yaml"
+
+
+@functools.lru_cache(maxsize=1)
+def shipped_lightgbm_names() -> bool:
+    """Take the shipped reading of the schema's defaults for the installed LightGBM
+    (:data:`SHIPPED_NAMES`, :func:`use_lightgbm_names`), once per process; whether there was one."""
+    shipped = (read_yaml(SHIPPED_NAMES) or {}) if SHIPPED_NAMES.exists() else {}
+    return use_lightgbm_names(shipped.get(_lightgbm_version()))
+
+
+def write_shipped_names(path: Path = SHIPPED_NAMES) -> dict[str, Any]:
+    """Read the schema's defaults with the installed LightGBM and keep the finding in ``path``
+    beside the other versions' (what :func:`shipped_lightgbm_names` gives back)."""
+    import yaml
+
+    shipped = (read_yaml(path) or {}) if path.exists() else {}
+    frozen = _frozen(_schema_defaults())  # read by LightGBM itself, not from a record
+    names = [[k, v] for k, v in _lightgbm_names(frozen)]
+    shipped[_lightgbm_version()] = {"lightgbm": _lightgbm_version(), "params": frozen, "names": names}
+    header = "# LightGBM's reading of the schema's classify.lightgbm defaults, by LightGBM version.\n"
+    header += "# Written by `python -m phenoica.classify._lightgbm_params`; do not edit by hand.\n"
+    path.write_text(header + yaml.safe_dump(shipped, sort_keys=True))
+    return shipped
+
+
 #: Findings of earlier checks given back (:func:`use_lightgbm_names`): (LightGBM version, the
 #: keys as :func:`lightgbm_parameter_names` freezes them) -> LightGBM's names of the keys.
 _RECORDED: dict[tuple[str, str], tuple[tuple[str, str | None], ...]] = {}
@@ -190,6 +223,8 @@ def lightgbm_parameter_names(params: Mapping[str, Any]) -> dict[str, str | None]
     """
     frozen = _frozen(params)
     recorded = _RECORDED.get((_lightgbm_version(), frozen))
+    if recorded is None and shipped_lightgbm_names():
+        recorded = _RECORDED.get((_lightgbm_version(), frozen))
     return dict(recorded if recorded is not None else _lightgbm_names(frozen))
 
 
@@ -275,3 +310,7 @@ def lightgbm_report_params(given: Mapping[str, Any]) -> dict[str, Any]:
     logs (:data:`RUN_TIME_KEYS`)."""
     params = lightgbm_params(given, 0)
     return {k: params[k] for k in sorted(params) if k not in RUN_TIME_KEYS and k != "seed"}
+
+
+if __name__ == "__main__":
+    print(f"wrote {SHIPPED_NAMES}: LightGBM {', '.join(sorted(write_shipped_names()))}")

@@ -40,7 +40,7 @@ from phenoica.embed._groups import PlateJob, check_group_channels
 from phenoica.embed._options import EmbedOptions
 from phenoica.embed._parts import embedding_metadata, parts_dir
 from phenoica.embed._plate import PlateModel, embed_plate, model_identity, plate_image_rows, torch_threads
-from phenoica.models import ModelInputs, resolve_device
+from phenoica.models import module_inputs, resolve_device
 from phenoica.utils import get_logger
 
 WORK_KEY = "work_sha256"
@@ -199,7 +199,7 @@ def embed_model_plates(plates: Sequence[PlateJob], job: EmbedJob, log: logging.L
     options = embed._replace(
         crop_size=embed.crop_size or model.img_size, device=str(device), threads=embed.threads or job.threads
     )
-    inputs = ModelInputs.of(model)  # the declared interface, also when the runner is compiled
+    inputs = module_inputs(model)  # the declared interface, also when the runner is compiled
     for i, plate in enumerate(todo):
         log.info("job: plate %d/%d of this job (%s)", i + 1, len(todo), plate.name)
         recorded = {"model_name": job.model_name, **model.options(), WORK_KEY: keys[plate.out]}

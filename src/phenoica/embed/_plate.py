@@ -44,7 +44,7 @@ from phenoica.contract import (
 from phenoica.embed._chunks import ChunkRun, run_chunks
 from phenoica.embed._options import EmbedOptions
 from phenoica.embed._parts import PARTS_FORMAT, Chunk, assemble, iter_chunks, part_is_done, parts_dir, prepare_parts
-from phenoica.models import ModelInputs, check_fit, file_sha256, probe_feature_dim, resolve_device
+from phenoica.models import ModelInputs, check_fit, file_sha256, module_inputs, probe_feature_dim, resolve_device
 from phenoica.screen import NORMALIZATIONS, NORMALIZE_IMAGE
 from phenoica.utils import get_logger
 
@@ -54,7 +54,7 @@ class PlateModel:
     """The model a plate is embedded with, and what is recorded of it.
 
     ``module`` maps (B, C, s, s) crops to (B, D); it is put in eval mode and moved to the
-    device. ``inputs``: what it takes (None = :meth:`ModelInputs.of` the module; a job passes
+    device. ``inputs``: what it takes (None = :func:`phenoica.models.module_inputs` the module; a job passes
     those of the model it compiled). ``identity`` names the model in the resume manifest (a
     JSON-able dict, e.g. a checkpoint hash; it alone decides whether parts of an earlier run
     were made by the same model; None = a hash of the module's class and state dict).
@@ -223,7 +223,7 @@ def embed_plate(
         raise ValueError("embed_plate needs options.crop_size (None = the model's img_size is decided by the job)")
     if model.normalize not in NORMALIZATIONS:
         raise ValueError(f"normalize must be one of {NORMALIZATIONS}, got {model.normalize!r}")
-    inputs = model.inputs or ModelInputs.of(model.module)
+    inputs = model.inputs or module_inputs(model.module)
     plate = _open_plate(store, metadata, model, inputs, options)
     crop_size, intensity_max = int(options.crop_size), options.intensity_max
     dev = resolve_device(options.device)

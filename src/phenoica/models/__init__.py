@@ -9,7 +9,11 @@
 * :mod:`~phenoica.models._registry`: the architectures, each builder registered under its name
   (``register_model``, as timm's);
 * :mod:`~phenoica.models._extractor`: the declared extractor interface the embed and validate
-  stages read, and the plate/model fit check both call;
+  stages read;
+* :mod:`~phenoica.models._plate_fit`: what those stages know of a model before any crop (torch-free),
+  and the plate/model fit check both call;
+* :mod:`~phenoica.models._declared`: the geometry of phenoica's own ViT read from its spec
+  alone, so that the check of the whole screen builds no network (torch-free);
 * :mod:`~phenoica.models._builders`: config entry -> :class:`FeatureExtractor` (``create_model``
   by the registry, then pooling, block, per-channel embeddings);
 * :mod:`~phenoica.models._device`: the torch device of a job;
@@ -29,13 +33,13 @@ __all__, __getattr__, __dir__ = lazy_face(
         "_device": ["InFlight", "Staging", "keep_freed_memory", "resolve_device"],
         "_extractor": [
             "Extractor",
-            "ModelInputs",
-            "check_fit",
             "embed_crops",
             "inference_context",
+            "module_inputs",
             "probe_feature_dim",
-            "screen_subject",
         ],
+        "_plate_fit": ["ModelInputs", "check_fit", "rejected_crops", "screen_subject"],
+        "_declared": ["DeclaredViT", "declared_model"],
         "_mae": ["record_training", "train_mae"],
         "_openphenom": ["NORMALIZE", "OpenPhenomGeometry", "build_openphenom"],
         "_options": ["TrainOptions"],

@@ -34,13 +34,13 @@ from phenoica.models import _openphenom as openphenom
 from phenoica.models import _timm_models as timm_models
 from phenoica.models import _vit as vit
 from phenoica.models._checkpoint import CheckpointError, read_checkpoint
+from phenoica.models._declared import block_index, check_extractor_options
 from phenoica.models._extractor import Extractor
 from phenoica.models._layouts import PHENOICA, TIMM, closeness, detect_architecture, key_patterns
 from phenoica.models._registry import model_entrypoint
 from phenoica.models._vit import check_input, shares_channels
 from phenoica.screen import NORMALIZE_IMAGE
 
-POOLS = ("mean", "cls")
 ARCHITECTURE_MODULES = (vit, openphenom, timm_models)
 """The modules whose builders :func:`create_model` finds (importing them registers them)."""
 
@@ -64,20 +64,8 @@ class FeatureExtractor(Extractor):
         architecture: str = PHENOICA,
     ) -> None:
         super().__init__()
-        if pool not in POOLS:
-            raise ValueError(f"pool must be one of {POOLS}, got {pool!r}")
-        if pool == "cls" and getattr(encoder, "cls_token", None) is None:
-            raise ValueError("pool 'cls' needs an encoder with a class token")
         shared = shares_channels(encoder)
-        if per_channel and not shared:
-            raise ValueError(
-                "per_channel needs an encoder with one patch projection shared by all channels "
-                "(channel_agnostic: true, or the OpenPhenom layout): only then are tokens per channel"
-            )
-        if per_channel and pool != "mean":
-            raise ValueError(
-                "per_channel pools each channel's patch tokens: it needs pool 'mean' (the class token is not per channel)"
-            )
+        check_extractor_options(pool, per_channel, shared, getattr(encoder, "cls_token", None) is not None)
         self.encoder = encoder
         self.pool = pool
         self.per_channel = bool(per_channel)
@@ -99,12 +87,7 @@ class FeatureExtractor(Extractor):
             raise ValueError(
                 f"block {block}: the encoder ({type(self.encoder).__name__}) has no transformer blocks to choose from"
             )
-        depth = len(blocks)
-        if not -depth <= block < depth:
-            raise ValueError(
-                f"block {block} is out of range for an encoder of {depth} blocks (0..{depth - 1}, or -1..-{depth})"
-            )
-        return block % depth
+        return block_index(block, len(blocks))
 
     def tokens(self, x: torch.Tensor) -> torch.Tensor:
         """(B, prefix + L, D) tokens of the chosen block (or of ``forward_features``)."""

@@ -7,27 +7,24 @@
 (:meth:`Extractor.check`), its feature names and the options recorded with its embeddings.
 :class:`phenoica.models.FeatureExtractor` implements it.
 
-:class:`ModelInputs` is what the embed and validate stages read of any model, declared
-(an :class:`Extractor`) or not (a bare timm model or a test double, described once here from
-what torch and timm declare); :func:`check_fit` is the plate/model fit check both stages call
-(image size against the crop, the channels fed against the model's), and :class:`Misfit` words
-its finding for an embedding job (:meth:`Misfit.plate_message`) or for the check of the whole
-screen (:meth:`Misfit.screen_message`). :func:`probe_feature_dim` gives the features per crop
-(declared, or from one zero crop). Which of a plate's channels a model is fed is
-:func:`phenoica.contract.channel_indices`.
+:func:`module_inputs` describes any built module by what the embed and validate stages read of
+a model (:class:`phenoica.models._plate_fit.ModelInputs`, declared by an :class:`Extractor` or, for a
+bare timm model or a test double, read once here from what torch and timm declare); the fit check
+both stages call (:func:`phenoica.models._plate_fit.check_fit`) needs no torch.
+:func:`probe_feature_dim` gives the features per crop (declared, or from one zero crop). Which
+of a plate's channels a model is fed is :func:`phenoica.contract.channel_indices`.
 """
 
 from __future__ import annotations
 
 from contextlib import contextmanager, nullcontext
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Literal, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 from torch import nn
 
-from phenoica.contract import ScreenError
+from phenoica.models._plate_fit import ModelInputs, rejected_crops
 from phenoica.models._vit import shares_channels
 
 
@@ -63,34 +60,17 @@ class Extractor(nn.Module):
         raise NotImplementedError
 
 
-@dataclass(frozen=True, eq=False)
-class ModelInputs:
-    """What the embed and validate stages know of a model before any crop goes through it.
-
-    ``in_chans``: the channel count it takes (None = any, checked then by the probe pass only);
-    ``max_in_chans``: the most channels it embeds (None = no limit); ``feature_dim``: its
-    declared features per crop (None = not declared); ``extractor``: the declared interface,
-    whose :meth:`Extractor.check` and :meth:`Extractor.output_dim` answer without a forward
-    pass (None for a model that declares none).
-    """
-
-    in_chans: int | None
-    max_in_chans: int | None = None
-    feature_dim: int | None = None
-    extractor: Extractor | None = None
-
-    @classmethod
-    def of(cls, model: nn.Module) -> ModelInputs:
-        """The inputs of ``model``: an :class:`Extractor` says them; any other module is described
-        from what torch and timm declare, in order: a patch embedding shared by all channels
-        (phenoica.models) -> any count; an integer ``in_chans`` attribute (a timm ViT); the input
-        channels of ``patch_embed.proj``; and integer ``max_in_chans`` / ``feature_dim``
-        attributes when it has them."""
-        if isinstance(model, Extractor):
-            return cls(model.in_chans, model.max_in_chans, model.feature_dim, model)
-        return cls(
-            _foreign_in_chans(model), _int_attribute(model, "max_in_chans"), _int_attribute(model, "feature_dim")
-        )
+def module_inputs(model: nn.Module) -> ModelInputs:
+    """The inputs of a built ``model`` (:func:`phenoica.models.module_inputs`): an :class:`Extractor` says them;
+    any other module is described from what torch and timm declare, in order: a patch embedding
+    shared by all channels (phenoica.models) -> any count; an integer ``in_chans`` attribute (a
+    timm ViT); the input channels of ``patch_embed.proj``; and integer ``max_in_chans`` /
+    ``feature_dim`` attributes when it has them."""
+    if isinstance(model, Extractor):
+        return ModelInputs(model.in_chans, model.max_in_chans, model.feature_dim, model)
+    return ModelInputs(
+        _foreign_in_chans(model), _int_attribute(model, "max_in_chans"), _int_attribute(model, "feature_dim")
+    )
 
 
 def _int_attribute(obj: Any, name: str) -> int | None:
@@ -105,70 +85,6 @@ def _foreign_in_chans(model: nn.Module) -> int | None:
     if hasattr(model, "in_chans"):
         return _int_attribute(model, "in_chans")
     return _int_attribute(getattr(getattr(model, "patch_embed", None), "proj", None), "in_channels")
-
-
-@dataclass(frozen=True)
-class Misfit:
-    """Why a plate does not fit a model (:func:`check_fit`): ``kind`` ``"crop"`` (images smaller
-    than the crop), ``"channels"`` (the model takes ``limit`` channels, not ``len(fed)``) or
-    ``"max_channels"`` (the model embeds at most ``limit``)."""
-
-    kind: Literal["crop", "channels", "max_channels"]
-    height: int
-    width: int
-    crop_size: int
-    fed: tuple[str, ...]
-    limit: int = 0
-
-    def plate_message(self, where: str, channels_key: str) -> str:
-        """The finding for one embedding job, prefixed ``where`` (the store and plate)."""
-        n_chans = len(self.fed)
-        if self.kind == "crop":
-            return (
-                f"{where} images are {self.height}x{self.width}, smaller than the crop size {self.crop_size} "
-                "(the model's img_size, or embed.crop_size)"
-            )
-        if self.kind == "channels":
-            return f"{where} has {n_chans} channels but the model expects {self.limit}"
-        return (
-            f"{where} gives {n_chans} channels {list(self.fed)} but the model embeds at most {self.limit} "
-            f"(max_in_chans); choose up to {self.limit} with config key {channels_key}"
-        )
-
-    def screen_message(self, model: str) -> str:
-        """The finding for the check of the whole screen, naming model ``model`` and its config key."""
-        what = screen_subject((self.height, self.width), self.fed)
-        if self.kind == "crop":
-            return (
-                f"{what}: smaller than model {model}'s crop size {self.crop_size} "
-                "(the model's img_size, or embed.crop_size)"
-            )
-        if self.kind == "channels":
-            return f"{what}: model {model} expects {self.limit} channel(s)"
-        return (
-            f"{what}: model {model} embeds at most {self.limit} channels; "
-            f"choose up to {self.limit} with models.{model}.channels"
-        )
-
-
-def screen_subject(image_size: tuple[int, int], fed: Sequence[str]) -> str:
-    """How the check of the whole screen names the plates of one finding: their image size and channels fed."""
-    return f"{image_size[0]}x{image_size[1]} images, {len(fed)} channel(s) {list(fed)}"
-
-
-def check_fit(inputs: ModelInputs, image_size: tuple[int, int], crop_size: int, fed: Sequence[str]) -> Misfit | None:
-    """The plate/model fit, the same for an embedding job and for the check of the whole screen:
-    images of ``image_size`` (height, width) against ``crop_size``, then the channels ``fed``
-    against the count the model takes, then against the most it embeds. None when it fits."""
-    height, width = image_size
-    n_chans = len(fed)
-    if height < crop_size or width < crop_size:
-        return Misfit("crop", height, width, crop_size, tuple(fed))
-    if inputs.in_chans is not None and inputs.in_chans != n_chans:
-        return Misfit("channels", height, width, crop_size, tuple(fed), inputs.in_chans)
-    if inputs.max_in_chans is not None and n_chans > inputs.max_in_chans:
-        return Misfit("max_channels", height, width, crop_size, tuple(fed), inputs.max_in_chans)
-    return None
 
 
 @contextmanager
@@ -213,10 +129,7 @@ def probe_feature_dim(
             return int(inputs.extractor.output_dim(in_chans))
         out = embed_crops(model, torch.zeros(1, *shape), 1, device)
     except Exception as exc:  # a model's failure mode is arbitrary; name the inputs it rejected
-        raise ScreenError(
-            f"{store}: the model rejects crops of shape {shape} "
-            f"({type(exc).__name__}: {exc}); check embed.crop_size against the model's img_size"
-        ) from exc
+        raise rejected_crops(store, shape, exc) from exc
     dim = int(out.shape[1])
     if inputs.feature_dim is not None and inputs.feature_dim != dim:
         raise ValueError(f"model.feature_dim is {inputs.feature_dim} but its forward pass returns {dim} features")

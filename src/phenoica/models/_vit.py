@@ -31,7 +31,7 @@ from timm.layers import build_sincos2d_pos_embed
 from timm.models.vision_transformer import VisionTransformer
 from torch import nn
 
-from phenoica.contract import ScreenError, check_model_geometry
+from phenoica.contract import ScreenError
 from phenoica.models._checkpoint import (
     CheckpointError,
     check_keys,
@@ -40,14 +40,18 @@ from phenoica.models._checkpoint import (
     sort_safetensors_header,
     strip_prefixes,
 )
+from phenoica.models._declared import (
+    MAX_CHANNELS,
+    check_encoder_channels,
+    check_sincos_dim,
+    check_vit_spec,
+    input_problem,
+)
 from phenoica.models._layers import SharedChannelPatchEmbed
 from phenoica.models._registry import register_model
 from phenoica.models._spec import ARCH_KEYS
 from phenoica.screen import NORMALIZE_IMAGE
 from phenoica.utils import atomic_path
-
-MAX_CHANNELS = 16
-"""Channels a channel-agnostic encoder can embed (size of its learned channel table)."""
 
 METADATA_SPEC = "phenoica.spec"
 METADATA_IN_CHANS = "phenoica.in_chans"
@@ -65,8 +69,7 @@ _WRAPPER_PREFIXES = ("module.", "encoder.")
 
 def sincos_grid(grid: int, dim: int) -> torch.Tensor:
     """Fixed 2-D sin-cos position table (grid*grid, dim), rows in row-major patch order."""
-    if dim % 4:
-        raise ValueError(f"2-D sin-cos position embeddings need a dimension divisible by 4, got {dim}")
+    check_sincos_dim(dim)
     return build_sincos2d_pos_embed([grid, grid], dim=dim)
 
 
@@ -127,30 +130,15 @@ class ChannelAgnosticPatchEmbed(SharedChannelPatchEmbed):
         return super().forward(x) + self.position_embedding(x.shape[1]).unsqueeze(0)
 
 
-def _check_spec(spec: Mapping[str, Any]) -> None:
-    """A spec built in Python has every architecture key and the config's geometry rules."""
-    missing = [k for k in ARCH_KEYS if k not in spec]
-    if missing:
-        raise ValueError(f"model spec is missing key(s) {missing}; expected {list(ARCH_KEYS)}")
-    check_model_geometry(spec)
-
-
 def build_encoder(spec: Mapping[str, Any], in_chans: int, seed: int = 0) -> VisionTransformer:
     """The timm ViT of a model spec (``config["models"][name]``) for ``in_chans`` channels.
 
     Weights are randomly initialised from ``seed`` (the global RNG is left untouched). A spec
     with ``in_chans`` set must agree with ``in_chans`` unless the model is channel-agnostic.
     """
-    _check_spec(spec)
-    fixed = spec.get("in_chans")
+    check_vit_spec(spec)
+    check_encoder_channels(spec, in_chans)
     agnostic = bool(spec["channel_agnostic"])
-    if fixed is not None and fixed != in_chans and not agnostic:
-        raise ScreenError(
-            f"model spec takes in_chans={fixed} channels but the screen has {in_chans}; "
-            "set in_chans to null or use a channel-agnostic model"
-        )
-    if in_chans < 1 or (agnostic and in_chans > MAX_CHANNELS):
-        raise ScreenError(f"cannot build an encoder for {in_chans} channels (channel-agnostic max {MAX_CHANNELS})")
     grid = spec["img_size"] // spec["patch_size"]
     kwargs: dict[str, Any] = dict(
         img_size=spec["img_size"],
@@ -190,21 +178,12 @@ def shares_channels(encoder: nn.Module) -> bool:
 
 def check_input(encoder: VisionTransformer, x: torch.Tensor, source: str = "input") -> None:
     """Raise ScreenError unless ``x`` is (B, C, img, img) with a channel count the encoder takes."""
-    if x.ndim != 4:
-        raise ScreenError(f"{source}: expected a (batch, channels, height, width) tensor, got shape {tuple(x.shape)}")
-    c, h, w = x.shape[1:]
-    size = tuple(encoder.patch_embed.img_size)
-    if shares_channels(encoder):
-        limit = encoder.patch_embed.max_chans
-        if c > limit:
-            raise ScreenError(f"{source}: {c} channels, but the channel-agnostic encoder takes at most {limit}")
-    elif c != encoder.in_chans:
-        raise ScreenError(
-            f"{source}: {c} channels, but the encoder was built for {encoder.in_chans}; "
-            "a checkpoint trained on another channel count needs a channel-agnostic model"
-        )
-    if (h, w) != size:
-        raise ScreenError(f"{source}: crops are {h}x{w}, but the encoder takes {size[0]}x{size[1]}")
+    shared = shares_channels(encoder)
+    in_chans = None if shared else int(encoder.in_chans)
+    max_chans = int(encoder.patch_embed.max_chans) if shared else None
+    problem = input_problem(tuple(x.shape), in_chans, max_chans, tuple(encoder.patch_embed.img_size), source)
+    if problem:
+        raise ScreenError(problem)
 
 
 # --------------------------------------------------------------------------------------------

@@ -57,6 +57,7 @@ from phenoica.contract import (
     row_name,
     validate_screen_metadata,
 )
+from phenoica.models import DeclaredViT, ModelInputs, check_fit, declared_model, rejected_crops, screen_subject
 from phenoica.screen import NO_CONTROLS, ExportSpec, export_notes, file_rows, parquet_source, row_number
 from phenoica.utils import atomic_path, get_logger
 from phenoica.workflow import _analysis as analysis
@@ -88,6 +89,36 @@ def _grouped(failed: Mapping[str, list[str]]) -> list[str]:
     return out
 
 
+def _build(spec: Mapping[str, Any], n_chans: int, log: logging.Logger) -> tuple[Any, ModelInputs]:
+    """(model, its inputs) of a model entry for ``n_chans`` channels: declared by its spec when it
+    is phenoica's own ViT without a checkpoint (:func:`phenoica.models.declared_model`: no torch),
+    else built (weights read; torch and timm imported)."""
+    declared = declared_model(spec, n_chans)
+    if declared is not None:
+        return declared, declared.inputs
+    from phenoica.models import build_feature_extractor, module_inputs
+
+    built = build_feature_extractor(spec, n_chans, spec.get("checkpoint"), log=log)
+    return built, module_inputs(built)
+
+
+def _features(model: Any, inputs: ModelInputs, n_chans: int, crop: int, where: str) -> int:
+    """Features per crop of ``n_chans`` channels of side ``crop``; ScreenError naming ``where``
+    when the model rejects such crops (a declared model answers from its spec)."""
+    if isinstance(model, DeclaredViT):
+        shape = (1, n_chans, crop, crop)
+        try:
+            model.check(shape)
+        except ScreenError as exc:
+            raise rejected_crops(where, shape, exc) from exc
+        return model.output_dim(n_chans)
+    import torch
+
+    from phenoica.models import probe_feature_dim
+
+    return probe_feature_dim(model, inputs, n_chans, crop, torch.device("cpu"), Path(where))
+
+
 def check_models(
     models: Mapping[str, Mapping[str, Any]],
     crop_size: int | None,
@@ -98,22 +129,11 @@ def check_models(
     """Each model against each plate, as the embed stage will check it: the channels it is fed
     (``models.NAME.channels`` present; the count the model takes; one count for a model trained
     on the screen unless its channel projection is shared), and the crop (``embed.crop_size``,
-    else the model's ``img_size``) against the image size. Builds each model once per channel
-    count (a checkpoint's weights are loaded strictly, so a checkpoint that does not fit the
-    spec fails here too). ``models`` is ``config["models"]``, ``crop_size`` ``embed.crop_size``.
+    else the model's ``img_size``) against the image size. Each model once per channel count:
+    phenoica's own ViT without a checkpoint is read from its spec (no torch); any other is built
+    (a checkpoint's weights are loaded strictly, so a checkpoint that does not fit the spec fails
+    here too). ``models`` is ``config["models"]``, ``crop_size`` ``embed.crop_size``.
     Problems are appended to ``problems``; returns a summary per model."""
-    import torch
-
-    from phenoica.models import (
-        CheckpointError,
-        ModelInputs,
-        build_feature_extractor,
-        check_fit,
-        check_timm_name,
-        probe_feature_dim,
-        screen_subject,
-    )
-
     log = log or logging.getLogger("phenoica.validate")
     summary: dict[str, dict[str, Any]] = {}
     for name, spec in models.items():
@@ -135,21 +155,23 @@ def check_models(
             )
             continue
         if spec.get("timm_name"):  # a name timm does not know, said by its config key
+            from phenoica.models import check_timm_name
+
             try:
                 check_timm_name(spec["timm_name"], key=f"models.{name}.timm_name")
             except ConfigError as exc:
                 problems.append(str(exc))
                 continue
         built: dict[int, Any] = {}
+        inputs: dict[int, ModelInputs] = {}
         for n in sorted({len(c) for c in fed.values()}):
             try:
-                built[n] = build_feature_extractor(spec, n, spec.get("checkpoint"), log=log)
-            except (ScreenError, CheckpointError, ValueError) as exc:
+                built[n], inputs[n] = _build(spec, n, log)
+            except ValueError as exc:  # ScreenError, CheckpointError, a spec building rejects
                 plates = [p for p, c in fed.items() if len(c) == n]
                 problems.append(f"model {name} for the {n} channel(s) of plate(s) {plates[:5]}: {exc}")
         trained = not spec.get("checkpoint")
         counts = {p: len(c) for p, c in fed.items()}
-        inputs = {n: ModelInputs.of(m) for n, m in built.items()}
         if trained and len(set(counts.values())) > 1 and any(i.in_chans is not None for i in inputs.values()):
             problems.append(
                 f"model {name} is trained on the screen, but its plates feed different channel counts "
@@ -170,9 +192,7 @@ def check_models(
                 why = misfit.screen_message(name)
             else:
                 try:
-                    cpu = torch.device("cpu")
-                    where = Path(f"model {name}")
-                    dims[plate] = probe_feature_dim(model, inputs[len(channels)], len(channels), crop, cpu, where)
+                    dims[plate] = _features(model, inputs[len(channels)], len(channels), crop, f"model {name}")
                     continue
                 except ScreenError as exc:
                     why = f"{screen_subject((geo.height, geo.width), channels)}: {exc}"
@@ -267,13 +287,16 @@ def empty_file_problems(table: pd.DataFrame) -> list[str]:
     ]
 
 
-def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[list[str], dict[str, Any]]:
+def embedding_problems(
+    config: Mapping[str, Any], log: logging.Logger
+) -> tuple[list[str], dict[str, Any], dict[tuple[str, ...], pd.DataFrame]]:
     """Source embeddings, every model's files at once: the feature columns each set declares
     (:func:`phenoica.profiles._embeddings.plan_embeddings`), and the contract across files (missing values,
     PertTypes, a guide under one gene, a gene under one PertType, a plate in one batch, a well
     with one perturbation, each image once, names that are plain text), with the rows named by
     file and row; the notes on rows whose features are all 0 or all equal go in the summary
-    (``notes`` of a model, which :func:`contract_problems` moves to its notes)."""
+    (``notes`` of a model, which :func:`contract_problems` moves to its notes). Also returns the
+    metadata read (:func:`_embedding_metadata`), by the files' tuple, so that it is read once."""
     from phenoica.profiles import FeatureSelection, constant_row_notes, normalize_problems, plan_files, planned_hygiene
     from phenoica.workflow import _dag as wf
 
@@ -329,7 +352,7 @@ def embedding_problems(config: Mapping[str, Any], log: logging.Logger) -> tuple[
         found += control_problems(table)
         found += normalize_problems(table, config["profiles"]["normalize"])
         problems += [f"{where}: {p}" for p in found]
-    return problems, summary
+    return problems, summary, checked
 
 
 def screen_table(config: Mapping[str, Any]) -> tuple[pd.DataFrame | None, str, list[str]]:
@@ -385,12 +408,17 @@ def contract_problems(
     readouts: list[dict[str, Any]] = []
     source = config["screen"]["source"]
     if source == "embeddings":
-        problems, summary = embedding_problems(config, log)
+        problems, summary, read = embedding_problems(config, log)
         if not problems:
             from phenoica.workflow import _dag as wf
 
             model = sorted(config["models"])[0]
-            table = _embedding_metadata(wf.embedding_inputs(config, model), ExportSpec.from_config(config["screen"]))
+            paths = tuple(wf.embedding_inputs(config, model))
+            table = (
+                read[paths].copy()
+                if paths in read
+                else _embedding_metadata(list(paths), ExportSpec.from_config(config["screen"]))
+            )
             found, notes, readouts = analysis.scoring_problems(table, config, f"embeddings of model {model}")
             problems += [f"embeddings of model {model}: {p}" for p in found]
             notes += [f"embeddings of model {m}: {n}" for m, s in summary.items() for n in s.pop("notes", [])]
