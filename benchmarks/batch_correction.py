@@ -41,7 +41,7 @@ from typing import Callable
 import numpy as np
 import pandas as pd
 
-from phenoica.classify import guide_retrieval, mean_retrieval, well_profiles
+from phenoica.classify import MapReadoutOptions, guide_retrieval, mean_retrieval, well_profiles
 from phenoica.contract import BATCH, CONTROL, PERT_TYPE, feature_columns, validate_config
 from phenoica.transforms import CenterScale, TransformOptions, fit_variants
 
@@ -115,7 +115,10 @@ def retrieval_rows(path: str, counts: list[int | float | str], seed: int) -> pd.
             rows.append({"profiles": name, "note": "harmonypy is not installed"})
             continue
         table = pd.concat([meta, pd.DataFrame(Z, columns=[f"f{i}" for i in range(Z.shape[1])])], axis=1)
-        r = mean_retrieval(guide_retrieval(table), seed)
+        bounds = MapReadoutOptions.from_config(validate_config({}))
+        r = mean_retrieval(
+            guide_retrieval(table, max_guides=bounds.retrieval_max_guides, max_wells=bounds.retrieval_max_wells), seed
+        )
         base = r.mean if base is None else base
         rows.append(
             {

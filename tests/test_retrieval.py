@@ -8,11 +8,19 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from phenoica.classify import guide_retrieval, mean_retrieval, retrieval_difference
+from phenoica.classify import MapReadoutOptions, mean_retrieval, retrieval_difference
+from phenoica.classify import guide_retrieval as retrieval_with
 from phenoica.classify._retrieval import retrieval_axis
 from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, validate_config
 from phenoica.screen import arrayed
 from phenoica.transforms import PCAWhitener, TransformOptions, fit_variants
+
+
+def guide_retrieval(table: pd.DataFrame, **bounds: int) -> pd.DataFrame:
+    """Replicate retrieval at the schema's bounds, unless the test gives its own."""
+    options = MapReadoutOptions.from_config(validate_config({}))
+    defaults = {"max_guides": options.retrieval_max_guides, "max_wells": options.retrieval_max_wells}
+    return retrieval_with(table, **{**defaults, **bounds})
 
 
 def _wells(rows: list[tuple[str, str, str, list[float]]], n_controls_per_plate: int = 4) -> pd.DataFrame:
@@ -218,3 +226,29 @@ def test_a_screen_of_more_guides_than_the_cap_ranks_a_consistent_sample_of_them(
     table, _ = arrayed.screen_profiles(arrayed.ArrayedDesign(), seed=0)
     capped = guide_retrieval(table, max_guides=12, seed=0)
     assert len(capped) == 12
+
+
+def test_a_screen_of_many_replicate_plates_ranks_a_bounded_spread_of_each_guides_wells():
+    """Each guide keeps at most WELLS_PER_GUIDE wells, spread evenly over its batches; whole guides
+    are taken while their wells fit the bound; the same wells for every call; nothing is dropped
+    where the screen is within both bounds."""
+    from phenoica.classify._retrieval import WELLS_PER_GUIDE, sampled_wells
+
+    keys = np.repeat([f"g{i}" for i in range(30)], 40)  # 40 wells a guide: 10 in each of 4 batches
+    groups = np.tile(np.repeat(["b0", "b1", "b2", "b3"], 10), 30)
+    wells = np.array([f"{k}/{i}" for k, i in zip(keys, np.tile(np.arange(40), 30))])
+    kept = sampled_wells(keys, groups, wells, max_wells=200, seed=0)
+    per_guide = pd.Series(keys[kept]).value_counts()
+    assert (per_guide == WELLS_PER_GUIDE).all() and len(per_guide) == 200 // WELLS_PER_GUIDE
+    spread = pd.crosstab(keys[kept], groups[kept])
+    assert (spread == WELLS_PER_GUIDE // 4).all().all()  # 4 a batch: the batches stay balanced
+    assert (sampled_wells(keys, groups, wells, 200, seed=0) == kept).all()
+    assert not (sampled_wells(keys, groups, wells, 200, seed=1) == kept).all()
+    small = np.arange(keys.size) % 40 < 8  # 8 wells a guide, 240 wells: within both bounds
+    assert sampled_wells(keys[small], groups[small], wells[small], 240, seed=0).all()
+    table, _ = arrayed.screen_profiles(arrayed.ArrayedDesign(), seed=0)
+    full = guide_retrieval(table)
+    bounded = guide_retrieval(table, max_wells=100)
+    assert bounded["n_wells"].sum() <= 100 and len(bounded) < len(full)
+    same = full.set_index(GUIDE).loc[bounded[GUIDE], "n_wells"].to_numpy()
+    assert (bounded["n_wells"].to_numpy() == same).all()  # whole guides, fewer of them

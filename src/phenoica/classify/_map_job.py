@@ -29,7 +29,7 @@ def guide_map_files(
     one variant after the other: ``profiles`` maps a variant to its profile table, ``outputs``
     to the parquet it writes (atomically); ``retrievals`` (variant -> parquet) adds each variant's
     replicate retrieval (:func:`guide_retrieval`, at most ``options.retrieval_max_guides``
-    guides) from the same table, and logs what it is retrieved across, or why nothing is."""
+    constructs and ``options.retrieval_max_wells`` wells) from the same table, and logs what it is retrieved across, or why nothing is."""
     log = log or logging.getLogger(__name__)
     check_same_variants(profiles, outputs, "profiles")
     for i, (variant, out_path) in enumerate(outputs.items(), 1):
@@ -67,7 +67,12 @@ def _write_retrieval(
 ) -> None:
     """One variant's replicate retrieval, written atomically and logged."""
     out = guide_retrieval(
-        table, model=model, variant=variant, max_guides=options.retrieval_max_guides, seed=options.seed
+        table,
+        model=model,
+        variant=variant,
+        max_guides=options.retrieval_max_guides,
+        max_wells=options.retrieval_max_wells,
+        seed=options.seed,
     )
     write_parquet(out, out_path)
     if out.empty:

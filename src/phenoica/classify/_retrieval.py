@@ -49,6 +49,10 @@ RETRIEVAL_COLUMNS: tuple[str, ...] = (
 
 #: Bootstrap resamples of the guides for a retrieval interval.
 BOOTSTRAP = 2000
+#: Most wells of one construct ranked: an arrayed screen's 4-5 replicate plates in 2-4 batches
+#: hold 4 to 20 wells a construct; a screen of many more replicate plates is sampled to this many,
+#: spread over its batches, so that the pairs (the square of the wells) do not grow with the plates.
+WELLS_PER_GUIDE = 16
 
 _KEY, _GROUP = "Metadata_RetrievalKey", "Metadata_RetrievalGroup"
 
@@ -71,18 +75,50 @@ def sampled_guides(keys: np.ndarray, max_guides: int, seed: int) -> np.ndarray:
     names = np.unique(keys)
     if names.size <= max_guides:
         return np.ones(keys.size, dtype=bool)
-    kept = names[np.argsort(keyed_uniforms(name_hashes(names.tolist()), seed, "retrieval"), kind="stable")[:max_guides]]
+    kept = names[_guide_order(names, seed)[:max_guides]]
     return np.isin(keys, kept)
 
 
+def _guide_order(names: np.ndarray, seed: int) -> np.ndarray:
+    """The guides' names in the order a consistent sample takes them (smallest keyed number first)."""
+    return np.argsort(keyed_uniforms(name_hashes(names.tolist()), seed, "retrieval"), kind="stable")
+
+
+def sampled_wells(keys: np.ndarray, groups: np.ndarray, wells: np.ndarray, max_wells: int, seed: int) -> np.ndarray:
+    """Which rows (one well each: its guide ``keys``, its batch or plate ``groups`` and a name
+    ``wells`` unique within the guide) are ranked, so that at most ``max_wells`` are: each guide
+    keeps at most :data:`WELLS_PER_GUIDE` of its wells (by keyed numbers of their names, taken in
+    turn from each of its groups, so they stay spread over the batches), and guides are taken in
+    their consistent order (:func:`sampled_guides`) while their wells fit; all where they do.
+    The same wells for every variant."""
+    take = np.ones(keys.size, dtype=bool)
+    frame = pd.DataFrame(
+        {"key": keys, "group": groups, "draw": keyed_uniforms(name_hashes(wells.tolist()), seed, "wells")}
+    )
+    many = frame.groupby("key")["key"].transform("size").to_numpy() > WELLS_PER_GUIDE
+    if many.any():
+        turn = frame.sort_values("draw", kind="stable").groupby(["key", "group"]).cumcount()
+        order = frame.assign(turn=turn.reindex(frame.index)).sort_values(["key", "turn", "draw"], kind="stable")
+        first = order.groupby("key").cumcount() < WELLS_PER_GUIDE
+        take = first.reindex(frame.index).to_numpy() | ~many
+    if take.sum() <= max_wells:
+        return take
+    names = np.unique(keys)
+    counts = pd.Series(keys[take]).value_counts().reindex(names).to_numpy()
+    ordered = _guide_order(names, seed)
+    fits = np.cumsum(counts[ordered]) <= max_wells
+    return take & np.isin(keys, names[ordered[fits]])
+
+
 def guide_retrieval(
-    table: pd.DataFrame, *, model: str = "", variant: str = "", max_guides: int = 1000, seed: int = 0
+    table: pd.DataFrame, *, max_guides: int, max_wells: int, model: str = "", variant: str = "", seed: int = 0
 ) -> pd.DataFrame:
     """Per guide, the mean average precision with which its wells find each other across batches
     (or plates: :func:`retrieval_axis`); :data:`RETRIEVAL_COLUMNS`. A guide whose wells all sit
-    in one batch gets no query (it is left out). At most ``max_guides`` guides are ranked, among
-    each other (:func:`sampled_guides`, seeded by ``seed``): the pairs grow with the square of the
-    wells. An empty table when nothing can be retrieved."""
+    in one batch gets no query (it is left out). At most ``max_guides`` guides and ``max_wells``
+    wells are ranked, among each other (:func:`sampled_guides`, :func:`sampled_wells`, seeded by
+    ``seed``): the pairs grow with the square of the wells. An empty table when nothing can be
+    retrieved."""
     from copairs.map import average_precision
 
     wells = well_profiles(table).reset_index(drop=True)
@@ -95,11 +131,17 @@ def guide_retrieval(
     X = centered_on_plate_controls(
         wells[features].to_numpy(np.float64), wells[PLATE].astype(str).to_numpy(), is_control
     )[~is_control]
-    guides = wells.loc[~is_control, [GENE, GUIDE, across]].astype(str).reset_index(drop=True)
+    columns = list(dict.fromkeys([GENE, GUIDE, across, PLATE]))  # across may be the plate
+    guides = wells.loc[~is_control, columns].astype(str).reset_index(drop=True)
     meta = pd.DataFrame(
         {_KEY: guides[GENE] + "\x1f" + guides[GUIDE], _GROUP: guides[across], GENE: guides[GENE], GUIDE: guides[GUIDE]}
     )
-    ranked = sampled_guides(meta[_KEY].to_numpy(), max_guides, seed)
+    keys = meta[_KEY].to_numpy()
+    names = guides[PLATE] + "\x1f" + meta.groupby([_KEY, guides[PLATE]]).cumcount().astype(str)  # a well's name
+    ranked = sampled_guides(keys, max_guides, seed)
+    ranked[ranked] = sampled_wells(
+        keys[ranked], meta[_GROUP].to_numpy()[ranked], (meta[_KEY] + "\x1f" + names).to_numpy()[ranked], max_wells, seed
+    )
     meta, X = meta[ranked].reset_index(drop=True), X[ranked]
     if meta.empty:
         return empty

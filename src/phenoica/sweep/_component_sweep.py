@@ -170,9 +170,12 @@ def summarize_point(
         "batch_accuracy": acc,
         "batch_chance": chance,
         "replicate_retrieval": float(
-            guide_retrieval(point.table, max_guides=options.map.retrieval_max_guides, seed=options.map.seed)[
-                "retrieval"
-            ].mean()
+            guide_retrieval(
+                point.table,
+                max_guides=options.map.retrieval_max_guides,
+                max_wells=options.map.retrieval_max_wells,
+                seed=options.map.seed,
+            )["retrieval"].mean()
         ),
         "seconds": time.perf_counter() - start,
     }
