@@ -48,7 +48,7 @@ __all__, __getattr__, __dir__ = lazy_face(
             "use_lightgbm_names",
         ],
         "_map_job": ["guide_map_files"],
-        "_map_null": ["configuration_aps", "settled_null_counts"],
+        "_map_null": ["configuration_aps", "permuted_null_counts", "settled_null_counts"],
         "_map_readout": [
             "centered_on_plate_controls",
             "guide_map",

@@ -17,6 +17,7 @@ from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
 from ._lightgbm_params import use_lightgbm_names as use_lightgbm_names
 from ._map_job import guide_map_files as guide_map_files
 from ._map_null import configuration_aps as configuration_aps
+from ._map_null import permuted_null_counts as permuted_null_counts
 from ._map_null import settled_null_counts as settled_null_counts
 from ._map_readout import centered_on_plate_controls as centered_on_plate_controls
 from ._map_readout import guide_map as guide_map
@@ -89,6 +90,7 @@ __all__ = [
     "null_guide_design",
     "null_guide_name",
     "null_layout_choice",
+    "permuted_null_counts",
     "position_null_design",
     "PROTOCOLS",
     "read_folds",
