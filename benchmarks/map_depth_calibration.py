@@ -3,7 +3,9 @@ permutation rule (docs/hit-calling.md, *The mAP readout at genome depth*).
 
 A pseudo-guide is a set of control wells playing a guide, laid out like the screen's guides: on
 the simulated ``arrayed`` scenario (``--draws`` seeds), one control well per plate, drawn at
-random on every plate (the scenario has no position effect); on the shipped real plate
+random on every plate (the scenario has no position effect); on the ``arrayed_plates`` scenario
+(``--position`` seeds: a position effect, 64 control wells scattered over each plate), every
+control position, the same well on every plate, as its guides sit; on the shipped real plate
 (``--real``: both image sets, each its own plate), 4 control wells, the same physical wells on
 both image sets (as every construct's 4 wells are), and, besides, the 4 wells of each control
 construct (its 2 x 2 block, as the constructs are placed). Each pseudo-guide's own wells are
@@ -39,7 +41,7 @@ from phenoica.classify._map_readout import well_profiles
 from phenoica.classify._null import control_mask
 from phenoica.contract import GUIDE, PLATE, WELL, validate_config
 from phenoica.screen import screen_profiles
-from phenoica.screen.arrayed import ArrayedDesign
+from phenoica.screen.arrayed import POSITION_DESIGN, ArrayedDesign
 from phenoica.utils import bh_qvalues, bootstrap_mean, rng_for
 
 LEVELS: tuple[float, ...] = (1e-2, 1e-3, 1e-4)
@@ -73,6 +75,12 @@ def random_pseudo(plates: Plates, k: int, same_wells: bool, rng: np.random.Gener
     names = plates.wells[WELL].astype(str).to_numpy()
     pick = rng.choice(np.unique(names[plates.controls[0]]), k, replace=False)
     return [c[np.isin(names[c], pick)] for c in plates.controls]
+
+
+def position_pseudo(plates: Plates) -> list[list[np.ndarray]]:
+    """A pseudo-guide per control position: its well on every plate."""
+    names = plates.wells[WELL].astype(str).to_numpy()
+    return [[c[names[c] == w] for c in plates.controls] for w in np.unique(names[plates.controls[0]])]
 
 
 def block_pseudo(plates: Plates) -> list[list[np.ndarray]]:
@@ -126,6 +134,9 @@ def main() -> None:
     parser.add_argument("--draws", type=int, default=2, help="seeds of the simulated arrayed screen")
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--real", action="store_true", help="also the shipped real plate, two image sets")
+    parser.add_argument(
+        "--position", type=int, default=0, help="seeds of the arrayed_plates screen (a position effect)"
+    )
     parser.add_argument("--pseudo", type=int, default=2000, help="pseudo-guides per unit")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     args = parser.parse_args()
@@ -135,29 +146,40 @@ def main() -> None:
         ("arrayed", s, arrayed_cfg, lambda s=s: arrayed_profiles(s))
         for s in range(args.first_seed, args.first_seed + args.draws)
     ]
+    screens += [
+        ("arrayed_plates", s, arrayed_cfg, lambda s=s: screen_profiles(POSITION_DESIGN, s)[0])
+        for s in range(args.first_seed, args.first_seed + args.position)
+    ]
     if args.real:
         screens.append(("real plate", 0, real_cfg, real_plate_profiles))
     rows = []
     for name, seed, cfg, load in screens:
         profiles = load()
-        truth = screen_profiles(ArrayedDesign(), seed)[1] if name == "arrayed" else None
+        design = {"arrayed": ArrayedDesign(), "arrayed_plates": POSITION_DESIGN}.get(name)
+        truth = screen_profiles(design, seed)[1] if design is not None else None
         for variant, table in variant_tables(profiles, cfg, seed).items():
             if variant not in args.variants:
                 continue
             plates = Plates(table)
             rng = rng_for(seed, "map_depth_calibration", variant)
-            k, same = (1, False) if name == "arrayed" else (4, True)
+            if name == "arrayed_plates":  # every control position, the same on every plate, as the guides sit
+                pseudo = position_pseudo(plates)
+            else:
+                k, same = (1, False) if name == "arrayed" else (4, True)
+                pseudo = [random_pseudo(plates, k, same, rng) for _ in range(args.pseudo)]
             t0 = time.process_time()
-            p = pseudo_p_values(plates, [random_pseudo(plates, k, same, rng) for _ in range(args.pseudo)], cfg["classify"], seed)
+            p = pseudo_p_values(plates, pseudo, cfg["classify"], seed)
             cpu = time.process_time() - t0
-            row = {"screen": name, "seed": seed, "variant": variant, "n": args.pseudo}
+            row = {"screen": name, "seed": seed, "variant": variant, "n": len(pseudo)}
             for null in NULLS:
                 row |= {f"{null} {a:g}": int((p[null] <= a * (1 + 1e-9)).sum()) for a in LEVELS}
             rows.append(row)
-            line = f"  {name} seed {seed} {variant}: {args.pseudo} pseudo-guides, {int(p['permuted'].sum())} permuted, {cpu:.0f} CPU s"
+            line = f"  {name} seed {seed} {variant}: {len(pseudo)} pseudo-guides, {int(p['permuted'].sum())} permuted, {cpu:.0f} CPU s"
             if name == "real plate":
                 blocks = pseudo_p_values(plates, block_pseudo(plates), cfg["classify"], seed)
-                line += "; control constructs' blocks, p within plate: " + ", ".join(f"{x:.2g}" for x in blocks["within plate"])
+                line += "; control constructs' blocks, p within plate: " + ", ".join(
+                    f"{x:.2g}" for x in blocks["within plate"]
+                )
                 line += " (random rank: " + ", ".join(f"{x:.2g}" for x in blocks["random rank"]) + ")"
             print(line, flush=True)
             for within in (False, True):

@@ -38,6 +38,12 @@ Hahn (2014, 2016) refine only the tests whose decision is still open.
 The guides that decide nothing keep the first pass's draws, so the cost over a single pass is
 the draws of the few guides near the cut. What stays seed-dependent is a call whose true p-value
 lies within the Monte Carlo error of ``max_null_size`` draws of the cut.
+
+**Beyond the random-rank null's atom.** One shared ranking makes a guide's null mAP one well's
+average precision, whose atom at mAP 1 (1 / C(23, 7) on an arrayed layout) no genome-scale cut
+lies above. :func:`permuted_null_counts` gives the guides whose random-rank p-value is at or
+below the cut's q the within-plate permutation null of their own wells instead
+(:mod:`~phenoica.classify._map_permutation`), settled the same way.
 """
 
 from __future__ import annotations
@@ -294,12 +300,16 @@ def permuted_null_counts(
                 pool = pools(keys[i])
                 cache[i] = (pool, float(c["mean_average_precision"].iat[i]))
             pool, observed = cache[i]
-            extra = permutation_exceedances(pool, observed, more, derive_seed(seed, "within_plate", str(keys[i]), before))
+            extra = permutation_exceedances(
+                pool, observed, more, derive_seed(seed, "within_plate", str(keys[i]), before)
+            )
             c.iloc[i, c.columns.get_loc("exceedances")] = (0 if before == 0 else c["exceedances"].iat[i]) + extra
             c.iloc[i, c.columns.get_loc("draws")] = before + more
         return c
 
     counts = permuted(counts, below, null_size, 0, 0)
-    counts = _rounds(counts, _bh_open(q_threshold, below), permuted, null_size, max_null_size, log, "(permutation) near the BH cut")
+    counts = _rounds(
+        counts, _bh_open(q_threshold, below), permuted, null_size, max_null_size, log, "(permutation) near the BH cut"
+    )
     out = _finish(counts, q_threshold, sameby)
     return out.assign(within_plate=below)
