@@ -46,9 +46,10 @@ from phenoica.classify import (
     guide_map,
     make_folds,
     permuted_null_counts,
+    pool_map,
     settled_null_counts,
+    well_pool,
 )
-from phenoica.classify._map_permutation import pool_map, well_pool
 from phenoica.contract import CONTROL, GENE, GUIDE, PERT_TYPE, validate_config
 from phenoica.hits import call_guides, summarize_scores
 from phenoica.screen import ArrayedDesign, screen_profiles

@@ -5,7 +5,8 @@ A pseudo-guide is a set of control wells playing a guide, laid out like the scre
 the simulated ``arrayed`` scenario (``--draws`` seeds), one control well per plate, drawn at
 random on every plate (the scenario has no position effect); on the ``arrayed_plates`` scenario
 (``--position`` seeds: a position effect, 64 control wells scattered over each plate), every
-control position, the same well on every plate, as its guides sit; on the shipped real plate
+control position of the 3 control constructs without a phenotype of their own, the same well on
+every plate, as its guides sit; on the shipped real plate
 (``--real``: both image sets, each its own plate), 4 control wells, the same physical wells on
 both image sets (as every construct's 4 wells are), and, besides, the 4 wells of each control
 construct (its 2 x 2 block, as the constructs are placed). Each pseudo-guide's own wells are
@@ -34,14 +35,21 @@ from arrayed_calibration import VARIANTS, variant_tables
 from depth_calibration import real_plate_profiles
 from tail_calibration import arrayed_profiles
 
-from phenoica.classify import centered_on_plate_controls, guide_map, permuted_null_counts, settled_null_counts
-from phenoica.classify._features import feature_matrix
-from phenoica.classify._map_permutation import WellPool, pool_map, well_pool
-from phenoica.classify._map_readout import well_profiles
-from phenoica.classify._null import control_mask
-from phenoica.contract import GUIDE, PLATE, WELL, validate_config
-from phenoica.screen import screen_profiles
-from phenoica.screen.arrayed import POSITION_DESIGN, ArrayedDesign
+from phenoica.classify import (
+    WellPool,
+    centered_on_plate_controls,
+    control_mask,
+    feature_matrix,
+    guide_map,
+    guide_map_within_plate,
+    permuted_null_counts,
+    pool_map,
+    settled_null_counts,
+    well_pool,
+    well_profiles,
+)
+from phenoica.contract import CONTROL, GUIDE, PERT_TYPE, PLATE, WELL, validate_config
+from phenoica.screen import POSITION_DESIGN, ArrayedDesign, screen_profiles
 from phenoica.utils import bh_qvalues, bootstrap_mean, rng_for
 
 LEVELS: tuple[float, ...] = (1e-2, 1e-3, 1e-4)
@@ -77,10 +85,15 @@ def random_pseudo(plates: Plates, k: int, same_wells: bool, rng: np.random.Gener
     return [c[np.isin(names[c], pick)] for c in plates.controls]
 
 
-def position_pseudo(plates: Plates) -> list[list[np.ndarray]]:
-    """A pseudo-guide per control position: its well on every plate."""
+def position_pseudo(plates: Plates, skip: set[str]) -> list[list[np.ndarray]]:
+    """A pseudo-guide per control position whose construct is not in ``skip``: its well on every
+    plate (a position holds one construct on every plate, so the construct the design shifts,
+    a phenotype of its own, is skipped: its wells are no null)."""
     names = plates.wells[WELL].astype(str).to_numpy()
-    return [[c[names[c] == w] for c in plates.controls] for w in np.unique(names[plates.controls[0]])]
+    guide = plates.wells[GUIDE].astype(str).to_numpy()
+    first = plates.controls[0]
+    keep = np.unique(names[first][~np.isin(guide[first], list(skip))])
+    return [[c[names[c] == w] for c in plates.controls] for w in keep]
 
 
 def block_pseudo(plates: Plates) -> list[list[np.ndarray]]:
@@ -163,7 +176,8 @@ def main() -> None:
             plates = Plates(table)
             rng = rng_for(seed, "map_depth_calibration", variant)
             if name == "arrayed_plates":  # every control position, the same on every plate, as the guides sit
-                pseudo = position_pseudo(plates)
+                shifted = truth.loc[truth["has_effect"].astype(bool) & (truth[PERT_TYPE] == CONTROL), GUIDE]
+                pseudo = position_pseudo(plates, set(shifted.astype(str)))
             else:
                 k, same = (1, False) if name == "arrayed" else (4, True)
                 pseudo = [random_pseudo(plates, k, same, rng) for _ in range(args.pseudo)]
@@ -184,7 +198,8 @@ def main() -> None:
             print(line, flush=True)
             for within in (False, True):
                 t0 = time.process_time()
-                maps = guide_map(table, variant, "m", seed, q_threshold=0.05, within_plate=within)
+                scorer = guide_map_within_plate if within else guide_map
+                maps = scorer(table, variant, "m", seed, q_threshold=0.05)
                 cpu = time.process_time() - t0
                 called = bh_qvalues(maps["map_p_value"].to_numpy()) < 0.05
                 text = f"    guides called, {NULLS[within]}: {int(called.sum())} of {len(maps)}"

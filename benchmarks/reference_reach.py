@@ -23,7 +23,7 @@ from depth_calibration import real_plate_profiles
 
 from phenoica.classify import control_mask, feature_matrix, reference_map
 from phenoica.contract import GUIDE, PLATE, WELL
-from phenoica.hits._reference import Contrast, null_contrasts, pair_contrasts, reference_pairs
+from phenoica.hits import Contrast, null_contrasts, pair_contrasts, reference_pairs
 from phenoica.utils import rng_for
 
 

@@ -10,7 +10,7 @@ from math import comb
 import numpy as np
 import pandas as pd
 
-from phenoica.classify import guide_map, permuted_null_counts, settled_null_counts
+from phenoica.classify import guide_map, guide_map_within_plate, permuted_null_counts, settled_null_counts
 from phenoica.classify._map_permutation import _above, _maps, permutation_exceedances, pool_map, well_pool
 from phenoica.contract import GUIDE, PLATE, WELL
 from phenoica.screen import arrayed
@@ -135,9 +135,26 @@ def test_the_permutation_null_calls_more_of_the_arrayed_effects_and_none_of_its_
     effect = truth.set_index(GUIDE)["has_effect"]
     calls = {}
     for within in (False, True):
-        maps = guide_map(profiles, "base", "m", seed=0, within_plate=within).set_index(GUIDE)
+        maps = (guide_map_within_plate if within else guide_map)(profiles, "base", "m", seed=0).set_index(GUIDE)
         calls[within] = maps["map_q_value"] < Q
         has = effect.loc[maps.index].to_numpy(dtype=bool)
         assert not calls[within][~has].any()
     assert calls[True].sum() > calls[False].sum() >= 20
     assert comb(23, 7) == 245157
+
+
+def test_the_map_job_reads_which_null_from_the_config(tmp_path):
+    """``classify.map_null: within_plate`` gives the job the within-plate readout's table, and the
+    default the random-rank one (the arrayed scenario, seed 0, base)."""
+    from phenoica.classify import MapReadoutOptions, guide_map_files
+    from phenoica.contract import validate_config
+
+    profiles, _ = arrayed.screen_profiles(arrayed.ArrayedDesign(), 0)
+    path = tmp_path / "base.parquet"
+    profiles.to_parquet(path, index=False)
+    for setting, scorer in (("random_rank", guide_map), ("within_plate", guide_map_within_plate)):
+        options = MapReadoutOptions.from_config(validate_config({"classify": {"map_null": setting}}))
+        out = tmp_path / setting / "map.parquet"
+        guide_map_files({"base": path}, {"base": out}, options, model="m")
+        alone = scorer(profiles, "base", "m", seed=0)
+        np.testing.assert_array_equal(pd.read_parquet(out)["map_p_value"], alone["map_p_value"])

@@ -16,11 +16,14 @@ from ._lightgbm_params import lightgbm_params as lightgbm_params
 from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
 from ._lightgbm_params import use_lightgbm_names as use_lightgbm_names
 from ._map_job import guide_map_files as guide_map_files
-from ._map_null import configuration_aps as configuration_aps
 from ._map_null import permuted_null_counts as permuted_null_counts
 from ._map_null import settled_null_counts as settled_null_counts
+from ._map_permutation import WellPool as WellPool
+from ._map_permutation import pool_map as pool_map
+from ._map_permutation import well_pool as well_pool
 from ._map_readout import centered_on_plate_controls as centered_on_plate_controls
 from ._map_readout import guide_map as guide_map
+from ._map_readout import guide_map_within_plate as guide_map_within_plate
 from ._map_readout import reference_map as reference_map
 from ._map_readout import well_profiles as well_profiles
 from ._null import NULL_GENE as NULL_GENE
@@ -58,7 +61,6 @@ __all__ = [
     "classify_guides",
     "classify_shard",
     "ClassifyOptions",
-    "configuration_aps",
     "control_constructs",
     "control_mask",
     "control_positions",
@@ -71,6 +73,7 @@ __all__ = [
     "folds_table",
     "guide_map",
     "guide_map_files",
+    "guide_map_within_plate",
     "guide_retrieval",
     "guide_samples",
     "guide_seed",
@@ -91,6 +94,7 @@ __all__ = [
     "null_guide_name",
     "null_layout_choice",
     "permuted_null_counts",
+    "pool_map",
     "position_null_design",
     "PROTOCOLS",
     "read_folds",
@@ -105,5 +109,7 @@ __all__ = [
     "training_controls",
     "trainings",
     "use_lightgbm_names",
+    "well_pool",
     "well_profiles",
+    "WellPool",
 ]

@@ -144,7 +144,6 @@ def guide_map(
     max_null_size: int = 10_000_000,
     q_threshold: float = 0.05,
     log: logging.Logger | None = None,
-    within_plate: bool = True,
 ) -> pd.DataFrame:
     """Phenotypic activity per guide: copairs mean average precision of its wells vs controls.
 
@@ -162,15 +161,46 @@ def guide_map(
     ``q_threshold`` is settled (:func:`phenoica.classify.settled_null_counts`):
     ``null_size`` draws per configuration for every guide, more (up to ``max_null_size``) for
     the guides whose Benjamini-Hochberg call the Monte Carlo error still leaves open, seeded by
-    ``derive_seed(seed, "map", model, variant)``; with ``within_plate`` (the default) the guides
+    ``derive_seed(seed, "map", model, variant)``; :func:`guide_map_within_plate` (``classify.map_null:
+    within_plate``; not the default: docs/hit-calling.md) gives the guides
     whose random-rank p-value is at or below ``q_threshold`` get the within-plate permutation
-    null instead, drawn until settled the same way (:func:`phenoica.classify.permuted_null_counts`,
-    docs/hit-calling.md), so that a strong guide reaches below the random-rank null's atom;
+    null instead, drawn until settled the same way (:func:`phenoica.classify.permuted_null_counts`),
+    so that a strong guide reaches below the random-rank null's atom;
     ``map_null_draws`` is how many draws a guide's p-value rests on,
     and the guides still open at ``max_null_size`` are logged. ``map_q_value`` is the
     Benjamini-Hochberg correction over the guides of this (model, variant). A guide with a
     single well has no positive pair: NaN (logged). Returns ``MAP_COLUMNS``.
     """
+    return _guide_map(table, variant, model, seed, (null_size, max_null_size, q_threshold), log, within_plate=False)
+
+
+def guide_map_within_plate(
+    table: pd.DataFrame,
+    variant: str,
+    model: str,
+    seed: int,
+    null_size: int = 10000,
+    max_null_size: int = 10_000_000,
+    q_threshold: float = 0.05,
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
+    """:func:`guide_map` with the within-plate permutation null for the guides whose random-rank
+    p-value is at or below ``q_threshold`` (:func:`phenoica.classify.permuted_null_counts`; valid
+    where a guide's wells on different plates are independent: docs/hit-calling.md)."""
+    return _guide_map(table, variant, model, seed, (null_size, max_null_size, q_threshold), log, within_plate=True)
+
+
+def _guide_map(
+    table: pd.DataFrame,
+    variant: str,
+    model: str,
+    seed: int,
+    null: tuple[int, int, float],
+    log: logging.Logger | None,
+    within_plate: bool,
+) -> pd.DataFrame:
+    """:func:`guide_map`'s work; ``null`` its (null_size, max_null_size, q_threshold)."""
+    null_size, max_null_size, q_threshold = null
     from copairs.map import average_precision
 
     log = log or logging.getLogger(__name__)

@@ -78,7 +78,8 @@ class MapReadoutOptions(NamedTuple):
     """The settings of one mAP readout job (:func:`phenoica.classify.guide_map`):
     the seed, copairs' first-pass draws and the most draws a guide near the cut gets, and the
     q-value threshold of the calls, near which the draws are spent
-    (:func:`phenoica.classify.settled_null_counts`); and the most constructs its replicate
+    (:func:`phenoica.classify.settled_null_counts`), and which null (``random_rank`` or
+    ``within_plate``: :func:`phenoica.classify.permuted_null_counts`); and the most constructs its replicate
     retrieval ranks (:func:`phenoica.classify.guide_retrieval`)."""
 
     seed: Annotated[int, Setting("seed")]
@@ -86,6 +87,7 @@ class MapReadoutOptions(NamedTuple):
     map_max_null_size: Annotated[int, Setting("classify.map_max_null_size")]
     q_threshold: Annotated[float, Setting("hits.q_threshold")]
     retrieval_max_guides: Annotated[int, Setting("classify.retrieval_max_guides")]
+    map_null: Annotated[str, Setting("classify.map_null")] = "random_rank"
 
 
 @stage_options("splits")
