@@ -295,7 +295,7 @@ def permuted_null_counts(
 
     def permuted(c: pd.DataFrame, rows: np.ndarray, more: int, round_: int, before: int) -> pd.DataFrame:
         c = c.copy()
-        for i in np.flatnonzero(rows):
+        for i in map(int, np.flatnonzero(rows)):
             if i not in cache:
                 pool = pools(keys[i])
                 cache[i] = (pool, float(c["mean_average_precision"].iat[i]))
