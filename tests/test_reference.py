@@ -123,7 +123,7 @@ def test_planted_allele_pairs_are_recovered_at_the_stated_fdr():
             table, make_folds(table, SplitOptions.from_config(cfg)), options, model="m", variant="base"
         )
         truly = out[GUIDE].map(truth.set_index(GUIDE)["differs_from_reference"]).astype(bool)
-        assert len(out) == 12 and (out["n_null"] == 100).all() and (out["n_wells"] == 8).all()
+        assert len(out) == 12 and (out["n_null"] == 480).all() and (out["n_wells"] == 8).all()  # 2 x 12 / 0.05
         differ += int(truly.sum())
         differ_called += int((out["map_hit"] & truly).sum())
         alike_called += int((out["map_hit"] & ~truly).sum())
