@@ -150,6 +150,7 @@ def describe(units: pd.DataFrame, model: str) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draws", type=int, default=2, help="seeds of the simulated arrayed screen (0: none)")
+    parser.add_argument("--first-seed", type=int, default=0, help="the first of those seeds")
     parser.add_argument("--real", action="store_true", help="also the shipped real plate, two image sets as batches")
     parser.add_argument("--blocks", type=int, default=22, help="pseudo-guides scored per unit, in nulls of n")
     parser.add_argument("--cache", type=Path, help="a folder caching the pseudo-guides' AUROCs")
@@ -164,7 +165,8 @@ def main() -> None:
     real_cfg = validate_config({"transforms": {"n_components": 32}, "classify": {"lightgbm": {"min_data_in_leaf": 3}}})
     n = int(arrayed_cfg["classify"]["n_null_guides"])
     n_total = args.blocks * n
-    screens = [("arrayed", s, arrayed_cfg, lambda s=s: arrayed_profiles(s)) for s in range(args.draws)]
+    seeds = range(args.first_seed, args.first_seed + args.draws)
+    screens = [("arrayed", s, arrayed_cfg, lambda s=s: arrayed_profiles(s)) for s in seeds]
     if args.real:
         screens.append(("real plate", 0, real_cfg, real_plate_profiles))
     rows = []

@@ -10,18 +10,22 @@ plants, 99% without. Their scores are drawn from what the readouts measured on r
   null is the first 100 pseudo-guides, what the workflow would draw. The calls are those of
   ``phenoica.hits`` at the defaults (``pareto``), and, for comparison, the bounded ``empirical``
   null.
-- **mAP**: a guide without effect has the arrayed layout (8 wells, each ranked against its plate's
-  16 control wells) and a mAP drawn from the readout's own null for that layout (one random
-  ranking: exactly uniform p-values, the least favourable case for the FDR); a guide with effect,
-  the mAP of one of the arrayed scenario's guides with effect. The p-values are drawn as the
-  readout draws them (``classify.map_null_size``, refined up to ``classify.map_max_null_size``).
+- **mAP**: the readout's p-values rest on each guide's own wells (the within-plate permutation
+  null draws from them), so a guide enters with its wells: a guide without effect is a
+  pseudo-guide of an arrayed screen (one control well per plate, drawn at random, the plate's
+  other control wells its negatives; drawn, with replacement, from ``--map-library`` of them), a
+  guide with effect one of that screen's guides with effect (with replacement). Both nulls are
+  drawn as the readout draws them at the defaults: the random-rank null
+  (``settled_null_counts``, the earlier default) and the rule (``permuted_null_counts``). Units:
+  the arrayed scenario at ``--map-seeds``, variant ``base``.
 
 Besides recall and FDR, the lone strong guide: a screen of m - 1 guides without effect and one at
-AUROC 1 (mAP 1), called or not. And the CPU: the classifier null's share of the classify CPU at 1x
+AUROC 1 (for the mAP, the unit's guide of the highest mAP), called or not. And the CPU: the classifier null's share of the classify CPU at 1x
 and at m guides (from the scored pseudo-guides' and guides' CPU seconds), and the mAP readout's
 p-values' CPU seconds.
 
     python benchmarks/genome_depth.py --cache bench_cache/depth --guides 10000 100000
+    python benchmarks/genome_depth.py --map-only --guides 10000 100000 --map-seeds 0 1
 """
 
 from __future__ import annotations
@@ -39,21 +43,20 @@ from phenoica.classify import (
     ClassifyOptions,
     SplitOptions,
     classify_guides,
-    configuration_aps,
     guide_map,
     make_folds,
+    permuted_null_counts,
+    pool_map,
     settled_null_counts,
+    well_pool,
 )
-from phenoica.contract import GENE, GUIDE, validate_config
+from phenoica.contract import CONTROL, GENE, GUIDE, PERT_TYPE, validate_config
 from phenoica.hits import call_guides, summarize_scores
 from phenoica.screen import ArrayedDesign, screen_profiles
 from phenoica.utils import bh_qvalues, rng_for
 
 #: The share of guides with an effect.
 ACTIVE_SHARE = 0.01
-#: The arrayed layout of a guide's wells in the mAP readout: 8 wells (2 batches x 4 plates), each
-#: with the other 7 as positives among its plate's 16 control wells.
-N_POS, N_TOTAL, N_WELLS = 7, 23, 8
 
 
 def arrayed_effects(cache: Path, seed: int = 0) -> pd.DataFrame:
@@ -100,34 +103,74 @@ def classifier_calls(auroc: np.ndarray, null: np.ndarray, null_model: str, seed:
     return calls["hit"].to_numpy()[:n_real]
 
 
-def null_map_draws(k: int, rng: np.random.Generator) -> np.ndarray:
-    """``k`` mAPs of guides without effect: one random ranking of the arrayed layout each (every
-    well of a guide shares it, as the readout's null does)."""
-    out = np.empty(k)
-    for start in range(0, k, 50_000):
-        n = min(50_000, k - start)
-        u = rng.random((n, N_TOTAL))
-        out[start : start + n] = configuration_aps(u, N_POS, N_TOTAL, N_POS)
-    return out
+def map_units(seed: int, library: int) -> tuple[list, np.ndarray, list, np.ndarray]:
+    """One arrayed screen's (``seed``, ``base``) pseudo-guides (``library`` of them: pools and
+    mAPs) and guides with effect (pools and mAPs)."""
+    from map_depth_calibration import Plates, random_pseudo
+
+    cfg = validate_config({})
+    profiles, truth = screen_profiles(ArrayedDesign(), seed)
+    plates = Plates(variant_tables(profiles, cfg, seed)["base"])
+    rng = rng_for(seed, "genome_depth", "library")
+    nulls = [plates.pool(random_pseudo(plates, 1, False, rng)) for _ in range(library)]
+    guide = plates.wells[GUIDE].astype(str).to_numpy()
+    effect = truth.loc[truth["has_effect"].astype(bool) & (truth[PERT_TYPE] != CONTROL), GUIDE].astype(str)
+    pools = []
+    for g in effect:
+        own = [np.flatnonzero((guide == g) & (plates.plate == p)) for p in plates.plates]
+        pools.append(well_pool(plates.unit, [np.r_[o, c] for o, c in zip(own, plates.controls, strict=True)], own))
+    return nulls, np.array([pool_map(p) for p in nulls]), pools, np.array([pool_map(p) for p in pools])
 
 
-def map_calls(maps: np.ndarray, max_null_size: int, seed: int) -> tuple[np.ndarray, float, int]:
-    """The mAP readout's calls of guides with mAPs ``maps`` (the arrayed layout), its p-values'
-    CPU seconds and the most draws a guide got."""
+def map_calls(pools: list, maps: np.ndarray, within: bool, seed: int) -> tuple[np.ndarray, float, int]:
+    """The mAP readout's calls of guides with wells ``pools`` and mAPs ``maps`` at the defaults
+    (the within-plate rule or the random-rank null), its p-values' CPU seconds and the most draws
+    a guide got."""
     cfg = validate_config({})["classify"]
+    k = pools[0].guide_wells
+    n_pos = int(k.sum()) - 1
+    totals = [np.repeat(n_pos + p.plate_sizes - p.guide_wells, p.guide_wells) for p in pools]
     ap = pd.DataFrame(
         {
-            "g": np.repeat(np.arange(maps.size), N_WELLS),
-            "average_precision": np.repeat(maps, N_WELLS),
-            "n_pos_pairs": N_POS,
-            "n_total_pairs": N_TOTAL,
+            "g": np.repeat(np.arange(maps.size), int(k.sum())),
+            "average_precision": np.repeat(maps, int(k.sum())),
+            "n_pos_pairs": n_pos,
+            "n_total_pairs": np.concatenate(totals),
         }
     )
+    size, most = int(cfg["map_null_size"]), int(cfg["map_max_null_size"])
     t0 = time.process_time()
-    counts = settled_null_counts(ap, ["g"], int(cfg["map_null_size"]), max_null_size, 0.05, seed)
+    if within:
+        counts = permuted_null_counts(ap, ["g"], lambda key: pools[key[0]], size, most, 0.05, seed)
+    else:
+        counts = settled_null_counts(ap, ["g"], size, most, 0.05, seed)
     cpu = time.process_time() - t0
     counts = counts.sort_values("g")
     return bh_qvalues(counts["p_value"].to_numpy()) < 0.05, cpu, int(counts["draws"].max())
+
+
+def map_screens(m: int, seeds: list[int], library: int, rng: np.random.Generator) -> None:
+    """The mAP readout's rows of ``m`` guides, one screen per unit."""
+    k = int(round(ACTIVE_SHARE * m))
+    truth = np.r_[np.ones(k, bool), np.zeros(m - k, bool)]
+    for seed in seeds:
+        nulls, null_maps, effects, effect_maps = map_units(seed, library)
+        pick_e, pick_n = rng.integers(0, len(effects), k), rng.integers(0, len(nulls), m)
+        pools = [effects[i] for i in pick_e] + [nulls[i] for i in pick_n[: m - k]]
+        maps = np.r_[effect_maps[pick_e], null_maps[pick_n[: m - k]]]
+        best = int(np.argmax(effect_maps))
+        lone_pools = [effects[best]] + [nulls[i] for i in pick_n[1:]]
+        lone_maps = np.r_[effect_maps[best], null_maps[pick_n[1:]]]
+        for within in (False, True):
+            called, cpu, most = map_calls(pools, maps, within, seed)
+            lone_called, lone_cpu, lone_most = map_calls(lone_pools, lone_maps, within, seed)
+            print(
+                f"  mAP, arrayed seed {seed} base, {'within plate' if within else 'random rank'}: "
+                f"{rate_line(called, truth)}, {cpu:.0f} CPU s (most draws {most:,}); lone guide at mAP "
+                f"{effect_maps[best]:.3f} {'called' if lone_called[0] else 'not called'}, {lone_cpu:.0f} CPU s "
+                f"(most draws {lone_most:,})",
+                flush=True,
+            )
 
 
 def rate_line(called: np.ndarray, truth: np.ndarray) -> str:
@@ -142,16 +185,24 @@ def rate_line(called: np.ndarray, truth: np.ndarray) -> str:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache", type=Path, required=True, help="depth_calibration.py's AUROC cache")
+    parser.add_argument("--cache", type=Path, help="depth_calibration.py's AUROC cache")
     parser.add_argument("--guides", type=int, nargs="+", default=[10_000, 100_000])
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--map-max", type=int, nargs="+", help="classify.map_max_null_size (default: the schema's)")
+    parser.add_argument("--map-seeds", type=int, nargs="+", default=[0], help="arrayed screens of the mAP rows")
+    parser.add_argument("--map-library", type=int, default=1000, help="pseudo-guides drawn per mAP unit")
+    parser.add_argument("--map-only", action="store_true", help="the mAP rows alone (no --cache needed)")
     args = parser.parse_args()
     cfg = validate_config({})
     n_null = int(cfg["classify"]["n_null_guides"])
-    map_maxes = args.map_max or [int(cfg["classify"]["map_max_null_size"])]
-    effects = arrayed_effects(args.cache, 0)
+    if args.cache is None and not args.map_only:
+        parser.error("--cache is needed for the classifier rows (or --map-only)")
     rng = rng_for(args.seed, "genome_depth")
+    if args.map_only:
+        for m in args.guides:
+            print(f"== {m:,} guides, {int(round(ACTIVE_SHARE * m)):,} with effect")
+            map_screens(m, args.map_seeds, args.map_library, rng)
+        return
+    effects = arrayed_effects(args.cache, 0)
     units = sorted(p.stem for p in args.cache.glob("*_s*_*.npy") if not p.stem.endswith(".tmp"))
     print(f"units (screen, seed, variant) with cached pseudo-guides: {', '.join(units)}")
     for m in args.guides:
@@ -176,18 +227,7 @@ def main() -> None:
                     f"{'called' if lone_called else 'not called'} ({cpu:.1f} CPU s for the calls)",
                     flush=True,
                 )
-        eff_map = effects[(effects["variant"] == "base") & effects["has_effect"]]["mean_average_precision"].to_numpy()
-        maps = np.r_[rng.choice(eff_map, k), null_map_draws(m - k, rng)]
-        lone_maps = np.r_[1.0, null_map_draws(m - 1, rng)]
-        for max_null in map_maxes:
-            called, cpu, most = map_calls(maps, max_null, args.seed)
-            lone_called, lone_cpu, lone_most = map_calls(lone_maps, max_null, args.seed)
-            print(
-                f"  mAP, map_max_null_size {max_null:,}: {rate_line(called, truth)}, {cpu:.0f} CPU s (most draws "
-                f"{most:,}); lone guide at mAP 1 {'called' if lone_called[0] else 'not called'}, {lone_cpu:.0f} CPU s "
-                f"(most draws {lone_most:,})",
-                flush=True,
-            )
+        map_screens(m, args.map_seeds, args.map_library, rng)
     per_guide = effects.groupby("variant")["cpu_per_guide"].first()
     print("classifier CPU per real guide (arrayed, seed 0; concentration models included):")
     print("  " + ", ".join(f"{v} {1000 * c:.0f} ms" for v, c in per_guide.items()))

@@ -747,13 +747,8 @@ def test_a_models_variants_in_one_map_readout_call_are_the_tables_of_one_call_ea
     paths = {v: tmp_path / f"{v}.parquet" for v in tables}
     for v, t in tables.items():
         t.to_parquet(paths[v], index=False)
-    options = MapReadoutOptions(
-        seed=0,
-        map_null_size=500,
-        map_max_null_size=50000,
-        q_threshold=0.05,
-        retrieval_max_guides=1000,
-        retrieval_max_wells=4096,
+    options = MapReadoutOptions.from_config(
+        validate_config({"classify": {"map_null_size": 500, "map_max_null_size": 50000}})
     )
     outputs = {v: tmp_path / v / "map.parquet" for v in tables}
     guide_map_files(paths, outputs, options, model="m")

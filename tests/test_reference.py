@@ -123,7 +123,7 @@ def test_planted_allele_pairs_are_recovered_at_the_stated_fdr():
             table, make_folds(table, SplitOptions.from_config(cfg)), options, model="m", variant="base"
         )
         truly = out[GUIDE].map(truth.set_index(GUIDE)["differs_from_reference"]).astype(bool)
-        assert len(out) == 12 and (out["n_null"] == 100).all() and (out["n_wells"] == 8).all()
+        assert len(out) == 12 and (out["n_null"] == 480).all() and (out["n_wells"] == 8).all()  # 2 x 12 / 0.05
         differ += int(truly.sum())
         differ_called += int((out["map_hit"] & truly).sum())
         alike_called += int((out["map_hit"] & ~truly).sum())
@@ -149,3 +149,17 @@ def test_small_sample_settings_scale_what_lightgbm_counts_in_rows():
     assert four["min_data_in_leaf"] == 4 and four["lambda_l1"] == pytest.approx(1.0) and four["lambda_l2"] == 0.2
     assert small_sample_params(params, 50) == {**params, "min_data_in_leaf": 20}  # unchanged from 20 a side on
     assert small_sample_params({**params, "min_data_in_leaf": 3}, 4)["min_data_in_leaf"] == 3  # a setting below stays
+
+
+def test_the_null_holds_enough_contrasts_for_a_lone_pair_to_reach_the_bh_cut():
+    """The null's size: classify.n_null_guides where that suffices, more where the pairs are many,
+    so that a lone pair above every null contrast (bounded p 1 / (n + 1)) is called by BH among m
+    pairs; with n_null_guides 0, none. With 100 contrasts a lone pair among 12 would not be."""
+    from phenoica.hits._reference import null_size
+    from phenoica.utils import bh_qvalues
+
+    assert null_size(2, 100, 0.05) == 100 and null_size(12, 100, 0.05) == 480 and null_size(12, 0, 0.05) == 0
+    for m in (1, 12, 215):
+        n = null_size(m, 100, 0.05)
+        assert bh_qvalues(np.r_[1 / (n + 1), np.ones(m - 1)])[0] < 0.05
+    assert bh_qvalues(np.r_[1 / 101, np.ones(11)])[0] >= 0.05

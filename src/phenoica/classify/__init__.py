@@ -58,10 +58,12 @@ __all__, __getattr__, __dir__ = lazy_face(
             "use_lightgbm_names",
         ],
         "_map_job": ["guide_map_files"],
-        "_map_null": ["configuration_aps", "settled_null_counts"],
+        "_map_null": ["permuted_null_counts", "settled_null_counts"],
+        "_map_permutation": ["WellPool", "pool_map", "well_pool"],
         "_map_readout": [
             "centered_on_plate_controls",
             "guide_map",
+            "guide_map_within_plate",
             "reference_map",
             "well_profiles",
         ],

@@ -18,10 +18,14 @@ from ._lightgbm_params import lightgbm_params as lightgbm_params
 from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
 from ._lightgbm_params import use_lightgbm_names as use_lightgbm_names
 from ._map_job import guide_map_files as guide_map_files
-from ._map_null import configuration_aps as configuration_aps
+from ._map_null import permuted_null_counts as permuted_null_counts
 from ._map_null import settled_null_counts as settled_null_counts
+from ._map_permutation import WellPool as WellPool
+from ._map_permutation import pool_map as pool_map
+from ._map_permutation import well_pool as well_pool
 from ._map_readout import centered_on_plate_controls as centered_on_plate_controls
 from ._map_readout import guide_map as guide_map
+from ._map_readout import guide_map_within_plate as guide_map_within_plate
 from ._map_readout import reference_map as reference_map
 from ._map_readout import well_profiles as well_profiles
 from ._null import NULL_GENE as NULL_GENE
@@ -65,7 +69,6 @@ __all__ = [
     "classify_shard",
     "ClassifyOptions",
     "columns_dataset",
-    "configuration_aps",
     "control_constructs",
     "control_mask",
     "control_positions",
@@ -80,6 +83,7 @@ __all__ = [
     "GUIDE_KEYS",
     "guide_map",
     "guide_map_files",
+    "guide_map_within_plate",
     "guide_retrieval",
     "guide_samples",
     "guide_seed",
@@ -98,6 +102,8 @@ __all__ = [
     "null_guide_design",
     "null_guide_name",
     "null_layout_choice",
+    "permuted_null_counts",
+    "pool_map",
     "position_null_design",
     "PROTOCOLS",
     "read_folds",
@@ -117,5 +123,7 @@ __all__ = [
     "trainings",
     "unregister_readout",
     "use_lightgbm_names",
+    "well_pool",
     "well_profiles",
+    "WellPool",
 ]

@@ -10,7 +10,7 @@ from typing import Mapping
 
 import pandas as pd
 
-from phenoica.classify._map_readout import guide_map, well_profiles
+from phenoica.classify._map_readout import guide_map, guide_map_within_plate, well_profiles
 from phenoica.classify._options import MapReadoutOptions
 from phenoica.classify._retrieval import guide_retrieval, retrieval_axis
 from phenoica.utils import check_same_variants, write_parquet
@@ -34,7 +34,7 @@ def guide_map_files(
     check_same_variants(profiles, outputs, "profiles")
     for i, (variant, out_path) in enumerate(outputs.items(), 1):
         table = pd.read_parquet(profiles[variant])
-        out = guide_map(
+        out = (guide_map_within_plate if options.map_null == "within_plate" else guide_map)(
             table,
             variant=variant,
             model=model,

@@ -38,17 +38,24 @@ Hahn (2014, 2016) refine only the tests whose decision is still open.
 The guides that decide nothing keep the first pass's draws, so the cost over a single pass is
 the draws of the few guides near the cut. What stays seed-dependent is a call whose true p-value
 lies within the Monte Carlo error of ``max_null_size`` draws of the cut.
+
+**Beyond the random-rank null's atom.** One shared ranking makes a guide's null mAP one well's
+average precision, whose atom at mAP 1 (1 / C(23, 7) on an arrayed layout) no genome-scale cut
+lies above. :func:`permuted_null_counts` gives the guides whose random-rank p-value is at or
+below the cut's q the within-plate permutation null of their own wells instead
+(:mod:`~phenoica.classify._map_permutation`), settled the same way.
 """
 
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
+from phenoica.classify._map_permutation import WellPool, permutation_exceedances
 from phenoica.utils import bh_qvalues, derive_seed, rng_for
 
 #: Two-sided level of each guide's binomial interval. A guide outside the open set keeps its
@@ -158,6 +165,70 @@ def open_calls(lower: np.ndarray, upper: np.ndarray, q_threshold: float) -> np.n
     return called_low & ~called_high
 
 
+Refine = Callable[[pd.DataFrame, np.ndarray, int, int, int], pd.DataFrame]
+
+
+def _rounds(
+    counts: pd.DataFrame,
+    is_open: Callable[[pd.DataFrame], np.ndarray],
+    refine: Refine,
+    null_size: int,
+    max_null_size: int,
+    log: logging.Logger,
+    what: str,
+) -> pd.DataFrame:
+    """Rounds of :data:`GROWTH` times more draws (``refine(counts, rows, more, round, before)``)
+    for the rows ``is_open`` marks, ``max_null_size`` draws at most, until none is open."""
+    round_ = 0
+    while True:
+        draws = counts["draws"].to_numpy()
+        undecided = is_open(counts) & (draws < max_null_size)
+        if not undecided.any():
+            return counts
+        round_ += 1
+        target = min(max_null_size, null_size * GROWTH**round_)
+        for before in np.unique(draws[undecided]):  # one call per number of draws so far
+            if before < target:
+                counts = refine(counts, undecided & (draws == before), int(target - before), round_, int(before))
+        log.info("mAP null round %d: %d guide(s) %s drawn to %d draws each", round_, int(undecided.sum()), what, target)
+
+
+def _bh_open(q_threshold: float, eligible: np.ndarray | None = None) -> Callable[[pd.DataFrame], np.ndarray]:
+    """The rows whose BH call the 99.9% intervals leave open (of ``eligible`` rows only, if given)."""
+
+    def is_open(counts: pd.DataFrame) -> np.ndarray:
+        lower, upper = p_value_bounds(counts["exceedances"].to_numpy(), counts["draws"].to_numpy())
+        out = open_calls(lower, upper, q_threshold)
+        return out if eligible is None else out & eligible
+
+    return is_open
+
+
+def _random_rank_refine(ap: pd.DataFrame, sameby: list[str], seed: int) -> Refine:
+    """Refines rows of the counts with fresh random-rank draws, pooled."""
+
+    def refine(counts: pd.DataFrame, rows: np.ndarray, more: int, round_: int, before: int) -> pd.DataFrame:
+        subset = ap.merge(counts.loc[rows, sameby], on=sameby, how="inner")
+        return _pooled(counts, coupled_null_counts(subset, sameby, more, derive_seed(seed, round_, before)), sameby)
+
+    return refine
+
+
+def _finish(counts: pd.DataFrame, q_threshold: float, sameby: list[str]) -> pd.DataFrame:
+    lower, upper = p_value_bounds(counts["exceedances"].to_numpy(), counts["draws"].to_numpy())
+    counts["open_call"] = open_calls(lower, upper, q_threshold)
+    counts["p_value"] = (counts["exceedances"] + 1.0) / (counts["draws"] + 1.0)
+    return counts[sameby + list(COUNT_COLUMNS)].reset_index(drop=True)
+
+
+def _check_sizes(null_size: int, max_null_size: int) -> None:
+    if max_null_size < null_size:
+        raise ValueError(
+            f"mAP null: map_max_null_size ({max_null_size}) is below map_null_size ({null_size}); "
+            "the refinement never draws fewer than the first pass"
+        )
+
+
 def settled_null_counts(
     ap: pd.DataFrame,
     sameby: Sequence[str],
@@ -175,37 +246,70 @@ def settled_null_counts(
     ``sameby`` and :data:`COUNT_COLUMNS`, one row per group; ``p_value = (exceedances + 1) / (draws + 1)`` as copairs reports it, and
     ``open_call`` marks the groups whose call ``max_null_size`` draws left open (a true p-value
     within their Monte Carlo error of the cut: a call that can change with the seed)."""
-    if max_null_size < null_size:
-        raise ValueError(
-            f"mAP null: map_max_null_size ({max_null_size}) is below map_null_size ({null_size}); "
-            "the refinement never draws fewer than the first pass"
-        )
+    _check_sizes(null_size, max_null_size)
     log = log or logging.getLogger(__name__)
     sameby = list(sameby)
     counts = coupled_null_counts(ap, sameby, null_size, derive_seed(seed, 0))
-    round_ = 0
-    while True:
-        draws = counts["draws"].to_numpy()
-        lower, upper = p_value_bounds(counts["exceedances"].to_numpy(), draws)
-        undecided = open_calls(lower, upper, q_threshold) & (draws < max_null_size)
-        if not undecided.any():
-            break
-        round_ += 1
-        target = min(max_null_size, null_size * GROWTH**round_)
-        for before in np.unique(draws[undecided]):  # one copairs call per number of draws so far
-            rows = undecided & (draws == before)
-            if before >= target:
-                continue
-            subset = ap.merge(counts.loc[rows, sameby], on=sameby, how="inner")
-            extra = coupled_null_counts(subset, sameby, int(target - before), derive_seed(seed, round_, int(before)))
-            counts = _pooled(counts, extra, sameby)
-        log.info(
-            "mAP null round %d: %d guide(s) near the BH cut drawn to %d draws each",
-            round_,
-            int(undecided.sum()),
-            target,
-        )
-    lower, upper = p_value_bounds(counts["exceedances"].to_numpy(), counts["draws"].to_numpy())
-    counts["open_call"] = open_calls(lower, upper, q_threshold)
-    counts["p_value"] = (counts["exceedances"] + 1.0) / (counts["draws"] + 1.0)
-    return counts[sameby + list(COUNT_COLUMNS)].reset_index(drop=True)
+    refine = _random_rank_refine(ap, sameby, seed)
+    counts = _rounds(counts, _bh_open(q_threshold), refine, null_size, max_null_size, log, "near the BH cut")
+    return _finish(counts, q_threshold, sameby)
+
+
+def permuted_null_counts(
+    ap: pd.DataFrame,
+    sameby: Sequence[str],
+    pools: Callable[[tuple[Any, ...]], WellPool],
+    null_size: int,
+    max_null_size: int,
+    q_threshold: float,
+    seed: int,
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
+    """As :func:`settled_null_counts`, with the within-plate permutation null where the
+    random-rank null cannot reach (docs/hit-calling.md, *The mAP readout at genome depth*):
+
+    1. every group gets the random-rank null's first pass, and the groups whose 99.9% interval of
+       its p-value holds ``q_threshold`` (tau) get 10x more random-rank draws a round until
+       none does (or ``max_null_size``);
+    2. a group whose random-rank p-value is above tau keeps it (it is not called); the others get
+       the permutation null of their :class:`WellPool` (``pools(group key)``) instead: ``null_size``
+       draws, then rounds of 10x more for those whose BH call (over all groups) is open, up to
+       ``max_null_size``. Their draws are seeded ``derive_seed(seed, "within_plate", key, draws so far)``.
+
+    Returns :func:`settled_null_counts`' columns and ``within_plate`` (the p-value is the
+    permutation null's)."""
+    _check_sizes(null_size, max_null_size)
+    log = log or logging.getLogger(__name__)
+    sameby = list(sameby)
+    counts = coupled_null_counts(ap, sameby, null_size, derive_seed(seed, 0))
+
+    def holds_tau(c: pd.DataFrame) -> np.ndarray:
+        lower, upper = p_value_bounds(c["exceedances"].to_numpy(), c["draws"].to_numpy())
+        return (lower <= q_threshold) & (upper > q_threshold)
+
+    refine = _random_rank_refine(ap, sameby, seed)
+    counts = _rounds(counts, holds_tau, refine, null_size, max_null_size, log, "near tau")
+    below = ((counts["exceedances"] + 1.0) / (counts["draws"] + 1.0)).to_numpy() <= q_threshold
+    keys = [tuple(row) for row in counts[sameby].itertuples(index=False, name=None)]
+    cache: dict[int, tuple[WellPool, float]] = {}
+
+    def permuted(c: pd.DataFrame, rows: np.ndarray, more: int, round_: int, before: int) -> pd.DataFrame:
+        c = c.copy()
+        for i in map(int, np.flatnonzero(rows)):
+            if i not in cache:
+                pool = pools(keys[i])
+                cache[i] = (pool, float(c["mean_average_precision"].iat[i]))
+            pool, observed = cache[i]
+            extra = permutation_exceedances(
+                pool, observed, more, derive_seed(seed, "within_plate", str(keys[i]), before)
+            )
+            c.iloc[i, c.columns.get_loc("exceedances")] = (0 if before == 0 else c["exceedances"].iat[i]) + extra
+            c.iloc[i, c.columns.get_loc("draws")] = before + more
+        return c
+
+    counts = permuted(counts, below, null_size, 0, 0)
+    counts = _rounds(
+        counts, _bh_open(q_threshold, below), permuted, null_size, max_null_size, log, "(permutation) near the BH cut"
+    )
+    out = _finish(counts, q_threshold, sameby)
+    return out.assign(within_plate=below)

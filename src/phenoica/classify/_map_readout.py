@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import logging
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 from scipy import stats
 
 from phenoica.classify._features import feature_matrix
-from phenoica.classify._map_null import settled_null_counts
+from phenoica.classify._map_null import permuted_null_counts, settled_null_counts
+from phenoica.classify._map_permutation import WellPool, well_pool
 from phenoica.classify._null import control_mask, well_units
 from phenoica.contract import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ScreenError, validate_profile_metadata
 from phenoica.profiles import aggregate_wells
@@ -115,6 +116,25 @@ def copairs_wells(wells: pd.DataFrame, is_control: np.ndarray) -> tuple[pd.DataF
     return meta, guides.sort_values([GENE, GUIDE]).reset_index(drop=True)
 
 
+def guide_pools(X: np.ndarray, meta: pd.DataFrame) -> Callable[[str], WellPool]:
+    """The within-plate permutation pool of each guide of copairs' metadata ``meta`` (wells of
+    centred profiles ``X``): on every plate of the guide, its wells and the plate's control
+    wells (:func:`phenoica.classify._map_permutation.well_pool`), keyed by its ``GROUP``."""
+    unit = X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), np.finfo(np.float64).tiny)
+    plate = meta[PLATE].to_numpy()
+    is_control = meta[IS_CONTROL].to_numpy(dtype=bool)
+    controls = {p: np.flatnonzero(is_control & (plate == p)) for p in np.unique(plate)}
+    rows_of = pd.Series(np.arange(len(meta))).groupby(meta[GROUP].to_numpy()).apply(np.asarray)
+
+    def pool(group: str) -> WellPool:
+        rows = rows_of[group]
+        plates = sorted(set(plate[rows]))
+        own = [rows[plate[rows] == p] for p in plates]
+        return well_pool(unit, [np.r_[g, controls[p]] for g, p in zip(own, plates, strict=True)], own)
+
+    return pool
+
+
 def guide_map(
     table: pd.DataFrame,
     variant: str,
@@ -141,11 +161,46 @@ def guide_map(
     ``q_threshold`` is settled (:func:`phenoica.classify.settled_null_counts`):
     ``null_size`` draws per configuration for every guide, more (up to ``max_null_size``) for
     the guides whose Benjamini-Hochberg call the Monte Carlo error still leaves open, seeded by
-    ``derive_seed(seed, "map", model, variant)``; ``map_null_draws`` is how many a guide got,
+    ``derive_seed(seed, "map", model, variant)``; :func:`guide_map_within_plate` (``classify.map_null:
+    within_plate``; not the default: docs/hit-calling.md) gives the guides
+    whose random-rank p-value is at or below ``q_threshold`` get the within-plate permutation
+    null instead, drawn until settled the same way (:func:`phenoica.classify.permuted_null_counts`),
+    so that a strong guide reaches below the random-rank null's atom;
+    ``map_null_draws`` is how many draws a guide's p-value rests on,
     and the guides still open at ``max_null_size`` are logged. ``map_q_value`` is the
     Benjamini-Hochberg correction over the guides of this (model, variant). A guide with a
     single well has no positive pair: NaN (logged). Returns ``MAP_COLUMNS``.
     """
+    return _guide_map(table, variant, model, seed, (null_size, max_null_size, q_threshold), log, within_plate=False)
+
+
+def guide_map_within_plate(
+    table: pd.DataFrame,
+    variant: str,
+    model: str,
+    seed: int,
+    null_size: int = 10000,
+    max_null_size: int = 10_000_000,
+    q_threshold: float = 0.05,
+    log: logging.Logger | None = None,
+) -> pd.DataFrame:
+    """:func:`guide_map` with the within-plate permutation null for the guides whose random-rank
+    p-value is at or below ``q_threshold`` (:func:`phenoica.classify.permuted_null_counts`; valid
+    where a guide's wells on different plates are independent: docs/hit-calling.md)."""
+    return _guide_map(table, variant, model, seed, (null_size, max_null_size, q_threshold), log, within_plate=True)
+
+
+def _guide_map(
+    table: pd.DataFrame,
+    variant: str,
+    model: str,
+    seed: int,
+    null: tuple[int, int, float],
+    log: logging.Logger | None,
+    within_plate: bool,
+) -> pd.DataFrame:
+    """:func:`guide_map`'s work; ``null`` its (null_size, max_null_size, q_threshold)."""
+    null_size, max_null_size, q_threshold = null
     from copairs.map import average_precision
 
     log = log or logging.getLogger(__name__)
@@ -165,7 +220,13 @@ def guide_map(
     counts = pd.DataFrame({GROUP: [], "mean_average_precision": [], "p_value": [], "draws": [], "open_call": []})
     if len(ap):
         map_seed = derive_seed(seed, "map", model, variant)
-        counts = settled_null_counts(ap, [GROUP], null_size, max_null_size, q_threshold, map_seed, log)
+        if within_plate:
+            pools = guide_pools(X, meta)
+            counts = permuted_null_counts(
+                ap, [GROUP], lambda key: pools(key[0]), null_size, max_null_size, q_threshold, map_seed, log
+            )
+        else:
+            counts = settled_null_counts(ap, [GROUP], null_size, max_null_size, q_threshold, map_seed, log)
     out = guides.merge(counts, on=GROUP, how="left")
     for rows, why in (
         (out["open_call"].fillna(False).astype(bool), f"lie within the Monte Carlo error of {max_null_size} null "

@@ -78,8 +78,9 @@ class MapReadoutOptions(NamedTuple):
     """The settings of one mAP readout job (:func:`phenoica.classify.guide_map`):
     the seed, copairs' first-pass draws and the most draws a guide near the cut gets, and the
     q-value threshold of the calls, near which the draws are spent
-    (:func:`phenoica.classify.settled_null_counts`); and the most constructs and wells its replicate
-    retrieval ranks (:func:`phenoica.classify.guide_retrieval`)."""
+    (:func:`phenoica.classify.settled_null_counts`), and which null (``random_rank`` or
+    ``within_plate``: :func:`phenoica.classify.permuted_null_counts`); and the most constructs and
+    wells its replicate retrieval ranks (:func:`phenoica.classify.guide_retrieval`)."""
 
     seed: Annotated[int, Setting("seed")]
     map_null_size: Annotated[int, Setting("classify.map_null_size")]
@@ -87,6 +88,7 @@ class MapReadoutOptions(NamedTuple):
     q_threshold: Annotated[float, Setting("hits.q_threshold")]
     retrieval_max_guides: Annotated[int, Setting("classify.retrieval_max_guides")]
     retrieval_max_wells: Annotated[int, Setting("classify.retrieval_max_wells")]
+    map_null: Annotated[str, Setting("classify.map_null")]
 
 
 @stage_options("splits")

@@ -19,7 +19,11 @@ from ._positions import plate_position_files as plate_position_files
 from ._readouts import agreement_classes as agreement_classes
 from ._readouts import hit_table as hit_table
 from ._readouts import readout_agreement as readout_agreement
+from ._reference import Contrast as Contrast
+from ._reference import null_contrasts as null_contrasts
+from ._reference import pair_contrasts as pair_contrasts
 from ._reference import reference_files as reference_files
+from ._reference import reference_pairs as reference_pairs
 from ._screen_calls import GENE_SUMMARY_COLUMNS as GENE_SUMMARY_COLUMNS
 from ._screen_calls import GUIDE_SUMMARY_COLUMNS as GUIDE_SUMMARY_COLUMNS
 from ._screen_calls import screen_calls as screen_calls
@@ -30,6 +34,7 @@ from ._truth import recall_fdr as recall_fdr
 __all__ = [
     "agreement_classes",
     "call_guides",
+    "Contrast",
     "control_calls",
     "DISTANCE_COLUMNS",
     "fold_interval",
@@ -39,7 +44,9 @@ __all__ = [
     "hit_table",
     "HitOptions",
     "measure_phrase",
+    "null_contrasts",
     "NullFit",
+    "pair_contrasts",
     "plate_grid",
     "plate_position_files",
     "pooled_recall_fdr",
@@ -47,6 +54,7 @@ __all__ = [
     "readout_agreement",
     "recall_fdr",
     "reference_files",
+    "reference_pairs",
     "ReferenceOptions",
     "saturation",
     "SATURATION_SHARE",

@@ -331,6 +331,16 @@ def reference_p(values: np.ndarray, null: np.ndarray, seed: int) -> tuple[np.nda
     return out, floor, ks
 
 
+def null_size(n_pairs: int, n_null_guides: int, q_threshold: float) -> int:
+    """How many null contrasts to draw at most for ``n_pairs`` pairs: ``n_null_guides``, or more
+    where that many leave a lone pair above every null contrast short of Benjamini-Hochberg's cut
+    at ``q_threshold`` (its bounded p-value ``1 / (n + 1)`` at most ``q / (2 m)``); none where
+    ``n_null_guides`` is 0 (no null asked for)."""
+    if n_null_guides <= 0:
+        return 0
+    return max(n_null_guides, math.ceil(2 * n_pairs / q_threshold))
+
+
 def reference_scores(
     table: pd.DataFrame,
     folds: Sequence[Any],
@@ -342,7 +352,7 @@ def reference_scores(
 ) -> pd.DataFrame:
     """Every pair ``options.reference`` declares on ``table`` (one variant's profile table) against
     its reference, by both readouts, with p- and q-values against the null contrasts (module doc):
-    the classifiers' settings, the seed, ``n_null_guides`` null contrasts at most and the calls'
+    the classifiers' settings, the seed, :func:`null_size` null contrasts at most and the calls'
     ``q_threshold`` are ``options``'. Returns :data:`REFERENCE_COLUMNS`."""
     log = log or logging.getLogger(__name__)
     source = f"reference readout ({model}/{variant})"
@@ -353,7 +363,8 @@ def reference_scores(
         return pd.DataFrame({c: [] for c in REFERENCE_COLUMNS})
     X, names = feature_matrix(table, source, log)
     real = pair_contrasts(table, pairs)
-    nulls = null_contrasts(table, real, options.classify.n_null_guides, options.classify.seed)
+    n_null = null_size(len(real), options.classify.n_null_guides, options.q_threshold)
+    nulls = null_contrasts(table, real, n_null, options.classify.seed)
     log.info("%s: %d pair(s), %d null contrast(s)", source, len(real), len(nulls))
     fold_arrays = fold_masks(folds, len(table))
     scored = [contrast_auroc(X, c, fold_arrays, options) for c in real + nulls]
