@@ -9,15 +9,17 @@ each guide's classifier trains against ``k`` times the controls under the exact 
 At each scale, for each setting (``exact``, and ``fast`` with each ``--caps`` value as
 ``classify.fast_train_controls``), it times ``classify_guides`` (CPU seconds of this process,
 one thread, the schema's defaults otherwise: concentration on, 100 rounds) on a seeded sample
-of ``--sample`` real guides and, separately, of ``--sample`` pseudo-guides of the scale's null
-design, and estimates the classify stage's CPU at that scale as
-``guides x (CPU per sampled guide) + pseudo-guides x (CPU per sampled pseudo-guide)`` (the null's
-100 pseudo-guides and the control constructs). It prints the estimates, the CPU per guide
+of ``--sample`` real guides, of a quarter of them, and of ``--sample`` pseudo-guides of the
+scale's null design. A call's fixed part (reading the table's features, the folds, each training
+set's bins: paid once per classify job, whatever its guides) is the sample's CPU less its guides
+times the marginal CPU of a guide (the two real samples' difference over their guides' difference);
+the classify stage's CPU at that scale is estimated as
+``shards x fixed + guides x (marginal CPU of a guide) + pseudo-guides x (marginal CPU of a
+pseudo-guide)`` (``classify.n_shards`` jobs; the null's 100 pseudo-guides and the control constructs). It prints the estimates, the CPU per guide
 against 1x, and the growth exponent (least-squares slope of log CPU on log guides: 1 = linear).
 ``--axis plates`` grows the replicate plates instead (the guides fixed; the exponent is then on
 the wells), as ``arrayed_run_cost.py --plates`` does: 40x is 92,160 wells.
-The estimate counts each training set's bins once per sample (the stage builds them once per
-shard), so it is, if anything, high at small scales. The calls' agreement of a cap with the exact
+The calls' agreement of a cap with the exact
 protocol: ``benchmarks/classify_fidelity.py --screen arrayed``.
 
     python benchmarks/classify_growth.py [--scales 1 4 16] [--caps 256 128] [--sample 32] [--axis plates]
@@ -96,13 +98,16 @@ def main() -> None:
             flush=True,
         )
         for name, options in settings.items():
-            per_guide = timed(table, picked, [], folds, options) / len(picked)
-            per_null = timed(table, [], picked_nulls, folds, options) / len(picked_nulls)
-            total = len(guides) * per_guide + len(nulls) * per_null
+            few = picked[: max(1, len(picked) // 4)]
+            t_all, t_few = timed(table, picked, [], folds, options), timed(table, few, [], folds, options)
+            per_guide = max(t_all - t_few, 0.0) / max(len(picked) - len(few), 1)
+            fixed = max(t_all - len(picked) * per_guide, 0.0)
+            per_null = max(timed(table, [], picked_nulls, folds, options) - fixed, 0.0) / len(picked_nulls)
+            total = exact.n_shards * fixed + len(guides) * per_guide + len(nulls) * per_null
             totals[name].append(total)
             print(
-                f"  {name:14s} {1000 * per_guide:7.1f} ms per guide, {1000 * per_null:6.1f} ms per pseudo-guide: "
-                f"classify about {total:8.1f} CPU s",
+                f"  {name:14s} {1000 * per_guide:7.1f} ms per guide, {1000 * per_null:6.1f} ms per pseudo-guide, "
+                f"{fixed:5.2f} s per call: classify about {total:8.1f} CPU s",
                 flush=True,
             )
     unit = "guide" if args.axis == "guides" else "well"

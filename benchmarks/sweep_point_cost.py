@@ -14,8 +14,17 @@ grid's top at the width, every pseudo-guide in each point's null; ``--set`` chan
 e.g. ``sweep.null_guides=50`` or ``transforms.ica_max_iter=100``). It prints one line per point and
 the sweep's total per part, so a way of cutting the sweep's cost can be chosen where its CPU is.
 
+``--compare G [G ...]`` checks the sweep's gene sample against the full computation: the sweep
+is run once with ``sweep.max_genes`` and ``sweep.ica_max_samples`` null (every gene, every row;
+the other settings as given) and once per ``G`` with ``sweep.max_genes: G`` (and the
+``sweep.ica_max_samples`` given, if any); per point it prints each run's curves (guide-hit and
+gene-hit shares: hits over the guides or genes scored; the mAP share; the batch accuracy; the
+replicate retrieval) and their differences from the full run, then per ``G`` the largest
+difference of each curve, the count of each variant's peak guide-hit share, and the CPU of the
+sweep against the full run's.
+
     python benchmarks/sweep_point_cost.py [--plates 1] [--guides 1] [--variants pca pca_ica pca_rand] [--points 0 1 2 3 4]
-        [--set sweep.null_guides=50]
+        [--set sweep.null_guides=50] [--compare 64 32 16]
 """
 
 from __future__ import annotations
@@ -27,11 +36,13 @@ import sys
 import time
 from typing import Any, Callable
 
+import numpy as np
+import pandas as pd
 import yaml
 from threadpoolctl import threadpool_limits
 
 from phenoica.classify import leave_one_batch_out
-from phenoica.contract import feature_columns, validate_config
+from phenoica.contract import GENE, PERT_TYPE, PERTURBATION, feature_columns, validate_config
 from phenoica.screen import ArrayedDesign, screen_profiles
 from phenoica.sweep import SweepOptions, spaced_counts, sweep_point
 
@@ -57,6 +68,78 @@ def timing_parts(times: dict[str, float]) -> None:
         setattr(sweep_module, name, timed)
 
 
+#: The curves of a sweep row compared by ``--compare``: (name, function of the row).
+CURVES: tuple[tuple[str, Callable[[dict[str, Any], int], float]], ...] = (
+    ("guide-hit share", lambda r, n_genes: r["guide_hits"] / r["n_guides"]),
+    ("gene-hit share", lambda r, n_genes: r["gene_hits"] / n_genes),
+    ("mAP share", lambda r, n_genes: r["map_active_share"]),
+    ("batch accuracy", lambda r, n_genes: r["batch_accuracy"]),
+    ("retrieval", lambda r, n_genes: r["replicate_retrieval"]),
+)
+
+
+def run_sweep(table, folds, options, variants, points, counts, times) -> tuple[list[dict[str, Any]], dict[str, float]]:
+    """Every (variant, point) of the sweep under ``options``: its row (with the CPU) and the totals per part."""
+    rows, totals = [], {}
+    for variant in variants:
+        for point in points:
+            times.clear()
+            t0 = time.process_time()
+            row, _ = sweep_module.sweep_point(table, folds, "cellprofiler", variant, point, options)
+            total = time.process_time() - t0
+            for p in PARTS:
+                totals[p] = totals.get(p, 0.0) + times.get(p, 0.0)
+            totals["total"] = totals.get("total", 0.0) + total
+            hits = int(row["guide_hits"].iloc[0]) if len(row) else -1
+            print(
+                f"{variant:9s} {counts[point]:5d} "
+                + " ".join(f"{times.get(p, 0.0):15.1f}" for p in PARTS)
+                + f" {total:8.1f} {hits:5d}",
+                flush=True,
+            )
+            if len(row):
+                rows.append(row.iloc[0].to_dict() | {"cpu": total})
+    print(
+        f"{'sweep':15s} "
+        + " ".join(f"{totals.get(p, 0.0):15.1f}" for p in PARTS)
+        + f" {totals['total']:8.1f}  (shares: "
+        + ", ".join(f"{p} {totals.get(p, 0.0) / totals['total']:.0%}" for p in PARTS)
+        + ")",
+        flush=True,
+    )
+    return rows, totals
+
+
+def compare(
+    full: list[dict[str, Any]], runs: dict[int, list[dict[str, Any]]], n_genes: int, full_cpu: float, cpus
+) -> None:
+    """Print each sample's curves against the full computation's, point by point, and the summary."""
+    ref = {(r["variant"], r["n_components"]): r for r in full}
+    for g, rows in runs.items():
+        print(f"\nmax_genes {g} against every gene (per point: sampled / full, difference)")
+        worst = {name: 0.0 for name, _ in CURVES}
+        for r in rows:
+            f = ref[(r["variant"], r["n_components"])]
+            cells = []
+            for name, curve in CURVES:
+                a, b = curve(r, min(g, n_genes)), curve(f, n_genes)
+                worst[name] = max(worst[name], abs(a - b)) if np.isfinite(a - b) else worst[name]
+                cells.append(f"{name} {a:.3f}/{b:.3f} ({a - b:+.3f})")
+            print(f"  {r['variant']:9s} {r['n_components']:4d}: " + "; ".join(cells))
+        peaks = []
+        for variant in sorted({r["variant"] for r in rows}):
+            mine = pd.DataFrame([r for r in rows if r["variant"] == variant])
+            theirs = pd.DataFrame([r for r in full if r["variant"] == variant])
+            pk = [int(d["n_components"].iloc[int(np.argmax(d["guide_hits"] / d["n_guides"]))]) for d in (mine, theirs)]
+            peaks.append(f"{variant} {pk[0]} vs {pk[1]}")
+        print(
+            "  largest difference: "
+            + ", ".join(f"{k} {v:.3f}" for k, v in worst.items())
+            + f"; peak guide-hit share at: {'; '.join(peaks)}; CPU {cpus[g]:.1f} s against {full_cpu:.1f} "
+            f"({cpus[g] / full_cpu:.2f}x)"
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--plates", type=int, default=1, help="times the base's replicate plates")
@@ -67,6 +150,7 @@ def main() -> None:
     ap.add_argument(
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="config keys (YAML values), e.g. sweep.null_guides=50"
     )
+    ap.add_argument("--compare", type=int, nargs="+", default=None, metavar="G", help="sweep.max_genes values to check")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     threadpool_limits(1)  # a sweep_point job's threads (Snakemake sets the pools' sizes to them)
@@ -101,32 +185,22 @@ def main() -> None:
         f"{options.point_null_guides} pseudo-guides per point"
     )
     print(f"{'variant':9s} {'count':>5s} " + " ".join(f"{p:>15s}" for p in PARTS) + f" {'total':>8s} {'hits':>5s}")
-    totals: dict[str, float] = {}
     times: dict[str, float] = {}
     timing_parts(times)
-    for variant in args.variants:
-        for point in points:
-            times.clear()
-            t0 = time.process_time()
-            row, _ = sweep_module.sweep_point(table, folds, "cellprofiler", variant, point, options)
-            total = time.process_time() - t0
-            for p in PARTS:
-                totals[p] = totals.get(p, 0.0) + times.get(p, 0.0)
-            totals["total"] = totals.get("total", 0.0) + total
-            hits = int(row["guide_hits"].iloc[0]) if len(row) else -1
-            print(
-                f"{variant:9s} {counts[point]:5d} "
-                + " ".join(f"{times.get(p, 0.0):15.1f}" for p in PARTS)
-                + f" {total:8.1f} {hits:5d}",
-                flush=True,
-            )
-    print(
-        f"{'sweep':15s} "
-        + " ".join(f"{totals.get(p, 0.0):15.1f}" for p in PARTS)
-        + f" {totals['total']:8.1f}  (shares: "
-        + ", ".join(f"{p} {totals.get(p, 0.0) / totals['total']:.0%}" for p in PARTS)
-        + ")"
+    if args.compare is None:
+        run_sweep(table, folds, options, args.variants, points, counts, times)
+        return
+    n_genes = table.loc[table[PERT_TYPE].astype(str) == PERTURBATION, GENE].nunique()
+    print("full computation (every gene, every row):")
+    full, totals = run_sweep(
+        table, folds, options._replace(max_genes=None, ica_max_samples=None), args.variants, points, counts, times
     )
+    runs, cpus = {}, {}
+    for g in args.compare:
+        print(f"max_genes {g}:")
+        runs[g], t = run_sweep(table, folds, options._replace(max_genes=g), args.variants, points, counts, times)
+        cpus[g] = t["total"]
+    compare(full, runs, int(n_genes), totals["total"], cpus)
 
 
 if __name__ == "__main__":

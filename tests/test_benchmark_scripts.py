@@ -277,3 +277,26 @@ def test_sweep_point_cost_script_times_each_part_of_a_point(tmp_path):
     assert len(rows) == 1 and rows[0][1] == "2" and len(rows[0]) == 2 + 5 + 2
     assert int(rows[0][-1]) >= 0  # the point's guide hits
     assert "shares: fit_variants" in proc.stdout
+
+
+def test_sweep_point_cost_compares_a_gene_sample_with_the_full_computation(tmp_path):
+    """``--compare 16``: the narrowest point of one variant run on every gene and on 16 of them;
+    per point the five curves side by side, and the largest differences, the peaks and the CPU."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "sweep_point_cost.py"), "--variants", "pca", "--points", "0"]
+    proc = subprocess.run(
+        [*cmd, "--set", "sweep.null_guides=10", "--compare", "16"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "full computation (every gene, every row):" in out and "max_genes 16 against every gene" in out
+    (point,) = [line for line in out.splitlines() if line.strip().startswith("pca          2:")]
+    assert all(curve in point for curve in ("guide-hit share", "gene-hit share", "mAP share", "retrieval"))
+    assert "batch accuracy 0.383/0.383 (+0.000)" in point  # computed on every well either way
+    summary = out.split("largest difference: ")[-1]
+    assert "peak guide-hit share at: pca 2 vs 2" in summary and "x)" in summary

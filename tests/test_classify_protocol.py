@@ -12,6 +12,7 @@ import pandas as pd
 import pytest
 
 from phenoica.classify import (
+    ClassifyOptions,
     Fold,
     FoldBins,
     classify_guides,
@@ -75,14 +76,28 @@ def test_exact_protocol_reproduces_the_scores_from_before_it_existed(table4):
 
 
 def test_fast_below_its_thresholds_is_exact_to_the_byte(table4):
-    # 4 folds <= 4 groups, 180 training controls <= 4000: neither approximation acts
+    # 4 folds <= 4 groups, 180 training controls <= 180: neither approximation acts
     exact_table = _scores(table4, "exact")
-    pd.testing.assert_frame_equal(_scores(table4, "fast"), exact_table)  # pseudo-guides too
-    assert _digest(_scores(table4, "fast")) == EXACT_DIGEST
-    assert _digest(_scores(table4, "fast", fast_fold_groups=4, fast_train_controls=180)) == EXACT_DIGEST
-    exact, fast = _scores(table4, "exact")["distance_sd"], _scores(table4, "fast")["distance_sd"]
-    pd.testing.assert_series_equal(exact, fast)
-    assert _digest(_scores(table4, "fast", fast_fold_groups=2)) != EXACT_DIGEST
+    below = _scores(table4, "fast", fast_train_controls=180)
+    pd.testing.assert_frame_equal(below, exact_table)  # pseudo-guides too
+    assert _digest(below) == EXACT_DIGEST
+    pd.testing.assert_series_equal(exact_table["distance_sd"], below["distance_sd"])
+    assert _digest(_scores(table4, "fast", fast_fold_groups=2, fast_train_controls=180)) != EXACT_DIGEST
+
+
+def test_the_default_is_fast_with_128_training_controls_and_exact_stays_a_choice(table4):
+    """The schema's default protocol caps a training set at 128 controls (180 here: it acts, the
+    scores move); ``classify.protocol: exact`` still writes the earlier versions' table."""
+    from phenoica.contract import validate_config
+
+    defaults = ClassifyOptions.from_config(validate_config({}))
+    assert (defaults.protocol, defaults.max_train_controls, defaults.max_fold_groups) == ("fast", 128, 4)
+    options = classify_options(dict(CFG, concentration=True), 0)
+    default = classify_guides(
+        table4, None, batch_folds(table4), options, "base", "m", nulls=null_guide_design(table4, 3, 0)
+    )
+    assert _digest(default) != EXACT_DIGEST and (default["n_train_neg"] <= 128).all()
+    assert _digest(_scores(table4, "exact")) == EXACT_DIGEST
 
 
 def test_fold_groups_known_answer():

@@ -35,6 +35,8 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         "points": "sweep.points",
         "max_components": "sweep.max_components",
         "null_guides": "sweep.null_guides",
+        "max_genes": "sweep.max_genes",
+        "ica_max_samples": "sweep.ica_max_samples",
     }
     cfg = validate_config(
         {
@@ -51,7 +53,10 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
     assert options._replace(null_guides=None).scoring().n_null_guides == 12
     assert options._replace(null_guides=50).point_null_guides == 12  # at most the main run's
     fit = TransformOptions.from_config(cfg)
-    assert options.transforms_at(4, "pca_ica") == fit._replace(n_components=4, variants=["pca_ica"])
+    at = fit._replace(n_components=4, variants=["pca_ica"])
+    assert options._replace(ica_max_samples=None).transforms_at(4, "pca_ica") == at
+    assert options._replace(ica_max_samples=10**9).transforms_at(4, "pca_ica") == at  # the fewer rows
+    assert options._replace(ica_max_samples=500).transforms_at(4, "pca_ica") == at._replace(ica_max_samples=500)
     assert options.seed == 3 and options.q_threshold == options.map.q_threshold == 0.1
     assert options.hits == HitOptions.from_config(cfg)._replace(q_threshold=0.1)
     # what reruns the sweep: the keys it reads, not the run-time ones nor those it does not read
@@ -68,6 +73,8 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         assert repr(SweepOptions.from_config(again)) == base, change
     for change in (
         {"sweep": {"points": 2}},
+        {"sweep": {"max_genes": 3}},
+        {"sweep": {"ica_max_samples": 300}},
         {"hits": {"null_model": "empirical"}},
         {"classify": {"map_null_size": 500}},
         {"transforms": {"ica": "fastica"}},
@@ -165,6 +172,28 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
         fresh_calls.set_index("Metadata_Guide")["q_value"].sort_index(),
         equal_nan=True,  # pseudo-guides get no q-value
     )
+
+    # sweep.max_genes 2: a point scores the guides of a seeded sample of 2 genes (the same draw from
+    # the profiles and from the variant's table), each with the AUROC the full point gives it; the
+    # chosen row from the main run's scores is that of the point classified with the sample; the
+    # batch accuracy and the retrieval are of every well.
+    from phenoica.sweep import sweep_genes
+
+    few = options._replace(max_genes=2)
+    genes = sweep_genes(profiles, 2, few.seed)
+    assert genes is not None and len(genes) == 2 and genes == sweep_genes(variant, 2, few.seed)
+    assert sweep_genes(profiles, None, few.seed) is None and sweep_genes(profiles, 10**6, few.seed) is None
+    fresh, fresh_calls = sweep_model(profiles, folds, "ext", 4, few, grid=[20])
+    cut, cut_calls = sweep_model(profiles, folds, "ext", 20, few, grid=[20], main={"pca_ica": point})
+    pd.testing.assert_frame_equal(cut.drop(columns=["seconds", "chosen"]), fresh.drop(columns=["seconds", "chosen"]))
+    real = fresh_calls[~fresh_calls["is_null_guide"].astype(bool)]
+    assert sorted(real["Metadata_Gene"].unique()) == genes
+    full = table[table["n_components"] == 20].iloc[0]
+    assert fresh["n_guides"].item() == len(real) < full["n_guides"]
+    assert np.isfinite(fresh["map_active_share"].item()) and np.isfinite(full["map_active_share"])
+    assert np.allclose(real.set_index("Metadata_Guide")["auroc"], swept.loc[real["Metadata_Guide"]])
+    assert fresh["batch_accuracy"].item() == full["batch_accuracy"]
+    assert fresh["replicate_retrieval"].item() == full["replicate_retrieval"]
 
     none = pd.DataFrame()
     inputs = ReportInputs(none, none, none, sweep=pd.read_parquet(_save(table, tmp_path)))

@@ -1,7 +1,8 @@
-"""Which models a classification trains: the exact protocol, and the fast one for genome scale.
+"""Which models a classification trains: the exact protocol, and the fast one (the default).
 
 ``classify.protocol: exact`` is Nelson et al. 2026's protocol as the paper runs it: one model per
-(guide, fold), each trained on every training control of its fold. ``fast`` makes two declared
+(guide, fold), each trained on every training control of its fold. ``fast``, the schema's default
+(so that a guide's cost grows neither with the screen's controls nor with its batches), makes two declared
 approximations, each with a rule, and nothing else changes (LightGBM parameters, rounds, the
 concentration models, the pseudo-guides, the score table's rows):
 

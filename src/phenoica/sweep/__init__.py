@@ -3,8 +3,8 @@ stages it reruns (variants, classify, hits, the mAP readout and the batch classi
 
 Modules: :mod:`._component_sweep` (the sweep of one model: ``sweep_point``, one grid point of one
 variant, a ``sweep_point`` job; ``chosen_point`` and ``gather_sweep``, the ``component_sweep``
-job; ``sweep_model``, all of it in one process; ``spaced_counts``, ``sweep_grid``, ``MainPoint``,
-``chosen_count``) and :mod:`._options` (``SweepOptions``: what both jobs read).
+job; ``sweep_model``, all of it in one process; ``spaced_counts``, ``sweep_grid``, ``sweep_genes``,
+``MainPoint``, ``chosen_count``) and :mod:`._options` (``SweepOptions``: what both jobs read).
 """
 
 from phenoica.utils import lazy_face
@@ -21,6 +21,7 @@ __all__, __getattr__, __dir__ = lazy_face(
             "gather_sweep",
             "spaced_counts",
             "sweep_grid",
+            "sweep_genes",
             "sweep_model",
             "sweep_point",
         ],

@@ -6,6 +6,7 @@ from ._component_sweep import chosen_point as chosen_point
 from ._component_sweep import first_null_guides as first_null_guides
 from ._component_sweep import gather_sweep as gather_sweep
 from ._component_sweep import spaced_counts as spaced_counts
+from ._component_sweep import sweep_genes as sweep_genes
 from ._component_sweep import sweep_grid as sweep_grid
 from ._component_sweep import sweep_model as sweep_model
 from ._component_sweep import sweep_point as sweep_point
@@ -18,6 +19,7 @@ __all__ = [
     "gather_sweep",
     "MainPoint",
     "spaced_counts",
+    "sweep_genes",
     "sweep_grid",
     "sweep_model",
     "sweep_point",

@@ -31,6 +31,10 @@ The sweep is split in independent parts so that it spreads over cores and cluste
 :func:`sweep_model` runs the same parts in one process (a notebook, the tests). Every point's
 null holds ``sweep.null_guides`` pseudo-guides (the first of the main run's; all of them when
 unset): the chosen point's calls are made again from the main run's scores with the same ones.
+With ``sweep.max_genes`` every point scores the guides of the same seeded sample of genes
+(:func:`sweep_genes`), the chosen point included (its rows of those genes in the main run's
+scores): the hits and the mAP share are then of the sampled guides; the batch accuracy and the
+replicate retrieval are computed on every well either way.
 A point whose fit fails in linear algebra (an SVD or eigendecomposition that does not converge,
 as on some real-width per-well screens) is skipped with a warning in the log naming the count
 and the error; the other points stand. Each row records its seconds. The report shows the sweep
@@ -54,15 +58,17 @@ from phenoica.classify import (
     classify_guides,
     guide_map,
     guide_retrieval,
+    guides_of,
     null_guide_design,
     null_guide_name,
     split_control_rows,
     well_profiles,
 )
-from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, WELL, feature_columns
+from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PERTURBATION, WELL, feature_columns
 from phenoica.hits import screen_calls
 from phenoica.sweep._options import SweepOptions
 from phenoica.transforms import component_name, fit_variants
+from phenoica.utils import rng_for
 
 LOG = logging.getLogger(__name__)
 
@@ -104,6 +110,26 @@ def sweep_grid(
     return sorted(set(spaced_counts(n_features, n_rows, max_points, max_components)) | {int(chosen)})
 
 
+def sweep_genes(table: pd.DataFrame, max_genes: int | None, seed: int) -> list[str] | None:
+    """The perturbed genes every sweep point scores: None (every gene) when ``max_genes`` is None
+    or not below the table's genes, else ``max_genes`` of them drawn with ``rng_for(seed,
+    "sweep_genes")`` from the sorted genes, sorted. The same draw at every point of every variant
+    (it depends on the genes and the seed only)."""
+    pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
+    genes: list[str] = sorted(table.loc[pert, GENE].astype(str).unique().tolist())
+    if max_genes is None or len(genes) <= max_genes:
+        return None
+    picked = rng_for(seed, "sweep_genes").choice(len(genes), size=max_genes, replace=False)
+    return sorted(genes[int(i)] for i in picked)
+
+
+def _of_genes(table: pd.DataFrame, genes: Sequence[str]) -> pd.DataFrame:
+    """The rows of ``table`` but the perturbations of genes not in ``genes`` (controls kept)."""
+    pert = table[PERT_TYPE].astype(str).to_numpy() == PERTURBATION
+    keep = ~pert | table[GENE].astype(str).isin(list(genes)).to_numpy()
+    return table[keep].reset_index(drop=True)
+
+
 def batch_accuracy(table: pd.DataFrame, features: list[str], seed: int) -> tuple[float, float]:
     """(balanced accuracy of a batch classifier on the control wells' profiles, chance = 1 /
     batches). Fewer than two batches among the control wells: (NaN, 1 / batches): there is no
@@ -139,21 +165,33 @@ def first_null_guides(rows: pd.DataFrame, n: int, n_full: int) -> pd.DataFrame:
 
 
 def summarize_point(
-    point: MainPoint, options: SweepOptions, variant: str, model: str, start: float
+    point: MainPoint,
+    options: SweepOptions,
+    variant: str,
+    model: str,
+    start: float,
+    genes: Sequence[str] | None = None,
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """The sweep row (without model/count) and the guide calls of one variant's scored point;
     ``start`` is when its work began (``time.perf_counter``). A point without a mAP table
     (``point.mAP`` None) computes it here. The control constructs' rows that the classify shards
-    hold (:func:`phenoica.classify.split_control_rows`) are left out."""
+    hold (:func:`phenoica.classify.split_control_rows`) are left out. ``genes`` (None = every
+    gene): the hits and the mAP of those genes' guides only (:func:`sweep_genes`); the batch
+    accuracy and the replicate retrieval are of every well."""
     hits = options.hits
     rows, _controls = split_control_rows(point.rows)  # the control constructs are not guides, nor the null
+    if genes is not None:
+        real = ~rows["is_null_guide"].astype(bool)
+        rows = rows[~real | rows[GENE].astype(str).isin(list(genes))].reset_index(drop=True)
     calls = screen_calls(rows, None, hits.null_model, hits.q_threshold, with_null=hits.with_null, seed=hits.seed)
-    guides, genes = calls["guides"], calls["genes"]
+    guides, gene_calls = calls["guides"], calls["genes"]
     real = guides[~guides["is_null_guide"].astype(bool)]
     mAP = point.mAP
+    if mAP is not None and genes is not None:
+        mAP = mAP[mAP[GENE].astype(str).isin(list(genes))]
     if mAP is None:
         mAP = guide_map(
-            point.table,
+            point.table if genes is None else _of_genes(point.table, genes),
             variant=variant,
             model=model,
             seed=options.map.seed,
@@ -164,7 +202,7 @@ def summarize_point(
     acc, chance = batch_accuracy(point.table, feature_columns(point.table), options.seed)
     row = {
         "guide_hits": int((real["q_value"] < options.q_threshold).sum()),
-        "gene_hits": int((genes["q_value"] < options.q_threshold).sum()),
+        "gene_hits": int((gene_calls["q_value"] < options.q_threshold).sum()),
         "n_guides": int(len(real)),
         "map_active_share": float((mAP["map_q_value"] < options.q_threshold).mean()) if len(mAP) else math.nan,
         "batch_accuracy": acc,
@@ -254,8 +292,10 @@ def _score_count(
     table = pd.concat([meta, pd.DataFrame(Z, columns=[component_name(i) for i in range(Z.shape[1])])], axis=1)
     scoring = options.scoring()  # every guide and the null's pseudo-guides, as one shard; no control constructs
     nulls = null_guide_design(table, scoring.n_null_guides, scoring.seed, layout=scoring.null_layout)
-    rows = classify_guides(table, None, folds, scoring, variant, model, nulls=nulls)
-    row, calls = summarize_point(MainPoint(table, rows), options, variant, model, start)
+    genes = sweep_genes(table, options.max_genes, options.seed)
+    guides = None if genes is None else guides_of(table, genes)
+    rows = classify_guides(table, guides, folds, scoring, variant, model, nulls=nulls)
+    row, calls = summarize_point(MainPoint(table, rows), options, variant, model, start, genes)
     record = _record(model, variant, count, chosen, row)
     _log_row(log, record, options.q_threshold)
     return sweep_table([record]), calls.assign(n_components=int(count))
@@ -290,11 +330,13 @@ def chosen_point(
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """The chosen count's point of one variant from what the main run computed: (its sweep row,
     ``chosen`` True; its guide calls with ``n_components``). With ``sweep.null_guides`` below the
-    main run's null, the calls use the main run's first that many pseudo-guides."""
+    main run's null, the calls use the main run's first that many pseudo-guides; with
+    ``sweep.max_genes``, the guides of the points' sample of genes (:func:`sweep_genes`)."""
     full = int(options.classify.n_null_guides)
     if options.point_null_guides < full:
         main = MainPoint(main.table, first_null_guides(main.rows, options.point_null_guides, full), main.mAP)
-    row, calls = summarize_point(main, options, variant, model, time.perf_counter())
+    genes = sweep_genes(main.table, options.max_genes, options.seed)
+    row, calls = summarize_point(main, options, variant, model, time.perf_counter(), genes)
     record = _record(model, variant, chosen, True, row)
     _log_row(log or LOG, record, options.q_threshold)
     return sweep_table([record]), calls.assign(n_components=int(chosen))

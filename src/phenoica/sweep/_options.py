@@ -35,7 +35,10 @@ class SweepOptions(NamedTuple):
     (:func:`~phenoica.transforms.swept_variants`); ``points``, the grid's counts
     (``sweep.points``; 0 = no sweep); ``max_components``, its top (``sweep.max_components``; None
     = the width); ``null_guides``, the pseudo-guides of each point's null (``sweep.null_guides``;
-    :attr:`point_null_guides`). ``classify.map_readout`` is not read: the chosen point's mAP
+    :attr:`point_null_guides`); ``max_genes``, the most perturbed genes whose guides a point
+    scores (``sweep.max_genes``; None = every gene; :func:`phenoica.sweep.sweep_genes`);
+    ``ica_max_samples``, the most rows a point's ICA is fitted on (``sweep.ica_max_samples``;
+    None = the main fit's ``transforms.ica_max_samples``). ``classify.map_readout`` is not read: the chosen point's mAP
     tables are the rule's inputs when it is on, and computed here when it is off.
     """
 
@@ -47,6 +50,8 @@ class SweepOptions(NamedTuple):
     points: Annotated[int, Setting("sweep.points")]
     max_components: Annotated[int | None, Setting("sweep.max_components")]
     null_guides: Annotated[int | None, Setting("sweep.null_guides")]
+    max_genes: Annotated[int | None, Setting("sweep.max_genes")]
+    ica_max_samples: Annotated[int | None, Setting("sweep.ica_max_samples")]
 
     @property
     def seed(self) -> int:
@@ -71,5 +76,9 @@ class SweepOptions(NamedTuple):
         return self.classify._replace(n_null_guides=self.point_null_guides)
 
     def transforms_at(self, n_components: int, variant: str) -> TransformOptions:
-        """The fit of one grid point: the main run's fit of ``variant`` at ``n_components``."""
-        return self.transforms._replace(variants=[variant], n_components=int(n_components))
+        """The fit of one grid point: the main run's fit of ``variant`` at ``n_components``, its
+        ICA on at most ``ica_max_samples`` rows (the fewer of the sweep's and the main fit's)."""
+        rows = [n for n in (self.transforms.ica_max_samples, self.ica_max_samples) if n is not None]
+        return self.transforms._replace(
+            variants=[variant], n_components=int(n_components), ica_max_samples=min(rows) if rows else None
+        )
