@@ -25,7 +25,7 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
     sweep = settings_of(SweepOptions)
     held = {"classify": ClassifyOptions, "transforms": TransformOptions, "map": MapReadoutOptions, "hits": HitOptions}
     fixed = {"classify": {"concentration", "n_shards"}, "transforms": {"variants", "n_components"}}
-    fixed.update(map={"q_threshold"}, hits={"q_threshold"})
+    fixed.update(map={"q_threshold", "map_null"}, hits={"q_threshold"})
     for field, cls in held.items():
         expected = {f"{field}.{name}": s for name, s in settings_of(cls).items() if name not in fixed[field]}
         assert {name: s for name, s in sweep.items() if name.startswith(field + ".")} == expected, field

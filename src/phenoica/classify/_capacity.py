@@ -78,7 +78,7 @@ def _fold_counts(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per target and fold: training rows, held-out rows, whether the pair is scored (the
     engine's rule, over the protocol's training sets), and the training control rows of the fold
-    (every training control: the exact protocol's training set)."""
+    (every training control, at most the fast protocol's ``classify.fast_train_controls``)."""
     sets = trainings(folds, fold_masks(folds, len(table)), options.max_fold_groups)
     n_folds = sum(len(t.members) for t in sets)
     train = np.zeros((len(targets), n_folds), dtype=np.int64)
@@ -86,6 +86,8 @@ def _fold_counts(
     ok = np.zeros(train.shape, dtype=bool)
     controls = control_mask(table)
     negatives = np.array([int(t.train[controls].sum()) for t in sets for _ in t.members], dtype=np.int64)
+    if options.max_train_controls is not None:  # the fast protocol trains on at most this many
+        negatives = np.minimum(negatives, options.max_train_controls)
     for i, target in enumerate(targets):
         m = 0
         for training in sets:

@@ -62,8 +62,9 @@ def _map_part(hits: pd.DataFrame, q_threshold: float) -> str:
     low = float(p.min())
     return (
         f"the mAP readout's smallest p-value here is {low:.2g} (a lone hit among up to "
-        f"{_count(lone_call_reach(low, q_threshold))} guides; classify.map_max_null_size caps its draws, and a guide at mAP 1 "
-        "cannot go below the chance that one random ranking puts all its wells first)"
+        f"{_count(lone_call_reach(low, q_threshold))} guides; classify.map_max_null_size caps its draws, and under the "
+        "random-rank null, classify.map_null's default, a guide at mAP 1 cannot go below the chance that one random "
+        "ranking puts all its wells first: docs/hit-calling.md)"
     )
 
 

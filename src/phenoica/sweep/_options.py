@@ -44,7 +44,8 @@ class SweepOptions(NamedTuple):
 
     classify: Annotated[ClassifyOptions, composed(concentration=False, n_shards=1)]
     transforms: Annotated[TransformOptions, composed(variants=None, n_components=None)]
-    map: Annotated[MapReadoutOptions, composed(q_threshold=SWEEP_Q_THRESHOLD)]
+    # each point's mAP readout draws the random-rank null (phenoica.classify.guide_map)
+    map: Annotated[MapReadoutOptions, composed(q_threshold=SWEEP_Q_THRESHOLD, map_null="random_rank")]
     hits: Annotated[HitOptions, composed(q_threshold=SWEEP_Q_THRESHOLD)]
     variants: Annotated[list[str], Setting("transforms.variants", read=swept_variants)]
     points: Annotated[int, Setting("sweep.points")]
