@@ -85,19 +85,30 @@ def test_fast_below_its_thresholds_is_exact_to_the_byte(table4):
     assert _digest(_scores(table4, "fast", fast_fold_groups=2, fast_train_controls=180)) != EXACT_DIGEST
 
 
-def test_the_default_is_fast_with_128_training_controls_and_exact_stays_a_choice(table4):
-    """The schema's default protocol caps a training set at 128 controls (180 here: it acts, the
-    scores move); ``classify.protocol: exact`` still writes the earlier versions' table."""
+def test_the_default_is_exact_and_fast_caps_a_training_set_at_128_controls(table4):
+    """The schema's default protocol is exact (the earlier versions' table); ``classify.protocol:
+    fast`` caps a training set at 128 controls (180 here: it acts, the scores move)."""
     from phenoica.contract import validate_config
 
     defaults = ClassifyOptions.from_config(validate_config({}))
-    assert (defaults.protocol, defaults.max_train_controls, defaults.max_fold_groups) == ("fast", 128, 4)
-    options = classify_options(dict(CFG, concentration=True), 0)
-    default = classify_guides(
+    assert (defaults.protocol, defaults.max_train_controls) == ("exact", None)
+    fast = ClassifyOptions.from_config(validate_config({"classify": {"protocol": "fast"}}))
+    assert (fast.max_train_controls, fast.max_fold_groups) == (128, 4)
+    options = classify_options(dict(CFG, concentration=True, protocol="fast"), 0)
+    capped = classify_guides(
         table4, None, batch_folds(table4), options, "base", "m", nulls=null_guide_design(table4, 3, 0)
     )
-    assert _digest(default) != EXACT_DIGEST and (default["n_train_neg"] <= 128).all()
-    assert _digest(_scores(table4, "exact")) == EXACT_DIGEST
+    assert _digest(capped) != EXACT_DIGEST and (capped["n_train_neg"] <= 128).all()
+    default = classify_guides(
+        table4,
+        None,
+        batch_folds(table4),
+        classify_options(dict(CFG, concentration=True), 0),
+        "base",
+        "m",
+        nulls=null_guide_design(table4, 3, 0),
+    )
+    assert _digest(default) == _digest(_scores(table4, "exact")) == EXACT_DIGEST
 
 
 def test_fold_groups_known_answer():

@@ -1,7 +1,7 @@
-"""Which models a classification trains: the exact protocol, and the fast one (the default).
+"""Which models a classification trains: the exact protocol (the default), and the fast one.
 
 ``classify.protocol: exact`` is Nelson et al. 2026's protocol as the paper runs it: one model per
-(guide, fold), each trained on every training control of its fold. ``fast``, the schema's default
+(guide, fold), each trained on every training control of its fold. ``fast``
 (so that a guide's cost grows neither with the screen's controls nor with its batches), makes two declared
 approximations, each with a rule, and nothing else changes (LightGBM parameters, rounds, the
 concentration models, the pseudo-guides, the score table's rows):
