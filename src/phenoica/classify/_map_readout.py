@@ -163,7 +163,7 @@ def guide_map(
     the guides whose Benjamini-Hochberg call the Monte Carlo error still leaves open, seeded by
     ``derive_seed(seed, "map", model, variant)``; :func:`guide_map_within_plate` (``classify.map_null:
     within_plate``; not the default: docs/hit-calling.md) gives the guides
-    whose random-rank p-value is at or below ``q_threshold`` get the within-plate permutation
+    whose random-rank p-value is at or below ``q_threshold`` the within-plate permutation
     null instead, drawn until settled the same way (:func:`phenoica.classify.permuted_null_counts`),
     so that a strong guide reaches below the random-rank null's atom;
     ``map_null_draws`` is how many draws a guide's p-value rests on,
