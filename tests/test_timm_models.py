@@ -124,7 +124,7 @@ def test_embed_rule_with_a_timm_model_and_chosen_channels(weights, tmp_path):
 
 def test_bad_names_and_files(weights, tmp_path):
     _, path = weights
-    from phenoica.workflow._validate import check_models
+    from phenoica.workflow._model_checks import check_models
 
     misspelt = validate_config({"models": {"t": {"timm_name": "vit_bse_patch16_224", "checkpoint": "x.pth"}}})
     problems: list[str] = []

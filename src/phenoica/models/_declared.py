@@ -4,7 +4,7 @@ A model of architecture ``phenoica`` with no checkpoint (trained on the screen) 
 ``models`` entry: the channels it takes, the most it embeds, the crop side, the features per crop
 and every error building it would raise are functions of the spec and the channel count.
 :func:`declared_model` gives them as a :class:`DeclaredViT`, so that the check of the whole screen
-(:mod:`phenoica.workflow._validate`) imports neither torch nor timm for such a model. The rules
+(:mod:`phenoica.workflow._model_checks`) imports neither torch nor timm for such a model. The rules
 here are the ones building the network applies (:func:`phenoica.models._vit.build_encoder`,
 :class:`phenoica.models.FeatureExtractor` and its shape check call them), so the two cannot
 disagree; a model read from a checkpoint or timm is built as before.

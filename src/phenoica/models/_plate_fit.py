@@ -5,7 +5,7 @@ crop), :func:`check_fit` (the plate/model fit both stages call: image size again
 channels fed against the model's) and :class:`Misfit`, which words its finding for an embedding
 job (:meth:`Misfit.plate_message`) or for the check of the whole screen
 (:meth:`Misfit.screen_message`). Kept free of torch so that the door (the check of the whole
-screen, :mod:`phenoica.workflow._validate`) can check a model whose geometry its spec declares
+screen, :mod:`phenoica.workflow._model_checks`) can check a model whose geometry its spec declares
 (:mod:`phenoica.models._declared`) without importing torch; a built module is described by
 :func:`phenoica.models.module_inputs` (:mod:`phenoica.models._extractor`).
 """
