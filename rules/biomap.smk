@@ -29,7 +29,7 @@ rule biomap_profiles:
         "../scripts/biomap_profiles.py"
 
 
-# One job per model, frozen transforms too: every map reads the gene calls of the whole screen,
+# One job per scored model (classify.models), frozen transforms too: every map reads the gene calls of the whole screen,
 # which a change of any variant's table rewrites, so the maps of all variants rerun together.
 rule biomap:
     input:
@@ -85,10 +85,10 @@ rule batch_metrics:
 
 rule gather_biomap:
     input:
-        **{
-            k: expand(PATHS.biomap.table, model=MODELS, variant=VARIANTS, kind=k)
-            for k in (*BIOMAP_KINDS, "batch_metrics")
-        },
+        # the gene maps of the scored models (they map the genes called active), the batch
+        # metrics of every model
+        **{k: expand(PATHS.biomap.table, model=SCORED, variant=VARIANTS, kind=k) for k in BIOMAP_KINDS},
+        batch_metrics=expand(PATHS.biomap.table, model=MODELS, variant=VARIANTS, kind="batch_metrics"),
     output:
         **{k: expand(PATHS.biomap.gathered, kind=k)[0] for k in (*BIOMAP_KINDS, "batch_metrics")},
     log:

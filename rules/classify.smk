@@ -52,7 +52,7 @@ rule map_readout:
 
 rule gather_scores:
     input:
-        shards=expand(PATHS.classify.shard, model=MODELS, variant=VARIANTS, shard=SHARDS),
+        shards=expand(PATHS.classify.shard, model=SCORED, variant=VARIANTS, shard=SHARDS),
         maps=INPUTS.maps(),
         retrieval=INPUTS.maps(kind="retrieval"),
     output:

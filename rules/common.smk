@@ -56,6 +56,7 @@ PLATES = screen_plates(config)  # {plate: batch}; empty when starting from embed
 INPUTS = RuleInputs(config, PLATES)  # every rule's input lists
 PATHS = INPUTS.out  # every output's template, by stage (phenoica.contract._paths)
 MODELS = INPUTS.models
+SCORED = INPUTS.scored_models  # the models the readouts score and the hits call (classify.models)
 VARIANTS = INPUTS.variants
 SWEPT = list(swept_variants(VARIANTS))  # the variants the component sweep scores
 SHARDS = list(range(config["classify"]["n_shards"]))

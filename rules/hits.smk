@@ -11,7 +11,7 @@ rule call_hits:
         guide_folds=PATHS.classify.guide_folds,
         controls=PATHS.classify.controls,
         maps=PATHS.classify.maps,
-        profiles=expand(PATHS.profiles.table, model=MODELS),
+        profiles=expand(PATHS.profiles.table, model=SCORED),
     output:
         guides=PATHS.hits.guides,
         genes=PATHS.hits.genes,
@@ -29,7 +29,7 @@ rule call_hits:
         **rule_resources(RESOURCES, "call_hits"),
     params:
         options=HitOptions.from_config(config),
-        model_names=MODELS,
+        model_names=SCORED,
     script:
         "../scripts/call_hits.py"
 
@@ -63,8 +63,8 @@ rule plate_positions:
 # contrasts of control wells at other positions.
 rule reference:
     input:
-        variants=expand(PATHS.transforms.variant, model=MODELS, variant=VARIANTS),
-        folds=expand(PATHS.splits.folds, model=MODELS),
+        variants=expand(PATHS.transforms.variant, model=SCORED, variant=VARIANTS),
+        folds=expand(PATHS.splits.folds, model=SCORED),
     output:
         PATHS.hits.reference,
     log:
@@ -78,7 +78,7 @@ rule reference:
         **rule_resources(RESOURCES, "reference"),
     params:
         options=ReferenceOptions.from_config(config),
-        model_names=MODELS,
+        model_names=SCORED,
         variants=VARIANTS,
     script:
         "../scripts/reference.py"

@@ -27,7 +27,7 @@ rule report:
         biomap_heatmaps=INPUTS.biomap_heatmaps(),
         # the image embeddings the gallery reads (none without pixels or when it is off)
         gallery_embeddings=(
-            INPUTS.embeddings(REPORT_OPTIONS.gallery_model_of(MODELS)) if REPORT_OPTIONS.gallery_reads_pixels else []
+            INPUTS.embeddings(REPORT_OPTIONS.gallery_model_of(SCORED)) if REPORT_OPTIONS.gallery_reads_pixels else []
         ),
         annotations=INPUTS.biomap_annotations(),
         sweep=INPUTS.sweeps(),  # the component sweep per model

@@ -34,6 +34,7 @@ READ_WHEN_THE_DAG_IS_BUILT = {
     "biomap.enabled",
     "transforms.frozen",
     "classify.map_readout",
+    "classify.models",
     "identifiability.align",
     "identifiability.structural",
     "transforms.variants",

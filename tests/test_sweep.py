@@ -99,14 +99,20 @@ def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
     assert sweep_grid(48, 40, 20, 2, max_components=96) == [2, 20, 38]  # a cap above the data's: the data's
 
 
-def test_sweep_models_takes_the_first_models_by_name():
-    from phenoica.workflow._dag import swept_models
+def test_sweep_models_takes_the_first_scored_models_by_name():
+    from phenoica.workflow._dag import scored_models, swept_models
 
-    config = {"models": {"b": {}, "a": {}, "c": {}}, "sweep": {"models": None}}
+    config = {"models": {"b": {}, "a": {}, "c": {}}, "sweep": {"models": None}, "classify": {"models": None}}
     assert swept_models(config) == ["a", "b", "c"]
     assert swept_models({**config, "sweep": {"models": 1}}) == ["a"]
     assert swept_models({**config, "sweep": {"models": 5}}) == ["a", "b", "c"]
     assert validate_config({"sweep": {"models": 2}})["sweep"]["models"] == 2
+    # the sweep's chosen point is the main run's scores: it sweeps scored models only
+    two_scored = {**config, "classify": {"models": 2}}
+    assert scored_models(two_scored) == ["a", "b"]
+    assert swept_models(two_scored) == ["a", "b"]
+    assert swept_models({**two_scored, "sweep": {"models": 1}}) == ["a"]
+    assert validate_config({"classify": {"models": 1}})["classify"]["models"] == 1
 
 
 def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_path):

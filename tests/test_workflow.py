@@ -106,9 +106,13 @@ def test_default_config_dry_run_plans_every_stage(tmp_path):
     # the other rules that read a variant's table do every variant of a model in one job, and
     # Table 1 every variant in one
     assert jobs["simulate_plate"] == 8 and jobs["embed_g0000"] == 2 and jobs["train_mae"] == 2
-    assert "embed" not in jobs and "embed_g0001" not in jobs and jobs["classify"] == 2 * 4
-    per_model = ("apply_transform", "map_readout", "biomap_profiles", "batch_metrics", "structural", "biomap")
+    # the readouts score the first model (classify.models: 1): one classify shard per variant,
+    # one mAP job and one gene map; the second seed is profiled, transformed and aligned
+    assert "embed" not in jobs and "embed_g0001" not in jobs and jobs["classify"] == 1 * 4
+    per_model = ("apply_transform", "batch_metrics", "structural")
     assert {rule: jobs[rule] for rule in per_model} == dict.fromkeys(per_model, 2)
+    per_scored_model = ("map_readout", "biomap_profiles", "biomap")
+    assert {rule: jobs[rule] for rule in per_scored_model} == dict.fromkeys(per_scored_model, 1)
     assert jobs["align"] == 1 and jobs["component_sweep"] == 1 and jobs["sweep_point"] == 3 * 2 and jobs["report"] == 1
 
 
@@ -296,6 +300,8 @@ RESULT_CHANGES: dict[str, tuple[Any, dict[str, int]]] = {
         20000,
         {"map_readout": 2, "gather_scores": 1, "call_hits": 1, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1},
     ),
+    # the readouts score the first model only: its calls and gene map again, the second's none
+    "classify.models": (1, {"gather_scores": 1, "call_hits": 1, BIOMAP: 1, "gather_biomap": 1, "report": 1, "all": 1}),
     "biomap.n_neighbors": (5, {BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1}),
     "biomap.center_on_controls": (False, {"biomap_profiles": 2, BIOMAP: 2, "gather_biomap": 1, "report": 1, "all": 1}),
     "biomap.batch_neighbors": (5, {"batch_metrics": 2, "gather_biomap": 1, "report": 1, "all": 1}),

@@ -107,7 +107,9 @@ def biomap_summary(
         rec = recall[(recall["model"] == model) & (recall["variant"] == variant)]
         if len(first):
             rec = rec[(rec["lower"] == first["lower"].iloc[0]) & (rec["upper"] == first["upper"].iloc[0])]
-        row["n_map_genes"] = int(rec["n_map_genes"].iloc[0]) if len(rec) else 0
+        con = consistency[(consistency["model"] == model) & (consistency["variant"] == variant)]
+        mapped = bool(len(rec) or len(con))  # a model the readouts do not score has no gene map
+        row["n_map_genes"] = int(rec["n_map_genes"].iloc[0]) if len(rec) else (0 if mapped else None)
         annotated = []
         for r in rec.itertuples():
             row[f"recall_{r.source}"] = r.recall
@@ -115,20 +117,23 @@ def biomap_summary(
                 annotated.append(r.recall)
         row["recall_annotations"] = float(np.mean(annotated)) if annotated else math.nan
         row["recall_expected"] = float(rec["recall_expected"].iloc[0]) if len(rec) else math.nan
-        con = consistency[(consistency["model"] == model) & (consistency["variant"] == variant)]
         scored = con[np.isfinite(con["p_value"].to_numpy(float))]
-        row["genes_consistent"] = int((scored["p_value"] < alpha).sum())
-        row["genes_consistency_scored"] = len(scored)
+        row["genes_consistent"] = int((scored["p_value"] < alpha).sum()) if mapped else None
+        row["genes_consistency_scored"] = len(scored) if mapped else None
         row["consistency_median"] = float(scored["consistency"].median()) if len(scored) else math.nan
         if gene_calls is not None and len(gene_calls):
             g = gene_calls[(gene_calls["model"] == model) & (gene_calls["variant"] == variant)]
-            row["genes_active"] = int(g["hit"].fillna(False).astype(bool).sum()) if "hit" in g else 0
+            row["genes_active"] = int(g["hit"].fillna(False).astype(bool).sum()) if "hit" in g and len(g) else None
             row["genes_active_fraction"] = float(row["genes_active"] / len(g)) if len(g) else math.nan
         if map_df is not None and len(map_df):
             m = map_df[(map_df["model"] == model) & (map_df["variant"] == variant)]
             row["mean_map"] = float(m["mean_average_precision"].mean()) if len(m) else math.nan
         rows.append(row)
-    return _ordered(pd.DataFrame(rows)) if rows else pd.DataFrame()
+    if not rows:
+        return pd.DataFrame()
+    out = pd.DataFrame(rows)
+    counts = [c for c in ("n_map_genes", "genes_consistent", "genes_consistency_scored", "genes_active") if c in out]
+    return _ordered(out.astype({c: "Int64" for c in counts}))
 
 
 def batch_biology_figure(summary: pd.DataFrame, path: Path | str) -> Path:

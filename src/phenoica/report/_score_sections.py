@@ -7,6 +7,8 @@ from :mod:`phenoica.report._headline`, the figures from :mod:`phenoica.report._f
 
 from __future__ import annotations
 
+from typing import Iterable
+
 import numpy as np
 import pandas as pd
 
@@ -95,12 +97,22 @@ def _thresholds(q_threshold: float) -> tuple[float, ...]:
     return tuple(sorted({q_threshold, 0.05, 0.1}))
 
 
-def _intro(ctx: ReportContext) -> str:
+def _intro(ctx: ReportContext, models: Iterable[str] = ()) -> str:
+    """What was scored; ``models``, every model of the run, names those the readouts did not
+    score (``classify.models``)."""
     rows, guides, genes = ctx.rows, ctx.guides, ctx.genes
     n_ok = int((rows["status"] == OK).sum())
     variants = ordered_variants(pd.concat([rows["variant"], guides["variant"], genes["variant"]]))
+    scored = sorted(set(guides["model"]) | set(rows["model"]))
+    unscored = sorted(set(models) - set(scored))
+    also = (
+        f" (and {', '.join(render.md_text(m) for m in unscored)}: profiled, transformed and aligned, not scored "
+        "by the readouts: `classify.models`)"
+        if unscored
+        else ""
+    )
     return (
-        f"Models: {', '.join(render.md_text(m) for m in sorted(set(guides['model']) | set(rows['model'])))}. "
+        f"Models: {', '.join(render.md_text(m) for m in scored)}{also}. "
         f"Variants: {', '.join(f'`{v}` ({variant_label(v)})' for v in variants)}. "
         f"Guide-folds: {n_ok} scored, {len(rows) - n_ok} skipped. "
         f"Real guides: {guides.loc[~guides['is_null_guide'], GUIDE].nunique()}; "
@@ -125,7 +137,10 @@ def build_headline(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
     if retrieval is not None:  # the section 'Replicate retrieval across batches' shows this table
         tables["retrieval"] = retrieval_summary(retrieval, ctx.options.seed)
         items += retrieval_headline(tables["retrieval"])
-    blocks: list[render.Block] = [_intro(ctx), render.Bullets(items) if items else "No scores."]
+    blocks: list[render.Block] = [
+        _intro(ctx, inputs.fit_reports or {}),
+        render.Bullets(items) if items else "No scores.",
+    ]
     return SectionOutput(tables=tables, page=[render.PageSection("Headline", blocks)])
 
 

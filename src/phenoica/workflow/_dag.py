@@ -79,10 +79,20 @@ def screen_plates(config: Mapping[str, Any]) -> dict[str, str]:
     return plates
 
 
-def swept_models(config: Mapping[str, Any]) -> list[str]:
-    """The models the component sweep runs for: the first ``sweep.models`` in name
-    order (every model when it is null)."""
+def scored_models(config: Mapping[str, Any]) -> list[str]:
+    """The models the readouts score and the hit calls call: the first ``classify.models`` in
+    name order (every model when it is null). The others are still trained, embedded,
+    transformed and aligned (Table 1)."""
     models = sorted(config["models"])
+    n = config["classify"]["models"]
+    return models if n is None else models[: int(n)]
+
+
+def swept_models(config: Mapping[str, Any]) -> list[str]:
+    """The models the component sweep runs for: the first ``sweep.models`` of the scored
+    models (:func:`scored_models`; every scored model when it is null), since a sweep's chosen
+    point is the main run's scores."""
+    models = scored_models(config)
     n = config["sweep"]["models"]
     return models if n is None else models[: int(n)]
 

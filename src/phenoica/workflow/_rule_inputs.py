@@ -56,6 +56,11 @@ class RuleInputs:
         return sorted(self.config["models"])
 
     @property
+    def scored_models(self) -> list[str]:
+        """The models the readouts score and the hits call (``classify.models``)."""
+        return dag.scored_models(self.config)
+
+    @property
     def variants(self) -> list[str]:
         return list(self.config["transforms"]["variants"])
 
@@ -171,15 +176,15 @@ class RuleInputs:
         return self._fitted(self.out.transforms.fit_report, model=model)
 
     def maps(self, variants: list[str] | None = None, model: str | None = None, kind: str = "map") -> list[str]:
-        """copairs mAP tables per (model, variant), when the readout is on: of every model and
-        variant, or of ``variants`` with ``{model}`` left a wildcard (``model=None`` and
+        """copairs mAP tables per (model, variant), when the readout is on: of every scored model
+        and variant, or of ``variants`` with ``{model}`` left a wildcard (``model=None`` and
         ``variants`` given) for a rule of one model. ``kind`` ``"retrieval"``: the replicate
         retrieval tables the same jobs write."""
         if not self.config["classify"]["map_readout"]:
             return []
         template = getattr(self.out.classify, kind)
         if variants is None:
-            return expand(template, model=self.models, variant=self.variants)
+            return expand(template, model=self.scored_models, variant=self.variants)
         return expand(template, variant=variants, model=model or "{model}")
 
     def reference(self) -> list[str]:
@@ -224,10 +229,10 @@ class RuleInputs:
         return expand(self.out.biomap.gathered, kind=BIOMAP_GATHERED)
 
     def biomap_heatmaps(self) -> list[str]:
-        """One clustered gene-map heatmap per (model, variant), when biomap is on."""
+        """One clustered gene-map heatmap per (scored model, variant), when biomap is on."""
         if not self.config["biomap"]["enabled"]:
             return []
-        return expand(self.out.biomap.heatmap, model=self.models, variant=self.variants)
+        return expand(self.out.biomap.heatmap, model=self.scored_models, variant=self.variants)
 
     def sweeps(self) -> list[str]:
         """The component sweep per model of ``sweep.models`` (none with frozen
