@@ -190,14 +190,15 @@ def summarize_point(
     if mAP is not None and genes is not None:
         mAP = mAP[mAP[GENE].astype(str).isin(list(genes))]
     if mAP is None:
+        readout = options.point_map()
         mAP = guide_map(
             point.table if genes is None else _of_genes(point.table, genes),
             variant=variant,
             model=model,
-            seed=options.map.seed,
-            null_size=options.map.map_null_size,
-            max_null_size=options.map.map_max_null_size,
-            q_threshold=options.map.q_threshold,
+            seed=readout.seed,
+            null_size=readout.map_null_size,
+            max_null_size=readout.map_max_null_size,
+            q_threshold=readout.q_threshold,
         )
     acc, chance = batch_accuracy(point.table, feature_columns(point.table), options.seed)
     row = {
