@@ -59,7 +59,7 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
     assert options._replace(ica_max_samples=None).transforms_at(4, "pca_ica") == at
     assert options._replace(ica_max_samples=10**9).transforms_at(4, "pca_ica") == at  # the fewer rows
     assert options._replace(ica_max_samples=500).transforms_at(4, "pca_ica") == at._replace(ica_max_samples=500)
-    # the points' ICA iterations: the fewer of the sweep's (100 by default) and the main fit's (9 here)
+    # the points' ICA iterations: the fewer of the sweep's (none by default) and the main fit's (9 here)
     assert (
         options.ica_max_iter is None
         and options._replace(ica_max_samples=None, ica_max_iter=10**6).transforms_at(4, "pca_ica") == at
@@ -88,7 +88,7 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         again = validate_config({**cfg, **{k: {**cfg[k], **v} for k, v in change.items()}})
         assert repr(SweepOptions.from_config(again)) == base, change
     for change in (
-        {"sweep": {"points": 2}},
+        {"sweep": {"points": 3}},
         {"sweep": {"max_genes": 3}},
         {"sweep": {"ica_max_samples": 300}},
         {"sweep": {"ica_max_iter": 50}},
