@@ -3,6 +3,8 @@ point is the run's own answer."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -176,6 +178,35 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
         reused_calls.set_index(["n_components", "Metadata_Guide"])["auroc"].sort_index(),
         calls.set_index(["n_components", "Metadata_Guide"])["auroc"].sort_index(),
     )
+
+    # With the main run's retrieval table (the map_readout job's: the same call on the same variant
+    # table), the chosen row reads it instead of ranking the wells again: the same row; a table of
+    # other values would show in it.
+    import dataclasses
+
+    from phenoica.classify import guide_retrieval
+    from phenoica.classify._map_job import _write_retrieval
+
+    kept_path = tmp_path / "retrieval.parquet"
+    _write_retrieval(variant, kept_path, options.map, "ext", "pca_ica", logging.getLogger("test"))
+    kept = pd.read_parquet(kept_path)
+    assert len(kept) and kept.equals(
+        guide_retrieval(
+            variant,
+            model="ext",
+            variant="pca_ica",
+            max_guides=options.map.retrieval_max_guides,
+            max_wells=options.map.retrieval_max_wells,
+            seed=options.map.seed,
+        )
+    )
+    read, _ = sweep_model(
+        profiles, folds, "ext", 20, options, grid=[4, 20], main={"pca_ica": dataclasses.replace(point, retrieval=kept)}
+    )
+    pd.testing.assert_frame_equal(read.drop(columns="seconds"), table.drop(columns="seconds"))
+    other = dataclasses.replace(point, retrieval=kept.assign(retrieval=0.5))
+    shifted, _ = sweep_model(profiles, folds, "ext", 20, options, grid=[20], main={"pca_ica": other})
+    assert shifted["replicate_retrieval"].item() == 0.5
 
     # sweep.null_guides 5 of the main run's 12: the chosen point's calls from the main run's
     # scores cut to its first 5 pseudo-guides are those of the point classified with 5.
