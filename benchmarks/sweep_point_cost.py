@@ -9,9 +9,10 @@ classification of every guide and pseudo-guide (``classify_guides``), the hit ca
 thread, as Snakemake holds a one-thread job's. The screen is
 :mod:`phenoica.screen.arrayed` at ``benchmarks/arrayed_run_cost.py``'s base (2,304 wells x 300
 features, 272 guides) grown ``--plates`` times along the replicate plates or ``--guides`` times
-along the guides; the settings are the arrayed scenario's (the schema's defaults: 5 points, the
-grid's top at the width, every pseudo-guide in each point's null; ``--set`` changes config keys,
-e.g. ``sweep.null_guides=50`` or ``transforms.ica_max_iter=100``). It prints one line per point and
+along the guides; the settings are the arrayed scenario's (the schema's defaults: 2 points to
+64 components, 50 pseudo-guides in each point's null; ``--set`` changes config keys, e.g.
+``sweep.points=5 sweep.max_components=null`` for the grid of 5 points to the width, or
+``sweep.ica_max_iter=100``). It prints one line per point and
 the sweep's total per part, so a way of cutting the sweep's cost can be chosen where its CPU is.
 
 ``--against-full`` checks the sweep as configured (``--set``) against the full computation: the
