@@ -9,10 +9,19 @@ classification of every guide and pseudo-guide (``classify_guides``), the hit ca
 thread, as Snakemake holds a one-thread job's. The screen is
 :mod:`phenoica.screen.arrayed` at ``benchmarks/arrayed_run_cost.py``'s base (2,304 wells x 300
 features, 272 guides) grown ``--plates`` times along the replicate plates or ``--guides`` times
-along the guides; the settings are the arrayed scenario's (the schema's defaults: 5 points, the
-grid's top at the width, every pseudo-guide in each point's null; ``--set`` changes config keys,
-e.g. ``sweep.null_guides=50`` or ``transforms.ica_max_iter=100``). It prints one line per point and
+along the guides; the settings are the arrayed scenario's (the schema's defaults: 2 points to
+64 components, 50 pseudo-guides in each point's null; ``--set`` changes config keys, e.g.
+``sweep.points=5 sweep.max_components=null`` for the grid of 5 points to the width, or
+``sweep.ica_max_iter=100``). It prints one line per point and
 the sweep's total per part, so a way of cutting the sweep's cost can be chosen where its CPU is.
+
+``--against-full`` checks the sweep as configured (``--set``) against the full computation: the
+same sweep with the sweep's own approximations off (``sweep.max_genes``, ``sweep.ica_max_samples``,
+``sweep.ica_max_iter`` and ``sweep.map_max_null_size`` null: every gene and row, the main fit's ICA
+iterations, the main run's mAP draws), the differences printed as ``--compare`` prints them.
+Either way it then prices smaller grids (``sweep.points`` P, ``sweep.max_components`` T) from the
+points measured: a grid count's CPU interpolated linearly in the count between the measured
+counts of its variant, plus ``--startup`` CPU s a point's job (a prediction, not a run).
 
 ``--compare G [G ...]`` checks the sweep's gene sample against the full computation: the sweep
 is run once with ``sweep.max_genes`` and ``sweep.ica_max_samples`` null (every gene, every row;
@@ -24,7 +33,7 @@ difference of each curve, the count of each variant's peak guide-hit share, and 
 sweep against the full run's.
 
     python benchmarks/sweep_point_cost.py [--plates 1] [--guides 1] [--variants pca pca_ica pca_rand] [--points 0 1 2 3 4]
-        [--set sweep.null_guides=50] [--compare 64 32 16]
+        [--set sweep.null_guides=50] [--compare 64 32 16 | --against-full] [--startup 1.3]
 """
 
 from __future__ import annotations
@@ -50,7 +59,14 @@ from phenoica.sweep import SweepOptions, spaced_counts, sweep_point
 sweep_module = sys.modules[sweep_point.__module__]
 
 #: The parts of a point, as the sweep module names the functions it calls.
-PARTS: tuple[str, ...] = ("fit_variants", "classify_guides", "screen_calls", "guide_map", "batch_accuracy")
+PARTS: tuple[str, ...] = (
+    "fit_variants",
+    "classify_guides",
+    "screen_calls",
+    "guide_map",
+    "batch_accuracy",
+    "guide_retrieval",
+)
 
 
 def timing_parts(times: dict[str, float]) -> None:
@@ -116,7 +132,7 @@ def compare(
     """Print each sample's curves against the full computation's, point by point, and the summary."""
     ref = {(r["variant"], r["n_components"]): r for r in full}
     for g, rows in runs.items():
-        print(f"\nmax_genes {g} against every gene (per point: sampled / full, difference)")
+        print(f"\nmax_genes {g} against the full computation (per point: this / full, difference)")
         worst = {name: 0.0 for name, _ in CURVES}
         for r in rows:
             f = ref[(r["variant"], r["n_components"])]
@@ -140,6 +156,28 @@ def compare(
         )
 
 
+#: The grids priced: (sweep.points, sweep.max_components; None = the width).
+GRIDS: tuple[tuple[int, int | None], ...] = tuple((p, t) for t in (None, 128, 96, 64, 48) for p in (5, 4, 3, 2))
+
+
+def price_grids(rows: list[dict[str, Any]], table: pd.DataFrame, options: SweepOptions, startup: float) -> None:
+    """Print the predicted CPU of smaller grids from the measured points: per variant, a grid
+    count's CPU interpolated linearly in the count between the measured ones (held at the ends),
+    plus ``startup`` a point's job."""
+    if not rows:
+        return
+    width, n_rows = len(feature_columns(table)), len(table)
+    measured = pd.DataFrame(rows)
+    print(f"{'points':>6s} {'top':>5s}  counts                      predicted CPU s (jobs: start-up included)")
+    for p, t in GRIDS:
+        counts = spaced_counts(width, n_rows, p, t)
+        cpu = 0.0
+        for _variant, d in measured.groupby("variant"):
+            d = d.sort_values("n_components")
+            cpu += float(np.interp(counts, d["n_components"], d["cpu"]).sum()) + startup * len(counts)
+        print(f"{p:6d} {t or width:5d}  {str(counts):27s} {cpu:8.1f} ({len(counts) * measured['variant'].nunique()})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--plates", type=int, default=1, help="times the base's replicate plates")
@@ -151,6 +189,8 @@ def main() -> None:
         "--set", nargs="*", default=[], metavar="KEY=VALUE", help="config keys (YAML values), e.g. sweep.null_guides=50"
     )
     ap.add_argument("--compare", type=int, nargs="+", default=None, metavar="G", help="sweep.max_genes values to check")
+    ap.add_argument("--against-full", action="store_true", help="the sweep as set against the full computation")
+    ap.add_argument("--startup", type=float, default=1.3, help="CPU s a sweep point's job costs before its work")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     threadpool_limits(1)  # a sweep_point job's threads (Snakemake sets the pools' sizes to them)
@@ -187,20 +227,23 @@ def main() -> None:
     print(f"{'variant':9s} {'count':>5s} " + " ".join(f"{p:>15s}" for p in PARTS) + f" {'total':>8s} {'hits':>5s}")
     times: dict[str, float] = {}
     timing_parts(times)
-    if args.compare is None:
-        run_sweep(table, folds, options, args.variants, points, counts, times)
+    if args.compare is None and not args.against_full:
+        rows, _ = run_sweep(table, folds, options, args.variants, points, counts, times)
+        price_grids(rows, table, options, args.startup)
         return
     n_genes = table.loc[table[PERT_TYPE].astype(str) == PERTURBATION, GENE].nunique()
-    print("full computation (every gene, every row):")
-    full, totals = run_sweep(
-        table, folds, options._replace(max_genes=None, ica_max_samples=None), args.variants, points, counts, times
-    )
+    print("full computation (every gene, every row, the main fit's ICA iterations, the main run's mAP draws):")
+    exact = options._replace(max_genes=None, ica_max_samples=None, ica_max_iter=None, map_max_null_size=None)
+    full, totals = run_sweep(table, folds, exact, args.variants, points, counts, times)
     runs, cpus = {}, {}
-    for g in args.compare:
-        print(f"max_genes {g}:")
+    for g in args.compare or [options.max_genes or int(n_genes)]:
+        print(f"max_genes {g} (the other settings as given):")
         runs[g], t = run_sweep(table, folds, options._replace(max_genes=g), args.variants, points, counts, times)
         cpus[g] = t["total"]
     compare(full, runs, int(n_genes), totals["total"], cpus)
+    for g, rows in runs.items():
+        print(f"\ngrids priced from the points of max_genes {g}:")
+        price_grids(rows, table, options, args.startup)
 
 
 if __name__ == "__main__":

@@ -33,10 +33,11 @@ rule component_sweep:
     input:
         points=INPUTS.sweep_points(),
         fit_report=PATHS.transforms.fit_report,
-        # the chosen count's point is the main run's own (variant tables, classify shards, mAP)
+        # the chosen count's point is the main run's own (variant tables, classify shards, mAP, retrieval)
         variants=expand(PATHS.transforms.variant, variant=SWEPT, allow_missing=True),
         shards=expand(PATHS.classify.shard, variant=SWEPT, shard=SHARDS, allow_missing=True),
         maps=INPUTS.maps(SWEPT),
+        retrievals=INPUTS.maps(SWEPT, kind="retrieval"),
     output:
         PATHS.sweep.table,
     log:

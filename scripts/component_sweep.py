@@ -22,14 +22,18 @@ def main() -> None:
     model = snakemake.wildcards.model
     chosen = chosen_count(json.loads(Path(inputs.fit_report).read_text()))
     points = [pd.read_parquet(f) for f in inputs.points]
-    # The chosen count is the main run's: its variant tables, classify shards and mAP tables are read.
+    # The chosen count is the main run's: its variant tables, classify shards, mAP and retrieval tables are read.
     rows = pd.concat([pd.read_parquet(f) for f in inputs.shards], ignore_index=True)
     maps = {v: pd.read_parquet(f) for v, f in zip(options.variants, inputs.maps)} if inputs.maps else {}
+    retrievals = {v: pd.read_parquet(f) for v, f in zip(options.variants, inputs.retrievals)}
     log_job_cpu(log, "work")  # the CPU seconds before this line: start-up, imports, reading inputs
     chosen_rows = []
     for variant, path in zip(options.variants, inputs.variants):
         main_point = MainPoint(
-            pd.read_parquet(path), rows[rows["variant"] == variant].reset_index(drop=True), maps.get(variant)
+            pd.read_parquet(path),
+            rows[rows["variant"] == variant].reset_index(drop=True),
+            maps.get(variant),
+            retrievals.get(variant),
         )
         chosen_rows.append(chosen_point(main_point, model, variant, chosen, options, log=log)[0])
     table = gather_sweep(points + chosen_rows, options.variants)

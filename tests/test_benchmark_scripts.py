@@ -274,9 +274,13 @@ def test_sweep_point_cost_script_times_each_part_of_a_point(tmp_path):
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
     assert proc.returncode == 0, proc.stderr[-3000:]
     rows = [line.split() for line in proc.stdout.splitlines() if line.startswith("pca ")]
-    assert len(rows) == 1 and rows[0][1] == "2" and len(rows[0]) == 2 + 5 + 2
+    assert len(rows) == 1 and rows[0][1] == "2" and len(rows[0]) == 2 + 6 + 2
     assert int(rows[0][-1]) >= 0  # the point's guide hits
-    assert "shares: fit_variants" in proc.stdout
+    assert "shares: fit_variants" in proc.stdout and "guide_retrieval" in proc.stdout
+    # the grids priced from the one point measured: 2 points at the width cost two of its jobs
+    (two,) = [line.split() for line in proc.stdout.splitlines() if line.split()[:3] == ["2", "300", "[2,"]]
+    point, price = float(rows[0][-2]), float(two[-2])
+    assert two[-1] == "(2)" and price == pytest.approx(2 * (point + 1.3), abs=0.11)
 
 
 def test_sweep_point_cost_compares_a_gene_sample_with_the_full_computation(tmp_path):
@@ -294,7 +298,7 @@ def test_sweep_point_cost_compares_a_gene_sample_with_the_full_computation(tmp_p
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = proc.stdout
-    assert "full computation (every gene, every row):" in out and "max_genes 16 against every gene" in out
+    assert "full computation (every gene, every row," in out and "max_genes 16 against the full computation" in out
     (point,) = [line for line in out.splitlines() if line.strip().startswith("pca          2:")]
     assert all(curve in point for curve in ("guide-hit share", "gene-hit share", "mAP share", "retrieval"))
     assert "batch accuracy 0.383/0.383 (+0.000)" in point  # computed on every well either way

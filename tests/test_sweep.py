@@ -3,6 +3,8 @@ point is the run's own answer."""
 
 from __future__ import annotations
 
+import logging
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -37,6 +39,8 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         "null_guides": "sweep.null_guides",
         "max_genes": "sweep.max_genes",
         "ica_max_samples": "sweep.ica_max_samples",
+        "ica_max_iter": "sweep.ica_max_iter",
+        "map_max_null_size": "sweep.map_max_null_size",
     }
     cfg = validate_config(
         {
@@ -57,6 +61,20 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
     assert options._replace(ica_max_samples=None).transforms_at(4, "pca_ica") == at
     assert options._replace(ica_max_samples=10**9).transforms_at(4, "pca_ica") == at  # the fewer rows
     assert options._replace(ica_max_samples=500).transforms_at(4, "pca_ica") == at._replace(ica_max_samples=500)
+    # the points' ICA iterations: the fewer of the sweep's (none by default) and the main fit's (9 here)
+    assert (
+        options.ica_max_iter is None
+        and options._replace(ica_max_samples=None, ica_max_iter=10**6).transforms_at(4, "pca_ica") == at
+    )
+    five = options._replace(ica_max_samples=None, ica_max_iter=5)
+    assert five.transforms_at(4, "pca_ica") == at._replace(ica_max_iter=5)
+    # the points' mAP draws: the fewer of the sweep's and the main run's, never below the first round
+    assert options.map.map_max_null_size == 10**7 and options.point_map() == options.map._replace(
+        map_max_null_size=10**5
+    )
+    assert options._replace(map_max_null_size=None).point_map() == options.map
+    assert options._replace(map_max_null_size=10**9).point_map() == options.map
+    assert options._replace(map_max_null_size=100).point_map().map_max_null_size == options.map.map_null_size
     assert options.seed == 3 and options.q_threshold == options.map.q_threshold == 0.1
     assert options.hits == HitOptions.from_config(cfg)._replace(q_threshold=0.1)
     # what reruns the sweep: the keys it reads, not the run-time ones nor those it does not read
@@ -72,9 +90,11 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         again = validate_config({**cfg, **{k: {**cfg[k], **v} for k, v in change.items()}})
         assert repr(SweepOptions.from_config(again)) == base, change
     for change in (
-        {"sweep": {"points": 2}},
+        {"sweep": {"points": 3}},
         {"sweep": {"max_genes": 3}},
         {"sweep": {"ica_max_samples": 300}},
+        {"sweep": {"ica_max_iter": 50}},
+        {"sweep": {"map_max_null_size": 1000}},
         {"hits": {"null_model": "empirical"}},
         {"classify": {"map_null_size": 500}},
         {"transforms": {"ica": "fastica"}},
@@ -164,6 +184,35 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
         reused_calls.set_index(["n_components", "Metadata_Guide"])["auroc"].sort_index(),
         calls.set_index(["n_components", "Metadata_Guide"])["auroc"].sort_index(),
     )
+
+    # With the main run's retrieval table (the map_readout job's: the same call on the same variant
+    # table), the chosen row reads it instead of ranking the wells again: the same row; a table of
+    # other values would show in it.
+    import dataclasses
+
+    from phenoica.classify import guide_retrieval
+    from phenoica.classify._map_job import _write_retrieval
+
+    kept_path = tmp_path / "retrieval.parquet"
+    _write_retrieval(variant, kept_path, options.map, "ext", "pca_ica", logging.getLogger("test"))
+    kept = pd.read_parquet(kept_path)
+    assert len(kept) and kept.equals(
+        guide_retrieval(
+            variant,
+            model="ext",
+            variant="pca_ica",
+            max_guides=options.map.retrieval_max_guides,
+            max_wells=options.map.retrieval_max_wells,
+            seed=options.map.seed,
+        )
+    )
+    read, _ = sweep_model(
+        profiles, folds, "ext", 20, options, grid=[4, 20], main={"pca_ica": dataclasses.replace(point, retrieval=kept)}
+    )
+    pd.testing.assert_frame_equal(read.drop(columns="seconds"), table.drop(columns="seconds"))
+    other = dataclasses.replace(point, retrieval=kept.assign(retrieval=0.5))
+    shifted, _ = sweep_model(profiles, folds, "ext", 20, options, grid=[20], main={"pca_ica": other})
+    assert shifted["replicate_retrieval"].item() == 0.5
 
     # sweep.null_guides 5 of the main run's 12: the chosen point's calls from the main run's
     # scores cut to its first 5 pseudo-guides are those of the point classified with 5.
@@ -447,3 +496,50 @@ def test_a_models_sweep_jobs_are_every_swept_variant_at_every_grid_point():
     assert points == [f"res/sweep/{{model}}/{v}/point_{i}.parquet" for v in ("pca", "pca_ica") for i in (0, 1)]
     off = validate_config(run_models({"results": "res", "sweep": {"points": 0}}))
     assert RuleInputs(off, {}).sweep_points() == [] and RuleInputs(off, {}).sweeps() == []
+
+
+def test_the_points_caps_reach_their_fit_and_mAP_and_keep_the_curves_of_the_full_computation(tmp_path, monkeypatch):
+    """A point under the sweep's ICA iteration and mAP draw caps against the same point with both
+    off (the main run's 500 iterations and draws), on the positive-control screen: its ICA stops
+    at the cap (another rotation), its mAP readout draws at most the cap, and its curves agree
+    within the tolerances the docs state (hit shares 0.05, the mAP share, batch accuracy and
+    retrieval 0.02)."""
+    from phenoica.classify import leave_one_batch_out
+    from phenoica.sweep import _component_sweep as sweep_module
+    from phenoica.sweep import sweep_point
+    from phenoica.transforms import fit_variants
+
+    profiles = _screen(tmp_path)
+    folds = leave_one_batch_out(profiles)
+    cfg = validate_config(
+        {
+            "classify": {"num_boost_round": 6, "n_null_guides": 6, "map_null_size": 100, "map_max_null_size": 10**4},
+            "sweep": {"points": 2, "max_components": 12, "ica_max_iter": 3, "map_max_null_size": 300},
+        }
+    )
+    capped = SweepOptions.from_config(cfg)._replace(variants=["pca_ica"])
+    full = capped._replace(ica_max_iter=None, map_max_null_size=None)
+    X = profiles.filter(like="emb_").to_numpy(np.float64)
+    b, c = profiles["Metadata_Batch"].to_numpy(), (profiles["Metadata_PertType"] == "control").to_numpy()
+    fits = [fit_variants(["pca_ica"], X, b, c, o.transforms_at(12, "pca_ica"))["pca_ica"] for o in (capped, full)]
+    assert not np.allclose(fits[0].transform(X, b, c), fits[1].transform(X, b, c))  # the cap acts on the ICA
+
+    drawn: list[int] = []
+    real_map = sweep_module.guide_map
+
+    def recording(*args, **kwargs):
+        out = real_map(*args, **kwargs)
+        drawn.append(int(out["map_null_draws"].max()))
+        return out
+
+    monkeypatch.setattr(sweep_module, "guide_map", recording)
+    rows = {
+        name: sweep_point(profiles, folds, "ext", "pca_ica", 1, o)[0].iloc[0]
+        for name, o in (("capped", capped), ("full", full))
+    }
+    assert drawn[0] <= 300 < drawn[1] <= 10**4  # a guide near the cut: refined further by the full computation
+    a, f = rows["capped"], rows["full"]
+    assert a["n_components"] == f["n_components"] == 12 and a["n_guides"] == f["n_guides"]
+    assert abs(a["guide_hits"] - f["guide_hits"]) / f["n_guides"] <= 0.05
+    for curve in ("map_active_share", "batch_accuracy", "replicate_retrieval"):
+        assert abs(a[curve] - f[curve]) <= 0.02, curve

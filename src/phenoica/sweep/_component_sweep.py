@@ -23,7 +23,7 @@ The sweep is split in independent parts so that it spreads over cores and cluste
   concentration models, one mAP and one batch classifier). It reads the profiles and the folds
   only, not the count the rule chose, so a change of that count reruns none of them;
 - :func:`chosen_point`: the chosen count of one variant, read from what the main run computed
-  (:class:`MainPoint`) instead of being classified again;
+  (:class:`MainPoint`: its scores, mAP and replicate retrieval) instead of being computed again;
 - :func:`gather_sweep`: every point's rows and the chosen rows in one table, ordered by count and
   variant. A spaced count equal to the chosen one is represented by the chosen rows (the main
   run's answers).
@@ -147,12 +147,15 @@ def batch_accuracy(table: pd.DataFrame, features: list[str], seed: int) -> tuple
 class MainPoint:
     """What the main run already computed for one variant at the chosen count: the variant's
     table (``results/variants``), its guide-fold score rows (every classify shard, concentration
-    models included: they change no AUROC) and its mAP table (None when the readout is off).
-    The sweep's chosen point is read from these instead of being classified again."""
+    models included: they change no AUROC), its mAP table and its replicate retrieval table
+    (:func:`phenoica.classify.guide_retrieval` with the sweep's settings, written beside the mAP
+    table; each None when the readout is off). The sweep's chosen point is read from these
+    instead of being classified, ranked and retrieved again."""
 
     table: pd.DataFrame
     rows: pd.DataFrame
     mAP: pd.DataFrame | None = None
+    retrieval: pd.DataFrame | None = None
 
 
 def first_null_guides(rows: pd.DataFrame, n: int, n_full: int) -> pd.DataFrame:
@@ -174,7 +177,7 @@ def summarize_point(
 ) -> tuple[dict[str, Any], pd.DataFrame]:
     """The sweep row (without model/count) and the guide calls of one variant's scored point;
     ``start`` is when its work began (``time.perf_counter``). A point without a mAP table
-    (``point.mAP`` None) computes it here. The control constructs' rows that the classify shards
+    (``point.mAP`` None) or a retrieval table (``point.retrieval`` None) computes it here. The control constructs' rows that the classify shards
     hold (:func:`phenoica.classify.split_control_rows`) are left out. ``genes`` (None = every
     gene): the hits and the mAP of those genes' guides only (:func:`sweep_genes`); the batch
     accuracy and the replicate retrieval are of every well."""
@@ -190,16 +193,25 @@ def summarize_point(
     if mAP is not None and genes is not None:
         mAP = mAP[mAP[GENE].astype(str).isin(list(genes))]
     if mAP is None:
+        readout = options.point_map()
         mAP = guide_map(
             point.table if genes is None else _of_genes(point.table, genes),
             variant=variant,
             model=model,
-            seed=options.map.seed,
-            null_size=options.map.map_null_size,
-            max_null_size=options.map.map_max_null_size,
-            q_threshold=options.map.q_threshold,
+            seed=readout.seed,
+            null_size=readout.map_null_size,
+            max_null_size=readout.map_max_null_size,
+            q_threshold=readout.q_threshold,
         )
     acc, chance = batch_accuracy(point.table, feature_columns(point.table), options.seed)
+    retrieval = point.retrieval
+    if retrieval is None:
+        retrieval = guide_retrieval(
+            point.table,
+            max_guides=options.map.retrieval_max_guides,
+            max_wells=options.map.retrieval_max_wells,
+            seed=options.map.seed,
+        )
     row = {
         "guide_hits": int((real["q_value"] < options.q_threshold).sum()),
         "gene_hits": int((gene_calls["q_value"] < options.q_threshold).sum()),
@@ -207,14 +219,7 @@ def summarize_point(
         "map_active_share": float((mAP["map_q_value"] < options.q_threshold).mean()) if len(mAP) else math.nan,
         "batch_accuracy": acc,
         "batch_chance": chance,
-        "replicate_retrieval": float(
-            guide_retrieval(
-                point.table,
-                max_guides=options.map.retrieval_max_guides,
-                max_wells=options.map.retrieval_max_wells,
-                seed=options.map.seed,
-            )["retrieval"].mean()
-        ),
+        "replicate_retrieval": float(retrieval["retrieval"].mean()),
         "seconds": time.perf_counter() - start,
     }
     return row, guides
@@ -334,7 +339,9 @@ def chosen_point(
     ``sweep.max_genes``, the guides of the points' sample of genes (:func:`sweep_genes`)."""
     full = int(options.classify.n_null_guides)
     if options.point_null_guides < full:
-        main = MainPoint(main.table, first_null_guides(main.rows, options.point_null_guides, full), main.mAP)
+        main = MainPoint(
+            main.table, first_null_guides(main.rows, options.point_null_guides, full), main.mAP, main.retrieval
+        )
     genes = sweep_genes(main.table, options.max_genes, options.seed)
     row, calls = summarize_point(main, options, variant, model, time.perf_counter(), genes)
     record = _record(model, variant, chosen, True, row)

@@ -38,8 +38,12 @@ class SweepOptions(NamedTuple):
     :attr:`point_null_guides`); ``max_genes``, the most perturbed genes whose guides a point
     scores (``sweep.max_genes``; None = every gene; :func:`phenoica.sweep.sweep_genes`);
     ``ica_max_samples``, the most rows a point's ICA is fitted on (``sweep.ica_max_samples``;
-    None = the main fit's ``transforms.ica_max_samples``). ``classify.map_readout`` is not read: the chosen point's mAP
-    tables are the rule's inputs when it is on, and computed here when it is off.
+    None = the main fit's ``transforms.ica_max_samples``); ``ica_max_iter``, the most Picard
+    iterations of a point's ICA (``sweep.ica_max_iter``; None = ``transforms.ica_max_iter``);
+    ``map_max_null_size``, the most null draws a point's mAP readout refines a guide to
+    (``sweep.map_max_null_size``; None = ``classify.map_max_null_size``; :meth:`point_map`).
+    ``classify.map_readout`` is not read: the chosen point's mAP tables are the rule's inputs
+    when it is on (the main run's draws), and computed here, as a point's, when it is off.
     """
 
     classify: Annotated[ClassifyOptions, composed(concentration=False, n_shards=1)]
@@ -53,6 +57,8 @@ class SweepOptions(NamedTuple):
     null_guides: Annotated[int | None, Setting("sweep.null_guides")]
     max_genes: Annotated[int | None, Setting("sweep.max_genes")]
     ica_max_samples: Annotated[int | None, Setting("sweep.ica_max_samples")]
+    ica_max_iter: Annotated[int | None, Setting("sweep.ica_max_iter")]
+    map_max_null_size: Annotated[int | None, Setting("sweep.map_max_null_size")]
 
     @property
     def seed(self) -> int:
@@ -76,10 +82,26 @@ class SweepOptions(NamedTuple):
         models, as one shard, with the sweep's null (:attr:`point_null_guides`)."""
         return self.classify._replace(n_null_guides=self.point_null_guides)
 
+    def point_map(self) -> MapReadoutOptions:
+        """The mAP readout of every grid point: the main run's, its sequential refinement of a guide
+        near the cut stopped at ``map_max_null_size`` draws (the fewer of the sweep's and
+        ``classify.map_max_null_size``; never below ``classify.map_null_size``, the first round)."""
+        if self.map_max_null_size is None:
+            return self.map
+        cap = max(int(self.map.map_null_size), min(int(self.map.map_max_null_size), int(self.map_max_null_size)))
+        return self.map._replace(map_max_null_size=cap)
+
     def transforms_at(self, n_components: int, variant: str) -> TransformOptions:
         """The fit of one grid point: the main run's fit of ``variant`` at ``n_components``, its
-        ICA on at most ``ica_max_samples`` rows (the fewer of the sweep's and the main fit's)."""
+        ICA on at most ``ica_max_samples`` rows and ``ica_max_iter`` iterations (the fewer of the
+        sweep's and the main fit's)."""
         rows = [n for n in (self.transforms.ica_max_samples, self.ica_max_samples) if n is not None]
+        iters = int(self.transforms.ica_max_iter)
+        if self.ica_max_iter is not None:
+            iters = min(iters, int(self.ica_max_iter))
         return self.transforms._replace(
-            variants=[variant], n_components=int(n_components), ica_max_samples=min(rows) if rows else None
+            variants=[variant],
+            n_components=int(n_components),
+            ica_max_samples=min(rows) if rows else None,
+            ica_max_iter=iters,
         )
