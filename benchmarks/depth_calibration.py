@@ -78,23 +78,26 @@ def real_plate_profiles() -> pd.DataFrame:
 
 def cached_aurocs(
     cache: Path | None, key: str, table: pd.DataFrame, variant: str, cfg: dict, seed: int, n_total: int
-) -> tuple[np.ndarray, float]:
+) -> tuple[np.ndarray, float, int]:
     """The AUROCs of pseudo-guides 0 .. n_total - 1 of one variant table (NaN where skipped), from
-    the cache when it holds them, and the CPU seconds they took to score (NaN from the cache)."""
+    the cache as far as it holds them (the rest scored and appended), and the CPU seconds the
+    scoring took (NaN when the cache held them all). Pseudo-guide ``j``'s wells do not depend on
+    the count drawn; its classifier's seed follows its name, whose width grows at 10,000, so
+    pseudo-guides appended beyond that are scored with other seeds than a fresh run would use:
+    other draws of the same null, as valid."""
     path = cache / f"{key}.npy" if cache is not None else None
-    if path is not None and path.exists():
-        held = np.load(path)
-        if held.size >= n_total:
-            return held[:n_total], math.nan
+    held = np.load(path) if path is not None and path.exists() else np.empty(0)
+    if held.size >= n_total:
+        return held[:n_total], math.nan, 0
     t0 = time.process_time()
-    aurocs = null_aurocs(table, variant, cfg, seed, n_total)
+    aurocs = np.r_[held, null_aurocs(table, variant, cfg, seed, n_total, start=held.size)]
     cpu = time.process_time() - t0
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp.npy")
         np.save(tmp, aurocs)
         tmp.rename(path)
-    return aurocs, cpu
+    return aurocs, cpu, n_total - held.size
 
 
 def rotated_counts(aurocs: np.ndarray, n: int, model: str, seed: int) -> dict[str, float]:
@@ -175,10 +178,14 @@ def main() -> None:
         tables = variant_tables(profiles, cfg, seed)
         for variant in args.variants:
             key = f"{name.replace(' ', '_')}_s{seed}_{variant}"
-            aurocs, cpu = cached_aurocs(args.cache, key, tables[variant], variant, cfg, seed, n_total)
+            aurocs, cpu, scored = cached_aurocs(args.cache, key, tables[variant], variant, cfg, seed, n_total)
             print(
                 f"  {name} seed {seed} {variant}: {np.isfinite(aurocs).sum()} of {aurocs.size} pseudo-guides scored"
-                + ("" if math.isnan(cpu) else f", {cpu:.0f} CPU s ({1000 * cpu / aurocs.size:.0f} ms each)"),
+                + (
+                    ""
+                    if math.isnan(cpu)
+                    else f", {scored} scored in {cpu:.0f} CPU s ({1000 * cpu / scored:.0f} ms each)"
+                ),
                 flush=True,
             )
             if args.score_only:
