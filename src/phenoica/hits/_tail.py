@@ -220,14 +220,24 @@ def pareto_p_values(null_z: np.ndarray, z: np.ndarray, tail: TailFit | None) -> 
     return np.where(beyond, tail.sf(z), p)
 
 
-def leave_one_out_pareto(null_z: np.ndarray, tail: TailFit | None) -> np.ndarray:
+def leave_one_out_pareto(
+    null_z: np.ndarray, tail: TailFit | None, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """Each pseudo-guide's p-value against the other n - 1 by the same rule, the tail (where
-    used) refitted without it at the whole null's number of exceedances, untested."""
+    used) refitted without it at the whole null's number of exceedances, untested.
+
+    With ``rng``, the empirical p-values are randomized within ties, ``(#{others > x} + U x (1 +
+    #{others = x})) / n`` with U uniform on (0, 1) from ``rng``: exactly uniform for exchangeable
+    values, tied or not, so a uniformity test checks the null's calibration rather than its ties
+    (without, ties count as exceedances: the p-value the calls use, conservative where values tie)."""
     z = np.asarray(null_z, dtype=float)
     n = z.size
     srt = np.sort(z)
     m = n - np.searchsorted(srt, z, side="left") - 1  # the others at or above
     out = (1.0 + m) / n
+    if rng is not None:
+        above = n - np.searchsorted(srt, z, side="right")  # the others strictly above
+        out = (above + rng.random(n) * (1.0 + m - above)) / n
     if tail is None:
         return out
     for i in np.flatnonzero(m < MIN_EXCEEDANCES):
