@@ -50,8 +50,6 @@ from tail_calibration import arrayed_profiles, null_aurocs
 
 from phenoica.contract import BATCH, PLATE, feature_columns, validate_config
 from phenoica.hits import NullFit
-from phenoica.hits._calls import logit_auroc
-from phenoica.hits._tail import TailFit, pareto_p_values
 from phenoica.screen import ExportSpec, parquet_source
 from phenoica.utils import derive_seed
 
@@ -111,12 +109,28 @@ def cached_aurocs(
     return aurocs, cpu, n_total - held.size
 
 
-class _PlugIn:
-    """A fitted tail read by its plug-in survival (the rule before the predictive), for
-    :func:`phenoica.hits._tail.pareto_p_values`."""
+#: AUROCs are clipped into [AUROC_CLIP, 1 - AUROC_CLIP] before the logit, as the calls clip them.
+AUROC_CLIP = 1e-6
+#: Fewer pseudo-guides than this at or above a value: the tail reads its p-value (the rule's hand-over).
+MIN_EXCEEDANCES = 10
 
-    def __init__(self, tail: TailFit) -> None:
-        self.sf = tail.plugin_sf
+
+def _logit(auroc: np.ndarray) -> np.ndarray:
+    a = np.clip(np.asarray(auroc, dtype=float), AUROC_CLIP, 1 - AUROC_CLIP)
+    return np.log(a) - np.log1p(-a)
+
+
+def plug_in_p_values(fit: NullFit, values: np.ndarray) -> np.ndarray:
+    """The ``pareto`` null's p-values with its tail read at the fitted scale (the plug-in, the rule
+    before the predictive): the empirical p-value where :data:`MIN_EXCEEDANCES` or more
+    pseudo-guides lie at or above, ``tail.plugin_sf`` beyond."""
+    srt = np.sort(_logit(fit.auroc))
+    z = _logit(values)
+    above = srt.size - np.searchsorted(srt, z, side="left")
+    p = (1.0 + above) / (srt.size + 1.0)
+    if fit.tail is None:
+        return p
+    return np.where(above < MIN_EXCEEDANCES, fit.tail.plugin_sf(z), p)
 
 
 def model_p_values(part: np.ndarray, values: np.ndarray, model: str, seed: int) -> tuple[np.ndarray, float, bool]:
@@ -126,11 +140,7 @@ def model_p_values(part: np.ndarray, values: np.ndarray, model: str, seed: int) 
     kind = {"pareto": "pareto", "pareto plug-in": "pareto", "parametric tail": "parametric"}.get(model, "empirical")
     fit = NullFit(part, kind, seed)
     probe = np.r_[values, 1.0]
-    if model == "pareto plug-in":
-        tail = None if fit.tail is None else _PlugIn(fit.tail)
-        p = pareto_p_values(logit_auroc(part), logit_auroc(probe), tail)  # type: ignore[arg-type]
-    else:
-        p = fit.p_values(probe)
+    p = plug_in_p_values(fit, probe) if model == "pareto plug-in" else fit.p_values(probe)
     if model != "parametric tail":
         p = np.maximum(p, fit.p_floor)
     return p[:-1], float(p[-1]), fit.tail is not None

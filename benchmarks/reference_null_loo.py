@@ -24,22 +24,31 @@ from scipy import stats
 
 from phenoica.classify import SplitOptions, feature_matrix, fold_masks, make_folds
 from phenoica.contract import validate_config
-from phenoica.hits import ReferenceOptions
-from phenoica.hits._reference import contrast_auroc, null_contrasts, null_size, pair_contrasts, reference_pairs
-from phenoica.hits._tail import fit_tail, leave_one_out_pareto
-from phenoica.screen import arrayed
+from phenoica.hits import (
+    ReferenceOptions,
+    contrast_auroc,
+    fit_tail,
+    leave_one_out_pareto,
+    null_contrasts,
+    null_size,
+    pair_contrasts,
+    reference_pairs,
+)
+from phenoica.screen import POSITION_DESIGN, screen_profiles
 from phenoica.utils import bootstrap_mean, rng_for
 
 LEVELS: tuple[float, ...] = (0.01, 0.05)
+#: The column of the simulated screen naming each allele's reference (its wild type).
+REFERENCE = "Metadata_Reference"
 
 
 def null_aurocs(seed: int, position_effect: bool) -> np.ndarray:
     """The classifier AUROCs of one draw's null contrasts (finite ones)."""
-    design = arrayed.POSITION_DESIGN
+    design = POSITION_DESIGN
     if not position_effect:
         design = dataclasses.replace(design, edge_effect=0.0, row_gradient=0.0)
-    cfg = validate_config({"screen": {"reference": {"column": arrayed.REFERENCE}}})
-    table, _ = arrayed.screen_profiles(design, seed)
+    cfg = validate_config({"screen": {"reference": {"column": REFERENCE}}})
+    table, _ = screen_profiles(design, seed)
     options = ReferenceOptions.from_config(cfg)
     options = options._replace(classify=options.classify._replace(seed=seed))
     X, _ = feature_matrix(table, "simulated pairs", None)
