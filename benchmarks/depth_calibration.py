@@ -6,23 +6,31 @@ a generalized Pareto tail fitted to the pseudo-guides' upper exceedances, ``phen
 ``_tail`` module; docs/hit-calling.md, *Calls at genome depth*). This script measures whether those
 p-values hold where the calls of a genome-scale screen are made (1e-3 to 1e-5 and below).
 
-Per screen and variant it scores ``--blocks`` x n pseudo-guides exactly as the workflow draws
-them (pseudo-guide ``j`` is the same whatever the count, so the first n are the workflow's null;
-their AUROCs are cached under ``--cache``, so a rerun measures again without the classifiers).
-The draws are cut into blocks of n; each block in turn is the null a run would have, and the next
-10 blocks (cyclically: a held-out null 10x larger, of pseudo-guides the fit never saw) are
-scored against it. Held-out pseudo-guides are nulls, so a calibrated null gives a share alpha of
-them p <= alpha. Per level it prints the observed count, the expected count, their ratio, and a
-95% percentile-bootstrap interval of the ratio over the (screen draw, variant) units (the blocks
-of one unit share its screen, so the unit is what varies); and, per null model, the p-value a
-guide above every pseudo-guide in every fold (AUROC 1) gets: the smallest p the null reports, and
-so whether BH could call a lone strong guide among 10,000 (p < 5e-6) and 100,000 (p < 5e-7).
+Per screen and variant it scores at least ``--blocks`` x n pseudo-guides exactly as the workflow
+draws them (pseudo-guide ``j``'s wells are the same whatever the count, so the first n are the
+workflow's null; their AUROCs are cached under ``--cache``, so a rerun measures again without the
+classifiers, and a larger ``--blocks`` scores only the pseudo-guides the cache lacks). The draws
+are cut into blocks of n; each block in turn is the null a run would have, and **every other
+block** of the unit is held out (a held-out null of at least 10 x n, of pseudo-guides the null
+never saw, so that the levels beyond 1e-4 meet many distinct pseudo-guides; the measurement uses
+every block the cache holds). Held-out pseudo-guides are nulls, so a calibrated null gives a
+share alpha of them p <= alpha. Per level and null model it prints the observed count, the
+expected count, their ratio, and a 95% percentile-bootstrap interval of the ratio that resamples
+the screen draws and, within each, its blocks (one block index for all its variants, which share
+its wells): a block is both a null and held-out draws, so both sources of variation enter, and the
+few extreme pseudo-guides that make the count at 1e-4 are resampled as what they are. And per
+null model the p-value a guide above every pseudo-guide in every fold (AUROC 1) gets: the
+smallest p the null reports, and so whether BH could call a lone strong guide among 10,000
+(p < 5e-6) and 100,000 (p < 5e-7). Null models: ``pareto`` (the default, the predictive tail),
+``pareto plug-in`` (the same tail read at its fitted scale, the rule before), the normal tail
+read beyond the null (``parametric``'s p-values unbounded, which no call uses) and the bounded
+empirical p-value.
 
 Screens: the simulated ``arrayed`` scenario (``--draws`` seeds, its design's defaults) and the
 shipped real plate (``data/varchamp-batch12`` read with the varchamp scenario's column mapping,
 both image sets, each its own batch, so that leave-one-batch-out has two folds; ``--real``).
 
-    python benchmarks/depth_calibration.py --draws 4 --real --cache bench_cache/depth
+    python benchmarks/depth_calibration.py --draws 6 --real --cache bench_cache/depth
 """
 
 from __future__ import annotations
@@ -43,16 +51,17 @@ from tail_calibration import arrayed_profiles, null_aurocs
 from phenoica.contract import BATCH, PLATE, feature_columns, validate_config
 from phenoica.hits import NullFit
 from phenoica.screen import ExportSpec, parquet_source
-from phenoica.utils import bootstrap_mean
+from phenoica.utils import derive_seed
 
 #: How many times the workflow's null each held-out null is.
 HELD_OUT_FACTOR = 10
 #: The levels checked: inside the default null's reach (0.01) and beyond it.
 LEVELS: tuple[float, ...] = (1e-2, 1e-3, 1e-4, 1e-5)
-#: The null models compared: the default, the parametric normal tail read beyond the null (its
-#: reported p-values stop at 1 / (n + 1); this is the tail the calls would rest on without that
-#: bound), and the empirical p-value (a check of the draws: it cannot go below 1 / (n + 1)).
-NULL_MODELS: tuple[str, ...] = ("pareto", "parametric tail", "empirical")
+#: The null models compared: the default, its tail read at the fitted scale (the plug-in), the
+#: parametric normal tail read beyond the null (its reported p-values stop at 1 / (n + 1); this is
+#: the tail the calls would rest on without that bound), and the empirical p-value (a check of the
+#: draws: it cannot go below 1 / (n + 1)).
+NULL_MODELS: tuple[str, ...] = ("pareto", "pareto plug-in", "parametric tail", "empirical")
 #: BH calls a lone guide among m at p < 0.05 / m.
 GENOME_SIZES: tuple[int, ...] = (10_000, 100_000)
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,71 +87,136 @@ def real_plate_profiles() -> pd.DataFrame:
 
 def cached_aurocs(
     cache: Path | None, key: str, table: pd.DataFrame, variant: str, cfg: dict, seed: int, n_total: int
-) -> tuple[np.ndarray, float]:
+) -> tuple[np.ndarray, float, int]:
     """The AUROCs of pseudo-guides 0 .. n_total - 1 of one variant table (NaN where skipped), from
-    the cache when it holds them, and the CPU seconds they took to score (NaN from the cache)."""
+    the cache as far as it holds them (the rest scored and appended), and the CPU seconds the
+    scoring took (NaN when the cache held them all). Pseudo-guide ``j``'s wells do not depend on
+    the count drawn; its classifier's seed follows its name, whose width grows at 10,000, so
+    pseudo-guides appended beyond that are scored with other seeds than a fresh run would use:
+    other draws of the same null, as valid."""
     path = cache / f"{key}.npy" if cache is not None else None
-    if path is not None and path.exists():
-        held = np.load(path)
-        if held.size >= n_total:
-            return held[:n_total], math.nan
+    held = np.load(path) if path is not None and path.exists() else np.empty(0)
+    if held.size >= n_total:
+        return held[:n_total], math.nan, 0
     t0 = time.process_time()
-    aurocs = null_aurocs(table, variant, cfg, seed, n_total)
+    aurocs = np.r_[held, null_aurocs(table, variant, cfg, seed, n_total, start=held.size)]
     cpu = time.process_time() - t0
     if path is not None:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp.npy")
         np.save(tmp, aurocs)
         tmp.rename(path)
-    return aurocs, cpu
+    return aurocs, cpu, n_total - held.size
 
 
-def rotated_counts(aurocs: np.ndarray, n: int, model: str, seed: int) -> dict[str, float]:
-    """Held-out counts at each level over the blocks of one unit: block b of n is the null, the
-    next :data:`HELD_OUT_FACTOR` blocks (cyclically) are held out; and the p of AUROC 1 per block."""
+#: AUROCs are clipped into [AUROC_CLIP, 1 - AUROC_CLIP] before the logit, as the calls clip them.
+AUROC_CLIP = 1e-6
+#: Fewer pseudo-guides than this at or above a value: the tail reads its p-value (the rule's hand-over).
+MIN_EXCEEDANCES = 10
+
+
+def _logit(auroc: np.ndarray) -> np.ndarray:
+    a = np.clip(np.asarray(auroc, dtype=float), AUROC_CLIP, 1 - AUROC_CLIP)
+    return np.log(a) - np.log1p(-a)
+
+
+def plug_in_p_values(fit: NullFit, values: np.ndarray) -> np.ndarray:
+    """The ``pareto`` null's p-values with its tail read at the fitted scale (the plug-in, the rule
+    before the predictive): the empirical p-value where :data:`MIN_EXCEEDANCES` or more
+    pseudo-guides lie at or above, ``tail.plugin_sf`` beyond."""
+    srt = np.sort(_logit(fit.auroc))
+    z = _logit(values)
+    above = srt.size - np.searchsorted(srt, z, side="left")
+    p = (1.0 + above) / (srt.size + 1.0)
+    if fit.tail is None:
+        return p
+    return np.where(above < MIN_EXCEEDANCES, fit.tail.plugin_sf(z), p)
+
+
+def model_p_values(part: np.ndarray, values: np.ndarray, model: str, seed: int) -> tuple[np.ndarray, float, bool]:
+    """The p-values of AUROCs ``values`` against the null ``part`` under ``model`` (one of
+    :data:`NULL_MODELS`, reported as the calls report them), the p of AUROC 1, and whether a tail
+    was used."""
+    kind = {"pareto": "pareto", "pareto plug-in": "pareto", "parametric tail": "parametric"}.get(model, "empirical")
+    fit = NullFit(part, kind, seed)
+    probe = np.r_[values, 1.0]
+    p = plug_in_p_values(fit, probe) if model == "pareto plug-in" else fit.p_values(probe)
+    if model != "parametric tail":
+        p = np.maximum(p, fit.p_floor)
+    return p[:-1], float(p[-1]), fit.tail is not None
+
+
+def block_counts(aurocs: np.ndarray, n: int, model: str, seed: int) -> dict[str, object]:
+    """One unit's counts: block b of n pseudo-guides is the null, every other block's pseudo-guides
+    are held out (a held-out null of (blocks - 1) x n); ``k_<alpha>[b, c]`` counts block c's
+    pseudo-guides at p <= alpha against null b and ``n_held[b, c]`` the finite ones (0 on the
+    diagonal); the p of AUROC 1 per null, and how many nulls used a tail."""
     blocks = aurocs.size // n
-    out: dict[str, float] = {"n_held_out": 0, "n_fits": 0}
-    reach = []
-    for b in range(blocks):
-        part = aurocs[b * n : (b + 1) * n]
-        held = np.concatenate([aurocs[((b + k) % blocks) * n : ((b + k) % blocks + 1) * n] for k in range(1, 11)])
-        part, held = part[np.isfinite(part)], held[np.isfinite(held)]
-        fit = NullFit(part, model.split()[0], seed)
-        p = fit.p_values(held) if model == "parametric tail" else np.maximum(fit.p_values(held), fit.p_floor)
-        out["n_held_out"] += held.size
-        out["n_fits"] += 1
+    parts = [aurocs[b * n : (b + 1) * n] for b in range(blocks)]
+    finite = np.array([np.isfinite(x).sum() for x in parts], dtype=float)
+    held = np.tile(finite, (blocks, 1))
+    np.fill_diagonal(held, 0.0)
+    counts = {alpha: np.zeros((blocks, blocks)) for alpha in LEVELS}
+    reach, tails = [], 0
+    block_of = np.repeat(np.arange(blocks), n)
+    for b, part in enumerate(parts):
+        p, p_one, has_tail = model_p_values(part[np.isfinite(part)], aurocs[: blocks * n], model, seed)
+        reach.append(p_one)
+        tails += int(has_tail)
         for alpha in LEVELS:
-            out[f"k_{alpha:g}"] = out.get(f"k_{alpha:g}", 0) + int((p <= alpha * (1 + 1e-9)).sum())
-        p_one = float(fit.p_values(np.array([1.0]))[0])
-        reach.append(p_one if model == "parametric tail" else max(p_one, fit.p_floor))
-        out["n_tail_fits"] = out.get("n_tail_fits", 0) + int(fit.tail is not None)
-    out["reach_median"] = float(np.median(reach))
-    for m in GENOME_SIZES:
-        out[f"lone_called_{m}"] = float(np.mean(np.asarray(reach) < 0.05 / m))
-    return out
+            hit = np.isfinite(p) & (p <= alpha * (1 + 1e-9)) & (block_of != b)
+            counts[alpha][b] = np.bincount(block_of[hit], minlength=blocks)
+    return {"counts": counts, "held": held, "reach": np.asarray(reach), "tails": tails}
 
 
-def describe(units: pd.DataFrame, model: str) -> list[str]:
-    """Per level: observed and expected counts pooled over units, the ratio of the mean share per
-    unit to alpha and its 95% percentile-bootstrap interval over the units."""
+def _resampled(units: list[dict], weights: dict[int, np.ndarray], alpha: float) -> tuple[float, float]:
+    """Observed and evaluated counts of ``units`` with block weights ``weights`` (per screen draw;
+    a pair of two copies of one block is not a held-out pair)."""
+    k = total = 0.0
+    for unit in units:
+        w = weights[unit["seed"]][: unit["held"].shape[0]]
+        k += float(w @ unit["counts"][alpha] @ w)
+        total += float(w @ unit["held"] @ w)
+    return k, total
+
+
+def ratio_interval(units: list[dict], alpha: float, seed: int, reps: int = 2000) -> tuple[float, float]:
+    """95% percentile-bootstrap interval of observed / expected at ``alpha`` over ``units`` (one
+    screen, one null model): each rep resamples the screen draws, then within each drawn screen
+    its blocks, one block index for all its variants (they share its wells)."""
+    rng = np.random.default_rng(derive_seed(seed, "depth_calibration", f"{alpha:g}"))
+    seeds = sorted({u["seed"] for u in units})
+    size = {s: max(u["held"].shape[0] for u in units if u["seed"] == s) for s in seeds}
+    ratios = []
+    for _ in range(reps):
+        k = total = 0.0
+        for s in rng.choice(seeds, len(seeds)) if len(seeds) > 1 else seeds:
+            w = {s: rng.multinomial(size[s], np.full(size[s], 1.0 / size[s])).astype(float)}
+            dk, dt = _resampled([u for u in units if u["seed"] == s], w, alpha)
+            k, total = k + dk, total + dt
+        ratios.append(k / (alpha * total) if total else math.nan)
+    low, high = np.nanpercentile(ratios, [2.5, 97.5])
+    return float(low), float(high)
+
+
+def describe(units: list[dict], model: str) -> list[str]:
+    """Per level: observed and expected counts pooled over ``units``, their ratio and its interval
+    (:func:`ratio_interval`); the nulls that used a tail; the p of AUROC 1 and the share of nulls
+    whose lone guide at AUROC 1 BH calls among each genome size."""
     lines = []
     for alpha in LEVELS:
-        k = units[f"k_{alpha:g}"].to_numpy(dtype=float)
-        shares = k / units["n_held_out"].to_numpy(dtype=float)
-        ci = bootstrap_mean(shares, 0, "depth_calibration", model, f"{alpha:g}")
-        interval = f"[{ci.low / alpha:.2f}, {ci.high / alpha:.2f}]" if np.isfinite(ci.low) else "[n/a]"
-        expected = float((units["n_held_out"] * alpha).sum())
+        k = sum(float(u["counts"][alpha].sum()) for u in units)
+        total = sum(float(u["held"].sum()) for u in units)
+        low, high = ratio_interval(units, alpha, 0)
         lines.append(
-            f"    alpha {alpha:g}: observed {int(k.sum())} / expected {expected:.1f}, "
-            f"ratio {shares.mean() / alpha:.2f} {interval}"
+            f"    alpha {alpha:g}: observed {k:,.0f} / expected {alpha * total:,.1f}, ratio {k / (alpha * total):.2f} "
+            f"[{low:.2f}, {high:.2f}] ({total:,.0f} held-out p-values)"
         )
-    tail = int(units["n_tail_fits"].sum())
-    lines.append(f"    tail model used in {tail} of {int(units['n_fits'].sum())} fits")
+    reach = np.concatenate([u["reach"] for u in units])
+    lines.append(f"    tail used in {sum(u['tails'] for u in units)} of {reach.size} nulls")
     lines.append(
-        f"    p of AUROC 1 (median over units of the median over fits): {units['reach_median'].median():.3g}; "
-        + "; ".join(
-            f"lone guide called among {m:,}: {units[f'lone_called_{m}'].mean():.0%} of fits" for m in GENOME_SIZES
-        )
+        f"    p of AUROC 1 (median over nulls): {np.median(reach):.3g}; "
+        + "; ".join(f"lone guide called among {m:,}: {np.mean(reach < 0.05 / m):.0%} of nulls" for m in GENOME_SIZES)
     )
     return lines
 
@@ -169,31 +243,35 @@ def main() -> None:
     screens = [("arrayed", s, arrayed_cfg, lambda s=s: arrayed_profiles(s)) for s in seeds]
     if args.real:
         screens.append(("real plate", 0, real_cfg, real_plate_profiles))
-    rows = []
+    units: dict[tuple[str, str], list[dict]] = {}
     for name, seed, cfg, load in screens:
-        profiles = load()
-        tables = variant_tables(profiles, cfg, seed)
+        tables: dict[str, pd.DataFrame] = {}
         for variant in args.variants:
             key = f"{name.replace(' ', '_')}_s{seed}_{variant}"
-            aurocs, cpu = cached_aurocs(args.cache, key, tables[variant], variant, cfg, seed, n_total)
+            cached = args.cache / f"{key}.npy" if args.cache is not None else None
+            if cached is not None and cached.exists() and np.load(cached).size >= n_total:
+                aurocs, cpu, scored = np.load(cached), math.nan, 0  # every block the cache holds
+            else:
+                tables = tables or variant_tables(load(), cfg, seed)
+                aurocs, cpu, scored = cached_aurocs(args.cache, key, tables[variant], variant, cfg, seed, n_total)
             print(
                 f"  {name} seed {seed} {variant}: {np.isfinite(aurocs).sum()} of {aurocs.size} pseudo-guides scored"
-                + ("" if math.isnan(cpu) else f", {cpu:.0f} CPU s ({1000 * cpu / aurocs.size:.0f} ms each)"),
+                + ("" if not scored else f", {scored} scored in {cpu:.0f} CPU s ({1000 * cpu / scored:.0f} ms each)"),
                 flush=True,
             )
             if args.score_only:
                 continue
+            t0 = time.process_time()
             for model in NULL_MODELS:
-                rows.append(
-                    {"screen": name, "seed": seed, "variant": variant, "model": model}
-                    | rotated_counts(aurocs, n, model, seed)
-                )
+                unit = {"seed": seed, "variant": variant} | block_counts(aurocs, n, model, seed)
+                units.setdefault((name, model), []).append(unit)
+            print(f"    measured in {time.process_time() - t0:.0f} CPU s", flush=True)
     if args.score_only:
         return
-    units = pd.DataFrame(rows)
-    print(f"null of n = {n}; each fit's held-out null {HELD_OUT_FACTOR * n}; {args.blocks} fits per unit")
-    for (name, model), sub in units.groupby(["screen", "model"], sort=False):
-        print(f"{name}, null model {model} ({len(sub)} units: draws x variants):")
+    print(f"null of n = {n}; every other block of the unit held out (at least {HELD_OUT_FACTOR} x n)")
+    for (name, model), sub in units.items():
+        blocks = ", ".join(f"{u['variant']} s{u['seed']}: {u['held'].shape[0]}" for u in sub)
+        print(f"{name}, null model {model} ({len(sub)} units; blocks of {n}: {blocks}):")
         print("\n".join(describe(sub, model)), flush=True)
 
 

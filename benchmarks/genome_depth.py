@@ -191,6 +191,7 @@ def main() -> None:
     parser.add_argument("--map-seeds", type=int, nargs="+", default=[0], help="arrayed screens of the mAP rows")
     parser.add_argument("--map-library", type=int, default=1000, help="pseudo-guides drawn per mAP unit")
     parser.add_argument("--map-only", action="store_true", help="the mAP rows alone (no --cache needed)")
+    parser.add_argument("--classifier-only", action="store_true", help="the classifier rows alone")
     args = parser.parse_args()
     cfg = validate_config({})
     n_null = int(cfg["classify"]["n_null_guides"])
@@ -227,7 +228,8 @@ def main() -> None:
                     f"{'called' if lone_called else 'not called'} ({cpu:.1f} CPU s for the calls)",
                     flush=True,
                 )
-        map_screens(m, args.map_seeds, args.map_library, rng)
+        if not args.classifier_only:
+            map_screens(m, args.map_seeds, args.map_library, rng)
     per_guide = effects.groupby("variant")["cpu_per_guide"].first()
     print("classifier CPU per real guide (arrayed, seed 0; concentration models included):")
     print("  " + ", ".join(f"{v} {1000 * c:.0f} ms" for v, c in per_guide.items()))

@@ -48,12 +48,12 @@ def levels(n: int) -> list[tuple[str, float]]:
     return [("0.05", 0.05), ("0.01", 0.01), ("1/(n+1)", floor)] + [(f"1/({k}(n+1))", floor / k) for k in (2, 5, 10)]
 
 
-def null_aurocs(table: pd.DataFrame, variant: str, cfg: dict, seed: int, n_total: int) -> np.ndarray:
-    """The held-out AUROCs of pseudo-guides 0 .. n_total - 1 of one variant table, in draw order
-    (NaN where a pseudo-guide is skipped in every fold)."""
+def null_aurocs(table: pd.DataFrame, variant: str, cfg: dict, seed: int, n_total: int, start: int = 0) -> np.ndarray:
+    """The held-out AUROCs of pseudo-guides ``start`` .. n_total - 1 of one variant table, in draw
+    order (NaN where a pseudo-guide is skipped in every fold)."""
     options = ClassifyOptions.from_config(cfg)._replace(seed=seed)
     folds = make_folds(table, SplitOptions.from_config(cfg)._replace(seed=seed))
-    design = null_guide_design(table, n_total, seed)
+    design = null_guide_design(table, n_total, seed)[start:]
     rows = classify_guides(table, [], folds, options, variant, "m", nulls=design)
     guides, _ = summarize_scores(rows)
     by_name = guides.set_index(GUIDE)["auroc"]

@@ -8,6 +8,7 @@ import dataclasses
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from phenoica.classify import SplitOptions, make_folds
 from phenoica.contract import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, ConfigError, ScreenError, validate_config
@@ -17,9 +18,11 @@ from phenoica.hits._reference import (
     empirical_p,
     null_contrasts,
     pair_contrasts,
+    reference_p,
     reference_pairs,
     reference_scores,
 )
+from phenoica.hits._tail import leave_one_out_pareto
 from phenoica.screen import arrayed
 
 SMALL = dataclasses.replace(arrayed.POSITION_DESIGN, n_features=60, n_latent=12)
@@ -163,3 +166,23 @@ def test_the_null_holds_enough_contrasts_for_a_lone_pair_to_reach_the_bh_cut():
         n = null_size(m, 100, 0.05)
         assert bh_qvalues(np.r_[1 / (n + 1), np.ones(m - 1)])[0] < 0.05
     assert bh_qvalues(np.r_[1 / 101, np.ones(11)])[0] >= 0.05
+
+
+def test_a_null_of_tied_aurocs_is_conservative_and_its_randomized_check_is_uniform():
+    """480 exchangeable null contrasts whose AUROC moves in steps of 1/32 (two folds of 4 against 4
+    wells): their leave-one-out p-values with ties counted as exceedances (the p-value the calls
+    use) never put more than a share alpha at or below alpha, and their staircase fails a KS test
+    against U(0, 1); randomized within ties, as the reported check takes them, they are uniform."""
+    rng = np.random.default_rng(31)
+    auroc = (rng.binomial(16, 0.5, 480) + rng.binomial(16, 0.5, 480)) / 32
+    assert np.unique(auroc).size < 30
+    z = np.log(np.clip(auroc, 1e-6, 1 - 1e-6)) - np.log1p(-np.clip(auroc, 1e-6, 1 - 1e-6))
+    ties = leave_one_out_pareto(z, None)
+    for alpha in (0.01, 0.05, 0.1):
+        assert np.mean(ties <= alpha) <= alpha
+    assert stats.kstest(ties, "uniform").pvalue < 0.01
+    randomized = leave_one_out_pareto(z, None, np.random.default_rng(0))
+    assert stats.kstest(randomized, "uniform").pvalue > 0.05
+    assert (randomized <= ties + 1e-12).all()
+    p, _, ks = reference_p(np.array([0.99, 0.5]), auroc, seed=0)
+    assert ks > 0.05 and p[0] <= 1 / 481 and p[1] == pytest.approx(empirical_p(np.array([0.5]), auroc)[0])

@@ -34,8 +34,17 @@ __all__, __getattr__, __dir__ = lazy_face(
         "_options": ["HitOptions", "PositionOptions", "ReferenceOptions"],
         "_positions": ["plate_grid", "plate_position_files"],
         "_readouts": ["agreement_classes", "hit_table", "readout_agreement"],
-        "_reference": ["Contrast", "null_contrasts", "pair_contrasts", "reference_files", "reference_pairs"],
+        "_reference": [
+            "Contrast",
+            "contrast_auroc",
+            "null_contrasts",
+            "null_size",
+            "pair_contrasts",
+            "reference_files",
+            "reference_pairs",
+        ],
         "_screen_calls": ["GENE_SUMMARY_COLUMNS", "GUIDE_SUMMARY_COLUMNS", "screen_calls", "summarize_scores"],
+        "_tail": ["fit_tail", "leave_one_out_pareto"],
         "_truth": ["pooled_recall_fdr", "recall_fdr"],
     },
 )

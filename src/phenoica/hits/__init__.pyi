@@ -20,7 +20,9 @@ from ._readouts import agreement_classes as agreement_classes
 from ._readouts import hit_table as hit_table
 from ._readouts import readout_agreement as readout_agreement
 from ._reference import Contrast as Contrast
+from ._reference import contrast_auroc as contrast_auroc
 from ._reference import null_contrasts as null_contrasts
+from ._reference import null_size as null_size
 from ._reference import pair_contrasts as pair_contrasts
 from ._reference import reference_files as reference_files
 from ._reference import reference_pairs as reference_pairs
@@ -28,6 +30,8 @@ from ._screen_calls import GENE_SUMMARY_COLUMNS as GENE_SUMMARY_COLUMNS
 from ._screen_calls import GUIDE_SUMMARY_COLUMNS as GUIDE_SUMMARY_COLUMNS
 from ._screen_calls import screen_calls as screen_calls
 from ._screen_calls import summarize_scores as summarize_scores
+from ._tail import fit_tail as fit_tail
+from ._tail import leave_one_out_pareto as leave_one_out_pareto
 from ._truth import pooled_recall_fdr as pooled_recall_fdr
 from ._truth import recall_fdr as recall_fdr
 
@@ -35,16 +39,20 @@ __all__ = [
     "agreement_classes",
     "call_guides",
     "Contrast",
+    "contrast_auroc",
     "control_calls",
     "DISTANCE_COLUMNS",
+    "fit_tail",
     "fold_interval",
     "GENE_SUMMARY_COLUMNS",
     "GUIDE_SUMMARY_COLUMNS",
     "hit_counts",
     "hit_table",
     "HitOptions",
+    "leave_one_out_pareto",
     "measure_phrase",
     "null_contrasts",
+    "null_size",
     "NullFit",
     "pair_contrasts",
     "plate_grid",

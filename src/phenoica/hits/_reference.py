@@ -313,14 +313,16 @@ def reference_p(values: np.ndarray, null: np.ndarray, seed: int) -> tuple[np.nda
     fitted to their upper exceedances beyond that where the goodness-of-fit test accepts one (40
     null contrasts or more), the empirical p-value bounded at ``1 / (n + 1)`` otherwise. Returns the
     p-values, the smallest reported (the floor) and the Kolmogorov-Smirnov p of the null contrasts'
-    own leave-one-out p-values against U(0, 1) (NaN below 4 null contrasts)."""
+    own leave-one-out p-values against U(0, 1) (NaN below 4 null contrasts), those p-values
+    randomized within ties (seeded by ``seed``): a null of few distinct values (AUROCs of a few
+    wells a side) is then tested for its calibration, not for its ties."""
     finite = np.sort(null[np.isfinite(null)])
     if not finite.size:
         return empirical_p(values, finite), math.nan, math.nan
     z = np.log(np.clip(finite, 1e-6, 1 - 1e-6)) - np.log1p(-np.clip(finite, 1e-6, 1 - 1e-6))
     tail = fit_tail(z, seed)
     floor = TAIL_P_FLOOR if tail is not None else 1.0 / (finite.size + 1)
-    loo = leave_one_out_pareto(z, tail)
+    loo = leave_one_out_pareto(z, tail, rng_for(seed, "reference_null_loo", finite.size))
     ks = float(stats.kstest(loo, "uniform").pvalue) if finite.size >= 4 else math.nan
     if tail is None:
         return empirical_p(values, finite), floor, ks

@@ -7,10 +7,15 @@ lies beyond all but a few pseudo-guides gets its p-value from a generalized Pare
 rule (docs/hit-calling.md, *Calls at genome depth*), on z = logit(AUROC):
 
 - at least :data:`MIN_EXCEEDANCES` pseudo-guides at or above the guide: the empirical p-value;
-- fewer: ``(N / n) * GPD.sf(z - u)``, u halfway between the N-th and (N + 1)-th largest
-  pseudo-guide, the GPD fitted by maximum likelihood with its shape held at 0 or above (never a
-  lighter tail than the exponential, so no fitted end point gives a guide p = 0), N from n / 4 down
-  by n / 20 until an Anderson-Darling test (parametric bootstrap) accepts the fit;
+- fewer: ``(N / n)`` times the GPD's *predictive* survival at ``z - u`` (:meth:`TailFit.sf`),
+  u halfway between the N-th and (N + 1)-th largest pseudo-guide, the GPD fitted by maximum
+  likelihood with its shape held at 0 or above (never a lighter tail than the exponential, so no
+  fitted end point gives a guide p = 0), N from n / 4 down by n / 20 until an Anderson-Darling
+  test (parametric bootstrap) accepts the fit. Predictive: the survival averaged over the
+  scale's posterior under the prior 1 / scale, the shape held at its estimate; with shape 0,
+  ``(1 + (z - u) / (N * mean))^-N``, the exact prediction of a new exponential exceedance. The
+  plug-in survival (the fitted scale taken as the truth) reads too far out, the more so the
+  further it reads;
 - no fit accepted: the bounded empirical p-value (at least 1 / (n + 1)).
 
 Reported p-values stop at :data:`TAIL_P_FLOOR`.
@@ -42,10 +47,19 @@ GOF_LEVEL = 0.05
 TAIL_P_FLOOR = 1e-10
 
 
+#: The scales the predictive averages over where the shape is above 0: the fitted scale times
+#: ``exp`` of this grid (uniform in log scale, where the prior 1 / scale is flat; the posterior of
+#: the log scale has a standard deviation near 1 / sqrt(N), a third at the fewest exceedances).
+LOG_SCALE_GRID = np.linspace(-4.0, 4.0, 321)
+#: Values read from the grid at once (bounds the memory of values x grid).
+SF_CHUNK = 4096
+
+
 @dataclass(frozen=True)
 class TailFit:
     """The fitted tail of one null: threshold ``u`` (on logit AUROC), the GPD's ``shape`` (>= 0)
-    and ``scale``, ``n_exceed`` exceedances of ``n`` pseudo-guides, the goodness-of-fit p-value."""
+    and ``scale``, ``n_exceed`` exceedances of ``n`` pseudo-guides, the goodness-of-fit p-value,
+    and the ``exceedances`` themselves (the predictive needs them where the shape is above 0)."""
 
     threshold: float
     shape: float
@@ -53,9 +67,36 @@ class TailFit:
     n_exceed: int
     n: int
     gof_p: float
+    exceedances: tuple[float, ...] = ()
 
     def sf(self, z: np.ndarray) -> np.ndarray:
-        """The tail's p-value of values ``z`` beyond the threshold: (N / n) * GPD.sf(z - u)."""
+        """The tail's p-value of values ``z`` beyond the threshold: (N / n) times the predictive
+        survival at z - u (module doc): the GPD's survival averaged over the scale's posterior
+        (prior 1 / scale) given the exceedances, the shape held at its estimate. With shape 0 in
+        closed form, ``(1 + y / (N * scale))^-N`` (the scale is then the mean exceedance)."""
+        y = np.maximum(np.asarray(z, dtype=float) - self.threshold, 0.0)
+        rate = self.n_exceed / self.n
+        if self.shape == 0.0:
+            return rate * np.exp(-self.n_exceed * np.log1p(y / (self.n_exceed * self.scale)))
+        if not self.exceedances:
+            raise ValueError("TailFit.sf: a tail with a positive shape needs its exceedances for the predictive")
+        ex = np.asarray(self.exceedances, dtype=float)
+        scales = self.scale * np.exp(LOG_SCALE_GRID)
+        loglik = -ex.size * np.log(scales) - (1.0 / self.shape + 1.0) * np.log1p(
+            self.shape * ex[None, :] / scales[:, None]
+        ).sum(axis=1)
+        weight = np.exp(loglik - loglik.max())
+        weight /= weight.sum()
+        flat = y.ravel()
+        out = np.empty(flat.size)
+        for start in range(0, flat.size, SF_CHUNK):
+            part = flat[start : start + SF_CHUNK, None]
+            out[start : start + SF_CHUNK] = np.exp(-np.log1p(self.shape * part / scales) / self.shape) @ weight
+        return rate * out.reshape(y.shape)
+
+    def plugin_sf(self, z: np.ndarray) -> np.ndarray:
+        """The plug-in p-value, (N / n) * GPD.sf(z - u) at the fitted shape and scale: what the
+        rule read before the predictive (kept for the benchmark's comparison; no call uses it)."""
         y = np.maximum(np.asarray(z, dtype=float) - self.threshold, 0.0)
         return self.n_exceed / self.n * stats.genpareto.sf(y, self.shape, scale=self.scale)
 
@@ -137,7 +178,7 @@ def tail_with(z: np.ndarray, n_exceed: int, seed: int | None) -> TailFit | None:
         return None
     shape, scale = (float(v) for v in fit_exceedances(y))  # one sample: two numbers
     gof = math.nan if seed is None else gof_pvalue(y, shape, scale, seed)
-    return TailFit(u, shape, scale, int(y.size), int(z.size), gof)
+    return TailFit(u, shape, scale, int(y.size), int(z.size), gof, tuple(float(v) for v in y))
 
 
 @functools.lru_cache(maxsize=64)
@@ -179,14 +220,24 @@ def pareto_p_values(null_z: np.ndarray, z: np.ndarray, tail: TailFit | None) -> 
     return np.where(beyond, tail.sf(z), p)
 
 
-def leave_one_out_pareto(null_z: np.ndarray, tail: TailFit | None) -> np.ndarray:
+def leave_one_out_pareto(
+    null_z: np.ndarray, tail: TailFit | None, rng: np.random.Generator | None = None
+) -> np.ndarray:
     """Each pseudo-guide's p-value against the other n - 1 by the same rule, the tail (where
-    used) refitted without it at the whole null's number of exceedances, untested."""
+    used) refitted without it at the whole null's number of exceedances, untested.
+
+    With ``rng``, the empirical p-values are randomized within ties, ``(#{others > x} + U x (1 +
+    #{others = x})) / n`` with U uniform on (0, 1) from ``rng``: exactly uniform for exchangeable
+    values, tied or not, so a uniformity test checks the null's calibration rather than its ties
+    (without, ties count as exceedances: the p-value the calls use, conservative where values tie)."""
     z = np.asarray(null_z, dtype=float)
     n = z.size
     srt = np.sort(z)
     m = n - np.searchsorted(srt, z, side="left") - 1  # the others at or above
     out = (1.0 + m) / n
+    if rng is not None:
+        above = n - np.searchsorted(srt, z, side="right")  # the others strictly above
+        out = (above + rng.random(n) * (1.0 + m - above)) / n
     if tail is None:
         return out
     for i in np.flatnonzero(m < MIN_EXCEEDANCES):
