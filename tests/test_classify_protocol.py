@@ -13,7 +13,6 @@ import pytest
 
 from phenoica.classify import (
     ClassifyOptions,
-    ControlSample,
     Fold,
     FoldBins,
     classify_guides,
@@ -27,6 +26,7 @@ from phenoica.classify import (
     trainings,
 )
 from phenoica.classify._engine import score_guide_on
+from phenoica.classify._protocol import ControlSample
 from phenoica.classify._splits import in_distribution
 from phenoica.contract import BATCH, GENE, GUIDE, PLATE
 from tests.test_classify import CFG, GUIDES, batch_folds, classify_options, make_table

@@ -82,7 +82,7 @@ __all__, __getattr__, __dir__ = lazy_face(
             "split_control_rows",
         ],
         "_options": ["ClassifyOptions", "MapReadoutOptions", "SplitOptions"],
-        "_protocol": ["PROTOCOLS", "ControlSample", "control_strata", "training_controls", "trainings"],
+        "_protocol": ["PROTOCOLS", "control_strata", "training_controls", "trainings"],
         "_readout_registry": [
             "GUIDE_KEYS",
             "Readout",

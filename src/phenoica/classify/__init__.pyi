@@ -44,7 +44,6 @@ from ._options import ClassifyOptions as ClassifyOptions
 from ._options import MapReadoutOptions as MapReadoutOptions
 from ._options import SplitOptions as SplitOptions
 from ._protocol import PROTOCOLS as PROTOCOLS
-from ._protocol import ControlSample as ControlSample
 from ._protocol import control_strata as control_strata
 from ._protocol import training_controls as training_controls
 from ._protocol import trainings as trainings
@@ -75,7 +74,6 @@ __all__ = [
     "control_positions",
     "control_strata",
     "ControlMoments",
-    "ControlSample",
     "DISTANCE_COLUMNS",
     "feature_matrix",
     "Fold",

@@ -41,7 +41,7 @@ class FoldBins:
     ``bins[j]`` is a constructed one-feature ``lightgbm.Dataset`` of the fold's training
     controls: it fixes feature ``j``'s bin boundaries for every guide of the fold. ``weight``
     (None: unweighted) is the weight of every training row of the fold's blocks (the fast
-    protocol's sampled controls stand for all of them: :class:`phenoica.classify.ControlSample`);
+    protocol's sampled controls stand for all of them: :class:`phenoica.classify._protocol.ControlSample`);
     the bins are found on the rows unweighted.
     """
 
