@@ -17,7 +17,11 @@ design scaled to 12 batches and 48 control wells per plate, so that the fast pro
 act: 12 folds in 4 groups, 8,448 training controls capped at 4,000); ``--screen arrayed`` the
 arrayed per-well screen of ``benchmarks/classify_growth.py`` at ``--guides-scale`` times its
 guides (2 batches: the folds are never grouped; at 4x 256 training controls per fold, so a
-``--fast-train-controls`` below that acts); ``--table`` and
+``--fast-train-controls`` below that acts); ``--screen position`` the arrayed screen with its
+planted plate-position effect (``phenoica.screen.POSITION_DESIGN``: 256 training controls a
+fold), scored as ``tests/test_plates.py`` scores it (concentration off, the plain and the
+position-aware null's pseudo-guides scored together, the calls made against each null apart,
+with the guides without effect called counted); ``--table`` and
 ``--folds`` score a profile table of a finished run (a ``transforms/{model}/{variant}.parquet``
 with its ``splits/{model}.parquet``). ``--fast-fold-groups`` / ``--fast-train-controls`` lower the
 fast protocol's thresholds where a small screen would not reach them. Every figure is printed with
@@ -25,6 +29,7 @@ the thresholds and whether each approximation acted (folds grouped, controls cap
 
     python benchmarks/classify_fidelity.py --screen positive_control [--batches 12] [--seed-reference]
     python benchmarks/classify_fidelity.py --screen arrayed --guides-scale 4 --fast-train-controls 128 [--seed-reference]
+    python benchmarks/classify_fidelity.py --screen position --null-model parametric --q 0.05 --seed-reference
     python benchmarks/classify_fidelity.py --table RUN/transforms/mae/pca_ica.parquet --folds RUN/splits/mae.parquet \\
         [--fast-fold-groups 2 --fast-train-controls 192]
 """
@@ -44,7 +49,9 @@ from classify_growth import arrayed_design
 from scipy import stats
 
 from phenoica.classify import (
+    NULL_GENE,
     ClassifyOptions,
+    GuideSamples,
     classify_guides,
     leave_one_batch_out,
     null_guide_design,
@@ -53,7 +60,10 @@ from phenoica.classify import (
 )
 from phenoica.contract import GENE, GUIDE, feature_name, validate_config
 from phenoica.hits import screen_calls
-from phenoica.screen import SCREENS, VECTOR, screen_profiles, write_known_truth_screen
+from phenoica.screen import POSITION_DESIGN, SCREENS, VECTOR, screen_profiles, write_known_truth_screen
+
+#: The null layouts ``--screen position`` calls against, each apart.
+LAYOUTS = ("plain", "position")
 
 
 def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:
@@ -86,6 +96,28 @@ def score(
     return {**screen_calls(rows, None, null_model, q_threshold), "rows": rows}, cpu
 
 
+def score_layouts(
+    table: pd.DataFrame, folds: list, options: ClassifyOptions, null_model: str, q_threshold: float
+) -> tuple[dict[str, dict[str, pd.DataFrame]], float]:
+    """``--screen position``: every guide and the pseudo-guides of both null layouts scored in one
+    call (concentration off), then the calls against each layout's pseudo-guides alone."""
+    options = options._replace(concentration=False)
+    nulls = [
+        GuideSamples(NULL_GENE, f"{layout}:{g.guide}", g.rows, True)
+        for layout in LAYOUTS
+        for g in null_guide_design(table, options.n_null_guides, options.seed, layout=layout)
+    ]
+    t0 = time.process_time()
+    rows = classify_guides(table, None, folds, options, "base", "model", nulls=nulls)
+    cpu = time.process_time() - t0
+    out = {}
+    for layout in LAYOUTS:
+        keep = ~rows["is_null_guide"] | rows[GUIDE].str.startswith(f"{layout}:")
+        part = rows[keep].reset_index(drop=True)
+        out[layout] = {**screen_calls(part, None, null_model, q_threshold), "rows": part}
+    return out, cpu
+
+
 def _mask(rows: np.ndarray, n: int) -> np.ndarray:
     mask = np.zeros(n, dtype=bool)
     mask[rows] = True
@@ -114,7 +146,7 @@ def compare(ref: dict[str, pd.DataFrame], other: dict[str, pd.DataFrame]) -> dic
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--screen", choices=["positive_control", "arrayed"], default=None)
+    ap.add_argument("--screen", choices=["positive_control", "arrayed", "position"], default=None)
     ap.add_argument("--guides-scale", type=int, default=4, help="arrayed: times the base screen's guides")
     ap.add_argument("--table", type=Path, help="a profile table (transforms/{model}/{variant}.parquet)")
     ap.add_argument("--folds", type=Path, help="its folds (splits/{model}.parquet)")
@@ -127,6 +159,7 @@ def main() -> None:
     ap.add_argument("--fast-fold-groups", type=int, default=None)
     ap.add_argument("--fast-train-controls", type=int, default=None)
     ap.add_argument("--q", type=float, default=0.1)
+    ap.add_argument("--null-model", default=None, help="hits.null_model (default: the schema's)")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--seed-reference", action="store_true", help="also score exact with seed + 1")
     args = ap.parse_args()
@@ -137,6 +170,11 @@ def main() -> None:
         table = screen_profiles(arrayed_design(args.guides_scale, "guides"), args.seed)[0]
         folds = leave_one_batch_out(table)
         name = f"arrayed per-well screen, {args.guides_scale}x its guides"
+    elif args.screen == "position":
+        table, truth = screen_profiles(POSITION_DESIGN, args.seed)
+        inert = set(truth.loc[~truth["has_effect"].astype(bool), GUIDE])
+        folds = leave_one_batch_out(table)
+        name = "arrayed per-well screen with its plate-position effect (POSITION_DESIGN), concentration off"
     elif args.screen:
         table = positive_control_table(args)
         folds = leave_one_batch_out(table)
@@ -156,8 +194,11 @@ def main() -> None:
     ):
         if value is not None:
             classify[key] = value
-    config = validate_config({"classify": classify, "seed": args.seed, "hits": {"q_threshold": args.q}})
+    hits = {"q_threshold": args.q} | ({"null_model": args.null_model} if args.null_model else {})
+    config = validate_config({"classify": classify, "seed": args.seed, "hits": hits})
     options = ClassifyOptions.from_config(config)
+    if args.screen == "position":
+        options = options._replace(concentration=False)
     fast = options._replace(protocol="fast")
     is_ctrl = table["Metadata_PertType"].astype(str).to_numpy() == "control"
     n_train_ctrl = max(int(is_ctrl[f.train].sum()) for f in folds)
@@ -181,6 +222,9 @@ def main() -> None:
     protocols = {"exact": ("exact", args.seed), "fast": ("fast", args.seed)}
     if args.seed_reference:
         protocols[f"exact, seed {args.seed + 1}"] = ("exact", args.seed + 1)
+    if args.screen == "position":
+        compare_layouts(table, folds, options, protocols, config["hits"]["null_model"], args.q, inert)
+        return
     print(
         f"\n{'run':16s} {'CPU s':>8s} {'guide hits':>10s} {'gene hits':>9s} {'null KS p':>9s}  vs exact: "
         "AUROC rho, concentration rho, guide-hit Jaccard, gene-hit Jaccard, score rows identical",
@@ -202,6 +246,29 @@ def main() -> None:
             )
         print(line, flush=True)
     print(f"CPU ratio exact / fast: {runs['exact'][1] / runs['fast'][1]:.2f}x")
+
+
+def compare_layouts(table, folds, options, protocols, null_model, q, inert) -> None:
+    """``--screen position``: per run and null layout, the guide and gene hits, the guides without
+    effect called, and, against exact, the guide-hit and gene-hit Jaccard indices."""
+    print(f"\n{'run':16s} {'CPU s':>7s} {'null':9s} {'guide hits':>10s} {'without effect':>14s} {'gene hits':>9s}"
+          "  vs exact: guide-hit Jaccard, gene-hit Jaccard", flush=True)  # fmt: skip
+    runs = {}
+    for run, (protocol, seed) in protocols.items():
+        calls, cpu = runs[run] = score_layouts(
+            table, folds, options._replace(protocol=protocol, seed=seed), null_model, q
+        )
+        for layout in LAYOUTS:
+            real = calls[layout]["guides"][~calls[layout]["guides"]["is_null_guide"]]
+            hits = set(real.loc[real["hit"], GUIDE])
+            line = (
+                f"{run:16s} {cpu:7.1f} {layout:9s} {len(hits):10d} {len(hits & inert):14d} "
+                f"{int(calls[layout]['genes']['hit'].sum()):9d}"
+            )
+            if run != "exact":
+                c = compare(runs["exact"][0][layout], calls[layout])
+                line += f"  {c['jaccard_guides']:.3f}, {c['jaccard_genes']:.3f}"
+            print(line, flush=True)
 
 
 if __name__ == "__main__":

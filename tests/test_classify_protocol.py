@@ -26,6 +26,7 @@ from phenoica.classify import (
     trainings,
 )
 from phenoica.classify._engine import score_guide_on
+from phenoica.classify._protocol import ControlSample
 from phenoica.classify._splits import in_distribution
 from phenoica.contract import BATCH, GENE, GUIDE, PLATE
 from tests.test_classify import CFG, GUIDES, batch_folds, classify_options, make_table
@@ -167,12 +168,14 @@ def test_fast_scores_are_the_group_model_on_each_fold_against_the_shared_subsamp
     sub = training_controls(np.flatnonzero(group.train & ctrl), control_strata(table4), 100, 0, group.name)
     assert len(sub) == 100
     tr = np.flatnonzero(group.train & guide)
-    block = FoldBins.build(X, sub, options.booster_params()).block(tr)
+    sample = ControlSample(sub, int((group.train & ctrl).sum()))
+    assert sample.weight is not None and sample.weight > 1  # the cap acts: the sample is weighted
+    block = FoldBins.build(X, sub, sample.params(options.booster_params()), sample.weight).block(tr)
     tests = []
     for _, test in group.members:
         te, te_ctrl = np.flatnonzero(test & guide), np.flatnonzero(test & ctrl)
         tests.append((np.concatenate([X[te_ctrl], X[te]]), np.r_[np.zeros(len(te_ctrl)), np.ones(len(te))]))
-    params = dict(options.booster_params(), seed=guide_seed(0, "WEAK", "WEAK_1", group.name))
+    params = dict(sample.params(options.booster_params()), seed=guide_seed(0, "WEAK", "WEAK_1", group.name))
     expected = score_guide_on(functools.partial(block.guide_dataset, tr), tests, params, 20, 0.25)
     for (fold, _), want in zip(group.members, expected):
         row = scores[scores["fold"] == fold].iloc[0]
@@ -246,3 +249,35 @@ def test_strata_are_batch_and_plate():
     t = pd.DataFrame({BATCH: ["B1", "B1", "B2", "B2"], PLATE: ["P1", "P2", "P1", "P1"], GENE: "g"})
     codes = control_strata(t)
     assert codes[2] == codes[3] and len(set(codes[:3])) == 3
+
+
+def test_the_sample_keeps_each_plate_its_share_known_answer():
+    """Training controls on 3 plates of 2 batches (8, 4 and 12 rows), a cap of 12 of the 24: each
+    (batch, plate) keeps exactly half of its rows, whatever the seed."""
+    t = pd.DataFrame({BATCH: ["B1"] * 12 + ["B2"] * 12, PLATE: ["P1"] * 8 + ["P2"] * 4 + ["P1"] * 12, GENE: "g"})
+    strata = control_strata(t)
+    assert sorted(np.bincount(strata).tolist()) == [4, 8, 12]
+    for seed in range(5):
+        picked = training_controls(np.arange(24), strata, 12, seed, "B0")
+        assert np.bincount(strata[picked], minlength=3).tolist() == (np.bincount(strata) // 2).tolist()
+
+
+def test_the_sample_stands_for_its_training_set():
+    """C of N training controls: every training row weighs N / C and a leaf needs
+    min_data_in_leaf x C / N rows (rounded, at least 1); all of them kept: no weights, the
+    parameters as given."""
+    rows = np.arange(0, 256, 2)
+    half = ControlSample(rows, 256)
+    assert (half.fraction, half.weight) == (0.5, 2.0)
+    assert half.params({"lambda_l1": 5.0})["min_data_in_leaf"] == 10  # LightGBM's 20, halved
+    assert half.params({"min_data_in_leaf": 3})["min_data_in_leaf"] == 2
+    assert half.params({"lambda_l1": 5.0})["lambda_l1"] == 5.0  # the weights carry the scale
+    assert ControlSample(rows[:1], 1000).params({})["min_data_in_leaf"] == 1
+    whole = ControlSample(rows, len(rows))
+    assert whole.weight is None and whole.fraction == 1.0 and whole.params({"a": 1}) == {"a": 1}
+    # the weight reaches every row of a guide's training set (controls and its own rows)
+    X = np.random.default_rng(0).normal(size=(300, 3))
+    block = FoldBins.build(X, rows, half.params({"verbosity": -1}), half.weight).block(np.array([1, 3, 5]))
+    data = block.guide_dataset(np.array([1, 3, 5])).construct()
+    assert data.num_data() == 131 and np.all(data.get_weight() == 2.0)
+    assert FoldBins.build(X, rows, {"verbosity": -1}).block(np.array([1])).dataset.get_weight() is None

@@ -39,23 +39,29 @@ class FoldBins:
     """What every guide of one fold (training set) shares: bin boundaries and training controls.
 
     ``bins[j]`` is a constructed one-feature ``lightgbm.Dataset`` of the fold's training
-    controls: it fixes feature ``j``'s bin boundaries for every guide of the fold.
+    controls: it fixes feature ``j``'s bin boundaries for every guide of the fold. ``weight``
+    (None: unweighted) is the weight of every training row of the fold's blocks (the fast
+    protocol's sampled controls stand for all of them: :class:`phenoica.classify._protocol.ControlSample`);
+    the bins are found on the rows unweighted.
     """
 
     bins: list[lgb.Dataset]
     X: np.ndarray
     train_controls: np.ndarray
     params: dict[str, Any]
+    weight: float | None = None
 
     @classmethod
-    def build(cls, X: np.ndarray, train_controls: np.ndarray, params: Mapping[str, Any]) -> "FoldBins":
+    def build(
+        cls, X: np.ndarray, train_controls: np.ndarray, params: Mapping[str, Any], weight: float | None = None
+    ) -> "FoldBins":
         """Find each feature's bin boundaries on ``X[train_controls]``."""
         params = dict(params)
         bins = [
             lgb.Dataset(X[train_controls, j : j + 1], feature_name=[f"f{j:04d}"], params=params).construct()
             for j in range(X.shape[1])
         ]
-        return cls(bins, X, np.asarray(train_controls, dtype=np.int64), params)
+        return cls(bins, X, np.asarray(train_controls, dtype=np.int64), params, weight)
 
     def block(self, train_guide_rows: np.ndarray) -> "GuideBlock":
         """Bin the training controls plus ``train_guide_rows`` (a block of guides) once.
@@ -66,10 +72,12 @@ class FoldBins:
         guide_rows = np.asarray(train_guide_rows, dtype=np.int64)
         rows = np.concatenate([self.train_controls, guide_rows])
         label = np.concatenate([np.zeros(len(self.train_controls)), np.ones(len(guide_rows))])
+        weight = None if self.weight is None else np.full(len(rows), self.weight)
         columns = [
             lgb.Dataset(
                 self.X[rows, j : j + 1],
                 label=label,
+                weight=weight,
                 reference=ref,
                 feature_name=ref.feature_name,
                 params=self.params,

@@ -40,7 +40,7 @@ from phenoica.classify._null import (
     null_guide_design,
 )
 from phenoica.classify._options import ClassifyOptions
-from phenoica.classify._protocol import Training, control_strata, training_controls, trainings
+from phenoica.classify._protocol import ControlSample, Training, control_strata, training_controls, trainings
 from phenoica.contract import (
     GENE,
     GUIDE,
@@ -335,10 +335,12 @@ def _score_plan(
     block: GuideBlock,
     X_test_ctrls: Sequence[np.ndarray],
     controls: ControlMoments,
+    params: Mapping[str, Any],
 ) -> dict[int, dict[str, Any]]:
     """The scores of each scorable fold ``m`` of a trainable target (one set of models), or why
     its classifier could not be scored. ``controls``: the moments of the training's controls, of
-    which a pseudo-guide's own training wells are taken out for its held-out distance."""
+    which a pseudo-guide's own training wells are taken out for its held-out distance;
+    ``params``: the training set's LightGBM parameters (:meth:`ControlSample.params`)."""
     X, options, target = job.X, job.options, plan.target
     scored = [m for m, r in enumerate(plan.reasons) if not r]
     tests, distances = [], {}
@@ -348,7 +350,7 @@ def _score_plan(
         y = np.concatenate([np.zeros(len(plan.test_negs[m])), np.ones(len(plan.tests[m]))])
         tests.append((np.concatenate([neg, X[plan.tests[m]]]), y))
         distances[m] = heldout_distance_se(guide_controls, X[plan.train], X[plan.tests[m]], neg)
-    guide_params = dict(job.params, seed=guide_seed(options.seed, target.gene, target.guide, training.name))
+    guide_params = dict(params, seed=guide_seed(options.seed, target.gene, target.guide, training.name))
     try:
         scores = score_guide_on(
             functools.partial(block.guide_dataset, plan.train),
@@ -365,23 +367,27 @@ def _score_plan(
     }
 
 
-def _training_setup(job: _Job, training: Training) -> tuple[np.ndarray, list[np.ndarray]]:
+def _training_setup(job: _Job, training: Training) -> tuple[ControlSample, list[np.ndarray]]:
     """The controls a training set trains on (:func:`training_controls`) and each member fold's
     held-out controls; a fold without enough of them is an error."""
     options = job.options
     train_all = np.flatnonzero(training.train & job.is_control)
     train_ctrl = training_controls(train_all, job.strata, options.max_train_controls, options.seed, training.name)
+    sample = ControlSample(train_ctrl, len(train_all))
     test_ctrls = [np.flatnonzero(test & job.is_control) for _, test in training.members]
     for (fold_name, _), ctrl in zip(training.members, test_ctrls):
         _check_fold_controls(fold_name, len(train_ctrl), len(ctrl), options, job.source)
-    if len(train_ctrl) < len(train_all):
+    if sample.weight is not None:
         job.log.info(
-            "training %s: %d of %d training controls (classify.fast_train_controls, stratified by plate)",
+            "training %s: %d of %d training controls (classify.fast_train_controls, stratified by plate), "
+            "every training row weighted %.3g, min_data_in_leaf %d",
             training.name,
             len(train_ctrl),
             len(train_all),
+            sample.weight,
+            sample.params(job.params).get("min_data_in_leaf"),
         )
-    return train_ctrl, test_ctrls
+    return sample, test_ctrls
 
 
 def _score_training(
@@ -395,12 +401,13 @@ def _score_training(
     """
     log, size, name = job.log, GUIDES_PER_BLOCK, training.name
     t0, done = time.perf_counter(), 0
-    train_ctrl, test_ctrls = _training_setup(job, training)
+    sample, test_ctrls = _training_setup(job, training)
+    train_ctrl, params = sample.rows, sample.params(job.params)
     plans = _plans(job, targets, training, train_ctrl, test_ctrls)
     to_train = [p for p in plans if p.trainable]
     fold_bins = None
     if to_train:
-        fold_bins = FoldBins.build(job.X, train_ctrl, job.params)
+        fold_bins = FoldBins.build(job.X, train_ctrl, params, sample.weight)
         log.info(
             "fold %s (%d/%d): bins of %d features on %d training controls in %.1fs; %d guide(s) to score "
             "(%d pseudo-guides)",
@@ -431,7 +438,7 @@ def _score_training(
                 block = fold_bins.block(np.concatenate([p.train for p in to_train[start : start + size]]))
                 current = start
             assert block is not None
-            for m, update in _score_plan(job, plan, training, block, X_test_ctrls, controls).items():
+            for m, update in _score_plan(job, plan, training, block, X_test_ctrls, controls, params).items():
                 plan_rows[m].update(update)
             done += 1
             if done % every == 0 or done == len(to_train):

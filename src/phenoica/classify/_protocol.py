@@ -19,7 +19,16 @@ concentration models, the pseudo-guides, the score table's rows):
    proportional share. It is drawn once per training set, before any guide, so every guide and
    pseudo-guide of a fold (group) trains against the same controls, and the fold's bins stay
    shared; it does not depend on the shard or on the other guides. Held-out controls are all kept:
-   every score is measured on the same rows as under ``exact``.
+   every score is measured on the same rows as under ``exact``. The sample stands for the
+   training set it is drawn from (:class:`ControlSample`): where ``C`` of ``N`` training
+   controls are drawn (``f = C / N``), every training row of the set (the drawn controls and each
+   target's own rows) weighs ``1 / f``, so LightGBM's sums of gradients, and with them its
+   regularization (``lambda_l1``, ``lambda_l2``, ``min_gain_to_split``,
+   ``min_sum_hessian_in_leaf``), stand at the full set's scale, and ``min_data_in_leaf`` is the
+   configured value times ``f`` (rounded, at least 1): a leaf of the sample holds the share of
+   rows a leaf of the full set would. Unweighted, the same parameters regularize a model trained
+   on half the controls twice as hard, and its guides lose held-out AUROC
+   (docs/benchmarks.md measures it).
 
 Below both thresholds (at most K folds, at most C training controls) ``fast`` is ``exact``, to the
 byte. A pseudo-guide is built and scored exactly as a real guide under either protocol: it trains
@@ -29,11 +38,12 @@ against the same (subsampled) controls less its own wells, in the same fold grou
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import numpy as np
 import pandas as pd
 
+from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF
 from phenoica.classify._splits import stratified_sample
 from phenoica.contract import BATCH, PLATE
 from phenoica.utils import rng_for
@@ -105,3 +115,31 @@ def training_controls(
     rng = rng_for(seed, "train_controls", name)
     picked = stratified_sample(strata[train_controls], cap / len(train_controls), rng)
     return np.sort(train_controls[picked])
+
+
+@dataclass(frozen=True, eq=False)
+class ControlSample:
+    """The training controls one training set trains on (``rows``, sorted table rows) and the
+    number it was drawn from (``of``): all of them when ``len(rows) == of``."""
+
+    rows: np.ndarray
+    of: int
+
+    @property
+    def fraction(self) -> float:
+        """The share of the training controls drawn: ``C / N`` (1.0 when all are kept)."""
+        return len(self.rows) / self.of if self.of else 1.0
+
+    @property
+    def weight(self) -> float | None:
+        """Each training row's weight, ``1 / fraction``; None (no weights) when all are kept."""
+        return None if len(self.rows) >= self.of else self.of / len(self.rows)
+
+    def params(self, params: Mapping[str, Any]) -> dict[str, Any]:
+        """LightGBM's parameters for this sample: ``params`` with ``min_data_in_leaf`` (LightGBM's
+        default where unset) times :attr:`fraction`, rounded, at least 1; ``params`` unchanged
+        when every control is kept."""
+        if self.weight is None:
+            return dict(params)
+        leaf = int(params.get("min_data_in_leaf", LIGHTGBM_MIN_DATA_IN_LEAF))
+        return {**params, "min_data_in_leaf": max(1, round(leaf * self.fraction))}
