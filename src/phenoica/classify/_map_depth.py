@@ -7,8 +7,8 @@ where a guide's wells on different plates are independent; a position's wells al
 ``classify.map_null: auto`` per table by the rule of docs/hit-calling.md (*Which mAP null a
 screen can take*): the random-rank null without ``Metadata_Well``; the within-plate null where no
 guide holds the same well on two of its plates; otherwise the control wells' position test
-(:func:`grouping_share` of the well name within (plate, control construct) blocks) at
-:data:`POSITION_ALPHA`.
+(:func:`grouping_share` of the well name within (plate, control construct) blocks, on the wells
+as the readout compares them: :func:`readout_geometry`) at :data:`POSITION_ALPHA`.
 
 :func:`map_p_floors` counts from the layout alone the smallest p-value each null can report for
 each guide (the door's depth figures, :func:`phenoica.classify._capacity.map_capacity`).
@@ -92,6 +92,17 @@ def repeated_positions(wells: pd.DataFrame, is_control: np.ndarray) -> int:
     return int(plates[plates > 1].reset_index()[[GENE, GUIDE]].drop_duplicates().shape[0])
 
 
+def readout_geometry(wells: pd.DataFrame, is_control: np.ndarray) -> np.ndarray:
+    """The wells as the mAP readout compares them: each plate taken from its control wells'
+    centre (:func:`phenoica.classify.centered_on_plate_controls`), each well scaled to unit
+    length (cosine similarity), so that the position test weighs features as the readout does."""
+    from phenoica.classify._map_readout import centered_on_plate_controls
+
+    X, _ = feature_matrix(wells, "mAP null choice", None)
+    X = centered_on_plate_controls(X, wells[PLATE].astype(str).to_numpy(), is_control)
+    return X / np.maximum(np.linalg.norm(X, axis=1, keepdims=True), np.finfo(np.float64).tiny)
+
+
 def map_null_choice(wells: pd.DataFrame, setting: str, seed: int, model: str = "", variant: str = "") -> MapNullChoice:
     """The null of the mAP readout on ``wells`` (one row per well, as the readout takes it) under
     ``classify.map_null = setting`` (module doc; the position test seeded ``rng_for(seed,
@@ -117,7 +128,7 @@ def map_null_choice(wells: pd.DataFrame, setting: str, seed: int, model: str = "
         return MapNullChoice("random_rank", f"{where}, and the control wells cannot show whether positions carry an "
                              "effect (no control construct at two positions of a plate, or no control position on two "
                              "plates)")  # fmt: skip
-    X, _ = feature_matrix(controls, "mAP null choice", None)
+    X = readout_geometry(wells, is_control)[is_control]
     r2, r2_null, p = grouping_share(X, labels, blocks.to_numpy(), rng_for(seed, "map_null", model, variant))
     measured = f"the control wells' position share {r2:.3f} (permutations {r2_null:.3f}, p {p:.3g})"
     if p <= POSITION_ALPHA:
