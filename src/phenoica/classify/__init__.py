@@ -60,7 +60,7 @@ __all__, __getattr__, __dir__ = lazy_face(
         ],
         "_map_depth": ["MapNullChoice", "grouping_share", "map_null_choice", "map_p_floors"],
         "_map_job": ["guide_map_files"],
-        "_map_null": ["permuted_null_counts", "settled_null_counts"],
+        "_map_null": ["coupled_null_counts", "gap_drawn", "permuted_null_counts", "settled_null_counts"],
         "_map_permutation": ["WellPool", "pool_map", "well_pool"],
         "_map_readout": [
             "centered_on_plate_controls",

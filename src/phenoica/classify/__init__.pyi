@@ -22,6 +22,8 @@ from ._map_depth import grouping_share as grouping_share
 from ._map_depth import map_null_choice as map_null_choice
 from ._map_depth import map_p_floors as map_p_floors
 from ._map_job import guide_map_files as guide_map_files
+from ._map_null import coupled_null_counts as coupled_null_counts
+from ._map_null import gap_drawn as gap_drawn
 from ._map_null import permuted_null_counts as permuted_null_counts
 from ._map_null import settled_null_counts as settled_null_counts
 from ._map_permutation import WellPool as WellPool
@@ -78,12 +80,14 @@ __all__ = [
     "control_positions",
     "control_strata",
     "ControlMoments",
+    "coupled_null_counts",
     "DISTANCE_COLUMNS",
     "feature_matrix",
     "Fold",
     "fold_masks",
     "FoldBins",
     "folds_table",
+    "gap_drawn",
     "grouping_share",
     "GUIDE_KEYS",
     "guide_map",

@@ -175,7 +175,9 @@ def _gap_draw(
     return np.stack([gap_configuration_aps(order, by_pos[int(k)], int(t - k), harmonic) for k, t in confs])
 
 
-def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, seed: int) -> pd.DataFrame:
+def coupled_null_counts(
+    ap: pd.DataFrame, sameby: Sequence[str], draws: int, seed: int, gaps: bool | None = None
+) -> pd.DataFrame:
     """mAP and null exceedance counts of each ``sameby`` group of ``ap`` (copairs'
     ``average_precision`` output): ``sameby``, ``mean_average_precision`` (the mean of the
     group's average precisions, as copairs' ``get_map_pvalue`` takes it), ``exceedances`` (null
@@ -186,7 +188,8 @@ def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, see
     drawn on one shared random ranking (module doc): a configuration ranks the first positives
     and the first negatives of the same random scores, so configurations that differ by one
     negative give nearly the same draw. Draws are made in chunks that fit :data:`CHUNK_BYTES`,
-    chunk ``i`` seeded ``derive_seed(seed, i)``."""
+    chunk ``i`` seeded ``derive_seed(seed, i)`` (``derive_seed(seed, "gaps", i)`` where the
+    ranking is drawn by its negatives: ``gaps``, by default :func:`gap_drawn` of the layout)."""
     sameby = list(sameby)
     valid = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float)) & (ap["n_pos_pairs"] > 0)]
     valid = valid.reset_index(drop=True)
@@ -200,7 +203,7 @@ def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, see
     weights /= weights.sum(axis=1, keepdims=True)
     max_pos = int(confs[:, 0].max()) if len(confs) else 1
     max_neg = int((confs[:, 1] - confs[:, 0]).max()) if len(confs) else 0
-    gaps = gap_drawn(max_pos, max_neg)
+    gaps = gap_drawn(max_pos, max_neg) if gaps is None else gaps
     width = (max_neg + 1) * (3 + len(np.unique(confs[:, 0]))) if gaps else 3 * (max_pos + max_neg)
     chunk = int(max(1, min(draws, CHUNK_BYTES // (8 * (width + len(confs) + len(out))))))
     harmonic = np.r_[0.0, np.cumsum(1.0 / np.arange(1, max_pos + max_neg + 2))]
