@@ -16,10 +16,10 @@ from phenoica.classify import (
     guide_map_files,
     guide_map_within_plate,
     map_null_choice,
-    map_p_floors,
     well_profiles,
 )
 from phenoica.classify._capacity import map_capacity
+from phenoica.classify._map_depth import map_p_floors
 from phenoica.contract import CONTROL, PERT_TYPE, PLATE, WELL, validate_config
 from phenoica.screen import POSITION_DESIGN, arrayed, screen_profiles
 

@@ -58,7 +58,7 @@ __all__, __getattr__, __dir__ = lazy_face(
             "lightgbm_report_params",
             "use_lightgbm_names",
         ],
-        "_map_depth": ["MapNullChoice", "grouping_share", "map_null_choice", "map_p_floors"],
+        "_map_depth": ["grouping_share", "map_null_choice"],
         "_map_job": ["guide_map_files"],
         "_map_null": ["coupled_null_counts", "gap_drawn", "permuted_null_counts", "settled_null_counts"],
         "_map_permutation": ["WellPool", "pool_map", "well_pool"],

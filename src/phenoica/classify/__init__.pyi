@@ -17,10 +17,8 @@ from ._lightgbm_params import lightgbm_names_record as lightgbm_names_record
 from ._lightgbm_params import lightgbm_params as lightgbm_params
 from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
 from ._lightgbm_params import use_lightgbm_names as use_lightgbm_names
-from ._map_depth import MapNullChoice as MapNullChoice
 from ._map_depth import grouping_share as grouping_share
 from ._map_depth import map_null_choice as map_null_choice
-from ._map_depth import map_p_floors as map_p_floors
 from ._map_job import guide_map_files as guide_map_files
 from ._map_null import coupled_null_counts as coupled_null_counts
 from ._map_null import gap_drawn as gap_drawn
@@ -106,8 +104,6 @@ __all__ = [
     "lightgbm_report_params",
     "make_folds",
     "map_null_choice",
-    "map_p_floors",
-    "MapNullChoice",
     "MapReadoutOptions",
     "mean_retrieval",
     "NULL_GENE",
