@@ -14,7 +14,10 @@ taken from its plates' control wells, the rest are its negatives; its mAP and pe
 configurations go through the readout's nulls exactly as a guide's do:
 
 - ``random rank``: :func:`phenoica.classify.settled_null_counts` (the earlier default);
-- ``within plate``: :func:`phenoica.classify.permuted_null_counts` (the rule).
+- ``within plate``: :func:`phenoica.classify.permuted_null_counts` (the rule);
+- ``auto``: the one of the two that ``classify.map_null: auto`` takes on the unit's table
+  (:func:`phenoica.classify.map_null_choice`), and beside it the first version of that rule (its
+  position test on the raw features).
 
 Pseudo-guides are nulls, so a calibrated null puts a share alpha of them at p <= alpha. Per level
 it prints the observed and expected counts pooled over units and the ratio with a 95%
@@ -40,20 +43,25 @@ from phenoica.classify import (
     centered_on_plate_controls,
     control_mask,
     feature_matrix,
+    grouping_share,
     guide_map,
     guide_map_within_plate,
+    map_null_choice,
     permuted_null_counts,
     pool_map,
     settled_null_counts,
     well_pool,
     well_profiles,
 )
-from phenoica.contract import CONTROL, GUIDE, PERT_TYPE, PLATE, WELL, validate_config
+from phenoica.contract import CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, validate_config
 from phenoica.screen import POSITION_DESIGN, ArrayedDesign, screen_profiles
 from phenoica.utils import bh_qvalues, bootstrap_mean, rng_for
 
 LEVELS: tuple[float, ...] = (1e-2, 1e-3, 1e-4)
 NULLS: tuple[str, ...] = ("random rank", "within plate")
+#: The rules that choose between them per unit: ``classify.map_null: auto`` (``map_null_choice``)
+#: and its first version (the position test on the raw features), measured beside it.
+RULES: tuple[str, ...] = ("auto", "auto, first version")
 
 
 class Plates:
@@ -127,6 +135,18 @@ def pseudo_p_values(plates: Plates, pseudo: list[list[np.ndarray]], cfg: dict, s
     }
 
 
+def first_version_choice(wells: pd.DataFrame, seed: int, variant: str) -> str:
+    """The first version of ``auto``'s position test (raw features; docs/hit-calling.md): the null
+    it takes on a table whose guides repeat their positions."""
+    controls = wells[control_mask(wells)].reset_index(drop=True)
+    X, _ = feature_matrix(controls, "benchmark", None)
+    blocks = (
+        controls[PLATE].astype(str) + "|" + controls[GENE].astype(str) + "|" + controls[GUIDE].astype(str)
+    ).to_numpy()
+    _, _, p = grouping_share(X, controls[WELL].astype(str).to_numpy(), blocks, rng_for(seed, "map_null", "m", variant))
+    return "random_rank" if p <= 0.05 else "within_plate"
+
+
 def describe(units: pd.DataFrame, null: str) -> list[str]:
     lines = []
     for alpha in LEVELS:
@@ -152,6 +172,8 @@ def main() -> None:
     )
     parser.add_argument("--pseudo", type=int, default=2000, help="pseudo-guides per unit")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--csv", help="write the per-unit counts here")
+    parser.add_argument("--no-guides", action="store_true", help="skip the real guides' calls by each null")
     args = parser.parse_args()
     arrayed_cfg = validate_config({})
     real_cfg = validate_config({"transforms": {"n_components": 32}})
@@ -184,11 +206,17 @@ def main() -> None:
             t0 = time.process_time()
             p = pseudo_p_values(plates, pseudo, cfg["classify"], seed)
             cpu = time.process_time() - t0
+            choice = map_null_choice(plates.wells, "auto", seed, "m", variant)
+            chosen = {"auto": choice.null, "auto, first version": first_version_choice(plates.wells, seed, variant)}
+            for rule in RULES:
+                p[rule] = p[NULLS[chosen[rule] == "within_plate"]]
             row = {"screen": name, "seed": seed, "variant": variant, "n": len(pseudo)}
-            for null in NULLS:
+            row |= {f"{rule} takes": chosen[rule] for rule in RULES} | {"position p": choice.p_value}
+            for null in NULLS + RULES:
                 row |= {f"{null} {a:g}": int((p[null] <= a * (1 + 1e-9)).sum()) for a in LEVELS}
             rows.append(row)
             line = f"  {name} seed {seed} {variant}: {len(pseudo)} pseudo-guides, {int(p['permuted'].sum())} permuted, {cpu:.0f} CPU s"
+            line += f"; auto takes {choice.null} ({choice.reason}); its first version {chosen['auto, first version']}"
             if name == "real plate":
                 blocks = pseudo_p_values(plates, block_pseudo(plates), cfg["classify"], seed)
                 line += "; control constructs' blocks, p within plate: " + ", ".join(
@@ -196,7 +224,7 @@ def main() -> None:
                 )
                 line += " (random rank: " + ", ".join(f"{x:.2g}" for x in blocks["random rank"]) + ")"
             print(line, flush=True)
-            for within in (False, True):
+            for within in () if args.no_guides else (False, True):
                 t0 = time.process_time()
                 scorer = guide_map_within_plate if within else guide_map
                 maps = scorer(table, variant, "m", seed, q_threshold=0.05)
@@ -213,8 +241,10 @@ def main() -> None:
                     )
                 print(text + f", {cpu:.1f} CPU s", flush=True)
     units = pd.DataFrame(rows)
+    if args.csv:
+        units.to_csv(args.csv, index=False)
     for (name), sub in units.groupby("screen", sort=False):
-        for null in NULLS:
+        for null in NULLS + RULES:
             print(f"{name}, {null} ({len(sub)} units, {int(sub['n'].sum())} pseudo-guides):")
             print("\n".join(describe(sub, null)), flush=True)
 

@@ -23,7 +23,8 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
 - :mod:`~phenoica.classify._engine`: the fold engine (``classify_guides``, ``classify_shard``),
   writing the score table (its columns: ``phenoica.contract.SCORE_COLUMNS``);
 - :mod:`~phenoica.classify._map_readout`: copairs mean average precision per guide (``guide_map``),
-  with its p-values drawn until their calls are settled (:mod:`~phenoica.classify._map_null`);
+  with its p-values drawn until their calls are settled (:mod:`~phenoica.classify._map_null`), and
+  which null a screen can take and how deep each reaches (:mod:`~phenoica.classify._map_depth`);
 - :mod:`~phenoica.classify._retrieval`: replicate retrieval across batches (``guide_retrieval``);
 - :mod:`~phenoica.classify._map_job`: the map_readout job, both read off each variant's table once
   (``guide_map_files``).
@@ -57,8 +58,9 @@ __all__, __getattr__, __dir__ = lazy_face(
             "lightgbm_report_params",
             "use_lightgbm_names",
         ],
+        "_map_depth": ["grouping_share", "map_null_choice"],
         "_map_job": ["guide_map_files"],
-        "_map_null": ["permuted_null_counts", "settled_null_counts"],
+        "_map_null": ["coupled_null_counts", "gap_drawn", "permuted_null_counts", "settled_null_counts"],
         "_map_permutation": ["WellPool", "pool_map", "well_pool"],
         "_map_readout": [
             "centered_on_plate_controls",

@@ -17,7 +17,11 @@ from ._lightgbm_params import lightgbm_names_record as lightgbm_names_record
 from ._lightgbm_params import lightgbm_params as lightgbm_params
 from ._lightgbm_params import lightgbm_report_params as lightgbm_report_params
 from ._lightgbm_params import use_lightgbm_names as use_lightgbm_names
+from ._map_depth import grouping_share as grouping_share
+from ._map_depth import map_null_choice as map_null_choice
 from ._map_job import guide_map_files as guide_map_files
+from ._map_null import coupled_null_counts as coupled_null_counts
+from ._map_null import gap_drawn as gap_drawn
 from ._map_null import permuted_null_counts as permuted_null_counts
 from ._map_null import settled_null_counts as settled_null_counts
 from ._map_permutation import WellPool as WellPool
@@ -74,12 +78,15 @@ __all__ = [
     "control_positions",
     "control_strata",
     "ControlMoments",
+    "coupled_null_counts",
     "DISTANCE_COLUMNS",
     "feature_matrix",
     "Fold",
     "fold_masks",
     "FoldBins",
     "folds_table",
+    "gap_drawn",
+    "grouping_share",
     "GUIDE_KEYS",
     "guide_map",
     "guide_map_files",
@@ -96,6 +103,7 @@ __all__ = [
     "lightgbm_params",
     "lightgbm_report_params",
     "make_folds",
+    "map_null_choice",
     "MapReadoutOptions",
     "mean_retrieval",
     "NULL_GENE",

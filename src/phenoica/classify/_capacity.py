@@ -20,6 +20,7 @@ registered readout).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
@@ -28,6 +29,7 @@ import pandas as pd
 
 from phenoica.classify._engine import fold_masks, skip_reasons
 from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF
+from phenoica.classify._map_depth import map_p_floors
 from phenoica.classify._null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
 from phenoica.classify._options import ClassifyOptions, SplitOptions
 from phenoica.classify._protocol import trainings
@@ -202,10 +204,49 @@ def classifier_capacity(
     return ReadoutCapacity("classifier", len(guides), int(scored.sum()), unscored, calls, reason, units)
 
 
-def map_capacity(table: pd.DataFrame) -> ReadoutCapacity:
+def map_depth_note(table: pd.DataFrame, q_threshold: float, max_null_size: int, map_null: str) -> tuple[str, dict]:
+    """How deep the mAP readout's calls can go on ``table``'s layout (:func:`map_p_floors`): the
+    smallest p-value of its best-placed guide under each null, and among how many guides BH calls
+    such a lone guide at q < ``q_threshold`` (q / p). A note (else '') where the null that
+    ``map_null`` takes cannot call a lone hit among the screen's guides (for ``auto``, the
+    random-rank null's figure: the choice is made in the job, from the control wells); the figures
+    as a dict for the door's counts."""
+    floors = map_p_floors(table, max_null_size)
+    if floors.empty:
+        return "", {}
+    rr, wp = float(floors["random_rank"].min()), float(floors["within_plate"].min())
+    reach = {name: max(0, math.ceil(q_threshold / p) - 1) for name, p in (("random_rank", rr), ("within_plate", wp))}
+    depth = {"p_min_random_rank": rr, "p_min_within_plate": wp, "lone_reach_random_rank": reach["random_rank"],
+             "lone_reach_within_plate": reach["within_plate"]}  # fmt: skip
+    n = len(guides_of(table))
+    taken = "within_plate" if map_null == "within_plate" else "random_rank"
+    if reach[taken] >= n:
+        return "", depth
+    note = (
+        f"the mAP readout cannot call a lone hit among this screen's {n:,} guides (BH needs p < {q_threshold:g} / "
+        f"{n:,}): its smallest p-value here is {rr:.2g} under the random-rank null (one random ranking putting all "
+        f"of the best-placed guide's {int(floors.loc[floors['random_rank'].idxmin(), 'n_wells']) - 1} positives "
+        f"first; a lone hit among up to {reach['random_rank']:,} guides) and {wp:.2g} under the within-plate null "
+        f"(a lone hit among up to {reach['within_plate']:,}; classify.map_max_null_size caps both), which is valid "
+        "only where a guide's wells on different plates are independent: repeated positions with a position effect, "
+        "or image sets of one plate, break it"
+    )
+    if map_null == "auto":
+        note += "; classify.map_null: auto takes it where no guide repeats a position or the control wells show no "
+        note += "position effect across plates, decided in the mAP job"
+    elif map_null == "within_plate":
+        note = note.replace("cannot call", "cannot call, even with the within-plate null,")
+    return note, depth
+
+
+def map_capacity(
+    table: pd.DataFrame, q_threshold: float = 0.05, max_null_size: int = 10_000_000, map_null: str = "random_rank"
+) -> ReadoutCapacity:
     """The mAP readout on ``table``: a guide is scored with 2 wells or more (the positives of
     each other) and at least one of them on a plate that holds control wells (its negatives).
-    Without a ``Metadata_Well`` column every row is a well, as the readout takes it."""
+    Without a ``Metadata_Well`` column every row is a well, as the readout takes it. Its depth
+    (:func:`map_depth_note`) joins the counts, and the reason where the configured null cannot
+    call a lone hit among the screen's guides."""
     units = well_units(table)
     is_control = control_mask(table)
     plate = table[PLATE].astype(str).to_numpy()
@@ -230,6 +271,9 @@ def map_capacity(table: pd.DataFrame) -> ReadoutCapacity:
             "plate on its own control wells, so their wells get no average precision of their own (a guide is scored "
             "by its wells on plates with control wells); the classifier takes its controls per batch and scores them"
         )
+    note, depth = map_depth_note(table, q_threshold, max_null_size, map_null)
+    if note:
+        reason += (". " if reason else "") + note
     return ReadoutCapacity(
         "map",
         len(guides),
@@ -237,5 +281,5 @@ def map_capacity(table: pd.DataFrame) -> ReadoutCapacity:
         unscored,
         calls=len(unscored) < len(guides),
         reason=reason,
-        units={"wells_per_guide": _spread(np.asarray(wells))} if WELL in table.columns else {},
+        units=({"wells_per_guide": _spread(np.asarray(wells))} if WELL in table.columns else {}) | depth,
     )

@@ -10,6 +10,7 @@ from typing import Mapping
 
 import pandas as pd
 
+from phenoica.classify._map_depth import map_null_choice
 from phenoica.classify._map_readout import guide_map, guide_map_within_plate, well_profiles
 from phenoica.classify._options import MapReadoutOptions
 from phenoica.classify._retrieval import guide_retrieval, retrieval_axis
@@ -25,8 +26,9 @@ def guide_map_files(
     log: logging.Logger | None = None,
     retrievals: Mapping[str, Path | str] | None = None,
 ) -> None:
-    """The mAP readout of each variant of ``model`` (:func:`guide_map` on its profile table),
-    one variant after the other: ``profiles`` maps a variant to its profile table, ``outputs``
+    """The mAP readout of each variant of ``model`` (:func:`guide_map` on its profile table, or
+    :func:`guide_map_within_plate` where :func:`phenoica.classify.map_null_choice` takes the
+    within-plate null; the choice logged), one variant after the other: ``profiles`` maps a variant to its profile table, ``outputs``
     to the parquet it writes (atomically); ``retrievals`` (variant -> parquet) adds each variant's
     replicate retrieval (:func:`guide_retrieval`, at most ``options.retrieval_max_guides``
     constructs and ``options.retrieval_max_wells`` wells) from the same table, and logs what it is retrieved across, or why nothing is."""
@@ -34,7 +36,9 @@ def guide_map_files(
     check_same_variants(profiles, outputs, "profiles")
     for i, (variant, out_path) in enumerate(outputs.items(), 1):
         table = pd.read_parquet(profiles[variant])
-        out = (guide_map_within_plate if options.map_null == "within_plate" else guide_map)(
+        choice = map_null_choice(well_profiles(table), options.map_null, options.seed, model, variant)
+        log.info("variant %s: the mAP readout's null is %s (%s)", variant, choice.null, choice.reason)
+        out = (guide_map_within_plate if choice.null == "within_plate" else guide_map)(
             table,
             variant=variant,
             model=model,

@@ -18,6 +18,22 @@ give nearly the same draw and the null does not jump when a plate loses a well
 positive), which is why copairs shares the draw within a configuration; sharing it across
 configurations keeps that choice, the conservative one, for every layout.
 
+**Drawn by the negatives where the wells outnumber them.** Ranking every item of a configuration
+costs each draw O(T log T) for T = positives + negatives, and a guide's positives grow with its
+plates (319 among 335 at 40 times the arrayed layout's plates), so that a guide near the cut took
+about a minute to 100,000 draws. What a configuration's average precision needs is only where its
+negatives fall among its positives: :func:`_gap_draw` draws the negatives' uniform scores, then
+how many positives fall into each gap between consecutive negatives (a multinomial of the gaps'
+lengths, one binomial a gap), and sums a gap's positives' terms j / (j + c) in closed form with
+harmonic numbers (:func:`gap_configuration_aps`). A configuration with fewer negatives reads the
+same ranking without the later negatives, and one with fewer positives takes a multivariate
+hypergeometric sample of the positives' gap counts (:func:`_thinned`: the first positives of the
+shared ranking are a random subset of them), so the draw is the same law, coupling included, at a
+cost that grows with the negatives and the configurations, not with the wells. Which draw is taken
+depends on the layout only (:func:`gap_drawn`: positives at least :data:`GAP_DRAW_RATIO` times the
+negatives), so a layout whose guides have fewer wells than their plates' controls (the arrayed
+layout at 1x, the shipped plate) keeps the draws, and the p-values, it always had.
+
 **Settled p-values.** A fixed number of draws leaves every p-value with a Monte Carlo error, and
 where many p-values lie along the Benjamini-Hochberg line (the common case: a screen's p-values
 bunch at the cut) that error moves the BH cut itself, so the active count changes with the seed.
@@ -75,6 +91,10 @@ CHUNK_BYTES = 2**28
 #: likely the atom is): equal up to this much, since the two means add the same average
 #: precisions in another order.
 TIE_TOLERANCE = 1e-9
+#: Where a guide's positives number at least this many times the negatives of its wells'
+#: configurations, the shared ranking is drawn by its negatives (:func:`gap_drawn`): measured to
+#: cost as much as ranking every item at about twice (``benchmarks/map_null_cost.py``).
+GAP_DRAW_RATIO = 2
 #: Columns of :func:`settled_null_counts`' table beside the group columns.
 COUNT_COLUMNS: tuple[str, ...] = ("mean_average_precision", "exceedances", "draws", "p_value", "open_call")
 
@@ -91,7 +111,73 @@ def configuration_aps(u: np.ndarray, n_pos: int, total: int, max_pos: int) -> np
     return (np.arange(1, n_pos + 1) / (ranks + 1.0)).mean(axis=1)
 
 
-def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, seed: int) -> pd.DataFrame:
+def _gap_counts(rng: np.random.Generator, n: int, n_pos: int, n_neg: int) -> tuple[np.ndarray, np.ndarray]:
+    """``n`` shared random rankings of ``n_pos`` positives and ``n_neg`` negatives, told by the
+    negatives alone: each draw's negatives in rank order (``order``: draws x n_neg, their indices)
+    and how many positives lie in each gap (``counts``: draws x (n_neg + 1): above the first
+    negative, between consecutive ones, below the last). The negatives' scores are uniform; given
+    them, the positives (uniform scores too) fall into the gaps multinomially with the gaps'
+    lengths as probabilities, drawn as one binomial a gap: the same law as ranking every item."""
+    v = rng.random((n, n_neg))
+    order = np.argsort(-v, axis=1, kind="stable")
+    edges = np.concatenate([np.ones((n, 1)), np.take_along_axis(v, order, axis=1)], axis=1)
+    counts = np.empty((n, n_neg + 1), dtype=np.int64)
+    left = np.full(n, n_pos, dtype=np.int64)
+    for i in range(n_neg):  # the positives above negative i, of those not above negative i - 1
+        below = edges[:, i + 1] / np.maximum(edges[:, i], np.finfo(np.float64).tiny)
+        counts[:, i] = rng.binomial(left, np.clip(1.0 - below, 0.0, 1.0))
+        left -= counts[:, i]
+    counts[:, n_neg] = left
+    return order, counts
+
+
+def _thinned(counts: np.ndarray, n_pos: int, rng: np.random.Generator) -> np.ndarray:
+    """The gap counts of the first ``n_pos`` positives of a ranking whose positives' gap counts
+    are ``counts`` (draws x gaps): a multivariate hypergeometric sample of them, one gap at a time
+    (the positives are exchangeable, so the first ``n_pos`` are a random subset of them)."""
+    out = np.empty_like(counts)
+    total = counts.sum(axis=1)
+    left = np.full(len(counts), n_pos, dtype=np.int64)
+    for i in range(counts.shape[1] - 1):
+        out[:, i] = rng.hypergeometric(counts[:, i], total - counts[:, i], left)
+        total -= counts[:, i]
+        left -= out[:, i]
+    out[:, -1] = left
+    return out
+
+
+def gap_configuration_aps(order: np.ndarray, counts: np.ndarray, n_neg: int, harmonic: np.ndarray) -> np.ndarray:
+    """Each draw's average precision of the configuration whose negatives are the first ``n_neg``
+    of a shared ranking told by its negatives (:func:`_gap_counts`; ``counts`` the configuration's
+    positives in each gap, ``harmonic[x]`` = 1 + 1/2 + ... + 1/x). The positives of a gap hold
+    consecutive places j = a..b among the positives, each with the same c negatives of the
+    configuration above it, so they add sum j / (j + c) = (b - a + 1) - c (H(b + c) - H(a - 1 + c)):
+    the cost is the gaps', not the positives'."""
+    above = np.zeros(counts.shape, dtype=np.int64)
+    np.cumsum(order < n_neg, axis=1, out=above[:, 1:])
+    before = np.cumsum(counts, axis=1) - counts
+    terms = counts - above * (harmonic[before + counts + above] - harmonic[before + above])
+    return terms.sum(axis=1) / counts.sum(axis=1)
+
+
+def _gap_draw(
+    rng: np.random.Generator, n: int, confs: np.ndarray, max_pos: int, max_neg: int, harmonic: np.ndarray
+) -> np.ndarray:
+    """``n`` draws of every configuration (configurations x draws), all on one shared ranking of
+    ``max_pos`` positives and ``max_neg`` negatives drawn by its negatives (:func:`_gap_counts`);
+    a configuration of fewer positives takes the first of them (:func:`_thinned`, from the next
+    larger one's)."""
+    order, counts = _gap_counts(rng, n, max_pos, max_neg)
+    by_pos = {max_pos: counts}
+    for k in sorted({int(c) for c in confs[:, 0]}, reverse=True):
+        if k not in by_pos:
+            by_pos[k] = _thinned(by_pos[min(by_pos)], k, rng)
+    return np.stack([gap_configuration_aps(order, by_pos[int(k)], int(t - k), harmonic) for k, t in confs])
+
+
+def coupled_null_counts(
+    ap: pd.DataFrame, sameby: Sequence[str], draws: int, seed: int, gaps: bool | None = None
+) -> pd.DataFrame:
     """mAP and null exceedance counts of each ``sameby`` group of ``ap`` (copairs'
     ``average_precision`` output): ``sameby``, ``mean_average_precision`` (the mean of the
     group's average precisions, as copairs' ``get_map_pvalue`` takes it), ``exceedances`` (null
@@ -102,7 +188,8 @@ def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, see
     drawn on one shared random ranking (module doc): a configuration ranks the first positives
     and the first negatives of the same random scores, so configurations that differ by one
     negative give nearly the same draw. Draws are made in chunks that fit :data:`CHUNK_BYTES`,
-    chunk ``i`` seeded ``derive_seed(seed, i)``."""
+    chunk ``i`` seeded ``derive_seed(seed, i)`` (``derive_seed(seed, "gaps", i)`` where the
+    ranking is drawn by its negatives: ``gaps``, by default :func:`gap_drawn` of the layout)."""
     sameby = list(sameby)
     valid = ap[np.isfinite(ap["average_precision"].to_numpy(dtype=float)) & (ap["n_pos_pairs"] > 0)]
     valid = valid.reset_index(drop=True)
@@ -115,18 +202,33 @@ def coupled_null_counts(ap: pd.DataFrame, sameby: Sequence[str], draws: int, see
     np.add.at(weights, (group_of, conf_of.ravel()), 1.0)
     weights /= weights.sum(axis=1, keepdims=True)
     max_pos = int(confs[:, 0].max()) if len(confs) else 1
-    items = max_pos + int((confs[:, 1] - confs[:, 0]).max()) if len(confs) else 1
-    chunk = int(max(1, min(draws, CHUNK_BYTES // (8 * (3 * items + len(confs) + len(out))))))
+    max_neg = int((confs[:, 1] - confs[:, 0]).max()) if len(confs) else 0
+    gaps = gap_drawn(max_pos, max_neg) if gaps is None else gaps
+    width = (max_neg + 1) * (3 + len(np.unique(confs[:, 0]))) if gaps else 3 * (max_pos + max_neg)
+    chunk = int(max(1, min(draws, CHUNK_BYTES // (8 * (width + len(confs) + len(out))))))
+    harmonic = np.r_[0.0, np.cumsum(1.0 / np.arange(1, max_pos + max_neg + 2))]
     observed = out["mean_average_precision"].to_numpy(np.float64)
     exceed = np.zeros(len(out), dtype=np.int64)
     done, i = 0, 0
     while done < draws:
         n = min(chunk, draws - done)
-        u = rng_for(seed, i).random((n, items))
-        null = weights @ np.stack([configuration_aps(u, int(k), int(t), max_pos) for k, t in confs])
+        if gaps:
+            aps = _gap_draw(rng_for(seed, "gaps", i), n, confs, max_pos, max_neg, harmonic)
+        else:
+            u = rng_for(seed, i).random((n, max_pos + max_neg))
+            aps = np.stack([configuration_aps(u, int(k), int(t), max_pos) for k, t in confs])
+        null = weights @ aps
         exceed += (null >= observed[:, None] - TIE_TOLERANCE).sum(axis=1)
         done, i = done + n, i + 1
     return out.assign(exceedances=exceed, draws=draws)
+
+
+def gap_drawn(max_pos: int, max_neg: int) -> bool:
+    """Whether :func:`coupled_null_counts` draws its shared ranking by its negatives
+    (:func:`_gap_draw`: a cost that grows with the negatives, not with a guide's wells) rather than
+    by ranking every item (:func:`configuration_aps`): where the positives number at least
+    :data:`GAP_DRAW_RATIO` times the negatives (module doc)."""
+    return max_pos >= GAP_DRAW_RATIO * max(max_neg, 1)
 
 
 def _pooled(counts: pd.DataFrame, extra: pd.DataFrame, sameby: list[str]) -> pd.DataFrame:

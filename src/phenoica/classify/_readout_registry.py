@@ -132,7 +132,9 @@ def _classifier_capacity(
 def _map_capacity(table: pd.DataFrame, config: Mapping[str, Any], folds: Sequence[Any] | None) -> ReadoutCapacity:
     from phenoica.classify._capacity import map_capacity
 
-    return map_capacity(table)
+    options = config["classify"]
+    q = float(config["hits"]["q_threshold"])
+    return map_capacity(table, q, int(options["map_max_null_size"]), str(options["map_null"]))
 
 
 def _classifier_table(inputs: ReadoutInputs) -> pd.DataFrame:

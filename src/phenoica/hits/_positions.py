@@ -35,9 +35,8 @@ from typing import Mapping
 
 import numpy as np
 import pandas as pd
-from scipy import sparse
 
-from phenoica.classify import control_mask, null_layout_choice, well_profiles
+from phenoica.classify import control_mask, grouping_share, null_layout_choice, well_profiles
 from phenoica.contract import BATCH, CONTROL, GENE, GUIDE, PERT_TYPE, PLATE, WELL, feature_columns
 from phenoica.hits._options import PositionOptions
 from phenoica.utils import rng_for, write_parquet
@@ -129,44 +128,6 @@ def plate_wells(profiles: pd.DataFrame) -> pd.DataFrame:
     )
     wells["edge"] = named & (wells["row"].isin([0, n_rows - 1]) | wells["column"].isin([0, n_columns - 1]))
     return wells[list(WELL_COLUMNS)].reset_index(drop=True)
-
-
-def _between_share(X: np.ndarray, labels: np.ndarray, total: float) -> float:
-    """Between-group sum of squares of ``X`` (centred: the grand mean is 0) over ``total``."""
-    n_groups = int(labels.max()) + 1
-    members = sparse.csr_matrix((np.ones(len(labels)), (labels, np.arange(len(labels)))), shape=(n_groups, len(labels)))
-    sums = np.asarray(members @ X)
-    sizes = np.bincount(labels, minlength=n_groups).astype(float)
-    keep = sizes > 0
-    return float((sums[keep] ** 2 / sizes[keep, None]).sum() / total)
-
-
-def grouping_share(
-    X: np.ndarray,
-    labels: np.ndarray,
-    blocks: np.ndarray,
-    rng: np.random.Generator,
-    n_permutations: int = N_PERMUTATIONS,
-) -> tuple[float, float, float]:
-    """(r2, permutation mean, permutation p-value) of grouping ``labels`` of the rows of ``X``
-    after each of ``blocks``' means is taken out, with the labels permuted within blocks by ``rng``."""
-    X = X.astype(np.float64, copy=True)
-    block_codes = pd.factorize(blocks)[0]
-    for b in np.unique(block_codes):
-        X[block_codes == b] -= X[block_codes == b].mean(axis=0)
-    total = float((X**2).sum())
-    codes = pd.factorize(labels)[0]
-    if total <= 0:
-        return math.nan, math.nan, math.nan
-    observed = _between_share(X, codes, total)
-    members = [np.flatnonzero(block_codes == b) for b in np.unique(block_codes)]
-    null = np.empty(n_permutations)
-    permuted = codes.copy()
-    for i in range(n_permutations):
-        for rows in members:
-            permuted[rows] = codes[rng.permutation(rows)]
-        null[i] = _between_share(X, permuted, total)
-    return observed, float(null.mean()), float((1 + np.sum(null >= observed - 1e-12)) / (n_permutations + 1))
 
 
 def _measure_labels(wells: pd.DataFrame, measure: str) -> tuple[np.ndarray | None, str]:
