@@ -222,8 +222,9 @@ def map_depth_note(table: pd.DataFrame, q_threshold: float, max_null_size: int, 
     taken = "within_plate" if map_null == "within_plate" else "random_rank"
     if reach[taken] >= n:
         return "", depth
+    cannot = "cannot call, even with the within-plate null," if map_null == "within_plate" else "cannot call"
     note = (
-        f"the mAP readout cannot call a lone hit among this screen's {n:,} guides (BH needs p < {q_threshold:g} / "
+        f"the mAP readout {cannot} a lone hit among this screen's {n:,} guides (BH needs p < {q_threshold:g} / "
         f"{n:,}): its smallest p-value here is {rr:.2g} under the random-rank null (one random ranking putting all "
         f"of the best-placed guide's {int(floors.loc[floors['random_rank'].idxmin(), 'n_wells']) - 1} positives "
         f"first; a lone hit among up to {reach['random_rank']:,} guides) and {wp:.2g} under the within-plate null "
@@ -234,8 +235,6 @@ def map_depth_note(table: pd.DataFrame, q_threshold: float, max_null_size: int, 
     if map_null == "auto":
         note += "; classify.map_null: auto takes it where no guide repeats a position or the control wells show no "
         note += "position effect across plates, decided in the mAP job"
-    elif map_null == "within_plate":
-        note = note.replace("cannot call", "cannot call, even with the within-plate null,")
     return note, depth
 
 
