@@ -57,11 +57,15 @@ from phenoica.utils import derive_seed
 HELD_OUT_FACTOR = 10
 #: The levels checked: inside the default null's reach (0.01) and beyond it.
 LEVELS: tuple[float, ...] = (1e-2, 1e-3, 1e-4, 1e-5)
-#: The null models compared: the default, its tail read at the fitted scale (the plug-in), the
-#: parametric normal tail read beyond the null (its reported p-values stop at 1 / (n + 1); this is
-#: the tail the calls would rest on without that bound), and the empirical p-value (a check of the
-#: draws: it cannot go below 1 / (n + 1)).
-NULL_MODELS: tuple[str, ...] = ("pareto", "pareto plug-in", "parametric tail", "empirical")
+#: The null models compared: the ``pareto`` tail read three ways (the joint predictive over shape
+#: and scale, the scale-only predictive at the fitted shape, the plug-in at the fitted shape and
+#: scale; ``_tail.DEFAULT_READING`` says which the calls use), the parametric normal tail read
+#: beyond the null (its reported p-values stop at 1 / (n + 1); this is the tail the calls would rest
+#: on without that bound), and the empirical p-value (a check of the draws: it cannot go below
+#: 1 / (n + 1)).
+NULL_MODELS: tuple[str, ...] = ("pareto joint", "pareto scale-only", "pareto plug-in", "parametric tail", "empirical")
+#: The ``TailFit`` method each reading of the ``pareto`` tail uses.
+READINGS: dict[str, str] = {"pareto joint": "joint_sf", "pareto scale-only": "scale_sf", "pareto plug-in": "plugin_sf"}
 #: BH calls a lone guide among m at p < 0.05 / m.
 GENOME_SIZES: tuple[int, ...] = (10_000, 100_000)
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,27 +124,29 @@ def _logit(auroc: np.ndarray) -> np.ndarray:
     return np.log(a) - np.log1p(-a)
 
 
-def plug_in_p_values(fit: NullFit, values: np.ndarray) -> np.ndarray:
-    """The ``pareto`` null's p-values with its tail read at the fitted scale (the plug-in, the rule
-    before the predictive): the empirical p-value where :data:`MIN_EXCEEDANCES` or more
-    pseudo-guides lie at or above, ``tail.plugin_sf`` beyond."""
+def reading_p_values(fit: NullFit, values: np.ndarray, reading: str) -> np.ndarray:
+    """The ``pareto`` null's p-values with its tail read by the ``TailFit`` method ``reading``: the
+    empirical p-value where :data:`MIN_EXCEEDANCES` or more pseudo-guides lie at or above, the
+    tail's beyond."""
     srt = np.sort(_logit(fit.auroc))
     z = _logit(values)
     above = srt.size - np.searchsorted(srt, z, side="left")
     p = (1.0 + above) / (srt.size + 1.0)
     if fit.tail is None:
         return p
-    return np.where(above < MIN_EXCEEDANCES, fit.tail.plugin_sf(z), p)
+    beyond = above < MIN_EXCEEDANCES
+    p[beyond] = getattr(fit.tail, reading)(z[beyond])
+    return p
 
 
 def model_p_values(part: np.ndarray, values: np.ndarray, model: str, seed: int) -> tuple[np.ndarray, float, bool]:
     """The p-values of AUROCs ``values`` against the null ``part`` under ``model`` (one of
     :data:`NULL_MODELS`, reported as the calls report them), the p of AUROC 1, and whether a tail
     was used."""
-    kind = {"pareto": "pareto", "pareto plug-in": "pareto", "parametric tail": "parametric"}.get(model, "empirical")
+    kind = "pareto" if model in READINGS else {"parametric tail": "parametric"}.get(model, "empirical")
     fit = NullFit(part, kind, seed)
     probe = np.r_[values, 1.0]
-    p = plug_in_p_values(fit, probe) if model == "pareto plug-in" else fit.p_values(probe)
+    p = reading_p_values(fit, probe, READINGS[model]) if model in READINGS else fit.p_values(probe)
     if model != "parametric tail":
         p = np.maximum(p, fit.p_floor)
     return p[:-1], float(p[-1]), fit.tail is not None
@@ -230,6 +236,7 @@ def main() -> None:
     parser.add_argument("--cache", type=Path, help="a folder caching the pseudo-guides' AUROCs")
     parser.add_argument("--score-only", action="store_true", help="score (and cache) the AUROCs, measure nothing")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
+    parser.add_argument("--models", nargs="+", default=list(NULL_MODELS), choices=NULL_MODELS)
     args = parser.parse_args()
     if args.blocks <= HELD_OUT_FACTOR:
         parser.error(f"--blocks must exceed {HELD_OUT_FACTOR} (a null and its held-out null)")
@@ -262,7 +269,7 @@ def main() -> None:
             if args.score_only:
                 continue
             t0 = time.process_time()
-            for model in NULL_MODELS:
+            for model in args.models:
                 unit = {"seed": seed, "variant": variant} | block_counts(aurocs, n, model, seed)
                 units.setdefault((name, model), []).append(unit)
             print(f"    measured in {time.process_time() - t0:.0f} CPU s", flush=True)
