@@ -21,10 +21,12 @@ its wells): a block is both a null and held-out draws, so both sources of variat
 few extreme pseudo-guides that make the count at 1e-4 are resampled as what they are. And per
 null model the p-value a guide above every pseudo-guide in every fold (AUROC 1) gets: the
 smallest p the null reports, and so whether BH could call a lone strong guide among 10,000
-(p < 5e-6) and 100,000 (p < 5e-7). Null models: ``pareto`` (the default, the predictive tail),
-``pareto plug-in`` (the same tail read at its fitted scale, the rule before), the normal tail
-read beyond the null (``parametric``'s p-values unbounded, which no call uses) and the bounded
-empirical p-value.
+(p < 5e-6) and 100,000 (p < 5e-7). Null models (``--models``): the ``pareto`` tail read three
+ways, ``pareto joint`` (the predictive over the joint posterior of shape and scale), ``pareto
+scale-only`` (the predictive over the scale at the fitted shape, floored at 0) and ``pareto
+plug-in`` (the fitted shape and scale taken as the truth), ``_tail.DEFAULT_READING`` saying which
+the calls use; the normal tail read beyond the null (``parametric``'s p-values unbounded, which no
+call uses) and the bounded empirical p-value.
 
 Screens: the simulated ``arrayed`` scenario (``--draws`` seeds, its design's defaults) and the
 shipped real plate (``data/varchamp-batch12`` read with the varchamp scenario's column mapping,

@@ -51,6 +51,7 @@ from phenoica.classify import (
     well_pool,
 )
 from phenoica.contract import CONTROL, GENE, GUIDE, PERT_TYPE, validate_config
+from phenoica.hits import _tail as tail_module
 from phenoica.hits import call_guides, summarize_scores
 from phenoica.screen import ArrayedDesign, screen_profiles
 from phenoica.utils import bh_qvalues, rng_for
@@ -192,7 +193,16 @@ def main() -> None:
     parser.add_argument("--map-library", type=int, default=1000, help="pseudo-guides drawn per mAP unit")
     parser.add_argument("--map-only", action="store_true", help="the mAP rows alone (no --cache needed)")
     parser.add_argument("--classifier-only", action="store_true", help="the classifier rows alone")
+    parser.add_argument(
+        "--reading",
+        choices=("default", "scale", "joint"),
+        default="default",
+        help="how the pareto tail is read beyond the null (hits' _tail.DEFAULT_READING; default: as shipped)",
+    )
     args = parser.parse_args()
+    if args.reading != "default":
+        tail_module.DEFAULT_READING = args.reading
+    print(f"pareto tail read by the {tail_module.DEFAULT_READING} predictive")
     cfg = validate_config({})
     n_null = int(cfg["classify"]["n_null_guides"])
     if args.cache is None and not args.map_only:

@@ -18,6 +18,10 @@ rule (docs/hit-calling.md, *Calls at genome depth*), on z = logit(AUROC):
   further it reads;
 - no fit accepted: the bounded empirical p-value (at least 1 / (n + 1)).
 
+:meth:`TailFit.joint_sf` reads the same tail from the joint posterior of (shape, scale), the shape
+allowed below 0 (prior flat on [-0.5, 0.5], 1 / scale); it was measured and is not the default
+(:data:`DEFAULT_READING`; docs/hit-calling.md, *The joint predictive*).
+
 Reported p-values stop at :data:`TAIL_P_FLOOR`.
 """
 
