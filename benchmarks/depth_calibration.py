@@ -48,6 +48,7 @@ import pandas as pd
 import pyarrow.parquet as pq
 import yaml
 from arrayed_calibration import VARIANTS, variant_tables
+from scipy import stats
 from tail_calibration import arrayed_profiles, null_aurocs
 
 from phenoica.contract import BATCH, PLATE, feature_columns, validate_config
@@ -207,6 +208,27 @@ def ratio_interval(units: list[dict], alpha: float, seed: int, reps: int = 2000)
     return float(low), float(high)
 
 
+#: The shares of a unit's pseudo-guides above the thresholds at which ``--shapes`` fits a tail: the
+#: share a null's tail starts from (a quarter), and two further out.
+SHAPE_SHARES: tuple[float, ...] = (0.25, 0.05, 0.01)
+
+
+def tail_shapes(aurocs: np.ndarray) -> str:
+    """The GPD shape fitted by maximum likelihood (``scipy.stats.genpareto``, location 0, the shape
+    free, below 0 as well) to the exceedances of all of a unit's pseudo-guides above each of
+    :data:`SHAPE_SHARES` (the threshold halfway between the N-th and (N + 1)-th largest logit AUROC):
+    whether the tail is lighter (< 0) or heavier (> 0) than exponential, near a null's threshold and
+    further out."""
+    z = np.sort(_logit(aurocs[np.isfinite(aurocs)]))[::-1]
+    parts = []
+    for share in SHAPE_SHARES:
+        n_exceed = int(share * z.size)
+        y = z[:n_exceed] - (z[n_exceed - 1] + z[n_exceed]) / 2.0
+        shape = stats.genpareto.fit(y[y > 0], floc=0)[0]
+        parts.append(f"top {share:.0%} (N = {n_exceed}): shape {shape:+.3f}")
+    return "; ".join(parts)
+
+
 def describe(units: list[dict], model: str) -> list[str]:
     """Per level: observed and expected counts pooled over ``units``, their ratio and its interval
     (:func:`ratio_interval`); the nulls that used a tail; the p of AUROC 1 and the share of nulls
@@ -237,6 +259,7 @@ def main() -> None:
     parser.add_argument("--blocks", type=int, default=22, help="pseudo-guides scored per unit, in nulls of n")
     parser.add_argument("--cache", type=Path, help="a folder caching the pseudo-guides' AUROCs")
     parser.add_argument("--score-only", action="store_true", help="score (and cache) the AUROCs, measure nothing")
+    parser.add_argument("--shapes", action="store_true", help="print each unit's free GPD shape by threshold")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--models", nargs="+", default=list(NULL_MODELS), choices=NULL_MODELS)
     args = parser.parse_args()
@@ -268,6 +291,8 @@ def main() -> None:
                 + ("" if not scored else f", {scored} scored in {cpu:.0f} CPU s ({1000 * cpu / scored:.0f} ms each)"),
                 flush=True,
             )
+            if args.shapes:
+                print(f"    {tail_shapes(aurocs)}", flush=True)
             if args.score_only:
                 continue
             t0 = time.process_time()
