@@ -25,6 +25,7 @@ and at m guides (from the scored pseudo-guides' and guides' CPU seconds), and th
 p-values' CPU seconds.
 
     python benchmarks/genome_depth.py --cache bench_cache/depth --guides 10000 100000
+    python benchmarks/genome_depth.py --cache bench_cache/depth --classifier-only --reading "pareto joint"
     python benchmarks/genome_depth.py --map-only --guides 10000 100000 --map-seeds 0 1
 """
 
@@ -38,6 +39,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 from arrayed_calibration import variant_tables, wilson
+from depth_calibration import READINGS, reading_p_values
 
 from phenoica.classify import (
     ClassifyOptions,
@@ -51,8 +53,7 @@ from phenoica.classify import (
     well_pool,
 )
 from phenoica.contract import CONTROL, GENE, GUIDE, PERT_TYPE, validate_config
-from phenoica.hits import _tail as tail_module
-from phenoica.hits import call_guides, summarize_scores
+from phenoica.hits import NullFit, call_guides, summarize_scores
 from phenoica.screen import ArrayedDesign, screen_profiles
 from phenoica.utils import bh_qvalues, rng_for
 
@@ -87,8 +88,17 @@ def arrayed_effects(cache: Path, seed: int = 0) -> pd.DataFrame:
     return out
 
 
-def classifier_calls(auroc: np.ndarray, null: np.ndarray, null_model: str, seed: int) -> np.ndarray:
-    """The hit calls of guides ``auroc`` against pseudo-guides ``null`` (one variant)."""
+def classifier_calls(
+    auroc: np.ndarray, null: np.ndarray, null_model: str, seed: int, reading: str | None = None
+) -> np.ndarray:
+    """The hit calls of guides ``auroc`` against pseudo-guides ``null`` (one variant): those of
+    ``phenoica.hits.call_guides``, or with ``reading`` (one of ``depth_calibration.READINGS``) the
+    ``pareto`` null's tail read that way, the p-values bounded at the null's floor and BH over the
+    guides as the calls do."""
+    if reading is not None and null_model == "pareto":
+        fit = NullFit(null, "pareto", seed)
+        p = np.maximum(reading_p_values(fit, auroc, READINGS[reading]), fit.p_floor)
+        return bh_qvalues(p) < 0.05
     n_real = auroc.size
     guides = pd.DataFrame(
         {
@@ -195,19 +205,16 @@ def main() -> None:
     parser.add_argument("--classifier-only", action="store_true", help="the classifier rows alone")
     parser.add_argument(
         "--reading",
-        choices=("default", "scale", "joint"),
-        default="default",
-        help="how the pareto tail is read beyond the null (hits' _tail.DEFAULT_READING; default: as shipped)",
+        choices=tuple(READINGS),
+        help="read the pareto tail this way (depth_calibration.py's readings) instead of the calls' default",
     )
     args = parser.parse_args()
-    if args.reading != "default":
-        tail_module.DEFAULT_READING = args.reading
-    print(f"pareto tail read by the {tail_module.DEFAULT_READING} predictive")
     cfg = validate_config({})
     n_null = int(cfg["classify"]["n_null_guides"])
     if args.cache is None and not args.map_only:
         parser.error("--cache is needed for the classifier rows (or --map-only)")
     rng = rng_for(args.seed, "genome_depth")
+    print(f"pareto tail read: {args.reading or 'as the calls read it'}")
     if args.map_only:
         for m in args.guides:
             print(f"== {m:,} guides, {int(round(ACTIVE_SHARE * m)):,} with effect")
@@ -230,9 +237,9 @@ def main() -> None:
             lone = np.r_[1.0, rng.choice(pool, m - 1)]
             for model in ("pareto", "empirical"):
                 t0 = time.process_time()
-                called = classifier_calls(scores, null, model, args.seed)
+                called = classifier_calls(scores, null, model, args.seed, args.reading)
                 cpu = time.process_time() - t0
-                lone_called = bool(classifier_calls(lone, null, model, args.seed)[0])
+                lone_called = bool(classifier_calls(lone, null, model, args.seed, args.reading)[0])
                 print(
                     f"  classifier {unit:28s} {model:9s}: {rate_line(called, truth)}; lone guide at AUROC 1 "
                     f"{'called' if lone_called else 'not called'} ({cpu:.1f} CPU s for the calls)",
