@@ -173,6 +173,7 @@ def test_the_joint_predictive_read_at_nodes_for_many_values_is_the_exact_one():
     assert tail.joint_sf(z) == pytest.approx(exact, rel=1e-3)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("shape", [-0.3, 0.0, 0.2])
 def test_the_joint_predictive_is_never_liberal_on_gpd_tails_where_the_scale_only_one_is(shape):
     """N = 25 exceedances of n = 100 from a GPD of shape -0.3 (bounded), 0 and 0.2 (heavier than
