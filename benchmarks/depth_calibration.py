@@ -24,8 +24,8 @@ smallest p the null reports, and so whether BH could call a lone strong guide am
 (p < 5e-6) and 100,000 (p < 5e-7). Null models (``--models``): the ``pareto`` tail read three
 ways, ``pareto joint`` (the predictive over the joint posterior of shape and scale), ``pareto
 scale-only`` (the predictive over the scale at the fitted shape, floored at 0) and ``pareto
-plug-in`` (the fitted shape and scale taken as the truth), ``_tail.DEFAULT_READING`` saying which
-the calls use; the normal tail read beyond the null (``parametric``'s p-values unbounded, which no
+plug-in`` (the fitted shape and scale taken as the truth), the scale-only
+reading being the one the calls use (``TailFit.sf``); the normal tail read beyond the null (``parametric``'s p-values unbounded, which no
 call uses) and the bounded empirical p-value.
 
 Screens: the simulated ``arrayed`` scenario (``--draws`` seeds, its design's defaults) and the
@@ -62,13 +62,13 @@ HELD_OUT_FACTOR = 10
 LEVELS: tuple[float, ...] = (1e-2, 1e-3, 1e-4, 1e-5)
 #: The null models compared: the ``pareto`` tail read three ways (the joint predictive over shape
 #: and scale, the scale-only predictive at the fitted shape, the plug-in at the fitted shape and
-#: scale; ``_tail.DEFAULT_READING`` says which the calls use), the parametric normal tail read
+#: scale; the calls use the scale-only reading, ``TailFit.sf``), the parametric normal tail read
 #: beyond the null (its reported p-values stop at 1 / (n + 1); this is the tail the calls would rest
 #: on without that bound), and the empirical p-value (a check of the draws: it cannot go below
 #: 1 / (n + 1)).
 NULL_MODELS: tuple[str, ...] = ("pareto joint", "pareto scale-only", "pareto plug-in", "parametric tail", "empirical")
 #: The ``TailFit`` method each reading of the ``pareto`` tail uses.
-READINGS: dict[str, str] = {"pareto joint": "joint_sf", "pareto scale-only": "scale_sf", "pareto plug-in": "plugin_sf"}
+READINGS: dict[str, str] = {"pareto joint": "joint_sf", "pareto scale-only": "sf", "pareto plug-in": "plugin_sf"}
 #: BH calls a lone guide among m at p < 0.05 / m.
 GENOME_SIZES: tuple[int, ...] = (10_000, 100_000)
 ROOT = Path(__file__).resolve().parents[1]

@@ -148,7 +148,7 @@ def test_the_joint_predictive_with_the_shape_held_at_zero_is_the_exponentials_cl
     tail = T.TailFit(0.0, 0.0, float(y.mean()), 25, 100, 1.0, tuple(y))
     z = np.array([0.05, 1.0, 5.0, 13.8])
     assert tail.joint_sf(z) == pytest.approx(0.25 * (1 + z / y.sum()) ** -25, rel=1e-3)
-    assert tail.joint_sf(z) == pytest.approx(tail.scale_sf(z), rel=1e-3)
+    assert tail.joint_sf(z) == pytest.approx(tail.sf(z), rel=1e-3)
 
 
 def test_the_joint_predictive_of_a_long_bounded_sample_finds_its_end_point_but_never_reads_zero():
@@ -161,7 +161,7 @@ def test_the_joint_predictive_of_a_long_bounded_sample_finds_its_end_point_but_n
     inside = np.array([0.5, 1.0, 2.0])
     assert tail.joint_sf(inside) == pytest.approx(0.25 * stats.genpareto.sf(inside, -0.3), rel=0.15)
     far = tail.joint_sf(np.array([6.0]))[0]
-    assert 0.0 < far < 1e-6 and tail.scale_sf(np.array([6.0]))[0] > 1e3 * far
+    assert 0.0 < far < 1e-6 and tail.sf(np.array([6.0]))[0] > 1e3 * far
 
 
 def test_the_joint_predictive_read_at_nodes_for_many_values_is_the_exact_one():
@@ -186,7 +186,7 @@ def test_the_joint_predictive_is_never_liberal_on_gpd_tails_where_the_scale_only
     for _ in range(60):
         y = stats.genpareto.rvs(shape, scale=1.0, size=25, random_state=rng)
         tail = T.TailFit(0.0, *(float(v) for v in T.fit_exceedances(y)), 25, 100, 1.0, tuple(y))
-        for name, sf in (("joint", tail.joint_sf), ("scale", tail.scale_sf)):
+        for name, sf in (("joint", tail.joint_sf), ("scale", tail.sf)):
             for alpha in (1e-3, 1e-4):
                 share = _share_at(sf, alpha, lambda x: 0.25 * stats.genpareto.sf(x, shape), 1e-9)
                 shares.setdefault((name, alpha), []).append(share)

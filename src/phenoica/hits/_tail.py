@@ -20,7 +20,7 @@ rule (docs/hit-calling.md, *Calls at genome depth*), on z = logit(AUROC):
 
 :meth:`TailFit.joint_sf` reads the same tail from the joint posterior of (shape, scale), the shape
 allowed below 0 (prior flat on [-0.5, 0.5], 1 / scale); it was measured and is not the default
-(:data:`DEFAULT_READING`; docs/hit-calling.md, *The joint predictive*).
+(no call uses it: docs/hit-calling.md, *The joint predictive*).
 
 Reported p-values stop at :data:`TAIL_P_FLOOR`.
 """
@@ -74,11 +74,6 @@ class TailFit:
     exceedances: tuple[float, ...] = ()
 
     def sf(self, z: np.ndarray) -> np.ndarray:
-        """The tail's p-value of values ``z`` beyond the threshold, read as
-        :data:`DEFAULT_READING` says (:meth:`scale_sf` or :meth:`joint_sf`)."""
-        return self.joint_sf(z) if DEFAULT_READING == "joint" else self.scale_sf(z)
-
-    def scale_sf(self, z: np.ndarray) -> np.ndarray:
         """The tail's p-value of values ``z`` beyond the threshold: (N / n) times the predictive
         survival at z - u (module doc): the GPD's survival averaged over the scale's posterior
         (prior 1 / scale) given the exceedances, the shape held at its estimate. With shape 0 in
@@ -166,10 +161,6 @@ JOINT_SF_CHUNK = 256
 #: 1e-3, tested).
 JOINT_EXACT_MAX = 512
 JOINT_NODES = 512
-#: Which predictive :meth:`TailFit.sf` reads (the calls' p-values beyond the null): ``"scale"``,
-#: the scale's posterior at the fitted shape (>= 0), or ``"joint"``, the joint posterior of
-#: (shape, scale) (docs/hit-calling.md, *The joint predictive*).
-DEFAULT_READING = "scale"
 
 
 def gpd_logsf(y: np.ndarray, shape: np.ndarray, scale: np.ndarray) -> np.ndarray:
