@@ -25,7 +25,7 @@ protocol: ``benchmarks/classify_fidelity.py --screen arrayed``.
 ``--profile`` says where a guide's CPU goes instead: at each scale and setting, one fold, the
 ``--sample`` first guides and (in a second call) as many pseudo-guides, ``classify_guides`` run
 with the library's steps timed (CPU seconds, each step's own time, the steps inside it left out):
-the fold's bins, a block's binned rows, a guide's row subset, the concentration models' column
+the call's reading of the table (its check and feature matrix, once per call), the fold's bins, a block's binned rows, a guide's row subset, the concentration models' column
 merges, LightGBM's booster set-up (with the subset's construction) and boosting rounds, the
 prediction of the held-out rows, the AUROC, the held-out distance and the rest (Python around
 them); per target, with the leaves per tree and the CPU per boosting round.
@@ -83,6 +83,8 @@ def timed(table, guides, nulls, folds, options) -> float:
 
 #: The steps ``--profile`` times: (name, owner, attribute) of what the classify engine calls.
 STEPS: tuple[tuple[str, str, str], ...] = (
+    ("table read", "engine", "validate_profile_metadata"),
+    ("table read", "engine", "feature_matrix"),
     ("fold bins", "FoldBins", "build"),
     ("block binning", "FoldBins", "block"),
     ("row subset", "GuideBlock", "guide_dataset"),
@@ -150,7 +152,7 @@ class StepClock:
 
 def profile(args: argparse.Namespace, settings: dict[str, ClassifyOptions]) -> None:
     """Where a target's CPU goes at each scale (module docstring, ``--profile``)."""
-    names = [n for n, _, _ in STEPS] + ["rest"]
+    names = list(dict.fromkeys(n for n, _, _ in STEPS)) + ["rest"]
     print(
         "setting, scale, targets: CPU ms per target of " + ", ".join(names) + "; total; leaves per tree; us per round"
     )

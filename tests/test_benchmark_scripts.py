@@ -282,7 +282,7 @@ def test_classify_growth_profile_times_each_step_of_the_engine(tmp_path):
     for row in rows:
         steps, total, leaves, per_round = row.split("x ", 1)[1].split(";")
         own = [float(v) for v in steps.split()[1:]]
-        assert len(own) == 10 and min(own[:-1]) >= 0 and own[5] > 0  # the boosting rounds
+        assert len(own) == 11 and min(own[:-1]) >= 0 and own[6] > 0  # the boosting rounds
         assert sum(own) == pytest.approx(float(total), abs=0.5)
         assert float(leaves) >= 1 and float(per_round) > 0
 
