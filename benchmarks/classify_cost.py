@@ -25,8 +25,13 @@ exact, one per fold (folds = batches under leave-one-batch-out); fast, at most
 batches exact trains on 97.5%: slightly more positives), so the ratio exact / fast it prints is,
 if anything, low.
 
+``--profile`` instead says where a real guide's CPU goes on that fold under each protocol: the
+engine's steps timed one by one as ``benchmarks/classify_growth.py --profile`` times them (CPU ms
+per guide), with the leaves per tree and the CPU per boosting round.
+
     python benchmarks/classify_cost.py [--guides 8] [--nulls 8] [--rounds 100] [--no-floor] [--config benchmarks/genome_scale.yaml]
         [--fast-train-controls 1000]
+    python benchmarks/classify_cost.py --profile [--guides 4] [--fast-train-controls 128]
 """
 
 from __future__ import annotations
@@ -188,6 +193,24 @@ def _protocol_costs(table, guides, nulls, fold, base: ClassifyOptions) -> dict[s
     return out
 
 
+def profile(table, guides, fold, base: ClassifyOptions) -> None:
+    """Where a real guide's CPU goes on the fold under each protocol (module docstring, ``--profile``)."""
+    from classify_growth import STEPS, StepClock  # the same step clock as the growth benchmark's
+
+    names = list(dict.fromkeys(n for n, _, _ in STEPS)) + ["rest"]
+    print("protocol: CPU ms per guide of " + ", ".join(names) + "; total; leaves per tree; us per round")
+    for protocol in PROTOCOLS:
+        clock = StepClock()
+        with clock.installed():
+            t0 = time.process_time()
+            classify_guides(table, guides, [fold], base._replace(protocol=protocol), "base", "bench")
+            total = time.process_time() - t0 - clock.own.pop("(profiling)", 0.0)
+        clock.own["rest"] = total - sum(clock.own.values())
+        per = " ".join(f"{1000 * clock.own.get(k, 0.0) / len(guides):6.1f}" for k in names)
+        rounds = 1e6 * clock.own["boosting rounds"] / max(clock.rounds, 1)
+        print(f"{protocol:6s} {per}; {1000 * total / len(guides):7.1f}; {np.mean(clock.leaves):5.2f}; {rounds:5.0f}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--controls", type=int, default=22062)
@@ -203,6 +226,7 @@ def main() -> None:
     ap.add_argument(
         "--fast-train-controls", type=int, default=None, help="the fast protocol's cap (default: the schema's)"
     )
+    ap.add_argument("--profile", action="store_true", help="where a guide's CPU goes, step by step")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
 
@@ -222,6 +246,9 @@ def main() -> None:
         f"num_boost_round={args.rounds}, 1 thread; LightGBM {lgb.__version__}; fast protocol: "
         f"fast_fold_groups={base.fast_fold_groups}, fast_train_controls={base.fast_train_controls}"
     )
+    if args.profile:
+        profile(table, guides, fold, base)
+        return
     costs = _protocol_costs(table, guides, nulls, fold, base)
     shape = _genome_shape(args.config)
     n, m, per_job = len(guides), len(nulls), shape["per_job"]

@@ -22,20 +22,35 @@ the wells), as ``arrayed_run_cost.py --plates`` does: 40x is 92,160 wells.
 The calls' agreement of a cap with the exact
 protocol: ``benchmarks/classify_fidelity.py --screen arrayed``.
 
+``--profile`` says where a guide's CPU goes instead: at each scale and setting, one fold, the
+``--sample`` first guides and (in a second call) as many pseudo-guides, ``classify_guides`` run
+with the library's steps timed (CPU seconds, each step's own time, the steps inside it left out):
+the call's reading of the table (its check and feature matrix, once per call), the fold's bins, a block's binned rows, a guide's row subset, the concentration models' column
+merges, LightGBM's booster set-up (with the subset's construction) and boosting rounds, the
+prediction of the held-out rows, the AUROC, the held-out distance and the rest (Python around
+them); per target, with the leaves per tree and the CPU per boosting round.
+
     python benchmarks/classify_growth.py [--scales 1 4 16] [--caps 256 128] [--sample 32] [--axis plates] [--no-exact]
+    python benchmarks/classify_growth.py --profile [--scales 1 4 16] [--caps 128] [--sample 12]
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import logging
 import time
+from collections import defaultdict
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
+import lightgbm as lgb
 import numpy as np
 
 from phenoica.classify import (
     ClassifyOptions,
+    FoldBins,
     classify_guides,
     control_constructs,
     guides_of,
@@ -66,6 +81,106 @@ def timed(table, guides, nulls, folds, options) -> float:
     return cpu
 
 
+#: The steps ``--profile`` times: (name, owner, attribute) of what the classify engine calls.
+STEPS: tuple[tuple[str, str, str], ...] = (
+    ("table read", "engine", "validate_profile_metadata"),
+    ("table read", "engine", "feature_matrix"),
+    ("fold bins", "FoldBins", "build"),
+    ("block binning", "FoldBins", "block"),
+    ("row subset", "GuideBlock", "guide_dataset"),
+    ("column merge", "GuideBlock", "merge"),
+    ("booster set-up", "Booster", "__init__"),
+    ("boosting rounds", "Booster", "update"),
+    ("prediction", "Booster", "predict"),
+    ("AUROC", "engine", "auroc"),
+    ("held-out distance", "engine", "heldout_distance_se"),
+)
+
+
+class StepClock:
+    """Each step's own CPU seconds (time inside a nested timed step is the inner step's), boosting
+    rounds counted, and the leaves of every tree the engine trains."""
+
+    def __init__(self) -> None:
+        self.own: dict[str, float] = defaultdict(float)
+        self.rounds = 0
+        self.leaves: list[int] = []
+        self._stack: list[list[Any]] = []
+
+    def wrap(self, name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def timed_step(*args: Any, **kwargs: Any) -> Any:
+            now = time.process_time()
+            if self._stack:
+                self.own[self._stack[-1][0]] += now - self._stack[-1][1]
+            self._stack.append([name, now])
+            try:
+                return fn(*args, **kwargs)
+            finally:
+                end = time.process_time()
+                self.own[name] += end - self._stack.pop()[1]
+                if self._stack:
+                    self._stack[-1][1] = end
+                self.rounds += name == "boosting rounds"
+
+        return timed_step
+
+    @contextmanager
+    def installed(self) -> Iterator[None]:
+        """The steps wrapped while inside; the leaves of each trained model recorded (untimed)."""
+        engine = importlib.import_module("phenoica.classify._engine")
+        bins = importlib.import_module("phenoica.classify._bins")
+        owners = {"FoldBins": FoldBins, "GuideBlock": bins.GuideBlock, "Booster": lgb.Booster, "engine": engine}
+        saved = [(owners[o], a, getattr(owners[o], a)) for _, o, a in STEPS] + [(engine.lgb, "train", lgb.train)]
+        for name, o, a in STEPS:
+            setattr(owners[o], a, self.wrap(name, getattr(owners[o], a)))
+        train = lgb.train
+
+        def counted_train(*args: Any, **kwargs: Any) -> lgb.Booster:
+            booster = train(*args, **kwargs)
+            t0 = time.process_time()
+            self.leaves += [t["num_leaves"] for t in booster.dump_model()["tree_info"]]
+            self.own["(profiling)"] += time.process_time() - t0
+            return booster
+
+        engine.lgb.train = counted_train
+        try:
+            yield
+        finally:
+            for owner, attr, fn in saved:
+                setattr(owner, attr, fn)
+
+
+def profile(args: argparse.Namespace, settings: dict[str, ClassifyOptions]) -> None:
+    """Where a target's CPU goes at each scale (module docstring, ``--profile``)."""
+    names = list(dict.fromkeys(n for n, _, _ in STEPS)) + ["rest"]
+    print(
+        "setting, scale, targets: CPU ms per target of " + ", ".join(names) + "; total; leaves per tree; us per round"
+    )
+    for scale in args.scales:
+        table, _ = screen_profiles(arrayed_design(scale, args.axis), args.seed)
+        folds = leave_one_batch_out(table)[:1]
+        guides = guides_of(table)[: args.sample]
+        nulls = null_guide_design(table, 100, args.seed)[: args.sample]
+        n_train = len(folds[0].train)
+        print(f"{scale}x: {len(table)} wells, fold {folds[0].name} trains on {n_train} rows", flush=True)
+        for name, options in settings.items():
+            for kind, g, n in (("guides", guides, []), ("pseudo-guides", [], nulls)):
+                clock = StepClock()
+                with clock.installed():
+                    t0 = time.process_time()
+                    classify_guides(table, g, folds, options, "base", "bench", nulls=n)
+                    total = time.process_time() - t0 - clock.own.pop("(profiling)", 0.0)
+                clock.own["rest"] = total - sum(clock.own.values())
+                per = [1000 * clock.own.get(k, 0.0) / args.sample for k in names]
+                print(
+                    f"  {name:12s} {scale:3d}x {kind:13s} "
+                    + " ".join(f"{v:6.1f}" for v in per)
+                    + f"; {1000 * total / args.sample:6.1f}; {np.mean(clock.leaves):4.2f}; "
+                    f"{1e6 * clock.own['boosting rounds'] / max(clock.rounds, 1):5.0f}",
+                    flush=True,
+                )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scales", type=int, nargs="+", default=[1, 4, 16])
@@ -74,6 +189,7 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=32, help="guides (and pseudo-guides) timed per scale")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-exact", action="store_true", help="time the caps only (exact's cost at scale is its own)")
+    ap.add_argument("--profile", action="store_true", help="where a guide's CPU goes, step by step, on one fold")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     config = validate_config({"seed": args.seed, "classify": {"lightgbm": {"num_threads": 1}}})
@@ -81,6 +197,9 @@ def main() -> None:
     settings = ({} if args.no_exact else {"exact": exact}) | {
         f"fast, cap {c}": exact._replace(protocol="fast", fast_train_controls=c) for c in args.caps
     }
+    if args.profile:
+        profile(args, settings)
+        return
     totals: dict[str, list[float]] = {s: [] for s in settings}
     counts = []
     rng = np.random.default_rng(args.seed)

@@ -266,6 +266,44 @@ def test_classify_growth_script_times_every_setting_at_every_scale(tmp_path):
     assert all(np.isfinite(float(line.split()[-1])) for line in summary)
 
 
+def test_classify_growth_profile_times_each_step_of_the_engine(tmp_path):
+    """``--profile``: per setting and kind of target a line of the engine's steps (their own CPU
+    and the rest add up to the total), the trees' leaves and a round's CPU; the engine's own
+    functions are back in place after each call (the second setting's figures are its own)."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "classify_growth.py"), "--profile", "--scales", "1"]
+    proc = subprocess.run(
+        [*cmd, "--sample", "2", "--caps", "16"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line for line in proc.stdout.splitlines() if line.startswith("  ")]
+    assert [r.split("1x")[1].split()[0] for r in rows] == ["guides", "pseudo-guides"] * 2
+    assert [r.split()[0] for r in rows] == ["exact", "exact", "fast,", "fast,"]
+    for row in rows:
+        steps, total, leaves, per_round = row.split("x ", 1)[1].split(";")
+        own = [float(v) for v in steps.split()[1:]]
+        assert len(own) == 11 and min(own[:-1]) >= 0 and own[6] > 0  # the boosting rounds
+        assert sum(own) == pytest.approx(float(total), abs=0.5)
+        assert float(leaves) >= 1 and float(per_round) > 0
+
+
+def test_classify_cost_profile_times_each_step_under_both_protocols(tmp_path):
+    """``classify_cost.py --profile`` on a small screen: a line per protocol of the engine's steps,
+    the boosting rounds among them; the cap (128 of 1,500 training controls) makes `fast`'s
+    rounds cheaper than `exact`'s."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "classify_cost.py"), "--profile", "--guides", "2"]
+    proc = subprocess.run(
+        [*cmd, "--controls", "2000", "--features", "40"], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = {line.split()[0]: line for line in proc.stdout.splitlines() if line.split()[:1] in (["exact"], ["fast"])}
+    assert set(rows) == {"exact", "fast"}
+    steps = {k: [float(v) for v in row.split(";")[0].split()[1:]] for k, row in rows.items()}
+    assert all(len(v) == 11 and v[6] > 0 for v in steps.values())
+    assert steps["fast"][6] < steps["exact"][6]  # the boosting rounds on 128 rows against 1,500
+
+
 def test_sweep_point_cost_script_times_each_part_of_a_point(tmp_path):
     """The narrowest point of one variant on the 1x arrayed screen: its line holds a figure for
     every part, and the sweep's total line their shares."""
