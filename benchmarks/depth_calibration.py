@@ -32,7 +32,14 @@ Screens: the simulated ``arrayed`` scenario (``--draws`` seeds, its design's def
 shipped real plate (``data/varchamp-batch12`` read with the varchamp scenario's column mapping,
 both image sets, each its own batch, so that leave-one-batch-out has two folds; ``--real``).
 
+``--null-size n`` measures a null of n pseudo-guides instead of the workflow's default, on the
+cached pseudo-guides alone (nothing scored): the units whose cache holds at least 11 blocks of n
+(a null and a held-out null of 10 x n), the others skipped (docs/hit-calling.md, *A larger
+null*).
+
     python benchmarks/depth_calibration.py --draws 6 --real --cache bench_cache/depth
+    python benchmarks/depth_calibration.py --draws 6 --real --cache bench_cache/depth --null-size 400 \\
+        --models "pareto scale-only" "pareto plug-in"
 """
 
 from __future__ import annotations
@@ -262,6 +269,15 @@ def main() -> None:
     parser.add_argument("--shapes", action="store_true", help="print each unit's free GPD shape by threshold")
     parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=VARIANTS)
     parser.add_argument("--models", nargs="+", default=list(NULL_MODELS), choices=NULL_MODELS)
+    parser.add_argument(
+        "--null-size",
+        type=int,
+        help="the null's n (default classify.n_null_guides): measured on the cache alone, on the units "
+        f"whose cached pool holds at least {HELD_OUT_FACTOR + 1} blocks of n (the others skipped)",
+    )
+    parser.add_argument(
+        "--subset", nargs="+", choices=VARIANTS, help="also report the variants named, pooled on their own"
+    )
     args = parser.parse_args()
     if args.blocks <= HELD_OUT_FACTOR:
         parser.error(f"--blocks must exceed {HELD_OUT_FACTOR} (a null and its held-out null)")
@@ -269,7 +285,9 @@ def main() -> None:
     # the real plate: 32 components (the count rule keeps none on its raw features), and LightGBM
     # allowed leaves of 3 rows (at its default of 20 no model splits on 4 wells against 12)
     real_cfg = validate_config({"transforms": {"n_components": 32}, "classify": {"lightgbm": {"min_data_in_leaf": 3}}})
-    n = int(arrayed_cfg["classify"]["n_null_guides"])
+    n = int(arrayed_cfg["classify"]["n_null_guides"]) if args.null_size is None else args.null_size
+    if args.null_size is not None and (args.cache is None or args.score_only):
+        parser.error("--null-size measures the cached pseudo-guides: it needs --cache, and no --score-only")
     n_total = args.blocks * n
     seeds = range(args.first_seed, args.first_seed + args.draws)
     screens = [("arrayed", s, arrayed_cfg, lambda s=s: arrayed_profiles(s)) for s in seeds]
@@ -281,7 +299,15 @@ def main() -> None:
         for variant in args.variants:
             key = f"{name.replace(' ', '_')}_s{seed}_{variant}"
             cached = args.cache / f"{key}.npy" if args.cache is not None else None
-            if cached is not None and cached.exists() and np.load(cached).size >= n_total:
+            if args.null_size is not None:
+                held = np.load(cached) if cached is not None and cached.exists() else np.empty(0)
+                if held.size < (HELD_OUT_FACTOR + 1) * n:
+                    print(
+                        f"  {name} seed {seed} {variant}: {held.size} cached, under {HELD_OUT_FACTOR + 1} x {n}: skipped"
+                    )
+                    continue
+                aurocs, cpu, scored = held, math.nan, 0
+            elif cached is not None and cached.exists() and np.load(cached).size >= n_total:
                 aurocs, cpu, scored = np.load(cached), math.nan, 0  # every block the cache holds
             else:
                 tables = tables or variant_tables(load(), cfg, seed)
@@ -307,6 +333,10 @@ def main() -> None:
         blocks = ", ".join(f"{u['variant']} s{u['seed']}: {u['held'].shape[0]}" for u in sub)
         print(f"{name}, null model {model} ({len(sub)} units; blocks of {n}: {blocks}):")
         print("\n".join(describe(sub, model)), flush=True)
+        part = [u for u in sub if args.subset and u["variant"] in args.subset]
+        if part and len(part) < len(sub):
+            print(f"  the same, {' and '.join(args.subset)} alone ({len(part)} units):")
+            print("\n".join(describe(part, model)), flush=True)
 
 
 if __name__ == "__main__":
