@@ -26,6 +26,7 @@ p-values' CPU seconds.
 
     python benchmarks/genome_depth.py --cache bench_cache/depth --guides 10000 100000
     python benchmarks/genome_depth.py --cache bench_cache/depth --classifier-only --reading "pareto joint"
+    python benchmarks/genome_depth.py --cache bench_cache/depth --classifier-only --null-size 600
     python benchmarks/genome_depth.py --map-only --guides 10000 100000 --map-seeds 0 1
 """
 
@@ -208,13 +209,18 @@ def main() -> None:
         choices=tuple(READINGS),
         help="read the pareto tail this way (depth_calibration.py's readings) instead of the calls' default",
     )
+    parser.add_argument(
+        "--null-size",
+        type=int,
+        help="the classifier null's n, the first n cached pseudo-guides (default: the schema's)",
+    )
     args = parser.parse_args()
     cfg = validate_config({})
-    n_null = int(cfg["classify"]["n_null_guides"])
+    n_null = int(cfg["classify"]["n_null_guides"]) if args.null_size is None else args.null_size
     if args.cache is None and not args.map_only:
         parser.error("--cache is needed for the classifier rows (or --map-only)")
     rng = rng_for(args.seed, "genome_depth")
-    print(f"pareto tail read: {args.reading or 'as the calls read it'}")
+    print(f"pareto tail read: {args.reading or 'as the calls read it'}; classifier null of {n_null} pseudo-guides")
     if args.map_only:
         for m in args.guides:
             print(f"== {m:,} guides, {int(round(ACTIVE_SHARE * m)):,} with effect")
