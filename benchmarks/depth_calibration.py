@@ -236,6 +236,11 @@ def tail_shapes(aurocs: np.ndarray) -> str:
     return "; ".join(parts)
 
 
+#: The levels at which :func:`describe` also gives the spread of the ratio over single nulls (what one
+#: screen's calls get is one null, not the pool of them).
+SPREAD_LEVELS: tuple[float, ...] = (1e-3, 1e-4)
+
+
 def describe(units: list[dict], model: str) -> list[str]:
     """Per level: observed and expected counts pooled over ``units``, their ratio and its interval
     (:func:`ratio_interval`); the nulls that used a tail; the p of AUROC 1 and the share of nulls
@@ -248,6 +253,13 @@ def describe(units: list[dict], model: str) -> list[str]:
         lines.append(
             f"    alpha {alpha:g}: observed {k:,.0f} / expected {alpha * total:,.1f}, ratio {k / (alpha * total):.2f} "
             f"[{low:.2f}, {high:.2f}] ({total:,.0f} held-out p-values)"
+        )
+    for alpha in SPREAD_LEVELS:
+        own = np.concatenate([u["counts"][alpha].sum(axis=1) / (alpha * u["held"].sum(axis=1)) for u in units])
+        q50, q90 = np.percentile(own, [50, 90])
+        lines.append(
+            f"    alpha {alpha:g}, each null on its own held-out pool: median ratio {q50:.2f}, 90th percentile "
+            f"{q90:.2f}, largest {own.max():.2f}; {np.mean(own > 2):.0%} of nulls above 2"
         )
     reach = np.concatenate([u["reach"] for u in units])
     lines.append(f"    tail used in {sum(u['tails'] for u in units)} of {reach.size} nulls")
