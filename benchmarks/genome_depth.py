@@ -115,6 +115,19 @@ def classifier_calls(
     return calls["hit"].to_numpy()[:n_real]
 
 
+def pooled_line(rows: list[tuple[str, int, int, bool]], k: int) -> str:
+    """The classifier's ``pareto`` rows of one screen size pooled over the units: recall, FDR (false
+    calls over all calls), the units whose lone guide at AUROC 1 is called, and the worst unit's FDR."""
+    true, false = sum(r[1] for r in rows), sum(r[2] for r in rows)
+    fdr = [(r[2] / (r[1] + r[2]) if r[1] + r[2] else 0.0, r[0]) for r in rows]
+    worst, unit = max(fdr)
+    return (
+        f"pooled over {len(rows)} units (pareto): recall {true}/{k * len(rows)} = {true / (k * len(rows)):.3f}, "
+        f"FDR {false}/{true + false} = {false / max(1, true + false):.3f}; lone guide called in "
+        f"{sum(r[3] for r in rows)} of {len(rows)}; worst unit FDR {worst:.3f} ({unit})"
+    )
+
+
 def map_units(seed: int, library: int) -> tuple[list, np.ndarray, list, np.ndarray]:
     """One arrayed screen's (``seed``, ``base``) pseudo-guides (``library`` of them: pools and
     mAPs) and guides with effect (pools and mAPs)."""
@@ -233,6 +246,7 @@ def main() -> None:
         k = int(round(ACTIVE_SHARE * m))
         truth = np.r_[np.ones(k, bool), np.zeros(m - k, bool)]
         print(f"== {m:,} guides, {k:,} with effect")
+        pooled: list[tuple[str, int, int, bool]] = []  # unit, true calls, false calls, lone called (pareto)
         for unit in units:
             aurocs = np.load(args.cache / f"{unit}.npy")
             variant = "pca_ica" if unit.endswith("pca_ica") else ("pca" if unit.endswith("pca") else "base")
@@ -246,11 +260,14 @@ def main() -> None:
                 called = classifier_calls(scores, null, model, args.seed, args.reading)
                 cpu = time.process_time() - t0
                 lone_called = bool(classifier_calls(lone, null, model, args.seed, args.reading)[0])
+                if model == "pareto":
+                    pooled.append((unit, int((called & truth).sum()), int((called & ~truth).sum()), lone_called))
                 print(
                     f"  classifier {unit:28s} {model:9s}: {rate_line(called, truth)}; lone guide at AUROC 1 "
                     f"{'called' if lone_called else 'not called'} ({cpu:.1f} CPU s for the calls)",
                     flush=True,
                 )
+        print("  " + pooled_line(pooled, k))
         if not args.classifier_only:
             map_screens(m, args.map_seeds, args.map_library, rng)
     per_guide = effects.groupby("variant")["cpu_per_guide"].first()
