@@ -32,13 +32,17 @@ from ._map_readout import guide_map as guide_map
 from ._map_readout import guide_map_within_plate as guide_map_within_plate
 from ._map_readout import reference_map as reference_map
 from ._map_readout import well_profiles as well_profiles
+from ._null import AUTO_NULL_MAX as AUTO_NULL_MAX
+from ._null import AUTO_NULL_MIN as AUTO_NULL_MIN
 from ._null import NULL_GENE as NULL_GENE
 from ._null import GuideSamples as GuideSamples
+from ._null import auto_null_size as auto_null_size
 from ._null import control_constructs as control_constructs
 from ._null import control_mask as control_mask
 from ._null import control_positions as control_positions
 from ._null import guide_samples as guide_samples
 from ._null import guides_of as guides_of
+from ._null import null_guide_count as null_guide_count
 from ._null import null_guide_design as null_guide_design
 from ._null import null_guide_name as null_guide_name
 from ._null import null_layout_choice as null_layout_choice
@@ -68,6 +72,9 @@ from ._splits import make_folds as make_folds
 from ._splits import read_folds as read_folds
 
 __all__ = [
+    "AUTO_NULL_MAX",
+    "AUTO_NULL_MIN",
+    "auto_null_size",
     "centered_on_plate_controls",
     "classify_guides",
     "classify_shard",
@@ -107,6 +114,7 @@ __all__ = [
     "MapReadoutOptions",
     "mean_retrieval",
     "NULL_GENE",
+    "null_guide_count",
     "null_guide_design",
     "null_guide_name",
     "null_layout_choice",

@@ -21,6 +21,10 @@ Two layouts of the null (``classify.null_layout``; :func:`null_layout_choice` sa
 ``auto`` takes ``position`` where the control positions give at least half of
 ``classify.n_null_guides`` distinct position-aware pseudo-guides (:data:`POSITION_NULL_SHARE`), and
 ``plain`` otherwise.
+
+The null's size, ``classify.n_null_guides``: a count, or ``auto`` (:func:`null_guide_count`), a
+tenth of the screen's guides between :data:`AUTO_NULL_MIN` and :data:`AUTO_NULL_MAX`
+(docs/hit-calling.md, *A larger null*).
 """
 
 from __future__ import annotations
@@ -44,6 +48,35 @@ NULL_LAYOUTS: tuple[str, ...] = ("auto", "plain", "position")
 #: reaches p = 1/51, so a guide above every pseudo-guide is called at q < 0.05 once a fifth of the
 #: guides are; fewer distinct draws leave the calls to the null's resolution, not to the data.
 POSITION_NULL_SHARE = 0.5
+#: ``classify.n_null_guides: auto`` takes one pseudo-guide per this many of the screen's guides: each
+#: pseudo-guide costs the classifiers of one guide, so a null of a tenth of the guides is 1 / 11 of
+#: the classify CPU.
+AUTO_NULL_GUIDES_PER_PSEUDO = 10
+#: ``auto`` never goes below the fixed default's 100 (a screen of a few hundred guides keeps its null
+#: and its CPU) ...
+AUTO_NULL_MIN = 100
+#: ... nor above the largest null measured calibrated on both the arrayed scenario and the shipped
+#: plate (docs/hit-calling.md, *Measured: calibration against the null's size*).
+AUTO_NULL_MAX = 600
+
+
+def auto_null_size(n_guides: int) -> int:
+    """The null's size under ``classify.n_null_guides: auto`` for a screen of ``n_guides`` guides:
+    one per :data:`AUTO_NULL_GUIDES_PER_PSEUDO` of them, rounded up, within [:data:`AUTO_NULL_MIN`,
+    :data:`AUTO_NULL_MAX`]."""
+    return max(AUTO_NULL_MIN, min(AUTO_NULL_MAX, -(-n_guides // AUTO_NULL_GUIDES_PER_PSEUDO)))
+
+
+def null_guide_count(setting: int | str, table: pd.DataFrame) -> int:
+    """How many pseudo-guides ``classify.n_null_guides = setting`` asks for on ``table``: the count
+    itself, or under ``auto`` :func:`auto_null_size` of the table's perturbation guides."""
+    if setting == "auto":
+        return auto_null_size(len(guides_of(table)))
+    if isinstance(setting, (str, bool)) or int(setting) != setting:
+        raise ValueError(f"classify.n_null_guides: expected a count or 'auto', got {setting!r}")
+    if setting < 0:
+        raise ValueError(f"classify.n_null_guides: must be >= 0, got {setting}")
+    return int(setting)
 
 
 @dataclass(frozen=True, eq=False)
@@ -177,10 +210,12 @@ def position_null_capacity(table: pd.DataFrame) -> int:
     return int(min(CAPACITY_CAP, sum(math.comb(len(p), int(m)) for p in control_positions(table).values())))
 
 
-def null_layout_choice(table: pd.DataFrame, setting: str, n: int) -> NullLayoutChoice:
+def null_layout_choice(table: pd.DataFrame, setting: str, n: int | str) -> NullLayoutChoice:
     """The layout of the null on ``table`` under ``classify.null_layout = setting`` with ``n``
-    pseudo-guides asked for, and why (module doc: ``auto`` takes ``position`` where the control
-    positions give at least :data:`POSITION_NULL_SHARE` x ``n`` distinct pseudo-guides)."""
+    pseudo-guides asked for (``classify.n_null_guides``: :func:`null_guide_count`), and why (module
+    doc: ``auto`` takes ``position`` where the control positions give at least
+    :data:`POSITION_NULL_SHARE` x ``n`` distinct pseudo-guides)."""
+    n = null_guide_count(n, table)
     if setting not in NULL_LAYOUTS:
         raise ValueError(f"classify.null_layout: expected one of {NULL_LAYOUTS}, got {setting!r}")
     capacity = position_null_capacity(table)
@@ -206,14 +241,17 @@ def null_layout_choice(table: pd.DataFrame, setting: str, n: int) -> NullLayoutC
 
 
 def null_guide_design(
-    table: pd.DataFrame, n: int, seed: int, log: logging.Logger | None = None, layout: str = "plain"
+    table: pd.DataFrame, n: int | str, seed: int, log: logging.Logger | None = None, layout: str = "plain"
 ) -> list[GuideSamples]:
-    """The pseudo-guides of the null in the layout ``layout`` (``classify.null_layout``, resolved on
-    the table by :func:`null_layout_choice`, which is logged): :func:`plain_null_design` or
+    """The ``n`` pseudo-guides of the null (``classify.n_null_guides``, a count or ``auto``:
+    :func:`null_guide_count`) in the layout ``layout`` (``classify.null_layout``, resolved on the
+    table by :func:`null_layout_choice`, which is logged): :func:`plain_null_design` or
     :func:`position_null_design`."""
     log = log or logging.getLogger(__name__)
-    if n < 0:
-        raise ValueError(f"classify.n_null_guides: must be >= 0, got {n}")
+    if n == "auto":
+        n = null_guide_count(n, table)
+        log.info("null guides: classify.n_null_guides auto = %d (%d guides)", n, len(guides_of(table)))
+    n = null_guide_count(n, table)
     if layout == "plain" or n == 0:
         return plain_null_design(table, n, seed, log)
     choice = null_layout_choice(table, layout, n)

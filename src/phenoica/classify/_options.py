@@ -38,7 +38,8 @@ class ClassifyOptions(NamedTuple):
     model replaces with its own. ``protocol`` is ``exact`` or ``fast``
     (:mod:`phenoica.classify._protocol`); the fast protocol's fold groups and training-control
     cap are read through :attr:`max_fold_groups` and :attr:`max_train_controls` (None under ``exact``).
-    ``null_layout`` is the null's layout (:func:`phenoica.classify.null_layout_choice`).
+    ``null_layout`` is the null's layout (:func:`phenoica.classify.null_layout_choice`), ``n_null_guides``
+    its size, a count or ``auto`` (:func:`phenoica.classify.null_guide_count` resolves it on a table).
     """
 
     seed: Annotated[int, Setting("seed")]
@@ -49,7 +50,7 @@ class ClassifyOptions(NamedTuple):
     concentration_k: Annotated[float, Setting("classify.concentration_k")]
     min_train_samples: Annotated[int, Setting("classify.min_train_samples")]
     min_test_samples: Annotated[int, Setting("classify.min_test_samples")]
-    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+    n_null_guides: Annotated[int | str, Setting("classify.n_null_guides")]
     n_shards: Annotated[int, Setting("classify.n_shards")]
     protocol: Annotated[str, Setting("classify.protocol")]
     fast_train_controls: Annotated[int, Setting("classify.fast_train_controls")]

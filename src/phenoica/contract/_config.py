@@ -222,7 +222,8 @@ def _check_consistency(config: dict[str, Any]) -> None:
     if demo["n_null_genes"] > demo["n_genes"]:
         raise ConfigError("invalid configuration: demo.n_null_genes exceeds demo.n_genes")
     classify = config["classify"]
-    if config["hits"]["null_model"] == "parametric" and 0 < classify["n_null_guides"] < 3:
+    n_null = classify["n_null_guides"]
+    if config["hits"]["null_model"] == "parametric" and n_null != "auto" and 0 < n_null < 3:
         raise ConfigError(
             f"invalid configuration: classify.n_null_guides is {classify['n_null_guides']}; the parametric null "
             "fits a mean and a spread and needs at least 3 pseudo-guides (100 or more for calibrated calls), "

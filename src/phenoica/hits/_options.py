@@ -23,12 +23,12 @@ class HitOptions(NamedTuple):
     null_model: Annotated[str, Setting("hits.null_model")]
     seed: Annotated[int, Setting("seed")]
     q_threshold: Annotated[float, Setting("hits.q_threshold")]
-    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+    n_null_guides: Annotated[int | str, Setting("classify.n_null_guides")]
 
     @property
     def with_null(self) -> bool:
-        """Whether the screen has pseudo-guides, so p-values, q-values and calls."""
-        return self.n_null_guides > 0
+        """Whether the screen has pseudo-guides, so p-values, q-values and calls (``auto`` always has)."""
+        return self.n_null_guides != 0
 
 
 @stage_options("plate_positions")
@@ -39,7 +39,7 @@ class PositionOptions(NamedTuple):
 
     seed: Annotated[int, Setting("seed")]
     null_layout: Annotated[str, Setting("classify.null_layout")]
-    n_null_guides: Annotated[int, Setting("classify.n_null_guides")]
+    n_null_guides: Annotated[int | str, Setting("classify.n_null_guides")]
 
 
 @stage_options("reference")

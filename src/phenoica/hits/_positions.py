@@ -195,7 +195,7 @@ def _row(model: str, measure: str, n_wells: int, n_groups: int, note: str) -> di
             "r2_null": math.nan, "p_value": math.nan, "note": note}  # fmt: skip
 
 
-def null_layout_table(profiles: Mapping[str, pd.DataFrame], setting: str, n_null_guides: int) -> pd.DataFrame:
+def null_layout_table(profiles: Mapping[str, pd.DataFrame], setting: str, n_null_guides: int | str) -> pd.DataFrame:
     """Per model: the null's layout on its table under ``classify.null_layout = setting`` and why
     (:func:`phenoica.classify.null_layout_choice`)."""
     rows = []

@@ -59,6 +59,7 @@ from phenoica.classify import (
     guide_map,
     guide_retrieval,
     guides_of,
+    null_guide_count,
     null_guide_design,
     null_guide_name,
     split_control_rows,
@@ -337,7 +338,7 @@ def chosen_point(
     ``chosen`` True; its guide calls with ``n_components``). With ``sweep.null_guides`` below the
     main run's null, the calls use the main run's first that many pseudo-guides; with
     ``sweep.max_genes``, the guides of the points' sample of genes (:func:`sweep_genes`)."""
-    full = int(options.classify.n_null_guides)
+    full = null_guide_count(options.classify.n_null_guides, main.table)
     if options.point_null_guides < full:
         main = MainPoint(
             main.table, first_null_guides(main.rows, options.point_null_guides, full), main.mAP, main.retrieval

@@ -73,8 +73,11 @@ class SweepOptions(NamedTuple):
     @property
     def point_null_guides(self) -> int:
         """Pseudo-guides of each point's null: ``sweep.null_guides``, at most the main run's
-        ``classify.n_null_guides`` (all of them when unset)."""
-        full = int(self.classify.n_null_guides)
+        ``classify.n_null_guides`` (all of them when unset; under ``auto``, whose count the main run
+        resolves on its table, at most its floor :data:`phenoica.classify.AUTO_NULL_MIN`)."""
+        from phenoica.classify import AUTO_NULL_MIN
+
+        full = AUTO_NULL_MIN if self.classify.n_null_guides == "auto" else int(self.classify.n_null_guides)
         return full if self.null_guides is None else min(full, int(self.null_guides))
 
     def scoring(self) -> ClassifyOptions:

@@ -56,7 +56,7 @@ def scoring_problems(
         return problems, [], []
     capacities, found, notes = readout_capacity(units, config, units_known, folds)
     problems += found
-    notes += _null_reuse(table, config["classify"]["n_null_guides"])
+    notes += _null_size_notes(table, config["classify"]["n_null_guides"])
     wells, refused = without_wells(table, config)
     notes, problems = wells + notes, refused + problems
     if scheme == "in_distribution":  # leave-one-batch-out holds a batch's plates out together
@@ -106,6 +106,21 @@ def shared_plate_maps(table: pd.DataFrame) -> list[str]:
                 "same cells) and held-out scores are inflated: keep one image set (screen.rows)"
             )
     return notes
+
+
+def _null_size_notes(table: pd.DataFrame, setting: int | str) -> list[str]:
+    """The null's size where ``classify.n_null_guides`` is ``auto`` (what it resolves to on this
+    screen), and :func:`_null_reuse`'s notes."""
+    from phenoica.classify import AUTO_NULL_MAX, AUTO_NULL_MIN, guides_of, null_guide_count
+
+    n_null = null_guide_count(setting, table)
+    notes = []
+    if setting == "auto":
+        notes.append(
+            f"classify.n_null_guides auto: {n_null} pseudo-guides for {len(guides_of(table))} guides (a tenth of "
+            f"the guides, at least {AUTO_NULL_MIN} and at most {AUTO_NULL_MAX}; docs/hit-calling.md)"
+        )
+    return notes + _null_reuse(table, n_null)
 
 
 def _null_reuse(table: pd.DataFrame, n_null: int) -> list[str]:
