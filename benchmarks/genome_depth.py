@@ -227,13 +227,23 @@ def main() -> None:
         type=int,
         help="the classifier null's n, the first n cached pseudo-guides (default: the schema's)",
     )
+    parser.add_argument(
+        "--null-block",
+        type=int,
+        default=0,
+        help="take the null from pseudo-guides b x n .. (b + 1) x n - 1 instead (another draw of the null; the "
+        "guides without effect drawn from the rest); units whose cache is shorter are skipped",
+    )
     args = parser.parse_args()
     cfg = validate_config({})
     n_null = int(cfg["classify"]["n_null_guides"]) if args.null_size is None else args.null_size
     if args.cache is None and not args.map_only:
         parser.error("--cache is needed for the classifier rows (or --map-only)")
     rng = rng_for(args.seed, "genome_depth")
-    print(f"pareto tail read: {args.reading or 'as the calls read it'}; classifier null of {n_null} pseudo-guides")
+    print(
+        f"pareto tail read: {args.reading or 'as the calls read it'}; "
+        f"classifier null of {n_null} pseudo-guides (block {args.null_block})"
+    )
     if args.map_only:
         for m in args.guides:
             print(f"== {m:,} guides, {int(round(ACTIVE_SHARE * m)):,} with effect")
@@ -250,7 +260,10 @@ def main() -> None:
         for unit in units:
             aurocs = np.load(args.cache / f"{unit}.npy")
             variant = "pca_ica" if unit.endswith("pca_ica") else ("pca" if unit.endswith("pca") else "base")
-            null, pool = aurocs[:n_null], aurocs[n_null:]
+            lo, hi = args.null_block * n_null, (args.null_block + 1) * n_null
+            if aurocs.size < hi:
+                continue
+            null, pool = aurocs[lo:hi], np.r_[aurocs[:lo], aurocs[hi:]]
             null, pool = null[np.isfinite(null)], pool[np.isfinite(pool)]
             eff = effects[(effects["variant"] == variant) & effects["has_effect"]]["auroc"].to_numpy()
             scores = np.r_[rng.choice(eff, k), rng.choice(pool, m - k)]
