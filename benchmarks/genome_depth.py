@@ -26,7 +26,7 @@ p-values' CPU seconds.
 
     python benchmarks/genome_depth.py --cache bench_cache/depth --guides 10000 100000
     python benchmarks/genome_depth.py --cache bench_cache/depth --classifier-only --reading "pareto joint"
-    python benchmarks/genome_depth.py --cache bench_cache/depth --classifier-only --null-size 600
+    python benchmarks/genome_depth.py --cache bench_cache/depth --classifier-only --null-size 600 [--null-block 1]
     python benchmarks/genome_depth.py --map-only --guides 10000 100000 --map-seeds 0 1
 """
 
