@@ -52,6 +52,7 @@ from phenoica.classify import (
     Fold,
     FoldBins,
     GuideSamples,
+    auto_null_size,
     classify_guides,
     control_mask,
     control_strata,
@@ -153,6 +154,12 @@ def timed(fn) -> tuple[float, object]:
     return time.process_time() - t0, out
 
 
+def null_count(setting: int | str, n_guides: int) -> int:
+    """The pseudo-guides per (model, variant) that ``classify.n_null_guides = setting`` gives a
+    screen of ``n_guides`` guides (``auto``: :func:`phenoica.classify.auto_null_size`)."""
+    return auto_null_size(n_guides) if setting == "auto" else int(setting)
+
+
 def _genome_shape(config: Path) -> dict:
     """Guides, folds, (model, variant) pairs, pseudo-guides and guides per job of a screen config."""
     cfg = validate_config(yaml.safe_load(config.read_text()))
@@ -163,7 +170,7 @@ def _genome_shape(config: Path) -> dict:
         "guides": n_guides,
         "folds": n_folds,
         "pairs": len(cfg["transforms"]["variants"]) * len(cfg["models"]),
-        "nulls": cfg["classify"]["n_null_guides"],
+        "nulls": null_count(cfg["classify"]["n_null_guides"], n_guides),
         "per_job": n_guides / cfg["classify"]["n_shards"],
         "grouped": cfg["splits"]["scheme"] == "leave_one_batch_out",
     }

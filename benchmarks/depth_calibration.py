@@ -58,6 +58,7 @@ from arrayed_calibration import VARIANTS, variant_tables
 from scipy import stats
 from tail_calibration import arrayed_profiles, null_aurocs
 
+from phenoica.classify import AUTO_NULL_MIN
 from phenoica.contract import BATCH, PLATE, feature_columns, validate_config
 from phenoica.hits import NullFit
 from phenoica.screen import ExportSpec, parquet_source
@@ -297,7 +298,10 @@ def main() -> None:
     # the real plate: 32 components (the count rule keeps none on its raw features), and LightGBM
     # allowed leaves of 3 rows (at its default of 20 no model splits on 4 wells against 12)
     real_cfg = validate_config({"transforms": {"n_components": 32}, "classify": {"lightgbm": {"min_data_in_leaf": 3}}})
-    n = int(arrayed_cfg["classify"]["n_null_guides"]) if args.null_size is None else args.null_size
+    # the schema's null on these screens: a few hundred guides each, so auto resolves to its floor
+    setting = arrayed_cfg["classify"]["n_null_guides"]
+    default_n = AUTO_NULL_MIN if setting == "auto" else int(setting)
+    n = default_n if args.null_size is None else args.null_size
     if args.null_size is not None and (args.cache is None or args.score_only):
         parser.error("--null-size measures the cached pseudo-guides: it needs --cache, and no --score-only")
     n_total = args.blocks * n

@@ -45,6 +45,7 @@ from depth_calibration import READINGS, reading_p_values
 from phenoica.classify import (
     ClassifyOptions,
     SplitOptions,
+    auto_null_size,
     classify_guides,
     guide_map,
     make_folds,
@@ -236,7 +237,10 @@ def main() -> None:
     )
     args = parser.parse_args()
     cfg = validate_config({})
-    n_null = int(cfg["classify"]["n_null_guides"]) if args.null_size is None else args.null_size
+    # the schema's null on a screen of 10,000 or 100,000 guides (auto: a tenth of them, at most 600)
+    setting = cfg["classify"]["n_null_guides"]
+    default_null = auto_null_size(min(args.guides)) if setting == "auto" else int(setting)
+    n_null = default_null if args.null_size is None else args.null_size
     if args.cache is None and not args.map_only:
         parser.error("--cache is needed for the classifier rows (or --map-only)")
     rng = rng_for(args.seed, "genome_depth")

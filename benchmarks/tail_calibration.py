@@ -32,7 +32,14 @@ import numpy as np
 import pandas as pd
 from arrayed_calibration import VARIANTS, variant_tables
 
-from phenoica.classify import ClassifyOptions, SplitOptions, classify_guides, make_folds, null_guide_design
+from phenoica.classify import (
+    AUTO_NULL_MIN,
+    ClassifyOptions,
+    SplitOptions,
+    classify_guides,
+    make_folds,
+    null_guide_design,
+)
 from phenoica.contract import GUIDE, validate_config
 from phenoica.hits import NullFit, summarize_scores
 from phenoica.screen import ArrayedDesign, screen_profiles
@@ -139,7 +146,8 @@ def main() -> None:
     if args.min_data_in_leaf:
         given["classify"] = {"lightgbm": {"min_data_in_leaf": args.min_data_in_leaf}}
     cfg = validate_config(given)
-    n = args.n_null or int(cfg["classify"]["n_null_guides"])
+    setting = cfg["classify"]["n_null_guides"]  # auto: the floor on the arrayed screen's few hundred guides
+    n = args.n_null or (AUTO_NULL_MIN if setting == "auto" else int(setting))
     print(
         f"null of n = {n} pseudo-guides (floor 1/(n+1) = {1 / (n + 1):.5f}), {HELD_OUT_FACTOR * n} held out; "
         f"variants {', '.join(args.variants)}; n_components {cfg['transforms']['n_components']}; splits "

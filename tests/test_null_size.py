@@ -68,12 +68,13 @@ def test_the_door_says_what_auto_resolves_to():
     notes = _null_size_notes(screen(2500), "auto")
     assert notes[0].startswith("classify.n_null_guides auto: 250 pseudo-guides for 2500 guides")
     assert not any("auto" in n for n in _null_size_notes(screen(2500), 100))
+    assert not any("auto" in n for n in _null_size_notes(screen(400), "auto"))  # the floor: nothing to say
 
 
 def test_auto_validates_and_calls_and_a_bad_size_is_refused():
     cfg = validate_config({"classify": {"n_null_guides": "auto"}})
     assert cfg["classify"]["n_null_guides"] == "auto" and HitOptions.from_config(cfg).with_null
-    assert validate_config({})["classify"]["n_null_guides"] == 100
+    assert validate_config({})["classify"]["n_null_guides"] == "auto"
     with pytest.raises(ConfigError, match="classify.n_null_guides"):
         validate_config({"classify": {"n_null_guides": "lots"}})
     for bad in ("lots", -1, 2.5):

@@ -109,13 +109,14 @@ def shared_plate_maps(table: pd.DataFrame) -> list[str]:
 
 
 def _null_size_notes(table: pd.DataFrame, setting: int | str) -> list[str]:
-    """The null's size where ``classify.n_null_guides`` is ``auto`` (what it resolves to on this
-    screen), and :func:`_null_reuse`'s notes."""
+    """The null's size where ``classify.n_null_guides`` is ``auto`` and resolves above its floor on
+    this screen (a screen of up to 1,000 guides keeps the floor, said by the schema), and
+    :func:`_null_reuse`'s notes."""
     from phenoica.classify import AUTO_NULL_MAX, AUTO_NULL_MIN, guides_of, null_guide_count
 
     n_null = null_guide_count(setting, table)
     notes = []
-    if setting == "auto":
+    if setting == "auto" and n_null > AUTO_NULL_MIN:
         notes.append(
             f"classify.n_null_guides auto: {n_null} pseudo-guides for {len(guides_of(table))} guides (a tenth of "
             f"the guides, at least {AUTO_NULL_MIN} and at most {AUTO_NULL_MAX}; docs/hit-calling.md)"
