@@ -15,7 +15,9 @@ set's bins: paid once per classify job, whatever its guides) is the sample's CPU
 times the marginal CPU of a guide (the two real samples' difference over their guides' difference);
 the classify stage's CPU at that scale is estimated as
 ``shards x fixed + guides x (marginal CPU of a guide) + pseudo-guides x (marginal CPU of a
-pseudo-guide)`` (``classify.n_shards`` jobs; the null's 100 pseudo-guides and the control constructs). It prints the estimates, the CPU per guide
+pseudo-guide)`` (``classify.n_shards`` jobs; the null's pseudo-guides at the schema's
+``classify.n_null_guides``, ``auto``: 100 up to 1,000 guides and a tenth of them above, so the
+figures measured with a fixed 100 grow a little faster now at 16x; and the control constructs). It prints the estimates, the CPU per guide
 against 1x, and the growth exponent (least-squares slope of log CPU on log guides: 1 = linear).
 ``--axis plates`` grows the replicate plates instead (the guides fixed; the exponent is then on
 the wells), as ``arrayed_run_cost.py --plates`` does: 40x is 92,160 wells.

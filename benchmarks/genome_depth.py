@@ -7,7 +7,9 @@ plants, 99% without. Their scores are drawn from what the readouts measured on r
   shipped plate (drawn, with replacement, from the pseudo-guides that ``depth_calibration.py``
   scored and cached, beyond the first 100); a guide with effect as one of the arrayed scenario's
   guides with effect (its AUROCs, scored here at the schema's defaults, seed 0, per variant). The
-  null is the first 100 pseudo-guides, what the workflow would draw. The calls are those of
+  null is the first n pseudo-guides, what the workflow would draw: the schema's
+  ``classify.n_null_guides`` on the smallest ``--guides`` screen (``auto``: 600 for 10,000 guides;
+  ``--null-size`` sets n, ``--null-block`` takes another draw). The calls are those of
   ``phenoica.hits`` at the defaults (``pareto``), and, for comparison, the bounded ``empirical``
   null.
 - **mAP**: the readout's p-values rest on each guide's own wells (the within-plate permutation

@@ -222,7 +222,7 @@ def main() -> None:
     print(
         f"arrayed screen, {args.plates}x plates, {args.guides}x guides: {len(table)} wells x "
         f"{len(feature_columns(table))} features, {design.n_guides} guides; grid {counts}, "
-        f"{options.point_null_guides} pseudo-guides per point"
+        f"{options.point_null_guides(table)} pseudo-guides per point"
     )
     print(f"{'variant':9s} {'count':>5s} " + " ".join(f"{p:>15s}" for p in PARTS) + f" {'total':>8s} {'hits':>5s}")
     times: dict[str, float] = {}

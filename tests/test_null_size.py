@@ -7,7 +7,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify import AUTO_NULL_MAX, AUTO_NULL_MIN, auto_null_size, null_guide_count, null_guide_design
+from phenoica.classify import (
+    AUTO_NULL_MAX,
+    AUTO_NULL_MIN,
+    auto_null_size,
+    null_guide_count,
+    null_guide_design,
+    null_layout_choice,
+)
 from phenoica.contract import (
     BATCH,
     CONTROL,
@@ -64,6 +71,19 @@ def test_auto_grows_with_a_large_screen_and_keeps_the_first_pseudo_guides():
     assert null_guide_count("auto", screen(7000)) == 600
 
 
+def test_auto_keeps_the_layout_a_null_of_100_takes():
+    """A large screen whose control positions give 120 distinct position-aware pseudo-guides: a null
+    of 100 takes the position layout (120 >= 50); under auto (250 pseudo-guides) the layout is still
+    decided at 100, so the larger null stays position-aware (stopped at its capacity), where a count
+    of 250 asks for 125 distinct draws and falls back to plain."""
+    t = screen(2500, control_wells=120)
+    assert null_layout_choice(t, "auto", 100).layout == "position"
+    assert null_layout_choice(t, "auto", 250).layout == "plain"
+    choice = null_layout_choice(t, "auto", "auto")
+    assert choice.layout == "position" and "the 100 at which classify.n_null_guides auto decides" in choice.reason
+    assert null_layout_choice(t, "plain", "auto").layout == "plain"
+
+
 def test_the_door_says_what_auto_resolves_to():
     notes = _null_size_notes(screen(2500), "auto")
     assert notes[0].startswith("classify.n_null_guides auto: 250 pseudo-guides for 2500 guides")
@@ -83,7 +103,8 @@ def test_auto_validates_and_calls_and_a_bad_size_is_refused():
 
 
 def test_the_reference_null_under_auto_follows_its_pairs():
-    """The reference readout's null under auto: a tenth of its pairs, at least 100, or more where a
-    lone pair needs it (as with a count); none with 0."""
-    assert null_size(5, "auto", 0.05) == max(100, 200) == null_size(5, 100, 0.05)
-    assert null_size(3000, "auto", 0.05) == 120_000 and null_size(3000, 0, 0.05) == 0
+    """The reference readout's null under auto: 100 contrasts, or more where a lone pair needs them
+    (2 m / q, always above a tenth of the pairs); none with 0."""
+    assert null_size(1, "auto", 0.05) == 100 == null_size(1, 100, 0.05)
+    assert null_size(5, "auto", 0.05) == 200 and null_size(3000, "auto", 0.05) == 120_000
+    assert null_size(3000, 0, 0.05) == 0

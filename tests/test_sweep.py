@@ -14,6 +14,7 @@ from phenoica.classify import ClassifyOptions
 from phenoica.contract import settings_of, validate_config
 from phenoica.sweep import SweepOptions
 from phenoica.transforms import TransformOptions
+from tests.test_null_size import screen as null_size_screen
 
 
 def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
@@ -51,11 +52,17 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         }
     )
     options = SweepOptions.from_config(cfg)
-    assert options.variants == ["pca", "pca_ica"] and options.point_null_guides == 5
+    table = pd.DataFrame()  # a count is read without the table
+    assert options.variants == ["pca", "pca_ica"] and options.point_null_guides(table) == 5
     main = ClassifyOptions.from_config(cfg)
-    assert options.scoring() == main._replace(concentration=False, n_null_guides=5, n_shards=1)
-    assert options._replace(null_guides=None).scoring().n_null_guides == 12
-    assert options._replace(null_guides=50).point_null_guides == 12  # at most the main run's
+    assert options.scoring(table) == main._replace(concentration=False, n_null_guides=5, n_shards=1)
+    assert options._replace(null_guides=None).scoring(table).n_null_guides == 12
+    assert options._replace(null_guides=50).point_null_guides(table) == 12  # at most the main run's
+    # under auto, the main run's count as it resolves on the table: 250 for 2,500 guides
+    auto = options._replace(classify=options.classify._replace(n_null_guides="auto"))
+    assert auto._replace(null_guides=None).point_null_guides(null_size_screen(2500)) == 250
+    assert auto._replace(null_guides=300).point_null_guides(null_size_screen(2500)) == 250
+    assert auto.point_null_guides(null_size_screen(2500)) == 5
     fit = TransformOptions.from_config(cfg)
     at = fit._replace(n_components=4, variants=["pca_ica"])
     assert options._replace(ica_max_samples=None).transforms_at(4, "pca_ica") == at
@@ -217,7 +224,7 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     # sweep.null_guides 5 of the main run's 12: the chosen point's calls from the main run's
     # scores cut to its first 5 pseudo-guides are those of the point classified with 5.
     small = options._replace(null_guides=5)
-    assert small.point_null_guides == 5 and small.scoring().n_null_guides == 5
+    assert small.point_null_guides(profiles) == 5 and small.scoring(profiles).n_null_guides == 5
     fresh, fresh_calls = sweep_model(profiles, folds, "ext", 4, small, grid=[20])
     cut, cut_calls = sweep_model(profiles, folds, "ext", 20, small, grid=[20], main={"pca_ica": point})
     pd.testing.assert_frame_equal(cut.drop(columns=["seconds", "chosen"]), fresh.drop(columns=["seconds", "chosen"]))

@@ -212,10 +212,16 @@ def position_null_capacity(table: pd.DataFrame) -> int:
 
 def null_layout_choice(table: pd.DataFrame, setting: str, n: int | str) -> NullLayoutChoice:
     """The layout of the null on ``table`` under ``classify.null_layout = setting`` with ``n``
-    pseudo-guides asked for (``classify.n_null_guides``: :func:`null_guide_count`), and why (module
+    pseudo-guides asked for (``classify.n_null_guides``: a count, or ``auto``), and why (module
     doc: ``auto`` takes ``position`` where the control positions give at least
-    :data:`POSITION_NULL_SHARE` x ``n`` distinct pseudo-guides)."""
-    n = null_guide_count(n, table)
+    :data:`POSITION_NULL_SHARE` x ``n`` distinct pseudo-guides). Under ``n = auto`` the layout is
+    decided at :data:`AUTO_NULL_MIN` whatever the size resolves to: a larger null never trades a
+    screen's position-aware null for the plain one (the position design stops at its capacity)."""
+    if n == "auto":
+        n, asked = AUTO_NULL_MIN, f"the {AUTO_NULL_MIN} at which classify.n_null_guides auto decides the layout"
+    else:
+        n = null_guide_count(n, table)
+        asked = f"classify.n_null_guides = {n}"
     if setting not in NULL_LAYOUTS:
         raise ValueError(f"classify.null_layout: expected one of {NULL_LAYOUTS}, got {setting!r}")
     capacity = position_null_capacity(table)
@@ -234,10 +240,8 @@ def null_layout_choice(table: pd.DataFrame, setting: str, n: int | str) -> NullL
             )
         return NullLayoutChoice("position", f"classify.null_layout is position; {counted}", capacity)
     if n > 0 and capacity >= need:
-        return NullLayoutChoice("position", f"auto: {counted}, at least half of classify.n_null_guides = {n}", capacity)
-    return NullLayoutChoice(
-        "plain", f"auto: {counted}, fewer than half of classify.n_null_guides = {n} ({need})", capacity
-    )
+        return NullLayoutChoice("position", f"auto: {counted}, at least half of {asked}", capacity)
+    return NullLayoutChoice("plain", f"auto: {counted}, fewer than half of {asked} ({need})", capacity)
 
 
 def null_guide_design(
@@ -248,17 +252,16 @@ def null_guide_design(
     table by :func:`null_layout_choice`, which is logged): :func:`plain_null_design` or
     :func:`position_null_design`."""
     log = log or logging.getLogger(__name__)
+    count = null_guide_count(n, table)
     if n == "auto":
-        n = null_guide_count(n, table)
-        log.info("null guides: classify.n_null_guides auto = %d (%d guides)", n, len(guides_of(table)))
-    n = null_guide_count(n, table)
-    if layout == "plain" or n == 0:
-        return plain_null_design(table, n, seed, log)
+        log.info("null guides: classify.n_null_guides auto = %d (%d guides)", count, len(guides_of(table)))
+    if layout == "plain" or count == 0:
+        return plain_null_design(table, count, seed, log)
     choice = null_layout_choice(table, layout, n)
     log.info("null guides: %s layout (%s)", choice.layout, choice.reason)
     if choice.layout == "plain":
-        return plain_null_design(table, n, seed, log)
-    return position_null_design(table, n, seed, log)
+        return plain_null_design(table, count, seed, log)
+    return position_null_design(table, count, seed, log)
 
 
 def _check_null_table(table: pd.DataFrame) -> None:

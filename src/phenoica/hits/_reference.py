@@ -41,8 +41,8 @@ import pandas as pd
 from scipy import stats
 
 from phenoica.classify import (
+    AUTO_NULL_MIN,
     LIGHTGBM_MIN_DATA_IN_LEAF,
-    auto_null_size,
     centered_on_plate_controls,
     control_mask,
     control_positions,
@@ -336,11 +336,11 @@ def reference_p(values: np.ndarray, null: np.ndarray, seed: int) -> tuple[np.nda
 
 def null_size(n_pairs: int, n_null_guides: int | str, q_threshold: float) -> int:
     """How many null contrasts to draw at most for ``n_pairs`` pairs: ``n_null_guides`` (under
-    ``auto``, :func:`phenoica.classify.auto_null_size` of the pairs), or more where that many leave
-    a lone pair above every null contrast short of Benjamini-Hochberg's cut at ``q_threshold`` (its
-    bounded p-value ``1 / (n + 1)`` at most ``q / (2 m)``); none where ``n_null_guides`` is 0 (no
-    null asked for)."""
-    n = auto_null_size(n_pairs) if n_null_guides == "auto" else int(n_null_guides)
+    ``auto`` its floor :data:`phenoica.classify.AUTO_NULL_MIN`: a tenth of the pairs never exceeds
+    the reach below), or more where that many leave a lone pair above every null contrast short of
+    Benjamini-Hochberg's cut at ``q_threshold`` (its bounded p-value ``1 / (n + 1)`` at most
+    ``q / (2 m)``); none where ``n_null_guides`` is 0 (no null asked for)."""
+    n = AUTO_NULL_MIN if n_null_guides == "auto" else int(n_null_guides)
     if n <= 0:
         return 0
     return max(n, math.ceil(2 * n_pairs / q_threshold))

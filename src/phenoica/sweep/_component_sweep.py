@@ -296,7 +296,7 @@ def _score_count(
     del X
     meta = profiles[[c for c in profiles.columns if c not in features]].reset_index(drop=True)
     table = pd.concat([meta, pd.DataFrame(Z, columns=[component_name(i) for i in range(Z.shape[1])])], axis=1)
-    scoring = options.scoring()  # every guide and the null's pseudo-guides, as one shard; no control constructs
+    scoring = options.scoring(table)  # every guide and the null's pseudo-guides, as one shard; no control constructs
     nulls = null_guide_design(table, scoring.n_null_guides, scoring.seed, layout=scoring.null_layout)
     genes = sweep_genes(table, options.max_genes, options.seed)
     guides = None if genes is None else guides_of(table, genes)
@@ -338,11 +338,9 @@ def chosen_point(
     ``chosen`` True; its guide calls with ``n_components``). With ``sweep.null_guides`` below the
     main run's null, the calls use the main run's first that many pseudo-guides; with
     ``sweep.max_genes``, the guides of the points' sample of genes (:func:`sweep_genes`)."""
-    full = null_guide_count(options.classify.n_null_guides, main.table)
-    if options.point_null_guides < full:
-        main = MainPoint(
-            main.table, first_null_guides(main.rows, options.point_null_guides, full), main.mAP, main.retrieval
-        )
+    full, point = null_guide_count(options.classify.n_null_guides, main.table), options.point_null_guides(main.table)
+    if point < full:
+        main = MainPoint(main.table, first_null_guides(main.rows, point, full), main.mAP, main.retrieval)
     genes = sweep_genes(main.table, options.max_genes, options.seed)
     row, calls = summarize_point(main, options, variant, model, time.perf_counter(), genes)
     record = _record(model, variant, chosen, True, row)

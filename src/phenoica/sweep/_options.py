@@ -3,12 +3,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated, NamedTuple
+from typing import TYPE_CHECKING, Annotated, NamedTuple
 
-from phenoica.classify import ClassifyOptions, MapReadoutOptions
+from phenoica.classify import ClassifyOptions, MapReadoutOptions, null_guide_count
 from phenoica.contract import Setting, composed, stage_options
 from phenoica.hits import HitOptions
 from phenoica.transforms import TransformOptions, swept_variants
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 #: The q-value below which a point's guides, genes and mAPs are counted: the sweep's own (no config key).
 SWEEP_Q_THRESHOLD = 0.1
@@ -24,7 +27,7 @@ class SweepOptions(NamedTuple):
     - ``classify``: the classification (:class:`~phenoica.classify.ClassifyOptions`)
       without the concentration models (they change no AUROC), as one shard (a point scores
       every guide and pseudo-guide at once; the main run's shards are the rule's inputs);
-      :meth:`scoring` gives it the sweep's null, :attr:`point_null_guides`;
+      :meth:`scoring` gives it the sweep's null, :meth:`point_null_guides`;
     - ``transforms``: the fit (:class:`~phenoica.transforms.TransformOptions`), whose
       variant and component count each point sets (:meth:`transforms_at`; None here);
     - ``map``: the mAP readout (:class:`~phenoica.classify.MapReadoutOptions`) and
@@ -35,7 +38,7 @@ class SweepOptions(NamedTuple):
     (:func:`~phenoica.transforms.swept_variants`); ``points``, the grid's counts
     (``sweep.points``; 0 = no sweep); ``max_components``, its top (``sweep.max_components``; None
     = the width); ``null_guides``, the pseudo-guides of each point's null (``sweep.null_guides``;
-    :attr:`point_null_guides`); ``max_genes``, the most perturbed genes whose guides a point
+    :meth:`point_null_guides`); ``max_genes``, the most perturbed genes whose guides a point
     scores (``sweep.max_genes``; None = every gene; :func:`phenoica.sweep.sweep_genes`);
     ``ica_max_samples``, the most rows a point's ICA is fitted on (``sweep.ica_max_samples``;
     None = the main fit's ``transforms.ica_max_samples``); ``ica_max_iter``, the most Picard
@@ -70,20 +73,18 @@ class SweepOptions(NamedTuple):
         """The q-value below which a point's guides, genes and mAPs are counted: :data:`SWEEP_Q_THRESHOLD`."""
         return self.hits.q_threshold
 
-    @property
-    def point_null_guides(self) -> int:
-        """Pseudo-guides of each point's null: ``sweep.null_guides``, at most the main run's
-        ``classify.n_null_guides`` (all of them when unset; under ``auto``, whose count the main run
-        resolves on its table, at most its floor :data:`phenoica.classify.AUTO_NULL_MIN`)."""
-        from phenoica.classify import AUTO_NULL_MIN
-
-        full = AUTO_NULL_MIN if self.classify.n_null_guides == "auto" else int(self.classify.n_null_guides)
+    def point_null_guides(self, table: pd.DataFrame) -> int:
+        """Pseudo-guides of each point's null on the variant's ``table``: ``sweep.null_guides``, at
+        most the main run's ``classify.n_null_guides`` as it resolves on the table (all of them
+        when unset; :func:`phenoica.classify.null_guide_count`)."""
+        full = null_guide_count(self.classify.n_null_guides, table)
         return full if self.null_guides is None else min(full, int(self.null_guides))
 
-    def scoring(self) -> ClassifyOptions:
-        """The classification of every grid point: the main run's, without the concentration
-        models, as one shard, with the sweep's null (:attr:`point_null_guides`)."""
-        return self.classify._replace(n_null_guides=self.point_null_guides)
+    def scoring(self, table: pd.DataFrame) -> ClassifyOptions:
+        """The classification of every grid point on the variant's ``table``: the main run's,
+        without the concentration models, as one shard, with the sweep's null
+        (:meth:`point_null_guides`)."""
+        return self.classify._replace(n_null_guides=self.point_null_guides(table))
 
     def point_map(self) -> MapReadoutOptions:
         """The mAP readout of every grid point: the main run's, its sequential refinement of a guide
