@@ -13,6 +13,7 @@ import yaml
 from phenoica.classify import ClassifyOptions
 from phenoica.contract import settings_of, validate_config
 from phenoica.sweep import SweepOptions
+from phenoica.sweep._component_sweep import point_null_layout
 from phenoica.transforms import TransformOptions
 from tests.test_null_size import screen as null_size_screen
 
@@ -550,3 +551,16 @@ def test_the_points_caps_reach_their_fit_and_mAP_and_keep_the_curves_of_the_full
     assert abs(a["guide_hits"] - f["guide_hits"]) / f["n_guides"] <= 0.05
     for curve in ("map_active_share", "batch_accuracy", "replicate_retrieval"):
         assert abs(a[curve] - f[curve]) <= 0.02, curve
+
+
+def test_a_points_null_takes_the_main_runs_layout():
+    """30 distinct position-aware pseudo-guides: a null of 100 takes the plain layout (fewer than
+    50), one of 50 alone would take the position layout (at least 25); a sweep point of 50
+    pseudo-guides takes the main run's, so its null is the first of the main run's."""
+    table = null_size_screen(400, control_wells=30)
+    cfg = validate_config({"classify": {"n_null_guides": 100}, "sweep": {"null_guides": 50}})
+    options = SweepOptions.from_config(cfg)
+    assert options.point_null_guides(table) == 50
+    assert point_null_layout(table, options) == "plain"
+    position = options._replace(classify=options.classify._replace(n_null_guides=50))
+    assert point_null_layout(table, position) == "position"

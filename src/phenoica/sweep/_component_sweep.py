@@ -62,6 +62,7 @@ from phenoica.classify import (
     null_guide_count,
     null_guide_design,
     null_guide_name,
+    null_layout_choice,
     split_control_rows,
     well_profiles,
 )
@@ -157,6 +158,13 @@ class MainPoint:
     rows: pd.DataFrame
     mAP: pd.DataFrame | None = None
     retrieval: pd.DataFrame | None = None
+
+
+def point_null_layout(table: pd.DataFrame, options: SweepOptions) -> str:
+    """The layout of a point's null: the one the main run's null takes on ``table``, decided at the
+    main run's ``classify.n_null_guides``, not at the point's fewer pseudo-guides, so that every
+    point's null is the first of the main run's pseudo-guides, as the chosen point's is."""
+    return null_layout_choice(table, options.classify.null_layout, options.classify.n_null_guides).layout
 
 
 def first_null_guides(rows: pd.DataFrame, n: int, n_full: int) -> pd.DataFrame:
@@ -297,7 +305,7 @@ def _score_count(
     meta = profiles[[c for c in profiles.columns if c not in features]].reset_index(drop=True)
     table = pd.concat([meta, pd.DataFrame(Z, columns=[component_name(i) for i in range(Z.shape[1])])], axis=1)
     scoring = options.scoring(table)  # every guide and the null's pseudo-guides, as one shard; no control constructs
-    nulls = null_guide_design(table, scoring.n_null_guides, scoring.seed, layout=scoring.null_layout)
+    nulls = null_guide_design(table, scoring.n_null_guides, scoring.seed, layout=point_null_layout(table, options))
     genes = sweep_genes(table, options.max_genes, options.seed)
     guides = None if genes is None else guides_of(table, genes)
     rows = classify_guides(table, guides, folds, scoring, variant, model, nulls=nulls)
