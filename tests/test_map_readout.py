@@ -274,6 +274,17 @@ def test_max_null_size_below_the_first_pass_is_refused():
         map_null.settled_null_counts(ap, ["group"], 1000, 500, Q, 0)
 
 
+def test_calls_left_open_by_a_small_cap_are_named_with_both_caps(caplog):
+    """A cap of 100 draws leaves guides within the Monte Carlo error of the BH cut: the warning names
+    them and the two settings that raise the cap (the main run's, and a component sweep's)."""
+    table = _screen(arrayed.ArrayedDesign())
+    with caplog.at_level(logging.WARNING):
+        out = guide_map(table, "base", "m", seed=0, null_size=100, max_null_size=100)
+    assert (out["map_null_draws"] == 100).all()
+    warned = [r.getMessage() for r in caplog.records if "Monte Carlo error of 100 null draws" in r.getMessage()]
+    assert len(warned) == 1 and "classify.map_max_null_size" in warned[0] and "sweep.map_max_null_size" in warned[0]
+
+
 def test_the_map_table_says_how_many_draws_each_guide_got():
     table = _screen(arrayed.ArrayedDesign())
     out = guide_map(table, "base", "m", seed=0)

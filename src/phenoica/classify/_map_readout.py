@@ -230,7 +230,8 @@ def _guide_map(
     out = guides.merge(counts, on=GROUP, how="left")
     for rows, why in (
         (out["open_call"].fillna(False).astype(bool), f"lie within the Monte Carlo error of {max_null_size} null "
-         f"draws of the BH cut (q {q_threshold}); their calls can change with the seed (classify.map_max_null_size)"),
+         f"draws of the BH cut (q {q_threshold}); their calls can change with the seed (more draws: "
+         "classify.map_max_null_size, or sweep.map_max_null_size for a component sweep's points)"),
         (out["mean_average_precision"].isna(), "have no positive pair (a single well, or no control well on their "
          "plates) and get no mAP"),
     ):  # fmt: skip
