@@ -124,7 +124,6 @@ def test_pipeline_growth_script_measures_every_stage_at_every_scale(tmp_path):
     for s in stages:
         for r in runs[s].values():
             assert r["wall_s"] > 0 and r["cpu_s"] > 0 and r["peak_mb"] > r["import_mb"] > 50
-    assert runs["classify"]["2"]["cpu_s"] > runs["classify"]["1"]["cpu_s"]  # 2x the guides, 2x the controls
     floors = [r["import_mb"] for s in stages for r in runs[s].values()]  # every stage's process, fresh
     assert result["driver_mb"] < min(floors) and max(floors) - min(floors) < 10
     assert all(isinstance(v["linear"], bool) and v["cpu_slope"] == v["cpu_slope"] for v in result["summary"].values())
