@@ -52,7 +52,6 @@ from phenoica.classify import (
     Fold,
     FoldBins,
     GuideSamples,
-    auto_null_size,
     classify_guides,
     control_mask,
     control_strata,
@@ -60,6 +59,7 @@ from phenoica.classify import (
     guide_samples,
     guide_seed,
     guides_of,
+    null_count,
     null_guide_design,
     training_controls,
 )
@@ -152,12 +152,6 @@ def timed(fn) -> tuple[float, object]:
     t0 = time.process_time()
     out = fn()
     return time.process_time() - t0, out
-
-
-def null_count(setting: int | str, n_guides: int) -> int:
-    """The pseudo-guides per (model, variant) that ``classify.n_null_guides = setting`` gives a
-    screen of ``n_guides`` guides (``auto``: :func:`phenoica.classify.auto_null_size`)."""
-    return auto_null_size(n_guides) if setting == "auto" else int(setting)
 
 
 def _genome_shape(config: Path) -> dict:

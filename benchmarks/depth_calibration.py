@@ -58,10 +58,10 @@ from arrayed_calibration import VARIANTS, variant_tables
 from scipy import stats
 from tail_calibration import arrayed_profiles, null_aurocs
 
-from phenoica.classify import AUTO_NULL_MIN
+from phenoica.classify import null_count
 from phenoica.contract import BATCH, PLATE, feature_columns, validate_config
 from phenoica.hits import NullFit
-from phenoica.screen import ExportSpec, parquet_source
+from phenoica.screen import ArrayedDesign, ExportSpec, parquet_source
 from phenoica.utils import derive_seed
 
 #: How many times the workflow's null each held-out null is.
@@ -298,9 +298,8 @@ def main() -> None:
     # the real plate: 32 components (the count rule keeps none on its raw features), and LightGBM
     # allowed leaves of 3 rows (at its default of 20 no model splits on 4 wells against 12)
     real_cfg = validate_config({"transforms": {"n_components": 32}, "classify": {"lightgbm": {"min_data_in_leaf": 3}}})
-    # the schema's null on these screens: a few hundred guides each, so auto resolves to its floor
-    setting = arrayed_cfg["classify"]["n_null_guides"]
-    default_n = AUTO_NULL_MIN if setting == "auto" else int(setting)
+    # the schema's null on the arrayed scenario's guides (the plate's, under 1,000 too, get the same)
+    default_n = null_count(arrayed_cfg["classify"]["n_null_guides"], ArrayedDesign().n_guides)
     n = default_n if args.null_size is None else args.null_size
     if args.null_size is not None and (args.cache is None or args.score_only):
         parser.error("--null-size measures the cached pseudo-guides: it needs --cache, and no --score-only")

@@ -47,10 +47,10 @@ from depth_calibration import READINGS, reading_p_values
 from phenoica.classify import (
     ClassifyOptions,
     SplitOptions,
-    auto_null_size,
     classify_guides,
     guide_map,
     make_folds,
+    null_count,
     permuted_null_counts,
     pool_map,
     settled_null_counts,
@@ -240,8 +240,7 @@ def main() -> None:
     args = parser.parse_args()
     cfg = validate_config({})
     # the schema's null on a screen of 10,000 or 100,000 guides (auto: a tenth of them, at most 600)
-    setting = cfg["classify"]["n_null_guides"]
-    default_null = auto_null_size(min(args.guides)) if setting == "auto" else int(setting)
+    default_null = null_count(cfg["classify"]["n_null_guides"], min(args.guides))
     n_null = default_null if args.null_size is None else args.null_size
     if args.cache is None and not args.map_only:
         parser.error("--cache is needed for the classifier rows (or --map-only)")

@@ -33,11 +33,11 @@ import pandas as pd
 from arrayed_calibration import VARIANTS, variant_tables
 
 from phenoica.classify import (
-    AUTO_NULL_MIN,
     ClassifyOptions,
     SplitOptions,
     classify_guides,
     make_folds,
+    null_count,
     null_guide_design,
 )
 from phenoica.contract import GUIDE, validate_config
@@ -146,8 +146,7 @@ def main() -> None:
     if args.min_data_in_leaf:
         given["classify"] = {"lightgbm": {"min_data_in_leaf": args.min_data_in_leaf}}
     cfg = validate_config(given)
-    setting = cfg["classify"]["n_null_guides"]  # auto: the floor on the arrayed screen's few hundred guides
-    n = args.n_null or (AUTO_NULL_MIN if setting == "auto" else int(setting))
+    n = args.n_null or null_count(cfg["classify"]["n_null_guides"], ArrayedDesign().n_guides)
     print(
         f"null of n = {n} pseudo-guides (floor 1/(n+1) = {1 / (n + 1):.5f}), {HELD_OUT_FACTOR * n} held out; "
         f"variants {', '.join(args.variants)}; n_components {cfg['transforms']['n_components']}; splits "

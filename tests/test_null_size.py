@@ -10,7 +10,7 @@ import pytest
 from phenoica.classify import (
     AUTO_NULL_MAX,
     AUTO_NULL_MIN,
-    auto_null_size,
+    null_count,
     null_guide_count,
     null_guide_design,
     null_layout_choice,
@@ -47,8 +47,8 @@ def screen(n_guides: int, control_wells: int = 24) -> pd.DataFrame:
 def test_auto_is_a_tenth_of_the_guides_between_100_and_600():
     assert (AUTO_NULL_MIN, AUTO_NULL_MAX) == (100, 600)
     sizes = {0: 100, 36: 100, 999: 100, 1000: 100, 1001: 101, 2345: 235, 5991: 600, 6000: 600, 10_000: 600}
-    assert {m: auto_null_size(m) for m in sizes} == sizes
-    assert auto_null_size(100_000) == 600
+    assert {m: null_count("auto", m) for m in sizes} == sizes
+    assert null_count("auto", 100_000) == 600
 
 
 def test_auto_leaves_a_small_screen_at_100_and_draws_the_same_null():

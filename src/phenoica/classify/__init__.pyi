@@ -36,12 +36,12 @@ from ._null import AUTO_NULL_MAX as AUTO_NULL_MAX
 from ._null import AUTO_NULL_MIN as AUTO_NULL_MIN
 from ._null import NULL_GENE as NULL_GENE
 from ._null import GuideSamples as GuideSamples
-from ._null import auto_null_size as auto_null_size
 from ._null import control_constructs as control_constructs
 from ._null import control_mask as control_mask
 from ._null import control_positions as control_positions
 from ._null import guide_samples as guide_samples
 from ._null import guides_of as guides_of
+from ._null import null_count as null_count
 from ._null import null_guide_count as null_guide_count
 from ._null import null_guide_design as null_guide_design
 from ._null import null_guide_name as null_guide_name
@@ -74,7 +74,6 @@ from ._splits import read_folds as read_folds
 __all__ = [
     "AUTO_NULL_MAX",
     "AUTO_NULL_MIN",
-    "auto_null_size",
     "centered_on_plate_controls",
     "classify_guides",
     "classify_shard",
@@ -113,6 +112,7 @@ __all__ = [
     "map_null_choice",
     "MapReadoutOptions",
     "mean_retrieval",
+    "null_count",
     "NULL_GENE",
     "null_guide_count",
     "null_guide_design",

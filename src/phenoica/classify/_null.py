@@ -22,7 +22,7 @@ Two layouts of the null (``classify.null_layout``; :func:`null_layout_choice` sa
 ``classify.n_null_guides`` distinct position-aware pseudo-guides (:data:`POSITION_NULL_SHARE`), and
 ``plain`` otherwise.
 
-The null's size, ``classify.n_null_guides``: a count, or ``auto`` (:func:`null_guide_count`), a
+The null's size, ``classify.n_null_guides``: a count, or ``auto`` (:func:`null_count`), a
 tenth of the screen's guides between :data:`AUTO_NULL_MIN` and :data:`AUTO_NULL_MAX`
 (docs/hit-calling.md, *A larger null*).
 """
@@ -60,18 +60,19 @@ AUTO_NULL_MIN = 100
 AUTO_NULL_MAX = 600
 
 
-def auto_null_size(n_guides: int) -> int:
-    """The null's size under ``classify.n_null_guides: auto`` for a screen of ``n_guides`` guides:
-    one per :data:`AUTO_NULL_GUIDES_PER_PSEUDO` of them, rounded up, within [:data:`AUTO_NULL_MIN`,
-    :data:`AUTO_NULL_MAX`]."""
-    return max(AUTO_NULL_MIN, min(AUTO_NULL_MAX, -(-n_guides // AUTO_NULL_GUIDES_PER_PSEUDO)))
-
-
 def null_guide_count(setting: int | str, table: pd.DataFrame) -> int:
-    """How many pseudo-guides ``classify.n_null_guides = setting`` asks for on ``table``: the count
-    itself, or under ``auto`` :func:`auto_null_size` of the table's perturbation guides."""
+    """How many pseudo-guides ``classify.n_null_guides = setting`` asks for on ``table``
+    (:func:`null_count` of the table's perturbation guides, counted only under ``auto``)."""
+    return null_count(setting, len(guides_of(table)) if setting == "auto" else 0)
+
+
+def null_count(setting: int | str, n_guides: int) -> int:
+    """How many pseudo-guides ``classify.n_null_guides = setting`` asks for on a screen of
+    ``n_guides`` guides: the count itself, or under ``auto`` one per
+    :data:`AUTO_NULL_GUIDES_PER_PSEUDO` of them, rounded up, within [:data:`AUTO_NULL_MIN`,
+    :data:`AUTO_NULL_MAX`]."""
     if setting == "auto":
-        return auto_null_size(len(guides_of(table)))
+        return max(AUTO_NULL_MIN, min(AUTO_NULL_MAX, -(-n_guides // AUTO_NULL_GUIDES_PER_PSEUDO)))
     if isinstance(setting, (str, bool)) or int(setting) != setting:
         raise ValueError(f"classify.n_null_guides: expected a count or 'auto', got {setting!r}")
     if setting < 0:
@@ -252,9 +253,10 @@ def null_guide_design(
     table by :func:`null_layout_choice`, which is logged): :func:`plain_null_design` or
     :func:`position_null_design`."""
     log = log or logging.getLogger(__name__)
-    count = null_guide_count(n, table)
+    n_guides = len(guides_of(table)) if n == "auto" else 0
+    count = null_count(n, n_guides)
     if n == "auto":
-        log.info("null guides: classify.n_null_guides auto = %d (%d guides)", count, len(guides_of(table)))
+        log.info("null guides: classify.n_null_guides auto = %d (%d guides)", count, n_guides)
     if layout == "plain" or count == 0:
         return plain_null_design(table, count, seed, log)
     choice = null_layout_choice(table, layout, n)

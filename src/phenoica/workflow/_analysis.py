@@ -112,13 +112,14 @@ def _null_size_notes(table: pd.DataFrame, setting: int | str) -> list[str]:
     """The null's size where ``classify.n_null_guides`` is ``auto`` and resolves above its floor on
     this screen (a screen of up to 1,000 guides keeps the floor, said by the schema), and
     :func:`_null_reuse`'s notes."""
-    from phenoica.classify import AUTO_NULL_MAX, AUTO_NULL_MIN, guides_of, null_guide_count
+    from phenoica.classify import AUTO_NULL_MAX, AUTO_NULL_MIN, guides_of, null_count
 
-    n_null = null_guide_count(setting, table)
+    n_guides = len(guides_of(table)) if setting == "auto" else 0
+    n_null = null_count(setting, n_guides)
     notes = []
     if setting == "auto" and n_null > AUTO_NULL_MIN:
         notes.append(
-            f"classify.n_null_guides auto: {n_null} pseudo-guides for {len(guides_of(table))} guides (a tenth of "
+            f"classify.n_null_guides auto: {n_null} pseudo-guides for {n_guides} guides (a tenth of "
             f"the guides, at least {AUTO_NULL_MIN} and at most {AUTO_NULL_MAX}; docs/hit-calling.md)"
         )
     return notes + _null_reuse(table, n_null)
