@@ -254,9 +254,9 @@ def main() -> None:
 
 def compare_layouts(table, folds, options, protocols, null_model, q, inert) -> None:
     """``--screen position``: per run and null layout, the guide and gene hits, the guides without
-    effect called, and, against exact, the guide-hit and gene-hit Jaccard indices."""
+    effect called, the null's KS p, and, against exact, the guide-hit and gene-hit Jaccard indices."""
     print(f"\n{'run':16s} {'CPU s':>7s} {'null':9s} {'guide hits':>10s} {'without effect':>14s} {'gene hits':>9s}"
-          "  vs exact: guide-hit Jaccard, gene-hit Jaccard", flush=True)  # fmt: skip
+          f" {'null KS p':>9s}  vs exact: guide-hit Jaccard, gene-hit Jaccard", flush=True)  # fmt: skip
     runs = {}
     for run, (protocol, seed) in protocols.items():
         calls, cpu = runs[run] = score_layouts(
@@ -267,7 +267,7 @@ def compare_layouts(table, folds, options, protocols, null_model, q, inert) -> N
             hits = set(real.loc[real["hit"], GUIDE])
             line = (
                 f"{run:16s} {cpu:7.1f} {layout:9s} {len(hits):10d} {len(hits & inert):14d} "
-                f"{int(calls[layout]['genes']['hit'].sum()):9d}"
+                f"{int(calls[layout]['genes']['hit'].sum()):9d} {float(calls[layout]['null']['loo_uniform_ks_p'].iloc[0]):9.3f}"
             )
             if run != "exact":
                 c = compare(runs["exact"][0][layout], calls[layout])
