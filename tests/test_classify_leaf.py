@@ -10,7 +10,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from phenoica.classify import SplitOptions, classify_guides, guides_of, leave_one_batch_out, null_guide_design
+from phenoica.classify import (
+    ClassifyOptions,
+    SplitOptions,
+    classify_guides,
+    guides_of,
+    leave_one_batch_out,
+    null_guide_design,
+)
 from phenoica.classify._capacity import classifier_capacity
 from phenoica.classify._protocol import ControlSample, sample_leaf
 from phenoica.contract import validate_config
@@ -121,3 +128,18 @@ def test_the_door_counts_no_split_against_the_leaf_the_models_use():
         out = classify_guides(table, guides, folds, classify_options(cfg), "base", "m")
         assert (out["status"] == "ok").all() and (out["n_train_neg"] == 16).all()
         assert out["sparsity"].notna().any() == split and (out["auroc"] == 0.5).all() != split
+
+
+def test_the_leaf_reruns_only_the_runs_it_changes():
+    """The classify params name fast_leaf only where it changes the scores: fast with the leaf as
+    configured; exact, and fast with the scaled leaf (the protocol before the key), keep the
+    params of the runs made before it."""
+    params = {}
+    for protocol in ("exact", "fast"):
+        for leaf in ("scaled", "configured"):
+            config = validate_config({"classify": {"protocol": protocol, "fast_leaf": leaf}})
+            params[protocol, leaf] = repr(ClassifyOptions.from_config(config))
+    assert params["exact", "scaled"] == params["exact", "configured"] and "fast_leaf" not in params["exact", "scaled"]
+    assert "fast_leaf" not in params["fast", "scaled"]
+    assert "fast_leaf='configured'" in params["fast", "configured"]
+    assert len(set(params.values())) == 3

@@ -69,6 +69,14 @@ class ClassifyOptions(NamedTuple):
         """Training sets per guide: ``fast_fold_groups`` under ``fast``, None (one per fold) under ``exact``."""
         return self.fast_fold_groups if self.protocol == "fast" else None
 
+    def depends_on(self) -> tuple[str, ...]:
+        """The fields the scores depend on: all but ``fast_leaf`` where it changes nothing (under
+        ``exact``) or is ``scaled``, the fast protocol as it was before the key existed, so that
+        neither reruns a run made then; ``configured`` is named, and reruns."""
+        if self.protocol == "exact" or self.scale_leaf:
+            return tuple(f for f in self._fields if f != "fast_leaf")
+        return self._fields
+
     @property
     def scale_leaf(self) -> bool:
         """Whether a sampled training set's ``min_data_in_leaf`` is scaled by its share of the
