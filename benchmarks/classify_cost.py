@@ -227,6 +227,9 @@ def main() -> None:
     ap.add_argument(
         "--fast-train-controls", type=int, default=None, help="the fast protocol's cap (default: the schema's)"
     )
+    ap.add_argument(
+        "--fast-leaf", choices=["scaled", "configured"], default=None, help="classify.fast_leaf (default: the schema's)"
+    )
     ap.add_argument("--profile", action="store_true", help="where a guide's CPU goes, step by step")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
@@ -238,6 +241,8 @@ def main() -> None:
     classify = {"num_boost_round": args.rounds, "lightgbm": {"num_threads": 1}}
     if args.fast_train_controls is not None:
         classify["fast_train_controls"] = args.fast_train_controls
+    if args.fast_leaf is not None:
+        classify["fast_leaf"] = args.fast_leaf
     base = ClassifyOptions.from_config(validate_config({"classify": classify, "seed": args.seed}))
     guides = guides_of(table)
     nulls = null_guide_design(table, args.nulls, args.seed)
@@ -245,7 +250,8 @@ def main() -> None:
         f"screen: {args.controls} controls x {args.features} features, {len(guides)} guides of "
         f"{args.plates * args.batches} wells x {SITES} samples, {len(nulls)} pseudo-guides, 1 fold, "
         f"num_boost_round={args.rounds}, 1 thread; LightGBM {lgb.__version__}; fast protocol: "
-        f"fast_fold_groups={base.fast_fold_groups}, fast_train_controls={base.fast_train_controls}"
+        f"fast_fold_groups={base.fast_fold_groups}, fast_train_controls={base.fast_train_controls}, "
+        f"fast_leaf={base.fast_leaf}"
     )
     if args.profile:
         profile(table, guides, fold, base)

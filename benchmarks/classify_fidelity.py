@@ -24,7 +24,8 @@ position-aware null's pseudo-guides scored together, the calls made against each
 with the guides without effect called counted); ``--table`` and
 ``--folds`` score a profile table of a finished run (a ``transforms/{model}/{variant}.parquet``
 with its ``splits/{model}.parquet``). ``--fast-fold-groups`` / ``--fast-train-controls`` lower the
-fast protocol's thresholds where a small screen would not reach them. Every figure is printed with
+fast protocol's thresholds where a small screen would not reach them; ``--fast-leaf`` sets
+``classify.fast_leaf``. Every figure is printed with
 the thresholds and whether each approximation acted (folds grouped, controls capped).
 
     python benchmarks/classify_fidelity.py --screen positive_control [--batches 12] [--seed-reference]
@@ -158,6 +159,7 @@ def main() -> None:
     ap.add_argument("--nulls", type=int, default=None, help="n_null_guides (default: the schema's)")
     ap.add_argument("--fast-fold-groups", type=int, default=None)
     ap.add_argument("--fast-train-controls", type=int, default=None)
+    ap.add_argument("--fast-leaf", choices=["scaled", "configured"], default=None, help="classify.fast_leaf")
     ap.add_argument("--q", type=float, default=0.1)
     ap.add_argument("--null-model", default=None, help="hits.null_model (default: the schema's)")
     ap.add_argument("--seed", type=int, default=0)
@@ -191,6 +193,7 @@ def main() -> None:
         ("n_null_guides", args.nulls),
         ("fast_fold_groups", args.fast_fold_groups),
         ("fast_train_controls", args.fast_train_controls),
+        ("fast_leaf", args.fast_leaf),
     ):
         if value is not None:
             classify[key] = value
@@ -217,7 +220,8 @@ def main() -> None:
     print(
         f"fast: fast_fold_groups {fast.fast_fold_groups} -> {n_sets} training sets per guide "
         f"({'grouped' if n_sets < len(folds) else 'not grouped'}); fast_train_controls {fast.fast_train_controls} "
-        f"vs up to {n_train_ctrl} training controls ({'capped' if n_train_ctrl > fast.fast_train_controls else 'not capped'})"
+        f"vs up to {n_train_ctrl} training controls ({'capped' if n_train_ctrl > fast.fast_train_controls else 'not capped'}"
+        f", fast_leaf {fast.fast_leaf})"
     )
     protocols = {"exact": ("exact", args.seed), "fast": ("fast", args.seed)}
     if args.seed_reference:
@@ -250,9 +254,9 @@ def main() -> None:
 
 def compare_layouts(table, folds, options, protocols, null_model, q, inert) -> None:
     """``--screen position``: per run and null layout, the guide and gene hits, the guides without
-    effect called, and, against exact, the guide-hit and gene-hit Jaccard indices."""
+    effect called, the null's KS p, and, against exact, the guide-hit and gene-hit Jaccard indices."""
     print(f"\n{'run':16s} {'CPU s':>7s} {'null':9s} {'guide hits':>10s} {'without effect':>14s} {'gene hits':>9s}"
-          "  vs exact: guide-hit Jaccard, gene-hit Jaccard", flush=True)  # fmt: skip
+          f" {'null KS p':>9s}  vs exact: guide-hit Jaccard, gene-hit Jaccard", flush=True)  # fmt: skip
     runs = {}
     for run, (protocol, seed) in protocols.items():
         calls, cpu = runs[run] = score_layouts(
@@ -263,7 +267,7 @@ def compare_layouts(table, folds, options, protocols, null_model, q, inert) -> N
             hits = set(real.loc[real["hit"], GUIDE])
             line = (
                 f"{run:16s} {cpu:7.1f} {layout:9s} {len(hits):10d} {len(hits & inert):14d} "
-                f"{int(calls[layout]['genes']['hit'].sum()):9d}"
+                f"{int(calls[layout]['genes']['hit'].sum()):9d} {float(calls[layout]['null']['loo_uniform_ks_p'].iloc[0]):9.3f}"
             )
             if run != "exact":
                 c = compare(runs["exact"][0][layout], calls[layout])

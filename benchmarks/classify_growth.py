@@ -19,7 +19,8 @@ pseudo-guide)`` (``classify.n_shards`` jobs; the null's pseudo-guides at the sch
 ``classify.n_null_guides``, ``auto``: 100 up to 1,000 guides and a tenth of them above, so the
 figures measured with a fixed 100 grow a little faster now at 16x; and the control constructs). It prints the estimates, the CPU per guide
 against 1x, and the growth exponent (least-squares slope of log CPU on log guides: 1 = linear).
-``--axis plates`` grows the replicate plates instead (the guides fixed; the exponent is then on
+``--fast-leaf`` sets ``classify.fast_leaf`` for the caps (``configured``: their settings are
+named with ", leaf"). ``--axis plates`` grows the replicate plates instead (the guides fixed; the exponent is then on
 the wells), as ``arrayed_run_cost.py --plates`` does: 40x is 92,160 wells.
 The calls' agreement of a cap with the exact
 protocol: ``benchmarks/classify_fidelity.py --screen arrayed``.
@@ -33,6 +34,7 @@ prediction of the held-out rows, the AUROC, the held-out distance and the rest (
 them); per target, with the leaves per tree and the CPU per boosting round.
 
     python benchmarks/classify_growth.py [--scales 1 4 16] [--caps 256 128] [--sample 32] [--axis plates] [--no-exact]
+        [--fast-leaf configured]
     python benchmarks/classify_growth.py --profile [--scales 1 4 16] [--caps 128] [--sample 12]
 """
 
@@ -191,13 +193,17 @@ def main() -> None:
     ap.add_argument("--sample", type=int, default=32, help="guides (and pseudo-guides) timed per scale")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--no-exact", action="store_true", help="time the caps only (exact's cost at scale is its own)")
+    ap.add_argument(
+        "--fast-leaf", choices=["scaled", "configured"], default=None, help="classify.fast_leaf (default: the schema's)"
+    )
     ap.add_argument("--profile", action="store_true", help="where a guide's CPU goes, step by step, on one fold")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
-    config = validate_config({"seed": args.seed, "classify": {"lightgbm": {"num_threads": 1}}})
-    exact = ClassifyOptions.from_config(config)
+    classify = {"lightgbm": {"num_threads": 1}} | ({"fast_leaf": args.fast_leaf} if args.fast_leaf else {})
+    exact = ClassifyOptions.from_config(validate_config({"seed": args.seed, "classify": classify}))
+    leaf = "" if exact.scale_leaf else ", leaf"
     settings = ({} if args.no_exact else {"exact": exact}) | {
-        f"fast, cap {c}": exact._replace(protocol="fast", fast_train_controls=c) for c in args.caps
+        f"fast, cap {c}{leaf}": exact._replace(protocol="fast", fast_train_controls=c) for c in args.caps
     }
     if args.profile:
         profile(args, settings)

@@ -32,7 +32,7 @@ from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF
 from phenoica.classify._map_depth import map_p_floors
 from phenoica.classify._null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
 from phenoica.classify._options import ClassifyOptions, SplitOptions
-from phenoica.classify._protocol import trainings
+from phenoica.classify._protocol import sample_leaf, trainings
 from phenoica.classify._splits import make_folds
 from phenoica.contract import PLATE, WELL, ScreenError
 
@@ -77,19 +77,21 @@ def _names(pairs: list[tuple[str, str]]) -> str:
 
 def _fold_counts(
     targets: list[GuideSamples], table: pd.DataFrame, folds: list[Any], options: ClassifyOptions
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per target and fold: training rows, held-out rows, whether the pair is scored (the
-    engine's rule, over the protocol's training sets), and the training control rows of the fold
-    (every training control, at most the fast protocol's ``classify.fast_train_controls``)."""
+    engine's rule, over the protocol's training sets); per fold, the training control rows its
+    models train on (every training control, at most the fast protocol's
+    ``classify.fast_train_controls``) and the training controls they are drawn from."""
     sets = trainings(folds, fold_masks(folds, len(table)), options.max_fold_groups)
     n_folds = sum(len(t.members) for t in sets)
     train = np.zeros((len(targets), n_folds), dtype=np.int64)
     test = np.zeros_like(train)
     ok = np.zeros(train.shape, dtype=bool)
     controls = control_mask(table)
-    negatives = np.array([int(t.train[controls].sum()) for t in sets for _ in t.members], dtype=np.int64)
+    drawn_from = np.array([int(t.train[controls].sum()) for t in sets for _ in t.members], dtype=np.int64)
+    negatives = drawn_from
     if options.max_train_controls is not None:  # the fast protocol trains on at most this many
-        negatives = np.minimum(negatives, options.max_train_controls)
+        negatives = np.minimum(drawn_from, options.max_train_controls)
     for i, target in enumerate(targets):
         m = 0
         for training in sets:
@@ -99,24 +101,39 @@ def _fold_counts(
                 train[i, m], test[i, m] = n_train, n_test
                 ok[i, m] = not skip_reasons(n_train, n_test, options)
                 m += 1
-    return train, test, ok, negatives
+    return train, test, ok, negatives, drawn_from
 
 
-def no_split_note(train: np.ndarray, ok: np.ndarray, negatives: np.ndarray, leaf: int) -> str:
+def fold_leaves(negatives: np.ndarray, drawn_from: np.ndarray, options: ClassifyOptions, leaf: int) -> np.ndarray:
+    """The ``min_data_in_leaf`` each fold's models use (:func:`phenoica.classify._protocol.sample_leaf`):
+    ``leaf`` (the configured value) where every training control is kept or ``classify.fast_leaf``
+    is ``configured``, scaled by the share drawn where it is ``scaled``."""
+    return np.array(
+        [sample_leaf(leaf, int(n), int(of), options.scale_leaf) for n, of in zip(negatives, drawn_from)], dtype=np.int64
+    )
+
+
+def no_split_note(train: np.ndarray, ok: np.ndarray, negatives: np.ndarray, leaf: int | np.ndarray) -> str:
     """Why LightGBM can make no split in any scored (guide, fold), or "": a split needs
     ``min_data_in_leaf`` training rows on each side, so a training set (the guide's rows and the
     fold's training controls) of fewer than twice that many gives a model without a split, whose
     every score is 0.5, for the guides and the null alike: no answer, though it reads as one.
-    ``leaf`` is ``min_data_in_leaf`` (:func:`phenoica.classify._lightgbm_params.min_data_in_leaf_of`)."""
+    ``leaf`` is the ``min_data_in_leaf`` the models use, one value or one per fold
+    (:func:`fold_leaves`; the configured one: :func:`phenoica.classify._lightgbm_params.min_data_in_leaf_of`)."""
     if not ok.any():
         return ""
-    largest = int((train + negatives[None, :])[ok].max())
-    if largest >= 2 * leaf:
+    rows = train + negatives[None, :]
+    leaves = np.broadcast_to(np.asarray(leaf, dtype=np.int64), negatives.shape)
+    room = np.where(ok, rows - 2 * leaves[None, :], np.iinfo(np.int64).min)
+    if room.max() >= 0:
         return ""
+    i, m = np.unravel_index(int(np.argmax(room)), room.shape)
+    largest, used = int(rows[i, m]), int(leaves[m])
     return (
         f"the classifier can make no split: its largest training set holds {largest} rows (the guide's and the "
-        f"fold's training controls), under twice classify.lightgbm.min_data_in_leaf = {leaf}, so every model is a "
-        f"constant and every AUROC 0.5 (no answer). Set classify.lightgbm.min_data_in_leaf to at most "
+        f"fold's training controls), under twice the min_data_in_leaf its models use, {used} (classify.lightgbm."
+        "min_data_in_leaf, scaled by the share of the controls drawn where classify.fast_leaf is scaled), so every "
+        f"model is a constant and every AUROC 0.5 (no answer). Set classify.lightgbm.min_data_in_leaf to at most "
         f"{max(1, largest // 2)} (LightGBM's leaves on so few rows; docs/per-well-profiles.md), or add control "
         "wells or replicate plates"
     )
@@ -160,7 +177,7 @@ def classifier_capacity(
     folds = make_folds(table, splits) if folds is None else list(folds)
     guides = guides_of(table)
     real = guide_samples(table, guides)
-    train, test, ok, negatives = _fold_counts(real, table, folds, options)
+    train, test, ok, negatives, drawn_from = _fold_counts(real, table, folds, options)
     scored = ok.any(axis=1)
     unscored = [guides[i] for i in np.flatnonzero(~scored)]
     units = {"train_per_fold": _spread(train.max(axis=1)), "held_out_per_fold": _spread(test.min(axis=1))}
@@ -196,7 +213,7 @@ def classifier_capacity(
                     f"guides' layouts, so they are skipped for the same reason); the {null_model} null needs at "
                     f"least {need}"
                 )
-    no_split = no_split_note(train, ok, negatives, min_data_in_leaf)
+    no_split = no_split_note(train, ok, negatives, fold_leaves(negatives, drawn_from, options, min_data_in_leaf))
     if no_split and calls:
         calls, null_reason = False, no_split
     if not calls:

@@ -373,19 +373,20 @@ def _training_setup(job: _Job, training: Training) -> tuple[ControlSample, list[
     options = job.options
     train_all = np.flatnonzero(training.train & job.is_control)
     train_ctrl = training_controls(train_all, job.strata, options.max_train_controls, options.seed, training.name)
-    sample = ControlSample(train_ctrl, len(train_all))
+    sample = ControlSample(train_ctrl, len(train_all), options.scale_leaf)
     test_ctrls = [np.flatnonzero(test & job.is_control) for _, test in training.members]
     for (fold_name, _), ctrl in zip(training.members, test_ctrls):
         _check_fold_controls(fold_name, len(train_ctrl), len(ctrl), options, job.source)
     if sample.weight is not None:
         job.log.info(
             "training %s: %d of %d training controls (classify.fast_train_controls, stratified by plate), "
-            "every training row weighted %.3g, min_data_in_leaf %d",
+            "every training row weighted %.3g, min_data_in_leaf %d (classify.fast_leaf %s)",
             training.name,
             len(train_ctrl),
             len(train_all),
             sample.weight,
             sample.params(job.params).get("min_data_in_leaf"),
+            options.fast_leaf,
         )
     return sample, test_ctrls
 

@@ -37,7 +37,8 @@ class ClassifyOptions(NamedTuple):
     and log level; :meth:`booster_params` joins them with the seed, which each (guide, fold)
     model replaces with its own. ``protocol`` is ``exact`` or ``fast``
     (:mod:`phenoica.classify._protocol`); the fast protocol's fold groups and training-control
-    cap are read through :attr:`max_fold_groups` and :attr:`max_train_controls` (None under ``exact``).
+    cap are read through :attr:`max_fold_groups` and :attr:`max_train_controls` (None under ``exact``),
+    the leaf of its sampled training sets through :attr:`scale_leaf`.
     ``null_layout`` is the null's layout (:func:`phenoica.classify.null_layout_choice`), ``n_null_guides``
     its size, a count or ``auto`` (:func:`phenoica.classify.null_guide_count` resolves it on a table).
     """
@@ -55,6 +56,7 @@ class ClassifyOptions(NamedTuple):
     protocol: Annotated[str, Setting("classify.protocol")]
     fast_train_controls: Annotated[int, Setting("classify.fast_train_controls")]
     fast_fold_groups: Annotated[int, Setting("classify.fast_fold_groups")]
+    fast_leaf: Annotated[str, Setting("classify.fast_leaf")]
     null_layout: Annotated[str, Setting("classify.null_layout")]
 
     @property
@@ -66,6 +68,20 @@ class ClassifyOptions(NamedTuple):
     def max_fold_groups(self) -> int | None:
         """Training sets per guide: ``fast_fold_groups`` under ``fast``, None (one per fold) under ``exact``."""
         return self.fast_fold_groups if self.protocol == "fast" else None
+
+    def depends_on(self) -> tuple[str, ...]:
+        """The fields the scores depend on: all but ``fast_leaf`` where it changes nothing (under
+        ``exact``) or is ``scaled``, the fast protocol as it was before the key existed, so that
+        neither reruns a run made then; ``configured`` is named, and reruns."""
+        if self.protocol == "exact" or self.scale_leaf:
+            return tuple(f for f in self._fields if f != "fast_leaf")
+        return self._fields
+
+    @property
+    def scale_leaf(self) -> bool:
+        """Whether a sampled training set's ``min_data_in_leaf`` is scaled by its share of the
+        controls (``fast_leaf: scaled``) or kept as configured (``configured``)."""
+        return self.fast_leaf == "scaled"
 
     def booster_params(self) -> dict[str, Any]:
         """LightGBM's parameters for :func:`lightgbm.train`: the model and run-time keys, and the seed."""

@@ -24,11 +24,13 @@ concentration models, the pseudo-guides, the score table's rows):
    controls are drawn (``f = C / N``), every training row of the set (the drawn controls and each
    target's own rows) weighs ``1 / f``, so LightGBM's sums of gradients, and with them its
    regularization (``lambda_l1``, ``lambda_l2``, ``min_gain_to_split``,
-   ``min_sum_hessian_in_leaf``), stand at the full set's scale, and ``min_data_in_leaf`` is the
-   configured value times ``f`` (rounded, at least 1): a leaf of the sample holds the share of
-   rows a leaf of the full set would. Unweighted, the same parameters regularize a model trained
-   on half the controls twice as hard, and its guides lose held-out AUROC
-   (docs/benchmarks.md measures it).
+   ``min_sum_hessian_in_leaf``), stand at the full set's scale. ``min_data_in_leaf`` counts rows,
+   not weights: under ``classify.fast_leaf: scaled`` it is the configured value times ``f``
+   (rounded, at least 1), a leaf of the sample holding the share of rows a leaf of the full set
+   would; under ``configured`` it stays the configured value, so a model's smallest leaf, as its
+   rows, is the same whatever ``N`` is (:func:`sample_leaf`). Unweighted, the same parameters
+   regularize a model trained on half the controls twice as hard, and its guides lose held-out
+   AUROC (docs/benchmarks.md measures it).
 
 Below both thresholds (at most K folds, at most C training controls) ``fast`` is ``exact``, to the
 byte. A pseudo-guide is built and scored exactly as a real guide under either protocol: it trains
@@ -117,13 +119,24 @@ def training_controls(
     return np.sort(train_controls[picked])
 
 
+def sample_leaf(leaf: int, drawn: int, of: int, scaled: bool) -> int:
+    """The ``min_data_in_leaf`` of a training set that trains on ``drawn`` of its ``of`` training
+    controls, configured at ``leaf``: ``leaf`` when all are kept or ``scaled`` is False
+    (``classify.fast_leaf: configured``), else ``leaf x drawn / of``, rounded, at least 1."""
+    if drawn >= of or not scaled:
+        return leaf
+    return max(1, round(leaf * drawn / of))
+
+
 @dataclass(frozen=True, eq=False)
 class ControlSample:
     """The training controls one training set trains on (``rows``, sorted table rows) and the
-    number it was drawn from (``of``): all of them when ``len(rows) == of``."""
+    number it was drawn from (``of``): all of them when ``len(rows) == of``; ``scale_leaf``:
+    whether its ``min_data_in_leaf`` is scaled by the share drawn (:func:`sample_leaf`)."""
 
     rows: np.ndarray
     of: int
+    scale_leaf: bool = True
 
     @property
     def fraction(self) -> float:
@@ -137,9 +150,9 @@ class ControlSample:
 
     def params(self, params: Mapping[str, Any]) -> dict[str, Any]:
         """LightGBM's parameters for this sample: ``params`` with ``min_data_in_leaf`` (LightGBM's
-        default where unset) times :attr:`fraction`, rounded, at least 1; ``params`` unchanged
-        when every control is kept."""
+        default where unset) as :func:`sample_leaf` gives it; ``params`` unchanged when every
+        control is kept."""
         if self.weight is None:
             return dict(params)
         leaf = int(params.get("min_data_in_leaf", LIGHTGBM_MIN_DATA_IN_LEAF))
-        return {**params, "min_data_in_leaf": max(1, round(leaf * self.fraction))}
+        return {**params, "min_data_in_leaf": sample_leaf(leaf, len(self.rows), self.of, self.scale_leaf)}

@@ -63,6 +63,7 @@ class ReferenceOptions(NamedTuple):
             protocol="exact",
             fast_train_controls=1,
             fast_fold_groups=1,
+            fast_leaf="scaled",
             null_layout="plain",
         ),
     ]
