@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from phenoica.contract import ConfigError, deep_merge, demo_plates, load_config, validate_config
+from phenoica.contract import ConfigError, deep_merge, demo_plates, load_config, read_yaml, validate_config
 from tests.conftest import REPO
 
 
@@ -95,12 +95,11 @@ def test_run_models_replaces_the_models_the_user_names():
     from phenoica.contract._config import EMBEDDINGS_MODEL
 
     repo = yaml.safe_load((REPO / "config.yaml").read_text())
-    assert "models" not in repo and set(repo["default_models"]) == {"mae", "mae_seed1"}
+    assert "models" not in repo and set(repo["default_models"]) == {"mae"}
     user = {"models": {"ext": {"checkpoint": "/w.safetensors"}}}
     merged = deep_merge(repo, user)  # what Snakemake hands the workflow: dictionaries merged
     assert set(validate_config(run_models(merged))["models"]) == {"ext"}
-    assert set(validate_config(run_models(repo))["models"]) == {"mae", "mae_seed1"}  # names none: the demo's
-    assert validate_config(repo)["models"]["mae_seed1"]["seed"] == 1
+    assert set(validate_config(run_models(repo))["models"]) == {"mae"}  # names none: the demo's
     assert set(validate_config(run_models({}))["models"]) == {"mae"}  # no config.yaml: the schema's default
 
     emb = {"screen": {"source": "embeddings", "embeddings": "/e/*.parquet"}}
@@ -121,17 +120,35 @@ def test_run_models_replaces_the_models_the_user_names():
 
 def test_yaml_is_read_strictly_but_merge_keys_may_be_overridden(tmp_path):
     """A key twice in one mapping names both lines (Snakemake's reader would keep the second
-    silently; rules/common.smk reads the files it was given with check_yaml_files); the
-    repository's config.yaml overrides a merged key (`<<: *mae` then `seed: 1`), which is YAML."""
-    from phenoica.contract import check_yaml_files, read_yaml
+    silently; rules/common.smk reads the files it was given with check_yaml_files); every config
+    the repository ships reads cleanly."""
+    from phenoica.contract import check_yaml_files
 
-    config = read_yaml(REPO / "config.yaml")
-    mae, seed1 = config["default_models"]["mae"], config["default_models"]["mae_seed1"]
-    assert seed1["seed"] == 1 and mae["seed"] == 0 and seed1["depth"] == mae["depth"]
-    check_yaml_files([REPO / "config.yaml", *sorted((REPO / "config" / "scenarios").glob("*.yaml"))])
+    check_yaml_files([REPO / "config.yaml", *sorted((REPO / "config").glob("**/*.yaml"))])
     (tmp_path / "c.yaml").write_text("models:\n  m:\n    depth: 2\n    seed: 0\n    depth: 3\n")
     with pytest.raises(ConfigError, match=r"c\.yaml: key 'depth' appears twice in one mapping, at line 3 and line 5"):
         check_yaml_files([tmp_path / "c.yaml"])
+
+
+def test_the_second_seed_is_the_demos_mae_at_another_seed():
+    """config/second_seed.yaml, merged onto config.yaml as Snakemake merges --configfile files,
+    adds the demo's MAE at seed 1 (every architecture and training key the first's) and scores
+    the first alone, so Table 1 compares two seeds of one model."""
+    from phenoica.contract import run_models
+    from phenoica.models import TrainOptions
+
+    repo = read_yaml(REPO / "config.yaml")
+    overlay = read_yaml(REPO / "config" / "second_seed.yaml")
+    merged = validate_config(run_models(deep_merge(repo, overlay)))
+    assert list(merged["models"]) == ["mae", "mae_seed1"]
+    mae, seed1 = merged["models"]["mae"], merged["models"]["mae_seed1"]
+    assert (mae["seed"], seed1["seed"]) == (0, 1)
+    assert {k: v for k, v in seed1.items() if k != "seed"} == {k: v for k, v in mae.items() if k != "seed"}
+    first, second = (TrainOptions.from_config(merged, model=m) for m in ("mae", "mae_seed1"))
+    assert first._replace(model_seed=second.model_seed) == second
+    assert (first.training_seed, second.training_seed) == (0, 1)
+    assert merged["classify"]["models"] == 1 and merged["sweep"]["models"] == 1
+    assert "classify" not in repo or "models" not in repo["classify"]
 
 
 def test_the_demo_is_noted_only_when_the_config_names_no_screen():
