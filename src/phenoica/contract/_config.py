@@ -382,7 +382,8 @@ def run_models(config: Mapping[str, Any]) -> dict[str, Any]:
     key.
 
     - ``models`` names the run's models; when it names none, :func:`validate_config` uses
-      ``default_models`` (the embedded default sets the demo's ``mae`` and ``mae_seed1`` there).
+      ``default_models`` (the embedded default sets the demo's ``mae`` there, and
+      ``config/second_seed.yaml`` adds its second seed ``mae_seed1``).
       The demo's models are never added to models the user names: they live under their own
       key, so Snakemake's key-by-key merge cannot mix them in (no Snakemake internals are read).
     - ``screen.source: embeddings`` with one glob is one model: the single model named, or
