@@ -338,3 +338,24 @@ def test_sweep_point_cost_compares_a_gene_sample_with_the_full_computation(tmp_p
     assert "batch accuracy 0.383/0.383 (+0.000)" in point  # computed on every well either way
     summary = out.split("largest difference: ")[-1]
     assert "peak guide-hit share at: pca 2 vs 2" in summary and "x)" in summary
+
+
+def test_demo_truth_floors_sets_its_overrides_on_the_truth_checks_config():
+    """The demo-change benchmark runs the truth check's own config (both seeds, both scored) with
+    each --set value read as YAML on its dotted key; a pair without '=' is refused."""
+    import importlib.util
+
+    from phenoica.contract import run_models, validate_config
+
+    spec = importlib.util.spec_from_file_location("demo_truth_floors", REPO / "benchmarks" / "demo_truth_floors.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    sets = module.parse_sets(["train.batch_size=32", "demo.sites_per_well=2", "classify.n_null_guides=auto"])
+    assert sets == {"train.batch_size": 32, "demo.sites_per_well": 2, "classify.n_null_guides": "auto"}
+    with pytest.raises(SystemExit, match="expected dotted.key=value"):
+        module.parse_sets(["train.batch_size"])
+    config = validate_config(run_models(module.truth_check_config(sets)))
+    assert list(config["models"]) == ["mae", "mae_seed1"] and config["classify"]["models"] is None
+    assert (config["train"]["batch_size"], config["demo"]["sites_per_well"]) == (32, 2)
+    assert config["classify"]["n_null_guides"] == "auto" and config["sweep"]["points"] == 0
