@@ -541,6 +541,39 @@ def test_write_report_with_only_base(tmp_path):
     assert not list(Path(tmp_path).glob(".*tmp-*"))
 
 
+def test_the_identifiability_section_says_where_table1_is_when_a_run_has_one_model(tmp_path):
+    """A run of one model (the default demo) has the factors' recovery but no Table 1: the section
+    says why and how to add the second seed; a run with Table 1 shows it without that line."""
+    rows = make_rows(ica_gain, variants=("base",), n_genes=3, n_null=0)
+    guides, genes = aggregate(rows)
+    structural = pd.DataFrame(
+        {"model": "mae", "variant": ["base", "pca"], "mcc": [0.4, 0.5], "infom": [0.3, 0.4], "infoe": [0.6, 0.7]}
+    )
+    layout = ReportLayout(tables_dir="", figures_dir="")
+    one = write_report(
+        tmp_path / "one", ReportInputs(rows, guides, genes, structural=structural), report_options(), layout=layout
+    )
+    md = one["report_md"].read_text()
+    assert "recovery of the simulated factors" in md and "No Table 1 in this run" in md
+    assert "config/second_seed.yaml" in md and "Table 1: alignment between models" not in md
+    table1 = pd.DataFrame(
+        {
+            "variant": ["base", "pca"],
+            "model_a": "mae",
+            "model_b": "mae_seed1",
+            **{m: [0.5, 0.4] for m in ("perm", "rigid", "linear", "ica")},
+        }
+    )
+    two = write_report(
+        tmp_path / "two",
+        ReportInputs(rows, guides, genes, structural=structural, table1=table1),
+        report_options(),
+        layout=layout,
+    )
+    md = two["report_md"].read_text()
+    assert "Table 1: alignment between models" in md and "No Table 1 in this run" not in md
+
+
 def test_write_report_when_everything_was_skipped(tmp_path):
     rows = make_rows(ica_gain, variants=("pca",), n_genes=2, n_null=1)
     rows[["status", "reason"]] = ["skipped", "too few training samples"]

@@ -357,6 +357,11 @@ def build_identifiability(inputs: ReportInputs, ctx: ReportContext) -> SectionOu
             "MCC = mean |correlation| after Hungarian matching; R^2 of a linear map latents -> "
             "factors; InfoM/InfoE/InfoC of Hsu et al. (read InfoM/InfoC only beside a high InfoE)."
         )
+        if "table1_alignment" not in out.tables:
+            note += (
+                " No Table 1 in this run: it aligns two or more models (`identifiability.align`); on the "
+                "demo, `--configfile config.yaml config/second_seed.yaml` adds a second seed of its MAE."
+            )
         shown = structural[[c for c in structural.columns if "r2_factor" not in str(c)]]
         out.page.append(table_section("Structural identifiability: recovery of the simulated factors", note, shown))
     out.page[-1].blocks.append(figure)
