@@ -101,19 +101,27 @@ def finished_tiny(tmp_path_factory) -> Path:
 def test_default_config_dry_run_plans_every_stage(tmp_path):
     shutil.copy(REPO / "config.yaml", tmp_path / "config.yaml")
     jobs = planned_jobs(tmp_path)
-    # 2 models x 1 embedding job of 8 plates; one classify shard per (model, variant); one sweep
-    # of one model: a job per (swept variant, grid point), 3 x 2, and one that gathers them;
-    # the other rules that read a variant's table do every variant of a model in one job, and
-    # Table 1 every variant in one
-    assert jobs["simulate_plate"] == 8 and jobs["embed_g0000"] == 2 and jobs["train_mae"] == 2
-    # the readouts score the first model (classify.models: 1): one classify shard per variant,
-    # one mAP job and one gene map; the second seed is profiled, transformed and aligned
+    # one model, 1 embedding job of 8 plates; one classify shard per variant; one sweep: a job per
+    # (swept variant, grid point), 3 x 2, and one that gathers them; the other rules that read a
+    # variant's table do every variant of the model in one job; no Table 1 (one model)
+    assert jobs["simulate_plate"] == 8 and jobs["embed_g0000"] == 1 and jobs["train_mae"] == 1
     assert "embed" not in jobs and "embed_g0001" not in jobs and jobs["classify"] == 1 * 4
-    per_model = ("apply_transform", "batch_metrics", "structural")
-    assert {rule: jobs[rule] for rule in per_model} == dict.fromkeys(per_model, 2)
-    per_scored_model = ("map_readout", "biomap_profiles", "biomap")
-    assert {rule: jobs[rule] for rule in per_scored_model} == dict.fromkeys(per_scored_model, 1)
-    assert jobs["align"] == 1 and jobs["component_sweep"] == 1 and jobs["sweep_point"] == 3 * 2 and jobs["report"] == 1
+    per_model = ("apply_transform", "batch_metrics", "structural", "map_readout", "biomap_profiles", "biomap")
+    assert {rule: jobs[rule] for rule in per_model} == dict.fromkeys(per_model, 1)
+    assert "align" not in jobs and jobs["component_sweep"] == 1 and jobs["sweep_point"] == 3 * 2
+    assert jobs["report"] == 1
+
+    # Table 1's second seed merged on (config/second_seed.yaml): trained, embedded, profiled,
+    # transformed, measured and aligned, scored by neither readout nor swept
+    (tmp_path / "config").mkdir()
+    shutil.copy(REPO / "config" / "second_seed.yaml", tmp_path / "config" / "second_seed.yaml")
+    both = planned_jobs(tmp_path, configfile=("config.yaml", "config/second_seed.yaml"))
+    assert both["train_mae"] == 2 and both["embed_g0000"] == 2 and both["align"] == 1
+    assert {rule: both[rule] for rule in ("apply_transform", "batch_metrics", "structural")} == dict.fromkeys(
+        ("apply_transform", "batch_metrics", "structural"), 2
+    )
+    scored = ("classify", "sweep_point", "component_sweep", "map_readout", "biomap_profiles", "biomap")
+    assert {rule: both[rule] for rule in scored} == {rule: jobs[rule] for rule in scored}
 
 
 #: Libraries that building the DAG must not import: every Snakemake start (each dry run, each
