@@ -105,7 +105,10 @@ def test_the_door_says_where_lightgbm_can_make_no_split():
     assert at_default.calls and "no split" not in at_default.reason
     refused = classifier_capacity(table, splits, classify_options({}, 0), "parametric", 0, min_data_in_leaf=40)
     assert not refused.calls
-    assert "largest training set holds 68 rows" in refused.reason and "min_data_in_leaf to at most 34" in refused.reason
+    assert (
+        "largest training set against that leaf holds 68 rows" in refused.reason
+        and "min_data_in_leaf to at most 34" in refused.reason
+    )
     # the door reads the setting as the user wrote it, under any of LightGBM's names for it
     from phenoica.classify import readout_capacity
 

@@ -51,6 +51,10 @@ def test_the_leaf_known_answers():
     assert sample_leaf(20, 64, 16_548, scaled=True) == 1
     assert sample_leaf(20, 64, 16_548, scaled=False) == 20
     assert sample_leaf(20, 300, 300, scaled=True) == sample_leaf(20, 300, 300, scaled=False) == 20
+    # the share first, then the leaf, as the sample's scaled leaf was computed before the setting
+    # existed (22 x 100 / 176 is 12.5, but 22 x (100 / 176) rounds up): runs of that time keep their scores
+    assert sample_leaf(22, 100, 176, scaled=True) == 13
+    assert ControlSample(np.arange(100), 176).params({"min_data_in_leaf": 22})["min_data_in_leaf"] == 13
     rows = np.arange(0, 256, 2)
     scaled, kept = ControlSample(rows, 256), ControlSample(rows, 256, scale_leaf=False)
     assert scaled.weight == kept.weight == 2.0
@@ -116,7 +120,7 @@ def test_the_door_counts_no_split_against_the_leaf_the_models_use():
     refused = notes["fast", "configured"]
     assert not refused.calls
     assert (
-        "largest training set holds 20 rows" in refused.reason
+        "largest training set against that leaf holds 20 rows" in refused.reason
         and "min_data_in_leaf its models use, 12" in refused.reason
     )
     assert notes["fast", "scaled"].calls and "no split" not in notes["fast", "scaled"].reason

@@ -113,13 +113,16 @@ def fold_leaves(negatives: np.ndarray, drawn_from: np.ndarray, options: Classify
     )
 
 
-def no_split_note(train: np.ndarray, ok: np.ndarray, negatives: np.ndarray, leaf: int | np.ndarray) -> str:
+def no_split_note(
+    train: np.ndarray, ok: np.ndarray, negatives: np.ndarray, leaf: int | np.ndarray, configured: int | None = None
+) -> str:
     """Why LightGBM can make no split in any scored (guide, fold), or "": a split needs
     ``min_data_in_leaf`` training rows on each side, so a training set (the guide's rows and the
     fold's training controls) of fewer than twice that many gives a model without a split, whose
     every score is 0.5, for the guides and the null alike: no answer, though it reads as one.
     ``leaf`` is the ``min_data_in_leaf`` the models use, one value or one per fold
-    (:func:`fold_leaves`; the configured one: :func:`phenoica.classify._lightgbm_params.min_data_in_leaf_of`)."""
+    (:func:`fold_leaves`); ``configured``: the configured one
+    (:func:`phenoica.classify._lightgbm_params.min_data_in_leaf_of`), said where a fold's is smaller."""
     if not ok.any():
         return ""
     rows = train + negatives[None, :]
@@ -129,10 +132,14 @@ def no_split_note(train: np.ndarray, ok: np.ndarray, negatives: np.ndarray, leaf
         return ""
     i, m = np.unravel_index(int(np.argmax(room)), room.shape)
     largest, used = int(rows[i, m]), int(leaves[m])
+    scaled = configured is not None and used < configured
+    source = (
+        f"{configured} scaled by the share of the controls drawn" if scaled else "classify.lightgbm.min_data_in_leaf"
+    )
     return (
-        f"the classifier can make no split: its largest training set holds {largest} rows (the guide's and the "
-        f"fold's training controls), under twice the min_data_in_leaf its models use, {used} (classify.lightgbm."
-        "min_data_in_leaf, scaled by the share of the controls drawn where classify.fast_leaf is scaled), so every "
+        f"the classifier can make no split: its largest training set against that leaf holds {largest} rows (the "
+        f"guide's and the fold's training controls), under twice the min_data_in_leaf its models use, {used} "
+        f"({source}), so every "
         f"model is a constant and every AUROC 0.5 (no answer). Set classify.lightgbm.min_data_in_leaf to at most "
         f"{max(1, largest // 2)} (LightGBM's leaves on so few rows; docs/per-well-profiles.md), or add control "
         "wells or replicate plates"
@@ -213,7 +220,8 @@ def classifier_capacity(
                     f"guides' layouts, so they are skipped for the same reason); the {null_model} null needs at "
                     f"least {need}"
                 )
-    no_split = no_split_note(train, ok, negatives, fold_leaves(negatives, drawn_from, options, min_data_in_leaf))
+    leaves = fold_leaves(negatives, drawn_from, options, min_data_in_leaf)
+    no_split = no_split_note(train, ok, negatives, leaves, configured=min_data_in_leaf)
     if no_split and calls:
         calls, null_reason = False, no_split
     if not calls:

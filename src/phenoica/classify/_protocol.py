@@ -125,7 +125,7 @@ def sample_leaf(leaf: int, drawn: int, of: int, scaled: bool) -> int:
     (``classify.fast_leaf: configured``), else ``leaf x drawn / of``, rounded, at least 1."""
     if drawn >= of or not scaled:
         return leaf
-    return max(1, round(leaf * drawn / of))
+    return max(1, round(leaf * (drawn / of)))  # the share first, as the sample's weight is computed
 
 
 @dataclass(frozen=True, eq=False)
