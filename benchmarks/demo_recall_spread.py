@@ -11,6 +11,10 @@ spread a floor on the pooled recall must clear.
 
     python benchmarks/demo_recall_spread.py results --config config.yaml [--seeds 8]
 
+The test's floor is pooled over both seeds: re-score a run of its config, e.g. the folder
+``benchmarks/demo_truth_floors.py --dir DIR`` ran (``DIR/results --config DIR/config.yaml``); the
+default run scores one model.
+
 Concentration models are not trained (they do not change the full model's AUROC); LightGBM runs on
 one thread per process, two processes side by side.
 """

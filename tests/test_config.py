@@ -151,6 +151,28 @@ def test_the_second_seed_is_the_demos_mae_at_another_seed():
     assert "classify" not in repo or "models" not in repo["classify"]
 
 
+def test_adding_the_second_seed_changes_no_option_of_the_first_seeds_jobs():
+    """Every rule's options for `mae` (what Snakemake records as its params) are the same with and
+    without config/second_seed.yaml, so adding it to a finished default run reruns none of the
+    first seed's jobs (the rules whose params list the models, as plate_positions does, read
+    every model and rerun, as they should)."""
+    import importlib
+
+    from phenoica.contract import RULE_OPTIONS, run_models
+
+    for path in sorted((REPO / "src" / "phenoica").rglob("_options.py")):
+        importlib.import_module(".".join(path.relative_to(REPO / "src").with_suffix("").parts))
+    repo = read_yaml(REPO / "config.yaml")
+    alone = validate_config(run_models(repo))
+    both = validate_config(run_models(deep_merge(repo, read_yaml(REPO / "config" / "second_seed.yaml"))))
+    assert len(RULE_OPTIONS) >= 25 and list(both["models"]) == ["mae", "mae_seed1"]
+    for rule, options in RULE_OPTIONS.items():
+        assert repr(options.from_config(alone, model="mae")) == repr(options.from_config(both, model="mae")), rule
+    assert repr(RULE_OPTIONS["train_mae"].from_config(both, model="mae_seed1")) != repr(
+        RULE_OPTIONS["train_mae"].from_config(both, model="mae")
+    )
+
+
 def test_the_demo_is_noted_only_when_the_config_names_no_screen():
     from phenoica.contract import planned_demo_note
 

@@ -218,7 +218,7 @@ def dry_run(workdir: Path, configfile: Configs) -> tuple[dict[str, int], set[str
 
 def test_source_embeddings_means_exactly_the_models_named(tmp_path):
     """Over a base config holding the demo's models mae and mae_seed1 as its default_models (as
-    the repository's config.yaml does), `--configfile config.yaml user.yaml` with user.yaml
+    config.yaml with config/second_seed.yaml does), `--configfile config.yaml user.yaml` with user.yaml
     naming one model runs exactly that model: the defaults are never merged into the models a
     user names. One glob is one model (the one named); a {model: glob} mapping is one model per
     set. (The other cases of the rule, e.g. the unnamed model and several models on one glob, are
