@@ -115,6 +115,25 @@ def test_guides_drawn_from_the_null_get_uniform_p_values(model):
     assert loo.shape == (100,) and stats.kstest(loo, "uniform").pvalue > 0.01
 
 
+@pytest.mark.parametrize("model", ["empirical", "pareto"])
+def test_the_null_check_breaks_ties_at_random_so_tied_null_aurocs_read_uniform(model):
+    """AUROCs of few held-out wells take few values: 200 pseudo-guides on 5 values. Counted as
+    exceedances, ties make the leave-one-out p-values of exchangeable values look conservative
+    (KS rejects); broken at random (seeded by the fit's seed) they are
+    uniform, the same at the same seed, and each lies within its tie's interval."""
+    rng = np.random.default_rng(0)
+    null = np.round(rng.uniform(0.3, 0.7, size=200) * 8) / 8
+    fit = H.NullFit(null, model, seed=4)
+    loo = fit.leave_one_out_p()
+    counted = (1.0 + (null[None, :] >= null[:, None]).sum(axis=1) - 1) / null.size  # ties as exceedances
+    strictly = ((null[None, :] > null[:, None]).sum(axis=1)) / null.size
+    assert stats.kstest(counted, "uniform").pvalue < 1e-3
+    assert stats.kstest(loo, "uniform").pvalue > 0.05 and 0.02 < np.mean(loo < 0.05) < 0.09
+    assert (loo >= strictly - 1e-12).all() and (loo <= counted + 1e-12).all()
+    np.testing.assert_array_equal(loo, H.NullFit(null, model, seed=4).leave_one_out_p())
+    assert not np.array_equal(loo, H.NullFit(null, model, seed=5).leave_one_out_p())
+
+
 def test_parametric_p_values_average_to_uniform_over_null_draws():
     """The Student-t predictive p of a fresh draw is exactly uniform over repeated nulls."""
     rng = np.random.default_rng(7)

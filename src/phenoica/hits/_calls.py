@@ -49,7 +49,7 @@ from phenoica.hits._tail import (
     pareto_p_values,
     tail_summary,
 )
-from phenoica.utils import acat, bh_qvalues
+from phenoica.utils import acat, bh_qvalues, rng_for
 
 NULL_MODELS: tuple[str, ...] = ("pareto", "parametric", "empirical")
 #: AUROCs are clipped into [AUROC_CLIP, 1 - AUROC_CLIP] before the logit.
@@ -160,15 +160,17 @@ class NullFit:
 
     def leave_one_out_p(self) -> np.ndarray:
         """Each pseudo-guide's p-value against the other n - 1 (the calibration check; the other
-        n - 1 reach down to ``1 / n``)."""
+        n - 1 reach down to ``1 / n``). The empirical p-values are randomized within ties (seeded
+        by ``seed``): AUROCs of few held-out wells tie often, and a tie counted as an exceedance
+        makes exchangeable values look conservative, so the check would test the ties rather
+        than the null (the calls' own p-values count ties, conservatively)."""
         a = self.auroc
         n = self.n
+        rng = rng_for(self.seed, "null_leave_one_out")
         if self.model == "empirical":
-            srt = np.sort(a)
-            n_ge = n - np.searchsorted(srt, a, side="left") - 1  # others >= itself
-            return (1.0 + n_ge) / n
+            return leave_one_out_pareto(a, None, rng)
         if self.model == "pareto":
-            return leave_one_out_pareto(logit_auroc(a), self.tail)
+            return leave_one_out_pareto(logit_auroc(a), self.tail, rng)
         z = logit_auroc(a)
         if n < 4:
             return np.full(n, math.nan)
