@@ -89,9 +89,8 @@ def _fold_counts(
     ok = np.zeros(train.shape, dtype=bool)
     controls = control_mask(table)
     drawn_from = np.array([int(t.train[controls].sum()) for t in sets for _ in t.members], dtype=np.int64)
-    negatives = drawn_from
-    if options.max_train_controls is not None:  # the fast protocol trains on at most this many
-        negatives = np.minimum(drawn_from, options.max_train_controls)
+    cap = options.max_train_controls  # the fast protocol trains on at most this many
+    negatives = drawn_from if cap is None else np.minimum(drawn_from, cap)
     for i, target in enumerate(targets):
         m = 0
         for training in sets:
