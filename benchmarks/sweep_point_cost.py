@@ -17,8 +17,9 @@ the sweep's total per part, so a way of cutting the sweep's cost can be chosen w
 
 ``--against-full`` checks the sweep as configured (``--set``) against the full computation: the
 same sweep with the sweep's own approximations off (``sweep.max_genes``, ``sweep.ica_max_samples``,
-``sweep.ica_max_iter`` and ``sweep.map_max_null_size`` null: every gene and row, the main fit's ICA
-iterations, the main run's mAP draws), the differences printed as ``--compare`` prints them.
+``sweep.ica_max_iter``, ``sweep.map_max_null_size`` and ``sweep.protocol`` null: every gene and
+row, the main fit's ICA iterations, the main run's mAP draws and classification protocol), the
+differences printed as ``--compare`` prints them.
 Either way it then prices smaller grids (``sweep.points`` P, ``sweep.max_components`` T) from the
 points measured: a grid count's CPU interpolated linearly in the count between the measured
 counts of its variant, plus ``--startup`` CPU s a point's job (a prediction, not a run).
@@ -232,8 +233,13 @@ def main() -> None:
         price_grids(rows, table, options, args.startup)
         return
     n_genes = table.loc[table[PERT_TYPE].astype(str) == PERTURBATION, GENE].nunique()
-    print("full computation (every gene, every row, the main fit's ICA iterations, the main run's mAP draws):")
-    exact = options._replace(max_genes=None, ica_max_samples=None, ica_max_iter=None, map_max_null_size=None)
+    print(
+        "full computation (every gene, every row, the main fit's ICA iterations, the main run's mAP draws "
+        "and classification protocol):"
+    )
+    exact = options._replace(
+        max_genes=None, ica_max_samples=None, ica_max_iter=None, map_max_null_size=None, protocol=None
+    )
     full, totals = run_sweep(table, folds, exact, args.variants, points, counts, times)
     runs, cpus = {}, {}
     for g in args.compare or [options.max_genes or int(n_genes)]:

@@ -44,7 +44,9 @@ class SweepOptions(NamedTuple):
     None = the main fit's ``transforms.ica_max_samples``); ``ica_max_iter``, the most Picard
     iterations of a point's ICA (``sweep.ica_max_iter``; None = ``transforms.ica_max_iter``);
     ``map_max_null_size``, the most null draws a point's mAP readout refines a guide to
-    (``sweep.map_max_null_size``; None = ``classify.map_max_null_size``; :meth:`point_map`).
+    (``sweep.map_max_null_size``; None = ``classify.map_max_null_size``; :meth:`point_map`);
+    ``protocol``, the classification protocol of a point (``sweep.protocol``; None = the main run's
+    ``classify.protocol``; :meth:`scoring`).
     ``classify.map_readout`` is not read: the chosen point's mAP tables are the rule's inputs
     when it is on (the main run's draws), and computed here, as a point's, when it is off.
     """
@@ -62,6 +64,10 @@ class SweepOptions(NamedTuple):
     ica_max_samples: Annotated[int | None, Setting("sweep.ica_max_samples")]
     ica_max_iter: Annotated[int | None, Setting("sweep.ica_max_iter")]
     map_max_null_size: Annotated[int | None, Setting("sweep.map_max_null_size")]
+    protocol: Annotated[str | None, Setting("sweep.protocol")]
+    # the leaf the fast protocol trains with: in the params only where the sweep's protocol makes
+    # it count and the main run's classification does not already name it (depends_on)
+    fast_leaf: Annotated[str, Setting("classify.fast_leaf")]
 
     @property
     def seed(self) -> int:
@@ -80,11 +86,30 @@ class SweepOptions(NamedTuple):
         full = null_guide_count(self.classify.n_null_guides, table)
         return full if self.null_guides is None else min(full, int(self.null_guides))
 
+    @property
+    def point_protocol(self) -> str:
+        """The classification protocol of every grid point: ``protocol``, the main run's
+        ``classify.protocol`` when None."""
+        return self.classify.protocol if self.protocol is None else self.protocol
+
+    def depends_on(self) -> tuple[str, ...]:
+        """The fields the sweep's tables depend on: ``protocol`` only when set (None is the main
+        run's, as before the key existed, so that a run made then does not rerun); ``fast_leaf``
+        only where the points' protocol reads it and the main run's classification, held in
+        ``classify``, does not already name it
+        (:meth:`phenoica.classify.ClassifyOptions.depends_on`)."""
+        points = self.classify._replace(protocol=self.point_protocol)
+        leaf = "fast_leaf" in points.depends_on() and "fast_leaf" not in self.classify.depends_on()
+        left_out = {"protocol"} if self.protocol is None else set()
+        if not leaf:
+            left_out.add("fast_leaf")
+        return tuple(f for f in self._fields if f not in left_out)
+
     def scoring(self, table: pd.DataFrame) -> ClassifyOptions:
         """The classification of every grid point on the variant's ``table``: the main run's,
         without the concentration models, as one shard, with the sweep's null
-        (:meth:`point_null_guides`)."""
-        return self.classify._replace(n_null_guides=self.point_null_guides(table))
+        (:meth:`point_null_guides`) and protocol (:attr:`point_protocol`)."""
+        return self.classify._replace(n_null_guides=self.point_null_guides(table), protocol=self.point_protocol)
 
     def point_map(self) -> MapReadoutOptions:
         """The mAP readout of every grid point: the main run's, its sequential refinement of a guide
