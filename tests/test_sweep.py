@@ -43,6 +43,8 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         "ica_max_samples": "sweep.ica_max_samples",
         "ica_max_iter": "sweep.ica_max_iter",
         "map_max_null_size": "sweep.map_max_null_size",
+        "protocol": "sweep.protocol",
+        "fast_leaf": "classify.fast_leaf",
     }
     cfg = validate_config(
         {
@@ -57,6 +59,13 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
     assert options.variants == ["pca", "pca_ica"] and options.point_null_guides(table) == 5
     main = ClassifyOptions.from_config(cfg)
     assert options.scoring(table) == main._replace(concentration=False, n_null_guides=5, n_shards=1)
+    # the points' protocol: the main run's unless the sweep sets its own
+    assert options.protocol is None and options.point_protocol == main.protocol == "exact"
+    assert options._replace(protocol="fast").scoring(table) == options.scoring(table)._replace(protocol="fast")
+    fast_main = options._replace(classify=options.classify._replace(protocol="fast"))
+    assert (
+        fast_main.scoring(table).protocol == "fast" and fast_main._replace(protocol="exact").point_protocol == "exact"
+    )
     assert options._replace(null_guides=None).scoring(table).n_null_guides == 12
     assert options._replace(null_guides=50).point_null_guides(table) == 12  # at most the main run's
     # under auto, the main run's count as it resolves on the table: 250 for 2,500 guides
@@ -94,6 +103,7 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         {"hits": {"q_threshold": 0.2}},
         {"classify": {"n_shards": 5, "map_readout": False, "concentration": False}},
         {"transforms": {"variants": ["base", "pca", "pca_ica"]}},  # the same swept variants
+        {"classify": {"fast_leaf": "configured"}},  # read by neither protocol's points here
     ):
         again = validate_config({**cfg, **{k: {**cfg[k], **v} for k, v in change.items()}})
         assert repr(SweepOptions.from_config(again)) == base, change
@@ -103,6 +113,7 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
         {"sweep": {"ica_max_samples": 300}},
         {"sweep": {"ica_max_iter": 50}},
         {"sweep": {"map_max_null_size": 1000}},
+        {"sweep": {"protocol": "fast"}},
         {"hits": {"null_model": "empirical"}},
         {"classify": {"map_null_size": 500}},
         {"transforms": {"ica": "fastica"}},
@@ -114,6 +125,12 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
             {**cfg, **{k: {**cfg[k], **v} if isinstance(v, dict) else v for k, v in change.items()}}
         )
         assert repr(SweepOptions.from_config(again)) != base, change
+    # the leaf of the fast protocol reruns the sweep where its points train under fast, and the
+    # main run's classification (exact) does not already name it
+    fast = validate_config({**cfg, "sweep": {**cfg["sweep"], "protocol": "fast"}})
+    configured = validate_config({**fast, "classify": {**fast["classify"], "fast_leaf": "configured"}})
+    assert repr(SweepOptions.from_config(configured)) != repr(SweepOptions.from_config(fast))
+    assert repr(SweepOptions.from_config(configured)).count("fast_leaf") == 1
 
 
 def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
@@ -551,6 +568,51 @@ def test_the_points_caps_reach_their_fit_and_mAP_and_keep_the_curves_of_the_full
     assert abs(a["guide_hits"] - f["guide_hits"]) / f["n_guides"] <= 0.05
     for curve in ("map_active_share", "batch_accuracy", "replicate_retrieval"):
         assert abs(a[curve] - f[curve]) <= 0.02, curve
+
+
+def test_a_points_protocol_is_the_main_runs_below_fasts_thresholds_and_its_cap_reaches_the_point(tmp_path):
+    """A point under ``sweep.protocol: fast`` against the same point under the main run's
+    ``exact``, on the positive-control screen (3 batches, so 3 folds, and at most a few dozen
+    training controls a fold): below both of fast's thresholds its row is exact's to the byte;
+    with a cap of 8 training controls the cap acts on the point's classification (its AUROCs
+    move) while the measures computed on every well (batch accuracy, retrieval) do not."""
+    from phenoica.classify import leave_one_batch_out
+    from phenoica.sweep import _component_sweep as sweep_module
+    from phenoica.sweep import sweep_point
+
+    profiles = _screen(tmp_path)
+    folds = leave_one_batch_out(profiles)
+    cfg = validate_config(
+        {
+            "classify": {"num_boost_round": 6, "n_null_guides": 6, "map_null_size": 100},
+            "sweep": {"points": 2, "max_components": 8},
+        }
+    )
+    exact = SweepOptions.from_config(cfg)._replace(variants=["pca"])
+    assert exact.point_protocol == "exact"
+    scored: list[pd.DataFrame] = []
+    real_classify = sweep_module.classify_guides
+
+    def recording(*args, **kwargs):
+        out = real_classify(*args, **kwargs)
+        scored.append(out)
+        return out
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sweep_module, "classify_guides", recording)
+        rows = {
+            name: sweep_point(profiles, folds, "ext", "pca", 1, o)[0].drop(columns="seconds")
+            for name, o in (
+                ("exact", exact),
+                ("fast", exact._replace(protocol="fast")),
+                ("capped", exact._replace(protocol="fast", classify=exact.classify._replace(fast_train_controls=8))),
+            )
+        }
+    pd.testing.assert_frame_equal(rows["fast"], rows["exact"], check_exact=True)
+    pd.testing.assert_frame_equal(scored[1], scored[0], check_exact=True)
+    assert not np.allclose(scored[2]["auroc"].to_numpy(), scored[0]["auroc"].to_numpy())
+    for curve in ("batch_accuracy", "replicate_retrieval"):
+        assert rows["capped"][curve].iloc[0] == rows["exact"][curve].iloc[0], curve
 
 
 def test_a_points_null_takes_the_main_runs_layout():
