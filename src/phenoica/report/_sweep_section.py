@@ -96,7 +96,10 @@ def build_sweep(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         "batch classifier on control wells (chance in `batch_chance`), and replicate retrieval across batches "
         "(`replicate_retrieval`, the field's batch-correction measure: section 'Replicate retrieval across "
         "batches'). `chosen` marks the count the "
-        "configured rule (transforms.n_components) kept: the run's own answers. `seconds` is the cost of "
+        "configured rule (transforms.n_components) kept: the run's own answers. `n_guides` is the guides a "
+        "point scores: every guide, or on a screen of more than `sweep.max_genes` perturbed genes "
+        "those of a seeded sample of that many genes, the same at every point; the hits are then "
+        "counted among them, the batch accuracy and the retrieval on every well. `seconds` is the cost of "
         "the point."
     )
     shown = sweep.assign(chosen=np.where(sweep["chosen"], "<- chosen", ""))
