@@ -10,7 +10,8 @@ thread, as Snakemake holds a one-thread job's. The screen is
 :mod:`phenoica.screen.arrayed` at ``benchmarks/arrayed_run_cost.py``'s base (2,304 wells x 300
 features, 272 guides) grown ``--plates`` times along the replicate plates or ``--guides`` times
 along the guides; the settings are the arrayed scenario's (the schema's defaults: 2 points to
-64 components, 50 pseudo-guides in each point's null; ``--set`` changes config keys, e.g.
+64 components, 50 pseudo-guides in each point's null, the guides of at most 64 genes; ``--set``
+changes config keys, e.g.
 ``sweep.points=5 sweep.max_components=null`` for the grid of 5 points to the width, or
 ``sweep.ica_max_iter=100``). It prints one line per point and
 the sweep's total per part, so a way of cutting the sweep's cost can be chosen where its CPU is.
@@ -34,7 +35,7 @@ difference of each curve, the count of each variant's peak guide-hit share, and 
 sweep against the reference's.
 
     python benchmarks/sweep_point_cost.py [--plates 1] [--guides 1] [--variants pca pca_ica pca_rand] [--points 0 1 2 3 4]
-        [--set sweep.null_guides=50] [--compare 64 32 16 | --against-full] [--startup 1.3]
+        [--set sweep.null_guides=50] [--compare 64 32 16] [--against-full] [--startup 1.3]
 """
 
 from __future__ import annotations

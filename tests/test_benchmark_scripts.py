@@ -341,6 +341,27 @@ def test_sweep_point_cost_compares_a_gene_sample_with_every_gene(tmp_path):
     assert "peak guide-hit share at: pca 2 vs 2" in summary and "x)" in summary
 
 
+def test_sweep_point_cost_sets_the_sweep_against_the_full_computation(tmp_path):
+    """``--against-full``: the point as set (here the fast protocol) against the full computation,
+    which turns every approximation of the sweep off, the protocol included."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "sweep_point_cost.py"), "--variants", "pca", "--points", "0"]
+    proc = subprocess.run(
+        [*cmd, "--set", "sweep.null_guides=10", "sweep.protocol=fast", "--against-full"],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "full computation (every gene, every row, the main fit's ICA iterations" in out
+    assert "and classification protocol" in out and "against the reference above" in out
+    (point,) = [line for line in out.splitlines() if line.strip().startswith("pca          2:")]
+    assert "batch accuracy 0.383/0.383 (+0.000)" in point
+
+
 def test_demo_truth_floors_sets_its_overrides_on_the_truth_checks_config():
     """The demo-change benchmark runs the truth check's own config (both seeds, both scored) with
     each --set value read as YAML on its dotted key; a pair without '=' is refused."""

@@ -131,6 +131,17 @@ def test_the_sweep_scores_and_fits_each_point_as_the_main_run_does():
     configured = validate_config({**fast, "classify": {**fast["classify"], "fast_leaf": "configured"}})
     assert repr(SweepOptions.from_config(configured)) != repr(SweepOptions.from_config(fast))
     assert repr(SweepOptions.from_config(configured)).count("fast_leaf") == 1
+    # under a fast main run the composed classification names the leaf itself, once, whether the
+    # points follow it (null) or set fast again
+    for sweep_protocol in (None, "fast"):
+        fast_main = validate_config(
+            {
+                **cfg,
+                "classify": {**cfg["classify"], "protocol": "fast", "fast_leaf": "configured"},
+                "sweep": {**cfg["sweep"], "protocol": sweep_protocol},
+            }
+        )
+        assert repr(SweepOptions.from_config(fast_main)).count("fast_leaf") == 1, sweep_protocol
 
 
 def test_sweep_grid_spans_two_to_the_width_and_holds_the_chosen_count():
@@ -263,6 +274,10 @@ def test_chosen_point_reproduces_the_classification_and_the_report_shows_it(tmp_
     genes = sweep_genes(profiles, 2, few.seed)
     assert genes is not None and len(genes) == 2 and genes == sweep_genes(variant, 2, few.seed)
     assert sweep_genes(profiles, None, few.seed) is None and sweep_genes(profiles, 10**6, few.seed) is None
+    # a screen of as many genes as the cap is swept whole; one gene fewer and the sample acts
+    n_genes = profiles.loc[profiles["Metadata_PertType"] == "perturbation", "Metadata_Gene"].nunique()
+    assert sweep_genes(profiles, n_genes, few.seed) is None
+    assert len(sweep_genes(profiles, n_genes - 1, few.seed) or []) == n_genes - 1
     fresh, fresh_calls = sweep_model(profiles, folds, "ext", 4, few, grid=[20])
     cut, cut_calls = sweep_model(profiles, folds, "ext", 20, few, grid=[20], main={"pca_ica": point})
     pd.testing.assert_frame_equal(cut.drop(columns=["seconds", "chosen"]), fresh.drop(columns=["seconds", "chosen"]))

@@ -98,9 +98,10 @@ def build_sweep(inputs: ReportInputs, ctx: ReportContext) -> SectionOutput:
         "batches'). `chosen` marks the count the "
         "configured rule (transforms.n_components) kept: the run's own answers. `n_guides` is the guides a "
         "point scores: every guide, or on a screen of more than `sweep.max_genes` perturbed genes "
-        "those of a seeded sample of that many genes, the same at every point; the hits are then "
-        "counted among them, the batch accuracy and the retrieval on every well. `seconds` is the cost of "
-        "the point."
+        "those of a seeded sample of that many genes, the same at every point; the hits and the mAP share "
+        "are then counted among them, the batch accuracy and the retrieval on every well. Under a "
+        "`sweep.protocol` other than the run's `classify.protocol` the points but the chosen one are "
+        "classified under it. `seconds` is the cost of the point."
     )
     shown = sweep.assign(chosen=np.where(sweep["chosen"], "<- chosen", ""))
     notes = batch_notes(sweep)

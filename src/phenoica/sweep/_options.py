@@ -46,7 +46,9 @@ class SweepOptions(NamedTuple):
     ``map_max_null_size``, the most null draws a point's mAP readout refines a guide to
     (``sweep.map_max_null_size``; None = ``classify.map_max_null_size``; :meth:`point_map`);
     ``protocol``, the classification protocol of a point (``sweep.protocol``; None = the main run's
-    ``classify.protocol``; :meth:`scoring`).
+    ``classify.protocol``; :meth:`scoring`); ``fast_leaf``, ``classify.fast_leaf`` read a second
+    time for the params alone (:meth:`depends_on`): the composed ``classify`` names it only under
+    the main run's protocol, and a sweep may train under another.
     ``classify.map_readout`` is not read: the chosen point's mAP tables are the rule's inputs
     when it is on (the main run's draws), and computed here, as a point's, when it is off.
     """
@@ -97,7 +99,11 @@ class SweepOptions(NamedTuple):
         run's, as before the key existed, so that a run made then does not rerun); ``fast_leaf``
         only where the points' protocol reads it and the main run's classification, held in
         ``classify``, does not already name it
-        (:meth:`phenoica.classify.ClassifyOptions.depends_on`)."""
+        (:meth:`phenoica.classify.ClassifyOptions.depends_on`). No change of a point's scores
+        leaves the params as they were; some changes that leave the scores alone still rerun the
+        points, because ``classify`` is named as the main run reads it: its protocol, and its fast
+        settings under ``fast``, even where the points train under ``exact``; and ``protocol`` set
+        to the main run's own."""
         points = self.classify._replace(protocol=self.point_protocol)
         leaf = "fast_leaf" in points.depends_on() and "fast_leaf" not in self.classify.depends_on()
         left_out = {"protocol"} if self.protocol is None else set()

@@ -83,7 +83,8 @@ def config_reference(schema: Mapping[str, Any] | None = None) -> str:
                 text = " ".join(str(sub.get("description", "")).split()).replace("|", "/")
                 allowed = sub.get("enum") or (sub.get("items") or {}).get("enum")
                 if allowed:
-                    text = (text + " " if text else "") + "One of: " + ", ".join(map(str, allowed)) + "."
+                    names = ("null" if a is None else str(a) for a in allowed)
+                    text = (text + " " if text else "") + "One of: " + ", ".join(names) + "."
                 default = "`" + json.dumps(sub.get("default")) + "`"
                 rows.append(f"| `{path}` | {default} | {_reruns(path, reads)} | {text} |")
 
