@@ -30,6 +30,10 @@ def test_config_reference_page_matches_schema():
     assert block == config_reference(), (
         "docs/configuration.md is stale: regenerate with python -m phenoica.workflow.config_reference"
     )
+    # every row keeps its four cells: a pipe or a tab among a key's allowed values is escaped
+    rows = [line for line in block.splitlines() if line.startswith("| `")]
+    assert rows and all(len(re.split(r"(?<!\\)\|", row)) == 6 for row in rows)
+    assert "\t" not in block and '"\\t", \\|, null.' in block  # screen.separator's tab and pipe
 
 
 def test_readme_is_short_and_has_the_two_setup_commands_that_ci_runs():

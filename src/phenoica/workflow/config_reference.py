@@ -59,6 +59,17 @@ def _reruns(path: str, reads: Mapping[str, tuple[tuple[str, ...], bool]]) -> str
     return ", ".join(f"`{rule}`" for rule in rules) or "nothing (run time)"
 
 
+def _enum_name(value: Any) -> str:
+    """One allowed value as the reference's table cell shows it: null for None, a string that
+    does not print as itself (a tab) in JSON's quotes, a pipe escaped (it would end the cell)."""
+    if value is None:
+        return "null"
+    text = str(value)
+    if not text.isprintable() or text != text.strip() or not text:
+        text = json.dumps(text)
+    return text.replace("|", "\\|")
+
+
 def config_reference(schema: Mapping[str, Any] | None = None) -> str:
     """Every config key as a Markdown table (key, default, reruns, meaning), from the schema and
     the stages' options."""
@@ -83,7 +94,7 @@ def config_reference(schema: Mapping[str, Any] | None = None) -> str:
                 text = " ".join(str(sub.get("description", "")).split()).replace("|", "/")
                 allowed = sub.get("enum") or (sub.get("items") or {}).get("enum")
                 if allowed:
-                    names = ("null" if a is None else str(a) for a in allowed)
+                    names = (_enum_name(a) for a in allowed)
                     text = (text + " " if text else "") + "One of: " + ", ".join(names) + "."
                 default = "`" + json.dumps(sub.get("default")) + "`"
                 rows.append(f"| `{path}` | {default} | {_reruns(path, reads)} | {text} |")
