@@ -25,7 +25,11 @@ with the guides without effect called counted); ``--table`` and
 ``--folds`` score a profile table of a finished run (a ``transforms/{model}/{variant}.parquet``
 with its ``splits/{model}.parquet``). ``--fast-fold-groups`` / ``--fast-train-controls`` lower the
 fast protocol's thresholds where a small screen would not reach them; ``--fast-leaf`` sets
-``classify.fast_leaf``. Every figure is printed with
+``classify.fast_leaf``; ``--control-scope plates`` sets ``classify.control_scope`` for the
+candidate, which is then ``exact`` on each guide's plates (named ``exact, plates``) instead of
+``fast``: each guide classified against its own plates' controls, compared with every control of
+the fold; ``--guides-scale`` grows the position screen as well (its guides on as many plate maps).
+Every figure is printed with
 the thresholds and whether each approximation acted (folds grouped, controls capped).
 
     python benchmarks/classify_fidelity.py --screen positive_control [--batches 12] [--seed-reference]
@@ -61,7 +65,7 @@ from phenoica.classify import (
 )
 from phenoica.contract import GENE, GUIDE, feature_name, validate_config
 from phenoica.hits import screen_calls
-from phenoica.screen import POSITION_DESIGN, SCREENS, VECTOR, screen_profiles, write_known_truth_screen
+from phenoica.screen import POSITION_DESIGN, SCREENS, VECTOR, ArrayedDesign, screen_profiles, write_known_truth_screen
 
 #: The null layouts ``--screen position`` calls against, each apart.
 LAYOUTS = ("plain", "position")
@@ -83,6 +87,20 @@ def positive_control_table(args: argparse.Namespace) -> pd.DataFrame:
     X = np.stack(table.pop(VECTOR).to_numpy()).astype(np.float32)
     feats = pd.DataFrame(X, columns=[feature_name(j) for j in range(X.shape[1])])
     return pd.concat([table, feats], axis=1)
+
+
+def position_design(scale: int) -> ArrayedDesign:
+    """``POSITION_DESIGN`` at ``scale`` times its genes and allele genes, on as many plate maps."""
+    d = POSITION_DESIGN
+    if scale == 1:
+        return d
+    return dataclasses.replace(
+        d,
+        n_effect_genes=d.n_effect_genes * scale,
+        n_null_genes=d.n_null_genes * scale,
+        n_allele_genes=d.n_allele_genes * scale,
+        plate_maps=scale,
+    )
 
 
 def score(
@@ -160,6 +178,7 @@ def main() -> None:
     ap.add_argument("--fast-fold-groups", type=int, default=None)
     ap.add_argument("--fast-train-controls", type=int, default=None)
     ap.add_argument("--fast-leaf", choices=["scaled", "configured"], default=None, help="classify.fast_leaf")
+    ap.add_argument("--control-scope", choices=["fold", "plates"], default="fold", help="the candidate's scope")
     ap.add_argument("--q", type=float, default=0.1)
     ap.add_argument("--null-model", default=None, help="hits.null_model (default: the schema's)")
     ap.add_argument("--seed", type=int, default=0)
@@ -168,15 +187,20 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     if (args.screen is None) == (args.table is None):
         ap.error("give --screen positive_control, --screen arrayed or --table (with --folds)")
+    inert: set[str] = set()  # the guides without effect, where the screen's truth is known
     if args.screen == "arrayed":
-        table = screen_profiles(arrayed_design(args.guides_scale, "guides"), args.seed)[0]
+        table, truth = screen_profiles(arrayed_design(args.guides_scale, "guides"), args.seed)
+        inert = set(truth.loc[~truth["has_effect"].astype(bool), GUIDE])
         folds = leave_one_batch_out(table)
         name = f"arrayed per-well screen, {args.guides_scale}x its guides"
     elif args.screen == "position":
-        table, truth = screen_profiles(POSITION_DESIGN, args.seed)
+        table, truth = screen_profiles(position_design(args.guides_scale), args.seed)
         inert = set(truth.loc[~truth["has_effect"].astype(bool), GUIDE])
         folds = leave_one_batch_out(table)
-        name = "arrayed per-well screen with its plate-position effect (POSITION_DESIGN), concentration off"
+        name = (
+            f"arrayed per-well screen with its plate-position effect (POSITION_DESIGN, {args.guides_scale}x its "
+            "guides), concentration off"
+        )
     elif args.screen:
         table = positive_control_table(args)
         folds = leave_one_batch_out(table)
@@ -223,24 +247,33 @@ def main() -> None:
         f"vs up to {n_train_ctrl} training controls ({'capped' if n_train_ctrl > fast.fast_train_controls else 'not capped'}"
         f", fast_leaf {fast.fast_leaf})"
     )
-    protocols = {"exact": ("exact", args.seed), "fast": ("fast", args.seed)}
+    candidate = "exact, plates" if args.control_scope == "plates" else "fast"
+    protocols = {
+        "exact": options._replace(protocol="exact"),
+        candidate: options._replace(protocol="exact", control_scope="plates")
+        if args.control_scope == "plates"
+        else fast,
+    }
     if args.seed_reference:
-        protocols[f"exact, seed {args.seed + 1}"] = ("exact", args.seed + 1)
+        protocols[f"exact, seed {args.seed + 1}"] = options._replace(protocol="exact", seed=args.seed + 1)
     if args.screen == "position":
-        compare_layouts(table, folds, options, protocols, config["hits"]["null_model"], args.q, inert)
+        compare_layouts(table, folds, protocols, config["hits"]["null_model"], args.q, inert)
         return
     print(
-        f"\n{'run':16s} {'CPU s':>8s} {'guide hits':>10s} {'gene hits':>9s} {'null KS p':>9s}  vs exact: "
-        "AUROC rho, concentration rho, guide-hit Jaccard, gene-hit Jaccard, score rows identical",
+        f"\n{'run':16s} {'CPU s':>8s} {'guide hits':>10s} {'without effect':>14s} {'gene hits':>9s} {'null KS p':>9s}"
+        "  vs exact: AUROC rho, concentration rho, guide-hit Jaccard, gene-hit Jaccard, score rows identical",
         flush=True,
     )
     runs = {}
-    for run, (protocol, seed) in protocols.items():
-        run_options = options._replace(protocol=protocol, seed=seed)
+    for run, run_options in protocols.items():
         calls, cpu = runs[run] = score(table, folds, run_options, config["hits"]["null_model"], args.q)
         ks = float(calls["null"]["loo_uniform_ks_p"].iloc[0])
         real = calls["guides"][~calls["guides"]["is_null_guide"]]
-        line = f"{run:16s} {cpu:8.1f} {int(real['hit'].sum()):10d} {int(calls['genes']['hit'].sum()):9d} {ks:9.3f}"
+        hits = set(real.loc[real["hit"], GUIDE])
+        line = (
+            f"{run:16s} {cpu:8.1f} {len(hits):10d} {len(hits & inert):14d} {int(calls['genes']['hit'].sum()):9d} "
+            f"{ks:9.3f}"
+        )
         if run != "exact":
             ref = runs["exact"][0]
             c = compare(ref, calls)
@@ -249,19 +282,17 @@ def main() -> None:
                 f"{c['jaccard_guides']:.3f}, {c['jaccard_genes']:.3f}, {calls['rows'].equals(ref['rows'])}"
             )
         print(line, flush=True)
-    print(f"CPU ratio exact / fast: {runs['exact'][1] / runs['fast'][1]:.2f}x")
+    print(f"CPU ratio exact / {candidate}: {runs['exact'][1] / runs[candidate][1]:.2f}x")
 
 
-def compare_layouts(table, folds, options, protocols, null_model, q, inert) -> None:
+def compare_layouts(table, folds, protocols, null_model, q, inert) -> None:
     """``--screen position``: per run and null layout, the guide and gene hits, the guides without
     effect called, the null's KS p, and, against exact, the guide-hit and gene-hit Jaccard indices."""
     print(f"\n{'run':16s} {'CPU s':>7s} {'null':9s} {'guide hits':>10s} {'without effect':>14s} {'gene hits':>9s}"
           f" {'null KS p':>9s}  vs exact: guide-hit Jaccard, gene-hit Jaccard", flush=True)  # fmt: skip
     runs = {}
-    for run, (protocol, seed) in protocols.items():
-        calls, cpu = runs[run] = score_layouts(
-            table, folds, options._replace(protocol=protocol, seed=seed), null_model, q
-        )
+    for run, run_options in protocols.items():
+        calls, cpu = runs[run] = score_layouts(table, folds, run_options, null_model, q)
         for layout in LAYOUTS:
             real = calls[layout]["guides"][~calls[layout]["guides"]["is_null_guide"]]
             hits = set(real.loc[real["hit"], GUIDE])

@@ -27,12 +27,12 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.classify._engine import fold_masks, skip_reasons
+from phenoica.classify._engine import fold_masks, plate_control_reasons, skip_reasons
 from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF
 from phenoica.classify._map_depth import map_p_floors
 from phenoica.classify._null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
 from phenoica.classify._options import ClassifyOptions, SplitOptions
-from phenoica.classify._protocol import sample_leaf, trainings
+from phenoica.classify._protocol import control_strata, sample_leaf, trainings
 from phenoica.classify._splits import make_folds
 from phenoica.contract import PLATE, WELL, ScreenError
 
@@ -77,39 +77,53 @@ def _names(pairs: list[tuple[str, str]]) -> str:
 
 def _fold_counts(
     targets: list[GuideSamples], table: pd.DataFrame, folds: list[Any], options: ClassifyOptions
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per target and fold: training rows, held-out rows, whether the pair is scored (the
-    engine's rule, over the protocol's training sets); per fold, the training control rows its
-    models train on (every training control, at most the fast protocol's
-    ``classify.fast_train_controls``) and the training controls they are drawn from."""
+    engine's rule, over the protocol's training sets), the training control rows its models train
+    on (every training control of the fold, or under ``classify.control_scope: plates`` of the
+    target's plates; at most the fast protocol's ``classify.fast_train_controls``) and the
+    training controls they are drawn from, and whether its plates' controls alone keep it unscored
+    (:func:`phenoica.classify._engine.plate_control_reasons`)."""
     sets = trainings(folds, fold_masks(folds, len(table)), options.max_fold_groups)
     n_folds = sum(len(t.members) for t in sets)
     train = np.zeros((len(targets), n_folds), dtype=np.int64)
     test = np.zeros_like(train)
+    drawn_from = np.zeros_like(train)
     ok = np.zeros(train.shape, dtype=bool)
+    short = np.zeros(train.shape, dtype=bool)
     controls = control_mask(table)
-    drawn_from = np.array([int(t.train[controls].sum()) for t in sets for _ in t.members], dtype=np.int64)
+    scoped = options.control_scope == "plates"
+    strata = control_strata(table)
+    n_strata = int(strata.max()) + 1 if len(strata) else 0
+    m0 = 0
+    for training in sets:
+        per_plate = np.bincount(strata[training.train & controls], minlength=n_strata)
+        held_out_per_plate = [np.bincount(strata[t & controls], minlength=n_strata) for _, t in training.members]
+        for i, target in enumerate(targets):
+            rows = target.rows
+            in_train = rows[training.train[rows]]
+            n_ctrl = int(per_plate[np.unique(strata[in_train])].sum()) if scoped else int(per_plate.sum())
+            for m, ((_, held_out), held) in enumerate(zip(training.members, held_out_per_plate), start=m0):
+                in_test = rows[held_out[rows]]
+                n_test_ctrl = int(held[np.unique(strata[in_test])].sum()) if scoped else int(held.sum())
+                train[i, m], test[i, m], drawn_from[i, m] = len(in_train), len(in_test), n_ctrl
+                lacking = plate_control_reasons(n_ctrl, n_test_ctrl, options) if scoped else []
+                ok[i, m] = not skip_reasons(len(in_train), len(in_test), options) and not lacking
+                short[i, m] = bool(lacking)
+        m0 += len(training.members)
     cap = options.max_train_controls  # the fast protocol trains on at most this many
     negatives = drawn_from if cap is None else np.minimum(drawn_from, cap)
-    for i, target in enumerate(targets):
-        m = 0
-        for training in sets:
-            n_train = int(training.train[target.rows].sum())
-            for _, held_out in training.members:
-                n_test = int(held_out[target.rows].sum())
-                train[i, m], test[i, m] = n_train, n_test
-                ok[i, m] = not skip_reasons(n_train, n_test, options)
-                m += 1
-    return train, test, ok, negatives, drawn_from
+    return train, test, ok, negatives, drawn_from, short
 
 
 def fold_leaves(negatives: np.ndarray, drawn_from: np.ndarray, options: ClassifyOptions, leaf: int) -> np.ndarray:
-    """The ``min_data_in_leaf`` each fold's models use (:func:`phenoica.classify._protocol.sample_leaf`):
-    ``leaf`` (the configured value) where every training control is kept or ``classify.fast_leaf``
-    is ``configured``, scaled by the share drawn where it is ``scaled``."""
-    return np.array(
-        [sample_leaf(leaf, int(n), int(of), options.scale_leaf) for n, of in zip(negatives, drawn_from)], dtype=np.int64
-    )
+    """The ``min_data_in_leaf`` each (target and) fold's models use
+    (:func:`phenoica.classify._protocol.sample_leaf`), of the same shape as ``negatives``: ``leaf``
+    (the configured value) where every training control is kept or ``classify.fast_leaf`` is
+    ``configured``, scaled by the share drawn where it is ``scaled``."""
+    negatives, drawn_from = np.asarray(negatives), np.asarray(drawn_from)
+    flat = [sample_leaf(leaf, int(n), int(of), options.scale_leaf) for n, of in zip(negatives.flat, drawn_from.flat)]
+    return np.array(flat, dtype=np.int64).reshape(negatives.shape)
 
 
 def no_split_note(
@@ -119,18 +133,19 @@ def no_split_note(
     ``min_data_in_leaf`` training rows on each side, so a training set (the guide's rows and the
     fold's training controls) of fewer than twice that many gives a model without a split, whose
     every score is 0.5, for the guides and the null alike: no answer, though it reads as one.
-    ``leaf`` is the ``min_data_in_leaf`` the models use, one value or one per fold
+    ``negatives`` are the training controls, one per fold or one per target and fold; ``leaf`` is
+    the ``min_data_in_leaf`` the models use, one value or one per fold or per target and fold
     (:func:`fold_leaves`); ``configured``: the configured one
     (:func:`phenoica.classify._lightgbm_params.min_data_in_leaf_of`), said where a fold's is smaller."""
     if not ok.any():
         return ""
-    rows = train + negatives[None, :]
-    leaves = np.broadcast_to(np.asarray(leaf, dtype=np.int64), negatives.shape)
-    room = np.where(ok, rows - 2 * leaves[None, :], np.iinfo(np.int64).min)
+    rows = train + np.broadcast_to(np.asarray(negatives, dtype=np.int64), train.shape)
+    leaves = np.broadcast_to(np.asarray(leaf, dtype=np.int64), train.shape)
+    room = np.where(ok, rows - 2 * leaves, np.iinfo(np.int64).min)
     if room.max() >= 0:
         return ""
     i, m = np.unravel_index(int(np.argmax(room)), room.shape)
-    largest, used = int(rows[i, m]), int(leaves[m])
+    largest, used = int(rows[i, m]), int(leaves[i, m])
     scaled = configured is not None and used < configured
     source = (
         f"{configured} scaled by the share of the controls drawn" if scaled else "classify.lightgbm.min_data_in_leaf"
@@ -183,16 +198,26 @@ def classifier_capacity(
     folds = make_folds(table, splits) if folds is None else list(folds)
     guides = guides_of(table)
     real = guide_samples(table, guides)
-    train, test, ok, negatives, drawn_from = _fold_counts(real, table, folds, options)
+    train, test, ok, negatives, drawn_from, short = _fold_counts(real, table, folds, options)
     scored = ok.any(axis=1)
     unscored = [guides[i] for i in np.flatnonzero(~scored)]
     units = {"train_per_fold": _spread(train.max(axis=1)), "held_out_per_fold": _spread(test.min(axis=1))}
+    if options.control_scope == "plates":
+        units["train_controls_per_fold"] = _spread(drawn_from.min(axis=1))
     reason = ""
+    n_short = int((short & ~ok).any(axis=1)[~scored].sum())
+    if n_short:
+        reason = (
+            f"{n_short} guide(s) are left unscored in some fold by the controls on their own plates "
+            f"(classify.control_scope plates: fewer than classify.min_train_samples = {options.min_train_samples} "
+            "training controls there, or no held-out control): give their plates control wells, or use "
+            "classify.control_scope: fold"
+        )
     if unscored:
         lo_train, lo_test = options.min_train_samples, options.min_test_samples
         short_train = int((train[~scored] < lo_train).all(axis=1).sum())
         most = int(train[~scored].max()) if train.size else 0  # the most training rows an unscored guide has
-        reason = (
+        reason = (reason + ". " if reason else "") + (
             f"{len(unscored)} of {len(guides)} guides get no scored fold under splits.scheme "
             f"{splits.scheme} ({short_train} have fewer than "
             f"classify.min_train_samples = {lo_train} training rows in every fold: at most {most}; held-out rows at "

@@ -40,7 +40,14 @@ from phenoica.classify._null import (
     null_guide_design,
 )
 from phenoica.classify._options import ClassifyOptions
-from phenoica.classify._protocol import ControlSample, Training, control_strata, training_controls, trainings
+from phenoica.classify._protocol import (
+    ControlSample,
+    Training,
+    control_strata,
+    plate_trainings,
+    training_controls,
+    trainings,
+)
 from phenoica.contract import (
     GENE,
     GUIDE,
@@ -221,6 +228,17 @@ def skip_reasons(n_train_pos: int, n_test_pos: int, options: ClassifyOptions) ->
     return reasons
 
 
+def plate_control_reasons(n_train: int, n_test: int, options: ClassifyOptions) -> list[str]:
+    """Why the controls on a guide's plates (``classify.control_scope: plates``: ``n_train``
+    training and ``n_test`` held-out control rows) cannot score it in a fold; empty when they can."""
+    reasons = []
+    if n_train < options.min_train_samples:
+        reasons.append(f"too few training controls on its plates ({n_train} < {options.min_train_samples})")
+    if n_test == 0:
+        reasons.append("no held-out control on its plates")
+    return reasons
+
+
 def _check_fold_controls(fold: str, n_train: int, n_test: int, options: ClassifyOptions, source: str) -> None:
     """A fold without enough controls to train or score any classifier is an error, with counts."""
     lo = options.min_train_samples
@@ -288,9 +306,11 @@ def _plans(
     training: Training,
     train_ctrl: np.ndarray,
     test_ctrls: Sequence[np.ndarray],
+    control_reasons: Sequence[list[str]],
 ) -> list[_Plan]:
     """Each target's rows in one training set (``train_ctrl``: the controls it trains on;
-    ``test_ctrls``: each member fold's held-out controls)."""
+    ``test_ctrls``: each member fold's held-out controls; ``control_reasons``: per member fold,
+    why the training set's controls cannot score any of its targets, empty when they can)."""
     plans = []
     for target in targets:
         r = target.rows
@@ -300,11 +320,11 @@ def _plans(
         own = own[np.isin(own, train_ctrl)] if len(own) else own
         n_train_neg = len(train_ctrl) - len(own)
         tests, negs, reasons = [], [], []
-        for (_, test), ctrl in zip(training.members, test_ctrls):
+        for (_, test), ctrl, lacking in zip(training.members, test_ctrls, control_reasons):
             te = r[test[r]]
             tests.append(te)
             negs.append(ctrl[~np.isin(ctrl, te)] if target.is_null else ctrl)
-            reasons.append(skip_reasons(len(tr), len(te), job.options))
+            reasons.append(skip_reasons(len(tr), len(te), job.options) + lacking)
         plans.append(_Plan(target, tr, n_train_neg, own, tuple(tests), tuple(negs), tuple(reasons)))
     return plans
 
@@ -367,16 +387,22 @@ def _score_plan(
     }
 
 
-def _training_setup(job: _Job, training: Training) -> tuple[ControlSample, list[np.ndarray]]:
-    """The controls a training set trains on (:func:`training_controls`) and each member fold's
-    held-out controls; a fold without enough of them is an error."""
+def _training_setup(
+    job: _Job, training: Training, scoped: bool
+) -> tuple[ControlSample, list[np.ndarray], list[list[str]]]:
+    """The controls a training set trains on (:func:`training_controls`), each member fold's
+    held-out controls, and per member why they cannot score any target (:func:`plate_control_reasons`).
+    A whole fold (``scoped`` False) without enough of them is an error; a part of a fold on some
+    plates (``classify.control_scope: plates``, ``scoped`` True) skips its targets with the reason."""
     options = job.options
     train_all = np.flatnonzero(training.train & job.is_control)
     train_ctrl = training_controls(train_all, job.strata, options.max_train_controls, options.seed, training.name)
     sample = ControlSample(train_ctrl, len(train_all), options.scale_leaf)
     test_ctrls = [np.flatnonzero(test & job.is_control) for _, test in training.members]
-    for (fold_name, _), ctrl in zip(training.members, test_ctrls):
-        _check_fold_controls(fold_name, len(train_ctrl), len(ctrl), options, job.source)
+    reasons = [plate_control_reasons(len(train_ctrl), len(ctrl), options) if scoped else [] for ctrl in test_ctrls]
+    if not scoped:
+        for (fold_name, _), ctrl in zip(training.members, test_ctrls):
+            _check_fold_controls(fold_name, len(train_ctrl), len(ctrl), options, job.source)
     if sample.weight is not None:
         job.log.info(
             "training %s: %d of %d training controls (classify.fast_train_controls, stratified by plate), "
@@ -388,23 +414,24 @@ def _training_setup(job: _Job, training: Training) -> tuple[ControlSample, list[
             sample.params(job.params).get("min_data_in_leaf"),
             options.fast_leaf,
         )
-    return sample, test_ctrls
+    return sample, test_ctrls, reasons
 
 
 def _score_training(
-    job: _Job, targets: Sequence[GuideSamples], training: Training, f_i: int, n_trainings: int
+    job: _Job, targets: Sequence[GuideSamples], training: Training, f_i: int, n_trainings: int, scoped: bool = False
 ) -> list[dict[str, Any]]:
     """The score rows of every target in training set ``f_i`` (of ``n_trainings``): per target,
-    one row per member fold, in the targets' order.
+    one row per member fold, in the targets' order. ``scoped``: the training set is the part of
+    one on its targets' plates (:func:`_score_scoped`).
 
     The training's bins are found once on its training controls; consecutive blocks of
     ``GUIDES_PER_BLOCK`` trainable targets share one binned block of training rows.
     """
     log, size, name = job.log, GUIDES_PER_BLOCK, training.name
     t0, done = time.perf_counter(), 0
-    sample, test_ctrls = _training_setup(job, training)
+    sample, test_ctrls, control_reasons = _training_setup(job, training, scoped)
     train_ctrl, params = sample.rows, sample.params(job.params)
-    plans = _plans(job, targets, training, train_ctrl, test_ctrls)
+    plans = _plans(job, targets, training, train_ctrl, test_ctrls, control_reasons)
     to_train = [p for p in plans if p.trainable]
     fold_bins = None
     if to_train:
@@ -456,6 +483,34 @@ def _score_training(
     n_skip = sum(r["status"] == SKIPPED for r in rows)
     if n_skip:
         log.info("fold %s: %d (guide, fold) pair(s) skipped (reasons in the score table)", name, n_skip)
+    return rows
+
+
+def _score_scoped(
+    job: _Job, targets: Sequence[GuideSamples], training: Training, f_i: int, n_trainings: int
+) -> list[dict[str, Any]]:
+    """The score rows of training set ``f_i`` under ``classify.control_scope``: the whole
+    training set (``fold``), or each part of it on one set of its targets' plates
+    (:func:`phenoica.classify._protocol.plate_trainings`), each trained and scored as a training
+    set of its own (``plates``); a fold without enough controls on all its plates is an error
+    either way."""
+    options = job.options
+    if options.control_scope == "fold":
+        return _score_training(job, targets, training, f_i, n_trainings)
+    n_train = int((training.train & job.is_control).sum())
+    for fold_name, test in training.members:
+        _check_fold_controls(fold_name, n_train, int((test & job.is_control).sum()), options, job.source)
+    parts = plate_trainings(job.strata, training, targets)
+    job.log.info(
+        "training %s: classify.control_scope plates: its %d target(s) on %d set(s) of plates, each trained "
+        "against the controls of its own",
+        training.name,
+        len(targets),
+        len(parts),
+    )
+    rows: list[dict[str, Any]] = []
+    for part, indices in parts:
+        rows.extend(_score_training(job, [targets[i] for i in indices], part, f_i, n_trainings, scoped=True))
     return rows
 
 
@@ -514,7 +569,7 @@ def classify_guides(
         )
     rows: list[dict[str, Any]] = []
     for f_i, training in enumerate(sets):
-        rows.extend(_score_training(job, targets, training, f_i, len(sets)))
+        rows.extend(_score_scoped(job, targets, training, f_i, len(sets)))
     return _sorted_scores(rows, targets, fold_arrays)
 
 

@@ -38,7 +38,9 @@ class ClassifyOptions(NamedTuple):
     model replaces with its own. ``protocol`` is ``exact`` or ``fast``
     (:mod:`phenoica.classify._protocol`); the fast protocol's fold groups and training-control
     cap are read through :attr:`max_fold_groups` and :attr:`max_train_controls` (None under ``exact``),
-    the leaf of its sampled training sets through :attr:`scale_leaf`.
+    the leaf of its sampled training sets through :attr:`scale_leaf`. ``control_scope`` says which
+    controls a guide is classified against: ``fold`` (every control of the fold) or ``plates``
+    (those on its own plates: :func:`phenoica.classify._protocol.plate_trainings`).
     ``null_layout`` is the null's layout (:func:`phenoica.classify.null_layout_choice`), ``n_null_guides``
     its size, a count or ``auto`` (:func:`phenoica.classify.null_guide_count` resolves it on a table).
     """
@@ -57,6 +59,7 @@ class ClassifyOptions(NamedTuple):
     fast_train_controls: Annotated[int, Setting("classify.fast_train_controls")]
     fast_fold_groups: Annotated[int, Setting("classify.fast_fold_groups")]
     fast_leaf: Annotated[str, Setting("classify.fast_leaf")]
+    control_scope: Annotated[str, Setting("classify.control_scope")]
     null_layout: Annotated[str, Setting("classify.null_layout")]
 
     @property
@@ -71,11 +74,14 @@ class ClassifyOptions(NamedTuple):
 
     def depends_on(self) -> tuple[str, ...]:
         """The fields the scores depend on: all but ``fast_leaf`` where it changes nothing (under
-        ``exact``) or is ``scaled``, the fast protocol as it was before the key existed, so that
-        neither reruns a run made then; ``configured`` is named, and reruns."""
-        if self.protocol == "exact" or self.scale_leaf:
-            return tuple(f for f in self._fields if f != "fast_leaf")
-        return self._fields
+        ``exact``) or is ``scaled``, the fast protocol as it was before the key existed, and but
+        ``control_scope`` while it is ``fold``, the classification as it was before that key
+        existed, so that none of them reruns a run made then; ``configured`` and ``plates`` are
+        named, and rerun."""
+        unnamed = {"fast_leaf"} if self.protocol == "exact" or self.scale_leaf else set()
+        if self.control_scope == "fold":
+            unnamed.add("control_scope")
+        return tuple(f for f in self._fields if f not in unnamed)
 
     @property
     def scale_leaf(self) -> bool:
