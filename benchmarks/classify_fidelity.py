@@ -241,12 +241,13 @@ def main() -> None:
         f"{options.num_boost_round}, {options.n_null_guides} pseudo-guides, concentration {options.concentration}, "
         f"q < {args.q}"
     )
-    print(
-        f"fast: fast_fold_groups {fast.fast_fold_groups} -> {n_sets} training sets per guide "
-        f"({'grouped' if n_sets < len(folds) else 'not grouped'}); fast_train_controls {fast.fast_train_controls} "
-        f"vs up to {n_train_ctrl} training controls ({'capped' if n_train_ctrl > fast.fast_train_controls else 'not capped'}"
-        f", fast_leaf {fast.fast_leaf})"
-    )
+    if args.control_scope == "fold":  # the candidate is fast: say whether its approximations act
+        print(
+            f"fast: fast_fold_groups {fast.fast_fold_groups} -> {n_sets} training sets per guide "
+            f"({'grouped' if n_sets < len(folds) else 'not grouped'}); fast_train_controls {fast.fast_train_controls} "
+            f"vs up to {n_train_ctrl} training controls ({'capped' if n_train_ctrl > fast.fast_train_controls else 'not capped'}"
+            f", fast_leaf {fast.fast_leaf})"
+        )
     candidate = "exact, plates" if args.control_scope == "plates" else "fast"
     protocols = {
         "exact": options._replace(protocol="exact"),

@@ -204,6 +204,8 @@ def main() -> None:
     ap.add_argument(
         "--control-scope", choices=["fold", "plates"], default="fold", help="plates: add exact on each guide's plates"
     )
+    ap.add_argument("--effect-genes", type=int, default=96, help="the 1x screen's genes with an effect")
+    ap.add_argument("--null-genes", type=int, default=40, help="the 1x screen's genes without one")
     args = ap.parse_args()
     logging.basicConfig(level=logging.WARNING)
     classify = {"lightgbm": {"num_threads": 1}} | ({"fast_leaf": args.fast_leaf} if args.fast_leaf else {})
@@ -221,7 +223,7 @@ def main() -> None:
     counts = []
     rng = np.random.default_rng(args.seed)
     for scale in args.scales:
-        table, _ = screen_profiles(arrayed_design(scale, args.axis), args.seed)
+        table, _ = screen_profiles(arrayed_design(scale, args.axis, args.effect_genes, args.null_genes), args.seed)
         folds = leave_one_batch_out(table)
         guides = guides_of(table)
         nulls = null_guide_design(table, exact.n_null_guides, exact.seed) + control_constructs(table)

@@ -265,6 +265,21 @@ def test_classify_growth_script_times_every_setting_at_every_scale(tmp_path):
     assert all(np.isfinite(float(line.split()[-1])) for line in summary)
 
 
+def test_classify_growth_times_the_plates_scope_whole(tmp_path):
+    """``--control-scope plates`` on a small screen at 1x and 2x (1 and 2 plate maps): the setting
+    is timed on every guide and pseudo-guide in one call, and gets its exponent row."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "classify_growth.py"), "--scales", "1", "2", "--no-exact"]
+    cmd += ["--caps", "--control-scope", "plates", "--effect-genes", "6", "--null-genes", "2"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = proc.stdout
+    assert "1x: 256 wells, 16 guides" in out and "2x: 512 wells, 32 guides" in out
+    assert out.count("every guide and pseudo-guide in one call") == 2 and "ms per guide" not in out
+    (summary,) = out.split("exponent")[-1].splitlines()[1:]
+    assert summary.startswith("exact, plates") and np.isfinite(float(summary.split()[-1]))
+
+
 def test_classify_growth_profile_times_each_step_of_the_engine(tmp_path):
     """``--profile``: per setting and kind of target a line of the engine's steps and their total,
     the trees' leaves and a round's CPU; the engine's own

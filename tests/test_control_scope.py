@@ -18,10 +18,14 @@ from phenoica.classify import (
     leave_one_batch_out,
     null_guide_design,
 )
-from phenoica.classify._capacity import classifier_capacity
+from phenoica.classify._capacity import _fold_counts, classifier_capacity
+from phenoica.classify._engine import fold_masks
+from phenoica.classify._null import guide_samples, guides_of
 from phenoica.classify._options import SplitOptions
-from phenoica.classify._protocol import Training, control_strata, plate_trainings
-from phenoica.contract import GUIDE, PERT_TYPE, PLATE, validate_config
+from phenoica.classify._protocol import Training, plate_trainings, trainings
+from phenoica.classify._splits import make_folds
+from phenoica.contract import GUIDE, PERT_TYPE, PLATE, ScreenError, validate_config
+from phenoica.hits import ReferenceOptions
 from phenoica.screen import ArrayedDesign, screen_profiles
 
 #: A small arrayed screen (2 batches x 4 replicate plates, 8 control wells a plate, 40 features).
@@ -149,7 +153,7 @@ def test_a_guide_whose_plates_hold_no_controls_is_skipped_and_the_door_counts_it
     capacity = classifier_capacity(table, SplitOptions("leave_one_batch_out", 0.25, 4, 3), options, "parametric", 3)
     lost = set(skipped[GUIDE])
     assert capacity.n_guides - capacity.n_scored == len(lost)
-    assert "the controls on their own plates" in capacity.reason
+    assert "for want of controls on their own plates" in capacity.reason
     assert "classify.control_scope" in capacity.reason
     # under the fold's scope every guide is scored
     assert (_scores(table, "fold", nulls=0)["status"] == "ok").all()
@@ -175,6 +179,78 @@ def test_the_scope_is_named_in_the_params_only_where_it_is_plates():
     assert "control_scope" in _options("plates").depends_on()
 
 
-def test_control_strata_is_what_the_split_keys_on(two_maps):
-    strata = control_strata(two_maps)
-    assert len(np.unique(strata)) == two_maps[["Metadata_Batch", PLATE]].drop_duplicates().shape[0]
+def test_in_distribution_folds_keep_the_fold_scores_where_every_guide_is_on_every_plate():
+    """A guide's plates are those of all its rows, not only of a fold's held-out ones."""
+    table = screen_profiles(SMALL, 0)[0]
+    splits = SplitOptions("in_distribution", 0.25, 2, 3)
+    folds = make_folds(table, splits)
+    nulls = null_guide_design(table, 4, 3)
+    runs = [
+        classify_guides(table, None, folds, _options(scope), "base", "m", nulls=nulls) for scope in ("fold", "plates")
+    ]
+    assert runs[0].equals(runs[1])
+
+
+@pytest.mark.parametrize("protocol", ["exact", "fast"])
+def test_the_door_counts_what_the_engine_scores_pair_by_pair(protocol):
+    """On 5 batches of 2 plate maps (fast: 3 fold groups, a cap of 40 training controls), the
+    second map's control wells removed in 2 batches, and pseudo-guides on the same plates: the
+    door's scored (guide, fold) pairs are the engine's, for the guides and the null alike."""
+    table = screen_profiles(dataclasses.replace(SMALL, n_batches=5, plate_maps=2), 1)[0]
+    map1 = _first_map(table)
+    batches = sorted(table["Metadata_Batch"].unique())
+    drop = table["Metadata_Batch"].isin(batches[:2]) & ~table[PLATE].isin(map1) & (table[PERT_TYPE] == "control")
+    table = table[~drop].reset_index(drop=True)
+    options = _options("plates", protocol=protocol, fast_fold_groups=3, fast_train_controls=40)
+    folds = leave_one_batch_out(table)
+    nulls = null_guide_design(table, 12, 3)
+    scores = classify_guides(table, None, folds, options, "base", "m", nulls=nulls)
+    assert (scores["status"] == "skipped").any() and (scores["status"] == "ok").any()
+    assert scores.loc[scores["status"] == "ok", "auroc"].notna().all()
+    assert (scores.loc[scores["status"] == "ok", "n_test_neg"] > 0).all()
+    real = guide_samples(table, guides_of(table))
+    # the door's columns: the folds in the order of the training sets that hold them
+    sets = trainings(folds, fold_masks(folds, len(table)), options.max_fold_groups)
+    fold_names = [name for t in sets for name, _ in t.members]
+    assert len(sets) == (3 if protocol == "fast" else 5)
+    for targets in (real, nulls):
+        ok = _fold_counts(list(targets), table, folds, options)[2]
+        engine = (
+            scores.assign(ok=scores["status"] == "ok")
+            .pivot_table(index=GUIDE, columns="fold", values="ok", aggfunc="first")
+            .loc[[t.guide for t in targets], fold_names]
+            .to_numpy(dtype=bool)
+        )
+        np.testing.assert_array_equal(ok, engine)
+
+
+def test_a_pseudo_guide_without_negatives_on_its_plates_is_skipped():
+    """A pseudo-guide whose own wells are the only held-out controls on its plates has no
+    negatives left: skipped with the reason, never scored on nothing."""
+    design = dataclasses.replace(SMALL, n_control_constructs=1, control_wells_per_construct=1, plate_maps=2)
+    table = screen_profiles(design, 0)[0]
+    splits = SplitOptions("in_distribution", 0.25, 2, 3)
+    folds = make_folds(table, splits)
+    options = _options("plates", min_test_samples=1)
+    scores = classify_guides(table, None, folds, options, "base", "m", nulls=null_guide_design(table, 8, 3))
+    ok = scores[scores["status"] == "ok"]
+    assert (ok["n_test_neg"] > 0).all() and ok["auroc"].notna().all()
+    assert scores["reason"].str.contains("no held-out control on its plates").any()
+
+
+def test_a_cap_below_the_training_floor_is_an_error_under_either_scope(two_maps):
+    folds = leave_one_batch_out(two_maps)
+    for scope in ("fold", "plates"):
+        options = _options(scope, protocol="fast", fast_train_controls=2)
+        with pytest.raises(ScreenError, match="classify.min_train_samples"):
+            classify_guides(two_maps, None, folds, options, "base", "m")
+
+
+def test_the_reference_readout_never_reads_the_scope():
+    base = {"screen": {"reference": {"rule": "named_like_gene"}}}
+    params = [
+        repr(ReferenceOptions.from_config(validate_config({**base, "classify": {"control_scope": scope}})))
+        for scope in ("fold", "plates")
+    ]
+    assert params[0] == params[1]
+    assert "control_scope" not in params[0]

@@ -101,13 +101,16 @@ def _fold_counts(
         held_out_per_plate = [np.bincount(strata[t & controls], minlength=n_strata) for _, t in training.members]
         for i, target in enumerate(targets):
             rows = target.rows
+            plates = np.unique(strata[rows])  # the plates holding the target's rows
             in_train = rows[training.train[rows]]
-            n_ctrl = int(per_plate[np.unique(strata[in_train])].sum()) if scoped else int(per_plate.sum())
+            n_ctrl = int(per_plate[plates].sum()) if scoped else int(per_plate.sum())
+            n_own = int(controls[in_train].sum())  # a pseudo-guide's own training wells
             for m, ((_, held_out), held) in enumerate(zip(training.members, held_out_per_plate), start=m0):
                 in_test = rows[held_out[rows]]
-                n_test_ctrl = int(held[np.unique(strata[in_test])].sum()) if scoped else int(held.sum())
+                n_test_ctrl = int(held[plates].sum()) if scoped else int(held.sum())
+                n_negatives = n_test_ctrl - int(controls[in_test].sum())  # less its own held-out wells
                 train[i, m], test[i, m], drawn_from[i, m] = len(in_train), len(in_test), n_ctrl
-                lacking = plate_control_reasons(n_ctrl, n_test_ctrl, options) if scoped else []
+                lacking = plate_control_reasons(n_ctrl - n_own, n_negatives, options) if scoped else []
                 ok[i, m] = not skip_reasons(len(in_train), len(in_test), options) and not lacking
                 short[i, m] = bool(lacking)
         m0 += len(training.members)
@@ -205,13 +208,13 @@ def classifier_capacity(
     if options.control_scope == "plates":
         units["train_controls_per_fold"] = _spread(drawn_from.min(axis=1))
     reason = ""
-    n_short = int((short & ~ok).any(axis=1)[~scored].sum())
-    if n_short:
+    if short.any():
         reason = (
-            f"{n_short} guide(s) are left unscored in some fold by the controls on their own plates "
-            f"(classify.control_scope plates: fewer than classify.min_train_samples = {options.min_train_samples} "
-            "training controls there, or no held-out control): give their plates control wells, or use "
-            "classify.control_scope: fold"
+            f"{int(short.any(axis=1).sum())} guide(s) are skipped in {int(short.sum())} (guide, fold) pair(s) "
+            f"({int((short.any(axis=1) & ~scored).sum())} of them in every fold) for want of controls on their own "
+            f"plates (classify.control_scope plates: fewer than classify.min_train_samples = "
+            f"{options.min_train_samples} training controls there, or no held-out control): give their plates "
+            "control wells, or use classify.control_scope: fold"
         )
     if unscored:
         lo_train, lo_test = options.min_train_samples, options.min_test_samples

@@ -230,7 +230,8 @@ def skip_reasons(n_train_pos: int, n_test_pos: int, options: ClassifyOptions) ->
 
 def plate_control_reasons(n_train: int, n_test: int, options: ClassifyOptions) -> list[str]:
     """Why the controls on a guide's plates (``classify.control_scope: plates``: ``n_train``
-    training and ``n_test`` held-out control rows) cannot score it in a fold; empty when they can."""
+    training controls there, before the fast protocol's cap and less a pseudo-guide's own wells,
+    and ``n_test`` held-out negatives) cannot score it in a fold; empty when they can."""
     reasons = []
     if n_train < options.min_train_samples:
         reasons.append(f"too few training controls on its plates ({n_train} < {options.min_train_samples})")
@@ -304,26 +305,31 @@ def _plans(
     job: _Job,
     targets: Sequence[GuideSamples],
     training: Training,
-    train_ctrl: np.ndarray,
+    sample: ControlSample,
     test_ctrls: Sequence[np.ndarray],
-    control_reasons: Sequence[list[str]],
+    scoped: bool,
 ) -> list[_Plan]:
-    """Each target's rows in one training set (``train_ctrl``: the controls it trains on;
-    ``test_ctrls``: each member fold's held-out controls; ``control_reasons``: per member fold,
-    why the training set's controls cannot score any of its targets, empty when they can)."""
+    """Each target's rows in one training set (``sample``: the controls it trains on;
+    ``test_ctrls``: each member fold's held-out controls); ``scoped``: the training set is the
+    part of one on its targets' plates, whose controls may be too few for a target
+    (:func:`plate_control_reasons`: every training control on them, less a pseudo-guide's own
+    wells, and its held-out negatives)."""
     plans = []
+    train_ctrl = sample.rows
     for target in targets:
         r = target.rows
         tr = r[training.train[r]]
         # a pseudo-guide's own wells leave the controls, for its classifier only
         own = tr[job.is_control[tr]]
+        n_own = len(own)
         own = own[np.isin(own, train_ctrl)] if len(own) else own
         n_train_neg = len(train_ctrl) - len(own)
         tests, negs, reasons = [], [], []
-        for (_, test), ctrl, lacking in zip(training.members, test_ctrls, control_reasons):
+        for (_, test), ctrl in zip(training.members, test_ctrls):
             te = r[test[r]]
             tests.append(te)
             negs.append(ctrl[~np.isin(ctrl, te)] if target.is_null else ctrl)
+            lacking = plate_control_reasons(sample.of - n_own, len(negs[-1]), job.options) if scoped else []
             reasons.append(skip_reasons(len(tr), len(te), job.options) + lacking)
         plans.append(_Plan(target, tr, n_train_neg, own, tuple(tests), tuple(negs), tuple(reasons)))
     return plans
@@ -387,19 +393,16 @@ def _score_plan(
     }
 
 
-def _training_setup(
-    job: _Job, training: Training, scoped: bool
-) -> tuple[ControlSample, list[np.ndarray], list[list[str]]]:
-    """The controls a training set trains on (:func:`training_controls`), each member fold's
-    held-out controls, and per member why they cannot score any target (:func:`plate_control_reasons`).
-    A whole fold (``scoped`` False) without enough of them is an error; a part of a fold on some
-    plates (``classify.control_scope: plates``, ``scoped`` True) skips its targets with the reason."""
+def _training_setup(job: _Job, training: Training, scoped: bool) -> tuple[ControlSample, list[np.ndarray]]:
+    """The controls a training set trains on (:func:`training_controls`) and each member fold's
+    held-out controls. A whole fold (``scoped`` False) without enough of them is an error; a part
+    of a fold on some plates (``classify.control_scope: plates``, ``scoped`` True) skips the
+    targets they cannot score, with the reason (:func:`_plans`)."""
     options = job.options
     train_all = np.flatnonzero(training.train & job.is_control)
     train_ctrl = training_controls(train_all, job.strata, options.max_train_controls, options.seed, training.name)
     sample = ControlSample(train_ctrl, len(train_all), options.scale_leaf)
     test_ctrls = [np.flatnonzero(test & job.is_control) for _, test in training.members]
-    reasons = [plate_control_reasons(len(train_ctrl), len(ctrl), options) if scoped else [] for ctrl in test_ctrls]
     if not scoped:
         for (fold_name, _), ctrl in zip(training.members, test_ctrls):
             _check_fold_controls(fold_name, len(train_ctrl), len(ctrl), options, job.source)
@@ -414,7 +417,7 @@ def _training_setup(
             sample.params(job.params).get("min_data_in_leaf"),
             options.fast_leaf,
         )
-    return sample, test_ctrls, reasons
+    return sample, test_ctrls
 
 
 def _score_training(
@@ -429,9 +432,9 @@ def _score_training(
     """
     log, size, name = job.log, GUIDES_PER_BLOCK, training.name
     t0, done = time.perf_counter(), 0
-    sample, test_ctrls, control_reasons = _training_setup(job, training, scoped)
+    sample, test_ctrls = _training_setup(job, training, scoped)
     train_ctrl, params = sample.rows, sample.params(job.params)
-    plans = _plans(job, targets, training, train_ctrl, test_ctrls, control_reasons)
+    plans = _plans(job, targets, training, sample, test_ctrls, scoped)
     to_train = [p for p in plans if p.trainable]
     fold_bins = None
     if to_train:
@@ -498,6 +501,8 @@ def _score_scoped(
     if options.control_scope == "fold":
         return _score_training(job, targets, training, f_i, n_trainings)
     n_train = int((training.train & job.is_control).sum())
+    if options.max_train_controls is not None:
+        n_train = min(n_train, options.max_train_controls)  # what the fold's models train on at most
     for fold_name, test in training.members:
         _check_fold_controls(fold_name, n_train, int((test & job.is_control).sum()), options, job.source)
     parts = plate_trainings(job.strata, training, targets)

@@ -3,7 +3,8 @@
 The empirical null (:func:`null_guide_design`): pseudo-guides made of whole control wells, laid
 out like real guides (wells per plate and batch copied from a randomly drawn real guide), scored
 by the same classifier. A pseudo-guide's wells leave the control set only for its own classifier
-(training and held-out negatives); every real guide trains against the full control set.
+(training and held-out negatives); every real guide trains against the full control set (of its
+fold, or of its plates under ``classify.control_scope: plates``).
 Pseudo-guides need only their AUROC (:mod:`phenoica.hits._calls` turns the null into p-values), so they
 never train the concentration models. Pseudo-guide ``j`` is scored in shard ``j % n_shards``.
 

@@ -38,9 +38,9 @@ against the same (subsampled) controls less its own wells, in the same fold grou
 
 Under either protocol, ``classify.control_scope: plates`` classifies each guide against the
 controls of its own plates (:func:`plate_trainings`): a training set is split by the (batch,
-plate)s its targets' training and held-out rows sit on, and each part is trained and scored as a
-training set of its own, under the training's name (so a guide's seeds, and where its plates are
-every plate its rows, scores, are those of ``fold``).
+plate)s its targets' rows sit on, and each part is trained and scored as a training set of its
+own, under the training's name (so a guide's seeds are those of ``fold``, and where its plates
+are every plate, its scores).
 """
 
 from __future__ import annotations
@@ -108,33 +108,22 @@ def trainings(
 CONTROL_SCOPES: tuple[str, ...] = ("fold", "plates")
 
 
-def _plates_of(strata: np.ndarray, rows: np.ndarray, mask: np.ndarray) -> tuple[int, ...]:
-    """The sorted (batch, plate) codes of the rows ``rows`` inside ``mask``."""
-    return tuple(int(s) for s in np.unique(strata[rows[mask[rows]]]))
-
-
 def plate_trainings(strata: np.ndarray, training: Training, targets: Sequence[Any]) -> list[tuple[Training, list[int]]]:
     """``training`` split by the plates of its targets (``classify.control_scope: plates``): per
-    distinct set of plates, a training set whose training rows are ``training``'s on the plates
-    holding the targets' training rows, and whose members' held-out rows are each member's on the
-    plates holding the targets' held-out rows of it; with the indices of ``targets`` (objects with
-    ``rows``, sorted table rows) it is for, in their order. ``strata``: the (batch, plate) code of
-    every table row (:func:`control_strata`). Each part keeps ``training``'s name.
+    distinct set of plates that hold a target's rows, ``training`` restricted to those plates (its
+    training rows and each member's held-out rows on them), with the indices of ``targets``
+    (objects with ``rows``, table rows) it is for, in their order. ``strata``: the (batch, plate)
+    code of every table row (:func:`control_strata`). Each part keeps ``training``'s name.
     """
-    groups: dict[tuple[Any, ...], list[int]] = {}
+    groups: dict[tuple[int, ...], list[int]] = {}
     for i, target in enumerate(targets):
-        rows = np.asarray(target.rows)
-        key = (_plates_of(strata, rows, training.train),) + tuple(
-            _plates_of(strata, rows, test) for _, test in training.members
-        )
+        key = tuple(int(s) for s in np.unique(strata[np.asarray(target.rows)]))
         groups.setdefault(key, []).append(i)
     out = []
     for key, indices in groups.items():
-        train = training.train & np.isin(strata, key[0])
-        members = tuple(
-            (name, test & np.isin(strata, plates)) for (name, test), plates in zip(training.members, key[1:])
-        )
-        out.append((Training(training.name, train, members), indices))
+        on = np.isin(strata, key)
+        members = tuple((name, test & on) for name, test in training.members)
+        out.append((Training(training.name, training.train & on, members), indices))
     return out
 
 

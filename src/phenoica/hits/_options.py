@@ -64,6 +64,7 @@ class ReferenceOptions(NamedTuple):
             fast_train_controls=1,
             fast_fold_groups=1,
             fast_leaf="scaled",
+            control_scope="fold",
             null_layout="plain",
         ),
     ]
