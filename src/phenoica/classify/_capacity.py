@@ -3,7 +3,7 @@
 The classifier readout trains one model per guide and fold on the guide's rows outside the
 fold's held-out batches, and scores it on the held-out rows: a (guide, fold) is scored only with
 at least ``classify.min_train_samples`` training rows and ``classify.min_test_samples`` held-out
-rows (:func:`phenoica.classify._engine.skip_reasons`). On an arrayed screen of one well per guide
+rows (:func:`phenoica.classify._skips.skip_reasons`). On an arrayed screen of one well per guide
 per plate this binds: leave-one-batch-out over 2 batches of 4 replicate plates trains each guide
 on 4 wells. The pseudo-guides of the empirical null copy real guides' layouts
 (:func:`phenoica.classify.null_guide_design`), so they are skipped as often, and hit calls
@@ -27,12 +27,13 @@ from typing import Any, Sequence
 import numpy as np
 import pandas as pd
 
-from phenoica.classify._engine import fold_masks, plate_control_reasons, skip_reasons
+from phenoica.classify._engine import fold_masks
 from phenoica.classify._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF
 from phenoica.classify._map_depth import map_p_floors
 from phenoica.classify._null import GuideSamples, control_mask, guide_samples, guides_of, null_guide_design, well_units
 from phenoica.classify._options import ClassifyOptions, SplitOptions
 from phenoica.classify._protocol import control_strata, sample_leaf, trainings
+from phenoica.classify._skips import plate_control_reasons, skip_reasons
 from phenoica.classify._splits import make_folds
 from phenoica.contract import PLATE, WELL, ScreenError
 
@@ -83,7 +84,7 @@ def _fold_counts(
     on (every training control of the fold, or under ``classify.control_scope: plates`` of the
     target's plates; at most the fast protocol's ``classify.fast_train_controls``) and the
     training controls they are drawn from, and whether its plates' controls alone keep it unscored
-    (:func:`phenoica.classify._engine.plate_control_reasons`)."""
+    (:func:`phenoica.classify._skips.plate_control_reasons`)."""
     sets = trainings(folds, fold_masks(folds, len(table)), options.max_fold_groups)
     n_folds = sum(len(t.members) for t in sets)
     train = np.zeros((len(targets), n_folds), dtype=np.int64)

@@ -48,6 +48,7 @@ from phenoica.classify._protocol import (
     training_controls,
     trainings,
 )
+from phenoica.classify._skips import check_fold_controls, plate_control_reasons, skip_reasons
 from phenoica.contract import (
     GENE,
     GUIDE,
@@ -58,7 +59,6 @@ from phenoica.contract import (
     SCORE_FLOAT_COLUMNS,
     SCORE_INT_COLUMNS,
     SKIPPED,
-    ScreenError,
     validate_profile_metadata,
 )
 from phenoica.utils import auroc, concentration, derive_seed, sparsity, split_fractions, top_features
@@ -215,42 +215,6 @@ def _typed_scores(df: pd.DataFrame) -> pd.DataFrame:
     return df.reset_index(drop=True)
 
 
-def skip_reasons(n_train_pos: int, n_test_pos: int, options: ClassifyOptions) -> list[str]:
-    """Why a (guide, fold) cannot be scored; empty when it can."""
-    reasons = []
-    lo_train, lo_test = options.min_train_samples, options.min_test_samples
-    if n_train_pos < lo_train:
-        reasons.append(f"too few training samples ({n_train_pos} < {lo_train})")
-    if n_test_pos == 0:
-        reasons.append("held-out fold has no samples of this guide")
-    elif n_test_pos < lo_test:
-        reasons.append(f"too few held-out samples ({n_test_pos} < {lo_test})")
-    return reasons
-
-
-def plate_control_reasons(n_train: int, n_test: int, options: ClassifyOptions) -> list[str]:
-    """Why the controls on a guide's plates (``classify.control_scope: plates``: ``n_train``
-    training controls there, before the fast protocol's cap and less a pseudo-guide's own wells,
-    and ``n_test`` held-out negatives) cannot score it in a fold; empty when they can."""
-    reasons = []
-    if n_train < options.min_train_samples:
-        reasons.append(f"too few training controls on its plates ({n_train} < {options.min_train_samples})")
-    if n_test == 0:
-        reasons.append("no held-out control on its plates")
-    return reasons
-
-
-def _check_fold_controls(fold: str, n_train: int, n_test: int, options: ClassifyOptions, source: str) -> None:
-    """A fold without enough controls to train or score any classifier is an error, with counts."""
-    lo = options.min_train_samples
-    if n_train < lo or n_test < 1:
-        raise ScreenError(
-            f"{source}: fold {fold!r} has {n_train} training control sample(s) and {n_test} held-out control "
-            f"sample(s); every guide needs at least classify.min_train_samples = {lo} training controls and one "
-            "held-out control. Each batch must hold control wells"
-        )
-
-
 @dataclass(frozen=True)
 class _Job:
     """What every training set of one :func:`classify_guides` call shares."""
@@ -405,7 +369,7 @@ def _training_setup(job: _Job, training: Training, scoped: bool) -> tuple[Contro
     test_ctrls = [np.flatnonzero(test & job.is_control) for _, test in training.members]
     if not scoped:
         for (fold_name, _), ctrl in zip(training.members, test_ctrls):
-            _check_fold_controls(fold_name, len(train_ctrl), len(ctrl), options, job.source)
+            check_fold_controls(fold_name, len(train_ctrl), len(ctrl), options, job.source)
     if sample.weight is not None:
         job.log.info(
             "training %s: %d of %d training controls (classify.fast_train_controls, stratified by plate), "
@@ -504,7 +468,7 @@ def _score_scoped(
     if options.max_train_controls is not None:
         n_train = min(n_train, options.max_train_controls)  # what the fold's models train on at most
     for fold_name, test in training.members:
-        _check_fold_controls(fold_name, n_train, int((test & job.is_control).sum()), options, job.source)
+        check_fold_controls(fold_name, n_train, int((test & job.is_control).sum()), options, job.source)
     parts = plate_trainings(job.strata, training, targets)
     job.log.info(
         "training %s: classify.control_scope plates: its %d target(s) on %d set(s) of plates, each trained "
