@@ -104,10 +104,6 @@ def trainings(
     return out
 
 
-#: The values of ``classify.control_scope``.
-CONTROL_SCOPES: tuple[str, ...] = ("fold", "plates")
-
-
 def plate_trainings(strata: np.ndarray, training: Training, targets: Sequence[Any]) -> list[tuple[Training, list[int]]]:
     """``training`` split by the plates of its targets (``classify.control_scope: plates``): per
     distinct set of plates that hold a target's rows, ``training`` restricted to those plates (its
