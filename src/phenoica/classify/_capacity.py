@@ -96,22 +96,25 @@ def _fold_counts(
     scoped = options.control_scope == "plates"
     strata = control_strata(table)
     n_strata = int(strata.max()) + 1 if len(strata) else 0
+    # the plates holding each target's rows, where they bound its controls
+    plates_of = [np.unique(strata[t.rows]) for t in targets] if scoped else []
     m0 = 0
     for training in sets:
         per_plate = np.bincount(strata[training.train & controls], minlength=n_strata)
         held_out_per_plate = [np.bincount(strata[t & controls], minlength=n_strata) for _, t in training.members]
+        n_all = int(per_plate.sum())
         for i, target in enumerate(targets):
             rows = target.rows
-            plates = np.unique(strata[rows])  # the plates holding the target's rows
             in_train = rows[training.train[rows]]
-            n_ctrl = int(per_plate[plates].sum()) if scoped else int(per_plate.sum())
-            n_own = int(controls[in_train].sum())  # a pseudo-guide's own training wells
+            n_ctrl = int(per_plate[plates_of[i]].sum()) if scoped else n_all
+            n_own = int(controls[in_train].sum()) if scoped else 0  # a pseudo-guide's own training wells
             for m, ((_, held_out), held) in enumerate(zip(training.members, held_out_per_plate), start=m0):
                 in_test = rows[held_out[rows]]
-                n_test_ctrl = int(held[plates].sum()) if scoped else int(held.sum())
-                n_negatives = n_test_ctrl - int(controls[in_test].sum())  # less its own held-out wells
                 train[i, m], test[i, m], drawn_from[i, m] = len(in_train), len(in_test), n_ctrl
-                lacking = plate_control_reasons(n_ctrl - n_own, n_negatives, options) if scoped else []
+                lacking = []
+                if scoped:  # its held-out negatives: the controls on its plates, less its own held-out wells
+                    n_negatives = int(held[plates_of[i]].sum()) - int(controls[in_test].sum())
+                    lacking = plate_control_reasons(n_ctrl - n_own, n_negatives, options)
                 ok[i, m] = not skip_reasons(len(in_train), len(in_test), options) and not lacking
                 short[i, m] = bool(lacking)
         m0 += len(training.members)
