@@ -4,6 +4,7 @@ readout that can still call, and the control constructs checked as a null (pheno
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import numpy as np
@@ -408,3 +409,23 @@ def test_plate_maps_spread_the_guides_over_plates_at_the_same_replicates(tmp_pat
     assert ordered == one.loc[one[PERT_TYPE] != CONTROL, GUIDE].tolist()  # one map's order, cut in three
     with pytest.raises(ValueError, match="plate maps"):
         arrayed.ArrayedDesign(n_effect_genes=1, n_null_genes=0, plate_maps=3)
+
+
+def test_an_unnormalized_export_keeps_the_plate_offsets_and_the_default_is_control_normalized():
+    """Known answers: as exported, every plate's control wells have median 0 in every feature
+    (pycytominer's mad_robustize against them); left as measured they do not, and the wells of a
+    plate differ from the exported ones by more than a rescaling."""
+    exported, _ = _profiles()
+    raw, _ = _profiles(dataclasses.replace(SMALL, control_normalized=False))
+    features = SMALL.feature_names()
+    controls = exported[PERT_TYPE] == CONTROL
+    medians = exported[controls].groupby(PLATE)[features].median().to_numpy()
+    np.testing.assert_allclose(medians, 0.0, atol=1e-5)
+    raw_medians = raw[controls].groupby(PLATE)[features].median().to_numpy()
+    assert np.abs(raw_medians).max() > 0.1
+    # the same layout, the same draws: only the normalization differs
+    assert raw[[PLATE, WELL, GUIDE]].equals(exported[[PLATE, WELL, GUIDE]])
+    renormalized = arrayed.normalize_to_controls(
+        raw.loc[raw[PLATE] == "plate01", features].to_numpy(np.float64), controls[raw[PLATE] == "plate01"].to_numpy()
+    )
+    np.testing.assert_allclose(renormalized, exported.loc[exported[PLATE] == "plate01", features], atol=1e-4)

@@ -280,6 +280,20 @@ def test_classify_growth_times_the_plates_scope_whole(tmp_path):
     assert summary.startswith("exact, plates") and np.isfinite(float(summary.split()[-1]))
 
 
+def test_null_likeness_compares_guides_without_effect_with_the_pseudo_guides(tmp_path):
+    """A line per setting of the small screen (as exported, alike controls, not normalized) with
+    both samples' sizes, and the mean differences over the seeds."""
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=str(REPO / "src"))
+    cmd = [sys.executable, str(REPO / "benchmarks" / "null_likeness.py"), "--seeds", "0", "--nulls", "12"]
+    cmd += ["--effect-genes", "4", "--null-genes", "4"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split() for line in proc.stdout.splitlines()[1:] if line and line[0] in "an"]
+    assert [" ".join(r[:2]) for r in rows[:3]] == ["as exported", "alike controls", "not normalized"]
+    assert all(r[3] == "8" and r[6] == "12" for r in rows[:3])  # 4 genes without effect, 2 guides each
+    assert "mean difference over the seeds: as exported" in proc.stdout
+
+
 def test_classify_growth_profile_times_each_step_of_the_engine(tmp_path):
     """``--profile``: per setting and kind of target a line of the engine's steps and their total,
     the trees' leaves and a round's CPU; the engine's own

@@ -46,7 +46,10 @@ byte):
   allele carries its wild type's shift, and the first ``alleles_with_effect`` of each gene
   ``programmes_per_effect`` more programmes of their own by ``effect_size`` SDs. The profiles then
   carry ``Metadata_Reference`` (an allele's wild type; empty elsewhere), and the truth
-  ``reference`` and ``differs_from_reference``.
+  ``reference`` and ``differs_from_reference``;
+- **the export's normalization**: ``control_normalized`` False leaves every plate as measured
+  (its offsets included), not normalized against its control wells: what a null of control wells
+  owes to that normalization (``benchmarks/null_likeness.py``).
 
 Beside the profiles it writes ``truth.parquet``: one row per guide and per control construct
 (gene, guide, PertType, ``has_effect``). Seeds: ``rng_for(seed, "arrayed", purpose, ...)``.
@@ -106,6 +109,7 @@ class ArrayedDesign:
     n_allele_genes: int = 0  # genes with a wild-type construct (the reference) and alleles
     alleles_per_gene: int = 3
     alleles_with_effect: int = 2  # alleles per gene that differ from their wild type
+    control_normalized: bool = True  # each plate normalized against its control wells, as exports are
 
     def __post_init__(self) -> None:
         counts = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.type in ("int", int)}
@@ -352,7 +356,8 @@ def batch_profiles(
             z += positions
         x = z @ loadings + rng.normal(scale=design.noise_sd, size=(len(layout), design.n_features))
         x += batch_offset + plate_offset
-        x = normalize_to_controls(x, (layout[PERT_TYPE] == CONTROL).to_numpy())
+        if design.control_normalized:
+            x = normalize_to_controls(x, (layout[PERT_TYPE] == CONTROL).to_numpy())
         meta = layout.assign(**{BATCH: f"batch{batch + 1}", PLATE: f"plate{plate + 1:02d}"})
         parts.append(pd.concat([meta, pd.DataFrame(x.astype(np.float32), columns=design.feature_names())], axis=1))
     table = pd.concat(parts, ignore_index=True)
