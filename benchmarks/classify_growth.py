@@ -100,7 +100,7 @@ STEPS: tuple[tuple[str, str, str], ...] = (
     ("booster set-up", "Booster", "__init__"),
     ("boosting rounds", "Booster", "update"),
     ("prediction", "Booster", "predict"),
-    ("AUROC", "engine", "auroc"),
+    ("AUROC", "guide model", "auroc"),
     ("held-out distance", "engine", "heldout_distance_se"),
 )
 
@@ -137,8 +137,10 @@ class StepClock:
         """The steps wrapped while inside; the leaves of each trained model recorded (untimed)."""
         engine = importlib.import_module("phenoica.classify._engine")
         bins = importlib.import_module("phenoica.classify._bins")
+        model = importlib.import_module("phenoica.classify._guide_model")
         owners = {"FoldBins": FoldBins, "GuideBlock": bins.GuideBlock, "Booster": lgb.Booster, "engine": engine}
-        saved = [(owners[o], a, getattr(owners[o], a)) for _, o, a in STEPS] + [(engine.lgb, "train", lgb.train)]
+        owners["guide model"] = model
+        saved = [(owners[o], a, getattr(owners[o], a)) for _, o, a in STEPS] + [(model.lgb, "train", lgb.train)]
         for name, o, a in STEPS:
             setattr(owners[o], a, self.wrap(name, getattr(owners[o], a)))
         train = lgb.train
@@ -150,7 +152,7 @@ class StepClock:
             self.own["(profiling)"] += time.process_time() - t0
             return booster
 
-        engine.lgb.train = counted_train
+        model.lgb.train = counted_train
         try:
             yield
         finally:

@@ -67,7 +67,7 @@ def test_the_leaf_known_answers():
 def _trained(table, monkeypatch, **cfg) -> tuple[pd.DataFrame, list[tuple[int, float, int]]]:
     """The score table of every guide and 3 pseudo-guides under fast at a cap of 100 (of 180), and
     the (min_data_in_leaf, largest row weight, rows) of every model LightGBM trained."""
-    import phenoica.classify._engine as engine
+    import phenoica.classify._guide_model as guide_model
 
     seen: list[tuple[int, float, int]] = []
     train = LGB_TRAIN
@@ -78,7 +78,7 @@ def _trained(table, monkeypatch, **cfg) -> tuple[pd.DataFrame, list[tuple[int, f
         seen.append((int(params["min_data_in_leaf"]), float(np.max(weight)), data.num_data()))
         return booster
 
-    monkeypatch.setattr(engine.lgb, "train", recording)
+    monkeypatch.setattr(guide_model.lgb, "train", recording)
     options = classify_options(
         dict(CFG, concentration=True, protocol="fast", fast_train_controls=100, lightgbm={"min_data_in_leaf": 7}, **cfg)
     )

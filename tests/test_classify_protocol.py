@@ -25,7 +25,7 @@ from phenoica.classify import (
     training_controls,
     trainings,
 )
-from phenoica.classify._engine import score_guide_on
+from phenoica.classify._guide_model import score_guide_on
 from phenoica.classify._protocol import ControlSample
 from phenoica.classify._splits import in_distribution
 from phenoica.contract import BATCH, GENE, GUIDE, PLATE

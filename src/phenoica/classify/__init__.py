@@ -22,6 +22,10 @@ way, and the mAP readout ranks each guide's wells among the controls. Modules, o
   control SDs, the effect size each (guide, fold) carries beside its AUROC;
 - :mod:`~phenoica.classify._engine`: the fold engine (``classify_guides``, ``classify_shard``),
   writing the score table (its columns: ``phenoica.contract.SCORE_COLUMNS``);
+- :mod:`~phenoica.classify._guide_model`: one guide's models, trained and scored on held-out
+  sets (``score_guide_on``), with their seed (``guide_seed``);
+- :mod:`~phenoica.classify._skips`: why a (guide, fold) cannot be scored, as the jobs skip it
+  and the door counts it;
 - :mod:`~phenoica.classify._map_readout`: copairs mean average precision per guide (``guide_map``),
   with its p-values drawn until their calls are settled (:mod:`~phenoica.classify._map_null`), and
   which null a screen can take and how deep each reaches (:mod:`~phenoica.classify._map_depth`);
@@ -41,15 +45,8 @@ __all__, __getattr__, __dir__ = lazy_face(
     {
         "_bins": ["FoldBins"],
         "_distance": ["DISTANCE_COLUMNS", "ControlMoments", "heldout_distance_se"],
-        "_engine": [
-            "classify_guides",
-            "classify_shard",
-            "columns_dataset",
-            "fold_masks",
-            "guide_seed",
-            "score_guide",
-            "score_guide_on",
-        ],
+        "_engine": ["classify_guides", "classify_shard", "fold_masks"],
+        "_guide_model": ["columns_dataset", "guide_seed", "score_guide", "score_guide_on"],
         "_features": ["feature_matrix"],
         "_lightgbm_params": [
             "LIGHTGBM_MIN_DATA_IN_LEAF",

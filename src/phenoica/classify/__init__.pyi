@@ -6,12 +6,12 @@ from ._distance import ControlMoments as ControlMoments
 from ._distance import heldout_distance_se as heldout_distance_se
 from ._engine import classify_guides as classify_guides
 from ._engine import classify_shard as classify_shard
-from ._engine import columns_dataset as columns_dataset
 from ._engine import fold_masks as fold_masks
-from ._engine import guide_seed as guide_seed
-from ._engine import score_guide as score_guide
-from ._engine import score_guide_on as score_guide_on
 from ._features import feature_matrix as feature_matrix
+from ._guide_model import columns_dataset as columns_dataset
+from ._guide_model import guide_seed as guide_seed
+from ._guide_model import score_guide as score_guide
+from ._guide_model import score_guide_on as score_guide_on
 from ._lightgbm_params import LIGHTGBM_MIN_DATA_IN_LEAF as LIGHTGBM_MIN_DATA_IN_LEAF
 from ._lightgbm_params import lightgbm_names_record as lightgbm_names_record
 from ._lightgbm_params import lightgbm_params as lightgbm_params
