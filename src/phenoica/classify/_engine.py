@@ -273,19 +273,15 @@ def _score_plan(
     }
 
 
-def _training_setup(job: _Job, training: Training, scoped: bool) -> tuple[ControlSample, list[np.ndarray]]:
+def _training_setup(job: _Job, training: Training) -> tuple[ControlSample, list[np.ndarray]]:
     """The controls a training set trains on (:func:`training_controls`) and each member fold's
-    held-out controls. A whole fold (``scoped`` False) without enough of them is an error; a part
-    of a fold on some plates (``classify.control_scope: plates``, ``scoped`` True) skips the
-    targets they cannot score, with the reason (:func:`_plans`)."""
+    held-out controls (a whole fold's are checked first, :func:`_score_scoped`; a part of one on
+    some plates skips the targets they cannot score, :func:`_plans`)."""
     options = job.options
     train_all = np.flatnonzero(training.train & job.is_control)
     train_ctrl = training_controls(train_all, job.strata, options.max_train_controls, options.seed, training.name)
     sample = ControlSample(train_ctrl, len(train_all), options.scale_leaf)
     test_ctrls = [np.flatnonzero(test & job.is_control) for _, test in training.members]
-    if not scoped:
-        for (fold_name, _), ctrl in zip(training.members, test_ctrls):
-            check_fold_controls(fold_name, len(train_ctrl), len(ctrl), options, job.source)
     if sample.weight is not None:
         job.log.info(
             "training %s: %d of %d training controls (classify.fast_train_controls, stratified by plate), "
@@ -312,7 +308,7 @@ def _score_training(
     """
     log, size, name = job.log, GUIDES_PER_BLOCK, training.name
     t0, done = time.perf_counter(), 0
-    sample, test_ctrls = _training_setup(job, training, scoped)
+    sample, test_ctrls = _training_setup(job, training)
     train_ctrl, params = sample.rows, sample.params(job.params)
     plans = _plans(job, targets, training, sample, test_ctrls, scoped)
     to_train = [p for p in plans if p.trainable]
@@ -375,16 +371,17 @@ def _score_scoped(
     """The score rows of training set ``f_i`` under ``classify.control_scope``: the whole
     training set (``fold``), or each part of it on one set of its targets' plates
     (:func:`phenoica.classify._protocol.plate_trainings`), each trained and scored as a training
-    set of its own (``plates``); a fold without enough controls on all its plates is an error
+    set of its own (``plates``). A fold without enough controls (its training controls as its
+    models train on them, at most the fast protocol's cap, and its held-out ones) is an error
     either way."""
     options = job.options
-    if options.control_scope == "fold":
-        return _score_training(job, targets, training, f_i, n_trainings)
     n_train = int((training.train & job.is_control).sum())
     if options.max_train_controls is not None:
-        n_train = min(n_train, options.max_train_controls)  # what the fold's models train on at most
+        n_train = min(n_train, options.max_train_controls)  # what training_controls keeps
     for fold_name, test in training.members:
         check_fold_controls(fold_name, n_train, int((test & job.is_control).sum()), options, job.source)
+    if options.control_scope == "fold":
+        return _score_training(job, targets, training, f_i, n_trainings)
     parts = plate_trainings(job.strata, training, targets)
     job.log.info(
         "training %s: classify.control_scope plates: its %d target(s) on %d set(s) of plates, each trained "
